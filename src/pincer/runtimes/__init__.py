@@ -1,0 +1,1 @@
+"""Runtimes execute tools. They enforce a HostContext and never decide policy."""
