@@ -1,0 +1,30 @@
+"""Shared fixtures: every test gets its own PINCER_HOME and never touches the user's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def pincer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "pincer-home"
+    home.mkdir()
+    monkeypatch.setenv("PINCER_HOME", str(home))
+    monkeypatch.delenv("PINCER_SECRET_KEY", raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.fail(f"compatibility corpus not found at {CORPUS}: CI lays ../shared beside the clone")
+    return CORPUS
