@@ -6,7 +6,18 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+def _find_corpus() -> Path:
+    """``../shared/corpus`` beside the checkout (CI lays it there); worktrees look further up."""
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "shared" / "corpus"
+        if candidate.is_dir():
+            return candidate
+    return Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+CORPUS = _find_corpus()
 
 
 @pytest.fixture
