@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pincer.core.effects import EffectKind, Mode, RuntimeKind
 
@@ -23,6 +23,7 @@ __all__ = [
     "ToolOutput",
     "Decision",
     "HostContext",
+    "ClientChannel",
     "definition_hash",
     "canonical_json",
 ]
@@ -77,6 +78,16 @@ class ToolSpec:
         }
 
 
+@runtime_checkable
+class ClientChannel(Protocol):
+    """The way back to whoever made the call (an MCP client): progress and log notifications.
+    The gateway may offer more (elicitation, sampling) on its own implementation."""
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None: ...
+
+    async def log(self, level: str, message: str) -> None: ...
+
+
 @dataclass(**_VALUE)
 class CallRequest:
     """One call of one tool, as every entry point builds it."""
@@ -86,6 +97,8 @@ class CallRequest:
     session: str = "main"
     idempotency_key: str | None = None
     caller: str = "api"  # cli | mcp | rest | wasm | skill | api: recorded in the audit log
+    client: ClientChannel | None = field(default=None, compare=False, repr=False)
+    depth: int = 0  # nesting of tool-invoke calls; the dispatcher refuses past a limit
 
 
 @dataclass(**_VALUE)
@@ -173,4 +186,5 @@ class HostContext:
     capabilities: Capabilities | None = None
     secrets: Any = None  # pincer.secrets.SecretAccess: resolves allowed names, records injected values
     invoke: InvokeCallback | None = None
+    client: ClientChannel | None = None
     depth: int = 0
