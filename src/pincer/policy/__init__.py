@@ -1,0 +1,1 @@
+"""Pure decisions: session policy, grants and approval modes, budgets."""

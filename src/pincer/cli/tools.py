@@ -1,0 +1,109 @@
+"""``pincer tools``: list, show and call the tools in the registry."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from pincer.cli.common import (
+    EXIT_OK,
+    JsonOption,
+    emit_json,
+    exit_code_for,
+    open_pincer,
+    parse_json_arg,
+    run,
+    stderr,
+)
+from pincer.core.errors import UsageError
+from pincer.core.values import CallRequest
+
+app = typer.Typer(help="List, inspect and call tools.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_tools(as_json: bool = JsonOption) -> None:
+    """List every tool: name, description, runtime, effects, input schema."""
+
+    async def body() -> list[dict[str, Any]]:
+        async with open_pincer() as pincer:
+            return [spec.to_dict() for spec in pincer.registry.list()]
+
+    tools = run(body, as_json=as_json)
+    if as_json:
+        emit_json(tools)
+        return
+    table = Table(title=f"{len(tools)} tools", title_justify="left")
+    for column in ("name", "runtime", "effects", "description"):
+        table.add_column(column)
+    for tool in tools:
+        table.add_row(tool["name"], tool["runtime"], ", ".join(tool["effects"]) or "-", tool["description"])
+    stderr.print(table)
+
+
+@app.command("show")
+def show_tool(name: str, as_json: bool = JsonOption) -> None:
+    """Show one tool with its input schema."""
+
+    async def body() -> dict[str, Any]:
+        async with open_pincer() as pincer:
+            return pincer.registry.get(name).to_dict()
+
+    tool = run(body, as_json=as_json)
+    if as_json:
+        emit_json(tool)
+        return
+    stderr.print(f"[bold]{tool['name']}[/] ({tool['runtime']}, from {tool['source']})")
+    stderr.print(tool["description"])
+    stderr.print(f"effects: {', '.join(tool['effects']) or 'none'}")
+    stderr.print(f"side effecting: {tool['side_effecting']}")
+    stderr.print("input schema:")
+    stderr.print_json(json.dumps(tool["input_schema"]))
+
+
+@app.command("call")
+def call_tool(
+    name: str,
+    args: str = typer.Option("{}", "--args", help="Arguments as a JSON object."),
+    session: str = typer.Option("main", "--session", help="Session to call under."),
+    idempotency_key: str | None = typer.Option(None, "--idempotency-key", help="Replay-safe key (<= 256 chars)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Call a tool through the whole call chain. Exit 0 on success, 1 on a tool error or denial,
+    2 on a usage error."""
+
+    async def body() -> dict[str, Any]:
+        async with open_pincer() as pincer:
+            request = CallRequest(tool=name, args={}, session=session, idempotency_key=idempotency_key, caller="cli")
+            try:
+                request = replace(request, args=parse_json_arg(args))
+            except UsageError as exc:
+                return (await pincer.dispatcher.reject(request, exc)).to_dict()
+
+            async def tell(approval: Any) -> None:
+                stderr.print(
+                    f"[yellow]waiting for approval {approval.id}[/]: {approval.reason}\n"
+                    f"  answer with `pincer approvals approve {approval.id}` (or `deny {approval.id}`)"
+                )
+
+            result = await pincer.call(request, on_approval=tell)
+            return result.to_dict()
+
+    result = run(body, as_json=as_json)
+    if as_json:
+        emit_json(result)
+    elif result["ok"]:
+        output = result["output"]
+        print(output if isinstance(output, str) else json.dumps(output, indent=2, ensure_ascii=False))
+        if result["cached"]:
+            stderr.print("[dim](cached result: the tool did not run again)[/]")
+    else:
+        error = result["error"]
+        stderr.print(f"[bold red]{error.get('code', 'error')}:[/] {error.get('message', '')}")
+        if error.get("hint"):
+            stderr.print(f"[dim]hint: {error['hint']}[/]")
+    raise typer.Exit(EXIT_OK if result["ok"] else exit_code_for(result["error"]))

@@ -1,0 +1,259 @@
+"""``$PINCER_HOME/config.toml``: grants, sessions, limits and settings.
+
+Parsed with pydantic at the edge (the file is user input) into frozen values. Unknown keys are
+errors here, unlike foreign manifests: a typo in your own policy must not silently widen or
+narrow it. Every error names the key and says what was expected.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pincer.core.effects import EffectKind, Mode
+from pincer.core.errors import ConfigError
+from pincer.policy.budget import RateLimit
+from pincer.policy.grants import Grant
+from pincer.policy.session import SessionKind, SessionPolicy
+
+__all__ = ["Config", "CredentialRule", "load_config", "parse_config", "CONFIG_FILENAME", "MAX_CONFIG_BYTES"]
+
+CONFIG_FILENAME = "config.toml"
+MAX_CONFIG_BYTES = 1_048_576
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Approvals(_Model):
+    timeout_s: float = Field(default=120.0, gt=0, le=86_400)
+
+
+class _Audit(_Model):
+    synchronous: Literal["normal", "full"] = "normal"
+
+
+class _Output(_Model):
+    max_bytes: int = Field(default=100_000, ge=1_000, le=100_000_000)
+
+
+class _Idempotency(_Model):
+    ttl_s: float = Field(default=300.0, gt=0, le=7 * 86_400)
+    max_entries: int = Field(default=10_000, ge=1, le=10_000_000)
+
+
+class _Network(_Model):
+    allow_private: bool = False
+
+
+class _Tools(_Model):
+    timeout_s: float = Field(default=30.0, gt=0, le=3_600)
+    max_depth: int = Field(default=4, ge=0, le=32)
+
+
+class _Grant(_Model):
+    tool: str = Field(min_length=1, max_length=256)
+    effects: dict[EffectKind, Mode] = Field(default_factory=dict)
+    default: Mode | None = None
+    hosts: list[str] | None = None
+    expires: dt.datetime | None = None
+    max_invocations: int | None = Field(default=None, ge=1)
+
+
+class _Session(_Model):
+    kind: SessionKind = SessionKind.NON_MAIN
+    allow: list[str] | None = None
+    deny: list[str] | None = None
+
+
+class _Limit(_Model):
+    calls_per_minute: int | None = Field(default=None, ge=1)
+    calls_per_hour: int | None = Field(default=None, ge=1)
+
+
+class _Credential(_Model):
+    secret: str = Field(min_length=1, max_length=128)
+    location: Literal["bearer", "basic", "header", "query_param"] = "bearer"
+    name: str | None = None  # header or query parameter name
+    prefix: str | None = None
+    host_patterns: list[str] = Field(min_length=1)
+    path_patterns: list[str] = Field(default_factory=list)
+
+
+class _Workspace(_Model):
+    path: str | None = None
+
+
+class _File(_Model):
+    approvals: _Approvals = _Approvals()
+    audit: _Audit = _Audit()
+    output: _Output = _Output()
+    idempotency: _Idempotency = _Idempotency()
+    network: _Network = _Network()
+    tools: _Tools = _Tools()
+    workspace: _Workspace = _Workspace()
+    grants: list[_Grant] = Field(default_factory=list)
+    sessions: dict[str, _Session] = Field(default_factory=dict)
+    limits: dict[str, _Limit] = Field(default_factory=dict)
+    credentials: list[_Credential] = Field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CredentialRule:
+    """Inject a secret into requests of the ``http`` built-in to matching hosts."""
+
+    secret: str
+    location: str
+    name: str | None
+    prefix: str | None
+    host_patterns: tuple[str, ...]
+    path_patterns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Config:
+    home: Path
+    workspace: Path
+    approval_timeout_s: float = 120.0
+    audit_synchronous: str = "normal"
+    max_output_bytes: int = 100_000
+    idempotency_ttl_s: float = 300.0
+    idempotency_max_entries: int = 10_000
+    allow_private_network: bool = False
+    tool_timeout_s: float = 30.0
+    max_call_depth: int = 4
+    grants: tuple[Grant, ...] = ()
+    sessions: dict[str, SessionPolicy] = field(default_factory=dict)
+    limits: tuple[tuple[str, RateLimit], ...] = ()
+    credentials: tuple[CredentialRule, ...] = ()
+
+    def session(self, name: str) -> SessionPolicy:
+        return self.sessions.get(name) or SessionPolicy.default_for(name)
+
+    def rate_limit(self, tool: str) -> RateLimit:
+        """The most specific limit whose pattern matches the tool; exact names win."""
+        best: tuple[tuple[int, int], RateLimit] | None = None
+        for pattern, limit in self.limits:
+            if fnmatch.fnmatchcase(tool.lower(), pattern.lower()):
+                rank = (0 if "*" in pattern else 1, len(pattern))
+                if best is None or rank > best[0]:
+                    best = (rank, limit)
+        return best[1] if best else RateLimit()
+
+
+def _describe(exc: ValidationError, source: str) -> ConfigError:
+    first = exc.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    problems = len(exc.errors())
+    more = f" (and {problems - 1} more problem{'s' if problems > 2 else ''})" if problems > 1 else ""
+    return ConfigError(
+        f"{source}: {key}: {first['msg']}{more}",
+        hint="fix that key; the README's config.toml section shows every setting",
+    )
+
+
+def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Config:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source} is not valid TOML: {exc}", hint="fix the syntax at that line") from exc
+    try:
+        data = _File.model_validate(raw)
+    except ValidationError as exc:
+        raise _describe(exc, source) from None
+    return _to_config(data, home=home, source=source)
+
+
+def _to_config(data: _File, *, home: Path, source: str) -> Config:
+    grants = []
+    for index, g in enumerate(data.grants):
+        if not g.effects and g.default is None:
+            raise ConfigError(
+                f"{source}: grants.{index}: grant for {g.tool!r} sets neither effects nor default",
+                hint='add effects = { network = "allow" } or default = "allow"',
+            )
+        expires = g.expires
+        if expires is not None and expires.tzinfo is None:
+            expires = expires.replace(tzinfo=dt.UTC)
+        grants.append(
+            Grant(
+                tool=g.tool,
+                effects=dict(g.effects),
+                default=g.default,
+                hosts=tuple(h.lower() for h in g.hosts) if g.hosts is not None else None,
+                expires_at=expires.timestamp() if expires else None,
+                max_invocations=g.max_invocations,
+                source=source,
+            )
+        )
+    sessions = {}
+    for name, s in data.sessions.items():
+        base = SessionPolicy.default_for(name) if s.kind is SessionKind.NON_MAIN else None
+        sessions[name] = SessionPolicy(
+            name=name,
+            kind=s.kind,
+            allow=tuple(s.allow) if s.allow is not None else (base.allow if base else ()),
+            deny=tuple(s.deny) if s.deny is not None else (base.deny if base else ()),
+            source=source,
+        )
+    for index, c in enumerate(data.credentials):
+        if c.location in ("header", "query_param") and not c.name:
+            raise ConfigError(
+                f"{source}: credentials.{index}.name: a {c.location} credential needs the name to use",
+                hint='for example name = "X-Api-Key"',
+            )
+    workspace = Path(data.workspace.path).expanduser() if data.workspace.path else home / "workspace"
+    return Config(
+        home=home,
+        workspace=workspace,
+        approval_timeout_s=data.approvals.timeout_s,
+        audit_synchronous=data.audit.synchronous,
+        max_output_bytes=data.output.max_bytes,
+        idempotency_ttl_s=data.idempotency.ttl_s,
+        idempotency_max_entries=data.idempotency.max_entries,
+        allow_private_network=data.network.allow_private,
+        tool_timeout_s=data.tools.timeout_s,
+        max_call_depth=data.tools.max_depth,
+        grants=tuple(grants),
+        sessions=sessions,
+        limits=tuple(
+            (pattern, RateLimit(calls_per_minute=lim.calls_per_minute, calls_per_hour=lim.calls_per_hour))
+            for pattern, lim in data.limits.items()
+        ),
+        credentials=tuple(
+            CredentialRule(
+                secret=c.secret,
+                location=c.location,
+                name=c.name,
+                prefix=c.prefix,
+                host_patterns=tuple(c.host_patterns),
+                path_patterns=tuple(c.path_patterns),
+            )
+            for c in data.credentials
+        ),
+    )
+
+
+def load_config(home: Path) -> Config:
+    """Read ``home/config.toml``; a missing file means the documented defaults."""
+    path = home / CONFIG_FILENAME
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes", hint="is this the right file?")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Config(home=home, workspace=home / "workspace")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text", hint="save it as UTF-8") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    return parse_config(text, home=home, source=str(path))
+
+

@@ -1,0 +1,434 @@
+"""The one call chain. Every entry point builds a CallRequest and hands it to ``Dispatcher.call``.
+
+    1 resolve      registry: name -> ToolSpec
+    2 session      session policy: allow/deny lists, groups, wildcards; deny wins
+    3 authorize    grants: effects within grant? allow | ask | deny; expiry, max invocations
+    4 validate     args against the tool's JSON Schema (cached validators)
+    5 approve      ask -> ApprovalRequest, wait for an answer or time out
+    6 budget       rate limits
+    7 idempotency  replay a stored result; fold concurrent duplicates
+    8 execute      runtime.invoke(spec, args, HostContext), bounded by the tool timeout
+    9 safety       leak scan (store secrets, values injected in this call, credential shapes), size limit
+   10 audit        one hash-chained record, committed before the result is returned
+
+Validation runs before approval (DESIGN.md has it after budgets): nobody should be asked to
+approve a call that cannot run. Steps 1-7 and 9 decide over values; only step 8 runs a tool;
+step 10 always happens, for denials and failures too. ``call`` never raises for a tool or policy
+failure: the ToolResult says what went wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import anyio
+
+from pincer.config import Config
+from pincer.core.effects import EffectKind, Mode
+from pincer.core.errors import (
+    ApprovalDenied,
+    Denied,
+    PincerError,
+    ToolError,
+    ToolTimeout,
+)
+from pincer.core.schema import validate_args
+from pincer.core.values import CallRequest, Decision, HostContext, ToolOutput, ToolResult, ToolSpec, Usage
+from pincer.policy.grants import Grant, evaluate_grants
+from pincer.policy.session import evaluate_session
+from pincer.registry import Registry
+from pincer.store.approvals import Answer, ApprovalRequest, ApprovalStatus, ApprovalStore
+from pincer.store.audit import AuditEntry, AuditLog
+from pincer.store.grants import GrantStore
+from pincer.store.idempotency import IdempotencyStore, args_digest, check_key
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Dispatcher", "ApprovalHook", "redact_args"]
+
+ApprovalHook = Callable[[ApprovalRequest], Awaitable[None]]
+
+_SECRET_KEY_WORDS = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "private_key")
+_REDACTED = "[REDACTED]"
+
+
+class Scanner(Protocol):
+    def scan(self, value: Any) -> tuple[Any, int]: ...
+
+    def with_values(self, extra: Any) -> Scanner: ...
+
+
+def _mask_secret_keys(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            k: (_REDACTED if any(w in str(k).lower() for w in _SECRET_KEY_WORDS) else _mask_secret_keys(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_mask_secret_keys(v) for v in value]
+    return value
+
+
+def redact_args(args: Any, scanner: Scanner) -> Any:
+    """Arguments as they may be stored or shown: known secrets and secret-named keys masked."""
+    scanned, _ = scanner.scan(args)
+    return _mask_secret_keys(scanned)
+
+
+def planned_hosts(spec: ToolSpec, args: Mapping[str, Any]) -> tuple[str, ...]:
+    """The hosts a call may reach, shown in approvals: the tool's allowlist, or its ``url`` arg."""
+    hosts: list[str] = []
+    caps = spec.capabilities
+    http = getattr(caps, "http", None) if caps is not None else None
+    if http is not None:
+        hosts.extend(p.host for p in http.allowlist)
+    url = args.get("url") if isinstance(args, Mapping) else None
+    if isinstance(url, str):
+        try:
+            host = urlsplit(url).hostname
+        except ValueError:
+            host = None
+        if host:
+            hosts.append(host.lower())
+    return tuple(dict.fromkeys(hosts))
+
+
+@dataclass(kw_only=True, slots=True)
+class _Trace:
+    """What the audit record will say; filled in as the call moves down the chain."""
+
+    spec: ToolSpec | None = None
+    decision: Decision | None = None
+    approval_id: str | None = None
+    args: Any = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    cached: bool = False
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        config: Config,
+        audit: AuditLog,
+        approvals: ApprovalStore,
+        grants: GrantStore,
+        idempotency: IdempotencyStore,
+        scanner: Callable[[], Scanner],
+        secret_access: Callable[[ToolSpec], Any] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        from pincer.policy.budget import RateLimiter
+
+        self.registry = registry
+        self.config = config
+        self.audit = audit
+        self.approvals = approvals
+        self.grants = grants
+        self.idempotency = idempotency
+        self._scanner = scanner
+        self._secret_access = secret_access
+        self._clock = clock
+        self._limiter = RateLimiter(seed=audit.timestamps)
+        self._grant_uses: dict[str, int] = {}
+        self._config_grants: tuple[Grant, ...] = config.grants
+
+    # -- the chain ---------------------------------------------------------------------------
+
+    async def call(self, request: CallRequest, *, on_approval: ApprovalHook | None = None) -> ToolResult:
+        started = time.perf_counter()
+        trace = _Trace()
+        scanner = self._scanner()
+        try:
+            result = await self._run(request, trace, scanner, on_approval)
+        except PincerError as exc:
+            result = self._failure(exc, scanner)
+        except Exception as exc:  # a bug in a runtime must not take the caller down unrecorded
+            logger.exception("unexpected failure calling %s", request.tool)
+            result = self._failure(ToolError(f"{request.tool} failed unexpectedly: {type(exc).__name__}"), scanner)
+        duration_ms = (time.perf_counter() - started) * 1000
+        usage = replace(result.usage, duration_ms=duration_ms)
+        audit_id = await self.audit.append(self._audit_entry(request, trace, result, usage, scanner))
+        return replace(result, usage=usage, audit_id=audit_id)
+
+    async def reject(self, request: CallRequest, error: PincerError) -> ToolResult:
+        """Record a call an entry point refused before it could be built (malformed JSON args)."""
+        scanner = self._scanner()
+        result = self._failure(error, scanner)
+        audit_id = await self.audit.append(self._audit_entry(request, _Trace(), result, result.usage, scanner))
+        return replace(result, audit_id=audit_id)
+
+    async def _run(
+        self, request: CallRequest, trace: _Trace, scanner: Scanner, on_approval: ApprovalHook | None
+    ) -> ToolResult:
+        spec, runtime = self.registry.resolve(request.tool)
+        trace.spec = spec
+        trace.args = redact_args(request.args, scanner) if isinstance(request.args, Mapping) else {}
+        if request.idempotency_key is not None:
+            check_key(request.idempotency_key)
+        if request.depth > self.config.max_call_depth:
+            raise Denied(
+                f"tool-invoke nesting deeper than {self.config.max_call_depth} calls",
+                hint="a tool that calls tools is looping; raise tools.max_depth only if that is intended",
+            )
+
+        session = self.config.session(request.session)
+        verdict = evaluate_session(session, spec.name)
+        if verdict.mode is Mode.DENY:
+            trace.decision = verdict
+            raise Denied(verdict.reason, hint="change the session's allow/deny lists in config.toml")
+
+        decision = evaluate_grants(spec, self._all_grants(), now=self._clock(), uses=self._uses)
+        trace.decision = decision
+        if decision.mode is Mode.DENY:
+            raise Denied(decision.reason, hint="a grant in config.toml denies this; change it to allow or ask")
+
+        validate_args(spec, request.args)
+
+        if decision.mode is Mode.ASK:
+            decision = await self._ask(request, spec, decision, trace, scanner, on_approval)
+            trace.decision = decision
+
+        self._limiter.reserve(spec.name, self.config.rate_limit(spec.name), self._clock())
+        if decision.grant_id is not None:
+            self._grant_uses[decision.grant_id] = self._uses(decision.grant_id) + 1
+
+        key = request.idempotency_key
+        if key is not None and spec.side_effecting:
+            return await self._run_once(request, spec, runtime, decision, key, trace, scanner)
+        return await self._execute(request, spec, runtime, decision, trace, scanner)
+
+    async def _run_once(
+        self, request, spec, runtime, decision, key: str, trace: _Trace, scanner: Scanner
+    ) -> ToolResult:
+        digest = args_digest(request.args)
+        while True:
+            stored = self.idempotency.lookup(spec.name, key, digest)
+            if stored is not None:
+                trace.cached = True
+                return ToolResult(
+                    ok=stored["ok"],
+                    output=stored.get("output"),
+                    error=stored.get("error"),
+                    content=tuple(stored["content"]) if stored.get("content") else None,
+                    cached=True,
+                )
+            if await self.idempotency.claim(spec.name, key):
+                break
+        try:
+            result = await self._execute(request, spec, runtime, decision, trace, scanner)
+            if result.ok or result.error and result.error.get("code") == "tool_error":
+                self.idempotency.store(
+                    spec.name,
+                    key,
+                    digest,
+                    {
+                        "ok": result.ok,
+                        "output": result.output,
+                        "error": dict(result.error) if result.error else None,
+                        "content": list(result.content) if result.content else None,
+                    },
+                )
+            return result
+        finally:
+            self.idempotency.release(spec.name, key)
+
+    async def _execute(
+        self,
+        request: CallRequest,
+        spec: ToolSpec,
+        runtime: Any,
+        decision: Decision,
+        trace: _Trace,
+        scanner: Scanner,
+    ) -> ToolResult:
+        secrets = self._secret_access(spec) if self._secret_access else None
+        host = HostContext(
+            session=request.session,
+            tool=spec.name,
+            network_hosts=decision.hosts,
+            allow_private_network=self.config.allow_private_network,
+            workspace=self.config.workspace,
+            timeout_s=self.config.tool_timeout_s,
+            max_output_bytes=self.config.max_output_bytes,
+            capabilities=spec.capabilities,
+            secrets=secrets,
+            invoke=self._nested_invoker(request),
+            client=request.client,
+            depth=request.depth,
+        )
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(self.config.tool_timeout_s):
+                output: ToolOutput = await runtime.invoke(spec, request.args, host)
+        except TimeoutError:
+            raise ToolTimeout(
+                f"{spec.name} did not finish within {self.config.tool_timeout_s:g} s",
+                hint="raise tools.timeout_s in config.toml if the tool needs longer",
+            ) from None
+        finally:
+            injected = tuple(getattr(secrets, "injected", ()) or ())
+        duration_ms = (time.perf_counter() - started) * 1000
+        return self._finish(spec, output, scanner.with_values(injected) if injected else scanner, duration_ms)
+
+    def _finish(self, spec: ToolSpec, output: ToolOutput, scanner: Scanner, duration_ms: float) -> ToolResult:
+        from pincer.safety.limits import limit_output
+
+        value, redactions = scanner.scan(output.value)
+        content = None
+        if output.content is not None:
+            scanned_content, more = scanner.scan([dict(block) for block in output.content])
+            content = tuple(scanned_content)
+            redactions += more
+        value, truncated, size = limit_output(value, self.config.max_output_bytes)
+        usage = Usage(
+            duration_ms=duration_ms,
+            output_bytes=size,
+            truncated=truncated,
+            redactions=redactions,
+            extra=dict(output.usage) if output.usage else {},
+        )
+        if output.is_error:
+            message = value if isinstance(value, str) else str(value)
+            return ToolResult(
+                ok=False, error={"code": "tool_error", "message": message}, content=content, usage=usage
+            )
+        return ToolResult(ok=True, output=value, content=content, usage=usage)
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    async def _ask(
+        self,
+        request: CallRequest,
+        spec: ToolSpec,
+        decision: Decision,
+        trace: _Trace,
+        scanner: Scanner,
+        on_approval: ApprovalHook | None,
+    ) -> Decision:
+        hosts = planned_hosts(spec, request.args)
+        approval = self.approvals.create(
+            session=request.session,
+            tool=spec.name,
+            args=trace.args,
+            effects=tuple(sorted(e.value for e in spec.effects)),
+            hosts=hosts,
+            reason=decision.reason,
+            timeout_s=self.config.approval_timeout_s,
+        )
+        trace.approval_id = approval.id
+        if on_approval is not None:
+            try:
+                await on_approval(approval)
+            except Exception:  # the hook is a convenience; the request stays answerable elsewhere
+                logger.exception("approval hook failed for %s", approval.id)
+        answered = await self.approvals.wait(approval.id, self.config.approval_timeout_s)
+        if answered.status is ApprovalStatus.DENY:
+            raise ApprovalDenied(
+                f"{spec.name} was denied by {answered.answered_by or 'a person'} (approval {approval.id})"
+            )
+        if answered.status is ApprovalStatus.ALLOW_ALWAYS:
+            grant = Grant(
+                tool=spec.name,
+                effects={effect: Mode.ALLOW for effect in spec.effects},
+                hosts=hosts or None if EffectKind.NETWORK in spec.effects else None,
+                source=f"approval {approval.id}",
+            )
+            self.grants.add(grant)
+            return Decision(
+                mode=Mode.ALLOW,
+                reason=f"allowed always by {answered.answered_by or 'a person'} (approval {approval.id})",
+                grant_id=grant.id,
+                hosts=grant.hosts,
+            )
+        return Decision(
+            mode=Mode.ALLOW,
+            reason=f"allowed once by {answered.answered_by or 'a person'} (approval {approval.id})",
+            hosts=hosts or decision.hosts,
+        )
+
+    def answer(self, approval_id: str, answer: Answer | str, *, by: str) -> ApprovalRequest:
+        """Answer an approval and record the answer in the audit log."""
+        answered = self.approvals.answer(approval_id, answer, by=by)
+        self.audit.append_sync(
+            AuditEntry(
+                session=answered.session,
+                caller=by,
+                tool=answered.tool,
+                kind="approval",
+                decision=answered.status.value,
+                reason=f"approval {answered.id} answered {answered.status.value} by {by}",
+                outcome="answered",
+                args=answered.args,
+                effects=answered.effects,
+                approval_id=answered.id,
+            )
+        )
+        return answered
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _all_grants(self) -> tuple[Grant, ...]:
+        stored = self.grants.all()
+        return self._config_grants + stored if stored else self._config_grants
+
+    def _uses(self, grant_id: str) -> int:
+        count = self._grant_uses.get(grant_id)
+        if count is None:
+            count = self.audit.grant_uses(grant_id)
+            self._grant_uses[grant_id] = count
+        return count
+
+    def _nested_invoker(self, parent: CallRequest) -> Callable[[CallRequest], Awaitable[ToolResult]]:
+        async def invoke(child: CallRequest) -> ToolResult:
+            # The child runs under the caller's session, one level deeper, through the whole chain.
+            return await self.call(
+                replace(child, session=parent.session, depth=parent.depth + 1, caller=f"{parent.tool}")
+            )
+
+        return invoke
+
+    def _failure(self, exc: PincerError, scanner: Scanner) -> ToolResult:
+        error, _ = scanner.scan(exc.to_dict())
+        return ToolResult(ok=False, error=error)
+
+    def _audit_entry(
+        self, request: CallRequest, trace: _Trace, result: ToolResult, usage: Usage, scanner: Scanner
+    ) -> AuditEntry:
+        decision = trace.decision
+        error = result.error or {}
+        code = error.get("code")
+        if code in ("denied", "approval_denied", "approval_timeout", "budget_exceeded"):
+            outcome = "denied"
+        else:
+            outcome = "ok" if result.ok else "error"
+        if trace.spec is None:
+            args = redact_args(request.args, scanner) if isinstance(request.args, Mapping) else {}
+        else:
+            args = trace.args
+        return AuditEntry(
+            session=request.session,
+            caller=request.caller,
+            tool=request.tool,
+            decision=decision.mode.value if decision else "none",
+            reason=decision.reason if decision else str(error.get("message", "")),
+            grant_id=decision.grant_id if decision else None,
+            outcome=outcome,
+            error_code=code,
+            error=error.get("message") if error else None,
+            args=args,
+            effects=tuple(sorted(e.value for e in trace.spec.effects)) if trace.spec else (),
+            duration_ms=usage.duration_ms,
+            usage=usage.to_dict(),
+            idempotency_key=request.idempotency_key,
+            cached=result.cached,
+            approval_id=trace.approval_id,
+        )
+
+

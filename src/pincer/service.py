@@ -1,0 +1,128 @@
+"""Wiring: one ``Pincer`` per PINCER_HOME — config, database, secret store, registry, dispatcher.
+
+    async with Pincer.open(home) as pincer:
+        result = await pincer.call(CallRequest(tool="echo", args={"text": "hi"}))
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from pincer.config import Config, load_config
+from pincer.core.values import CallRequest, ToolResult, ToolSpec
+from pincer.dispatch import ApprovalHook, Dispatcher
+from pincer.registry import Registry
+from pincer.runtimes.base import Runtime
+from pincer.safety.scanner import LeakScanner
+from pincer.secrets.store import SecretAccess, SecretStore
+from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Pincer", "RUNTIME_CLOSE_TIMEOUT_S"]
+
+RUNTIME_CLOSE_TIMEOUT_S = 10.0
+
+
+class Pincer:
+    def __init__(self, *, config: Config, secret_key: bytes | None) -> None:
+        self.config = config
+        self.home = config.home
+        self._conn = open_database(config.home, synchronous=config.audit_synchronous.upper())
+        self.audit = AuditLog(self._conn)
+        self.approvals = ApprovalStore(self._conn)
+        self.grants = GrantStore(self._conn)
+        self.idempotency = IdempotencyStore(
+            self._conn, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries
+        )
+        self.secrets = SecretStore.open(config.home, key=secret_key)
+        self.registry = Registry()
+        self._scanner: LeakScanner | None = None
+        self._scanner_version: object = None
+        self.dispatcher = Dispatcher(
+            registry=self.registry,
+            config=config,
+            audit=self.audit,
+            approvals=self.approvals,
+            grants=self.grants,
+            idempotency=self.idempotency,
+            scanner=self.scanner,
+            secret_access=self._secret_access,
+        )
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        home: Path,
+        *,
+        config: Config | None = None,
+        secret_key: bytes | None = None,
+        builtins: bool = True,
+    ) -> AsyncIterator[Pincer]:
+        """Open the state under ``home``; built-in tools are registered unless ``builtins=False``."""
+        config = config or load_config(home)
+        config.workspace.mkdir(parents=True, exist_ok=True)
+        pincer = cls(config=config, secret_key=secret_key)
+        try:
+            if builtins:
+                from pincer.runtimes.native.builtins import builtin_runtime
+
+                await pincer.add_runtime(builtin_runtime())
+            yield pincer
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pincer.aclose()
+
+    async def add_runtime(self, runtime: Runtime) -> None:
+        await runtime.start()
+        try:
+            self.registry.add_runtime(runtime)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await runtime.aclose()
+            raise
+
+    async def remove_runtime(self, runtime: Runtime) -> None:
+        self.registry.remove_runtime(runtime)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(RUNTIME_CLOSE_TIMEOUT_S):
+            await runtime.aclose()
+
+    async def call(self, request: CallRequest, *, on_approval: ApprovalHook | None = None) -> ToolResult:
+        return await self.dispatcher.call(request, on_approval=on_approval)
+
+    def scanner(self) -> LeakScanner:
+        """The leak scanner over every secret in the store, rebuilt when the store changes."""
+        version = self.secrets.version()
+        if self._scanner is None or version != self._scanner_version:
+            self._scanner = LeakScanner(self.secrets.values())
+            self._scanner_version = version
+        return self._scanner
+
+    def _secret_access(self, spec: ToolSpec) -> Any:
+        caps = spec.capabilities
+        config_names = {rule.secret for rule in self.config.credentials}
+
+        def allowed(name: str) -> bool:
+            if caps is not None:
+                return caps.is_secret_allowed(name)
+            return name in config_names
+
+        return SecretAccess(self.secrets, allowed)
+
+    async def aclose(self) -> None:
+        for runtime in reversed(self.registry.runtimes):
+            self.registry.remove_runtime(runtime)
+            with anyio.move_on_after(RUNTIME_CLOSE_TIMEOUT_S):
+                try:
+                    await runtime.aclose()
+                except Exception:
+                    logger.exception("closing runtime %s failed", runtime)
+        self.secrets.close()
+        self._conn.close()

@@ -1,0 +1,290 @@
+"""The audit log: one SHA-256 hash-chained record per call, committed before the call returns.
+
+Each record's hash covers its id, every field and the previous record's hash, so an altered,
+deleted or reordered row breaks the chain at that row. ``audit_head`` keeps the last id and hash
+in the same transaction, so a truncated tail is caught too.
+
+Group commit: concurrent callers that reach the log in the same event-loop turn share one
+transaction; nobody gets a result before the transaction holding its record has committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from pincer.core.errors import AuditChainBroken, StoreError
+from pincer.core.values import canonical_json
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AuditEntry", "AuditRecord", "AuditLog", "GENESIS_HASH"]
+
+GENESIS_HASH = "0" * 64
+
+_FIELDS = (
+    "ts", "session", "caller", "tool", "kind", "decision", "reason", "grant_id", "outcome",
+    "error_code", "error", "args", "effects", "duration_ms", "usage", "idempotency_key",
+    "cached", "approval_id",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditEntry:
+    """What the dispatcher records. ``args`` are already redacted; no output is stored."""
+
+    session: str
+    caller: str
+    tool: str
+    decision: str
+    reason: str
+    outcome: str  # ok | error | denied | answered
+    kind: str = "call"  # call | approval
+    grant_id: str | None = None
+    error_code: str | None = None
+    error: str | None = None
+    args: Any = field(default_factory=dict)
+    effects: tuple[str, ...] = ()
+    duration_ms: float = 0.0
+    usage: Any = field(default_factory=dict)
+    idempotency_key: str | None = None
+    cached: bool = False
+    approval_id: str | None = None
+    ts: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditRecord:
+    id: int
+    ts: float
+    session: str
+    caller: str
+    tool: str
+    kind: str
+    decision: str
+    reason: str
+    grant_id: str | None
+    outcome: str
+    error_code: str | None
+    error: str | None
+    args: Any
+    effects: list[str]
+    duration_ms: float
+    usage: Any
+    idempotency_key: str | None
+    cached: bool
+    approval_id: str | None
+    prev_hash: str
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def _row_values(entry: AuditEntry) -> tuple[Any, ...]:
+    return (
+        entry.ts, entry.session, entry.caller, entry.tool, entry.kind, entry.decision, entry.reason,
+        entry.grant_id, entry.outcome, entry.error_code, entry.error, canonical_json(entry.args),
+        canonical_json(list(entry.effects)), round(entry.duration_ms, 3), canonical_json(entry.usage),
+        entry.idempotency_key, int(entry.cached), entry.approval_id,
+    )  # fmt: skip
+
+
+def _chain_hash(record_id: int, values: tuple[Any, ...], prev_hash: str) -> str:
+    payload = json.dumps([record_id, prev_hash, *values], separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class _Pending:
+    __slots__ = ("values", "event", "record_id", "error")
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+        self.event = anyio.Event()
+        self.record_id = 0
+        self.error: BaseException | None = None
+
+
+class AuditLog:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._pending: list[_Pending] = []
+        self._flushing = False
+
+    async def append(self, entry: AuditEntry) -> int:
+        """Record one entry; returns its id once the record is committed."""
+        if not entry.ts:
+            from dataclasses import replace
+
+            entry = replace(entry, ts=time.time())
+        pending = _Pending(_row_values(entry))
+        self._pending.append(pending)
+        if self._flushing:
+            await pending.event.wait()
+        else:
+            self._flushing = True
+            try:
+                # One yield lets callers already running in this turn join the transaction.
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+                while self._pending:
+                    batch, self._pending = self._pending, []
+                    self._commit(batch)
+            finally:
+                self._flushing = False
+        if pending.error is not None:
+            raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
+        return pending.record_id
+
+    def append_sync(self, entry: AuditEntry) -> int:
+        """For synchronous callers (the CLI answering an approval)."""
+        if not entry.ts:
+            from dataclasses import replace
+
+            entry = replace(entry, ts=time.time())
+        pending = _Pending(_row_values(entry))
+        self._commit([pending])
+        if pending.error is not None:
+            raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
+        return pending.record_id
+
+    def _commit(self, batch: list[_Pending]) -> None:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Read the head inside the write lock: another process may have appended.
+                row = conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
+                last_id, prev = row if row else (0, GENESIS_HASH)
+                rows = []
+                for pending in batch:
+                    last_id += 1
+                    digest = _chain_hash(last_id, pending.values, prev)
+                    rows.append((last_id, *pending.values, prev, digest))
+                    pending.record_id = last_id
+                    prev = digest
+                conn.executemany(
+                    f"INSERT INTO audit (id, {', '.join(_FIELDS)}, prev_hash, hash) "
+                    f"VALUES ({', '.join('?' * (len(_FIELDS) + 3))})",
+                    rows,
+                )
+                conn.execute(
+                    "INSERT INTO audit_head (one, last_id, last_hash) VALUES (1, ?, ?) "
+                    "ON CONFLICT (one) DO UPDATE SET last_id = excluded.last_id, last_hash = excluded.last_hash",
+                    (last_id, prev),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            logger.error("audit commit failed: %s", exc)
+            for pending in batch:
+                pending.error = exc
+        finally:
+            for pending in batch:
+                pending.event.set()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def records(
+        self,
+        *,
+        tool: str | None = None,
+        session: str | None = None,
+        limit: int | None = None,
+        after_id: int = 0,
+    ) -> list[AuditRecord]:
+        """Records newest last; ``limit`` keeps the newest ``limit``."""
+        clauses, params = ["id > ?"], [after_id]
+        if tool:
+            clauses.append("tool = ?")
+            params.append(tool)
+        if session:
+            clauses.append("session = ?")
+            params.append(session)
+        sql = f"SELECT * FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        rows = self._conn.execute(sql, params).fetchall()
+        return [_to_record(row) for row in reversed(rows)]
+
+    def timestamps(self, tool: str, since: float) -> list[float]:
+        """Times of executed calls of a tool since ``since``: seeds rate limits across processes."""
+        rows = self._conn.execute(
+            "SELECT ts FROM audit WHERE tool = ? AND ts >= ? AND kind = 'call' AND outcome IN ('ok', 'error') "
+            "AND cached = 0 AND decision = 'allow' ORDER BY ts",
+            (tool, since),
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def grant_uses(self, grant_id: str) -> int:
+        row = self._conn.execute(
+            "SELECT COUNT(*) FROM audit WHERE grant_id = ? AND kind = 'call' AND outcome IN ('ok', 'error') "
+            "AND cached = 0",
+            (grant_id,),
+        ).fetchone()
+        return int(row[0])
+
+    def verify(self) -> int:
+        """Walk the chain; returns the number of records, raises AuditChainBroken at the first bad one."""
+        prev, expected_id, count = GENESIS_HASH, 1, 0
+        for row in self._iter_rows():
+            record_id = row[0]
+            values = tuple(row[1 : 1 + len(_FIELDS)])
+            stored_prev, stored_hash = row[-2], row[-1]
+            if record_id != expected_id:
+                raise AuditChainBroken(
+                    f"audit record {expected_id} is missing (next present is {record_id})",
+                    record_id=expected_id,
+                    hint="a record was deleted; the log cannot be trusted from this point",
+                )
+            if stored_prev != prev:
+                raise AuditChainBroken(
+                    f"audit record {record_id} does not follow record {record_id - 1} (previous hash differs)",
+                    record_id=record_id,
+                    hint="records were deleted, reordered or rewritten before this one",
+                )
+            if _chain_hash(record_id, values, prev) != stored_hash:
+                raise AuditChainBroken(
+                    f"audit record {record_id} was altered (its hash does not match its content)",
+                    record_id=record_id,
+                )
+            prev, expected_id, count = stored_hash, expected_id + 1, count + 1
+        head = self._conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
+        head_id, head_hash = head if head else (0, GENESIS_HASH)
+        if head_id != count or head_hash != prev:
+            raise AuditChainBroken(
+                f"the audit log ends at record {count} but its head says {head_id}",
+                record_id=count + 1,
+                hint="records were removed from the end of the log",
+            )
+        return count
+
+    def _iter_rows(self) -> Iterator[tuple[Any, ...]]:
+        columns = ", ".join(("id", *_FIELDS, "prev_hash", "hash"))
+        cursor = self._conn.execute(f"SELECT {columns} FROM audit ORDER BY rowid")
+        while batch := cursor.fetchmany(1000):
+            yield from batch
+
+
+def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:
+    (
+        record_id, ts, session, caller, tool, kind, decision, reason, grant_id, outcome, error_code,
+        error, args, effects, duration_ms, usage, idempotency_key, cached, approval_id, prev_hash, digest,
+    ) = row  # fmt: skip
+    return AuditRecord(
+        id=record_id, ts=ts, session=session, caller=caller, tool=tool, kind=kind, decision=decision,
+        reason=reason, grant_id=grant_id, outcome=outcome, error_code=error_code, error=error,
+        args=json.loads(args), effects=json.loads(effects), duration_ms=duration_ms,
+        usage=json.loads(usage), idempotency_key=idempotency_key, cached=bool(cached),
+        approval_id=approval_id, prev_hash=prev_hash, hash=digest,
+    )  # fmt: skip
