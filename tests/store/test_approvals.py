@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pincer.core.errors import ApprovalTimeout, UsageError
+from pincer.store import Answer, ApprovalStatus, ApprovalStore, open_database
+
+
+def make(store: ApprovalStore, timeout_s: float = 5.0):
+    return store.create(
+        session="main", tool="http", args={"url": "https://x.test"}, effects=("network",),
+        hosts=("x.test",), reason="asks by default", timeout_s=timeout_s,
+    )  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_answer_in_process_wakes_waiter(tmp_path: Path) -> None:
+    store = ApprovalStore(open_database(tmp_path))
+    request = make(store)
+    assert [r.id for r in store.list_pending()] == [request.id]
+
+    async def answer_soon() -> None:
+        await anyio.sleep(0.01)
+        store.answer(request.id, "allow_once", by="test")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(answer_soon)
+        with anyio.fail_after(5):
+            answered = await store.wait(request.id, timeout_s=5)
+    assert answered.status is ApprovalStatus.ALLOW_ONCE
+    assert answered.answered_by == "test"
+    assert store.list_pending() == []
+
+
+@pytest.mark.anyio
+async def test_answer_from_another_connection_is_seen(tmp_path: Path) -> None:
+    store = ApprovalStore(open_database(tmp_path))
+    other = ApprovalStore(open_database(tmp_path))
+    request = make(store)
+
+    async def answer_soon() -> None:
+        await anyio.sleep(0.05)
+        other.answer(request.id, Answer.DENY, by="cli")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(answer_soon)
+        with anyio.fail_after(5):
+            answered = await store.wait(request.id, timeout_s=5)
+    assert answered.status is ApprovalStatus.DENY
+
+
+@pytest.mark.anyio
+async def test_timeout_expires_request(tmp_path: Path) -> None:
+    store = ApprovalStore(open_database(tmp_path))
+    request = make(store, timeout_s=0.1)
+    with pytest.raises(ApprovalTimeout, match="within 0.1 s"):
+        await store.wait(request.id, timeout_s=0.1)
+    assert store.get(request.id).status is ApprovalStatus.EXPIRED
+    with pytest.raises(UsageError, match="already expired"):
+        store.answer(request.id, "allow_once")
+
+
+def test_bad_answers(tmp_path: Path) -> None:
+    store = ApprovalStore(open_database(tmp_path))
+    request = make(store)
+    with pytest.raises(UsageError, match="unknown approval answer"):
+        store.answer(request.id, "maybe")
+    with pytest.raises(UsageError, match="no approval request"):
+        store.answer("nope", "deny")
+    store.answer(request.id, "deny")
+    with pytest.raises(UsageError, match="already deny"):
+        store.answer(request.id, "allow_once")

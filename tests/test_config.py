@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pincer.config import load_config, parse_config
+from pincer.core.effects import EffectKind, Mode
+from pincer.core.errors import ConfigError
+from pincer.policy.session import SessionKind
+
+EXAMPLE = """
+[approvals]
+timeout_s = 30
+
+[[grants]]
+tool = "http"
+effects = { network = "allow" }
+hosts = ["api.github.com"]
+expires = 2030-01-01T00:00:00Z
+max_invocations = 100
+
+[[grants]]
+tool = "write_file"
+default = "allow"
+
+[sessions.ci]
+kind = "non-main"
+allow = ["group:fs", "echo"]
+
+[limits.http]
+calls_per_minute = 30
+
+[[credentials]]
+secret = "github_token"
+location = "bearer"
+host_patterns = ["api.github.com"]
+"""
+
+
+def test_example_parses(tmp_path: Path) -> None:
+    config = parse_config(EXAMPLE, home=tmp_path)
+    assert config.approval_timeout_s == 30
+    http = config.grants[0]
+    assert http.effects == {EffectKind.NETWORK: Mode.ALLOW}
+    assert http.hosts == ("api.github.com",) and http.max_invocations == 100
+    assert http.expires_at == 1893456000.0
+    assert config.session("ci").kind is SessionKind.NON_MAIN
+    assert config.session("ci").deny  # the sandbox default deny list stays unless replaced
+    assert config.rate_limit("http").calls_per_minute == 30
+    assert config.rate_limit("echo").is_unlimited
+    assert config.workspace == tmp_path / "workspace"
+
+
+def test_missing_file_means_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path)
+    assert config.grants == () and config.approval_timeout_s == 120
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[approvals\n", "not valid TOML"),
+        ("[approvals]\ntimeout_s = -1\n", "approvals.timeout_s"),
+        ("[[grants]]\ntool = 'x'\neffects = { telepathy = 'allow' }\n", "grants.0.effects.telepathy"),
+        ("[[grants]]\ntool = 'x'\neffects = { network = 'maybe' }\n", "grants.0.effects.network"),
+        ("[[grants]]\ntool = 'x'\n", "sets neither effects nor default"),
+        ("[sessions.a]\nkind = 'root'\n", "sessions.a.kind"),
+        ("[typo]\nx = 1\n", "typo"),
+        ("[[credentials]]\nsecret = 's'\nlocation = 'header'\nhost_patterns = ['a']\n", "needs the name"),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, home=tmp_path)
+    assert needle in str(info.value)
+
+
+def test_corrupt_file_on_disk(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match="UTF-8"):
+        load_config(tmp_path)
+
+
+@given(st.text(max_size=300))
+def test_arbitrary_text_only_raises_config_error(text: str) -> None:
+    try:
+        parse_config(text, home=Path("/nonexistent"))
+    except ConfigError:
+        pass
