@@ -6,21 +6,24 @@ per section, not per key. Unknown keys are ignored; a known key holding the wron
 :class:`ManifestError` naming the file and the dotted key. Defaults are IronClaw's: 60 requests a
 minute, 1000 an hour, 1 MiB request, 10 MiB response, 30 s timeout.
 
-Pure: nothing here does I/O except :meth:`Capabilities.from_path` reading its one file.
+The ``auth`` and ``setup`` sections are values of :mod:`pincer.core.auth_setup`; the typed JSON
+reading lives in :mod:`pincer.core.jsonread`. Pure: nothing here does I/O except
+:meth:`Capabilities.from_path` reading its one file.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
+from pincer.core.auth_setup import AuthSpec, SetupSpec, read_auth, read_setup
 from pincer.core.effects import EffectKind, parse_effects
 from pincer.core.errors import ManifestError, UsageError
+from pincer.core.jsonread import JsonReader, key_at
 
 __all__ = [
     "Capabilities",
@@ -30,11 +33,6 @@ __all__ = [
     "RateLimit",
     "HttpCapability",
     "WebhookSpec",
-    "AuthSpec",
-    "OAuthConfig",
-    "SetupSpec",
-    "SetupSecret",
-    "ValidationEndpoint",
     "host_matches",
     "host_pattern_rank",
 ]
@@ -201,62 +199,6 @@ class WebhookSpec:
 
 
 @dataclass(**_VALUE)
-class ValidationEndpoint:
-    """A request that proves a credential works: ``auth.validation_endpoint`` (an object) or
-    ``setup.validation_endpoint`` (a bare URL, possibly with ``{secret_name}`` placeholders)."""
-
-    url: str
-    method: str = "GET"
-    success_status: int = 200
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(**_VALUE)
-class OAuthConfig:
-    """Browser login settings. A literal ``client_secret`` in a manifest is deliberately not kept."""
-
-    authorization_url: str
-    token_url: str
-    client_id: str | None = None
-    client_id_env: str | None = None
-    client_secret_env: str | None = None
-    scopes: tuple[str, ...] = ()
-    use_pkce: bool = True
-    extra_params: Mapping[str, str] = field(default_factory=dict)
-    access_token_field: str = "access_token"
-
-
-@dataclass(**_VALUE)
-class AuthSpec:
-    secret_name: str
-    display_name: str | None = None
-    instructions: str | None = None
-    setup_url: str | None = None
-    token_hint: str | None = None
-    env_var: str | None = None
-    provider: str | None = None
-    optional: bool = False
-    oauth: OAuthConfig | None = None
-    validation_endpoint: ValidationEndpoint | None = None
-
-
-@dataclass(**_VALUE)
-class SetupSecret:
-    name: str
-    prompt: str
-    optional: bool = False
-
-
-@dataclass(**_VALUE)
-class SetupSpec:
-    """Secrets a person provides before first use: ``required_secrets`` then ``optional_secrets``."""
-
-    secrets: tuple[SetupSecret, ...] = ()
-    setup_url: str | None = None
-    validation_endpoint: ValidationEndpoint | None = None
-
-
-@dataclass(**_VALUE)
 class Capabilities:
     """A parsed capabilities manifest. Sections absent from the file are None or empty.
 
@@ -270,7 +212,7 @@ class Capabilities:
     version: str | None = None
     wit_version: str | None = None
     name: str | None = None
-    kind: str | None = None  # the manifest's "type": "tool" when absent, "channel" for channels
+    kind: str | None = None  # the manifest's "type": "channel" in channel files; tools leave it out
     http: HttpCapability | None = None
     secrets_allowed_names: tuple[str, ...] = ()
     tool_invoke_aliases: Mapping[str, str] = field(default_factory=dict)
@@ -284,16 +226,8 @@ class Capabilities:
     @classmethod
     def from_json(cls, data: str | bytes | Mapping[str, Any], *, source: str) -> Capabilities:
         """Parse a manifest from JSON text, bytes or an already-decoded object."""
-        if isinstance(data, (str, bytes, bytearray)):
-            try:
-                data = json.loads(data)
-            except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
-                detail = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
-                raise ManifestError(f"not valid JSON: {detail}", source=source,
-                                    hint="fix the file so it holds one JSON object") from None  # fmt: skip
-        if not isinstance(data, Mapping):
-            raise ManifestError(f"expected a JSON object at the top, got {_kind(data)}", source=source)
-        return _Parser(source).manifest(data)
+        parser = _Parser(source)
+        return parser.manifest(parser.load(data))
 
     @classmethod
     def from_path(cls, path: str | Path) -> Capabilities:
@@ -337,101 +271,8 @@ class Capabilities:
 # ---------------------------------------------------------------------------------------- parsing
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return type(value).__name__
-
-
-def _at(parent: str, name: str | int) -> str:
-    if isinstance(name, int):
-        return f"{parent}[{name}]"
-    return f"{parent}.{name}" if parent else name
-
-
-class _Parser:
-    """Reads one manifest; every ``at`` is the dotted key path of the value being read."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, at: str, expected: str, got: object = ..., hint: str | None = None) -> NoReturn:
-        message = f"expected {expected}" + ("" if got is ... else f", got {_kind(got)}")
-        raise ManifestError(message, source=self.source, key=at, hint=hint)
-
-    # -- scalars, read from a parent object; a null counts as absent, as serde's Option does
-    def text(self, m: Mapping[str, Any], name: str, at: str, *, required: bool = False) -> str | None:
-        value = m.get(name)
-        if value is None:
-            if required:
-                self.fail(_at(at, name), "a string (it is required)")
-            return None
-        if not isinstance(value, str):
-            self.fail(_at(at, name), "a string", value)
-        if required and not value.strip():
-            self.fail(_at(at, name), "a non-empty string")
-        return value
-
-    def number(self, m: Mapping[str, Any], name: str, at: str, default: int, *, minimum: int = 0) -> int:
-        value = m.get(name)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.fail(_at(at, name), f"a whole number >= {minimum}", value)
-        return value
-
-    def flag(self, m: Mapping[str, Any], name: str, at: str, default: bool = False) -> bool:
-        value = m.get(name)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self.fail(_at(at, name), "true or false", value)
-        return value
-
-    def obj(self, value: Any, at: str, what: str = "an object") -> Mapping[str, Any]:
-        if not isinstance(value, Mapping):
-            self.fail(at, what, value)
-        return value
-
-    def section(self, m: Mapping[str, Any], name: str, at: str) -> Mapping[str, Any] | None:
-        value = m.get(name)
-        return None if value is None else self.obj(value, _at(at, name))
-
-    def items(self, m: Mapping[str, Any], name: str, at: str, what: str) -> list[tuple[str, Any]]:
-        value = m.get(name)
-        if value is None:
-            return []
-        if isinstance(value, str) or not isinstance(value, (list, tuple)):
-            self.fail(_at(at, name), what, value)
-        return [(_at(_at(at, name), i), item) for i, item in enumerate(value)]
-
-    def texts(self, m: Mapping[str, Any], name: str, at: str) -> tuple[str, ...]:
-        out = []
-        for where, item in self.items(m, name, at, "a list of strings"):
-            if not isinstance(item, str):
-                self.fail(where, "a string", item)
-            out.append(item)
-        return tuple(out)
-
-    def text_map(self, m: Mapping[str, Any], name: str, at: str) -> dict[str, str]:
-        value = m.get(name)
-        if value is None:
-            return {}
-        value = self.obj(value, _at(at, name), "an object of string values")
-        for key, item in value.items():
-            if not isinstance(key, str) or not isinstance(item, str):
-                self.fail(_at(_at(at, name), str(key)), "a string", item)
-        return dict(value)
+class _Parser(JsonReader):
+    """Reads one capabilities manifest."""
 
     def host(self, value: Any, at: str) -> str:
         if not isinstance(value, str):
@@ -443,32 +284,31 @@ class _Parser:
                       hint="a wildcard may only be a leading '*.' label")  # fmt: skip
         return host
 
-    # -- sections
     def manifest(self, data: Mapping[str, Any]) -> Capabilities:
-        merged: dict[str, tuple[Any, str]] = {}
+        found: dict[str, tuple[Any, str]] = {}  # section -> (value, dotted key where it was found)
         node, prefix = data, ""
         for _ in range(MAX_WRAPPER_DEPTH + 1):
             for name in _SECTIONS:  # the outer level wins, section by section
-                if name not in merged and node.get(name) is not None:
-                    merged[name] = (node[name], _at(prefix, name))
-            inner = node.get("capabilities")
-            if inner is None:
+                if name not in found and node.get(name) is not None:
+                    found[name] = (node[name], key_at(prefix, name))
+            if node.get("capabilities") is None:
                 break
-            prefix = _at(prefix, "capabilities")
-            node = self.obj(inner, prefix, "an object holding the capability sections")
-        flat = {name: value for name, (value, _) in merged.items()}
-        where = {name: at for name, (_, at) in merged.items()}
+            prefix = key_at(prefix, "capabilities")
+            node = self.obj(node["capabilities"], prefix, "an object holding the capability sections")
 
         def meta(name: str) -> str | None:
-            return self.text(flat, name, where.get(name, "").rpartition(".")[0]) if name in flat else None
+            value, at = found.get(name, (None, ""))
+            return self.text({name: value}, name, at.rpartition(".")[0])
+
+        def section(name: str) -> tuple[Mapping[str, Any], str] | None:
+            return (self.obj(found[name][0], found[name][1]), found[name][1]) if name in found else None
 
         description = meta("description")
         if description is not None and len(description) > MAX_DESCRIPTION_CHARS:
             logger.warning("%s: description truncated to %d characters", self.source, MAX_DESCRIPTION_CHARS)
             description = description[:MAX_DESCRIPTION_CHARS]
-        section = {n: self.obj(flat[n], where[n]) for n in ("http", "secrets", "tool_invoke", "workspace",
-                                                            "webhook", "auth", "setup") if n in flat}  # fmt: skip
-        tool_invoke = section.get("tool_invoke")
+        http, secrets, invoke, workspace = (section(n) for n in ("http", "secrets", "tool_invoke", "workspace"))
+        webhook, auth, setup = (section(n) for n in ("webhook", "auth", "setup"))
         return Capabilities(
             source=self.source,
             description=description,
@@ -476,25 +316,21 @@ class _Parser:
             wit_version=meta("wit_version"),
             name=meta("name"),
             kind=meta("type"),
-            http=self.http(section["http"], where["http"]) if "http" in section else None,
-            secrets_allowed_names=self.texts(section["secrets"], "allowed_names", where["secrets"])
-            if "secrets" in section
-            else (),
-            tool_invoke_aliases=self.text_map(tool_invoke, "aliases", where["tool_invoke"]) if tool_invoke else {},
-            tool_invoke_rate_limit=self.rate_limit(tool_invoke, where["tool_invoke"]) if tool_invoke else None,
-            workspace_allowed_prefixes=self.texts(section["workspace"], "allowed_prefixes", where["workspace"])
-            if "workspace" in section
-            else None,
-            webhook=self.webhook(section["webhook"], where["webhook"]) if "webhook" in section else None,
-            auth=self.auth(section["auth"], where["auth"]) if "auth" in section else None,
-            setup=self.setup(section["setup"], where["setup"]) if "setup" in section else None,
+            http=self.http(*http) if http else None,
+            secrets_allowed_names=self.texts(secrets[0], "allowed_names", secrets[1]) if secrets else (),
+            tool_invoke_aliases=self.text_map(invoke[0], "aliases", invoke[1]) if invoke else {},
+            tool_invoke_rate_limit=self.rate_limit(*invoke) if invoke else None,
+            workspace_allowed_prefixes=self.texts(workspace[0], "allowed_prefixes", workspace[1]) if workspace else None,
+            webhook=self.webhook(*webhook) if webhook else None,
+            auth=read_auth(self, *auth) if auth else None,
+            setup=read_setup(self, *setup) if setup else None,
         )
 
     def rate_limit(self, m: Mapping[str, Any], at: str) -> RateLimit | None:
         rl = self.section(m, "rate_limit", at)
         if rl is None:
             return None
-        at = _at(at, "rate_limit")
+        at = key_at(at, "rate_limit")
         return RateLimit(requests_per_minute=self.number(rl, "requests_per_minute", at, 60),
                          requests_per_hour=self.number(rl, "requests_per_hour", at, 1000))  # fmt: skip
 
@@ -504,18 +340,18 @@ class _Parser:
             entry = self.obj(item, where, "an object with host, path_prefix and methods")
             prefix = self.text(entry, "path_prefix", where) or "/"
             if not prefix.startswith("/"):
-                self.fail(_at(where, "path_prefix"), "a path starting with '/'")
+                self.fail(key_at(where, "path_prefix"), "a path starting with '/'")
             methods = []
             for i, method in enumerate(self.texts(entry, "methods", where)):
                 if not _METHOD.fullmatch(method.upper()):
-                    self.fail(_at(_at(where, "methods"), i), "an HTTP method name such as GET")
+                    self.fail(key_at(key_at(where, "methods"), i), "an HTTP method name such as GET")
                 methods.append(method.upper())
-            host = self.host(entry.get("host"), _at(where, "host"))
+            host = self.host(entry.get("host"), key_at(where, "host"))
             allowlist.append(EndpointPattern(host=host, path_prefix=prefix, methods=tuple(methods)))
         credentials = []
         creds = self.section(m, "credentials", at) or {}
         for key, item in creds.items():
-            credentials.append(self.credential(str(key), item, _at(_at(at, "credentials"), str(key))))
+            credentials.append(self.credential(str(key), item, key_at(key_at(at, "credentials"), str(key))))
         return HttpCapability(
             allowlist=tuple(allowlist),
             credentials=tuple(credentials),
@@ -527,11 +363,11 @@ class _Parser:
 
     def credential(self, key: str, item: Any, at: str) -> CredentialMapping:
         m = self.obj(item, at, "an object with secret_name, location and host_patterns")
-        loc_at = _at(at, "location")
+        loc_at = key_at(at, "location")
         loc = self.obj(m.get("location"), loc_at, "an object such as {\"type\": \"bearer\"}")
         kind = loc.get("type")
         if kind not in _LOCATION_TYPES:
-            self.fail(_at(loc_at, "type"), f"one of {', '.join(_LOCATION_TYPES)}", kind)
+            self.fail(key_at(loc_at, "type"), f"one of {', '.join(_LOCATION_TYPES)}", kind)
         fields: dict[str, Any] = {"type": kind, "prefix": self.text(loc, "prefix", loc_at)}
         if kind == "basic":
             fields["username"] = self.text(loc, "username", loc_at)
@@ -539,12 +375,12 @@ class _Parser:
             target, keys = _LOCATION_NEEDS[kind]
             present = [k for k in keys if loc.get(k) is not None]
             fields[target] = self.text(loc, present[0] if present else keys[0], loc_at, required=True)
-        hosts = tuple(self.host(h, _at(_at(at, "host_patterns"), i))
+        hosts = tuple(self.host(h, key_at(key_at(at, "host_patterns"), i))
                       for i, h in enumerate(self.texts(m, "host_patterns", at)))  # fmt: skip
         paths = self.texts(m, "path_patterns", at)
         for i, path in enumerate(paths):
             if not path.startswith("/"):
-                self.fail(_at(_at(at, "path_patterns"), i), "a path starting with '/'")
+                self.fail(key_at(key_at(at, "path_patterns"), i), "a path starting with '/'")
         return CredentialMapping(
             key=key,
             secret_name=self.text(m, "secret_name", at, required=True) or "",
@@ -558,53 +394,3 @@ class _Parser:
         names = ("secret_header", "secret_name", "signature_key_secret_name", "hmac_secret_name",
                  "hmac_signature_header", "hmac_timestamp_header", "hmac_prefix")  # fmt: skip
         return WebhookSpec(**{n: self.text(m, n, at) for n in names})
-
-    def endpoint(self, m: Mapping[str, Any], name: str, at: str) -> ValidationEndpoint | None:
-        value = m.get(name)
-        if value is None:
-            return None
-        if isinstance(value, str):
-            return ValidationEndpoint(url=value)
-        at = _at(at, name)
-        e = self.obj(value, at, "a URL or an object with url, method, success_status and headers")
-        return ValidationEndpoint(
-            url=self.text(e, "url", at, required=True) or "",
-            method=(self.text(e, "method", at) or "GET").upper(),
-            success_status=self.number(e, "success_status", at, 200, minimum=100),
-            headers=self.text_map(e, "headers", at),
-        )
-
-    def auth(self, m: Mapping[str, Any], at: str) -> AuthSpec:
-        oauth = None
-        if (o := self.section(m, "oauth", at)) is not None:
-            oat = _at(at, "oauth")
-            oauth = OAuthConfig(
-                authorization_url=self.text(o, "authorization_url", oat, required=True) or "",
-                token_url=self.text(o, "token_url", oat, required=True) or "",
-                client_id=self.text(o, "client_id", oat),
-                client_id_env=self.text(o, "client_id_env", oat),
-                client_secret_env=self.text(o, "client_secret_env", oat),
-                scopes=self.texts(o, "scopes", oat),
-                use_pkce=self.flag(o, "use_pkce", oat, default=True),
-                extra_params=self.text_map(o, "extra_params", oat),
-                access_token_field=self.text(o, "access_token_field", oat) or "access_token",
-            )
-        optional = ("display_name", "instructions", "setup_url", "token_hint", "env_var", "provider")
-        return AuthSpec(
-            secret_name=self.text(m, "secret_name", at, required=True) or "",
-            optional=self.flag(m, "optional", at),
-            oauth=oauth,
-            validation_endpoint=self.endpoint(m, "validation_endpoint", at),
-            **{n: self.text(m, n, at) for n in optional},
-        )
-
-    def setup(self, m: Mapping[str, Any], at: str) -> SetupSpec:
-        secrets = []
-        for group, optional in (("required_secrets", False), ("optional_secrets", True)):
-            for where, item in self.items(m, group, at, "a list of {name, prompt} objects"):
-                s = self.obj(item, where, "an object with name and prompt")
-                secrets.append(SetupSecret(name=self.text(s, "name", where, required=True) or "",
-                                           prompt=self.text(s, "prompt", where, required=True) or "",
-                                           optional=self.flag(s, "optional", where, default=optional)))  # fmt: skip
-        return SetupSpec(secrets=tuple(secrets), setup_url=self.text(m, "setup_url", at),
-                         validation_endpoint=self.endpoint(m, "validation_endpoint", at))  # fmt: skip
