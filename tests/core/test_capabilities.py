@@ -387,7 +387,7 @@ section_names = st.sampled_from(
 )  # fmt: skip
 manifest_like = st.recursive(
     json_values,
-    lambda inner: st.dictionaries(section_names, inner, max_size=5) | st.lists(inner, max_size=3),
+    lambda inner: st.dictionaries(section_names | st.integers(0, 3), inner, max_size=5) | st.lists(inner, max_size=3),
     max_leaves=30,
 )
 
@@ -405,7 +405,7 @@ def check_only_manifest_errors(doc: Any) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(manifest_like)
 def test_arbitrary_json_only_raises_manifest_error(doc: Any) -> None:
-    check_only_manifest_errors(doc)
+    check_only_manifest_errors(doc)  # as a decoded object, non-string keys included
     check_only_manifest_errors(json.dumps(doc))
 
 
