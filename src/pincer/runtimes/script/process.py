@@ -1,0 +1,313 @@
+"""Running one prepared command line: limits, capped output, a deadline that kills the whole tree.
+
+Every backend turns a :class:`RunRequest` into a :class:`Launch` (the argv of bwrap, of a container
+engine, or of the command itself on the host); :func:`execute` runs it the same way for all of them.
+It is synchronous and meant for a worker thread: a blocking ``select`` loop is simpler to make
+correct about pipes held open by grandchildren than an event-loop reader, and it keeps the event loop
+free for the network proxy the run may be talking to.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pincer.core.errors import RuntimeUnavailable
+from pincer.runtimes.script.cgroups import RunCgroup
+from pincer.runtimes.script.manifest import Limits, Mount, NetworkMode
+
+__all__ = ["RunRequest", "Launch", "RunResult", "execute", "rlimits_for", "GIB"]
+
+logger = logging.getLogger(__name__)
+
+GIB = 1024**3
+DRAIN_AFTER_EXIT_S = 2.0  # how long to keep reading pipes after the tree was killed
+POLL_S = 0.1  # wake-up while pipes stay open after the main process exited
+_READ_CHUNK = 65536
+_VALUE = dict(frozen=True, kw_only=True, slots=True)
+
+
+@dataclass(**_VALUE)
+class RunRequest:
+    """What to run and under which rules; backends decide how."""
+
+    argv: tuple[str, ...]
+    workdir: Path
+    limits: Limits
+    env: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    network: NetworkMode = NetworkMode.NONE
+    proxy_socket: Path | None = None  # host side of the allowlist proxy (network = allowlist)
+
+
+@dataclass(**_VALUE)
+class Launch:
+    """A process to start. ``user``/``group`` drop the host uid before exec; ``on_kill`` reaches
+    processes the kernel does not (a container engine's)."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    backend: str
+    cwd: Path | None = None
+    user: int | None = None
+    group: int | None = None
+    pass_fds: tuple[int, ...] = ()
+    on_kill: Callable[[], None] | None = None
+    on_close: Callable[[], None] | None = None
+
+
+@dataclass(**_VALUE)
+class RunResult:
+    exit_code: int | None
+    signal: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_total: int
+    stderr_total: int
+    killed_by: str | None  # timeout | memory | cpu | file_size | None
+    duration_ms: float
+    backend: str
+    oom_kills: int = 0
+    pids_limit_hits: int = 0
+    memory_peak_bytes: int = 0
+
+    @property
+    def stdout_truncated(self) -> bool:
+        return self.stdout_total > len(self.stdout)
+
+    @property
+    def stderr_truncated(self) -> bool:
+        return self.stderr_total > len(self.stderr)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.killed_by is None
+
+
+def _clamp(value: int, hard: int) -> int:
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+def rlimits_for(limits: Limits, *, has_cgroup: bool) -> list[tuple[int, int, int]]:
+    """(resource, soft, hard) for the child. Hard limits are clamped to ours: without
+    CAP_SYS_RESOURCE they cannot be raised, and asking would fail the spawn."""
+    wanted = [
+        # soft first: SIGXCPU at cpu_s, the kernel's SIGKILL one second later
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
+        (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
+        (resource.RLIMIT_CORE, 0, 0),
+        # A backstop only: the memory cgroup is the real limit. Runtimes like node and java
+        # reserve far more address space than they use, so this stays large.
+        (resource.RLIMIT_AS, max(16 * GIB, 8 * limits.memory_bytes), max(16 * GIB, 8 * limits.memory_bytes)),
+    ]
+    if not has_cgroup:
+        # RLIMIT_NPROC counts every process of the uid host-wide (and is ignored for root), so it
+        # is only worth having when no pids cgroup contains the run.
+        wanted.append((resource.RLIMIT_NPROC, limits.pids, limits.pids))
+    result = []
+    for res, soft, hard in wanted:
+        _, current_hard = resource.getrlimit(res)
+        hard = _clamp(hard, current_hard)
+        result.append((res, min(_clamp(soft, current_hard), hard), hard))
+    return result
+
+
+def _child_setup(join_fds: tuple[int, ...], rlimits: list[tuple[int, int, int]]) -> Callable[[], None]:
+    # Runs between fork and exec: only system calls on values computed beforehand, since another
+    # thread of the parent may have held a lock at fork time.
+    def setup() -> None:
+        for fd in join_fds:
+            os.write(fd, b"0")
+        for res, soft, hard in rlimits:
+            resource.setrlimit(res, (soft, hard))
+
+    return setup
+
+
+class _Capture:
+    def __init__(self, cap: int) -> None:
+        self.cap, self.total, self.parts = cap, 0, bytearray()
+
+    def feed(self, data: bytes) -> None:
+        room = self.cap - len(self.parts)
+        if room > 0:
+            self.parts += data[:room]
+        self.total += len(data)
+
+
+class ProcessRun:
+    """One execution; ``run()`` blocks, ``cancel()`` may be called from another thread."""
+
+    def __init__(self, launch: Launch, limits: Limits, cgroup: RunCgroup | None) -> None:
+        self.launch, self.limits, self.cgroup = launch, limits, cgroup
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self._kill_tree()
+
+    def _kill_tree(self) -> None:
+        proc = self._proc
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        if proc is not None and proc.returncode is None:
+            for send in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
+                try:
+                    send()
+                except (ProcessLookupError, PermissionError):
+                    pass
+        if self.launch.on_kill is not None:
+            try:
+                self.launch.on_kill()
+            except Exception:  # noqa: BLE001 - teardown must go on; the engine reports its own errors
+                logger.exception("backend kill hook failed")
+
+    def run(self) -> RunResult:
+        launch, limits = self.launch, self.limits
+        rlimits = rlimits_for(limits, has_cgroup=self.cgroup is not None)
+        join = self.cgroup.join_fds() if self.cgroup is not None else ()
+        started = time.monotonic()
+        deadline = started + limits.timeout_s
+        try:
+            self._proc = subprocess.Popen(  # noqa: S603 - argv built by the backend, never a shell line
+                list(launch.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(launch.env),
+                cwd=launch.cwd,
+                user=launch.user,
+                group=launch.group,
+                extra_groups=[] if launch.user is not None else None,
+                start_new_session=True,
+                pass_fds=launch.pass_fds,
+                preexec_fn=_child_setup(join, rlimits),  # noqa: PLW1509 - see _child_setup
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise RuntimeUnavailable(
+                f"cannot start {launch.argv[0]}: {exc}", hint="run `pincer sandbox doctor`"
+            ) from exc
+        finally:
+            for fd in launch.pass_fds:
+                os.close(fd)
+        proc = self._proc
+        out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
+        timed_out = self._pump(proc, out, err, deadline)
+        status = self._reap(proc)
+        if self.cgroup is not None:
+            self.cgroup.kill()  # nothing of the run outlives it
+        duration_ms = (time.monotonic() - started) * 1000
+        exit_code, sig = _decode(status, launch.backend)
+        oom = self.cgroup.oom_kills() if self.cgroup else 0
+        killed_by = None
+        if timed_out or self._cancelled.is_set():
+            killed_by = "timeout"
+        elif oom:
+            killed_by = "memory"
+        elif sig == signal.SIGXCPU:
+            killed_by = "cpu"
+        elif sig == signal.SIGXFSZ:
+            killed_by = "file_size"
+        return RunResult(
+            exit_code=exit_code,
+            signal=sig,
+            stdout=bytes(out.parts),
+            stderr=bytes(err.parts),
+            stdout_total=out.total,
+            stderr_total=err.total,
+            killed_by=killed_by,
+            duration_ms=duration_ms,
+            backend=launch.backend,
+            oom_kills=oom,
+            pids_limit_hits=self.cgroup.pids_limit_hits() if self.cgroup else 0,
+            memory_peak_bytes=self.cgroup.memory_peak_bytes() if self.cgroup else 0,
+        )
+
+    def _pump(self, proc: subprocess.Popen[bytes], out: _Capture, err: _Capture, deadline: float) -> bool:
+        """Read both pipes until EOF. True when the deadline hit and the tree was killed."""
+        assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 - Popen(PIPE) contract
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        timed_out, exited_at = False, None
+        try:
+            while sel.get_map():
+                now = time.monotonic()
+                if (now >= deadline or self._cancelled.is_set()) and not timed_out:
+                    timed_out = True
+                    self._kill_tree()
+                    exited_at = now
+                if exited_at is None and proc.poll() is not None:
+                    # The main process is gone but something still holds the pipes: a background
+                    # child. The run is over; it goes too.
+                    self._kill_tree()
+                    exited_at = now
+                if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S:
+                    logger.warning("pipes still open %.1f s after the kill; giving up on them", DRAIN_AFTER_EXIT_S)
+                    break
+                wait = POLL_S if exited_at is not None else max(0.0, min(POLL_S, deadline - now))
+                for key, _ in sel.select(wait):
+                    data = os.read(key.fd, _READ_CHUNK)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                    else:
+                        key.data.feed(data)
+        finally:
+            sel.close()
+            proc.stdout.close()
+            proc.stderr.close()
+        return timed_out
+
+    def _reap(self, proc: subprocess.Popen[bytes]) -> int:
+        try:
+            return proc.wait(timeout=DRAIN_AFTER_EXIT_S)
+        except subprocess.TimeoutExpired:
+            self._kill_tree()
+            return proc.wait()
+
+
+def _decode(returncode: int, backend: str) -> tuple[int | None, int | None]:
+    """(exit code, signal). bwrap and container engines report a killed child as 128+signal."""
+    if returncode < 0:
+        return None, -returncode
+    if backend != "host" and 128 < returncode < 128 + 65:
+        return returncode, returncode - 128
+    return returncode, None
+
+
+def execute(launch: Launch, limits: Limits, cgroup: RunCgroup | None) -> RunResult:
+    """Run to completion (blocking)."""
+    return ProcessRun(launch, limits, cgroup).run()
+
+
+def describe(result: RunResult) -> dict[str, Any]:
+    """The JSON value a script tool returns."""
+    return {
+        "exit_code": result.exit_code,
+        "signal": result.signal,
+        "killed_by": result.killed_by,
+        "stdout": _text(result.stdout, result.stdout_total),
+        "stderr": _text(result.stderr, result.stderr_total),
+        "stdout_truncated": result.stdout_truncated,
+        "stderr_truncated": result.stderr_truncated,
+        "backend": result.backend,
+    }
+
+
+def _text(data: bytes, total: int) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if total > len(data):
+        text += f"\n[pincer: output truncated, {total - len(data)} more bytes not shown]"
+    return text

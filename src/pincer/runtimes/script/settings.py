@@ -1,0 +1,50 @@
+"""Settings of the script runtime: which sandbox, where scratch directories live, exec policy."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pincer.core.errors import ConfigError
+from pincer.policy.exec_approvals import ExecApprovalPolicy
+from pincer.runtimes.script.manifest import Limits, NetworkMode
+
+__all__ = ["ScriptSettings", "BACKEND_CHOICES"]
+
+BACKEND_CHOICES = ("auto", "bwrap", "docker", "podman")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScriptSettings:
+    """``backend``: ``auto`` tries docker/podman when ``container_image`` is set, then bubblewrap.
+    ``main_session_on_host``: the main session's script tools run on the host, unsandboxed (limits
+    still apply); every other session is always sandboxed. ``sandbox_uid``/``gid``: the unprivileged
+    host uid a sandbox runs as when pincer is root."""
+
+    backend: str = "auto"
+    main_session_on_host: bool = False
+    sandbox_uid: int = 65534
+    sandbox_gid: int = 65534
+    scratch_root: Path | None = None
+    bwrap_path: Path | None = None
+    container_engine: str | None = None  # "docker" | "podman"; None: whichever works
+    container_image: str | None = None
+    container_args: tuple[str, ...] = ()
+    exec_limits: Limits = field(default_factory=Limits)
+    exec_network: NetworkMode = NetworkMode.NONE
+    exec_policy: ExecApprovalPolicy = field(default_factory=ExecApprovalPolicy)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKEND_CHOICES:
+            raise ConfigError(
+                f"unknown script backend {self.backend!r}", hint=f"use one of {', '.join(BACKEND_CHOICES)}"
+            )
+        if self.container_engine not in (None, "docker", "podman"):
+            raise ConfigError(f"unknown container engine {self.container_engine!r}", hint='use "docker" or "podman"')
+        if self.exec_network is NetworkMode.ALLOWLIST:
+            raise ConfigError("the exec tool cannot use an allowlist network", hint='use "none" or "host"')
+
+    def scratch(self) -> Path:
+        """Parent of the per-run work directories; the sandbox uid must be able to traverse it."""
+        return self.scratch_root or Path(tempfile.gettempdir()) / "pincer-scratch"
