@@ -1,0 +1,158 @@
+"""The exec tool under exec approvals, and where sessions run, with real processes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pincer.core.errors import ApprovalDenied, Denied, ToolNotFound, UsageError
+from pincer.core.values import HostContext
+from pincer.policy.exec_approvals import Answer, Ask, ExecApprovalPolicy, Security
+from pincer.runtimes.script import ScriptRuntime, ScriptSettings
+from pincer.runtimes.script.runtime import ExecApprovalRequest
+
+from .helpers import manifest, sandbox_owned_dir
+
+pytestmark = pytest.mark.anyio
+
+SHELLS = ("/usr/bin/sh", "/usr/bin/dash", "/bin/sh")
+
+
+def exec_runtime(scratch: Path, policy: ExecApprovalPolicy, **kwargs) -> ScriptRuntime:  # noqa: ANN003
+    return ScriptRuntime([], ScriptSettings(scratch_root=scratch, exec_policy=policy), **kwargs)
+
+
+async def call(runtime: ScriptRuntime, command: str, workspace: Path | None = None, session: str = "agent"):  # noqa: ANN201
+    spec = next(s for s in runtime.tools() if s.name == "exec")
+    return await runtime.invoke(spec, {"command": command}, HostContext(session=session, tool="exec", workspace=workspace))
+
+
+class Recorder:
+    """An approver that answers from a script and remembers what it was asked."""
+
+    def __init__(self, *answers: Answer | None) -> None:
+        self.answers = list(answers)
+        self.asked: list[ExecApprovalRequest] = []
+
+    async def __call__(self, request: ExecApprovalRequest) -> Answer | None:
+        self.asked.append(request)
+        return self.answers.pop(0)
+
+
+async def test_allowlisted_sh_does_not_let_sh_c_curl_through(public_dir: Path) -> None:
+    workspace = sandbox_owned_dir(public_dir / "ws")
+    policy = ExecApprovalPolicy(allowlist=(*SHELLS, "/usr/bin/touch"))
+    command = 'sh -c "touch /work/ran; curl -s http://127.0.0.1:9/"'
+
+    # Nobody to ask: the fallback (deny) refuses, and nothing ran.
+    runtime = exec_runtime(public_dir / "scratch", policy)
+    with pytest.raises(ApprovalDenied) as caught:
+        await call(runtime, command, workspace)
+    assert "/usr/bin/curl is not in the allowlist" in caught.value.message
+    assert not (workspace / "ran").exists()
+
+    # A person is asked about curl, not about sh, and says no.
+    recorder = Recorder(Answer.DENY)
+    runtime = exec_runtime(public_dir / "scratch", policy, approver=recorder)
+    with pytest.raises(ApprovalDenied):
+        await call(runtime, command, workspace)
+    assert not (workspace / "ran").exists()
+    (asked,) = recorder.asked
+    missing = [s.executable for s in asked.evaluation.segments if s.matched is None]
+    assert missing == ["/usr/bin/curl"]
+    assert asked.sandboxed is True
+
+    # Allowed once: it runs (in the sandbox, where curl finds no network).
+    runtime = exec_runtime(public_dir / "scratch", policy, approver=Recorder(Answer.ALLOW_ONCE))
+    out = await call(runtime, command, workspace)
+    assert (workspace / "ran").exists()
+    assert out.value["exit_code"] != 0  # curl could not connect
+    assert runtime.exec_policy.allowlist == policy.allowlist
+
+
+async def test_allow_always_persists_the_inner_program(public_dir: Path) -> None:
+    saved: list[ExecApprovalPolicy] = []
+    recorder = Recorder(Answer.ALLOW_ALWAYS)
+    runtime = exec_runtime(
+        public_dir / "scratch", ExecApprovalPolicy(allowlist=SHELLS), approver=recorder, on_policy_change=saved.append
+    )
+    out = await call(runtime, "env LANG=C nice -n 5 uname -s")
+    assert out.value["stdout"] == "Linux\n"
+    assert saved and "/usr/bin/uname" in saved[-1].allowlist
+    assert not {"/usr/bin/env", "/usr/bin/nice"} & set(saved[-1].allowlist)
+    out = await call(runtime, "uname -s")  # now allowlisted: no question
+    assert out.value["stdout"] == "Linux\n"
+    assert len(recorder.asked) == 1
+
+
+async def test_inline_eval_asks_even_for_an_allowlisted_interpreter(public_dir: Path) -> None:
+    policy = ExecApprovalPolicy(allowlist=("/usr/bin/python3*",))
+    recorder = Recorder(Answer.ALLOW_ALWAYS)
+    runtime = exec_runtime(public_dir / "scratch", policy, approver=recorder)
+    out = await call(runtime, "python3 -c 'print(6*7)'")
+    assert out.value["stdout"] == "42\n"
+    assert recorder.asked[0].evaluation.segments[0].inline_eval
+    assert runtime.exec_policy.allowlist == policy.allowlist  # allow_always never persists inline eval
+    allowed = exec_runtime(public_dir / "scratch", ExecApprovalPolicy(allowlist=policy.allowlist, allow_inline_eval=True))
+    assert (await call(allowed, "python3 -c 'print(1)'")).value["stdout"] == "1\n"
+
+
+async def test_security_deny_and_ask_off(public_dir: Path) -> None:
+    with pytest.raises(Denied, match="security=deny"):
+        await call(exec_runtime(public_dir / "s", ExecApprovalPolicy(security=Security.DENY)), "true")
+    with pytest.raises(Denied, match="ask=off"):
+        await call(exec_runtime(public_dir / "s", ExecApprovalPolicy(ask=Ask.OFF)), "true")
+    recorder = Recorder(Answer.ALLOW_ONCE)
+    runtime = exec_runtime(public_dir / "s", ExecApprovalPolicy(security=Security.FULL, ask=Ask.ALWAYS), approver=recorder)
+    await call(runtime, "true")
+    assert len(recorder.asked) == 1
+
+
+async def test_ask_fallback_allowlist_and_unanswered(public_dir: Path) -> None:
+    policy = ExecApprovalPolicy(ask=Ask.ALWAYS, ask_fallback=Security.ALLOWLIST, allowlist=("/usr/bin/true",))
+    runtime = exec_runtime(public_dir / "s", policy, approver=Recorder(None))
+    assert (await call(runtime, "true")).value["exit_code"] == 0
+    runtime = exec_runtime(public_dir / "s", policy, approver=Recorder(None))
+    with pytest.raises(ApprovalDenied, match="nobody answered"):
+        await call(runtime, "false")
+
+
+async def test_non_main_sessions_are_always_sandboxed(public_dir: Path) -> None:
+    settings = ScriptSettings(
+        scratch_root=public_dir / "scratch",
+        main_session_on_host=True,
+        exec_policy=ExecApprovalPolicy(security=Security.FULL, ask=Ask.OFF),
+    )
+    runtime = ScriptRuntime([], settings, is_main_session=lambda session: session == "owner")
+    on_host = await call(runtime, "cat /proc/1/comm; id -u", session="owner")
+    sandboxed = await call(runtime, "cat /proc/1/comm; id -u", session="main")
+    assert on_host.value["backend"] == "host"
+    assert on_host.value["stdout"].split()[1] == str(os.geteuid())
+    assert sandboxed.value["backend"] != "host"
+    assert sandboxed.value["stdout"].split()[0] == "bwrap"
+    default = ScriptRuntime([], ScriptSettings(scratch_root=public_dir / "scratch", exec_policy=settings.exec_policy))
+    assert (await call(default, "true", session="main")).value["backend"] != "host"
+
+
+async def test_unknown_tool_and_duplicate_names(settings) -> None:
+    runtime = ScriptRuntime([], settings)
+    spec = runtime.tools()[0]
+    from dataclasses import replace
+
+    with pytest.raises(ToolNotFound):
+        await runtime.invoke(replace(spec, name="nope"), {}, HostContext(session="a", tool="nope"))
+    with pytest.raises(UsageError, match="two script tools"):
+        ScriptRuntime([manifest(name="x"), manifest(name="x")], settings)
+    with pytest.raises(UsageError, match="two script tools"):
+        ScriptRuntime([manifest(name="exec")], settings)
+
+
+async def test_tools_describe_themselves(settings) -> None:
+    runtime = ScriptRuntime([manifest(name="wc", sandbox={"network": "host"})], settings)
+    specs = {s.name: s for s in runtime.tools()}
+    assert set(specs) == {"wc", "exec"}
+    assert specs["exec"].input_schema["required"] == ["command"]
+    assert "network" in {e.value for e in specs["wc"].effects}
+    assert specs["wc"].runtime.value == "script"
