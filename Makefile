@@ -4,9 +4,22 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test bench clean
+# Debian packages the script sandbox uses besides the pip-installed bwrap: libseccomp (the seccomp
+# deny list), python3 under /usr (the network allowlist relay inside the sandbox), util-linux
+# (prlimit, setpriv) and curl (used by the tests). Installed only when missing, as root, with apt.
+SANDBOX_DEBS := libseccomp2 python3-minimal util-linux curl
 
-setup: $(STAMP)
+.PHONY: setup run test bench clean sandbox-deps
+
+setup: $(STAMP) sandbox-deps
+
+sandbox-deps:
+	@missing=""; for p in $(SANDBOX_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing$$missing"; apt-get update -qq && apt-get install -y -qq $$missing; \
+	  else echo "warning: missing Debian packages for the script sandbox:$$missing" >&2; fi; \
+	fi
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +35,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python bench/dispatch.py
+	$(BIN)/python bench/sandbox.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

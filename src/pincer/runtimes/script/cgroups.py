@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 CGROUP_REMOVE_TIMEOUT_S = 2.0
 CGROUP_KILL_ROUNDS = 50  # v1 has no cgroup.kill: kill what is listed, again, until the group is empty
-_POLL_S = 0.01
+_POLL_S = 0.001
 
 _VALUE = dict(frozen=True, kw_only=True, slots=True)
 
@@ -192,6 +192,10 @@ class RunCgroup:
             if memsw.exists():  # without it a hog pushes pages to swap instead of being killed
                 memsw.write_text(str(memory_bytes))
         (self.pids / "pids.max").write_text(str(pids_max))
+
+    def procs_paths(self) -> tuple[Path, ...]:
+        """The ``cgroup.procs`` files a starting process (still root) writes ``0`` to."""
+        return tuple(d / "cgroup.procs" for d in self.dirs)
 
     def join_fds(self) -> tuple[int, ...]:
         """Fds the child writes ``b"0"`` to, before exec, to join every group of the run."""

@@ -19,7 +19,7 @@ from typing import Any
 from pincer.core.errors import RuntimeUnavailable
 from pincer.runtimes.script import seccomp
 from pincer.runtimes.script.backends import Backend, BwrapBackend, ContainerBackend, relay_interpreter
-from pincer.runtimes.script.cgroups import detect_cgroups
+from pincer.runtimes.script.cgroups import RunCgroup, detect_cgroups
 from pincer.runtimes.script.manifest import Limits
 from pincer.runtimes.script.process import RunRequest, execute
 from pincer.runtimes.script.settings import ScriptSettings
@@ -103,9 +103,19 @@ def _smoke(backend: Backend, settings: ScriptSettings) -> tuple[bool, str, float
     workdir = new_workdir(settings.scratch(), uid=settings.sandbox_uid, gid=settings.sandbox_gid)
     try:
         request = RunRequest(argv=("/bin/true",), workdir=workdir, limits=_SMOKE_LIMITS)
-        started = time.perf_counter()
-        result = execute(backend.launch(request), _SMOKE_LIMITS, None)
-        elapsed = (time.perf_counter() - started) * 1000
+        support = detect_cgroups()
+        cgroup = (
+            RunCgroup(support, memory_bytes=_SMOKE_LIMITS.memory_bytes, pids_max=_SMOKE_LIMITS.pids)
+            if support.is_usable
+            else None
+        )
+        try:
+            started = time.perf_counter()
+            result = execute(backend.launch(request), _SMOKE_LIMITS, cgroup)
+            elapsed = (time.perf_counter() - started) * 1000
+        finally:
+            if cgroup is not None:
+                cgroup.close()
     except RuntimeUnavailable as exc:
         return False, exc.message, 0.0
     finally:

@@ -13,6 +13,7 @@ import logging
 import os
 import resource
 import selectors
+import shlex
 import signal
 import subprocess
 import threading
@@ -32,7 +33,8 @@ logger = logging.getLogger(__name__)
 
 GIB = 1024**3
 DRAIN_AFTER_EXIT_S = 2.0  # how long to keep reading pipes after the tree was killed
-POLL_S = 0.1  # wake-up while pipes stay open after the main process exited
+POLL_S = 0.1
+NPROC_BACKSTOP = 512  # wake-up while pipes stay open after the main process exited
 _READ_CHUNK = 65536
 _VALUE = dict(frozen=True, kw_only=True, slots=True)
 
@@ -111,15 +113,47 @@ def rlimits_for(limits: Limits, *, has_cgroup: bool) -> list[tuple[int, int, int
         (resource.RLIMIT_AS, max(16 * GIB, 8 * limits.memory_bytes), max(16 * GIB, 8 * limits.memory_bytes)),
     ]
     if not has_cgroup:
-        # RLIMIT_NPROC counts every process of the uid host-wide (and is ignored for root), so it
-        # is only worth having when no pids cgroup contains the run.
-        wanted.append((resource.RLIMIT_NPROC, limits.pids, limits.pids))
+        # RLIMIT_NPROC counts every process of the uid host-wide, including ones still exiting from
+        # earlier runs (and is ignored for root), so it is only a generous backstop, used when no
+        # pids cgroup contains the run.
+        nproc = max(limits.pids, NPROC_BACKSTOP)
+        wanted.append((resource.RLIMIT_NPROC, nproc, nproc))
     result = []
     for res, soft, hard in wanted:
         _, current_hard = resource.getrlimit(res)
         hard = _clamp(hard, current_hard)
         result.append((res, min(_clamp(soft, current_hard), hard), hard))
     return result
+
+
+_SH, _PRLIMIT, _SETPRIV = "/bin/sh", "/usr/bin/prlimit", "/usr/bin/setpriv"
+_PRLIMIT_NAMES = {
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_CORE: "core",
+    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_NPROC: "nproc",
+}
+
+
+def trampoline_available() -> bool:
+    """Whether util-linux's prlimit and setpriv are there to start a run without a Python fork."""
+    return all(os.access(p, os.X_OK) for p in (_SH, _PRLIMIT, _SETPRIV))
+
+
+def trampoline_argv(
+    argv: tuple[str, ...], *, procs: tuple[Path, ...], rlimits: list[tuple[int, int, int]], user: int | None,
+    group: int | None,
+) -> list[str]:
+    """``sh`` joins the cgroups (as root, writing its own pid), drops the environment dash exports,
+    and execs ``prlimit`` -> ``setpriv`` -> the command. Unlike ``preexec_fn`` this lets Python
+    start the child with vfork (milliseconds saved on every run) and runs no Python code between
+    fork and exec."""
+    joins = "".join(f"echo 0 > {shlex.quote(str(p))} && " for p in procs)
+    limits = [f"--{_PRLIMIT_NAMES[res]}={soft}:{hard}" for res, soft, hard in rlimits]
+    drop = [_SETPRIV, f"--reuid={user}", f"--regid={group}", "--clear-groups", "--"] if user is not None else []
+    script = f'{joins}unset PWD OLDPWD && exec "$@"'
+    return [_SH, "-c", script, "pincer-spawn", _PRLIMIT, *limits, "--", *drop, *argv]
 
 
 def _child_setup(join_fds: tuple[int, ...], rlimits: list[tuple[int, int, int]]) -> Callable[[], None]:
@@ -179,21 +213,31 @@ class ProcessRun:
         join = self.cgroup.join_fds() if self.cgroup is not None else ()
         started = time.monotonic()
         deadline = started + limits.timeout_s
+        spawn: dict[str, Any]
+        if trampoline_available():
+            procs = self.cgroup.procs_paths() if self.cgroup is not None else ()
+            argv = trampoline_argv(launch.argv, procs=procs, rlimits=rlimits, user=launch.user, group=launch.group)
+            spawn = {}
+        else:
+            argv = list(launch.argv)
+            spawn = {
+                "user": launch.user,
+                "group": launch.group,
+                "extra_groups": [] if launch.user is not None else None,
+                "preexec_fn": _child_setup(join, rlimits),
+            }
         try:
             self._proc = subprocess.Popen(  # noqa: S603 - argv built by the backend, never a shell line
-                list(launch.argv),
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=dict(launch.env),
                 cwd=launch.cwd,
-                user=launch.user,
-                group=launch.group,
-                extra_groups=[] if launch.user is not None else None,
                 start_new_session=True,
                 pass_fds=launch.pass_fds,
-                preexec_fn=_child_setup(join, rlimits),  # noqa: PLW1509 - see _child_setup
                 close_fds=True,
+                **spawn,
             )
         except OSError as exc:
             raise RuntimeUnavailable(
