@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from pincer import __version__
-from pincer.cli import approvals, audit, demo, policy, secrets, tools
+from pincer.cli import approvals, audit, demo, policy, sandbox, secrets, tools
 
 app = typer.Typer(
     name="pincer",
@@ -19,6 +19,7 @@ app.add_typer(secrets.app, name="secrets")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(audit.app, name="audit")
 app.add_typer(policy.app, name="policy")
+app.add_typer(sandbox.app, name="sandbox")
 app.command("demo")(demo.demo)
 
 

@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import json
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from typer.testing import CliRunner
 
 from pincer.cli import sandbox
+from pincer.cli.main import app
+
+
+@pytest.fixture
+def public_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="pincer-test-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_doctor_json() -> None:
-    result = CliRunner().invoke(sandbox.app, ["doctor", "--json"])
+    result = CliRunner().invoke(app, ["sandbox", "doctor", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["selected"] == "bwrap"
