@@ -42,11 +42,22 @@ def _wait_for(predicate, limit_s: float) -> bool:  # noqa: ANN001
     return False
 
 
+def _grandchild_running(token: str) -> bool:
+    for pid in processes_with(token):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sh\0-c\0sleep 100; echo "):
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def test_killing_pincer_kills_the_sandbox(public_dir: Path) -> None:
     token = marker()
     parent = subprocess.Popen([sys.executable, "-c", CHILD, str(public_dir / "scratch"), token])
     try:
-        assert _wait_for(lambda: len(processes_with(token)) >= 3, START_WAIT_S), "the sandboxed command never started"
+        # Wait until the command itself runs (its setsid grandchild exists), past bwrap's own setup.
+        assert _wait_for(lambda: _grandchild_running(token), START_WAIT_S), "the sandboxed command never started"
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
         assert _wait_for(lambda: processes_with(token) == [], DEATH_WAIT_S), processes_with(token)

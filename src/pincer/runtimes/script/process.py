@@ -151,7 +151,7 @@ def trampoline_argv(
     fork and exec."""
     joins = "".join(f"echo 0 > {shlex.quote(str(p))} && " for p in procs)
     limits = [f"--{_PRLIMIT_NAMES[res]}={soft}:{hard}" for res, soft, hard in rlimits]
-    drop = [_SETPRIV, f"--reuid={user}", f"--regid={group}", "--clear-groups", "--"] if user is not None else []
+    drop = [_SETPRIV, f"--reuid={user}", f"--regid={group}", "--clear-groups", "--pdeathsig=KILL", "--"] if user is not None else []
     script = f'{joins}unset PWD OLDPWD && exec "$@"'
     return [_SH, "-c", script, "pincer-spawn", _PRLIMIT, *limits, "--", *drop, *argv]
 
