@@ -3,6 +3,9 @@ file size, output caps."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from pincer.core.errors import ToolTimeout
@@ -125,3 +128,22 @@ async def _settle() -> None:
     import anyio
 
     await anyio.sleep(SETTLE_S)
+
+
+@needs_cgroups()
+def test_stale_run_groups_are_swept() -> None:
+    from pincer.runtimes.script.cgroups import RunCgroup, sweep_stale
+
+    support = detect_cgroups()
+    group = RunCgroup(support, memory_bytes=64 * MIB, pids_max=8)
+    for fd in group.join_fds():
+        os.close(fd)
+    group._fds = []  # noqa: SLF001 - play a pincer that died before cleaning up
+    assert all(d.exists() for d in group.dirs)
+    sweep_stale(support, older_than_s=3600)
+    assert all(d.exists() for d in group.dirs)  # too young: it may be another pincer's, starting
+    two_hours_ago = time.time() - 7200
+    for d in group.dirs:
+        os.utime(d, (two_hours_ago, two_hours_ago))
+    assert sweep_stale(support, older_than_s=3600) >= len(group.dirs)
+    assert not any(d.exists() for d in group.dirs)

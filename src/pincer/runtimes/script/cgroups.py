@@ -28,6 +28,7 @@ __all__ = ["CgroupSupport", "RunCgroup", "detect_cgroups"]
 logger = logging.getLogger(__name__)
 
 CGROUP_REMOVE_TIMEOUT_S = 2.0
+STALE_CGROUP_AGE_S = 300.0  # an empty run group this old was left by a pincer that was killed
 CGROUP_KILL_ROUNDS = 50  # v1 has no cgroup.kill: kill what is listed, again, until the group is empty
 _POLL_S = 0.001
 
@@ -97,7 +98,34 @@ def _join(mount: str, path: str) -> Path:
 
 @functools.cache
 def detect_cgroups() -> CgroupSupport:
-    """Find writable memory and pids hierarchies; cached for the life of the process."""
+    """Find writable memory and pids hierarchies; cached for the life of the process. The first
+    call also removes run groups a killed pincer left behind."""
+    support = _detect()
+    sweep_stale(support)
+    return support
+
+
+def sweep_stale(support: CgroupSupport, *, older_than_s: float = STALE_CGROUP_AGE_S) -> int:
+    """Remove empty ``pincer-*`` groups older than ``older_than_s``; returns how many went."""
+    removed = 0
+    now = time.time()
+    for parent in {support.memory_dir, support.pids_dir, support.kill_dir} - {None}:
+        try:
+            candidates = list(parent.glob("pincer-*"))  # type: ignore[union-attr]
+        except OSError:
+            continue
+        for group in candidates:
+            try:
+                if now - group.stat().st_mtime < older_than_s or (group / "cgroup.procs").read_text().strip():
+                    continue
+                group.rmdir()
+                removed += 1
+            except OSError:
+                continue
+    return removed
+
+
+def _detect() -> CgroupSupport:
     mounts, own = _mounts(), _own_paths()
     v2_dir: Path | None = None
     for point, fstype, _ in mounts:
