@@ -23,8 +23,11 @@ DEFAULT_MAX_OUTPUT_BYTES = 100_000
 MIN_OUTPUT_LIMIT_BYTES = 256  # room for the marker and a little of the output
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _encode(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _ENCODER.encode(value)
 
 
 def _size(text: str) -> int:
