@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pincer.core.errors import ToolError, UsageError
 from pincer.safety.limits import DEFAULT_MAX_OUTPUT_BYTES, MIN_OUTPUT_LIMIT_BYTES, json_size, limit_output
 
-MARKER = re.compile(r"\n\[TRUNCATED: (\d+) bytes cut; the output was (\d+) bytes, over the (\d+)-byte limit\]$")
+MARKER = re.compile(r"\n\[truncated: (\d+) bytes cut; the output was (\d+) bytes, over the (\d+)-byte limit\]$")
 
 
 def encoded_size(value: Any) -> int:

@@ -43,7 +43,7 @@ def json_size(value: Any) -> int:
 
 
 def _marker(cut: int, size: int, max_bytes: int) -> str:
-    return f"\n[TRUNCATED: {cut} bytes cut; the output was {size} bytes, over the {max_bytes}-byte limit]"
+    return f"\n[truncated: {cut} bytes cut; the output was {size} bytes, over the {max_bytes}-byte limit]"
 
 
 def limit_output(value: Any, max_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> tuple[Any, bool, int]:

@@ -35,7 +35,7 @@ from typing import Any
 from ahocorasick_rs import AhoCorasick, MatchKind
 
 from pincer.core.errors import UsageError
-from pincer.safety.encodings import BASE64, RAW, encoded_forms
+from pincer.safety.encodings import BASE64, encoded_forms
 from pincer.safety.patterns import SHAPES, CredentialShape
 
 logger = logging.getLogger(__name__)
@@ -100,9 +100,9 @@ class LeakScanner:
         """This scanner plus ``extra`` values (those injected during one call). Cheap: no rebuild."""
         added: dict[str, _Role] = {}
         for value in extra:
-            # A value the scanner was built with has all its forms already (the usual case:
-            # credentials injected from the store).
-            if isinstance(value, str) and value and self._forms.get(value) != RAW:
+            # A value the scanner already knows, as a secret or as one of its forms, is covered
+            # (the usual case: credentials injected from the store, raw or percent-encoded).
+            if isinstance(value, str) and value and value not in self._forms:
                 for form, kind in encoded_forms(value, min_length=self._min_length).items():
                     if form not in self._forms and form not in self._extra:
                         added.setdefault(form, _Role(kind, ()))
