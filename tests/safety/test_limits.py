@@ -65,7 +65,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(value=st.one_of(json_values, st.text(max_size=3_000)), max_bytes=st.integers(MIN_OUTPUT_LIMIT_BYTES, 1_500))
 def test_result_always_fits_and_reports_the_original_size(value: Any, max_bytes: int) -> None:
     out, truncated, size = limit_output(value, max_bytes)

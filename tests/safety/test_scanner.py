@@ -91,7 +91,7 @@ ENCODERS = {
 }
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(secret=any_secret, before=noise, after=noise, encoding=st.sampled_from(sorted(ENCODERS)), others=st.lists(secrets, max_size=3))
 def test_planted_secret_never_survives_in_text(secret: str, before: str, after: str, encoding: str, others: list[str]) -> None:
     scanner = LeakScanner([*others, secret])
@@ -102,7 +102,7 @@ def test_planted_secret_never_survives_in_text(secret: str, before: str, after: 
     assert scanner.contains_secret(text)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     secret=any_secret,
     prefix=st.binary(max_size=40),
@@ -163,7 +163,7 @@ def plant(value: Any, secret_text: str, path: list[int]) -> Any:
     return [value, secret_text]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     secret=any_secret,
     value=json_values,
@@ -190,7 +190,7 @@ def _strings(value: Any) -> list[str]:
     return [json.dumps(value)]
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(secret=any_secret, before=noise, after=noise, encoding=st.sampled_from(sorted(ENCODERS)))
 def test_values_injected_during_a_call_are_redacted(secret: str, before: str, after: str, encoding: str) -> None:
     base = LeakScanner(["some-unrelated-stored-secret"])
@@ -219,7 +219,7 @@ def _clean(text: str, stored: list[str]) -> bool:
     return True
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(stored=st.lists(secrets, max_size=4), text=st.text(max_size=200))
 def test_text_without_secrets_is_unchanged(stored: list[str], text: str) -> None:
     assume(_clean(text, stored))
@@ -228,7 +228,7 @@ def test_text_without_secrets_is_unchanged(stored: list[str], text: str) -> None
     assert not scanner.contains_secret(text)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(stored=st.lists(secrets, max_size=4), value=json_values)
 def test_json_without_secrets_is_returned_as_is(stored: list[str], value: Any) -> None:
     assume(all(_clean(s, stored) for s in _strings(value)))
@@ -304,7 +304,7 @@ SHAPE_REGEXES = {
 }
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     data=st.data(),
     kind=st.sampled_from(sorted(SHAPE_REGEXES)),

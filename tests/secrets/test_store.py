@@ -111,7 +111,7 @@ def test_files_are_private(store: SecretStore, home: Path) -> None:
     assert stat.S_IMODE((home / SECRETS_DB_NAME).stat().st_mode) == 0o600
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=st.text(min_size=1, max_size=200))
 def test_any_text_round_trips(store: SecretStore, value: str) -> None:
     store.set("V", value)

@@ -40,7 +40,7 @@ from pincer.safety.patterns import SHAPES, CredentialShape
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LeakScanner", "DEFAULT_MIN_ENCODED_LENGTH", "marker"]
+__all__ = ["LeakScanner", "DEFAULT_MIN_ENCODED_LENGTH", "MAX_FAST_DEPTH", "marker"]
 
 DEFAULT_MIN_ENCODED_LENGTH = 8
 MAX_FAST_DEPTH = 64  # deeper (or cyclic) JSON skips the one-pass search for the careful rebuild
