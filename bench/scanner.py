@@ -46,36 +46,49 @@ def row(name: str, us: float, baseline_us: float) -> None:
     print(f"  {name:46} {us:10.3f} {us / baseline_us:10.1f}x")
 
 
+def bench_store(count: int, find_100: float, find_10k: float) -> None:
+    values = [secrets.token_urlsafe(24) for _ in range(count)]
+    build_s = min(timeit.repeat(lambda: LeakScanner(values), number=1, repeat=3))
+    scanner = LeakScanner(values)
+    print(f"\nstore of {count} secrets (scanner built in {build_s * 1e3:.1f} ms)")
+    row(
+        f"scan_text, {len(TEXT_100)}-byte text, nothing found",
+        per_call_us(lambda: scanner.scan_text(TEXT_100)),
+        find_100,
+    )
+    size = len(json.dumps(JSON_100))
+    row(f"scan, {size}-byte JSON object, nothing found", per_call_us(lambda: scanner.scan(JSON_100)), find_100)
+    row(
+        f"scan_text, {len(TEXT_10K)}-byte text, nothing found",
+        per_call_us(lambda: scanner.scan_text(TEXT_10K)),
+        find_10k,
+    )
+    if count:
+        leaked = TEXT_100[:40] + base64.b64encode(b"xx" + values[0].encode()).decode() + TEXT_100[40:]
+        found_us = per_call_us(lambda: scanner.scan_text(leaked))
+        row(f"scan_text, {len(leaked)}-byte text, base64 secret found", found_us, find_100)
+        alternation = regex_alternation(values)
+        regex_us = per_call_us(lambda: alternation.search(TEXT_100))
+        row(f"(re alternation over all forms, {len(TEXT_100)}-byte text)", regex_us, find_100)
+    injected = secrets.token_urlsafe(24)
+    row("with_values(one new value) per call", per_call_us(lambda: scanner.with_values([injected])), find_100)
+    per_call = scanner.with_values([injected])
+    row(f"  then scan_text, {len(TEXT_100)}-byte text", per_call_us(lambda: per_call.scan_text(TEXT_100)), find_100)
+
+
 def main() -> None:
     absent = secrets.token_urlsafe(24)
     print(f"{'':48} {'us/call':>10} {'vs find':>10}")
     find_100 = per_call_us(lambda: TEXT_100.find(absent))
     find_10k = per_call_us(lambda: TEXT_10K.find(absent))
-    print(f"\nbaseline: str.find of one absent string")
+    print("\nbaseline: str.find of one absent string")
     row(f"{len(TEXT_100)}-byte text", find_100, find_100)
     row(f"{len(TEXT_10K)}-byte text", find_10k, find_10k)
-
     for count in (0, 10, 100, 1000):
-        values = [secrets.token_urlsafe(24) for _ in range(count)]
-        build_s = min(timeit.repeat(lambda: LeakScanner(values), number=1, repeat=3))
-        scanner = LeakScanner(values)
-        print(f"\nstore of {count} secrets (scanner built in {build_s * 1e3:.1f} ms)")
-        row(f"scan_text, {len(TEXT_100)}-byte text, nothing found", per_call_us(lambda: scanner.scan_text(TEXT_100)), find_100)
-        size = len(json.dumps(JSON_100))
-        row(f"scan, {size}-byte JSON object, nothing found", per_call_us(lambda: scanner.scan(JSON_100)), find_100)
-        row(f"scan_text, {len(TEXT_10K)}-byte text, nothing found", per_call_us(lambda: scanner.scan_text(TEXT_10K)), find_10k)
-        if count:
-            leaked = TEXT_100[:40] + base64.b64encode(b"xx" + values[0].encode()).decode() + TEXT_100[40:]
-            row(f"scan_text, {len(leaked)}-byte text, base64 secret found", per_call_us(lambda: scanner.scan_text(leaked)), find_100)
-            alternation = regex_alternation(values)
-            row(f"(re alternation over all forms, {len(TEXT_100)}-byte text)", per_call_us(lambda: alternation.search(TEXT_100)), find_100)
-        injected = secrets.token_urlsafe(24)
-        row("with_values(one new value) per call", per_call_us(lambda: scanner.with_values([injected])), find_100)
-        per_call = scanner.with_values([injected])
-        row(f"  then scan_text, {len(TEXT_100)}-byte text", per_call_us(lambda: per_call.scan_text(TEXT_100)), find_100)
-
+        bench_store(count, find_100, find_10k)
     print("\noutput limit")
-    row(f"limit_output, {len(json.dumps(JSON_100))}-byte JSON object", per_call_us(lambda: limit_output(JSON_100)), find_100)
+    size = len(json.dumps(JSON_100))
+    row(f"limit_output, {size}-byte JSON object", per_call_us(lambda: limit_output(JSON_100)), find_100)
 
 
 if __name__ == "__main__":

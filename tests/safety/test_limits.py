@@ -60,7 +60,9 @@ def test_structured_output_becomes_its_json_text_prefix() -> None:
 
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text()),
-    lambda children: st.one_of(st.lists(children, max_size=6), st.dictionaries(st.text(max_size=10), children, max_size=6)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=6), st.dictionaries(st.text(max_size=10), children, max_size=6)
+    ),
     max_leaves=30,
 )
 

@@ -23,16 +23,24 @@ from pincer.safety.patterns import SHAPES
 from pincer.safety.scanner import MAX_FAST_DEPTH, LeakScanner
 
 MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
-KINDS = ["secret", "secret_url", "secret_json", "secret_hex", "secret_base64", "unscannable_output", *(s.kind for s in SHAPES)]
+KINDS = [
+    "secret",
+    "secret_url",
+    "secret_json",
+    "secret_hex",
+    "secret_base64",
+    "unscannable_output",
+    *(s.kind for s in SHAPES),
+]
 MARKER_WORDS = "\n".join(f"[REDACTED:{kind}]" for kind in KINDS)  # a secret inside a marker is readable there
 ANCHORS = [a for s in SHAPES for a in s.anchors]
 
 # Secrets: no brackets (so no leftover can run into a marker), long enough for encoded forms.
 secret_chars = st.characters(blacklist_characters="[]", blacklist_categories=("Cs",))
 secrets = st.text(secret_chars, min_size=8, max_size=40).filter(lambda s: s not in MARKER_WORDS)
-ascii_secrets = st.text(string.ascii_letters + string.digits + "-_.~!@#$%^&*()+=/:;?,'\" ", min_size=8, max_size=40).filter(
-    lambda s: "[" not in s and s not in MARKER_WORDS
-)
+ascii_secrets = st.text(
+    string.ascii_letters + string.digits + "-_.~!@#$%^&*()+=/:;?,'\" ", min_size=8, max_size=40
+).filter(lambda s: "[" not in s and s not in MARKER_WORDS)
 any_secret = st.one_of(secrets, ascii_secrets)
 noise = st.text(max_size=60)
 
@@ -92,8 +100,16 @@ ENCODERS = {
 
 
 @settings(max_examples=300, deadline=None)
-@given(secret=any_secret, before=noise, after=noise, encoding=st.sampled_from(sorted(ENCODERS)), others=st.lists(secrets, max_size=3))
-def test_planted_secret_never_survives_in_text(secret: str, before: str, after: str, encoding: str, others: list[str]) -> None:
+@given(
+    secret=any_secret,
+    before=noise,
+    after=noise,
+    encoding=st.sampled_from(sorted(ENCODERS)),
+    others=st.lists(secrets, max_size=3),
+)
+def test_planted_secret_never_survives_in_text(
+    secret: str, before: str, after: str, encoding: str, others: list[str]
+) -> None:
     scanner = LeakScanner([*others, secret])
     text = before + ENCODERS[encoding](secret) + after
     output, count = scanner.scan_text(text)
@@ -139,7 +155,9 @@ def test_every_alignment_inside_a_blob() -> None:
 json_leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))
 json_values = st.recursive(
     json_leaves,
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=15,
 )
 
@@ -264,9 +282,22 @@ SHAPE_EXAMPLES = {
     "openai_key": ["sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4", "sk-proj-" + "Ab9_" * 20],
     "anthropic_key": ["sk-ant-api03-" + "Zz9-" * 20 + "AA"],
     "aws_access_key": ["AKIAIOSFODNN7EXAMPLE", "ASIAY34FZKBOKMUTVV7A"],
-    "github_token": ["ghp_" + "a1B2" * 9, "gho_" + "Z" * 36, "ghu_" + "9" * 36, "ghs_" + "x" * 40, "ghr_" + "Q" * 36, "github_pat_11ABCDEFG0" + "x_Y" * 20],
+    "github_token": [
+        "ghp_" + "a1B2" * 9,
+        "gho_" + "Z" * 36,
+        "ghu_" + "9" * 36,
+        "ghs_" + "x" * 40,
+        "ghr_" + "Q" * 36,
+        "github_pat_11ABCDEFG0" + "x_Y" * 20,
+    ],
     "stripe_key": ["sk_live_" + "51H8aZ" * 5, "rk_live_" + "9" * 24, "sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc"],
-    "slack_token": ["xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "xoxp-1-2-3-abcdef", "xoxa-2-abcdefghij", "xoxr-abcdefghij12", "xoxs-0123456789ab"],
+    "slack_token": [
+        "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        "xoxp-1-2-3-abcdef",
+        "xoxa-2-abcdefghij",
+        "xoxr-abcdefghij12",
+        "xoxs-0123456789ab",
+    ],
     "google_api_key": ["AIza" + "SyA-9_" * 5 + "abcde"],
     "private_key": [
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA75\nq1w==\n-----END RSA PRIVATE KEY-----",
@@ -328,7 +359,10 @@ def test_short_secrets_raw_always_encodings_only_from_min_length() -> None:
     assert scanner.scan_text(f"hex {hex_form}") == (f"hex {hex_form}", 0)
     lowered = LeakScanner(["pin7"], min_length=4)
     assert lowered.scan_text(f"hex {hex_form}")[1] == 1
-    assert LeakScanner(["a/b c"]).scan_text("q=a%2Fb%20c&x=a%2Fb+c") == ("q=[REDACTED:secret_url]&x=[REDACTED:secret_url]", 2)
+    assert LeakScanner(["a/b c"]).scan_text("q=a%2Fb%20c&x=a%2Fb+c") == (
+        "q=[REDACTED:secret_url]&x=[REDACTED:secret_url]",
+        2,
+    )
 
 
 def test_overlapping_secrets_leave_nothing_behind() -> None:
@@ -349,7 +383,13 @@ def test_keys_numbers_and_objects_are_scanned() -> None:
     value = {"key-in-a-key": 1, "n": 12345678901, "f": 0.5, "nested": ({"x": None, "y": True},), 7: "seven"}
     output, count = scanner.scan(value)
     assert count == 2
-    assert output == {"[REDACTED:secret]": 1, "n": "[REDACTED:secret]", "f": 0.5, "nested": ({"x": None, "y": True},), 7: "seven"}
+    assert output == {
+        "[REDACTED:secret]": 1,
+        "n": "[REDACTED:secret]",
+        "f": 0.5,
+        "nested": ({"x": None, "y": True},),
+        7: "seven",
+    }
 
     class Opaque:
         def __str__(self) -> str:

@@ -43,7 +43,9 @@ def store(home: Path):
 def rows(home: Path) -> list[tuple]:
     conn = sqlite3.connect(home / SECRETS_DB_NAME)
     try:
-        return conn.execute("SELECT name, nonce, ciphertext, created_at, updated_at FROM secrets ORDER BY name").fetchall()
+        return conn.execute(
+            "SELECT name, nonce, ciphertext, created_at, updated_at FROM secrets ORDER BY name"
+        ).fetchall()
     finally:
         conn.close()
 
@@ -133,8 +135,13 @@ def test_key_file_created_once_with_mode_0600(home: Path) -> None:
 
 
 def test_racing_processes_agree_on_one_key(home: Path) -> None:
-    code = "import sys; from pathlib import Path; from pincer.secrets.keys import load_or_create_key; print(load_or_create_key(Path(sys.argv[1]), None).hex())"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(home)], stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    code = (
+        "import sys; from pathlib import Path; from pincer.secrets.keys import load_or_create_key; "
+        "print(load_or_create_key(Path(sys.argv[1]), None).hex())"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(home)], stdout=subprocess.PIPE, text=True) for _ in range(4)
+    ]
     keys = {p.communicate(timeout=SUBPROCESS_TIMEOUT_S)[0].strip() for p in procs}
     assert all(p.returncode == 0 for p in procs)
     assert len(keys) == 1 and len(keys.pop()) == 64
@@ -202,7 +209,14 @@ def test_env_key_forms(home: Path, text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["hunter2", base64.b64encode(b"x" * 31).decode(), base64.b64encode(b"x" * 33).decode(), "zz" * 32, "a" * 1000, "é" * 44],
+    [
+        "hunter2",
+        base64.b64encode(b"x" * 31).decode(),
+        base64.b64encode(b"x" * 33).decode(),
+        "zz" * 32,
+        "a" * 1000,
+        "é" * 44,
+    ],
 )
 def test_malformed_env_key_is_a_clear_error(home: Path, text: str) -> None:
     with pytest.raises(SecretError) as info:
@@ -319,7 +333,12 @@ def test_name_validation_is_exactly_the_documented_rule(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [("", "non-empty"), (None, "non-empty"), ("x" * (store_module.MAX_SECRET_BYTES + 1), "longer than"), ("a\ud800", "not valid Unicode")],
+    [
+        ("", "non-empty"),
+        (None, "non-empty"),
+        ("x" * (store_module.MAX_SECRET_BYTES + 1), "longer than"),
+        ("a\ud800", "not valid Unicode"),
+    ],
 )
 def test_bad_values_write_nothing(store: SecretStore, home: Path, value: object, message: str) -> None:
     store.set("KEEP", "kept")
@@ -411,7 +430,9 @@ def test_cli_set_list_rm(tmp_path: Path) -> None:
     pincer = [str(Path(sys.executable).with_name("pincer"))]
 
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*pincer, *args], input=stdin, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
+        return subprocess.run(
+            [*pincer, *args], input=stdin, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S
+        )
 
     done = run("secrets", "set", "GITHUB_TOKEN", "--json", stdin=TOKEN + "\n")
     assert done.returncode == 0, done.stderr

@@ -63,7 +63,8 @@ class SecretAccess:
         if not self.is_allowed(name):
             raise SecretError(
                 f"secret {name!r} is not allowed for this tool",
-                hint="list it under secrets.allowed_names in the tool's capabilities (or a credentials rule in config.toml)",
+                hint="list it under secrets.allowed_names in the tool's capabilities "
+                "(or in a credentials rule in config.toml)",
             )
 
     def _record(self, value: str) -> str:

@@ -99,7 +99,9 @@ def _read_key_file(path: Path) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SecretError(f"the key file {path} is not a regular file", hint="remove it or point PINCER_HOME elsewhere")
+            raise SecretError(
+                f"the key file {path} is not a regular file", hint="remove it or point PINCER_HOME elsewhere"
+            )
         if info.st_mode & 0o077:
             raise SecretError(
                 f"the key file {path} is readable or writable by group or others "
@@ -107,7 +109,9 @@ def _read_key_file(path: Path) -> bytes:
                 hint=f"chmod 600 {path}",
             )
         if info.st_uid != os.getuid():
-            raise SecretError(f"the key file {path} belongs to another user", hint=f"chown it to yourself: chown $(id -u) {path}")
+            raise SecretError(
+                f"the key file {path} belongs to another user", hint=f"chown it to yourself: chown $(id -u) {path}"
+            )
         text = os.read(fd, _MAX_KEY_TEXT_CHARS + 1).decode("ascii", errors="replace")
     finally:
         os.close(fd)

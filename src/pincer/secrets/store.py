@@ -124,7 +124,9 @@ class SecretStore:
         if key is None:
             key = load_or_create_key(home, None)
         if not isinstance(key, bytes) or len(key) != KEY_BYTES:
-            raise SecretError(f"the secret store key must be {KEY_BYTES} bytes", hint="pass the bytes load_or_create_key returns")
+            raise SecretError(
+                f"the secret store key must be {KEY_BYTES} bytes", hint="pass the bytes load_or_create_key returns"
+            )
         path = home / SECRETS_DB_NAME
         try:
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
