@@ -36,6 +36,7 @@ test: setup
 bench: setup
 	$(BIN)/python bench/dispatch.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/scanner.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

@@ -1,0 +1,1 @@
+"""Encrypted secret store (``store``), its key (``keys``), per-call access (``access``)."""

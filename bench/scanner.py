@@ -1,0 +1,95 @@
+"""Leak scanner cost on the hot path, against a plain ``str.find`` measured in the same run.
+
+    .venv/bin/python bench/scanner.py
+
+Each row is the median over 7 repeats of the mean time per call. ``str.find`` looks for one
+absent 32-character string in the same text: the cheapest check any scanner could make. The
+``re alternation`` row is the obvious alternative (one compiled regex over every literal form),
+shown to justify the Aho-Corasick automaton.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+import statistics
+import timeit
+from collections.abc import Callable
+
+from pincer.safety.encodings import encoded_forms
+from pincer.safety.limits import limit_output
+from pincer.safety.scanner import LeakScanner
+
+REPEATS = 7
+TARGET_SECONDS_PER_REPEAT = 0.15
+
+TEXT_100 = "2024-05-01T12:00:00Z INFO request handled in 12 ms path=/api/v1/items user=alice status=200 ok"
+JSON_100 = {"status": "ok", "count": 3, "items": ["alpha", "beta", "gamma"], "next": None, "took_ms": 12.5}
+TEXT_10K = (TEXT_100 + "\n") * 105
+
+
+def per_call_us(fn: Callable[[], object]) -> float:
+    timer = timeit.Timer(fn)
+    number, _ = timer.autorange()
+    number = max(1, int(number * TARGET_SECONDS_PER_REPEAT / 0.2))
+    return statistics.median(t / number * 1e6 for t in timer.repeat(REPEATS, number))
+
+
+def regex_alternation(values: list[str]) -> re.Pattern[str]:
+    forms = {form for value in values for form in encoded_forms(value, min_length=8)}
+    return re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+
+
+def row(name: str, us: float, baseline_us: float) -> None:
+    print(f"  {name:46} {us:10.3f} {us / baseline_us:10.1f}x")
+
+
+def bench_store(count: int, find_100: float, find_10k: float) -> None:
+    values = [secrets.token_urlsafe(24) for _ in range(count)]
+    build_s = min(timeit.repeat(lambda: LeakScanner(values), number=1, repeat=3))
+    scanner = LeakScanner(values)
+    print(f"\nstore of {count} secrets (scanner built in {build_s * 1e3:.1f} ms)")
+    row(
+        f"scan_text, {len(TEXT_100)}-byte text, nothing found",
+        per_call_us(lambda: scanner.scan_text(TEXT_100)),
+        find_100,
+    )
+    size = len(json.dumps(JSON_100))
+    row(f"scan, {size}-byte JSON object, nothing found", per_call_us(lambda: scanner.scan(JSON_100)), find_100)
+    row(
+        f"scan_text, {len(TEXT_10K)}-byte text, nothing found",
+        per_call_us(lambda: scanner.scan_text(TEXT_10K)),
+        find_10k,
+    )
+    if count:
+        leaked = TEXT_100[:40] + base64.b64encode(b"xx" + values[0].encode()).decode() + TEXT_100[40:]
+        found_us = per_call_us(lambda: scanner.scan_text(leaked))
+        row(f"scan_text, {len(leaked)}-byte text, base64 secret found", found_us, find_100)
+        alternation = regex_alternation(values)
+        regex_us = per_call_us(lambda: alternation.search(TEXT_100))
+        row(f"(re alternation over all forms, {len(TEXT_100)}-byte text)", regex_us, find_100)
+    injected = secrets.token_urlsafe(24)
+    row("with_values(one new value) per call", per_call_us(lambda: scanner.with_values([injected])), find_100)
+    per_call = scanner.with_values([injected])
+    row(f"  then scan_text, {len(TEXT_100)}-byte text", per_call_us(lambda: per_call.scan_text(TEXT_100)), find_100)
+
+
+def main() -> None:
+    absent = secrets.token_urlsafe(24)
+    print(f"{'':48} {'us/call':>10} {'vs find':>10}")
+    find_100 = per_call_us(lambda: TEXT_100.find(absent))
+    find_10k = per_call_us(lambda: TEXT_10K.find(absent))
+    print("\nbaseline: str.find of one absent string")
+    row(f"{len(TEXT_100)}-byte text", find_100, find_100)
+    row(f"{len(TEXT_10K)}-byte text", find_10k, find_10k)
+    for count in (0, 10, 100, 1000):
+        bench_store(count, find_100, find_10k)
+    print("\noutput limit")
+    size = len(json.dumps(JSON_100))
+    row(f"limit_output, {size}-byte JSON object", per_call_us(lambda: limit_output(JSON_100)), find_100)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,444 @@
+"""The leak scanner: planted secrets never survive, clean output is untouched, shapes are caught.
+
+The encodings are computed here independently of ``pincer.safety.encodings``; the base64
+check decodes what is left of a blob at every alignment rather than looking for a core.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import string
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from pincer.core.errors import UsageError
+from pincer.safety.patterns import SHAPES
+from pincer.safety.scanner import MAX_FAST_DEPTH, LeakScanner
+
+MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+KINDS = [
+    "secret",
+    "secret_url",
+    "secret_json",
+    "secret_hex",
+    "secret_base64",
+    "unscannable_output",
+    *(s.kind for s in SHAPES),
+]
+MARKER_WORDS = "\n".join(f"[REDACTED:{kind}]" for kind in KINDS)  # a secret inside a marker is readable there
+ANCHORS = [a for s in SHAPES for a in s.anchors]
+
+# Secrets: no brackets (so no leftover can run into a marker), long enough for encoded forms.
+secret_chars = st.characters(blacklist_characters="[]", blacklist_categories=("Cs",))
+secrets = st.text(secret_chars, min_size=8, max_size=40).filter(lambda s: s not in MARKER_WORDS)
+ascii_secrets = st.text(
+    string.ascii_letters + string.digits + "-_.~!@#$%^&*()+=/:;?,'\" ", min_size=8, max_size=40
+).filter(lambda s: "[" not in s and s not in MARKER_WORDS)
+any_secret = st.one_of(secrets, ascii_secrets)
+noise = st.text(max_size=60)
+
+
+def url_forms(secret: str) -> set[str]:
+    return {quote(secret, safe=""), quote(secret), quote_plus(secret), quote_plus(secret, safe="/")}
+
+
+def plain_forms(secret: str) -> set[str]:
+    """Every form of ``secret`` that must not appear in scanned output."""
+    data = secret.encode()
+    b64 = base64.b64encode(data).decode()
+    forms = {secret, data.hex(), data.hex().upper(), b64, b64.rstrip("=")}
+    forms |= {f.translate(str.maketrans("+/", "-_")) for f in list(forms)}
+    forms |= url_forms(secret)
+    forms.add(json.dumps(secret)[1:-1])
+    return forms
+
+
+def decodes_to_contain(text: str, data: bytes) -> bool:
+    """Whether any run of base64 characters in ``text``, decoded at any alignment, holds ``data``."""
+    for run in re.findall(r"[A-Za-z0-9+/\-_]+", text):
+        run = run.translate(str.maketrans("-_", "+/"))
+        for start in range(4):
+            chunk = run[start:]
+            chunk = chunk[: len(chunk) - len(chunk) % 4]
+            try:
+                if data in base64.b64decode(chunk, validate=True):
+                    return True
+            except binascii.Error:
+                continue
+    return False
+
+
+def assert_gone(output: str, secret: str) -> None:
+    for form in plain_forms(secret):
+        assert form not in output, f"a form of the secret survived: {form!r}"
+    assert not decodes_to_contain(output, secret.encode())
+
+
+# -- planted secrets never survive --------------------------------------------------------
+
+
+ENCODERS = {
+    "raw": lambda s: s,
+    "hex": lambda s: s.encode().hex(),
+    "HEX": lambda s: s.encode().hex().upper(),
+    "b64": lambda s: base64.b64encode(s.encode()).decode(),
+    "b64-nopad": lambda s: base64.b64encode(s.encode()).decode().rstrip("="),
+    "b64url": lambda s: base64.urlsafe_b64encode(s.encode()).decode(),
+    "b64url-nopad": lambda s: base64.urlsafe_b64encode(s.encode()).decode().rstrip("="),
+    "quote": lambda s: quote(s, safe=""),
+    "quote-slash": lambda s: quote(s),
+    "quote_plus": quote_plus,
+    "json": lambda s: json.dumps(s)[1:-1],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secret=any_secret,
+    before=noise,
+    after=noise,
+    encoding=st.sampled_from(sorted(ENCODERS)),
+    others=st.lists(secrets, max_size=3),
+)
+def test_planted_secret_never_survives_in_text(
+    secret: str, before: str, after: str, encoding: str, others: list[str]
+) -> None:
+    scanner = LeakScanner([*others, secret])
+    text = before + ENCODERS[encoding](secret) + after
+    output, count = scanner.scan_text(text)
+    assert count >= 1
+    assert_gone(output, secret)
+    assert scanner.contains_secret(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secret=any_secret,
+    prefix=st.binary(max_size=40),
+    suffix=st.binary(max_size=40),
+    urlsafe=st.booleans(),
+    strip=st.booleans(),
+    before=noise,
+    after=noise,
+)
+def test_secret_inside_a_larger_base64_blob_never_survives(
+    secret: str, prefix: bytes, suffix: bytes, urlsafe: bool, strip: bool, before: str, after: str
+) -> None:
+    data = secret.encode()
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    blob = encode(prefix + data + suffix).decode()
+    if strip:
+        blob = blob.rstrip("=")
+    output, count = LeakScanner([secret]).scan_text(before + blob + after)
+    assert count >= 1
+    assert not decodes_to_contain(output, data)
+    assert secret not in output
+
+
+def test_every_alignment_inside_a_blob() -> None:
+    secret = "correct-horse-battery"
+    scanner = LeakScanner([secret])
+    for offset in range(6):
+        for tail in range(4):
+            blob = base64.b64encode(b"\xff" * offset + secret.encode() + b"\xfe" * tail).decode()
+            output, count = scanner.scan_text(blob)
+            assert count == 1 and not decodes_to_contain(output, secret.encode()), (offset, tail, output)
+
+
+json_leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))
+json_values = st.recursive(
+    json_leaves,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+def plant(value: Any, secret_text: str, path: list[int]) -> Any:
+    """Put ``secret_text`` somewhere in ``value``: into a string, a key, or as a new leaf."""
+    choice = path[0] if path else 0
+    rest = path[1:]
+    if isinstance(value, dict) and value:
+        keys = list(value)
+        key = keys[choice % len(keys)]
+        if choice % 3 == 0:
+            return {**{k: v for k, v in value.items() if k != key}, key + secret_text: value[key]}
+        return {**value, key: plant(value[key], secret_text, rest)}
+    if isinstance(value, list) and value:
+        index = choice % len(value)
+        return value[:index] + [plant(value[index], secret_text, rest)] + value[index + 1 :]
+    if isinstance(value, str):
+        cut = choice % (len(value) + 1)
+        return value[:cut] + secret_text + value[cut:]
+    return [value, secret_text]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secret=any_secret,
+    value=json_values,
+    path=st.lists(st.integers(min_value=0, max_value=50), max_size=6),
+    encoding=st.sampled_from(sorted(ENCODERS)),
+)
+def test_planted_secret_never_survives_in_json(secret: str, value: Any, path: list[int], encoding: str) -> None:
+    planted = plant(value, ENCODERS[encoding](secret), path)
+    output, count = LeakScanner([secret]).scan(planted)
+    assert count >= 1
+    dumped = json.dumps(output, ensure_ascii=False)
+    for leaf in _strings(output):
+        assert_gone(leaf, secret)
+    assert secret not in dumped
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (k, *_strings(v))]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in _strings(item)]
+    return [json.dumps(value)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(secret=any_secret, before=noise, after=noise, encoding=st.sampled_from(sorted(ENCODERS)))
+def test_values_injected_during_a_call_are_redacted(secret: str, before: str, after: str, encoding: str) -> None:
+    base = LeakScanner(["some-unrelated-stored-secret"])
+    per_call = base.with_values([secret])
+    text = before + ENCODERS[encoding](secret) + after
+    output, count = per_call.scan_text(text)
+    assert count >= 1
+    assert_gone(output, secret)
+
+
+# -- clean output is untouched ------------------------------------------------------------
+
+
+def _clean(text: str, stored: list[str]) -> bool:
+    if any(anchor in text for anchor in ANCHORS):
+        return False
+    for secret in stored:
+        data = secret.encode()
+        if any(form in text for form in plain_forms(secret)):
+            return False
+        for offset in range(3):  # any 8-character run of the secret's base64 at any alignment
+            encoded = base64.b64encode(b"\x00" * offset + data).decode()
+            core = encoded[3 : min(len(encoded) - 3, 11)]
+            if core and (core in text or core.translate(str.maketrans("+/", "-_")) in text):
+                return False
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored=st.lists(secrets, max_size=4), text=st.text(max_size=200))
+def test_text_without_secrets_is_unchanged(stored: list[str], text: str) -> None:
+    assume(_clean(text, stored))
+    scanner = LeakScanner(stored)
+    assert scanner.scan_text(text) == (text, 0)
+    assert not scanner.contains_secret(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(stored=st.lists(secrets, max_size=4), value=json_values)
+def test_json_without_secrets_is_returned_as_is(stored: list[str], value: Any) -> None:
+    assume(all(_clean(s, stored) for s in _strings(value)))
+    output, count = LeakScanner(stored).scan(value)
+    assert count == 0 and output is value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sk-learn is a library",
+        "task-1234 done",
+        "ghp_short",
+        "the bearer of bad news",
+        "Bearer short",
+        "AKIA alone",
+        "AKIAIOSFODNN7EXAMPLEX",  # 17 characters after AKIA: not an access key id
+        "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+        "-----BEGIN CERTIFICATE-----",
+        "xoxb-short",
+        "AIza-too-short",
+        "sk_live_short",
+        '{"token_type": "Bearer", "expires_in": 3600}',
+    ],
+)
+def test_near_misses_are_left_alone(text: str) -> None:
+    assert LeakScanner([]).scan_text(text) == (text, 0)
+
+
+# -- credential shapes -------------------------------------------------------------------
+
+SHAPE_EXAMPLES = {
+    "openai_key": ["sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4", "sk-proj-" + "Ab9_" * 20],
+    "anthropic_key": ["sk-ant-api03-" + "Zz9-" * 20 + "AA"],
+    "aws_access_key": ["AKIAIOSFODNN7EXAMPLE", "ASIAY34FZKBOKMUTVV7A"],
+    "github_token": [
+        "ghp_" + "a1B2" * 9,
+        "gho_" + "Z" * 36,
+        "ghu_" + "9" * 36,
+        "ghs_" + "x" * 40,
+        "ghr_" + "Q" * 36,
+        "github_pat_11ABCDEFG0" + "x_Y" * 20,
+    ],
+    "stripe_key": ["sk_live_" + "51H8aZ" * 5, "rk_live_" + "9" * 24, "sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc"],
+    "slack_token": [
+        "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        "xoxp-1-2-3-abcdef",
+        "xoxa-2-abcdefghij",
+        "xoxr-abcdefghij12",
+        "xoxs-0123456789ab",
+    ],
+    "google_api_key": ["AIza" + "SyA-9_" * 5 + "abcde"],
+    "private_key": [
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA75\nq1w==\n-----END RSA PRIVATE KEY-----",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\\nb3BlbnNzaC1rZXktdjEAAAAA\\n-----END OPENSSH PRIVATE KEY-----",
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC",  # cut off: redacted to the end
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----",
+    ],
+    "bearer_token": ["eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIn0.sig-_.~+/=", "opaque0123token"],
+}
+
+
+@pytest.mark.parametrize(("kind", "example"), [(k, e) for k, v in SHAPE_EXAMPLES.items() for e in v])
+def test_each_credential_shape_is_caught(kind: str, example: str) -> None:
+    scanner = LeakScanner([])
+    text = f"Authorization: Bearer {example}" if kind == "bearer_token" else f"config: {example} (end)"
+    output, count = scanner.scan_text(text)
+    assert count == 1 and f"[REDACTED:{kind}]" in output
+    body = example.split("-----")[2] if kind == "private_key" else example
+    assert body not in output
+    assert scanner.contains_secret(text)
+    if kind == "bearer_token":
+        assert output == "Authorization: Bearer [REDACTED:bearer_token]"
+    elif "END" in example:
+        assert output == f"config: [REDACTED:{kind}] (end)"
+
+
+SHAPE_REGEXES = {
+    "openai_key": r"sk-(proj-)?[A-Za-z0-9_-]{20,60}",
+    "anthropic_key": r"sk-ant-api03-[A-Za-z0-9_-]{20,60}",
+    "aws_access_key": r"(AKIA|ASIA)[A-Z0-9]{16}",
+    "github_token": r"gh[pousr]_[A-Za-z0-9]{36,40}|github_pat_[A-Za-z0-9_]{22,60}",
+    "stripe_key": r"[sr]k_(live|test)_[A-Za-z0-9]{16,40}",
+    "slack_token": r"xox[abprs]-[A-Za-z0-9-]{10,50}",
+    "google_api_key": r"AIza[0-9A-Za-z_-]{35}",
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.data(),
+    kind=st.sampled_from(sorted(SHAPE_REGEXES)),
+    before=st.text(max_size=30),
+    after=st.text(max_size=30),
+)
+def test_generated_keys_are_caught_anywhere(data: st.DataObject, kind: str, before: str, after: str) -> None:
+    key = data.draw(st.from_regex(SHAPE_REGEXES[kind], fullmatch=True))
+    output, count = LeakScanner([]).scan_text(f"{before} {key} {after}")
+    assert count >= 1
+    assert key not in output
+
+
+# -- behaviour at the edges ---------------------------------------------------------------
+
+
+def test_short_secrets_raw_always_encodings_only_from_min_length() -> None:
+    scanner = LeakScanner(["pin7"])  # 4 characters: below the default min_length of 8
+    assert scanner.scan_text("code pin7 ok") == ("code [REDACTED:secret] ok", 1)
+    hex_form = b"pin7".hex()
+    assert scanner.scan_text(f"hex {hex_form}") == (f"hex {hex_form}", 0)
+    lowered = LeakScanner(["pin7"], min_length=4)
+    assert lowered.scan_text(f"hex {hex_form}")[1] == 1
+    assert LeakScanner(["a/b c"]).scan_text("q=a%2Fb%20c&x=a%2Fb+c") == (
+        "q=[REDACTED:secret_url]&x=[REDACTED:secret_url]",
+        2,
+    )
+
+
+def test_overlapping_secrets_leave_nothing_behind() -> None:
+    scanner = LeakScanner(["abcdefgh12", "fgh12345zz", "12345"])
+    assert scanner.scan_text("xx abcdefgh12345zz yy") == ("xx [REDACTED:secret] yy", 1)
+    nested = LeakScanner(["password", "my-password-123"])
+    assert nested.scan_text("my-password-123 and password") == ("[REDACTED:secret] and [REDACTED:secret]", 2)
+
+
+def test_marker_never_holds_the_secret() -> None:
+    secret = "Tr0ub4dor&3-horse"
+    output, _ = LeakScanner([secret]).scan({"k": f"a {secret} b", "n": [secret.encode().hex()]})
+    assert secret not in json.dumps(output) and MARKER.search(json.dumps(output))
+
+
+def test_keys_numbers_and_objects_are_scanned() -> None:
+    scanner = LeakScanner(["12345678901", "key-in-a-key"])
+    value = {"key-in-a-key": 1, "n": 12345678901, "f": 0.5, "nested": ({"x": None, "y": True},), 7: "seven"}
+    output, count = scanner.scan(value)
+    assert count == 2
+    assert output == {
+        "[REDACTED:secret]": 1,
+        "n": "[REDACTED:secret]",
+        "f": 0.5,
+        "nested": ({"x": None, "y": True},),
+        7: "seven",
+    }
+
+    class Opaque:
+        def __str__(self) -> str:
+            return "holds key-in-a-key inside"
+
+    assert scanner.scan([Opaque()])[0] == ["holds [REDACTED:secret] inside"]
+
+
+def test_with_values_reuses_the_automaton() -> None:
+    base = LeakScanner(["stored-secret-1"])
+    assert base.with_values([]) is base
+    assert base.with_values(["stored-secret-1", ""]) is base  # already known: nothing to add
+    per_call = base.with_values(["derived-value-9"])
+    assert per_call._detector is base._detector and per_call._finder is base._finder
+    assert per_call.scan_text("stored-secret-1 derived-value-9")[1] == 2
+    assert base.scan_text("derived-value-9") == ("derived-value-9", 0)  # the base is unchanged
+
+
+def test_lone_surrogates_in_output() -> None:
+    scanner = LeakScanner(["surrogate-neighbour"])
+    output, count = scanner.scan_text("\ud800surrogate-neighbour\udfff")
+    assert (output, count) == ("\ud800[REDACTED:secret]\udfff", 1)
+    assert LeakScanner(["x\ud800yyyyyyy"]).scan_text("a x\ud800yyyyyyy b") == ("a [REDACTED:secret] b", 1)
+
+
+def test_cyclic_output_fails_closed() -> None:
+    scanner = LeakScanner(["cyclic-secret"])
+    for first in ("cyclic-secret", "nothing here"):
+        value: list[Any] = [first]
+        value.append(value)
+        output, count = scanner.scan(value)
+        assert output == "[REDACTED:unscannable_output]" and count >= 1
+
+
+def test_deep_output_is_scanned_by_the_careful_path() -> None:
+    scanner = LeakScanner(["deep-secret-value"])
+    clean: Any = "leaf"
+    for _ in range(MAX_FAST_DEPTH + 20):
+        clean = {"k": [clean]}
+    assert scanner.scan(clean) == (clean, 0)
+    leaking: Any = "a deep-secret-value here"
+    for _ in range(MAX_FAST_DEPTH + 20):
+        leaking = [leaking]
+    output, count = scanner.scan(leaking)
+    assert count == 1 and "deep-secret-value" not in json.dumps(output)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(UsageError):
+        LeakScanner(["x"], min_length=0)
+    with pytest.raises(UsageError):
+        LeakScanner([b"bytes"])  # type: ignore[list-item]
