@@ -90,3 +90,14 @@ def test_arbitrary_text_only_raises_config_error(text: str) -> None:
         parse_config(text, home=Path("/nonexistent"))
     except ConfigError:
         pass
+
+
+def test_credentials_become_a_checked_manifest(tmp_path: Path) -> None:
+    config = parse_config(EXAMPLE, home=tmp_path)
+    caps = config.credential_capabilities
+    assert caps is not None and caps.is_secret_allowed("github_token")
+    (mapping,) = caps.http.credentials
+    assert mapping.secret_name == "github_token" and mapping.host_patterns == ("api.github.com",)
+    bad = "[[credentials]]\nsecret = 's'\nhost_patterns = ['*']\n"
+    with pytest.raises(ConfigError, match="credentials"):
+        parse_config(bad, home=tmp_path)

@@ -17,7 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import ConfigError
+from pincer.core.capabilities import Capabilities
+from pincer.core.errors import ConfigError, ManifestError
 from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant
 from pincer.policy.session import SessionKind, SessionPolicy
@@ -133,6 +134,9 @@ class Config:
     sessions: dict[str, SessionPolicy] = field(default_factory=dict)
     limits: tuple[tuple[str, RateLimit], ...] = ()
     credentials: tuple[CredentialRule, ...] = ()
+    # The credentials above as a capabilities manifest: the injection rules for tools that carry
+    # no manifest of their own (the http built-in).
+    credential_capabilities: Capabilities | None = None
 
     def session(self, name: str) -> SessionPolicy:
         return self.sessions.get(name) or SessionPolicy.default_for(name)
@@ -210,6 +214,7 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
                 hint='for example name = "X-Api-Key"',
             )
     workspace = Path(data.workspace.path).expanduser() if data.workspace.path else home / "workspace"
+    credential_capabilities = _credential_capabilities(data.credentials, source) if data.credentials else None
     return Config(
         home=home,
         workspace=workspace,
@@ -238,7 +243,34 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
             )
             for c in data.credentials
         ),
+        credential_capabilities=credential_capabilities,
     )
+
+
+def _credential_capabilities(credentials: list[_Credential], source: str) -> Capabilities:
+    """Express config credentials in IronClaw's manifest shape, so they are checked and injected
+    by exactly the same rules as a tool's own manifest."""
+    mappings: dict[str, Any] = {}
+    for index, c in enumerate(credentials):
+        location: dict[str, Any] = {"type": c.location}
+        if c.name:
+            location["name"] = c.name
+        if c.prefix:
+            location["prefix"] = c.prefix
+        mappings[f"credentials.{index}"] = {
+            "secret_name": c.secret,
+            "location": location,
+            "host_patterns": c.host_patterns,
+            "path_patterns": c.path_patterns,
+        }
+    manifest = {
+        "http": {"allowlist": [], "credentials": mappings},
+        "secrets": {"allowed_names": sorted({c.secret for c in credentials})},
+    }
+    try:
+        return Capabilities.from_json(manifest, source=source)
+    except ManifestError as exc:
+        raise ConfigError(exc.message, hint="fix that credential in config.toml") from exc
 
 
 def load_config(home: Path) -> Config:

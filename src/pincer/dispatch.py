@@ -257,7 +257,7 @@ class Dispatcher:
             workspace=self.config.workspace,
             timeout_s=self.config.tool_timeout_s,
             max_output_bytes=self.config.max_output_bytes,
-            capabilities=spec.capabilities,
+            capabilities=spec.capabilities or self.config.credential_capabilities,
             secrets=secrets,
             invoke=self._nested_invoker(request),
             client=request.client,

@@ -106,15 +106,10 @@ class Pincer:
         return self._scanner
 
     def _secret_access(self, spec: ToolSpec) -> Any:
-        caps = spec.capabilities
-        config_names = {rule.secret for rule in self.config.credentials}
-
-        def allowed(name: str) -> bool:
-            if caps is not None:
-                return caps.is_secret_allowed(name)
-            return name in config_names
-
-        return SecretAccess(self.secrets, allowed)
+        caps = spec.capabilities or self.config.credential_capabilities
+        if caps is None:
+            return SecretAccess(self.secrets, lambda _name: False)
+        return SecretAccess(self.secrets, caps.is_secret_allowed)
 
     async def aclose(self) -> None:
         for runtime in reversed(self.registry.runtimes):
