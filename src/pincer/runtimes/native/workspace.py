@@ -1,0 +1,233 @@
+"""File access confined to one workspace directory, for the file built-ins.
+
+A path is accepted only when it is relative, has no ``..`` component, and, once every symlink
+is resolved, still lies inside the (resolved) workspace root. Symlinks that stay inside are
+fine. To close the gap between that check and the open (a directory swapped for a symlink in
+between), the resolved path is then walked from an fd of the root one component at a time with
+``O_NOFOLLOW``: any symlink met on that walk means the tree changed under us, and we refuse.
+
+Writes go to a temporary file in the target directory and are renamed over the target, so a
+reader sees the old content or the new, never a torn file, and a failed write leaves nothing.
+All functions block; the tools call them from a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pincer.core.errors import Denied, ToolError, UsageError
+
+__all__ = [
+    "WorkspacePath",
+    "resolve_path",
+    "read_bytes",
+    "write_bytes_atomic",
+    "list_entries",
+    "DirEntry",
+    "MAX_PATH_CHARS",
+]
+
+MAX_PATH_CHARS = 4096
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+_HINT_RELATIVE = "use a path relative to the workspace, e.g. notes/today.md"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkspacePath:
+    """A checked path: ``parts`` lead from the resolved ``root`` to the resolved target."""
+
+    root: str
+    parts: tuple[str, ...]
+    shown: str  # the caller's path, normalised, for messages and results
+
+    @property
+    def absolute(self) -> str:
+        return os.path.join(self.root, *self.parts)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DirEntry:
+    name: str
+    type: str  # file | dir | symlink | other
+    size: int | None
+
+
+def resolve_path(workspace: Path | None, path: object, *, allow_root: bool = False) -> WorkspacePath:
+    """Check ``path`` against the rules above; raises Denied (escape), UsageError (malformed)."""
+    if workspace is None:
+        raise Denied(
+            "no workspace is configured for this call, so file tools are disabled",
+            hint="set [workspace] path in config.toml",
+        )
+    if not isinstance(path, str):
+        raise UsageError(f"the path must be a string, got {type(path).__name__}", hint=_HINT_RELATIVE)
+    if "\x00" in path:
+        raise UsageError("the path contains a NUL character", hint=_HINT_RELATIVE)
+    if len(path) > MAX_PATH_CHARS:
+        raise UsageError(f"the path is longer than {MAX_PATH_CHARS} characters", hint=_HINT_RELATIVE)
+    if path.startswith(("/", "~")) or os.path.isabs(path):
+        raise Denied(f"absolute path {path!r} refused (rule: paths stay inside the workspace)", hint=_HINT_RELATIVE)
+    pieces = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in pieces:
+        raise Denied(f"path {path!r} refused: '..' is not allowed (rule: paths stay inside the workspace)", hint=_HINT_RELATIVE)
+    if not pieces and not allow_root:
+        raise UsageError("the path names the workspace itself, not a file", hint=_HINT_RELATIVE)
+    if any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in pieces):
+        raise UsageError("a path component is longer than 255 bytes", hint=_HINT_RELATIVE)
+    try:
+        root = os.path.realpath(workspace, strict=True)
+    except OSError:
+        raise ToolError(f"the workspace {str(workspace)!r} does not exist", hint="create it or fix [workspace] path") from None
+    resolved = os.path.realpath(os.path.join(root, *pieces))
+    if resolved != root and not resolved.startswith(root + os.sep):
+        raise Denied(
+            f"path {path!r} refused: it resolves outside the workspace through a symlink "
+            "(rule: paths stay inside the workspace)",
+            hint="use paths whose symlinks point inside the workspace",
+        )
+    parts = tuple(p for p in os.path.relpath(resolved, root).split(os.sep) if p not in ("", "."))
+    return WorkspacePath(root=root, parts=parts, shown="/".join(pieces) or ".")
+
+
+@contextmanager
+def _open_dir(target: WorkspacePath, parts: tuple[str, ...], *, create: bool = False) -> Iterator[int]:
+    """An fd of the directory ``root/parts`` reached without following any symlink."""
+    fd = os.open(target.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            try:
+                next_fd = _open_child_dir(fd, part, create=create)
+            except OSError as exc:
+                raise _walk_error(target, exc) from None
+            os.close(fd)
+            fd = next_fd
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open_child_dir(fd: int, name: str, *, create: bool) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+    try:
+        os.mkdir(name, 0o755, dir_fd=fd)
+    except FileExistsError:
+        pass  # made concurrently: open it like any other
+    return os.open(name, _DIR_FLAGS, dir_fd=fd)
+
+
+def _walk_error(target: WorkspacePath, exc: OSError) -> Exception:
+    if exc.errno == errno.ENOENT:
+        return ToolError(f"no such file or directory: {target.shown!r}", hint="check the path with list_dir")
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return Denied(
+            f"path {target.shown!r} refused: a symlink appeared while it was being opened",
+            hint="retry; the workspace changed during the call",
+        )
+    if exc.errno == errno.ENOTDIR:
+        return ToolError(f"{target.shown!r}: a part of the path is not a directory", hint="check the path with list_dir")
+    if exc.errno == errno.EACCES:
+        return ToolError(f"{target.shown!r}: permission denied", hint="check the file's permissions")
+    return ToolError(f"{target.shown!r}: {exc.strerror or exc}", hint="check the path with list_dir")
+
+
+def _require_file_path(target: WorkspacePath) -> None:
+    if not target.parts:
+        raise ToolError(f"{target.shown!r} is the workspace directory itself", hint="name a file inside it")
+
+
+def read_bytes(target: WorkspacePath, *, offset: int, limit: int) -> tuple[bytes, int]:
+    """Up to ``limit`` bytes from ``offset`` of a regular file; returns (data, file size)."""
+    _require_file_path(target)
+    with _open_dir(target, target.parts[:-1]) as dir_fd:
+        try:
+            # O_NONBLOCK: opening a FIFO must not hang the call; it is refused below anyway.
+            fd = os.open(target.parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        except OSError as exc:
+            raise _walk_error(target, exc) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{target.shown!r} is a directory", hint="use list_dir for directories")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{target.shown!r} is not a regular file", hint="only regular files can be read")
+        os.lseek(fd, offset, os.SEEK_SET)
+        chunks: list[bytes] = []
+        remaining = limit
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks), info.st_size
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(target: WorkspacePath, data: bytes, *, make_dirs: bool) -> None:
+    """Replace (or create) the file with ``data``: temp file in the same directory, then rename."""
+    _require_file_path(target)
+    name = target.parts[-1]
+    with _open_dir(target, target.parts[:-1], create=make_dirs) as dir_fd:
+        mode = 0o644
+        try:
+            existing = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None:
+            if stat.S_ISDIR(existing.st_mode):
+                raise ToolError(f"{target.shown!r} is a directory", hint="write to a file path inside it")
+            if not stat.S_ISREG(existing.st_mode):
+                raise ToolError(f"{target.shown!r} exists and is not a regular file", hint="pick another path")
+            mode = stat.S_IMODE(existing.st_mode)
+        temp = f".{name[:200]}.{secrets.token_hex(6)}.pincer-tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(temp, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            raise
+        os.fsync(dir_fd)
+
+
+def list_entries(target: WorkspacePath, *, limit: int) -> tuple[list[DirEntry], bool]:
+    """Entries of a directory sorted by name, at most ``limit``; (entries, truncated)."""
+    with _open_dir(target, target.parts) as dir_fd:
+        names = sorted(os.listdir(dir_fd))
+        entries = []
+        for name in names[:limit]:
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed while we listed
+            if stat.S_ISLNK(info.st_mode):
+                entries.append(DirEntry(name=name, type="symlink", size=None))
+            elif stat.S_ISDIR(info.st_mode):
+                entries.append(DirEntry(name=name, type="dir", size=None))
+            elif stat.S_ISREG(info.st_mode):
+                entries.append(DirEntry(name=name, type="file", size=info.st_size))
+            else:
+                entries.append(DirEntry(name=name, type="other", size=None))
+        return entries, len(names) > limit
