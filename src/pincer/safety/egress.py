@@ -443,11 +443,12 @@ async def send(
             f"{policy.max_request_bytes} (rule: max_request_bytes)",
             hint="send a smaller body",
         )
+    if client is not None:
+        client._bind(policy)
     try:
         with anyio.fail_after(policy.timeout_s):
             addresses = await resolve_checked(target, policy)
             if client is not None:
-                client._bind(policy)
                 return await _exchange(client, method, target, headers, body, addresses, policy)
             async with EgressClient() as own:
                 return await _exchange(own, method, target, headers, body, addresses, policy)

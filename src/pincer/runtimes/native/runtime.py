@@ -8,6 +8,7 @@ a cancel scope costs more than the rest of this path together.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -24,7 +25,8 @@ logger = logging.getLogger(__name__)
 
 
 class NativeRuntime:
-    """A mutable set of NativeTools. ``add``/``remove`` notify subscribers (the registry)."""
+    """A mutable set of NativeTools. ``add``/``remove`` notify subscribers (the registry, which
+    then re-reads ``tools()``). The specs it lists carry the runtime's name as their source."""
 
     kind = RuntimeKind.NATIVE
 
@@ -125,7 +127,8 @@ class NativeRuntime:
         self._tools[item.name] = item
 
     def _rebuild(self) -> None:
-        self._specs = tuple(t.spec for t in self._tools.values())
+        # The registry names a tool's origin by its source: this runtime's name ("builtin").
+        self._specs = tuple(dataclasses.replace(t.spec, source=self.name) for t in self._tools.values())
         self._by_hash = {t.spec.definition_hash: t for t in self._tools.values()}
 
     def _notify(self) -> None:
