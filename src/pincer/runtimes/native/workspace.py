@@ -116,6 +116,11 @@ def _open_dir(target: WorkspacePath, parts: tuple[str, ...], *, create: bool = F
 def _open_child_dir(fd: int, name: str, *, create: bool) -> int:
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except NotADirectoryError:
+        # Linux reports a symlink met with O_DIRECTORY|O_NOFOLLOW as ENOTDIR; tell the two apart.
+        if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, "symlink in the path") from None
+        raise
     except FileNotFoundError:
         if not create:
             raise
@@ -186,6 +191,8 @@ def write_bytes_atomic(target: WorkspacePath, data: bytes, *, make_dirs: bool) -
         except FileNotFoundError:
             existing = None
         if existing is not None:
+            if stat.S_ISLNK(existing.st_mode):  # resolve_path followed every link: this one is new
+                raise _walk_error(target, OSError(errno.ELOOP, "symlink in the path"))
             if stat.S_ISDIR(existing.st_mode):
                 raise ToolError(f"{target.shown!r} is a directory", hint="write to a file path inside it")
             if not stat.S_ISREG(existing.st_mode):
