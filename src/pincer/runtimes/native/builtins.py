@@ -113,9 +113,11 @@ def json_query(document: str, path: str = "") -> dict[str, Any]:
 
 
 class CredentialSecrets(Protocol):
-    """What the http tool needs of ``HostContext.secrets`` (a per-call SecretAccess)."""
+    """What the http tool needs of ``HostContext.secrets`` (a per-call ``SecretAccess``): ``find``
+    returns an allowed secret's value or None when unset (SecretError when not allowed) and
+    records it; ``record`` marks a derived value (``Basic <base64>``) for redaction too."""
 
-    def resolve(self, name: str) -> str | None: ...
+    def find(self, name: str) -> str | None: ...
 
     def record(self, value: str) -> None: ...
 
@@ -211,22 +213,22 @@ def _inject(method: str, url: str, headers: dict[str, str], host: HostContext) -
         )
     from pincer.secrets.injection import inject_credentials
 
-    resolve, record = _secret_functions(host.secrets)
-    injected = inject_credentials(method, url, headers, credentials=credentials, resolve=resolve)
+    find, record = _secret_functions(host.secrets)
+    injected = inject_credentials(method, url, headers, credentials=credentials, resolve=find)
     for value in injected.injected:
         record(value)
     return injected.url, dict(injected.headers)
 
 
 def _secret_functions(access: Any) -> tuple[Callable[[str], str | None], Callable[[str], None]]:
-    resolve = getattr(access, "resolve", None)
+    find = getattr(access, "find", None)
     record = getattr(access, "record", None)
-    if not callable(resolve) or not callable(record):
+    if not callable(find) or not callable(record):
         raise SecretError(
-            f"HostContext.secrets ({type(access).__name__}) cannot resolve or record secrets",
-            hint="pass a pincer.secrets SecretAccess with resolve(name) and record(value)",
+            f"HostContext.secrets ({type(access).__name__}) cannot look up or record secrets",
+            hint="the dispatcher must pass a pincer.secrets SecretAccess (find(name), record(value))",
         )
-    return resolve, record
+    return find, record
 
 
 def _response_value(response: egress.HttpResponse, url: str) -> dict[str, Any]:
