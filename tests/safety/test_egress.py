@@ -114,6 +114,9 @@ def test_check_url_refuses_non_strings_and_long_urls() -> None:
 
 def test_plain_http_only_with_the_setting() -> None:
     assert check_url("http://127.0.0.1:8080/x", allow_plain_http=True).scheme == "http"
+    for trick in ("http://2130706433/", "http://017700000001/", "http://0x7f.1/", "http://127.000.000.001/"):
+        with pytest.raises(EgressDenied, match="numeric"):
+            check_url(trick, allow_plain_http=True)
 
 
 @given(st.text(max_size=300))

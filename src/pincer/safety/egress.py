@@ -254,7 +254,6 @@ class HttpResponse:
     headers: tuple[tuple[str, str], ...]
     body: bytes
     truncated: bool = False
-    url: str = ""  # the checked URL, as sent
 
     def header(self, name: str) -> str | None:
         lower = name.lower()
@@ -497,7 +496,6 @@ async def _exchange(
                 headers=response_headers,
                 body=b"".join(chunks),
                 truncated=truncated,
-                url=target.url,
             )
     except httpcore.TimeoutException:
         raise ToolTimeout(

@@ -130,6 +130,13 @@ async def test_url_tricks_are_refused(url: str, message: str) -> None:
         await http({"url": url}, _host(network_hosts=hosts))
 
 
+async def test_decimal_loopback_refused_even_where_loopback_is_allowed() -> None:
+    host = _host(network_hosts=("127.0.0.1",), allow_private_network=True)
+    for url in ("http://2130706433/", "http://127.1/", "http://0x7f000001/"):
+        with pytest.raises(EgressDenied, match="numeric"):
+            await http({"url": url}, host)
+
+
 async def test_metadata_refused_even_with_private_network() -> None:
     with pytest.raises(EgressDenied, match="metadata"):
         await http({"url": "https://169.254.169.254/"}, _host(network_hosts=("169.254.169.254",), allow_private_network=True))
