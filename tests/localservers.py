@@ -119,7 +119,9 @@ def serve(*, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> Iter
         server.socket = tls.wrap_socket(server.socket, server_side=True)
     state = LocalServer(server=server, scheme="https" if tls else "http")
     handler.server_state = state
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL_INTERVAL_S}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL_INTERVAL_S}, daemon=True
+    )
     thread.start()
     try:
         yield state
@@ -149,7 +151,7 @@ class TestCA:
 
 
 def make_ca(directory: Path, names: tuple[str, ...]) -> TestCA:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pincer test CA")])
     ca_cert = (
@@ -163,9 +165,15 @@ def make_ca(directory: Path, names: tuple[str, ...]) -> TestCA:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )  # fmt: skip
@@ -183,9 +191,7 @@ def make_ca(directory: Path, names: tuple[str, ...]) -> TestCA:
         .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     cert_path = directory / f"{names[0]}.crt"

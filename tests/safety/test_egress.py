@@ -194,7 +194,9 @@ def test_address_refusals(address: str, reason: str, always: bool) -> None:
     assert (relaxed is not None) is always
 
 
-@pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"])
+@pytest.mark.parametrize(
+    "address", ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"]
+)
 def test_public_addresses_pass(address: str) -> None:
     assert address_refusal(ipaddress.ip_address(address)) is None
 
@@ -237,7 +239,9 @@ def test_empty_allowlist_says_what_to_do() -> None:
     assert "example.com" in (info.value.hint or "")
 
 
-@pytest.mark.parametrize("pattern", ["*", "a*.example.com", "*.*.com", "example.com:99999", "example.com:x", "", "ex ample.com"])
+@pytest.mark.parametrize(
+    "pattern", ["*", "a*.example.com", "*.*.com", "example.com:99999", "example.com:x", "", "ex ample.com"]
+)
 def test_bad_host_patterns(pattern: str) -> None:
     with pytest.raises(UsageError):
         EgressRule(host=pattern)
@@ -312,7 +316,12 @@ async def test_plain_http_refused_to_non_loopback_even_with_the_setting() -> Non
 
 @pytest.mark.parametrize(
     "url",
-    ["https://169.254.169.254/latest/meta-data/", "https://10.0.0.7/", "https://[::ffff:169.254.169.254]/", "https://[::1]/"],
+    [
+        "https://169.254.169.254/latest/meta-data/",
+        "https://10.0.0.7/",
+        "https://[::ffff:169.254.169.254]/",
+        "https://[::1]/",
+    ],
 )
 async def test_internal_addresses_refused_before_connecting(url: str) -> None:
     host = check_url(url).authority
@@ -352,22 +361,20 @@ async def test_response_truncated_at_the_limit() -> None:
 
 
 async def test_request_size_limit() -> None:
-    with serve() as server:
-        with pytest.raises(EgressDenied, match="max_request_bytes"):
-            await send(
-                HttpRequest(method="POST", url=server.url("/echo"), body=b"x" * 5000),
-                policy=_local_policy(server.port, max_request_bytes=4096),
-            )
+    with serve() as server, pytest.raises(EgressDenied, match="max_request_bytes"):
+        await send(
+            HttpRequest(method="POST", url=server.url("/echo"), body=b"x" * 5000),
+            policy=_local_policy(server.port, max_request_bytes=4096),
+        )
     assert server.requests == []
 
 
 async def test_timeout_bounds_the_whole_exchange() -> None:
-    with serve() as server:
-        with pytest.raises(ToolTimeout, match="longer than|timed out"):
-            await send(
-                HttpRequest(method="GET", url=server.url("/slow")),
-                policy=_local_policy(server.port, timeout_s=SHORT_TIMEOUT_S),
-            )
+    with serve() as server, pytest.raises(ToolTimeout, match="longer than|timed out"):
+        await send(
+            HttpRequest(method="GET", url=server.url("/slow")),
+            policy=_local_policy(server.port, timeout_s=SHORT_TIMEOUT_S),
+        )
 
 
 @pytest.mark.parametrize(
@@ -383,7 +390,9 @@ async def test_timeout_bounds_the_whole_exchange() -> None:
 async def test_header_rules(headers: tuple[tuple[str, str], ...], message: str) -> None:
     with serve() as server:
         with pytest.raises(EgressDenied, match=message):
-            await send(HttpRequest(method="GET", url=server.url("/echo"), headers=headers), policy=_local_policy(server.port))
+            await send(
+                HttpRequest(method="GET", url=server.url("/echo"), headers=headers), policy=_local_policy(server.port)
+            )
     assert server.requests == []
 
 
@@ -411,8 +420,12 @@ async def test_pool_refuses_connections_send_did_not_check() -> None:
 async def test_one_client_one_network_setting() -> None:
     with serve() as server:
         async with EgressClient() as client:
-            first = await send(HttpRequest(method="GET", url=server.url("/echo")), policy=_local_policy(server.port), client=client)
-            again = await send(HttpRequest(method="GET", url=server.url("/echo")), policy=_local_policy(server.port), client=client)
+            first = await send(
+                HttpRequest(method="GET", url=server.url("/echo")), policy=_local_policy(server.port), client=client
+            )
+            again = await send(
+                HttpRequest(method="GET", url=server.url("/echo")), policy=_local_policy(server.port), client=client
+            )
             with pytest.raises(UsageError, match="one EgressClient per egress policy"):
                 await send(
                     HttpRequest(method="GET", url="https://example.com/"),
@@ -427,7 +440,9 @@ async def test_tls_to_a_pinned_address_verifies_the_host_name(tmp_path: Path) ->
     with serve(tls=ca.server_context()) as server:
         policy = EgressPolicy.from_hosts([f"localhost:{server.port}"], allow_private_network=True)
         async with EgressClient(ssl_context=ca.client_context()) as client:
-            response = await send(HttpRequest(method="GET", url=server.url("/echo", host="localhost")), policy=policy, client=client)
+            response = await send(
+                HttpRequest(method="GET", url=server.url("/echo", host="localhost")), policy=policy, client=client
+            )
     assert response.status == 200
     assert server.requests[0].headers["Host"] == f"localhost:{server.port}"
 
@@ -438,7 +453,9 @@ async def test_tls_with_a_certificate_for_another_name_fails(tmp_path: Path) -> 
         policy = EgressPolicy.from_hosts([f"localhost:{server.port}"], allow_private_network=True)
         async with EgressClient(ssl_context=ca.client_context()) as client:
             with pytest.raises(ToolError, match="TLS"):
-                await send(HttpRequest(method="GET", url=server.url("/", host="localhost")), policy=policy, client=client)
+                await send(
+                    HttpRequest(method="GET", url=server.url("/", host="localhost")), policy=policy, client=client
+                )
     assert server.requests == []
 
 

@@ -24,8 +24,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # Instance metadata services (AWS/GCP/Azure/OpenStack, AWS IPv6, AWS ECS task, Alibaba): they hand
 # out cloud credentials to whoever asks from inside the machine.
 METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a)
-    for a in ("169.254.169.254", "fd00:ec2::254", "169.254.170.2", "100.100.100.200")
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "169.254.170.2", "100.100.100.200")
 )
 _THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 _SHARED = ipaddress.IPv4Network("100.64.0.0/10")

@@ -72,8 +72,17 @@ _BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
 # or point the Host header at another virtual host than the one we checked.
 _RESERVED_HEADERS = frozenset(
     {
-        "host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer",
-        "keep-alive", "proxy-connection", "proxy-authorization", "expect",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "upgrade",
+        "te",
+        "trailer",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "expect",
     }
 )
 # CONNECT opens a tunnel past every check here; TRACE reflects request headers (credentials) back.
@@ -423,9 +432,7 @@ def _request_headers(request: HttpRequest, target: CheckedUrl) -> list[tuple[byt
     return headers
 
 
-async def send(
-    request: HttpRequest, *, policy: EgressPolicy, client: EgressClient | None = None
-) -> HttpResponse:
+async def send(request: HttpRequest, *, policy: EgressPolicy, client: EgressClient | None = None) -> HttpResponse:
     """Check ``request`` against ``policy`` and perform it; see the module docstring.
 
     Raises EgressDenied for refusals, ToolTimeout past ``policy.timeout_s``, ToolError for

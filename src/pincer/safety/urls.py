@@ -210,7 +210,7 @@ def _normalise_path(raw: str) -> tuple[str, str]:
         raise _deny("the path has a '%' not followed by two hex digits (rule: valid percent-encoding)")
     segments: list[tuple[str, str]] = []
     parts = raw.split("/")
-    for index, segment in enumerate(parts):
+    for segment in parts:
         try:
             decoded = unquote(segment, errors="strict") if "%" in segment else segment
         except UnicodeDecodeError:

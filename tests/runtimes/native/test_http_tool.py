@@ -75,17 +75,15 @@ async def test_response_truncated_at_the_output_limit() -> None:
 
 
 async def test_loopback_refused_without_allow_private_network() -> None:
-    with serve() as server:
-        with pytest.raises(EgressDenied, match="loopback"):
-            await http({"url": server.url("/echo")}, _local(server, allow_private_network=False))
+    with serve() as server, pytest.raises(EgressDenied, match="loopback"):
+        await http({"url": server.url("/echo")}, _local(server, allow_private_network=False))
     assert server.requests == []
 
 
 @pytest.mark.parametrize("hosts", [None, ()])
 async def test_no_hosts_in_the_grant_means_no_requests(hosts: tuple[str, ...] | None) -> None:
-    with serve() as server:
-        with pytest.raises(EgressDenied, match="no host is allowed") as info:
-            await http({"url": server.url("/echo")}, _local(server, network_hosts=hosts))
+    with serve() as server, pytest.raises(EgressDenied, match="no host is allowed") as info:
+        await http({"url": server.url("/echo")}, _local(server, network_hosts=hosts))
     assert "grant" in (info.value.hint or "") and server.requests == []
 
 
@@ -139,7 +137,9 @@ async def test_decimal_loopback_refused_even_where_loopback_is_allowed() -> None
 
 async def test_metadata_refused_even_with_private_network() -> None:
     with pytest.raises(EgressDenied, match="metadata"):
-        await http({"url": "https://169.254.169.254/"}, _host(network_hosts=("169.254.169.254",), allow_private_network=True))
+        await http(
+            {"url": "https://169.254.169.254/"}, _host(network_hosts=("169.254.169.254",), allow_private_network=True)
+        )
 
 
 async def test_argument_errors() -> None:
@@ -155,9 +155,8 @@ async def test_argument_errors() -> None:
 
 
 async def test_the_tool_timeout_applies() -> None:
-    with serve() as server:
-        with pytest.raises(ToolTimeout):
-            await http({"url": server.url("/slow")}, _local(server, timeout_s=SHORT_TOOL_TIMEOUT_S))
+    with serve() as server, pytest.raises(ToolTimeout):
+        await http({"url": server.url("/slow")}, _local(server, timeout_s=SHORT_TOOL_TIMEOUT_S))
 
 
 def _caps(port: int, *, optional: bool = False) -> Capabilities:
@@ -181,8 +180,7 @@ def _caps(port: int, *, optional: bool = False) -> Capabilities:
 
 
 async def test_credentials_are_injected_and_recorded(tmp_path: Any) -> None:
-    from pincer.secrets.access import SecretAccess
-    from pincer.secrets.store import SecretStore
+    from pincer.secrets.store import SecretAccess, SecretStore
 
     token = "tok-4f8a1c9e7b2d"
     with SecretStore.open(tmp_path, key=b"k" * 32) as store:
@@ -195,19 +193,23 @@ async def test_credentials_are_injected_and_recorded(tmp_path: Any) -> None:
             assert token in access.injected  # the leak scanner redacts it from the output
 
             # A host the mapping does not name gets no credential.
-            other = _local(server, capabilities=_caps(server.port + 1), secrets=SecretAccess(store, caps.is_secret_allowed))
+            other = _local(
+                server, capabilities=_caps(server.port + 1), secrets=SecretAccess(store, caps.is_secret_allowed)
+            )
             plain = await http({"url": server.url("/echo")}, other)
             assert "Authorization" not in json.loads(plain["body"])["headers"]
 
 
 async def test_a_missing_secret_is_a_clear_error_and_nothing_is_sent(tmp_path: Any) -> None:
-    from pincer.secrets.access import SecretAccess
-    from pincer.secrets.store import SecretStore
+    from pincer.secrets.store import SecretAccess, SecretStore
 
     with SecretStore.open(tmp_path, key=b"k" * 32) as store, serve() as server:
         caps = _caps(server.port)
         with pytest.raises(SecretError, match="api_token"):
-            await http({"url": server.url("/echo")}, _local(server, capabilities=caps, secrets=SecretAccess(store, caps.is_secret_allowed)))
+            await http(
+                {"url": server.url("/echo")},
+                _local(server, capabilities=caps, secrets=SecretAccess(store, caps.is_secret_allowed)),
+            )
         with pytest.raises(SecretError, match="no access to secrets"):
             await http({"url": server.url("/echo")}, _local(server, capabilities=caps))
         assert server.requests == []

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from pincer.core.effects import EffectKind
-from pincer.core.errors import EgressDenied, SecretError, ToolError, UsageError
+from pincer.core.errors import EgressDenied, SecretError, UsageError
 from pincer.core.values import HostContext
 from pincer.runtimes.native import jsonpath, workspace
 from pincer.runtimes.native.decorator import NativeTool, tool
@@ -282,7 +282,9 @@ def read_file(path: str, host: HostContext, offset: int = 0, max_bytes: int | No
         raise UsageError("offset must be 0 or more", hint="use 0 to read from the start")
     limit = host.max_output_bytes if max_bytes is None else max_bytes
     if not 0 < limit <= MAX_READ_BYTES:
-        raise UsageError(f"max_bytes must be between 1 and {MAX_READ_BYTES}", hint="read large files in pieces with offset")
+        raise UsageError(
+            f"max_bytes must be between 1 and {MAX_READ_BYTES}", hint="read large files in pieces with offset"
+        )
     target = workspace.resolve_path(host.workspace, path)
     data, size = workspace.read_bytes(target, offset=offset, limit=limit)
     truncated = offset + len(data) < size
@@ -322,7 +324,9 @@ def write_file(
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError:
-            raise UsageError("content holds characters that are not valid Unicode text", hint='use encoding "base64" for binary data') from None
+            raise UsageError(
+                "content holds characters that are not valid Unicode text", hint='use encoding "base64" for binary data'
+            ) from None
     if len(data) > MAX_WRITE_BYTES:
         raise UsageError(f"content is {len(data)} bytes; the limit is {MAX_WRITE_BYTES}", hint="write smaller files")
     target = workspace.resolve_path(host.workspace, path)
@@ -352,4 +356,3 @@ BUILTIN_TOOLS: tuple[NativeTool, ...] = (echo, current_time, json_query, http_re
 def builtin_runtime(*, name: str = "builtin") -> NativeRuntime:
     """A NativeRuntime holding every built-in tool."""
     return NativeRuntime(BUILTIN_TOOLS, name=name)
-

@@ -21,13 +21,13 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, overload
+from typing import Annotated, Any, NotRequired, Required, overload
 
 import anyio.to_thread
 import pydantic
 import pydantic_core
 from pydantic.fields import FieldInfo
-from typing_extensions import NotRequired, Required, TypedDict
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 from pincer.core.effects import EffectKind, RuntimeKind, parse_effects
 from pincer.core.errors import ArgumentsInvalid, ToolError, UsageError
@@ -112,9 +112,7 @@ class NativeTool:
         else:
             # abandon_on_cancel: a timeout must be able to end the call even though a thread
             # cannot be killed; the thread finishes in the background and its result is dropped.
-            result = await anyio.to_thread.run_sync(
-                functools.partial(self.fn, **kwargs), abandon_on_cancel=True
-            )
+            result = await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
         return to_json_value(result, tool=self.spec.name)
 
 

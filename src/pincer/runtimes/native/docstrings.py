@@ -16,8 +16,22 @@ __all__ = ["ParsedDocstring", "parse_docstring"]
 _ARGS_HEADERS = frozenset({"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"})
 _OTHER_HEADERS = frozenset(
     {
-        "returns", "return", "yields", "yield", "raises", "raise", "examples", "example",
-        "notes", "note", "attributes", "warnings", "warning", "see also", "todo", "references",
+        "returns",
+        "return",
+        "yields",
+        "yield",
+        "raises",
+        "raise",
+        "examples",
+        "example",
+        "notes",
+        "note",
+        "attributes",
+        "warnings",
+        "warning",
+        "see also",
+        "todo",
+        "references",
     }
 )
 _HEADER = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*$")

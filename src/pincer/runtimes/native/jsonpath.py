@@ -72,7 +72,9 @@ def _selector(text: str, i: int) -> tuple[Step, int]:
         try:
             key, end = decoder.raw_decode(text, i)
         except json.JSONDecodeError:
-            raise UsageError(f"path {text!r}: the quoted key at position {i} is not a valid JSON string", hint=_HINT) from None
+            raise UsageError(
+                f"path {text!r}: the quoted key at position {i} is not a valid JSON string", hint=_HINT
+            ) from None
         i = end
     elif i < n and text[i] == "'":
         end = text.find("'", i + 1)

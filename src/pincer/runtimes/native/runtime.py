@@ -105,8 +105,9 @@ class NativeRuntime:
             raise
         except Exception as exc:
             raise ToolError(
-                f"tool {spec.name!r} failed: {type(exc).__name__}: {exc}" if str(exc) else
-                f"tool {spec.name!r} failed: {type(exc).__name__}",
+                f"tool {spec.name!r} failed: {type(exc).__name__}: {exc}"
+                if str(exc)
+                else f"tool {spec.name!r} failed: {type(exc).__name__}",
                 hint="the tool raised an exception; check its arguments or its implementation",
             ) from exc
         if isinstance(value, ToolOutput):

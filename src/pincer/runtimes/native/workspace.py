@@ -76,7 +76,9 @@ def resolve_path(workspace: Path | None, path: object, *, allow_root: bool = Fal
         raise Denied(f"absolute path {path!r} refused (rule: paths stay inside the workspace)", hint=_HINT_RELATIVE)
     pieces = [p for p in path.split("/") if p not in ("", ".")]
     if ".." in pieces:
-        raise Denied(f"path {path!r} refused: '..' is not allowed (rule: paths stay inside the workspace)", hint=_HINT_RELATIVE)
+        raise Denied(
+            f"path {path!r} refused: '..' is not allowed (rule: paths stay inside the workspace)", hint=_HINT_RELATIVE
+        )
     if not pieces and not allow_root:
         raise UsageError("the path names the workspace itself, not a file", hint=_HINT_RELATIVE)
     if any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in pieces):
@@ -84,7 +86,9 @@ def resolve_path(workspace: Path | None, path: object, *, allow_root: bool = Fal
     try:
         root = os.path.realpath(workspace, strict=True)
     except OSError:
-        raise ToolError(f"the workspace {str(workspace)!r} does not exist", hint="create it or fix [workspace] path") from None
+        raise ToolError(
+            f"the workspace {str(workspace)!r} does not exist", hint="create it or fix [workspace] path"
+        ) from None
     resolved = os.path.realpath(os.path.join(root, *pieces))
     if resolved != root and not resolved.startswith(root + os.sep):
         raise Denied(
@@ -140,7 +144,9 @@ def _walk_error(target: WorkspacePath, exc: OSError) -> Exception:
             hint="retry; the workspace changed during the call",
         )
     if exc.errno == errno.ENOTDIR:
-        return ToolError(f"{target.shown!r}: a part of the path is not a directory", hint="check the path with list_dir")
+        return ToolError(
+            f"{target.shown!r}: a part of the path is not a directory", hint="check the path with list_dir"
+        )
     if exc.errno == errno.EACCES:
         return ToolError(f"{target.shown!r}: permission denied", hint="check the file's permissions")
     return ToolError(f"{target.shown!r}: {exc.strerror or exc}", hint="check the path with list_dir")
