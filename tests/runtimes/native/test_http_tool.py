@@ -213,3 +213,36 @@ async def test_a_missing_secret_is_a_clear_error_and_nothing_is_sent(tmp_path: A
         with pytest.raises(SecretError, match="no access to secrets"):
             await http({"url": server.url("/echo")}, _local(server, capabilities=caps))
         assert server.requests == []
+
+
+async def test_config_credentials_through_the_whole_call_chain(tmp_path: Any) -> None:
+    from pincer.config import parse_config
+    from pincer.core.values import CallRequest
+    from pincer.service import Pincer
+
+    token = "cfg-token-93c1e07a55d2"
+    with serve() as server:
+        config = parse_config(
+            f"""
+[network]
+allow_private = true
+
+[[grants]]
+tool = "http"
+effects = {{ network = "allow", use_secret = "allow" }}
+hosts = ["127.0.0.1:{server.port}"]
+
+[[credentials]]
+secret = "api_key"
+location = "header"
+name = "X-Api-Key"
+host_patterns = ["127.0.0.1"]
+""",
+            home=tmp_path,
+        )
+        async with Pincer.open(tmp_path, config=config, secret_key=b"c" * 32) as pincer:
+            pincer.secrets.set("api_key", token)
+            result = await pincer.call(CallRequest(tool="http", args={"url": server.url("/echo")}))
+    assert result.ok, result.error
+    assert server.requests[0].headers["X-Api-Key"] == token  # injected on the way out
+    assert token not in json.dumps(result.output) and "REDACTED" in result.output["body"]  # echoed back, redacted
