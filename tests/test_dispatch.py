@@ -146,7 +146,7 @@ async def test_unknown_tool_and_invalid_args_are_audited(pincer: Pincer) -> None
     assert missing.error["code"] == "tool_not_found" and missing.audit_id
     bad = await call(pincer, "echo", {"text": 5})
     assert bad.error["code"] == "invalid_arguments"
-    assert "args.text: 5 is not of type 'string' (rule: type)" in bad.error["message"]
+    assert 'args.text: 5 is not of type "string" (rule: type)' in bad.error["message"]
     assert pincer.test_runtime.calls["echo"] == 0
     long_key = await call(pincer, "writer", {}, idempotency_key="k" * 257)
     assert long_key.error["code"] == "usage_error" and "256" in long_key.error["message"]

@@ -39,6 +39,7 @@ from pincer.core.errors import (
 )
 from pincer.core.schema import validate_args
 from pincer.core.values import CallRequest, Decision, HostContext, ToolOutput, ToolResult, ToolSpec, Usage
+from pincer.policy.budget import RateLimit, RateLimiter
 from pincer.policy.grants import Grant, evaluate_grants
 from pincer.policy.session import evaluate_session
 from pincer.registry import Registry
@@ -124,8 +125,6 @@ class Dispatcher:
         secret_access: Callable[[ToolSpec], Any] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        from pincer.policy.budget import RateLimiter
-
         self.registry = registry
         self.config = config
         self.audit = audit
@@ -137,6 +136,10 @@ class Dispatcher:
         self._clock = clock
         self._limiter = RateLimiter(seed=audit.timestamps)
         self._grant_uses: dict[str, int] = {}
+        self._in_flight = 0
+        # The config is immutable: its per-tool answers are computed once.
+        self._limits: dict[str, RateLimit] = {}
+        self._sessions: dict[tuple[str, str], Decision] = {}
         self._config_grants: tuple[Grant, ...] = config.grants
 
     # -- the chain ---------------------------------------------------------------------------
@@ -145,17 +148,38 @@ class Dispatcher:
         started = time.perf_counter()
         trace = _Trace()
         scanner = self._scanner()
+        self._in_flight += 1
         try:
-            result = await self._run(request, trace, scanner, on_approval)
-        except PincerError as exc:
-            result = self._failure(exc, scanner)
-        except Exception as exc:  # a bug in a runtime must not take the caller down unrecorded
-            logger.exception("unexpected failure calling %s", request.tool)
-            result = self._failure(ToolError(f"{request.tool} failed unexpectedly: {type(exc).__name__}"), scanner)
-        duration_ms = (time.perf_counter() - started) * 1000
-        usage = replace(result.usage, duration_ms=duration_ms)
-        audit_id = await self.audit.append(self._audit_entry(request, trace, result, usage, scanner))
-        return replace(result, usage=usage, audit_id=audit_id)
+            try:
+                result = await self._run(request, trace, scanner, on_approval)
+            except PincerError as exc:
+                result = self._failure(exc, scanner)
+            except Exception as exc:  # a bug in a runtime must not take the caller down unrecorded
+                logger.exception("unexpected failure calling %s", request.tool)
+                result = self._failure(ToolError(f"{request.tool} failed unexpectedly: {type(exc).__name__}"), scanner)
+        finally:
+            self._in_flight -= 1
+        usage = result.usage
+        usage = Usage(
+            duration_ms=(time.perf_counter() - started) * 1000,
+            output_bytes=usage.output_bytes,
+            truncated=usage.truncated,
+            redactions=usage.redactions,
+            extra=usage.extra,
+        )
+        entry = self._audit_entry(request, trace, result, usage, scanner)
+        # Yielding once lets concurrent callers join this commit (group commit); it costs a few
+        # microseconds when the caller is alone.
+        audit_id = await self.audit.append(entry)
+        return ToolResult(
+            ok=result.ok,
+            output=result.output,
+            error=result.error,
+            content=result.content,
+            usage=usage,
+            audit_id=audit_id,
+            cached=result.cached,
+        )
 
     async def reject(self, request: CallRequest, error: PincerError) -> ToolResult:
         """Record a call an entry point refused before it could be built (malformed JSON args)."""
@@ -178,8 +202,7 @@ class Dispatcher:
                 hint="a tool that calls tools is looping; raise tools.max_depth only if that is intended",
             )
 
-        session = self.config.session(request.session)
-        verdict = evaluate_session(session, spec.name)
+        verdict = self._session_verdict(request.session, spec.name)
         if verdict.mode is Mode.DENY:
             trace.decision = verdict
             raise Denied(verdict.reason, hint="change the session's allow/deny lists in config.toml")
@@ -195,7 +218,10 @@ class Dispatcher:
             decision = await self._ask(request, spec, decision, trace, scanner, on_approval)
             trace.decision = decision
 
-        self._limiter.reserve(spec.name, self.config.rate_limit(spec.name), self._clock())
+        limit = self._limits.get(spec.name)
+        if limit is None:
+            limit = self._limits[spec.name] = self.config.rate_limit(spec.name)
+        self._limiter.reserve(spec.name, limit, self._clock())
         if decision.grant_id is not None:
             self._grant_uses[decision.grant_id] = self._uses(decision.grant_id) + 1
 
@@ -374,6 +400,16 @@ class Dispatcher:
 
     # -- helpers -----------------------------------------------------------------------------
 
+    def _session_verdict(self, session: str, tool: str) -> Decision:
+        key = (session, tool)
+        verdict = self._sessions.get(key)
+        if verdict is None:
+            verdict = evaluate_session(self.config.session(session), tool)
+            if len(self._sessions) > 65_536:  # session names come from callers: stay bounded
+                self._sessions.clear()
+            self._sessions[key] = verdict
+        return verdict
+
     def _all_grants(self) -> tuple[Grant, ...]:
         stored = self.grants.all()
         return self._config_grants + stored if stored else self._config_grants
@@ -404,7 +440,7 @@ class Dispatcher:
         decision = trace.decision
         error = result.error or {}
         code = error.get("code")
-        if code in ("denied", "approval_denied", "approval_timeout", "budget_exceeded"):
+        if code in ("denied", "approval_denied", "approval_timeout", "budget_exceeded", "egress_denied"):
             outcome = "denied"
         else:
             outcome = "ok" if result.ok else "error"

@@ -32,10 +32,10 @@ def test_valid_args_pass_and_validator_is_cached() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        ({}, "args: 'n' is a required property (rule: required)"),
-        ({"n": "x"}, "args.n: 'x' is not of type 'integer' (rule: type)"),
+        ({}, "args: \"n\" is a required property (rule: required)"),
+        ({"n": "x"}, "args.n: \"x\" is not of type \"integer\" (rule: type)"),
         ({"n": 0}, "(rule: minimum)"),
-        ({"n": 1, "items": ["a", 3]}, "args.items[1]: 3 is not of type 'string'"),
+        ({"n": 1, "items": ["a", 3]}, "args.items[1]: 3 is not of type \"string\""),
         ({"n": 1, "extra": True}, "(rule: additionalProperties)"),
         ([1, 2], "must be a JSON object"),
     ],

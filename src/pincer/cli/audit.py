@@ -36,8 +36,9 @@ def list_records(
 
 def render_records(records: list[dict[str, Any]]) -> Table:
     table = Table(title=f"{len(records)} audit records", title_justify="left")
-    for column in ("id", "time", "session", "tool", "decision", "outcome", "ms", "reason / error"):
-        table.add_column(column)
+    for column in ("id", "time", "session", "tool", "decision", "outcome", "ms"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("reason / error", overflow="ellipsis", no_wrap=True)
     for r in records:
         detail = r["error"] or r["reason"]
         table.add_row(

@@ -1,7 +1,9 @@
-"""Argument validation against a tool's JSON Schema (draft 2020-12 or draft 7).
+"""Argument validation against a tool's JSON Schema (draft 2020-12 by default, draft 7 and the
+other drafts when ``$schema`` names them).
 
-Validators are built once per schema and cached by the tool's definition hash: building one
-costs far more than using it, and validation sits on every call.
+Validators are compiled once per schema by ``jsonschema-rs`` and cached by the tool's
+definition hash: validation sits on every call, and the compiled Rust validator checks a small
+object in well under a microsecond where the pure-Python one takes ~15 us.
 """
 
 from __future__ import annotations
@@ -9,56 +11,45 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
-from jsonschema import Draft7Validator, Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
+import jsonschema_rs
 
 from pincer.core.errors import ArgumentsInvalid, UsageError
 from pincer.core.values import ToolSpec
 
 __all__ = ["validate_args", "validator_for", "describe_schema_error"]
 
-_DRAFT7_IDS = ("http://json-schema.org/draft-07/schema", "https://json-schema.org/draft-07/schema")
 _MAX_REPORTED = 3
+_MAX_CACHED = 4096  # bound memory when tools churn (MCP servers reloading)
+
+_cache: dict[str, Any] = {}
 
 
-def _validator_class(schema: Mapping[str, Any]) -> type[Validator]:
-    declared = str(schema.get("$schema", "")).rstrip("#")
-    if declared in _DRAFT7_IDS:
-        return Draft7Validator
-    return Draft202012Validator
-
-
-_cache: dict[str, Validator] = {}
-
-
-def validator_for(spec: ToolSpec) -> Validator:
+def validator_for(spec: ToolSpec) -> Any:
     validator = _cache.get(spec.definition_hash)
     if validator is None:
         validator = _build(spec)
-        if len(_cache) > 4096:  # bound memory when tools churn (MCP servers reloading)
+        if len(_cache) >= _MAX_CACHED:
             _cache.clear()
         _cache[spec.definition_hash] = validator
     return validator
 
 
-def _build(spec: ToolSpec) -> Validator:
+def _build(spec: ToolSpec) -> Any:
     schema = dict(spec.input_schema) if spec.input_schema else {"type": "object"}
-    cls = _validator_class(schema)
     try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
+        return jsonschema_rs.validator_for(schema, validate_formats=True)
+    except (jsonschema_rs.ValidationError, ValueError, TypeError) as exc:
+        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(
-            f"tool {spec.name} has an invalid input schema: {exc.message}",
+            f"tool {spec.name} has an invalid input schema: {first_line}",
             hint="fix the tool's schema; calls to it cannot be validated",
-        ) from exc
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+        ) from None
 
 
-def describe_schema_error(error: jsonschema.ValidationError) -> str:
-    path = "args" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    return f"{path}: {error.message} (rule: {error.validator})"
+def describe_schema_error(error: Any) -> str:
+    path = "args" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
+    rule = next((str(p) for p in reversed(error.schema_path) if not isinstance(p, int)), "schema")
+    return f"{path}: {error.message} (rule: {rule})"
 
 
 def validate_args(spec: ToolSpec, args: Any) -> None:
@@ -69,9 +60,13 @@ def validate_args(spec: ToolSpec, args: Any) -> None:
             hint='pass an object such as {"text": "hi"}',
         )
     validator = validator_for(spec)
-    if validator.is_valid(args):
-        return
-    errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    try:
+        if validator.is_valid(args):
+            return
+        errors = list(validator.iter_errors(args))
+    except (ValueError, TypeError, OverflowError) as exc:  # values JSON cannot carry (NaN, huge ints)
+        raise ArgumentsInvalid(f"arguments for {spec.name} are not plain JSON: {exc}") from None
+    errors.sort(key=lambda e: (len(e.instance_path), [str(p) for p in e.instance_path]))
     described = "; ".join(describe_schema_error(e) for e in errors[:_MAX_REPORTED])
     more = f" (+{len(errors) - _MAX_REPORTED} more)" if len(errors) > _MAX_REPORTED else ""
     raise ArgumentsInvalid(

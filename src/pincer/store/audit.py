@@ -90,9 +90,9 @@ class AuditRecord:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
-def _row_values(entry: AuditEntry) -> tuple[Any, ...]:
+def _row_values(entry: AuditEntry, now: float) -> tuple[Any, ...]:
     return (
-        entry.ts, entry.session, entry.caller, entry.tool, entry.kind, entry.decision, entry.reason,
+        entry.ts or now, entry.session, entry.caller, entry.tool, entry.kind, entry.decision, entry.reason,
         entry.grant_id, entry.outcome, entry.error_code, entry.error, canonical_json(entry.args),
         canonical_json(list(entry.effects)), round(entry.duration_ms, 3), canonical_json(entry.usage),
         entry.idempotency_key, int(entry.cached), entry.approval_id,
@@ -102,6 +102,24 @@ def _row_values(entry: AuditEntry) -> tuple[Any, ...]:
 def _chain_hash(record_id: int, values: tuple[Any, ...], prev_hash: str) -> str:
     payload = json.dumps([record_id, prev_hash, *values], separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _sql_chain_hash(record_id: int, prev_hash: str, *values: Any) -> str:
+    return _chain_hash(record_id, values, prev_hash)
+
+
+def register_chain_function(conn: sqlite3.Connection) -> None:
+    """Every pincer connection hashes inside SQLite, so the head is read and advanced under the
+    same write lock whichever process appends."""
+    conn.create_function("pincer_chain_hash", len(_FIELDS) + 2, _sql_chain_hash, deterministic=True)
+
+
+_PARAMS = ", ".join(f"?{i}" for i in range(1, len(_FIELDS) + 1))
+_INSERT = (
+    f"INSERT INTO audit (id, {', '.join(_FIELDS)}, prev_hash, hash) "
+    f"SELECT h.last_id + 1, {_PARAMS}, h.last_hash, pincer_chain_hash(h.last_id + 1, h.last_hash, {_PARAMS}) "
+    "FROM audit_head AS h WHERE h.one = 1 RETURNING id"
+)
 
 
 class _Pending:
@@ -120,71 +138,61 @@ class AuditLog:
         self._pending: list[_Pending] = []
         self._flushing = False
 
-    async def append(self, entry: AuditEntry) -> int:
-        """Record one entry; returns its id once the record is committed."""
-        if not entry.ts:
-            from dataclasses import replace
+    async def append(self, entry: AuditEntry, *, gather: bool = True) -> int:
+        """Record one entry; returns its id once the record is committed.
 
-            entry = replace(entry, ts=time.time())
-        pending = _Pending(_row_values(entry))
+        ``gather`` lets the first caller yield once so that callers running in the same turn join
+        its transaction; a caller that knows it is alone passes False and commits at once."""
+        pending = _Pending(_row_values(entry, time.time()))
         self._pending.append(pending)
         if self._flushing:
             await pending.event.wait()
         else:
             self._flushing = True
             try:
-                # One yield lets callers already running in this turn join the transaction.
-                await anyio.lowlevel.cancel_shielded_checkpoint()
-                while self._pending:
-                    batch, self._pending = self._pending, []
-                    self._commit(batch)
+                if gather:
+                    try:
+                        await anyio.lowlevel.checkpoint()
+                    except anyio.get_cancelled_exc_class():
+                        # A cancelled leader still commits what it and the others wait on.
+                        self._drain()
+                        raise
+                self._drain()
             finally:
                 self._flushing = False
         if pending.error is not None:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
         return pending.record_id
 
+    def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            self._commit(batch)
+
     def append_sync(self, entry: AuditEntry) -> int:
         """For synchronous callers (the CLI answering an approval)."""
-        if not entry.ts:
-            from dataclasses import replace
-
-            entry = replace(entry, ts=time.time())
-        pending = _Pending(_row_values(entry))
+        pending = _Pending(_row_values(entry, time.time()))
         self._commit([pending])
         if pending.error is not None:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
         return pending.record_id
 
     def _commit(self, batch: list[_Pending]) -> None:
+        """Append a batch. Each INSERT reads the head, hashes and advances the head in one
+        statement (see ``_INSERT``), so a single record needs no explicit transaction."""
         conn = self._conn
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                # Read the head inside the write lock: another process may have appended.
-                row = conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
-                last_id, prev = row if row else (0, GENESIS_HASH)
-                rows = []
-                for pending in batch:
-                    last_id += 1
-                    digest = _chain_hash(last_id, pending.values, prev)
-                    rows.append((last_id, *pending.values, prev, digest))
-                    pending.record_id = last_id
-                    prev = digest
-                conn.executemany(
-                    f"INSERT INTO audit (id, {', '.join(_FIELDS)}, prev_hash, hash) "
-                    f"VALUES ({', '.join('?' * (len(_FIELDS) + 3))})",
-                    rows,
-                )
-                conn.execute(
-                    "INSERT INTO audit_head (one, last_id, last_hash) VALUES (1, ?, ?) "
-                    "ON CONFLICT (one) DO UPDATE SET last_id = excluded.last_id, last_hash = excluded.last_hash",
-                    (last_id, prev),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            if len(batch) == 1:
+                batch[0].record_id = conn.execute(_INSERT, batch[0].values).fetchone()[0]
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for pending in batch:
+                        pending.record_id = conn.execute(_INSERT, pending.values).fetchone()[0]
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
         except sqlite3.Error as exc:
             logger.error("audit commit failed: %s", exc)
             for pending in batch:

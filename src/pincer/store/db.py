@@ -53,6 +53,11 @@ CREATE TABLE IF NOT EXISTS audit_head (
     last_id INTEGER NOT NULL,
     last_hash TEXT NOT NULL
 );
+INSERT OR IGNORE INTO audit_head (one, last_id, last_hash) VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
+-- The head moves with every insert in the same statement, so one INSERT is one whole append.
+CREATE TRIGGER IF NOT EXISTS audit_head_advance AFTER INSERT ON audit BEGIN
+    UPDATE audit_head SET last_id = NEW.id, last_hash = NEW.hash WHERE one = 1;
+END;
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
     created_at REAL NOT NULL,
@@ -96,6 +101,9 @@ def open_database(home: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connect
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys=ON")
+        from pincer.store.audit import register_chain_function
+
+        register_chain_function(conn)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
             raise StoreError(
