@@ -1,0 +1,3 @@
+from pincer.cli.main import main
+
+main()
