@@ -481,10 +481,12 @@ class ServerConnection:
         return session
 
     def _start_failure(self, session: _Session, error: BaseException | None) -> str:
+        timed_out = False
         if isinstance(error, TimeoutError) or (
             isinstance(error, BaseExceptionGroup) and error.subgroup(TimeoutError) is not None
         ):
             message = f"no answer to initialize within {self.config.connect_timeout_s:g} s"
+            timed_out = True
         elif session.reason is not None:
             message = session.reason
         elif error is not None:
@@ -492,7 +494,8 @@ class ServerConnection:
         else:
             message = "the connection ended while starting"
         if session.transport is not None:
-            if session.transport.failure and session.transport.failure != message:
+            # After a timeout the process ended because we stopped it: not worth saying.
+            if not timed_out and session.transport.failure and session.transport.failure != message:
                 message = f"{message} ({session.transport.failure})"
             tail = session.transport.stderr_tail()
             if tail:

@@ -19,8 +19,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
-from contextlib import suppress
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,9 +79,8 @@ class StdioTransport:
         self._on_closed = on_closed
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._process: anyio.abc.Process | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
         self._lifeline_w: int | None = None
-        self._streams: list[Any] = []
+        self._context: Any = None
 
     @property
     def pid(self) -> int | None:
@@ -99,6 +98,18 @@ class StdioTransport:
     async def __aenter__(
         self,
     ) -> tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]:
+        self._context = self._open()
+        return await self._context.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._context.__aexit__(*exc_info)
+
+    @asynccontextmanager
+    async def _open(
+        self,
+    ) -> AsyncIterator[
+        tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+    ]:
         lifeline_r, lifeline_w = os.pipe()
         try:
             self._process = await anyio.open_process(
@@ -115,26 +126,23 @@ class StdioTransport:
         finally:
             os.close(lifeline_r)
         self._lifeline_w = lifeline_w
+        # No await between the spawn and the task group: a cancellation there would leak the process.
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
-        self._streams = [read_send, read_recv, write_send, write_recv]
-        self._task_group = anyio.create_task_group()
-        await self._task_group.__aenter__()
-        self._task_group.start_soon(self._read_stdout, read_send)
-        self._task_group.start_soon(self._write_stdin, write_recv)
-        self._task_group.start_soon(self._read_stderr)
-        return read_recv, write_send
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._task_group is not None
-        with anyio.CancelScope(shield=True):
-            await self._stop()
-            self._task_group.cancel_scope.cancel()
-            with suppress(Exception):
-                await self._task_group.__aexit__(None, None, None)
-            for stream in self._streams:
-                with suppress(Exception):
-                    await stream.aclose()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._read_stdout, read_send)
+            tg.start_soon(self._write_stdin, write_recv)
+            tg.start_soon(self._read_stderr)
+            try:
+                yield read_recv, write_send
+            finally:
+                # Shielded and bounded: a cancelled caller must neither leak nor hang on the server.
+                with anyio.CancelScope(shield=True):
+                    await self._stop()
+                    for stream in (read_send, read_recv, write_send, write_recv):
+                        with suppress(Exception):
+                            await stream.aclose()
+                tg.cancel_scope.cancel()
 
     async def kill(self) -> None:
         """End the server's process group now (a hung server is not worth a grace period)."""
@@ -200,34 +208,36 @@ class StdioTransport:
         stdout = self._process.stdout
         buffer = b""
         try:
-            async with sink:
+            while True:
+                try:
+                    chunk = await stdout.receive(READ_CHUNK_BYTES)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    break
+                buffer += chunk
                 while True:
-                    try:
-                        chunk = await stdout.receive(READ_CHUNK_BYTES)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    newline = buffer.find(b"\n")
+                    if newline < 0:
                         break
-                    buffer += chunk
-                    while True:
-                        newline = buffer.find(b"\n")
-                        if newline < 0:
-                            break
-                        line, buffer = buffer[:newline], buffer[newline + 1 :]
-                        if not line.strip():
-                            continue
-                        try:
-                            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                        except ValueError:
-                            self._closed(f"the server wrote something that is not JSON-RPC on stdout: {_preview(line)!r}")
-                            return
-                        try:
-                            await sink.send(SessionMessage(message))
-                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                            return
-                    if len(buffer) > MAX_LINE_BYTES:
-                        self._closed(f"the server wrote a line longer than {MAX_LINE_BYTES} bytes on stdout")
+                    line, buffer = buffer[:newline], buffer[newline + 1 :]
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValueError:
+                        self._closed(f"wrote something that is not JSON-RPC on stdout: {_preview(line)!r}")
                         return
+                    try:
+                        await sink.send(SessionMessage(message))
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+                if len(buffer) > MAX_LINE_BYTES:
+                    self._closed(f"wrote a line longer than {MAX_LINE_BYTES} bytes on stdout")
+                    return
         finally:
-            await self._note_exit()
+            # The reason first, then EOF: the calls that EOF fails read the reason.
+            with anyio.CancelScope(shield=True):
+                await self._note_exit()
+            sink.close()
 
     async def _note_exit(self) -> None:
         """stdout ended: say why, waiting briefly for the exit status to make the reason useful."""
@@ -238,11 +248,11 @@ class StdioTransport:
                 await anyio.sleep(EXIT_POLL_S)
         code = self._process.returncode
         if code is None:
-            self._closed("the server closed its stdout")
+            self._closed("closed its stdout")
         elif code > 128:
-            self._closed(f"the server was killed by signal {code - 128}")
+            self._closed(f"was killed by signal {code - 128}")
         else:
-            self._closed(f"the server exited with status {code}")
+            self._closed(f"exited with status {code}")
 
     async def _write_stdin(self, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
         assert self._process is not None and self._process.stdin is not None
@@ -253,7 +263,7 @@ class StdioTransport:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
                     await stdin.send(data.encode("utf-8"))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            self._closed("the server closed its stdin")
+            self._closed("closed its stdin")
 
     async def _read_stderr(self) -> None:
         assert self._process is not None and self._process.stderr is not None
