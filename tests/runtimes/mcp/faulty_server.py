@@ -6,7 +6,8 @@ Tools: echo, pid, spawn_child, crash (exits mid-call), hang (never answers that 
 structured content), fail (an isError result), slow.
 
 Flags: ``--silent-if FILE`` never answers initialize while FILE exists; ``--secret-env NAME``
-makes the ``env`` tool report whether NAME is set.
+makes the ``env`` tool report NAME's value; ``--description-file FILE`` reads echo's description
+from FILE at start (a change that survives restarts).
 """
 
 import json
@@ -110,6 +111,9 @@ def silent():
 
 
 def main():
+    if "--description-file" in sys.argv:
+        with open(sys.argv[sys.argv.index("--description-file") + 1]) as handle:
+            STATE["description"] = handle.read().strip()
     for line in sys.stdin:
         if not line.strip():
             continue

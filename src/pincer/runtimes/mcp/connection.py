@@ -533,6 +533,12 @@ class ServerConnection:
         if self._session is session:
             self._session = None
 
+    async def list_tools(self, *, timeout_s: float = LIST_TIMEOUT_S) -> list[ToolDefinition]:
+        """Ask the running server for its tools again (starting it if need be)."""
+        session = await self._ready_session(self._clock() + timeout_s)
+        assert session.client is not None
+        return await session._list_tools(session.client, timeout_s)
+
     # -- calling -----------------------------------------------------------------------------
 
     async def call_tool(
