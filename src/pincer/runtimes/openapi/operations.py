@@ -90,7 +90,7 @@ class Operation:
 
 
 def operation_name(method: str, path: str, operation_id: Any) -> str:
-    raw = operation_id if isinstance(operation_id, str) and operation_id.strip() else f"{method}_{path}"
+    raw = operation_id if isinstance(operation_id, str) and operation_id.strip() else f"{method} {path}"
     return _NOT_NAME.sub("_", raw).strip("_") or method
 
 
