@@ -209,7 +209,8 @@ class OpenApiRuntime:
         if not caps.http.credentials:
             return url, headers
         access = host.secrets
-        resolve = getattr(access, "resolve", None)
+        # SecretAccess.find: the value of an allowed secret or None, recorded for the leak scan.
+        resolve = getattr(access, "find", None) or getattr(access, "resolve", None)
         record = getattr(access, "record", None)
         if not callable(resolve) or not callable(record):
             raise SecretError(
