@@ -60,13 +60,20 @@ def add(
     """Read a document and store one tool per operation (path, query, header and body
     parameters in one JSON Schema; local and file-relative $refs resolved)."""
     from pincer.runtimes.openapi import ServiceConfig, ServiceStore, extract_operations, load_document, server_urls
+    from pincer.runtimes.openapi.config import parse_auth
     from pincer.runtimes.openapi.document import Resolver
 
     async def body() -> dict[str, Any]:
+        if (auth is None) != (auth_secret is None):
+            raise UsageError("--auth-secret and --auth go together", hint="--auth-secret NAME --auth bearer")
+        credential = None
+        if auth is not None:
+            kind, param = parse_auth(auth)
+            credential = (kind, param) if param else None
         fetch = fetch_document
         document, location = load_document(spec, fetch=fetch)
         resolver = Resolver(document, location, fetch=fetch)
-        operations = extract_operations(resolver)
+        operations = extract_operations(resolver, credential=credential)
         if not operations:
             raise ManifestError("the document has no operations", source=str(location))
         base = base_url or next(iter(server_urls(document, location)), None)

@@ -138,7 +138,13 @@ def _parameters(
 
 
 def _build_operation(
-    resolver: Resolver, method: str, path: str, path_item: Mapping[str, Any], op: Mapping[str, Any], base: Location
+    resolver: Resolver,
+    method: str,
+    path: str,
+    path_item: Mapping[str, Any],
+    op: Mapping[str, Any],
+    base: Location,
+    credential: tuple[str, str] | None,
 ) -> Operation:
     where = f"paths.{path}.{method}"
     properties: dict[str, Any] = {}
@@ -152,6 +158,8 @@ def _build_operation(
             continue  # cookies are not sent by tools
         if location == "header" and param["name"].lower() in _SKIPPED_HEADERS:
             continue
+        if credential is not None and (location, param["name"].lower()) == credential:
+            continue  # pincer injects it from the secret store; no caller supplies it
         prop = param["name"] if names.count(param["name"]) == 1 else f"{location}_{param['name']}"
         prop = re.sub(r"[^A-Za-z0-9_.-]", "_", prop)
         if "schema" in param:
@@ -209,8 +217,12 @@ def _build_operation(
     )
 
 
-def extract_operations(resolver: Resolver) -> list[Operation]:
-    """Every operation of the document, each with its own ``$defs`` (only the ones it uses)."""
+def extract_operations(resolver: Resolver, *, credential: tuple[str, str] | None = None) -> list[Operation]:
+    """Every operation of the document, each with its own ``$defs`` (only the ones it uses).
+    ``credential`` (``("header", "x-api-key")`` or ``("query", "key")``) is the parameter pincer
+    injects itself, left out of every schema."""
+    if credential is not None:
+        credential = (credential[0], credential[1].lower())
     paths = resolver.root.get("paths") or {}
     if not isinstance(paths, Mapping):
         raise ManifestError("'paths' must be an object", source=str(resolver.location), key="paths")
@@ -229,7 +241,7 @@ def extract_operations(resolver: Resolver) -> list[Operation]:
             if not isinstance(op, Mapping):
                 raise ManifestError("an operation must be an object", source=str(item_base), key=f"paths.{path}.{method}")
             resolver.reset_defs()
-            operation = _build_operation(resolver, method, path, item, op, item_base)
+            operation = _build_operation(resolver, method, path, item, op, item_base, credential)
             if resolver.defs:
                 operation = replace(operation, input_schema={**operation.input_schema, "$defs": dict(resolver.defs)})
             count = seen.get(operation.name, 0) + 1
