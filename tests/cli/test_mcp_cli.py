@@ -113,3 +113,25 @@ def test_import_refuses_a_malformed_file_and_imports_nothing(pincer_home: Path, 
     bad.write_text("{not json")
     code, _, err = invoke("mcp", "import", str(bad))
     assert code == 1 and "not valid JSON" in err
+
+
+def test_literal_credentials_move_into_the_secret_store(pincer_home: Path, tmp_path: Path) -> None:
+    from pincer.secrets.store import SecretStore
+
+    desktop = tmp_path / "claude_desktop_config.json"
+    desktop.write_text(json.dumps({"mcpServers": {
+        "gh": {"command": "npx", "args": ["-y", "gh-mcp"], "env": {"GITHUB_TOKEN": "ghp_literal123", "LD_PRELOAD": "x"}},
+    }}))
+    code, data, _ = invoke("mcp", "import", str(desktop), "--json")
+    assert code == 0 and data["secrets_stored"] == ["mcp_gh_github_token"]
+    code, data, _ = invoke("mcp", "add", "remote", "--url", "https://r.example/mcp",
+                           "--header", "Authorization:Bearer tok-abc-123", "--no-connect", "--json")
+    assert code == 0
+    text = (pincer_home / "mcp" / "servers.json").read_text()
+    assert "ghp_literal123" not in text and "tok-abc-123" not in text and "LD_PRELOAD" not in text
+    servers = {s.name: s for s in ServerStore(pincer_home).load()}
+    assert servers["gh"].env == {"GITHUB_TOKEN": "${secret:mcp_gh_github_token}"}
+    assert servers["remote"].headers == {"Authorization": "Bearer ${secret:mcp_remote_authorization}"}
+    with SecretStore.open(pincer_home) as store:
+        assert store.get("mcp_gh_github_token") == "ghp_literal123"
+        assert store.get("mcp_remote_authorization") == "tok-abc-123"

@@ -85,7 +85,7 @@ def add(
     """Add a server: a stdio command or a remote URL. Its tools are pinned when it first answers."""
     from pincer.runtimes.mcp import ServerConfig, ServerStore
     from pincer.runtimes.mcp.environment import check_variable_name
-    from pincer.runtimes.mcp.importers import _env, _headers
+    from pincer.runtimes.mcp.importers import protect_env, protect_headers
 
     async def body() -> dict[str, Any]:
         if (command is None) == (url is None):
@@ -103,13 +103,13 @@ def add(
             pairs = _parse_pairs(env, "=", "--env")
             for key in pairs:  # said explicitly here: refuse rather than drop
                 check_variable_name(key, source="--env")
-            env_values, secrets, notes = _env(name, pairs)
+            env_values, secrets, notes = protect_env(name, pairs)
             config = ServerConfig(
                 name=name, transport="stdio", command=command, args=tuple(arg), env=env_values, cwd=cwd,
                 startup=startup, timeout_s=timeout, read_only=read_only,  # type: ignore[arg-type]
             )
         else:
-            header_values, secrets, notes = _headers(name, _parse_pairs(header, ":", "--header"))
+            header_values, secrets, notes = protect_headers(name, _parse_pairs(header, ":", "--header"))
             config = ServerConfig(
                 name=name, transport=transport, url=url, headers=header_values,  # type: ignore[arg-type]
                 startup=startup, timeout_s=timeout, read_only=read_only,  # type: ignore[arg-type]

@@ -31,7 +31,7 @@ from pincer.core.errors import ManifestError, PincerError, UsageError
 from pincer.runtimes.mcp.config import ServerConfig, sanitize
 from pincer.runtimes.mcp.environment import SECRET_REF, is_forbidden_variable
 
-__all__ = ["ImportResult", "import_path", "import_data", "MAX_IMPORT_BYTES"]
+__all__ = ["ImportResult", "import_path", "import_data", "protect_env", "protect_headers", "MAX_IMPORT_BYTES"]
 
 MAX_IMPORT_BYTES = 4 * 1024 * 1024
 _SECRETISH_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.I)
@@ -208,7 +208,9 @@ def _protect(
     return kept, secrets, notes
 
 
-def _env(server: str, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
+def protect_env(server: str, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """Env values for a server entry: forbidden variables dropped, literal credentials moved out.
+    Returns (values to store in the entry, secrets for the store, notes for the user)."""
     notes: list[str] = []
     clean: dict[str, str] = {}
     for key, value in env.items():
@@ -220,7 +222,8 @@ def _env(server: str, env: dict[str, str]) -> tuple[dict[str, str], dict[str, st
     return kept, secrets, notes + more
 
 
-def _headers(server: str, headers: dict[str, str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
+def protect_headers(server: str, headers: dict[str, str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """Header values for a server entry, literal credentials moved out (see ``protect_env``)."""
     return _protect(
         server,
         headers,
@@ -232,7 +235,7 @@ def _headers(server: str, headers: dict[str, str]) -> tuple[dict[str, str], dict
 def _stdio_fields(name: str, command: Any, args: Any, env: Any, cwd: Any, source: str, key: str) -> _Parsed:
     if not isinstance(command, str) or not command:
         raise ManifestError("a stdio server needs a command", source=source, key=f"{key}.command")
-    kept, secrets, notes = _env(name, _string_map(env, source, f"{key}.env"))
+    kept, secrets, notes = protect_env(name, _string_map(env, source, f"{key}.env"))
     fields = {
         "name": name,
         "transport": "stdio",
@@ -247,7 +250,7 @@ def _stdio_fields(name: str, command: Any, args: Any, env: Any, cwd: Any, source
 def _http_fields(name: str, url: Any, transport: str, headers: Any, source: str, key: str) -> _Parsed:
     if not isinstance(url, str) or not url:
         raise ManifestError("an http server needs a url", source=source, key=f"{key}.url")
-    kept, secrets, notes = _headers(name, _string_map(headers, source, f"{key}.headers"))
+    kept, secrets, notes = protect_headers(name, _string_map(headers, source, f"{key}.headers"))
     return {"name": name, "transport": transport, "url": url, "headers": kept}, secrets, notes
 
 
