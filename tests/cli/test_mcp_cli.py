@@ -135,3 +135,19 @@ def test_literal_credentials_move_into_the_secret_store(pincer_home: Path, tmp_p
     with SecretStore.open(pincer_home) as store:
         assert store.get("mcp_gh_github_token") == "ghp_literal123"
         assert store.get("mcp_remote_authorization") == "tok-abc-123"
+
+
+def test_a_server_printing_its_token_on_stderr_does_not_leak_it_through_the_cli(pincer_home: Path) -> None:
+    from pincer.secrets.store import SecretStore
+
+    with SecretStore.open(pincer_home) as store:
+        store.set("careless_token", "tok-5e1f0a9d3c2b7e8f")
+    code, data, _ = invoke(
+        "mcp", "add", "careless", "--command", sys.executable, "--arg", "-u", "--arg", str(FAULTY_SERVER),
+        "--arg", "--die-saying-env", "--arg", "TOKEN", "--env", "TOKEN=${secret:careless_token}", "--json",
+    )
+    assert code == 0 and "exited with status 1" in data["warning"] and "cannot log in with token" in data["warning"]
+    assert "tok-5e1f0a9d3c2b7e8f" not in json.dumps(data)
+    code, data, _ = invoke("mcp", "test", "careless", "--json")
+    assert code == 1 and "cannot log in" in data["error"]["message"]
+    assert "tok-5e1f0a9d3c2b7e8f" not in json.dumps(data)

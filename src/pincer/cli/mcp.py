@@ -44,6 +44,17 @@ class _Secrets:
     def find(self, name: str) -> str | None:
         return self.store().find(name)
 
+    def scrub(self, error: PincerError) -> PincerError:
+        """A server's error text (its stderr tail) may echo a secret: redact before showing it."""
+        from pincer.safety.scanner import LeakScanner
+
+        try:
+            scanner = LeakScanner(self.store().values())
+        except PincerError:
+            return error  # no readable store: nothing of it can be in the text
+        error.message, _ = scanner.scan(error.message)
+        return error
+
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
@@ -128,7 +139,7 @@ def add(
                     result["tools"] = report["tools"]
                     result["connect_ms"] = report["connect_ms"]
                 except PincerError as exc:
-                    result["warning"] = f"saved, but it did not answer: {exc.message}"
+                    result["warning"] = f"saved, but it did not answer: {holder.scrub(exc).message}"
             return result
         finally:
             holder.close()
@@ -244,6 +255,8 @@ def test(name: str, as_json: bool = JsonOption) -> None:
         holder = _Secrets(home)
         try:
             report = await _probe(home, config, holder, record=False)
+        except PincerError as exc:
+            raise holder.scrub(exc) from None
         finally:
             holder.close()
         report.pop("definitions")
@@ -283,6 +296,8 @@ def trust(
         holder = _Secrets(home)
         try:
             report = await _probe(home, config, holder, record=False)
+        except PincerError as exc:
+            raise holder.scrub(exc) from None
         finally:
             holder.close()
         pinned = PinStore(home).pins(name)

@@ -7,7 +7,8 @@ structured content), fail (an isError result), slow.
 
 Flags: ``--silent-if FILE`` never answers initialize while FILE exists; ``--secret-env NAME``
 makes the ``env`` tool report NAME's value; ``--description-file FILE`` reads echo's description
-from FILE at start (a change that survives restarts).
+from FILE at start (a change that survives restarts); ``--die-saying-env NAME`` writes NAME's
+value to stderr and exits at once.
 """
 
 import json
@@ -111,6 +112,10 @@ def silent():
 
 
 def main():
+    if "--die-saying-env" in sys.argv:  # a careless server: prints its token and exits
+        name = sys.argv[sys.argv.index("--die-saying-env") + 1]
+        sys.stderr.write(f"fatal: cannot log in with token {os.environ.get(name)}\n")
+        sys.exit(1)
     if "--description-file" in sys.argv:
         with open(sys.argv[sys.argv.index("--description-file") + 1]) as handle:
             STATE["description"] = handle.read().strip()

@@ -305,7 +305,7 @@ class _Session:
                 try:
                     self.tools = await self._list_tools(client, LIST_TIMEOUT_S)
                 except Exception as exc:
-                    logger.warning("MCP server %s: re-listing tools failed: %s", self.config.name, describe_exception(exc))
+                    logger.warning("MCP server %s: re-listing tools failed (%s)", self.config.name, type(exc).__name__)
                 else:
                     self.conn._publish_tools(self, self.tools)
 
@@ -465,8 +465,6 @@ class ServerConnection:
             )
         if session.error is not None or not session.alive:
             error = session.error
-            if error is not None:
-                logger.debug("MCP server %s failed to start", self.name, exc_info=error)
             await self._retire(session)
             message = self._start_failure(session, error)
             self._note_failure(message)

@@ -26,7 +26,7 @@ from pincer.core.errors import Denied, ToolNotFound
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.runtimes.base import ChangeListener
 from pincer.runtimes.mcp.config import ServerConfig, ServerStore
-from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus, describe_exception
+from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
 from pincer.runtimes.mcp.environment import SecretLookup
 from pincer.runtimes.mcp.pins import PinStore, ToolDefinition
 from pincer.runtimes.mcp.results import to_tool_output
@@ -96,7 +96,9 @@ class McpRuntime:
             try:
                 await conn.start()
             except Exception as exc:
-                logger.warning("MCP server %s did not start: %s", conn.name, describe_exception(exc))
+                # Not the message: it may carry the server's stderr, which may echo a secret.
+                logger.warning("MCP server %s did not start (%s); `pincer mcp test %s` shows why",
+                               conn.name, type(exc).__name__, conn.name)
 
         with anyio.move_on_after(START_TIMEOUT_S):
             async with anyio.create_task_group() as tg:
