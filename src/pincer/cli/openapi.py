@@ -1,0 +1,149 @@
+"""``pincer openapi``: an OpenAPI document's operations as governed tools."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import typer
+from rich.table import Table
+
+from pincer.cli.common import JsonOption, emit_json, pincer_home, run, stderr
+from pincer.core.errors import ManifestError, UsageError
+
+app = typer.Typer(help="Turn OpenAPI services into tools.", no_args_is_help=True)
+
+FETCH_TIMEOUT_S = 30.0
+MAX_FETCH_BYTES = 8 * 1024 * 1024
+
+
+def fetch_document(url: str) -> bytes:
+    """GET a document for `openapi add`: https, or plain http to this machine only; bounded."""
+    import ipaddress
+
+    import httpx
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+        raise UsageError(f"{url} is not https", hint="fetch documents over https, or save the file and give its path")
+    try:
+        with httpx.Client(timeout=FETCH_TIMEOUT_S, follow_redirects=False) as client:
+            with client.stream("GET", url, headers={"Accept": "application/json, application/yaml"}) as response:
+                if response.status_code != 200:
+                    raise ManifestError(f"fetching it answered HTTP {response.status_code}", source=url)
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_FETCH_BYTES:
+                        raise ManifestError(f"larger than {MAX_FETCH_BYTES} bytes", source=url)
+                    chunks.append(chunk)
+                return b"".join(chunks)
+    except httpx.HTTPError as exc:
+        raise ManifestError(f"could not fetch it: {type(exc).__name__}: {exc}", source=url) from None
+
+
+@app.command("add")
+def add(
+    name: str = typer.Argument(..., help="Service name; its tools are called NAME_OPERATION."),
+    spec: str = typer.Option(..., "--spec", help="OpenAPI 3.0/3.1 document: a file or an https URL (JSON or YAML)."),
+    base_url: str | None = typer.Option(None, "--base-url", help="Where to send calls (default: the document's first server)."),
+    auth_secret: str | None = typer.Option(None, "--auth-secret", help="Secret store entry holding the credential."),
+    auth: str | None = typer.Option(None, "--auth", help="bearer | header:NAME | query:NAME"),
+    replace_existing: bool = typer.Option(False, "--replace", help="Replace a service of the same name."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Read a document and store one tool per operation (path, query, header and body
+    parameters in one JSON Schema; local and file-relative $refs resolved)."""
+    from pincer.runtimes.openapi import ServiceConfig, ServiceStore, extract_operations, load_document, server_urls
+    from pincer.runtimes.openapi.config import parse_auth
+    from pincer.runtimes.openapi.document import Resolver
+
+    async def body() -> dict[str, Any]:
+        if (auth is None) != (auth_secret is None):
+            raise UsageError("--auth-secret and --auth go together", hint="--auth-secret NAME --auth bearer")
+        credential = None
+        if auth is not None:
+            kind, param = parse_auth(auth)
+            credential = (kind, param) if param else None
+        fetch = fetch_document
+        document, location = load_document(spec, fetch=fetch)
+        resolver = Resolver(document, location, fetch=fetch)
+        operations = extract_operations(resolver, credential=credential)
+        if not operations:
+            raise ManifestError("the document has no operations", source=str(location))
+        base = base_url or next(iter(server_urls(document, location)), None)
+        if base is None:
+            raise UsageError("the document names no server", hint="give --base-url https://api.example.com")
+        info = document.get("info") if isinstance(document.get("info"), dict) else {}
+        service = ServiceConfig(
+            name=name,
+            spec=str(location),
+            base_url=base,
+            operations=tuple(operations),
+            auth_secret=auth_secret,
+            auth=auth,
+            title=info.get("title") if isinstance(info.get("title"), str) else None,
+        )
+        ServiceStore(pincer_home()).add(service, replace_existing=replace_existing)
+        return {
+            "ok": True,
+            "name": name,
+            "base_url": base,
+            "tools": [f"{name}_{op.name}" for op in operations],
+        }
+
+    result = run(body, as_json=as_json)
+    if as_json:
+        emit_json(result)
+    else:
+        stderr.print(f"added {len(result['tools'])} tools from {name} ({result['base_url']})")
+
+
+@app.command("list")
+def list_services(as_json: bool = JsonOption) -> None:
+    """List the OpenAPI services and their operations."""
+    from pincer.runtimes.openapi import ServiceStore
+
+    async def body() -> list[dict[str, Any]]:
+        return [
+            {
+                "name": s.name,
+                "base_url": s.base_url,
+                "spec": s.spec,
+                "auth": s.auth,
+                "auth_secret": s.auth_secret,
+                "operations": [f"{op.method} {op.path}" for op in s.operations],
+            }
+            for s in ServiceStore(pincer_home()).load()
+        ]
+
+    services = run(body, as_json=as_json)
+    if as_json:
+        emit_json(services)
+        return
+    table = Table(title=f"{len(services)} OpenAPI services", title_justify="left")
+    for column in ("name", "base url", "auth", "operations"):
+        table.add_column(column)
+    for s in services:
+        table.add_row(s["name"], s["base_url"], s["auth"] or "-", str(len(s["operations"])))
+    stderr.print(table)
+
+
+@app.command("remove")
+def remove(name: str, as_json: bool = JsonOption) -> None:
+    """Remove a service and its tools."""
+    from pincer.runtimes.openapi import ServiceStore
+
+    async def body() -> None:
+        ServiceStore(pincer_home()).remove(name)
+
+    run(body, as_json=as_json)
+    if as_json:
+        emit_json({"ok": True, "name": name})
+    else:
+        stderr.print(f"removed OpenAPI service {name}")

@@ -1,0 +1,26 @@
+"""MCP servers as pincer tools: stdio, legacy SSE and streamable HTTP, both protocol eras.
+
+One long-lived connection per server (:mod:`.connection`), started lazily or eagerly, restarted
+with backoff; stdio servers run under a supervisor so none outlives pincer (:mod:`.stdio`,
+:mod:`.supervisor`) with a whitelisted environment (:mod:`.environment`); tool definitions are
+pinned (:mod:`.pins`); server entries live in ``$PINCER_HOME/mcp/servers.json`` (:mod:`.config`)
+and can be imported from other clients' files (:mod:`.importers`).
+"""
+
+from pincer.runtimes.mcp.config import ServerConfig, ServerStore, tool_name
+from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
+from pincer.runtimes.mcp.pins import Pin, PinStore, ToolDefinition, describe_change
+from pincer.runtimes.mcp.runtime import McpRuntime
+
+__all__ = [
+    "McpRuntime",
+    "Pin",
+    "PinStore",
+    "ServerConfig",
+    "ServerConnection",
+    "ServerStatus",
+    "ServerStore",
+    "ToolDefinition",
+    "describe_change",
+    "tool_name",
+]

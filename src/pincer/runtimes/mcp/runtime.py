@@ -1,0 +1,220 @@
+"""The MCP runtime: every configured MCP server's tools as pincer tools.
+
+    runtime = McpRuntime.from_home(home, secrets=store)
+    await pincer.add_runtime(runtime)
+    runtime.subscribe(lambda: pincer.registry.refresh(runtime))   # list_changed, restarts
+
+``tools()`` answers from what is known without starting anything: a running server's current
+tools, else the pinned definitions of a lazy server. ``start()`` starts the eager servers and
+those never seen before (their tools must be learnt and pinned once). A tool whose offered
+definition differs from its pin is listed with the pinned definition and refuses calls until
+``pincer mcp trust``; the runtime re-reads the pins on such a call, so a trust given by another
+process takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from pincer.core.effects import RuntimeKind
+from pincer.core.errors import Denied, ToolNotFound
+from pincer.core.values import HostContext, ToolOutput, ToolSpec
+from pincer.runtimes.base import ChangeListener
+from pincer.runtimes.mcp.config import ServerConfig, ServerStore
+from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
+from pincer.runtimes.mcp.environment import SecretLookup
+from pincer.runtimes.mcp.pins import PinStore, ToolDefinition
+from pincer.runtimes.mcp.results import to_tool_output
+from pincer.runtimes.mcp.tools import build_spec
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["McpRuntime", "secret_lookup", "TIMEOUT_MARGIN_S", "START_TIMEOUT_S"]
+
+# The dispatcher bounds the whole invoke by tools.timeout_s; the call's own timeout ends a little
+# earlier so the caller gets the MCP-specific error (and the hung-server probe runs).
+TIMEOUT_MARGIN_S = 0.5
+START_TIMEOUT_S = 60.0  # all servers started by start(), together
+
+
+def secret_lookup(secrets: Any) -> SecretLookup | None:
+    """Accept a SecretStore (``find``), a mapping, or a function name -> value."""
+    if secrets is None:
+        return None
+    find = getattr(secrets, "find", None)
+    if callable(find):
+        return find
+    if isinstance(secrets, Mapping):
+        return secrets.get
+    if callable(secrets):
+        return secrets
+    raise TypeError(f"cannot look secrets up in {type(secrets).__name__}")
+
+
+class McpRuntime:
+    kind = RuntimeKind.MCP
+
+    def __init__(self, servers: Sequence[ServerConfig], *, pins: PinStore, secrets: Any = None) -> None:
+        self.pins = pins
+        self._lookup = secret_lookup(secrets)
+        self.servers: dict[str, ServerConfig] = {s.name: s for s in servers if s.enabled}
+        self.connections: dict[str, ServerConnection] = {
+            name: ServerConnection(config, secrets=self._lookup, on_tools=self._on_tools)
+            for name, config in self.servers.items()
+        }
+        self._offered: dict[str, dict[str, ToolDefinition]] = {}
+        self._specs: dict[str, dict[str, ToolSpec]] = {}  # server -> registry name -> spec
+        self._owners: dict[str, tuple[str, str]] = {}  # registry name -> (server, upstream tool)
+        self._blocked: dict[str, str] = {}  # registry name -> reason
+        self._listeners: list[ChangeListener] = []
+        for name in self.servers:
+            self._rebuild(name)
+
+    @classmethod
+    def from_home(cls, home: Path, *, secrets: Any = None) -> McpRuntime:
+        return cls(ServerStore(home).load(), pins=PinStore(home), secrets=secrets)
+
+    # -- the Runtime protocol -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start eager servers and the ones with no pinned tools; a failure is logged, never
+        fatal (the server is tried again on its first call)."""
+        wanted = [
+            conn
+            for name, conn in self.connections.items()
+            if self.servers[name].startup == "eager" or not self.pins.pins(name)
+        ]
+        if not wanted:
+            return
+
+        async def start_one(conn: ServerConnection) -> None:
+            try:
+                await conn.start()
+            except Exception as exc:
+                # Not the message: it may carry the server's stderr, which may echo a secret.
+                logger.warning("MCP server %s did not start (%s); `pincer mcp test %s` shows why",
+                               conn.name, type(exc).__name__, conn.name)
+
+        with anyio.move_on_after(START_TIMEOUT_S):
+            async with anyio.create_task_group() as tg:
+                for conn in wanted:
+                    tg.start_soon(start_one, conn)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for conn in self.connections.values():
+                    tg.start_soon(conn.aclose)
+
+    def tools(self) -> Sequence[ToolSpec]:
+        return [spec for specs in self._specs.values() for spec in specs.values()]
+
+    async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        owner = self._owners.get(spec.name)
+        if owner is None:
+            raise ToolNotFound(f"no MCP tool named {spec.name!r}", hint="`pincer tools list` shows the tools there are")
+        server, upstream = owner
+        conn = self.connections[server]
+        config = self.servers[server]
+        limit = max(host.timeout_s - min(TIMEOUT_MARGIN_S, host.timeout_s * 0.1), 0.001)
+        timeout_s = min(config.timeout_s or limit, limit)
+        if spec.name in self._blocked:
+            self._rebuild(server, notify=True)  # maybe trusted meanwhile, by another process
+        if not conn.is_running:
+            await conn.start(timeout_s=timeout_s)
+            if self._owners.get(spec.name) != owner:
+                raise ToolNotFound(
+                    f"MCP server {server!r} no longer offers {upstream!r}",
+                    hint="`pincer tools list` shows its current tools",
+                )
+        reason = self._blocked.get(spec.name)
+        if reason is not None:
+            raise Denied(reason, hint=f"review the change and run `pincer mcp trust {server} {upstream}`")
+        progress = None
+        if host.client is not None:
+            channel = host.client
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                await channel.progress(value, total, message)
+
+        result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
+        return to_tool_output(result)
+
+    # -- changes ------------------------------------------------------------------------------
+
+    def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
+        """``listener()`` runs after the tool set changed (list_changed, a restart, a trust)."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def statuses(self) -> list[ServerStatus]:
+        return [conn.status() for conn in self.connections.values()]
+
+    def offered(self, server: str) -> dict[str, ToolDefinition] | None:
+        """What the running server offers now (None: not seen in this process)."""
+        offered = self._offered.get(server)
+        return dict(offered) if offered is not None else None
+
+    def _on_tools(self, conn: ServerConnection, definitions: list[ToolDefinition]) -> None:
+        new = self.pins.record_new(conn.name, definitions)
+        if new and self.pins.pins(conn.name).keys() != set(new):
+            logger.warning("MCP server %s offers new tools: %s", conn.name, ", ".join(sorted(new)))
+        self._offered[conn.name] = {d.name: d for d in definitions}
+        self._rebuild(conn.name, notify=True)
+
+    def _rebuild(self, server: str, *, notify: bool = False) -> None:
+        config = self.servers[server]
+        pins = self.pins.pins(server)
+        offered = self._offered.get(server)
+        specs: dict[str, ToolSpec] = {}
+        blocked: dict[str, str] = {}
+        owners: dict[str, tuple[str, str]] = {}
+        if offered is None:
+            entries = [(pin.definition, None) for pin in pins.values()]
+        else:
+            entries = []
+            for definition in offered.values():
+                pin = pins.get(definition.name)
+                if pin is None or pin.hash == definition.hash:
+                    entries.append((definition, None))
+                else:
+                    reason = (
+                        f"MCP server {server!r} changed the definition of {definition.name!r} since it was trusted; "
+                        "calls are refused until someone reviews and trusts the change"
+                    )
+                    entries.append((pin.definition, reason))
+        for definition, reason in entries:
+            spec = build_spec(config, definition, blocked=reason)
+            if spec.name in specs:
+                logger.warning("MCP server %s: tools %r and %r share the name %s; keeping the first",
+                               server, owners[spec.name][1], definition.name, spec.name)
+                continue
+            specs[spec.name] = spec
+            owners[spec.name] = (server, definition.name)
+            if reason is not None:
+                blocked[spec.name] = reason
+        old = self._specs.get(server, {})
+        changed = {n: s.definition_hash for n, s in old.items()} != {n: s.definition_hash for n, s in specs.items()}
+        changed = changed or {n for n in old if n in self._blocked} != set(blocked)
+        for name in old:
+            self._owners.pop(name, None)
+            self._blocked.pop(name, None)
+        self._specs[server] = specs
+        self._owners.update(owners)
+        self._blocked.update(blocked)
+        if notify and changed:
+            for listener in list(self._listeners):
+                try:
+                    listener()
+                except Exception:
+                    logger.exception("MCP runtime listener failed")

@@ -1,0 +1,159 @@
+"""A small stdio MCP server (handshake era, stdlib only) that misbehaves on command.
+
+Tools: echo, pid, spawn_child, crash (exits mid-call), hang (never answers that call), freeze
+(stops answering anything), garbage (writes a non-JSON line on stdout), set_description
+(changes echo's description and sends tools/list_changed), mixed (every content block kind and
+structured content), fail (an isError result), slow.
+
+Flags: ``--silent-if FILE`` never answers initialize while FILE exists; ``--secret-env NAME``
+makes the ``env`` tool report NAME's value; ``--description-file FILE`` reads echo's description
+from FILE at start (a change that survives restarts); ``--die-saying-env NAME`` writes NAME's
+value to stderr and exits at once.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+STATE = {"description": "Echo the text back"}
+LOCK = threading.Lock()
+
+
+def send(message):
+    with LOCK:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+
+def tools():
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    empty = {"type": "object", "properties": {}}
+    return [
+        {"name": "echo", "description": STATE["description"], "inputSchema": schema,
+         "annotations": {"readOnlyHint": True}},
+        {"name": "pid", "description": "The server's process id", "inputSchema": empty},
+        {"name": "spawn_child", "description": "Start a sleeping grandchild; its pid", "inputSchema": empty},
+        {"name": "crash", "description": "Exit in the middle of the call", "inputSchema": empty},
+        {"name": "hang", "description": "Never answer this call", "inputSchema": empty},
+        {"name": "freeze", "description": "Stop answering anything", "inputSchema": empty},
+        {"name": "garbage", "description": "Write garbage on stdout", "inputSchema": empty},
+        {"name": "set_description", "description": "Change echo's description", "inputSchema": schema},
+        {"name": "mixed", "description": "Every kind of content", "inputSchema": empty},
+        {"name": "fail", "description": "A tool error", "inputSchema": empty},
+        {"name": "env", "description": "Environment report", "inputSchema": empty},
+        {"name": "delete_all", "description": "Pretend to delete everything", "inputSchema": empty,
+         "annotations": {"destructiveHint": True, "readOnlyHint": False}},
+        {"name": "slow", "description": "Sleep then answer",
+         "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}, "marker": {"type": "string"}}}},
+    ]
+
+
+def text(value):
+    return {"content": [{"type": "text", "text": value}]}
+
+
+def call(request_id, name, args):
+    if name == "echo":
+        return text(args.get("text", ""))
+    if name == "pid":
+        return text(str(os.getpid()))
+    if name == "spawn_child":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        return text(str(child.pid))
+    if name == "crash":
+        os._exit(3)
+    if name == "hang":
+        return None
+    if name == "freeze":
+        time.sleep(3600)
+    if name == "garbage":
+        with LOCK:
+            sys.stdout.write("this is not json-rpc\n")
+            sys.stdout.flush()
+        return text("wrote garbage")
+    if name == "set_description":
+        STATE["description"] = args.get("text", "")
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return text("changed")
+    if name == "mixed":
+        return {
+            "content": [
+                {"type": "text", "text": "hello"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+                {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+                {"type": "resource", "resource": {"uri": "test://doc", "mimeType": "text/plain", "text": "doc body"}},
+                {"type": "resource_link", "uri": "test://other", "name": "other"},
+            ],
+            "structuredContent": {"answer": 42},
+        }
+    if name == "fail":
+        return {"content": [{"type": "text", "text": "it went wrong"}], "isError": True}
+    if name == "env":
+        names = sorted(os.environ)
+        secret = os.environ.get(sys.argv[sys.argv.index("--secret-env") + 1]) if "--secret-env" in sys.argv else None
+        return {"content": [{"type": "text", "text": json.dumps({"names": names, "secret": secret})}]}
+    if name == "delete_all":
+        return text("deleted nothing")
+    if name == "slow":
+        if args.get("marker"):
+            open(args["marker"], "w").close()  # tells the test the call has arrived
+        time.sleep(float(args.get("seconds", 1)))
+        return text("done")
+    raise KeyError(name)
+
+
+def silent():
+    if "--silent-if" in sys.argv:
+        return os.path.exists(sys.argv[sys.argv.index("--silent-if") + 1])
+    return False
+
+
+def main():
+    if "--die-saying-env" in sys.argv:  # a careless server: prints its token and exits
+        name = sys.argv[sys.argv.index("--die-saying-env") + 1]
+        sys.stderr.write(f"fatal: cannot log in with token {os.environ.get(name)}\n")
+        sys.exit(1)
+    if "--description-file" in sys.argv:
+        with open(sys.argv[sys.argv.index("--description-file") + 1]) as handle:
+            STATE["description"] = handle.read().strip()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        method = message.get("method")
+        request_id = message.get("id")
+        if request_id is None:
+            continue
+        if method == "initialize":
+            if silent():
+                continue
+            version = message["params"].get("protocolVersion", "2025-11-25")
+            if version not in ("2025-11-25", "2025-06-18", "2025-03-26"):
+                version = "2025-11-25"
+            send({"jsonrpc": "2.0", "id": request_id, "result": {
+                "protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": True}},
+                "serverInfo": {"name": "faulty", "version": "1.0"},
+            }})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
+        elif method == "tools/call":
+            params = message["params"]
+            try:
+                result = call(request_id, params["name"], params.get("arguments") or {})
+            except KeyError:
+                send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": "unknown tool"}})
+                continue
+            if result is not None:
+                send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        elif method == "ping":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+        else:
+            send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no method {method}"}})
+
+
+if __name__ == "__main__":
+    main()

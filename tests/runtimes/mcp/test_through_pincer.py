@@ -1,0 +1,100 @@
+"""MCP tools through the whole call chain: Pincer.open loads the servers under PINCER_HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pincer.config import parse_config
+from pincer.core.values import CallRequest
+from pincer.runtimes.mcp import ServerStore
+from pincer.secrets.store import SecretStore
+from pincer.service import Pincer
+from tests.runtimes.mcp.conftest import WAIT_S, faulty_config
+
+pytestmark = pytest.mark.anyio
+
+KEY = bytes(range(32))
+SECRET = "sk-live-7f3a9c1e55b2d4480a6b"
+
+
+def open_pincer(home: Path, grants: str = '[[grants]]\ntool = "f_*"\ndefault = "allow"\n'):
+    config = parse_config(grants + "[tools]\ntimeout_s = 10\n", home=home)
+    return Pincer.open(home, config=config, secret_key=KEY, builtins=False)
+
+
+async def call(p: Pincer, tool: str, args: dict | None = None):
+    with anyio.fail_after(WAIT_S):
+        return await p.call(CallRequest(tool=tool, args=args or {}, caller="test"))
+
+
+async def test_calls_results_errors_and_the_leak_scan(tmp_path: Path) -> None:
+    config = faulty_config("f", "--secret-env", "UPSTREAM_TOKEN", env={"UPSTREAM_TOKEN": "${secret:upstream}"})
+    ServerStore(tmp_path).add(config)
+    with SecretStore.open(tmp_path, key=KEY) as store:
+        store.set("upstream", SECRET)
+    async with open_pincer(tmp_path) as p:
+        assert {"f_echo", "f_mixed", "f_env"} <= {s.name for s in p.registry.list()}
+        result = await call(p, "f_echo", {"text": "hello"})
+        assert result.ok and result.output == "hello" and result.audit_id is not None
+        mixed = await call(p, "f_mixed")
+        assert mixed.ok and mixed.output == {"answer": 42}
+        assert [b["type"] for b in mixed.content] == ["text", "image", "audio", "resource", "resource_link"]
+        failed = await call(p, "f_fail")
+        assert not failed.ok and failed.error["code"] == "tool_error" and failed.error["message"] == "it went wrong"
+        assert failed.content[0]["text"] == "it went wrong"
+        bad = await call(p, "f_echo", {"text": 3})
+        assert not bad.ok and bad.error["code"] == "invalid_arguments"
+        # The server echoes the secret it was given: the scan removes it from value and content.
+        leaked = await call(p, "f_env")
+        assert leaked.ok
+        assert SECRET not in json.dumps(leaked.output) and SECRET not in json.dumps(leaked.content)
+        assert leaked.usage.redactions >= 1
+        for db_file in tmp_path.glob("pincer.db*"):  # the audit log, WAL included
+            assert SECRET.encode() not in db_file.read_bytes()
+
+
+async def test_default_policy_asks_and_a_denial_never_reaches_the_server(tmp_path: Path) -> None:
+    ServerStore(tmp_path).add(faulty_config("f"))
+    async with open_pincer(tmp_path, grants="") as p:
+        asked: list[str] = []
+
+        async def deny(approval) -> None:
+            asked.append(approval.tool)
+            p.dispatcher.answer(approval.id, "deny", by="test")
+
+        with anyio.fail_after(WAIT_S):
+            result = await p.call(CallRequest(tool="f_delete_all", args={}), on_approval=deny)
+        assert asked == ["f_delete_all"]
+        assert not result.ok and result.error["code"] == "approval_denied"
+        assert p.registry.get("f_delete_all").annotations["destructive"] is True
+
+
+async def test_a_changed_definition_is_blocked_live_in_the_registry(tmp_path: Path) -> None:
+    ServerStore(tmp_path).add(faulty_config("f"))
+    async with open_pincer(tmp_path) as p:
+        events = []
+        p.registry.subscribe(events.append)
+        assert (await call(p, "f_set_description", {"text": "new words"})).ok
+        with anyio.fail_after(WAIT_S):
+            while "blocked" not in p.registry.get("f_echo").annotations:
+                await anyio.sleep(0.01)
+        result = await call(p, "f_echo", {"text": "x"})
+        assert not result.ok and result.error["code"] == "denied"
+        assert "pincer mcp trust f echo" in result.error["hint"]
+
+
+async def test_a_server_that_fails_to_start_gives_a_clear_error_result(tmp_path: Path) -> None:
+    ServerStore(tmp_path).add(faulty_config("f"))
+    async with open_pincer(tmp_path):
+        pass  # pins recorded
+    ServerStore(tmp_path).add(faulty_config("f", command=str(tmp_path / "gone")), replace_existing=True)
+    async with open_pincer(tmp_path) as p:
+        assert "f_echo" in p.registry  # known from the pins, started lazily
+        result = await call(p, "f_echo", {"text": "x"})
+        assert not result.ok and result.error["code"] == "runtime_unavailable"
+        assert "cannot run" in result.error["message"] and os.fspath(tmp_path / "gone") in result.error["message"]
