@@ -92,6 +92,13 @@ class _Workspace(_Model):
     path: str | None = None
 
 
+class _Sandbox(_Model):
+    backend: Literal["auto", "bwrap", "docker", "podman"] = "auto"
+    main_session_on_host: bool = False
+    use_workspace: bool = False
+    container_image: str | None = None
+
+
 class _File(_Model):
     approvals: _Approvals = _Approvals()
     audit: _Audit = _Audit()
@@ -100,6 +107,7 @@ class _File(_Model):
     network: _Network = _Network()
     tools: _Tools = _Tools()
     workspace: _Workspace = _Workspace()
+    sandbox: _Sandbox = _Sandbox()
     grants: list[_Grant] = Field(default_factory=list)
     sessions: dict[str, _Session] = Field(default_factory=dict)
     limits: dict[str, _Limit] = Field(default_factory=dict)
@@ -130,6 +138,10 @@ class Config:
     allow_private_network: bool = False
     tool_timeout_s: float = 30.0
     max_call_depth: int = 4
+    sandbox_backend: str = "auto"
+    sandbox_main_session_on_host: bool = False
+    sandbox_use_workspace: bool = False
+    sandbox_container_image: str | None = None
     grants: tuple[Grant, ...] = ()
     sessions: dict[str, SessionPolicy] = field(default_factory=dict)
     limits: tuple[tuple[str, RateLimit], ...] = ()
@@ -226,6 +238,10 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         allow_private_network=data.network.allow_private,
         tool_timeout_s=data.tools.timeout_s,
         max_call_depth=data.tools.max_depth,
+        sandbox_backend=data.sandbox.backend,
+        sandbox_main_session_on_host=data.sandbox.main_session_on_host,
+        sandbox_use_workspace=data.sandbox.use_workspace,
+        sandbox_container_image=data.sandbox.container_image,
         grants=tuple(grants),
         sessions=sessions,
         limits=tuple(

@@ -400,6 +400,10 @@ class Dispatcher:
 
     # -- helpers -----------------------------------------------------------------------------
 
+    def redact(self, args: Any) -> Any:
+        """Arguments as they may be stored or shown (approvals of a runtime's own asks)."""
+        return redact_args(args, self._scanner())
+
     def _session_verdict(self, session: str, tool: str) -> Decision:
         key = (session, tool)
         verdict = self._sessions.get(key)

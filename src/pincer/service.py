@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from pincer.config import Config, load_config
+from pincer.core.errors import PincerError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.dispatch import ApprovalHook, Dispatcher
 from pincer.registry import Registry
@@ -67,6 +68,7 @@ class Pincer:
         secret_key: bytes | None = None,
         builtins: bool = True,
         external: bool = True,
+        scripts: bool = True,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``."""
@@ -78,12 +80,57 @@ class Pincer:
                 from pincer.runtimes.native.builtins import builtin_runtime
 
                 await pincer.add_runtime(builtin_runtime())
+            if scripts:
+                await pincer.add_runtime(pincer._script_runtime())
             if external:
                 await pincer._add_external_runtimes()
             yield pincer
         finally:
             with anyio.CancelScope(shield=True):
                 await pincer.aclose()
+
+    def _script_runtime(self) -> Runtime:
+        """The ``exec`` tool and the installed script tools. Exec approvals are asked through the
+        same approval requests as every other ask; allow-always answers go to exec-approvals.json."""
+        from pincer.policy.session import SessionKind
+        from pincer.runtimes.script import ScriptRuntime
+        from pincer.runtimes.script.installed import installed_manifests, load_exec_policy, save_exec_policy
+        from pincer.runtimes.script.settings import ScriptSettings
+
+        config = self.config
+        settings = ScriptSettings(
+            backend=config.sandbox_backend,
+            main_session_on_host=config.sandbox_main_session_on_host,
+            use_workspace=config.sandbox_use_workspace,
+            container_image=config.sandbox_container_image,
+            exec_policy=load_exec_policy(self.home),
+        )
+
+        async def approve_exec(request: Any) -> str | None:
+            evaluation = request.evaluation
+            approval = self.approvals.create(
+                session=request.session,
+                tool=request.tool,
+                args={"command": self.dispatcher.redact({"command": request.command})["command"]},
+                effects=("execute_code", "spawn_process"),
+                hosts=(),
+                reason=f"exec approval: {evaluation.reason}"
+                + ("" if request.sandboxed else " (runs on the host, unsandboxed)"),
+                timeout_s=config.approval_timeout_s,
+            )
+            try:
+                answered = await self.approvals.wait(approval.id, config.approval_timeout_s)
+            except PincerError:
+                return None  # nobody answered: the policy's ask fallback decides
+            return answered.status.value
+
+        return ScriptRuntime(
+            installed_manifests(self.home),
+            settings,
+            is_main_session=lambda session: config.session(session).kind is SessionKind.MAIN,
+            approver=approve_exec,
+            on_policy_change=lambda policy: save_exec_policy(self.home, policy),
+        )
 
     async def _add_external_runtimes(self) -> None:
         from pincer.runtimes.mcp import McpRuntime

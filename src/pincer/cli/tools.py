@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -16,6 +17,7 @@ from pincer.cli.common import (
     exit_code_for,
     open_pincer,
     parse_json_arg,
+    pincer_home,
     run,
     stderr,
 )
@@ -107,3 +109,55 @@ def call_tool(
         if error.get("hint"):
             stderr.print(f"[dim]hint: {error['hint']}[/]")
     raise typer.Exit(EXIT_OK if result["ok"] else exit_code_for(result["error"]))
+
+
+_WASM_SUFFIXES = (".wasm", ".tar.gz", ".tgz")
+
+
+@app.command("install")
+def install(
+    source: Path = typer.Argument(..., help="TOOL.wasm, an IronClaw NAME.tar.gz, or a script tool manifest (.toml/.json)."),
+    capabilities: Path | None = typer.Option(None, "--capabilities", help="A WASM tool's capabilities JSON."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Install a tool under PINCER_HOME; a running `pincer serve` picks it up without a restart."""
+
+    async def body() -> dict[str, Any]:
+        if not source.is_file():
+            raise UsageError(f"{source} does not exist or is not a file", hint="give the path of the tool to install")
+        if source.name.endswith(_WASM_SUFFIXES):
+            from pincer.cli.wasm import install_tool
+
+            return install_tool(source, capabilities, as_json=as_json, home=pincer_home())
+        if capabilities is not None:
+            raise UsageError("--capabilities applies to WASM tools only", hint="script manifests declare their own settings")
+        from pincer.runtimes.script.installed import install_manifest
+
+        manifest = install_manifest(pincer_home(), source)
+        return {"ok": True, "name": manifest.name, "runtime": "script", "description": manifest.description}
+
+    data = run(body, as_json=as_json)
+    if as_json:
+        emit_json(data)
+    else:
+        stderr.print(f"installed [bold]{data['name']}[/]: {data.get('description', '')}")
+
+
+@app.command("remove")
+def remove(name: str, as_json: bool = JsonOption) -> None:
+    """Remove an installed tool (WASM or script) and its cached artifacts."""
+
+    async def body() -> dict[str, Any]:
+        from pincer.runtimes.script.installed import remove_manifest
+
+        if remove_manifest(pincer_home(), name):
+            return {"ok": True, "name": name, "runtime": "script"}
+        from pincer.cli.wasm import remove_tool
+
+        return remove_tool(name, home=pincer_home())
+
+    data = run(body, as_json=as_json)
+    if as_json:
+        emit_json(data)
+    else:
+        stderr.print(f"removed [bold]{name}[/]")

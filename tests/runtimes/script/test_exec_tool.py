@@ -21,7 +21,7 @@ SHELLS = ("/usr/bin/sh", "/usr/bin/dash", "/bin/sh")
 
 
 def exec_runtime(scratch: Path, policy: ExecApprovalPolicy, **kwargs) -> ScriptRuntime:  # noqa: ANN003
-    return ScriptRuntime([], ScriptSettings(scratch_root=scratch, exec_policy=policy), **kwargs)
+    return ScriptRuntime([], ScriptSettings(scratch_root=scratch, exec_policy=policy, use_workspace=True), **kwargs)
 
 
 async def call(runtime: ScriptRuntime, command: str, workspace: Path | None = None, session: str = "agent"):  # noqa: ANN201

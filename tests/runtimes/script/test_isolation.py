@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import socket
 import threading
@@ -168,7 +170,7 @@ async def test_workspace_is_mounted_at_work(settings, public_dir: Path) -> None:
         command=["/usr/bin/wc", "-w", "--", "{path}"],
         input_schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     )
-    runtime = ScriptRuntime([tool], settings)
+    runtime = ScriptRuntime([tool], replace(settings, use_workspace=True))
     out = await runtime.invoke(runtime.tools()[0], {"path": "in.txt"}, HostContext(session="a", tool="wc", workspace=workspace))
     assert out.value["stdout"] == "3 in.txt\n"
     # An argument is one argv element, never shell text.

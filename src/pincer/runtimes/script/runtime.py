@@ -265,7 +265,9 @@ class ScriptRuntime:
     ) -> tuple[RunResult, list[ProxyEvent]]:
         settings = self.settings
         uid, gid = settings.sandbox_uid, settings.sandbox_gid
-        owned_workdir = host.workspace is None
+        # By default a fresh scratch directory that nothing survives; the session's workspace only
+        # when the operator opted in (the sandbox uid must be able to reach it).
+        owned_workdir = host.workspace is None or not settings.use_workspace
         workdir = (
             await anyio.to_thread.run_sync(lambda: new_workdir(settings.scratch(), uid=uid, gid=gid))
             if owned_workdir

@@ -24,6 +24,7 @@ class ScriptSettings:
 
     backend: str = "auto"
     main_session_on_host: bool = False
+    use_workspace: bool = False  # mount the session's workspace at /work instead of a scratch dir
     sandbox_uid: int = 65534
     sandbox_gid: int = 65534
     scratch_root: Path | None = None
