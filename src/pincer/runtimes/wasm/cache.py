@@ -54,7 +54,8 @@ class CacheStats:
 class CompileCache:
     """Compiles components once per (wasm, wasmtime version, engine settings)."""
 
-    def __init__(self, directory: Path, engine: wasmtime.Engine) -> None:
+    def __init__(self, directory: Path, engine: wasmtime.Engine | None) -> None:
+        """``engine`` may be None for a cache used only to ``drop`` entries."""
         self.directory = directory
         self._engine = engine
         self._fingerprint = engine_fingerprint()
@@ -68,6 +69,8 @@ class CompileCache:
 
     def load(self, wasm: bytes, *, source: str = "<component>") -> tuple[Component, str]:
         """The compiled component for ``wasm`` and its sha256; compiles and stores on a miss."""
+        if self._engine is None:
+            raise RuntimeUnavailable("this compile cache was opened without an engine", hint="pass the engine")
         digest = wasm_digest(wasm)
         path = self.entry_path(digest)
         cached = self._read(path)

@@ -61,6 +61,7 @@ class Execution:
     invoke: Callable[[Execution, str, str], str] | None = None
     redact: Callable[[str], str] = lambda text: text
     secret_lookup: Callable[[str], bool] | None = None
+    scanner: Any = None  # the runtime's redactor: contains_secret(text), redact_text(text)
     logs: list[tuple[str, str]] = field(default_factory=list)
     logs_dropped: int = 0
     http_requests: int = 0
