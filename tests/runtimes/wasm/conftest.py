@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -78,7 +79,29 @@ def wasm_compile_cache() -> Path:
     return path
 
 
-InstallFn = Callable[..., Awaitable[Any]]
+@pytest.fixture
+def private_compile_cache(
+    wasm_components: Mapping[str, Path], wasm_compile_cache: Path, tmp_path: Path
+) -> Callable[..., Path]:
+    """``private_compile_cache("echo", ...)`` -> a cache directory of this test's own holding those
+    components' compiled artifacts (compiled into the shared cache first when missing), for tests
+    that remove tools and so drop cache entries."""
+    from pincer.runtimes.wasm.cache import CompileCache
+    from pincer.runtimes.wasm.engine import new_engine
+
+    def make(*names: str) -> Path:
+        target = tmp_path / "private-cache"
+        target.mkdir(exist_ok=True)
+        shared = CompileCache(wasm_compile_cache, new_engine())
+        for name in names:
+            wasm = wasm_components[name].read_bytes()
+            shared.load(wasm, source=name)
+            key = shared.key(hashlib.sha256(wasm).hexdigest())
+            for suffix in (".cwasm", ".json"):
+                shutil.copy(wasm_compile_cache / f"{key}{suffix}", target / f"{key}{suffix}")
+        return target
+
+    return make
 
 
 @pytest.fixture
@@ -92,7 +115,8 @@ async def wasm_runtime(
     made: list[Any] = []
 
     async def make(tools: Mapping[str, Mapping[str, Any] | None], limits: Any = None, **kwargs: Any) -> Any:
-        runtime = WasmRuntime(pincer_home, limits, cache_dir=wasm_compile_cache, **kwargs)
+        kwargs.setdefault("cache_dir", wasm_compile_cache)
+        runtime = WasmRuntime(pincer_home, limits, **kwargs)
         await runtime.start()
         made.append(runtime)
         for name, caps in tools.items():

@@ -47,19 +47,21 @@ if VAL_SIZE != 32 or _KIND_OFFSET != 0 or _PAYLOAD_OFFSET != 8:  # pragma: no co
         hint="pin wasmtime to the version pincer was tested with (50.x)",
     )
 
-_fast = threading.local()
+_fast = {"enabled": True}
 _FUNCS: dict[int, tuple[str, Callable[..., Any]]] = {}
 _FUNCS_LOCK = threading.Lock()
 _next_id = [1]
 
 
-def set_fast_bytes(enabled: bool) -> None:
-    """Turn the fast path on or off for host calls made by this thread (benchmarks compare both)."""
-    _fast.enabled = enabled
+def set_fast_bytes(enabled: bool) -> bool:
+    """Turn the fast path on or off process-wide (benchmarks compare both); returns the old setting."""
+    old = _fast["enabled"]
+    _fast["enabled"] = bool(enabled)
+    return old
 
 
 def _is_fast() -> bool:
-    return getattr(_fast, "enabled", True)
+    return _fast["enabled"]
 
 
 def lift_bytes(c: ffi.wasmtime_component_val_t) -> bytes:

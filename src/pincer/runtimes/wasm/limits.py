@@ -100,13 +100,13 @@ class ToolLimits:
     timeout_s: float | None = None
 
 
-def _positive_number(raw: Mapping[str, Any], key: str, source: str) -> float | None:
+def _positive_number(raw: Mapping[str, Any], key: str, source: str, minimum: float) -> float | None:
     value = raw.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= minimum:
         raise ManifestError(
-            f"expected a positive number, got {value!r}", source=source, key=f"limits.{key}",
+            f"expected a number >= {minimum:g}, got {value!r}", source=source, key=f"limits.{key}",
             hint="remove the key to keep the default",
         )
     return value
@@ -121,9 +121,9 @@ def parse_tool_limits(raw: object, *, source: str = "<capabilities>") -> ToolLim
         return None
     if not isinstance(raw, Mapping):
         raise ManifestError(f"expected an object, got {type(raw).__name__}", source=source, key="limits")
-    memory_mb = _positive_number(raw, "memory_mb", source)
-    fuel = _positive_number(raw, "fuel", source)
-    timeout_s = _positive_number(raw, "timeout_s", source)
+    memory_mb = _positive_number(raw, "memory_mb", source, 1)
+    fuel = _positive_number(raw, "fuel", source, 1)
+    timeout_s = _positive_number(raw, "timeout_s", source, 0.001)
     if memory_mb is not None and memory_mb * MIB > 2**40:
         raise ManifestError("memory_mb is beyond any sane limit", source=source, key="limits.memory_mb")
     if fuel is not None and fuel > 2**62:
