@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from pincer.runtimes.wasm.build import componentize_py_version, guest_dir
-from pincer.runtimes.wasm.wit import wit_dir
+from pincer.runtimes.wasm.build import build_key
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples" / "wasm"
@@ -36,14 +35,6 @@ PINCER_BIN = Path(sys.executable).parent / "pincer"  # the console script `make 
 def cache_root() -> Path:
     raw = os.environ.get("PINCER_WASM_TEST_CACHE")
     return Path(raw) if raw else REPO / ".cache" / "wasm-test"
-
-
-def _input_hash(name: str) -> str:
-    digest = hashlib.sha256()
-    digest.update((componentize_py_version() or "none").encode())
-    for path in (EXAMPLES / f"{name}.py", guest_dir() / "pincer_guest.py", wit_dir() / "tool.wit"):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _build(name: str, output: Path) -> Path:
@@ -63,7 +54,7 @@ def wasm_components() -> Mapping[str, Path]:
     """name -> path of the built example component (built now when not cached)."""
     directory = cache_root() / "components"
     directory.mkdir(parents=True, exist_ok=True)
-    paths = {name: directory / f"{name}-{_input_hash(name)}.wasm" for name in GUESTS}
+    paths = {name: directory / f"{name}-{build_key(EXAMPLES / f'{name}.py')}.wasm" for name in GUESTS}
     missing = [name for name, path in paths.items() if not path.is_file()]
     if missing:
         with ThreadPoolExecutor(BUILD_WORKERS) as pool:

@@ -99,3 +99,23 @@ def build_component(source: Path, output: Path, *, module: str | None = None, ti
         tmp.unlink(missing_ok=True)
     logger.info("built %s from %s", output, source)
     return output
+
+
+def build_key(source: Path) -> str:
+    """A short hash of everything a build of ``source`` (a .py file) depends on."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    digest.update((componentize_py_version() or "none").encode())
+    for path in (Path(source), guest_dir() / "pincer_guest.py", wit_dir() / "tool.wit"):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cached_build(source: Path, directory: Path) -> Path:
+    """``directory/{stem}-{build_key}.wasm``, built now unless an identical build is there."""
+    source = Path(source)
+    output = Path(directory) / f"{source.stem}-{build_key(source)}.wasm"
+    if not output.is_file():
+        build_component(source, output)
+    return output
