@@ -159,7 +159,11 @@ def resolve_workspace_path(root: Path, path: str, prefixes: tuple[str, ...]) -> 
         return None
     root_real = Path(os.path.realpath(root))
     target = Path(os.path.realpath(root_real / normalized))
-    if target != root_real and root_real not in target.parents:
+    if root_real not in target.parents:
+        return None
+    # a symlink under an allowed prefix must not lead to a file outside every prefix
+    resolved = target.relative_to(root_real).as_posix()
+    if prefixes and not any(_under_prefix(resolved, prefix) for prefix in prefixes):
         return None
     return target if target.is_file() else None
 
