@@ -106,10 +106,18 @@ async def make(wasm_runtime, store: SecretStore, tools: dict, limits: WasmLimits
 
 async def call(runtime, store: SecretStore, name: str, args: dict, **host_kwargs: Any):
     spec = next(s for s in runtime.tools() if s.name == name)
-    access = SecretAccess(store, spec.capabilities.is_secret_allowed if spec.capabilities else (lambda _n: False))
+    access = SecretAccess(store, lambda name: allowed(spec.capabilities, name))
     host = HostContext(session="main", tool=name, timeout_s=host_kwargs.pop("timeout_s", CALL_TIMEOUT_S),
                        capabilities=spec.capabilities, secrets=access, **host_kwargs)  # fmt: skip
     return await runtime.invoke(spec, args, host), access
+
+
+def allowed(caps: Any, name: str) -> bool:
+    """What a tool may resolve: names it may ask about, and the secrets its credentials inject."""
+    if caps is None:
+        return False
+    credentials = caps.http.credentials if caps.http is not None else ()
+    return caps.is_secret_allowed(name) or any(c.secret_name == name for c in credentials)
 
 
 def everything(out) -> str:

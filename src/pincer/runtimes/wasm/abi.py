@@ -117,6 +117,9 @@ def _lift(ty: ValType, c: ffi.wasmtime_component_val_t) -> Any:
 
 def _lower(store: Any, ty: ValType, val: Any, ptr: Any) -> None:
     if not _is_fast():
+        # wasmtime-py wants an untagged result (ok and err of different Python types) as the bare value
+        if isinstance(ty, ResultType) and isinstance(val, Variant) and not ty._tagged():
+            val = val.payload
         ty.convert_to_c(store, val, ptr)
         return
     if _is_bytes(ty):
