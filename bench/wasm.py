@@ -152,8 +152,10 @@ async def bench_bytes(home: Path, fetch: Path) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), EchoBody)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
+    home.mkdir(parents=True, exist_ok=True)
     caps = home / "fetch.capabilities.json"
     caps.write_text(json.dumps({"http": {"allowlist": [{"host": "127.0.0.1", "methods": ["POST"]}],
+                                         "max_request_bytes": 4 * BODY_BYTES,
                                          "max_response_bytes": 4 * BODY_BYTES}}))  # fmt: skip
     runtime = WasmRuntime(home, WasmLimits(allow_loopback_http=True), cache_dir=CACHE / "compiled")
     await runtime.start()

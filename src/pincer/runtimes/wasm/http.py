@@ -138,7 +138,7 @@ class HttpGateway:
                 if scanner.contains_secret(f"{name}: {value}"):
                     raise EgressDenied(f"request blocked: header {name!r} carries a secret or a secret-shaped value",
                                        hint="the host injects credentials itself")  # fmt: skip
-            if body and scanner.contains_secret(body.decode("utf-8", "replace")):
+            if body and scanner.contains_secret(_as_text(body)[0]):
                 raise EgressDenied("request blocked: the body carries a secret or a secret-shaped value")
 
         # 5. credential injection
@@ -182,14 +182,24 @@ class HttpGateway:
         body_out = response.body
         if scanner is not None:
             headers_text = scanner.redact_text(headers_text)
-            text = body_out.decode("utf-8", "surrogateescape")
+            text, encoding = _as_text(body_out)
             if scanner.contains_secret(text):
-                body_out = scanner.redact_text(text).encode("utf-8", "surrogateescape")
+                body_out = scanner.redact_text(text).encode(encoding, "replace")
         out = Record()
         out.status = response.status
         setattr(out, "headers-json", headers_text)
         out.body = body_out
         return out
+
+
+def _as_text(body: bytes) -> tuple[str, str]:
+    """The body as text for scanning, and the codec that turns it back into bytes: UTF-8 when
+    it is UTF-8, else Latin-1 (one character per byte, so ASCII secrets inside binary data are
+    still found where they are, and scanning does not pay for replacement characters)."""
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return body.decode("latin-1"), "latin-1"
 
 
 def _redact(ex: Execution, text: str) -> str:
