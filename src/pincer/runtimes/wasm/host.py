@@ -65,7 +65,6 @@ class Execution:
     logs: list[tuple[str, str]] = field(default_factory=list)
     logs_dropped: int = 0
     http_requests: int = 0
-    redactions: int = 0
 
     def remaining_s(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

@@ -17,6 +17,7 @@ runtime and the install CLI share.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -136,15 +137,7 @@ class WasmHost:
         loaded = self.load(files, progress=progress)  # everything is checked before a byte is written
         step("installing")
         path, replaced = disk.write_files(self.home, files)
-        loaded = LoadedTool(
-            name=loaded.name,
-            component=loaded.component,
-            spec=loaded.spec,
-            capabilities=loaded.capabilities,
-            limits=loaded.limits,
-            digest=loaded.digest,
-            path=path,
-        )
+        loaded = dataclasses.replace(loaded, path=path, spec=dataclasses.replace(loaded.spec, source=f"wasm:{path}"))
         result = disk.InstallResult(
             name=files.name,
             path=path,
