@@ -126,7 +126,9 @@ async def bench_e2e(home: Path, echo: Path) -> None:
     print(f"   raw wasmtime-py instantiate+call   p50 {ms(r50)}   p95 {ms(r95)}   min {ms(min(raw))}")
     print(f"   the same on a worker thread        p50 {ms(t50)}   p95 {ms(t95)}   min {ms(min(threaded))}")
     print(f"   WasmRuntime.invoke                 p50 {ms(o50)}   p95 {ms(o95)}   min {ms(min(ours))}")
-    print(f"   invoke / raw (target <= 1.15x)     p50 {o50 / r50:8.2f}x      p95 {o95 / r95:8.2f}x      min {min(ours) / min(raw):8.2f}x")
+    print(
+        f"   invoke / raw (target <= 1.15x)     p50 {o50 / r50:8.2f}x      p95 {o95 / r95:8.2f}x      min {min(ours) / min(raw):8.2f}x"
+    )
     print(f"   invoke / raw on a worker thread    p50 {o50 / t50:8.2f}x      p95 {o95 / t95:8.2f}x")
 
 
@@ -176,7 +178,10 @@ async def bench_bytes(home: Path, fetch: Path) -> None:
         return elapsed
 
     timings = {}
-    for label, fast, runs in (("element by element (wasmtime-py)", False, SLOW_RUNS), ("bulk (fast path)", True, FAST_RUNS)):
+    for label, fast, runs in (
+        ("element by element (wasmtime-py)", False, SLOW_RUNS),
+        ("bulk (fast path)", True, FAST_RUNS),
+    ):
         abi.set_fast_bytes(fast)
         await once()
         timings[label] = statistics.median([await once() for _ in range(runs)])
@@ -184,7 +189,7 @@ async def bench_bytes(home: Path, fetch: Path) -> None:
     await runtime.aclose()
     server.shutdown()
     slow, fast = timings.values()
-    print(f"\n3. 1 MB body round trip: guest -> host (request body) -> echo server -> guest (response body)")
+    print("\n3. 1 MB body round trip: guest -> host (request body) -> echo server -> guest (response body)")
     for label, value in timings.items():
         print(f"   {label:34} {ms(value)} per execute")
     print(f"   speed-up (target >= 18x)           {slow / fast:8.1f}x")
@@ -235,7 +240,9 @@ async def bench_throughput(home: Path, spin: Path) -> None:
         rate = THROUGHPUT_CALLS / (time.perf_counter() - t0)
         await runtime.aclose()
         base = base or rate
-        print(f"   {workers} worker thread{'s' if workers > 1 else ' '}                   {rate:9.1f} calls/s   {rate / base:6.2f}x")
+        print(
+            f"   {workers} worker thread{'s' if workers > 1 else ' '}                   {rate:9.1f} calls/s   {rate / base:6.2f}x"
+        )
 
 
 async def main() -> None:

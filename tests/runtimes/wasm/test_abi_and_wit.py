@@ -12,9 +12,9 @@ from wasmtime.component import Component
 
 from pincer.core.errors import RuntimeUnavailable
 from pincer.runtimes.wasm.abi import VAL_SIZE, lift_bytes, lower_bytes
+from pincer.runtimes.wasm.component import ToolComponent
 from pincer.runtimes.wasm.engine import new_engine
 from pincer.runtimes.wasm.host import build_linker
-from pincer.runtimes.wasm.component import ToolComponent
 from pincer.runtimes.wasm.wit import check_component_interfaces, check_version, parse_version
 
 

@@ -24,7 +24,9 @@ FUEL = 1_000_000
 
 def caller_of(interface: str, function: str) -> Component:
     """A component whose export ``run`` returns what the imported ``function: func() -> u64`` does."""
-    return Component(ENGINE, f"""
+    return Component(
+        ENGINE,
+        f"""
 (component
   (import "{interface}" (instance $host (export "{function}" (func (result u64)))))
   (core func $f (canon lower (func $host "{function}")))
@@ -34,7 +36,8 @@ def caller_of(interface: str, function: str) -> Component:
   (core instance $i (instantiate $m (with "host" (instance (export "f" (func $f))))))
   (func $run (result u64) (canon lift (core func $i "run")))
   (export "run" (func $run))
-)""")
+)""",
+    )
 
 
 def run(linker: Linker, component: Component, *, wasi: bool = False) -> int:

@@ -180,7 +180,9 @@ async def test_credential_is_injected_yet_a_guest_that_echoes_everything_shows_n
     assert request["headers"]["Authorization"] == f"Bearer {SECRET}"  # the server got the credential
     text = everything(out)
     assert SECRET not in text  # ... and nothing the guest saw or returned holds it
-    assert "[REDACTED" in out.value["http"]["body"] and "[REDACTED" in out.value["http"]["headers"]["X-Echo-Authorization"]
+    assert (
+        "[REDACTED" in out.value["http"]["body"] and "[REDACTED" in out.value["http"]["headers"]["X-Echo-Authorization"]
+    )
     assert out.value["secrets"] == {"api_token": True, "missing_one": False, "other": False}
     assert "[REDACTED" in out.value["files"]["notes/a.txt"]
     assert SECRET in access.injected  # the dispatcher scans the final output with these too

@@ -23,7 +23,7 @@ from typing import Any
 
 import wasmtime
 from wasmtime import _ffi as ffi
-from wasmtime.component import ListType, OptionType, RecordType, ResultType, U8, ValType, Variant
+from wasmtime.component import U8, ListType, OptionType, RecordType, ResultType, ValType, Variant
 from wasmtime.component._types import FuncType
 
 from pincer.core.errors import RuntimeUnavailable

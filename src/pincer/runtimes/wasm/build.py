@@ -47,7 +47,9 @@ def componentize_py_version() -> str | None:
         return None
 
 
-def build_component(source: Path, output: Path, *, module: str | None = None, timeout_s: float = BUILD_TIMEOUT_S) -> Path:
+def build_component(
+    source: Path, output: Path, *, module: str | None = None, timeout_s: float = BUILD_TIMEOUT_S
+) -> Path:
     """Build ``source`` into ``output``; returns ``output``. Raises UsageError for a bad source or
     a failed build (with componentize-py's message), RuntimeUnavailable without componentize-py."""
     source = Path(source)
@@ -87,7 +89,9 @@ def build_component(source: Path, output: Path, *, module: str | None = None, ti
                 args, cwd=app_dir, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
             )
         except subprocess.TimeoutExpired:
-            raise ToolTimeout(f"building {source} took longer than {timeout_s:.0f} s", hint="simplify the guest") from None
+            raise ToolTimeout(
+                f"building {source} took longer than {timeout_s:.0f} s", hint="simplify the guest"
+            ) from None
         if proc.returncode != 0 or not tmp.exists() or tmp.stat().st_size == 0:
             detail = (proc.stderr or proc.stdout or "").strip()[-_STDERR_TAIL_CHARS:]
             raise UsageError(

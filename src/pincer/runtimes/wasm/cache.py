@@ -30,6 +30,7 @@ __all__ = ["CompileCache", "CacheStats", "wasm_digest"]
 
 logger = logging.getLogger(__name__)
 
+
 def wasm_digest(wasm: bytes) -> str:
     return hashlib.sha256(wasm).hexdigest()
 
@@ -140,5 +141,3 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-

@@ -43,7 +43,9 @@ class RawResponse:
 class ToolComponent:
     """A component checked against ``near:agent@0.3.0``, ready to instantiate on ``linker``."""
 
-    def __init__(self, *, name: str, component: Component, digest: str, engine: wasmtime.Engine, linker: Linker) -> None:
+    def __init__(
+        self, *, name: str, component: Component, digest: str, engine: wasmtime.Engine, linker: Linker
+    ) -> None:
         self.name = name
         self.component = component
         self.digest = digest
@@ -73,7 +75,7 @@ class ToolComponent:
         with activate(execution):
             store = self._new_store(limits, limits.timeout_s)
             try:
-                instance = self._instantiate(store, limits, limits.timeout_s)
+                instance = self._linker.instantiate(store, self.component)
                 description = self._call(store, instance, "description")
                 schema = self._call(store, instance, "schema")
             except wasmtime.WasmtimeError as exc:
@@ -92,7 +94,7 @@ class ToolComponent:
         with activate(execution):
             store = self._new_store(limits, timeout_s)
             try:
-                instance = self._instantiate(store, limits, timeout_s)
+                instance = self._linker.instantiate(store, self.component)
                 request = Record()
                 request.params = params_json
                 request.context = context_json
@@ -114,20 +116,13 @@ class ToolComponent:
     # ------------------------------------------------------------------------------ helpers
 
     def _new_store(self, limits: WasmLimits, timeout_s: float) -> wasmtime.Store:
-        store = wasmtime.Store(self.component_engine)
+        store = wasmtime.Store(self._linker.engine)
         store.set_limits(memory_size=limits.memory_bytes)
         store.set_fuel(limits.fuel)
         store.set_epoch_deadline(deadline_ticks(timeout_s, limits.tick_ms))
         if self.needs_wasi:
             store.set_wasi(wasmtime.WasiConfig())  # empty: no args, env, preopens; stdio closed
         return store
-
-    @property
-    def component_engine(self) -> wasmtime.Engine:
-        return self._linker.engine
-
-    def _instantiate(self, store: wasmtime.Store, limits: WasmLimits, timeout_s: float) -> Any:
-        return self._linker.instantiate(store, self.component)
 
     def _call(self, store: wasmtime.Store, instance: Any, name: str, *args: Any) -> Any:
         func = instance.get_func(store, self._exports[name])
@@ -159,7 +154,7 @@ def classify_trap(exc: wasmtime.WasmtimeError, *, tool: str, limits: WasmLimits,
             f"tool {tool!r} ran out of fuel: it used its limit of {limits.fuel:,} units",
             hint="the tool loops too long; raise limits.fuel in its capabilities if the work is legitimate",
         )
-    if cause == _EPOCH or "epoch" in lowered or lines and lines[-1].endswith(_EPOCH):
+    if cause.endswith(_EPOCH):  # "wasm trap: interrupt": the epoch deadline
         return ToolTimeout(
             f"tool {tool!r} exceeded its deadline of {timeout_s:.3g} s and was interrupted",
             hint="raise limits.timeout_s in its capabilities or the call's timeout",
@@ -192,4 +187,6 @@ def parse_output(raw: RawResponse, *, tool: str, max_bytes: int) -> Any:
     try:
         return json.loads(raw.output)
     except ValueError:
-        raise ToolError(f"tool {tool!r} returned output that is not JSON", hint="the tool must return json.dumps(...)") from None
+        raise ToolError(
+            f"tool {tool!r} returned output that is not JSON", hint="the tool must return json.dumps(...)"
+        ) from None

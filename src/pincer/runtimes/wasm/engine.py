@@ -69,7 +69,9 @@ class EpochTicker:
             self._users += 1
             if self._thread is None:
                 self._stop = threading.Event()
-                self._thread = threading.Thread(target=self._run, args=(self._stop,), name="pincer-wasm-epoch", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._stop,), name="pincer-wasm-epoch", daemon=True
+                )
                 self._thread.start()
 
     def stop(self) -> None:

@@ -34,7 +34,16 @@ if TYPE_CHECKING:
     from pincer.core.capabilities import Capabilities
     from pincer.core.values import HostContext
 
-__all__ = ["Execution", "build_linker", "current_execution", "activate", "WORKSPACE_READ_MAX_BYTES"]
+__all__ = [
+    "Execution",
+    "InvokeRefused",
+    "build_linker",
+    "current_execution",
+    "activate",
+    "resolve_workspace_path",
+    "decode_headers",
+    "WORKSPACE_READ_MAX_BYTES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +200,7 @@ def _tool_invoke(alias: str, params_json: str) -> Variant:
         if ex is None or ex.invoke is None:
             return Variant("err", "tool-invoke is not available to this tool")
         return Variant("ok", ex.invoke(ex, alias, params_json))
-    except _InvokeRefused as exc:
+    except InvokeRefused as exc:
         return Variant("err", str(exc))
     except Exception as exc:
         logger.warning("tool-invoke failed inside the host: %s", type(exc).__name__)
@@ -211,11 +220,8 @@ def _secret_exists(name: str) -> bool:
         return False
 
 
-class _InvokeRefused(Exception):
+class InvokeRefused(Exception):
     """Raised by an invoke handler to answer ``err(message)``; the message goes to the guest."""
-
-
-InvokeRefused = _InvokeRefused
 
 
 def build_linker(engine: wasmtime.Engine) -> Linker:

@@ -121,7 +121,9 @@ def read_source(source: Path, capabilities: Path | None = None, *, name: str | N
             raise UsageError("a .tar.gz bundle carries its own capabilities file", hint="drop --capabilities")
         return _read_bundle(source, name=name)
     if source.suffix != ".wasm":
-        raise UsageError(f"{source} is neither a .wasm file nor a .tar.gz bundle", hint="build one with `pincer wasm build`")
+        raise UsageError(
+            f"{source} is neither a .wasm file nor a .tar.gz bundle", hint="build one with `pincer wasm build`"
+        )
     tool_name = validate_name(name or source.stem, origin=str(source))
     wasm = _read_limited(source, MAX_WASM_BYTES, "component")
     caps_bytes = None
@@ -154,7 +156,9 @@ def _read_bundle(source: Path, *, name: str | None) -> SourceFiles:
             caps_bytes = None
             if caps_members:
                 if caps_members[0].size > MAX_CAPABILITIES_BYTES:
-                    raise UsageError(f"{source}: {caps_members[0].name} is larger than {MAX_CAPABILITIES_BYTES:,} bytes")
+                    raise UsageError(
+                        f"{source}: {caps_members[0].name} is larger than {MAX_CAPABILITIES_BYTES:,} bytes"
+                    )
                 caps_bytes = _extract(tar, caps_members[0])
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise UsageError(f"{source} is not a readable .tar.gz: {exc}", hint="pack it with `tar czf`") from None
@@ -268,4 +272,3 @@ def remove(home: Path, name: str) -> Path:
     if digest is not None:
         CompileCache(cache_dir(home), None).drop(digest)
     return path
-

@@ -106,7 +106,9 @@ def _positive_number(raw: Mapping[str, Any], key: str, source: str, minimum: flo
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= minimum:
         raise ManifestError(
-            f"expected a number >= {minimum:g}, got {value!r}", source=source, key=f"limits.{key}",
+            f"expected a number >= {minimum:g}, got {value!r}",
+            source=source,
+            key=f"limits.{key}",
             hint="remove the key to keep the default",
         )
     return value

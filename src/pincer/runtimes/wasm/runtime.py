@@ -74,13 +74,17 @@ class WasmHost:
         self.linker = build_linker(self.engine)
         self.cache = CompileCache(cache_dir or disk.cache_dir(self.home), self.engine)
 
-    def load(self, files: disk.SourceFiles, *, path: Path | None = None, progress: disk.Progress | None = None) -> LoadedTool:
+    def load(
+        self, files: disk.SourceFiles, *, path: Path | None = None, progress: disk.Progress | None = None
+    ) -> LoadedTool:
         """Check the manifest, compile (or load from cache), check the WIT, read schema/description."""
         step = progress or (lambda _msg: None)
         caps, tool_limits = disk.parse_capabilities(files)
         step("compiling")
         component, digest = self.cache.load(files.wasm, source=files.origin)
-        tool = ToolComponent(name=files.name, component=component, digest=digest, engine=self.engine, linker=self.linker)
+        tool = ToolComponent(
+            name=files.name, component=component, digest=digest, engine=self.engine, linker=self.linker
+        )
         step("describing")
         self.ticker.start()
         try:
@@ -165,7 +169,10 @@ def _side_effecting(caps: Any) -> bool:
             if not entry.methods or set(entry.methods) - _READ_ONLY_METHODS:
                 return True
     effects = caps.effects()
-    return bool(effects & {EffectKind.WRITE_FILESYSTEM, EffectKind.DELETE_FILESYSTEM, EffectKind.EXTERNAL_WRITE, EffectKind.FINANCIAL})
+    return bool(
+        effects
+        & {EffectKind.WRITE_FILESYSTEM, EffectKind.DELETE_FILESYSTEM, EffectKind.EXTERNAL_WRITE, EffectKind.FINANCIAL}
+    )
 
 
 class WasmRuntime:

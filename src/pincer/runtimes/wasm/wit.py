@@ -59,9 +59,7 @@ def check_version(text: str, *, source: str) -> tuple[int, int, int]:
         )
     major, minor, _ = version
     compatible = (
-        major == HOST_WIT_VERSION[0]
-        and (major > 0 or minor == HOST_WIT_VERSION[1])
-        and version <= HOST_WIT_VERSION
+        major == HOST_WIT_VERSION[0] and (major > 0 or minor == HOST_WIT_VERSION[1]) and version <= HOST_WIT_VERSION
     )
     if not compatible:
         raise RuntimeUnavailable(
