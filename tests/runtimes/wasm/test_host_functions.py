@@ -4,6 +4,7 @@ workspace paths never leave the workspace."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from wasmtime.component import _enter as wasmtime_enter
 
 from pincer.runtimes.wasm.abi import add_host_func
 from pincer.runtimes.wasm.engine import new_engine
-from pincer.runtimes.wasm.host import build_linker, resolve_workspace_path
+from pincer.runtimes.wasm.host import build_linker, decode_headers, resolve_workspace_path
 
 ENGINE = new_engine()
 FUEL = 1_000_000
@@ -122,3 +123,10 @@ def test_workspace_paths_that_are_allowed(workspace: Path) -> None:
     assert resolve_workspace_path(workspace, "link/secret.txt", ()) is None
     assert resolve_workspace_path(workspace, "notes/sideways", ("notes/",)) is None
     assert resolve_workspace_path(workspace, "notes/sideways", ()) == (workspace / "a" / "b").resolve()
+
+
+@given(st.one_of(st.text(max_size=60), st.dictionaries(st.text(max_size=5), st.text(max_size=5)).map(json.dumps)))
+def test_headers_json_is_a_string_map_or_refused(text: str) -> None:
+    headers = decode_headers(text)
+    if headers is not None:
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())

@@ -14,7 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from anyio.testing import wait_all_tasks_blocked
 
 from pincer.core.values import HostContext
 from pincer.runtimes.wasm import abi
@@ -27,6 +29,8 @@ pytestmark = pytest.mark.anyio
 
 CALL_TIMEOUT_S = 30.0
 SLOW_ENDPOINT_S = 3.0
+BLOCK_WAIT_S = 20.0  # how long /block holds a request at most (the test releases it sooner)
+POLL_S = 0.01
 SECRET = "s3cr3t-" + "7f1c9a0e4b2d6f83"  # a value with no well-known shape: caught by value
 GITHUB_SHAPED = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # caught by shape
 
@@ -52,6 +56,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path.startswith("/slow"):
             time.sleep(SLOW_ENDPOINT_S)
+        if self.path.startswith("/block"):
+            self.server.release.wait(BLOCK_WAIT_S)  # type: ignore[attr-defined]
         if self.path.startswith("/big"):
             payload = b"x" * 5000
         elif self.path.startswith("/body"):
@@ -74,10 +80,14 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[tuple[str, Seen]]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True  # a handler still sleeping must not hold up the teardown
     httpd.seen = Seen()  # type: ignore[attr-defined]
+    httpd.release = threading.Event()  # type: ignore[attr-defined]
+    Handler.release = httpd.release  # type: ignore[attr-defined]
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd.seen  # type: ignore[attr-defined]
+    httpd.release.set()  # type: ignore[attr-defined]
     httpd.shutdown()
     httpd.server_close()
 
@@ -315,3 +325,42 @@ async def test_workspace_read_stays_inside_allowed_prefixes(wasm_runtime, wasm_c
     await runtime.install(wasm_components["secret_echo"], name="no_caps")  # no workspace section
     out, _ = await call(runtime, store, "no_caps", {"paths": ["notes/a.txt"]}, workspace=workspace)
     assert out.value["files"] == {"notes/a.txt": None}
+
+
+async def wait_for_requests(seen: Seen, count: int) -> None:
+    with anyio.fail_after(CALL_TIMEOUT_S):
+        while len(seen.requests) < count:
+            await anyio.sleep(POLL_S)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_executions_share_a_pool_of_worker_threads(wasm_runtime, store, server, workers):
+    """A call blocked in the host (its request held by the server) keeps one worker busy: with two
+    workers another call completes meanwhile, with one it waits for the slot."""
+    url, seen = server
+    limits = WasmLimits(allow_loopback_http=True, workers=workers)
+    runtime = await make(wasm_runtime, store, {"fetch": http_caps(), "echo": None}, limits)
+    done: list[str] = []
+
+    async def blocked() -> None:
+        await call(runtime, store, "fetch", {"url": f"{url}/block"})
+        done.append("blocked")
+
+    async def quick() -> None:
+        await call(runtime, store, "echo", {"x": 1})
+        done.append("quick")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(blocked)
+        await wait_for_requests(seen, 1)
+        tg.start_soon(quick)
+        if workers == 2:
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                while not done:
+                    await anyio.sleep(POLL_S)
+            assert done == ["quick"]  # finished while the other call still held its worker
+        else:
+            await wait_all_tasks_blocked()  # quick is queued for the only worker
+            assert done == []
+        Handler.release.set()  # type: ignore[attr-defined]
+    assert done == (["quick", "blocked"] if workers == 2 else ["blocked", "quick"])

@@ -3,6 +3,7 @@ and bad input that leaves nothing behind."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -13,7 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pincer.core.effects import EffectKind
@@ -186,6 +187,18 @@ def test_parse_tool_limits_accepts_or_names_the_key(raw) -> None:
     if limits is not None:
         for value in (limits.memory_bytes, limits.fuel, limits.timeout_s):
             assert value is None or value > 0
+
+
+@settings(max_examples=50, deadline=None)
+@given(data=st.binary(max_size=2000), gzip_it=st.booleans())
+def test_reading_an_arbitrary_bundle_only_raises_usage_errors(tmp_path_factory, data: bytes, gzip_it: bool) -> None:
+    path = tmp_path_factory.mktemp("bundle") / "t.tar.gz"
+    path.write_bytes(gzip.compress(data) if gzip_it else data)
+    try:
+        files = disk.read_source(path)
+    except UsageError:
+        return
+    assert disk.validate_name(files.name) == files.name
 
 
 def test_a_tool_cannot_raise_its_limits_past_the_ceilings() -> None:
