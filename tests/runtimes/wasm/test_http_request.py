@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from anyio.testing import wait_all_tasks_blocked
+from anyio import wait_all_tasks_blocked
 
 from pincer.core.values import HostContext
 from pincer.runtimes.wasm import abi
