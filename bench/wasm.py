@@ -194,6 +194,68 @@ async def bench_bytes(home: Path, fetch: Path) -> None:
         print(f"   {label:34} {ms(value)} per execute")
     print(f"   speed-up (target >= 18x)           {slow / fast:8.1f}x")
     bench_conversion(runtime, fetch)
+    bench_floor()
+
+
+# A component that hands n bytes of its memory to the host function ``echo`` and takes the
+# answer back: the smallest possible list<u8> round trip, to show what wasmtime itself costs.
+FLOOR_WAT = """
+(component
+  (import "host" (instance $h (export "echo" (func (param "b" (list u8)) (result (list u8))))))
+  (core module $memory
+    (memory (export "mem") 64)
+    (global $bump (mut i32) (i32.const 2000000))
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32)
+      (local $p i32)
+      (local.set $p (global.get $bump))
+      (global.set $bump (i32.add (global.get $bump) (local.get 3)))
+      (local.get $p)))
+  (core instance $m (instantiate $memory))
+  (alias core export $m "mem" (core memory $mem))
+  (alias core export $m "realloc" (core func $realloc))
+  (core func $echo (canon lower (func $h "echo") (memory $mem) (realloc $realloc)))
+  (core module $main
+    (import "m" "mem" (memory 1))
+    (import "h" "echo" (func $echo (param i32 i32 i32)))
+    (func (export "run") (param $n i32) (result i32)
+      (call $echo (i32.const 0) (local.get $n) (i32.const 1999992))
+      (i32.load (i32.const 1999996))))
+  (core instance $i (instantiate $main (with "m" (instance (export "mem" (memory $mem))))
+                                       (with "h" (instance (export "echo" (func $echo))))))
+  (func $run (param "n" u32) (result u32) (canon lift (core func $i "run")))
+  (export "run" (func $run))
+)
+"""
+
+
+def bench_floor() -> None:
+    from pincer.runtimes.wasm.engine import new_engine
+
+    engine = new_engine()
+    component = wasmtime.component.Component(engine, FLOOR_WAT)
+    linker = wasmtime.component.Linker(engine)
+    with linker.root() as root, root.add_instance("host") as host_instance:
+        abi.add_host_func(host_instance, "echo", lambda body: body)
+
+    def once() -> float:
+        store = wasmtime.Store(engine)
+        store.set_fuel(10**12)
+        store.set_epoch_deadline(10**9)
+        run = linker.instantiate(store, component).get_func(store, "run")
+        t0 = time.perf_counter()
+        assert run(store, BODY_BYTES) == BODY_BYTES
+        return time.perf_counter() - t0
+
+    timings = {}
+    for fast, runs in ((False, SLOW_RUNS), (True, FAST_RUNS)):
+        abi.set_fast_bytes(fast)
+        timings[fast] = statistics.median([once() for _ in range(runs)])
+    abi.set_fast_bytes(True)
+    print(
+        f"   the floor, an identity host call on a hand-written component: element by element "
+        f"{ms(timings[False])}, bulk {ms(timings[True])} ({timings[False] / timings[True]:.1f}x);"
+    )
+    print("   what bulk leaves is wasmtime's own per-element conversion (Rust Val lists) plus the copy")
 
 
 def bench_conversion(runtime: WasmRuntime, fetch: Path) -> None:
