@@ -101,7 +101,8 @@ class ToolComponent:
                 response = self._call(store, instance, "execute", request)
                 fuel_used = limits.fuel - store.get_fuel()
             except wasmtime.WasmtimeError as exc:
-                raise classify_trap(exc, tool=self.name, limits=limits, timeout_s=timeout_s) from None
+                configured = execution.timeout_s or timeout_s
+                raise classify_trap(exc, tool=self.name, limits=limits, timeout_s=configured) from None
             finally:
                 store.close()
         output = getattr(response, "output", None)

@@ -66,6 +66,7 @@ class Execution:
     capabilities: Capabilities | None = None
     host: HostContext | None = None
     deadline: float = 0.0  # time.monotonic() value after which host calls refuse to start
+    timeout_s: float = 0.0  # the deadline as configured for this call (for messages)
     http: Callable[[Execution, str, str, str, bytes | None, int | None], Any] | None = None
     invoke: Callable[[Execution, str, str], str] | None = None
     redact: Callable[[str], str] = lambda text: text

@@ -332,6 +332,7 @@ class WasmRuntime:
             capabilities=caps,
             host=host,
             deadline=time.monotonic() + timeout_s,
+            timeout_s=timeout_s,
             http=self._http_gateway().handle if caps is not None and caps.http is not None else None,
             invoke=self._invoke_from_guest,
             redact=redactor.redact_text,
