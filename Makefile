@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# Built test components and their compiled artifacts (10-30 s each to build): kept between runs,
+# never removed by `make clean`; keyed by their inputs, so stale entries are simply not used.
+export PINCER_WASM_TEST_CACHE ?= $(CURDIR)/.cache/wasm-test
 
 # Debian packages the script sandbox uses besides the pip-installed bwrap: libseccomp (the seccomp
 # deny list), python3 under /usr (the network allowlist relay inside the sandbox), util-linux
@@ -52,6 +55,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/scanner.py
 	$(BIN)/python bench/mcp_proxy.py
+	$(BIN)/python bench/wasm.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

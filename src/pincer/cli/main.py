@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from pincer import __version__
-from pincer.cli import approvals, audit, demo, mcp, openapi, policy, sandbox, secrets, tools
+from pincer.cli import approvals, audit, demo, mcp, openapi, policy, sandbox, secrets, tools, wasm
 
 app = typer.Typer(
     name="pincer",
@@ -22,6 +22,7 @@ app.add_typer(policy.app, name="policy")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(mcp.app, name="mcp")
 app.add_typer(openapi.app, name="openapi")
+app.add_typer(wasm.app, name="wasm")
 app.command("demo")(demo.demo)
 
 

@@ -1,0 +1,121 @@
+"""``pincer wasm``: build Python guests into tool components; install and remove WASM tools.
+
+``install_tool`` and ``remove_tool`` are plain functions so ``pincer tools install/remove`` can
+call them; ``pincer wasm install/remove`` expose the same here. Progress (compiling takes
+seconds) goes to stderr as a rich progress bar; ``--json`` writes one document to stdout.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from pincer.cli.common import EXIT_OK, JsonOption, emit_json, fail, pincer_home, stderr
+from pincer.core.errors import PincerError
+
+__all__ = ["app", "build", "install_tool", "remove_tool"]
+
+app = typer.Typer(help="Build, install and remove WASM tools (near:agent@0.3.0 components).", no_args_is_help=True)
+
+_STEPS = ("reading", "compiling", "describing", "installing")
+
+
+@app.command("build")
+def build(
+    path: Path = typer.Argument(..., help="A guest module (.py) or a directory holding tool.py."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the component (.wasm)."),
+    module: str | None = typer.Option(None, "--module", help="Module name inside a directory (default: tool)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Build a Python guest into a tool component with componentize-py (WASI stubbed out)."""
+    from pincer.runtimes.wasm.build import build_component
+
+    started = time.perf_counter()
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=stderr, transient=True, disable=as_json) as bar:  # fmt: skip
+            bar.add_task(f"building {path} (10-30 s)", total=None)
+            out = build_component(path, output, module=module)
+    except PincerError as exc:
+        fail(exc, as_json=as_json)
+    seconds = time.perf_counter() - started
+    data = {"ok": True, "output": str(out), "bytes": out.stat().st_size, "seconds": round(seconds, 2)}
+    if as_json:
+        emit_json(data)
+    else:
+        stderr.print(f"built {out} ({data['bytes']:,} bytes in {seconds:.1f} s)")
+    raise typer.Exit(EXIT_OK)
+
+
+def install_tool(source: Path, capabilities: Path | None = None, *, name: str | None = None,
+                 as_json: bool = False, home: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Install a ``.wasm`` (+ capabilities) or IronClaw ``.tar.gz`` under PINCER_HOME with a
+    progress bar on stderr; returns what was installed. Raises PincerError on failure."""
+    from pincer.runtimes.wasm.install import install
+
+    home = home or pincer_home()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=stderr, transient=True, disable=as_json) as bar:  # fmt: skip
+        task = bar.add_task(f"installing {source}", total=len(_STEPS))
+
+        def step(message: str) -> None:
+            done = _STEPS.index(message) if message in _STEPS else 0
+            hint = " (compiling takes a few seconds the first time)" if message == "compiling" else ""
+            bar.update(task, completed=done, description=f"{message} {source.name}{hint}")
+
+        result = install(home, source, capabilities, name=name, progress=step)
+        bar.update(task, completed=len(_STEPS))
+    return {
+        "ok": True,
+        "name": result.name,
+        "path": str(result.path),
+        "sha256": result.digest,
+        "description": result.description,
+        "replaced": result.replaced,
+    }
+
+
+def remove_tool(name: str, *, home: Path | None = None) -> dict[str, Any]:
+    """Remove an installed WASM tool and its compile cache entry; raises ToolNotFound."""
+    from pincer.runtimes.wasm.install import remove
+
+    path = remove(home or pincer_home(), name)
+    return {"ok": True, "name": name, "removed": str(path)}
+
+
+@app.command("install")
+def install_command(
+    source: Path = typer.Argument(..., help="TOOL.wasm or an IronClaw-style NAME.tar.gz."),
+    capabilities: Path | None = typer.Option(None, "--capabilities", help="The tool's capabilities JSON file."),
+    name: str | None = typer.Option(None, "--name", help="Install under this name (default: the file name)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Install a WASM tool: check, compile, read its schema and description, place it."""
+    try:
+        data = install_tool(source, capabilities, name=name, as_json=as_json)
+    except PincerError as exc:
+        fail(exc, as_json=as_json)
+    if as_json:
+        emit_json(data)
+    else:
+        verb = "replaced" if data["replaced"] else "installed"
+        stderr.print(f"{verb} [bold]{data['name']}[/]: {data['description']}")
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command("remove")
+def remove_command(name: str, as_json: bool = JsonOption) -> None:
+    """Remove an installed WASM tool and drop its compile cache entry."""
+    try:
+        data = remove_tool(name)
+    except PincerError as exc:
+        fail(exc, as_json=as_json)
+    if as_json:
+        emit_json(data)
+    else:
+        stderr.print(f"removed [bold]{name}[/]")
+    raise typer.Exit(EXIT_OK)

@@ -1,0 +1,479 @@
+"""``WasmRuntime``: installed ``near:agent@0.3.0`` components behind the Runtime seam.
+
+    runtime = WasmRuntime(home)            # every tool under home/tools/wasm/
+    await runtime.start()                  # compiles (or loads from the cache) each one
+    await runtime.install(Path("echo.wasm"))   # live: subscribers hear about it
+    output = await runtime.invoke(spec, {"message": "hi"}, host)
+
+A tool's name is its file name; its description and input schema come from the component's
+``description()`` and ``schema()`` exports (the capabilities file's description when the
+export is empty); its effects come from its capabilities file. Executions run on worker
+threads, at most ``WasmLimits.workers`` at a time for top-level calls (a ``tool-invoke`` child
+call does not wait for a slot its parent holds, which would deadlock).
+
+:class:`WasmHost` is the blocking core (engine, epoch ticker, linker, compile cache) that the
+runtime and the install CLI share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from pincer.core.effects import EffectKind, RuntimeKind
+from pincer.core.errors import PincerError, RuntimeUnavailable, ToolError, ToolNotFound
+from pincer.core.values import CallRequest, HostContext, ToolOutput, ToolSpec
+from pincer.policy.budget import RateLimit, RateLimiter
+from pincer.runtimes.base import ChangeListener
+from pincer.runtimes.wasm import install as disk
+from pincer.runtimes.wasm.cache import CompileCache
+from pincer.runtimes.wasm.component import ToolComponent, parse_output
+from pincer.runtimes.wasm.engine import EpochTicker, new_engine
+from pincer.runtimes.wasm.host import Execution, InvokeRefused, build_linker
+from pincer.runtimes.wasm.limits import MIB, ToolLimits, WasmLimits
+from pincer.runtimes.wasm.wit import HOST_WIT_VERSION
+
+__all__ = ["WasmRuntime", "WasmHost", "LoadedTool"]
+
+logger = logging.getLogger(__name__)
+
+_READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_WIT = "near:agent@" + ".".join(map(str, HOST_WIT_VERSION))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadedTool:
+    """A compiled, described tool: what ``invoke`` needs to run it."""
+
+    name: str
+    component: ToolComponent
+    spec: ToolSpec
+    capabilities: Any  # pincer.core.capabilities.Capabilities | None
+    limits: ToolLimits | None
+    digest: str
+    path: Path | None = None
+
+
+class WasmHost:
+    """Engine, epoch ticker, linker and compile cache; loads and describes components. Blocking."""
+
+    def __init__(self, home: Path, limits: WasmLimits | None = None, *, cache_dir: Path | None = None) -> None:
+        self.home = Path(home)
+        self.limits = limits or WasmLimits()
+        self.engine = new_engine()
+        self.ticker = EpochTicker(self.engine, self.limits.tick_ms)
+        self.linker = build_linker(self.engine)
+        self.cache = CompileCache(cache_dir or disk.cache_dir(self.home), self.engine)
+
+    def load(
+        self, files: disk.SourceFiles, *, path: Path | None = None, progress: disk.Progress | None = None
+    ) -> LoadedTool:
+        """Check the manifest, compile (or load from cache), check the WIT, read schema/description."""
+        step = progress or (lambda _msg: None)
+        caps, tool_limits = disk.parse_capabilities(files)
+        step("compiling")
+        component, digest = self.cache.load(files.wasm, source=files.origin)
+        tool = ToolComponent(
+            name=files.name, component=component, digest=digest, engine=self.engine, linker=self.linker
+        )
+        step("describing")
+        self.ticker.start()
+        try:
+            description, schema_text = tool.describe(self.limits.for_tool(tool_limits))
+        finally:
+            self.ticker.stop()
+        try:
+            schema = json.loads(schema_text)
+        except ValueError:
+            schema = None
+        if not isinstance(schema, dict):
+            raise RuntimeUnavailable(
+                f"component {files.name!r}: schema() did not return a JSON Schema object",
+                hint="schema() must return json.dumps({...}) of an object schema",
+            )
+        description = description.strip() or (caps.description if caps and caps.description else "")
+        spec = ToolSpec(
+            name=files.name,
+            description=description or f"WASM tool {files.name}",
+            input_schema=schema,
+            effects=caps.effects() if caps is not None else frozenset(),
+            runtime=RuntimeKind.WASM,
+            side_effecting=_side_effecting(caps),
+            source=f"wasm:{path or files.origin}",
+            capabilities=caps,
+            annotations={"wit": _WIT, "sha256": digest},
+        )
+        return LoadedTool(
+            name=files.name, component=tool, spec=spec, capabilities=caps, limits=tool_limits, digest=digest, path=path
+        )
+
+    def install_sync(
+        self,
+        source: Path,
+        capabilities: Path | None = None,
+        *,
+        name: str | None = None,
+        progress: disk.Progress | None = None,
+    ) -> disk.InstallResult:
+        result, _ = self.install_loaded(source, capabilities, name=name, progress=progress)
+        return result
+
+    def install_loaded(
+        self,
+        source: Path,
+        capabilities: Path | None = None,
+        *,
+        name: str | None = None,
+        progress: disk.Progress | None = None,
+    ) -> tuple[disk.InstallResult, LoadedTool]:
+        step = progress or (lambda _msg: None)
+        step("reading")
+        files = disk.read_source(Path(source), capabilities, name=name)
+        loaded = self.load(files, progress=progress)  # everything is checked before a byte is written
+        step("installing")
+        path, replaced = disk.write_files(self.home, files)
+        loaded = dataclasses.replace(loaded, path=path, spec=dataclasses.replace(loaded.spec, source=f"wasm:{path}"))
+        result = disk.InstallResult(
+            name=files.name,
+            path=path,
+            digest=loaded.digest,
+            description=loaded.spec.description,
+            input_schema=dict(loaded.spec.input_schema),
+            replaced=replaced,
+        )
+        return result, loaded
+
+    def load_installed(self, name: str) -> LoadedTool:
+        directory = disk.tools_dir(self.home)
+        files = disk.read_source(directory / f"{name}.wasm", None, name=name)
+        return self.load(files, path=directory / f"{name}.wasm")
+
+
+def _side_effecting(caps: Any) -> bool:
+    """Conservative: a tool that may write over HTTP or call other tools may change the world."""
+    if caps is None:
+        return False
+    if caps.tool_invoke_aliases:
+        return True
+    if caps.http is not None:
+        for entry in caps.http.allowlist:
+            if not entry.methods or set(entry.methods) - _READ_ONLY_METHODS:
+                return True
+    effects = caps.effects()
+    return bool(
+        effects
+        & {EffectKind.WRITE_FILESYSTEM, EffectKind.DELETE_FILESYSTEM, EffectKind.EXTERNAL_WRITE, EffectKind.FINANCIAL}
+    )
+
+
+class WasmRuntime:
+    """Installed WASM tools. See the module docstring; limits default to ``WasmLimits()``."""
+
+    kind = RuntimeKind.WASM
+
+    def __init__(
+        self,
+        home: Path,
+        engine_config: WasmLimits | None = None,
+        *,
+        cache_dir: Path | None = None,
+        scanner: Callable[[], Any] | None = None,
+        on_change: ChangeListener | None = None,
+    ) -> None:
+        self.home = Path(home)
+        self.limits = engine_config or WasmLimits()
+        self._host = WasmHost(self.home, self.limits, cache_dir=cache_dir)
+        self._tools: dict[str, LoadedTool] = {}
+        self._specs: tuple[ToolSpec, ...] = ()
+        self._listeners: list[ChangeListener] = [on_change] if on_change is not None else []
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._started = False
+        self._scanner_factory = scanner
+        self.load_errors: dict[str, str] = {}
+        self._http: Any = None  # HttpGateway, made on first use (it pulls in the HTTP stack)
+        self._rate = RateLimiter()
+        self._rate_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"WasmRuntime(home={str(self.home)!r}, tools={sorted(self._tools)!r})"
+
+    @property
+    def cache(self) -> CompileCache:
+        return self._host.cache
+
+    @property
+    def ticker(self) -> EpochTicker:
+        return self._host.ticker
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start the epoch ticker and load every installed tool; a broken tool is skipped and
+        its error kept in ``load_errors`` (one bad file must not take the others down)."""
+        if self._started:
+            return
+        self._limiter = anyio.CapacityLimiter(self.limits.workers)
+        self._host.ticker.start()
+        self._started = True
+        for name in disk.installed_names(self.home):
+            try:
+                loaded = await anyio.to_thread.run_sync(self._host.load_installed, name)
+            except PincerError as exc:
+                logger.warning("WASM tool %s not loaded: %s", name, exc.message)
+                self.load_errors[name] = str(exc)
+                continue
+            self._tools[name] = loaded
+        self._rebuild()
+
+    async def aclose(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self._host.ticker.stop()
+        if self._http is not None:
+            await self._http.aclose()
+
+    def tools(self) -> Sequence[ToolSpec]:
+        return self._specs
+
+    def get(self, name: str) -> LoadedTool | None:
+        return self._tools.get(name)
+
+    def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call ``listener()`` after every install/remove/rescan change; returns an unsubscribe."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # ------------------------------------------------------------------------------ install
+
+    async def install(
+        self,
+        source: Path,
+        capabilities: Path | None = None,
+        *,
+        name: str | None = None,
+        progress: disk.Progress | None = None,
+    ) -> disk.InstallResult:
+        """Install a ``.wasm`` (+ capabilities) or ``.tar.gz`` and register it live.
+
+        Reinstalling a name replaces the tool (the old cache entry is dropped when the bytes
+        changed). Nothing is written or registered when any check fails."""
+        result, loaded = await anyio.to_thread.run_sync(
+            lambda: self._host.install_loaded(source, capabilities, name=name, progress=progress)
+        )
+        previous = self._tools.get(loaded.name)
+        self._tools[loaded.name] = loaded
+        self.load_errors.pop(loaded.name, None)
+        if previous is not None and previous.digest != loaded.digest:
+            self._host.cache.drop(previous.digest)
+        self._rebuild()
+        self._notify()
+        return result
+
+    async def remove(self, name: str) -> None:
+        """Unregister a tool, delete its files and drop its compile cache entry."""
+        await anyio.to_thread.run_sync(disk.remove, self.home, name)
+        loaded = self._tools.pop(name, None)
+        if loaded is not None:
+            self._host.cache.drop(loaded.digest)
+        self.load_errors.pop(name, None)
+        self._rebuild()
+        self._notify()
+
+    async def rescan(self) -> tuple[list[str], list[str]]:
+        """Pick up tools another process installed or removed; returns (added, removed)."""
+        on_disk = set(disk.installed_names(self.home))
+        removed = sorted(set(self._tools) - on_disk)
+        added: list[str] = []
+        for name in removed:
+            self._tools.pop(name, None)
+        for name in sorted(on_disk - set(self._tools)):
+            try:
+                self._tools[name] = await anyio.to_thread.run_sync(self._host.load_installed, name)
+                added.append(name)
+            except PincerError as exc:
+                self.load_errors[name] = str(exc)
+        if added or removed:
+            self._rebuild()
+            self._notify()
+        return added, removed
+
+    # ------------------------------------------------------------------------------ calls
+
+    async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        """Run one call in a fresh instance. Raises ToolError/ToolTimeout for traps (naming the
+        limit); a tool's own error comes back as ``ToolOutput(is_error=True)`` with its logs."""
+        if not self._started or self._limiter is None:
+            raise RuntimeUnavailable("the WASM runtime is not started", hint="await runtime.start() first")
+        loaded = self._tools.get(spec.name)
+        if loaded is None:
+            raise ToolNotFound(f"no WASM tool {spec.name!r} is loaded", hint="install it with `pincer tools install`")
+        limits = self.limits.for_tool(loaded.limits)
+        timeout_s = min(limits.timeout_s, host.timeout_s)
+        caps = host.capabilities if host.capabilities is not None else loaded.capabilities
+        redactor = _Redactor(self._scanner_factory, host)
+        execution = Execution(
+            tool=spec.name,
+            limits=limits,
+            capabilities=caps,
+            host=host,
+            deadline=time.monotonic() + timeout_s,
+            timeout_s=timeout_s,
+            http=self._http_gateway().handle if caps is not None and caps.http is not None else None,
+            invoke=self._invoke_from_guest,
+            redact=redactor.redact_text,
+            secret_lookup=_secret_lookup(host),
+            scanner=redactor,
+        )
+        params_json = json.dumps(dict(args))
+        # A child call (tool-invoke) must not queue behind the slot its parent holds.
+        limiter = self._limiter if host.depth == 0 else None
+        raw = await anyio.to_thread.run_sync(loaded.component.execute, execution, params_json, limiter=limiter)
+        logs = execution.log_lines()
+        usage = {
+            "fuel": raw.fuel_used,
+            "wasm_ms": round(raw.duration_ms, 3),
+            "http_requests": execution.http_requests,
+            "logs": len(execution.logs),
+        }
+        if raw.error is not None:
+            message = redactor.redact_text(raw.error)
+            if message.startswith("MemoryError"):
+                raise ToolError(
+                    f"tool {spec.name!r} hit its memory limit of {limits.memory_bytes // MIB} MiB ({message.strip()})",
+                    hint="raise limits.memory_mb in its capabilities if it needs more",
+                )
+            return ToolOutput(value=message, is_error=True, logs=logs, usage=usage)
+        value = parse_output(raw, tool=spec.name, max_bytes=limits.max_output_bytes)
+        return ToolOutput(value=value, logs=logs, usage=usage)
+
+    def _invoke_from_guest(self, execution: Execution, alias: str, params_json: str) -> str:
+        """``tool-invoke`` on a worker thread: alias -> tool, then the whole call chain."""
+        caps = execution.capabilities
+        host = execution.host
+        aliases = caps.tool_invoke_aliases if caps is not None else {}
+        if alias not in aliases:
+            raise InvokeRefused(f"alias {alias!r} is not in tool_invoke.aliases of {execution.tool}")
+        if host is None or host.invoke is None:
+            raise InvokeRefused("tool-invoke is not available outside the call chain")
+        if host.depth + 1 > execution.limits.max_invoke_depth:
+            raise InvokeRefused(f"tool-invoke nesting deeper than {execution.limits.max_invoke_depth} calls is refused")
+        try:
+            params = json.loads(params_json) if params_json.strip() else {}
+        except ValueError:
+            raise InvokeRefused("params-json is not valid JSON") from None
+        if not isinstance(params, dict):
+            raise InvokeRefused("params-json must be a JSON object")
+        rate = caps.tool_invoke_rate_limit if caps is not None else None
+        if rate is not None:
+            limit = RateLimit(calls_per_minute=rate.requests_per_minute, calls_per_hour=rate.requests_per_hour)
+            try:
+                with self._rate_lock:
+                    self._rate.reserve(f"invoke:{execution.tool}", limit, time.time())
+            except PincerError as exc:
+                raise InvokeRefused(exc.message) from None
+        remaining = execution.remaining_s()
+        if remaining <= 0:
+            raise InvokeRefused("the execution deadline has passed")
+        request = CallRequest(
+            tool=aliases[alias],
+            args=params,
+            session=host.session,
+            caller="wasm",
+            depth=host.depth + 1,
+            client=host.client,
+        )
+        invoke = host.invoke
+
+        async def call() -> Any:
+            with anyio.fail_after(remaining):
+                return await invoke(request)
+
+        try:
+            result = anyio.from_thread.run(call)
+        except TimeoutError:
+            raise InvokeRefused(f"{alias} did not answer within the execution's remaining {remaining:.3g} s") from None
+        except RuntimeError as exc:  # no event loop to go back to (called outside a worker thread)
+            raise InvokeRefused(f"tool-invoke cannot reach the call chain here ({type(exc).__name__})") from None
+        if not result.ok:
+            error = dict(result.error or {})
+            raise InvokeRefused(execution.redact(f"{alias}: {error.get('code', 'error')}: {error.get('message', '')}"))
+        return execution.redact(json.dumps(result.output))
+
+    # ------------------------------------------------------------------------------ helpers
+
+    def _http_gateway(self) -> Any:
+        if self._http is None:
+            from pincer.runtimes.wasm.http import HttpGateway
+
+            self._http = HttpGateway(self.limits)
+        return self._http
+
+    def _rebuild(self) -> None:
+        self._specs = tuple(self._tools[name].spec for name in sorted(self._tools))
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                logger.exception("change listener of the WASM runtime failed")
+
+
+def _secret_lookup(host: HostContext) -> Callable[[str], bool] | None:
+    access = host.secrets
+    if access is None:
+        return None
+
+    def exists(name: str) -> bool:
+        is_allowed = getattr(access, "is_allowed", None)
+        if is_allowed is not None and not is_allowed(name):
+            return False
+        try:
+            return access.find(name) is not None
+        except PincerError:
+            return False
+
+    return exists
+
+
+class _Redactor:
+    """Scrubs text handed to the guest or returned from it: known secrets, values injected in
+    this call (read at each use, since injection happens mid-call) and credential shapes."""
+
+    def __init__(self, factory: Callable[[], Any] | None, host: HostContext) -> None:
+        self._factory = factory
+        self._host = host
+        self._base: Any = None
+
+    def scanner(self) -> Any:
+        if self._base is None:
+            if self._factory is not None:
+                self._base = self._factory()
+            else:
+                from pincer.safety.scanner import LeakScanner
+
+                self._base = LeakScanner(())
+        injected = tuple(getattr(self._host.secrets, "injected", ()) or ())
+        return self._base.with_values(injected) if injected else self._base
+
+    def redact_text(self, text: str) -> str:
+        redacted, _ = self.scanner().scan_text(text)
+        return redacted
+
+    def contains_secret(self, text: str) -> bool:
+        return bool(self.scanner().contains_secret(text))
