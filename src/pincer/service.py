@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from pincer.config import Config, load_config
 from pincer.core.errors import PincerError
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["Pincer", "RUNTIME_CLOSE_TIMEOUT_S"]
 
 RUNTIME_CLOSE_TIMEOUT_S = 10.0
+TOOL_WATCH_INTERVAL_S = 1.0
 
 
 class Pincer:
@@ -44,6 +46,8 @@ class Pincer:
         )
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
+        self.wasm: Any = None
+        self._scripts: Runtime | None = None
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
@@ -69,6 +73,7 @@ class Pincer:
         builtins: bool = True,
         external: bool = True,
         scripts: bool = True,
+        wasm: bool = True,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``."""
@@ -81,13 +86,58 @@ class Pincer:
 
                 await pincer.add_runtime(builtin_runtime())
             if scripts:
-                await pincer.add_runtime(pincer._script_runtime())
+                pincer._scripts = pincer._script_runtime()
+                await pincer.add_runtime(pincer._scripts)
+            if wasm:
+                await pincer._add_wasm_runtime()
             if external:
                 await pincer._add_external_runtimes()
             yield pincer
         finally:
             with anyio.CancelScope(shield=True):
                 await pincer.aclose()
+
+    async def _add_wasm_runtime(self) -> None:
+        from pincer.runtimes.wasm import WasmRuntime
+
+        self.wasm = WasmRuntime(self.home, scanner=self.scanner)
+        await self.add_runtime(self.wasm)
+
+    async def watch_installed_tools(
+        self,
+        interval_s: float = TOOL_WATCH_INTERVAL_S,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Pick up tools that another process (``pincer tools install``) added or removed, so a
+        running gateway serves them without a restart. Runs until cancelled; with
+        ``TaskGroup.start`` it reports ready once it has taken stock of what is installed."""
+        from pincer.runtimes.script.installed import script_dir
+
+        def stamp(folder: Path) -> tuple[tuple[str, int], ...]:
+            try:
+                return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir()))
+            except OSError:
+                return ()
+
+        wasm_dir, scripts_dir = self.home / "tools" / "wasm", script_dir(self.home)
+        seen = (stamp(wasm_dir), stamp(scripts_dir))
+        task_status.started()
+        while True:
+            await anyio.sleep(interval_s)
+            now = (stamp(wasm_dir), stamp(scripts_dir))
+            if now == seen:
+                continue
+            try:
+                if now[0] != seen[0] and getattr(self, "wasm", None) is not None:
+                    await self.wasm.rescan()
+                if now[1] != seen[1] and self._scripts is not None:
+                    old, self._scripts = self._scripts, self._script_runtime()
+                    await self.remove_runtime(old)
+                    await self.add_runtime(self._scripts)
+            except PincerError as exc:
+                logger.warning("reloading installed tools failed: %s", exc)
+            seen = now
 
     def _script_runtime(self) -> Runtime:
         """The ``exec`` tool and the installed script tools. Exec approvals are asked through the

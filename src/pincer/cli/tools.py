@@ -118,6 +118,7 @@ _WASM_SUFFIXES = (".wasm", ".tar.gz", ".tgz")
 def install(
     source: Path = typer.Argument(..., help="TOOL.wasm, an IronClaw NAME.tar.gz, or a script tool manifest (.toml/.json)."),
     capabilities: Path | None = typer.Option(None, "--capabilities", help="A WASM tool's capabilities JSON."),
+    name: str | None = typer.Option(None, "--name", help="Install a WASM tool under this name."),
     as_json: bool = JsonOption,
 ) -> None:
     """Install a tool under PINCER_HOME; a running `pincer serve` picks it up without a restart."""
@@ -128,9 +129,11 @@ def install(
         if source.name.endswith(_WASM_SUFFIXES):
             from pincer.cli.wasm import install_tool
 
-            return install_tool(source, capabilities, as_json=as_json, home=pincer_home())
-        if capabilities is not None:
-            raise UsageError("--capabilities applies to WASM tools only", hint="script manifests declare their own settings")
+            return install_tool(source, capabilities, name=name, as_json=as_json, home=pincer_home())
+        if capabilities is not None or name is not None:
+            raise UsageError(
+                "--capabilities and --name apply to WASM tools only", hint="a script manifest names itself"
+            )
         from pincer.runtimes.script.installed import install_manifest
 
         manifest = install_manifest(pincer_home(), source)
