@@ -104,21 +104,10 @@ def _chain_hash(record_id: int, values: tuple[Any, ...], prev_hash: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _sql_chain_hash(record_id: int, prev_hash: str, *values: Any) -> str:
-    return _chain_hash(record_id, values, prev_hash)
-
-
-def register_chain_function(conn: sqlite3.Connection) -> None:
-    """Every pincer connection hashes inside SQLite, so the head is read and advanced under the
-    same write lock whichever process appends."""
-    conn.create_function("pincer_chain_hash", len(_FIELDS) + 2, _sql_chain_hash, deterministic=True)
-
-
-_PARAMS = ", ".join(f"?{i}" for i in range(1, len(_FIELDS) + 1))
+_MAX_APPEND_RETRIES = 100
 _INSERT = (
     f"INSERT INTO audit (id, {', '.join(_FIELDS)}, prev_hash, hash) "
-    f"SELECT h.last_id + 1, {_PARAMS}, h.last_hash, pincer_chain_hash(h.last_id + 1, h.last_hash, {_PARAMS}) "
-    "FROM audit_head AS h WHERE h.one = 1 RETURNING id"
+    f"VALUES ({', '.join('?' * (len(_FIELDS) + 3))})"
 )
 
 
@@ -137,6 +126,8 @@ class AuditLog:
         self._conn = conn
         self._pending: list[_Pending] = []
         self._flushing = False
+        self._head_id, self._head_hash = 0, GENESIS_HASH
+        self._load_head()
 
     async def append(self, entry: AuditEntry, *, gather: bool = True) -> int:
         """Record one entry; returns its id once the record is committed.
@@ -178,20 +169,33 @@ class AuditLog:
         return pending.record_id
 
     def _commit(self, batch: list[_Pending]) -> None:
-        """Append a batch. Each INSERT reads the head, hashes and advances the head in one
-        statement (see ``_INSERT``), so a single record needs no explicit transaction."""
+        """Append a batch, hashing each record onto the chain head.
+
+        The head is cached: a record is inserted with the next id and the cached hash as its
+        ``prev_hash``. Ids are the primary key, so if another process appended meanwhile the
+        insert fails on that id, and the head is re-read and the record re-hashed. A batch of
+        several records runs in one transaction that reads the head under the write lock."""
         conn = self._conn
         try:
             if len(batch) == 1:
-                batch[0].record_id = conn.execute(_INSERT, batch[0].values).fetchone()[0]
+                for _ in range(_MAX_APPEND_RETRIES):
+                    try:
+                        self._insert(batch[0])
+                        break
+                    except sqlite3.IntegrityError:
+                        self._load_head()
+                else:
+                    raise sqlite3.OperationalError("the audit head kept moving under concurrent writers")
             else:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
+                    self._load_head()
                     for pending in batch:
-                        pending.record_id = conn.execute(_INSERT, pending.values).fetchone()[0]
+                        self._insert(pending)
                     conn.execute("COMMIT")
                 except BaseException:
                     conn.execute("ROLLBACK")
+                    self._load_head()
                     raise
         except sqlite3.Error as exc:
             logger.error("audit commit failed: %s", exc)
@@ -200,6 +204,17 @@ class AuditLog:
         finally:
             for pending in batch:
                 pending.event.set()
+
+    def _insert(self, pending: _Pending) -> None:
+        record_id = self._head_id + 1
+        digest = _chain_hash(record_id, pending.values, self._head_hash)
+        self._conn.execute(_INSERT, (record_id, *pending.values, self._head_hash, digest))
+        pending.record_id = record_id
+        self._head_id, self._head_hash = record_id, digest
+
+    def _load_head(self) -> None:
+        row = self._conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
+        self._head_id, self._head_hash = row if row else (0, GENESIS_HASH)
 
     # -- reading -------------------------------------------------------------------------
 

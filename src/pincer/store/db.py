@@ -45,9 +45,9 @@ CREATE TABLE IF NOT EXISTS audit (
     prev_hash TEXT NOT NULL,
     hash TEXT NOT NULL
 );
+-- One index only: every index is one more page written per commit, on the hot path. Listing by
+-- session and counting a grant's uses (once per process) scan instead.
 CREATE INDEX IF NOT EXISTS audit_tool_ts ON audit (tool, ts);
-CREATE INDEX IF NOT EXISTS audit_session ON audit (session);
-CREATE INDEX IF NOT EXISTS audit_grant ON audit (grant_id) WHERE grant_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS audit_head (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     last_id INTEGER NOT NULL,
@@ -101,9 +101,6 @@ def open_database(home: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connect
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys=ON")
-        from pincer.store.audit import register_chain_function
-
-        register_chain_function(conn)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
             raise StoreError(

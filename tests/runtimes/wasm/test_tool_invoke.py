@@ -34,7 +34,7 @@ ALIASES = {"tool_invoke": {"aliases": {"say": "echo", "busy": "spin", "me": "sec
 async def pincer(pincer_home: Path, wasm_runtime, wasm_components, tmp_path: Path):
     (pincer_home / "config.toml").write_text(CONFIG)
     runtime = await wasm_runtime({"echo": None, "spin": None, "secret_echo": ALIASES})
-    async with Pincer.open(pincer_home, config=load_config(pincer_home), builtins=False) as service:
+    async with Pincer.open(pincer_home, config=load_config(pincer_home), builtins=False, wasm=False) as service:
         await service.add_runtime(runtime)
         yield service
 

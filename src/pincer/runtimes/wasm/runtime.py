@@ -88,7 +88,8 @@ class WasmHost:
         step("describing")
         self.ticker.start()
         try:
-            description, schema_text = tool.describe(self.limits.for_tool(tool_limits))
+            with self.ticker.active():
+                description, schema_text = tool.describe(self.limits.for_tool(tool_limits))
         finally:
             self.ticker.stop()
         try:
@@ -342,7 +343,8 @@ class WasmRuntime:
         params_json = json.dumps(dict(args))
         # A child call (tool-invoke) must not queue behind the slot its parent holds.
         limiter = self._limiter if host.depth == 0 else None
-        raw = await anyio.to_thread.run_sync(loaded.component.execute, execution, params_json, limiter=limiter)
+        with self._host.ticker.active():
+            raw = await anyio.to_thread.run_sync(loaded.component.execute, execution, params_json, limiter=limiter)
         logs = execution.log_lines()
         usage = {
             "fuel": raw.fuel_used,
