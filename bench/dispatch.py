@@ -1,6 +1,6 @@
 """A native no-op tool through pincer's whole call chain (session policy, grants, validation, leak
-scan, audit committed to SQLite) against calling the function directly and against the MCP SDK's
-in-process client (MCPServer, the v2 FastMCP) calling the same function, all in one run.
+scan, audit committed to SQLite) against calling the function directly, against FastMCP's in-process client and against the
+MCP SDK's own in-process client (MCPServer) calling the same function, all in one run.
 
 Run by hand: ``make bench`` or ``.venv/bin/python bench/dispatch.py [--calls N]``. Figures are
 printed next to the baselines measured in the same run; nothing here gates CI.
@@ -54,35 +54,45 @@ async def run(calls: int, mcp_calls: int) -> None:
             async def direct() -> None:
                 await noop_fn("hello")
 
+            from fastmcp import Client as FastMCPClient
+            from fastmcp import FastMCP
             from mcp import Client
             from mcp.server import MCPServer
 
             server = MCPServer("bench")
             server.tool(name="noop")(noop_fn)
-            async with Client(server) as client:
+            fast = FastMCP("bench")
+            fast.tool(name="noop")(noop_fn)
+            async with Client(server) as client, FastMCPClient(fast) as fast_client:
 
                 async def via_mcp() -> None:
                     await client.call_tool("noop", {"text": "hello"})
 
+                async def via_fastmcp() -> None:
+                    await fast_client.call_tool("noop", {"text": "hello"})
+
                 await sequential(through_pincer, 500)  # warm caches, validators, the WAL file
                 await sequential(via_mcp, 50)
+                await sequential(via_fastmcp, 50)
                 seq = {
                     "direct function call": await sequential(direct, calls),
                     "pincer whole chain": await sequential(through_pincer, calls),
+                    "FastMCP in-process client": await sequential(via_fastmcp, mcp_calls),
                     "MCPServer in-process client": await sequential(via_mcp, mcp_calls),
                 }
                 conc = {
                     "direct function call": await concurrent(direct, calls, CONCURRENT_CALLERS),
                     "pincer whole chain": await concurrent(through_pincer, calls, CONCURRENT_CALLERS),
+                    "FastMCP in-process client": await concurrent(via_fastmcp, mcp_calls, CONCURRENT_CALLERS),
                     "MCPServer in-process client": await concurrent(via_mcp, mcp_calls, CONCURRENT_CALLERS),
                 }
             records = pincer.audit.verify()
-    report("sequential (1 caller)", seq, baseline="MCPServer in-process client")
-    report(f"concurrent ({CONCURRENT_CALLERS} callers)", conc, baseline="MCPServer in-process client")
-    whole, mcp = seq["pincer whole chain"], seq["MCPServer in-process client"]
+    report("sequential (1 caller)", seq, baseline="FastMCP in-process client")
+    report(f"concurrent ({CONCURRENT_CALLERS} callers)", conc, baseline="FastMCP in-process client")
+    whole, fast = seq["pincer whole chain"], seq["FastMCP in-process client"]
     print(
-        f"\nwhole chain sequential p50 {whole['p50_us']:.1f} us; {whole['calls_s'] / mcp['calls_s']:.1f}x the "
-        f"MCP in-process client; concurrent {conc['pincer whole chain']['calls_s']:.0f} calls/s; "
+        f"\nwhole chain sequential p50 {whole['p50_us']:.1f} us; {whole['calls_s'] / fast['calls_s']:.1f}x the "
+        f"FastMCP in-process client; concurrent {conc['pincer whole chain']['calls_s']:.0f} calls/s; "
         f"{records} audit records committed and verified"
     )
 

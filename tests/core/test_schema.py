@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pincer.core.effects import RuntimeKind
 from pincer.core.errors import ArgumentsInvalid, UsageError
@@ -57,3 +59,28 @@ def test_draft7_is_honoured() -> None:
 def test_invalid_schema_is_a_clear_error() -> None:
     with pytest.raises(UsageError, match="invalid input schema"):
         validate_args(spec({"type": "nonsense"}), {})
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_arbitrary_arguments_only_raise_arguments_invalid(value) -> None:
+    try:
+        validate_args(spec(SCHEMA), value)
+    except ArgumentsInvalid as exc:
+        assert exc.message
+
+
+@given(st.text(max_size=200))
+def test_cli_argument_parser_never_crashes(text: str) -> None:
+    from pincer.cli.common import parse_json_arg
+
+    try:
+        parse_json_arg(text)
+    except UsageError as exc:
+        assert "--args is not valid JSON" in exc.message
