@@ -54,13 +54,13 @@ async def _tour(home: Path, port: int) -> None:
     from pincer.service import Pincer
 
     config = parse_config(
-        f"""
+        """
 [network]
 allow_private = true   # the demo's API server listens on loopback
 
 [[grants]]
 tool = "http"
-effects = {{ network = "allow", use_secret = "allow" }}
+effects = { network = "allow", use_secret = "allow" }
 hosts = ["127.0.0.1"]
 
 [[credentials]]

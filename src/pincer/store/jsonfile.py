@@ -22,7 +22,7 @@ from pincer.core.errors import ConfigError, StoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["read_json", "write_json_atomic", "locked", "MAX_JSON_FILE_BYTES"]
+__all__ = ["read_json", "write_bytes_atomic", "write_json_atomic", "locked", "MAX_JSON_FILE_BYTES"]
 
 MAX_JSON_FILE_BYTES = 16 * 1024 * 1024
 
@@ -49,14 +49,14 @@ def read_json(path: Path, *, default: Any = None) -> Any:
         ) from None
 
 
-def write_json_atomic(path: Path, data: Any, *, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``data`` as indented JSON, atomically."""
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` atomically and durably: temp file beside it, fsync,
+    rename, fsync of the directory. A crash leaves the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -79,6 +79,12 @@ def write_json_atomic(path: Path, data: Any, *, mode: int = 0o600) -> None:
         pass
     finally:
         os.close(dir_fd)
+
+
+def write_json_atomic(path: Path, data: Any, *, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` as indented JSON, atomically."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    write_bytes_atomic(path, text.encode("utf-8"), mode=mode)
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pincer.core.values import HostContext
-from pincer.runtimes.script import ScriptRuntime, ScriptSettings
+from pincer.runtimes.script import ScriptRuntime
 
 from .helpers import SANDBOX_UID, manifest, sandbox_owned_dir
 

@@ -24,7 +24,7 @@ import anyio
 from pincer.core.effects import RuntimeKind
 from pincer.core.errors import Denied, ToolNotFound
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
-from pincer.runtimes.base import ChangeListener
+from pincer.runtimes.base import ChangeListener, ChangeListeners
 from pincer.runtimes.mcp.config import ServerConfig, ServerStore
 from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
 from pincer.runtimes.mcp.environment import SecretLookup
@@ -71,7 +71,7 @@ class McpRuntime:
         self._specs: dict[str, dict[str, ToolSpec]] = {}  # server -> registry name -> spec
         self._owners: dict[str, tuple[str, str]] = {}  # registry name -> (server, upstream tool)
         self._blocked: dict[str, str] = {}  # registry name -> reason
-        self._listeners: list[ChangeListener] = []
+        self._changes = ChangeListeners("the MCP runtime")
         for name in self.servers:
             self._rebuild(name)
 
@@ -149,13 +149,7 @@ class McpRuntime:
 
     def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
         """``listener()`` runs after the tool set changed (list_changed, a restart, a trust)."""
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._changes.subscribe(listener)
 
     def statuses(self) -> list[ServerStatus]:
         return [conn.status() for conn in self.connections.values()]
@@ -213,8 +207,4 @@ class McpRuntime:
         self._owners.update(owners)
         self._blocked.update(blocked)
         if notify and changed:
-            for listener in list(self._listeners):
-                try:
-                    listener()
-                except Exception:
-                    logger.exception("MCP runtime listener failed")
+            self._changes.notify()

@@ -16,7 +16,7 @@ from typing import Any
 from pincer.core.effects import RuntimeKind
 from pincer.core.errors import PincerError, ToolError, ToolNotFound, UsageError
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
-from pincer.runtimes.base import ChangeListener
+from pincer.runtimes.base import ChangeListener, ChangeListeners
 from pincer.runtimes.native.decorator import NativeTool
 
 __all__ = ["NativeRuntime"]
@@ -41,7 +41,9 @@ class NativeRuntime:
         self._tools: dict[str, NativeTool] = {}
         self._by_hash: dict[str, NativeTool] = {}
         self._specs: tuple[ToolSpec, ...] = ()
-        self._listeners: list[ChangeListener] = [on_change] if on_change is not None else []
+        self._changes = ChangeListeners(f"native runtime {name!r}")
+        if on_change is not None:
+            self._changes.subscribe(on_change)
         self._started = False
         for item in tools:
             self._insert(item, replace=False)
@@ -64,13 +66,7 @@ class NativeRuntime:
 
     def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
         """Call ``listener()`` after every add/remove; returns a function that unsubscribes."""
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._changes.subscribe(listener)
 
     def add(self, item: NativeTool, *, replace: bool = False) -> None:
         """Add a tool; a name already present is refused unless ``replace=True``."""
@@ -133,9 +129,4 @@ class NativeRuntime:
         self._by_hash = {t.spec.definition_hash: t for t in self._tools.values()}
 
     def _notify(self) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener()
-            except Exception:
-                # One broken subscriber must not stop the others from hearing about the change.
-                logger.exception("change listener of native runtime %r failed", self.name)
+        self._changes.notify()

@@ -16,7 +16,6 @@ import json
 import logging
 import mmap
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,8 @@ from wasmtime.component import Component
 
 from pincer.core.errors import RuntimeUnavailable
 from pincer.runtimes.wasm.engine import engine_fingerprint
+from pincer.core.errors import StoreError
+from pincer.store.jsonfile import write_bytes_atomic
 
 __all__ = ["CompileCache", "CacheStats", "wasm_digest"]
 
@@ -118,24 +119,11 @@ class CompileCache:
             data = bytes(component.serialize())
             self.directory.mkdir(parents=True, exist_ok=True)
             meta = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "engine": self._fingerprint}
-            _atomic_write(path.with_suffix(".json"), json.dumps(meta).encode())
-            _atomic_write(path, data)
-        except (OSError, wasmtime.WasmtimeError) as exc:
+            write_bytes_atomic(path.with_suffix(".json"), json.dumps(meta).encode())
+            write_bytes_atomic(path, data)
+        except (OSError, StoreError, wasmtime.WasmtimeError) as exc:
             # the component works without its cache entry; the next load compiles again
             logger.warning("cannot write compile cache entry %s: %s", path, type(exc).__name__)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _first_line(exc: BaseException) -> str:

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import tarfile
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pincer.core.errors import ManifestError, ToolNotFound, UsageError
+from pincer.store.jsonfile import write_bytes_atomic
 
 __all__ = [
     "SourceFiles",
@@ -211,10 +210,10 @@ def write_files(home: Path, files: SourceFiles) -> tuple[Path, bool]:
     caps_path = directory / f"{files.name}{_CAPS_SUFFIX}"
     replaced = wasm_path.exists()
     if files.capabilities is not None:
-        _atomic_write(caps_path, files.capabilities)
+        write_bytes_atomic(caps_path, files.capabilities)
     else:
         caps_path.unlink(missing_ok=True)
-    _atomic_write(wasm_path, files.wasm)
+    write_bytes_atomic(wasm_path, files.wasm)
     return wasm_path, replaced
 
 
@@ -229,19 +228,6 @@ def remove_files(home: Path, name: str) -> Path:
     wasm_path.unlink()
     (directory / f"{name}{_CAPS_SUFFIX}").unlink(missing_ok=True)
     return wasm_path
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def install(

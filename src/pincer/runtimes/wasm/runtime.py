@@ -33,7 +33,7 @@ from pincer.core.effects import EffectKind, RuntimeKind
 from pincer.core.errors import PincerError, RuntimeUnavailable, ToolError, ToolNotFound
 from pincer.core.values import CallRequest, HostContext, ToolOutput, ToolSpec
 from pincer.policy.budget import RateLimit, RateLimiter
-from pincer.runtimes.base import ChangeListener
+from pincer.runtimes.base import ChangeListener, ChangeListeners
 from pincer.runtimes.wasm import install as disk
 from pincer.runtimes.wasm.cache import CompileCache
 from pincer.runtimes.wasm.component import ToolComponent, parse_output
@@ -195,7 +195,9 @@ class WasmRuntime:
         self._host = WasmHost(self.home, self.limits, cache_dir=cache_dir)
         self._tools: dict[str, LoadedTool] = {}
         self._specs: tuple[ToolSpec, ...] = ()
-        self._listeners: list[ChangeListener] = [on_change] if on_change is not None else []
+        self._changes = ChangeListeners("the WASM runtime")
+        if on_change is not None:
+            self._changes.subscribe(on_change)
         self._limiter: anyio.CapacityLimiter | None = None
         self._started = False
         self._scanner_factory = scanner
@@ -251,13 +253,7 @@ class WasmRuntime:
 
     def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
         """Call ``listener()`` after every install/remove/rescan change; returns an unsubscribe."""
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._changes.subscribe(listener)
 
     # ------------------------------------------------------------------------------ install
 
@@ -429,11 +425,7 @@ class WasmRuntime:
         self._specs = tuple(self._tools[name].spec for name in sorted(self._tools))
 
     def _notify(self) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener()
-            except Exception:
-                logger.exception("change listener of the WASM runtime failed")
+        self._changes.notify()
 
 
 def _secret_lookup(host: HostContext) -> Callable[[str], bool] | None:
