@@ -20,7 +20,7 @@ async def gateway_extensions(pincer: Any, *, fixtures: bool) -> tuple[Any, ...]:
     """The MCP extensions to install: the conformance fixtures (tools registered now) when asked."""
     if not fixtures:
         return ()
-    from pincer.gateway.fixtures import install_fixtures
+    from pincer.gateway.conformance import install_fixtures
 
     return (await install_fixtures(pincer),)
 

@@ -133,6 +133,11 @@ class McpChannel:
     async def list_roots(self, *, key: str = "roots") -> dict[str, Any]:
         return await self._ask("roots", "roots/list", {}, key, types.ListRootsRequest, types.ListRootsResult)
 
+    async def close_stream(self) -> None:
+        """Close this call's SSE stream (the client reconnects and resumes; SEP-1699)."""
+        if self._ctx.close_sse_stream is not None:
+            await self._ctx.close_sse_stream()
+
     def answer(self, key: str) -> Any | None:
         """The client's answer to input request ``key`` in this or an earlier round, if any."""
         return self._answers.get(key)

@@ -31,7 +31,13 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -42,6 +48,7 @@ from pincer.core.effects import Mode
 from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.gateway.channel import McpChannel
+from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
 from pincer.policy.session import evaluate_session
@@ -55,9 +62,16 @@ __all__ = ["McpGateway", "McpExtension", "IDEMPOTENCY_META_KEY", "NOTIFY_TIMEOUT
 IDEMPOTENCY_META_KEY = "pincer/idempotencyKey"
 AUDIT_META_KEY = "pincer/auditId"
 ERROR_META_KEY = "pincer/error"
+# What SSE streams tell a client to wait before reconnecting after a drop (SEP-1699).
+SSE_RETRY_INTERVAL_MS = 1_000
 # A list_changed notification to one connection may not hold up the others for longer than this.
 NOTIFY_TIMEOUT_S = 5.0
 _ELICITATION_SOURCE = "mcp-elicitation"
+_CHANGE_EVENTS: dict[str, tuple[Any, str]] = {
+    "tools": (ToolsListChanged, "send_tool_list_changed"),
+    "prompts": (PromptsListChanged, "send_prompt_list_changed"),
+    "resources": (ResourcesListChanged, "send_resource_list_changed"),
+}
 APPROVAL_DECISION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -209,10 +223,15 @@ class McpGateway:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         session = self.session_of(ctx)
+        # The raw wire values: answers stay plain JSON, and requestState is the plaintext the
+        # RequestStateBoundary middleware verified and unsealed.
+        raw = ctx.params if isinstance(ctx.params, Mapping) else {}
+        responses = raw.get("inputResponses")
+        state = raw.get("requestState")
         channel = McpChannel(
             ctx,
-            input_responses=getattr(params, "input_responses", None),
-            request_state=getattr(params, "request_state", None),
+            input_responses=responses if isinstance(responses, Mapping) else None,
+            request_state=state if isinstance(state, str) else None,
         )
         request = CallRequest(
             tool=params.name,
@@ -308,17 +327,22 @@ class McpGateway:
 
     def _on_registry_event(self, event: RegistryEvent) -> None:
         self._tool_cache.clear()
-        if self._task_group is not None:
-            self._task_group.start_soon(self.notify_tools_changed)
+        self.schedule_notification("tools")
 
-    async def notify_tools_changed(self) -> None:
-        await self.bus.publish(ToolsListChanged())
+    def schedule_notification(self, kind: str) -> None:
+        """Tell clients (in the background) that the ``tools``/``prompts``/``resources`` list changed."""
+        if self._task_group is not None:
+            self._task_group.start_soon(self.notify_changed, kind)
+
+    async def notify_changed(self, kind: str) -> None:
+        event, method = _CHANGE_EVENTS[kind]
+        await self.bus.publish(event())
         for key, connection in list(self._connections.items()):
             with anyio.move_on_after(NOTIFY_TIMEOUT_S):
                 try:
-                    await connection.send_tool_list_changed()
+                    await getattr(connection, method)()
                 except Exception:  # a connection that went away is forgotten, not fatal
-                    logger.debug("list_changed to a closed connection dropped", exc_info=True)
+                    logger.debug("%s list_changed to a closed connection dropped", kind, exc_info=True)
                     self._connections.pop(key, None)
 
     # -- HTTP --------------------------------------------------------------------------------
@@ -331,6 +355,8 @@ class McpGateway:
         manager = StreamableHTTPSessionManager(
             app=self.server,
             json_response=False,
+            event_store=MemoryEventStore(),
+            retry_interval=SSE_RETRY_INTERVAL_MS,
             # Host and Origin are checked by the gateway's guard, with the configured names.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=max_body_bytes,
