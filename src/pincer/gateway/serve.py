@@ -24,6 +24,7 @@ __all__ = ["ServeInfo", "serve", "check_bind_host", "SHUTDOWN_GRACE_S"]
 
 # uvicorn waits this long for open connections (SSE streams stay open) before closing them.
 SHUTDOWN_GRACE_S = 3.0
+STARTUP_POLL_S = 0.01
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -111,17 +112,25 @@ async def serve(
             if outcome is not None:
                 await outcome
 
-    async with anyio.create_task_group() as tg:
+    finished = anyio.Event()
 
-        async def run_server() -> None:
-            try:
+    async def run_server() -> None:
+        try:
+            # Shielded: a cancelled caller asks uvicorn to stop (below) and waits for the
+            # graceful shutdown instead of tearing connections down mid-response.
+            with anyio.CancelScope(shield=True):
                 await server.serve(sockets=[sock])
-            finally:
-                tg.cancel_scope.cancel()
+        finally:
+            finished.set()
 
+    async with anyio.create_task_group() as tg:
         tg.start_soon(run_server)
-        while not server.started:
-            if server.should_exit:
-                return
-            await anyio.sleep(0.01)
-        await announce()
+        try:
+            while not server.started:
+                if finished.is_set():
+                    raise ConfigError("the gateway stopped while starting", hint="see the log lines above")
+                await anyio.sleep(STARTUP_POLL_S)
+            await announce()
+            await finished.wait()
+        finally:
+            server.should_exit = True
