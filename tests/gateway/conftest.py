@@ -186,7 +186,8 @@ def pincer_serve(home: Path, *args: str) -> Iterator[ServerProcess]:
         env=env,
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
+    reader = threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True)
+    reader.start()
     try:
         try:
             info = read_json_document(lines, SERVER_START_TIMEOUT_S)
@@ -202,5 +203,7 @@ def pincer_serve(home: Path, *args: str) -> Iterator[ServerProcess]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-        if process.stderr:
-            process.stderr.close()
+        reader.join(timeout=SERVER_STOP_TIMEOUT_S)
+        for stream in (process.stdout, process.stderr):
+            if stream:
+                stream.close()

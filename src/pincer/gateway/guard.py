@@ -172,12 +172,17 @@ class Guard:
             except ValueError:
                 too_big = False
             try:
-                body = b"" if too_big else await self._read_body(receive)
+                if too_big and not scope.get("path", "").startswith("/mcp"):
+                    await self._refuse_large(scope, send, b"")
+                    return
+                # A JSON-RPC body is read up to the limit even when its declared size is over:
+                # that much names the tool the refused call was for.
+                body = await self._read_body(receive)
             except _BodyTooLarge as exc:
                 await self._refuse_large(scope, send, exc.head)
                 return
             if too_big:
-                await self._refuse_large(scope, send, b"")
+                await self._refuse_large(scope, send, body)
                 return
             receive = _replay(body, receive)
         await self.app(scope, receive, send)
