@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.gateway.conftest import LiveGateway, live_gateway
@@ -247,3 +248,26 @@ async def test_malformed_rest_bodies_are_clear_errors_and_audited(
     record = _last_record(gateway)
     assert (record.caller, record.tool, record.outcome, record.error_code) == ("rest", "echo", "error", "invalid_arguments")
     await _still_serving(gateway)
+
+
+async def test_header_values_are_read_without_surrounding_whitespace(gateway: LiveGateway) -> None:
+    """RFC 9110 5.5; httpx will not send such headers, so this one is written by hand."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": _modern({"name": "echo", "arguments": {"text": "ws"}})})
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{gateway.info.port}\r\nAuthorization: Bearer {gateway.token}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        "MCP-Protocol-Version: \t2026-07-28 \r\nMcp-Method:  tools/call\r\nMcp-Name:   echo  \r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}"
+    )
+    async with await anyio.connect_tcp("127.0.0.1", gateway.info.port) as stream:
+        await stream.send(request.encode())
+        response = b""
+        with anyio.fail_after(10):
+            try:
+                while True:
+                    response += await stream.receive()
+            except anyio.EndOfStream:
+                pass
+    head, _, payload = response.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert json.loads(payload)["result"]["content"][0]["text"] == "ws"

@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pincer import __version__
 from pincer.config import GatewaySettings
@@ -74,8 +74,15 @@ def create_gateway(
             request, Denied(f"request refused before the call ({refusal.code}): {refusal.message}")
         )
 
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        # /mcp is the hot path: straight to its endpoint, without Starlette's routing layers.
+        if scope["type"] == "http" and scope.get("path") == "/mcp":
+            await mcp_app(scope, receive, send)
+        else:
+            await inner(scope, receive, send)
+
     guarded = Guard(
-        inner,
+        route,
         tokens=tokens,
         max_body_bytes=settings.max_body_bytes,
         bound_host=bound_host or settings.host,

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
 
 import mcp_types as types
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -63,15 +64,25 @@ class McpChannel:
 
     def __init__(
         self,
-        ctx: ServerRequestContext[Any, Any],
         *,
+        protocol_version: str,
+        client_capabilities: types.ClientCapabilities | Mapping[str, Any] | None,
+        session: ServerSession | None = None,
+        request_id: Any = None,
+        meta: Mapping[str, Any] | None = None,
+        close_sse_stream: Callable[[], Awaitable[None]] | None = None,
         input_responses: Mapping[str, Any] | None = None,
         request_state: str | None = None,
     ) -> None:
-        self._ctx = ctx
-        self.protocol_version = ctx.protocol_version
-        self.is_modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        self._log_levels = allowed_log_levels(ctx.protocol_version, ctx.meta) if self.is_modern else None
+        """``session`` is the SDK's per-request session, the way to send to the client; without
+        one (a 2026-07-28 call answered directly as JSON) nothing is sent mid-call."""
+        self.protocol_version = protocol_version
+        self.is_modern = protocol_version in MODERN_PROTOCOL_VERSIONS
+        self._session = session
+        self._request_id = request_id
+        self._capabilities = client_capabilities
+        self._close_sse_stream = close_sse_stream
+        self._log_levels = allowed_log_levels(protocol_version, meta) if self.is_modern else None
         answers, user_state = _open_state(request_state)
         answers.update(dict(input_responses or {}))
         self._answers: dict[str, Any] = answers
@@ -79,11 +90,32 @@ class McpChannel:
         self.pending: dict[str, Any] | None = None
         self.missing_capability: str | None = None
 
+    @classmethod
+    def from_context(
+        cls,
+        ctx: ServerRequestContext[Any, Any],
+        *,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+    ) -> McpChannel:
+        return cls(
+            protocol_version=ctx.protocol_version,
+            client_capabilities=ctx.session.client_capabilities,
+            session=ctx.session,
+            request_id=ctx.request_id,
+            meta=ctx.meta,
+            close_sse_stream=ctx.close_sse_stream,
+            input_responses=input_responses,
+            request_state=request_state,
+        )
+
     # -- ClientChannel -----------------------------------------------------------------------
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._session is None:
+            return
         try:
-            await self._ctx.session.report_progress(progress, total, message)
+            await self._session.report_progress(progress, total, message)
         except Exception:  # a client that went away must not fail the tool
             logger.debug("progress notification dropped", exc_info=True)
 
@@ -91,30 +123,33 @@ class McpChannel:
         name = _LEVEL_ALIASES.get(level.lower(), level.lower())
         if name not in _LOG_LEVELS:
             name = "info"
-        if self._log_levels is not None and name not in self._log_levels:
+        if self._session is None or (self._log_levels is not None and name not in self._log_levels):
             return  # 2026-07-28: logs only when this request opted in at that level
         notification = types.LoggingMessageNotification(
             params=types.LoggingMessageNotificationParams(level=name, data=message, logger="pincer")  # type: ignore[arg-type]
         )
         try:
-            await self._ctx.session.send_notification(notification, related_request_id=self._ctx.request_id)
+            await self._session.send_notification(notification, related_request_id=self._request_id)
         except Exception:
             logger.debug("log notification dropped", exc_info=True)
 
     # -- what the client offers --------------------------------------------------------------
 
-    @property
-    def client_capabilities(self) -> types.ClientCapabilities | None:
-        return self._ctx.session.client_capabilities
-
     def has_capability(self, name: str) -> bool:
-        caps = self.client_capabilities
+        caps = self._capabilities
+        if isinstance(caps, Mapping):
+            return caps.get(name) is not None
         return caps is not None and getattr(caps, name, None) is not None
 
     @property
     def can_ask(self) -> bool:
         """Whether a question can be put to the client right now, in the middle of the call."""
-        return not self.is_modern and self.has_capability("elicitation") and self._ctx.session.can_send_request
+        return (
+            not self.is_modern
+            and self._session is not None
+            and self.has_capability("elicitation")
+            and self._session.can_send_request
+        )
 
     async def elicit(self, message: str, requested_schema: Mapping[str, Any], *, key: str = "elicitation") -> dict[str, Any]:
         """Ask the user; returns the ElicitResult as a dict (``action``, ``content``)."""
@@ -135,8 +170,8 @@ class McpChannel:
 
     async def close_stream(self) -> None:
         """Close this call's SSE stream (the client reconnects and resumes; SEP-1699)."""
-        if self._ctx.close_sse_stream is not None:
-            await self._ctx.close_sse_stream()
+        if self._close_sse_stream is not None:
+            await self._close_sse_stream()
 
     def answer(self, key: str) -> Any | None:
         """The client's answer to input request ``key`` in this or an earlier round, if any."""
@@ -166,14 +201,14 @@ class McpChannel:
         if not self.has_capability(capability):
             self.missing_capability = capability
             raise ClientCapabilityMissing(capability)
-        if self.is_modern:
+        if self.is_modern or self._session is None:
             self.require_input({key: {"method": method, "params": params}})
         request = request_type.model_validate({"method": method, "params": params})
-        result = await self._ctx.session.send_request(
+        result = await self._session.send_request(
             request,
             result_type,
             request_read_timeout_seconds=CLIENT_REQUEST_TIMEOUT_S,
-            metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id),
+            metadata=ServerMessageMetadata(related_request_id=self._request_id),
         )
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 

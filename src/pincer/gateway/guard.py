@@ -37,6 +37,7 @@ _REST_CALL = re.compile(r"^/api/v1/tools/(?P<name>[^/]{1,256})/call/?$")
 _RPC_TOOL_CALL = re.compile(rb'"method"\s*:\s*"tools/call"')
 _RPC_TOOL_NAME = re.compile(rb'"name"\s*:\s*"(?P<name>[A-Za-z0-9_.\-]{1,128})"')
 UNAUTHENTICATED_SESSION = "(unauthenticated)"
+_OWS = (b" ", b"\t")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,6 +134,11 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        raw = scope["headers"]
+        if any(value[:1] in _OWS or value[-1:] in _OWS for _, value in raw):
+            # RFC 9110 5.5: a field value excludes surrounding whitespace. Some HTTP parsers
+            # (httptools) keep it; every check behind this one compares exact values.
+            scope["headers"] = [(name, value.strip(b" \t")) for name, value in raw]
         headers = Headers(scope=scope)
 
         host = headers.get("host")

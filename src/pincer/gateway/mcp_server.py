@@ -159,13 +159,8 @@ class McpGateway:
         # OpenTelemetry spans per message cost more than a native call; pincer's audit log is
         # the record. Then: note connections (for list_changed), check tools/call params (so
         # a malformed call is audited), seal requestState (2026-07-28 multi-round calls).
-        self.server.middleware = [
-            self._track_connection,
-            self._audit_malformed_call,
-            RequestStateBoundary(
-                RequestStateSecurity.ephemeral(), default_audience="pincer"
-            ),
-        ]
+        self._state_boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="pincer")
+        self.server.middleware = [self._track_connection, self._audit_malformed_call, self._state_boundary]
         for extension in extensions:
             extension.install(self.server, self)
         self._unsubscribe = pincer.registry.subscribe(self._on_registry_event)
@@ -206,6 +201,12 @@ class McpGateway:
         except PincerError:
             return None
 
+    tool_input_schema = _input_schema
+
+    @staticmethod
+    def idempotency_key(params: Mapping[str, Any]) -> str | None:
+        return _idempotency_key(params)
+
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         session = self.session_of(ctx)
         tools = self._tool_cache.get(session.name)
@@ -222,35 +223,48 @@ class McpGateway:
     # -- tools/call --------------------------------------------------------------------------
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
-        session = self.session_of(ctx)
         # The raw wire values: answers stay plain JSON, and requestState is the plaintext the
         # RequestStateBoundary middleware verified and unsealed.
         raw = ctx.params if isinstance(ctx.params, Mapping) else {}
         responses = raw.get("inputResponses")
         state = raw.get("requestState")
-        channel = McpChannel(
+        channel = McpChannel.from_context(
             ctx,
             input_responses=responses if isinstance(responses, Mapping) else None,
             request_state=state if isinstance(state, str) else None,
         )
-        request = CallRequest(
-            tool=params.name,
-            args=params.arguments or {},
-            session=session.name,
-            idempotency_key=_idempotency_key(ctx),
-            caller="mcp",
-            client=channel,
+        return await self.run_call(
+            self.session_of(ctx), params.name, params.arguments or {}, channel, idempotency_key=_idempotency_key(raw)
         )
-        async with anyio.create_task_group() as tg:
 
-            async def put_to_client(approval: ApprovalRequest) -> None:
-                if channel.can_ask:
-                    tg.start_soon(self._ask_client, channel, approval, session)
+    async def run_call(
+        self,
+        session: GatewaySession,
+        name: str,
+        arguments: Mapping[str, Any],
+        channel: McpChannel,
+        *,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """One ``tools/call`` through the dispatcher, as the wire result (both eras, every
+        transport). Raises MCPError only for a missing client capability on 2026-07-28."""
+        request = CallRequest(
+            tool=name, args=arguments, session=session.name, idempotency_key=idempotency_key, caller="mcp", client=channel
+        )
+        asks: list[anyio.CancelScope] = []
 
+        async def put_to_client(approval: ApprovalRequest) -> None:
+            if channel.can_ask and self._task_group is not None:
+                scope = anyio.CancelScope()
+                asks.append(scope)
+                self._task_group.start_soon(self._ask_client, channel, approval, session, scope)
+
+        try:
             result = await self.pincer.call(request, on_approval=put_to_client)
+        finally:
             # The call is over; an elicitation still open (answered elsewhere) is withdrawn.
-            tg.cancel_scope.cancel()
-
+            for scope in asks:
+                scope.cancel()
         if channel.pending is not None:
             return {"resultType": "input_required", **channel.pending}
         if channel.missing_capability is not None and channel.is_modern:
@@ -259,15 +273,23 @@ class McpGateway:
                 str((result.error or {}).get("message", "missing client capability")),
                 data={"requiredCapabilities": {channel.missing_capability: {}}},
             )
-        return complete(ctx, result_to_wire(result, self._spec_or_none(params.name)))
+        wire = result_to_wire(result, self._spec_or_none(name))
+        if channel.is_modern:
+            wire["resultType"] = "complete"
+        return wire
 
-    async def _ask_client(self, channel: McpChannel, approval: ApprovalRequest, session: GatewaySession) -> None:
+    async def _ask_client(
+        self, channel: McpChannel, approval: ApprovalRequest, session: GatewaySession, scope: anyio.CancelScope
+    ) -> None:
         """Put one approval to the MCP client as an elicitation and answer it with the reply."""
         message = approval_message(approval)
-        try:
-            reply = await channel.elicit(message, APPROVAL_DECISION_SCHEMA, key=f"approval:{approval.id}")
-        except Exception as exc:  # the approval stays answerable over REST and the CLI
-            logger.info("approval %s could not be put to the client: %s", approval.id, exc)
+        reply: dict[str, Any] | None = None
+        with scope:
+            try:
+                reply = await channel.elicit(message, APPROVAL_DECISION_SCHEMA, key=f"approval:{approval.id}")
+            except Exception as exc:  # the approval stays answerable over REST and the CLI
+                logger.info("approval %s could not be put to the client: %s", approval.id, exc)
+        if reply is None:
             return
         action = reply.get("action")
         decision = (reply.get("content") or {}).get("decision") if isinstance(reply.get("content"), dict) else None
@@ -362,21 +384,40 @@ class McpGateway:
             max_request_body_size=max_body_bytes,
         )
 
-        return _McpEndpoint(manager), manager
+        from pincer.gateway.fastpath import ModernCallFastPath
+
+        return _McpEndpoint(manager, ModernCallFastPath(self, self._state_boundary)), manager
 
 
 class _McpEndpoint:
     """ASGI endpoint for ``/mcp`` (a class, so Starlette routes to it as an app)."""
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: Any, fast_path: Any) -> None:
         self._manager = manager
+        self._fast_path = fast_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session = scope.get(SESSION_SCOPE_KEY)
         if isinstance(session, GatewaySession):
             # The SDK binds each MCP session to the principal that opened it.
             scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=f"session:{session.name}", scopes=[]))
+        if scope.get("method") == "POST":
+            # The guard has buffered the body: it arrives as one message.
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                if await self._fast_path.try_handle(scope, message.get("body", b""), send):
+                    return
+            receive = _replay(message, receive)
         await self._manager.handle_request(scope, receive, send)
+
+
+def _replay(first: Any, receive: Receive) -> Receive:
+    pending = [first]
+
+    async def replay() -> Any:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 def complete(ctx: ServerRequestContext[Any, Any], result: dict[str, Any]) -> dict[str, Any]:
@@ -386,8 +427,8 @@ def complete(ctx: ServerRequestContext[Any, Any], result: dict[str, Any]) -> dic
     return result
 
 
-def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    meta = ctx.params.get("_meta") if isinstance(ctx.params, Mapping) else None
+def _idempotency_key(params: Mapping[str, Any]) -> str | None:
+    meta = params.get("_meta")
     key = meta.get(IDEMPOTENCY_META_KEY) if isinstance(meta, Mapping) else None
     return key if isinstance(key, str) else None
 

@@ -89,12 +89,13 @@ class TokenBook:
     def __init__(self, *, config: Config, primary_token: str) -> None:
         self._config = config
         self._primary = primary_token.encode("utf-8")
+        self._primary_session = self.session_named(config.gateway.session)
         self._digests = tuple((t.sha256, t.session) for t in config.gateway.tokens)
 
     def session_for(self, presented: str) -> GatewaySession | None:
         raw = presented.encode("utf-8", "replace")
         if hmac.compare_digest(raw, self._primary):
-            return self.session_named(self._config.gateway.session)
+            return self._primary_session
         digest = hashlib.sha256(raw).hexdigest()
         found: str | None = None
         for candidate, session in self._digests:

@@ -50,7 +50,8 @@ def make_app(upstream: str, token: str) -> Any:
             body.extend(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP | {b"authorization"}]
+        # Surrounding whitespace is not part of a field value (RFC 9110 5.5), and httpx refuses it.
+        headers = [(k, v.strip(b" \t")) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP | {b"authorization"}]
         headers.append((b"authorization", f"Bearer {token}".encode()))
         target = scope["raw_path"].decode() + (("?" + scope["query_string"].decode()) if scope["query_string"] else "")
         request = client.build_request(scope["method"], target, headers=headers, content=bytes(body))

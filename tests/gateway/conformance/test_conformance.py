@@ -88,6 +88,6 @@ def test_every_server_scenario_passes(proxied_gateway: str, spec_version: str, t
                 failures.append(f"{checks.parent.name}: {check['id']}: {check.get('errorMessage')}")
     summary = done.stdout[done.stdout.find("=== SUMMARY") :]
     print(f"conformance {spec_version}: {len(scenarios)} scenarios, {dict(statuses)}\n{summary}")
+    assert not failures, "\n".join(failures)
     assert done.returncode == 0, f"{summary}\n{done.stderr[-2000:]}"
     assert len(scenarios) >= 20 and statuses["SUCCESS"] > 0
-    assert not failures, "\n".join(failures)
