@@ -118,17 +118,40 @@ def _answer(decision: str | None, *, action: str = "accept") -> Any:
     return elicit
 
 
+@ERAS
 @pytest.mark.parametrize(("decision", "action", "ok"), [("allow_once", "accept", True), (None, "decline", False)])
 async def test_an_ask_goes_to_the_client_as_an_elicitation(
-    gateway: LiveGateway, decision: str | None, action: str, ok: bool
+    gateway: LiveGateway, mode: str, decision: str | None, action: str, ok: bool
 ) -> None:
-    async with gateway.mcp(mode="legacy", elicitation_callback=_answer(decision, action=action)) as client:
+    # Handshake era: elicitation/create mid-call. 2026-07-28: the round ends asking for the
+    # decision and the call waits, parked, for the client's next round.
+    async with gateway.mcp(mode=mode, elicitation_callback=_answer(decision, action=action)) as client:
         with anyio.fail_after(CALL_TIMEOUT_S):
             result = await client.call_tool("write_note", {"text": "hi"})
     assert result.is_error is not ok
     approval = gateway.pincer.approvals.list(status=None)[-1]
     assert approval.answered_by == "mcp-elicitation:main"
     assert approval.status.value == ("allow_once" if ok else "deny")
+    calls = [r for r in gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]
+    assert [(r.approval_id, r.outcome) for r in calls] == [(approval.id, "ok" if ok else "denied")]
+
+
+async def test_2026_parked_call_answered_over_rest_is_collected_by_the_next_round(gateway: LiveGateway) -> None:
+    """The client is asked, but a person answers over REST first; the next round collects."""
+    answered = anyio.Event()
+
+    async def dismiss_after_rest(context: Any, params: Any) -> types.ElicitResult:
+        async with gateway.http(headers=gateway.headers) as rest:
+            (pending,) = (await rest.get("/api/v1/approvals")).json()["approvals"]
+            await rest.post(f"/api/v1/approvals/{pending['id']}", json={"decision": "allow_once"})
+        answered.set()
+        return types.ElicitResult(action="cancel")
+
+    async with gateway.mcp(mode="auto", elicitation_callback=dismiss_after_rest) as client:
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            result = await client.call_tool("write_note", {"text": "via rest"})
+    assert answered.is_set() and not result.is_error
+    assert gateway.pincer.approvals.list(status=None)[-1].answered_by == "rest:main"
 
 
 @ERAS

@@ -177,12 +177,18 @@ class McpChannel:
         """The client's answer to input request ``key`` in this or an earlier round, if any."""
         return self._answers.get(key)
 
-    def require_input(self, requests: Mapping[str, Mapping[str, Any]], *, state: str | None = None) -> NoReturn:
-        """End this round asking the client for ``requests`` (2026-07-28); raises InputRequired."""
+    def input_required(self, requests: Mapping[str, Mapping[str, Any]], *, state: str | None = None) -> dict[str, Any]:
+        """The InputRequiredResult asking the client for ``requests``; the answers so far and
+        ``state`` travel in its requestState."""
         self.pending = {
             "inputRequests": {k: dict(v) for k, v in requests.items()},
             "requestState": _seal_state(self._answers, state if state is not None else self.request_state),
         }
+        return {"resultType": "input_required", **self.pending}
+
+    def require_input(self, requests: Mapping[str, Mapping[str, Any]], *, state: str | None = None) -> NoReturn:
+        """End this round asking the client for ``requests`` (2026-07-28); raises InputRequired."""
+        self.input_required(requests, state=state)
         raise InputRequired(f"waiting for the client to answer {', '.join(sorted(requests))}")
 
     async def _ask(

@@ -47,6 +47,13 @@ from pincer import __version__
 from pincer.core.effects import Mode
 from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
+from pincer.gateway.approvals import (
+    APPROVAL_DECISION_SCHEMA,
+    ApprovalRounds,
+    answer_approval,
+    answer_from_reply,
+    approval_message,
+)
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
@@ -66,26 +73,10 @@ ERROR_META_KEY = "pincer/error"
 SSE_RETRY_INTERVAL_MS = 1_000
 # A list_changed notification to one connection may not hold up the others for longer than this.
 NOTIFY_TIMEOUT_S = 5.0
-_ELICITATION_SOURCE = "mcp-elicitation"
 _CHANGE_EVENTS: dict[str, tuple[Any, str]] = {
     "tools": (ToolsListChanged, "send_tool_list_changed"),
     "prompts": (PromptsListChanged, "send_prompt_list_changed"),
     "resources": (ResourcesListChanged, "send_resource_list_changed"),
-}
-APPROVAL_DECISION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "decision": {
-            "type": "string",
-            "title": "Decision",
-            "oneOf": [
-                {"const": Answer.ALLOW_ONCE.value, "title": "Allow once"},
-                {"const": Answer.ALLOW_ALWAYS.value, "title": "Always allow this tool"},
-                {"const": Answer.DENY.value, "title": "Deny"},
-            ],
-        }
-    },
-    "required": ["decision"],
 }
 INSTRUCTIONS = (
     "pincer serves governed tools: every call is checked against policy, may wait for a person's "
@@ -163,6 +154,7 @@ class McpGateway:
         self.server.middleware = [self._track_connection, self._audit_malformed_call, self._state_boundary]
         for extension in extensions:
             extension.install(self.server, self)
+        self._rounds = ApprovalRounds(pincer, lambda: self._task_group)
         self._unsubscribe = pincer.registry.subscribe(self._on_registry_event)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -251,20 +243,16 @@ class McpGateway:
         request = CallRequest(
             tool=name, args=arguments, session=session.name, idempotency_key=idempotency_key, caller="mcp", client=channel
         )
-        asks: list[anyio.CancelScope] = []
-
-        async def put_to_client(approval: ApprovalRequest) -> None:
-            if channel.can_ask and self._task_group is not None:
-                scope = anyio.CancelScope()
-                asks.append(scope)
-                self._task_group.start_soon(self._ask_client, channel, approval, session, scope)
-
-        try:
-            result = await self.pincer.call(request, on_approval=put_to_client)
-        finally:
-            # The call is over; an elicitation still open (answered elsewhere) is withdrawn.
-            for scope in asks:
-                scope.cancel()
+        approval_id = self._rounds.continuation(channel)
+        if approval_id is not None:
+            result = await self._rounds.resume(approval_id, channel, session)
+        elif self._rounds.can_start(channel):
+            outcome = await self._rounds.start(request, channel, session)
+            if isinstance(outcome, dict):
+                return outcome
+            result = outcome
+        else:
+            result = await self._call_asking_mid_call(request, channel, session)
         if channel.pending is not None:
             return {"resultType": "input_required", **channel.pending}
         if channel.missing_capability is not None and channel.is_modern:
@@ -278,6 +266,24 @@ class McpGateway:
             wire["resultType"] = "complete"
         return wire
 
+    async def _call_asking_mid_call(self, request: CallRequest, channel: McpChannel, session: GatewaySession) -> ToolResult:
+        """The call, with any approval it needs put to the client as an elicitation right away
+        (handshake era) and left answerable over REST and the CLI as well."""
+        asks: list[anyio.CancelScope] = []
+
+        async def put_to_client(approval: ApprovalRequest) -> None:
+            if channel.can_ask and self._task_group is not None:
+                scope = anyio.CancelScope()
+                asks.append(scope)
+                self._task_group.start_soon(self._ask_client, channel, approval, session, scope)
+
+        try:
+            return await self.pincer.call(request, on_approval=put_to_client)
+        finally:
+            # The call is over; an elicitation still open (answered elsewhere) is withdrawn.
+            for scope in asks:
+                scope.cancel()
+
     async def _ask_client(
         self, channel: McpChannel, approval: ApprovalRequest, session: GatewaySession, scope: anyio.CancelScope
     ) -> None:
@@ -289,20 +295,9 @@ class McpGateway:
                 reply = await channel.elicit(message, APPROVAL_DECISION_SCHEMA, key=f"approval:{approval.id}")
             except Exception as exc:  # the approval stays answerable over REST and the CLI
                 logger.info("approval %s could not be put to the client: %s", approval.id, exc)
-        if reply is None:
-            return
-        action = reply.get("action")
-        decision = (reply.get("content") or {}).get("decision") if isinstance(reply.get("content"), dict) else None
-        if action == "accept" and decision in {a.value for a in Answer}:
-            answer = Answer(decision)
-        elif action == "decline":
-            answer = Answer.DENY
-        else:
-            return  # dismissed: leave it pending for another way to answer
-        try:
-            self.pincer.dispatcher.answer(approval.id, answer, by=f"{_ELICITATION_SOURCE}:{session.name}")
-        except PincerError as exc:  # answered meanwhile, or expired
-            logger.info("elicitation answer for %s not applied: %s", approval.id, exc.message)
+        answer = answer_from_reply(reply)
+        if answer is not None:
+            answer_approval(self.pincer.dispatcher, approval.id, answer, session)
 
     def _spec_or_none(self, name: str) -> ToolSpec | None:
         try:
@@ -468,19 +463,6 @@ def result_to_wire(result: ToolResult, spec: ToolSpec | None) -> dict[str, Any]:
     if not any(block.get("type") == "text" for block in content):
         content.insert(0, _text(text))
     return {"content": content, "isError": True, "_meta": meta}
-
-
-def approval_message(approval: ApprovalRequest) -> str:
-    args = json.dumps(approval.args, ensure_ascii=False, default=str)
-    if len(args) > 500:
-        args = args[:500] + "…"
-    effects = ", ".join(approval.effects) or "no declared effects"
-    hosts = f"; hosts: {', '.join(approval.hosts)}" if approval.hosts else ""
-    return (
-        f"pincer asks: allow {approval.tool} for session {approval.session}? "
-        f"Effects: {effects}{hosts}. Arguments: {args}. Why asked: {approval.reason}. "
-        f"(approval {approval.id})"
-    )
 
 
 def _render(value: Any) -> str:
