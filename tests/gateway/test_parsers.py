@@ -133,3 +133,27 @@ def test_gateway_config_parses_or_says_which_key(section: dict[str, Any]) -> Non
         assert "gateway" in exc.message or "TOML" in exc.message
     else:
         assert 0 <= config.gateway.port <= 65_535 and config.gateway.max_body_bytes >= 1_024
+
+
+@EXAMPLES
+@given(st.binary(max_size=1024) | st.text(max_size=300).map(str.encode))
+def test_the_direct_path_declines_what_it_cannot_read(body: bytes) -> None:
+    from pincer.gateway.fastpath import ModernCallFastPath
+
+    call = ModernCallFastPath._eligible_call(body)
+    if call is not None:
+        decoded, name, arguments, meta = call
+        assert decoded["method"] == "tools/call" and isinstance(name, str) and name
+        assert isinstance(arguments, dict) and isinstance(meta, dict) and "progressToken" not in meta
+
+
+@EXAMPLES
+@given(st.recursive(st.none() | st.booleans() | st.text(max_size=20), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=10), c, max_size=3), max_leaves=8))
+def test_elicitation_replies_become_a_decision_or_nothing(reply: Any) -> None:
+    from pincer.gateway.approvals import answer_from_reply
+    from pincer.store.approvals import Answer
+
+    answer = answer_from_reply(reply)
+    assert answer is None or isinstance(answer, Answer)
+    if answer is not None and answer is not Answer.DENY:
+        assert reply["action"] == "accept" and reply["content"]["decision"] == answer.value

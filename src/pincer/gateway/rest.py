@@ -291,6 +291,11 @@ def _describe_validation(exc: RequestValidationError) -> str:
     parts = []
     errors = exc.errors()
     for error in errors[:5]:
+        if error.get("type") == "json_invalid":
+            position = next((p for p in error.get("loc", ()) if isinstance(p, int)), None)
+            where = f" (at character {position})" if position is not None else ""
+            parts.append(f"not valid JSON{where}: {error.get('ctx', {}).get('error', 'decode error')}")
+            continue
         loc = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "(body)"
         parts.append(f"{loc}: {error.get('msg', 'invalid')}")
     if len(errors) > 5:
