@@ -44,7 +44,7 @@ def test_serve_announces_where_it_listens_and_serves_both_eras(pincer_home: Path
         assert anyio.run(drive) == ["2025-11-25:legacy", "2026-07-28:auto"]
         health = httpx.get(info["url"] + "/healthz", trust_env=False)
         assert health.json()["status"] == "ok"
-    assert server.process.returncode in (0, 130)
+    assert server.process.returncode == 0  # Ctrl-C is the way to stop a server
 
 
 def test_token_file_is_private_and_printed_by_pincer_token(pincer_home: Path) -> None:

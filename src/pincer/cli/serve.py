@@ -13,7 +13,9 @@ from pincer.cli.common import JsonOption, emit_json, open_pincer, pincer_home, r
 from pincer.config import CONFIG_FILENAME, load_config
 from pincer.core.errors import ConfigError, UsageError
 
-__all__ = ["serve", "token_app"]
+__all__ = ["serve", "token_app", "event_loop_options"]
+
+EXIT_INTERRUPTED = 130
 
 
 async def gateway_extensions(pincer: Any, *, fixtures: bool) -> tuple[Any, ...]:
@@ -48,11 +50,17 @@ def serve(
             def ready(info: ServeInfo) -> None:
                 if as_json:
                     emit_json(info.to_dict())
-                stderr.print(f"[bold green]pincer serving[/] {len(pincer.registry.list())} tools at {info.url}")
-                stderr.print(f"  MCP (streamable HTTP): {info.mcp_url}")
-                stderr.print(f"  REST API:              {info.api_url}  (OpenAPI: {info.api_url}/openapi.json)")
-                stderr.print(f"  token:                 run `pincer token` (kept in {info.token_file})")
-                stderr.print("  every request needs 'Authorization: Bearer <token>'; Ctrl-C stops")
+                lines = (
+                    f"[bold green]pincer serving[/] {len(pincer.registry.list())} tools at {info.url}",
+                    f"  MCP (streamable HTTP): {info.mcp_url}",
+                    f"  REST API:              {info.api_url}",
+                    f"  OpenAPI:               {info.api_url}/openapi.json",
+                    "  bearer token:          `pincer token` prints it",
+                    f"  token file:            {info.token_file}",
+                    "  every request needs 'Authorization: Bearer <token>'; Ctrl-C stops",
+                )
+                for line in lines:
+                    stderr.print(line, soft_wrap=True)
 
             await serve_gateway(
                 pincer,
@@ -63,7 +71,14 @@ def serve(
                 extensions=extensions,
             )
 
-    run(body, as_json=as_json, backend_options=event_loop_options())
+    try:
+        run(body, as_json=as_json, backend_options=event_loop_options())
+    except typer.Exit as stop:
+        if stop.exit_code != EXIT_INTERRUPTED:
+            raise
+        # Ctrl-C is how a server is meant to stop: after the graceful shutdown, that is success.
+        stderr.print("pincer serve stopped")
+        raise typer.Exit(0) from None
 
 
 def event_loop_options() -> dict[str, Any]:
