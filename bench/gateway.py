@@ -190,7 +190,9 @@ class Caller:
             init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
             headers, _ = await self.conn.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, {})
             self.conn.session_id = headers["mcp-session-id"]
-            await self.conn.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, {"MCP-Protocol-Version": LEGACY})
+            await self.conn.post(
+                {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"MCP-Protocol-Version": LEGACY}
+            )
 
     async def call(self) -> None:
         params: dict[str, Any] = {"name": "noop", "arguments": {"value": "x"}}
@@ -201,7 +203,9 @@ class Caller:
                 "io.modelcontextprotocol/clientCapabilities": {},
             }
             headers |= {"Mcp-Method": "tools/call", "Mcp-Name": "noop"}
-        _, body = await self.conn.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "tools/call", "params": params}, headers)
+        _, body = await self.conn.post(
+            {"jsonrpc": "2.0", "id": next(self.ids), "method": "tools/call", "params": params}, headers
+        )
         _result(body)
 
 
@@ -293,7 +297,10 @@ def main() -> None:
         f"MCP tools/call over streamable HTTP: median of {options.rounds} rounds x {options.seconds:g} s per cell, "
         f"{os.cpu_count()} CPUs"
     )
-    print(f"{'era':<11}{'clients':>8}  {'pincer p50/p95 ms':>18} {'calls/s':>8}   {'MCPServer p50/p95 ms':>21} {'calls/s':>8}   {'throughput':>10} {'p50':>6}")
+    print(
+        f"{'era':<11}{'clients':>8}  {'pincer p50/p95 ms':>18} {'calls/s':>8}   "
+        f"{'MCPServer p50/p95 ms':>21} {'calls/s':>8}   {'throughput':>10} {'p50':>6}"
+    )
     for era, clients, ours, base in rows:
         print(
             f"{era:<11}{clients:>8}  {ours.p50_ms:>8.2f}/{ours.p95_ms:<8.2f} {ours.calls_per_s:>9.0f}   "

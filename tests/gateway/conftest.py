@@ -51,8 +51,12 @@ class LiveGateway:
 
     @asynccontextmanager
     async def mcp(self, *, mode: str = "auto", token: str | None = None, **kwargs: Any) -> AsyncIterator[Client]:
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token or self.token}"}, trust_env=False) as http:
-            async with Client(streamable_http_client(self.info.mcp_url, http_client=http), mode=mode, **kwargs) as client:
+        async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token or self.token}"}, trust_env=False
+        ) as http:
+            async with Client(
+                streamable_http_client(self.info.mcp_url, http_client=http), mode=mode, **kwargs
+            ) as client:
                 yield client
 
 
@@ -193,7 +197,9 @@ def pincer_serve(home: Path, *args: str) -> Iterator[ServerProcess]:
             info = read_json_document(lines, SERVER_START_TIMEOUT_S)
         except AssertionError:
             process.kill()
-            raise AssertionError(f"pincer serve did not start: {process.stderr.read() if process.stderr else ''}") from None
+            raise AssertionError(
+                f"pincer serve did not start: {process.stderr.read() if process.stderr else ''}"
+            ) from None
         yield ServerProcess(process=process, info=info, home=home)
     finally:
         if process.poll() is None:

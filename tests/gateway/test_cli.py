@@ -12,7 +12,6 @@ from pathlib import Path
 import anyio
 import httpx
 import httpx2
-import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -98,4 +97,3 @@ def test_serve_says_when_the_port_is_taken(pincer_home: Path) -> None:
         refused = _pincer(pincer_home, "serve", "--port", str(port))
     assert refused.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in refused.stderr and "--port" in refused.stderr
-

@@ -36,7 +36,12 @@ def _headers(name: str = "echo", **overrides: str) -> dict[str, str]:
 
 
 def _call(name: str, arguments: dict[str, Any], meta: dict[str, Any], rpc_id: int = 1) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
+    return {
+        "jsonrpc": "2.0",
+        "id": rpc_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": meta},
+    }
 
 
 def _sse_messages(text: str) -> list[dict[str, Any]]:
@@ -47,10 +52,16 @@ async def test_a_plain_call_is_answered_as_json_like_the_sdk_would(gateway: Live
     async with gateway.http(headers=gateway.headers) as http:
         direct = await http.post("/mcp", headers=_headers(), json=_call("echo", {"text": "fast"}, _meta()))
         # A progress token sends the same call down the SDK's streaming path.
-        streamed = await http.post("/mcp", headers=_headers(), json=_call("echo", {"text": "fast"}, _meta(progressToken="p1"), 2))
+        streamed = await http.post(
+            "/mcp", headers=_headers(), json=_call("echo", {"text": "fast"}, _meta(progressToken="p1"), 2)
+        )
     assert direct.status_code == 200 and direct.headers["content-type"] == "application/json"
     fast = direct.json()["result"]
-    sdk = (streamed.json() if streamed.headers["content-type"].startswith("application/json") else _sse_messages(streamed.text)[-1])["result"]
+    sdk = (
+        streamed.json()
+        if streamed.headers["content-type"].startswith("application/json")
+        else _sse_messages(streamed.text)[-1]
+    )["result"]
     for result in (fast, sdk):
         result["_meta"].pop("pincer/auditId")
     assert fast == sdk
@@ -60,7 +71,9 @@ async def test_a_plain_call_is_answered_as_json_like_the_sdk_would(gateway: Live
 
 async def test_a_call_asking_for_progress_is_streamed(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
-        response = await http.post("/mcp", headers=_headers("report"), json=_call("report", {}, _meta(progressToken="tok")))
+        response = await http.post(
+            "/mcp", headers=_headers("report"), json=_call("report", {}, _meta(progressToken="tok"))
+        )
     assert response.headers["content-type"].startswith("text/event-stream")
     messages = _sse_messages(response.text)
     assert [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"] == [1, 2]
@@ -72,8 +85,18 @@ async def test_a_call_asking_for_progress_is_streamed(gateway: LiveGateway) -> N
     [
         ({"Mcp-Name": "other_tool"}, _meta(), 400, -32020),
         ({"Mcp-Method": "tools/list"}, _meta(), 400, -32020),
-        ({"MCP-Protocol-Version": "2026-07-28", "Mcp-Name": "echo"}, {"io.modelcontextprotocol/protocolVersion": VERSION}, 400, -32602),
-        ({"MCP-Protocol-Version": "2099-01-01"}, {**_meta(), "io.modelcontextprotocol/protocolVersion": "2099-01-01"}, 400, -32022),
+        (
+            {"MCP-Protocol-Version": "2026-07-28", "Mcp-Name": "echo"},
+            {"io.modelcontextprotocol/protocolVersion": VERSION},
+            400,
+            -32602,
+        ),
+        (
+            {"MCP-Protocol-Version": "2099-01-01"},
+            {**_meta(), "io.modelcontextprotocol/protocolVersion": "2099-01-01"},
+            400,
+            -32022,
+        ),
     ],
     ids=["name-mismatch", "method-mismatch", "no-capabilities", "unknown-version"],
 )
@@ -89,5 +112,7 @@ async def test_what_the_ladder_rejects_gets_the_sdks_answer(
 
 async def test_sse_only_accept_header_is_refused_by_the_sdk(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
-        response = await http.post("/mcp", headers=_headers(Accept="text/event-stream"), json=_call("echo", {"text": "x"}, _meta()))
+        response = await http.post(
+            "/mcp", headers=_headers(Accept="text/event-stream"), json=_call("echo", {"text": "x"}, _meta())
+        )
     assert response.status_code == 406

@@ -21,7 +21,12 @@ SMALL_LIMIT_CONFIG = "[gateway]\nmax_body_bytes = 4096\n"
 
 
 def _rpc_call(tool: str = "echo", arguments: Any = None, rpc_id: int = 7) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments or {"text": "hi"}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": rpc_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments or {"text": "hi"}},
+    }
 
 
 def _modern(params: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +52,9 @@ def _last_record(live: LiveGateway) -> Any:
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-value", "Basic dXNlcjpwYXNz", "Bearer"])
-async def test_rest_call_without_the_right_token_is_401_and_audited(gateway: LiveGateway, authorization: str | None) -> None:
+async def test_rest_call_without_the_right_token_is_401_and_audited(
+    gateway: LiveGateway, authorization: str | None
+) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     async with gateway.http(headers=headers) as http:
         response = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "hi"}})
@@ -56,7 +63,12 @@ async def test_rest_call_without_the_right_token_is_401_and_audited(gateway: Liv
     error = response.json()["error"]
     assert error["code"] == "unauthorized" and "pincer token" in error["hint"]
     record = _last_record(gateway)
-    assert (record.tool, record.caller, record.session, record.outcome) == ("echo", "rest", "(unauthenticated)", "denied")
+    assert (record.tool, record.caller, record.session, record.outcome) == (
+        "echo",
+        "rest",
+        "(unauthenticated)",
+        "denied",
+    )
     assert "unauthorized" in record.reason or "unauthorized" in (record.error or "")
     await _still_serving(gateway)
 
@@ -155,7 +167,9 @@ async def test_configured_names_extend_the_allowed_hosts_and_origins(pincer_home
     config = '[gateway]\nallowed_hosts = ["pincer.internal"]\nallowed_origins = ["https://console.example"]\n'
     async with live_gateway(pincer_home, config=config) as live:
         async with live.http(headers=live.headers) as http:
-            named = await http.get("/api/v1/tools", headers={"Host": "pincer.internal:8765", "Origin": "https://console.example"})
+            named = await http.get(
+                "/api/v1/tools", headers={"Host": "pincer.internal:8765", "Origin": "https://console.example"}
+            )
             other = await http.get("/api/v1/tools", headers={"Origin": "https://other.example"})
     assert named.status_code == 200 and other.status_code == 403
 
@@ -181,7 +195,9 @@ async def test_oversized_bodies_are_413_and_audited(pincer_home: Path, chunked: 
                 return stream()
 
             rest = await http.post(
-                "/api/v1/tools/echo/call", content=body({"args": big_args}), headers={"Content-Type": "application/json"}
+                "/api/v1/tools/echo/call",
+                content=body({"args": big_args}),
+                headers={"Content-Type": "application/json"},
             )
             mcp = await http.post("/mcp", headers=LEGACY, content=body(_rpc_call("echo", big_args)))
         records = live.pincer.audit.records()[-2:]
@@ -246,13 +262,25 @@ async def test_malformed_rest_bodies_are_clear_errors_and_audited(
     assert response.status_code == status and error["code"] == code
     assert error["message"].startswith("request body:") and error["hint"]
     record = _last_record(gateway)
-    assert (record.caller, record.tool, record.outcome, record.error_code) == ("rest", "echo", "error", "invalid_arguments")
+    assert (record.caller, record.tool, record.outcome, record.error_code) == (
+        "rest",
+        "echo",
+        "error",
+        "invalid_arguments",
+    )
     await _still_serving(gateway)
 
 
 async def test_header_values_are_read_without_surrounding_whitespace(gateway: LiveGateway) -> None:
     """RFC 9110 5.5; httpx will not send such headers, so this one is written by hand."""
-    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": _modern({"name": "echo", "arguments": {"text": "ws"}})})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": _modern({"name": "echo", "arguments": {"text": "ws"}}),
+        }
+    )
     request = (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{gateway.info.port}\r\nAuthorization: Bearer {gateway.token}\r\n"
         "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"

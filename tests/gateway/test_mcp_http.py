@@ -41,7 +41,13 @@ async def test_tools_list_and_call_go_through_the_dispatcher(gateway: LiveGatewa
     assert _text(result) == "hello"
     audit_id = result.meta["pincer/auditId"]
     record = gateway.pincer.audit.records()[-1]
-    assert (record.id, record.caller, record.session, record.tool, record.outcome) == (audit_id, "mcp", "main", "echo", "ok")
+    assert (record.id, record.caller, record.session, record.tool, record.outcome) == (
+        audit_id,
+        "mcp",
+        "main",
+        "echo",
+        "ok",
+    )
 
 
 @ERAS

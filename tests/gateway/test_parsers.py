@@ -53,7 +53,8 @@ def test_host_table(host: str, allowed: bool) -> None:
     [
         ("http://localhost:3000", True), ("https://127.0.0.1", True), ("http://[::1]:9", True),
         ("https://console.example", True), ("https://console.example/", True),
-        ("http://evil.example", False), ("null", False), ("file://localhost", False), ("http://localhost@evil.example", False),
+        ("http://evil.example", False), ("null", False), ("file://localhost", False),
+        ("http://localhost@evil.example", False),
     ],
 )  # fmt: skip
 def test_origin_table(origin: str, allowed: bool) -> None:
@@ -102,7 +103,15 @@ def test_refused_bodies_never_crash_the_call_detection(head: bytes, path: str) -
 
 @EXAMPLES
 @given(
-    st.dictionaries(st.text(max_size=20), st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=10), max_size=5),
+    st.dictionaries(
+        st.text(max_size=20),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+            max_leaves=10,
+        ),
+        max_size=5,
+    ),
     st.none() | st.text(max_size=50),
 )
 def test_request_state_round_trips(answers: dict[str, Any], state: str | None) -> None:
@@ -124,7 +133,26 @@ _VALUES = st.one_of(
 
 
 @EXAMPLES
-@given(st.dictionaries(st.sampled_from(["host", "port", "allow_remote", "session", "max_body_bytes", "allowed_hosts", "allowed_origins", "conformance_fixtures", "tokens", "nope"]), _VALUES, max_size=5))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "host",
+                "port",
+                "allow_remote",
+                "session",
+                "max_body_bytes",
+                "allowed_hosts",
+                "allowed_origins",
+                "conformance_fixtures",
+                "tokens",
+                "nope",
+            ]
+        ),
+        _VALUES,
+        max_size=5,
+    )
+)
 def test_gateway_config_parses_or_says_which_key(section: dict[str, Any]) -> None:
     body = "\n".join(f"{key} = {json.dumps(value)}" for key, value in section.items() if value is not None)
     try:
@@ -148,7 +176,13 @@ def test_the_direct_path_declines_what_it_cannot_read(body: bytes) -> None:
 
 
 @EXAMPLES
-@given(st.recursive(st.none() | st.booleans() | st.text(max_size=20), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=10), c, max_size=3), max_leaves=8))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.text(max_size=20),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=10), c, max_size=3),
+        max_leaves=8,
+    )
+)
 def test_elicitation_replies_become_a_decision_or_nothing(reply: Any) -> None:
     from pincer.gateway.approvals import answer_from_reply
     from pincer.store.approvals import Answer

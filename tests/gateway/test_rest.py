@@ -43,7 +43,9 @@ async def test_call_returns_the_result_and_its_audit_id(gateway: LiveGateway) ->
         ("echo", {"text": 5}, 422, "invalid_arguments"),
     ],
 )
-async def test_failed_calls_map_to_statuses(gateway: LiveGateway, tool: str, args: dict, status: int, code: str) -> None:
+async def test_failed_calls_map_to_statuses(
+    gateway: LiveGateway, tool: str, args: dict, status: int, code: str
+) -> None:
     async with gateway.http(headers=gateway.headers) as http:
         response = await http.post(f"/api/v1/tools/{tool}/call", json={"args": args})
     assert response.status_code == status
@@ -53,10 +55,16 @@ async def test_failed_calls_map_to_statuses(gateway: LiveGateway, tool: str, arg
 async def test_idempotency_key_header_replays(gateway: LiveGateway) -> None:
     gateway.pincer.dispatcher.grants.add(Grant(tool="write_note", default=Mode.ALLOW, source="tests"))
     async with gateway.http(headers=gateway.headers) as http:
-        first = await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "a"}}, headers={"Idempotency-Key": "k-1"})
-        second = await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "a"}}, headers={"Idempotency-Key": "k-1"})
+        first = await http.post(
+            "/api/v1/tools/write_note/call", json={"args": {"text": "a"}}, headers={"Idempotency-Key": "k-1"}
+        )
+        second = await http.post(
+            "/api/v1/tools/write_note/call", json={"args": {"text": "a"}}, headers={"Idempotency-Key": "k-1"}
+        )
         clash = await http.post(
-            "/api/v1/tools/write_note/call", json={"args": {"text": "a"}, "idempotency_key": "k-2"}, headers={"Idempotency-Key": "k-3"}
+            "/api/v1/tools/write_note/call",
+            json={"args": {"text": "a"}, "idempotency_key": "k-2"},
+            headers={"Idempotency-Key": "k-3"},
         )
     assert first.json()["cached"] is False and second.json()["cached"] is True
     assert second.json()["output"] == first.json()["output"]
@@ -64,7 +72,7 @@ async def test_idempotency_key_header_replays(gateway: LiveGateway) -> None:
 
 
 async def test_rate_limit_is_429_with_retry_after(pincer_home: Path) -> None:
-    async with live_gateway(pincer_home, config='[limits.echo]\ncalls_per_minute = 1\n') as live:
+    async with live_gateway(pincer_home, config="[limits.echo]\ncalls_per_minute = 1\n") as live:
         async with live.http(headers=live.headers) as http:
             ok = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "1"}})
             limited = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "2"}})
@@ -133,7 +141,9 @@ async def test_openapi_document_describes_the_api(gateway: LiveGateway) -> None:
         document = (await http.get("/api/v1/openapi.json")).json()
         unknown = await http.get("/api/v1/nothing-here")
     assert document["openapi"].startswith("3.")
-    assert {"/tools", "/tools/{name}/call", "/approvals", "/approvals/{approval_id}", "/audit", "/audit/verify"} <= set(document["paths"])
+    assert {"/tools", "/tools/{name}/call", "/approvals", "/approvals/{approval_id}", "/audit", "/audit/verify"} <= set(
+        document["paths"]
+    )
     body = document["paths"]["/tools/{name}/call"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["$ref"].endswith("/CallBody")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"

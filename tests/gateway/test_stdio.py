@@ -73,7 +73,9 @@ async def test_stdio_elicitation_and_progress_with_the_fixture_bundle(pincer_hom
         progress.append(value)
 
     with anyio.fail_after(STDIO_TIMEOUT_S):
-        async with Client(_server(pincer_home, "--conformance-fixtures"), mode="legacy", elicitation_callback=elicit) as client:
+        async with Client(
+            _server(pincer_home, "--conformance-fixtures"), mode="legacy", elicitation_callback=elicit
+        ) as client:
             asked = await client.call_tool("test_elicitation", {"message": "who are you?"})
             reported = await client.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
             prompts = await client.list_prompts()

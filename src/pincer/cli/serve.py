@@ -29,9 +29,13 @@ async def gateway_extensions(pincer: Any, *, fixtures: bool) -> tuple[Any, ...]:
 
 def serve(
     host: str = typer.Option(None, "--host", help="Address to listen on (default: [gateway] host, 127.0.0.1)."),
-    port: int = typer.Option(None, "--port", min=0, max=65535, help="Port (default: [gateway] port, 8765; 0 picks one)."),
+    port: int = typer.Option(
+        None, "--port", min=0, max=65535, help="Port (default: [gateway] port, 8765; 0 picks one)."
+    ),
     conformance_fixtures: bool = typer.Option(
-        False, "--conformance-fixtures", help="Also serve the MCP conformance suite's fixture tools, prompts, resources."
+        False,
+        "--conformance-fixtures",
+        help="Also serve the MCP conformance suite's fixture tools, prompts, resources.",
     ),
     as_json: bool = JsonOption,
 ) -> None:

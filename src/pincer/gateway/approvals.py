@@ -127,7 +127,9 @@ class ApprovalRounds:
     def can_start(self, channel: McpChannel) -> bool:
         return channel.is_modern and channel.has_capability("elicitation") and self._task_group() is not None
 
-    async def start(self, request: CallRequest, channel: McpChannel, session: GatewaySession) -> ToolResult | dict[str, Any]:
+    async def start(
+        self, request: CallRequest, channel: McpChannel, session: GatewaySession
+    ) -> ToolResult | dict[str, Any]:
         """Run the call; its result if it needs no approval, else the round's InputRequiredResult."""
         task_group = self._task_group()
         assert task_group is not None  # can_start said so
@@ -157,7 +159,11 @@ class ApprovalRounds:
         self._parked[approval.id] = parked
         question = {
             "method": "elicitation/create",
-            "params": {"mode": "form", "message": approval_message(approval), "requestedSchema": APPROVAL_DECISION_SCHEMA},
+            "params": {
+                "mode": "form",
+                "message": approval_message(approval),
+                "requestedSchema": APPROVAL_DECISION_SCHEMA,
+            },
         }
         return channel.input_required({_key(approval.id): question}, state=STATE_PREFIX + approval.id)
 

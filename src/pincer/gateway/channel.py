@@ -151,10 +151,14 @@ class McpChannel:
             and self._session.can_send_request
         )
 
-    async def elicit(self, message: str, requested_schema: Mapping[str, Any], *, key: str = "elicitation") -> dict[str, Any]:
+    async def elicit(
+        self, message: str, requested_schema: Mapping[str, Any], *, key: str = "elicitation"
+    ) -> dict[str, Any]:
         """Ask the user; returns the ElicitResult as a dict (``action``, ``content``)."""
         params = {"mode": "form", "message": message, "requestedSchema": dict(requested_schema)}
-        return await self._ask("elicitation", "elicitation/create", params, key, types.ElicitRequest, types.ElicitResult)
+        return await self._ask(
+            "elicitation", "elicitation/create", params, key, types.ElicitRequest, types.ElicitResult
+        )
 
     async def sample(
         self, messages: list[Mapping[str, Any]], *, max_tokens: int, key: str = "sampling", **extra: Any

@@ -104,7 +104,9 @@ class ModernCallFastPath:
             )
         except MCPError as exc:
             error = exc.error.model_dump(mode="json", exclude_none=True)
-            await _respond(send, ERROR_CODE_HTTP_STATUS.get(exc.code, 200), {"jsonrpc": "2.0", "id": request_id, "error": error})
+            await _respond(
+                send, ERROR_CODE_HTTP_STATUS.get(exc.code, 200), {"jsonrpc": "2.0", "id": request_id, "error": error}
+            )
             return True
         if result.get("resultType") == "input_required":
             ctx: ServerRequestContext[Any, Any] = ServerRequestContext(

@@ -68,7 +68,11 @@ def json_error(
         if hint:
             data["hint"] = hint
         # -32600 Invalid Request for refusals made before JSON-RPC even starts.
-        body: dict[str, Any] = {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32600, "message": message, "data": data}}
+        body: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": rpc_id,
+            "error": {"code": -32600, "message": message, "data": data},
+        }
     else:
         error: dict[str, Any] = {"code": code, "message": message}
         if hint:

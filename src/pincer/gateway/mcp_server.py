@@ -60,7 +60,7 @@ from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
 from pincer.policy.session import evaluate_session
 from pincer.registry import RegistryEvent
-from pincer.store.approvals import Answer, ApprovalRequest
+from pincer.store.approvals import ApprovalRequest
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,8 @@ class _PincerServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True),
+            notification_options
+            or NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True),
             experimental_capabilities,
             extensions,
         )
@@ -241,7 +242,12 @@ class McpGateway:
         """One ``tools/call`` through the dispatcher, as the wire result (both eras, every
         transport). Raises MCPError only for a missing client capability on 2026-07-28."""
         request = CallRequest(
-            tool=name, args=arguments, session=session.name, idempotency_key=idempotency_key, caller="mcp", client=channel
+            tool=name,
+            args=arguments,
+            session=session.name,
+            idempotency_key=idempotency_key,
+            caller="mcp",
+            client=channel,
         )
         approval_id = self._rounds.continuation(channel)
         if approval_id is not None:
@@ -266,7 +272,9 @@ class McpGateway:
             wire["resultType"] = "complete"
         return wire
 
-    async def _call_asking_mid_call(self, request: CallRequest, channel: McpChannel, session: GatewaySession) -> ToolResult:
+    async def _call_asking_mid_call(
+        self, request: CallRequest, channel: McpChannel, session: GatewaySession
+    ) -> ToolResult:
         """The call, with any approval it needs put to the client as an elicitation right away
         (handshake era) and left answerable over REST and the CLI as well."""
         asks: list[anyio.CancelScope] = []
@@ -334,7 +342,9 @@ class McpGateway:
         if problem is None:
             return await call_next(ctx)
         session = self.session_of(ctx)
-        request = CallRequest(tool=name if isinstance(name, str) and name else "(unknown)", args={}, session=session.name, caller="mcp")
+        request = CallRequest(
+            tool=name if isinstance(name, str) and name else "(unknown)", args={}, session=session.name, caller="mcp"
+        )
         rejected = await self.pincer.dispatcher.reject(request, problem)
         data = dict(rejected.error or {})
         data["auditId"] = rejected.audit_id

@@ -72,7 +72,9 @@ def status_for(error: dict[str, Any] | None) -> int:
     return _STATUS.get(str((error or {}).get("code")), 500)
 
 
-def _error(status: int, code: str, message: str, hint: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(
+    status: int, code: str, message: str, hint: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if hint:
         body["hint"] = hint
@@ -116,7 +118,7 @@ def create_rest_app(pincer: Any) -> FastAPI:
         malformed_json = any(e.get("type") == "json_invalid" for e in exc.errors())
         code = "malformed_json" if malformed_json else "invalid_request"
         hint = (
-            "send a JSON object, for example {\"args\": {\"text\": \"hi\"}}"
+            'send a JSON object, for example {"args": {"text": "hi"}}'
             if malformed_json
             else "see the request schema at /api/v1/openapi.json"
         )
@@ -182,7 +184,8 @@ def create_rest_app(pincer: Any) -> FastAPI:
         if target != session.name and not session.is_main:
             raise _Refused(
                 _error(
-                    403, "session_forbidden",
+                    403,
+                    "session_forbidden",
                     f"session {session.name!r} may not call as session {target!r}",
                     "leave out 'session', or use a token of a main session",
                 )  # fmt: skip
@@ -236,7 +239,8 @@ def create_rest_app(pincer: Any) -> FastAPI:
         if not session.is_main:
             raise _Refused(
                 _error(
-                    403, "session_forbidden",
+                    403,
+                    "session_forbidden",
                     f"session {session.name!r} may not answer approvals",
                     "answer with a main session's token, or with `pincer approvals`",
                 )  # fmt: skip

@@ -51,7 +51,9 @@ def make_app(upstream: str, token: str) -> Any:
             if not message.get("more_body", False):
                 break
         # Surrounding whitespace is not part of a field value (RFC 9110 5.5), and httpx refuses it.
-        headers = [(k, v.strip(b" \t")) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP | {b"authorization"}]
+        headers = [
+            (k, v.strip(b" \t")) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP | {b"authorization"}
+        ]
         headers.append((b"authorization", f"Bearer {token}".encode()))
         target = scope["raw_path"].decode() + (("?" + scope["query_string"].decode()) if scope["query_string"] else "")
         request = client.build_request(scope["method"], target, headers=headers, content=bytes(body))

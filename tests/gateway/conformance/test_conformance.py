@@ -39,9 +39,13 @@ def _ensure_suite() -> None:
     """The suite comes from `make conformance-deps`; run it here when pytest ran alone."""
     if NODE.exists() and SUITE.exists():
         return
-    done = subprocess.run(["make", "-s", "conformance-deps"], cwd=REPO, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    done = subprocess.run(
+        ["make", "-s", "conformance-deps"], cwd=REPO, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
+    )
     if done.returncode != 0 or not NODE.exists():
-        pytest.fail(f"could not install the conformance suite (run `make conformance-deps`):\n{done.stdout}\n{done.stderr}")
+        pytest.fail(
+            f"could not install the conformance suite (run `make conformance-deps`):\n{done.stdout}\n{done.stderr}"
+        )
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,11 @@ def _user(content: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _PROMPTS: dict[str, dict[str, Any]] = {
-    "test_simple_prompt": {"name": "test_simple_prompt", "title": "Simple Test Prompt", "description": "A simple prompt without arguments"},
+    "test_simple_prompt": {
+        "name": "test_simple_prompt",
+        "title": "Simple Test Prompt",
+        "description": "A simple prompt without arguments",
+    },
     "test_prompt_with_arguments": {
         "name": "test_prompt_with_arguments",
         "title": "Prompt With Arguments",
@@ -54,7 +58,11 @@ _PROMPTS: dict[str, dict[str, Any]] = {
         "description": "A prompt that includes an embedded resource",
         "arguments": [{"name": "resourceUri", "description": "URI of the resource to embed", "required": True}],
     },
-    "test_prompt_with_image": {"name": "test_prompt_with_image", "title": "Prompt With Image", "description": "A prompt that includes image content"},
+    "test_prompt_with_image": {
+        "name": "test_prompt_with_image",
+        "title": "Prompt With Image",
+        "description": "A prompt that includes image content",
+    },
     "test_input_required_result_prompt": {
         "name": "test_input_required_result_prompt",
         "description": "A prompt that asks the user for context first (InputRequiredResult)",
@@ -129,8 +137,15 @@ class FixtureExtension:
         elif name == "test_prompt_with_arguments":
             messages = [_user(_text(f"Prompt with arguments: arg1='{args.get('arg1')}', arg2='{args.get('arg2')}'"))]
         elif name == "test_prompt_with_embedded_resource":
-            resource = {"uri": args.get("resourceUri", ""), "mimeType": "text/plain", "text": "Embedded resource content for testing."}
-            messages = [_user({"type": "resource", "resource": resource}), _user(_text("Please process the embedded resource above."))]
+            resource = {
+                "uri": args.get("resourceUri", ""),
+                "mimeType": "text/plain",
+                "text": "Embedded resource content for testing.",
+            }
+            messages = [
+                _user({"type": "resource", "resource": resource}),
+                _user(_text("Please process the embedded resource above.")),
+            ]
         elif name == "test_prompt_with_image":
             image = {"type": "image", "data": TEST_IMAGE_BASE64, "mimeType": "image/png"}
             messages = [_user(image), _user(_text("Please analyze the image above."))]
@@ -143,7 +158,11 @@ class FixtureExtension:
                     "method": "elicitation/create",
                     "params": {
                         "message": "What context should the prompt use?",
-                        "requestedSchema": {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]},
+                        "requestedSchema": {
+                            "type": "object",
+                            "properties": {"context": {"type": "string"}},
+                            "required": ["context"],
+                        },
                     },
                 }
                 return {"resultType": "input_required", "inputRequests": {"user_context": request}}
@@ -165,7 +184,9 @@ class FixtureExtension:
     async def _read_resource(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         uri = str(params.uri)
         if uri == "test://static-text":
-            contents = [{"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}]
+            contents = [
+                {"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}
+            ]
         elif uri == "test://static-binary":
             contents = [{"uri": uri, "mimeType": "image/png", "blob": TEST_IMAGE_BASE64}]
         elif uri == "test://watched-resource":

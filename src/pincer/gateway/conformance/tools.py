@@ -88,7 +88,11 @@ async def audio_content(args: Mapping[str, Any], host: HostContext) -> ToolOutpu
 
 @fixture("test_embedded_resource", "Tests embedded resource content response")
 async def embedded_resource(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
-    resource = {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}
+    resource = {
+        "uri": "test://embedded-resource",
+        "mimeType": "text/plain",
+        "text": "This is an embedded resource content.",
+    }
     return _content({"type": "resource", "resource": resource})
 
 
@@ -144,7 +148,11 @@ async def json_schema_tool(args: Mapping[str, Any], host: HostContext) -> ToolOu
 _HEADER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "region": {"type": "string", "description": "Region, mirrored in the Mcp-Param-Region header", "x-mcp-header": "Region"},
+        "region": {
+            "type": "string",
+            "description": "Region, mirrored in the Mcp-Param-Region header",
+            "x-mcp-header": "Region",
+        },
         "query": {"type": "string", "description": "A query"},
     },
     "required": ["region"],
@@ -201,7 +209,11 @@ async def reconnection(args: Mapping[str, Any], host: HostContext) -> ToolOutput
 @fixture(
     "test_sampling",
     "Tests server-initiated sampling (LLM completion request)",
-    {"type": "object", "properties": {"prompt": {"type": "string", "description": "The prompt to send to the LLM"}}, "required": ["prompt"]},
+    {
+        "type": "object",
+        "properties": {"prompt": {"type": "string", "description": "The prompt to send to the LLM"}},
+        "required": ["prompt"],
+    },
 )
 async def sampling(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
     channel = channel_of(host)
@@ -233,7 +245,11 @@ def _elicitation_text(prefix: str, reply: Mapping[str, Any]) -> str:
 @fixture(
     "test_elicitation",
     "Tests server-initiated elicitation (user input request)",
-    {"type": "object", "properties": {"message": {"type": "string", "description": "The message to show the user"}}, "required": ["message"]},
+    {
+        "type": "object",
+        "properties": {"message": {"type": "string", "description": "The message to show the user"}},
+        "required": ["message"],
+    },
 )
 async def elicitation(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
     reply = await channel_of(host).elicit(str(args["message"]), _ELICIT_USER)
@@ -246,7 +262,12 @@ _SEP1034: dict[str, Any] = {
         "name": {"type": "string", "description": "User name", "default": "John Doe"},
         "age": {"type": "integer", "description": "User age", "default": 30},
         "score": {"type": "number", "description": "User score", "default": 95.5},
-        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "status": {
+            "type": "string",
+            "description": "User status",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
         "verified": {"type": "boolean", "description": "Verification status", "default": True},
     },
     "required": [],
@@ -262,7 +283,11 @@ async def elicitation_defaults(args: Mapping[str, Any], host: HostContext) -> To
 _SEP1330: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+        "untitledSingle": {
+            "type": "string",
+            "description": "Select one option",
+            "enum": ["option1", "option2", "option3"],
+        },
         "titledSingle": {
             "type": "string",
             "description": "Select one option with titles",
@@ -313,7 +338,9 @@ async def elicitation_enums(args: Mapping[str, Any], host: HostContext) -> ToolO
 async def streaming_elicitation(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
     channel = channel_of(host)
     await channel.progress(0, 1, "about to ask")
-    reply = await channel.elicit("Continue?", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}, key="continue")
+    reply = await channel.elicit(
+        "Continue?", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}, key="continue"
+    )
     return _content(_text(_elicitation_text("Streaming elicitation", reply)))
 
 
