@@ -89,8 +89,17 @@ def _asking_tool() -> FixtureTool:
     return FixtureTool(spec=spec, handler=handler)
 
 
+@fixture(
+    "say",
+    "Returns its text (the tests' stand-in for the echo built-in)",
+    {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": False},
+)
+async def _say(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+    return ToolOutput(value=args["text"])
+
+
 def make_test_runtime() -> FixtureRuntime:
-    return FixtureRuntime([_report, _asking_tool()])
+    return FixtureRuntime([_say, _report, _asking_tool()])
 
 
 @asynccontextmanager
@@ -99,7 +108,8 @@ async def live_gateway(
 ) -> AsyncIterator[LiveGateway]:
     """A gateway over a fresh Pincer in ``home``, serving on 127.0.0.1:0 until the block ends."""
     parsed = parse_config(config, home=home)
-    async with Pincer.open(home, config=parsed, secret_key=SECRET_KEY) as pincer:
+    # The built-ins belong to another part; these tests bring their own tools.
+    async with Pincer.open(home, config=parsed, secret_key=SECRET_KEY, builtins=False) as pincer:
         if extra_runtime:
             await pincer.add_runtime(make_test_runtime())
         extensions: tuple[Any, ...] = ()

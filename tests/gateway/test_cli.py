@@ -26,7 +26,7 @@ def _pincer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_serve_announces_where_it_listens_and_serves_both_eras(pincer_home: Path) -> None:
-    with pincer_serve(pincer_home) as server:
+    with pincer_serve(pincer_home, "--conformance-fixtures") as server:
         info = server.info
         assert info["mcp_url"] == info["url"] + "/mcp" and info["openapi_url"] == info["url"] + "/api/v1/openapi.json"
         assert info["host"] == "127.0.0.1" and info["port"] > 0
@@ -36,11 +36,12 @@ def test_serve_announces_where_it_listens_and_serves_both_eras(pincer_home: Path
             for mode in ("legacy", "auto"):
                 async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}) as http:
                     async with Client(streamable_http_client(info["mcp_url"], http_client=http), mode=mode) as client:
-                        result = await client.call_tool("echo", {"text": mode})
+                        result = await client.call_tool("test_simple_text", {})
                         seen.append(f"{client.protocol_version}:{result.content[0].text}")
             return seen
 
-        assert anyio.run(drive) == ["2025-11-25:legacy", "2026-07-28:auto"]
+        text = "This is a simple text response for testing."
+        assert anyio.run(drive) == [f"2025-11-25:{text}", f"2026-07-28:{text}"]
         health = httpx.get(info["url"] + "/healthz", trust_env=False)
         assert health.json()["status"] == "ok"
     assert server.process.returncode == 0  # Ctrl-C is the way to stop a server

@@ -23,7 +23,7 @@ def _meta(**extra: Any) -> dict[str, Any]:
     }
 
 
-def _headers(name: str = "echo", **overrides: str) -> dict[str, str]:
+def _headers(name: str = "say", **overrides: str) -> dict[str, str]:
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
@@ -50,10 +50,10 @@ def _sse_messages(text: str) -> list[dict[str, Any]]:
 
 async def test_a_plain_call_is_answered_as_json_like_the_sdk_would(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
-        direct = await http.post("/mcp", headers=_headers(), json=_call("echo", {"text": "fast"}, _meta()))
+        direct = await http.post("/mcp", headers=_headers(), json=_call("say", {"text": "fast"}, _meta()))
         # A progress token sends the same call down the SDK's streaming path.
         streamed = await http.post(
-            "/mcp", headers=_headers(), json=_call("echo", {"text": "fast"}, _meta(progressToken="p1"), 2)
+            "/mcp", headers=_headers(), json=_call("say", {"text": "fast"}, _meta(progressToken="p1"), 2)
         )
     assert direct.status_code == 200 and direct.headers["content-type"] == "application/json"
     fast = direct.json()["result"]
@@ -86,7 +86,7 @@ async def test_a_call_asking_for_progress_is_streamed(gateway: LiveGateway) -> N
         ({"Mcp-Name": "other_tool"}, _meta(), 400, -32020),
         ({"Mcp-Method": "tools/list"}, _meta(), 400, -32020),
         (
-            {"MCP-Protocol-Version": "2026-07-28", "Mcp-Name": "echo"},
+            {"MCP-Protocol-Version": "2026-07-28", "Mcp-Name": "say"},
             {"io.modelcontextprotocol/protocolVersion": VERSION},
             400,
             -32602,
@@ -104,15 +104,15 @@ async def test_what_the_ladder_rejects_gets_the_sdks_answer(
     gateway: LiveGateway, headers: dict[str, str], meta: dict[str, Any], status: int, code: int
 ) -> None:
     async with gateway.http(headers=gateway.headers) as http:
-        response = await http.post("/mcp", headers=_headers(**headers), json=_call("echo", {"text": "x"}, meta, 7))
+        response = await http.post("/mcp", headers=_headers(**headers), json=_call("say", {"text": "x"}, meta, 7))
     body = response.json()
     assert response.status_code == status and body["error"]["code"] == code and body["id"] == 7
-    assert all(r.tool != "echo" or r.outcome != "ok" for r in gateway.pincer.audit.records())
+    assert all(r.tool != "say" or r.outcome != "ok" for r in gateway.pincer.audit.records())
 
 
 async def test_sse_only_accept_header_is_refused_by_the_sdk(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
         response = await http.post(
-            "/mcp", headers=_headers(Accept="text/event-stream"), json=_call("echo", {"text": "x"}, _meta())
+            "/mcp", headers=_headers(Accept="text/event-stream"), json=_call("say", {"text": "x"}, _meta())
         )
     assert response.status_code == 406

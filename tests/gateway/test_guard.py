@@ -20,7 +20,7 @@ LEGACY = {**MCP_HEADERS, "MCP-Protocol-Version": "2025-11-25"}
 SMALL_LIMIT_CONFIG = "[gateway]\nmax_body_bytes = 4096\n"
 
 
-def _rpc_call(tool: str = "echo", arguments: Any = None, rpc_id: int = 7) -> dict[str, Any]:
+def _rpc_call(tool: str = "say", arguments: Any = None, rpc_id: int = 7) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
         "id": rpc_id,
@@ -40,7 +40,7 @@ def _modern(params: dict[str, Any]) -> dict[str, Any]:
 
 async def _still_serving(live: LiveGateway) -> None:
     async with live.http(headers=live.headers) as http:
-        response = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "still here"}})
+        response = await http.post("/api/v1/tools/say/call", json={"args": {"text": "still here"}})
     assert response.status_code == 200 and response.json()["output"] == "still here"
 
 
@@ -57,14 +57,14 @@ async def test_rest_call_without_the_right_token_is_401_and_audited(
 ) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     async with gateway.http(headers=headers) as http:
-        response = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "hi"}})
+        response = await http.post("/api/v1/tools/say/call", json={"args": {"text": "hi"}})
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer")
     error = response.json()["error"]
     assert error["code"] == "unauthorized" and "pincer token" in error["hint"]
     record = _last_record(gateway)
     assert (record.tool, record.caller, record.session, record.outcome) == (
-        "echo",
+        "say",
         "rest",
         "(unauthenticated)",
         "denied",
@@ -108,14 +108,14 @@ async def test_a_configured_token_runs_under_its_own_session(pincer_home: Path) 
     async with live_gateway(pincer_home, config=config) as live:
         async with live.http(headers={"Authorization": f"Bearer {agent_token}"}) as http:
             listing = (await http.get("/api/v1/tools")).json()
-            as_main = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "x"}, "session": "main"})
+            as_main = await http.post("/api/v1/tools/say/call", json={"args": {"text": "x"}, "session": "main"})
             answer = await http.post("/api/v1/approvals/anything", json={"decision": "allow_once"})
             audit = await http.get("/api/v1/audit", params={"session": "main"})
         async with live.mcp(mode="legacy", token=agent_token) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-        # A non-main session starts from the sandbox policy: echo is not on its allow list.
+        # A non-main session starts from the sandbox policy: say is not on its allow list.
     assert listing["session"] == "agent"
-    assert "echo" not in {t["name"] for t in listing["tools"]} and "echo" not in names
+    assert "say" not in {t["name"] for t in listing["tools"]} and "say" not in names
     assert as_main.status_code == 403 and as_main.json()["error"]["code"] == "session_forbidden"
     assert answer.status_code == 403 and "may not answer approvals" in answer.json()["error"]["message"]
     assert audit.status_code == 403
@@ -139,12 +139,12 @@ async def test_foreign_host_or_origin_is_refused_and_audited(
     gateway: LiveGateway, headers: dict[str, str], status: int, code: str
 ) -> None:
     async with gateway.http(headers={**gateway.headers, **headers}) as http:
-        rest = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "hi"}})
+        rest = await http.post("/api/v1/tools/say/call", json={"args": {"text": "hi"}})
         mcp = await http.post("/mcp", headers=LEGACY, json=_rpc_call())
     assert rest.status_code == status and rest.json()["error"]["code"] == code
     assert mcp.status_code == status and mcp.json()["error"]["data"]["code"] == code
     records = gateway.pincer.audit.records()[-2:]
-    assert [(r.caller, r.tool, r.outcome) for r in records] == [("rest", "echo", "denied"), ("mcp", "echo", "denied")]
+    assert [(r.caller, r.tool, r.outcome) for r in records] == [("rest", "say", "denied"), ("mcp", "say", "denied")]
     assert all(code in r.reason for r in records)
     await _still_serving(gateway)
 
@@ -195,17 +195,17 @@ async def test_oversized_bodies_are_413_and_audited(pincer_home: Path, chunked: 
                 return stream()
 
             rest = await http.post(
-                "/api/v1/tools/echo/call",
+                "/api/v1/tools/say/call",
                 content=body({"args": big_args}),
                 headers={"Content-Type": "application/json"},
             )
-            mcp = await http.post("/mcp", headers=LEGACY, content=body(_rpc_call("echo", big_args)))
+            mcp = await http.post("/mcp", headers=LEGACY, content=body(_rpc_call("say", big_args)))
         records = live.pincer.audit.records()[-2:]
         await _still_serving(live)
     assert rest.status_code == 413 and rest.json()["error"]["code"] == "body_too_large"
     assert "4096 bytes" in rest.json()["error"]["message"] and "max_body_bytes" in rest.json()["error"]["hint"]
     assert mcp.status_code == 413 and mcp.json()["error"]["data"]["code"] == "body_too_large"
-    assert [(r.caller, r.tool, r.outcome) for r in records] == [("rest", "echo", "denied"), ("mcp", "echo", "denied")]
+    assert [(r.caller, r.tool, r.outcome) for r in records] == [("rest", "say", "denied"), ("mcp", "say", "denied")]
 
 
 # -- malformed bodies --------------------------------------------------------------------------
@@ -230,16 +230,16 @@ async def test_malformed_jsonrpc_is_a_parse_error_and_the_server_keeps_serving(g
 async def test_tools_call_with_non_object_arguments_is_invalid_params_and_audited(
     gateway: LiveGateway, arguments: str
 ) -> None:
-    params = {"name": "echo", "arguments": json.loads(arguments)}
+    params = {"name": "say", "arguments": json.loads(arguments)}
     request = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": _modern(params)}
     async with gateway.http(headers={**gateway.headers, **MCP_HEADERS, "MCP-Protocol-Version": "2026-07-28"}) as http:
-        response = await http.post("/mcp", json=request, headers={"Mcp-Method": "tools/call", "Mcp-Name": "echo"})
+        response = await http.post("/mcp", json=request, headers={"Mcp-Method": "tools/call", "Mcp-Name": "say"})
     body = response.json()
     assert body["id"] == 9 and body["error"]["code"] == -32602
     assert "must be a JSON object" in body["error"]["message"]
     record = _last_record(gateway)
     assert (record.id, record.caller, record.tool, record.error_code) == (
-        body["error"]["data"]["auditId"], "mcp", "echo", "invalid_arguments",
+        body["error"]["data"]["auditId"], "mcp", "say", "invalid_arguments",
     )  # fmt: skip
     await _still_serving(gateway)
 
@@ -257,14 +257,14 @@ async def test_malformed_rest_bodies_are_clear_errors_and_audited(
     gateway: LiveGateway, content: bytes, status: int, code: str
 ) -> None:
     async with gateway.http(headers={**gateway.headers, "Content-Type": "application/json"}) as http:
-        response = await http.post("/api/v1/tools/echo/call", content=content)
+        response = await http.post("/api/v1/tools/say/call", content=content)
     error = response.json()["error"]
     assert response.status_code == status and error["code"] == code
     assert error["message"].startswith("request body:") and error["hint"]
     record = _last_record(gateway)
     assert (record.caller, record.tool, record.outcome, record.error_code) == (
         "rest",
-        "echo",
+        "say",
         "error",
         "invalid_arguments",
     )
@@ -278,13 +278,13 @@ async def test_header_values_are_read_without_surrounding_whitespace(gateway: Li
             "jsonrpc": "2.0",
             "id": 3,
             "method": "tools/call",
-            "params": _modern({"name": "echo", "arguments": {"text": "ws"}}),
+            "params": _modern({"name": "say", "arguments": {"text": "ws"}}),
         }
     )
     request = (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{gateway.info.port}\r\nAuthorization: Bearer {gateway.token}\r\n"
         "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-        "MCP-Protocol-Version: \t2026-07-28 \r\nMcp-Method:  tools/call\r\nMcp-Name:   echo  \r\n"
+        "MCP-Protocol-Version: \t2026-07-28 \r\nMcp-Method:  tools/call\r\nMcp-Name:   say  \r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}"
     )
     async with await anyio.connect_tcp("127.0.0.1", gateway.info.port) as stream:

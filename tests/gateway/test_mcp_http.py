@@ -35,8 +35,8 @@ async def test_tools_list_and_call_go_through_the_dispatcher(gateway: LiveGatewa
     async with gateway.mcp(mode=mode) as client:
         assert client.protocol_version == EXPECTED_VERSION[mode]
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert {"echo", "report", "write_note"} <= names
-        result = await client.call_tool("echo", {"text": "hello"})
+        assert {"say", "report", "write_note"} <= names
+        result = await client.call_tool("say", {"text": "hello"})
     assert not result.is_error
     assert _text(result) == "hello"
     audit_id = result.meta["pincer/auditId"]
@@ -45,7 +45,7 @@ async def test_tools_list_and_call_go_through_the_dispatcher(gateway: LiveGatewa
         audit_id,
         "mcp",
         "main",
-        "echo",
+        "say",
         "ok",
     )
 
@@ -53,14 +53,14 @@ async def test_tools_list_and_call_go_through_the_dispatcher(gateway: LiveGatewa
 @ERAS
 async def test_a_failing_call_is_a_tool_error_with_what_went_wrong(gateway: LiveGateway, mode: str) -> None:
     async with gateway.mcp(mode=mode) as client:
-        wrong_args = await client.call_tool("echo", {"txt": "typo"})
+        wrong_args = await client.call_tool("say", {"txt": "typo"})
         missing = await client.call_tool("no_such_tool", {})
     assert wrong_args.is_error
     assert "text" in _text(wrong_args) and "hint:" in _text(wrong_args)
     assert wrong_args.meta["pincer/error"]["code"] == "invalid_arguments"
     assert missing.is_error and missing.meta["pincer/error"]["code"] == "tool_not_found"
     outcomes = [(r.tool, r.outcome) for r in gateway.pincer.audit.records()[-2:]]
-    assert outcomes == [("echo", "error"), ("no_such_tool", "error")]
+    assert outcomes == [("say", "error"), ("no_such_tool", "error")]
 
 
 @ERAS
@@ -77,11 +77,11 @@ async def test_a_denial_carries_its_reason(pincer_home: Path, mode: str) -> None
 
 @ERAS
 async def test_session_policy_hides_and_refuses_denied_tools(pincer_home: Path, mode: str) -> None:
-    config = '[sessions.main]\nkind = "main"\ndeny = ["echo"]\n'
+    config = '[sessions.main]\nkind = "main"\ndeny = ["say"]\n'
     async with live_gateway(pincer_home, config=config) as live, live.mcp(mode=mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-        result = await client.call_tool("echo", {"text": "hi"})
-    assert "echo" not in names and "report" in names
+        result = await client.call_tool("say", {"text": "hi"})
+    assert "say" not in names and "report" in names
     assert result.is_error and result.meta["pincer/error"]["code"] == "denied"
 
 

@@ -19,17 +19,17 @@ APPROVAL_TIMEOUT_CONFIG = "[approvals]\ntimeout_s = 0.5\n"
 async def test_tools_are_listed_and_described(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
         listing = (await http.get("/api/v1/tools")).json()
-        echo = await http.get("/api/v1/tools/echo")
+        say = await http.get("/api/v1/tools/say")
         missing = await http.get("/api/v1/tools/nope")
     names = [tool["name"] for tool in listing["tools"]]
-    assert listing["session"] == "main" and names == sorted(names) and "echo" in names
-    assert echo.json()["input_schema"]["required"] == ["text"]
+    assert listing["session"] == "main" and names == sorted(names) and "say" in names
+    assert say.json()["input_schema"]["required"] == ["text"]
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "tool_not_found"
 
 
 async def test_call_returns_the_result_and_its_audit_id(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
-        response = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "hi"}})
+        response = await http.post("/api/v1/tools/say/call", json={"args": {"text": "hi"}})
     data = response.json()
     assert response.status_code == 200
     assert data == {"ok": True, "output": "hi", "cached": False, "audit_id": data["audit_id"]}
@@ -40,7 +40,7 @@ async def test_call_returns_the_result_and_its_audit_id(gateway: LiveGateway) ->
     ("tool", "args", "status", "code"),
     [
         ("nope", {}, 404, "tool_not_found"),
-        ("echo", {"text": 5}, 422, "invalid_arguments"),
+        ("say", {"text": 5}, 422, "invalid_arguments"),
     ],
 )
 async def test_failed_calls_map_to_statuses(
@@ -72,10 +72,10 @@ async def test_idempotency_key_header_replays(gateway: LiveGateway) -> None:
 
 
 async def test_rate_limit_is_429_with_retry_after(pincer_home: Path) -> None:
-    async with live_gateway(pincer_home, config="[limits.echo]\ncalls_per_minute = 1\n") as live:
+    async with live_gateway(pincer_home, config="[limits.say]\ncalls_per_minute = 1\n") as live:
         async with live.http(headers=live.headers) as http:
-            ok = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "1"}})
-            limited = await http.post("/api/v1/tools/echo/call", json={"args": {"text": "2"}})
+            ok = await http.post("/api/v1/tools/say/call", json={"args": {"text": "1"}})
+            limited = await http.post("/api/v1/tools/say/call", json={"args": {"text": "2"}})
     assert ok.status_code == 200
     assert limited.status_code == 429
     assert limited.json()["error"]["code"] == "budget_exceeded"
@@ -119,8 +119,8 @@ async def test_approvals_are_listed_and_answered_once(gateway: LiveGateway) -> N
 async def test_audit_lists_and_verifies(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
         for text in ("a", "b", "c"):
-            await http.post("/api/v1/tools/echo/call", json={"args": {"text": text}})
-        records = (await http.get("/api/v1/audit", params={"tool": "echo", "limit": 2})).json()["records"]
+            await http.post("/api/v1/tools/say/call", json={"args": {"text": text}})
+        records = (await http.get("/api/v1/audit", params={"tool": "say", "limit": 2})).json()["records"]
         verified = await http.get("/api/v1/audit/verify")
         too_many = await http.get("/api/v1/audit", params={"limit": 0})
     assert [r["args"] for r in records] == [{"text": "b"}, {"text": "c"}]
@@ -130,7 +130,7 @@ async def test_audit_lists_and_verifies(gateway: LiveGateway) -> None:
 
 async def test_audit_verify_reports_a_broken_chain(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
-        await http.post("/api/v1/tools/echo/call", json={"args": {"text": "a"}})
+        await http.post("/api/v1/tools/say/call", json={"args": {"text": "a"}})
         gateway.pincer.audit._conn.execute("UPDATE audit SET tool = 'tampered' WHERE id = 1")
         verified = await http.get("/api/v1/audit/verify")
     assert verified.status_code == 409 and verified.json()["error"]["code"] == "audit_chain_broken"

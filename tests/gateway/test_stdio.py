@@ -21,7 +21,10 @@ STDIO_TIMEOUT_S = 60.0
 
 def _server(home: Path, *args: str) -> StdioServerParameters:
     env = {"PINCER_HOME": str(home), "PATH": os.environ.get("PATH", "")}
-    return StdioServerParameters(command=str(PINCER_BIN), args=["mcp", "stdio", *args], env=env)
+    # The fixture bundle gives these tests tools of their own, whatever the built-ins are.
+    return StdioServerParameters(
+        command=str(PINCER_BIN), args=["mcp", "stdio", "--conformance-fixtures", *args], env=env
+    )
 
 
 def _text(result: Any) -> str:
@@ -33,10 +36,10 @@ async def test_stdio_serves_the_registry_through_the_dispatcher(pincer_home: Pat
     with anyio.fail_after(STDIO_TIMEOUT_S):
         async with Client(_server(pincer_home), mode=mode) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            result = await client.call_tool("echo", {"text": "over stdio"})
-            failed = await client.call_tool("echo", {})
-    assert "echo" in names
-    assert _text(result) == "over stdio" and not result.is_error
+            result = await client.call_tool("test_simple_text", {})
+            failed = await client.call_tool("test_sampling", {})
+    assert "test_simple_text" in names
+    assert _text(result) == "This is a simple text response for testing." and not result.is_error
     assert failed.is_error and failed.meta["pincer/error"]["code"] == "invalid_arguments"
     # The audit log is the same SQLite file any other entry point writes.
     from pincer.store import open_database
@@ -48,18 +51,18 @@ async def test_stdio_serves_the_registry_through_the_dispatcher(pincer_home: Pat
     finally:
         conn.close()
     assert [(r.caller, r.session, r.tool, r.outcome) for r in records] == [
-        ("mcp", "main", "echo", "ok"),
-        ("mcp", "main", "echo", "error"),
+        ("mcp", "main", "test_simple_text", "ok"),
+        ("mcp", "main", "test_sampling", "error"),
     ]
 
 
 async def test_stdio_session_flag_applies_that_sessions_policy(pincer_home: Path) -> None:
-    (pincer_home / "config.toml").write_text('[sessions.agent]\nkind = "non-main"\ndeny = ["echo"]\n')
+    (pincer_home / "config.toml").write_text('[sessions.agent]\nkind = "non-main"\ndeny = ["test_simple_text"]\n')
     with anyio.fail_after(STDIO_TIMEOUT_S):
         async with Client(_server(pincer_home, "--session", "agent"), mode="legacy") as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            result = await client.call_tool("echo", {"text": "x"})
-    assert "echo" not in names
+            result = await client.call_tool("test_simple_text", {})
+    assert "test_simple_text" not in names
     assert result.is_error and result.meta["pincer/error"]["code"] == "denied"
 
 
