@@ -73,6 +73,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/scanner.py
 	$(BIN)/python bench/mcp_proxy.py
 	$(BIN)/python bench/wasm.py
+	$(BIN)/python bench/gateway.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info
