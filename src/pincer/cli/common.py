@@ -84,10 +84,10 @@ def fail(error: PincerError, *, as_json: bool = False) -> NoReturn:
     raise typer.Exit(exit_code_for(error))
 
 
-def run(fn: Callable[[], Awaitable[T]], *, as_json: bool = False) -> T:
+def run(fn: Callable[[], Awaitable[T]], *, as_json: bool = False, backend_options: dict[str, Any] | None = None) -> T:
     """Run an async command body, turning pincer errors into messages and exit codes."""
     try:
-        return anyio.run(fn)
+        return anyio.run(fn, backend_options=backend_options)
     except PincerError as exc:
         fail(exc, as_json=as_json)
     except KeyboardInterrupt:

@@ -1,5 +1,5 @@
 """``pincer mcp``: configure external MCP servers, test them, import other clients' lists, re-trust
-changed tool definitions.
+changed tool definitions; and ``pincer mcp stdio``, pincer itself as an MCP server on stdio.
 
 Servers live in ``$PINCER_HOME/mcp/servers.json``; pins in ``$PINCER_HOME/mcp/pins.json``.
 Credentials never go into either file: a literal token given to ``--env``/``--header`` under a
@@ -390,3 +390,29 @@ def import_servers(
     for note in result["notes"]:
         stderr.print(f"[dim]{note}[/]")
     stderr.print(f"imported {len(result['imported'])} servers ({result['format']}): {', '.join(result['imported'])}")
+
+
+@app.command("stdio")
+def stdio(
+    session: str = typer.Option(None, "--session", help="Session the calls run under (default: [gateway] session)."),
+    conformance_fixtures: bool = typer.Option(
+        False, "--conformance-fixtures", help="Also serve the MCP conformance suite's fixtures."
+    ),
+) -> None:
+    """Serve every tool over MCP on stdin/stdout (for clients that launch their servers)."""
+    import logging
+
+    # stdout carries MCP messages only: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    async def body() -> None:
+        from pincer.cli.common import open_pincer
+        from pincer.cli.serve import gateway_extensions
+        from pincer.gateway.stdio import serve_stdio
+
+        async with open_pincer() as pincer:
+            fixtures = conformance_fixtures or pincer.config.gateway.conformance_fixtures
+            extensions = await gateway_extensions(pincer, fixtures=fixtures)
+            await serve_stdio(pincer, session=session or pincer.config.gateway.session, extensions=extensions)
+
+    run(body)

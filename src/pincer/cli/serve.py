@@ -1,0 +1,159 @@
+"""``pincer serve`` (the gateway over HTTP) and ``pincer token`` (its bearer tokens)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pincer.cli.common import JsonOption, emit_json, open_pincer, pincer_home, run, stderr
+from pincer.config import CONFIG_FILENAME, load_config
+from pincer.core.errors import ConfigError, UsageError
+
+__all__ = ["serve", "token_app", "event_loop_options"]
+
+EXIT_INTERRUPTED = 130
+
+
+async def gateway_extensions(pincer: Any, *, fixtures: bool) -> tuple[Any, ...]:
+    """The MCP extensions to install: the conformance fixtures (tools registered now) when asked."""
+    if not fixtures:
+        return ()
+    from pincer.gateway.conformance import install_fixtures
+
+    return (await install_fixtures(pincer),)
+
+
+def serve(
+    host: str = typer.Option(None, "--host", help="Address to listen on (default: [gateway] host, 127.0.0.1)."),
+    port: int = typer.Option(
+        None, "--port", min=0, max=65535, help="Port (default: [gateway] port, 8765; 0 picks one)."
+    ),
+    conformance_fixtures: bool = typer.Option(
+        False,
+        "--conformance-fixtures",
+        help="Also serve the MCP conformance suite's fixture tools, prompts, resources.",
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """Serve every tool over MCP (streamable HTTP at /mcp) and REST (/api/v1) until interrupted."""
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    async def body() -> None:
+        from pincer.gateway.serve import ServeInfo
+        from pincer.gateway.serve import serve as serve_gateway
+
+        async with open_pincer() as pincer:
+            settings = pincer.config.gateway
+            fixtures = conformance_fixtures or settings.conformance_fixtures
+            extensions = await gateway_extensions(pincer, fixtures=fixtures)
+
+            def ready(info: ServeInfo) -> None:
+                if as_json:
+                    emit_json(info.to_dict())
+                lines = (
+                    f"[bold green]pincer serving[/] {len(pincer.registry.list())} tools at {info.url}",
+                    f"  MCP (streamable HTTP): {info.mcp_url}",
+                    f"  REST API:              {info.api_url}",
+                    f"  OpenAPI:               {info.api_url}/openapi.json",
+                    "  bearer token:          `pincer token` prints it",
+                    f"  token file:            {info.token_file}",
+                    "  every request needs 'Authorization: Bearer <token>'; Ctrl-C stops",
+                )
+                for line in lines:
+                    stderr.print(line, soft_wrap=True)
+
+            await serve_gateway(
+                pincer,
+                settings=settings,
+                host=host or settings.host,
+                port=settings.port if port is None else port,
+                on_ready=ready,
+                extensions=extensions,
+            )
+
+    try:
+        run(body, as_json=as_json, backend_options=event_loop_options())
+    except typer.Exit as stop:
+        if stop.exit_code != EXIT_INTERRUPTED:
+            raise
+        # Ctrl-C is how a server is meant to stop: after the graceful shutdown, that is success.
+        stderr.print("pincer serve stopped")
+        raise typer.Exit(0) from None
+
+
+def event_loop_options() -> dict[str, Any]:
+    """uvloop when installed: the gateway's event loop does the HTTP work, and uvloop does it faster."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
+
+
+token_app = typer.Typer(
+    help="Print the gateway's bearer token, or make one for another session.", invoke_without_command=True
+)
+
+
+@token_app.callback()
+def token(ctx: typer.Context, as_json: bool = JsonOption) -> None:
+    """Print the gateway token (created if there is none yet)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from pincer.gateway.tokens import load_or_create_token
+
+    home = pincer_home()
+    try:
+        value = load_or_create_token(home)
+    except ConfigError as exc:
+        from pincer.cli.common import fail
+
+        fail(exc, as_json=as_json)
+    if as_json:
+        emit_json({"token": value, "token_file": str(home / "gateway.token")})
+    else:
+        sys.stdout.write(value + "\n")
+
+
+@token_app.command("new")
+def new(
+    session: str = typer.Option(..., "--session", help="Session the new token's calls run under."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Make a token for SESSION, record its sha256 in config.toml, print the token once."""
+    from pincer.cli.common import fail
+    from pincer.gateway.tokens import new_token, token_digest
+
+    home = pincer_home()
+    try:
+        value = new_token()
+        _append_token(home, token_digest(value), session)
+    except (ConfigError, UsageError) as exc:
+        fail(exc, as_json=as_json)
+    if as_json:
+        emit_json({"token": value, "session": session})
+    else:
+        sys.stdout.write(value + "\n")
+        stderr.print(f"token for session {session!r} recorded (by its sha256) in {home / CONFIG_FILENAME}")
+
+
+def _append_token(home: Path, digest: str, session: str) -> None:
+    """Append a ``[[gateway.tokens]]`` entry; the file is restored if the result does not parse."""
+    if not session or len(session) > 128 or any(c in session for c in '"\\\n\r'):
+        raise UsageError(f"invalid session name {session!r}", hint="use letters, digits, '-' and '_'")
+    path = home / CONFIG_FILENAME
+    before = path.read_text(encoding="utf-8") if path.exists() else None
+    entry = f'\n[[gateway.tokens]]\nsha256 = "{digest}"\nsession = "{session}"\n'
+    path.write_text((before or "") + entry, encoding="utf-8")
+    try:
+        load_config(home)
+    except ConfigError:
+        if before is None:
+            path.unlink()
+        else:
+            path.write_text(before, encoding="utf-8")
+        raise

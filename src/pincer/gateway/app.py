@@ -1,0 +1,93 @@
+"""One ASGI app: MCP streamable HTTP at ``/mcp``, REST under ``/api/v1``, ``/healthz``; all of
+it behind the guard (Host/Origin, bearer token, body limit)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pincer import __version__
+from pincer.config import GatewaySettings
+from pincer.core.errors import Denied
+from pincer.core.values import CallRequest
+from pincer.gateway.guard import Guard, Refusal
+from pincer.gateway.mcp_server import McpExtension, McpGateway
+from pincer.gateway.rest import create_rest_app
+from pincer.gateway.tokens import TokenBook
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Gateway", "create_gateway"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Gateway:
+    """The assembled gateway: ``app`` to serve, ``mcp`` for notifications and tests."""
+
+    app: ASGIApp
+    mcp: McpGateway
+
+
+def create_gateway(
+    pincer: Any,
+    *,
+    settings: GatewaySettings,
+    token: str,
+    bound_host: str | None = None,
+    extensions: tuple[McpExtension, ...] = (),
+) -> Gateway:
+    """Build the gateway over an open Pincer. ``token`` is the primary bearer token."""
+    tokens = TokenBook(config=pincer.config, primary_token=token)
+    mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
+    mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
+    rest = create_rest_app(pincer)
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with mcp.running(), manager.run():
+            yield
+
+    inner = Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"]),
+            Mount("/api/v1", app=rest),
+        ],
+        lifespan=lifespan,
+    )
+
+    async def record_refusal(refusal: Refusal) -> None:
+        request = CallRequest(tool=refusal.tool, args={}, session=refusal.session, caller=refusal.caller)
+        await pincer.dispatcher.reject(
+            request, Denied(f"request refused before the call ({refusal.code}): {refusal.message}")
+        )
+
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        # /mcp is the hot path: straight to its endpoint, without Starlette's routing layers.
+        if scope["type"] == "http" and scope.get("path") == "/mcp":
+            await mcp_app(scope, receive, send)
+        else:
+            await inner(scope, receive, send)
+
+    guarded = Guard(
+        route,
+        tokens=tokens,
+        max_body_bytes=settings.max_body_bytes,
+        bound_host=bound_host or settings.host,
+        allowed_hosts=settings.allowed_hosts,
+        allowed_origins=settings.allowed_origins,
+        on_refused=record_refusal,
+    )
+    return Gateway(app=guarded, mcp=mcp)

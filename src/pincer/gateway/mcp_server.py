@@ -1,0 +1,483 @@
+"""The MCP face of pincer: every tool in the registry, served through the dispatcher.
+
+Built on the official SDK's low-level ``Server``, which negotiates the protocol era per client
+(the 2026-07-28 per-request envelope, or the ``initialize`` handshake up to 2025-11-25). Here:
+
+- ``tools/list`` is the registry, minus what the caller's session policy denies;
+- ``tools/call`` is ``Dispatcher.call`` under the session of the caller's token, with an
+  :class:`~pincer.gateway.channel.McpChannel` for progress, logs, elicitation and sampling;
+  a failure is a result with ``isError``, a denial carries its reason;
+- an ``ask`` goes to the client as an elicitation when it can take one mid-call (handshake
+  era), and otherwise waits for ``POST /api/v1/approvals/{id}`` or ``pincer approvals``;
+- registry changes go out as ``notifications/tools/list_changed`` to handshake-era connections
+  and as ``toolsListChanged`` events on 2026-07-28 ``subscriptions/listen`` streams.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.types import Receive, Scope, Send
+
+from pincer import __version__
+from pincer.core.effects import Mode
+from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError
+from pincer.core.values import CallRequest, ToolResult, ToolSpec
+from pincer.gateway.approvals import (
+    APPROVAL_DECISION_SCHEMA,
+    ApprovalRounds,
+    answer_approval,
+    answer_from_reply,
+    approval_message,
+)
+from pincer.gateway.channel import McpChannel
+from pincer.gateway.events import MemoryEventStore
+from pincer.gateway.guard import SESSION_SCOPE_KEY
+from pincer.gateway.tokens import GatewaySession
+from pincer.policy.session import evaluate_session
+from pincer.registry import RegistryEvent
+from pincer.store.approvals import ApprovalRequest
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["McpGateway", "McpExtension", "IDEMPOTENCY_META_KEY", "NOTIFY_TIMEOUT_S", "APPROVAL_DECISION_SCHEMA"]
+
+IDEMPOTENCY_META_KEY = "pincer/idempotencyKey"
+AUDIT_META_KEY = "pincer/auditId"
+ERROR_META_KEY = "pincer/error"
+# What SSE streams tell a client to wait before reconnecting after a drop (SEP-1699).
+SSE_RETRY_INTERVAL_MS = 1_000
+# A list_changed notification to one connection may not hold up the others for longer than this.
+NOTIFY_TIMEOUT_S = 5.0
+_CHANGE_EVENTS: dict[str, tuple[Any, str]] = {
+    "tools": (ToolsListChanged, "send_tool_list_changed"),
+    "prompts": (PromptsListChanged, "send_prompt_list_changed"),
+    "resources": (ResourcesListChanged, "send_resource_list_changed"),
+}
+INSTRUCTIONS = (
+    "pincer serves governed tools: every call is checked against policy, may wait for a person's "
+    "approval, and is recorded in an audit log. A refused call explains why."
+)
+
+
+class Pincerish(Protocol):
+    """What the gateway needs of ``pincer.service.Pincer``."""
+
+    registry: Any
+    dispatcher: Any
+    config: Any
+
+    async def call(self, request: CallRequest, *, on_approval: Any = None) -> ToolResult: ...
+
+
+class McpExtension(Protocol):
+    """Adds prompts, resources or other handlers to the gateway's server (the conformance
+    fixture bundle is one)."""
+
+    def install(self, server: Server[Any], gateway: McpGateway) -> None: ...
+
+
+class _PincerServer(Server[Any]):
+    """The SDK server, announcing ``tools.listChanged`` to handshake-era clients."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options
+            or NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+class McpGateway:
+    """One MCP server over one Pincer. ``default_session`` serves transports without a token
+    (stdio); HTTP requests carry the session the guard derived from their token."""
+
+    def __init__(
+        self,
+        pincer: Pincerish,
+        *,
+        default_session: GatewaySession,
+        extensions: tuple[McpExtension, ...] = (),
+    ) -> None:
+        self.pincer = pincer
+        self.default_session = default_session
+        self.bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self.bus)
+        self._connections: dict[int, Connection] = {}
+        self._tool_cache: dict[str, list[dict[str, Any]]] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self.server: Server[Any] = _PincerServer(
+            "pincer",
+            version=__version__,
+            title="pincer",
+            instructions=INSTRUCTIONS,
+            # Lists change with the registry and are filtered per session: fresh and private.
+            cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
+            get_tool_input_schema=self._input_schema,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
+        )
+        # OpenTelemetry spans per message cost more than a native call; pincer's audit log is
+        # the record. Then: note connections (for list_changed), check tools/call params (so
+        # a malformed call is audited), seal requestState (2026-07-28 multi-round calls).
+        self._state_boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="pincer")
+        self.server.middleware = [self._track_connection, self._audit_malformed_call, self._state_boundary]
+        for extension in extensions:
+            extension.install(self.server, self)
+        self._rounds = ApprovalRounds(pincer, lambda: self._task_group)
+        self._unsubscribe = pincer.registry.subscribe(self._on_registry_event)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> Any:
+        """Hold the task group that fans out change notifications."""
+        async with anyio.create_task_group() as tg:
+            self._task_group = tg
+            try:
+                yield self
+            finally:
+                self._task_group = None
+                self._listen.close()
+                self._unsubscribe()
+                tg.cancel_scope.cancel()
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def session_of(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        if isinstance(scope, Mapping):
+            session = scope.get(SESSION_SCOPE_KEY)
+            if isinstance(session, GatewaySession):
+                return session
+            # An HTTP message that did not pass the guard: never fall back to the default.
+            raise MCPError(INVALID_PARAMS, "request carries no authenticated session")
+        return self.default_session
+
+    # -- tools/list --------------------------------------------------------------------------
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        try:
+            return self.pincer.registry.get(name).input_schema
+        except PincerError:
+            return None
+
+    tool_input_schema = _input_schema
+
+    @staticmethod
+    def idempotency_key(params: Mapping[str, Any]) -> str | None:
+        return _idempotency_key(params)
+
+    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+        session = self.session_of(ctx)
+        tools = self._tool_cache.get(session.name)
+        if tools is None:
+            policy = self.pincer.config.session(session.name)
+            tools = [
+                tool_to_wire(spec)
+                for spec in self.pincer.registry.list()
+                if evaluate_session(policy, spec.name).mode is not Mode.DENY
+            ]
+            self._tool_cache[session.name] = tools
+        return complete(ctx, {"tools": tools})
+
+    # -- tools/call --------------------------------------------------------------------------
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+        # The raw wire values: answers stay plain JSON, and requestState is the plaintext the
+        # RequestStateBoundary middleware verified and unsealed.
+        raw = ctx.params if isinstance(ctx.params, Mapping) else {}
+        responses = raw.get("inputResponses")
+        state = raw.get("requestState")
+        channel = McpChannel.from_context(
+            ctx,
+            input_responses=responses if isinstance(responses, Mapping) else None,
+            request_state=state if isinstance(state, str) else None,
+        )
+        return await self.run_call(
+            self.session_of(ctx), params.name, params.arguments or {}, channel, idempotency_key=_idempotency_key(raw)
+        )
+
+    async def run_call(
+        self,
+        session: GatewaySession,
+        name: str,
+        arguments: Mapping[str, Any],
+        channel: McpChannel,
+        *,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """One ``tools/call`` through the dispatcher, as the wire result (both eras, every
+        transport). Raises MCPError only for a missing client capability on 2026-07-28."""
+        request = CallRequest(
+            tool=name,
+            args=arguments,
+            session=session.name,
+            idempotency_key=idempotency_key,
+            caller="mcp",
+            client=channel,
+        )
+        approval_id = self._rounds.continuation(channel)
+        if approval_id is not None:
+            result = await self._rounds.resume(approval_id, channel, session)
+        elif self._rounds.can_start(channel):
+            outcome = await self._rounds.start(request, channel, session)
+            if isinstance(outcome, dict):
+                return outcome
+            result = outcome
+        else:
+            result = await self._call_asking_mid_call(request, channel, session)
+        if channel.pending is not None:
+            return {"resultType": "input_required", **channel.pending}
+        if channel.missing_capability is not None and channel.is_modern:
+            raise MCPError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                str((result.error or {}).get("message", "missing client capability")),
+                data={"requiredCapabilities": {channel.missing_capability: {}}},
+            )
+        wire = result_to_wire(result, self._spec_or_none(name))
+        if channel.is_modern:
+            wire["resultType"] = "complete"
+        return wire
+
+    async def _call_asking_mid_call(
+        self, request: CallRequest, channel: McpChannel, session: GatewaySession
+    ) -> ToolResult:
+        """The call, with any approval it needs put to the client as an elicitation right away
+        (handshake era) and left answerable over REST and the CLI as well."""
+        asks: list[anyio.CancelScope] = []
+
+        async def put_to_client(approval: ApprovalRequest) -> None:
+            if channel.can_ask and self._task_group is not None:
+                scope = anyio.CancelScope()
+                asks.append(scope)
+                self._task_group.start_soon(self._ask_client, channel, approval, session, scope)
+
+        try:
+            return await self.pincer.call(request, on_approval=put_to_client)
+        finally:
+            # The call is over; an elicitation still open (answered elsewhere) is withdrawn.
+            for scope in asks:
+                scope.cancel()
+
+    async def _ask_client(
+        self, channel: McpChannel, approval: ApprovalRequest, session: GatewaySession, scope: anyio.CancelScope
+    ) -> None:
+        """Put one approval to the MCP client as an elicitation and answer it with the reply."""
+        message = approval_message(approval)
+        reply: dict[str, Any] | None = None
+        with scope:
+            try:
+                reply = await channel.elicit(message, APPROVAL_DECISION_SCHEMA, key=f"approval:{approval.id}")
+            except Exception as exc:  # the approval stays answerable over REST and the CLI
+                logger.info("approval %s could not be put to the client: %s", approval.id, exc)
+        answer = answer_from_reply(reply)
+        if answer is not None:
+            answer_approval(self.pincer.dispatcher, approval.id, answer, session)
+
+    def _spec_or_none(self, name: str) -> ToolSpec | None:
+        try:
+            return self.pincer.registry.get(name)
+        except PincerError:
+            return None
+
+    # -- middleware --------------------------------------------------------------------------
+
+    async def _track_connection(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.method == "notifications/initialized":
+            connection = getattr(ctx.session, "_connection", None)
+            if isinstance(connection, Connection) and connection.has_standalone_channel:
+                key = id(connection)
+                self._connections[key] = connection
+                connection.exit_stack.callback(self._connections.pop, key, None)
+        return await call_next(ctx)
+
+    async def _audit_malformed_call(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """A tools/call whose params the SDK would refuse unseen: refuse it ourselves, audited."""
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        params = ctx.params if isinstance(ctx.params, Mapping) else None
+        name = params.get("name") if params is not None else None
+        arguments = params.get("arguments") if params is not None else None
+        problem: PincerError | None = None
+        if not isinstance(name, str) or not name:
+            problem = UsageError("tools/call needs params.name, the tool's name", hint="see tools/list for the names")
+        elif arguments is not None and not isinstance(arguments, Mapping):
+            problem = ArgumentsInvalid(
+                f"tools/call arguments for {name!r} must be a JSON object, got {type(arguments).__name__}",
+                hint="pass the arguments as an object whose keys are the parameter names",
+            )
+        if problem is None:
+            return await call_next(ctx)
+        session = self.session_of(ctx)
+        request = CallRequest(
+            tool=name if isinstance(name, str) and name else "(unknown)", args={}, session=session.name, caller="mcp"
+        )
+        rejected = await self.pincer.dispatcher.reject(request, problem)
+        data = dict(rejected.error or {})
+        data["auditId"] = rejected.audit_id
+        raise MCPError(INVALID_PARAMS, problem.message, data=data)
+
+    # -- change notifications ----------------------------------------------------------------
+
+    def _on_registry_event(self, event: RegistryEvent) -> None:
+        self._tool_cache.clear()
+        self.schedule_notification("tools")
+
+    def schedule_notification(self, kind: str) -> None:
+        """Tell clients (in the background) that the ``tools``/``prompts``/``resources`` list changed."""
+        if self._task_group is not None:
+            self._task_group.start_soon(self.notify_changed, kind)
+
+    async def notify_changed(self, kind: str) -> None:
+        event, method = _CHANGE_EVENTS[kind]
+        await self.bus.publish(event())
+        for key, connection in list(self._connections.items()):
+            with anyio.move_on_after(NOTIFY_TIMEOUT_S):
+                try:
+                    await getattr(connection, method)()
+                except Exception:  # a connection that went away is forgotten, not fatal
+                    logger.debug("%s list_changed to a closed connection dropped", kind, exc_info=True)
+                    self._connections.pop(key, None)
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def asgi_app(self, *, max_body_bytes: int) -> tuple[Any, Any]:
+        """(ASGI app for ``/mcp``, the session manager whose ``run()`` must be entered)."""
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=False,
+            event_store=MemoryEventStore(),
+            retry_interval=SSE_RETRY_INTERVAL_MS,
+            # Host and Origin are checked by the gateway's guard, with the configured names.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_request_body_size=max_body_bytes,
+        )
+
+        from pincer.gateway.fastpath import ModernCallFastPath
+
+        return _McpEndpoint(manager, ModernCallFastPath(self, self._state_boundary)), manager
+
+
+class _McpEndpoint:
+    """ASGI endpoint for ``/mcp`` (a class, so Starlette routes to it as an app)."""
+
+    def __init__(self, manager: Any, fast_path: Any) -> None:
+        self._manager = manager
+        self._fast_path = fast_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session = scope.get(SESSION_SCOPE_KEY)
+        if isinstance(session, GatewaySession):
+            # The SDK binds each MCP session to the principal that opened it.
+            scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=f"session:{session.name}", scopes=[]))
+        if scope.get("method") == "POST":
+            # The guard has buffered the body: it arrives as one message.
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                if await self._fast_path.try_handle(scope, message.get("body", b""), send):
+                    return
+            receive = _replay(message, receive)
+        await self._manager.handle_request(scope, receive, send)
+
+
+def _replay(first: Any, receive: Receive) -> Receive:
+    pending = [first]
+
+    async def replay() -> Any:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def complete(ctx: ServerRequestContext[Any, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """Mark a final result as such on 2026-07-28 (earlier versions have no resultType)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        result["resultType"] = "complete"
+    return result
+
+
+def _idempotency_key(params: Mapping[str, Any]) -> str | None:
+    meta = params.get("_meta")
+    key = meta.get(IDEMPOTENCY_META_KEY) if isinstance(meta, Mapping) else None
+    return key if isinstance(key, str) else None
+
+
+def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
+    """A registry ToolSpec as an MCP ``Tool`` object."""
+    tool: dict[str, Any] = {"name": spec.name, "description": spec.description, "inputSchema": dict(spec.input_schema)}
+    if spec.output_schema:
+        tool["outputSchema"] = dict(spec.output_schema)
+    annotations = {k: v for k, v in spec.annotations.items() if k in _ANNOTATION_KEYS}
+    if not spec.effects or all(e.value == "read_filesystem" for e in spec.effects):
+        annotations.setdefault("readOnlyHint", True)
+    if annotations:
+        tool["annotations"] = annotations
+    tool["_meta"] = {"pincer/effects": sorted(e.value for e in spec.effects), "pincer/runtime": spec.runtime.value}
+    return tool
+
+
+_ANNOTATION_KEYS = frozenset({"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"})
+
+
+def result_to_wire(result: ToolResult, spec: ToolSpec | None) -> dict[str, Any]:
+    """A ToolResult as an MCP ``CallToolResult``: content blocks, ``isError`` for failures."""
+    meta: dict[str, Any] = {AUDIT_META_KEY: result.audit_id}
+    if result.ok:
+        content = [dict(block) for block in result.content] if result.content else [_text(_render(result.output))]
+        wire: dict[str, Any] = {"content": content, "_meta": meta}
+        if spec is not None and spec.output_schema and isinstance(result.output, dict):
+            wire["structuredContent"] = result.output
+        return wire
+    error = dict(result.error or {})
+    meta[ERROR_META_KEY] = error
+    text = f"{error.get('message', 'the call failed')}"
+    if error.get("hint"):
+        text += f" (hint: {error['hint']})"
+    content = [dict(block) for block in result.content] if result.content else []
+    if not any(block.get("type") == "text" for block in content):
+        content.insert(0, _text(text))
+    return {"content": content, "isError": True, "_meta": meta}
+
+
+def _render(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}

@@ -1,0 +1,307 @@
+"""The REST API under ``/api/v1`` (FastAPI; its OpenAPI document at ``/api/v1/openapi.json``).
+
+Every request arrives through the guard, so it carries the session of its bearer token. A
+non-main session sees and calls only as itself; answering approvals takes a main session (an
+agent must not approve its own calls). Errors are ``{"error": {code, message, hint?}}`` with a
+status that says what kind of failure it was; a rate limit is 429 with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Header, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pincer import __version__
+from pincer.core.effects import Mode
+from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError
+from pincer.core.values import CallRequest, ToolResult
+from pincer.gateway.guard import SESSION_SCOPE_KEY
+from pincer.gateway.tokens import GatewaySession
+from pincer.policy.session import evaluate_session
+from pincer.store.approvals import Answer, ApprovalStatus
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["create_rest_app", "status_for", "CallBody", "ApprovalBody", "MAX_AUDIT_LIMIT"]
+
+MAX_AUDIT_LIMIT = 10_000
+_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,255}$"
+
+# Error code of a ToolResult -> HTTP status of the REST answer.
+_STATUS: dict[str, int] = {
+    "tool_not_found": 404,
+    "invalid_arguments": 422,
+    "usage_error": 400,
+    "idempotency_conflict": 409,
+    "denied": 403,
+    "approval_denied": 403,
+    "egress_denied": 403,
+    "approval_timeout": 408,
+    "budget_exceeded": 429,
+    "tool_error": 502,
+    "tool_timeout": 504,
+    "runtime_unavailable": 503,
+    "secret_error": 500,
+    "store_error": 500,
+}
+
+
+class CallBody(BaseModel):
+    """``POST /tools/{name}/call``. ``session`` defaults to the token's; only a main session
+    may name another."""
+
+    model_config = ConfigDict(extra="forbid")
+    args: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments (a JSON object).")
+    session: str | None = Field(default=None, min_length=1, max_length=128)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class ApprovalBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision: Answer
+
+
+def status_for(error: dict[str, Any] | None) -> int:
+    return _STATUS.get(str((error or {}).get("code")), 500)
+
+
+def _error(
+    status: int, code: str, message: str, hint: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if hint:
+        body["hint"] = hint
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _pincer_error(exc: PincerError, status: int) -> JSONResponse:
+    return _error(status, exc.code, exc.message, exc.hint)
+
+
+def _session(request: Request) -> GatewaySession:
+    session = request.scope.get(SESSION_SCOPE_KEY)
+    if not isinstance(session, GatewaySession):  # the guard always sets it; defend anyway
+        raise _Refused(_error(401, "unauthorized", "request carries no authenticated session"))
+    return session
+
+
+class _Refused(Exception):
+    def __init__(self, response: JSONResponse) -> None:
+        self.response = response
+
+
+def create_rest_app(pincer: Any) -> FastAPI:
+    """The FastAPI app, to be mounted at ``/api/v1``."""
+    app = FastAPI(
+        title="pincer",
+        version=__version__,
+        summary="Governed tools for AI agents: list, call, approve, audit.",
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+
+    @app.exception_handler(_Refused)
+    async def refused(request: Request, exc: _Refused) -> JSONResponse:
+        return exc.response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problem = _describe_validation(exc)
+        malformed_json = any(e.get("type") == "json_invalid" for e in exc.errors())
+        code = "malformed_json" if malformed_json else "invalid_request"
+        hint = (
+            'send a JSON object, for example {"args": {"text": "hi"}}'
+            if malformed_json
+            else "see the request schema at /api/v1/openapi.json"
+        )
+        tool = request.path_params.get("name")
+        if request.method == "POST" and tool and request.url.path.endswith("/call"):
+            # A call was attempted: the audit log records the refusal like any other.
+            session = request.scope.get(SESSION_SCOPE_KEY)
+            call = CallRequest(
+                tool=str(tool), args={}, session=session.name if isinstance(session, GatewaySession) else "(unknown)",
+                caller="rest",
+            )  # fmt: skip
+            await pincer.dispatcher.reject(call, ArgumentsInvalid(f"request body: {problem}", hint=hint))
+        return _error(400 if malformed_json else 422, code, f"request body: {problem}", hint)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        hint = "see /api/v1/openapi.json for the routes" if exc.status_code in (404, 405) else None
+        return _error(exc.status_code, code, f"{request.method} {request.url.path}: {exc.detail}", hint)
+
+    @app.exception_handler(PincerError)
+    async def pincer_error(request: Request, exc: PincerError) -> JSONResponse:
+        return _pincer_error(exc, status_for(exc.to_dict()))
+
+    # -- tools -------------------------------------------------------------------------------
+
+    @app.get("/tools", summary="List the tools this session may call")
+    async def list_tools(request: Request) -> dict[str, Any]:
+        session = _session(request)
+        policy = pincer.config.session(session.name)
+        tools = [
+            spec.to_dict()
+            for spec in pincer.registry.list()
+            if evaluate_session(policy, spec.name).mode is not Mode.DENY
+        ]
+        return {"session": session.name, "tools": tools}
+
+    @app.get("/tools/{name}", summary="Describe one tool")
+    async def get_tool(request: Request, name: Annotated[str, Path(pattern=_NAME)]) -> dict[str, Any]:
+        _session(request)
+        return pincer.registry.get(name).to_dict()
+
+    @app.post(
+        "/tools/{name}/call",
+        summary="Call a tool through the governed call chain",
+        responses={
+            403: {"description": "denied by policy or by a person"},
+            404: {"description": "no such tool"},
+            408: {"description": "nobody answered the approval in time"},
+            422: {"description": "arguments do not fit the tool's schema"},
+            429: {"description": "rate limited; see Retry-After"},
+            502: {"description": "the tool failed"},
+        },
+    )
+    async def call_tool(
+        request: Request,
+        name: Annotated[str, Path(pattern=_NAME)],
+        body: CallBody,
+        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
+    ) -> JSONResponse:
+        session = _session(request)
+        target = body.session or session.name
+        if target != session.name and not session.is_main:
+            raise _Refused(
+                _error(
+                    403,
+                    "session_forbidden",
+                    f"session {session.name!r} may not call as session {target!r}",
+                    "leave out 'session', or use a token of a main session",
+                )  # fmt: skip
+            )
+        key = body.idempotency_key or idempotency_key
+        if body.idempotency_key and idempotency_key and body.idempotency_key != idempotency_key:
+            raise UsageError(
+                "the Idempotency-Key header and the body's idempotency_key differ",
+                hint="send the key once, in either place",
+            )
+        result: ToolResult = await pincer.call(
+            CallRequest(tool=name, args=body.args, session=target, idempotency_key=key, caller="rest")
+        )
+        data = result.to_dict()
+        if result.content:
+            data["content"] = [dict(block) for block in result.content]
+        if result.ok:
+            return JSONResponse(data)
+        status = status_for(result.error)
+        headers = None
+        if status == 429:
+            retry = (result.error or {}).get("retry_after_s")
+            headers = {"Retry-After": str(max(1, math.ceil(float(retry or 1))))}
+        return JSONResponse(data, status_code=status, headers=headers)
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    @app.get("/approvals", summary="List approval requests (pending unless status=all)")
+    async def list_approvals(
+        request: Request, status: Annotated[str, Query(pattern="^(pending|all)$")] = "pending"
+    ) -> dict[str, Any]:
+        session = _session(request)
+        requests = pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
+        if not session.is_main:
+            requests = [r for r in requests if r.session == session.name]
+        return {"approvals": [r.to_dict() for r in requests]}
+
+    @app.get("/approvals/{approval_id}", summary="One approval request")
+    async def get_approval(request: Request, approval_id: Annotated[str, Path(max_length=100)]) -> dict[str, Any]:
+        session = _session(request)
+        approval = _find_approval(pincer, approval_id)
+        if not session.is_main and approval.session != session.name:
+            raise _Refused(_error(404, "not_found", f"no approval request with id {approval_id!r}"))
+        return approval.to_dict()
+
+    @app.post("/approvals/{approval_id}", summary="Answer an approval request (main sessions only)")
+    async def answer_approval(
+        request: Request, approval_id: Annotated[str, Path(max_length=100)], body: ApprovalBody
+    ) -> dict[str, Any]:
+        session = _session(request)
+        if not session.is_main:
+            raise _Refused(
+                _error(
+                    403,
+                    "session_forbidden",
+                    f"session {session.name!r} may not answer approvals",
+                    "answer with a main session's token, or with `pincer approvals`",
+                )  # fmt: skip
+            )
+        _find_approval(pincer, approval_id)
+        try:
+            answered = pincer.dispatcher.answer(approval_id, body.decision, by=f"rest:{session.name}")
+        except UsageError as exc:
+            raise _Refused(_pincer_error(exc, 409)) from None
+        return answered.to_dict()
+
+    # -- audit -------------------------------------------------------------------------------
+
+    @app.get("/audit", summary="Audit records, newest last")
+    async def audit(
+        request: Request,
+        tool: Annotated[str | None, Query(max_length=256)] = None,
+        session_name: Annotated[str | None, Query(alias="session", max_length=128)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_LIMIT)] = 100,
+    ) -> dict[str, Any]:
+        session = _session(request)
+        if not session.is_main:
+            if session_name not in (None, session.name):
+                raise _Refused(
+                    _error(403, "session_forbidden", f"session {session.name!r} may read only its own records")
+                )
+            session_name = session.name
+        records = pincer.audit.records(tool=tool, session=session_name, limit=limit)
+        return {"records": [r.to_dict() for r in records]}
+
+    @app.get("/audit/verify", summary="Verify the audit hash chain")
+    async def verify(request: Request) -> JSONResponse:
+        _session(request)
+        try:
+            count = pincer.audit.verify()
+        except PincerError as exc:
+            return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
+        return JSONResponse({"ok": True, "records": count})
+
+    return app
+
+
+def _find_approval(pincer: Any, approval_id: str) -> Any:
+    try:
+        return pincer.approvals.get(approval_id)
+    except UsageError as exc:
+        raise _Refused(_pincer_error(exc, 404)) from None
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    """Each failing location and rule, without echoing the input (it may hold secrets)."""
+    parts = []
+    errors = exc.errors()
+    for error in errors[:5]:
+        if error.get("type") == "json_invalid":
+            position = next((p for p in error.get("loc", ()) if isinstance(p, int)), None)
+            where = f" (at character {position})" if position is not None else ""
+            parts.append(f"not valid JSON{where}: {error.get('ctx', {}).get('error', 'decode error')}")
+            continue
+        loc = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "(body)"
+        parts.append(f"{loc}: {error.get('msg', 'invalid')}")
+    if len(errors) > 5:
+        parts.append(f"and {len(errors) - 5} more")
+    return "; ".join(parts)

@@ -1,0 +1,139 @@
+"""``pincer serve``: the gateway under uvicorn, loopback only unless told otherwise."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import uvicorn
+
+from pincer.config import GatewaySettings
+from pincer.core.errors import ConfigError, UsageError
+from pincer.gateway.app import create_gateway
+from pincer.gateway.guard import is_loopback_host
+from pincer.gateway.mcp_server import McpExtension
+from pincer.gateway.tokens import load_or_create_token
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ServeInfo", "serve", "check_bind_host", "SHUTDOWN_GRACE_S"]
+
+# uvicorn waits this long for open connections (SSE streams stay open) before closing them.
+SHUTDOWN_GRACE_S = 3.0
+STARTUP_POLL_S = 0.01
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServeInfo:
+    """Where the gateway listens, once it does."""
+
+    host: str
+    port: int
+    url: str
+    mcp_url: str
+    api_url: str
+    token_file: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "mcp_url": self.mcp_url,
+            "api_url": self.api_url,
+            "openapi_url": f"{self.api_url}/openapi.json",
+            "host": self.host,
+            "port": self.port,
+            "token_file": self.token_file,
+        }
+
+
+def check_bind_host(host: str, settings: GatewaySettings) -> None:
+    """Refuse a non-loopback address unless ``[gateway] allow_remote`` says so."""
+    if is_loopback_host(host):
+        return
+    if not settings.allow_remote:
+        raise UsageError(
+            f"refusing to listen on {host}: the gateway is loopback-only by default",
+            hint="use 127.0.0.1, or set allow_remote = true under [gateway] in config.toml (put TLS in front)",
+        )
+
+
+async def serve(
+    pincer: Any,
+    *,
+    settings: GatewaySettings,
+    host: str,
+    port: int,
+    on_ready: Callable[[ServeInfo], Awaitable[None] | None] | None = None,
+    extensions: tuple[McpExtension, ...] = (),
+) -> None:
+    """Serve until cancelled or interrupted; ``on_ready`` hears the bound address."""
+    check_bind_host(host, settings)
+    token = load_or_create_token(pincer.home)
+    gateway = create_gateway(pincer, settings=settings, token=token, bound_host=host, extensions=extensions)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio turns Nagle off only on sockets that say they are TCP,
+    # and with Nagle on every keep-alive response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror}",
+            hint="pick another port with --port (0 picks a free one)",
+        ) from exc
+    bound_port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        gateway.app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{bound_port}"
+    info = ServeInfo(
+        host=host,
+        port=bound_port,
+        url=base,
+        mcp_url=f"{base}/mcp",
+        api_url=f"{base}/api/v1",
+        token_file=str(pincer.home / "gateway.token"),
+    )
+
+    async def announce() -> None:
+        if on_ready is not None:
+            outcome = on_ready(info)
+            if outcome is not None:
+                await outcome
+
+    finished = anyio.Event()
+
+    async def run_server() -> None:
+        try:
+            # Shielded: a cancelled caller asks uvicorn to stop (below) and waits for the
+            # graceful shutdown instead of tearing connections down mid-response.
+            with anyio.CancelScope(shield=True):
+                await server.serve(sockets=[sock])
+        finally:
+            finished.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_server)
+        try:
+            while not server.started:
+                if finished.is_set():
+                    raise ConfigError("the gateway stopped while starting", hint="see the log lines above")
+                await anyio.sleep(STARTUP_POLL_S)
+            await announce()
+            await finished.wait()
+        finally:
+            server.should_exit = True

@@ -1,0 +1,29 @@
+"""``pincer mcp stdio``: the same MCP server on stdin/stdout, for desktop clients that launch
+their servers as child processes.
+
+There is no token on stdio (whoever can start the process already is the user): calls run
+under ``[gateway] session`` (``main`` by default) or the session passed in. While serving,
+nothing but MCP messages reaches stdout; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp.server.stdio import stdio_server
+
+from pincer.gateway.mcp_server import McpExtension, McpGateway
+from pincer.gateway.tokens import GatewaySession
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["serve_stdio"]
+
+
+async def serve_stdio(pincer: Any, *, session: str, extensions: tuple[McpExtension, ...] = ()) -> None:
+    """Serve MCP over this process's stdio until the client closes stdin."""
+    default = GatewaySession(name=session, kind=pincer.config.session(session).kind)
+    gateway = McpGateway(pincer, default_session=default, extensions=extensions)
+    async with gateway.running(), stdio_server() as (read_stream, write_stream):
+        await gateway.server.run(read_stream, write_stream, gateway.server.create_initialization_options())

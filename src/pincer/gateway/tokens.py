@@ -1,0 +1,107 @@
+"""Bearer tokens of the gateway and the sessions they stand for.
+
+The token generated at first start lives in ``$PINCER_HOME/gateway.token`` (mode 0600) and
+runs calls under ``[gateway] session`` (``main`` by default). More tokens are configured by
+their sha256 under ``[[gateway.tokens]]``, each with its own session; ``pincer token new``
+makes one. A presented token is compared in constant time and never logged or recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from pincer.config import Config
+from pincer.core.errors import ConfigError
+from pincer.policy.session import SessionKind
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TOKEN_FILENAME", "GatewaySession", "TokenBook", "load_or_create_token", "new_token", "token_digest"]
+
+TOKEN_FILENAME = "gateway.token"
+_TOKEN_BYTES = 32
+_MAX_TOKEN_FILE_BYTES = 4_096
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GatewaySession:
+    """Who is calling: the session a token maps to and that session's kind."""
+
+    name: str
+    kind: SessionKind
+
+    @property
+    def is_main(self) -> bool:
+        return self.kind is SessionKind.MAIN
+
+
+def new_token() -> str:
+    return "pcr_" + secrets.token_urlsafe(_TOKEN_BYTES)
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def load_or_create_token(home: Path) -> str:
+    """The gateway token under ``home``, created (0600, exclusively) when there is none."""
+    path = home / TOKEN_FILENAME
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_token(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {path}: {exc.strerror}", hint="check PINCER_HOME's permissions") from exc
+    token = new_token()
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    logger.info("created the gateway token at %s", path)
+    return token
+
+
+def _read_token(path: Path) -> str:
+    try:
+        info = path.stat()
+        if info.st_size > _MAX_TOKEN_FILE_BYTES:
+            raise ConfigError(f"{path} is larger than a token", hint=f"delete {path}; the next start makes a new one")
+        if info.st_mode & 0o077:
+            # Someone widened the file; narrow it again rather than serve with a readable token.
+            os.chmod(path, 0o600)
+        token = path.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not a token", hint=f"delete {path}; the next start makes a new one") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}", hint="check PINCER_HOME's permissions") from exc
+    if len(token) < 16 or any(c.isspace() for c in token):
+        raise ConfigError(f"{path} does not hold a token", hint=f"delete {path}; the next start makes a new one")
+    return token
+
+
+class TokenBook:
+    """Maps a presented bearer token to its session; None for anything it does not know."""
+
+    def __init__(self, *, config: Config, primary_token: str) -> None:
+        self._config = config
+        self._primary = primary_token.encode("utf-8")
+        self._primary_session = self.session_named(config.gateway.session)
+        self._digests = tuple((t.sha256, t.session) for t in config.gateway.tokens)
+
+    def session_for(self, presented: str) -> GatewaySession | None:
+        raw = presented.encode("utf-8", "replace")
+        if hmac.compare_digest(raw, self._primary):
+            return self._primary_session
+        digest = hashlib.sha256(raw).hexdigest()
+        found: str | None = None
+        for candidate, session in self._digests:
+            if hmac.compare_digest(candidate, digest):
+                found = session
+        return self.session_named(found) if found is not None else None
+
+    def session_named(self, name: str) -> GatewaySession:
+        return GatewaySession(name=name, kind=self._config.session(name).kind)

@@ -1,0 +1,149 @@
+"""The REST API under /api/v1 against a real server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pincer.core.effects import Mode
+from pincer.policy.grants import Grant
+from tests.gateway.conftest import LiveGateway, live_gateway
+
+pytestmark = pytest.mark.anyio
+
+APPROVAL_TIMEOUT_CONFIG = "[approvals]\ntimeout_s = 0.5\n"
+
+
+async def test_tools_are_listed_and_described(gateway: LiveGateway) -> None:
+    async with gateway.http(headers=gateway.headers) as http:
+        listing = (await http.get("/api/v1/tools")).json()
+        say = await http.get("/api/v1/tools/say")
+        missing = await http.get("/api/v1/tools/nope")
+    names = [tool["name"] for tool in listing["tools"]]
+    assert listing["session"] == "main" and names == sorted(names) and "say" in names
+    assert say.json()["input_schema"]["required"] == ["text"]
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "tool_not_found"
+
+
+async def test_call_returns_the_result_and_its_audit_id(gateway: LiveGateway) -> None:
+    async with gateway.http(headers=gateway.headers) as http:
+        response = await http.post("/api/v1/tools/say/call", json={"args": {"text": "hi"}})
+    data = response.json()
+    assert response.status_code == 200
+    assert data == {"ok": True, "output": "hi", "cached": False, "audit_id": data["audit_id"]}
+    assert gateway.pincer.audit.records()[-1].caller == "rest"
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "status", "code"),
+    [
+        ("nope", {}, 404, "tool_not_found"),
+        ("say", {"text": 5}, 422, "invalid_arguments"),
+    ],
+)
+async def test_failed_calls_map_to_statuses(
+    gateway: LiveGateway, tool: str, args: dict, status: int, code: str
+) -> None:
+    async with gateway.http(headers=gateway.headers) as http:
+        response = await http.post(f"/api/v1/tools/{tool}/call", json={"args": args})
+    assert response.status_code == status
+    assert response.json()["ok"] is False and response.json()["error"]["code"] == code
+
+
+async def test_idempotency_key_header_replays(gateway: LiveGateway) -> None:
+    gateway.pincer.dispatcher.grants.add(Grant(tool="write_note", default=Mode.ALLOW, source="tests"))
+    async with gateway.http(headers=gateway.headers) as http:
+        first = await http.post(
+            "/api/v1/tools/write_note/call", json={"args": {"text": "a"}}, headers={"Idempotency-Key": "k-1"}
+        )
+        second = await http.post(
+            "/api/v1/tools/write_note/call", json={"args": {"text": "a"}}, headers={"Idempotency-Key": "k-1"}
+        )
+        clash = await http.post(
+            "/api/v1/tools/write_note/call",
+            json={"args": {"text": "a"}, "idempotency_key": "k-2"},
+            headers={"Idempotency-Key": "k-3"},
+        )
+    assert first.json()["cached"] is False and second.json()["cached"] is True
+    assert second.json()["output"] == first.json()["output"]
+    assert clash.status_code == 400 and "differ" in clash.json()["error"]["message"]
+
+
+async def test_rate_limit_is_429_with_retry_after(pincer_home: Path) -> None:
+    async with live_gateway(pincer_home, config="[limits.say]\ncalls_per_minute = 1\n") as live:
+        async with live.http(headers=live.headers) as http:
+            ok = await http.post("/api/v1/tools/say/call", json={"args": {"text": "1"}})
+            limited = await http.post("/api/v1/tools/say/call", json={"args": {"text": "2"}})
+    assert ok.status_code == 200
+    assert limited.status_code == 429
+    assert limited.json()["error"]["code"] == "budget_exceeded"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 60
+
+
+async def test_unanswered_approval_times_out_with_408(pincer_home: Path) -> None:
+    async with live_gateway(pincer_home, config=APPROVAL_TIMEOUT_CONFIG) as live:
+        async with live.http(headers=live.headers) as http:
+            response = await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "x"}})
+            expired = (await http.get("/api/v1/approvals", params={"status": "all"})).json()["approvals"]
+    assert response.status_code == 408 and response.json()["error"]["code"] == "approval_timeout"
+    assert [a["status"] for a in expired] == ["expired"]
+
+
+async def test_approvals_are_listed_and_answered_once(gateway: LiveGateway) -> None:
+    async with gateway.http(headers=gateway.headers) as http, anyio.create_task_group() as tg:
+        results: list = []
+
+        async def call() -> None:
+            results.append(await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "x"}}))
+
+        tg.start_soon(call)
+        with anyio.fail_after(10):
+            while not (pending := (await http.get("/api/v1/approvals")).json()["approvals"]):
+                await anyio.sleep(0.05)
+        approval_id = pending[0]["id"]
+        one = await http.get(f"/api/v1/approvals/{approval_id}")
+        denied = await http.post(f"/api/v1/approvals/{approval_id}", json={"decision": "deny"})
+        again = await http.post(f"/api/v1/approvals/{approval_id}", json={"decision": "allow_once"})
+        unknown = await http.post("/api/v1/approvals/nope", json={"decision": "deny"})
+        bad = await http.post(f"/api/v1/approvals/{approval_id}", json={"decision": "maybe"})
+    assert one.json()["status"] == "pending"
+    assert denied.json()["status"] == "deny" and denied.json()["answered_by"] == "rest:main"
+    assert again.status_code == 409 and "already deny" in again.json()["error"]["message"]
+    assert unknown.status_code == 404
+    assert bad.status_code == 422
+    assert results[0].status_code == 403 and results[0].json()["error"]["code"] == "approval_denied"
+
+
+async def test_audit_lists_and_verifies(gateway: LiveGateway) -> None:
+    async with gateway.http(headers=gateway.headers) as http:
+        for text in ("a", "b", "c"):
+            await http.post("/api/v1/tools/say/call", json={"args": {"text": text}})
+        records = (await http.get("/api/v1/audit", params={"tool": "say", "limit": 2})).json()["records"]
+        verified = await http.get("/api/v1/audit/verify")
+        too_many = await http.get("/api/v1/audit", params={"limit": 0})
+    assert [r["args"] for r in records] == [{"text": "b"}, {"text": "c"}]
+    assert verified.json() == {"ok": True, "records": 3}
+    assert too_many.status_code == 422
+
+
+async def test_audit_verify_reports_a_broken_chain(gateway: LiveGateway) -> None:
+    async with gateway.http(headers=gateway.headers) as http:
+        await http.post("/api/v1/tools/say/call", json={"args": {"text": "a"}})
+        gateway.pincer.audit._conn.execute("UPDATE audit SET tool = 'tampered' WHERE id = 1")
+        verified = await http.get("/api/v1/audit/verify")
+    assert verified.status_code == 409 and verified.json()["error"]["code"] == "audit_chain_broken"
+
+
+async def test_openapi_document_describes_the_api(gateway: LiveGateway) -> None:
+    async with gateway.http(headers=gateway.headers) as http:
+        document = (await http.get("/api/v1/openapi.json")).json()
+        unknown = await http.get("/api/v1/nothing-here")
+    assert document["openapi"].startswith("3.")
+    assert {"/tools", "/tools/{name}/call", "/approvals", "/approvals/{approval_id}", "/audit", "/audit/verify"} <= set(
+        document["paths"]
+    )
+    body = document["paths"]["/tools/{name}/call"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["$ref"].endswith("/CallBody")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
