@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.abc
 import uvicorn
 
 from pincer.config import GatewaySettings
@@ -128,6 +129,16 @@ async def serve(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_server)
+        watcher = anyio.CancelScope()
+        watch = getattr(pincer, "watch_installed_tools", None)
+
+        async def watch_tools(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            # Tools installed or removed by `pincer tools install/remove` in another process.
+            with watcher:
+                await watch(task_status=task_status)
+
+        if watch is not None:
+            await tg.start(watch_tools)
         try:
             while not server.started:
                 if finished.is_set():
@@ -137,3 +148,4 @@ async def serve(
             await finished.wait()
         finally:
             server.should_exit = True
+            watcher.cancel()
