@@ -40,7 +40,7 @@ from pincer.core.errors import (
 from pincer.core.schema import validate_args
 from pincer.core.values import CallRequest, Decision, HostContext, ToolOutput, ToolResult, ToolSpec, Usage
 from pincer.policy.budget import RateLimit, RateLimiter
-from pincer.policy.grants import Grant, evaluate_grants
+from pincer.policy.grants import Grant, evaluate_grants, grant_matches
 from pincer.policy.session import evaluate_session
 from pincer.registry import Registry
 from pincer.store.approvals import Answer, ApprovalRequest, ApprovalStatus, ApprovalStore
@@ -140,6 +140,8 @@ class Dispatcher:
         # The config is immutable: its per-tool answers are computed once.
         self._limits: dict[str, RateLimit] = {}
         self._sessions: dict[tuple[str, str], Decision] = {}
+        self._grant_cache: dict[str, tuple[tuple[Grant, ...], Decision]] = {}
+        self._merged_grants: tuple[tuple[Grant, ...] | None, tuple[Grant, ...]] = (None, ())
         self._config_grants: tuple[Grant, ...] = config.grants
 
     # -- the chain ---------------------------------------------------------------------------
@@ -207,7 +209,7 @@ class Dispatcher:
             trace.decision = verdict
             raise Denied(verdict.reason, hint="change the session's allow/deny lists in config.toml")
 
-        decision = evaluate_grants(spec, self._all_grants(), now=self._clock(), uses=self._uses)
+        decision = self._grant_decision(spec)
         trace.decision = decision
         if decision.mode is Mode.DENY:
             raise Denied(decision.reason, hint="a grant in config.toml denies this; change it to allow or ask")
@@ -290,16 +292,21 @@ class Dispatcher:
             depth=request.depth,
         )
         started = time.perf_counter()
+        output: ToolOutput | None = None
         try:
-            with anyio.fail_after(self.config.tool_timeout_s):
-                output: ToolOutput = await runtime.invoke(spec, request.args, host)
-        except TimeoutError:
+            # A bare deadline scope: cheaper than fail_after on this hot path, and a tool's own
+            # TimeoutError (a socket timeout) is not mistaken for the tool timeout.
+            with anyio.CancelScope(deadline=anyio.current_time() + self.config.tool_timeout_s) as scope:
+                output = await runtime.invoke(spec, request.args, host)
+        finally:
+            injected = tuple(getattr(secrets, "injected", ()) or ())
+        if output is None and scope.cancelled_caught:
             raise ToolTimeout(
                 f"{spec.name} did not finish within {self.config.tool_timeout_s:g} s",
                 hint="raise tools.timeout_s in config.toml if the tool needs longer",
-            ) from None
-        finally:
-            injected = tuple(getattr(secrets, "injected", ()) or ())
+            )
+        if output is None:
+            raise ToolError(f"{spec.name} returned nothing", hint="a runtime must return a ToolOutput")
         duration_ms = (time.perf_counter() - started) * 1000
         return self._finish(spec, output, scanner.with_values(injected) if injected else scanner, duration_ms)
 
@@ -414,9 +421,31 @@ class Dispatcher:
             self._sessions[key] = verdict
         return verdict
 
+    def _grant_decision(self, spec: ToolSpec) -> Decision:
+        """Grants decide per call; the answer is reused while the grant set is the same object
+        and no matching grant can expire or run out (those depend on the clock and the count)."""
+        grants = self._all_grants()
+        cached = self._grant_cache.get(spec.definition_hash)
+        if cached is not None and cached[0] is grants:
+            return cached[1]
+        decision = evaluate_grants(spec, grants, now=self._clock(), uses=self._uses)
+        is_stable = not any(
+            (g.expires_at is not None or g.max_invocations is not None) and grant_matches(g, spec.name)
+            for g in grants
+        )
+        if is_stable:
+            if len(self._grant_cache) > 65_536:
+                self._grant_cache.clear()
+            self._grant_cache[spec.definition_hash] = (grants, decision)
+        return decision
+
     def _all_grants(self) -> tuple[Grant, ...]:
         stored = self.grants.all()
-        return self._config_grants + stored if stored else self._config_grants
+        if not stored:
+            return self._config_grants
+        if self._merged_grants[0] is not stored:  # one merged tuple per version of the store
+            self._merged_grants = (stored, self._config_grants + stored)
+        return self._merged_grants[1]
 
     def _uses(self, grant_id: str) -> int:
         count = self._grant_uses.get(grant_id)

@@ -33,9 +33,13 @@ JSON = Any  # a value that json.dumps accepts
 _VALUE = dict(frozen=True, kw_only=True, slots=True)
 
 
+# One encoder built once: json.dumps with options builds a new encoder on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
 def canonical_json(value: JSON) -> str:
     """Deterministic JSON: sorted keys, no spaces, non-ASCII kept. Used for hashing."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL(value)
 
 
 def definition_hash(name: str, description: str, input_schema: Mapping[str, Any]) -> str:

@@ -99,8 +99,11 @@ def _row_values(entry: AuditEntry, now: float) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _chain_hash(record_id: int, values: tuple[Any, ...], prev_hash: str) -> str:
-    payload = json.dumps([record_id, prev_hash, *values], separators=(",", ":"), ensure_ascii=False)
+    payload = _COMPACT([record_id, prev_hash, *values])
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -10,7 +10,9 @@ from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import StoreError
 from pincer.policy.grants import Grant
 
-__all__ = ["GrantStore"]
+__all__ = ["GrantStore", "RECHECK_INTERVAL_S"]
+
+RECHECK_INTERVAL_S = 0.25
 
 
 class GrantStore:
@@ -18,6 +20,7 @@ class GrantStore:
         self._conn = conn
         self._cache: tuple[Grant, ...] | None = None
         self._data_version = -1
+        self._checked_at = 0.0
 
     def add(self, grant: Grant) -> None:
         try:
@@ -35,6 +38,12 @@ class GrantStore:
         return cursor.rowcount == 1
 
     def all(self) -> tuple[Grant, ...]:
+        """Every stored grant. This process's own changes show at once; another process's within
+        ``RECHECK_INTERVAL_S`` (the check itself costs a statement, on every call's hot path)."""
+        now = time.monotonic()
+        if self._cache is not None and now - self._checked_at < RECHECK_INTERVAL_S:
+            return self._cache
+        self._checked_at = now
         # PRAGMA data_version changes when another connection commits: cheap cache invalidation.
         version = self._conn.execute("PRAGMA data_version").fetchone()[0]
         if self._cache is None or version != self._data_version:
