@@ -1,4 +1,4 @@
-"""``tools/call`` to mcp-server-time over stdio: pincer against the SDK client and a FastMCP proxy.
+"""``tools/call`` to mcp-server-time over stdio: pincer against the SDK client and FastMCP proxies.
 
 All in one run, one server process per path, measured in interleaved rounds so machine noise
 falls on every path alike:
@@ -7,32 +7,46 @@ falls on every path alike:
 * runtime     ``McpRuntime.invoke`` alone: pincer's MCP path without the call chain;
 * pincer      ``Pincer.call`` in-process: the whole call chain (policy, validation, leak scan,
               audit record in SQLite) and the MCP runtime's long-lived connection;
-* gateway     an MCP client -> ``pincer serve`` (streamable HTTP) -> the server, when this
-              checkout has the gateway;
-* fastmcp     an SDK client -> a FastMCP proxy in-process -> the server.
+* gateway     an SDK client -> ``pincer serve`` (its own process, streamable HTTP, bearer token,
+              2026-07-28) -> the whole call chain -> the server over stdio;
+* gw-legacy   the same in the handshake era (2025-11-25: a session, results as SSE streams);
+* fastmcp     an SDK client -> a FastMCP proxy in-process (memory transport) -> the server;
+* fastmcp-http an SDK client -> a FastMCP proxy in its own process over streamable HTTP (uvicorn,
+              as ``fastmcp run --transport http`` serves it) -> the server: the like-for-like
+              baseline for the gateway, which also pays HTTP and a second process.
 
-Targets (issue 5): pincer <= 1.15x direct; gateway faster than the FastMCP proxy.
-Run: ``make bench`` or ``.venv/bin/python bench/mcp_proxy.py [--calls N]``.
+Targets (issue 5): pincer <= 1.15x direct; gateway faster than the FastMCP proxy (both proxies
+are compared). Run: ``make bench`` or ``.venv/bin/python bench/mcp_proxy.py [--calls N]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.abc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _stats import percentile  # noqa: E402
 
 TIME_SERVER = str(Path(sys.executable).with_name("mcp-server-time"))
+PINCER = str(Path(sys.executable).with_name("pincer"))
+SERVER_START_TIMEOUT_S = 60.0  # a server subprocess starts mcp-server-time before it announces itself
+SERVER_STOP_TIMEOUT_S = 10.0
 ARGS = {"timezone": "UTC"}
 WARMUP_CALLS = 20
 ROUND_CALLS = 25
@@ -89,12 +103,10 @@ async def runtime_path(stack: AsyncExitStack, home: Path) -> Call:
     return call
 
 
-async def fastmcp_path(stack: AsyncExitStack) -> Call | None:
-    try:
-        from fastmcp import Client as FastClient
-        from fastmcp.server import create_proxy
-    except ImportError:
-        return None
+async def fastmcp_path(stack: AsyncExitStack) -> Call:
+    from fastmcp import Client as FastClient
+    from fastmcp.server import create_proxy
+
     proxy = create_proxy({"mcpServers": {"time": {"command": TIME_SERVER, "args": []}}}, name="proxy")
     client = await stack.enter_async_context(FastClient(proxy))
 
@@ -104,12 +116,108 @@ async def fastmcp_path(stack: AsyncExitStack) -> Call | None:
     return call
 
 
-async def gateway_path(stack: AsyncExitStack, home: Path) -> Call | None:
+async def gateway_path(stack: AsyncExitStack, label: str, home: Path, *, mode: str) -> Call:
+    """``pincer serve`` set up as a user does (the server added, a grant in config.toml), run as a
+    subprocess; an SDK client calls it with the bearer token from the token file."""
+    from pincer.runtimes.mcp import ServerConfig, ServerStore
+
+    home.mkdir(parents=True, exist_ok=True)
+    ServerStore(home).add(ServerConfig(name="time", transport="stdio", command=TIME_SERVER, startup="eager"))
+    (home / "config.toml").write_text('[[grants]]\ntool = "time_*"\ndefault = "allow"\n', encoding="utf-8")
+    env = {**os.environ, "PINCER_HOME": str(home)}
+    info = await start_server(stack, [PINCER, "serve", "--port", "0", "--json"], env=env, log=home / "serve.log")
+    token = (home / "gateway.token").read_text(encoding="utf-8").strip()
+    return await http_client_path(stack, label, info["mcp_url"], "time_get_current_time", mode=mode, token=token)
+
+
+async def fastmcp_http_path(stack: AsyncExitStack, label: str, scratch: Path) -> Call:
+    """A FastMCP proxy for the server in its own process, over streamable HTTP."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, __file__, "--serve-fastmcp-proxy"]
+    info = await start_server(stack, command, env=dict(os.environ), log=scratch / "fastmcp.log")
+    return await http_client_path(stack, label, info["mcp_url"], "get_current_time", mode="auto", token=None)
+
+
+async def http_client_path(
+    stack: AsyncExitStack, label: str, url: str, tool: str, *, mode: str, token: str | None
+) -> Call:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, trust_env=False))
+    client = await stack.enter_async_context(Client(streamable_http_client(url, http_client=http), mode=mode))
+    ERAS[label] = client.protocol_version
+
+    async def call() -> object:
+        result = await client.call_tool(tool, ARGS)
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result.content}")
+        return result
+
+    return call
+
+
+ERAS: dict[str, str] = {}  # the protocol version each HTTP path negotiated
+
+
+async def start_server(stack: AsyncExitStack, command: list[str], *, env: dict[str, str], log: Path) -> dict[str, Any]:
+    """Start a server subprocess and read the one JSON document it writes to stdout once it
+    listens (``mcp_url`` in it); SIGINT, then SIGKILL after a grace period, when the stack closes."""
+    log_file = stack.enter_context(log.open("w+b"))
+    process = await anyio.open_process(command, stdin=subprocess.DEVNULL, stderr=log_file, env=env)
+
+    async def stop() -> None:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.send_signal(signal.SIGINT)
+                with anyio.move_on_after(SERVER_STOP_TIMEOUT_S):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await process.aclose()
+
+    stack.push_async_callback(stop)
+    if process.stdout is None:
+        raise RuntimeError(f"{command[0]}: no stdout pipe")
+    announced = b""
+    with anyio.move_on_after(SERVER_START_TIMEOUT_S):
+        async for chunk in process.stdout:
+            announced += chunk
+            try:
+                return json.loads(announced)
+            except json.JSONDecodeError:
+                continue  # --json output is indented: more lines to come
+    log_file.seek(0)
+    raise RuntimeError(f"{' '.join(command)} did not announce itself: {log_file.read().decode(errors='replace')}")
+
+
+def serve_fastmcp_proxy() -> None:
+    """The FastMCP proxy's subprocess: its streamable HTTP app under uvicorn on 127.0.0.1:0."""
+    import uvicorn
+    from fastmcp.server import create_proxy
+
+    proxy = create_proxy({"mcpServers": {"time": {"command": TIME_SERVER, "args": []}}}, name="proxy")
+    # A TCP socket, Nagle off, as pincer serve binds its own: neither side waits on delayed ACKs.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(proxy.http_app(), log_level="warning", access_log=False, lifespan="on"))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: server.serve(sockets=[sock]))
+            while not server.started:
+                await anyio.sleep(0.01)
+            print(json.dumps({"mcp_url": f"http://127.0.0.1:{port}/mcp"}), flush=True)
+
     try:
-        import pincer.gateway  # noqa: F401
-    except ImportError:
-        return None
-    return None  # the gateway is not wired into this benchmark yet (see the report)
+        anyio.run(main)
+    except KeyboardInterrupt:
+        pass
 
 
 async def measure(paths: dict[str, Call], calls: int) -> dict[str, list[float]]:
@@ -133,29 +241,33 @@ async def main(calls: int) -> None:
             paths: dict[str, Call] = {"direct": await direct_path(stack)}
             paths["runtime"] = await runtime_path(stack, Path(tmp) / "rt")
             paths["pincer"] = await pincer_path(stack, Path(tmp) / "home")
-            gateway = await gateway_path(stack, Path(tmp) / "gw")
-            if gateway is not None:
-                paths["gateway"] = gateway
-            fastmcp = await fastmcp_path(stack)
-            if fastmcp is not None:
-                paths["fastmcp"] = fastmcp
+            paths["gateway"] = await gateway_path(stack, "gateway", Path(tmp) / "gw", mode="auto")
+            paths["gw-legacy"] = await gateway_path(stack, "gw-legacy", Path(tmp) / "gw-legacy", mode="legacy")
+            paths["fastmcp"] = await fastmcp_path(stack)
+            paths["fastmcp-http"] = await fastmcp_http_path(stack, "fastmcp-http", Path(tmp) / "fastmcp")
             samples = await measure(paths, calls)
     base = statistics.median(samples["direct"])
     print(f"tools/call get_current_time -> mcp-server-time (stdio), {len(samples['direct'])} calls per path")
-    print(f"{'path':<10} {'p50 ms':>8} {'p90 ms':>8} {'vs direct':>10}")
+    print(f"{'path':<13} {'p50 ms':>8} {'p90 ms':>8} {'vs direct':>10}  MCP over HTTP")
     for name, values in samples.items():
         p50 = statistics.median(values)
-        print(f"{name:<10} {p50:8.3f} {percentile(values, 90):8.3f} {p50 / base:9.2f}x")
+        era = ERAS.get(name, "-")
+        print(f"{name:<13} {p50:8.3f} {percentile(values, 90):8.3f} {p50 / base:9.2f}x  {era}")
     p50 = {name: statistics.median(values) for name, values in samples.items()}
     print(f"target pincer <= 1.15x direct: {'met' if p50['pincer'] <= 1.15 * base else 'NOT met'} "
           f"({p50['pincer'] / base:.2f}x)")
-    if "gateway" in p50 and "fastmcp" in p50:
-        print(f"target gateway < fastmcp proxy: {'met' if p50['gateway'] < p50['fastmcp'] else 'NOT met'}")
-    else:
-        print("gateway path: not measured (pincer serve is not in this checkout)")
+    for gateway in ("gateway", "gw-legacy"):
+        for proxy in ("fastmcp", "fastmcp-http"):
+            verdict = "met" if p50[gateway] < p50[proxy] else "NOT met"
+            print(f"target {gateway} < {proxy} proxy: {verdict} ({p50[gateway] / p50[proxy]:.2f}x)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300, help="measured calls per path")
-    anyio.run(main, parser.parse_args().calls)
+    parser.add_argument("--serve-fastmcp-proxy", action="store_true", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.serve_fastmcp_proxy:
+        serve_fastmcp_proxy()
+    else:
+        anyio.run(main, options.calls)
