@@ -102,7 +102,7 @@ class _Workspace(_Model):
 
 
 class _Sandbox(_Model):
-    backend: Literal["auto", "bwrap", "docker", "podman"] = "auto"
+    backend: Literal["auto", "bwrap", "docker", "podman", "landlock"] = "auto"
     main_session_on_host: bool = False
     use_workspace: bool = False
     container_image: str | None = None

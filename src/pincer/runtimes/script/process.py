@@ -208,6 +208,16 @@ class ProcessRun:
                 logger.exception("backend kill hook failed")
 
     def run(self) -> RunResult:
+        try:
+            return self._run()
+        finally:
+            if self.launch.on_close is not None:
+                try:
+                    self.launch.on_close()
+                except Exception:  # noqa: BLE001 - cleanup of a finished run must not hide its result
+                    logger.exception("backend close hook failed")
+
+    def _run(self) -> RunResult:
         launch, limits = self.launch, self.limits
         rlimits = rlimits_for(limits, has_cgroup=self.cgroup is not None)
         join = self.cgroup.join_fds() if self.cgroup is not None else ()
@@ -323,10 +333,11 @@ class ProcessRun:
 
 
 def _decode(returncode: int, backend: str) -> tuple[int | None, int | None]:
-    """(exit code, signal). bwrap and container engines report a killed child as 128+signal."""
+    """(exit code, signal). bwrap and container engines report a killed child as 128+signal; the
+    host and Landlock backends exec the command itself, so a signal shows as a negative code."""
     if returncode < 0:
         return None, -returncode
-    if backend != "host" and 128 < returncode < 128 + 65:
+    if backend not in ("host", "landlock") and 128 < returncode < 128 + 65:
         return returncode, returncode - 128
     return returncode, None
 

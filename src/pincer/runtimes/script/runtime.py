@@ -41,7 +41,7 @@ from pincer.runtimes.script.backends import SANDBOX_PATH, Backend, HostBackend
 from pincer.runtimes.script.cgroups import RunCgroup, detect_cgroups
 from pincer.runtimes.script.detect import BackendSelector
 from pincer.runtimes.script.manifest import Limits, NetworkMode, ScriptToolManifest, render_command
-from pincer.runtimes.script.process import ProcessRun, RunRequest, RunResult, describe
+from pincer.runtimes.script.process import Launch, ProcessRun, RunRequest, RunResult, describe
 from pincer.runtimes.script.proxy import AllowlistProxy, ProxyEvent
 from pincer.runtimes.script.settings import ScriptSettings
 from pincer.runtimes.script.workdir import new_workdir, remove_workdir
@@ -290,16 +290,24 @@ class ScriptRuntime:
         if not support.is_usable:
             logger.warning("no cgroups (%s): memory and process limits fall back to rlimits", support.reason)
         run: ProcessRun | None = None
+        launch: Launch | None = None
+        handed = False  # whether blocking() took over the launch (and its cleanup)
 
         def blocking() -> RunResult:
-            nonlocal run
-            cgroup = (
-                RunCgroup(support, memory_bytes=request.limits.memory_bytes, pids_max=request.limits.pids)
-                if support.is_usable
-                else None
-            )
+            nonlocal run, handed
+            assert launch is not None  # noqa: S101 - built before the thread starts
+            handed = True
             try:
-                run = ProcessRun(backend.launch(request), request.limits, cgroup)
+                cgroup = (
+                    RunCgroup(support, memory_bytes=request.limits.memory_bytes, pids_max=request.limits.pids)
+                    if support.is_usable
+                    else None
+                )
+            except BaseException:
+                _discard(launch)
+                raise
+            try:
+                run = ProcessRun(launch, request.limits, cgroup)
                 self._running.add(run)
                 return run.run()
             finally:
@@ -309,6 +317,9 @@ class ScriptRuntime:
                     cgroup.close()
 
         try:
+            # Built before the proxy starts, so that a backend's refusal (an allowlist on a backend
+            # without one) reaches the caller as itself, not inside a task group's exception group.
+            launch = backend.launch(request)
             async with anyio.create_task_group() as tg:
                 if proxy is not None:
                     await tg.start(proxy.serve)
@@ -321,6 +332,8 @@ class ScriptRuntime:
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                if launch is not None and not handed:
+                    _discard(launch)  # never reached blocking(), which cleans up after itself
                 if owned_workdir:
                     await anyio.to_thread.run_sync(remove_workdir, Path(workdir))
                 if proxy_dir is not None:
@@ -353,6 +366,17 @@ class ScriptRuntime:
             "pids_limit_hits": result.pids_limit_hits,
         }
         return ToolOutput(value=value, is_error=not result.ok, usage=usage)
+
+
+def _discard(launch: Launch) -> None:
+    """Release what a launch holds when it never ran: passed fds and the backend's close hook."""
+    for fd in launch.pass_fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if launch.on_close is not None:
+        launch.on_close()
 
 
 def request_hosts(manifest: ScriptToolManifest | None) -> tuple[str, ...]:

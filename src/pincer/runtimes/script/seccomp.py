@@ -22,6 +22,7 @@ import errno
 import functools
 import logging
 import os
+import socket
 import tempfile
 
 from pincer.core.errors import RuntimeUnavailable
@@ -67,8 +68,11 @@ def seccomp_available() -> tuple[bool, str]:
 
 
 @functools.cache
-def deny_list_bpf() -> bytes:
-    """The deny list as raw ``struct sock_filter`` instructions, as ``bwrap --seccomp`` reads them."""
+def deny_list_bpf(*, deny_inet: bool = False) -> bytes:
+    """The deny list as raw ``struct sock_filter`` instructions, as ``bwrap --seccomp`` reads them.
+
+    ``deny_inet`` also refuses ``socket(AF_INET/AF_INET6)``: the Landlock backend has no network
+    namespace, and Landlock restricts at most TCP bind/connect (ABI 4+), never UDP or raw sockets."""
     try:
         import pyseccomp as sc
     except (ImportError, RuntimeError, OSError) as exc:
@@ -90,6 +94,9 @@ def deny_list_bpf() -> bytes:
         flt.add_rule(deny, "unshare", sc.Arg(0, sc.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
         flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
         flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        if deny_inet:
+            for family in (socket.AF_INET, socket.AF_INET6):
+                flt.add_rule(deny, "socket", sc.Arg(0, sc.EQ, family))
         with tempfile.TemporaryFile() as fh:
             flt.export_bpf(fh)
             fh.seek(0)

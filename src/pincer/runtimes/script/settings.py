@@ -12,12 +12,13 @@ from pincer.runtimes.script.manifest import Limits, NetworkMode
 
 __all__ = ["ScriptSettings", "BACKEND_CHOICES"]
 
-BACKEND_CHOICES = ("auto", "bwrap", "docker", "podman")
+BACKEND_CHOICES = ("auto", "bwrap", "docker", "podman", "landlock")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScriptSettings:
-    """``backend``: ``auto`` tries docker/podman when ``container_image`` is set, then bubblewrap.
+    """``backend``: ``auto`` tries docker/podman when ``container_image`` is set, then bubblewrap,
+    then Landlock + seccomp + rlimits (Linux, no namespaces); a named backend is the only one tried.
     ``main_session_on_host``: the main session's script tools run on the host, unsandboxed (limits
     still apply); every other session is always sandboxed. ``sandbox_uid``/``gid``: the unprivileged
     host uid a sandbox runs as when pincer is root."""
