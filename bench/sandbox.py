@@ -5,7 +5,7 @@
 For each working backend it prints p50/p90 of (a) the backend alone (launch + limits + cgroup +
 capped output, a reused workdir) and (b) a full ScriptRuntime.invoke of a script tool (scratch
 directory, cgroup, teardown), with the added p50 over the plain subprocess. Target: at most 15 ms
-of added p50 with bubblewrap.
+of added p50 with bubblewrap. The Landlock row starts a system ``python3 -I -S`` launcher per run.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pincer.core.values import HostContext
 from pincer.runtimes.script import ScriptRuntime, ScriptSettings, parse_manifest
 from pincer.runtimes.script.backends import Backend, BwrapBackend, HostBackend
 from pincer.runtimes.script.cgroups import RunCgroup, detect_cgroups
-from pincer.runtimes.script.detect import bwrap_candidates, probe_bwrap
+from pincer.runtimes.script.detect import bwrap_candidates, landlock_backend, probe_bwrap, probe_landlock
 from pincer.runtimes.script.manifest import Limits
 from pincer.runtimes.script.process import RunRequest, execute
 from pincer.runtimes.script.workdir import new_workdir, remove_workdir
@@ -101,6 +101,14 @@ def main() -> None:
         settings = ScriptSettings(scratch_root=base.scratch_root, bwrap_path=path, backend="bwrap")
         rows.append((f"{report.name} {report.version}: backend", backend_run(BwrapBackend(bwrap=path), settings)))
         rows.append((f"{report.name}: ScriptRuntime.invoke", runtime_run(settings)))
+    landlock = ScriptSettings(scratch_root=base.scratch_root, backend="landlock")
+    report = probe_landlock(landlock)
+    backend = landlock_backend(landlock)
+    if report.available and backend is not None:
+        rows.append((f"landlock+seccomp ({report.version}): backend", backend_run(backend, landlock)))
+        rows.append(("landlock+seccomp: ScriptRuntime.invoke", runtime_run(landlock)))
+    else:
+        print(f"landlock+seccomp: unavailable ({report.reason})")
     host = ScriptSettings(scratch_root=base.scratch_root, main_session_on_host=True)
     rows.append(("host (main session, no sandbox): backend", backend_run(HostBackend(), host)))
     rows.append(("host (main session, no sandbox): ScriptRuntime.invoke", runtime_run(host)))

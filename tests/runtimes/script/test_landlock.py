@@ -101,6 +101,25 @@ def test_forced_landlock_is_selected_and_reported(ll_settings: ScriptSettings) -
     BackendSelector.forget()
 
 
+def test_auto_falls_back_to_landlock_when_bwrap_fails(public_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pincer.runtimes.script import detect
+
+    broken = public_dir / "bwrap"
+    broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(detect, "bwrap_candidates", lambda settings: [("configured", broken)])
+    BackendSelector.forget()
+    try:
+        settings = ScriptSettings(scratch_root=public_dir / "scratch")
+        assert isinstance(BackendSelector(settings).select(), LandlockBackend)
+        doctor = probe_all(settings)
+        assert doctor["selected"] == "landlock"
+        bwrap_row = next(b for b in doctor["backends"] if b["name"].startswith("bwrap"))
+        assert not bwrap_row["available"] and "No permissions to create new namespace" in bwrap_row["reason"]
+    finally:
+        BackendSelector.forget()
+
+
 async def test_writes_outside_the_workdir_fail(ll_settings: ScriptSettings, public_dir: Path) -> None:
     # World-writable places: only Landlock stands between the sandbox uid and them.
     open_dir = public_dir / "open"
