@@ -125,11 +125,12 @@ def main():
     cfg = json.loads(sys.argv[1])
     argv = sys.argv[2:]
     try:
-        check(libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         nofile = cfg["nofile"] if hard == resource.RLIM_INFINITY else min(cfg["nofile"], hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         drop_privileges(cfg)
+        # After the uid change, which would clear it; kept across the exec below.
+        check(libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
         os.chdir(cfg["cwd"])
         landlock(cfg)
         seccomp(cfg)
