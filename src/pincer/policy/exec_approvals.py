@@ -417,6 +417,24 @@ def _inline_eval(name: str, args: Sequence[str]) -> bool:
     return False
 
 
+def _skip_options(
+    args: list[str], with_value: set[str], *, is_option: Callable[[str], bool] = lambda a: a.startswith("-")
+) -> int:
+    """Index of the first operand: past options (two words for those in ``with_value``) and ``--``."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return i + 1
+        if a in with_value:
+            i += 2
+        elif is_option(a):
+            i += 1
+        else:
+            break
+    return i
+
+
 def _unwrap_options(
     name: str, args: list[str]
 ) -> tuple[list[str] | None, str | None, list[str]]:
@@ -443,47 +461,19 @@ def _unwrap_options(
             i += 1
         return (args[i:] or None), None, assignments
     if name == "nice":
-        while i < len(args):
-            a = args[i]
-            if a == "--":
-                i += 1
-                break
-            if a in ("-n", "--adjustment"):
-                i += 2
-            elif a.startswith("-"):
-                i += 1
-            else:
-                break
+        i = _skip_options(args, {"-n", "--adjustment"})
         return (args[i:] or None), None, []
     if name == "nohup":
         if args and args[0] == "--":
             i = 1
         return (args[i:] or None), None, []
     if name == "stdbuf":
-        while i < len(args):
-            a = args[i]
-            if a == "--":
-                i += 1
-                break
-            if a in ("-i", "-o", "-e", "--input", "--output", "--error"):
-                i += 2
-            elif a.startswith("-"):
-                i += 1
-            else:
-                break
+        i = _skip_options(args, {"-i", "-o", "-e", "--input", "--output", "--error"})
         return (args[i:] or None), None, []
     if name == "timeout":
-        while i < len(args):
-            a = args[i]
-            if a == "--":
-                i += 1
-                break
-            if a in ("-s", "--signal", "-k", "--kill-after"):
-                i += 2
-            elif a.startswith("-") and not a[1:2].isdigit():
-                i += 1
-            else:
-                break
+        # A word such as "-5" is read as the duration, not as an option.
+        i = _skip_options(args, {"-s", "--signal", "-k", "--kill-after"},
+                          is_option=lambda a: a.startswith("-") and not a[1:2].isdigit())  # fmt: skip
         i += 1  # the duration
         if i > len(args):
             return None, None, []

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
+import socket
+
 import os
 import shutil
 import tempfile
@@ -48,3 +52,30 @@ def run_exec(settings: ScriptSettings) -> RunExec:
         return await runtime.invoke(spec, {"command": command}, context)
 
     return run
+
+
+ACCEPT_WAIT_S = 2.0
+
+
+@pytest.fixture
+def loopback_listener():
+    """A real TCP listener on the host's loopback that records whether anyone connected."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(ACCEPT_WAIT_S)
+    accepted: list[bool] = []
+
+    def accept() -> None:
+        try:
+            conn, _ = server.accept()
+            accepted.append(True)
+            conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    server.close()
+    thread.join(ACCEPT_WAIT_S + 1)

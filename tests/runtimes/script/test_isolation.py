@@ -18,31 +18,6 @@ from .helpers import SANDBOX_UID, manifest, sandbox_owned_dir
 
 pytestmark = pytest.mark.anyio
 
-ACCEPT_WAIT_S = 2.0
-
-
-@pytest.fixture
-def loopback_listener():
-    """A real TCP listener on the host's loopback that records whether anyone connected."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(ACCEPT_WAIT_S)
-    accepted: list[bool] = []
-
-    def accept() -> None:
-        try:
-            conn, _ = server.accept()
-            accepted.append(True)
-            conn.close()
-        except OSError:
-            pass
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    server.close()
-    thread.join(ACCEPT_WAIT_S + 1)
 
 
 async def test_connect_to_host_loopback_fails(run_exec, loopback_listener) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 from dataclasses import replace
@@ -31,7 +30,6 @@ from .helpers import SANDBOX_UID, manifest, marker, processes_with
 pytestmark = pytest.mark.anyio
 
 MIB = 1024 * 1024
-ACCEPT_WAIT_S = 2.0
 SETTLE_S = 0.5  # after a kill, how long the kernel may take to reap a tree before we look
 OUTSIDE_SLEEP_S = 30
 
@@ -61,30 +59,6 @@ async def run_exec(settings: ScriptSettings, command: str, *, limits: Limits | N
 async def run_tool(settings: ScriptSettings, script: str, **overrides: Any) -> ToolOutput:
     runtime = ScriptRuntime([manifest(**overrides)], settings, include_exec=False)
     return await runtime.invoke(runtime.tools()[0], {"script": script}, HostContext(session="agent", tool="t"))
-
-
-@pytest.fixture
-def loopback_listener():
-    """A real TCP listener on the host's loopback that records whether anyone connected."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(ACCEPT_WAIT_S)
-    accepted: list[bool] = []
-
-    def accept() -> None:
-        try:
-            conn, _ = server.accept()
-            accepted.append(True)
-            conn.close()
-        except OSError:
-            pass
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    server.close()
-    thread.join(ACCEPT_WAIT_S + 1)
 
 
 def test_forced_landlock_is_selected_and_reported(ll_settings: ScriptSettings) -> None:
