@@ -203,6 +203,20 @@ def remove(name: str, as_json: bool = JsonOption) -> None:
         stderr.print(f"removed MCP server {name}")
 
 
+async def _probe_configured(home: Path, name: str) -> dict[str, Any]:
+    """Probe a configured server without recording anything; errors come back scrubbed of secrets."""
+    from pincer.runtimes.mcp import ServerStore
+
+    config = ServerStore(home).get(name)
+    holder = _Secrets(home)
+    try:
+        return await _probe(home, config, holder, record=False)
+    except PincerError as exc:
+        raise holder.scrub(exc) from None
+    finally:
+        holder.close()
+
+
 async def _probe(home: Path, config: Any, secrets: _Secrets, *, record: bool) -> dict[str, Any]:
     """Start the server once, list its tools, compare them with the pins, stop it."""
     from pincer.runtimes.mcp import PinStore, ServerConnection
@@ -247,18 +261,10 @@ async def _probe(home: Path, config: Any, secrets: _Secrets, *, record: bool) ->
 @app.command("test")
 def test(name: str, as_json: bool = JsonOption) -> None:
     """Start a server, list its tools and report timing and pin state (changes nothing)."""
-    from pincer.runtimes.mcp import ServerStore
 
     async def body() -> dict[str, Any]:
         home = pincer_home()
-        config = ServerStore(home).get(name)
-        holder = _Secrets(home)
-        try:
-            report = await _probe(home, config, holder, record=False)
-        except PincerError as exc:
-            raise holder.scrub(exc) from None
-        finally:
-            holder.close()
+        report = await _probe_configured(home, name)
         report.pop("definitions")
         return report
 
@@ -288,18 +294,11 @@ def trust(
     as_json: bool = JsonOption,
 ) -> None:
     """Show how a server's tools changed since they were trusted, and trust them as they are now."""
-    from pincer.runtimes.mcp import PinStore, ServerStore, describe_change
+    from pincer.runtimes.mcp import PinStore, describe_change
 
     async def inspect() -> tuple[list[Any], list[dict[str, Any]]]:
         home = pincer_home()
-        config = ServerStore(home).get(name)
-        holder = _Secrets(home)
-        try:
-            report = await _probe(home, config, holder, record=False)
-        except PincerError as exc:
-            raise holder.scrub(exc) from None
-        finally:
-            holder.close()
+        report = await _probe_configured(home, name)
         pinned = PinStore(home).pins(name)
         chosen = [d for d in report["definitions"] if tool is None or d.name == tool]
         if tool is not None and not chosen:
