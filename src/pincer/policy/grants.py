@@ -134,7 +134,7 @@ def evaluate_grants(
         )
     else:
         why = "by " + ", ".join(sources)
-    reason = f"{spec.name} {verb}: {', '.join(deciding)} {why}{suffix}"
+    reason = f"{spec.name} {verb} for {', '.join(deciding)} ({why}){suffix}"
     return Decision(
         mode=mode,
         reason=reason,
