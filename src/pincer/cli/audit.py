@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, open_pincer, run, stderr
@@ -34,17 +35,20 @@ def list_records(
     stderr.print(render_records(records))
 
 
+_COLUMNS = (("id", 4), ("time", 8), ("session", 7), ("tool", 10), ("decision", 8), ("outcome", 7), ("ms", 6))
+
+
 def render_records(records: list[dict[str, Any]]) -> Table:
-    table = Table(title=f"{len(records)} audit records", title_justify="left")
-    for column in ("id", "time", "session", "tool", "decision", "outcome", "ms"):
-        table.add_column(column, no_wrap=True)
+    table = Table(title=f"{len(records)} audit records", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column, width in _COLUMNS:
+        table.add_column(column, no_wrap=True, min_width=width, overflow="ellipsis")
     table.add_column("reason / error", overflow="ellipsis", no_wrap=True)
     for r in records:
         detail = r["error"] or r["reason"]
         table.add_row(
             str(r["id"]), dt.datetime.fromtimestamp(r["ts"]).strftime("%H:%M:%S"), r["session"], r["tool"],
-            r["decision"], r["outcome"] + (" (cached)" if r["cached"] else ""), f"{r['duration_ms']:.2f}",
-            detail[:90],
+            r["decision"], r["outcome"] + (" (cached)" if r["cached"] else ""), f"{r['duration_ms']:.1f}",
+            detail,
         )  # fmt: skip
     return table
 

@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-stderr = Console(stderr=True, highlight=False)
+# A terminal gives its own width; piped or logged output gets room for the wide tables.
+stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 T = TypeVar("T")
 
 JsonOption = typer.Option(False, "--json", help="Write one JSON document to stdout.")
