@@ -304,3 +304,12 @@ async def test_nested_invocation_is_depth_limited(pincer: Pincer) -> None:
     text = str(result.output)
     assert "nesting deeper than 3" in text
     assert len(pincer.audit.records(tool="nested")) == 5  # depth 0..3 ran, depth 4 refused
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_call_is_still_audited(pincer: Pincer) -> None:
+    with anyio.move_on_after(0.05):
+        await call(pincer, "slow")
+    (record,) = pincer.audit.records(tool="slow")
+    assert record.outcome == "error" and "cancelled by its caller" in record.error
+    assert pincer.audit.verify() == 1

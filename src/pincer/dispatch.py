@@ -159,6 +159,13 @@ class Dispatcher:
             except Exception as exc:  # a bug in a runtime must not take the caller down unrecorded
                 logger.exception("unexpected failure calling %s", request.tool)
                 result = self._failure(ToolError(f"{request.tool} failed unexpectedly: {type(exc).__name__}"), scanner)
+            except anyio.get_cancelled_exc_class():
+                # The caller went away (a client disconnected, a task group ended): the call is
+                # still recorded, shielded so the cancellation cannot skip the record.
+                cancelled = self._failure(ToolError(f"{request.tool} was cancelled by its caller"), scanner)
+                with anyio.CancelScope(shield=True):
+                    await self.audit.append(self._audit_entry(request, trace, cancelled, cancelled.usage, scanner))
+                raise
         finally:
             self._in_flight -= 1
         usage = result.usage
