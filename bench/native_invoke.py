@@ -13,10 +13,9 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stats import report, sequential  # noqa: E402
-
-from pincer.core.values import HostContext  # noqa: E402
-from pincer.runtimes.native import NativeRuntime, tool  # noqa: E402
+from _stats import report, sequential
+from pincer.core.values import HostContext
+from pincer.runtimes.native import NativeRuntime, tool
 
 CALLS = 200_000
 

@@ -35,7 +35,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from _stats import percentile  # noqa: E402
-
 from pincer.core.values import HostContext  # noqa: E402
 from pincer.runtimes.wasm import abi  # noqa: E402
 from pincer.runtimes.wasm.build import cached_build  # noqa: E402
@@ -66,7 +65,7 @@ def stats(samples: list[float]) -> tuple[float, float]:
 
 
 class EchoBody(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 
-
 def _find_corpus() -> Path:
     """``../shared/corpus`` beside the checkout (CI lays it there); worktrees look further up."""
     for parent in Path(__file__).resolve().parents:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,48 +10,13 @@ import pytest
 
 from pincer.config import parse_config
 from pincer.core.effects import EffectKind as E
-from pincer.core.effects import RuntimeKind
-from pincer.core.values import CallRequest, HostContext, ToolOutput, ToolSpec
+from pincer.core.values import CallRequest
 from pincer.service import Pincer
 from pincer.store import ApprovalStatus
+from tests.funcruntime import FuncRuntime
 
 KEY = b"k" * 32
 SECRET = "sk-live-planted-secret-value-1234"
-
-Fn = Callable[[dict[str, Any], HostContext], Awaitable[Any]]
-
-
-class FuncRuntime:
-    """A real Runtime over plain async functions, so each chain step can be driven precisely."""
-
-    kind = RuntimeKind.NATIVE
-
-    def __init__(self) -> None:
-        self.specs: dict[str, ToolSpec] = {}
-        self.funcs: dict[str, Fn] = {}
-        self.calls: dict[str, int] = {}
-
-    def add(self, name: str, fn: Fn, *, effects=(), side_effecting=False, schema=None) -> None:
-        self.specs[name] = ToolSpec(
-            name=name, description=f"{name} tool", effects=frozenset(effects), runtime=RuntimeKind.NATIVE,
-            side_effecting=side_effecting, source="test",
-            input_schema=schema or {"type": "object", "properties": {"text": {"type": "string"}}},
-        )  # fmt: skip
-        self.funcs[name] = fn
-        self.calls[name] = 0
-
-    async def start(self) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-    def tools(self):
-        return list(self.specs.values())
-
-    async def invoke(self, spec, args, host):
-        self.calls[spec.name] += 1
-        value = await self.funcs[spec.name](dict(args), host)
-        return value if isinstance(value, ToolOutput) else ToolOutput(value=value)
-
 
 async def _echo(args, host):
     return args.get("text", "")

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pincer.core.effects import EffectKind, Mode
 from pincer.core.capabilities import Capabilities
+from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import ConfigError, ManifestError
 from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant

@@ -258,7 +258,7 @@ class Dispatcher:
                 break
         try:
             result = await self._execute(request, spec, runtime, decision, trace, scanner)
-            if result.ok or result.error and result.error.get("code") == "tool_error":
+            if result.ok or (result.error and result.error.get("code") == "tool_error"):
                 self.idempotency.store(
                     spec.name,
                     key,
@@ -376,7 +376,7 @@ class Dispatcher:
         if answered.status is ApprovalStatus.ALLOW_ALWAYS:
             grant = Grant(
                 tool=spec.name,
-                effects={effect: Mode.ALLOW for effect in spec.effects},
+                effects=dict.fromkeys(spec.effects, Mode.ALLOW),
                 hosts=hosts or None if EffectKind.NETWORK in spec.effects else None,
                 source=f"approval {approval.id}",
             )
@@ -432,7 +432,7 @@ class Dispatcher:
         """Grants decide per call; the answer is reused while the grant set is the same object
         and no matching grant can expire or run out (those depend on the clock and the count)."""
         grants = self._all_grants()
-        cached = self._grant_cache.get(spec.definition_hash)
+        cached = self._grant_cache.get(spec.policy_hash)
         if cached is not None and cached[0] is grants:
             return cached[1]
         decision = evaluate_grants(spec, grants, now=self._clock(), uses=self._uses)
@@ -443,7 +443,7 @@ class Dispatcher:
         if is_stable:
             if len(self._grant_cache) > 65_536:
                 self._grant_cache.clear()
-            self._grant_cache[spec.definition_hash] = (grants, decision)
+            self._grant_cache[spec.policy_hash] = (grants, decision)
         return decision
 
     def _all_grants(self) -> tuple[Grant, ...]:

@@ -25,7 +25,7 @@ from pincer.policy.exec_approvals import (
 
 BINARIES = {
     name: f"/usr/bin/{name}"
-    for name in "sh bash dash env nice nohup timeout stdbuf xargs ls cat curl rm wc python3 node perl ruby php git uname true".split()
+    for name in ["sh", "bash", "dash", "env", "nice", "nohup", "timeout", "stdbuf", "xargs", "ls", "cat", "curl", "rm", "wc", "python3", "node", "perl", "ruby", "php", "git", "uname", "true"]
 }
 BINARIES["rg"] = "/home/me/.cargo/bin/rg"
 

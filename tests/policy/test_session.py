@@ -66,6 +66,6 @@ def test_never_crashes_and_deny_always_wins(allow, deny, tool) -> None:
     decision = evaluate_session(policy(allow, deny), tool)
     assert decision.mode in (Mode.ALLOW, Mode.DENY)
     assert decision.reason
-    if tool and tool.strip().lower() == tool.lower() and tool.lower() in [d.strip().lower() for d in deny]:
-        if not any(c in tool for c in "*?[]"):
-            assert decision.mode is Mode.DENY
+    is_denied_by_name = tool and tool.strip().lower() == tool.lower() and tool.lower() in [d.strip().lower() for d in deny]
+    if is_denied_by_name and not any(c in tool for c in "*?[]"):
+        assert decision.mode is Mode.DENY

@@ -11,7 +11,7 @@ from pincer.store import AuditEntry, AuditLog, open_database
 
 
 def entry(i: int, **kw) -> AuditEntry:
-    base = dict(session="main", caller="test", tool=f"t{i % 3}", decision="allow", reason="r", outcome="ok", args={"i": i})
+    base = {"session": "main", "caller": "test", "tool": f"t{i % 3}", "decision": "allow", "reason": "r", "outcome": "ok", "args": {"i": i}}
     base.update(kw)
     return AuditEntry(**base)
 

@@ -30,7 +30,7 @@ DEMO_SECRET = "demo-token-7f3a9c41e2b8"
 class _EchoHeaders(BaseHTTPRequestHandler):
     """Plays a remote API that carelessly echoes the credential it was sent."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         body = json.dumps({"path": self.path, "authorization": self.headers.get("Authorization")}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

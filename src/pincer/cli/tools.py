@@ -124,7 +124,7 @@ def install(
     """Install a tool under PINCER_HOME; a running `pincer serve` picks it up without a restart."""
 
     async def body() -> dict[str, Any]:
-        if not source.is_file():
+        if not source.is_file():  # noqa: ASYNC240 -- one stat in a CLI command
             raise UsageError(f"{source} does not exist or is not a file", hint="give the path of the tool to install")
         if source.name.endswith(_WASM_SUFFIXES):
             from pincer.cli.wasm import install_tool

@@ -11,10 +11,9 @@ from pincer.core.jsonread import JsonReader, key_at
 
 __all__ = ["AuthSpec", "OAuthConfig", "SetupSpec", "SetupSecret", "ValidationEndpoint", "read_auth", "read_setup"]
 
-_VALUE = dict(frozen=True, kw_only=True, slots=True)
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ValidationEndpoint:
     """A request that proves a credential works: ``auth.validation_endpoint`` (an object) or
     ``setup.validation_endpoint`` (a bare URL, possibly with ``{secret_name}`` placeholders)."""
@@ -25,7 +24,7 @@ class ValidationEndpoint:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class OAuthConfig:
     """Browser login settings. A literal ``client_secret`` in a manifest is deliberately not kept."""
 
@@ -40,7 +39,7 @@ class OAuthConfig:
     access_token_field: str = "access_token"
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AuthSpec:
     secret_name: str
     display_name: str | None = None
@@ -54,14 +53,14 @@ class AuthSpec:
     validation_endpoint: ValidationEndpoint | None = None
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SetupSecret:
     name: str
     prompt: str
     optional: bool = False
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SetupSpec:
     """Secrets a person provides before first use: ``required_secrets`` then ``optional_secrets``."""
 

@@ -39,7 +39,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_VALUE = dict(frozen=True, kw_only=True, slots=True)
 
 MAX_MANIFEST_BYTES = 1_048_576  # a capabilities file is a few KiB; past this it is not one
 MAX_DESCRIPTION_CHARS = 4096  # IronClaw truncates longer descriptions the same way
@@ -98,7 +97,7 @@ def host_matches(host: str, pattern: str, *, port: int | None = None) -> bool:
 # ---------------------------------------------------------------------------------------- values
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class EndpointPattern:
     """One allowlist entry. Empty ``methods`` means any method; ``path_prefix`` is a plain prefix."""
 
@@ -114,7 +113,7 @@ class EndpointPattern:
         )
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CredentialLocation:
     """Where a secret goes: ``Authorization: Bearer``/``Basic``, a header, a query parameter, or a
     ``{PLACEHOLDER}`` in the URL. ``basic`` without ``username`` encodes the secret as ``user:pass``."""
@@ -145,7 +144,7 @@ class CredentialLocation:
         return f"url:{self.placeholder}"
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CredentialMapping:
     """A secret injected into requests to ``host_patterns`` (and, when given, paths starting with
     one of ``path_patterns``; a trailing ``*`` is allowed and means the same prefix)."""
@@ -169,13 +168,13 @@ class CredentialMapping:
         return best
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RateLimit:
     requests_per_minute: int = 60
     requests_per_hour: int = 1000
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HttpCapability:
     allowlist: tuple[EndpointPattern, ...] = ()
     credentials: tuple[CredentialMapping, ...] = ()
@@ -185,7 +184,7 @@ class HttpCapability:
     timeout_secs: int = 30
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WebhookSpec:
     """How the host verifies a tool's inbound webhooks (shared secret, Ed25519 or HMAC)."""
 
@@ -198,7 +197,7 @@ class WebhookSpec:
     hmac_prefix: str | None = None
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Capabilities:
     """A parsed capabilities manifest. Sections absent from the file are None or empty.
 

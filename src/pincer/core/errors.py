@@ -3,28 +3,32 @@
 Every error a user can see says what was wrong and what to do. Other libraries' exceptions are
 translated at the seam (``raise PincerError(...) from exc``)::
 
-    PincerError
-    ├── UsageError                 the caller asked for something malformed
-    │   ├── ToolNotFound
-    │   ├── ArgumentsInvalid       args fail the tool's JSON Schema
-    │   └── IdempotencyConflict    a key reused with different arguments
-    ├── ConfigError                config.toml or another settings file is unusable
-    ├── ManifestError              a capabilities or registry manifest is malformed
-    ├── PolicyError                the call chain refused the call
-    │   ├── Denied                 session policy or a grant says deny
-    │   ├── ApprovalDenied         a person answered deny
-    │   ├── ApprovalTimeout        nobody answered in time
-    │   ├── BudgetExceeded         a rate limit or invocation budget is spent
-    │   └── EgressDenied           a host, address or redirect outside the allowlist
-    ├── SecretError                secret store: missing key, bad ciphertext, unknown name
-    ├── ToolError                  the tool itself failed
-    │   └── ToolTimeout
-    ├── RuntimeUnavailable         a runtime cannot start here (missing binary, bad component)
-    └── StoreError                 the embedded database failed
-        └── AuditChainBroken       ``audit verify`` found a record that does not chain
+    PincerError                    500
+    ├── UsageError                 400  the caller asked for something malformed
+    │   ├── ToolNotFound           404
+    │   ├── ArgumentsInvalid       422  args fail the tool's JSON Schema
+    │   ├── IdempotencyConflict    409  a key reused with different arguments
+    │   └── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
+    ├── ConfigError                503  config.toml or another settings file is unusable
+    ├── ManifestError              422  a capabilities or registry manifest is malformed
+    ├── PolicyError                403  the call chain refused the call
+    │   ├── Denied                 403  session policy or a grant says deny
+    │   ├── ApprovalDenied         403  a person answered deny
+    │   ├── ApprovalTimeout        408  nobody answered in time
+    │   ├── ApprovalGone           410  the approval a caller came back for no longer waits
+    │   ├── BudgetExceeded         429  a rate limit or invocation budget is spent
+    │   └── EgressDenied           403  a host, address or redirect outside the allowlist
+    ├── InputRequired              409  the tool needs answers from an MCP client first
+    ├── SecretError                500  secret store: missing key, bad ciphertext, unknown name
+    ├── ToolError                  502  the tool itself failed
+    │   └── ToolTimeout            504
+    ├── RuntimeUnavailable         503  a runtime cannot start here (missing binary, bad component)
+    └── StoreError                 500  the embedded database failed
+        └── AuditChainBroken       409  ``audit verify`` found a record that does not chain
 
-Each class carries a stable ``code`` used in JSON output and an optional ``hint`` telling the
-user what to do next.
+Each class carries a stable ``code`` used in JSON output, the ``http_status`` the REST API
+answers it with (so a new error cannot fall through to a generic 500), and an optional ``hint``
+telling the user what to do next. :func:`error_class` maps a code back to its class.
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ __all__ = [
     "RuntimeUnavailable",
     "StoreError",
     "AuditChainBroken",
+    "ApprovalGone",
+    "InputRequired",
+    "ClientCapabilityMissing",
+    "error_class",
+    "http_status",
 ]
 
 
@@ -56,6 +65,7 @@ class PincerError(Exception):
     """Base of every error pincer raises on purpose."""
 
     code = "error"
+    http_status = 500
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -76,28 +86,34 @@ class PincerError(Exception):
 
 class UsageError(PincerError):
     code = "usage_error"
+    http_status = 400
 
 
 class ToolNotFound(UsageError):
     code = "tool_not_found"
+    http_status = 404
 
 
 class ArgumentsInvalid(UsageError):
     code = "invalid_arguments"
+    http_status = 422
 
 
 class IdempotencyConflict(UsageError):
     code = "idempotency_conflict"
+    http_status = 409
 
 
 class ConfigError(PincerError):
     code = "config_error"
+    http_status = 503
 
 
 class ManifestError(PincerError):
     """A manifest is malformed; the message names the file and the key."""
 
     code = "manifest_error"
+    http_status = 422
 
     def __init__(self, message: str, *, source: str = "<manifest>", key: str = "", hint: str | None = None):
         where = f"{source}: {key}: " if key else f"{source}: "
@@ -108,22 +124,27 @@ class ManifestError(PincerError):
 
 class PolicyError(PincerError):
     code = "policy_error"
+    http_status = 403
 
 
 class Denied(PolicyError):
     code = "denied"
+    http_status = 403
 
 
 class ApprovalDenied(PolicyError):
     code = "approval_denied"
+    http_status = 403
 
 
 class ApprovalTimeout(PolicyError):
     code = "approval_timeout"
+    http_status = 408
 
 
 class BudgetExceeded(PolicyError):
     code = "budget_exceeded"
+    http_status = 429
 
     def __init__(self, message: str, *, retry_after_s: float, hint: str | None = None) -> None:
         super().__init__(message, hint=hint or f"retry in {retry_after_s:.0f} s")
@@ -137,31 +158,89 @@ class BudgetExceeded(PolicyError):
 
 class EgressDenied(PolicyError):
     code = "egress_denied"
+    http_status = 403
 
 
 class SecretError(PincerError):
     code = "secret_error"
+    http_status = 500
 
 
 class ToolError(PincerError):
     code = "tool_error"
+    http_status = 502
 
 
 class ToolTimeout(ToolError):
     code = "tool_timeout"
+    http_status = 504
 
 
 class RuntimeUnavailable(PincerError):
     code = "runtime_unavailable"
+    http_status = 503
 
 
 class StoreError(PincerError):
     code = "store_error"
+    http_status = 500
 
 
 class AuditChainBroken(StoreError):
     code = "audit_chain_broken"
+    http_status = 409
 
     def __init__(self, message: str, *, record_id: int, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.record_id = record_id
+
+
+class ApprovalGone(PolicyError):
+    """A caller came back for an approval that no longer waits (expired, or collected)."""
+
+    code = "approval_gone"
+    http_status = 410
+
+
+class InputRequired(PincerError):
+    """The tool needs answers from the client before it can finish (2026-07-28 flow)."""
+
+    code = "input_required"
+    http_status = 409
+
+
+class ClientCapabilityMissing(UsageError):
+    """The tool needs a client capability (sampling, elicitation, roots) the client lacks."""
+
+    code = "client_capability_missing"
+    http_status = 400
+
+    def __init__(self, capability: str) -> None:
+        super().__init__(
+            f"this tool needs the client capability {capability!r}, which the client did not declare",
+            hint=f"use an MCP client that supports {capability}",
+        )
+        self.capability = capability
+
+
+def _tree(cls: type[PincerError]) -> list[type[PincerError]]:
+    found = [cls]
+    for sub in cls.__subclasses__():
+        found.extend(_tree(sub))
+    return found
+
+
+_BY_CODE: dict[str, type[PincerError]] = {}
+
+
+def error_class(code: object) -> type[PincerError] | None:
+    """The error class whose ``code`` this is, or None for a code no class carries."""
+    if not _BY_CODE or str(code) not in _BY_CODE:
+        _BY_CODE.update({cls.code: cls for cls in _tree(PincerError)})
+    return _BY_CODE.get(str(code))
+
+
+def http_status(code: object) -> int:
+    """The HTTP status for an error code: the class's own, 500 for an unknown code."""
+    cls = error_class(code)
+    return cls.http_status if cls is not None else PincerError.http_status

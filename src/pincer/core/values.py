@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,12 +27,13 @@ __all__ = [
     "HostContext",
     "ClientChannel",
     "definition_hash",
+    "policy_hash",
     "canonical_json",
+    "plain_value",
 ]
 
 JSON = Any  # a value that json.dumps accepts
 
-_VALUE = dict(frozen=True, kw_only=True, slots=True)
 
 
 # One encoder built once: json.dumps with options builds a new encoder on every call.
@@ -48,9 +51,51 @@ def definition_hash(name: str, description: str, input_schema: Mapping[str, Any]
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-@dataclass(**_VALUE)
+def plain_value(value: Any) -> JSON:
+    """A value as plain JSON with a stable order: dataclasses by field, sets sorted, enums by
+    value. The input of policy hashes, so two equal values always hash alike."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return plain_value(value.value)
+    if isinstance(value, Mapping):
+        return {str(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted((plain_value(v) for v in value), key=canonical_json)
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def policy_hash(
+    *,
+    name: str,
+    effects: frozenset[EffectKind],
+    side_effecting: bool,
+    capabilities: Capabilities | None,
+    annotations: Mapping[str, Any],
+) -> str:
+    """sha256 over everything that decides what a call of the tool may do. Grant decisions are
+    cached under it, registry change events and MCP pins compare it: a tool whose effects,
+    capabilities or behaviour hints change is a changed tool, even with the same description."""
+    payload = canonical_json(
+        {
+            "name": name,
+            "effects": sorted(e.value for e in effects),
+            "side_effecting": side_effecting,
+            "capabilities": plain_value(capabilities),
+            "annotations": plain_value(annotations),
+        }
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ToolSpec:
-    """What the registry knows of a tool. ``definition_hash`` is derived when left empty."""
+    """What the registry knows of a tool. ``definition_hash`` (what an agent sees) and
+    ``policy_hash`` (what decides a call) are derived from the other fields."""
 
     name: str
     description: str
@@ -59,15 +104,29 @@ class ToolSpec:
     runtime: RuntimeKind
     side_effecting: bool
     source: str
-    definition_hash: str = ""
     output_schema: Mapping[str, Any] | None = None
     capabilities: Capabilities | None = None
     annotations: Mapping[str, Any] = field(default_factory=dict)
+    # Derived, never passed: ``dataclasses.replace`` recomputes them, so a copy with other
+    # effects can never carry the old hash.
+    definition_hash: str = field(init=False, default="")
+    policy_hash: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
-        if not self.definition_hash:
-            digest = definition_hash(self.name, self.description, self.input_schema)
-            object.__setattr__(self, "definition_hash", digest)
+        object.__setattr__(self, "definition_hash", definition_hash(self.name, self.description, self.input_schema))
+        digest = policy_hash(
+            name=self.name,
+            effects=self.effects,
+            side_effecting=self.side_effecting,
+            capabilities=self.capabilities,
+            annotations=self.annotations,
+        )
+        object.__setattr__(self, "policy_hash", digest)
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """What must stay equal for the tool to count as unchanged: both hashes."""
+        return (self.definition_hash, self.policy_hash)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +137,7 @@ class ToolSpec:
             "side_effecting": self.side_effecting,
             "source": self.source,
             "definition_hash": self.definition_hash,
+            "policy_hash": self.policy_hash,
             "input_schema": self.input_schema,
         }
 
@@ -92,7 +152,7 @@ class ClientChannel(Protocol):
     async def log(self, level: str, message: str) -> None: ...
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CallRequest:
     """One call of one tool, as every entry point builds it."""
 
@@ -105,7 +165,7 @@ class CallRequest:
     depth: int = 0  # nesting of tool-invoke calls; the dispatcher refuses past a limit
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
     duration_ms: float = 0.0
     output_bytes: int = 0
@@ -125,7 +185,7 @@ class Usage:
         return data
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ToolOutput:
     """What a runtime returns. ``value`` is the JSON result; ``content`` optional MCP content blocks
     (text, image, audio, resource) passed through to MCP clients unchanged after scanning."""
@@ -137,7 +197,7 @@ class ToolOutput:
     usage: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResult:
     ok: bool
     output: JSON = None
@@ -158,7 +218,7 @@ class ToolResult:
         return data
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Decision:
     """allow / ask / deny, always with a reason a person can read."""
 
@@ -176,7 +236,7 @@ class Decision:
 InvokeCallback = Callable[[CallRequest], Awaitable["ToolResult"]]
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HostContext:
     """The grant made concrete for one execution; runtimes enforce it and decide nothing."""
 

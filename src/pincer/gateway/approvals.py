@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from pincer.core.errors import PincerError
+from pincer.core.errors import ApprovalGone, PincerError
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.tokens import GatewaySession
@@ -105,7 +105,7 @@ class _Parked:
 
 
 def _gone(message: str, hint: str) -> ToolResult:
-    return ToolResult(ok=False, error={"code": "approval_gone", "message": message, "hint": hint})
+    return ToolResult(ok=False, error=ApprovalGone(message, hint=hint).to_dict())
 
 
 class ApprovalRounds:

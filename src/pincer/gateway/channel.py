@@ -27,7 +27,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from pincer.core.errors import PincerError
+from pincer.core.errors import ClientCapabilityMissing, InputRequired
 
 logger = logging.getLogger(__name__)
 
@@ -40,23 +40,6 @@ _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "exception": "error"}
 _STATE_VERSION = 1
 
 
-class InputRequired(PincerError):
-    """The tool needs answers from the client before it can finish (2026-07-28 flow)."""
-
-    code = "input_required"
-
-
-class ClientCapabilityMissing(PincerError):
-    """The tool needs a client capability (sampling, elicitation, roots) the client lacks."""
-
-    code = "client_capability_missing"
-
-    def __init__(self, capability: str) -> None:
-        super().__init__(
-            f"this tool needs the client capability {capability!r}, which the client did not declare",
-            hint=f"use an MCP client that supports {capability}",
-        )
-        self.capability = capability
 
 
 class McpChannel:

@@ -301,7 +301,7 @@ class McpGateway:
         with scope:
             try:
                 reply = await channel.elicit(message, APPROVAL_DECISION_SCHEMA, key=f"approval:{approval.id}")
-            except Exception as exc:  # the approval stays answerable over REST and the CLI
+            except Exception as exc:  # the approval stays answerable over REST and the CLI  # noqa: BLE001
                 logger.info("approval %s could not be put to the client: %s", approval.id, exc)
         answer = answer_from_reply(reply)
         if answer is not None:
@@ -409,9 +409,12 @@ class _McpEndpoint:
         if scope.get("method") == "POST":
             # The guard has buffered the body: it arrives as one message.
             message = await receive()
-            if message["type"] == "http.request" and not message.get("more_body", False):
-                if await self._fast_path.try_handle(scope, message.get("body", b""), send):
-                    return
+            if (
+                message["type"] == "http.request"
+                and not message.get("more_body", False)
+                and await self._fast_path.try_handle(scope, message.get("body", b""), send)
+            ):
+                return
             receive = _replay(message, receive)
         await self._manager.handle_request(scope, receive, send)
 

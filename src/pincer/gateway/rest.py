@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Path, Query, Request
@@ -20,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pincer import __version__
 from pincer.core.effects import Mode
-from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError
+from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError, http_status
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
@@ -33,25 +34,6 @@ __all__ = ["create_rest_app", "status_for", "CallBody", "ApprovalBody", "MAX_AUD
 
 MAX_AUDIT_LIMIT = 10_000
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,255}$"
-
-# Error code of a ToolResult -> HTTP status of the REST answer.
-_STATUS: dict[str, int] = {
-    "tool_not_found": 404,
-    "invalid_arguments": 422,
-    "usage_error": 400,
-    "idempotency_conflict": 409,
-    "denied": 403,
-    "approval_denied": 403,
-    "egress_denied": 403,
-    "approval_timeout": 408,
-    "budget_exceeded": 429,
-    "tool_error": 502,
-    "tool_timeout": 504,
-    "runtime_unavailable": 503,
-    "secret_error": 500,
-    "store_error": 500,
-}
-
 
 class CallBody(BaseModel):
     """``POST /tools/{name}/call``. ``session`` defaults to the token's; only a main session
@@ -68,8 +50,9 @@ class ApprovalBody(BaseModel):
     decision: Answer
 
 
-def status_for(error: dict[str, Any] | None) -> int:
-    return _STATUS.get(str((error or {}).get("code")), 500)
+def status_for(error: Mapping[str, Any] | None) -> int:
+    """The HTTP status of a failed result: the one its error class carries."""
+    return http_status((error or {}).get("code"))
 
 
 def _error(
@@ -129,7 +112,7 @@ def create_rest_app(pincer: Any) -> FastAPI:
             call = CallRequest(
                 tool=str(tool), args={}, session=session.name if isinstance(session, GatewaySession) else "(unknown)",
                 caller="rest",
-            )  # fmt: skip
+            )
             await pincer.dispatcher.reject(call, ArgumentsInvalid(f"request body: {problem}", hint=hint))
         return _error(400 if malformed_json else 422, code, f"request body: {problem}", hint)
 
@@ -188,7 +171,7 @@ def create_rest_app(pincer: Any) -> FastAPI:
                     "session_forbidden",
                     f"session {session.name!r} may not call as session {target!r}",
                     "leave out 'session', or use a token of a main session",
-                )  # fmt: skip
+                )
             )
         key = body.idempotency_key or idempotency_key
         if body.idempotency_key and idempotency_key and body.idempotency_key != idempotency_key:
@@ -243,7 +226,7 @@ def create_rest_app(pincer: Any) -> FastAPI:
                     "session_forbidden",
                     f"session {session.name!r} may not answer approvals",
                     "answer with a main session's token, or with `pincer approvals`",
-                )  # fmt: skip
+                )
             )
         _find_approval(pincer, approval_id)
         try:

@@ -63,7 +63,6 @@ Resolver = Callable[[str], Sequence[str]]
 """Program word (``sh``, ``/usr/bin/env``, ``./x``) -> candidate absolute paths; empty if not found."""
 
 MAX_UNWRAP_DEPTH = 16
-_VALUE = dict(frozen=True, kw_only=True, slots=True)
 
 
 class Security(StrEnum):
@@ -84,7 +83,7 @@ class Answer(StrEnum):
     DENY = "deny"
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExecApprovalPolicy:
     """The exec approval settings of one agent/session scope. Default: allowlist, ask on miss, deny
     when nobody can be asked, nothing allowlisted."""
@@ -212,14 +211,14 @@ class ShellSyntaxError(Exception):
     """The line is not something this module can read; callers treat it as a miss."""
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Word:
     text: str
     expands: bool = False  # unquoted $VAR, ${...}, ~, glob characters: the value is not known
     substitution: bool = False  # $(...) or `...`: runs code
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Op:
     text: str
 
@@ -319,7 +318,7 @@ def split_shell(line: str) -> list[_Word | _Op]:
 # --- analysis ------------------------------------------------------------------------------------
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CommandSegment:
     """One program the command line would run, after seeing through wrappers."""
 
@@ -345,7 +344,7 @@ class CommandSegment:
         }
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExecEvaluation:
     """What the policy says about one command line. ``mode`` is allow, ask or deny."""
 

@@ -114,11 +114,10 @@ def evaluate_session(policy: SessionPolicy, tool: str) -> Decision:
             reason=f"session {policy.name!r} ({policy.source}) denies {tool} by {denied_by!r}",
         )
     allow = expand_entries(policy.allow)
-    if allow:
-        if _first_match(name, allow) is None:
-            return Decision(
-                mode=Mode.DENY,
-                reason=f"session {policy.name!r} ({policy.source}) allows only {', '.join(policy.allow)}; "
-                f"{tool} is not on its allow list",
-            )
+    if allow and _first_match(name, allow) is None:
+        return Decision(
+            mode=Mode.DENY,
+            reason=f"session {policy.name!r} ({policy.source}) allows only {', '.join(policy.allow)}; "
+            f"{tool} is not on its allow list",
+        )
     return Decision(mode=Mode.ALLOW, reason=f"session {policy.name!r} permits {tool}")

@@ -100,7 +100,7 @@ class Registry:
         added = tuple(sorted(set(specs) - set(old)))
         removed = tuple(sorted(set(old) - set(specs)))
         changed = tuple(
-            sorted(n for n in set(specs) & set(old) if specs[n].definition_hash != old[n].definition_hash)
+            sorted(n for n in set(specs) & set(old) if specs[n].identity != old[n].identity)
         )
         for name in removed:
             del self._entries[name]

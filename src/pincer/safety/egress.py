@@ -481,7 +481,7 @@ async def _exchange(
         target=target.target.encode("ascii"),
     )
     extensions: dict[str, Any] = {
-        "timeout": {k: policy.timeout_s for k in ("connect", "read", "write", "pool")},
+        "timeout": dict.fromkeys(("connect", "read", "write", "pool"), policy.timeout_s),
     }
     token = _PINS.set({(target.host, target.port): addresses})
     try:

@@ -279,7 +279,7 @@ def _collect_child(child: Any, parts: list[str], depth: int) -> None:
 def _text(value: Any) -> str:
     try:
         return str(value)
-    except Exception:  # a huge int past the digit limit, an object whose __str__ fails
+    except Exception:  # a huge int past the digit limit, an object whose __str__ fails  # noqa: BLE001
         return ""
 
 

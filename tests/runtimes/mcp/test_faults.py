@@ -3,6 +3,7 @@ timeout, and the next call succeeds once the server is back."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 from pathlib import Path
@@ -153,5 +154,5 @@ def test_backoff_grows_and_is_capped() -> None:
     delays = [connection_module.backoff_delay(n) for n in range(1, 12)]
     assert delays[0] == 0.0
     assert delays[1] == connection_module.BACKOFF_INITIAL_S
-    assert all(b >= a for a, b in zip(delays, delays[1:]))
+    assert all(b >= a for a, b in itertools.pairwise(delays))
     assert delays[-1] == connection_module.BACKOFF_MAX_S

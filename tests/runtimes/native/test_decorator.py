@@ -146,7 +146,7 @@ def test_host_context_parameter_is_injected_not_described() -> None:
 )
 def test_functions_that_cannot_be_described(source: str, message: str) -> None:
     namespace: dict[str, Any] = {}
-    exec(source, namespace)  # noqa: S102 - building odd signatures is the point
+    exec(source, namespace)
     with pytest.raises(UsageError, match=message):
         tool(namespace["f"])
 

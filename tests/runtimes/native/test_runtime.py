@@ -179,8 +179,11 @@ async def test_only_native_tools_are_accepted() -> None:
         NativeRuntime([lambda: None])  # type: ignore[list-item]
 
 
-async def test_invoke_finds_a_spec_renamed_by_the_caller() -> None:
+async def test_a_spec_renamed_by_the_caller_is_not_found() -> None:
+    """A renamed copy has its own (derived) hashes: the runtime runs only the tools it offers."""
     runtime = _runtime()
     spec = next(s for s in runtime.tools() if s.name == "thread_of_inline")
-    renamed = dataclasses.replace(spec, name="ns.thread_of_inline")  # same definition hash
-    assert await runtime.invoke(renamed, {}, HOST) == ToolOutput(value=threading.get_ident())
+    renamed = dataclasses.replace(spec, name="ns.thread_of_inline")
+    assert renamed.definition_hash != spec.definition_hash
+    with pytest.raises(ToolNotFound):
+        await runtime.invoke(renamed, {}, HOST)

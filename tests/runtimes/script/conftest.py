@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-
-import socket
-
 import os
 import shutil
+import socket
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from pincer.core.errors import RuntimeUnavailable
-from pincer.runtimes.script import ScriptSettings
-from pincer.runtimes.script import detect
+from pincer.runtimes.script import ScriptSettings, detect
 from pincer.runtimes.script.backends import BwrapBackend
 from pincer.runtimes.script.detect import BackendSelector, probe_all, probe_bwrap
 from pincer.runtimes.script.seccomp import deny_list_bpf

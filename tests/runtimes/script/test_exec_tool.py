@@ -20,11 +20,11 @@ pytestmark = pytest.mark.anyio
 SHELLS = ("/usr/bin/sh", "/usr/bin/dash", "/bin/sh")
 
 
-def exec_runtime(scratch: Path, policy: ExecApprovalPolicy, **kwargs) -> ScriptRuntime:  # noqa: ANN003
+def exec_runtime(scratch: Path, policy: ExecApprovalPolicy, **kwargs) -> ScriptRuntime:
     return ScriptRuntime([], ScriptSettings(scratch_root=scratch, exec_policy=policy, use_workspace=True), **kwargs)
 
 
-async def call(runtime: ScriptRuntime, command: str, workspace: Path | None = None, session: str = "agent"):  # noqa: ANN201
+async def call(runtime: ScriptRuntime, command: str, workspace: Path | None = None, session: str = "agent"):
     spec = next(s for s in runtime.tools() if s.name == "exec")
     return await runtime.invoke(spec, {"command": command}, HostContext(session=session, tool="exec", workspace=workspace))
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import os
 import socket
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -194,7 +194,7 @@ async def test_cannot_signal_a_same_uid_process_outside(ll_settings: ScriptSetti
     if landlock_abi() < 6:
         pytest.fail(f"Landlock ABI {landlock_abi()} has no signal scoping; this test needs ABI 6+")
     uid = SANDBOX_UID if os.geteuid() == 0 else os.geteuid()
-    outside = subprocess.Popen(  # noqa: S603 - fixed argv
+    outside = subprocess.Popen(
         ["/bin/sleep", str(OUTSIDE_SLEEP_S)], user=uid, group=uid if os.geteuid() == 0 else None
     )
     try:

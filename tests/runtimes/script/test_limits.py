@@ -138,7 +138,7 @@ def test_stale_run_groups_are_swept() -> None:
     group = RunCgroup(support, memory_bytes=64 * MIB, pids_max=8)
     for fd in group.join_fds():
         os.close(fd)
-    group._fds = []  # noqa: SLF001 - play a pincer that died before cleaning up
+    group._fds = []
     assert all(d.exists() for d in group.dirs)
     sweep_stale(support, older_than_s=3600)
     assert all(d.exists() for d in group.dirs)  # too young: it may be another pincer's, starting

@@ -27,7 +27,7 @@ FETCH = (
 
 
 class _Hello(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         body = f"hello from {self.server.server_address[1]}{self.path}".encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -51,7 +51,7 @@ def two_servers() -> Iterator[tuple[int, int]]:
         s.server_close()
 
 
-def fetch_tool(allowed_port: int):  # noqa: ANN201
+def fetch_tool(allowed_port: int):
     return manifest(
         name="fetch",
         command=["/usr/bin/python3", "-c", FETCH, "{urls}"],

@@ -33,7 +33,7 @@ anyio.run(main)
 """
 
 
-def _wait_for(predicate, limit_s: float) -> bool:  # noqa: ANN001
+def _wait_for(predicate, limit_s: float) -> bool:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if predicate():

@@ -53,7 +53,7 @@ def test_compiles_once_then_loads_from_disk(tmp_path: Path, wasm: bytes) -> None
     assert meta["size"] == entry.stat().st_size and meta["engine"] == engine_fingerprint()
 
     second = CompileCache(tmp_path, new_engine())  # another process would see the same
-    again, _ = second.load(wasm)
+    second.load(wasm)
     assert (second.stats.misses, second.stats.hits, second.stats.rebuilt) == (0, 1, 0)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import anyio
 import pytest
 
@@ -126,7 +128,7 @@ async def test_unknown_tool_and_unstarted_runtime_are_clear_errors(wasm_runtime,
 
     runtime = await wasm_runtime({"echo": None})
     spec = runtime.tools()[0]
-    ghost = type(spec)(**{**{f: getattr(spec, f) for f in spec.__slots__ if f != "definition_hash"}, "name": "ghost"})
+    ghost = dataclasses.replace(spec, name="ghost")
     with pytest.raises(ToolNotFound):
         await runtime.invoke(ghost, {}, host_for("ghost"))
     cold = WasmRuntime(pincer_home, cache_dir=wasm_compile_cache)

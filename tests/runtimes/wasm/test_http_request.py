@@ -255,7 +255,7 @@ async def test_at_most_50_requests_per_execution(wasm_runtime, store, server):
 
 
 async def test_request_and_response_size_limits(wasm_runtime, store, server):
-    url, seen = server
+    url, _seen = server
     caps = http_caps(http={"max_request_bytes": 2000, "max_response_bytes": 1000})
     runtime = await make(wasm_runtime, store, {"fetch": caps})
     out, _ = await call(runtime, store, "fetch", {"url": f"{url}/body", "method": "POST", "body_bytes": 5000})

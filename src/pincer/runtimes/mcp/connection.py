@@ -212,7 +212,7 @@ class _Session:
                         tg.cancel_scope.cancel()
             if scope.cancelled_caught and not self.ready.is_set():
                 self.error = TimeoutError(f"no answer within {self.config.connect_timeout_s:g} s")
-        except Exception as exc:  # reported to whoever waits on ready; the task itself never fails
+        except Exception as exc:  # reported to whoever waits on ready; the task itself never fails  # noqa: BLE001
             self.error = exc
         except BaseException as exc:  # cancellation by aclose: still settle the waiters
             self.error = exc
@@ -304,7 +304,7 @@ class _Session:
                 self._tools_changed = False
                 try:
                     self.tools = await self._list_tools(client, LIST_TIMEOUT_S)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001
                     logger.warning("MCP server %s: re-listing tools failed (%s)", self.config.name, type(exc).__name__)
                 else:
                     self.conn._publish_tools(self, self.tools)
@@ -316,7 +316,7 @@ class _Session:
             with anyio.fail_after(PROBE_TIMEOUT_S):
                 await client.list_tools(cache_mode="bypass")
             return True
-        except Exception:
+        except Exception:  # noqa: BLE001
             self.reason = (
                 f"stopped answering (a call timed out and a liveness probe got no answer within {PROBE_TIMEOUT_S:g} s)"
             )

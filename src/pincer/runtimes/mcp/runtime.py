@@ -95,7 +95,7 @@ class McpRuntime:
         async def start_one(conn: ServerConnection) -> None:
             try:
                 await conn.start()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
                 # Not the message: it may carry the server's stderr, which may echo a secret.
                 logger.warning("MCP server %s did not start (%s); `pincer mcp test %s` shows why",
                                conn.name, type(exc).__name__, conn.name)
@@ -198,7 +198,7 @@ class McpRuntime:
             if reason is not None:
                 blocked[spec.name] = reason
         old = self._specs.get(server, {})
-        changed = {n: s.definition_hash for n, s in old.items()} != {n: s.definition_hash for n, s in specs.items()}
+        changed = {n: s.identity for n, s in old.items()} != {n: s.identity for n, s in specs.items()}
         changed = changed or {n for n in old if n in self._blocked} != set(blocked)
         for name in old:
             self._owners.pop(name, None)

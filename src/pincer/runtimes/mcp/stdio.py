@@ -187,7 +187,7 @@ class StdioTransport:
         # the pipes can delay past the process's own exit.
         assert self._process is not None
         with anyio.move_on_after(timeout_s):
-            while self._process.returncode is None:
+            while self._process.returncode is None:  # noqa: ASYNC110 -- see the comment above
                 await anyio.sleep(EXIT_POLL_S)
             return True
         return self._process.returncode is not None
@@ -244,7 +244,7 @@ class StdioTransport:
         if self.failure is not None or self._process is None:
             return
         with anyio.move_on_after(0.2), anyio.CancelScope(shield=True):
-            while self._process.returncode is None:
+            while self._process.returncode is None:  # noqa: ASYNC110 -- the exit status, polled for at most 0.2 s
                 await anyio.sleep(EXIT_POLL_S)
         code = self._process.returncode
         if code is None:

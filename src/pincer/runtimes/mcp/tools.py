@@ -28,9 +28,7 @@ def effects_for(server: ServerConfig, tool: ToolDefinition) -> frozenset[EffectK
     effects = set(server.effects if server.effects is not None else DEFAULT_EFFECTS)
     hints = tool.annotations
     destructive = hints.get("destructiveHint") is True and hints.get("readOnlyHint") is not True
-    if server.read_only or tool.name in server.read_only_tools:
-        effects.discard(EffectKind.EXTERNAL_WRITE)
-    elif hints.get("readOnlyHint") is True and not destructive:
+    if server.read_only or tool.name in server.read_only_tools or (hints.get("readOnlyHint") is True and not destructive):
         effects.discard(EffectKind.EXTERNAL_WRITE)
     if destructive and not (server.read_only or tool.name in server.read_only_tools):
         effects.add(EffectKind.EXTERNAL_WRITE)

@@ -258,7 +258,7 @@ def _decode_body(body: bytes, content_type: str, truncated: bool) -> tuple[str, 
         if key.lower() == "charset" and val:
             charset = val.strip('"').lower()
     # A cut at the size limit may split a multi-byte character: try dropping its first bytes.
-    for cut in range(0, 4 if truncated else 1):
+    for cut in range(4 if truncated else 1):
         try:
             return body[: len(body) - cut].decode(charset), "utf-8" if charset == "utf-8" else charset
         except (UnicodeDecodeError, LookupError):

@@ -119,7 +119,7 @@ class NativeTool:
 def to_json_value(result: Any, *, tool: str) -> Any:
     """The result as plain JSON values (pydantic models, dataclasses, datetimes converted);
     a ToolOutput passes through for tools that return content blocks or logs."""
-    if isinstance(result, _PLAIN_JSON_TYPES) or isinstance(result, ToolOutput):
+    if isinstance(result, (*_PLAIN_JSON_TYPES, ToolOutput)):
         return result
     try:
         return pydantic_core.to_jsonable_python(result)

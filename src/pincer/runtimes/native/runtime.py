@@ -39,7 +39,6 @@ class NativeRuntime:
     ) -> None:
         self.name = name
         self._tools: dict[str, NativeTool] = {}
-        self._by_hash: dict[str, NativeTool] = {}
         self._specs: tuple[ToolSpec, ...] = ()
         self._changes = ChangeListeners(f"native runtime {name!r}")
         if on_change is not None:
@@ -89,7 +88,7 @@ class NativeRuntime:
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         """Run one call. Errors: ArgumentsInvalid, ToolNotFound, ToolError (any exception of the
         tool, with its message); a PincerError raised by the tool passes through unchanged."""
-        item = self._tools.get(spec.name) or self._by_hash.get(spec.definition_hash)
+        item = self._tools.get(spec.name)
         if item is None:
             raise ToolNotFound(
                 f"runtime {self.name!r} has no tool {spec.name!r}",
@@ -126,7 +125,6 @@ class NativeRuntime:
     def _rebuild(self) -> None:
         # The registry names a tool's origin by its source: this runtime's name ("builtin").
         self._specs = tuple(dataclasses.replace(t.spec, source=self.name) for t in self._tools.values())
-        self._by_hash = {t.spec.definition_hash: t for t in self._tools.values()}
 
     def _notify(self) -> None:
         self._changes.notify()

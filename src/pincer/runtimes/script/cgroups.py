@@ -32,10 +32,9 @@ STALE_CGROUP_AGE_S = 300.0  # an empty run group this old was left by a pincer t
 CGROUP_KILL_ROUNDS = 50  # v1 has no cgroup.kill: kill what is listed, again, until the group is empty
 _POLL_S = 0.001
 
-_VALUE = dict(frozen=True, kw_only=True, slots=True)
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CgroupSupport:
     """Where per-run groups can be created, or why they cannot."""
 

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pincer.core.errors import RuntimeUnavailable
 from pincer.runtimes.script import seccomp
@@ -265,8 +265,8 @@ def probe_all(settings: ScriptSettings) -> dict[str, Any]:
 class BackendSelector:
     """Chooses the sandbox backend once (the first time it is needed) and remembers it."""
 
-    _cache: dict[tuple[Any, ...], Backend] = {}
-    _lock = threading.Lock()
+    _cache: ClassVar[dict[tuple[Any, ...], Backend]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, settings: ScriptSettings) -> None:
         self.settings = settings

@@ -125,7 +125,7 @@ def main():
     cfg = json.loads(sys.argv[1])
     argv = sys.argv[2:]
     try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         nofile = cfg["nofile"] if hard == resource.RLIM_INFINITY else min(cfg["nofile"], hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         drop_privileges(cfg)

@@ -63,7 +63,6 @@ __all__ = [
 ]
 
 MIB = 1024 * 1024
-_VALUE = dict(frozen=True, kw_only=True, slots=True)
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -78,7 +77,7 @@ class NetworkMode(StrEnum):
     HOST = "host"
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Limits:
     """Hard limits of one run. Memory and process count need cgroups; the rest are rlimits."""
 
@@ -102,14 +101,14 @@ class Limits:
         }
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Mount:
     source: Path
     target: str
     writable: bool = False
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SandboxSpec:
     network: NetworkMode = NetworkMode.NONE
     allow_hosts: tuple[str, ...] = ()
@@ -117,7 +116,7 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ScriptToolManifest:
     name: str
     description: str

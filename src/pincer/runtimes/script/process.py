@@ -36,10 +36,9 @@ DRAIN_AFTER_EXIT_S = 2.0  # how long to keep reading pipes after the tree was ki
 POLL_S = 0.1
 NPROC_BACKSTOP = 512  # wake-up while pipes stay open after the main process exited
 _READ_CHUNK = 65536
-_VALUE = dict(frozen=True, kw_only=True, slots=True)
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RunRequest:
     """What to run and under which rules; backends decide how."""
 
@@ -52,7 +51,7 @@ class RunRequest:
     proxy_socket: Path | None = None  # host side of the allowlist proxy (network = allowlist)
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Launch:
     """A process to start. ``user``/``group`` drop the host uid before exec; ``on_kill`` reaches
     processes the kernel does not (a container engine's)."""
@@ -68,7 +67,7 @@ class Launch:
     on_close: Callable[[], None] | None = None
 
 
-@dataclass(**_VALUE)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RunResult:
     exit_code: int | None
     signal: int | None
@@ -204,7 +203,7 @@ class ProcessRun:
         if self.launch.on_kill is not None:
             try:
                 self.launch.on_kill()
-            except Exception:  # noqa: BLE001 - teardown must go on; the engine reports its own errors
+            except Exception:
                 logger.exception("backend kill hook failed")
 
     def run(self) -> RunResult:
@@ -214,7 +213,7 @@ class ProcessRun:
             if self.launch.on_close is not None:
                 try:
                     self.launch.on_close()
-                except Exception:  # noqa: BLE001 - cleanup of a finished run must not hide its result
+                except Exception:
                     logger.exception("backend close hook failed")
 
     def _run(self) -> RunResult:
@@ -237,7 +236,7 @@ class ProcessRun:
                 "preexec_fn": _child_setup(join, rlimits),
             }
         try:
-            self._proc = subprocess.Popen(  # noqa: S603 - argv built by the backend, never a shell line
+            self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -291,7 +290,7 @@ class ProcessRun:
 
     def _pump(self, proc: subprocess.Popen[bytes], out: _Capture, err: _Capture, deadline: float) -> bool:
         """Read both pipes until EOF. True when the deadline hit and the tree was killed."""
-        assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 - Popen(PIPE) contract
+        assert proc.stdout is not None and proc.stderr is not None
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ, out)
         sel.register(proc.stderr, selectors.EVENT_READ, err)

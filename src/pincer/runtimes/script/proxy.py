@@ -171,7 +171,7 @@ class AllowlistProxy:
         self.events.append(ProxyEvent(host=host, port=port, allowed=False, reason=reason))
         logger.info("sandbox egress refused: %s:%d (%s)", host, port, reason)
         await _refuse(client, status, f"pincer: {host}:{port} refused: {reason}")
-        return None
+        return
 
 
 async def _read_head(stream: ByteStream) -> tuple[bytes, bytes]:

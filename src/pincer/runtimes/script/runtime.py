@@ -167,9 +167,8 @@ class ScriptRuntime:
         """Nothing to start: the sandbox backend is probed when a tool first runs."""
 
     async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            for run in list(self._running):
-                run.cancel()
+        for run in list(self._running):
+            run.cancel()
 
     def tools(self) -> Sequence[ToolSpec]:
         return list(self._specs)
@@ -273,7 +272,7 @@ class ScriptRuntime:
             if owned_workdir
             else host.workspace
         )
-        assert workdir is not None  # noqa: S101 - one of the two branches above set it
+        assert workdir is not None
         proxy_dir: Path | None = None
         proxy: AllowlistProxy | None = None
         sandboxed = not isinstance(backend, HostBackend)
@@ -295,7 +294,7 @@ class ScriptRuntime:
 
         def blocking() -> RunResult:
             nonlocal run, handed
-            assert launch is not None  # noqa: S101 - built before the thread starts
+            assert launch is not None
             handed = True
             try:
                 cgroup = (

@@ -180,7 +180,7 @@ def _callback(data, context, ty_raw, args, nargs, results, nresults):  # type: i
             if result_ty is not None and nresults == 1:
                 _lower(store, result_ty, value, results)
         return 0
-    except BaseException as exc:  # never let Python unwind through the C frame
+    except BaseException as exc:  # never let Python unwind through the C frame  # noqa: BLE001
         logger.warning("host function %s failed: %s", name, type(exc).__name__)
         err = wasmtime.WasmtimeError(f"host function {name} failed: {type(exc).__name__}")
         return ctypes.cast(err._consume(), ctypes.c_void_p).value

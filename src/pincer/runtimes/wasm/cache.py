@@ -22,9 +22,8 @@ from pathlib import Path
 import wasmtime
 from wasmtime.component import Component
 
-from pincer.core.errors import RuntimeUnavailable
+from pincer.core.errors import RuntimeUnavailable, StoreError
 from pincer.runtimes.wasm.engine import engine_fingerprint
-from pincer.core.errors import StoreError
 from pincer.store.jsonfile import write_bytes_atomic
 
 __all__ = ["CompileCache", "CacheStats", "wasm_digest"]

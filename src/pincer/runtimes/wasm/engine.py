@@ -7,13 +7,12 @@ number of ticks from "now", so the deadline resolution is one tick.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import logging
 import platform
-import contextlib
-from collections.abc import Iterator
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import wasmtime
 

@@ -122,14 +122,14 @@ def _log(level: Any, message: str) -> None:
         if len(encoded) > ex.limits.max_log_bytes:
             message = encoded[: ex.limits.max_log_bytes].decode("utf-8", "ignore") + " [truncated]"
         ex.logs.append((level_name, ex.redact(message)))
-    except Exception as exc:  # a log that fails is dropped, never raised into wasm
+    except Exception as exc:  # a log that fails is dropped, never raised into wasm  # noqa: BLE001
         logger.debug("log import failed: %s", type(exc).__name__)
 
 
 def _now_millis() -> int:
     try:
         return time.time_ns() // 1_000_000
-    except Exception:  # pragma: no cover - the clock does not fail, but nothing may raise here
+    except Exception:  # pragma: no cover - the clock does not fail, but nothing may raise here  # noqa: BLE001
         return 0
 
 
@@ -149,7 +149,7 @@ def _workspace_read(path: str) -> str | None:
         if len(data) > WORKSPACE_READ_MAX_BYTES:
             return None
         return ex.redact(data.decode("utf-8", "replace"))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         logger.debug("workspace-read refused: %s", type(exc).__name__)
         return None
 
@@ -190,7 +190,7 @@ def _http_request(method: str, url: str, headers_json: str, body: bytes | None, 
         if ex is None or ex.http is None:
             return Variant("err", "http-request is not granted to this tool")
         return ex.http(ex, method, url, headers_json, body, timeout_ms)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         logger.warning("http-request failed inside the host: %s", type(exc).__name__)
         return Variant("err", f"http-request failed in the host ({type(exc).__name__})")
 
@@ -203,7 +203,7 @@ def _tool_invoke(alias: str, params_json: str) -> Variant:
         return Variant("ok", ex.invoke(ex, alias, params_json))
     except InvokeRefused as exc:
         return Variant("err", str(exc))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         logger.warning("tool-invoke failed inside the host: %s", type(exc).__name__)
         return Variant("err", f"tool-invoke failed in the host ({type(exc).__name__})")
 
@@ -216,7 +216,7 @@ def _secret_exists(name: str) -> bool:
         if not ex.capabilities.is_secret_allowed(name):
             return False
         return bool(ex.secret_lookup(name))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         logger.debug("secret-exists refused: %s", type(exc).__name__)
         return False
 

@@ -91,7 +91,7 @@ class HttpGateway:
         except PincerError as exc:
             text = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
             return Variant("err", _redact(ex, text))
-        except Exception as exc:  # never into wasmtime; the type only, a message may hold a secret
+        except Exception as exc:  # never into wasmtime; the type only, a message may hold a secret  # noqa: BLE001
             logger.warning("http-request of %s failed: %s", ex.tool, type(exc).__name__)
             return Variant("err", f"http-request failed in the host ({type(exc).__name__})")
 
@@ -205,5 +205,5 @@ def _as_text(body: bytes) -> tuple[str, str]:
 def _redact(ex: Execution, text: str) -> str:
     try:
         return ex.redact(text)
-    except Exception:  # a scanner failure must not leak the unscanned text
+    except Exception:  # a scanner failure must not leak the unscanned text  # noqa: BLE001
         return "http-request failed (the error message could not be scanned)"

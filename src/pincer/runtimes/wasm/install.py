@@ -197,7 +197,7 @@ def parse_capabilities(files: SourceFiles) -> tuple[Any, Any]:
 
         try:
             check_version(caps.wit_version, source=source)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             raise ManifestError(str(exc), source=source, key="wit_version") from None
     return caps, limits
 

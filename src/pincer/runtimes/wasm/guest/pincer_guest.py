@@ -25,7 +25,8 @@ host interface offers (``now_millis``, ``workspace_read``, ``http_request``).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from componentize_py_types import Err
 from wit_world.exports import tool as _tool_types
@@ -102,7 +103,7 @@ class Tool:
             return _tool_types.Response(output=json.dumps(result), error=None)
         except ToolFailed as exc:
             return _tool_types.Response(output=None, error=str(exc))
-        except Exception as exc:  # the tool's own bug: report it as its error, not a trap
+        except Exception as exc:  # the tool's own bug: report it as its error, not a trap  # noqa: BLE001
             return _tool_types.Response(output=None, error=f"{type(exc).__name__}: {exc}")
 
     def schema(self) -> str:

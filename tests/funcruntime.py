@@ -1,0 +1,43 @@
+"""A real Runtime over plain async functions, so each step of the chain can be driven precisely."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pincer.core.effects import RuntimeKind
+from pincer.core.values import HostContext, ToolOutput, ToolSpec
+
+Fn = Callable[[dict[str, Any], HostContext], Awaitable[Any]]
+
+
+class FuncRuntime:
+    """A real Runtime over plain async functions, so each chain step can be driven precisely."""
+
+    kind = RuntimeKind.NATIVE
+
+    def __init__(self) -> None:
+        self.specs: dict[str, ToolSpec] = {}
+        self.funcs: dict[str, Fn] = {}
+        self.calls: dict[str, int] = {}
+
+    def add(self, name: str, fn: Fn, *, effects=(), side_effecting=False, schema=None) -> None:
+        self.specs[name] = ToolSpec(
+            name=name, description=f"{name} tool", effects=frozenset(effects), runtime=RuntimeKind.NATIVE,
+            side_effecting=side_effecting, source="test",
+            input_schema=schema or {"type": "object", "properties": {"text": {"type": "string"}}},
+        )  # fmt: skip
+        self.funcs[name] = fn
+        self.calls[name] = 0
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    def tools(self):
+        return list(self.specs.values())
+
+    async def invoke(self, spec, args, host):
+        self.calls[spec.name] += 1
+        value = await self.funcs[spec.name](dict(args), host)
+        return value if isinstance(value, ToolOutput) else ToolOutput(value=value)
