@@ -15,10 +15,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from pincer.approver import ApprovalHook
 from pincer.config import Config, load_config
 from pincer.core.errors import PincerError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
-from pincer.dispatch import ApprovalHook, Dispatcher
+from pincer.dispatch import Dispatcher
 from pincer.registry import Registry
 from pincer.runtimes.base import Runtime
 from pincer.safety.scanner import LeakScanner
@@ -140,8 +141,9 @@ class Pincer:
             seen = now
 
     def _script_runtime(self) -> Runtime:
-        """The ``exec`` tool and the installed script tools. Exec approvals are asked through the
-        same approval requests as every other ask; allow-always answers go to exec-approvals.json."""
+        """The ``exec`` tool and the installed script tools. Exec approvals are asked in the call
+        chain's one approval step (the runtime's preflight); allow-always answers go to
+        exec-approvals.json."""
         from pincer.policy.session import SessionKind
         from pincer.runtimes.script import ScriptRuntime
         from pincer.runtimes.script.installed import installed_manifests, load_exec_policy, save_exec_policy
@@ -156,29 +158,10 @@ class Pincer:
             exec_policy=load_exec_policy(self.home),
         )
 
-        async def approve_exec(request: Any) -> str | None:
-            evaluation = request.evaluation
-            approval = self.approvals.create(
-                session=request.session,
-                tool=request.tool,
-                args={"command": self.dispatcher.redact({"command": request.command})["command"]},
-                effects=("execute_code", "spawn_process"),
-                hosts=(),
-                reason=f"exec approval: {evaluation.reason}"
-                + ("" if request.sandboxed else " (runs on the host, unsandboxed)"),
-                timeout_s=config.approval_timeout_s,
-            )
-            try:
-                answered = await self.approvals.wait(approval.id, config.approval_timeout_s)
-            except PincerError:
-                return None  # nobody answered: the policy's ask fallback decides
-            return answered.status.value
-
         return ScriptRuntime(
             installed_manifests(self.home),
             settings,
             is_main_session=lambda session: config.session(session).kind is SessionKind.MAIN,
-            approver=approve_exec,
             on_policy_change=lambda policy: save_exec_policy(self.home, policy),
         )
 

@@ -18,7 +18,7 @@ import anyio
 import typer
 from rich.console import Console
 
-from pincer.core.errors import PincerError, UsageError
+from pincer.core.errors import ClientCapabilityMissing, ConfigError, PincerError, UsageError, error_class
 
 __all__ = [
     "EXIT_OK",
@@ -66,8 +66,10 @@ async def open_pincer(*, builtins: bool = True) -> AsyncIterator[Any]:
 
 def exit_code_for(error: PincerError | dict[str, Any]) -> int:
     code = error.code if isinstance(error, PincerError) else str(error.get("code", ""))
-    usage_codes = {"usage_error", "tool_not_found", "invalid_arguments", "idempotency_conflict", "config_error"}
-    return EXIT_USAGE if code in usage_codes else EXIT_FAILURE
+    cls = error_class(code)
+    # The caller asked for something malformed, or the settings are: exit 2, as for a bad flag.
+    is_usage = cls is not None and issubclass(cls, (UsageError, ConfigError)) and cls is not ClientCapabilityMissing
+    return EXIT_USAGE if is_usage else EXIT_FAILURE
 
 
 def emit_json(value: Any) -> None:

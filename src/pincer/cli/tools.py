@@ -23,17 +23,22 @@ from pincer.cli.common import (
 )
 from pincer.core.errors import UsageError
 from pincer.core.values import CallRequest
+from pincer.policy.visibility import visible_tool, visible_tools
 
 app = typer.Typer(help="List, inspect and call tools.", no_args_is_help=True)
 
 
+SessionOption = typer.Option("main", "--session", help="Show what this session sees (its session policy applies).")
+
+
 @app.command("list")
-def list_tools(as_json: bool = JsonOption) -> None:
-    """List every tool: name, description, runtime, effects, input schema."""
+def list_tools(session: str = SessionOption, as_json: bool = JsonOption) -> None:
+    """List the tools a session sees: name, description, runtime, effects, input schema."""
 
     async def body() -> list[dict[str, Any]]:
         async with open_pincer() as pincer:
-            return [spec.to_dict() for spec in pincer.registry.list()]
+            policy = pincer.config.session(session)
+            return [spec.to_dict() for spec in visible_tools(policy, pincer.registry.list())]
 
     tools = run(body, as_json=as_json)
     if as_json:
@@ -48,12 +53,12 @@ def list_tools(as_json: bool = JsonOption) -> None:
 
 
 @app.command("show")
-def show_tool(name: str, as_json: bool = JsonOption) -> None:
+def show_tool(name: str, session: str = SessionOption, as_json: bool = JsonOption) -> None:
     """Show one tool with its input schema."""
 
     async def body() -> dict[str, Any]:
         async with open_pincer() as pincer:
-            return pincer.registry.get(name).to_dict()
+            return visible_tool(pincer.config.session(session), pincer.registry.get, name).to_dict()
 
     tool = run(body, as_json=as_json)
     if as_json:

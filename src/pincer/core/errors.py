@@ -16,6 +16,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ApprovalDenied         403  a person answered deny
     │   ├── ApprovalTimeout        408  nobody answered in time
     │   ├── ApprovalGone           410  the approval a caller came back for no longer waits
+    │   ├── ApprovalAnswered       409  the approval was answered already
     │   ├── BudgetExceeded         429  a rate limit or invocation budget is spent
     │   └── EgressDenied           403  a host, address or redirect outside the allowlist
     ├── InputRequired              409  the tool needs answers from an MCP client first
@@ -54,6 +55,7 @@ __all__ = [
     "StoreError",
     "AuditChainBroken",
     "ApprovalGone",
+    "ApprovalAnswered",
     "InputRequired",
     "ClientCapabilityMissing",
     "error_class",
@@ -200,6 +202,13 @@ class ApprovalGone(PolicyError):
 
     code = "approval_gone"
     http_status = 410
+
+
+class ApprovalAnswered(PolicyError):
+    """An answer to an approval that someone answered first."""
+
+    code = "approval_answered"
+    http_status = 409
 
 
 class InputRequired(PincerError):

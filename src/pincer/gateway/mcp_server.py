@@ -8,7 +8,9 @@ Built on the official SDK's low-level ``Server``, which negotiates the protocol 
   :class:`~pincer.gateway.channel.McpChannel` for progress, logs, elicitation and sampling;
   a failure is a result with ``isError``, a denial carries its reason;
 - an ``ask`` goes to the client as an elicitation when it can take one mid-call (handshake
-  era), and otherwise waits for ``POST /api/v1/approvals/{id}`` or ``pincer approvals``;
+  era) or ends the round asking (2026-07-28) — for a main session only: a non-main session's
+  client is never asked to approve its own call — and otherwise waits for
+  ``POST /api/v1/approvals/{id}`` or ``pincer approvals``;
 - registry changes go out as ``notifications/tools/list_changed`` to handshake-era connections
   and as ``toolsListChanged`` events on 2026-07-28 ``subscriptions/listen`` streams.
 """
@@ -44,7 +46,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
 from pincer import __version__
-from pincer.core.effects import Mode
 from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.gateway.approvals import (
@@ -58,7 +59,7 @@ from pincer.gateway.channel import McpChannel
 from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
-from pincer.policy.session import evaluate_session
+from pincer.policy.visibility import visible_tools
 from pincer.registry import RegistryEvent
 from pincer.store.approvals import ApprovalRequest
 
@@ -205,11 +206,7 @@ class McpGateway:
         tools = self._tool_cache.get(session.name)
         if tools is None:
             policy = self.pincer.config.session(session.name)
-            tools = [
-                tool_to_wire(spec)
-                for spec in self.pincer.registry.list()
-                if evaluate_session(policy, spec.name).mode is not Mode.DENY
-            ]
+            tools = [tool_to_wire(spec) for spec in visible_tools(policy, self.pincer.registry.list())]
             self._tool_cache[session.name] = tools
         return complete(ctx, {"tools": tools})
 
@@ -252,7 +249,7 @@ class McpGateway:
         approval_id = self._rounds.continuation(channel)
         if approval_id is not None:
             result = await self._rounds.resume(approval_id, channel, session)
-        elif self._rounds.can_start(channel):
+        elif self._rounds.can_start(channel, session):
             outcome = await self._rounds.start(request, channel, session)
             if isinstance(outcome, dict):
                 return outcome
@@ -280,7 +277,8 @@ class McpGateway:
         asks: list[anyio.CancelScope] = []
 
         async def put_to_client(approval: ApprovalRequest) -> None:
-            if channel.can_ask and self._task_group is not None:
+            # Only a main session's client is asked: an agent must not approve its own calls.
+            if session.is_main and channel.can_ask and self._task_group is not None:
                 scope = anyio.CancelScope()
                 asks.append(scope)
                 self._task_group.start_soon(self._ask_client, channel, approval, session, scope)
