@@ -183,3 +183,59 @@ async def test_progress_and_log_text_is_leak_scanned(pincer: Pincer) -> None:
     assert len(client.messages) == 2
     assert all(SECRET not in message for message in client.messages)
     assert all("REDACTED" in message for message in client.messages)
+
+
+async def test_an_exec_approval_waits_the_approval_timeout_not_the_tool_timeout(tmp_path: Path) -> None:
+    """Item 4. Failed on main before the fix: the exec ask waited inside the tool's deadline, so
+    the approval died at tools.timeout_s (not approvals.timeout_s) and stayed
+    pending and answerable after the call had failed."""
+    home = tmp_path / "home"
+    config = parse_config(
+        '[approvals]\ntimeout_s = 20\n[tools]\ntimeout_s = 5\n[[grants]]\ntool = "exec"\ndefault = "allow"\n', home=home
+    )
+    async with Pincer.open(home, config=config, secret_key=KEY, external=False, wasm=False) as p:
+        results = []
+
+        async def call() -> None:
+            results.append(await p.call(CallRequest(tool="exec", args={"command": "echo approved"})))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            pending = await _wait_pending(p)
+            assert pending.reason.startswith("exec approval:") and pending.detail["command"] == "echo approved"
+            assert set(pending.effects) >= {"execute_code", "spawn_process"}
+            await anyio.sleep(6)  # past the tool timeout: the approval still waits
+            assert p.approvals.get(pending.id).status is ApprovalStatus.PENDING
+            p.dispatcher.answer(pending.id, "allow_once", by="cli")
+        (result,) = results
+        assert result.ok, result.error
+        assert result.output["stdout"].strip() == "approved"
+        calls = [r for r in p.audit.records(tool="exec") if r.kind == "call"]
+        assert [r.approval_id for r in calls] == [pending.id]
+
+
+async def test_a_refused_exec_is_refused_before_anyone_is_asked(tmp_path: Path) -> None:
+    """Newcomer item 3 (refuse before asking), exec's part: a command the exec policy denies
+    never becomes an approval request."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "exec-approvals.json").write_text('{"security": "allowlist", "ask": "off", "allowlist": ["/usr/bin/ls"]}')
+    config = parse_config('[[grants]]\ntool = "exec"\ndefault = "ask"\n', home=home)
+    async with Pincer.open(home, config=config, secret_key=KEY, external=False, wasm=False) as p:
+        result = await p.call(CallRequest(tool="exec", args={"command": "id"}))
+        assert result.error["code"] == "denied" and "exec refused" in result.error["message"]
+        assert p.approvals.list(status=None) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://127.0.0.1/admin", "https://169.254.169.254/latest/meta-data/", "http://example.com/", "https://localhost/"],
+)
+async def test_an_http_call_the_egress_rule_refuses_is_refused_before_anyone_is_asked(tmp_path: Path, url: str) -> None:
+    """Newcomer item 3. Failed on main before the fix: a person was asked to approve an http call
+    that the egress check then refused (a private address)."""
+    home = tmp_path / "home"
+    async with Pincer.open(home, secret_key=KEY, external=False, scripts=False, wasm=False) as p:
+        result = await p.call(CallRequest(tool="http", args={"url": url}))
+        assert result.error["code"] == "egress_denied", result.error
+        assert p.approvals.list(status=None) == []
