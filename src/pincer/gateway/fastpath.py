@@ -38,6 +38,7 @@ from starlette.types import Scope, Send
 
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.guard import SESSION_SCOPE_KEY
+from pincer.gateway.sdk_compat import seal_result
 from pincer.gateway.tokens import GatewaySession
 
 logger = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ class ModernCallFastPath:
                 params=decoded["params"],
                 request_id=request_id,
             )
-            result = dict(self._boundary._seal_result(ctx, result, None))  # type: ignore[arg-type]
+            result = seal_result(self._boundary, ctx, result)
         elif any(block.get("type") != "text" for block in result.get("content", ())):
             # Content blocks a runtime produced are checked against the spec before they leave.
             result = serialize_server_result("tools/call", verdict.protocol_version, result)

@@ -58,6 +58,7 @@ from pincer.gateway.approvals import (
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
+from pincer.gateway.sdk_compat import session_connection
 from pincer.gateway.tokens import GatewaySession
 from pincer.policy.visibility import visible_tools
 from pincer.registry import RegistryEvent
@@ -315,8 +316,8 @@ class McpGateway:
 
     async def _track_connection(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.method == "notifications/initialized":
-            connection = getattr(ctx.session, "_connection", None)
-            if isinstance(connection, Connection) and connection.has_standalone_channel:
+            connection = session_connection(ctx.session)
+            if connection is not None and connection.has_standalone_channel:
                 key = id(connection)
                 self._connections[key] = connection
                 connection.exit_stack.callback(self._connections.pop, key, None)
