@@ -389,7 +389,7 @@ async def resolve_checked(target: CheckedUrl, policy: EgressPolicy) -> tuple[IPA
             hint = (
                 "this address is never reachable from tools"
                 if refusal.always
-                else "private addresses are reachable only when the operator sets allow_private_network"
+                else "private addresses are reachable only with [network] allow_private = true in config.toml"
             )
             raise EgressDenied(
                 f"{target.display} refused: {address} is {refusal.reason}{via} (rule: no private network)",

@@ -354,7 +354,7 @@ class ScriptRuntime:
         if result.killed_by == "timeout":
             raise ToolTimeout(
                 f"{tool} ran past its {request.limits.timeout_s:g} s limit; the whole process tree was killed",
-                hint="raise limits.timeout_s, or make the command finish sooner",
+                hint="raise limits.timeout_s in the tool's manifest (tools.timeout_s in config.toml caps it), or make the command finish sooner",
             )
         value = describe(result)
         value["duration_ms"] = round(result.duration_ms, 3)
