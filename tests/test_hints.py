@@ -76,9 +76,7 @@ def _hints() -> Iterator[tuple[str, str]]:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             value = None
-            if isinstance(node, ast.keyword) and node.arg == "hint":
-                value = node.value
-            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "hint" for t in node.targets):
+            if (isinstance(node, ast.keyword) and node.arg == "hint") or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "hint" for t in node.targets)):
                 value = node.value
             text = _text_of(value) if value is not None else ""
             if text:
