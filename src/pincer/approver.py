@@ -16,7 +16,11 @@ remember its own part (the exec allowlist).
 
 An approval belongs to its call: when the call is gone (cancelled by its caller, or the wait
 timed out), the request is marked expired in the same step, so a later answer is refused
-instead of pretending somebody acted on it.
+instead of pretending somebody acted on it. The one exception is a caller that leaves on
+purpose: an ``on_approval`` hook that raises :class:`ApprovalPending` (an MCP client that cannot
+be asked, with ``[approvals] when_no_elicitation = "return"``) detaches the request, bound to the
+call; the same call made again (same session, tool, arguments, idempotency key) finds it, waits
+no longer if it was answered, and uses the answer once.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import ApprovalDenied, ApprovalTimeout, Denied
+from pincer.core.errors import ApprovalDenied, ApprovalPending, ApprovalTimeout, Denied
 from pincer.core.values import Decision, RuntimeAsk, ToolSpec
 from pincer.policy.grants import Grant
 from pincer.policy.session import SessionKind
@@ -78,9 +82,23 @@ class Approver:
         runtime_ask: RuntimeAsk | None,
         on_approval: ApprovalHook | None,
         on_created: Callable[[ApprovalRequest], None] | None = None,
+        binding: str,
     ) -> Asked:
         """Create the request, tell ``on_approval`` (the gateway), wait for an answer. Raises
-        ApprovalDenied or ApprovalTimeout; the request is expired when the call is cancelled."""
+        ApprovalDenied, ApprovalTimeout or ApprovalPending; the request is expired when the call
+        is cancelled. ``binding`` identifies the call, for a detached request made earlier."""
+        earlier = self.approvals.find_detached(binding)
+        if earlier is not None:
+            if on_created is not None:
+                on_created(earlier)
+            if earlier.status is ApprovalStatus.PENDING:
+                raise _pending(earlier)
+            if not self.approvals.consume(earlier.id):
+                raise ApprovalDenied(
+                    f"approval {earlier.id} was already used by another call",
+                    hint="call again without the earlier approval: a new one is asked",
+                )
+            return Asked(decision=self._apply(earlier, spec, hosts, grant_decision, runtime_ask), approval=earlier.id)
         reasons = []
         if grant_decision.mode is Mode.ASK:
             reasons.append(grant_decision.reason)
@@ -106,6 +124,10 @@ class Approver:
         if on_approval is not None:
             try:
                 await on_approval(approval)
+            except ApprovalPending:
+                # The caller leaves now and calls again after the answer: keep the request.
+                self.approvals.detach(approval.id, binding)
+                raise _pending(approval) from None
             except Exception:  # the hook is a convenience; the request stays answerable elsewhere
                 logger.exception("approval hook failed for %s", approval.id)
         try:
@@ -206,6 +228,15 @@ class Approver:
             )
         )
         return answered
+
+
+def _pending(approval: ApprovalRequest) -> ApprovalPending:
+    return ApprovalPending(
+        f"{approval.tool} needs approval {approval.id}, which this client cannot answer; it waits for a person",
+        approval_id=approval.id,
+        hint=f"a person answers with `pincer approvals approve {approval.id}` (or `deny {approval.id}`); "
+        "then make the same call again, with the same arguments and idempotency key",
+    )
 
 
 def _scope_sessions(answered: ApprovalRequest) -> tuple[str, ...] | None:

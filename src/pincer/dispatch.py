@@ -236,6 +236,14 @@ class Dispatcher:
 
         validate_args(spec, request.args)
 
+        key = request.idempotency_key
+        if key is not None and spec.side_effecting:
+            # A replay runs nothing: it needs no approval (and is this session's own result).
+            stored = self.idempotency.lookup(request.session, spec.name, key, args_digest(request.args))
+            if stored is not None:
+                trace.cached = True
+                return _replayed(stored)
+
         hosts = planned_hosts(spec, request.args)
         runtime_ask = await self._preflight(request, spec, runtime, decision, hosts, scanner)
         approval: str | None = None
@@ -245,6 +253,7 @@ class Dispatcher:
                 trace.approval_id = created.id
 
             asked = await self.approver.ask(
+                binding=_call_binding(request),
                 session=request.session,
                 spec=spec,
                 args_shown=trace.args,
@@ -264,7 +273,6 @@ class Dispatcher:
         if decision.grant_id is not None:
             self._grant_uses[decision.grant_id] = self._uses(decision.grant_id) + 1
 
-        key = request.idempotency_key
         if key is not None and spec.side_effecting:
             return await self._run_once(request, spec, runtime, decision, key, trace, scanner, approval)
         return await self._execute(request, spec, runtime, decision, trace, scanner, approval)
@@ -306,13 +314,7 @@ class Dispatcher:
             stored = self.idempotency.lookup(session, spec.name, key, digest)
             if stored is not None:
                 trace.cached = True
-                return ToolResult(
-                    ok=stored["ok"],
-                    output=stored.get("output"),
-                    error=stored.get("error"),
-                    content=tuple(stored["content"]) if stored.get("content") else None,
-                    cached=True,
-                )
+                return _replayed(stored)
             if await self.idempotency.claim(session, spec.name, key):
                 break
         try:
@@ -510,7 +512,9 @@ class Dispatcher:
         decision = trace.decision
         error = result.error or {}
         code = error.get("code")
-        if code in ("denied", "approval_denied", "approval_timeout", "budget_exceeded", "egress_denied"):
+        if code == "approval_pending":
+            outcome = "pending"  # returned at once; the same call made again runs it
+        elif code in ("denied", "approval_denied", "approval_timeout", "budget_exceeded", "egress_denied"):
             outcome = "denied"
         else:
             outcome = "ok" if result.ok else "error"
@@ -538,6 +542,23 @@ class Dispatcher:
         )
 
 
+
+
+def _replayed(stored: Mapping[str, Any]) -> ToolResult:
+    return ToolResult(
+        ok=stored["ok"],
+        output=stored.get("output"),
+        error=stored.get("error"),
+        content=tuple(stored["content"]) if stored.get("content") else None,
+        cached=True,
+    )
+
+
+def _call_binding(request: CallRequest) -> str:
+    """Which call an approval belongs to: session, tool, arguments and idempotency key."""
+    return args_digest(
+        {"session": request.session, "tool": request.tool, "args": request.args, "key": request.idempotency_key}
+    )
 
 
 class _ScannedChannel:

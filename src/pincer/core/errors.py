@@ -17,6 +17,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ApprovalTimeout        408  nobody answered in time
     │   ├── ApprovalGone           410  the approval a caller came back for no longer waits
     │   ├── ApprovalAnswered       409  the approval was answered already
+    │   ├── ApprovalPending        428  asked, not answered yet; call again after the answer
     │   ├── BudgetExceeded         429  a rate limit or invocation budget is spent
     │   └── EgressDenied           403  a host, address or redirect outside the allowlist
     ├── InputRequired              409  the tool needs answers from an MCP client first
@@ -56,6 +57,7 @@ __all__ = [
     "AuditChainBroken",
     "ApprovalGone",
     "ApprovalAnswered",
+    "ApprovalPending",
     "InputRequired",
     "ClientCapabilityMissing",
     "error_class",
@@ -209,6 +211,24 @@ class ApprovalAnswered(PolicyError):
 
     code = "approval_answered"
     http_status = 409
+
+
+class ApprovalPending(PolicyError):
+    """The call needs an approval nobody can give in this client; it returned at once. The same
+    call made again (same session, tool, arguments and idempotency key) after a person answers
+    runs under that answer."""
+
+    code = "approval_pending"
+    http_status = 428
+
+    def __init__(self, message: str, *, approval_id: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.approval_id = approval_id
+
+    def to_dict(self) -> dict[str, object]:
+        data = super().to_dict()
+        data["approval_id"] = self.approval_id
+        return data
 
 
 class InputRequired(PincerError):

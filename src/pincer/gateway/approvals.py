@@ -80,6 +80,15 @@ def approval_message(approval: ApprovalRequest) -> str:
     )
 
 
+def waiting_message(approval: ApprovalRequest, base_url: str | None) -> str:
+    """What a waiting call's progress notifications say: which approval, and how to answer it."""
+    rest = f", or POST {base_url.rstrip('/')}/api/v1/approvals/{approval.id}" if base_url else ""
+    return (
+        f"waiting for approval {approval.id} ({approval.tool}): a person answers with "
+        f"`pincer approvals approve {approval.id}` or `pincer approvals deny {approval.id}`{rest}"
+    )
+
+
 def answer_from_reply(reply: Any) -> Answer | None:
     """The decision in an ElicitResult: accept with a decision, decline (deny), or None when the
     user dismissed it (the approval stays pending for another way to answer)."""

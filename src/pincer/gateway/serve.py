@@ -101,6 +101,7 @@ async def serve(
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{bound_port}"
+    gateway.mcp.public_url = base
     info = ServeInfo(
         host=host,
         port=bound_port,

@@ -83,6 +83,8 @@ class ApprovalRequest:
     answered_by: str | None = None
     scope: AnswerScope | None = None
     waiter: str | None = None
+    binding: str | None = None  # the call a detached approval belongs to
+    consumed_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -277,6 +279,28 @@ class ApprovalStore:
         finally:
             self._events.pop(approval_id, None)
 
+    def detach(self, approval_id: str, binding: str) -> None:
+        """The caller left on purpose and will call again: the request stays pending (until it
+        expires) without a waiting process, bound to the call that made it."""
+        self._execute("UPDATE approvals SET waiter = NULL, binding = ? WHERE id = ?", (binding, approval_id))
+
+    def find_detached(self, binding: str) -> ApprovalRequest | None:
+        """The newest unconsumed, unexpired detached request for this call, if any."""
+        self.expire_overdue()
+        row = self._conn.execute(
+            "SELECT * FROM approvals WHERE binding = ? AND consumed_at IS NULL AND status != 'expired' "
+            "ORDER BY created_at DESC LIMIT 1",
+            (binding,),
+        ).fetchone()
+        return _to_request(row) if row is not None else None
+
+    def consume(self, approval_id: str) -> bool:
+        """Use a detached request's answer once; False when another call used it first."""
+        cursor = self._execute(
+            "UPDATE approvals SET consumed_at = ? WHERE id = ? AND consumed_at IS NULL", (time.time(), approval_id)
+        )
+        return cursor.rowcount == 1
+
     def expire(self, approval_id: str) -> None:
         """Mark a pending request expired: its call is gone (timed out, cancelled, process ended)."""
         self._execute("UPDATE approvals SET status = 'expired' WHERE id = ? AND status = 'pending'", (approval_id,))
@@ -289,7 +313,9 @@ class ApprovalStore:
         self._execute(
             "UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at < ?", (time.time(),)
         )
-        rows = self._conn.execute("SELECT id, waiter FROM approvals WHERE status = 'pending'").fetchall()
+        rows = self._conn.execute(
+            "SELECT id, waiter FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL"
+        ).fetchall()
         for approval_id, waiter in rows:
             if not is_process_alive(waiter):
                 self.expire(approval_id)
@@ -304,7 +330,7 @@ class ApprovalStore:
 def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
     (
         rid, created, expires, session, tool, args, effects, hosts, reason, status, answered_at, answered_by,
-        session_kind, scope, detail, waiter,
+        session_kind, scope, detail, waiter, binding, consumed_at,
     ) = row  # fmt: skip
     return ApprovalRequest(
         id=rid,
@@ -323,4 +349,6 @@ def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
         scope=AnswerScope(scope) if scope else None,
         detail=json.loads(detail),
         waiter=waiter,
+        binding=binding,
+        consumed_at=consumed_at,
     )

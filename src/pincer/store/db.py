@@ -91,7 +91,9 @@ CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
 # v2 (hardening): idempotency keys belong to a session (no session can see or block another's
 # keys; the entries live minutes, so the old table is simply replaced); approvals remember the
 # kind of the session that asked, how far an "allow always" reaches, what else the person was
-# shown, and which process waits on them (an approval whose caller is gone cannot be answered).
+# shown, which process waits on them (an approval whose caller is gone cannot be answered), and,
+# for an approval its caller left on purpose (when_no_elicitation = "return"), the call it
+# belongs to, so that the same call made again after the answer uses it once.
 _SCHEMA_V2 = """
 DROP TABLE IF EXISTS idempotency;
 CREATE TABLE idempotency (
@@ -108,6 +110,9 @@ ALTER TABLE approvals ADD COLUMN session_kind TEXT NOT NULL DEFAULT 'main';
 ALTER TABLE approvals ADD COLUMN scope TEXT;
 ALTER TABLE approvals ADD COLUMN detail TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE approvals ADD COLUMN waiter TEXT;
+ALTER TABLE approvals ADD COLUMN binding TEXT;
+ALTER TABLE approvals ADD COLUMN consumed_at REAL;
+CREATE INDEX approvals_binding ON approvals (binding);
 """
 
 # Each entry takes the schema from its index to the next version, in one transaction.
