@@ -63,13 +63,17 @@ class Approver:
         grants: GrantStore,
         audit: AuditLog,
         session_kind: Callable[[str], SessionKind],
-        timeout_s: float,
+        timeout_s: Callable[[], float],
     ) -> None:
         self.approvals = approvals
         self.grants = grants
         self.audit = audit
         self._session_kind = session_kind
-        self.timeout_s = timeout_s
+        self._timeout_s = timeout_s  # read per ask: a reloaded config applies to the next one
+
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout_s()
 
     async def ask(
         self,

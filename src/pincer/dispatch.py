@@ -153,9 +153,18 @@ class Dispatcher:
             approvals=approvals,
             grants=grants,
             audit=audit,
-            session_kind=lambda session: config.session(session).kind,
-            timeout_s=config.approval_timeout_s,
+            session_kind=lambda session: self.config.session(session).kind,
+            timeout_s=lambda: self.config.approval_timeout_s,
         )
+
+    def reconfigure(self, config: Config) -> None:
+        """Decide under ``config`` from now on; every answer computed from the old one is dropped."""
+        self.config = config
+        self._limits.clear()
+        self._sessions.clear()
+        self._grant_cache.clear()
+        self._config_grants = config.grants
+        self._merged_grants = (None, ())
 
     # -- the chain ---------------------------------------------------------------------------
 
