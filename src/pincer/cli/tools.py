@@ -28,12 +28,21 @@ app = typer.Typer(help="List, inspect and call tools.", no_args_is_help=True)
 
 
 @app.command("list")
-def list_tools(as_json: bool = JsonOption) -> None:
+def list_tools(
+    capability: str | None = typer.Option(
+        None, "--capability", help="Only tools of MCP servers whose entry carries this capability label."
+    ),
+    as_json: bool = JsonOption,
+) -> None:
     """List every tool: name, description, runtime, effects, input schema."""
 
     async def body() -> list[dict[str, Any]]:
         async with open_pincer() as pincer:
-            return [spec.to_dict() for spec in pincer.registry.list()]
+            return [
+                spec.to_dict()
+                for spec in pincer.registry.list()
+                if capability is None or capability in (spec.annotations.get("capabilities") or ())
+            ]
 
     tools = run(body, as_json=as_json)
     if as_json:

@@ -105,11 +105,34 @@ def test_import_formats(corpus: Path) -> None:
         import_data({"schema_version": 2, "servers": []}, source="x")
 
 
+def test_overrides_and_capabilities_round_trip_and_typos_name_the_key(tmp_path: Path) -> None:
+    from pincer.core.effects import EffectKind as E
+
+    store = ServerStore(tmp_path)
+    server = ServerConfig(name="fs", transport="stdio", command="x", effects=frozenset({E.READ_FILESYSTEM}),
+                          tool_effects={"write_file": frozenset({E.WRITE_FILESYSTEM})}, capabilities=("local",))
+    store.add(server)
+    assert store.load() == [server]
+    data = json.loads((tmp_path / "mcp" / "servers.json").read_text())
+    assert data["servers"][0]["tools"] == {"write_file": {"effects": ["write_filesystem"]}}
+    data["servers"][0]["tools"]["write_file"] = {"effects": ["write_filesystem"], "efects": []}
+    (tmp_path / "mcp" / "servers.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="servers.0.tools.write_file.efects"):
+        store.load()
+    data["servers"][0]["tools"]["write_file"] = {"effects": ["flying"]}
+    (tmp_path / "mcp" / "servers.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="servers.0.tools.write_file.effects.0"):
+        store.load()
+    with pytest.raises(UsageError, match="not a usable capability label"):
+        ServerConfig(name="s", transport="stdio", command="x", capabilities=("two words",))
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=10),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
         st.sampled_from(["mcpServers", "servers", "schema_version", "name", "url", "command", "args", "env",
-                         "transport", "headers", "kind", "type", "enabled", "mcp_server", "stdio", "http"])
+                         "transport", "headers", "kind", "type", "enabled", "mcp_server", "stdio", "http", "tools",
+                         "effects"])
         | st.text(max_size=6),
         inner, max_size=5),
     max_leaves=25,
