@@ -97,6 +97,7 @@ def test_import_the_ironclaw_registry_directory(pincer_home: Path, corpus: Path)
     code, data, _ = invoke("mcp", "import", str(corpus / "ironclaw-v0.29.1/registry/mcp-servers"), "--json")
     assert code == 0, data
     assert len(data["imported"]) == 8 and data["format"] == "registry directory"
+    assert data["unknown_keys"] == {}  # every key of IronClaw's registry entries is read or known metadata
     assert any("does not run OAuth flows" in note for note in data["notes"])
     servers = {s.name: s for s in ServerStore(pincer_home).load()}
     assert servers["linear"].transport == "sse" and servers["notion"].url == "https://mcp.notion.com/mcp"
@@ -228,6 +229,55 @@ def add_faulty_with(name: str, *options: str) -> tuple[int, dict | list | None, 
     return invoke(
         "mcp", "add", name, "--command", sys.executable, "--arg", "-u", "--arg", str(FAULTY_SERVER), *options, "--json"
     )
+
+
+OPENAPI_DOCUMENT = """\
+openapi: 3.1.0
+info: {title: Inventory, version: "1"}
+servers: [{url: "https://inventory.example/v1"}]
+paths:
+  /items:
+    get: {operationId: listItems, summary: List the items, responses: {"200": {description: ok}}}
+  /items/{id}:
+    delete:
+      operationId: deleteItem
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"204": {description: gone}}
+"""
+
+
+def test_openclaw_entries_import_as_they_are_written(pincer_home: Path, tmp_path: Path) -> None:
+    """Issue 10 item 9. Failed on main: `pincer mcp import` took OpenClaw's openapi-mcp and
+    clawd-mcp entries as remote MCP servers and dropped specPath, capabilities and every other
+    key it did not know, saying nothing."""
+    from pincer.runtimes.openapi import ServiceStore
+
+    folder = tmp_path / "openclaw"
+    folder.mkdir()
+    (folder / "openapi-spec.yaml").write_text(OPENAPI_DOCUMENT)
+    config = folder / "openclaw.json"
+    config.write_text(json.dumps({"mcp": {"servers": {
+        "openapi-mcp": {"url": "http://localhost:8080/sse", "specPath": "./openapi-spec.yaml"},
+        "clawd-mcp": {"url": "https://clawd.example/mcp", "capabilities": ["discord", "telegram"],
+                      "healthCheck": {"interval": 30000}, "codex": {"enabled": True}},
+    }}}))
+    code, data, _ = invoke("mcp", "import", str(config), "--json")  # the cwd is not the file's folder
+    assert code == 0, data
+    assert data["format"] == "OpenClaw mcp.servers"
+    assert data["imported"] == ["clawd-mcp"] and data["openapi_services"] == ["openapi-mcp"]
+    assert data["capabilities"] == {"clawd-mcp": ["discord", "telegram"]}
+    assert data["unknown_keys"] == {"mcp.servers.clawd-mcp": ["codex", "healthCheck"]}
+    assert any("openapi-mcp's own endpoint, is not used" in note for note in data["notes"])
+    (service,) = ServiceStore(pincer_home).load()
+    assert service.name == "openapi-mcp" and service.base_url == "https://inventory.example/v1"
+    assert service.spec == str(folder / "openapi-spec.yaml")
+    assert {op.name for op in service.operations} == {"listItems", "deleteItem"}
+    assert ServerStore(pincer_home).get("clawd-mcp").capabilities == ("discord", "telegram")
+    code, _, err = invoke("mcp", "import", str(config))
+    assert code == 2 and "openapi-mcp (OpenAPI)" in err and "clawd-mcp" in err
+    code, _, err = invoke("mcp", "import", str(config), "--replace")
+    assert code == 0 and "not imported: mcp.servers.clawd-mcp: unknown keys codex, healthCheck" in " ".join(err.split())
+    assert "OpenAPI services: openapi-mcp" in err
 
 
 @settings(max_examples=300, deadline=None)

@@ -486,22 +486,30 @@ def trust(
 
 @app.command("import")
 def import_servers(
-    path: Path = typer.Argument(..., help="mcp-servers.json, a registry entry (or a directory of them), or an mcpServers file."),
+    path: Path = typer.Argument(
+        ..., help="mcp-servers.json, a registry entry (or a directory of them), an mcpServers file or openclaw.json."
+    ),
     replace_existing: bool = typer.Option(False, "--replace", help="Replace servers of the same names."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Import MCP servers from IronClaw's and desktop clients' files. All or nothing."""
+    """Import MCP servers from IronClaw's, OpenClaw's and desktop clients' files. All or nothing.
+    Entries that describe an OpenAPI document (``specPath``) become OpenAPI services."""
+    from pincer.cli.openapi import fetch_document
     from pincer.runtimes.mcp import ServerStore
     from pincer.runtimes.mcp.importers import import_path
+    from pincer.runtimes.openapi import ServiceStore
 
     async def body() -> dict[str, Any]:
         home = pincer_home()
-        result = import_path(path)
-        if not result.servers:
+        result = import_path(path, fetch=fetch_document)
+        if not result.servers and not result.services:
             raise UsageError(f"{path} holds no MCP server pincer can use", hint="; ".join(result.notes) or None)
         store = ServerStore(home)
+        services = ServiceStore(home)
         existing = {s.name for s in store.load()}
         clashes = sorted(existing & {s.name for s in result.servers})
+        existing_services = {s.name for s in services.load()}
+        clashes += sorted(f"{s.name} (OpenAPI)" for s in result.services if s.name in existing_services)
         if clashes and not replace_existing:
             raise UsageError(
                 f"servers already configured: {', '.join(clashes)}; nothing was imported",
@@ -513,12 +521,18 @@ def import_servers(
                 holder.store().set(name, value)
         finally:
             holder.close()
-        store.add_many(result.servers, replace_existing=replace_existing)
+        if result.servers:
+            store.add_many(result.servers, replace_existing=replace_existing)
+        for service in result.services:
+            services.add(service, replace_existing=replace_existing)
         return {
             "ok": True,
             "format": result.format,
             "imported": [s.name for s in result.servers],
+            "openapi_services": [s.name for s in result.services],
+            "capabilities": {s.name: list(s.capabilities) for s in result.servers if s.capabilities},
             "secrets_stored": sorted(result.secrets),
+            "unknown_keys": result.unknown_keys,
             "notes": result.notes,
         }
 
@@ -528,7 +542,12 @@ def import_servers(
         return
     for note in result["notes"]:
         stderr.print(f"[dim]{note}[/]")
-    stderr.print(f"imported {len(result['imported'])} servers ({result['format']}): {', '.join(result['imported'])}")
+    for entry, keys in result["unknown_keys"].items():
+        stderr.print(f"[yellow]not imported:[/] {entry}: unknown keys {', '.join(keys)}")
+    imported = f"imported {len(result['imported'])} servers ({result['format']}): {', '.join(result['imported'])}"
+    if result["openapi_services"]:
+        imported += f"; OpenAPI services: {', '.join(result['openapi_services'])}"
+    stderr.print(imported)
 
 
 @app.command("stdio")
