@@ -192,7 +192,7 @@ class Pincer:
         from pincer.runtimes.mcp import McpRuntime
         from pincer.runtimes.openapi import OpenApiRuntime
 
-        mcp = McpRuntime.from_home(self.home, secrets=self.secrets)
+        mcp = McpRuntime.from_home(self.home, secrets=self.secrets, scanner=self.scanner)
         if mcp.servers:
             await self.add_runtime(mcp)
             self._mcp = mcp

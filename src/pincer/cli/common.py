@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from pincer.core.errors import ClientCapabilityMissing, ConfigError, PincerError, UsageError, error_class
 
@@ -77,13 +78,19 @@ def emit_json(value: Any) -> None:
     sys.stdout.flush()
 
 
+def print_error(message: str, hint: str | None = None, *, code: str = "error") -> None:
+    """An error and its hint on stderr. Their text is escaped: a hint naming ``[network]``
+    must print as written, not vanish as rich markup."""
+    stderr.print(f"[bold red]{escape(code)}:[/] {escape(message)}")
+    if hint:
+        stderr.print(f"[dim]hint: {escape(hint)}[/]")
+
+
 def fail(error: PincerError, *, as_json: bool = False) -> NoReturn:
     if as_json:
         emit_json({"ok": False, "error": error.to_dict()})
     else:
-        stderr.print(f"[bold red]error:[/] {error.message}")
-        if error.hint:
-            stderr.print(f"[dim]hint: {error.hint}[/]")
+        print_error(error.message, error.hint)
     raise typer.Exit(exit_code_for(error))
 
 

@@ -18,6 +18,7 @@ from pincer.cli.common import (
     open_pincer,
     parse_json_arg,
     pincer_home,
+    print_error,
     run,
     stderr,
 )
@@ -32,13 +33,23 @@ SessionOption = typer.Option("main", "--session", help="Show what this session s
 
 
 @app.command("list")
-def list_tools(session: str = SessionOption, as_json: bool = JsonOption) -> None:
+def list_tools(
+    session: str = SessionOption,
+    capability: str | None = typer.Option(
+        None, "--capability", help="Only tools of MCP servers whose entry carries this capability label."
+    ),
+    as_json: bool = JsonOption,
+) -> None:
     """List the tools a session sees: name, description, runtime, effects, input schema."""
 
     async def body() -> list[dict[str, Any]]:
         async with open_pincer() as pincer:
             policy = pincer.config.session(session)
-            return [spec.to_dict() for spec in visible_tools(policy, pincer.registry.list())]
+            return [
+                spec.to_dict()
+                for spec in visible_tools(policy, pincer.registry.list())
+                if capability is None or capability in (spec.annotations.get("capabilities") or ())
+            ]
 
     tools = run(body, as_json=as_json)
     if as_json:
@@ -110,9 +121,7 @@ def call_tool(
             stderr.print("[dim](cached result: the tool did not run again)[/]")
     else:
         error = result["error"]
-        stderr.print(f"[bold red]{error.get('code', 'error')}:[/] {error.get('message', '')}")
-        if error.get("hint"):
-            stderr.print(f"[dim]hint: {error['hint']}[/]")
+        print_error(str(error.get("message", "")), error.get("hint"), code=str(error.get("code", "error")))
     raise typer.Exit(EXIT_OK if result["ok"] else exit_code_for(result["error"]))
 
 

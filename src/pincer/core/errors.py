@@ -11,6 +11,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   └── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
     ├── ConfigError                503  config.toml or another settings file is unusable
     ├── ManifestError              422  a capabilities or registry manifest is malformed
+    │   └── DefinitionRefused      422  an MCP server's tool definition holds a secret (or another refusal)
     ├── PolicyError                403  the call chain refused the call
     │   ├── Denied                 403  session policy or a grant says deny
     │   ├── ApprovalDenied         403  a person answered deny
@@ -43,6 +44,7 @@ __all__ = [
     "IdempotencyConflict",
     "ConfigError",
     "ManifestError",
+    "DefinitionRefused",
     "PolicyError",
     "Denied",
     "ApprovalDenied",
@@ -124,6 +126,14 @@ class ManifestError(PincerError):
         super().__init__(where + message, hint=hint)
         self.source = source
         self.key = key
+
+
+class DefinitionRefused(ManifestError):
+    """A tool definition pincer will not list or pin (it holds a secret, or takes a name a
+    trusted tool holds); the message names the server and the tool, never the secret."""
+
+    code = "definition_refused"
+    http_status = 422
 
 
 class PolicyError(PincerError):
