@@ -142,11 +142,17 @@ class Pincer:
             await self._swap(old, self._scripts)
 
     async def reload_mcp_servers(self) -> None:
+        """Servers whose entry did not change keep running (and their calls in flight)."""
         from pincer.runtimes.mcp import McpRuntime
+        from pincer.runtimes.mcp.config import ServerStore
 
-        new = McpRuntime.from_home(self.home, secrets=self.secrets)
-        old, self._mcp = self._mcp, (new if new.servers else None)
-        await self._swap(old, self._mcp)
+        if self._mcp is not None:
+            await self._mcp.reconcile(ServerStore(self.home).load())  # type: ignore[attr-defined]
+            return
+        new = McpRuntime.from_home(self.home, secrets=self.secrets, scanner=self.scanner)
+        if new.servers:
+            self._mcp = new
+            await self.add_runtime(new)
 
     async def reload_openapi_services(self) -> None:
         from pincer.runtimes.openapi import OpenApiRuntime

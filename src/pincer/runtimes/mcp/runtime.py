@@ -107,9 +107,38 @@ class McpRuntime:
     async def start(self) -> None:
         """Start eager servers and the ones with no pinned tools; a failure is logged, never
         fatal (the server is tried again on its first call)."""
+        await self._start_wanted(list(self.connections))
+
+    async def reconcile(self, servers: Sequence[ServerConfig]) -> None:
+        """Follow an edited server list (``pincer mcp add/remove`` by another process): servers
+        whose entry is unchanged keep running, with their calls in flight; removed and changed
+        ones are stopped, new and changed ones started as ``start`` would."""
+        wanted = {s.name: s for s in servers if s.enabled}
+        gone = [name for name, config in self.servers.items() if wanted.get(name) != config]
+        fresh = [name for name, config in wanted.items() if self.servers.get(name) != config]
+        if not gone and not fresh:
+            return
+        for name in gone:
+            conn = self.connections.pop(name)
+            del self.servers[name]
+            for registry_name in self._specs.pop(name, {}):
+                self._owners.pop(registry_name, None)
+                self._blocked.pop(registry_name, None)
+            self._offered.pop(name, None)
+            self._refused.pop(name, None)
+            with anyio.CancelScope(shield=True):
+                await conn.aclose()
+        for name in fresh:
+            self.servers[name] = wanted[name]
+            self.connections[name] = ServerConnection(wanted[name], secrets=self._lookup, on_tools=self._on_tools)
+            self._rebuild(name)
+        self._changes.notify()
+        await self._start_wanted(fresh)
+
+    async def _start_wanted(self, names: list[str]) -> None:
         wanted = [
-            conn
-            for name, conn in self.connections.items()
+            self.connections[name]
+            for name in names
             if self.servers[name].startup == "eager" or not self.pins.pins(name)
         ]
         if not wanted:
