@@ -29,6 +29,8 @@ CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed-22.23.5-0.2.0-alpha.12
 .PHONY: setup run test lint bench clean sandbox-deps mcp-deps conformance-deps
 
 setup: $(STAMP) sandbox-deps
+	@command -v pincer >/dev/null 2>&1 && [ "$$(command -v pincer)" = "$(CURDIR)/$(BIN)/pincer" ] || \
+	  echo "pincer is installed in $(CURDIR)/$(BIN); to run it as 'pincer': . $(BIN)/activate   (or: export PATH=\"$(CURDIR)/$(BIN):\$$PATH\")"
 
 sandbox-deps:
 	@missing=""; for p in $(SANDBOX_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
