@@ -8,6 +8,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ToolNotFound           404
     │   ├── ArgumentsInvalid       422  args fail the tool's JSON Schema
     │   ├── IdempotencyConflict    409  a key reused with different arguments
+    │   ├── CheckpointInvalid      422  an audit checkpoint file is malformed or not signed by this key
     │   └── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
     ├── ConfigError                503  config.toml or another settings file is unusable
     ├── ManifestError              422  a capabilities or registry manifest is malformed
@@ -39,6 +40,7 @@ __all__ = [
     "ToolNotFound",
     "ArgumentsInvalid",
     "IdempotencyConflict",
+    "CheckpointInvalid",
     "ConfigError",
     "ManifestError",
     "PolicyError",
@@ -102,6 +104,13 @@ class ArgumentsInvalid(UsageError):
 class IdempotencyConflict(UsageError):
     code = "idempotency_conflict"
     http_status = 409
+
+
+class CheckpointInvalid(UsageError):
+    """An audit checkpoint that cannot be read, or whose signature does not hold."""
+
+    code = "checkpoint_invalid"
+    http_status = 422
 
 
 class ConfigError(PincerError):

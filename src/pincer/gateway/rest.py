@@ -254,14 +254,28 @@ def create_rest_app(pincer: Any) -> FastAPI:
         records = pincer.audit.records(tool=tool, session=session_name, limit=limit)
         return {"records": [r.to_dict() for r in records]}
 
-    @app.get("/audit/verify", summary="Verify the audit hash chain")
+    @app.get("/audit/verify", summary="Verify the audit chain")
     async def verify(request: Request) -> JSONResponse:
         _session(request)
         try:
-            count = pincer.audit.verify()
+            head = pincer.audit.verify_chain()
         except PincerError as exc:
             return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
-        return JSONResponse({"ok": True, "records": count})
+        return JSONResponse({"ok": True, **head.to_dict()})
+
+    @app.get("/audit/checkpoint", summary="A signed head of the audit log, to keep elsewhere (main sessions only)")
+    async def checkpoint(request: Request) -> JSONResponse:
+        session = _session(request)
+        if not session.is_main:
+            raise _Refused(
+                _error(403, "session_forbidden", f"session {session.name!r} may not take audit checkpoints",
+                       "use a main session's token, or `pincer audit checkpoint`")
+            )  # fmt: skip
+        try:
+            made = pincer.audit.checkpoint()
+        except PincerError as exc:
+            return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
+        return JSONResponse(made.to_dict())
 
     return app
 

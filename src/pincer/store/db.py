@@ -20,7 +20,8 @@ __all__ = ["open_database", "DB_FILENAME", "BUSY_TIMEOUT_MS"]
 DB_FILENAME = "pincer.db"
 BUSY_TIMEOUT_MS = 5_000
 
-_SCHEMA_VERSION = 1
+# 2: the audit chain is keyed (audit_chain holds the marker of where the keyed chain begins).
+_SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY,
@@ -58,6 +59,17 @@ INSERT OR IGNORE INTO audit_head (one, last_id, last_hash) VALUES (1, 0, '000000
 CREATE TRIGGER IF NOT EXISTS audit_head_advance AFTER INSERT ON audit BEGIN
     UPDATE audit_head SET last_id = NEW.id, last_hash = NEW.hash WHERE one = 1;
 END;
+-- Where the keyed (HMAC) chain begins. Created pending (NULLs) with the schema, in the same
+-- transaction; the audit log fills it in under its key (store/chain.py). A database of this
+-- version without the row has had its marker removed.
+CREATE TABLE IF NOT EXISTS audit_chain (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    keyed_from INTEGER,
+    key_id TEXT,
+    plain_head TEXT,
+    mac TEXT
+);
+INSERT OR IGNORE INTO audit_chain (one) VALUES (1);
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
     created_at REAL NOT NULL,
