@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import subprocess
@@ -20,6 +21,7 @@ from pincer.core.values import CallRequest
 from pincer.safety.scanner import LeakScanner
 from pincer.service import Pincer
 from tests.funcruntime import FuncRuntime
+from tests.gateway.conftest import live_gateway
 
 KEY = b"k" * 32
 CLI_TIMEOUT_S = 60
@@ -161,3 +163,61 @@ async def test_a_deleted_or_truncated_database_fails_against_a_checkpoint(tmp_pa
     assert result.returncode == 1 and report["ok"] is False
     assert "checkpoint" in report["error"]["message"]
     assert not db.exists() if damage == "deleted" else True  # verifying never creates a database
+
+
+# -- 20: unauthenticated requests and the audit log ----------------------------------------------
+
+FLOOD = 20
+
+
+@pytest.mark.anyio
+async def test_unauthenticated_posts_from_a_foreign_origin_add_no_audit_records(
+    pincer_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Failed on main before refusals were counted instead of chained: every POST to
+    ``/api/v1/tools/X/call`` without a token and from a foreign Origin (what any web page can
+    send) appended a hash-chained audit record: 20 requests, 20 records."""
+    async with live_gateway(pincer_home) as live:
+        before = len(live.pincer.audit.records())
+        with caplog.at_level(logging.WARNING, logger="pincer.gateway"):
+            async with live.http(headers={"Origin": "http://evil.example"}) as http:
+                for i in range(FLOOD):
+                    response = await http.post("/api/v1/tools/say/call", json={"args": {"text": f"{i}"}})
+                    assert response.status_code == 403
+                    assert response.json()["error"]["code"] == "foreign_origin"
+                async with live.http(headers=live.headers) as main:
+                    metrics = (await main.get("/api/v1/metrics")).json()
+        assert len(live.pincer.audit.records()) == before
+        assert live.pincer.audit.verify() == before
+    refused = metrics["gateway"]["refused_unauthenticated"]
+    assert refused["total"] == FLOOD and refused["by_code"] == {"foreign_origin": FLOOD}
+    # Logged, but not once per request: one line per address, then a count of the rest.
+    lines = [r for r in caplog.records if "refused" in r.getMessage() and r.levelno == logging.WARNING]
+    assert 1 <= len(lines) < FLOOD
+    assert "127.0.0.1" in lines[0].getMessage() and "foreign_origin" in lines[0].getMessage()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("headers", "status", "code"),
+    [
+        ({"Authorization": "Bearer wrong-token"}, 401, "unauthorized"),
+        ({}, 401, "unauthorized"),
+        ({"Host": "evil.example"}, 421, "foreign_host"),
+        ({"Origin": "http://evil.example"}, 403, "foreign_origin"),
+    ],
+)
+async def test_the_front_door_still_refuses_and_records_nothing(
+    pincer_home: Path, headers: dict[str, str], status: int, code: str
+) -> None:
+    """The rules that held on main still hold (wrong token 401, foreign Host 421, foreign Origin
+    403), over REST and MCP, and none of these unauthenticated refusals is an audit record."""
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "say", "arguments": {"text": "x"}}}
+    mcp_headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    async with live_gateway(pincer_home) as live:
+        async with live.http(headers=headers) as http:
+            rest = await http.post("/api/v1/tools/say/call", json={"args": {"text": "x"}})
+            mcp = await http.post("/mcp", json=rpc, headers=mcp_headers)
+        assert rest.status_code == status and rest.json()["error"]["code"] == code
+        assert mcp.status_code == status and mcp.json()["error"]["data"]["code"] == code
+        assert live.pincer.audit.records() == []
