@@ -367,11 +367,16 @@ class AuditLog:
     def verify_chain(self) -> ChainHead:
         """Walk the whole chain in one read snapshot; raise AuditChainBroken at the first fault."""
         conn = self._conn
-        conn.execute("BEGIN")
         try:
-            return self._walk()
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+            try:
+                return self._walk()
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"the audit log could not be read: {exc}", hint="check that pincer.db is a pincer database"
+            ) from exc
 
     def _walk(self) -> ChainHead:
         marker = self._read_marker()
