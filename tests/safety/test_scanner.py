@@ -19,6 +19,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pincer.core.errors import UsageError
+from pincer.safety.encodings import percent_decoded
 from pincer.safety.patterns import SHAPES
 from pincer.safety.scanner import MAX_FAST_DEPTH, LeakScanner
 
@@ -276,6 +277,40 @@ def test_percent_decoding_redacts_exactly_the_encoded_span() -> None:
     thrice = quote(quote(quote("s3crét-value", safe=""), safe=""), safe="")
     assert scanner.scan_text(f"[{thrice}]") == ("[[REDACTED:secret_url]]", 1)
     assert scanner.scan_text("50% of %zz and %4") == ("50% of %zz and %4", 0)
+
+
+escape_rich_text = st.lists(
+    st.one_of(
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=3),
+        st.sampled_from(["%", "+", "%4", "%zz", "%%"]),
+        st.binary(min_size=1, max_size=4).map(lambda b: "".join(f"%{x:02X}" for x in b)),
+        st.text("€é😀ab", min_size=1, max_size=2).map(lambda t: quote(t, safe="")),
+        st.text("€é😀ab", min_size=1, max_size=2).map(lambda t: quote(t, safe="").lower()),
+    ),
+    max_size=12,
+).map("".join)
+
+
+def _reference_decode(text: str, plus: bool) -> str:
+    decoded = (unquote_plus if plus else unquote)(text, errors="surrogateescape")
+    return "".join("\ufffd" if "\udc80" <= c <= "\udcff" else c for c in decoded)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=escape_rich_text, plus=st.booleans())
+def test_percent_decoding_agrees_with_urllib_and_maps_back_exactly(text: str, plus: bool) -> None:
+    view = percent_decoded(text, plus=plus)
+    if view is None:
+        assert not re.search(r"%[0-9A-Fa-f]{2}", text)
+        return
+    assert view.text == _reference_decode(text, plus)
+    assert view.original_span(0, len(view.text)) == (0, len(text))
+    previous_end = 0
+    for index, char in enumerate(view.text):
+        start, end = view.original_span(index, index + 1)
+        assert start == previous_end < end  # the characters tile the original in order
+        assert _reference_decode(text[start:end], plus) == char
+        previous_end = end
 
 
 # -- clean output is untouched ------------------------------------------------------------
