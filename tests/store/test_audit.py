@@ -278,6 +278,9 @@ async def test_keyed_records_cannot_be_downgraded_to_the_plain_chain(tmp_path: P
     _tamper(db, "UPDATE audit_chain SET keyed_from = 6")
     with pytest.raises(AuditChainBroken, match="marker was altered"):
         log.verify()
+    _tamper(db, "UPDATE audit_chain SET keyed_from = 'three'")
+    with pytest.raises(AuditChainBroken, match="marker was altered"):
+        log.verify()
     _tamper(db, "DELETE FROM audit_chain")
     with pytest.raises(AuditChainBroken, match="marker .* is missing"):
         log.verify()

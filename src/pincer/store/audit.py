@@ -230,6 +230,8 @@ class AuditLog:
         keyed_from, key_id, plain_head, mac = row
         if keyed_from is None:
             return _Marker(keyed_from=0, key_id="", plain_head="", mac="")
+        if type(keyed_from) is not int or keyed_from < 1:
+            keyed_from = -1  # not a record id: the marker's MAC cannot match, so verify says altered
         return _Marker(keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac))
 
     async def append(self, entry: AuditEntry, *, gather: bool = True) -> int:
