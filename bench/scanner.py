@@ -26,6 +26,8 @@ REPEATS = 7
 TARGET_SECONDS_PER_REPEAT = 0.15
 
 TEXT_100 = "2024-05-01T12:00:00Z INFO request handled in 12 ms path=/api/v1/items user=alice status=200 ok"
+# The same kind of line with percent-escapes in it: the scanner also searches it decoded.
+TEXT_ESCAPED_100 = "2024-05-01T12:00:00Z INFO GET /search?q=caf%C3%A9%20au%20lait&page=2 in 12 ms status=200 ok"
 JSON_100 = {"status": "ok", "count": 3, "items": ["alpha", "beta", "gamma"], "next": None, "took_ms": 12.5}
 TEXT_10K = (TEXT_100 + "\n") * 105
 
@@ -63,10 +65,18 @@ def bench_store(count: int, find_100: float, find_10k: float) -> None:
         per_call_us(lambda: scanner.scan_text(TEXT_10K)),
         find_10k,
     )
+    row(
+        f"scan_text, {len(TEXT_ESCAPED_100)}-byte text with %-escapes, nothing",
+        per_call_us(lambda: scanner.scan_text(TEXT_ESCAPED_100)),
+        find_100,
+    )
     if count:
         leaked = TEXT_100[:40] + base64.b64encode(b"xx" + values[0].encode()).decode() + TEXT_100[40:]
         found_us = per_call_us(lambda: scanner.scan_text(leaked))
         row(f"scan_text, {len(leaked)}-byte text, base64 secret found", found_us, find_100)
+        escaped = TEXT_100[:40] + "".join(f"%{b:02X}" for b in values[0].encode()) + TEXT_100[40:]
+        found_us = per_call_us(lambda: scanner.scan_text(escaped))
+        row(f"scan_text, {len(escaped)}-byte text, %-encoded secret found", found_us, find_100)
         alternation = regex_alternation(values)
         regex_us = per_call_us(lambda: alternation.search(TEXT_100))
         row(f"(re alternation over all forms, {len(TEXT_100)}-byte text)", regex_us, find_100)

@@ -46,6 +46,8 @@ NOT_CONFIG = {
     "allow_always": "an approval answer",
     "connect_timeout_s": "an MCP server entry key (mcp-servers.json)",
 }
+# "audit.key", "config.toml": file names, not section.key
+_FILE_EXTENSIONS = {"json", "toml", "yaml", "yml", "py", "key", "db", "lock", "wasm", "md", "token", "gz"}
 SETTING_SHAPE = re.compile(r"\b(?:allow|max|use|enable|disable)_[a-z_]+\b|\b[a-z]+(?:_[a-z]+)*_(?:timeout_s|bytes)\b")
 
 
@@ -119,7 +121,7 @@ def _config_problems(text: str) -> list[str]:
     # Dotted names in a hint about a capabilities file or a manifest are that file's keys.
     is_about_a_file = any(word in text for word in ("capabilities", "manifest"))
     for section, key in re.findall(r"(?<![-\w.])([a-z_]+)\.([a-z_]+)\b(?![.-])", text):
-        if section in SECTIONS and not is_about_a_file and key not in ("json", "toml", "yaml", "py"):
+        if section in SECTIONS and not is_about_a_file and key not in _FILE_EXTENSIONS:
             named.add(key)
             paths = LEAVES.get(key, set())
             if f"{section}.{key}" not in paths and not any(p.startswith(f"{section}.") for p in paths):

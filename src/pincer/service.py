@@ -22,6 +22,7 @@ from pincer.dispatch import Dispatcher
 from pincer.registry import Registry
 from pincer.runtimes.base import Runtime
 from pincer.safety.scanner import LeakScanner
+from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
 
@@ -33,11 +34,17 @@ RUNTIME_CLOSE_TIMEOUT_S = 10.0
 
 
 class Pincer:
-    def __init__(self, *, config: Config, secret_key: bytes | None) -> None:
+    def __init__(self, *, config: Config, secret_key: bytes | None, audit_key: bytes | None = None) -> None:
         self.config = config
         self.home = config.home
+        if audit_key is None:
+            audit_key = load_or_create_key(config.home, None, place=AUDIT_KEY)
         self._conn = open_database(config.home, synchronous=config.audit_synchronous.upper())
-        self.audit = AuditLog(self._conn)
+        try:
+            self.audit = AuditLog(self._conn, key=audit_key)
+        except BaseException:
+            self._conn.close()
+            raise
         self.approvals = ApprovalStore(self._conn)
         self.grants = GrantStore(self._conn)
         self.idempotency = IdempotencyStore(
@@ -71,16 +78,18 @@ class Pincer:
         *,
         config: Config | None = None,
         secret_key: bytes | None = None,
+        audit_key: bytes | None = None,
         builtins: bool = True,
         external: bool = True,
         scripts: bool = True,
         wasm: bool = True,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
-        the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``."""
+        the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``.
+        ``audit_key`` None means ``home/audit.key`` (created 0600 on first use)."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
-        pincer = cls(config=config, secret_key=secret_key)
+        pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key)
         try:
             if builtins:
                 from pincer.runtimes.native.builtins import builtin_runtime

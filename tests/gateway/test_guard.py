@@ -1,6 +1,7 @@
 """Refusals: wrong or missing token, foreign Host/Origin, oversized bodies, malformed JSON-RPC
-and REST bodies. Each is a clear JSON error; each refused call attempt is in the audit log;
-and the server keeps serving afterwards."""
+and REST bodies. Each is a clear JSON error; a refused call attempt with a valid token is in
+the audit log, one without is only counted (``GET /api/v1/metrics``); and the server keeps
+serving afterwards."""
 
 from __future__ import annotations
 
@@ -51,8 +52,15 @@ def _last_record(live: LiveGateway) -> Any:
 # -- tokens ------------------------------------------------------------------------------------
 
 
+async def _unauthenticated_refusals(live: LiveGateway) -> dict[str, Any]:
+    async with live.http(headers=live.headers) as http:
+        response = await http.get("/api/v1/metrics")
+    assert response.status_code == 200
+    return response.json()["gateway"]["refused_unauthenticated"]
+
+
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-value", "Basic dXNlcjpwYXNz", "Bearer"])
-async def test_rest_call_without_the_right_token_is_401_and_audited(
+async def test_rest_call_without_the_right_token_is_401_and_counted_not_audited(
     gateway: LiveGateway, authorization: str | None
 ) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
@@ -62,27 +70,33 @@ async def test_rest_call_without_the_right_token_is_401_and_audited(
     assert response.headers["www-authenticate"].startswith("Bearer")
     error = response.json()["error"]
     assert error["code"] == "unauthorized" and "pincer token" in error["hint"]
-    record = _last_record(gateway)
-    assert (record.tool, record.caller, record.session, record.outcome) == (
-        "say",
-        "rest",
-        "(unauthenticated)",
-        "denied",
-    )
-    assert "unauthorized" in record.reason or "unauthorized" in (record.error or "")
+    assert gateway.pincer.audit.records() == []
+    assert await _unauthenticated_refusals(gateway) == {"total": 1, "by_code": {"unauthorized": 1}}
     await _still_serving(gateway)
 
 
-async def test_mcp_call_without_a_token_is_a_jsonrpc_error_and_audited(gateway: LiveGateway) -> None:
+async def test_mcp_call_without_a_token_is_a_jsonrpc_error_and_counted_not_audited(gateway: LiveGateway) -> None:
     async with gateway.http() as http:
         response = await http.post("/mcp", headers=LEGACY, json=_rpc_call("write_note", {"text": "x"}))
     assert response.status_code == 401
     body = response.json()
     assert body["jsonrpc"] == "2.0" and body["error"]["data"]["code"] == "unauthorized"
     assert "bearer token" in body["error"]["message"]
-    record = _last_record(gateway)
-    assert (record.tool, record.caller, record.outcome) == ("write_note", "mcp", "denied")
+    assert gateway.pincer.audit.records() == []
+    assert (await _unauthenticated_refusals(gateway))["total"] == 1
     await _still_serving(gateway)
+
+
+async def test_metrics_are_for_main_sessions(pincer_home: Path) -> None:
+    from pincer.gateway.tokens import token_digest
+
+    agent_token = "pcr_agent_token_for_metrics_tests_0123"
+    config = f'[[gateway.tokens]]\nsha256 = "{token_digest(agent_token)}"\nsession = "agent"\n'
+    async with live_gateway(pincer_home, config=config) as live:
+        async with live.http(headers={"Authorization": f"Bearer {agent_token}"}) as http:
+            refused = await http.get("/api/v1/metrics")
+        assert await _unauthenticated_refusals(live) == {"total": 0, "by_code": {}}
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "session_forbidden"
 
 
 async def test_a_refused_request_that_is_not_a_call_leaves_no_record(gateway: LiveGateway) -> None:
@@ -135,7 +149,7 @@ async def test_a_configured_token_runs_under_its_own_session(pincer_home: Path) 
         ({"Origin": "null"}, 403, "foreign_origin"),
     ],
 )
-async def test_foreign_host_or_origin_is_refused_and_audited(
+async def test_foreign_host_or_origin_is_refused_and_audited_when_the_token_is_valid(
     gateway: LiveGateway, headers: dict[str, str], status: int, code: str
 ) -> None:
     async with gateway.http(headers={**gateway.headers, **headers}) as http:
@@ -144,9 +158,27 @@ async def test_foreign_host_or_origin_is_refused_and_audited(
     assert rest.status_code == status and rest.json()["error"]["code"] == code
     assert mcp.status_code == status and mcp.json()["error"]["data"]["code"] == code
     records = gateway.pincer.audit.records()[-2:]
-    assert [(r.caller, r.tool, r.outcome) for r in records] == [("rest", "say", "denied"), ("mcp", "say", "denied")]
+    assert [(r.caller, r.tool, r.session, r.outcome) for r in records] == [
+        ("rest", "say", "main", "denied"),
+        ("mcp", "say", "main", "denied"),
+    ]
     assert all(code in r.reason for r in records)
     await _still_serving(gateway)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "code"),
+    [({"Host": "evil.example"}, 421, "foreign_host"), ({"Origin": "http://evil.example"}, 403, "foreign_origin")],
+)
+async def test_foreign_host_or_origin_without_a_valid_token_is_counted_not_audited(
+    gateway: LiveGateway, headers: dict[str, str], status: int, code: str
+) -> None:
+    async with gateway.http(headers={"Authorization": "Bearer not-the-token", **headers}) as http:
+        rest = await http.post("/api/v1/tools/say/call", json={"args": {"text": "hi"}})
+        mcp = await http.post("/mcp", headers=LEGACY, json=_rpc_call())
+    assert rest.status_code == status and mcp.status_code == status
+    assert gateway.pincer.audit.records() == []
+    assert await _unauthenticated_refusals(gateway) == {"total": 2, "by_code": {code: 2}}
 
 
 @pytest.mark.parametrize(

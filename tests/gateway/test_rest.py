@@ -124,8 +124,28 @@ async def test_audit_lists_and_verifies(gateway: LiveGateway) -> None:
         verified = await http.get("/api/v1/audit/verify")
         too_many = await http.get("/api/v1/audit", params={"limit": 0})
     assert [r["args"] for r in records] == [{"text": "b"}, {"text": "c"}]
-    assert verified.json() == {"ok": True, "records": 3}
+    body = verified.json()
+    assert body["ok"] is True and body["records"] == 3
+    assert (body["keyed_from"], body["plain_records"], body["key_id"]) == (1, 0, gateway.pincer.audit.key_id)
     assert too_many.status_code == 422
+
+
+async def test_audit_checkpoint_is_for_main_sessions_and_verifies(pincer_home: Path) -> None:
+    from pincer.gateway.tokens import token_digest
+    from pincer.store.checkpoint import AuditCheckpoint
+
+    agent_token = "pcr_agent_token_for_checkpoint_tests_01"
+    config = f'[[gateway.tokens]]\nsha256 = "{token_digest(agent_token)}"\nsession = "agent"\n'
+    async with live_gateway(pincer_home, config=config) as live:
+        async with live.http(headers=live.headers) as http:
+            await http.post("/api/v1/tools/say/call", json={"args": {"text": "a"}})
+            made = await http.get("/api/v1/audit/checkpoint")
+        async with live.http(headers={"Authorization": f"Bearer {agent_token}"}) as http:
+            refused = await http.get("/api/v1/audit/checkpoint")
+        assert made.status_code == 200
+        checkpoint = AuditCheckpoint.from_text(made.text)
+        assert checkpoint.records == 1 and live.pincer.audit.verify_checkpoint(checkpoint).records == 1
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "session_forbidden"
 
 
 async def test_audit_verify_reports_a_broken_chain(gateway: LiveGateway) -> None:

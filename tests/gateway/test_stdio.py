@@ -42,12 +42,13 @@ async def test_stdio_serves_the_registry_through_the_dispatcher(pincer_home: Pat
     assert _text(result) == "This is a simple text response for testing." and not result.is_error
     assert failed.is_error and failed.meta["pincer/error"]["code"] == "invalid_arguments"
     # The audit log is the same SQLite file any other entry point writes.
+    from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
     from pincer.store import open_database
     from pincer.store.audit import AuditLog
 
     conn = open_database(pincer_home)
     try:
-        records = AuditLog(conn).records()
+        records = AuditLog(conn, key=load_or_create_key(pincer_home, None, place=AUDIT_KEY)).records()
     finally:
         conn.close()
     assert [(r.caller, r.session, r.tool, r.outcome) for r in records] == [

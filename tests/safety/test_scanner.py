@@ -12,13 +12,14 @@ import json
 import re
 import string
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pincer.core.errors import UsageError
+from pincer.safety.encodings import percent_decoded
 from pincer.safety.patterns import SHAPES
 from pincer.safety.scanner import MAX_FAST_DEPTH, LeakScanner
 
@@ -79,6 +80,7 @@ def assert_gone(output: str, secret: str) -> None:
     for form in plain_forms(secret):
         assert form not in output, f"a form of the secret survived: {form!r}"
     assert not decodes_to_contain(output, secret.encode())
+    assert secret not in unquote(output) and secret not in unquote_plus(output), "it survived percent-encoded"
 
 
 # -- planted secrets never survive --------------------------------------------------------
@@ -96,6 +98,10 @@ ENCODERS = {
     "quote-slash": lambda s: quote(s),
     "quote_plus": quote_plus,
     "json": lambda s: json.dumps(s)[1:-1],
+    # Every byte escaped, as no encoder does by default (encodeURIComponent leaves A-Z a-z 0-9 -_.!~*'()).
+    "percent-all": lambda s: "".join(f"%{b:02X}" for b in s.encode()),
+    "percent-all-lower": lambda s: "".join(f"%{b:02x}" for b in s.encode()),
+    "percent-twice": lambda s: quote(quote(s, safe=""), safe=""),
 }
 
 
@@ -217,6 +223,94 @@ def test_values_injected_during_a_call_are_redacted(secret: str, before: str, af
     output, count = per_call.scan_text(text)
     assert count >= 1
     assert_gone(output, secret)
+
+
+@st.composite
+def percent_encoded(draw: st.DrawFn, secret: str) -> tuple[str, bool]:
+    """``secret`` with each character escaped or not, each hex digit in either case, and (in
+    form encoding) each space as ``+`` or an escape. What an encoder must escape (``%`` always,
+    ``+`` when ``+`` means a space) is escaped: left plain, the text would decode to another value."""
+    form = draw(st.booleans())
+    out = []
+    for char in secret:
+        if form and char == " " and draw(st.booleans()):
+            out.append("+")
+        elif char == "%" or (form and char == "+") or draw(st.booleans()):
+            for byte in char.encode():
+                digits = "".join(d.upper() if draw(st.booleans()) else d for d in f"{byte:02x}")
+                out.append("%" + digits)
+        else:
+            out.append(char)
+    return "".join(out), form
+
+
+# Text before the value must not end in "%" or "%X": with the value's first characters it would
+# form an escape, and then the text really does decode to something else.
+text_before = noise.filter(lambda t: not re.search(r"%[0-9A-Fa-f]?$", t))
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), secret=any_secret, before=text_before, after=noise, others=st.lists(secrets, max_size=2))
+def test_any_percent_encoding_of_a_secret_is_redacted(
+    data: st.DataObject, secret: str, before: str, after: str, others: list[str]
+) -> None:
+    encoded, form = data.draw(percent_encoded(secret))
+    scanner = LeakScanner([*others, secret])
+    text = before + encoded + after
+    output, count = scanner.scan_text(text)
+    assert count >= 1
+    assert encoded not in output
+    assert secret not in (unquote_plus(output) if form else unquote(output))
+    assert_gone(output, secret)
+    assert scanner.contains_secret(text)
+    assert scanner.scan({"k": [text]})[1] >= 1
+
+
+def test_percent_decoding_redacts_exactly_the_encoded_span() -> None:
+    scanner = LeakScanner(["s3crét-value"])
+    text = "a=%s3cr%C3%a9t-valu%65&b=2 100%"
+    assert scanner.scan_text(text) == ("a=%[REDACTED:secret_url]&b=2 100%", 1)
+    assert scanner.scan_text("x=s3cr%c3%A9t%2Dvalue%2Bmore") == ("x=[REDACTED:secret_url]%2Bmore", 1)
+    # Bytes that are not UTF-8 next to the value do not swallow it.
+    assert scanner.scan_text("%FF%E2%82s3cr%C3%A9t-value") == ("%FF%E2%82[REDACTED:secret_url]", 1)
+    # Three rounds of encoding are undone, and "%" that starts no escape is left alone.
+    thrice = quote(quote(quote("s3crét-value", safe=""), safe=""), safe="")
+    assert scanner.scan_text(f"[{thrice}]") == ("[[REDACTED:secret_url]]", 1)
+    assert scanner.scan_text("50% of %zz and %4") == ("50% of %zz and %4", 0)
+
+
+escape_rich_text = st.lists(
+    st.one_of(
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=3),
+        st.sampled_from(["%", "+", "%4", "%zz", "%%"]),
+        st.binary(min_size=1, max_size=4).map(lambda b: "".join(f"%{x:02X}" for x in b)),
+        st.text("€é😀ab", min_size=1, max_size=2).map(lambda t: quote(t, safe="")),
+        st.text("€é😀ab", min_size=1, max_size=2).map(lambda t: quote(t, safe="").lower()),
+    ),
+    max_size=12,
+).map("".join)
+
+
+def _reference_decode(text: str, plus: bool) -> str:
+    decoded = (unquote_plus if plus else unquote)(text, errors="surrogateescape")
+    return "".join("\ufffd" if "\udc80" <= c <= "\udcff" else c for c in decoded)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=escape_rich_text, plus=st.booleans())
+def test_percent_decoding_agrees_with_urllib_and_maps_back_exactly(text: str, plus: bool) -> None:
+    view = percent_decoded(text, plus=plus)
+    if view is None:
+        assert not re.search(r"%[0-9A-Fa-f]{2}", text)
+        return
+    assert view.text == _reference_decode(text, plus)
+    assert view.original_span(0, len(view.text)) == (0, len(text))
+    previous_end = 0
+    for index, char in enumerate(view.text):
+        start, end = view.original_span(index, index + 1)
+        assert start == previous_end < end  # the characters tile the original in order
+        assert _reference_decode(text[start:end], plus) == char
+        previous_end = end
 
 
 # -- clean output is untouched ------------------------------------------------------------

@@ -1,13 +1,20 @@
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pincer.core.errors import AuditChainBroken
+from pincer.core.errors import AuditChainBroken, CheckpointInvalid, StoreError
 from pincer.store import AuditEntry, AuditLog, open_database
+from pincer.store.checkpoint import MAX_CHECKPOINT_BYTES, AuditCheckpoint
+
+KEY = b"a" * 32
 
 
 def entry(i: int, **kw) -> AuditEntry:
@@ -18,7 +25,7 @@ def entry(i: int, **kw) -> AuditEntry:
 
 @pytest.fixture
 def log(tmp_path: Path) -> AuditLog:
-    return AuditLog(open_database(tmp_path))
+    return AuditLog(open_database(tmp_path), key=KEY)
 
 
 @pytest.mark.anyio
@@ -33,7 +40,7 @@ async def test_sequential_appends_chain_and_verify(log: AuditLog) -> None:
 
 @pytest.mark.anyio
 async def test_concurrent_appends_are_group_committed_and_all_durable(tmp_path: Path) -> None:
-    log = AuditLog(open_database(tmp_path))
+    log = AuditLog(open_database(tmp_path), key=KEY)
     ids: list[int] = []
 
     async def one(i: int) -> None:
@@ -44,7 +51,7 @@ async def test_concurrent_appends_are_group_committed_and_all_durable(tmp_path: 
             tg.start_soon(one, i)
     assert sorted(ids) == list(range(1, 65))
     # A second connection (another process's view) sees every record committed.
-    other = AuditLog(open_database(tmp_path))
+    other = AuditLog(open_database(tmp_path), key=KEY)
     assert other.verify() == 64
 
 
@@ -57,7 +64,7 @@ def _tamper(db: Path, sql: str, params: tuple = ()) -> None:
 
 @pytest.mark.anyio
 async def test_verify_names_altered_record(tmp_path: Path) -> None:
-    log = AuditLog(open_database(tmp_path))
+    log = AuditLog(open_database(tmp_path), key=KEY)
     for i in range(6):
         await log.append(entry(i))
     _tamper(tmp_path / "pincer.db", "UPDATE audit SET reason = 'nothing to see' WHERE id = 4")
@@ -69,7 +76,7 @@ async def test_verify_names_altered_record(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_verify_names_deleted_record(tmp_path: Path) -> None:
-    log = AuditLog(open_database(tmp_path))
+    log = AuditLog(open_database(tmp_path), key=KEY)
     for i in range(6):
         await log.append(entry(i))
     _tamper(tmp_path / "pincer.db", "DELETE FROM audit WHERE id = 3")
@@ -80,7 +87,7 @@ async def test_verify_names_deleted_record(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_verify_detects_reordered_records(tmp_path: Path) -> None:
-    log = AuditLog(open_database(tmp_path))
+    log = AuditLog(open_database(tmp_path), key=KEY)
     for i in range(6):
         await log.append(entry(i))
     db = tmp_path / "pincer.db"
@@ -98,7 +105,7 @@ async def test_verify_detects_reordered_records(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_verify_detects_truncated_tail(tmp_path: Path) -> None:
-    log = AuditLog(open_database(tmp_path))
+    log = AuditLog(open_database(tmp_path), key=KEY)
     for i in range(4):
         await log.append(entry(i))
     _tamper(tmp_path / "pincer.db", "DELETE FROM audit WHERE id = 4")
@@ -109,7 +116,7 @@ async def test_verify_detects_truncated_tail(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_two_writers_on_one_file_keep_one_chain(tmp_path: Path) -> None:
-    first, second = AuditLog(open_database(tmp_path)), AuditLog(open_database(tmp_path))
+    first, second = AuditLog(open_database(tmp_path), key=KEY), AuditLog(open_database(tmp_path), key=KEY)
     for i in range(10):
         await (first if i % 2 else second).append(entry(i))
     assert first.verify() == 10
@@ -143,3 +150,267 @@ def test_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(StoreError, match="cannot open the pincer database"):
         open_database(tmp_path)
+
+
+# -- the keyed chain ---------------------------------------------------------------------------
+
+OTHER_KEY = b"b" * 32
+_COLUMNS = (
+    "ts", "session", "caller", "tool", "kind", "decision", "reason", "grant_id", "outcome",
+    "error_code", "error", "args", "effects", "duration_ms", "usage", "idempotency_key",
+    "cached", "approval_id",
+)  # fmt: skip
+
+
+def _plain_hash(record_id: int, values: tuple, prev_hash: str) -> str:
+    """The plain SHA-256 chain of pincer before the audit key, written out independently."""
+    payload = json.dumps([record_id, prev_hash, *values], separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _legacy_database(path: Path, count: int) -> None:
+    """A schema-1 pincer.db with ``count`` plain-chained records, as an older pincer left it."""
+    open_database(path).close()
+    conn = sqlite3.connect(path / "pincer.db", isolation_level=None)
+    conn.executescript("BEGIN; DROP TABLE audit_chain; PRAGMA user_version = 1; COMMIT;")
+    _append_plain(conn, range(1, count + 1), "0" * 64)
+    conn.close()
+
+
+def _append_plain(conn: sqlite3.Connection, ids: range, prev: str) -> str:
+    for record_id in ids:
+        values = (1000.0 + record_id, "main", "test", "t", "call", "allow", "r", None, "ok",
+                  None, None, f'{{"i":{record_id}}}', "[]", 0.0, "{}", None, 0, None)  # fmt: skip
+        digest = _plain_hash(record_id, values, prev)
+        conn.execute(
+            f"INSERT INTO audit (id, {', '.join(_COLUMNS)}, prev_hash, hash) VALUES ({', '.join('?' * 21)})",
+            (record_id, *values, prev, digest),
+        )
+        prev = digest
+    return prev
+
+
+def _rechain_plain(db: Path, from_id: int) -> None:
+    """Recompute the plain chain from ``from_id`` on and move the head (what a forger does)."""
+    conn = sqlite3.connect(db)
+    prev_row = conn.execute("SELECT hash FROM audit WHERE id = ?", (from_id - 1,)).fetchone()
+    prev = prev_row[0] if prev_row else "0" * 64
+    rows = conn.execute(f"SELECT id, {', '.join(_COLUMNS)} FROM audit WHERE id >= ? ORDER BY id", (from_id,))
+    for row in rows.fetchall():
+        digest = _plain_hash(row[0], tuple(row[1:]), prev)
+        conn.execute("UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?", (prev, digest, row[0]))
+        prev = digest
+    conn.execute("UPDATE audit_head SET last_hash = ?", (prev,))
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.anyio
+async def test_records_are_hmac_chained_under_the_key(log: AuditLog) -> None:
+    for i in range(3):
+        await log.append(entry(i))
+    head = log.verify_chain()
+    assert (head.records, head.keyed_from, head.plain_records) == (3, 1, 0)
+    first = log.records()[0]
+    assert first.hash != _plain_hash(1, tuple(log._conn.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM audit WHERE id = 1").fetchone()), "0" * 64)  # fmt: skip
+    assert head.key_id == log.key_id and len(log.key_id) == 16 and KEY.hex()[:16] != log.key_id
+
+
+@pytest.mark.anyio
+async def test_a_record_rechained_with_the_plain_recipe_is_caught(tmp_path: Path) -> None:
+    log = AuditLog(open_database(tmp_path), key=KEY)
+    for i in range(5):
+        await log.append(entry(i))
+    _tamper(tmp_path / "pincer.db", "UPDATE audit SET outcome = 'denied' WHERE id = 2")
+    _rechain_plain(tmp_path / "pincer.db", 2)
+    with pytest.raises(AuditChainBroken) as info:
+        log.verify()
+    assert info.value.record_id == 2 and "altered" in info.value.message
+
+
+def test_a_log_keyed_under_another_key_is_refused(tmp_path: Path) -> None:
+    AuditLog(open_database(tmp_path), key=KEY)
+    with pytest.raises(StoreError) as info:
+        AuditLog(open_database(tmp_path), key=OTHER_KEY)
+    assert AuditLog(open_database(tmp_path), key=KEY).key_id in info.value.message
+    assert "PINCER_AUDIT_KEY" in (info.value.hint or "")
+
+
+@pytest.mark.anyio
+async def test_a_legacy_plain_log_is_adopted_and_keyed_from_its_next_record(tmp_path: Path) -> None:
+    _legacy_database(tmp_path, 4)
+    log = AuditLog(open_database(tmp_path), key=KEY)
+    assert log.verify_chain().to_dict() | {"key_id": "-"} == {
+        "records": 4, "last_hash": log.records()[-1].hash, "keyed_from": 5, "plain_records": 4, "key_id": "-",
+    }  # fmt: skip
+    assert await log.append(entry(5)) == 5
+    head = log.verify_chain()
+    assert (head.records, head.keyed_from, head.plain_records) == (5, 5, 4)
+    # A second process on the same file agrees on where the keyed chain begins.
+    assert AuditLog(open_database(tmp_path), key=KEY).verify_chain().keyed_from == 5
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("keyed_records", [0, 2])
+async def test_plain_records_cannot_be_edited_once_adopted(tmp_path: Path, keyed_records: int) -> None:
+    _legacy_database(tmp_path, 3)
+    log = AuditLog(open_database(tmp_path), key=KEY)
+    for i in range(keyed_records):
+        await log.append(entry(i))
+    _tamper(tmp_path / "pincer.db", "UPDATE audit SET reason = 'edited' WHERE id = 2")
+    _rechain_plain(tmp_path / "pincer.db", 2)  # the plain part is consistent again on its own
+    with pytest.raises(AuditChainBroken) as info:
+        log.verify()
+    assert info.value.record_id in (3, 4)
+
+
+@pytest.mark.anyio
+async def test_keyed_records_cannot_be_downgraded_to_the_plain_chain(tmp_path: Path) -> None:
+    _legacy_database(tmp_path, 2)
+    log = AuditLog(open_database(tmp_path), key=KEY)
+    for i in range(3):
+        await log.append(entry(i))
+    db = tmp_path / "pincer.db"
+    _tamper(db, "UPDATE audit SET reason = 'downgraded' WHERE id = 4")
+    _rechain_plain(db, 3)
+    # Moving the marker on to claim the records are plain breaks the marker's MAC.
+    _tamper(db, "UPDATE audit_chain SET keyed_from = 6")
+    with pytest.raises(AuditChainBroken, match="marker was altered"):
+        log.verify()
+    _tamper(db, "UPDATE audit_chain SET keyed_from = 'three'")
+    with pytest.raises(AuditChainBroken, match="marker was altered"):
+        log.verify()
+    _tamper(db, "DELETE FROM audit_chain")
+    with pytest.raises(AuditChainBroken, match="marker .* is missing"):
+        log.verify()
+    # Reopening does not adopt the records again: the row is gone from a keyed schema.
+    with pytest.raises(AuditChainBroken, match="missing"):
+        AuditLog(open_database(tmp_path), key=KEY).verify()
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_checkpoint_holds_while_the_log_grows(log: AuditLog) -> None:
+    for i in range(3):
+        await log.append(entry(i))
+    checkpoint = log.checkpoint()
+    assert (checkpoint.records, checkpoint.last_id, checkpoint.keyed_from) == (3, 3, 1)
+    assert checkpoint.last_hash == log.records()[-1].hash and checkpoint.key_id == log.key_id
+    parsed = AuditCheckpoint.from_text(checkpoint.to_json())
+    assert parsed == checkpoint
+    await log.append(entry(9))
+    assert log.verify_checkpoint(parsed).records == 4
+
+
+@pytest.mark.anyio
+async def test_a_cut_tail_with_a_moved_head_fails_only_against_a_checkpoint(tmp_path: Path) -> None:
+    log = AuditLog(open_database(tmp_path), key=KEY)
+    for i in range(5):
+        await log.append(entry(i))
+    checkpoint = log.checkpoint()
+    record_3 = log.records()[2]
+    _tamper(tmp_path / "pincer.db", "DELETE FROM audit WHERE id > 3")
+    _tamper(tmp_path / "pincer.db", "UPDATE audit_head SET last_id = 3, last_hash = ?", (record_3.hash,))
+    assert log.verify() == 3
+    with pytest.raises(AuditChainBroken) as info:
+        log.verify_checkpoint(checkpoint)
+    assert info.value.record_id == 4 and "records 4 to 5 were deleted" in info.value.message
+
+
+@pytest.mark.anyio
+async def test_another_log_under_the_same_key_does_not_pass_for_the_checkpointed_one(tmp_path: Path) -> None:
+    first = AuditLog(open_database(tmp_path / "a"), key=KEY)
+    second = AuditLog(open_database(tmp_path / "b"), key=KEY)
+    for i in range(3):
+        await first.append(entry(i))
+        await second.append(entry(i, reason="something else"))
+    with pytest.raises(AuditChainBroken, match="not the one the checkpoint"):
+        second.verify_checkpoint(first.checkpoint())
+
+
+@pytest.mark.anyio
+async def test_a_stripped_marker_and_replayed_plain_log_fails_against_a_checkpoint(tmp_path: Path) -> None:
+    log = AuditLog(open_database(tmp_path), key=KEY)
+    for i in range(3):
+        await log.append(entry(i))
+    checkpoint = log.checkpoint()
+    db = tmp_path / "pincer.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.executescript("BEGIN; DROP TABLE audit_chain; PRAGMA user_version = 1; COMMIT;")
+    conn.close()
+    _rechain_plain(db, 1)
+    reopened = AuditLog(open_database(tmp_path), key=KEY)
+    assert reopened.verify_chain().plain_records == 3  # alone it looks like an upgraded old log
+    with pytest.raises(AuditChainBroken, match="keyed chain begins at record 4"):
+        reopened.verify_checkpoint(checkpoint)
+
+
+@pytest.mark.anyio
+async def test_a_checkpoint_altered_or_signed_by_another_key_is_invalid(tmp_path: Path) -> None:
+    log = AuditLog(open_database(tmp_path / "a"), key=KEY)
+    await log.append(entry(1))
+    document = log.checkpoint().to_dict()
+    lowered = AuditCheckpoint.from_text(json.dumps({**document, "records": 0, "last_id": 0}))
+    with pytest.raises(CheckpointInvalid, match="signature does not match"):
+        log.verify_checkpoint(lowered)
+    foreign = AuditLog(open_database(tmp_path / "b"), key=OTHER_KEY)
+    with pytest.raises(CheckpointInvalid, match="signed with audit key") as info:
+        foreign.verify_checkpoint(AuditCheckpoint.from_text(json.dumps({"checkpoint": document})))
+    assert "PINCER_AUDIT_KEY" in (info.value.hint or "")
+
+
+def test_an_empty_log_has_a_checkpoint_too(log: AuditLog) -> None:
+    checkpoint = log.checkpoint()
+    assert (checkpoint.records, checkpoint.last_hash) == (0, "0" * 64)
+    assert log.verify_checkpoint(checkpoint).records == 0
+
+
+json_documents = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=80),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=6),
+    max_leaves=20,
+)
+checkpoint_like = st.fixed_dictionaries(
+    {"format": st.sampled_from(["pincer-audit-checkpoint/1", "other"])},
+    optional={
+        "records": st.integers(-2, 5) | st.booleans() | st.text(max_size=3),
+        "last_id": st.integers(-2, 5),
+        "last_hash": st.text("0123456789abcdefABCDEF", max_size=70),
+        "keyed_from": st.integers(-1, 5) | st.floats(),
+        "key_id": st.text("0123456789abcdef", max_size=20),
+        "created_at": st.text(max_size=30) | st.just("2026-12-01T08:40:00.123456Z"),
+        "signature": st.text(max_size=90) | st.just("hmac-sha256:" + "0" * 64),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(max_size=200), st.binary(max_size=200), json_documents.map(json.dumps),
+                      checkpoint_like.map(json.dumps)))  # fmt: skip
+def test_any_input_to_the_checkpoint_parser_raises_only_its_error(text: str | bytes) -> None:
+    try:
+        parsed = AuditCheckpoint.from_text(text)
+    except CheckpointInvalid as exc:
+        assert exc.message and exc.code == "checkpoint_invalid"
+    else:
+        assert parsed.records == parsed.last_id >= 0
+
+
+def test_a_huge_checkpoint_file_is_refused_unread() -> None:
+    with pytest.raises(CheckpointInvalid, match="larger than"):
+        AuditCheckpoint.from_text("[" * (MAX_CHECKPOINT_BYTES + 1))
+
+
+def test_the_record_mac_is_standard_hmac_sha256() -> None:
+    """The chain value is HMAC-SHA256 as any library computes it (RFC 2104), label included."""
+    import hmac
+
+    from pincer.store.chain import ChainKey
+
+    values = (1.5, "main", "tést", None, 0)
+    payload = json.dumps([7, "0" * 64, *values], separators=(",", ":"), ensure_ascii=False).encode()
+    expected = hmac.new(KEY, b"pincer audit record v2\n" + payload, "sha256").hexdigest()
+    assert ChainKey(KEY).record_hash(7, values, "0" * 64) == expected

@@ -1,16 +1,23 @@
-"""``pincer audit``: read and verify the hash-chained audit log."""
+"""``pincer audit``: read and verify the keyed audit chain; write checkpoints of its head."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import typer
 from rich import box
 from rich.table import Table
 
-from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, open_pincer, run, stderr
-from pincer.core.errors import AuditChainBroken
+from pincer.cli.common import EXIT_FAILURE, JsonOption, audit_key, emit_json, open_pincer, pincer_home, run, stderr
+from pincer.core.errors import AuditChainBroken, UsageError
+from pincer.store.chain import ChainKey
+from pincer.store.checkpoint import MAX_CHECKPOINT_BYTES, AuditCheckpoint
+from pincer.store.db import DB_FILENAME
+from pincer.store.jsonfile import write_bytes_atomic
 
 app = typer.Typer(help="Read and verify the audit log.", no_args_is_help=True)
 
@@ -54,23 +61,117 @@ def render_records(records: list[dict[str, Any]]) -> Table:
 
 
 @app.command("verify")
-def verify(as_json: bool = JsonOption) -> None:
-    """Check the hash chain. Exit 0 when intact, 1 naming the first bad record."""
+def verify(
+    checkpoint: Path | None = typer.Option(
+        None,
+        "--checkpoint",
+        help="Also prove that no record up to this checkpoint (from `pincer audit checkpoint`) changed or is gone.",
+        dir_okay=False,
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """Check the chain. Exit 0 when intact (and, with --checkpoint, holding it), 1 naming the first bad record."""
 
     async def body() -> dict[str, Any]:
+        expected = _read_checkpoint(checkpoint) if checkpoint is not None else None
+        home = pincer_home()
+        if expected is not None and not (home / DB_FILENAME).exists():
+            # Never create an empty log to verify: a missing one is what the checkpoint is for.
+            expected.check_signature(ChainKey(audit_key(home)))
+            if expected.records:
+                return _broken(
+                    AuditChainBroken(
+                        f"{home / DB_FILENAME} is missing, but the checkpoint of {expected.created_at} "
+                        f"counted {expected.records} records",
+                        record_id=1,
+                        hint="restore pincer.db from a backup (the log was deleted), or set PINCER_HOME to its home",
+                    )
+                )
+            return {"ok": True, "records": 0, "checkpoint": expected.to_dict()}
         async with open_pincer(builtins=False) as pincer:
             try:
-                count = pincer.audit.verify()
+                audit = pincer.audit
+                head = audit.verify_chain() if expected is None else audit.verify_checkpoint(expected)
             except AuditChainBroken as exc:
-                return {"ok": False, "error": exc.to_dict(), "record_id": exc.record_id}
-            return {"ok": True, "records": count}
+                return _broken(exc)
+        report: dict[str, Any] = {"ok": True, **head.to_dict()}
+        if expected is not None:
+            report["checkpoint"] = expected.to_dict()
+        return report
 
     report = run(body, as_json=as_json)
     if as_json:
         emit_json(report)
     elif report["ok"]:
         stderr.print(f"audit chain intact: {report['records']} records")
+        if report.get("plain_records"):
+            stderr.print(
+                f"  records 1 to {report['plain_records']} were written before the audit key existed "
+                "(plain SHA-256 chain, pinned by the keyed marker since)"
+            )
+        if checkpoint is not None:
+            stderr.print(
+                f"  and it holds the checkpoint of {report['checkpoint']['created_at']} "
+                f"({report['checkpoint']['records']} records)"
+            )
+        else:
+            stderr.print(
+                "  [dim]a deleted tail or database shows only against a checkpoint: "
+                "pincer audit verify --checkpoint FILE[/]"
+            )
     else:
         stderr.print(f"[bold red]audit chain broken at record {report['record_id']}:[/] {report['error']['message']}")
+        if report["error"].get("hint"):
+            stderr.print(f"[dim]hint: {report['error']['hint']}[/]")
     if not report["ok"]:
         raise typer.Exit(EXIT_FAILURE)
+
+
+@app.command("checkpoint")
+def checkpoint(
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write the checkpoint to this file (default: stdout).", dir_okay=False
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """Write a signed head of the log (records, last id and chain value, time, key id) to ship elsewhere."""
+
+    async def body() -> str:
+        async with open_pincer(builtins=False) as pincer:
+            text = pincer.audit.checkpoint().to_json()
+        if output is not None:
+            try:
+                write_bytes_atomic(output, text.encode(), mode=0o644)  # not a secret: a MAC and counts
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot write {output}: {exc.strerror or exc}", hint="choose a writable path"
+                ) from None
+        return text
+
+    text = run(body, as_json=as_json)
+    made = json.loads(text)
+    if output is not None:
+        stderr.print(
+            f"checkpoint of {made['records']} records written to {output}; "
+            "keep copies where the writers of pincer.db cannot reach"
+        )
+    if as_json:
+        emit_json({"ok": True, "checkpoint": made, **({"file": str(output)} if output is not None else {})})
+    elif output is None:
+        sys.stdout.write(text)
+
+
+def _read_checkpoint(path: Path) -> AuditCheckpoint:
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(MAX_CHECKPOINT_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read the checkpoint {path}: {exc.strerror or exc}",
+            hint="give the file `pincer audit checkpoint -o FILE` wrote",
+        ) from None
+    return AuditCheckpoint.from_text(text, source=f"the checkpoint {path}")
+
+
+def _broken(exc: AuditChainBroken) -> dict[str, Any]:
+    return {"ok": False, "error": exc.to_dict(), "record_id": exc.record_id}

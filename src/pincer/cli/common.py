@@ -28,6 +28,7 @@ __all__ = [
     "stderr",
     "pincer_home",
     "secret_key",
+    "audit_key",
     "open_pincer",
     "run",
     "emit_json",
@@ -56,12 +57,18 @@ def secret_key(home: Path) -> bytes:
     return load_or_create_key(home, os.environ.get("PINCER_SECRET_KEY"))
 
 
+def audit_key(home: Path) -> bytes:
+    from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
+
+    return load_or_create_key(home, os.environ.get(AUDIT_KEY.env_name), place=AUDIT_KEY)
+
+
 @asynccontextmanager
 async def open_pincer(*, builtins: bool = True) -> AsyncIterator[Any]:
     from pincer.service import Pincer
 
     home = pincer_home()
-    async with Pincer.open(home, secret_key=secret_key(home), builtins=builtins) as pincer:
+    async with Pincer.open(home, secret_key=secret_key(home), audit_key=audit_key(home), builtins=builtins) as pincer:
         yield pincer
 
 

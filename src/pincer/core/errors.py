@@ -27,7 +27,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   └── ToolTimeout            504
     ├── RuntimeUnavailable         503  a runtime cannot start here (missing binary, bad component)
     └── StoreError                 500  the embedded database failed
-        └── AuditChainBroken       409  ``audit verify`` found a record that does not chain
+        ├── AuditChainBroken       409  ``audit verify`` found a record that does not chain
+        └── CheckpointInvalid      422  an audit checkpoint is malformed or not signed by this key
 
 Each class carries a stable ``code`` used in JSON output, the ``http_status`` the REST API
 answers it with (so a new error cannot fall through to a generic 500), and an optional ``hint``
@@ -42,6 +43,7 @@ __all__ = [
     "ToolNotFound",
     "ArgumentsInvalid",
     "IdempotencyConflict",
+    "CheckpointInvalid",
     "ConfigError",
     "ManifestError",
     "DefinitionRefused",
@@ -207,6 +209,13 @@ class AuditChainBroken(StoreError):
     def __init__(self, message: str, *, record_id: int, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.record_id = record_id
+
+
+class CheckpointInvalid(StoreError):
+    """An audit checkpoint that cannot be read, or whose signature does not hold."""
+
+    code = "checkpoint_invalid"
+    http_status = 422
 
 
 class ApprovalGone(PolicyError):

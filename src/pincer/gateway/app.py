@@ -21,6 +21,7 @@ from pincer.core.errors import Denied
 from pincer.core.values import CallRequest
 from pincer.gateway.guard import Guard, Refusal
 from pincer.gateway.mcp_server import McpExtension, McpGateway
+from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.rest import create_rest_app
 from pincer.gateway.tokens import TokenBook
 
@@ -49,7 +50,8 @@ def create_gateway(
     tokens = TokenBook(config=lambda: pincer.config, primary_token=token)
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
-    rest = create_rest_app(pincer)
+    unauthenticated = UnauthenticatedRefusals()
+    rest = create_rest_app(pincer, metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()})
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "version": __version__})
@@ -89,5 +91,6 @@ def create_gateway(
         allowed_hosts=settings.allowed_hosts,
         allowed_origins=settings.allowed_origins,
         on_refused=record_refusal,
+        unauthenticated=unauthenticated,
     )
     return Gateway(app=guarded, mcp=mcp)

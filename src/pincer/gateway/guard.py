@@ -1,9 +1,14 @@
 """The gate in front of every route: Host and Origin, the bearer token, the body-size limit.
 
 Checks run in that order and each refusal is a JSON body that says what was wrong and what to
-do: a JSON-RPC error object on ``/mcp``, ``{"error": {code, message, hint}}`` elsewhere. A
-refused request that was trying to call a tool (``POST /api/v1/tools/{name}/call``, a
-``tools/call`` on ``/mcp``) is reported to ``on_refused`` so the audit log records the attempt.
+do: a JSON-RPC error object on ``/mcp``, ``{"error": {code, message, hint}}`` elsewhere.
+
+Who is refused decides what is kept. A request with no valid bearer token (a missing or wrong
+token, or a foreign Host or Origin without a valid token) is counted and logged by
+:class:`~pincer.gateway.refusals.UnauthenticatedRefusals`, never put in the audit log: anyone
+could send those by the thousand. A request with a valid token that was trying to call a tool
+(``POST /api/v1/tools/{name}/call``, a ``tools/call`` on ``/mcp``) and is refused all the same
+(foreign Host or Origin, body too large) is reported to ``on_refused`` for the audit log.
 
 DNS-rebinding protection: a page on ``evil.example`` that resolves to 127.0.0.1 reaches us
 with ``Host: evil.example`` and ``Origin: http://evil.example``; both must name this machine
@@ -23,6 +28,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import GatewaySession, TokenBook
 
 logger = logging.getLogger(__name__)
@@ -36,13 +42,12 @@ _REST_CALL = re.compile(r"^/api/v1/tools/(?P<name>[^/]{1,256})/call/?$")
 # Enough to name the tool of an oversized JSON-RPC body we refuse to parse.
 _RPC_TOOL_CALL = re.compile(rb'"method"\s*:\s*"tools/call"')
 _RPC_TOOL_NAME = re.compile(rb'"name"\s*:\s*"(?P<name>[A-Za-z0-9_.\-]{1,128})"')
-UNAUTHENTICATED_SESSION = "(unauthenticated)"
 _OWS = (b" ", b"\t")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Refusal:
-    """A refused request that tried to call ``tool``: what the audit log is told."""
+    """An authenticated request that tried to call ``tool`` and was refused: for the audit log."""
 
     caller: str  # mcp | rest
     tool: str
@@ -120,12 +125,14 @@ class Guard:
         allowed_origins: Iterable[str] = (),
         public_paths: Iterable[str] = ("/healthz",),
         on_refused: RefusalRecorder | None = None,
+        unauthenticated: UnauthenticatedRefusals | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
         self.public_paths = frozenset(public_paths)
         self.on_refused = on_refused
+        self.unauthenticated = unauthenticated if unauthenticated is not None else UnauthenticatedRefusals()
         names = set(LOOPBACK_NAMES)
         if not is_loopback_host(bound_host) and bound_host not in ("0.0.0.0", "::"):
             names.add(bound_host.lower())
@@ -147,16 +154,16 @@ class Guard:
 
         host = headers.get("host")
         if not self._host_allowed(host):
-            await self._refuse(
-                scope, receive, send, 421, "foreign_host",
+            await self._refuse_before_auth(
+                scope, receive, send, headers, 421, "foreign_host",
                 f"Host header {host!r} does not name this gateway",
                 "connect to 127.0.0.1 or localhost, or add the name to [gateway] allowed_hosts",
             )  # fmt: skip
             return
         origin = headers.get("origin")
         if origin is not None and not self._origin_allowed(origin):
-            await self._refuse(
-                scope, receive, send, 403, "foreign_origin",
+            await self._refuse_before_auth(
+                scope, receive, send, headers, 403, "foreign_origin",
                 f"Origin {origin!r} may not use this gateway",
                 "browser pages from other sites are refused; add the origin to [gateway] allowed_origins",
             )  # fmt: skip
@@ -166,8 +173,9 @@ class Guard:
             session = self._authenticate(headers.get("authorization"))
             if session is None:
                 missing = headers.get("authorization") is None
-                await self._refuse(
-                    scope, receive, send, 401, "unauthorized",
+                self._count_unauthenticated(scope, "unauthorized")
+                await _respond(
+                    scope, send, 401, "unauthorized",
                     "missing bearer token" if missing else "wrong bearer token",
                     "send 'Authorization: Bearer <token>'; `pincer token` prints it",
                     extra_headers=[(b"www-authenticate", b'Bearer realm="pincer"')],
@@ -246,6 +254,33 @@ class Guard:
 
     # -- refusals ----------------------------------------------------------------------------
 
+    async def _refuse_before_auth(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: Headers,
+        status: int,
+        code: str,
+        message: str,
+        hint: str,
+    ) -> None:
+        """Refuse a request at the Host/Origin check: audited only if it carries a valid token."""
+        session = self._authenticate(headers.get("authorization"))
+        if session is None:
+            self._count_unauthenticated(scope, code)
+            await _respond(scope, send, status, code, message, hint)
+            return
+        scope[SESSION_SCOPE_KEY] = session
+        await self._refuse(scope, receive, send, status, code, message, hint)
+
+    def _count_unauthenticated(self, scope: Scope, code: str) -> None:
+        client = scope.get("client")
+        address = str(client[0]) if client else "(unknown address)"
+        self.unauthenticated.record(
+            address=address, method=str(scope.get("method")), path=str(scope.get("path", "")), code=code
+        )
+
     async def _refuse(
         self,
         scope: Scope,
@@ -257,7 +292,7 @@ class Guard:
         hint: str,
         extra_headers: Iterable[tuple[bytes, bytes]] = (),
     ) -> None:
-        logger.info("refused %s %s: %s", scope.get("method"), scope.get("path"), code)
+        logger.info("refused %s %r: %s", scope.get("method"), scope.get("path"), code)
         if self.on_refused is not None and scope.get("method") == "POST":
             head = b""
             if scope.get("path", "").startswith("/mcp"):
@@ -281,18 +316,11 @@ class Guard:
         if self.on_refused is None:
             return
         attempt = _call_attempt(scope, head)
-        if attempt is None:
-            return
-        caller, tool = attempt
         session = scope.get(SESSION_SCOPE_KEY)
-        refusal = Refusal(
-            caller=caller,
-            tool=tool,
-            session=session.name if isinstance(session, GatewaySession) else UNAUTHENTICATED_SESSION,
-            status=status,
-            code=code,
-            message=message,
-        )
+        if attempt is None or not isinstance(session, GatewaySession):
+            return  # only authenticated call attempts reach this far; defend anyway
+        caller, tool = attempt
+        refusal = Refusal(caller=caller, tool=tool, session=session.name, status=status, code=code, message=message)
         try:
             await self.on_refused(refusal)
         except Exception:  # recording must never turn a clean refusal into a crash

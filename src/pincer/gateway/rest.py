@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Path, Query, Request
@@ -84,8 +84,9 @@ class _Refused(Exception):
         self.response = response
 
 
-def create_rest_app(pincer: Any) -> FastAPI:
-    """The FastAPI app, to be mounted at ``/api/v1``."""
+def create_rest_app(pincer: Any, *, metrics: Callable[[], dict[str, Any]] | None = None) -> FastAPI:
+    """The FastAPI app, to be mounted at ``/api/v1``. ``metrics`` gives the gateway's counters
+    (refusals made before authentication) for ``GET /metrics``."""
     app = FastAPI(
         title="pincer",
         version=__version__,
@@ -252,14 +253,40 @@ def create_rest_app(pincer: Any) -> FastAPI:
         records = pincer.audit.records(tool=tool, session=session_name, limit=limit)
         return {"records": [r.to_dict() for r in records]}
 
-    @app.get("/audit/verify", summary="Verify the audit hash chain")
+    @app.get("/audit/verify", summary="Verify the audit chain")
     async def verify(request: Request) -> JSONResponse:
         _session(request)
         try:
-            count = pincer.audit.verify()
+            head = pincer.audit.verify_chain()
         except PincerError as exc:
             return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
-        return JSONResponse({"ok": True, "records": count})
+        return JSONResponse({"ok": True, **head.to_dict()})
+
+    @app.get("/audit/checkpoint", summary="A signed head of the audit log, to keep elsewhere (main sessions only)")
+    async def checkpoint(request: Request) -> JSONResponse:
+        session = _session(request)
+        if not session.is_main:
+            raise _Refused(
+                _error(403, "session_forbidden", f"session {session.name!r} may not take audit checkpoints",
+                       "use a main session's token, or `pincer audit checkpoint`")
+            )  # fmt: skip
+        try:
+            made = pincer.audit.checkpoint()
+        except PincerError as exc:
+            return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
+        return JSONResponse(made.to_dict())
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    @app.get("/metrics", summary="Counters of this gateway process (main sessions only)")
+    async def gateway_metrics(request: Request) -> dict[str, Any]:
+        session = _session(request)
+        if not session.is_main:
+            raise _Refused(
+                _error(403, "session_forbidden", f"session {session.name!r} may not read the gateway's metrics",
+                       "use a main session's token")
+            )  # fmt: skip
+        return {"gateway": metrics() if metrics is not None else {}}
 
     return app
 

@@ -1,8 +1,10 @@
-"""The secret store's 32-byte AES key: parsed from text, or kept in ``home/secret.key``.
+"""pincer's 32-byte keys: parsed from text, or kept in a file under ``home``.
 
-Library code never reads the environment: the CLI passes ``PINCER_SECRET_KEY`` in as
-``env_value``. A key file is created once, mode 0600, and refused when group or others could
-read it. No message here ever contains key material.
+Two keys live this way: the secret store's AES key (``home/secret.key`` or
+``PINCER_SECRET_KEY``) and the audit chain's HMAC key (``home/audit.key`` or
+``PINCER_AUDIT_KEY``, see :data:`AUDIT_KEY`). Library code never reads the environment: the
+CLI passes the variable's value in as ``env_value``. A key file is created once, mode 0600,
+and refused when group or others could read it. No message here ever contains key material.
 """
 
 from __future__ import annotations
@@ -13,16 +15,39 @@ import logging
 import os
 import secrets
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from pincer.core.errors import SecretError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["KEY_BYTES", "KEY_FILE_NAME", "parse_key", "load_or_create_key", "encode_key"]
+__all__ = [
+    "KEY_BYTES",
+    "KEY_FILE_NAME",
+    "AUDIT_KEY",
+    "SECRET_KEY",
+    "KeyPlace",
+    "parse_key",
+    "load_or_create_key",
+    "encode_key",
+]
 
 KEY_BYTES = 32
 KEY_FILE_NAME = "secret.key"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class KeyPlace:
+    """Where one key is kept: a file under PINCER_HOME, or an environment variable."""
+
+    file_name: str
+    env_name: str
+    purpose: str
+
+
+SECRET_KEY = KeyPlace(file_name=KEY_FILE_NAME, env_name="PINCER_SECRET_KEY", purpose="secret key")
+AUDIT_KEY = KeyPlace(file_name="audit.key", env_name="PINCER_AUDIT_KEY", purpose="audit key")
 KEY_FILE_MODE = 0o600
 _MAX_KEY_TEXT_CHARS = 256  # a key written as text is ~44-64 characters; anything longer is not one
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
@@ -61,27 +86,27 @@ def _decode(raw: str) -> bytes | None:
         return None
 
 
-def load_or_create_key(home: Path, env_value: str | None) -> bytes:
-    """The key to open ``home``'s secret store with.
+def load_or_create_key(home: Path, env_value: str | None, *, place: KeyPlace = SECRET_KEY) -> bytes:
+    """The key kept at ``place`` for ``home`` (by default the secret store's).
 
-    ``env_value`` (the CLI's ``PINCER_SECRET_KEY``) wins when set and non-empty; no file is
-    written then. Otherwise ``home/secret.key`` is read, or created atomically (a private temp
-    file written and fsynced, then hard-linked into place so no reader ever sees half a key and
-    two processes racing agree on one key).
+    ``env_value`` (the CLI's ``place.env_name``, e.g. ``PINCER_SECRET_KEY``) wins when set and
+    non-empty; no file is written then. Otherwise ``home/<place.file_name>`` is read, or created
+    atomically (a private temp file written and fsynced, then hard-linked into place so no
+    reader ever sees half a key and two processes racing agree on one key).
     """
     if env_value is not None and env_value.strip():
-        return parse_key(env_value, source="PINCER_SECRET_KEY")
-    path = Path(home) / KEY_FILE_NAME
+        return parse_key(env_value, source=place.env_name)
+    path = Path(home) / place.file_name
     try:
         return _read_key_file(path)
     except FileNotFoundError:
         pass
     try:
-        _create_key_file(path)
+        _create_key_file(path, place)
     except OSError as exc:
         raise SecretError(
             f"cannot create the key file {path}: {exc.strerror or exc}",
-            hint="make PINCER_HOME a writable directory of yours, or set PINCER_SECRET_KEY",
+            hint=f"make PINCER_HOME a writable directory of yours, or set {place.env_name}",
         ) from None
     return _read_key_file(path)
 
@@ -118,7 +143,7 @@ def _read_key_file(path: Path) -> bytes:
     return parse_key(text, source=f"the key file {path}")
 
 
-def _create_key_file(path: Path) -> None:
+def _create_key_file(path: Path, place: KeyPlace) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, KEY_FILE_MODE)
@@ -134,7 +159,7 @@ def _create_key_file(path: Path) -> None:
             logger.debug("another process created %s first; using its key", path)
         else:
             _fsync_dir(path.parent)
-            logger.info("created secret key file %s", path)
+            logger.info("created %s file %s", place.purpose, path)
     finally:
         temp.unlink(missing_ok=True)
 

@@ -1,8 +1,12 @@
-"""The audit log: one SHA-256 hash-chained record per call, committed before the call returns.
+"""The audit log: one HMAC-chained record per call, committed before the call returns.
 
-Each record's hash covers its id, every field and the previous record's hash, so an altered,
-deleted or reordered row breaks the chain at that row. ``audit_head`` keeps the last id and hash
-in the same transaction, so a truncated tail is caught too.
+Each record's chain value is an HMAC-SHA256, under the audit key kept outside the database,
+over its id, every field and the previous record's value (``store/chain.py``), so an altered,
+inserted or reordered row breaks the chain at that row even for someone who can write the
+database and knows the recipe. ``audit_head`` keeps the last id and value in the same
+transaction, so a record deleted from the tail is caught unless the head was moved too; that,
+and a deleted database, only a checkpoint (``store/checkpoint.py``) can reveal. A log begun
+before the key existed keeps its plain SHA-256 chain up to the marker in ``audit_chain``.
 
 Group commit: concurrent callers that reach the log in the same event-loop turn share one
 transaction; nobody gets a result before the transaction holding its record has committed.
@@ -10,7 +14,6 @@ transaction; nobody gets a result before the transaction holding its record has 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
@@ -24,12 +27,12 @@ import anyio.lowlevel
 
 from pincer.core.errors import AuditChainBroken, StoreError
 from pincer.core.values import canonical_json
+from pincer.store.chain import GENESIS_HASH, ChainKey, plain_chain_hash
+from pincer.store.checkpoint import AuditCheckpoint, sign_checkpoint
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AuditEntry", "AuditRecord", "AuditLog", "GENESIS_HASH"]
-
-GENESIS_HASH = "0" * 64
+__all__ = ["AuditEntry", "AuditRecord", "AuditLog", "ChainHead", "GENESIS_HASH"]
 
 _FIELDS = (
     "ts", "session", "caller", "tool", "kind", "decision", "reason", "grant_id", "outcome",
@@ -99,12 +102,35 @@ def _row_values(entry: AuditEntry, now: float) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChainHead:
+    """What a verification established: the records that chain, and how the chain ends."""
+
+    records: int
+    last_hash: str
+    keyed_from: int  # the first record under the key; the ones before carry the plain chain
+    key_id: str
+
+    @property
+    def plain_records(self) -> int:
+        return min(self.records, self.keyed_from - 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "last_hash": self.last_hash,
+            "keyed_from": self.keyed_from,
+            "plain_records": self.plain_records,
+            "key_id": self.key_id,
+        }
 
 
-def _chain_hash(record_id: int, values: tuple[Any, ...], prev_hash: str) -> str:
-    payload = _COMPACT([record_id, prev_hash, *values])
-    return hashlib.sha256(payload.encode()).hexdigest()
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Marker:
+    keyed_from: int
+    key_id: str
+    plain_head: str
+    mac: str
 
 
 _MAX_APPEND_RETRIES = 100
@@ -125,12 +151,88 @@ class _Pending:
 
 
 class AuditLog:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    """The audit records of one database, chained under ``key`` (the 32-byte audit key).
+
+    Opening a database whose marker is still pending (new, or written before the key existed)
+    fills it in: the keyed chain begins at the next record. A database keyed under another
+    key is refused, so no record is ever chained under a key its verifier does not hold.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, key: bytes) -> None:
         self._conn = conn
+        self._key = ChainKey(key)
         self._pending: list[_Pending] = []
         self._flushing = False
         self._head_id, self._head_hash = 0, GENESIS_HASH
+        try:
+            self._adopt()
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot read the audit chain marker: {exc}", hint="check that pincer.db is a pincer database"
+            ) from exc
         self._load_head()
+
+    @property
+    def key_id(self) -> str:
+        return self._key.key_id
+
+    def _adopt(self) -> None:
+        """Fill in a pending marker under this key; refuse a marker made under another key."""
+        marker = self._read_marker()
+        if marker is None or marker.keyed_from:
+            self._check_key(marker)
+            return
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            marker = self._read_marker()
+            if marker is not None and not marker.keyed_from:
+                self._load_head()
+                keyed_from, plain_head = self._head_id + 1, self._head_hash
+                conn.execute(
+                    "UPDATE audit_chain SET keyed_from = ?, key_id = ?, plain_head = ?, mac = ? WHERE one = 1",
+                    (keyed_from, self._key.key_id, plain_head,
+                     self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head)),
+                )  # fmt: skip
+                if keyed_from > 1:
+                    logger.warning(
+                        "the audit log's %d records before record %d carry the plain SHA-256 chain of an older "
+                        "pincer; from record %d on, records are chained under the audit key %s",
+                        keyed_from - 1, keyed_from, keyed_from, self._key.key_id,
+                    )  # fmt: skip
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._check_key(self._read_marker())
+
+    def _check_key(self, marker: _Marker | None) -> None:
+        if marker is None:
+            # Not fatal here: verify names it; refusing to open would only stop the recording.
+            logger.error("the audit chain marker is missing from the database; `pincer audit verify` will fail")
+        elif marker.key_id != self._key.key_id:
+            raise StoreError(
+                f"this audit log is chained under audit key {marker.key_id}, not under this pincer's key "
+                f"{self._key.key_id}",
+                hint="set PINCER_AUDIT_KEY (or restore $PINCER_HOME/audit.key) to the key the log was begun with",
+            )
+
+    def _read_marker(self) -> _Marker | None:
+        """The marker; keyed_from 0 while pending; None when the row (or its table) is gone."""
+        try:
+            row = self._conn.execute(
+                "SELECT keyed_from, key_id, plain_head, mac FROM audit_chain WHERE one = 1"
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        if row is None:
+            return None
+        keyed_from, key_id, plain_head, mac = row
+        if keyed_from is None:
+            return _Marker(keyed_from=0, key_id="", plain_head="", mac="")
+        if type(keyed_from) is not int or keyed_from < 1:
+            keyed_from = -1  # not a record id: the marker's MAC cannot match, so verify says altered
+        return _Marker(keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac))
 
     async def append(self, entry: AuditEntry, *, gather: bool = True) -> int:
         """Record one entry; returns its id once the record is committed.
@@ -210,7 +312,7 @@ class AuditLog:
 
     def _insert(self, pending: _Pending) -> None:
         record_id = self._head_id + 1
-        digest = _chain_hash(record_id, pending.values, self._head_hash)
+        digest = self._key.record_hash(record_id, pending.values, self._head_hash)
         self._conn.execute(_INSERT, (record_id, *pending.values, self._head_hash, digest))
         pending.record_id = record_id
         self._head_id, self._head_hash = record_id, digest
@@ -262,6 +364,44 @@ class AuditLog:
 
     def verify(self) -> int:
         """Walk the chain; returns the number of records, raises AuditChainBroken at the first bad one."""
+        return self.verify_chain().records
+
+    def verify_chain(self) -> ChainHead:
+        """Walk the whole chain in one read snapshot; raise AuditChainBroken at the first fault."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN")
+            try:
+                return self._walk()
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"the audit log could not be read: {exc}", hint="check that pincer.db is a pincer database"
+            ) from exc
+
+    def _walk(self) -> ChainHead:
+        marker = self._read_marker()
+        if marker is None or not marker.keyed_from:
+            raise AuditChainBroken(
+                "the audit chain marker (where the keyed chain begins) is missing from the database",
+                record_id=1,
+                hint="someone removed it to pass keyed records off as plain ones; verify against a checkpoint "
+                "(`pincer audit verify --checkpoint FILE`) and restore pincer.db from a backup",
+            )
+        if marker.key_id != self._key.key_id:
+            raise AuditChainBroken(
+                f"the audit chain marker names audit key {marker.key_id}, not this key {self._key.key_id}",
+                record_id=marker.keyed_from,
+                hint="verify with the audit key the log was written with (PINCER_AUDIT_KEY or audit.key)",
+            )
+        keyed_from, plain_head = marker.keyed_from, marker.plain_head
+        if not self._key.matches(marker.mac, self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head)):
+            raise AuditChainBroken(
+                f"the audit chain marker was altered (it says the keyed chain begins at record {keyed_from})",
+                record_id=1,
+                hint="the log cannot be trusted; verify against a checkpoint and restore pincer.db from a backup",
+            )
         prev, expected_id, count = GENESIS_HASH, 1, 0
         for row in self._iter_rows():
             record_id = row[0]
@@ -273,18 +413,32 @@ class AuditLog:
                     record_id=expected_id,
                     hint="a record was deleted; the log cannot be trusted from this point",
                 )
+            if record_id == keyed_from and prev != plain_head:
+                raise _plain_records_altered(keyed_from)
             if stored_prev != prev:
                 raise AuditChainBroken(
                     f"audit record {record_id} does not follow record {record_id - 1} (previous hash differs)",
                     record_id=record_id,
                     hint="records were deleted, reordered or rewritten before this one",
                 )
-            if _chain_hash(record_id, values, prev) != stored_hash:
+            if record_id < keyed_from:
+                expected = plain_chain_hash(record_id, values, prev)
+            else:
+                expected = self._key.record_hash(record_id, values, prev)
+            if not self._key.matches(stored_hash, expected):
                 raise AuditChainBroken(
                     f"audit record {record_id} was altered (its hash does not match its content)",
                     record_id=record_id,
                 )
             prev, expected_id, count = stored_hash, expected_id + 1, count + 1
+        if count < keyed_from - 1:
+            raise AuditChainBroken(
+                f"the audit log ends at record {count}, but {keyed_from - 1} records were there when it was keyed",
+                record_id=count + 1,
+                hint="records were removed from the end of the log",
+            )
+        if count == keyed_from - 1 and prev != plain_head:
+            raise _plain_records_altered(keyed_from)
         head = self._conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
         head_id, head_hash = head if head else (0, GENESIS_HASH)
         if head_id != count or head_hash != prev:
@@ -293,13 +447,63 @@ class AuditLog:
                 record_id=count + 1,
                 hint="records were removed from the end of the log",
             )
-        return count
+        return ChainHead(records=count, last_hash=prev, keyed_from=keyed_from, key_id=self._key.key_id)
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def checkpoint(self) -> AuditCheckpoint:
+        """A signed head of the log as it is now; refused (AuditChainBroken) for a broken chain."""
+        head = self.verify_chain()
+        return sign_checkpoint(
+            self._key, records=head.records, last_hash=head.last_hash, keyed_from=head.keyed_from, now=time.time()
+        )
+
+    def verify_checkpoint(self, checkpoint: AuditCheckpoint) -> ChainHead:
+        """Prove that no record up to ``checkpoint`` changed and none of them is gone.
+
+        Raises CheckpointInvalid for a checkpoint this key did not sign, AuditChainBroken when the
+        log is broken, shorter than the checkpoint, or differs from it at its last record."""
+        checkpoint.check_signature(self._key)
+        head = self.verify_chain()
+        made = f"the checkpoint of {checkpoint.created_at}"
+        if head.records < checkpoint.records:
+            raise AuditChainBroken(
+                f"the audit log has {head.records} records, but {made} counted {checkpoint.records}: "
+                f"records {head.records + 1} to {checkpoint.records} were deleted",
+                record_id=head.records + 1,
+                hint="restore pincer.db from a backup; the records after the checkpoint cannot be recovered from it",
+            )
+        if head.keyed_from != checkpoint.keyed_from:
+            raise AuditChainBroken(
+                f"the keyed chain begins at record {head.keyed_from}, but {made} says record "
+                f"{checkpoint.keyed_from}: its marker was replaced and records re-chained as plain ones",
+                record_id=min(head.keyed_from, checkpoint.keyed_from),
+                hint="restore pincer.db from a backup",
+            )
+        if checkpoint.records:
+            row = self._conn.execute("SELECT hash FROM audit WHERE id = ?", (checkpoint.last_id,)).fetchone()
+            if row is None or not self._key.matches(row[0], checkpoint.last_hash):
+                raise AuditChainBroken(
+                    f"audit record {checkpoint.last_id} is not the one {made} saw: the log up to it was rewritten",
+                    record_id=checkpoint.last_id,
+                    hint="restore pincer.db from a backup",
+                )
+        return head
 
     def _iter_rows(self) -> Iterator[tuple[Any, ...]]:
         columns = ", ".join(("id", *_FIELDS, "prev_hash", "hash"))
         cursor = self._conn.execute(f"SELECT {columns} FROM audit ORDER BY rowid")
         while batch := cursor.fetchmany(1000):
             yield from batch
+
+
+def _plain_records_altered(keyed_from: int) -> AuditChainBroken:
+    return AuditChainBroken(
+        f"the records before {keyed_from} (written before the log was keyed) were altered: they no longer "
+        "end where the marker says",
+        record_id=max(keyed_from - 1, 1),
+        hint="the log cannot be trusted; verify against a checkpoint and restore pincer.db from a backup",
+    )
 
 
 def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:

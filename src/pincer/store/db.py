@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from pincer.core.errors import StoreError
@@ -88,14 +89,22 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
 """
 
-# v2 (hardening): idempotency keys belong to a session (no session can see or block another's
+# v2 (hardening): the audit chain is keyed (audit_chain marks where the keyed chain begins);
+# idempotency keys belong to a session (no session can see or block another's
 # keys; the entries live minutes, so the old table is simply replaced); approvals remember the
 # kind of the session that asked, how far an "allow always" reaches, what else the person was
 # shown, which process waits on them (an approval whose caller is gone cannot be answered), and,
 # for an approval its caller left on purpose (when_no_elicitation = "return"), the call it
 # belongs to, so that the same call made again after the answer uses it once.
-_SCHEMA_V2 = """
-DROP TABLE IF EXISTS idempotency;
+_AUDIT_CHAIN_V2 = """
+CREATE TABLE IF NOT EXISTS audit_chain (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    keyed_from INTEGER,
+    key_id TEXT,
+    plain_head TEXT,
+    mac TEXT
+)"""
+_IDEMPOTENCY_V2 = """
 CREATE TABLE idempotency (
     session TEXT NOT NULL,
     tool TEXT NOT NULL,
@@ -104,19 +113,55 @@ CREATE TABLE idempotency (
     result TEXT NOT NULL,
     expires_at REAL NOT NULL,
     PRIMARY KEY (session, tool, key)
-);
-CREATE INDEX idempotency_expiry ON idempotency (expires_at);
-ALTER TABLE approvals ADD COLUMN session_kind TEXT NOT NULL DEFAULT 'main';
-ALTER TABLE approvals ADD COLUMN scope TEXT;
-ALTER TABLE approvals ADD COLUMN detail TEXT NOT NULL DEFAULT '{}';
-ALTER TABLE approvals ADD COLUMN waiter TEXT;
-ALTER TABLE approvals ADD COLUMN binding TEXT;
-ALTER TABLE approvals ADD COLUMN consumed_at REAL;
-CREATE INDEX approvals_binding ON approvals (binding);
-"""
+)"""
+_APPROVAL_COLUMNS_V2 = (
+    ("session_kind", "TEXT NOT NULL DEFAULT 'main'"),
+    ("scope", "TEXT"),
+    ("detail", "TEXT NOT NULL DEFAULT '{}'"),
+    ("waiter", "TEXT"),
+    ("binding", "TEXT"),
+    ("consumed_at", "REAL"),
+)
 
-# Each entry takes the schema from its index to the next version, in one transaction.
-_MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2)
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    # Where the keyed (HMAC) chain begins: created pending (NULLs) in this transaction; the audit
+    # log fills it in under its key (store/chain.py). A database of this version without the row
+    # has had its marker removed.
+    conn.execute(_AUDIT_CHAIN_V2)
+    conn.execute("INSERT OR IGNORE INTO audit_chain (one) VALUES (1)")
+    conn.execute("DROP TABLE IF EXISTS idempotency")
+    conn.execute(_IDEMPOTENCY_V2)
+    conn.execute("CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at)")
+    # Column by column, so a database that already has some (put back to version 1 by hand)
+    # still opens.
+    present = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
+    for name, declaration in _APPROVAL_COLUMNS_V2:
+        if name not in present:
+            conn.execute(f"ALTER TABLE approvals ADD COLUMN {name} {declaration}")
+    conn.execute("CREATE INDEX IF NOT EXISTS approvals_binding ON approvals (binding)")
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    for statement in _split_script(_SCHEMA_V1):
+        conn.execute(statement)
+
+
+def _split_script(script: str) -> list[str]:
+    """Statements of a script, a trigger's body kept whole (sqlite3.complete_statement)."""
+    statements, pending = [], ""
+    for line in script.splitlines(keepends=True):
+        if line.lstrip().startswith("--"):
+            continue
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    return [s for s in statements if s]
+
+
+# Each step takes the schema from its index to the next version, in one transaction.
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2)
 _SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -140,10 +185,12 @@ def open_database(home: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connect
         for target in range(version + 1, _SCHEMA_VERSION + 1):
             # One script, one transaction per step: a crash mid-migration leaves the schema of
             # the step before intact.
-            script = _MIGRATIONS[target - 1]
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executescript(f"BEGIN IMMEDIATE;{script}PRAGMA user_version={target};COMMIT;")
-            except sqlite3.Error:
+                _MIGRATIONS[target - 1](conn)
+                conn.execute(f"PRAGMA user_version={target}")
+                conn.execute("COMMIT")
+            except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
