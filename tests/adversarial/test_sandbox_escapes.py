@@ -1,0 +1,205 @@
+"""Sandbox and egress hardening (issue 9 items 14-17): attacks on the script sandbox and its proxy,
+each run for real (real proxy, real sandboxes, real sockets). The regressions say how they failed
+on main; the rest are attacks that held on main and must keep holding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pincer.core.values import HostContext
+from pincer.policy.exec_approvals import Ask, ExecApprovalPolicy, Security
+from pincer.runtimes.script import ScriptRuntime, ScriptSettings, parse_manifest
+from pincer.runtimes.script.proxy import AllowlistProxy
+
+pytestmark = pytest.mark.anyio
+
+FULL = ExecApprovalPolicy(security=Security.FULL, ask=Ask.OFF)
+PROXY_ANSWER_TIMEOUT_S = 30.0  # a refusal comes at once; an attempted connect to nowhere takes 10 s
+SUBPROCESS_TIMEOUT_S = 120.0
+
+
+def _require_root(why: str) -> None:
+    if os.geteuid() != 0:
+        pytest.fail(f"this test must run as root (it does on this project's machines): {why}")
+
+
+@pytest.fixture
+def public_dir() -> Iterator[Path]:
+    """A short directory the sandbox uid can reach (pytest's tmp_path sits under a 0700 directory,
+    and UNIX socket paths must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="pincer-adv-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def settings(public_dir: Path) -> ScriptSettings:
+    return ScriptSettings(scratch_root=public_dir / "scratch", exec_policy=FULL)
+
+
+async def proxy_answer(proxy: AllowlistProxy, target: str) -> tuple[int, str]:
+    """Ask the real proxy for ``CONNECT target`` over its UNIX socket: (status, body)."""
+    with anyio.fail_after(PROXY_ANSWER_TIMEOUT_S):
+        async with anyio.create_task_group() as tg:
+            await tg.start(proxy.serve)
+            stream = await anyio.connect_unix(proxy.socket_path)
+            async with stream:
+                await stream.send(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+                data = b""
+                # A refusal is a whole response and then the end of the stream; a tunnel stays open.
+                while not (data.startswith(b"HTTP/1.1 200") and b"\r\n\r\n" in data):
+                    try:
+                        data += await stream.receive()
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        break
+                # Stop the proxy before this end closes: an EOF racing the cancellation trips anyio's
+                # UNIX stream reader (InvalidStateError in a loop callback).
+                tg.cancel_scope.cancel()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode(errors="replace").strip()
+
+
+# ------------------------------------------------------------------ item 14: the proxy's address rule
+
+
+@pytest.mark.parametrize(
+    ("pattern", "target", "reason"),
+    [
+        ("100.64.0.1", "100.64.0.1:80", "is a shared (CGNAT 100.64.0.0/10) address"),
+        ("100.100.100.200", "100.100.100.200:80", "is a cloud metadata endpoint"),
+        ("2002:7f00:1::", "[2002:7f00:1::]:80", "is a loopback address (embedded in an IPv6 address)"),
+    ],
+)
+async def test_proxy_refuses_what_the_shared_address_rule_refuses(
+    public_dir: Path, pattern: str, target: str, reason: str
+) -> None:
+    """Failed on main before the proxy used ``address_refusal``: its own ``_is_public`` counted CGNAT,
+    100.100.100.200 (Alibaba's metadata service) and 6to4-wrapped loopback as public and connected."""
+    proxy = AllowlistProxy(socket_path=public_dir / "p.sock", hosts=(pattern,))
+    status, body = await proxy_answer(proxy, target)
+    assert status == 403, body
+    assert reason in body
+    assert [e.allowed for e in proxy.events] == [False]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "target"),
+    [("169.254.169.254", "169.254.169.254:80"), ("100.100.100.200", "100.100.100.200:80"), ("fd00:ec2::254", "[fd00:ec2::254]:80")],
+)
+async def test_metadata_is_refused_even_when_private_networks_are_allowed(public_dir: Path, pattern: str, target: str) -> None:
+    """Failed on main before the shared address rule: with ``allow_private`` the proxy skipped every
+    address check, so a tool granted private networks reached the cloud metadata service."""
+    proxy = AllowlistProxy(socket_path=public_dir / "p.sock", hosts=(pattern,), allow_private=True)
+    status, body = await proxy_answer(proxy, target)
+    assert status == 403, body
+    assert "cloud metadata endpoint" in body and "never reachable" in body
+
+
+async def test_allow_private_still_relaxes_the_private_class(public_dir: Path) -> None:
+    """The other side of the rule above: loopback is reachable when the grant allows private networks."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        refused = AllowlistProxy(socket_path=public_dir / "a.sock", hosts=(f"127.0.0.1:{port}",))
+        status, body = await proxy_answer(refused, f"127.0.0.1:{port}")
+        assert status == 403 and "loopback" in body and "[network] allow_private = true" in body
+        allowed = AllowlistProxy(socket_path=public_dir / "b.sock", hosts=(f"127.0.0.1:{port}",), allow_private=True)
+        status, body = await proxy_answer(allowed, f"127.0.0.1:{port}")
+        assert status == 200
+        assert allowed.events[0].reason == "connected to 127.0.0.1"
+    finally:
+        server.close()
+
+
+_RESOLVING_PROXY = textwrap.dedent(
+    """
+    import json, sys, anyio
+    sys.path.insert(0, sys.argv[2])
+    from pathlib import Path
+    from pincer.runtimes.script.proxy import AllowlistProxy
+    from test_sandbox_escapes import proxy_answer
+
+    async def main():
+        results = {}
+        for name, allow_private in (("meta.pincer.test", True), ("mixed.pincer.test", False)):
+            proxy = AllowlistProxy(socket_path=Path(sys.argv[1]) / (name + ".sock"), hosts=("*.pincer.test",),
+                                   allow_private=allow_private)
+            results[name] = await proxy_answer(proxy, name + ":443")
+        print(json.dumps(results))
+
+    anyio.run(main)
+    """
+)
+
+
+def test_names_are_judged_by_every_address_they_resolve_to(public_dir: Path) -> None:
+    """Failed on main before the shared address rule: a *name* resolving to the metadata address
+    passed the proxy whenever private networks were allowed. Resolution here is real: the proxy runs
+    in a private mount namespace whose /etc/hosts names the test hosts."""
+    _require_root("it bind-mounts a hosts file in a private mount namespace")
+    hosts = public_dir / "hosts"
+    hosts.write_text(
+        "169.254.169.254 meta.pincer.test\n93.184.216.34 mixed.pincer.test\n10.1.2.3 mixed.pincer.test\n"
+    )
+    script = public_dir / "resolving_proxy.py"
+    script.write_text(_RESOLVING_PROXY)
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+         'mount --bind "$1" /etc/hosts && exec "$2" "$3" "$4" "$5"', "sh",
+         str(hosts), sys.executable, str(script), str(public_dir), str(Path(__file__).parent)],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    status, body = results["meta.pincer.test"]
+    assert status == 403 and "169.254.169.254 is a cloud metadata endpoint (resolved from 'meta.pincer.test')" in body
+    status, body = results["mixed.pincer.test"]  # one public answer does not excuse a private one
+    assert status == 403 and "10.1.2.3 is a private address" in body
+
+
+async def test_sandboxed_tool_cannot_reach_metadata_through_the_allowlist(settings: ScriptSettings) -> None:
+    """Failed on main (item 14, end to end): a bwrap-sandboxed tool allowlisting 169.254.169.254 with
+    private networks allowed got a connection attempt to the metadata address; now the proxy says no."""
+    fetch = parse_manifest(
+        {
+            "name": "fetch",
+            "command": ["/usr/bin/python3", "-c", _FETCH, "{url}"],
+            "input_schema": {"type": "object", "properties": {"url": {"type": "string"}}},
+            "sandbox": {"network": "allowlist", "allow_hosts": ["169.254.169.254"]},
+        },
+        source="test",
+    )
+    runtime = ScriptRuntime([fetch], settings, include_exec=False)
+    host = HostContext(session="agent", tool="fetch", allow_private_network=True)
+    out = await runtime.invoke(runtime.tools()[0], {"url": "http://169.254.169.254/latest/meta-data/"}, host)
+    assert "403 pincer: 169.254.169.254:80 refused: 169.254.169.254 is a cloud metadata endpoint" in out.value["stdout"]
+    assert out.value["network"] == [
+        {"host": "169.254.169.254", "port": 80, "allowed": False, "reason": out.value["network"][0]["reason"]}
+    ]
+
+
+_FETCH = (
+    "import sys, urllib.request, urllib.error\n"
+    "try:\n"
+    "    with urllib.request.urlopen(sys.argv[1], timeout=5) as r: print(r.status, r.read().decode())\n"
+    "except urllib.error.HTTPError as e: print(e.code, e.read().decode().strip())\n"
+    "except OSError as e: print('ERROR', e)\n"
+)
+
