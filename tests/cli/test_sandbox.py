@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,8 @@ from typer.testing import CliRunner
 
 from pincer.cli import sandbox
 from pincer.cli.main import app
+
+CLI_TIMEOUT_S = 60
 
 
 @pytest.fixture
@@ -40,3 +44,34 @@ def test_doctor_table_and_a_broken_bwrap(public_dir) -> None:
     assert result.exit_code == 0  # another bwrap still works
     assert "No permissions to create new namespace" in result.stderr
     assert "selected: bwrap" in result.stderr
+
+
+FAILING_TOOL = """
+name = "grumpy"
+description = "Always fails"
+command = ["/bin/sh", "-c", "echo half-done; echo 'grumpy: no input file' >&2; exit 3"]
+effects = []
+"""
+
+
+def test_a_failing_script_tool_prints_text(tmp_path: Path) -> None:
+    """Failed on main before script tool errors were text: `pincer tools call` printed the Python
+    repr of the result dict (``tool_error: {'exit_code': 3, 'signal': None, ...``)."""
+    manifest = tmp_path / "grumpy.toml"
+    manifest.write_text(FAILING_TOOL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+    env["PINCER_HOME"] = str(tmp_path / "home")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pincer.cli", *args], capture_output=True, text=True, env=env, timeout=CLI_TIMEOUT_S
+        )
+
+    assert cli("tools", "install", str(manifest)).returncode == 0
+    called = cli("tools", "call", "grumpy")
+    assert called.returncode == 1
+    assert "tool_error: grumpy failed (bwrap sandbox): exit status 3" in called.stderr
+    assert "grumpy: no input file" in called.stderr and "half-done" in called.stderr
+    assert "{'" not in called.stderr and "'exit_code'" not in called.stderr
+    body = json.loads(cli("tools", "call", "grumpy", "--json").stdout)
+    assert body["ok"] is False and body["error"]["message"].startswith("grumpy failed (bwrap sandbox): exit status 3\n")

@@ -32,9 +32,9 @@ async def test_memory_hog_is_killed_and_reported(run_exec) -> None:
         limits=Limits(memory_bytes=64 * MIB, timeout_s=20),
     )
     assert out.is_error
-    assert out.value["killed_by"] == "memory"
-    assert "memory limit of 64 MB" in out.value["message"]
-    assert "survived" not in out.value["stdout"]
+    assert out.usage["killed_by"] == "memory"
+    assert "killed: memory limit of 64 MB reached (limits.memory_mb)" in out.value
+    assert "survived" not in out.value
     assert out.usage["oom_kills"] >= 1
 
 
@@ -87,8 +87,8 @@ async def test_pids_limit_refuses_forks(run_exec) -> None:
 
 async def test_cpu_time_limit(run_exec) -> None:
     out = await run_exec("while :; do :; done", limits=Limits(cpu_s=1, timeout_s=20))
-    assert out.value["killed_by"] == "cpu"
-    assert "CPU time limit" in out.value["message"]
+    assert out.usage["killed_by"] == "cpu"
+    assert "CPU time limit of 1 s reached (limits.cpu_s)" in out.value
 
 
 async def test_file_size_limit(run_exec) -> None:
@@ -119,9 +119,11 @@ async def test_default_output_cap_is_one_mebibyte() -> None:
 
 async def test_exit_status_and_signal_are_reported(run_exec) -> None:
     out = await run_exec("echo partial; exit 3")
-    assert (out.value["exit_code"], out.value["signal"], out.is_error) == (3, None, True)
+    assert (out.usage["exit_code"], out.usage["signal"], out.is_error) == (3, None, True)
+    # A failure is text for people and models, never a dict's repr.
+    assert out.value == "exec failed (bwrap sandbox): exit status 3\n--- stdout ---\npartial"
     out = await run_exec("kill -TERM $$")
-    assert out.value["signal"] == 15
+    assert out.usage["signal"] == 15 and out.value.startswith("exec failed (bwrap sandbox): killed by signal 15")
 
 
 async def _settle() -> None:

@@ -100,7 +100,7 @@ async def test_direct_connections_bypassing_the_proxy_fail(settings, two_servers
         runtime.tools()[0], {}, HostContext(session="agent", tool="direct", allow_private_network=True)
     )
     assert out.is_error
-    assert "ConnectionRefusedError" in out.value["stderr"]
+    assert "ConnectionRefusedError" in out.value
 
 
 async def test_grant_hosts_narrow_the_declared_allowlist(settings, two_servers) -> None:

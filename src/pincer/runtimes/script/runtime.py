@@ -347,24 +347,49 @@ class ScriptRuntime:
                 f"{tool} ran past its {request.limits.timeout_s:g} s limit; the whole process tree was killed",
                 hint="raise limits.timeout_s, or make the command finish sooner",
             )
-        value = describe(result)
-        value["duration_ms"] = round(result.duration_ms, 3)
-        if result.killed_by == "memory":
-            value["message"] = f"killed: memory limit of {request.limits.memory_bytes // _MIB} MB reached"
-        elif result.killed_by == "cpu":
-            value["message"] = f"killed: CPU time limit of {request.limits.cpu_s} s reached"
-        elif result.killed_by == "file_size":
-            value["message"] = f"killed: file size limit of {request.limits.file_size_bytes // _MIB} MB reached"
-        if events:
-            value["network"] = [e.to_dict() for e in events]
         usage = {
             "backend": result.backend,
             "duration_ms": round(result.duration_ms, 3),
             "memory_peak_bytes": result.memory_peak_bytes,
             "oom_kills": result.oom_kills,
             "pids_limit_hits": result.pids_limit_hits,
+            "exit_code": result.exit_code,
+            "signal": result.signal,
+            "killed_by": result.killed_by,
         }
-        return ToolOutput(value=value, is_error=not result.ok, usage=usage)
+        if not result.ok:
+            # A failure is read by people and models as text (``pincer tools call`` prints it);
+            # the numbers stay in ``usage``.
+            return ToolOutput(value=failure_text(tool, request, result, events), is_error=True, usage=usage)
+        value = describe(result)
+        value["duration_ms"] = round(result.duration_ms, 3)
+        if events:
+            value["network"] = [e.to_dict() for e in events]
+        return ToolOutput(value=value, usage=usage)
+
+
+def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequence[ProxyEvent]) -> str:
+    """What went wrong, then the command's own stderr and stdout (each as captured, truncation marked)."""
+    limits = request.limits
+    if result.killed_by == "memory":
+        why = f"killed: memory limit of {limits.memory_bytes // _MIB} MB reached (limits.memory_mb)"
+    elif result.killed_by == "cpu":
+        why = f"killed: CPU time limit of {limits.cpu_s} s reached (limits.cpu_s)"
+    elif result.killed_by == "file_size":
+        why = f"killed: file size limit of {limits.file_size_bytes // _MIB} MB reached (limits.file_size_mb)"
+    elif result.signal is not None:
+        why = f"killed by signal {result.signal}"
+    else:
+        why = f"exit status {result.exit_code}"
+    parts = [f"{tool} failed ({result.backend} sandbox): {why}"]
+    refused = [e for e in events if not e.allowed]
+    for event in refused:
+        parts.append(f"network: {event.host}:{event.port} refused: {event.reason}")
+    value = describe(result)
+    for stream in ("stderr", "stdout"):
+        if value[stream]:
+            parts.append(f"--- {stream} ---\n{value[stream].rstrip()}")
+    return "\n".join(parts)
 
 
 def _discard(launch: Launch) -> None:
