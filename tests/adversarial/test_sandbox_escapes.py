@@ -13,7 +13,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -203,3 +205,59 @@ _FETCH = (
     "except OSError as e: print('ERROR', e)\n"
 )
 
+
+
+# ------------------------------------------------------- item 16: host UNIX sockets from Landlock
+
+
+ACCEPT_WAIT_S = 2.0
+
+
+@pytest.fixture
+def open_unix_socket(public_dir: Path) -> Iterator[tuple[Path, list[bool]]]:
+    """A host process listening on a 0777 pathname UNIX socket the sandbox uid can reach by path."""
+    path = public_dir / "host.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    os.chmod(path, 0o777)
+    server.listen(4)
+    server.settimeout(ACCEPT_WAIT_S)
+    accepted: list[bool] = []
+
+    def accept() -> None:
+        try:
+            conn, _ = server.accept()
+            accepted.append(True)
+            conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield path, accepted
+    server.close()
+    thread.join(ACCEPT_WAIT_S + 1)
+
+
+async def _landlock_exec(settings: ScriptSettings, command: str):
+    runtime = ScriptRuntime([], replace(settings, backend="landlock"))
+    spec = next(s for s in runtime.tools() if s.name == "exec")
+    return await runtime.invoke(spec, {"command": command}, HostContext(session="agent", tool="exec"))
+
+
+async def test_landlock_sandbox_cannot_connect_to_a_host_unix_socket(settings: ScriptSettings, open_unix_socket) -> None:
+    """Failed on main before seccomp refused AF_UNIX sockets in the Landlock backend: with no mount
+    namespace the host's socket path is visible, Landlock does not govern connect(), and a 0777
+    socket of a host process accepted the sandboxed script's connection."""
+    path, accepted = open_unix_socket
+    probe = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); print('CONNECTED')"
+    out = await _landlock_exec(settings, f'/usr/bin/python3 -c "{probe}"')
+    assert out.is_error
+    assert "CONNECTED" not in out.value
+    assert "PermissionError" in out.value and "Operation not permitted" in out.value
+    threading.Event().wait(0.2)
+    assert accepted == []
+    # socketpair() makes a connected pair and reaches nobody: programs that use it keep working.
+    pair = "import socket; a, b = socket.socketpair(); a.send(b'x'); print(b.recv(1))"
+    out = await _landlock_exec(settings, f'/usr/bin/python3 -c "{pair}"')
+    assert out.value["stdout"] == "b'x'\n", out.value

@@ -259,8 +259,9 @@ class LandlockBackend:
     the common chain (cgroups joined, rlimits set, root dropped to ``uid``) it sets ``nofile``,
     ``no_new_privs`` and the parent-death signal, applies a Landlock ruleset (read-only system,
     read-write workdir and a private tmp dir; TCP refused unless the network is ``host``; signals and
-    abstract sockets scoped, ABI 6+) and the seccomp deny list (plus ``socket(AF_INET*)`` when the
-    network is ``none``), then execs the command with exactly the sandbox environment.
+    abstract sockets scoped, ABI 6+) and the seccomp deny list (plus ``socket(AF_UNIX)`` always and
+    ``socket(AF_INET*)`` when the network is ``none``), then execs the command with exactly the
+    sandbox environment.
 
     Weaker than bwrap: no pid namespace (the timeout kills through the cgroup and process group),
     no mount namespace (the workdir is its real path, not ``/work``; a mount must have
@@ -290,7 +291,9 @@ class LandlockBackend:
                 )
             (extra_rw if mount.writable else extra_ro).append(str(mount.source))
         deny_net = request.network is not NetworkMode.HOST
-        program = seccomp.deny_list_bpf(deny_inet=deny_net).hex()  # before anything is created on disk
+        # Before anything is created on disk. AF_UNIX is refused in every network mode: "host" means
+        # the IP network, not the host's daemons (no allowlist mode here needs the relay's socket).
+        program = seccomp.deny_list_bpf(deny_inet=deny_net, deny_unix=True).hex()
         drop = os.geteuid() == 0
         tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
         if drop:
