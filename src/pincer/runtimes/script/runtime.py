@@ -188,7 +188,7 @@ class ScriptRuntime:
             request = await self._exec_request(args, host, sandboxed=sandboxed)
         else:
             request = self._manifest_request(self._manifests[spec.name], args, host)
-        result, events = await self._run(backend, request, host, spec.name)
+        result, events, request = await self._run(backend, request, host, spec.name)
         return self._output(spec.name, request, result, events)
 
     # --- building requests -------------------------------------------------------------------
@@ -261,7 +261,8 @@ class ScriptRuntime:
 
     async def _run(
         self, backend: Backend, request: RunRequest, host: HostContext, tool: str
-    ) -> tuple[RunResult, list[ProxyEvent]]:
+    ) -> tuple[RunResult, list[ProxyEvent], RunRequest]:
+        """Run ``request`` in a fresh workdir (or the workspace); returns the request as it ran."""
         settings = self.settings
         uid, gid = settings.sandbox_uid, settings.sandbox_gid
         # By default a fresh scratch directory that nothing survives; the session's workspace only
@@ -284,7 +285,12 @@ class ScriptRuntime:
             proxy = AllowlistProxy(
                 socket_path=proxy_dir / "proxy.sock", hosts=hosts, allow_private=host.allow_private_network
             )
-        request = replace(request, workdir=Path(workdir), proxy_socket=proxy.socket_path if proxy else None)
+        request = replace(
+            request,
+            workdir=Path(workdir),
+            proxy_socket=proxy.socket_path if proxy else None,
+            workdir_max_bytes=settings.workdir_max_bytes if owned_workdir else None,
+        )
         support = detect_cgroups()
         if not support.is_usable:
             logger.warning("no cgroups (%s): memory and process limits fall back to rlimits", support.reason)
@@ -337,7 +343,7 @@ class ScriptRuntime:
                     await anyio.to_thread.run_sync(remove_workdir, Path(workdir))
                 if proxy_dir is not None:
                     shutil.rmtree(proxy_dir, ignore_errors=True)
-        return result, (list(proxy.events) if proxy is not None else [])
+        return result, (list(proxy.events) if proxy is not None else []), request
 
     def _output(
         self, tool: str, request: RunRequest, result: RunResult, events: Sequence[ProxyEvent]
@@ -377,11 +383,25 @@ def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequ
         why = f"killed: CPU time limit of {limits.cpu_s} s reached (limits.cpu_s)"
     elif result.killed_by == "file_size":
         why = f"killed: file size limit of {limits.file_size_bytes // _MIB} MB reached (limits.file_size_mb)"
+    elif result.killed_by == "workdir_full":
+        why = (
+            f"killed: the scratch workdir passed its limit of {_size(request.workdir_max_bytes)} "
+            "([sandbox] workdir_max_bytes in config.toml)"
+        )
     elif result.signal is not None:
         why = f"killed by signal {result.signal}"
     else:
         why = f"exit status {result.exit_code}"
     parts = [f"{tool} failed ({result.backend} sandbox): {why}"]
+    if result.killed_by is None and _NO_SPACE in result.stderr:
+        parts.append(
+            f"a write failed for lack of space: /work holds at most {_size(request.workdir_max_bytes)} "
+            f"([sandbox] workdir_max_bytes in config.toml) and /tmp at most {_size(limits.tmp_size_bytes)} "
+            "(limits.tmp_size_mb in the tool's manifest)"
+            if request.workdir_max_bytes is not None
+            else f"a write failed for lack of space: /tmp holds at most {_size(limits.tmp_size_bytes)} "
+            "(limits.tmp_size_mb in the tool's manifest); the workspace is bounded only by its disk"
+        )
     refused = [e for e in events if not e.allowed]
     for event in refused:
         parts.append(f"network: {event.host}:{event.port} refused: {event.reason}")
@@ -390,6 +410,15 @@ def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequ
         if value[stream]:
             parts.append(f"--- {stream} ---\n{value[stream].rstrip()}")
     return "\n".join(parts)
+
+
+_NO_SPACE = b"No space left on device"  # strerror(ENOSPC): the sandbox runs in the C locale
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "no limit"
+    return f"{n // _MIB} MiB" if n % _MIB == 0 else f"{n:,} bytes"
 
 
 def _discard(launch: Launch) -> None:
