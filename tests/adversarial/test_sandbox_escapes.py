@@ -431,3 +431,64 @@ async def test_the_host_backend_kills_a_run_that_overfills_its_workdir(settings:
     assert out.usage["killed_by"] == "workdir_full"
     assert "killed: the scratch workdir passed its limit of 16 MiB ([sandbox] workdir_max_bytes" in out.value
     assert "survived" not in out.value
+
+
+# ------------------------------------------------------------- attacks that held, and must hold
+
+
+def _sandbox_owned(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)
+    return path
+
+
+async def test_the_workspace_cannot_be_escaped_from_inside_the_sandbox(settings: ScriptSettings, public_dir: Path) -> None:
+    """Held on main: with ``use_workspace`` the sandbox sees the workspace at /work and nothing of
+    the host around it; ``..`` and absolute symlinks resolve inside the sandbox's own root."""
+    workspace = _sandbox_owned(public_dir / "ws")
+    (public_dir / "beside-the-workspace").write_text("HOST-SECRET")
+    script = (
+        "cat /work/../beside-the-workspace; cat ../beside-the-workspace; "
+        f"ln -s {public_dir}/beside-the-workspace link && cat link; "
+        "echo x > /work/../escaped; echo x > ../escaped; ls -a /work/..; true"
+    )
+    runtime = ScriptRuntime([], replace(settings, use_workspace=True))
+    spec = next(s for s in runtime.tools() if s.name == "exec")
+    out = await runtime.invoke(spec, {"command": script}, HostContext(session="agent", tool="exec", workspace=workspace))
+    assert "HOST-SECRET" not in out.value["stdout"]
+    assert "beside-the-workspace" not in out.value["stdout"]  # the listing of / inside is not the host's parent
+    assert not (public_dir / "escaped").exists()
+    assert out.value["stderr"].count("No such file or directory") >= 3
+
+
+async def test_no_network_by_default(settings: ScriptSettings) -> None:
+    """Held on main: a tool that declares no network gets an empty network namespace (bwrap) or no
+    IP sockets at all (Landlock): a listener on the host's loopback is unreachable either way."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(ACCEPT_WAIT_S)
+    port = server.getsockname()[1]
+    probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')"
+    try:
+        for backend in ("bwrap", "landlock"):
+            out = await _exec(replace(settings, backend=backend), f'/usr/bin/python3 -c "{probe}"')
+            assert out.is_error and "CONNECTED" not in out.value, backend
+        with pytest.raises(TimeoutError):
+            server.accept()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "landlock"])
+async def test_writes_outside_the_workdir_are_refused(settings: ScriptSettings, public_dir: Path, backend: str) -> None:
+    """Held on main: the system is read-only and a world-writable host directory is out of reach."""
+    open_dir = public_dir / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    targets = ["/usr/pincer-escape", "/etc/pincer-escape", "/pincer-escape", f"{open_dir}/x"]
+    script = "; ".join(f"echo x > {t} 2>/dev/null && echo WROTE {t}" for t in targets) + "; echo in > inside && cat inside"
+    out = await _exec(replace(settings, backend=backend), script)
+    assert out.value["stdout"] == "in\n", out.value
+    assert not any(Path(t).exists() for t in targets)

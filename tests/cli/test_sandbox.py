@@ -42,8 +42,21 @@ def test_doctor_table_and_a_broken_bwrap(public_dir) -> None:
     fake.chmod(0o755)
     result = CliRunner(env={"COLUMNS": "400"}).invoke(sandbox.app, ["doctor", "--bwrap", str(fake)])
     assert result.exit_code == 0  # another bwrap still works
-    assert "No permissions to create new namespace" in result.stderr
+    assert "exit status 1: bwrap: No permissions to create new namespace" in result.stderr
+    assert str(fake) in result.stderr  # which binary said it
     assert "selected: bwrap" in result.stderr
+
+
+def test_doctor_follows_config_toml(public_dir, monkeypatch) -> None:
+    """The report describes the backend pincer would choose: `[sandbox] backend` is read."""
+    home = public_dir / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[sandbox]\nbackend = "landlock"\n')
+    monkeypatch.setenv("PINCER_HOME", str(home))
+    result = CliRunner().invoke(app, ["sandbox", "doctor", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["selected"] == "landlock"
+    assert not (home / "pincer.db").exists()  # reading the config creates nothing
 
 
 FAILING_TOOL = """

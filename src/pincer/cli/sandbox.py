@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pincer.cli.common import fail
+from pincer.core.errors import PincerError
 from pincer.runtimes.script.detect import probe_all
 from pincer.runtimes.script.settings import ScriptSettings
 
@@ -32,8 +34,11 @@ def doctor(
     image: Annotated[str | None, typer.Option(help="container image for docker/podman")] = None,
 ) -> None:
     """Run a real /bin/true through every backend and report what works here."""
-    settings = _settings(bwrap=bwrap, image=image)
-    report = probe_all(settings)
+    try:
+        settings = _settings(bwrap=bwrap, image=image)
+        report = probe_all(settings)
+    except PincerError as exc:
+        fail(exc, as_json=as_json)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
