@@ -129,3 +129,17 @@ def test_host_patterns(patterns, host, port, expected) -> None:
     """The proxy reads its allowlist with the shared matcher, 80 and 443 only for a pattern without a port."""
     name = normalise_request_host(host)
     assert any(p.matches(name, port, default_ports=DEFAULT_PORTS) for p in parse_allowlist(patterns)) is expected
+
+
+async def test_grant_hosts_cannot_widen_the_declared_allowlist(settings, two_servers) -> None:
+    """Failed on main: a grant's host list *replaced* the tool's declared allowlist, so a grant for
+    another host let the tool reach a host its manifest never declared. A host must be in both."""
+    allowed, other = two_servers
+    runtime = ScriptRuntime([fetch_tool(allowed)], settings)
+    grant = (f"127.0.0.1:{allowed}", f"127.0.0.1:{other}")
+    host = HostContext(session="agent", tool="fetch", allow_private_network=True, network_hosts=grant)
+    urls = [f"http://127.0.0.1:{allowed}/ok", f"http://127.0.0.1:{other}/undeclared"]
+    out = await runtime.invoke(runtime.tools()[0], {"urls": urls}, host)
+    lines = out.value["stdout"].splitlines()
+    assert lines[0] == f"{urls[0]} 200 hello from {allowed}/ok"
+    assert lines[1].startswith(f"{urls[1]} 403 pincer: 127.0.0.1:{other} refused: not in the tool's network allowlist")

@@ -79,16 +79,21 @@ def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
 
 @dataclass(kw_only=True)
 class AllowlistProxy:
-    """Serve one run's proxy socket. ``events`` records every destination asked for."""
+    """Serve one run's proxy socket. ``hosts``: the tool's declared allowlist; ``grant_hosts``: the
+    grant's host list when it names one, which narrows the declared list (a host must be in both).
+    ``events`` records every destination asked for."""
 
     socket_path: Path
     hosts: tuple[str, ...]
+    grant_hosts: tuple[str, ...] | None = None
     allow_private: bool = False
     events: list[ProxyEvent] = field(default_factory=list)
     _patterns: tuple[HostPattern, ...] = field(init=False, repr=False)
+    _granted: tuple[HostPattern, ...] | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._patterns = parse_allowlist(self.hosts)
+        self._granted = None if self.grant_hosts is None else parse_allowlist(self.grant_hosts)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listener = await anyio.create_unix_listener(self.socket_path)
@@ -144,6 +149,9 @@ class AllowlistProxy:
             return None
         if not any(p.matches(name, port, default_ports=DEFAULT_PORTS) for p in self._patterns):
             await self._deny(client, host, port, "not in the tool's network allowlist")
+            return None
+        if self._granted is not None and not any(p.matches(name, port, default_ports=DEFAULT_PORTS) for p in self._granted):
+            await self._deny(client, host, port, "not in the hosts of the grant for this tool")
             return None
         try:
             with anyio.fail_after(PROXY_RESOLVE_TIMEOUT_S):

@@ -26,7 +26,15 @@ from typing import Any
 import anyio
 
 from pincer.core.effects import EffectKind, RuntimeKind
-from pincer.core.errors import ApprovalDenied, ArgumentsInvalid, Denied, ToolNotFound, ToolTimeout, UsageError
+from pincer.core.errors import (
+    ApprovalDenied,
+    ArgumentsInvalid,
+    ConfigError,
+    Denied,
+    ToolNotFound,
+    ToolTimeout,
+    UsageError,
+)
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.policy.exec_approvals import (
     Answer,
@@ -44,7 +52,7 @@ from pincer.runtimes.script.manifest import Limits, NetworkMode, ScriptToolManif
 from pincer.runtimes.script.process import Launch, ProcessRun, RunRequest, RunResult, describe
 from pincer.runtimes.script.proxy import AllowlistProxy, ProxyEvent
 from pincer.runtimes.script.settings import ScriptSettings
-from pincer.runtimes.script.workdir import new_workdir, remove_workdir
+from pincer.runtimes.script.workdir import blocking_directory, new_workdir, remove_workdir
 
 __all__ = ["ScriptRuntime", "ExecApprovalRequest", "ExecApprover", "EXEC_TOOL", "sandbox_resolver"]
 
@@ -268,6 +276,10 @@ class ScriptRuntime:
         # By default a fresh scratch directory that nothing survives; the session's workspace only
         # when the operator opted in (the sandbox uid must be able to reach it).
         owned_workdir = host.workspace is None or not settings.use_workspace
+        sandboxed = not isinstance(backend, HostBackend)
+        if not owned_workdir and sandboxed and os.geteuid() == 0:
+            assert host.workspace is not None
+            _check_reachable_workspace(Path(host.workspace), uid, gid)
         workdir = (
             await anyio.to_thread.run_sync(lambda: new_workdir(settings.scratch(), uid=uid, gid=gid))
             if owned_workdir
@@ -276,14 +288,14 @@ class ScriptRuntime:
         assert workdir is not None
         proxy_dir: Path | None = None
         proxy: AllowlistProxy | None = None
-        sandboxed = not isinstance(backend, HostBackend)
         if request.network is NetworkMode.ALLOWLIST and sandboxed:
             proxy_dir = Path(tempfile.mkdtemp(prefix="proxy-", dir=settings.scratch()))
             os.chmod(proxy_dir, 0o711)
-            declared = tuple(request_hosts(self._manifests.get(tool)))
-            hosts = declared if host.network_hosts is None else tuple(host.network_hosts)
             proxy = AllowlistProxy(
-                socket_path=proxy_dir / "proxy.sock", hosts=hosts, allow_private=host.allow_private_network
+                socket_path=proxy_dir / "proxy.sock",
+                hosts=tuple(request_hosts(self._manifests.get(tool))),
+                grant_hosts=None if host.network_hosts is None else tuple(host.network_hosts),
+                allow_private=host.allow_private_network,
             )
         request = replace(
             request,
@@ -410,6 +422,23 @@ def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequ
         if value[stream]:
             parts.append(f"--- {stream} ---\n{value[stream].rstrip()}")
     return "\n".join(parts)
+
+
+def _check_reachable_workspace(workspace: Path, uid: int, gid: int) -> None:
+    """The sandbox runs as ``uid`` and mounts the workspace by path as that uid (bwrap cannot bind a
+    directory it cannot reach, not even by descriptor): say so before starting, naming the key."""
+    blocked = blocking_directory(workspace, uid, gid)
+    if blocked is not None:
+        try:
+            mode = oct(blocked.stat().st_mode & 0o7777)[2:].zfill(4)
+        except OSError:
+            mode = "missing"
+        raise ConfigError(
+            f"[sandbox] use_workspace is set, but the sandbox uid {uid} cannot reach the workspace {workspace}: "
+            f"{blocked} is mode {mode} (the default workspace sits in $PINCER_HOME, which is private)",
+            hint="set [workspace] path in config.toml to a directory every parent of which others may traverse "
+            "(e.g. /srv/pincer-workspace), or turn use_workspace off",
+        )
 
 
 _NO_SPACE = b"No space left on device"  # strerror(ENOSPC): the sandbox runs in the C locale
