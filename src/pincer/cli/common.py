@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from pincer.core.errors import PincerError, UsageError
 
@@ -79,9 +80,9 @@ def fail(error: PincerError, *, as_json: bool = False) -> NoReturn:
     if as_json:
         emit_json({"ok": False, "error": error.to_dict()})
     else:
-        stderr.print(f"[bold red]error:[/] {error.message}")
+        stderr.print(f"[bold red]error:[/] {escape(error.message)}")  # text, not markup
         if error.hint:
-            stderr.print(f"[dim]hint: {error.hint}[/]")
+            stderr.print(f"[dim]hint: {escape(error.hint)}[/]")
     raise typer.Exit(exit_code_for(error))
 
 

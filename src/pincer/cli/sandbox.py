@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pincer.cli.common import fail
@@ -71,7 +72,8 @@ def _render(report: dict[str, Any]) -> None:
         why = b["reason"] + (f"\n→ {b['hint']}" if b["hint"] and not b["available"] else "")
         smoke = "" if b["smoke_ms"] is None else f"{b['smoke_ms']:.1f}"
         name = b["name"] + (f"\n{b['path']}" if b["path"] else "") + (f"\n(runs {b['copy']})" if b.get("copy") else "")
-        table.add_row(name, "yes" if b["available"] else "no", b["version"] or "", smoke, why)
+        # Reasons quote other programs and name config keys in brackets: text, not rich markup.
+        table.add_row(escape(name), "yes" if b["available"] else "no", escape(b["version"] or ""), smoke, escape(why))
     console.print(table)
     cg = report["cgroups"]
     console.print(f"cgroups: {cg['version']} ({cg['reason']}); memory and process limits: {report['limits']['memory_and_pids']}")

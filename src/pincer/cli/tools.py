@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pincer.cli.common import (
@@ -105,9 +106,10 @@ def call_tool(
             stderr.print("[dim](cached result: the tool did not run again)[/]")
     else:
         error = result["error"]
-        stderr.print(f"[bold red]{error.get('code', 'error')}:[/] {error.get('message', '')}")
+        # Messages are text, not rich markup: "[sandbox] workdir_max_bytes" must print as written.
+        stderr.print(f"[bold red]{escape(str(error.get('code', 'error')))}:[/] {escape(str(error.get('message', '')))}")
         if error.get("hint"):
-            stderr.print(f"[dim]hint: {error['hint']}[/]")
+            stderr.print(f"[dim]hint: {escape(str(error['hint']))}[/]")
     raise typer.Exit(EXIT_OK if result["ok"] else exit_code_for(result["error"]))
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pincer.core.errors import ConfigError
 from pincer.core.values import HostContext
 from pincer.runtimes.script import ScriptRuntime
 
@@ -153,3 +154,19 @@ async def test_workspace_is_mounted_at_work(settings, public_dir: Path) -> None:
     )
     assert out.is_error and "No such file" in out.value
     assert not (workspace / "pwned").exists()
+
+
+async def test_an_unreachable_workspace_is_a_clear_error(settings, public_dir: Path) -> None:
+    """As root the sandbox runs as its own uid, which must reach the workspace by path; the default
+    one sits in the private $PINCER_HOME. Say so, naming the key, instead of a bwrap error."""
+    if os.geteuid() != 0:
+        pytest.fail("the uid drop that makes this matter happens only for root (it does on this project's machines)")
+    private = public_dir / "home"
+    private.mkdir(mode=0o700)
+    workspace = sandbox_owned_dir(private / "workspace")
+    runtime = ScriptRuntime([], replace(settings, use_workspace=True))
+    spec = next(s for s in runtime.tools() if s.name == "exec")
+    with pytest.raises(ConfigError) as caught:
+        await runtime.invoke(spec, {"command": "true"}, HostContext(session="a", tool="exec", workspace=workspace))
+    assert f"cannot reach the workspace {workspace}: {private} is mode 0700" in caught.value.message
+    assert "[workspace] path" in (caught.value.hint or "")

@@ -157,18 +157,18 @@ class BwrapBackend:
             "--dev", "/dev",
             "--size", str(request.limits.tmp_size_bytes), "--tmpfs", "/tmp",
         ]  # fmt: skip
-        if request.workdir_max_bytes is not None:
-            # A fresh scratch /work is a tmpfs of that size inside the sandbox: the kernel answers
-            # ENOSPC past it, nothing reaches the host disk, and its pages count against the run's
-            # memory cgroup. The host-side workdir is not used.
-            args += ["--size", str(request.workdir_max_bytes), "--tmpfs", SANDBOX_HOME]
-        else:
-            args += ["--bind", str(request.workdir), SANDBOX_HOME]
-        # Extra mounts after /tmp and /work, or those would hide them.
-        for mount in request.mounts:
-            args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
         fds: list[int] = []
         try:
+            if request.workdir_max_bytes is not None:
+                # A fresh scratch /work is a tmpfs of that size inside the sandbox: the kernel
+                # answers ENOSPC past it, nothing reaches the host disk, and its pages count against
+                # the run's memory cgroup. The host-side workdir is not used.
+                args += ["--size", str(request.workdir_max_bytes), "--tmpfs", SANDBOX_HOME]
+            else:
+                args += ["--bind", str(request.workdir), SANDBOX_HOME]
+            # Extra mounts after /tmp and /work, or those would hide them.
+            for mount in request.mounts:
+                args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
             if request.network is NetworkMode.ALLOWLIST and request.proxy_socket is not None:
                 relay_fd = _memfd("pincer-relay", _RELAY_SOURCE.read_bytes())
                 fds.append(relay_fd)

@@ -253,7 +253,8 @@ def probe_landlock(settings: ScriptSettings) -> BackendReport:
     network = "TCP refused by Landlock and seccomp" if abi >= 4 else "IP sockets refused by seccomp"
     return BackendReport(
         name=name, available=True, path=backend.interpreter, version=version, smoke_ms=ms,
-        reason=f"ran /bin/true ({network}; no pid or mount namespace, no allowlist network mode)",
+        reason=f"ran /bin/true ({network}, UNIX sockets by seccomp; no pid namespace or mount isolation, "
+        "no allowlist network mode)",
     )  # fmt: skip
 
 
