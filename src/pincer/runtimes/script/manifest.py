@@ -1,14 +1,16 @@
-"""Script tool manifests: a command template run in a sandbox, declared in a JSON or TOML file.
+r"""Script tool manifests: a command template run in a sandbox, declared in a JSON or TOML file.
+The format as users write it, with every key and examples that run as written, is
+``docs/script-tools.md``; this is the shape in brief:
 
     name = "word_count"
-    description = "Count the words of a text file in the workdir"
-    command = ["/usr/bin/wc", "-w", "--", "{path}"]
-    effects = ["read_filesystem"]
+    description = "Count the words of a text"
+    command = ["/bin/sh", "-c", "printf '%s' \"$1\" | wc -w", "word_count", "{text}"]
+    effects = []
 
     [input_schema]
     type = "object"
-    properties.path = { type = "string" }
-    required = ["path"]
+    properties.text = { type = "string" }
+    required = ["text"]
 
     [sandbox]
     network = "none"            # none | allowlist | host
