@@ -365,6 +365,7 @@ class LandlockBackend:
             "deny_net": deny_net,
             "bpf": program,
             "tmpfs": tmpfs,
+            "parent": os.getpid(),  # the exec chain keeps the spawned pid, so it is the launcher's parent
         }
         argv = (self.interpreter, "-I", "-S", "-c", _LANDLOCK_LAUNCHER, json.dumps(config), *request.argv)
         return Launch(

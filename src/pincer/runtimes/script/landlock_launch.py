@@ -7,7 +7,8 @@ loaded). It uses only the standard library and must stay self-contained.
 ``sys.argv`` is ``["-c", CONFIG_JSON, *COMMAND]``. CONFIG holds: ``uid``/``gid`` (drop to them when
 still root), ``nofile``, ``cwd``, ``env`` (the command's whole environment), ``ro``/``rw``/``dev``
 (paths to allow), ``deny_net`` (restrict TCP bind/connect where the ABI can), ``bpf`` (the seccomp
-program, hex), ``tmpfs`` (``[path, size, uid, gid]`` lists: as root, a private mount namespace gets a
+program, hex), ``parent`` (pincer's pid: if it is gone by the time the parent-death signal is set,
+stop), ``tmpfs`` (``[path, size, uid, gid]`` lists: as root, a private mount namespace gets a
 tmpfs of that size on each path, so the kernel bounds what the run writes there). Every step either
 succeeds or the launcher exits 126 with ``pincer-landlock: ...`` on stderr: the command is never
 exec'd half-restricted.
@@ -151,6 +152,8 @@ def main():
         drop_privileges(cfg)
         # After the uid change, which would clear it; kept across the exec below.
         check(libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+        if cfg.get("parent") is not None and os.getppid() != cfg["parent"]:
+            raise Failed("pincer exited before the sandbox was set up")  # too late for the signal
         os.chdir(cfg["cwd"])
         landlock(cfg)
         seccomp(cfg)
