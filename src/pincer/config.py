@@ -44,6 +44,9 @@ class _Model(BaseModel):
 
 class _Approvals(_Model):
     timeout_s: float = Field(default=120.0, gt=0, le=86_400)
+    # An MCP client that cannot take an elicitation: "wait" keeps the call open (with progress
+    # notifications saying how to answer), "return" answers at once with the approval id.
+    when_no_elicitation: Literal["wait", "return"] = "wait"
 
 
 class _Audit(_Model):
@@ -75,6 +78,7 @@ class _Grant(_Model):
     hosts: list[str] | None = None
     expires: dt.datetime | None = None
     max_invocations: int | None = Field(default=None, ge=1)
+    sessions: list[str] | None = None  # session names (* wildcards) or kind:main / kind:non-main
 
 
 class _Session(_Model):
@@ -190,6 +194,7 @@ class Config:
     home: Path
     workspace: Path
     approval_timeout_s: float = 120.0
+    approval_when_no_elicitation: str = "wait"
     audit_synchronous: str = "normal"
     max_output_bytes: int = 100_000
     idempotency_ttl_s: float = 300.0
@@ -267,6 +272,7 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
                 hosts=tuple(h.lower() for h in g.hosts) if g.hosts is not None else None,
                 expires_at=expires.timestamp() if expires else None,
                 max_invocations=g.max_invocations,
+                sessions=tuple(g.sessions) if g.sessions is not None else None,
                 source=source,
             )
         )
@@ -292,6 +298,7 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         home=home,
         workspace=workspace,
         approval_timeout_s=data.approvals.timeout_s,
+        approval_when_no_elicitation=data.approvals.when_no_elicitation,
         audit_synchronous=data.audit.synchronous,
         max_output_bytes=data.output.max_bytes,
         idempotency_ttl_s=data.idempotency.ttl_s,

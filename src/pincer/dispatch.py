@@ -4,17 +4,20 @@
     2 session      session policy: allow/deny lists, groups, wildcards; deny wins
     3 authorize    grants: effects within grant? allow | ask | deny; expiry, max invocations
     4 validate     args against the tool's JSON Schema (cached validators)
-    5 approve      ask -> ApprovalRequest, wait for an answer or time out
-    6 budget       rate limits
-    7 idempotency  replay a stored result; fold concurrent duplicates
-    8 execute      runtime.invoke(spec, args, HostContext), bounded by the tool timeout
-    9 safety       leak scan (store secrets, values injected in this call, credential shapes), size limit
-   10 audit        one hash-chained record, committed before the result is returned
+    5 preflight    the runtime refuses what it can refuse without running (pins, egress, exec
+                   deny) and may add its own ask (exec approvals)
+    6 approve      grant ask + runtime ask -> one ApprovalRequest (approver.py), one timeout
+    7 budget       rate limits
+    8 idempotency  replay a stored result; fold concurrent duplicates; keyed per session
+    9 execute      runtime.invoke(spec, args, HostContext), bounded by the tool timeout
+   10 safety       leak scan (store secrets, values injected in this call, credential shapes) of
+                   the output, its content blocks and forwarded progress/log text; one size limit
+   11 audit        one hash-chained record, committed before the result is returned
 
-Validation runs before approval (DESIGN.md has it after budgets): nobody should be asked to
-approve a call that cannot run. Steps 1-7 and 9 decide over values; only step 8 runs a tool;
-step 10 always happens, for denials and failures too. ``call`` never raises for a tool or policy
-failure: the ToolResult says what went wrong.
+Validation and preflight run before approval (DESIGN.md has validation after budgets): nobody
+should be asked to approve a call that cannot run. Only step 9 runs a tool; step 11 always
+happens, for denials and failures too. ``call`` never raises for a tool or policy failure: the
+ToolResult says what went wrong.
 """
 
 from __future__ import annotations
@@ -28,22 +31,27 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from pincer.approver import ApprovalHook, Approver
 from pincer.config import Config
-from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import (
-    ApprovalDenied,
-    Denied,
-    PincerError,
-    ToolError,
-    ToolTimeout,
-)
+from pincer.core.effects import Mode
+from pincer.core.errors import Denied, PincerError, ToolError, ToolTimeout
 from pincer.core.schema import validate_args
-from pincer.core.values import CallRequest, Decision, HostContext, ToolOutput, ToolResult, ToolSpec, Usage
+from pincer.core.values import (
+    CallRequest,
+    ClientChannel,
+    Decision,
+    HostContext,
+    RuntimeAsk,
+    ToolOutput,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 from pincer.policy.budget import RateLimit, RateLimiter
 from pincer.policy.grants import Grant, evaluate_grants, grant_matches
-from pincer.policy.session import evaluate_session
+from pincer.policy.session import SessionKind, evaluate_session
 from pincer.registry import Registry
-from pincer.store.approvals import Answer, ApprovalRequest, ApprovalStatus, ApprovalStore
+from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.grants import GrantStore
 from pincer.store.idempotency import IdempotencyStore, args_digest, check_key
@@ -51,8 +59,6 @@ from pincer.store.idempotency import IdempotencyStore, args_digest, check_key
 logger = logging.getLogger(__name__)
 
 __all__ = ["Dispatcher", "ApprovalHook", "redact_args"]
-
-ApprovalHook = Callable[[ApprovalRequest], Awaitable[None]]
 
 _SECRET_KEY_WORDS = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "private_key")
 _REDACTED = "[REDACTED]"
@@ -140,9 +146,25 @@ class Dispatcher:
         # The config is immutable: its per-tool answers are computed once.
         self._limits: dict[str, RateLimit] = {}
         self._sessions: dict[tuple[str, str], Decision] = {}
-        self._grant_cache: dict[str, tuple[tuple[Grant, ...], Decision]] = {}
+        self._grant_cache: dict[tuple[str, str], tuple[tuple[Grant, ...], Decision]] = {}
         self._merged_grants: tuple[tuple[Grant, ...] | None, tuple[Grant, ...]] = (None, ())
         self._config_grants: tuple[Grant, ...] = config.grants
+        self.approver = Approver(
+            approvals=approvals,
+            grants=grants,
+            audit=audit,
+            session_kind=lambda session: self.config.session(session).kind,
+            timeout_s=lambda: self.config.approval_timeout_s,
+        )
+
+    def reconfigure(self, config: Config) -> None:
+        """Decide under ``config`` from now on; every answer computed from the old one is dropped."""
+        self.config = config
+        self._limits.clear()
+        self._sessions.clear()
+        self._grant_cache.clear()
+        self._config_grants = config.grants
+        self._merged_grants = (None, ())
 
     # -- the chain ---------------------------------------------------------------------------
 
@@ -216,15 +238,41 @@ class Dispatcher:
             trace.decision = verdict
             raise Denied(verdict.reason, hint="change the session's allow/deny lists in config.toml")
 
-        decision = self._grant_decision(spec)
+        decision = self._grant_decision(spec, request.session)
         trace.decision = decision
         if decision.mode is Mode.DENY:
             raise Denied(decision.reason, hint="a grant in config.toml denies this; change it to allow or ask")
 
         validate_args(spec, request.args)
 
-        if decision.mode is Mode.ASK:
-            decision = await self._ask(request, spec, decision, trace, scanner, on_approval)
+        key = request.idempotency_key
+        if key is not None and spec.side_effecting:
+            # A replay runs nothing: it needs no approval (and is this session's own result).
+            stored = self.idempotency.lookup(request.session, spec.name, key, args_digest(request.args))
+            if stored is not None:
+                trace.cached = True
+                return _replayed(stored)
+
+        hosts = planned_hosts(spec, request.args)
+        runtime_ask = await self._preflight(request, spec, runtime, decision, hosts, scanner)
+        approval: str | None = None
+        if decision.mode is Mode.ASK or runtime_ask is not None:
+
+            def note(created: ApprovalRequest) -> None:
+                trace.approval_id = created.id
+
+            asked = await self.approver.ask(
+                binding=_call_binding(request),
+                session=request.session,
+                spec=spec,
+                args_shown=trace.args,
+                hosts=hosts,
+                grant_decision=decision,
+                runtime_ask=runtime_ask,
+                on_approval=on_approval,
+                on_created=note,
+            )
+            decision, approval = asked.decision, asked.approval
             trace.decision = decision
 
         limit = self._limits.get(spec.name)
@@ -234,32 +282,55 @@ class Dispatcher:
         if decision.grant_id is not None:
             self._grant_uses[decision.grant_id] = self._uses(decision.grant_id) + 1
 
-        key = request.idempotency_key
         if key is not None and spec.side_effecting:
-            return await self._run_once(request, spec, runtime, decision, key, trace, scanner)
-        return await self._execute(request, spec, runtime, decision, trace, scanner)
+            return await self._run_once(request, spec, runtime, decision, key, trace, scanner, approval)
+        return await self._execute(request, spec, runtime, decision, trace, scanner, approval)
+
+    async def _preflight(
+        self,
+        request: CallRequest,
+        spec: ToolSpec,
+        runtime: Any,
+        decision: Decision,
+        hosts: tuple[str, ...],
+        scanner: Scanner,
+    ) -> RuntimeAsk | None:
+        """Step 5: what the runtime refuses or asks before anyone is asked. The hosts it checks
+        are the ones the call would get if approved (the grant's, else the call's own)."""
+        preflight = getattr(runtime, "preflight", None)
+        if preflight is None:
+            return None
+        if decision.mode is Mode.ASK and decision.hosts is None:
+            decision = replace(decision, hosts=hosts or None)
+        host = self._host_context(request, spec, decision, None, scanner)
+        asked = await preflight(spec, request.args, host)
+        return asked if isinstance(asked, RuntimeAsk) else None
 
     async def _run_once(
-        self, request, spec, runtime, decision, key: str, trace: _Trace, scanner: Scanner
+        self,
+        request: CallRequest,
+        spec: ToolSpec,
+        runtime: Any,
+        decision: Decision,
+        key: str,
+        trace: _Trace,
+        scanner: Scanner,
+        approval: str | None,
     ) -> ToolResult:
         digest = args_digest(request.args)
+        session = request.session
         while True:
-            stored = self.idempotency.lookup(spec.name, key, digest)
+            stored = self.idempotency.lookup(session, spec.name, key, digest)
             if stored is not None:
                 trace.cached = True
-                return ToolResult(
-                    ok=stored["ok"],
-                    output=stored.get("output"),
-                    error=stored.get("error"),
-                    content=tuple(stored["content"]) if stored.get("content") else None,
-                    cached=True,
-                )
-            if await self.idempotency.claim(spec.name, key):
+                return _replayed(stored)
+            if await self.idempotency.claim(session, spec.name, key):
                 break
         try:
-            result = await self._execute(request, spec, runtime, decision, trace, scanner)
+            result = await self._execute(request, spec, runtime, decision, trace, scanner, approval)
             if result.ok or (result.error and result.error.get("code") == "tool_error"):
                 self.idempotency.store(
+                    session,
                     spec.name,
                     key,
                     digest,
@@ -272,7 +343,7 @@ class Dispatcher:
                 )
             return result
         finally:
-            self.idempotency.release(spec.name, key)
+            self.idempotency.release(session, spec.name, key)
 
     async def _execute(
         self,
@@ -282,22 +353,10 @@ class Dispatcher:
         decision: Decision,
         trace: _Trace,
         scanner: Scanner,
+        approval: str | None,
     ) -> ToolResult:
-        secrets = self._secret_access(spec) if self._secret_access else None
-        host = HostContext(
-            session=request.session,
-            tool=spec.name,
-            network_hosts=decision.hosts,
-            allow_private_network=self.config.allow_private_network,
-            workspace=self.config.workspace,
-            timeout_s=self.config.tool_timeout_s,
-            max_output_bytes=self.config.max_output_bytes,
-            capabilities=spec.capabilities or self.config.credential_capabilities,
-            secrets=secrets,
-            invoke=self._nested_invoker(request),
-            client=request.client,
-            depth=request.depth,
-        )
+        host = self._host_context(request, spec, decision, approval, scanner)
+        secrets = host.secrets
         started = time.perf_counter()
         output: ToolOutput | None = None
         try:
@@ -317,8 +376,33 @@ class Dispatcher:
         duration_ms = (time.perf_counter() - started) * 1000
         return self._finish(spec, output, scanner.with_values(injected) if injected else scanner, duration_ms)
 
+    def _host_context(
+        self, request: CallRequest, spec: ToolSpec, decision: Decision, approval: str | None, scanner: Scanner
+    ) -> HostContext:
+        secrets = self._secret_access(spec) if self._secret_access else None
+        client = request.client
+        if client is not None:
+            # What a tool reports while it runs reaches the client as text: scanned like its
+            # output, with the values injected in this very call among the secrets.
+            client = _ScannedChannel(client, scanner, secrets)
+        return HostContext(
+            session=request.session,
+            tool=spec.name,
+            network_hosts=decision.hosts,
+            allow_private_network=self.config.allow_private_network,
+            workspace=self.config.workspace,
+            timeout_s=self.config.tool_timeout_s,
+            max_output_bytes=self.config.max_output_bytes,
+            capabilities=spec.capabilities or self.config.credential_capabilities,
+            secrets=secrets,
+            invoke=self._nested_invoker(request),
+            client=client,
+            depth=request.depth,
+            approval=approval,
+        )
+
     def _finish(self, spec: ToolSpec, output: ToolOutput, scanner: Scanner, duration_ms: float) -> ToolResult:
-        from pincer.safety.limits import limit_output
+        from pincer.safety.limits import limit_result
 
         value, redactions = scanner.scan(output.value)
         content = None
@@ -326,7 +410,8 @@ class Dispatcher:
             scanned_content, more = scanner.scan([dict(block) for block in output.content])
             content = tuple(scanned_content)
             redactions += more
-        value, truncated, size = limit_output(value, self.config.max_output_bytes)
+        # One limit over everything the result carries: its value and its content blocks.
+        value, content, truncated, size = limit_result(value, content, self.config.max_output_bytes)
         usage = Usage(
             duration_ms=duration_ms,
             output_bytes=size,
@@ -343,74 +428,21 @@ class Dispatcher:
 
     # -- approvals ---------------------------------------------------------------------------
 
-    async def _ask(
+    def answer(
         self,
-        request: CallRequest,
-        spec: ToolSpec,
-        decision: Decision,
-        trace: _Trace,
-        scanner: Scanner,
-        on_approval: ApprovalHook | None,
-    ) -> Decision:
-        hosts = planned_hosts(spec, request.args)
-        approval = self.approvals.create(
-            session=request.session,
-            tool=spec.name,
-            args=trace.args,
-            effects=tuple(sorted(e.value for e in spec.effects)),
-            hosts=hosts,
-            reason=decision.reason,
-            timeout_s=self.config.approval_timeout_s,
-        )
-        trace.approval_id = approval.id
-        if on_approval is not None:
-            try:
-                await on_approval(approval)
-            except Exception:  # the hook is a convenience; the request stays answerable elsewhere
-                logger.exception("approval hook failed for %s", approval.id)
-        answered = await self.approvals.wait(approval.id, self.config.approval_timeout_s)
-        if answered.status is ApprovalStatus.DENY:
-            raise ApprovalDenied(
-                f"{spec.name} was denied by {answered.answered_by or 'a person'} (approval {approval.id})"
-            )
-        if answered.status is ApprovalStatus.ALLOW_ALWAYS:
-            grant = Grant(
-                tool=spec.name,
-                effects=dict.fromkeys(spec.effects, Mode.ALLOW),
-                hosts=hosts or None if EffectKind.NETWORK in spec.effects else None,
-                source=f"approval {approval.id}",
-            )
-            self.grants.add(grant)
-            return Decision(
-                mode=Mode.ALLOW,
-                reason=f"allowed always by {answered.answered_by or 'a person'} (approval {approval.id})",
-                grant_id=grant.id,
-                hosts=grant.hosts,
-            )
-        return Decision(
-            mode=Mode.ALLOW,
-            reason=f"allowed once by {answered.answered_by or 'a person'} (approval {approval.id})",
-            hosts=hosts or decision.hosts,
-        )
+        approval_id: str,
+        answer: Answer | str,
+        *,
+        by: str,
+        as_session: str | None = None,
+        scope: AnswerScope | str | None = None,
+    ) -> ApprovalRequest:
+        """Answer an approval (audited). ``as_session``: the gateway session answering, which
+        must be a main session; None for a person at the CLI."""
+        return self.approver.answer(approval_id, answer, by=by, as_session=as_session, scope=scope)
 
-    def answer(self, approval_id: str, answer: Answer | str, *, by: str) -> ApprovalRequest:
-        """Answer an approval and record the answer in the audit log."""
-        answered = self.approvals.answer(approval_id, answer, by=by)
-        self.audit.append_sync(
-            AuditEntry(
-                session=answered.session,
-                caller=by,
-                tool=answered.tool,
-                kind="approval",
-                decision=answered.status.value,
-                reason=f"approval {answered.id} answered {answered.status.value} by {by}",
-                outcome="answered",
-                args=answered.args,
-                effects=answered.effects,
-                approval_id=answered.id,
-            )
-        )
-        return answered
+    def is_main_session(self, session: str) -> bool:
+        return self.config.session(session).kind is SessionKind.MAIN
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -428,14 +460,23 @@ class Dispatcher:
             self._sessions[key] = verdict
         return verdict
 
-    def _grant_decision(self, spec: ToolSpec) -> Decision:
+    def _grant_decision(self, spec: ToolSpec, session: str) -> Decision:
         """Grants decide per call; the answer is reused while the grant set is the same object
-        and no matching grant can expire or run out (those depend on the clock and the count)."""
+        and no matching grant can expire or run out (those depend on the clock and the count).
+        The cache key is the tool's policy hash: a tool whose effects change is decided anew."""
         grants = self._all_grants()
-        cached = self._grant_cache.get(spec.policy_hash)
+        cache_key = (spec.policy_hash, session)
+        cached = self._grant_cache.get(cache_key)
         if cached is not None and cached[0] is grants:
             return cached[1]
-        decision = evaluate_grants(spec, grants, now=self._clock(), uses=self._uses)
+        decision = evaluate_grants(
+            spec,
+            grants,
+            now=self._clock(),
+            uses=self._uses,
+            session=session,
+            session_kind=self.config.session(session).kind.value,
+        )
         is_stable = not any(
             (g.expires_at is not None or g.max_invocations is not None) and grant_matches(g, spec.name)
             for g in grants
@@ -443,7 +484,7 @@ class Dispatcher:
         if is_stable:
             if len(self._grant_cache) > 65_536:
                 self._grant_cache.clear()
-            self._grant_cache[spec.policy_hash] = (grants, decision)
+            self._grant_cache[cache_key] = (grants, decision)
         return decision
 
     def _all_grants(self) -> tuple[Grant, ...]:
@@ -480,7 +521,9 @@ class Dispatcher:
         decision = trace.decision
         error = result.error or {}
         code = error.get("code")
-        if code in ("denied", "approval_denied", "approval_timeout", "budget_exceeded", "egress_denied"):
+        if code == "approval_pending":
+            outcome = "pending"  # returned at once; the same call made again runs it
+        elif code in ("denied", "approval_denied", "approval_timeout", "budget_exceeded", "egress_denied"):
             outcome = "denied"
         else:
             outcome = "ok" if result.ok else "error"
@@ -508,3 +551,45 @@ class Dispatcher:
         )
 
 
+
+
+def _replayed(stored: Mapping[str, Any]) -> ToolResult:
+    return ToolResult(
+        ok=stored["ok"],
+        output=stored.get("output"),
+        error=stored.get("error"),
+        content=tuple(stored["content"]) if stored.get("content") else None,
+        cached=True,
+    )
+
+
+def _call_binding(request: CallRequest) -> str:
+    """Which call an approval belongs to: session, tool, arguments and idempotency key."""
+    return args_digest(
+        {"session": request.session, "tool": request.tool, "args": request.args, "key": request.idempotency_key}
+    )
+
+
+class _ScannedChannel:
+    """A ClientChannel whose progress and log text is leak-scanned before it leaves. Other
+    capabilities of the underlying channel (elicitation, sampling) pass through."""
+
+    def __init__(self, inner: ClientChannel, scanner: Scanner, secrets: Any) -> None:
+        self.inner = inner
+        self._scanner = scanner
+        self._secrets = secrets
+
+    def _scan(self, text: str) -> str:
+        injected = tuple(getattr(self._secrets, "injected", ()) or ())
+        scanner = self._scanner.with_values(injected) if injected else self._scanner
+        scanned, _ = scanner.scan(text)
+        return scanned if isinstance(scanned, str) else str(scanned)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        await self.inner.progress(progress, total, self._scan(message) if message else message)
+
+    async def log(self, level: str, message: str) -> None:
+        await self.inner.log(level, self._scan(message))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

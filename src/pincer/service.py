@@ -15,10 +15,10 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from pincer.approver import ApprovalHook
 from pincer.config import Config, load_config
-from pincer.core.errors import PincerError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
-from pincer.dispatch import ApprovalHook, Dispatcher
+from pincer.dispatch import Dispatcher
 from pincer.registry import Registry
 from pincer.runtimes.base import Runtime
 from pincer.safety.scanner import LeakScanner
@@ -30,7 +30,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["Pincer", "RUNTIME_CLOSE_TIMEOUT_S"]
 
 RUNTIME_CLOSE_TIMEOUT_S = 10.0
-TOOL_WATCH_INTERVAL_S = 1.0
 
 
 class Pincer:
@@ -48,6 +47,8 @@ class Pincer:
         self.registry = Registry()
         self.wasm: Any = None
         self._scripts: Runtime | None = None
+        self._mcp: Runtime | None = None
+        self._openapi: Runtime | None = None
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
@@ -103,45 +104,75 @@ class Pincer:
         self.wasm = WasmRuntime(self.home, scanner=self.scanner)
         await self.add_runtime(self.wasm)
 
-    async def watch_installed_tools(
+    async def watch_state(
         self,
-        interval_s: float = TOOL_WATCH_INTERVAL_S,
+        interval_s: float | None = None,
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Pick up tools that another process (``pincer tools install``) added or removed, so a
-        running gateway serves them without a restart. Runs until cancelled; with
-        ``TaskGroup.start`` it reports ready once it has taken stock of what is installed."""
-        from pincer.runtimes.script.installed import script_dir
+        """Follow what other processes change under PINCER_HOME (installed tools, MCP servers,
+        OpenAPI services, config.toml, exec-approvals.json) until cancelled; see reload.py."""
+        from pincer.reload import STATE_WATCH_INTERVAL_S, watch_state
 
-        def stamp(folder: Path) -> tuple[tuple[str, int], ...]:
-            try:
-                return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir()))
-            except OSError:
-                return ()
+        await watch_state(self, STATE_WATCH_INTERVAL_S if interval_s is None else interval_s, task_status=task_status)
 
-        wasm_dir, scripts_dir = self.home / "tools" / "wasm", script_dir(self.home)
-        seen = (stamp(wasm_dir), stamp(scripts_dir))
-        task_status.started()
-        while True:
-            await anyio.sleep(interval_s)
-            now = (stamp(wasm_dir), stamp(scripts_dir))
-            if now == seen:
-                continue
-            try:
-                if now[0] != seen[0] and getattr(self, "wasm", None) is not None:
-                    await self.wasm.rescan()
-                if now[1] != seen[1] and self._scripts is not None:
-                    old, self._scripts = self._scripts, self._script_runtime()
-                    await self.remove_runtime(old)
-                    await self.add_runtime(self._scripts)
-            except PincerError as exc:
-                logger.warning("reloading installed tools failed: %s", exc)
-            seen = now
+    watch_installed_tools = watch_state
+
+    async def apply_config(self, config: Config) -> None:
+        """Run under ``config`` from now on (a reloaded config.toml): the dispatcher decides with
+        it, the gateway's tokens follow it, the script runtime is rebuilt when its settings move."""
+        from pincer.reload import live_config_changes
+
+        old, self.config = self.config, config
+        self.dispatcher.reconfigure(config)
+        for setting in live_config_changes(old, config):
+            logger.warning("config.toml: %s changed; it takes effect when `pincer serve` restarts", setting)
+        config.workspace.mkdir(parents=True, exist_ok=True)
+        sandbox = ("sandbox_backend", "sandbox_main_session_on_host", "sandbox_use_workspace", "sandbox_container_image")
+        if any(getattr(old, key) != getattr(config, key) for key in sandbox):
+            await self.reload_script_tools()
+
+    async def reload_wasm_tools(self) -> None:
+        if getattr(self, "wasm", None) is not None:
+            await self.wasm.rescan()
+
+    async def reload_script_tools(self) -> None:
+        if self._scripts is not None:
+            old, self._scripts = self._scripts, self._script_runtime()
+            await self._swap(old, self._scripts)
+
+    async def reload_mcp_servers(self) -> None:
+        """Servers whose entry did not change keep running (and their calls in flight)."""
+        from pincer.runtimes.mcp import McpRuntime
+        from pincer.runtimes.mcp.config import ServerStore
+
+        if self._mcp is not None:
+            await self._mcp.reconcile(ServerStore(self.home).load())  # type: ignore[attr-defined]
+            return
+        new = McpRuntime.from_home(self.home, secrets=self.secrets, scanner=self.scanner)
+        if new.servers:
+            self._mcp = new
+            await self.add_runtime(new)
+
+    async def reload_openapi_services(self) -> None:
+        from pincer.runtimes.openapi import OpenApiRuntime
+
+        new = OpenApiRuntime.from_home(self.home)
+        old, self._openapi = self._openapi, (new if new.services else None)
+        await self._swap(old, self._openapi)
+
+    async def _swap(self, old: Runtime | None, new: Runtime | None) -> None:
+        """Replace a runtime: the old one's tools leave, the new one's arrive. Its tools are
+        missing from the registry for the moment between."""
+        if old is not None:
+            await self.remove_runtime(old)
+        if new is not None:
+            await self.add_runtime(new)
 
     def _script_runtime(self) -> Runtime:
-        """The ``exec`` tool and the installed script tools. Exec approvals are asked through the
-        same approval requests as every other ask; allow-always answers go to exec-approvals.json."""
+        """The ``exec`` tool and the installed script tools. Exec approvals are asked in the call
+        chain's one approval step (the runtime's preflight); allow-always answers go to
+        exec-approvals.json."""
         from pincer.policy.session import SessionKind
         from pincer.runtimes.script import ScriptRuntime
         from pincer.runtimes.script.installed import installed_manifests, load_exec_policy, save_exec_policy
@@ -157,29 +188,10 @@ class Pincer:
             exec_policy=load_exec_policy(self.home),
         )
 
-        async def approve_exec(request: Any) -> str | None:
-            evaluation = request.evaluation
-            approval = self.approvals.create(
-                session=request.session,
-                tool=request.tool,
-                args={"command": self.dispatcher.redact({"command": request.command})["command"]},
-                effects=("execute_code", "spawn_process"),
-                hosts=(),
-                reason=f"exec approval: {evaluation.reason}"
-                + ("" if request.sandboxed else " (runs on the host, unsandboxed)"),
-                timeout_s=config.approval_timeout_s,
-            )
-            try:
-                answered = await self.approvals.wait(approval.id, config.approval_timeout_s)
-            except PincerError:
-                return None  # nobody answered: the policy's ask fallback decides
-            return answered.status.value
-
         return ScriptRuntime(
             installed_manifests(self.home),
             settings,
             is_main_session=lambda session: config.session(session).kind is SessionKind.MAIN,
-            approver=approve_exec,
             on_policy_change=lambda policy: save_exec_policy(self.home, policy),
         )
 
@@ -187,12 +199,14 @@ class Pincer:
         from pincer.runtimes.mcp import McpRuntime
         from pincer.runtimes.openapi import OpenApiRuntime
 
-        mcp = McpRuntime.from_home(self.home, secrets=self.secrets)
+        mcp = McpRuntime.from_home(self.home, secrets=self.secrets, scanner=self.scanner)
         if mcp.servers:
             await self.add_runtime(mcp)
+            self._mcp = mcp
         openapi = OpenApiRuntime.from_home(self.home)
         if openapi.services:
             await self.add_runtime(openapi)
+            self._openapi = openapi
 
     async def add_runtime(self, runtime: Runtime) -> None:
         """Start ``runtime`` and register its tools. A runtime with ``subscribe(listener)`` (MCP:

@@ -133,7 +133,7 @@ def test_approval_round_trip_between_processes(tmp_path: Path) -> None:
     assert waiting.returncode == 0, err
     assert json.loads(out)["ok"] is True
     assert (tmp_path / "workspace" / "a.txt").read_text() == "hello"
-    assert pincer(tmp_path, "approvals", "deny", request["id"]).returncode == 2  # already answered
+    assert pincer(tmp_path, "approvals", "deny", request["id"]).returncode == 1  # already answered: a failure, not a usage error
     kinds = [(r["kind"], r["decision"]) for r in as_json(pincer(tmp_path, "audit", "list", "--json"))]
     assert ("approval", "allow_once") in kinds
 

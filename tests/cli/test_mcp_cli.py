@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pincer.cli.main import app
@@ -38,7 +40,7 @@ def test_add_pins_list_test_and_remove(pincer_home: Path) -> None:
     code, report, _ = invoke("mcp", "test", "faulty", "--json")
     assert code == 0 and report["server"] == "faulty 1.0" and report["protocol_version"] == "2025-11-25"
     assert report["connect_ms"] > 0 and report["missing"] == []
-    code, _, err = invoke("mcp", "add", "faulty", "--command", "x", "--no-connect")
+    code, _, err = invoke("mcp", "add", "faulty", "--command", sys.executable, "--no-connect")
     assert code == 2 and "already exists" in err
     code, _, _ = invoke("mcp", "remove", "faulty", "--json")
     assert code == 0
@@ -85,8 +87,9 @@ def test_add_refuses_bad_input_and_writes_nothing(pincer_home: Path) -> None:
 
 
 def test_add_keeps_a_server_that_does_not_answer_and_says_so(pincer_home: Path, tmp_path: Path) -> None:
-    code, data, _ = invoke("mcp", "add", "gone", "--command", str(tmp_path / "missing-program"), "--json")
+    code, data, _ = invoke("mcp", "add", "gone", "--command", str(tmp_path / "missing-program"), "--force", "--json")
     assert code == 0 and "did not answer" in data["warning"] and "cannot run" in data["warning"]
+    assert any("saved with --force" in note for note in data["notes"])
     assert [s.name for s in ServerStore(pincer_home).load()] == ["gone"]
 
 
@@ -94,6 +97,7 @@ def test_import_the_ironclaw_registry_directory(pincer_home: Path, corpus: Path)
     code, data, _ = invoke("mcp", "import", str(corpus / "ironclaw-v0.29.1/registry/mcp-servers"), "--json")
     assert code == 0, data
     assert len(data["imported"]) == 8 and data["format"] == "registry directory"
+    assert data["unknown_keys"] == {}  # every key of IronClaw's registry entries is read or known metadata
     assert any("does not run OAuth flows" in note for note in data["notes"])
     servers = {s.name: s for s in ServerStore(pincer_home).load()}
     assert servers["linear"].transport == "sse" and servers["notion"].url == "https://mcp.notion.com/mcp"
@@ -151,3 +155,140 @@ def test_a_server_printing_its_token_on_stderr_does_not_leak_it_through_the_cli(
     code, data, _ = invoke("mcp", "test", "careless", "--json")
     assert code == 1 and "cannot log in" in data["error"]["message"]
     assert "tok-5e1f0a9d3c2b7e8f" not in json.dumps(data)
+
+
+def test_add_checks_the_command_and_saves_nothing_unless_forced(pincer_home: Path, tmp_path: Path) -> None:
+    """Issue 10 item 4. Failed on main before add checked its command: `pincer mcp add x --command
+    /no/such/binary` saved the entry and only warned."""
+    code, data, _ = invoke("mcp", "add", "x", "--command", "/no/such/binary", "--json")
+    assert code == 1 and data["error"]["code"] == "runtime_unavailable"
+    assert "'/no/such/binary' is not an executable file; nothing was saved" in data["error"]["message"]
+    assert "--force" in data["error"]["hint"]
+    code, _, err = invoke("mcp", "add", "x", "--command", "no-such-program-4f2a")
+    assert code == 1 and "'no-such-program-4f2a' is not on PATH" in " ".join(err.split())
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    code, _, err = invoke("mcp", "add", "x", "--command", "./server.sh", "--cwd", str(tmp_path), "--no-connect")
+    assert code == 1 and "relative to" in err  # exists, but is not executable
+    assert not (pincer_home / "mcp" / "servers.json").exists()
+    script.chmod(0o755)
+    code, _, _ = invoke("mcp", "add", "x", "--command", "./server.sh", "--cwd", str(tmp_path), "--no-connect")
+    assert code == 0  # a relative command is found in the server's working directory
+    code, data, _ = invoke("mcp", "add", "y", "--command", "/no/such/binary", "--force", "--no-connect", "--json")
+    assert code == 0 and any("saved with --force" in note for note in data["notes"])
+    assert [s.name for s in ServerStore(pincer_home).load()] == ["x", "y"]
+    code, _, err = invoke("mcp", "add", "z", "--url", "ws://127.0.0.1/mcp", "--force", "--no-connect")
+    assert code == 2 and "not an http(s) URL" in err  # --force never saves an unusable URL
+
+
+def test_a_failed_mcp_test_hints_at_the_fix_not_at_itself(pincer_home: Path, tmp_path: Path) -> None:
+    """Issue 10 item 4. Failed on main: `pincer mcp test gone` hinted "`pincer mcp test gone` shows
+    the error" after running exactly that."""
+    code, _, _ = invoke("mcp", "add", "gone", "--command", str(tmp_path / "missing"), "--force", "--no-connect")
+    assert code == 0
+    code, data, _ = invoke("mcp", "test", "gone", "--json")
+    assert code == 1 and "cannot run" in data["error"]["message"]
+    hint = data["error"]["hint"]
+    assert "pincer mcp test" not in hint and "servers.json" in hint and "pincer mcp add gone ... --replace" in hint
+
+
+def test_effects_overrides_and_capabilities_are_stored_listed_and_filter_tools(pincer_home: Path) -> None:
+    """Issue 10 item 6: `--effects`, `--tool-effects` and `--capability` on add; shown by
+    `pincer mcp list`; `--capability` filters `pincer mcp list` and `pincer tools list`."""
+    code, data, _ = add_faulty_with(
+        "fs", "--effects", "read_filesystem,write_filesystem", "--tool-effects", "crash=spawn_process",
+        "--capability", "local",
+    )
+    assert code == 0, data
+    assert data["server"]["effects"] == ["read_filesystem", "write_filesystem"]
+    assert data["server"]["tools"] == {"crash": {"effects": ["spawn_process"]}}
+    assert data["server"]["capabilities"] == ["local"]
+    code, servers, _ = invoke("mcp", "list", "--json")
+    assert code == 0 and servers[0]["capabilities"] == ["local"]
+    code, servers, _ = invoke("mcp", "list", "--capability", "discord", "--json")
+    assert code == 0 and servers == []
+    code, _, err = invoke("mcp", "list")
+    assert code == 0 and "override" in err and "local" in err  # the table wraps its cells
+    code, tools, _ = invoke("tools", "list", "--capability", "local", "--json")
+    assert code == 0 and tools and all(t["name"].startswith("fs_") for t in tools)
+    effects = {t["name"]: t["effects"] for t in tools}
+    assert effects["fs_echo"] == ["read_filesystem"]  # readOnlyHint drops the write effect
+    assert effects["fs_crash"] == ["spawn_process"] and effects["fs_pid"] == ["read_filesystem", "write_filesystem"]
+    code, tools, _ = invoke("tools", "list", "--capability", "discord", "--json")
+    assert code == 0 and tools == []
+    for args, message in (
+        (["--effects", "read_filesystem,flying"], "unknown effect 'flying'"),
+        (["--tool-effects", "crash"], "is not TOOL=EFFECT"),
+        (["--capability", "has space"], "not a usable capability label"),
+    ):
+        code, _, err = invoke("mcp", "add", "bad", "--command", sys.executable, "--no-connect", *args)
+        assert code == 2 and message in " ".join(err.split()), (args, err)
+
+
+def add_faulty_with(name: str, *options: str) -> tuple[int, dict | list | None, str]:
+    return invoke(
+        "mcp", "add", name, "--command", sys.executable, "--arg", "-u", "--arg", str(FAULTY_SERVER), *options, "--json"
+    )
+
+
+OPENAPI_DOCUMENT = """\
+openapi: 3.1.0
+info: {title: Inventory, version: "1"}
+servers: [{url: "https://inventory.example/v1"}]
+paths:
+  /items:
+    get: {operationId: listItems, summary: List the items, responses: {"200": {description: ok}}}
+  /items/{id}:
+    delete:
+      operationId: deleteItem
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"204": {description: gone}}
+"""
+
+
+def test_openclaw_entries_import_as_they_are_written(pincer_home: Path, tmp_path: Path) -> None:
+    """Issue 10 item 9. Failed on main: `pincer mcp import` took OpenClaw's openapi-mcp and
+    clawd-mcp entries as remote MCP servers and dropped specPath, capabilities and every other
+    key it did not know, saying nothing."""
+    from pincer.runtimes.openapi import ServiceStore
+
+    folder = tmp_path / "openclaw"
+    folder.mkdir()
+    (folder / "openapi-spec.yaml").write_text(OPENAPI_DOCUMENT)
+    config = folder / "openclaw.json"
+    config.write_text(json.dumps({"mcp": {"servers": {
+        "openapi-mcp": {"url": "http://localhost:8080/sse", "specPath": "./openapi-spec.yaml"},
+        "clawd-mcp": {"url": "https://clawd.example/mcp", "capabilities": ["discord", "telegram"],
+                      "healthCheck": {"interval": 30000}, "codex": {"enabled": True}},
+    }}}))
+    code, data, _ = invoke("mcp", "import", str(config), "--json")  # the cwd is not the file's folder
+    assert code == 0, data
+    assert data["format"] == "OpenClaw mcp.servers"
+    assert data["imported"] == ["clawd-mcp"] and data["openapi_services"] == ["openapi-mcp"]
+    assert data["capabilities"] == {"clawd-mcp": ["discord", "telegram"]}
+    assert data["unknown_keys"] == {"mcp.servers.clawd-mcp": ["codex", "healthCheck"]}
+    assert any("openapi-mcp's own endpoint, is not used" in note for note in data["notes"])
+    (service,) = ServiceStore(pincer_home).load()
+    assert service.name == "openapi-mcp" and service.base_url == "https://inventory.example/v1"
+    assert service.spec == str(folder / "openapi-spec.yaml")
+    assert {op.name for op in service.operations} == {"listItems", "deleteItem"}
+    assert ServerStore(pincer_home).get("clawd-mcp").capabilities == ("discord", "telegram")
+    code, _, err = invoke("mcp", "import", str(config))
+    assert code == 2 and "openapi-mcp (OpenAPI)" in err and "clawd-mcp" in err
+    code, _, err = invoke("mcp", "import", str(config), "--replace")
+    assert code == 0 and "not imported: mcp.servers.clawd-mcp: unknown keys codex, healthCheck" in " ".join(err.split())
+    assert "OpenAPI services: openapi-mcp" in err
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.text(alphabet="ab_=,. \x00read_filesystemnetwork", max_size=30), max_size=4))
+def test_the_effect_options_only_raise_usage_errors(values: list[str]) -> None:
+    from pincer.cli.mcp import _parse_effect_list, _parse_tool_effects
+    from pincer.core.errors import UsageError
+
+    for parse in (lambda: _parse_tool_effects(values), lambda: _parse_effect_list(",".join(values), "--effects")):
+        try:
+            parsed = parse()
+        except UsageError:
+            continue
+        assert isinstance(parsed, (dict, frozenset))

@@ -156,6 +156,26 @@ class ServerProcess:
     process: subprocess.Popen[str]
     info: dict[str, Any]
     home: Path
+    stderr_lines: queue.Queue[str]
+
+    def wait_for_log(self, text: str, timeout_s: float = SERVER_START_TIMEOUT_S) -> str:
+        """The first stderr line (from now on) that contains ``text``; AssertionError after the timeout."""
+        deadline = threading.Event()
+        timer = threading.Timer(timeout_s, deadline.set)
+        timer.start()
+        seen = []
+        try:
+            while not deadline.is_set():
+                try:
+                    line = self.stderr_lines.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                seen.append(line)
+                if text in line:
+                    return line
+        finally:
+            timer.cancel()
+        raise AssertionError(f"no log line with {text!r} within {timeout_s} s; saw {seen[-20:]!r}")
 
     @property
     def token(self) -> str:
@@ -200,17 +220,21 @@ def pincer_serve(home: Path, *args: str) -> Iterator[ServerProcess]:
         env=env,
     )
     lines: queue.Queue[str] = queue.Queue()
+    errors: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True)
     reader.start()
+    # stderr is drained as it comes, so a chatty server never blocks on a full pipe.
+    error_reader = threading.Thread(target=_reader, args=(process.stderr, errors), daemon=True)
+    error_reader.start()
     try:
         try:
             info = read_json_document(lines, SERVER_START_TIMEOUT_S)
         except AssertionError:
             process.kill()
-            raise AssertionError(
-                f"pincer serve did not start: {process.stderr.read() if process.stderr else ''}"
-            ) from None
-        yield ServerProcess(process=process, info=info, home=home)
+            process.wait(timeout=SERVER_STOP_TIMEOUT_S)
+            error_reader.join(timeout=SERVER_STOP_TIMEOUT_S)
+            raise AssertionError(f"pincer serve did not start: {''.join(errors.queue)}") from None
+        yield ServerProcess(process=process, info=info, home=home, stderr_lines=errors)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
@@ -220,6 +244,7 @@ def pincer_serve(home: Path, *args: str) -> Iterator[ServerProcess]:
                 process.kill()
                 process.wait(timeout=SERVER_STOP_TIMEOUT_S)
         reader.join(timeout=SERVER_STOP_TIMEOUT_S)
+        error_reader.join(timeout=SERVER_STOP_TIMEOUT_S)
         for stream in (process.stdout, process.stderr):
             if stream:
                 stream.close()

@@ -110,7 +110,7 @@ async def test_approvals_are_listed_and_answered_once(gateway: LiveGateway) -> N
         bad = await http.post(f"/api/v1/approvals/{approval_id}", json={"decision": "maybe"})
     assert one.json()["status"] == "pending"
     assert denied.json()["status"] == "deny" and denied.json()["answered_by"] == "rest:main"
-    assert again.status_code == 409 and "already deny" in again.json()["error"]["message"]
+    assert again.status_code == 409 and "already answered (deny)" in again.json()["error"]["message"]
     assert unknown.status_code == 404
     assert bad.status_code == 422
     assert results[0].status_code == 403 and results[0].json()["error"]["code"] == "approval_denied"

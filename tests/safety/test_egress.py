@@ -304,7 +304,7 @@ async def test_loopback_refused_without_the_setting() -> None:
                     HttpRequest(method="GET", url=url),
                     policy=_local_policy(server.port, allow_private_network=False),
                 )
-            assert "[network] allow_private = true" in (info.value.hint or "")  # a real config key
+            assert "[network] allow_private = true" in (info.value.hint or "")
     assert server.requests == []
 
 

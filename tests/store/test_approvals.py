@@ -5,7 +5,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from pincer.core.errors import ApprovalTimeout, UsageError
+from pincer.core.errors import ApprovalAnswered, ApprovalGone, ApprovalTimeout, UsageError
 from pincer.store import Answer, ApprovalStatus, ApprovalStore, open_database
 
 
@@ -59,7 +59,7 @@ async def test_timeout_expires_request(tmp_path: Path) -> None:
     with pytest.raises(ApprovalTimeout, match="within 0.1 s"):
         await store.wait(request.id, timeout_s=0.1)
     assert store.get(request.id).status is ApprovalStatus.EXPIRED
-    with pytest.raises(UsageError, match="already expired"):
+    with pytest.raises(ApprovalGone, match="has expired"):
         store.answer(request.id, "allow_once")
 
 
@@ -71,5 +71,5 @@ def test_bad_answers(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no approval request"):
         store.answer("nope", "deny")
     store.answer(request.id, "deny")
-    with pytest.raises(UsageError, match="already deny"):
+    with pytest.raises(ApprovalAnswered, match=r"already answered \(deny\)"):
         store.answer(request.id, "allow_once")

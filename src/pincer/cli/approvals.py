@@ -10,7 +10,11 @@ import typer
 from rich.table import Table
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, run, stderr
-from pincer.store.approvals import Answer
+from pincer.core.display import honest_json, honest_text
+from pincer.store.approvals import Answer, AnswerScope
+
+# Arguments shown per row of `approvals list`; `approvals show ID` shows them whole.
+LIST_ARGS_MAX_CHARS = 120
 
 app = typer.Typer(help="List and answer approval requests.", no_args_is_help=True)
 
@@ -35,17 +39,49 @@ def list_approvals(
     for column in ("id", "status", "session", "tool", "args", "effects", "hosts", "expires"):
         table.add_column(column)
     for r in requests:
+        args = honest_json(r["args"], LIST_ARGS_MAX_CHARS, see_all=f"`pincer approvals show {r['id']}`")
         table.add_row(
-            r["id"], r["status"], r["session"], r["tool"], json.dumps(r["args"])[:80], ", ".join(r["effects"]),
+            r["id"], r["status"], r["session"], r["tool"], args, ", ".join(r["effects"]),
             ", ".join(r["hosts"]) or "-", dt.datetime.fromtimestamp(r["expires_at"]).isoformat(timespec="seconds"),
         )  # fmt: skip
-    stderr.print(table)
+    stderr.print(table, markup=False, highlight=False)
 
 
-def _answer(approval_id: str, answer: Answer, as_json: bool) -> None:
+@app.command("show")
+def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
+    """Show one approval request whole: every argument, the reason, what else the person is shown."""
+
     async def body() -> dict[str, Any]:
         async with open_pincer(builtins=False) as pincer:
-            return pincer.dispatcher.answer(approval_id, answer, by="cli").to_dict()
+            pincer.approvals.expire_overdue()
+            return pincer.approvals.get(approval_id).to_dict()
+
+    approval = run(body, as_json=as_json)
+    if as_json:
+        emit_json(approval)
+        return
+    lines = [
+        f"approval {approval['id']}: {approval['status']}",
+        f"session:  {approval['session']} ({approval['session_kind']})",
+        f"tool:     {approval['tool']}",
+        f"effects:  {', '.join(approval['effects']) or 'none'}",
+        f"hosts:    {', '.join(approval['hosts']) or '-'}",
+        f"why:      {honest_text(approval['reason'])}",
+        "arguments:",
+        honest_text(json.dumps(approval["args"], indent=2, ensure_ascii=False, default=str)),
+    ]
+    if approval["detail"]:
+        lines += ["detail:", honest_text(json.dumps(approval["detail"], indent=2, ensure_ascii=False, default=str))]
+    if approval["answered_by"]:
+        lines.append(f"answered by {approval['answered_by']}" + (f" (scope {approval['scope']})" if approval["scope"] else ""))
+    # markup off: arguments are the caller's text, never rich markup to interpret.
+    stderr.print("\n".join(lines), markup=False, highlight=False)
+
+
+def _answer(approval_id: str, answer: Answer, as_json: bool, scope: AnswerScope | None = None) -> None:
+    async def body() -> dict[str, Any]:
+        async with open_pincer(builtins=False) as pincer:
+            return pincer.dispatcher.answer(approval_id, answer, by="cli", scope=scope).to_dict()
 
     answered = run(body, as_json=as_json)
     if as_json:
@@ -58,10 +94,15 @@ def _answer(approval_id: str, answer: Answer, as_json: bool) -> None:
 def approve(
     approval_id: str,
     always: bool = typer.Option(False, "--always", help="Also record a grant so this tool stops asking."),
+    scope: AnswerScope = typer.Option(
+        AnswerScope.KIND,
+        "--scope",
+        help="With --always: the grant covers sessions of the kind that asked (kind), only that session, or all.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Allow a pending call once, or always."""
-    _answer(approval_id, Answer.ALLOW_ALWAYS if always else Answer.ALLOW_ONCE, as_json)
+    """Allow a pending call once, or always. Exits 1 when the call that asked is gone."""
+    _answer(approval_id, Answer.ALLOW_ALWAYS if always else Answer.ALLOW_ONCE, as_json, scope if always else None)
 
 
 @app.command("deny")

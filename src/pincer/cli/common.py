@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pincer.core.errors import PincerError, UsageError
+from pincer.core.errors import ClientCapabilityMissing, ConfigError, PincerError, UsageError, error_class
 
 __all__ = [
     "EXIT_OK",
@@ -67,8 +67,10 @@ async def open_pincer(*, builtins: bool = True) -> AsyncIterator[Any]:
 
 def exit_code_for(error: PincerError | dict[str, Any]) -> int:
     code = error.code if isinstance(error, PincerError) else str(error.get("code", ""))
-    usage_codes = {"usage_error", "tool_not_found", "invalid_arguments", "idempotency_conflict", "config_error"}
-    return EXIT_USAGE if code in usage_codes else EXIT_FAILURE
+    cls = error_class(code)
+    # The caller asked for something malformed, or the settings are: exit 2, as for a bad flag.
+    is_usage = cls is not None and issubclass(cls, (UsageError, ConfigError)) and cls is not ClientCapabilityMissing
+    return EXIT_USAGE if is_usage else EXIT_FAILURE
 
 
 def emit_json(value: Any) -> None:
@@ -76,13 +78,19 @@ def emit_json(value: Any) -> None:
     sys.stdout.flush()
 
 
+def print_error(message: str, hint: str | None = None, *, code: str = "error") -> None:
+    """An error and its hint on stderr. Their text is escaped: a hint naming ``[network]``
+    must print as written, not vanish as rich markup."""
+    stderr.print(f"[bold red]{escape(code)}:[/] {escape(message)}")
+    if hint:
+        stderr.print(f"[dim]hint: {escape(hint)}[/]")
+
+
 def fail(error: PincerError, *, as_json: bool = False) -> NoReturn:
     if as_json:
         emit_json({"ok": False, "error": error.to_dict()})
     else:
-        stderr.print(f"[bold red]error:[/] {escape(error.message)}")  # text, not markup
-        if error.hint:
-            stderr.print(f"[dim]hint: {escape(error.hint)}[/]")
+        print_error(error.message, error.hint)
     raise typer.Exit(exit_code_for(error))
 
 

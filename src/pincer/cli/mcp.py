@@ -18,7 +18,7 @@ import anyio
 import typer
 from rich.table import Table
 
-from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, pincer_home, run, stderr
+from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, pincer_home, print_error, run, stderr
 from pincer.core.errors import PincerError, UsageError
 
 app = typer.Typer(help="Connect external MCP servers as governed tools.", no_args_is_help=True)
@@ -44,15 +44,21 @@ class _Secrets:
     def find(self, name: str) -> str | None:
         return self.store().find(name)
 
+    def scanner(self) -> Any:
+        """The leak scanner over the store's secrets (credential shapes only without a store)."""
+        from pincer.safety.scanner import LeakScanner
+        from pincer.secrets.store import SECRETS_DB_NAME
+
+        if self._store is None and not (self.home / SECRETS_DB_NAME).exists():
+            return LeakScanner(())  # no store (and none made just to look): no value can be anywhere
+        try:
+            return LeakScanner(self.store().values())
+        except PincerError:
+            return LeakScanner(())  # an unreadable store: none of its values can be used either
+
     def scrub(self, error: PincerError) -> PincerError:
         """A server's error text (its stderr tail) may echo a secret: redact before showing it."""
-        from pincer.safety.scanner import LeakScanner
-
-        try:
-            scanner = LeakScanner(self.store().values())
-        except PincerError:
-            return error  # no readable store: nothing of it can be in the text
-        error.message, _ = scanner.scan(error.message)
+        error.message, _ = self.scanner().scan(error.message)
         return error
 
     def close(self) -> None:
@@ -76,6 +82,26 @@ def _target(server: Any) -> str:
     return server.url or ""
 
 
+def _parse_effect_list(text: str, what: str) -> frozenset[Any]:
+    from pincer.core.effects import parse_effects
+
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    return parse_effects(names, source=what)
+
+
+def _parse_tool_effects(values: list[str]) -> dict[str, frozenset[Any]]:
+    overrides: dict[str, frozenset[Any]] = {}
+    for item in values:
+        tool, found, effects = item.partition("=")
+        if not found or not tool.strip():
+            raise UsageError(
+                f"--tool-effects {item!r} is not TOOL=EFFECT[,EFFECT]",
+                hint="for example --tool-effects read_file=read_filesystem (TOOL is the server's own name)",
+            )
+        overrides[tool.strip()] = _parse_effect_list(effects, f"--tool-effects {tool.strip()}")
+    return overrides
+
+
 @app.command("add")
 def add(
     name: str = typer.Argument(..., help="Server name; its tools are called NAME_TOOL."),
@@ -88,13 +114,22 @@ def add(
     header: list[str] = typer.Option([], "--header", help="K:V sent to a remote server; V may use ${secret:NAME}."),
     startup: str = typer.Option("lazy", "--startup", help="lazy (on first call) or eager (with pincer)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds per call (default: tools.timeout_s)."),
-    read_only: bool = typer.Option(False, "--read-only", help="Its tools only read: effects narrow to network."),
+    read_only: bool = typer.Option(False, "--read-only", help="Its tools only read: the write effects are dropped."),
+    effects: str | None = typer.Option(
+        None, "--effects", help="What its tools do, e.g. read_filesystem,write_filesystem (replaces the default)."
+    ),
+    tool_effects: list[str] = typer.Option(
+        [], "--tool-effects", help="TOOL=EFFECT[,EFFECT]: one tool's effects, exactly (repeatable)."
+    ),
+    capability: list[str] = typer.Option([], "--capability", help="A label shown and filtered by (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Save it even if its command is not found now."),
     replace_existing: bool = typer.Option(False, "--replace", help="Replace a server of the same name."),
     connect: bool = typer.Option(True, "--connect/--no-connect", help="Start it now and pin its tools."),
     as_json: bool = JsonOption,
 ) -> None:
     """Add a server: a stdio command or a remote URL. Its tools are pinned when it first answers."""
     from pincer.runtimes.mcp import ServerConfig, ServerStore
+    from pincer.runtimes.mcp.config import check_command
     from pincer.runtimes.mcp.environment import check_variable_name
     from pincer.runtimes.mcp.importers import protect_env, protect_headers
 
@@ -110,20 +145,33 @@ def add(
         home = pincer_home()
         notes: list[str] = []
         secrets: dict[str, str] = {}
+        fitted: dict[str, Any] = {
+            "startup": startup,
+            "timeout_s": timeout,
+            "read_only": read_only,
+            "effects": _parse_effect_list(effects, "--effects") if effects is not None else None,
+            "tool_effects": _parse_tool_effects(tool_effects),
+            "capabilities": tuple(capability),
+        }
         if command is not None:
             pairs = _parse_pairs(env, "=", "--env")
             for key in pairs:  # said explicitly here: refuse rather than drop
                 check_variable_name(key, source="--env")
             env_values, secrets, notes = protect_env(name, pairs)
             config = ServerConfig(
-                name=name, transport="stdio", command=command, args=tuple(arg), env=env_values, cwd=cwd,
-                startup=startup, timeout_s=timeout, read_only=read_only,  # type: ignore[arg-type]
+                name=name, transport="stdio", command=command, args=tuple(arg), env=env_values, cwd=cwd, **fitted
             )
+            if force:
+                try:
+                    check_command(config)
+                except PincerError as exc:
+                    notes.append(f"saved with --force although {exc.message.removesuffix('; nothing was saved')}")
+            else:
+                check_command(config)
         else:
             header_values, secrets, notes = protect_headers(name, _parse_pairs(header, ":", "--header"))
             config = ServerConfig(
-                name=name, transport=transport, url=url, headers=header_values,  # type: ignore[arg-type]
-                startup=startup, timeout_s=timeout, read_only=read_only,  # type: ignore[arg-type]
+                name=name, transport=transport, url=url, headers=header_values, **fitted  # type: ignore[arg-type]
             )
         store = ServerStore(home)
         holder = _Secrets(home)
@@ -137,6 +185,7 @@ def add(
                 try:
                     report = await _probe(home, config, holder, record=True)
                     result["tools"] = report["tools"]
+                    result["refused"] = report["refused"]
                     result["connect_ms"] = report["connect_ms"]
                 except PincerError as exc:
                     result["warning"] = f"saved, but it did not answer: {holder.scrub(exc).message}"
@@ -154,11 +203,31 @@ def add(
     if result.get("warning"):
         stderr.print(f"[yellow]warning:[/] {result['warning']}")
     elif result["tools"] is not None:
-        stderr.print(f"pinned {len(result['tools'])} tools: {', '.join(t['name'] for t in result['tools'])}")
+        pinned = [t["name"] for t in result["tools"] if t["state"] == "trusted"]
+        stderr.print(f"pinned {len(pinned)} tools: {', '.join(pinned)}")
+        _print_refused(result.get("refused") or [])
+
+
+def _print_refused(refused: list[dict[str, Any]]) -> None:
+    for item in refused:
+        print_error(item["reason"], item["hint"], code="refused")
+
+
+def _effects_text(server: dict[str, Any]) -> str:
+    if server.get("effects") is not None:
+        text = ", ".join(server["effects"]) or "none"
+    else:
+        text = "default (" + ("external_write" if server["transport"] == "stdio" else "network, external_write") + ")"
+    if server.get("tools"):
+        text += f"; {len(server['tools'])} tool override(s)"
+    return text
 
 
 @app.command("list")
-def list_servers(as_json: bool = JsonOption) -> None:
+def list_servers(
+    capability: str | None = typer.Option(None, "--capability", help="Only servers with this capability label."),
+    as_json: bool = JsonOption,
+) -> None:
     """List the configured servers (without starting them)."""
     from pincer.runtimes.mcp import PinStore, ServerStore
 
@@ -168,6 +237,7 @@ def list_servers(as_json: bool = JsonOption) -> None:
         return [
             {**server.to_json(), "pinned_tools": sorted(pins.pins(server.name))}
             for server in ServerStore(home).load()
+            if capability is None or capability in server.capabilities
         ]
 
     servers = run(body, as_json=as_json)
@@ -175,13 +245,14 @@ def list_servers(as_json: bool = JsonOption) -> None:
         emit_json(servers)
         return
     table = Table(title=f"{len(servers)} MCP servers", title_justify="left")
-    for column in ("name", "transport", "target", "startup", "enabled", "pinned tools"):
+    for column in ("name", "transport", "target", "startup", "enabled", "effects", "capabilities", "pinned tools"):
         table.add_column(column)
     for server in servers:
         target = server.get("url") or " ".join([server.get("command") or "", *server.get("args", [])])
         table.add_row(
             server["name"], server["transport"], target, server["startup"],
-            "yes" if server["enabled"] else "no", str(len(server["pinned_tools"])),
+            "yes" if server["enabled"] else "no", _effects_text(server),
+            ", ".join(server.get("capabilities", [])) or "-", str(len(server["pinned_tools"])),
         )
     stderr.print(table)
 
@@ -203,6 +274,14 @@ def remove(name: str, as_json: bool = JsonOption) -> None:
         stderr.print(f"removed MCP server {name}")
 
 
+# Said after `pincer mcp test` itself failed to start the server: pointing at that command again
+# would send the user round in a circle.
+_START_FAILED_HINT = (
+    "fix the server's command, arguments or env (the message above ends with its stderr): edit "
+    "$PINCER_HOME/mcp/servers.json, or add it again with `pincer mcp add {name} ... --replace`"
+)
+
+
 async def _probe_configured(home: Path, name: str) -> dict[str, Any]:
     """Probe a configured server without recording anything; errors come back scrubbed of secrets."""
     from pincer.runtimes.mcp import ServerStore
@@ -212,14 +291,19 @@ async def _probe_configured(home: Path, name: str) -> dict[str, Any]:
     try:
         return await _probe(home, config, holder, record=False)
     except PincerError as exc:
-        raise holder.scrub(exc) from None
+        error = holder.scrub(exc)
+        if error.hint and "pincer mcp test" in error.hint:
+            error.hint = _START_FAILED_HINT.format(name=name)
+        raise error from None
     finally:
         holder.close()
 
 
 async def _probe(home: Path, config: Any, secrets: _Secrets, *, record: bool) -> dict[str, Any]:
-    """Start the server once, list its tools, compare them with the pins, stop it."""
+    """Start the server once, list its tools, decide them against the pins (leak scan included),
+    stop it. ``record``: pin the tools seen for the first time."""
     from pincer.runtimes.mcp import PinStore, ServerConnection
+    from pincer.runtimes.mcp.assignment import assign_tools, holds_secret
 
     conn = ServerConnection(config, secrets=secrets.find)
     started = time.perf_counter()
@@ -235,15 +319,29 @@ async def _probe(home: Path, config: Any, secrets: _Secrets, *, record: bool) ->
     finally:
         await conn.aclose()
     pins = PinStore(home)
+    scanner = secrets.scanner()
+    taken = _taken_by_others(pins, config.name)
+    assignment = assign_tools(config.name, pins.pins(config.name), definitions, scanner=scanner, taken=taken)
     if record:
-        pins.record_new(config.name, definitions)
-    pinned = pins.pins(config.name)
+        pins.record_new(config.name, [t.definition for t in assignment.tools if t.state == "new"])
+        assignment = assign_tools(config.name, pins.pins(config.name), definitions, scanner=scanner, taken=taken)
     tools = []
+    seen: set[str] = set()
     for definition in definitions:
-        pin = pinned.get(definition.name)
-        state = "new" if pin is None else ("trusted" if pin.hash == definition.hash else "changed")
-        tools.append({"name": definition.name, "state": state, "description": definition.description})
-    missing = sorted(set(pinned) - {d.name for d in definitions})
+        if definition.name in seen:
+            continue
+        seen.add(definition.name)
+        if holds_secret(scanner, definition):
+            continue  # listed under "refused", by its redacted name only
+        entry = next((t for t in assignment.tools if t.upstream == definition.name), None)
+        tools.append({
+            "name": definition.name,
+            "registry_name": entry.registry_name if entry is not None else None,
+            "state": assignment.state_of(definition.name),
+            "description": definition.description,
+        })
+    pinned = pins.pins(config.name)
+    missing = sorted(scanner.scan_text(u)[0] for u in set(pinned) - seen)
     return {
         "ok": True,
         "name": config.name,
@@ -252,25 +350,54 @@ async def _probe(home: Path, config: Any, secrets: _Secrets, *, record: bool) ->
         "connect_ms": round(connect_ms, 1),
         "list_tools_ms": round(list_ms, 1),
         "tools": tools,
+        "refused": [{"tool": r.tool, "kind": r.kind, "reason": r.reason, "hint": r.hint} for r in assignment.refused],
         "listed_again": len(again),
         "missing": missing,
-        "definitions": definitions,
+        "assignment": assignment,
+    }
+
+
+def _taken_by_others(pins: Any, server: str) -> set[str]:
+    """Registry names other servers' pins hold (the runtime's rule: the first server by name
+    keeps a name two of them pinned)."""
+    every = pins.all()
+    mine = {pin.registry_name for pin in every.get(server, {}).values()}
+    return {
+        pin.registry_name
+        for other, others in every.items()
+        if other != server
+        for pin in others.values()
+        if not (pin.registry_name in mine and server < other)
     }
 
 
 @app.command("test")
 def test(name: str, as_json: bool = JsonOption) -> None:
-    """Start a server, list its tools and report timing and pin state (changes nothing)."""
+    """Start a server, list its tools and report timing and pin state (changes nothing). Exits 1
+    when a tool is refused because its definition holds a secret."""
+    from pincer.core.errors import DefinitionRefused
 
     async def body() -> dict[str, Any]:
         home = pincer_home()
         report = await _probe_configured(home, name)
-        report.pop("definitions")
+        report.pop("assignment")
+        leaks = [r for r in report["refused"] if r["kind"] == "secret"]
+        if leaks:
+            error = DefinitionRefused(
+                f"{len(leaks)} tool definition(s) hold a secret and are refused: "
+                + ", ".join(repr(r["tool"]) for r in leaks),
+                source=f"MCP server {name!r}",
+                hint=leaks[0]["hint"],
+            )
+            report["ok"] = False
+            report["error"] = error.to_dict()
         return report
 
     report = run(body, as_json=as_json)
     if as_json:
         emit_json(report)
+        if not report["ok"]:
+            raise typer.Exit(EXIT_FAILURE)
         return
     stderr.print(
         f"[bold]{name}[/]: {report['server'] or 'unnamed server'}, protocol {report['protocol_version']}, "
@@ -284,6 +411,10 @@ def test(name: str, as_json: bool = JsonOption) -> None:
     stderr.print(table)
     if report["missing"]:
         stderr.print(f"no longer offered: {', '.join(report['missing'])}")
+    _print_refused(report["refused"])
+    if not report["ok"]:
+        print_error(report["error"]["message"], report["error"].get("hint"))
+        raise typer.Exit(EXIT_FAILURE)
 
 
 @app.command("trust")
@@ -293,27 +424,32 @@ def trust(
     yes: bool = typer.Option(False, "--yes", "-y", help="Trust without asking."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Show how a server's tools changed since they were trusted, and trust them as they are now."""
+    """Show how a server's tools changed since they were trusted (definition, effect annotations,
+    which upstream tool holds a name), and trust them as they are now."""
+    from pincer.core.errors import DefinitionRefused
     from pincer.runtimes.mcp import PinStore, describe_change
 
     async def inspect() -> tuple[list[Any], list[dict[str, Any]]]:
         home = pincer_home()
         report = await _probe_configured(home, name)
-        pinned = PinStore(home).pins(name)
-        chosen = [d for d in report["definitions"] if tool is None or d.name == tool]
+        assignment = report["assignment"]
+        chosen = [c for c in assignment.candidates if tool is None or c.definition.name == tool]
         if tool is not None and not chosen:
+            refusal = next((r for r in assignment.refused if r.tool == tool), None)
+            if refusal is not None:
+                raise DefinitionRefused(refusal.reason, source=f"MCP server {name!r}", hint=refusal.hint)
+            if any(t["name"] == tool for t in report["tools"]):
+                return [], []
             raise UsageError(f"server {name!r} offers no tool {tool!r}", hint=f"`pincer mcp test {name}` lists them")
         changes = []
-        for definition in chosen:
-            pin = pinned.get(definition.name)
-            if pin is None:
-                changes.append({"tool": definition.name, "change": "new", "diff": ""})
-            elif pin.hash != definition.hash:
-                changes.append(
-                    {"tool": definition.name, "change": "changed", "diff": describe_change(pin.definition, definition)}
-                )
-        wanted = {c["tool"] for c in changes}
-        return [d for d in chosen if d.name in wanted], changes
+        for candidate in chosen:
+            change: dict[str, Any] = {"tool": candidate.definition.name, "change": candidate.change, "diff": ""}
+            if candidate.pinned is not None:
+                change["diff"] = describe_change(candidate.pinned, candidate.definition)
+            if candidate.change == "owner_changed" and candidate.pinned is not None:
+                change["replaces"] = candidate.pinned.name
+            changes.append(change)
+        return [c.definition for c in chosen], changes
 
     definitions, changes = run(inspect, as_json=as_json)
     if not changes:
@@ -324,7 +460,10 @@ def trust(
         return
     if not as_json:
         for change in changes:
-            stderr.print(f"[bold]{name}/{change['tool']}[/]: {change['change']}")
+            label = change["change"].replace("_", " ")
+            if change.get("replaces"):
+                label += f": takes the name of {change['replaces']!r}"
+            stderr.print(f"[bold]{name}/{change['tool']}[/]: {label}", markup=True, highlight=False)
             if change["diff"]:
                 stderr.print(change["diff"], markup=False, highlight=False)
     if not yes:
@@ -333,7 +472,7 @@ def trust(
             if as_json:
                 emit_json({"ok": False, "error": error.to_dict(), "changes": changes})
                 raise typer.Exit(EXIT_FAILURE)
-            stderr.print(f"[bold red]error:[/] {error.message}\n[dim]hint: {error.hint}[/]")
+            print_error(error.message, error.hint)
             raise typer.Exit(EXIT_FAILURE)
         if not typer.confirm(f"trust {len(changes)} tool definition(s) of {name}?", err=True):
             raise typer.Exit(EXIT_FAILURE)
@@ -346,22 +485,30 @@ def trust(
 
 @app.command("import")
 def import_servers(
-    path: Path = typer.Argument(..., help="mcp-servers.json, a registry entry (or a directory of them), or an mcpServers file."),
+    path: Path = typer.Argument(
+        ..., help="mcp-servers.json, a registry entry (or a directory of them), an mcpServers file or openclaw.json."
+    ),
     replace_existing: bool = typer.Option(False, "--replace", help="Replace servers of the same names."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Import MCP servers from IronClaw's and desktop clients' files. All or nothing."""
+    """Import MCP servers from IronClaw's, OpenClaw's and desktop clients' files. All or nothing.
+    Entries that describe an OpenAPI document (``specPath``) become OpenAPI services."""
+    from pincer.cli.openapi import fetch_document
     from pincer.runtimes.mcp import ServerStore
     from pincer.runtimes.mcp.importers import import_path
+    from pincer.runtimes.openapi import ServiceStore
 
     async def body() -> dict[str, Any]:
         home = pincer_home()
-        result = import_path(path)
-        if not result.servers:
+        result = import_path(path, fetch=fetch_document)
+        if not result.servers and not result.services:
             raise UsageError(f"{path} holds no MCP server pincer can use", hint="; ".join(result.notes) or None)
         store = ServerStore(home)
+        services = ServiceStore(home)
         existing = {s.name for s in store.load()}
         clashes = sorted(existing & {s.name for s in result.servers})
+        existing_services = {s.name for s in services.load()}
+        clashes += sorted(f"{s.name} (OpenAPI)" for s in result.services if s.name in existing_services)
         if clashes and not replace_existing:
             raise UsageError(
                 f"servers already configured: {', '.join(clashes)}; nothing was imported",
@@ -373,12 +520,18 @@ def import_servers(
                 holder.store().set(name, value)
         finally:
             holder.close()
-        store.add_many(result.servers, replace_existing=replace_existing)
+        if result.servers:
+            store.add_many(result.servers, replace_existing=replace_existing)
+        for service in result.services:
+            services.add(service, replace_existing=replace_existing)
         return {
             "ok": True,
             "format": result.format,
             "imported": [s.name for s in result.servers],
+            "openapi_services": [s.name for s in result.services],
+            "capabilities": {s.name: list(s.capabilities) for s in result.servers if s.capabilities},
             "secrets_stored": sorted(result.secrets),
+            "unknown_keys": result.unknown_keys,
             "notes": result.notes,
         }
 
@@ -388,7 +541,12 @@ def import_servers(
         return
     for note in result["notes"]:
         stderr.print(f"[dim]{note}[/]")
-    stderr.print(f"imported {len(result['imported'])} servers ({result['format']}): {', '.join(result['imported'])}")
+    for entry, keys in result["unknown_keys"].items():
+        stderr.print(f"[yellow]not imported:[/] {entry}: unknown keys {', '.join(keys)}")
+    imported = f"imported {len(result['imported'])} servers ({result['format']}): {', '.join(result['imported'])}"
+    if result["openapi_services"]:
+        imported += f"; OpenAPI services: {', '.join(result['openapi_services'])}"
+    stderr.print(imported)
 
 
 @app.command("stdio")

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from pincer.cli.common import JsonOption, emit_json, pincer_home, run, stderr
-from pincer.core.errors import ManifestError, UsageError
+from pincer.core.errors import ManifestError, ToolError, UsageError
 
 app = typer.Typer(help="Turn OpenAPI services into tools.", no_args_is_help=True)
 
@@ -47,6 +47,31 @@ def fetch_document(url: str) -> bytes:
         raise ManifestError(f"could not fetch it: {type(exc).__name__}: {exc}", source=url) from None
 
 
+async def check_base_url(base: str) -> None:
+    """Refuse at add time what every call would be refused: a scheme or an address the egress
+    rule does not allow under this home's config (plain http only to loopback with
+    [network] allow_private = true; private addresses only with it; metadata addresses never)."""
+    from pincer.config import load_config
+    from pincer.core.errors import EgressDenied
+    from pincer.safety import egress
+
+    config = load_config(pincer_home())
+    allow_private = config.allow_private_network
+    why = "; save it anyway with --force"
+    try:
+        target = egress.check_url(base, allow_plain_http=allow_private)
+        policy = egress.EgressPolicy.from_hosts(
+            [target.authority], allow_private_network=allow_private, allow_plain_http_loopback=allow_private
+        )
+        await egress.resolve_checked(target, policy)
+    except EgressDenied as exc:
+        raise UsageError(
+            f"calls to {base} would all be refused: {exc.message}", hint=(exc.hint or "use an https base URL") + why
+        ) from None
+    except ToolError as exc:  # the name does not resolve now: it may later; say so, do not refuse
+        stderr.print(f"[yellow]warning:[/] {exc.message}; calls will fail until it resolves")
+
+
 @app.command("add")
 def add(
     name: str = typer.Argument(..., help="Service name; its tools are called NAME_OPERATION."),
@@ -55,10 +80,12 @@ def add(
     auth_secret: str | None = typer.Option(None, "--auth-secret", help="Secret store entry holding the credential."),
     auth: str | None = typer.Option(None, "--auth", help="bearer | header:NAME | query:NAME"),
     replace_existing: bool = typer.Option(False, "--replace", help="Replace a service of the same name."),
+    force: bool = typer.Option(False, "--force", help="Save even when calls to the base URL would be refused."),
     as_json: bool = JsonOption,
 ) -> None:
     """Read a document and store one tool per operation (path, query, header and body
-    parameters in one JSON Schema; local and file-relative $refs resolved)."""
+    parameters in one JSON Schema; local and file-relative $refs resolved). A base URL that
+    calls could never reach under the current config is refused (exit 1) unless --force."""
     from pincer.runtimes.openapi import ServiceConfig, ServiceStore, extract_operations, load_document, server_urls
     from pincer.runtimes.openapi.config import parse_auth
     from pincer.runtimes.openapi.document import Resolver
@@ -79,6 +106,8 @@ def add(
         base = base_url or next(iter(server_urls(document, location)), None)
         if base is None:
             raise UsageError("the document names no server", hint="give --base-url https://api.example.com")
+        if not force:
+            await check_base_url(base)
         info = document.get("info") if isinstance(document.get("info"), dict) else {}
         service = ServiceConfig(
             name=name,

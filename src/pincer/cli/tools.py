@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from pincer.cli.common import (
@@ -19,22 +18,38 @@ from pincer.cli.common import (
     open_pincer,
     parse_json_arg,
     pincer_home,
+    print_error,
     run,
     stderr,
 )
 from pincer.core.errors import UsageError
 from pincer.core.values import CallRequest
+from pincer.policy.visibility import visible_tool, visible_tools
 
 app = typer.Typer(help="List, inspect and call tools.", no_args_is_help=True)
 
 
+SessionOption = typer.Option("main", "--session", help="Show what this session sees (its session policy applies).")
+
+
 @app.command("list")
-def list_tools(as_json: bool = JsonOption) -> None:
-    """List every tool: name, description, runtime, effects, input schema."""
+def list_tools(
+    session: str = SessionOption,
+    capability: str | None = typer.Option(
+        None, "--capability", help="Only tools of MCP servers whose entry carries this capability label."
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """List the tools a session sees: name, description, runtime, effects, input schema."""
 
     async def body() -> list[dict[str, Any]]:
         async with open_pincer() as pincer:
-            return [spec.to_dict() for spec in pincer.registry.list()]
+            policy = pincer.config.session(session)
+            return [
+                spec.to_dict()
+                for spec in visible_tools(policy, pincer.registry.list())
+                if capability is None or capability in (spec.annotations.get("capabilities") or ())
+            ]
 
     tools = run(body, as_json=as_json)
     if as_json:
@@ -49,12 +64,12 @@ def list_tools(as_json: bool = JsonOption) -> None:
 
 
 @app.command("show")
-def show_tool(name: str, as_json: bool = JsonOption) -> None:
+def show_tool(name: str, session: str = SessionOption, as_json: bool = JsonOption) -> None:
     """Show one tool with its input schema."""
 
     async def body() -> dict[str, Any]:
         async with open_pincer() as pincer:
-            return pincer.registry.get(name).to_dict()
+            return visible_tool(pincer.config.session(session), pincer.registry.get, name).to_dict()
 
     tool = run(body, as_json=as_json)
     if as_json:
@@ -106,10 +121,7 @@ def call_tool(
             stderr.print("[dim](cached result: the tool did not run again)[/]")
     else:
         error = result["error"]
-        # Messages are text, not rich markup: "[sandbox] workdir_max_bytes" must print as written.
-        stderr.print(f"[bold red]{escape(str(error.get('code', 'error')))}:[/] {escape(str(error.get('message', '')))}")
-        if error.get("hint"):
-            stderr.print(f"[dim]hint: {escape(str(error['hint']))}[/]")
+        print_error(str(error.get("message", "")), error.get("hint"), code=str(error.get("code", "error")))
     raise typer.Exit(EXIT_OK if result["ok"] else exit_code_for(result["error"]))
 
 

@@ -11,11 +11,14 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   └── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
     ├── ConfigError                503  config.toml or another settings file is unusable
     ├── ManifestError              422  a capabilities or registry manifest is malformed
+    │   └── DefinitionRefused      422  an MCP server's tool definition holds a secret (or another refusal)
     ├── PolicyError                403  the call chain refused the call
     │   ├── Denied                 403  session policy or a grant says deny
     │   ├── ApprovalDenied         403  a person answered deny
     │   ├── ApprovalTimeout        408  nobody answered in time
     │   ├── ApprovalGone           410  the approval a caller came back for no longer waits
+    │   ├── ApprovalAnswered       409  the approval was answered already
+    │   ├── ApprovalPending        428  asked, not answered yet; call again after the answer
     │   ├── BudgetExceeded         429  a rate limit or invocation budget is spent
     │   └── EgressDenied           403  a host, address or redirect outside the allowlist
     ├── InputRequired              409  the tool needs answers from an MCP client first
@@ -41,6 +44,7 @@ __all__ = [
     "IdempotencyConflict",
     "ConfigError",
     "ManifestError",
+    "DefinitionRefused",
     "PolicyError",
     "Denied",
     "ApprovalDenied",
@@ -54,6 +58,8 @@ __all__ = [
     "StoreError",
     "AuditChainBroken",
     "ApprovalGone",
+    "ApprovalAnswered",
+    "ApprovalPending",
     "InputRequired",
     "ClientCapabilityMissing",
     "error_class",
@@ -120,6 +126,14 @@ class ManifestError(PincerError):
         super().__init__(where + message, hint=hint)
         self.source = source
         self.key = key
+
+
+class DefinitionRefused(ManifestError):
+    """A tool definition pincer will not list or pin (it holds a secret, or takes a name a
+    trusted tool holds); the message names the server and the tool, never the secret."""
+
+    code = "definition_refused"
+    http_status = 422
 
 
 class PolicyError(PincerError):
@@ -200,6 +214,31 @@ class ApprovalGone(PolicyError):
 
     code = "approval_gone"
     http_status = 410
+
+
+class ApprovalAnswered(PolicyError):
+    """An answer to an approval that someone answered first."""
+
+    code = "approval_answered"
+    http_status = 409
+
+
+class ApprovalPending(PolicyError):
+    """The call needs an approval nobody can give in this client; it returned at once. The same
+    call made again (same session, tool, arguments and idempotency key) after a person answers
+    runs under that answer."""
+
+    code = "approval_pending"
+    http_status = 428
+
+    def __init__(self, message: str, *, approval_id: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.approval_id = approval_id
+
+    def to_dict(self) -> dict[str, object]:
+        data = super().to_dict()
+        data["approval_id"] = self.approval_id
+        return data
 
 
 class InputRequired(PincerError):

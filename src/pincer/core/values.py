@@ -26,6 +26,7 @@ __all__ = [
     "Decision",
     "HostContext",
     "ClientChannel",
+    "RuntimeAsk",
     "definition_hash",
     "policy_hash",
     "canonical_json",
@@ -252,3 +253,21 @@ class HostContext:
     invoke: InvokeCallback | None = None
     client: ClientChannel | None = None
     depth: int = 0
+    # Set when the chain's approval step let this call through: the approval id, or
+    # "ask_fallback" when a runtime's own policy allowed it after nobody answered.
+    approval: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuntimeAsk:
+    """A runtime's own reason to ask a person before a call runs (exec approvals), returned by
+    its ``preflight``. The chain folds it into its one approval step: one request, one timeout,
+    one audit record, every way to answer. ``remember`` persists an ``allow_always`` in the
+    runtime's own policy (the exec allowlist); ``fallback_allows`` says the runtime's policy lets
+    the call run when nobody answers in time."""
+
+    reason: str
+    effects: tuple[str, ...] = ()
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    fallback_allows: bool = False
+    remember: Callable[[], None] | None = field(default=None, compare=False, repr=False)

@@ -46,7 +46,7 @@ def create_gateway(
     extensions: tuple[McpExtension, ...] = (),
 ) -> Gateway:
     """Build the gateway over an open Pincer. ``token`` is the primary bearer token."""
-    tokens = TokenBook(config=pincer.config, primary_token=token)
+    tokens = TokenBook(config=lambda: pincer.config, primary_token=token)
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
     rest = create_rest_app(pincer)

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from pincer.core.display import honest_json, honest_text
 from pincer.core.errors import ApprovalGone, PincerError
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.channel import McpChannel
@@ -61,18 +62,30 @@ APPROVAL_DECISION_SCHEMA: dict[str, Any] = {
 }
 
 
-def approval_message(approval: ApprovalRequest) -> str:
-    import json
+# How much of a call's arguments an elicitation shows before cutting (with a visible note).
+MESSAGE_ARGS_MAX_CHARS = 2_000
 
-    args = json.dumps(approval.args, ensure_ascii=False, default=str)
-    if len(args) > 500:
-        args = args[:500] + "…"
+
+def approval_message(approval: ApprovalRequest) -> str:
+    """What the person is asked, made honest (core/display.py): long whitespace runs counted,
+    invisible characters named, and any cut marked with the command that shows the whole."""
+    see_all = f"`pincer approvals show {approval.id}`"
+    args = honest_json(approval.args, MESSAGE_ARGS_MAX_CHARS, see_all=see_all)
     effects = ", ".join(approval.effects) or "no declared effects"
     hosts = f"; hosts: {', '.join(approval.hosts)}" if approval.hosts else ""
     return (
         f"pincer asks: allow {approval.tool} for session {approval.session}? "
-        f"Effects: {effects}{hosts}. Arguments: {args}. Why asked: {approval.reason}. "
+        f"Effects: {effects}{hosts}. Arguments: {args}. Why asked: {honest_text(approval.reason)}. "
         f"(approval {approval.id})"
+    )
+
+
+def waiting_message(approval: ApprovalRequest, base_url: str | None) -> str:
+    """What a waiting call's progress notifications say: which approval, and how to answer it."""
+    rest = f", or POST {base_url.rstrip('/')}/api/v1/approvals/{approval.id}" if base_url else ""
+    return (
+        f"waiting for approval {approval.id} ({approval.tool}): a person answers with "
+        f"`pincer approvals approve {approval.id}` or `pincer approvals deny {approval.id}`{rest}"
     )
 
 
@@ -92,7 +105,7 @@ def answer_from_reply(reply: Any) -> Answer | None:
 
 def answer_approval(dispatcher: Any, approval_id: str, answer: Answer, session: GatewaySession) -> None:
     try:
-        dispatcher.answer(approval_id, answer, by=f"{ELICITATION_SOURCE}:{session.name}")
+        dispatcher.answer(approval_id, answer, by=f"{ELICITATION_SOURCE}:{session.name}", as_session=session.name)
     except PincerError as exc:  # answered meanwhile, or expired
         logger.info("elicitation answer for %s not applied: %s", approval_id, exc.message)
 
@@ -124,8 +137,14 @@ class ApprovalRounds:
             return state[len(STATE_PREFIX) :]
         return None
 
-    def can_start(self, channel: McpChannel) -> bool:
-        return channel.is_modern and channel.has_capability("elicitation") and self._task_group() is not None
+    def can_start(self, channel: McpChannel, session: GatewaySession) -> bool:
+        # Only a main session's client may be asked: an agent must not approve its own calls.
+        return (
+            session.is_main
+            and channel.is_modern
+            and channel.has_capability("elicitation")
+            and self._task_group() is not None
+        )
 
     async def start(
         self, request: CallRequest, channel: McpChannel, session: GatewaySession

@@ -56,9 +56,13 @@ class McpChannel:
         close_sse_stream: Callable[[], Awaitable[None]] | None = None,
         input_responses: Mapping[str, Any] | None = None,
         request_state: str | None = None,
+        caller_gone: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """``session`` is the SDK's per-request session, the way to send to the client; without
-        one (a 2026-07-28 call answered directly as JSON) nothing is sent mid-call."""
+        one (a 2026-07-28 call answered directly as JSON) nothing is sent mid-call.
+        ``caller_gone`` returns when the client has disconnected (where the transport can tell:
+        the direct JSON path), so a call waiting for a person can end with its caller."""
+        self.caller_gone = caller_gone
         self.protocol_version = protocol_version
         self.is_modern = protocol_version in MODERN_PROTOCOL_VERSIONS
         self._session = session

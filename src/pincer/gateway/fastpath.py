@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -34,10 +34,11 @@ from mcp.shared.inbound import (
 from mcp_types import LOG_LEVEL_META_KEY, SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from starlette.types import Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.guard import SESSION_SCOPE_KEY
+from pincer.gateway.sdk_compat import seal_result
 from pincer.gateway.tokens import GatewaySession
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,15 @@ _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 _CONTINUATION_KEYS = ("requestState", "inputResponses")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _MAX_CACHED_SCHEMAS = 4_096
+
+
+def _disconnect_of(receive: Receive) -> Callable[[], Awaitable[None]]:
+    async def gone() -> None:
+        # The body was read whole already: the next message is the client hanging up.
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    return gone
 
 
 def _accepts(accept: str) -> bool:
@@ -65,7 +75,7 @@ class ModernCallFastPath:
         self._server_info: dict[str, Any] = gateway.server.server_info_stamp
         self._declares: dict[int, tuple[Any, bool]] = {}
 
-    async def try_handle(self, scope: Scope, body: bytes, send: Send) -> bool:
+    async def try_handle(self, scope: Scope, body: bytes, send: Send, receive: Receive | None = None) -> bool:
         """Answer the request and return True, or return False having sent nothing."""
         raw_headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
         headers = dict(raw_headers)
@@ -95,7 +105,10 @@ class ModernCallFastPath:
                 return False
 
         channel = McpChannel(
-            protocol_version=verdict.protocol_version, client_capabilities=verdict.client_capabilities, meta=meta
+            protocol_version=verdict.protocol_version,
+            client_capabilities=verdict.client_capabilities,
+            meta=meta,
+            caller_gone=_disconnect_of(receive) if receive is not None else None,
         )
         request_id = decoded["id"]
         try:
@@ -117,7 +130,7 @@ class ModernCallFastPath:
                 params=decoded["params"],
                 request_id=request_id,
             )
-            result = dict(self._boundary._seal_result(ctx, result, None))  # type: ignore[arg-type]
+            result = seal_result(self._boundary, ctx, result)
         elif any(block.get("type") != "text" for block in result.get("content", ())):
             # Content blocks a runtime produced are checked against the spec before they leave.
             result = serialize_server_result("tools/call", verdict.protocol_version, result)

@@ -8,7 +8,9 @@ Built on the official SDK's low-level ``Server``, which negotiates the protocol 
   :class:`~pincer.gateway.channel.McpChannel` for progress, logs, elicitation and sampling;
   a failure is a result with ``isError``, a denial carries its reason;
 - an ``ask`` goes to the client as an elicitation when it can take one mid-call (handshake
-  era), and otherwise waits for ``POST /api/v1/approvals/{id}`` or ``pincer approvals``;
+  era) or ends the round asking (2026-07-28) — for a main session only: a non-main session's
+  client is never asked to approve its own call — and otherwise waits for
+  ``POST /api/v1/approvals/{id}`` or ``pincer approvals``;
 - registry changes go out as ``notifications/tools/list_changed`` to handshake-era connections
   and as ``toolsListChanged`` events on 2026-07-28 ``subscriptions/listen`` streams.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -44,8 +46,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
 from pincer import __version__
-from pincer.core.effects import Mode
-from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError
+from pincer.core.errors import ApprovalPending, ArgumentsInvalid, PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.gateway.approvals import (
     APPROVAL_DECISION_SCHEMA,
@@ -53,12 +54,14 @@ from pincer.gateway.approvals import (
     answer_approval,
     answer_from_reply,
     approval_message,
+    waiting_message,
 )
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
+from pincer.gateway.sdk_compat import session_connection
 from pincer.gateway.tokens import GatewaySession
-from pincer.policy.session import evaluate_session
+from pincer.policy.visibility import visible_tools
 from pincer.registry import RegistryEvent
 from pincer.store.approvals import ApprovalRequest
 
@@ -73,6 +76,8 @@ ERROR_META_KEY = "pincer/error"
 SSE_RETRY_INTERVAL_MS = 1_000
 # A list_changed notification to one connection may not hold up the others for longer than this.
 NOTIFY_TIMEOUT_S = 5.0
+# How often a call waiting for a person reports progress (clients' request timeouts are ~10 s).
+APPROVAL_PROGRESS_INTERVAL_S = 2.0
 _CHANGE_EVENTS: dict[str, tuple[Any, str]] = {
     "tools": (ToolsListChanged, "send_tool_list_changed"),
     "prompts": (PromptsListChanged, "send_prompt_list_changed"),
@@ -156,6 +161,8 @@ class McpGateway:
         for extension in extensions:
             extension.install(self.server, self)
         self._rounds = ApprovalRounds(pincer, lambda: self._task_group)
+        # Where this gateway answers (set by `serve`); named in the approval progress messages.
+        self.public_url: str | None = None
         self._unsubscribe = pincer.registry.subscribe(self._on_registry_event)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -205,11 +212,7 @@ class McpGateway:
         tools = self._tool_cache.get(session.name)
         if tools is None:
             policy = self.pincer.config.session(session.name)
-            tools = [
-                tool_to_wire(spec)
-                for spec in self.pincer.registry.list()
-                if evaluate_session(policy, spec.name).mode is not Mode.DENY
-            ]
+            tools = [tool_to_wire(spec) for spec in visible_tools(policy, self.pincer.registry.list())]
             self._tool_cache[session.name] = tools
         return complete(ctx, {"tools": tools})
 
@@ -252,7 +255,7 @@ class McpGateway:
         approval_id = self._rounds.continuation(channel)
         if approval_id is not None:
             result = await self._rounds.resume(approval_id, channel, session)
-        elif self._rounds.can_start(channel):
+        elif self._rounds.can_start(channel, session):
             outcome = await self._rounds.start(request, channel, session)
             if isinstance(outcome, dict):
                 return outcome
@@ -276,21 +279,53 @@ class McpGateway:
         self, request: CallRequest, channel: McpChannel, session: GatewaySession
     ) -> ToolResult:
         """The call, with any approval it needs put to the client as an elicitation right away
-        (handshake era) and left answerable over REST and the CLI as well."""
+        (handshake era, main sessions) and left answerable over REST and the CLI as well. While
+        it waits, progress notifications say how to answer (and keep a client's timeout alive);
+        a client nobody can ask gets the approval id at once with when_no_elicitation = "return"."""
         asks: list[anyio.CancelScope] = []
+        call_scope = anyio.CancelScope()
 
         async def put_to_client(approval: ApprovalRequest) -> None:
-            if channel.can_ask and self._task_group is not None:
+            # Only a main session's client is asked: an agent must not approve its own calls.
+            can_ask = session.is_main and channel.can_ask
+            if not can_ask and self.pincer.config.approval_when_no_elicitation == "return":
+                raise ApprovalPending("", approval_id=approval.id)  # the approver detaches it
+            if self._task_group is None:
+                return
+            scope = anyio.CancelScope()
+            asks.append(scope)
+            self._task_group.start_soon(self._report_waiting, channel, approval, scope)
+            if channel.caller_gone is not None:
+                scope = anyio.CancelScope()
+                asks.append(scope)
+                self._task_group.start_soon(_cancel_when_gone, channel.caller_gone, call_scope, scope)
+            if can_ask:
                 scope = anyio.CancelScope()
                 asks.append(scope)
                 self._task_group.start_soon(self._ask_client, channel, approval, session, scope)
 
         try:
-            return await self.pincer.call(request, on_approval=put_to_client)
+            with call_scope:
+                return await self.pincer.call(request, on_approval=put_to_client)
+            # The client hung up while the call waited: the chain recorded the cancellation and
+            # expired the approval; this answer goes nowhere.
+            return ToolResult(ok=False, error={"code": "cancelled", "message": "the client disconnected"})
         finally:
             # The call is over; an elicitation still open (answered elsewhere) is withdrawn.
             for scope in asks:
                 scope.cancel()
+
+    async def _report_waiting(self, channel: McpChannel, approval: ApprovalRequest, scope: anyio.CancelScope) -> None:
+        """Progress notifications while the call waits for a person (sent only when the client
+        asked for progress); each restarts a client's request timeout where it supports that."""
+        message = waiting_message(approval, self.public_url)
+        timeout_s = max(approval.expires_at - approval.created_at, 1.0)
+        waited = 0.0
+        with scope:
+            while waited < timeout_s:
+                await channel.progress(waited, timeout_s, message)
+                await anyio.sleep(APPROVAL_PROGRESS_INTERVAL_S)
+                waited += APPROVAL_PROGRESS_INTERVAL_S
 
     async def _ask_client(
         self, channel: McpChannel, approval: ApprovalRequest, session: GatewaySession, scope: anyio.CancelScope
@@ -317,8 +352,8 @@ class McpGateway:
 
     async def _track_connection(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.method == "notifications/initialized":
-            connection = getattr(ctx.session, "_connection", None)
-            if isinstance(connection, Connection) and connection.has_standalone_channel:
+            connection = session_connection(ctx.session)
+            if connection is not None and connection.has_standalone_channel:
                 key = id(connection)
                 self._connections[key] = connection
                 connection.exit_stack.callback(self._connections.pop, key, None)
@@ -412,11 +447,19 @@ class _McpEndpoint:
             if (
                 message["type"] == "http.request"
                 and not message.get("more_body", False)
-                and await self._fast_path.try_handle(scope, message.get("body", b""), send)
+                and await self._fast_path.try_handle(scope, message.get("body", b""), send, receive)
             ):
                 return
             receive = _replay(message, receive)
         await self._manager.handle_request(scope, receive, send)
+
+
+async def _cancel_when_gone(
+    caller_gone: Callable[[], Awaitable[None]], call_scope: anyio.CancelScope, scope: anyio.CancelScope
+) -> None:
+    with scope:
+        await caller_gone()
+        call_scope.cancel()
 
 
 def _replay(first: Any, receive: Receive) -> Receive:

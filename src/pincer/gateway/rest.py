@@ -20,13 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pincer import __version__
-from pincer.core.effects import Mode
 from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError, http_status
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
-from pincer.policy.session import evaluate_session
-from pincer.store.approvals import Answer, ApprovalStatus
+from pincer.policy.visibility import visible_tool, visible_tools
+from pincer.store.approvals import Answer, AnswerScope, ApprovalStatus
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +45,13 @@ class CallBody(BaseModel):
 
 
 class ApprovalBody(BaseModel):
+    """``POST /approvals/{id}``. ``scope`` says how far an ``allow_always`` grant reaches:
+    ``kind`` (default: sessions of the kind that asked), ``session`` (only that session), or
+    ``all`` (every session)."""
+
     model_config = ConfigDict(extra="forbid")
     decision: Answer
+    scope: AnswerScope | None = None
 
 
 def status_for(error: Mapping[str, Any] | None) -> int:
@@ -132,17 +136,12 @@ def create_rest_app(pincer: Any) -> FastAPI:
     async def list_tools(request: Request) -> dict[str, Any]:
         session = _session(request)
         policy = pincer.config.session(session.name)
-        tools = [
-            spec.to_dict()
-            for spec in pincer.registry.list()
-            if evaluate_session(policy, spec.name).mode is not Mode.DENY
-        ]
-        return {"session": session.name, "tools": tools}
+        return {"session": session.name, "tools": [s.to_dict() for s in visible_tools(policy, pincer.registry.list())]}
 
     @app.get("/tools/{name}", summary="Describe one tool")
     async def get_tool(request: Request, name: Annotated[str, Path(pattern=_NAME)]) -> dict[str, Any]:
-        _session(request)
-        return pincer.registry.get(name).to_dict()
+        session = _session(request)
+        return visible_tool(pincer.config.session(session.name), pincer.registry.get, name).to_dict()
 
     @app.post(
         "/tools/{name}/call",
@@ -229,10 +228,9 @@ def create_rest_app(pincer: Any) -> FastAPI:
                 )
             )
         _find_approval(pincer, approval_id)
-        try:
-            answered = pincer.dispatcher.answer(approval_id, body.decision, by=f"rest:{session.name}")
-        except UsageError as exc:
-            raise _Refused(_pincer_error(exc, 409)) from None
+        answered = pincer.dispatcher.answer(
+            approval_id, body.decision, by=f"rest:{session.name}", as_session=session.name, scope=body.scope
+        )
         return answered.to_dict()
 
     # -- audit -------------------------------------------------------------------------------

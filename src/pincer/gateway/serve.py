@@ -101,6 +101,7 @@ async def serve(
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{bound_port}"
+    gateway.mcp.public_url = base
     info = ServeInfo(
         host=host,
         port=bound_port,
@@ -130,10 +131,10 @@ async def serve(
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_server)
         watcher = anyio.CancelScope()
-        watch = getattr(pincer, "watch_installed_tools", None)
+        watch = getattr(pincer, "watch_state", None)
 
         async def watch_tools(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-            # Tools installed or removed by `pincer tools install/remove` in another process.
+            # What other processes change: installed tools, MCP servers, config.toml (reload.py).
             with watcher:
                 await watch(task_status=task_status)
 

@@ -13,6 +13,7 @@ import hmac
 import logging
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,18 +85,30 @@ def _read_token(path: Path) -> str:
 
 
 class TokenBook:
-    """Maps a presented bearer token to its session; None for anything it does not know."""
+    """Maps a presented bearer token to its session; None for anything it does not know.
 
-    def __init__(self, *, config: Config, primary_token: str) -> None:
-        self._config = config
+    ``config`` is the config or a way to read the current one: a running gateway follows a
+    reloaded config.toml (a token added to ``[[gateway.tokens]]`` works at once, a removed one
+    stops working, a session's kind is the one configured now)."""
+
+    def __init__(self, *, config: Config | Callable[[], Config], primary_token: str) -> None:
+        self._current: Callable[[], Config] = config if callable(config) else (lambda: config)
         self._primary = primary_token.encode("utf-8")
-        self._primary_session = self.session_named(config.gateway.session)
-        self._digests = tuple((t.sha256, t.session) for t in config.gateway.tokens)
+        self._seen: Config | None = None
+        self._digests: tuple[tuple[str, str], ...] = ()
+
+    def _config(self) -> Config:
+        config = self._current()
+        if config is not self._seen:
+            self._digests = tuple((t.sha256, t.session) for t in config.gateway.tokens)
+            self._seen = config
+        return config
 
     def session_for(self, presented: str) -> GatewaySession | None:
+        config = self._config()
         raw = presented.encode("utf-8", "replace")
         if hmac.compare_digest(raw, self._primary):
-            return self._primary_session
+            return self.session_named(config.gateway.session)
         digest = hashlib.sha256(raw).hexdigest()
         found: str | None = None
         for candidate, session in self._digests:
@@ -104,4 +117,4 @@ class TokenBook:
         return self.session_named(found) if found is not None else None
 
     def session_named(self, name: str) -> GatewaySession:
-        return GatewaySession(name=name, kind=self._config.session(name).kind)
+        return GatewaySession(name=name, kind=self._config().session(name).kind)

@@ -3,6 +3,10 @@ invocations. Pure functions over values.
 
 When no grant covers an effect, the default applies: a tool whose effects are limited to
 ``read_filesystem`` (or that has none) is allowed; any other effect asks.
+
+A grant may be limited to some sessions (``sessions``: names with ``*`` wildcards, or
+``kind:main`` / ``kind:non-main``); without the list it applies to every session. An "allow
+always" answer makes a grant for the kind of session that asked, unless the answerer widens it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass, field
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.values import Decision, ToolSpec, canonical_json
 
-__all__ = ["Grant", "DEFAULT_ALLOWED_EFFECTS", "evaluate_grants", "grant_matches"]
+__all__ = ["Grant", "DEFAULT_ALLOWED_EFFECTS", "evaluate_grants", "grant_matches", "grant_applies_to"]
 
 DEFAULT_ALLOWED_EFFECTS = frozenset({EffectKind.READ_FILESYSTEM})
 
@@ -33,13 +37,16 @@ class Grant:
     hosts: tuple[str, ...] | None = None
     expires_at: float | None = None
     max_invocations: int | None = None
+    sessions: tuple[str, ...] | None = None  # None: every session
     source: str = "config"
     id: str = ""
 
     def __post_init__(self) -> None:
         if not self.id:
+            scope = {"sessions": list(self.sessions)} if self.sessions is not None else {}
             body = canonical_json(
                 {
+                    **scope,
                     "tool": self.tool,
                     "effects": {k.value: v.value for k, v in sorted(self.effects.items())},
                     "default": self.default.value if self.default else None,
@@ -62,12 +69,27 @@ class Grant:
             "hosts": list(self.hosts) if self.hosts is not None else None,
             "expires_at": self.expires_at,
             "max_invocations": self.max_invocations,
+            "sessions": list(self.sessions) if self.sessions is not None else None,
             "source": self.source,
         }
 
 
 def grant_matches(grant: Grant, tool: str) -> bool:
     return fnmatch.fnmatchcase(tool.lower(), grant.tool.lower())
+
+
+def grant_applies_to(grant: Grant, session: str, session_kind: str) -> bool:
+    """Whether the grant covers calls of this session (by name pattern or ``kind:KIND``)."""
+    if grant.sessions is None:
+        return True
+    for entry in grant.sessions:
+        entry = entry.lower()
+        if entry.startswith("kind:"):
+            if entry[5:] == session_kind:
+                return True
+        elif fnmatch.fnmatchcase(session.lower(), entry):
+            return True
+    return False
 
 
 def _specificity(grant: Grant) -> tuple[int, int]:
@@ -82,6 +104,8 @@ def evaluate_grants(
     *,
     now: float,
     uses: Callable[[str], int] = lambda _grant_id: 0,
+    session: str = "main",
+    session_kind: str = "main",
 ) -> Decision:
     """Decide allow / ask / deny for a tool's effects under the grants.
 
@@ -91,7 +115,7 @@ def evaluate_grants(
     live: list[Grant] = []
     notes: list[str] = []
     for grant in grants:
-        if not grant_matches(grant, spec.name):
+        if not grant_matches(grant, spec.name) or not grant_applies_to(grant, session, session_kind):
             continue
         if grant.expires_at is not None and grant.expires_at <= now:
             notes.append(f"grant {grant.id} for {grant.tool!r} expired")

@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from pincer.core.effects import RuntimeKind
-from pincer.core.values import HostContext, ToolOutput, ToolSpec
+from pincer.core.values import HostContext, RuntimeAsk, ToolOutput, ToolSpec
 
-__all__ = ["Runtime", "ChangeListener", "ChangeListeners"]
+__all__ = ["Runtime", "Preflight", "ChangeListener", "ChangeListeners"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,3 +55,17 @@ class Runtime(Protocol):
     def tools(self) -> Sequence[ToolSpec]: ...
 
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput: ...
+
+
+@runtime_checkable
+class Preflight(Protocol):
+    """Optional on a runtime: what it can decide about a call *before* anyone is asked.
+
+    The chain calls it after session policy, grants and argument validation, before the
+    approval step. Raise a PincerError (Denied, EgressDenied, ...) to refuse a call that would
+    fail anyway (a blocked MCP pin, a URL the egress rule refuses, an exec the policy denies), so
+    nobody is asked to approve it; return a :class:`RuntimeAsk` when the runtime's own policy
+    needs a person (exec approvals); None when it has nothing to add. It must not run the tool.
+    """
+
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None: ...

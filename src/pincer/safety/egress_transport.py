@@ -194,7 +194,7 @@ async def checked_addresses(
             hint = (
                 "this address is never reachable from tools, whatever the settings"
                 if refusal.always
-                else "private addresses are reachable only when the operator sets [network] allow_private = true"
+                else "private addresses are reachable only with [network] allow_private = true in config.toml"
             )
             raise EgressDenied(f"{shown} refused: {address} is {refusal.reason}{via} (rule: no private network)", hint=hint)
     return addresses

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pincer.core.errors import ToolError, UsageError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["limit_output", "json_size", "DEFAULT_MAX_OUTPUT_BYTES", "MIN_OUTPUT_LIMIT_BYTES"]
+__all__ = ["limit_output", "limit_result", "json_size", "DEFAULT_MAX_OUTPUT_BYTES", "MIN_OUTPUT_LIMIT_BYTES"]
 
 DEFAULT_MAX_OUTPUT_BYTES = 100_000
 MIN_OUTPUT_LIMIT_BYTES = 256  # room for the marker and a little of the output
@@ -81,3 +82,47 @@ def _longest_prefix(text: str, budget: int) -> int:
         else:
             high = middle - 1
     return low
+
+
+def limit_result(
+    value: Any, content: tuple[Mapping[str, Any], ...] | None, max_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+) -> tuple[Any, tuple[Mapping[str, Any], ...] | None, bool, int]:
+    """``(value, content, truncated, size)``: the limit applied to everything a result carries.
+
+    ``value`` is limited as by :func:`limit_output`. The MCP content blocks, which clients are
+    shown instead of the value, share one budget of ``max_bytes``: blocks are kept in order while
+    they fit, a text block that does not fit is cut with the marker, and any other block that
+    does not fit (an image, a resource) is replaced by a text block saying what was dropped.
+    ``size`` is the original size of both together."""
+    value, truncated, size = limit_output(value, max_bytes)
+    if not content:
+        return value, content, truncated, size
+    kept: list[Mapping[str, Any]] = []
+    budget = max_bytes
+    dropped = 0
+    for block in content:
+        block_size = json_size(block)
+        size += block_size
+        if dropped:
+            dropped += 1
+            continue
+        if block_size <= budget:
+            kept.append(block)
+            budget -= block_size
+            continue
+        truncated = True
+        text = block.get("text") if block.get("type") == "text" else None
+        if isinstance(text, str) and budget - (block_size - json_size(text)) >= MIN_OUTPUT_LIMIT_BYTES:
+            cut, _, _ = limit_output(text, budget - (block_size - json_size(text)))
+            kept.append({**block, "text": cut})
+            budget = 0
+        else:
+            dropped = 1
+    if dropped:
+        kept.append(
+            {
+                "type": "text",
+                "text": f"[{dropped} content block(s) dropped: the result was over the {max_bytes}-byte output limit]",
+            }
+        )
+    return value, tuple(kept), truncated, size

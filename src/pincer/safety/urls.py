@@ -111,7 +111,7 @@ def check_url(url: object, *, allow_plain_http: bool = False) -> CheckedUrl:
     if scheme not in DEFAULT_PORTS or (scheme == "http" and not allow_plain_http):
         raise _deny(
             f"scheme {scheme!r} refused (rule: https only)",
-            hint="use https://; plain http is allowed only to loopback in tests",
+            hint="use https://; plain http reaches only loopback, and only with [network] allow_private = true",
         )
     rest = url[match.end() :]
     if not rest.startswith("//"):

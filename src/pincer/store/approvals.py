@@ -3,23 +3,38 @@
 Approvals are data. The call that asked waits on ``wait``; an answer may come from this process
 (REST, MCP elicitation) which wakes the waiter at once, or from another process (the CLI),
 which the waiter sees by polling the database.
+
+An approval belongs to the call that asked. The waiting process is recorded (pid and start
+time), so an approval whose caller is gone (the call timed out, was cancelled, or its process
+died) is expired and cannot be answered: nobody would act on the answer.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sqlite3
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import anyio
 
-from pincer.core.errors import ApprovalTimeout, StoreError, UsageError
+from pincer.core.errors import ApprovalAnswered, ApprovalGone, ApprovalTimeout, StoreError, UsageError
 
-__all__ = ["Answer", "ApprovalStatus", "ApprovalRequest", "ApprovalStore", "APPROVAL_POLL_INTERVAL_S"]
+__all__ = [
+    "Answer",
+    "AnswerScope",
+    "ApprovalStatus",
+    "ApprovalRequest",
+    "ApprovalStore",
+    "APPROVAL_POLL_INTERVAL_S",
+    "process_token",
+    "is_process_alive",
+]
 
 APPROVAL_POLL_INTERVAL_S = 0.2
 
@@ -28,6 +43,16 @@ class Answer(StrEnum):
     ALLOW_ONCE = "allow_once"
     ALLOW_ALWAYS = "allow_always"
     DENY = "deny"
+
+
+class AnswerScope(StrEnum):
+    """How far an ``allow_always`` grant reaches. ``kind`` (the default): sessions of the kind
+    that asked (main, or non-main); ``session``: only the session that asked; ``all``: every
+    session, which the answerer must choose on purpose."""
+
+    SESSION = "session"
+    KIND = "kind"
+    ALL = "all"
 
 
 class ApprovalStatus(StrEnum):
@@ -51,15 +76,22 @@ class ApprovalRequest:
     effects: tuple[str, ...]
     hosts: tuple[str, ...]
     reason: str
+    session_kind: str = "main"
+    detail: Mapping[str, Any] = field(default_factory=dict)  # what else the person is shown (exec: the command)
     status: ApprovalStatus = ApprovalStatus.PENDING
     answered_at: float | None = None
     answered_by: str | None = None
+    scope: AnswerScope | None = None
+    waiter: str | None = None
+    binding: str | None = None  # the call a detached approval belongs to
+    consumed_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "status": self.status.value,
             "session": self.session,
+            "session_kind": self.session_kind,
             "tool": self.tool,
             "args": self.args,
             "effects": list(self.effects),
@@ -69,7 +101,45 @@ class ApprovalRequest:
             "expires_at": self.expires_at,
             "answered_at": self.answered_at,
             "answered_by": self.answered_by,
+            "scope": self.scope.value if self.scope else None,
+            "detail": dict(self.detail),
         }
+
+
+def process_token(pid: int | None = None) -> str:
+    """``pid:start-time`` of a process: unlike a bare pid, never the same for a later process."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_start_time(pid)}"
+
+
+def is_process_alive(token: str | None) -> bool:
+    """Whether the process a :func:`process_token` names still runs (True when unsure)."""
+    if not token:
+        return True
+    pid_text, _, started = token.partition(":")
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    current = _start_time(pid)
+    return not (started and current and current != started)
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+    except OSError:
+        return ""
+    # Field 22 (starttime), counted after the parenthesised command name, which may hold spaces.
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""
 
 
 class ApprovalStore:
@@ -87,6 +157,8 @@ class ApprovalStore:
         hosts: tuple[str, ...],
         reason: str,
         timeout_s: float,
+        session_kind: str = "main",
+        detail: Mapping[str, Any] | None = None,
     ) -> ApprovalRequest:
         now = time.time()
         request = ApprovalRequest(
@@ -94,20 +166,24 @@ class ApprovalStore:
             created_at=now,
             expires_at=now + timeout_s,
             session=session,
+            session_kind=session_kind,
             tool=tool,
             args=args,
             effects=effects,
             hosts=hosts,
             reason=reason,
+            detail=dict(detail or {}),
+            waiter=process_token(),
         )
         self._execute(
-            "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
+            "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
+            "session_kind, detail, waiter) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
             (
                 request.id, now, request.expires_at, session, tool, json.dumps(args),
                 json.dumps(list(effects)), json.dumps(list(hosts)), reason,
+                session_kind, json.dumps(request.detail), request.waiter,
             ),
-        )  # fmt: skip
+        )
         return request
 
     def get(self, approval_id: str) -> ApprovalRequest:
@@ -132,29 +208,48 @@ class ApprovalStore:
     def list_pending(self) -> list[ApprovalRequest]:
         return self.list(status=ApprovalStatus.PENDING)
 
-    def answer(self, approval_id: str, answer: Answer | str, *, by: str = "cli") -> ApprovalRequest:
-        """Answer a pending request once; a second answer or an expired request is an error."""
+    def answer(
+        self, approval_id: str, answer: Answer | str, *, by: str = "cli", scope: AnswerScope | str | None = None
+    ) -> ApprovalRequest:
+        """Answer a pending request once. A second answer, an expired request, or one whose
+        caller is gone is an error (ApprovalGone): nobody would act on it."""
         try:
             answer = Answer(answer)
         except ValueError:
             raise UsageError(
                 f"unknown approval answer {answer!r}", hint="answer allow_once, allow_always or deny"
             ) from None
+        try:
+            scope = AnswerScope(scope) if scope is not None else None
+        except ValueError:
+            raise UsageError(f"unknown answer scope {scope!r}", hint="use session, kind or all") from None
         current = self.get(approval_id)
-        if current.status is ApprovalStatus.PENDING and current.expires_at < time.time():
-            self.expire_overdue()
+        if current.status is ApprovalStatus.PENDING and (
+            current.expires_at < time.time() or not is_process_alive(current.waiter)
+        ):
+            self.expire(approval_id)
             current = self.get(approval_id)
+        if current.status is ApprovalStatus.EXPIRED:
+            raise ApprovalGone(
+                f"approval {approval_id} for {current.tool} has expired: the call that asked is gone "
+                "(it timed out, was cancelled, or its process ended), so nobody would act on the answer",
+                hint="run the call again; `pincer approvals list` shows what still waits",
+            )
         if current.status is not ApprovalStatus.PENDING:
-            raise UsageError(
-                f"approval {approval_id} is already {current.status.value}",
-                hint="only pending requests can be answered; the call may have timed out",
+            raise ApprovalAnswered(
+                f"approval {approval_id} was already answered ({current.status.value})",
+                hint="only pending requests can be answered; `pincer approvals list` shows them",
             )
         cursor = self._execute(
-            "UPDATE approvals SET status = ?, answered_at = ?, answered_by = ? WHERE id = ? AND status = 'pending'",
-            (answer.value, time.time(), by, approval_id),
+            "UPDATE approvals SET status = ?, answered_at = ?, answered_by = ?, scope = ? "
+            "WHERE id = ? AND status = 'pending'",
+            (answer.value, time.time(), by, scope.value if scope else None, approval_id),
         )
         if cursor.rowcount != 1:
-            raise UsageError(f"approval {approval_id} was answered by someone else first")
+            raise ApprovalAnswered(
+                f"approval {approval_id} was answered by someone else first",
+                hint="`pincer approvals show ID` shows who answered",
+            )
         event = self._events.get(approval_id)
         if event is not None:
             event.set()
@@ -184,10 +279,46 @@ class ApprovalStore:
         finally:
             self._events.pop(approval_id, None)
 
+    def detach(self, approval_id: str, binding: str) -> None:
+        """The caller left on purpose and will call again: the request stays pending (until it
+        expires) without a waiting process, bound to the call that made it."""
+        self._execute("UPDATE approvals SET waiter = NULL, binding = ? WHERE id = ?", (binding, approval_id))
+
+    def find_detached(self, binding: str) -> ApprovalRequest | None:
+        """The newest unconsumed, unexpired detached request for this call, if any."""
+        self.expire_overdue()
+        row = self._conn.execute(
+            "SELECT * FROM approvals WHERE binding = ? AND consumed_at IS NULL AND status != 'expired' "
+            "ORDER BY created_at DESC LIMIT 1",
+            (binding,),
+        ).fetchone()
+        return _to_request(row) if row is not None else None
+
+    def consume(self, approval_id: str) -> bool:
+        """Use a detached request's answer once; False when another call used it first."""
+        cursor = self._execute(
+            "UPDATE approvals SET consumed_at = ? WHERE id = ? AND consumed_at IS NULL", (time.time(), approval_id)
+        )
+        return cursor.rowcount == 1
+
+    def expire(self, approval_id: str) -> None:
+        """Mark a pending request expired: its call is gone (timed out, cancelled, process ended)."""
+        self._execute("UPDATE approvals SET status = 'expired' WHERE id = ? AND status = 'pending'", (approval_id,))
+        event = self._events.get(approval_id)
+        if event is not None:
+            event.set()
+
     def expire_overdue(self) -> None:
+        """Expire pending requests past their time, and those whose waiting process is gone."""
         self._execute(
             "UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at < ?", (time.time(),)
         )
+        rows = self._conn.execute(
+            "SELECT id, waiter FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL"
+        ).fetchall()
+        for approval_id, waiter in rows:
+            if not is_process_alive(waiter):
+                self.expire(approval_id)
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
         try:
@@ -197,7 +328,10 @@ class ApprovalStore:
 
 
 def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
-    (rid, created, expires, session, tool, args, effects, hosts, reason, status, answered_at, answered_by) = row
+    (
+        rid, created, expires, session, tool, args, effects, hosts, reason, status, answered_at, answered_by,
+        session_kind, scope, detail, waiter, binding, consumed_at,
+    ) = row  # fmt: skip
     return ApprovalRequest(
         id=rid,
         created_at=created,
@@ -211,4 +345,10 @@ def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
         status=ApprovalStatus(status),
         answered_at=answered_at,
         answered_by=answered_by,
+        session_kind=session_kind,
+        scope=AnswerScope(scope) if scope else None,
+        detail=json.loads(detail),
+        waiter=waiter,
+        binding=binding,
+        consumed_at=consumed_at,
     )

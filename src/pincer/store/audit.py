@@ -47,7 +47,7 @@ class AuditEntry:
     tool: str
     decision: str
     reason: str
-    outcome: str  # ok | error | denied | answered
+    outcome: str  # ok | error | denied | pending | answered
     kind: str = "call"  # call | approval
     grant_id: str | None = None
     error_code: str | None = None

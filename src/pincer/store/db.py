@@ -20,8 +20,7 @@ __all__ = ["open_database", "DB_FILENAME", "BUSY_TIMEOUT_MS"]
 DB_FILENAME = "pincer.db"
 BUSY_TIMEOUT_MS = 5_000
 
-_SCHEMA_VERSION = 1
-_SCHEMA = """
+_SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY,
     ts REAL NOT NULL,
@@ -89,6 +88,37 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
 """
 
+# v2 (hardening): idempotency keys belong to a session (no session can see or block another's
+# keys; the entries live minutes, so the old table is simply replaced); approvals remember the
+# kind of the session that asked, how far an "allow always" reaches, what else the person was
+# shown, which process waits on them (an approval whose caller is gone cannot be answered), and,
+# for an approval its caller left on purpose (when_no_elicitation = "return"), the call it
+# belongs to, so that the same call made again after the answer uses it once.
+_SCHEMA_V2 = """
+DROP TABLE IF EXISTS idempotency;
+CREATE TABLE idempotency (
+    session TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    key TEXT NOT NULL,
+    args_hash TEXT NOT NULL,
+    result TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (session, tool, key)
+);
+CREATE INDEX idempotency_expiry ON idempotency (expires_at);
+ALTER TABLE approvals ADD COLUMN session_kind TEXT NOT NULL DEFAULT 'main';
+ALTER TABLE approvals ADD COLUMN scope TEXT;
+ALTER TABLE approvals ADD COLUMN detail TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE approvals ADD COLUMN waiter TEXT;
+ALTER TABLE approvals ADD COLUMN binding TEXT;
+ALTER TABLE approvals ADD COLUMN consumed_at REAL;
+CREATE INDEX approvals_binding ON approvals (binding);
+"""
+
+# Each entry takes the schema from its index to the next version, in one transaction.
+_MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2)
+_SCHEMA_VERSION = len(_MIGRATIONS)
+
 
 def open_database(home: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """Open (and create or migrate) the database. ``synchronous`` NORMAL makes a commit durable
@@ -107,9 +137,16 @@ def open_database(home: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connect
                 f"{path} was written by a newer pincer (schema {version}, this one knows {_SCHEMA_VERSION})",
                 hint="upgrade pincer or point PINCER_HOME elsewhere",
             )
-        if version < _SCHEMA_VERSION:
-            # One script, one transaction: a crash mid-migration leaves the old schema intact.
-            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={_SCHEMA_VERSION};COMMIT;")
+        for target in range(version + 1, _SCHEMA_VERSION + 1):
+            # One script, one transaction per step: a crash mid-migration leaves the schema of
+            # the step before intact.
+            script = _MIGRATIONS[target - 1]
+            try:
+                conn.executescript(f"BEGIN IMMEDIATE;{script}PRAGMA user_version={target};COMMIT;")
+            except sqlite3.Error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         return conn
     except sqlite3.DatabaseError as exc:
         raise StoreError(

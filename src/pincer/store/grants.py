@@ -61,6 +61,7 @@ def _from_dict(data: dict) -> Grant:
         hosts=tuple(data["hosts"]) if data.get("hosts") is not None else None,
         expires_at=data.get("expires_at"),
         max_invocations=data.get("max_invocations"),
+        sessions=tuple(data["sessions"]) if data.get("sessions") is not None else None,
         source=data.get("source", "approval"),
         id=data["id"],
     )

@@ -1,8 +1,10 @@
 """Idempotency keys: a side-effecting call repeated with the same key within the TTL returns the
 stored result instead of running again; concurrent duplicates fold into one execution.
 
-Results are persisted (a second CLI process sees the first one's result); the table is bounded
-by expiry and by a maximum number of entries, oldest evicted first.
+Keys belong to a session: the store is keyed by (session, tool, key), so no session can replay
+another's result, learn that another used a key, or block it. Results are persisted (a second
+CLI process sees the first one's result); the table is bounded by expiry and by a maximum number
+of entries, oldest evicted first.
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ class IdempotencyStore:
         self._conn = conn
         self.ttl_s = ttl_s
         self.max_entries = max_entries
-        self._in_flight: dict[tuple[str, str], anyio.Event] = {}
+        self._in_flight: dict[tuple[str, str, str], anyio.Event] = {}
 
-    def lookup(self, tool: str, key: str, digest: str) -> dict[str, Any] | None:
+    def lookup(self, session: str, tool: str, key: str, digest: str) -> dict[str, Any] | None:
         row = self._conn.execute(
-            "SELECT args_hash, result, expires_at FROM idempotency WHERE tool = ? AND key = ?", (tool, key)
+            "SELECT args_hash, result, expires_at FROM idempotency WHERE session = ? AND tool = ? AND key = ?",
+            (session, tool, key),
         ).fetchone()
         if row is None or row[2] < time.time():
             return None
@@ -57,10 +60,10 @@ class IdempotencyStore:
             )
         return json.loads(row[1])
 
-    async def claim(self, tool: str, key: str) -> bool:
+    async def claim(self, session: str, tool: str, key: str) -> bool:
         """True when this caller runs the call; False after waiting for a concurrent duplicate
         (the caller then looks the stored result up)."""
-        slot = (tool, key)
+        slot = (session, tool, key)
         event = self._in_flight.get(slot)
         if event is None:
             self._in_flight[slot] = anyio.Event()
@@ -68,20 +71,21 @@ class IdempotencyStore:
         await event.wait()
         return False
 
-    def release(self, tool: str, key: str) -> None:
-        event = self._in_flight.pop((tool, key), None)
+    def release(self, session: str, tool: str, key: str) -> None:
+        event = self._in_flight.pop((session, tool, key), None)
         if event is not None:
             event.set()
 
-    def store(self, tool: str, key: str, digest: str, result: dict[str, Any]) -> None:
+    def store(self, session: str, tool: str, key: str, digest: str, result: dict[str, Any]) -> None:
         now = time.time()
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.execute("DELETE FROM idempotency WHERE expires_at < ?", (now,))
                 self._conn.execute(
-                    "INSERT OR REPLACE INTO idempotency (tool, key, args_hash, result, expires_at) VALUES (?, ?, ?, ?, ?)",
-                    (tool, key, digest, json.dumps(result), now + self.ttl_s),
+                    "INSERT OR REPLACE INTO idempotency (session, tool, key, args_hash, result, expires_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (session, tool, key, digest, json.dumps(result), now + self.ttl_s),
                 )
                 count = self._conn.execute("SELECT COUNT(*) FROM idempotency").fetchone()[0]
                 if count > self.max_entries:

@@ -105,11 +105,64 @@ def test_import_formats(corpus: Path) -> None:
         import_data({"schema_version": 2, "servers": []}, source="x")
 
 
+def test_overrides_and_capabilities_round_trip_and_typos_name_the_key(tmp_path: Path) -> None:
+    from pincer.core.effects import EffectKind as E
+
+    store = ServerStore(tmp_path)
+    server = ServerConfig(name="fs", transport="stdio", command="x", effects=frozenset({E.READ_FILESYSTEM}),
+                          tool_effects={"write_file": frozenset({E.WRITE_FILESYSTEM})}, capabilities=("local",))
+    store.add(server)
+    assert store.load() == [server]
+    data = json.loads((tmp_path / "mcp" / "servers.json").read_text())
+    assert data["servers"][0]["tools"] == {"write_file": {"effects": ["write_filesystem"]}}
+    data["servers"][0]["tools"]["write_file"] = {"effects": ["write_filesystem"], "efects": []}
+    (tmp_path / "mcp" / "servers.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="servers.0.tools.write_file.efects"):
+        store.load()
+    data["servers"][0]["tools"]["write_file"] = {"effects": ["flying"]}
+    (tmp_path / "mcp" / "servers.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="servers.0.tools.write_file.effects.0"):
+        store.load()
+    with pytest.raises(UsageError, match="not a usable capability label"):
+        ServerConfig(name="s", transport="stdio", command="x", capabilities=("two words",))
+
+
+def test_openclaw_shapes_specpath_and_unknown_keys(tmp_path: Path) -> None:
+    (tmp_path / "api.json").write_text(json.dumps({
+        "openapi": "3.0.3", "info": {"title": "T", "version": "1"}, "servers": [{"url": "https://api.example/v2"}],
+        "paths": {"/ping": {"get": {"operationId": "ping", "responses": {"200": {"description": "ok"}}}}},
+    }))
+    (tmp_path / "no-server.json").write_text(json.dumps({
+        "openapi": "3.0.3", "info": {"title": "T", "version": "1"},
+        "paths": {"/ping": {"get": {"operationId": "ping", "responses": {"200": {"description": "ok"}}}}},
+    }))
+    result = import_data({"mcpServers": {
+        "api": {"url": "http://localhost:9/sse", "spec": "api.json", "capabilities": ["x"]},
+        "bare": {"openapi": "no-server.json"},
+        "far": {"specPath": "https://specs.example/api.yaml"},
+        "chat": {"url": "https://chat.example/mcp", "capabilities": ["discord", "discord", "telegram"], "retries": 3},
+    }}, source="openclaw.json", base=tmp_path)
+    assert [s.name for s in result.services] == ["api"] and result.services[0].base_url == "https://api.example/v2"
+    assert [s.name for s in result.servers] == ["chat"] and result.servers[0].capabilities == ("discord", "telegram")
+    assert result.unknown_keys == {"mcpServers.chat": ["retries"]}
+    notes = " ".join(result.notes)
+    assert "pincer openapi add bare --spec" in notes and "--base-url" in notes  # skipped, with the command to use
+    assert "pincer openapi add far --spec https://specs.example/api.yaml" in notes  # no fetch given
+    assert "capabilities apply to MCP servers only" in notes
+    with pytest.raises(ManifestError, match=r"mcp.servers.gone.specPath.*does not exist"):
+        import_data({"mcp": {"servers": {"gone": {"specPath": "./missing.yaml"}}}}, source="o.json", base=tmp_path)
+    with pytest.raises(ManifestError, match="mcpServers.chat.capabilities"):
+        import_data({"mcpServers": {"chat": {"url": "https://c.example/mcp", "capabilities": ["a b"]}}}, source="x")
+    with pytest.raises(ManifestError, match="mcpServers.chat.capabilities: expected a list of strings"):
+        import_data({"mcpServers": {"chat": {"url": "https://c.example/mcp", "capabilities": "discord"}}}, source="x")
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=10),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
         st.sampled_from(["mcpServers", "servers", "schema_version", "name", "url", "command", "args", "env",
-                         "transport", "headers", "kind", "type", "enabled", "mcp_server", "stdio", "http"])
+                         "transport", "headers", "kind", "type", "enabled", "mcp_server", "stdio", "http", "mcp",
+                         "specPath", "spec", "openapi", "capabilities", "tools", "effects"])
         | st.text(max_size=6),
         inner, max_size=5),
     max_leaves=25,
@@ -120,7 +173,8 @@ json_values = st.recursive(
 @given(data=json_values)
 def test_importers_only_raise_manifest_errors(data) -> None:
     try:
-        result = import_data(data, source="x.json")
+        # A base folder that does not exist: a specPath reads nothing from this machine.
+        result = import_data(data, source="x.json", base=Path("/nonexistent-pincer-import-base"))
     except ManifestError:
         return
     for server in result.servers:

@@ -40,8 +40,8 @@ async def test_time_server_tools_and_a_structured_result(pins: PinStore) -> None
         assert set(specs) == {"time_get_current_time", "time_convert_time"}
         spec = specs["time_get_current_time"]
         assert spec.runtime is RuntimeKind.MCP and spec.source == "mcp:time"
-        # readOnlyHint: true narrows the default network + external_write.
-        assert spec.effects == {EffectKind.NETWORK} and not spec.side_effecting
+        # A local server (no network declared), readOnlyHint: true, openWorldHint: false: no effect left.
+        assert spec.effects == frozenset() and not spec.side_effecting
         out = await call(runtime, "time_get_current_time", {"timezone": "Europe/Paris"})
         assert out.value["timezone"] == "Europe/Paris" and not out.is_error
         assert out.content and out.content[0]["type"] == "text"
@@ -73,19 +73,34 @@ async def test_effects_follow_config_and_annotations(pins: PinStore) -> None:
     try:
         await runtime.start()
         specs = {s.name: s for s in runtime.tools()}
-        default = {EffectKind.NETWORK, EffectKind.EXTERNAL_WRITE}
+        default = {EffectKind.EXTERNAL_WRITE}  # stdio, no network declared
         assert specs["f_crash"].effects == default and specs["f_crash"].side_effecting
-        assert specs["f_pid"].effects == {EffectKind.NETWORK}  # read-only in config
-        assert specs["f_echo"].effects == {EffectKind.NETWORK}  # readOnlyHint
+        assert specs["f_pid"].effects == frozenset()  # read-only in config
+        assert specs["f_echo"].effects == frozenset()  # readOnlyHint
         assert specs["f_delete_all"].effects == default and specs["f_delete_all"].annotations["destructive"]
     finally:
         await runtime.aclose()
     read_only = McpRuntime([faulty_config("g", read_only=True)], pins=PinStore(pins.path.parent.parent / "other"))
     try:
         await read_only.start()
-        assert all(s.effects == {EffectKind.NETWORK} for s in read_only.tools())
+        assert all(s.effects == frozenset() and not s.side_effecting for s in read_only.tools())
     finally:
         await read_only.aclose()
+    fitted = faulty_config(
+        "h",
+        effects=frozenset({EffectKind.READ_FILESYSTEM, EffectKind.WRITE_FILESYSTEM}),
+        tool_effects={"crash": frozenset({EffectKind.SPAWN_PROCESS})},
+    )
+    runtime = McpRuntime([fitted], pins=PinStore(pins.path.parent.parent / "fitted"))
+    try:
+        await runtime.start()
+        specs = {s.name: s for s in runtime.tools()}
+        assert specs["h_echo"].effects == {EffectKind.READ_FILESYSTEM}  # readOnlyHint drops the write effect
+        assert specs["h_pid"].effects == {EffectKind.READ_FILESYSTEM, EffectKind.WRITE_FILESYSTEM}
+        assert specs["h_crash"].effects == {EffectKind.SPAWN_PROCESS}  # the per-tool override, exactly
+        assert specs["h_delete_all"].effects == {EffectKind.READ_FILESYSTEM, EffectKind.WRITE_FILESYSTEM}
+    finally:
+        await runtime.aclose()
 
 
 async def test_a_changed_definition_blocks_the_tool_until_trusted(pins: PinStore) -> None:

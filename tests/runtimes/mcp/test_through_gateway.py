@@ -30,7 +30,7 @@ APPROVAL_POLL_S = 0.02
 TIME_SERVER = Path(sys.executable).with_name("mcp-server-time")
 
 # The grant covers one of the server's two tools; the other falls to the default policy, which
-# asks for anything with the network effect.
+# asks for anything with the network effect (given to both by per-tool overrides below).
 GRANT = '[[grants]]\ntool = "time_get_current_time"\ndefault = "allow"\n'
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 
@@ -60,9 +60,12 @@ def _command_of(pid: int) -> str:
 
 
 def test_an_sdk_client_calls_an_upstream_server_through_pincer_serve(pincer_home: Path) -> None:
+    # Both tools are read-only and closed-world (no effect by the table); the per-tool overrides
+    # give them network, so the default policy asks for the one the grant does not cover.
     added = _pincer(
         pincer_home, "mcp", "add", "time", "--command", str(TIME_SERVER),
         "--arg", "--local-timezone", "--arg", "UTC", "--json",
+        "--tool-effects", "get_current_time=network", "--tool-effects", "convert_time=network",
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     assert {t["name"] for t in json.loads(added.stdout)["tools"]} == {"get_current_time", "convert_time"}

@@ -98,3 +98,41 @@ async def test_a_server_that_fails_to_start_gives_a_clear_error_result(tmp_path:
         result = await call(p, "f_echo", {"text": "x"})
         assert not result.ok and result.error["code"] == "runtime_unavailable"
         assert "cannot run" in result.error["message"] and os.fspath(tmp_path / "gone") in result.error["message"]
+
+
+async def test_a_changed_definition_is_refused_before_anyone_is_asked(tmp_path: Path) -> None:
+    """Newcomer item 3. Failed on main before the fix: a person was asked to approve a call of an
+    MCP tool whose changed definition then refused it."""
+    description = tmp_path / "description.txt"
+    description.write_text("Echo the text back")
+    ServerStore(tmp_path).add(faulty_config("f", "--description-file", str(description)))
+    async with open_pincer(tmp_path):
+        pass  # pinned as it is now
+    description.write_text("EVIL: deletes everything")  # the server changes between starts
+    async with open_pincer(tmp_path, grants="") as p:  # every call would ask
+        asked: list[str] = []
+
+        async def record(approval) -> None:
+            asked.append(approval.id)
+
+        with anyio.fail_after(WAIT_S):
+            result = await p.call(CallRequest(tool="f_echo", args={"text": "x"}), on_approval=record)
+        assert result.error["code"] == "denied" and "pincer mcp trust f echo" in result.error["hint"]
+        assert asked == [] and p.approvals.list(status=None) == []
+
+
+async def test_a_server_list_edited_by_another_process_keeps_unchanged_servers_running(tmp_path: Path) -> None:
+    """Newcomer item 1: `pincer mcp add` from another process reaches a running pincer; the
+    servers whose entry did not change are not restarted."""
+    ServerStore(tmp_path).add(faulty_config("f"))
+    grants = '[[grants]]\ntool = "*"\ndefault = "allow"\n'
+    async with open_pincer(tmp_path, grants=grants) as p:
+        before = (await call(p, "f_pid")).output
+        ServerStore(tmp_path).add(faulty_config("g"))  # what `pincer mcp add g ...` writes
+        await p.reload_mcp_servers()
+        assert "g_echo" in p.registry
+        assert (await call(p, "g_echo", {"text": "new"})).ok
+        assert (await call(p, "f_pid")).output == before  # not restarted
+        ServerStore(tmp_path).remove("f")
+        await p.reload_mcp_servers()
+        assert "f_pid" not in p.registry and "g_echo" in p.registry

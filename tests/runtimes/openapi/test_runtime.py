@@ -56,6 +56,10 @@ async def add_service(home: Path, api_url: str, monkeypatch: pytest.MonkeyPatch,
     """`pincer openapi add` as a user runs it (in a worker thread: the CLI runs its own event loop)."""
     monkeypatch.setenv("PINCER_HOME", str(home))
     monkeypatch.setenv("PINCER_SECRET_KEY", KEY.hex())
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "config.toml"
+    if not config.exists():  # the app is plain http on loopback: what the operator must allow
+        config.write_text("[network]\nallow_private = true\n")
     args = ["openapi", "add", "inv", "--spec", f"{api_url}/openapi.json", "--base-url", api_url, *extra, "--json"]
     with anyio.fail_after(CALL_TIMEOUT_S):
         result = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(cli, args))
@@ -145,4 +149,31 @@ def test_openapi_add_refuses_bad_input(tmp_path: Path, monkeypatch: pytest.Monke
     assert ServiceStore(tmp_path).load() == []
     result = runner.invoke(cli, ["openapi", "add", "svc", "--spec", str(spec), "--base-url", "https://a.example/v1"])
     assert result.exit_code == 0
+    assert [s.name for s in ServiceStore(tmp_path).load()] == ["svc"]
+
+
+@pytest.mark.parametrize(
+    ("base", "message"),
+    [
+        ("http://127.0.0.1:9/v1", "[network] allow_private = true"),
+        ("https://10.0.0.7/v1", "[network] allow_private = true"),
+        ("https://169.254.169.254/", "never reachable"),
+        ("http://example.com/v1", "https"),
+    ],
+)
+def test_openapi_add_refuses_a_base_url_every_call_would_be_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str, message: str
+) -> None:
+    """Newcomer item 4. Failed on main before the fix: `openapi add` accepted http://127.0.0.1
+    and then every call failed with "plain http is allowed only to loopback in tests"."""
+    monkeypatch.setenv("PINCER_HOME", str(tmp_path))
+    spec = tmp_path / "api.json"
+    spec.write_text(json.dumps({"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {"/a": {"get": {}}}}))
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["openapi", "add", "svc", "--spec", str(spec), "--base-url", base])
+    assert refused.exit_code == 2, refused.stderr
+    assert "would all be refused" in refused.stderr and message in " ".join(refused.stderr.split())
+    assert ServiceStore(tmp_path).load() == []
+    forced = runner.invoke(cli, ["openapi", "add", "svc", "--spec", str(spec), "--base-url", base, "--force"])
+    assert forced.exit_code == 0, forced.stderr
     assert [s.name for s in ServiceStore(tmp_path).load()] == ["svc"]

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pincer.core.errors import ApprovalDenied, Denied, ToolNotFound, UsageError
-from pincer.core.values import HostContext
+from pincer.core.values import HostContext, RuntimeAsk
 from pincer.policy.exec_approvals import Answer, Ask, ExecApprovalPolicy, Security
 from pincer.runtimes.script import ScriptRuntime, ScriptSettings
-from pincer.runtimes.script.runtime import ExecApprovalRequest
 
 from .helpers import manifest, sandbox_owned_dir
 
@@ -24,21 +24,43 @@ def exec_runtime(scratch: Path, policy: ExecApprovalPolicy, **kwargs) -> ScriptR
     return ScriptRuntime([], ScriptSettings(scratch_root=scratch, exec_policy=policy, use_workspace=True), **kwargs)
 
 
-async def call(runtime: ScriptRuntime, command: str, workspace: Path | None = None, session: str = "agent"):
-    spec = next(s for s in runtime.tools() if s.name == "exec")
-    return await runtime.invoke(spec, {"command": command}, HostContext(session=session, tool="exec", workspace=workspace))
-
-
 class Recorder:
-    """An approver that answers from a script and remembers what it was asked."""
+    """Plays the call chain's approval step: answers from a script (None: nobody answered in
+    time) and remembers what it was asked."""
 
     def __init__(self, *answers: Answer | None) -> None:
         self.answers = list(answers)
-        self.asked: list[ExecApprovalRequest] = []
+        self.asked: list[RuntimeAsk] = []
 
-    async def __call__(self, request: ExecApprovalRequest) -> Answer | None:
-        self.asked.append(request)
-        return self.answers.pop(0)
+    def decide(self, ask: RuntimeAsk) -> str:
+        """The approval the call runs under, as the chain would set HostContext.approval."""
+        self.asked.append(ask)
+        answer = self.answers.pop(0)
+        if answer is None:
+            if ask.fallback_allows:
+                return "ask_fallback"
+            raise ApprovalDenied(f"exec needs approval and nobody answered ({ask.reason})")
+        if answer is Answer.DENY:
+            raise ApprovalDenied("exec was denied")
+        if answer is Answer.ALLOW_ALWAYS and ask.remember is not None:
+            ask.remember()
+        return "approval-1"
+
+
+async def call(
+    runtime: ScriptRuntime,
+    command: str,
+    workspace: Path | None = None,
+    session: str = "agent",
+    recorder: Recorder | None = None,
+):
+    """One exec call as the chain makes it: preflight, the approval step, invoke."""
+    spec = next(s for s in runtime.tools() if s.name == "exec")
+    host = HostContext(session=session, tool="exec", workspace=workspace)
+    ask = await runtime.preflight(spec, {"command": command}, host)
+    if ask is not None:
+        host = replace(host, approval=(recorder or Recorder(None)).decide(ask))
+    return await runtime.invoke(spec, {"command": command}, host)
 
 
 async def test_allowlisted_sh_does_not_let_sh_c_curl_through(public_dir: Path) -> None:
@@ -55,18 +77,18 @@ async def test_allowlisted_sh_does_not_let_sh_c_curl_through(public_dir: Path) -
 
     # A person is asked about curl, not about sh, and says no.
     recorder = Recorder(Answer.DENY)
-    runtime = exec_runtime(public_dir / "scratch", policy, approver=recorder)
+    runtime = exec_runtime(public_dir / "scratch", policy)
     with pytest.raises(ApprovalDenied):
-        await call(runtime, command, workspace)
+        await call(runtime, command, workspace, recorder=recorder)
     assert not (workspace / "ran").exists()
     (asked,) = recorder.asked
-    missing = [s.executable for s in asked.evaluation.segments if s.matched is None]
+    missing = [s["executable"] for s in asked.detail["evaluation"]["segments"] if s["matched"] is None]
     assert missing == ["/usr/bin/curl"]
-    assert asked.sandboxed is True
+    assert asked.detail["sandboxed"] is True
 
     # Allowed once: it runs (in the sandbox, where curl finds no network).
-    runtime = exec_runtime(public_dir / "scratch", policy, approver=Recorder(Answer.ALLOW_ONCE))
-    out = await call(runtime, command, workspace)
+    runtime = exec_runtime(public_dir / "scratch", policy)
+    out = await call(runtime, command, workspace, recorder=Recorder(Answer.ALLOW_ONCE))
     assert (workspace / "ran").exists()
     assert out.is_error and out.usage["exit_code"] != 0  # curl could not connect
     assert runtime.exec_policy.allowlist == policy.allowlist
@@ -75,14 +97,12 @@ async def test_allowlisted_sh_does_not_let_sh_c_curl_through(public_dir: Path) -
 async def test_allow_always_persists_the_inner_program(public_dir: Path) -> None:
     saved: list[ExecApprovalPolicy] = []
     recorder = Recorder(Answer.ALLOW_ALWAYS)
-    runtime = exec_runtime(
-        public_dir / "scratch", ExecApprovalPolicy(allowlist=SHELLS), approver=recorder, on_policy_change=saved.append
-    )
-    out = await call(runtime, "env LANG=C nice -n 5 uname -s")
+    runtime = exec_runtime(public_dir / "scratch", ExecApprovalPolicy(allowlist=SHELLS), on_policy_change=saved.append)
+    out = await call(runtime, "env LANG=C nice -n 5 uname -s", recorder=recorder)
     assert out.value["stdout"] == "Linux\n"
     assert saved and "/usr/bin/uname" in saved[-1].allowlist
     assert not {"/usr/bin/env", "/usr/bin/nice"} & set(saved[-1].allowlist)
-    out = await call(runtime, "uname -s")  # now allowlisted: no question
+    out = await call(runtime, "uname -s", recorder=recorder)  # now allowlisted: no question
     assert out.value["stdout"] == "Linux\n"
     assert len(recorder.asked) == 1
 
@@ -90,10 +110,10 @@ async def test_allow_always_persists_the_inner_program(public_dir: Path) -> None
 async def test_inline_eval_asks_even_for_an_allowlisted_interpreter(public_dir: Path) -> None:
     policy = ExecApprovalPolicy(allowlist=("/usr/bin/python3*",))
     recorder = Recorder(Answer.ALLOW_ALWAYS)
-    runtime = exec_runtime(public_dir / "scratch", policy, approver=recorder)
-    out = await call(runtime, "python3 -c 'print(6*7)'")
+    runtime = exec_runtime(public_dir / "scratch", policy)
+    out = await call(runtime, "python3 -c 'print(6*7)'", recorder=recorder)
     assert out.value["stdout"] == "42\n"
-    assert recorder.asked[0].evaluation.segments[0].inline_eval
+    assert recorder.asked[0].detail["evaluation"]["segments"][0]["inline_eval"]
     assert runtime.exec_policy.allowlist == policy.allowlist  # allow_always never persists inline eval
     allowed = exec_runtime(public_dir / "scratch", ExecApprovalPolicy(allowlist=policy.allowlist, allow_inline_eval=True))
     assert (await call(allowed, "python3 -c 'print(1)'")).value["stdout"] == "1\n"
@@ -105,18 +125,18 @@ async def test_security_deny_and_ask_off(public_dir: Path) -> None:
     with pytest.raises(Denied, match="ask=off"):
         await call(exec_runtime(public_dir / "s", ExecApprovalPolicy(ask=Ask.OFF)), "true")
     recorder = Recorder(Answer.ALLOW_ONCE)
-    runtime = exec_runtime(public_dir / "s", ExecApprovalPolicy(security=Security.FULL, ask=Ask.ALWAYS), approver=recorder)
-    await call(runtime, "true")
+    runtime = exec_runtime(public_dir / "s", ExecApprovalPolicy(security=Security.FULL, ask=Ask.ALWAYS))
+    await call(runtime, "true", recorder=recorder)
     assert len(recorder.asked) == 1
 
 
 async def test_ask_fallback_allowlist_and_unanswered(public_dir: Path) -> None:
     policy = ExecApprovalPolicy(ask=Ask.ALWAYS, ask_fallback=Security.ALLOWLIST, allowlist=("/usr/bin/true",))
-    runtime = exec_runtime(public_dir / "s", policy, approver=Recorder(None))
-    assert (await call(runtime, "true")).value["exit_code"] == 0
-    runtime = exec_runtime(public_dir / "s", policy, approver=Recorder(None))
+    runtime = exec_runtime(public_dir / "s", policy)
+    assert (await call(runtime, "true", recorder=Recorder(None))).value["exit_code"] == 0
+    runtime = exec_runtime(public_dir / "s", policy)
     with pytest.raises(ApprovalDenied, match="nobody answered"):
-        await call(runtime, "false")
+        await call(runtime, "false", recorder=Recorder(None))
 
 
 async def test_non_main_sessions_are_always_sandboxed(public_dir: Path) -> None:

@@ -48,9 +48,10 @@ def fixture(name: str, description: str, schema: Mapping[str, Any] = NO_ARGS) ->
 
 
 def channel_of(host: HostContext) -> McpChannel:
-    """The MCP channel of the call; the fixtures make sense only when called over MCP."""
-    if isinstance(host.client, McpChannel):
-        return host.client
+    """The MCP channel of the call; the fixtures make sense only when called over MCP. The chain
+    hands tools a scanning wrapper around it (``inner``), which passes the rest through."""
+    if isinstance(getattr(host.client, "inner", host.client), McpChannel):
+        return host.client  # type: ignore[return-value]
     raise ToolError(f"{host.tool} needs an MCP client", hint="call it over MCP (pincer serve or pincer mcp stdio)")
 
 

@@ -1,10 +1,12 @@
 """MCP servers as pincer tools: stdio, legacy SSE and streamable HTTP, both protocol eras.
 
 One long-lived connection per server (:mod:`.connection`), started lazily or eagerly, restarted
-with backoff; stdio servers run under a supervisor so none outlives pincer (:mod:`.stdio`,
-:mod:`.supervisor`) with a whitelisted environment (:mod:`.environment`); tool definitions are
-pinned (:mod:`.pins`); server entries live in ``$PINCER_HOME/mcp/servers.json`` (:mod:`.config`)
-and can be imported from other clients' files (:mod:`.importers`).
+with backoff; stdio servers run under a supervisor so nothing they start outlives pincer
+(:mod:`.stdio`, :mod:`.supervisor`) with a whitelisted environment (:mod:`.environment`); tool
+definitions are leak-scanned and pinned with their registry names and effect annotations
+(:mod:`.pins`, :mod:`.assignment`); effects follow the table in :mod:`.tools`; server entries live
+in ``$PINCER_HOME/mcp/servers.json`` (:mod:`.config`) and can be imported from other clients'
+files (:mod:`.importers`).
 """
 
 from pincer.runtimes.mcp.config import ServerConfig, ServerStore, tool_name

@@ -2,7 +2,16 @@
 
 The file is pincer's own (``{"schema_version": 1, "servers": [...]}``), parsed strictly: a typo
 in your own server list is an error naming the server and the key. Foreign formats (IronClaw's
-``mcp-servers.json``, registry entries, ``mcpServers`` maps) are read by :mod:`.importers`.
+``mcp-servers.json``, registry entries, ``mcpServers`` maps, OpenClaw's ``mcp.servers``) are read
+by :mod:`.importers`.
+
+Besides how to reach the server, an entry says what its tools do: ``effects`` (the base set of
+every tool), ``tools`` (per-tool overrides, ``{"TOOL": {"effects": [...]}}``, keyed by the
+server's own tool name), ``read_only``/``read_only_tools``; :mod:`.tools` has the table. And
+``capabilities``: labels taken over from OpenClaw entries (``["discord", "telegram"]``), shown
+by ``pincer mcp list`` and put on each tool (``annotations.capabilities``) for
+``pincer tools list --capability``/``pincer mcp list --capability`` to filter by. They are
+descriptions, never permissions: pincer neither checks nor grants anything by them.
 
 Secrets never sit in this file: an env value or header may say ``${secret:NAME}`` and the value
 is taken from the secret store when the server is started.
@@ -11,7 +20,9 @@ is taken from the secret store when the server is started.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +32,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pincer.core.effects import EffectKind
-from pincer.core.errors import ConfigError, UsageError
+from pincer.core.errors import ConfigError, RuntimeUnavailable, UsageError
 from pincer.runtimes.mcp.environment import check_variable_name
 from pincer.store.jsonfile import locked, read_json, write_json_atomic
 
@@ -33,6 +44,8 @@ __all__ = [
     "check_server_name",
     "check_url",
     "check_header",
+    "check_capability",
+    "check_command",
     "tool_name",
     "sanitize",
 ]
@@ -45,6 +58,8 @@ MAX_TIMEOUT_S = 3_600.0
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 _NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_]")
+_CAPABILITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
+MAX_TOOL_OVERRIDES = 1_000
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
 
 Transport = Literal["stdio", "http", "sse"]
@@ -103,6 +118,44 @@ def check_url(url: object, *, source: str) -> str:
     return url
 
 
+def find_command(command: str, *, cwd: str | None = None, path: str | None = None) -> str | None:
+    """Where ``command`` would be run from: a path (relative ones against ``cwd``, as the
+    supervisor runs it there) that is an executable file, or a name found on ``path``."""
+    if "/" in command:
+        candidate = Path(command).expanduser()
+        if not candidate.is_absolute() and cwd:
+            candidate = Path(cwd) / candidate
+        return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    return shutil.which(command, path=path)
+
+
+def check_command(config: ServerConfig) -> str:
+    """A stdio server's command resolves to an executable now; its path. Raises
+    RuntimeUnavailable saying what is missing (``pincer mcp add --force`` saves it anyway)."""
+    command = config.command or ""
+    path = config.env.get("PATH") if "${" not in config.env.get("PATH", "") else None
+    found = find_command(command, cwd=config.cwd, path=path if path is not None else os.environ.get("PATH"))
+    if found is not None:
+        return found
+    if "/" in command:
+        problem = f"{command!r} is not an executable file" + (f" (relative to {config.cwd})" if config.cwd else "")
+    else:
+        problem = f"{command!r} is not on PATH"
+    raise RuntimeUnavailable(
+        f"MCP server {config.name!r}: {problem}; nothing was saved",
+        hint="install the program or give its full path with --command; --force saves the entry anyway",
+    )
+
+
+def check_capability(label: object, *, source: str) -> str:
+    if not isinstance(label, str) or not _CAPABILITY.match(label):
+        raise UsageError(
+            f"{source}: {label!r} is not a usable capability label",
+            hint="use 1-64 letters, digits, '_', '-', '.', ':' or '/', like discord or telegram",
+        )
+    return label
+
+
 def check_header(name: object, value: object, *, source: str) -> tuple[str, str]:
     if not isinstance(name, str) or not _HEADER_NAME.match(name):
         raise UsageError(f"{source}: {name!r} is not a valid HTTP header name", hint="use names like X-Api-Key")
@@ -118,9 +171,11 @@ class ServerConfig:
 
     ``startup`` lazy starts the server on its first call (its tools are known from the pins);
     eager starts it with pincer. ``timeout_s`` bounds each call (None: pincer's tools.timeout_s).
-    ``read_only`` (or a name in ``read_only_tools``) narrows the default effects to ``network``;
-    ``effects`` replaces the default set. ``protocol`` is ``auto`` (discover the 2026 protocol,
-    fall back to the initialize handshake), ``legacy`` (handshake only) or a version string."""
+    ``effects`` replaces the default base set, ``tool_effects`` (upstream tool name -> effects)
+    sets single tools' effects exactly, ``read_only`` (or a name in ``read_only_tools``) drops the
+    write effects (the table is in :mod:`.tools`). ``capabilities`` are labels, never permissions.
+    ``protocol`` is ``auto`` (discover the 2026 protocol, fall back to the initialize handshake),
+    ``legacy`` (handshake only) or a version string."""
 
     name: str
     transport: Transport
@@ -137,6 +192,8 @@ class ServerConfig:
     read_only: bool = False
     read_only_tools: tuple[str, ...] = ()
     effects: frozenset[EffectKind] | None = None
+    tool_effects: Mapping[str, frozenset[EffectKind]] = field(default_factory=dict)
+    capabilities: tuple[str, ...] = ()
     protocol: str = "auto"
     description: str | None = None
 
@@ -167,6 +224,13 @@ class ServerConfig:
             raise UsageError(f"{where}: startup must be lazy or eager")
         if self.protocol not in ("auto", "legacy") and not re.match(r"^\d{4}-\d{2}-\d{2}$", self.protocol):
             raise UsageError(f"{where}: protocol must be auto, legacy or a version like 2026-07-28")
+        if len(self.tool_effects) > MAX_TOOL_OVERRIDES:
+            raise UsageError(f"{where}: more than {MAX_TOOL_OVERRIDES} per-tool overrides")
+        for tool in self.tool_effects:
+            if not isinstance(tool, str) or not tool or len(tool) > 256:
+                raise UsageError(f"{where}: {tool!r} is not a tool name", hint="use the server's own name of the tool")
+        for label in self.capabilities:
+            check_capability(label, source=where)
 
     @property
     def prefix(self) -> str:
@@ -200,11 +264,23 @@ class ServerConfig:
             data["read_only_tools"] = list(self.read_only_tools)
         if self.effects is not None:
             data["effects"] = sorted(e.value for e in self.effects)
+        if self.tool_effects:
+            data["tools"] = {
+                tool: {"effects": sorted(e.value for e in effects)} for tool, effects in sorted(self.tool_effects.items())
+            }
+        if self.capabilities:
+            data["capabilities"] = list(self.capabilities)
         if self.protocol != "auto":
             data["protocol"] = self.protocol
         if self.description:
             data["description"] = self.description
         return data
+
+
+class _ToolEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    effects: list[EffectKind]
 
 
 class _Entry(BaseModel):
@@ -225,6 +301,8 @@ class _Entry(BaseModel):
     read_only: bool = False
     read_only_tools: list[str] = Field(default_factory=list)
     effects: list[EffectKind] | None = None
+    tools: dict[str, _ToolEntry] = Field(default_factory=dict)
+    capabilities: list[str] = Field(default_factory=list)
     protocol: str = "auto"
     description: str | None = None
 
@@ -253,6 +331,8 @@ def _entry_to_config(entry: _Entry) -> ServerConfig:
         read_only=entry.read_only,
         read_only_tools=tuple(entry.read_only_tools),
         effects=frozenset(entry.effects) if entry.effects is not None else None,
+        tool_effects={tool: frozenset(override.effects) for tool, override in entry.tools.items()},
+        capabilities=tuple(entry.capabilities),
         protocol=entry.protocol,
         description=entry.description,
     )

@@ -1,6 +1,6 @@
 """Reading other clients' MCP server lists into pincer's :class:`ServerConfig`.
 
-Three shapes are recognised by their top-level keys:
+Four shapes are recognised by their top-level keys:
 
 * IronClaw's ``mcp-servers.json``: ``{"schema_version": 1, "servers": [{"name", "url",
   "transport": {"transport": "stdio", "command", "args", "env"} | {"transport": "http"}, "headers",
@@ -9,10 +9,21 @@ Three shapes are recognised by their top-level keys:
 * an IronClaw registry entry (``registry/mcp-servers/*.json``): ``{"name", "kind": "mcp_server",
   "url", "auth"}`` or with ``command``/``args``/``env``; a directory of them is read whole;
 * ``{"mcpServers": {NAME: {"command", "args", "env", "cwd"} | {"url", "type", "headers"}}}`` as
-  desktop MCP clients write it.
+  desktop MCP clients write it;
+* OpenClaw's ``openclaw.json``: the same entries under ``{"mcp": {"servers": {NAME: ...}}}``.
 
-Unknown keys are ignored (these are foreign formats); a malformed entry is a ManifestError naming
-the file, the entry and the key, and nothing is imported. Literal credentials found in ``env`` or
+In the two map shapes OpenClaw also writes entries that are not MCP servers pincer should connect
+to as such: ``{"url": ..., "specPath": "./openapi-spec.yaml"}`` (an OpenAPI document served as
+tools by openapi-mcp) becomes an OpenAPI service, since pincer reads OpenAPI itself (``specPath``,
+``spec`` or ``openapi``; a relative path is resolved against the imported file's folder; the
+service's base URL is the document's first server; the entry's ``url``, openapi-mcp's own
+endpoint, is not used). ``"capabilities": ["discord", "telegram"]`` is kept on the server entry
+(labels: see :mod:`.config`).
+
+Keys pincer does not read are never silently dropped: ``ImportResult.unknown_keys`` lists them
+per entry for the import summary (the entries themselves are still imported). A malformed entry is
+a ManifestError naming the file, the entry and the key, and nothing is imported. Literal
+credentials found in ``env`` or
 ``headers`` are not written to the server file: they are returned in ``ImportResult.secrets`` for
 the caller to put into the secret store, and the entry refers to them as ``${secret:NAME}``.
 ``${VAR}`` references (environment interpolation in other clients) become ``${secret:VAR}``.
@@ -28,8 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from pincer.core.errors import ManifestError, PincerError, UsageError
-from pincer.runtimes.mcp.config import ServerConfig, sanitize
+from pincer.runtimes.mcp.config import ServerConfig, check_capability, sanitize
 from pincer.runtimes.mcp.environment import SECRET_REF, is_forbidden_variable
+from pincer.runtimes.openapi.config import ServiceConfig
+from pincer.runtimes.openapi.document import Fetch
 
 __all__ = ["ImportResult", "import_path", "import_data", "protect_env", "protect_headers", "MAX_IMPORT_BYTES"]
 
@@ -38,31 +51,48 @@ _SECRETISH_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY
 _SECRETISH_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "x-auth-token", "cookie"})
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]{0,127})\}")
 _HTTP_TYPES = {"http": "http", "streamable-http": "http", "streamablehttp": "http", "streamable_http": "http", "sse": "sse"}
+_SPEC_KEYS = ("specPath", "spec", "openapi")
+_SERVICE_NAME = re.compile(r"[^A-Za-z0-9_-]")
+# What each shape's entries may hold that pincer reads (or knowingly passes over: metadata).
+_MAP_KEYS = frozenset({
+    "command", "args", "env", "cwd", "url", "serverUrl", "type", "transport", "headers", "disabled", "enabled",
+    "description", "capabilities", *_SPEC_KEYS,
+})
+_IRONCLAW_KEYS = frozenset({"name", "url", "transport", "headers", "enabled", "description", "oauth",
+                            "command", "args", "env", "cwd"})
+_IRONCLAW_TRANSPORT_KEYS = frozenset({"transport", "command", "args", "env", "cwd"})
+_REGISTRY_KEYS = frozenset({"name", "display_name", "kind", "description", "keywords", "url", "auth", "command",
+                            "args", "env", "cwd", "transport", "headers"})
 
 
 @dataclass(kw_only=True, slots=True)
 class ImportResult:
     servers: list[ServerConfig] = field(default_factory=list)
+    services: list[ServiceConfig] = field(default_factory=list)  # OpenAPI entries (specPath)
     secrets: dict[str, str] = field(default_factory=dict, repr=False)  # name -> value for the store
     notes: list[str] = field(default_factory=list)
+    unknown_keys: dict[str, list[str]] = field(default_factory=dict)  # entry -> keys pincer does not read
     format: str = ""
 
 
-def import_path(path: Path) -> ImportResult:
-    """Read a file (any of the three shapes) or a directory of registry entries."""
+def import_path(path: Path, *, fetch: Fetch | None = None) -> ImportResult:
+    """Read a file (any of the four shapes) or a directory of registry entries. ``fetch`` reads
+    an OpenAPI document an entry names by URL (None: such entries are skipped with a note)."""
     if path.is_dir():
         result = ImportResult(format="registry directory")
         files = sorted(p for p in path.glob("*.json") if not p.name.startswith("_"))
         if not files:
             raise ManifestError("the directory holds no *.json registry entries", source=str(path))
         for file in files:
-            part = import_data(_read(file), source=str(file))
+            part = import_data(_read(file), source=str(file), base=file.parent, fetch=fetch)
             result.servers.extend(part.servers)
+            result.services.extend(part.services)
             result.secrets.update(part.secrets)
             result.notes.extend(part.notes)
+            result.unknown_keys.update(part.unknown_keys)
         _check_unique(result.servers, str(path))
         return result
-    return import_data(_read(path), source=str(path))
+    return import_data(_read(path), source=str(path), base=path.parent, fetch=fetch)
 
 
 def _read(path: Path) -> Any:
@@ -80,26 +110,42 @@ def _read(path: Path) -> Any:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def import_data(data: Any, *, source: str) -> ImportResult:
-    """Parse already-loaded JSON. Raises ManifestError (or UsageError) only."""
+def import_data(
+    data: Any, *, source: str, base: Path | None = None, fetch: Fetch | None = None
+) -> ImportResult:
+    """Parse already-loaded JSON; ``base`` is the folder relative ``specPath``s are resolved
+    against (default: the current directory). Raises ManifestError (or UsageError) only."""
     try:
-        return _import(data, source)
+        return _import(data, source, base or Path.cwd(), fetch)
     except ManifestError:
         raise
     except PincerError as exc:
         raise ManifestError(exc.message, source=source, hint=exc.hint) from None
 
 
-def _import(data: Any, source: str) -> ImportResult:
+def _openclaw_servers(data: Mapping[str, Any]) -> Any:
+    mcp = data.get("mcp")
+    return mcp.get("servers") if isinstance(mcp, Mapping) and "servers" in mcp else None
+
+
+def _import(data: Any, source: str, base: Path, fetch: Fetch | None) -> ImportResult:
     if not isinstance(data, Mapping):
         raise ManifestError(f"expected a JSON object, got {type(data).__name__}", source=source)
-    if "mcpServers" in data:
-        result = ImportResult(format="mcpServers")
-        servers = data["mcpServers"]
+    openclaw = _openclaw_servers(data)
+    if "mcpServers" in data or openclaw is not None:
+        key = "mcpServers" if "mcpServers" in data else "mcp.servers"
+        result = ImportResult(format="mcpServers" if key == "mcpServers" else "OpenClaw mcp.servers")
+        servers = data["mcpServers"] if key == "mcpServers" else openclaw
         if not isinstance(servers, Mapping):
-            raise ManifestError("expected an object of servers", source=source, key="mcpServers")
+            raise ManifestError("expected an object of servers", source=source, key=key)
         for name, entry in servers.items():
-            _add(result, _from_mcp_servers_entry(str(name), entry, source), source)
+            label = f"{key}.{name}"
+            _note_unknown(result, label, entry, _MAP_KEYS)
+            spec_key = next((k for k in _SPEC_KEYS if isinstance(entry, Mapping) and k in entry), None)
+            if spec_key is not None:
+                _add_service(result, str(name), entry, spec_key, source, label, base, fetch)
+            else:
+                _add(result, _from_mcp_servers_entry(str(name), entry, source, key), source)
     elif "servers" in data:
         version = data.get("schema_version", 1)
         if version != 1:
@@ -111,18 +157,101 @@ def _import(data: Any, source: str) -> ImportResult:
             raise ManifestError("expected a list of servers", source=source, key="servers")
         result = ImportResult(format="IronClaw mcp-servers.json")
         for index, entry in enumerate(servers):
-            _add(result, _from_ironclaw_entry(entry, source, f"servers.{index}"), source)
+            label = f"servers.{index}"
+            _note_unknown(result, label, entry, _IRONCLAW_KEYS)
+            if isinstance(entry, Mapping) and isinstance(entry.get("transport"), Mapping):
+                _note_unknown(result, f"{label}.transport", entry["transport"], _IRONCLAW_TRANSPORT_KEYS)
+            _add(result, _from_ironclaw_entry(entry, source, label), source)
     elif data.get("kind") == "mcp_server":
         result = ImportResult(format="IronClaw registry entry")
+        _note_unknown(result, source, data, _REGISTRY_KEYS)
         _add(result, _from_registry_entry(data, source), source)
     else:
         raise ManifestError(
-            "not an MCP server list: expected 'mcpServers', 'servers' (mcp-servers.json) or a registry entry "
-            "with \"kind\": \"mcp_server\"",
+            "not an MCP server list: expected 'mcpServers', 'mcp.servers' (openclaw.json), 'servers' "
+            "(mcp-servers.json) or a registry entry with \"kind\": \"mcp_server\"",
             source=source,
         )
     _check_unique(result.servers, source)
+    _check_unique(result.services, source)
     return result
+
+
+def _note_unknown(result: ImportResult, label: str, entry: Any, known: frozenset[str]) -> None:
+    if isinstance(entry, Mapping):
+        unknown = sorted(str(k) for k in entry if k not in known)
+        if unknown:
+            result.unknown_keys[label] = unknown
+
+
+def _capabilities(value: Any, source: str, key: str) -> tuple[str, ...]:
+    labels = _strings(value, source, key)
+    for label in labels:
+        try:
+            check_capability(label, source=key)
+        except UsageError as exc:
+            raise ManifestError(exc.message, source=source, key=key, hint=exc.hint) from None
+    return tuple(dict.fromkeys(labels))
+
+
+def _add_service(
+    result: ImportResult,
+    raw_name: str,
+    entry: Mapping[str, Any],
+    spec_key: str,
+    source: str,
+    label: str,
+    base: Path,
+    fetch: Fetch | None,
+) -> None:
+    """An entry naming an OpenAPI document: read it now, as ``pincer openapi add`` does."""
+    from pincer.runtimes.openapi import Resolver, extract_operations, load_document, server_urls
+
+    spec = entry[spec_key]
+    key = f"{label}.{spec_key}"
+    if not isinstance(spec, str) or not spec.strip():
+        raise ManifestError("expected the path or URL of an OpenAPI document", source=source, key=key)
+    name = _SERVICE_NAME.sub("_", raw_name.strip())[:64].lstrip("_-") or "service"
+    if name != raw_name:
+        result.notes.append(f"{raw_name!r} is imported as {name!r}")
+    is_url = spec.startswith(("http://", "https://"))
+    if is_url and fetch is None:
+        result.notes.append(
+            f"{name}: its OpenAPI document is at a URL, which import does not fetch; skipped: "
+            f"pincer openapi add {name} --spec {spec}"
+        )
+        return
+    location: str | Path = spec if is_url else (base / Path(spec).expanduser())
+    if isinstance(location, Path) and not location.is_file():  # never a device, a pipe or a folder
+        raise ManifestError(f"the OpenAPI document {location} does not exist or is not a file", source=source, key=key)
+    try:
+        document, where = load_document(location, fetch=fetch)
+        operations = extract_operations(Resolver(document, where, fetch=fetch))
+    except PincerError as exc:
+        raise ManifestError(exc.message, source=source, key=key, hint=exc.hint) from None
+    if not operations:
+        raise ManifestError(f"the OpenAPI document {where} has no operations", source=source, key=key)
+    base_url = next(iter(server_urls(document, where)), None)
+    if base_url is None:
+        result.notes.append(
+            f"{name}: the OpenAPI document names no server to call; skipped: "
+            f"pincer openapi add {name} --spec {where} --base-url https://..."
+        )
+        return
+    info = document.get("info") if isinstance(document.get("info"), Mapping) else {}
+    title = info.get("title") if isinstance(info, Mapping) and isinstance(info.get("title"), str) else None
+    try:
+        service = ServiceConfig(name=name, spec=str(where), base_url=base_url, operations=tuple(operations), title=title)
+    except UsageError as exc:
+        raise ManifestError(exc.message, source=source, key=label, hint=exc.hint) from None
+    result.services.append(service)
+    result.notes.append(
+        f"{name}: an OpenAPI document ({spec_key} {spec}); imported as an OpenAPI service with "
+        f"{len(operations)} tools calling {base_url}"
+        + (" (the entry's url, openapi-mcp's own endpoint, is not used)" if "url" in entry else "")
+    )
+    if "capabilities" in entry:
+        result.notes.append(f"{name}: capabilities apply to MCP servers only; not kept for an OpenAPI service")
 
 
 # -- one entry each ------------------------------------------------------------------------------
@@ -143,7 +272,7 @@ def _add(result: ImportResult, parsed: _Parsed, source: str) -> None:
     result.secrets.update(secrets)
 
 
-def _check_unique(servers: list[ServerConfig], source: str) -> None:
+def _check_unique(servers: list[ServerConfig] | list[ServiceConfig], source: str) -> None:
     seen: set[str] = set()
     for server in servers:
         if server.name in seen:
@@ -260,8 +389,8 @@ def _guess_http_transport(url: str, declared: Any) -> str:
     return "sse" if url.rstrip("/").endswith("/sse") else "http"
 
 
-def _from_mcp_servers_entry(raw_name: str, entry: Any, source: str) -> _Parsed:
-    key = f"mcpServers.{raw_name}"
+def _from_mcp_servers_entry(raw_name: str, entry: Any, source: str, where: str = "mcpServers") -> _Parsed:
+    key = f"{where}.{raw_name}"
     if not isinstance(entry, Mapping):
         raise ManifestError("expected an object", source=source, key=key)
     name, notes = _name(raw_name, source, key)
@@ -280,6 +409,8 @@ def _from_mcp_servers_entry(raw_name: str, entry: Any, source: str) -> _Parsed:
         fields["enabled"] = False
     if isinstance(entry.get("description"), str):
         fields["description"] = entry["description"]
+    if "capabilities" in entry:
+        fields["capabilities"] = _capabilities(entry["capabilities"], source, f"{key}.capabilities")
     return fields, secrets, notes + more
 
 

@@ -1,13 +1,16 @@
 """The MCP runtime: every configured MCP server's tools as pincer tools.
 
-    runtime = McpRuntime.from_home(home, secrets=store)
+    runtime = McpRuntime.from_home(home, secrets=store, scanner=pincer.scanner)
     await pincer.add_runtime(runtime)
     runtime.subscribe(lambda: pincer.registry.refresh(runtime))   # list_changed, restarts
 
 ``tools()`` answers from what is known without starting anything: a running server's current
 tools, else the pinned definitions of a lazy server. ``start()`` starts the eager servers and
-those never seen before (their tools must be learnt and pinned once). A tool whose offered
-definition differs from its pin is listed with the pinned definition and refuses calls until
+those never seen before (their tools must be learnt and pinned once). Which upstream tool gets
+which registry name, which are blocked and which refused is decided by :mod:`.assignment`: every
+definition is leak-scanned with ``scanner()`` (the store's scanner) before it is pinned or
+listed, pinned tools keep their names, and a tool whose offered definition or effect annotations
+differ from its pin is listed with the pinned definition and refuses calls until
 ``pincer mcp trust``; the runtime re-reads the pins on such a call, so a trust given by another
 process takes effect without a restart.
 """
@@ -25,12 +28,14 @@ from pincer.core.effects import RuntimeKind
 from pincer.core.errors import Denied, ToolNotFound
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.runtimes.base import ChangeListener, ChangeListeners
+from pincer.runtimes.mcp.assignment import Refused, assign_tools, holds_secret
 from pincer.runtimes.mcp.config import ServerConfig, ServerStore
 from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
 from pincer.runtimes.mcp.environment import SecretLookup
 from pincer.runtimes.mcp.pins import PinStore, ToolDefinition
 from pincer.runtimes.mcp.results import to_tool_output
 from pincer.runtimes.mcp.tools import build_spec
+from pincer.safety.scanner import LeakScanner
 
 logger = logging.getLogger(__name__)
 
@@ -56,18 +61,36 @@ def secret_lookup(secrets: Any) -> SecretLookup | None:
     raise TypeError(f"cannot look secrets up in {type(secrets).__name__}")
 
 
+ScannerFactory = Callable[[], LeakScanner]
+
+
 class McpRuntime:
+    """``scanner`` returns the leak scanner over the store's secrets (``Pincer.scanner``); without
+    one, definitions are still scanned for credential shapes."""
+
     kind = RuntimeKind.MCP
 
-    def __init__(self, servers: Sequence[ServerConfig], *, pins: PinStore, secrets: Any = None) -> None:
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig],
+        *,
+        pins: PinStore,
+        secrets: Any = None,
+        scanner: ScannerFactory | None = None,
+    ) -> None:
         self.pins = pins
         self._lookup = secret_lookup(secrets)
+        if scanner is None:
+            shapes_only = LeakScanner(())
+            scanner = lambda: shapes_only  # noqa: E731
+        self._scanner = scanner
         self.servers: dict[str, ServerConfig] = {s.name: s for s in servers if s.enabled}
         self.connections: dict[str, ServerConnection] = {
             name: ServerConnection(config, secrets=self._lookup, on_tools=self._on_tools)
             for name, config in self.servers.items()
         }
-        self._offered: dict[str, dict[str, ToolDefinition]] = {}
+        self._offered: dict[str, list[ToolDefinition]] = {}
+        self._refused: dict[str, tuple[Refused, ...]] = {}
         self._specs: dict[str, dict[str, ToolSpec]] = {}  # server -> registry name -> spec
         self._owners: dict[str, tuple[str, str]] = {}  # registry name -> (server, upstream tool)
         self._blocked: dict[str, str] = {}  # registry name -> reason
@@ -76,17 +99,46 @@ class McpRuntime:
             self._rebuild(name)
 
     @classmethod
-    def from_home(cls, home: Path, *, secrets: Any = None) -> McpRuntime:
-        return cls(ServerStore(home).load(), pins=PinStore(home), secrets=secrets)
+    def from_home(cls, home: Path, *, secrets: Any = None, scanner: ScannerFactory | None = None) -> McpRuntime:
+        return cls(ServerStore(home).load(), pins=PinStore(home), secrets=secrets, scanner=scanner)
 
     # -- the Runtime protocol -------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start eager servers and the ones with no pinned tools; a failure is logged, never
         fatal (the server is tried again on its first call)."""
+        await self._start_wanted(list(self.connections))
+
+    async def reconcile(self, servers: Sequence[ServerConfig]) -> None:
+        """Follow an edited server list (``pincer mcp add/remove`` by another process): servers
+        whose entry is unchanged keep running, with their calls in flight; removed and changed
+        ones are stopped, new and changed ones started as ``start`` would."""
+        wanted = {s.name: s for s in servers if s.enabled}
+        gone = [name for name, config in self.servers.items() if wanted.get(name) != config]
+        fresh = [name for name, config in wanted.items() if self.servers.get(name) != config]
+        if not gone and not fresh:
+            return
+        for name in gone:
+            conn = self.connections.pop(name)
+            del self.servers[name]
+            for registry_name in self._specs.pop(name, {}):
+                self._owners.pop(registry_name, None)
+                self._blocked.pop(registry_name, None)
+            self._offered.pop(name, None)
+            self._refused.pop(name, None)
+            with anyio.CancelScope(shield=True):
+                await conn.aclose()
+        for name in fresh:
+            self.servers[name] = wanted[name]
+            self.connections[name] = ServerConnection(wanted[name], secrets=self._lookup, on_tools=self._on_tools)
+            self._rebuild(name)
+        self._changes.notify()
+        await self._start_wanted(fresh)
+
+    async def _start_wanted(self, names: list[str]) -> None:
         wanted = [
-            conn
-            for name, conn in self.connections.items()
+            self.connections[name]
+            for name in names
             if self.servers[name].startup == "eager" or not self.pins.pins(name)
         ]
         if not wanted:
@@ -114,7 +166,26 @@ class McpRuntime:
     def tools(self) -> Sequence[ToolSpec]:
         return [spec for specs in self._specs.values() for spec in specs.values()]
 
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> None:
+        """Refuse a blocked tool before anyone is asked to approve it: the server is started if
+        it is not running (its listing is what shows a changed definition), the tool is not run."""
+        await self._ready(spec, host)
+
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        conn, upstream, timeout_s = await self._ready(spec, host)
+        progress = None
+        if host.client is not None:
+            channel = host.client
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                await channel.progress(value, total, message)
+
+        result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
+        return to_tool_output(result)
+
+    async def _ready(self, spec: ToolSpec, host: HostContext) -> tuple[Any, str, float]:
+        """The running connection, the server's name for the tool and the call's timeout; raises
+        ToolNotFound or Denied (a blocked definition)."""
         owner = self._owners.get(spec.name)
         if owner is None:
             raise ToolNotFound(f"no MCP tool named {spec.name!r}", hint="`pincer tools list` shows the tools there are")
@@ -127,23 +198,18 @@ class McpRuntime:
             self._rebuild(server, notify=True)  # maybe trusted meanwhile, by another process
         if not conn.is_running:
             await conn.start(timeout_s=timeout_s)
-            if self._owners.get(spec.name) != owner:
+            # Its listing may have moved the name (an owner change is blocked below, never called).
+            current = self._owners.get(spec.name)
+            if current is None or (current != owner and spec.name not in self._blocked):
                 raise ToolNotFound(
-                    f"MCP server {server!r} no longer offers {upstream!r}",
+                    f"MCP server {server!r} no longer offers {upstream!r} as {spec.name}",
                     hint="`pincer tools list` shows its current tools",
                 )
+            upstream = current[1]
         reason = self._blocked.get(spec.name)
         if reason is not None:
             raise Denied(reason, hint=f"review the change and run `pincer mcp trust {server} {upstream}`")
-        progress = None
-        if host.client is not None:
-            channel = host.client
-
-            async def progress(value: float, total: float | None, message: str | None) -> None:
-                await channel.progress(value, total, message)
-
-        result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
-        return to_tool_output(result)
+        return conn, upstream, timeout_s
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -155,48 +221,68 @@ class McpRuntime:
         return [conn.status() for conn in self.connections.values()]
 
     def offered(self, server: str) -> dict[str, ToolDefinition] | None:
-        """What the running server offers now (None: not seen in this process)."""
+        """What the running server offers now, minus definitions refused for holding a secret
+        (None: not seen in this process)."""
         offered = self._offered.get(server)
-        return dict(offered) if offered is not None else None
+        if offered is None:
+            return None
+        scanner = self._scanner()
+        found: dict[str, ToolDefinition] = {}
+        for definition in offered:
+            if definition.name not in found and not holds_secret(scanner, definition):
+                found[definition.name] = definition
+        return found
+
+    def refused(self, server: str) -> tuple[Refused, ...]:
+        """The server's tools that got no registry entry, and why (safe to show)."""
+        return self._refused.get(server, ())
 
     def _on_tools(self, conn: ServerConnection, definitions: list[ToolDefinition]) -> None:
-        new = self.pins.record_new(conn.name, definitions)
-        if new and self.pins.pins(conn.name).keys() != set(new):
-            logger.warning("MCP server %s offers new tools: %s", conn.name, ", ".join(sorted(new)))
-        self._offered[conn.name] = {d.name: d for d in definitions}
-        self._rebuild(conn.name, notify=True)
+        server = conn.name
+        assignment = assign_tools(
+            server, self.pins.pins(server), definitions, scanner=self._scanner(), taken=self._taken(server)
+        )
+        first_sight = not self.pins.pins(server)
+        new = self.pins.record_new(server, [t.definition for t in assignment.tools if t.state == "new"])
+        if new and not first_sight:
+            logger.warning("MCP server %s offers new tools: %s", server, ", ".join(sorted(new)))
+        for refused in assignment.refused:
+            logger.warning("%s (%s)", refused.reason, refused.hint)
+        self._offered[server] = list(definitions)
+        self._rebuild(server, notify=True)
+
+    def _taken(self, server: str) -> set[str]:
+        """Registry names other servers hold: their pins (on a name two servers pinned, the
+        server whose name sorts first keeps it) and what they list now."""
+        every = self.pins.all()
+        mine = {pin.registry_name for pin in every.get(server, {}).values()}
+        taken: set[str] = set()
+        for other, pins in every.items():
+            if other == server:
+                continue
+            for pin in pins.values():
+                if not (pin.registry_name in mine and server < other):
+                    taken.add(pin.registry_name)
+        for other, specs in self._specs.items():
+            if other != server:
+                taken.update(name for name in specs if name not in mine)
+        return taken
 
     def _rebuild(self, server: str, *, notify: bool = False) -> None:
         config = self.servers[server]
-        pins = self.pins.pins(server)
-        offered = self._offered.get(server)
+        assignment = assign_tools(
+            server, self.pins.pins(server), self._offered.get(server), scanner=self._scanner(), taken=self._taken(server)
+        )
         specs: dict[str, ToolSpec] = {}
         blocked: dict[str, str] = {}
         owners: dict[str, tuple[str, str]] = {}
-        if offered is None:
-            entries = [(pin.definition, None) for pin in pins.values()]
-        else:
-            entries = []
-            for definition in offered.values():
-                pin = pins.get(definition.name)
-                if pin is None or pin.hash == definition.hash:
-                    entries.append((definition, None))
-                else:
-                    reason = (
-                        f"MCP server {server!r} changed the definition of {definition.name!r} since it was trusted; "
-                        "calls are refused until someone reviews and trusts the change"
-                    )
-                    entries.append((pin.definition, reason))
-        for definition, reason in entries:
-            spec = build_spec(config, definition, blocked=reason)
-            if spec.name in specs:
-                logger.warning("MCP server %s: tools %r and %r share the name %s; keeping the first",
-                               server, owners[spec.name][1], definition.name, spec.name)
-                continue
-            specs[spec.name] = spec
-            owners[spec.name] = (server, definition.name)
-            if reason is not None:
-                blocked[spec.name] = reason
+        for tool in assignment.tools:
+            specs[tool.registry_name] = build_spec(
+                config, tool.definition, registry_name=tool.registry_name, blocked=tool.blocked
+            )
+            owners[tool.registry_name] = (server, tool.upstream)
+            if tool.blocked is not None:
+                blocked[tool.registry_name] = tool.blocked
         old = self._specs.get(server, {})
         changed = {n: s.identity for n, s in old.items()} != {n: s.identity for n, s in specs.items()}
         changed = changed or {n for n in old if n in self._blocked} != set(blocked)
@@ -204,6 +290,7 @@ class McpRuntime:
             self._owners.pop(name, None)
             self._blocked.pop(name, None)
         self._specs[server] = specs
+        self._refused[server] = assignment.refused
         self._owners.update(owners)
         self._blocked.update(blocked)
         if notify and changed:

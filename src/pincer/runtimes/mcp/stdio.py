@@ -2,14 +2,16 @@
 
 Modelled on the SDK's ``stdio_client`` with three differences that are the reason it exists:
 
-* the server runs under :mod:`.supervisor` with a lifeline pipe, so it dies with pincer even
-  when pincer is SIGKILLed, and its whole process group is killed on shutdown;
+* the server runs under :mod:`.supervisor` with a lifeline pipe, so it and everything it starts
+  (also a grandchild that left the process group with ``setsid()``) die with pincer, even when
+  pincer is SIGKILLed; on shutdown the supervisor ends them the same way;
 * anything on stdout that is not a JSON-RPC message ends the connection at once with the
   offending line in the reason (the spec forbids it; waiting for a timeout helps nobody);
 * stderr is kept as a short tail for error messages instead of being mixed into pincer's.
 
-Shutdown follows the MCP lifecycle (close stdin, wait, SIGTERM the group, SIGKILL it), shielded
-and bounded by named constants, so a cancelled caller can neither leak nor hang on a server.
+Shutdown follows the MCP lifecycle (close stdin, wait; then close the lifeline, so the supervisor
+SIGTERMs and SIGKILLs every descendant; SIGKILL of the group only if the supervisor does not exit),
+shielded and bounded by named constants, so a cancelled caller can neither leak nor hang on a server.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ __all__ = [
 ]
 
 SUPERVISOR_PATH = Path(__file__).with_name("supervisor.py")
-CLOSE_GRACE_S = 2.0  # after stdin closes, before SIGTERM
-TERM_GRACE_S = 2.0  # after SIGTERM, before SIGKILL
+KILL_NOW = b"k"  # on the lifeline: the supervisor ends everything at once (see supervisor.py)
+CLOSE_GRACE_S = 2.0  # after stdin closes, before the supervisor is told to end everything
+# The supervisor's own SIGTERM grace plus its SIGKILL rounds, with room for a loaded machine.
+TERM_GRACE_S = 2.0 + 5.0
 REAP_TIMEOUT_S = 2.0
 EXIT_POLL_S = 0.01
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -145,10 +149,19 @@ class StdioTransport:
                 tg.cancel_scope.cancel()
 
     async def kill(self) -> None:
-        """End the server's process group now (a hung server is not worth a grace period)."""
-        if self._process is not None and self._process.returncode is None:
-            with suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signal.SIGKILL)
+        """End the server and everything it started now (a hung server is not worth a grace
+        period): the supervisor is told over the lifeline, since a SIGKILL of the group would
+        end the supervisor too and leave whatever left the group behind."""
+        if self._process is None or self._process.returncode is not None:
+            return
+        if self._lifeline_w is not None:
+            try:
+                os.write(self._lifeline_w, KILL_NOW)
+                return
+            except OSError:
+                pass
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, signal.SIGKILL)
 
     async def _stop(self) -> None:
         process = self._process
@@ -160,18 +173,16 @@ class StdioTransport:
             with suppress(Exception):
                 await process.stdin.aclose()
         if not await self._wait_exit(CLOSE_GRACE_S):
-            with suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGTERM)
+            # EOF on the lifeline: the supervisor SIGTERMs every descendant, waits, SIGKILLs them.
+            self._close_lifeline()
             if not await self._wait_exit(TERM_GRACE_S):
+                logger.warning("MCP server %s: its supervisor did not exit; killing its process group",
+                               self.launch.server)
                 with suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, signal.SIGKILL)
                 if not await self._wait_exit(REAP_TIMEOUT_S):
                     logger.warning("MCP server %s (pid %d) survived SIGKILL", self.launch.server, process.pid)
-        # Closing the lifeline last: if the supervisor is still there it ends the group itself.
-        if self._lifeline_w is not None:
-            with suppress(OSError):
-                os.close(self._lifeline_w)
-            self._lifeline_w = None
+        self._close_lifeline()
         for pipe in (process.stdout, process.stderr):
             if pipe is not None:
                 with suppress(Exception):
@@ -181,6 +192,12 @@ class StdioTransport:
         if callable(close):  # else asyncio warns at garbage collection about an open transport
             with suppress(Exception):
                 close()
+
+    def _close_lifeline(self) -> None:
+        if self._lifeline_w is not None:
+            with suppress(OSError):
+                os.close(self._lifeline_w)
+            self._lifeline_w = None
 
     async def _wait_exit(self, timeout_s: float) -> bool:
         # Not process.wait(): on asyncio it also waits for pipe EOF, which a grandchild holding

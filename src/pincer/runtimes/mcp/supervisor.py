@@ -1,17 +1,29 @@
-"""The parent of every stdio MCP server: no server outlives the pincer that started it.
+"""The parent of every stdio MCP server: nothing a server starts outlives the pincer that started it.
 
 Run as ``python -I -S supervisor.py LIFELINE_FD -- COMMAND [ARG]...`` in a new session (so this
-process leads a process group). It forks COMMAND with the inherited stdin/stdout/stderr and
-then only waits, on two things:
+process leads a process group). On Linux it first makes itself a child subreaper
+(``PR_SET_CHILD_SUBREAPER``): every process below it whose parent exits is re-parented here
+instead of to init, also one that called ``setsid()`` and double-forked to leave the group and
+the session. It forks COMMAND with the inherited stdin/stdout/stderr and then only waits, on:
 
-* COMMAND exits: whatever it left in the group is killed and the supervisor exits with
-  COMMAND's status;
+* COMMAND exits: whatever it left behind is ended and the supervisor exits with COMMAND's status;
 * the lifeline pipe reaches EOF: the kernel closes pincer's write end when pincer dies, even by
-  SIGKILL, so the supervisor SIGTERMs the group, waits briefly and SIGKILLs it.
+  SIGKILL, so the supervisor ends everything below it and exits;
+* a ``k`` byte on the lifeline: pincer wants it all gone now (a hung server), without a grace period;
+* SIGUSR1, the parent-death signal (``PR_SET_PDEATHSIG``): a second way to learn that pincer died.
 
-On Linux it is also a child subreaper, so grandchildren whose parent exits are re-parented here
-and reaped rather than left to init. It imports nothing from pincer (``-I -S``: no site, no
-PYTHON* variables) and writes nothing to stdout, which belongs to the MCP protocol.
+"Ends everything below it" means: SIGTERM to every descendant, ``GRACE_S`` to exit, then SIGKILL
+rounds until none is left. Descendants are found by walking ``/proc`` for processes whose parent
+is the supervisor or one of its descendants, again in every round, because a process being killed
+may still fork and an orphan moves up to the subreaper while the walk runs. A process group
+signal alone would miss exactly the ones that called ``setsid()``. Without ``/proc`` (not Linux)
+the process group is all there is.
+
+Left open: a server that kills its supervisor (same user, so it may) orphans its descendants to
+init; only a cgroup per server would hold those.
+
+It imports nothing from pincer (``-I -S``: no site, no PYTHON* variables) and writes nothing to
+stdout, which belongs to the MCP protocol.
 """
 
 import os
@@ -21,22 +33,70 @@ import sys
 import time
 
 GRACE_S = 1.0  # after SIGTERM, before SIGKILL
-POLL_S = 1.0  # a fallback only: SIGCHLD wakes the wait at once
+KILL_ROUNDS_S = 5.0  # SIGKILL rounds keep going this long at most (a fork bomb cannot hold us forever)
+KILL_ROUND_PAUSE_S = 0.01
+POLL_S = 1.0  # a fallback only: SIGCHLD and SIGUSR1 wake the wait at once
+KILL_NOW = b"k"
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_IS_LINUX = sys.platform.startswith("linux")
+_parent_died = False
 
 
-def _become_subreaper() -> None:
-    if not sys.platform.startswith("linux"):
-        return
+def _prctl(option: int, value: int) -> bool:
+    if not _IS_LINUX:
+        return False
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        pass  # best effort: the process group still reaches every descendant
+        return False
 
 
-def _reap_all() -> bool:
+def _on_parent_death(*_: object) -> None:
+    global _parent_died
+    _parent_died = True
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root``, read from /proc (empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # gone meanwhile
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) < 2 or fields[0] in (b"Z", b"X"):
+            continue  # a zombie is dead already; it has no children of its own left
+        children.setdefault(int(fields[1]), []).append(int(name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap() -> bool:
     """Reap finished children; True when none is left."""
     while True:
         try:
@@ -47,20 +107,40 @@ def _reap_all() -> bool:
             return False
 
 
-def _end_group() -> None:
-    """SIGTERM every other member of our group, give them GRACE_S, then SIGKILL the group
-    (which ends this process too)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def _signal_group(signum: int) -> None:
     try:
-        os.killpg(os.getpgrp(), signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + GRACE_S
+        os.killpg(os.getpgrp(), signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_everything(*, grace_s: float = GRACE_S) -> None:
+    """SIGTERM every descendant, give them ``grace_s``, then SIGKILL them until none is left.
+    The supervisor itself survives this (it ignores SIGTERM and never signals itself)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    me = os.getpid()
+    if grace_s > 0:
+        _signal_all(descendants(me), signal.SIGTERM)
+        if not _IS_LINUX:
+            _signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            _reap()
+            if not descendants(me) and (_IS_LINUX or _reap()):
+                return
+            time.sleep(0.02)
+    if not _IS_LINUX:
+        _reap()
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # ends this process too: all there is without /proc
+    deadline = time.monotonic() + KILL_ROUNDS_S
     while time.monotonic() < deadline:
-        if _reap_all():
-            return
-        time.sleep(0.02)
-    os.killpg(os.getpgrp(), signal.SIGKILL)
+        left = descendants(me)
+        if not left:
+            break
+        _signal_all(left, signal.SIGKILL)
+        _reap()
+        time.sleep(KILL_ROUND_PAUSE_S)
+    _reap()
 
 
 def _exit_code(status: int) -> int:
@@ -77,10 +157,13 @@ def main(argv: list[str]) -> int:
         return 2
     lifeline = int(argv[1])
     command = argv[3:]
-    _become_subreaper()
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    signal.signal(signal.SIGUSR1, _on_parent_death)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGUSR1)
     child = os.fork()
     if child == 0:
         os.close(lifeline)
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
         try:
             os.execvp(command[0], command)
         except OSError as exc:
@@ -91,7 +174,7 @@ def main(argv: list[str]) -> int:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     os.close(devnull)
-    # pincer's shutdown SIGTERMs the whole group: that is for the server; we leave when it does.
+    # A SIGTERM to the whole group is for the server; we leave when it does.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -103,15 +186,22 @@ def main(argv: list[str]) -> int:
         except ChildProcessError:
             return 1
         if pid == child:
-            if not _reap_all():
-                _end_group()
+            end_everything()
             return _exit_code(status)
+        if _parent_died:
+            end_everything()
+            return 137
         readable, _, _ = select.select([lifeline, wake_r], [], [], POLL_S)
         if wake_r in readable:
             os.read(wake_r, 512)
-        if lifeline in readable and not os.read(lifeline, 1):
-            _end_group()
-            return 137
+        if lifeline in readable:
+            data = os.read(lifeline, 1)
+            if not data:
+                end_everything()
+                return 137
+            if data == KILL_NOW:
+                end_everything(grace_s=0)
+                return 137
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ import datetime as dt
 import json as jsonlib
 import logging
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
 from pincer.core.effects import EffectKind
-from pincer.core.errors import EgressDenied, SecretError, UsageError
+from pincer.core.errors import EgressDenied, SecretError, ToolError, UsageError
 from pincer.core.values import HostContext
 from pincer.runtimes.native import jsonpath, workspace
 from pincer.runtimes.native.decorator import NativeTool, tool
@@ -150,14 +150,7 @@ async def http_request(
     """
     if body is not None and json is not None:
         raise UsageError("pass either body or json, not both", hint="use json for JSON bodies, body for text")
-    if not host.network_hosts:
-        raise EgressDenied(
-            f"http: no host is allowed for tool {host.tool!r} in this call (rule: default deny)",
-            hint='add the host to a grant in config.toml, e.g. [[grants]] tool = "http" hosts = ["api.example.com"]',
-        )
-    policy = _policy(host)
-    method = egress.check_method(method)
-    target = policy.check(method, url)  # refuse before any secret is read
+    policy, method, target = _checked_target(url, method, host)  # refuse before any secret is read
     out_headers = dict(headers or {})
     content: bytes | None = None
     if json is not None:
@@ -173,6 +166,34 @@ async def http_request(
     request = egress.HttpRequest(method=method, url=send_url, headers=tuple(out_headers.items()), body=content)
     response = await egress.send(request, policy=policy)
     return _response_value(response, target.url)
+
+
+def _checked_target(url: str, method: str, host: HostContext) -> tuple[egress.EgressPolicy, str, Any]:
+    if not host.network_hosts:
+        raise EgressDenied(
+            f"http: no host is allowed for tool {host.tool!r} in this call (rule: default deny)",
+            hint='add the host to a grant in config.toml, e.g. [[grants]] tool = "http" hosts = ["api.example.com"]',
+        )
+    policy = _policy(host)
+    method = egress.check_method(method)
+    return policy, method, policy.check(method, url)
+
+
+async def _http_preflight(args: Mapping[str, Any], host: HostContext) -> None:
+    """Refuse before anyone is asked what the egress rule refuses anyway: a malformed or non-https
+    URL, a host outside the hosts the call would get, a name that resolves to a private or
+    metadata address. (The request itself checks again at connect time: DNS can change.)"""
+    url, method = args.get("url"), args.get("method", "GET")
+    if not isinstance(url, str) or not isinstance(method, str):
+        return  # the schema check has refused these already
+    policy, _method, target = _checked_target(url, method, host)
+    try:
+        await egress.resolve_checked(target, policy)
+    except ToolError:
+        return  # a name that does not resolve now is the call's own failure, reported when it runs
+
+
+http_request = http_request.with_preflight(_http_preflight)
 
 
 def _policy(host: HostContext) -> egress.EgressPolicy:

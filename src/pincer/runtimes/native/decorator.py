@@ -14,12 +14,13 @@ and is not part of the schema. Sync functions run in a worker thread unless ``in
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, Required, overload
 
@@ -31,7 +32,7 @@ from typing_extensions import TypedDict  # pydantic needs this one on Python < 3
 
 from pincer.core.effects import EffectKind, RuntimeKind, parse_effects
 from pincer.core.errors import ArgumentsInvalid, ToolError, UsageError
-from pincer.core.values import HostContext, ToolOutput, ToolSpec
+from pincer.core.values import HostContext, RuntimeAsk, ToolOutput, ToolSpec
 from pincer.runtimes.native.docstrings import parse_docstring
 
 __all__ = ["NativeTool", "tool", "TOOL_NAME_PATTERN"]
@@ -69,10 +70,20 @@ class NativeTool:
     inline: bool = False
     context_param: str | None = None
     validator: pydantic_core.SchemaValidator | None = field(default=None, repr=False, compare=False)
+    # Refuses (raises) what can be refused before anyone is asked; see runtimes.base.Preflight.
+    preflight: Callable[[Mapping[str, Any], HostContext], Awaitable[RuntimeAsk | None]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def with_preflight(
+        self, check: Callable[[Mapping[str, Any], HostContext], Awaitable[RuntimeAsk | None]]
+    ) -> NativeTool:
+        """A copy whose ``check(args, host)`` runs in the chain's preflight step."""
+        return dataclasses.replace(self, preflight=check)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pincer.core.effects import RuntimeKind
 from pincer.core.errors import PincerError, ToolError, ToolNotFound, UsageError
-from pincer.core.values import HostContext, ToolOutput, ToolSpec
+from pincer.core.values import HostContext, RuntimeAsk, ToolOutput, ToolSpec
 from pincer.runtimes.base import ChangeListener, ChangeListeners
 from pincer.runtimes.native.decorator import NativeTool
 
@@ -84,6 +84,13 @@ class NativeRuntime:
         self._rebuild()
         self._notify()
         return item
+
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
+        """The tool's own refusals before anyone is asked (the http tool's egress check)."""
+        item = self._tools.get(spec.name)
+        if item is None or item.preflight is None:
+            return None
+        return await item.preflight(args, host)
 
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         """Run one call. Errors: ArgumentsInvalid, ToolNotFound, ToolError (any exception of the

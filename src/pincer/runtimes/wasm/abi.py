@@ -28,7 +28,36 @@ from wasmtime.component._types import FuncType
 
 from pincer.core.errors import RuntimeUnavailable
 
-__all__ = ["add_host_func", "set_fast_bytes", "lift_bytes", "lower_bytes", "VAL_SIZE"]
+__all__ = ["add_host_func", "set_fast_bytes", "lift_bytes", "lower_bytes", "VAL_SIZE", "WASMTIME_INTERNALS"]
+
+# Every private part of wasmtime-py (50.x) this module reaches, as (owner, attribute): the C
+# bindings in ``wasmtime._ffi``, ``FuncType._from_ptr``, ``ResultType._tagged``,
+# ``WasmtimeError._consume`` and ``StoreContext._invalidate``. This is the one module that uses
+# them; tests/runtimes/wasm/test_wasmtime_compat.py checks each still exists with the layout
+# assumed here, so an upgrade that moves one fails that test by name.
+WASMTIME_INTERNALS: tuple[tuple[Any, str], ...] = (
+    (ffi, "wasmtime_component_val_t"),
+    (ffi, "wasmtime_component_vallist_t"),
+    (ffi, "wasmtime_component_valrecord_t"),
+    (ffi, "wasmtime_component_val_new"),
+    (ffi, "wasmtime_component_val_delete"),
+    (ffi, "wasmtime_component_vallist_new_uninit"),
+    (ffi, "wasmtime_component_vallist_delete"),
+    (ffi, "wasmtime_component_valrecord_new_uninit"),
+    (ffi, "wasmtime_component_valrecord_delete"),
+    (ffi, "wasmtime_component_func_callback_t"),
+    (ffi, "wasmtime_component_linker_instance_add_func"),
+    (ffi, "str_to_capi"),
+    (ffi, "WASMTIME_COMPONENT_U8"),
+    (ffi, "WASMTIME_COMPONENT_LIST"),
+    (ffi, "WASMTIME_COMPONENT_BOOL"),
+    (ffi, "WASMTIME_COMPONENT_RECORD"),
+    (ffi, "WASMTIME_COMPONENT_RESULT"),
+    (FuncType, "_from_ptr"),
+    (ResultType, "_tagged"),
+    (wasmtime.WasmtimeError, "_consume"),
+    (wasmtime.StoreContext, "_invalidate"),
+)
 
 logger = logging.getLogger(__name__)
 

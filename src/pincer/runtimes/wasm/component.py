@@ -169,7 +169,7 @@ def classify_trap(exc: wasmtime.WasmtimeError, *, tool: str, limits: WasmLimits,
         return ToolError(
             f"tool {tool!r} crashed (wasm trap: {cause}); a guest panic or an allocation beyond "
             f"its memory limit of {limits.memory_bytes // MIB} MiB ends this way",
-            hint="check the tool's logs; raise limits.memory_mb if it needs more memory",
+            hint="check the tool's logs; raise limits.memory_mb in its capabilities file if it needs more memory",
         )
     if "host function" in lowered:
         return ToolError(f"tool {tool!r} trapped in a host call: {cause}")
@@ -183,7 +183,7 @@ def parse_output(raw: RawResponse, *, tool: str, max_bytes: int) -> Any:
     if len(raw.output.encode("utf-8")) > max_bytes:
         raise ToolError(
             f"tool {tool!r} returned {len(raw.output):,} bytes, over the limit of {max_bytes:,}",
-            hint="ask for less data or raise the runtime's max_output_bytes",
+            hint="ask for less data, or raise [output] max_bytes in config.toml",
         )
     try:
         return json.loads(raw.output)

@@ -1,0 +1,262 @@
+"""The chain's one approval step: every ask, whoever raised it, becomes one approval request.
+
+A grant that says ``ask`` and a runtime's own ask (exec approvals, returned by its preflight)
+fold into one :class:`~pincer.store.approvals.ApprovalRequest`, with one timeout
+(``approvals.timeout_s``), one audit record for the answer, and every way to answer it (the CLI,
+REST, MCP elicitation, later the dashboard).
+
+Who may answer: a person (the CLI) or a *main* session. A non-main session is an agent that
+must not approve its own calls, so its answers are refused here, at the one place every answer
+passes, not only at the REST door.
+
+What an answer does: ``deny`` refuses the call; ``allow_once`` lets it run; ``allow_always``
+also records a grant — limited to the kind of session that asked (``kind``), or to that one
+session, or to every session when the answerer widens it on purpose — and asks the runtime to
+remember its own part (the exec allowlist).
+
+An approval belongs to its call: when the call is gone (cancelled by its caller, or the wait
+timed out), the request is marked expired in the same step, so a later answer is refused
+instead of pretending somebody acted on it. The one exception is a caller that leaves on
+purpose: an ``on_approval`` hook that raises :class:`ApprovalPending` (an MCP client that cannot
+be asked, with ``[approvals] when_no_elicitation = "return"``) detaches the request, bound to the
+call; the same call made again (same session, tool, arguments, idempotency key) finds it, waits
+no longer if it was answered, and uses the answer once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pincer.core.effects import EffectKind, Mode
+from pincer.core.errors import ApprovalDenied, ApprovalPending, ApprovalTimeout, Denied
+from pincer.core.values import Decision, RuntimeAsk, ToolSpec
+from pincer.policy.grants import Grant
+from pincer.policy.session import SessionKind
+from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus, ApprovalStore
+from pincer.store.audit import AuditEntry, AuditLog
+from pincer.store.grants import GrantStore
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Approver", "ApprovalHook", "Asked"]
+
+ApprovalHook = Callable[[ApprovalRequest], Awaitable[None]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Asked:
+    """What the approval step concluded: the decision the call runs under, and the approval id
+    (or "ask_fallback") that let it through."""
+
+    decision: Decision
+    approval: str
+
+
+class Approver:
+    def __init__(
+        self,
+        *,
+        approvals: ApprovalStore,
+        grants: GrantStore,
+        audit: AuditLog,
+        session_kind: Callable[[str], SessionKind],
+        timeout_s: Callable[[], float],
+    ) -> None:
+        self.approvals = approvals
+        self.grants = grants
+        self.audit = audit
+        self._session_kind = session_kind
+        self._timeout_s = timeout_s  # read per ask: a reloaded config applies to the next one
+
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout_s()
+
+    async def ask(
+        self,
+        *,
+        session: str,
+        spec: ToolSpec,
+        args_shown: object,
+        hosts: tuple[str, ...],
+        grant_decision: Decision,
+        runtime_ask: RuntimeAsk | None,
+        on_approval: ApprovalHook | None,
+        on_created: Callable[[ApprovalRequest], None] | None = None,
+        binding: str,
+    ) -> Asked:
+        """Create the request, tell ``on_approval`` (the gateway), wait for an answer. Raises
+        ApprovalDenied, ApprovalTimeout or ApprovalPending; the request is expired when the call
+        is cancelled. ``binding`` identifies the call, for a detached request made earlier."""
+        earlier = self.approvals.find_detached(binding)
+        if earlier is not None:
+            if on_created is not None:
+                on_created(earlier)
+            if earlier.status is ApprovalStatus.PENDING:
+                raise _pending(earlier)
+            if not self.approvals.consume(earlier.id):
+                raise ApprovalDenied(
+                    f"approval {earlier.id} was already used by another call",
+                    hint="call again without the earlier approval: a new one is asked",
+                )
+            return Asked(decision=self._apply(earlier, spec, hosts, grant_decision, runtime_ask), approval=earlier.id)
+        reasons = []
+        if grant_decision.mode is Mode.ASK:
+            reasons.append(grant_decision.reason)
+        if runtime_ask is not None:
+            reasons.append(runtime_ask.reason)
+        effects = {e.value for e in spec.effects}
+        if runtime_ask is not None:
+            effects.update(runtime_ask.effects)
+        kind = self._session_kind(session)
+        approval = self.approvals.create(
+            session=session,
+            session_kind=kind.value,
+            tool=spec.name,
+            args=args_shown,
+            effects=tuple(sorted(effects)),
+            hosts=hosts,
+            reason="; ".join(reasons),
+            timeout_s=self.timeout_s,
+            detail=runtime_ask.detail if runtime_ask is not None else None,
+        )
+        if on_created is not None:
+            on_created(approval)
+        if on_approval is not None:
+            try:
+                await on_approval(approval)
+            except ApprovalPending:
+                # The caller leaves now and calls again after the answer: keep the request.
+                self.approvals.detach(approval.id, binding)
+                raise _pending(approval) from None
+            except Exception:  # the hook is a convenience; the request stays answerable elsewhere
+                logger.exception("approval hook failed for %s", approval.id)
+        try:
+            answered = await self.approvals.wait(approval.id, self.timeout_s)
+        except ApprovalTimeout:
+            if runtime_ask is not None and runtime_ask.fallback_allows and grant_decision.mode is not Mode.ASK:
+                return Asked(
+                    decision=Decision(
+                        mode=Mode.ALLOW,
+                        reason=f"nobody answered approval {approval.id}; the exec policy's ask_fallback allows it",
+                        grant_id=grant_decision.grant_id,
+                        hosts=grant_decision.hosts,
+                    ),
+                    approval="ask_fallback",
+                )
+            raise
+        except BaseException:
+            # The caller went away (cancelled): nobody will act on an answer any more.
+            self.approvals.expire(approval.id)  # synchronous: a cancellation cannot skip it
+            raise
+        return Asked(decision=self._apply(answered, spec, hosts, grant_decision, runtime_ask), approval=approval.id)
+
+    def _apply(
+        self,
+        answered: ApprovalRequest,
+        spec: ToolSpec,
+        hosts: tuple[str, ...],
+        grant_decision: Decision,
+        runtime_ask: RuntimeAsk | None,
+    ) -> Decision:
+        who = answered.answered_by or "a person"
+        if answered.status is ApprovalStatus.DENY:
+            raise ApprovalDenied(f"{spec.name} was denied by {who} (approval {answered.id})")
+        if answered.status is ApprovalStatus.EXPIRED:
+            raise ApprovalTimeout(
+                f"approval {answered.id} for {spec.name} expired before it was answered",
+                hint="answer sooner with `pincer approvals approve ID`, or raise approvals.timeout_s in config.toml",
+            )
+        if answered.status is ApprovalStatus.ALLOW_ALWAYS:
+            if runtime_ask is not None and runtime_ask.remember is not None:
+                try:
+                    runtime_ask.remember()
+                except Exception:  # the call is allowed now either way; only the memory failed
+                    logger.exception("remembering the answer to approval %s failed", answered.id)
+            if grant_decision.mode is Mode.ASK:
+                grant = Grant(
+                    tool=spec.name,
+                    effects=dict.fromkeys(spec.effects, Mode.ALLOW),
+                    hosts=(hosts or None) if EffectKind.NETWORK in spec.effects else None,
+                    sessions=_scope_sessions(answered),
+                    source=f"approval {answered.id}",
+                )
+                self.grants.add(grant)
+                return Decision(
+                    mode=Mode.ALLOW,
+                    reason=f"allowed always by {who} (approval {answered.id}, {_scope_text(answered)})",
+                    grant_id=grant.id,
+                    hosts=grant.hosts,
+                )
+        return Decision(
+            mode=Mode.ALLOW,
+            reason=f"allowed once by {who} (approval {answered.id})",
+            grant_id=grant_decision.grant_id,
+            hosts=(hosts or None) if grant_decision.mode is Mode.ASK else grant_decision.hosts,
+        )
+
+    def answer(
+        self,
+        approval_id: str,
+        answer: Answer | str,
+        *,
+        by: str,
+        as_session: str | None = None,
+        scope: AnswerScope | str | None = None,
+    ) -> ApprovalRequest:
+        """Answer an approval, as a person (``as_session`` None: the CLI, the dashboard) or as a
+        gateway session, which must be a main session. The answer is audited."""
+        if as_session is not None and self._session_kind(as_session) is not SessionKind.MAIN:
+            raise Denied(
+                f"session {as_session!r} is not a main session and may not answer approvals "
+                "(an agent must not approve its own calls)",
+                hint="answer with `pincer approvals approve ID`, or with a main session's token",
+            )
+        answered = self.approvals.answer(approval_id, answer, by=by, scope=scope)
+        self.audit.append_sync(
+            AuditEntry(
+                session=answered.session,
+                caller=by,
+                tool=answered.tool,
+                kind="approval",
+                decision=answered.status.value,
+                reason=f"approval {answered.id} answered {answered.status.value} by {by}"
+                + (f" ({_scope_text(answered)})" if answered.status is ApprovalStatus.ALLOW_ALWAYS else ""),
+                outcome="answered",
+                args=answered.args,
+                effects=answered.effects,
+                approval_id=answered.id,
+            )
+        )
+        return answered
+
+
+def _pending(approval: ApprovalRequest) -> ApprovalPending:
+    return ApprovalPending(
+        f"{approval.tool} needs approval {approval.id}, which this client cannot answer; it waits for a person",
+        approval_id=approval.id,
+        hint=f"a person answers with `pincer approvals approve {approval.id}` (or `deny {approval.id}`); "
+        "then make the same call again, with the same arguments and idempotency key",
+    )
+
+
+def _scope_sessions(answered: ApprovalRequest) -> tuple[str, ...] | None:
+    scope = answered.scope or AnswerScope.KIND
+    if scope is AnswerScope.ALL:
+        return None
+    if scope is AnswerScope.SESSION:
+        # Matched as a pattern: glob characters in the name are made literal.
+        return (re.sub(r"([*?\[])", r"[\1]", answered.session),)
+    return (f"kind:{answered.session_kind}",)
+
+
+def _scope_text(answered: ApprovalRequest) -> str:
+    scope = answered.scope or AnswerScope.KIND
+    if scope is AnswerScope.ALL:
+        return "for every session"
+    if scope is AnswerScope.SESSION:
+        return f"for session {answered.session!r} only"
+    return f"for {answered.session_kind} sessions"

@@ -1,0 +1,32 @@
+"""What a session can see: the one rule behind REST, MCP ``tools/list`` and the CLI.
+
+A session sees the tools its session policy does not deny. A tool it cannot see is, to that
+session, a tool that does not exist: describing it (its schema, its effects) would tell an agent
+what it has been kept away from, so lookups answer "no tool named X" exactly as for a missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from pincer.core.effects import Mode
+from pincer.core.errors import ToolNotFound
+from pincer.core.values import ToolSpec
+from pincer.policy.session import SessionPolicy, evaluate_session
+
+__all__ = ["can_see", "visible_tools", "visible_tool"]
+
+
+def can_see(policy: SessionPolicy, tool: str) -> bool:
+    return evaluate_session(policy, tool).mode is not Mode.DENY
+
+
+def visible_tools(policy: SessionPolicy, specs: Iterable[ToolSpec]) -> list[ToolSpec]:
+    return [spec for spec in specs if can_see(policy, spec.name)]
+
+
+def visible_tool(policy: SessionPolicy, lookup: Callable[[str], ToolSpec], name: str) -> ToolSpec:
+    """The tool, if the session may see it; ToolNotFound (the same as for a missing tool) if not."""
+    if not can_see(policy, name):
+        raise ToolNotFound(f"no tool named {name!r}", hint="`pincer tools list` shows the tools there are")
+    return lookup(name)

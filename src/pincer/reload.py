@@ -1,0 +1,121 @@
+"""A running pincer follows its state on disk: what another process changes is picked up.
+
+``pincer tools install``, ``pincer mcp add``, ``pincer openapi add``, an edit of
+``config.toml`` or of ``exec-approvals.json``: each writes a file under ``$PINCER_HOME``, and
+:func:`watch_state` (run by ``pincer serve``) polls their stamps (name, size, mtime) every
+``STATE_WATCH_INTERVAL_S`` and reloads what changed:
+
+- ``config.toml``: parsed; a file that does not parse keeps the old config running and is
+  logged with the key at fault; a good one is applied live (grants, sessions, ``[network]``,
+  gateway tokens, limits, approvals, sandbox...). What cannot change while serving (the
+  listening address, the Host/Origin names, the body limit, audit durability) is named in a
+  warning.
+- installed WASM tools: rescanned; installed script tools and ``exec-approvals.json``: the
+  script runtime is rebuilt;
+- MCP servers and OpenAPI services: their runtime is rebuilt from the file.
+
+Polling, not inotify: it works on every filesystem and costs a few ``stat`` calls a second.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from pincer.config import CONFIG_FILENAME, Config, load_config
+from pincer.core.errors import PincerError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["watch_state", "STATE_WATCH_INTERVAL_S", "live_config_changes"]
+
+STATE_WATCH_INTERVAL_S = 1.0
+
+Stamp = tuple[tuple[str, int, int], ...]
+
+
+def _stamp(path: Path) -> Stamp:
+    """Name, size and mtime of a file, or of each entry of a folder; () when absent."""
+    try:
+        entries = sorted(path.iterdir()) if path.is_dir() else [path]
+        found = []
+        for entry in entries:
+            info = entry.stat()
+            found.append((entry.name, info.st_size, info.st_mtime_ns))
+        return tuple(found)
+    except OSError:
+        return ()
+
+
+def live_config_changes(old: Config, new: Config) -> list[str]:
+    """The settings that changed but take effect only when ``pincer serve`` restarts."""
+    changed = []
+    for key in ("host", "port", "allow_remote", "max_body_bytes", "allowed_hosts", "allowed_origins"):
+        if getattr(old.gateway, key) != getattr(new.gateway, key):
+            changed.append(f"[gateway] {key}")
+    if old.audit_synchronous != new.audit_synchronous:
+        changed.append("[audit] synchronous")
+    return changed
+
+
+class _Watched:
+    """One thing on disk and what to do when it changes."""
+
+    def __init__(self, name: str, paths: tuple[Path, ...], reload: Callable[[], Any]) -> None:
+        self.name = name
+        self.paths = paths
+        self.reload = reload
+        self.seen = self.now()
+
+    def now(self) -> tuple[Stamp, ...]:
+        return tuple(_stamp(path) for path in self.paths)
+
+
+async def watch_state(
+    pincer: Any,
+    interval_s: float = STATE_WATCH_INTERVAL_S,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Poll until cancelled; with ``TaskGroup.start`` it reports ready once it has taken stock."""
+    from pincer.runtimes.mcp.config import SERVERS_FILE
+    from pincer.runtimes.openapi.config import SERVICES_FILE
+    from pincer.runtimes.script.installed import script_dir
+
+    home: Path = pincer.home
+
+    async def reload_config() -> None:
+        try:
+            config = load_config(home)
+        except PincerError as exc:
+            logger.error("%s was not applied, the running config stays: %s", home / CONFIG_FILENAME, exc)
+            return
+        await pincer.apply_config(config)
+
+    watched = [
+        _Watched("config.toml", (home / CONFIG_FILENAME,), reload_config),
+        _Watched("WASM tools", (home / "tools" / "wasm",), pincer.reload_wasm_tools),
+        _Watched("script tools", (script_dir(home), home / "exec-approvals.json"), pincer.reload_script_tools),
+        _Watched("MCP servers", (home / SERVERS_FILE,), pincer.reload_mcp_servers),
+        _Watched("OpenAPI services", (home / SERVICES_FILE,), pincer.reload_openapi_services),
+    ]
+    task_status.started()
+    while True:
+        await anyio.sleep(interval_s)
+        for item in watched:
+            now = item.now()
+            if now == item.seen:
+                continue
+            item.seen = now
+            try:
+                await item.reload()
+                logger.info("reloaded %s", item.name)
+            except PincerError as exc:
+                logger.warning("reloading %s failed, the previous state stays: %s", item.name, exc)
+            except Exception:  # a reload must never stop the watcher
+                logger.exception("reloading %s failed", item.name)

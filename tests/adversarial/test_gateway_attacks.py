@@ -1,0 +1,74 @@
+"""A hostile agent against the gateway: self-approval over MCP, peeking at denied tools.
+(The front-door rules, token and Host/Origin, are kept holding in test_secrets_and_audit.py.)
+
+Each regression test names its hardening item (issue 9) and what main did before the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from pincer.gateway.tokens import token_digest
+from pincer.store import ApprovalStatus
+from tests.gateway.conftest import live_gateway
+
+pytestmark = pytest.mark.anyio
+
+ERAS = pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+BOT_TOKEN = "pcr_ci_bot_token_for_the_adversarial_suite_01"
+CONFIG = f"""
+[approvals]
+timeout_s = 2
+[sessions.ci-bot]
+kind = "non-main"
+allow = ["write_note", "say"]
+[[gateway.tokens]]
+sha256 = "{token_digest(BOT_TOKEN)}"
+session = "ci-bot"
+"""
+CALL_TIMEOUT_S = 30.0
+
+
+@ERAS
+async def test_a_non_main_session_is_never_asked_to_approve_its_own_call(pincer_home: Path, mode: str) -> None:
+    """Item 1. Failed on main before the fix: ci-bot's client got its own write_note approval as
+    an elicitation, answered allow_always, and so made a grant for everyone."""
+    asked: list[str] = []
+
+    async def approve_everything(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow_always"})
+
+    async with live_gateway(pincer_home, config=CONFIG) as live:
+        async with live.mcp(mode=mode, token=BOT_TOKEN, elicitation_callback=approve_everything) as client:
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                result = await client.call_tool("write_note", {"text": "self-approved?"})
+        approvals = live.pincer.approvals.list(status=None)
+        grants = live.pincer.grants.all()
+    assert asked == []
+    assert result.is_error  # nobody answered within approvals.timeout_s
+    (approval,) = approvals
+    assert approval.session == "ci-bot" and approval.session_kind == "non-main"
+    assert approval.status is ApprovalStatus.EXPIRED and approval.answered_by is None
+    assert grants == ()
+
+
+async def test_rest_does_not_describe_a_tool_the_session_policy_denies(pincer_home: Path) -> None:
+    """Item 8. Failed on main before the fix: GET /api/v1/tools/{name} described tools the
+    caller's session policy denies (schema, effects), though the list hid them."""
+    async with live_gateway(pincer_home, config=CONFIG) as live:
+        async with live.http(headers={"Authorization": f"Bearer {BOT_TOKEN}"}) as http:
+            hidden = await http.get("/api/v1/tools/report")
+            missing = await http.get("/api/v1/tools/no_such_tool")
+            allowed = await http.get("/api/v1/tools/say")
+            listing = (await http.get("/api/v1/tools")).json()
+    assert hidden.status_code == 404 and missing.status_code == 404
+    assert hidden.json()["error"]["message"] == "no tool named 'report'"  # the same answer as for a missing tool
+    assert allowed.status_code == 200
+    assert {t["name"] for t in listing["tools"]} == {"say", "write_note"}
+

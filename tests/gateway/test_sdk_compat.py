@@ -1,0 +1,46 @@
+"""The MCP SDK internals pincer relies on (gateway/sdk_compat.py) are still where it reaches.
+
+This fails loudly, by name, on an SDK upgrade that moves or reshapes one of them.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from mcp.server.connection import Connection
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.session import ServerSession
+
+from pincer.gateway.sdk_compat import SDK_INTERNALS, seal_result, session_connection
+
+
+@pytest.mark.parametrize(("owner", "name"), SDK_INTERNALS, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_each_internal_still_exists(owner: type, name: str) -> None:
+    assert hasattr(owner, name), f"the MCP SDK no longer has {owner.__name__}.{name}: update gateway/sdk_compat.py"
+
+
+def test_seal_result_keeps_its_signature_and_seals_state() -> None:
+    params = list(inspect.signature(RequestStateBoundary._seal_result).parameters)
+    assert params == ["self", "ctx", "result", "binding"], params
+    boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="pincer")
+    from mcp.server.context import ServerRequestContext
+
+    ctx = ServerRequestContext(
+        session=None,  # type: ignore[arg-type]
+        lifespan_context=None,
+        protocol_version="2026-07-28",
+        method="tools/call",
+        params={"name": "t", "arguments": {}},
+        request_id=1,
+    )
+    result = {"resultType": "input_required", "inputRequests": {}, "requestState": "plain-state"}
+    sealed = seal_result(boundary, ctx, result)
+    assert sealed["requestState"] != "plain-state" and isinstance(sealed["requestState"], str)
+
+
+def test_server_session_still_keeps_its_connection_privately() -> None:
+    source = inspect.getsource(ServerSession.__init__)
+    assert "self._connection = connection" in source, "ServerSession._connection moved: update gateway/sdk_compat.py"
+    assert session_connection(object()) is None
+    assert hasattr(Connection, "has_standalone_channel") and hasattr(Connection, "send_tool_list_changed")

@@ -1,0 +1,174 @@
+"""Every hint is true: each config key a hint names exists, with its section, and each command.
+
+Newcomer item 4. Failed on main before the fixes: the http refusal hinted at
+``allow_private_network`` (not a config key: it is ``[network] allow_private``) and the docker
+hint named ``container_image`` without its section.
+
+The walker reads every ``hint=`` string (and f-string) in ``src/pincer`` and checks:
+
+- ``section.key`` and ``[section] key`` against the config schema (``pincer.config._File``);
+- a bare name that is a config key's leaf (``container_image``) must come with its section;
+- a bare name shaped like a setting (``allow_*``, ``max_*``, ``*_timeout_s``...) must be a key;
+- every `` `pincer ...` `` command against the real CLI: each word a subcommand while the
+  command is a group, and each ``--flag`` an option of the command it reaches.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from pydantic import BaseModel
+
+from pincer.cli.main import app
+from pincer.config import _File
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "pincer"
+# Names in hints that look like settings but are something else, each with what it is.
+NOT_CONFIG = {
+    "allowed_names": "a capabilities-file key (secrets.allowed_names)",
+    "allowed_prefixes": "a capabilities-file key (workspace.allowed_prefixes)",
+    "allow_inline_eval": "an exec-approvals.json key",
+    "max_tokens": "a sampling parameter",
+    "max_request_bytes": "a capabilities-file key (http.max_request_bytes)",
+    "max_response_bytes": "a capabilities-file key (http.max_response_bytes)",
+    "timeout_s": "an argument of the exec tool / an MCP server entry key",
+    "timeout_secs": "a capabilities-file key (http.timeout_secs)",
+    "max_invocations": "a [[grants]] key",
+    "max_bytes": "an argument of read_file / [output] max_bytes",
+    "ask_fallback": "an exec-approvals.json key",
+    "allow_once": "an approval answer",
+    "allow_always": "an approval answer",
+    "connect_timeout_s": "an MCP server entry key (mcp-servers.json)",
+}
+SETTING_SHAPE = re.compile(r"\b(?:allow|max|use|enable|disable)_[a-z_]+\b|\b[a-z]+(?:_[a-z]+)*_(?:timeout_s|bytes)\b")
+
+
+def _config_keys() -> dict[str, set[str]]:
+    """leaf name -> the dotted paths it appears at (sections, lists of tables and maps included)."""
+    leaves: dict[str, set[str]] = {}
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            path = f"{prefix}{name}"
+            leaves.setdefault(name, set()).add(path)
+            for inner in _models_in(field.annotation):
+                walk(inner, path + ".")
+
+    walk(_File, "")
+    return leaves
+
+
+def _models_in(annotation: Any) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        yield from _models_in(arg)
+
+
+def _hints() -> Iterator[tuple[str, str]]:
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            value = None
+            if (isinstance(node, ast.keyword) and node.arg == "hint") or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "hint" for t in node.targets)):
+                value = node.value
+            text = _text_of(value) if value is not None else ""
+            if text:
+                yield f"{path.relative_to(SRC)}:{value.lineno}", text
+
+
+def _text_of(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "X" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _text_of(node.left) + _text_of(node.right)
+    if isinstance(node, ast.IfExp):
+        return _text_of(node.body) + " " + _text_of(node.orelse)
+    return ""
+
+
+HINTS = list(_hints())
+LEAVES = _config_keys()
+SECTIONS = {path.split(".")[0] for paths in LEAVES.values() for path in paths}
+
+
+def test_the_walker_finds_the_hints() -> None:
+    assert len(HINTS) > 200
+
+
+def _config_problems(text: str) -> list[str]:
+    problems = []
+    named: set[str] = set()
+    for section, key in re.findall(r"\[+([a-z_.]+)\]+\s+([a-z_]+)", text):
+        if key not in LEAVES:
+            continue  # prose after a section name ("under [gateway] in config.toml")
+        named.add(key)
+        if f"{section}.{key}" not in LEAVES[key]:
+            problems.append(f"[{section}] {key} is not a config key")
+    for section in re.findall(r"\[+([a-z_.]+)\]+", text):
+        # "set allow_remote = true under [gateway]": the section named anywhere in the hint
+        named.update(leaf for leaf, paths in LEAVES.items() if f"{section}.{leaf}" in paths)
+    # Dotted names in a hint about a capabilities file or a manifest are that file's keys.
+    is_about_a_file = any(word in text for word in ("capabilities", "manifest"))
+    for section, key in re.findall(r"(?<![-\w.])([a-z_]+)\.([a-z_]+)\b(?![.-])", text):
+        if section in SECTIONS and not is_about_a_file and key not in ("json", "toml", "yaml", "py"):
+            named.add(key)
+            paths = LEAVES.get(key, set())
+            if f"{section}.{key}" not in paths and not any(p.startswith(f"{section}.") for p in paths):
+                problems.append(f"{section}.{key} is not a config key")
+    for word in set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text)) - named:
+        if word in NOT_CONFIG:
+            continue
+        if word in LEAVES and not (LEAVES[word] & {word}):
+            problems.append(f"{word} is named without its section ({', '.join(sorted(LEAVES[word]))})")
+        elif word not in LEAVES and SETTING_SHAPE.fullmatch(word):
+            problems.append(f"{word} looks like a setting but is no config key")
+    return problems
+
+
+def _cli_problems(text: str) -> list[str]:
+    root = typer.main.get_command(app)
+    problems = []
+    for command in re.findall(r"`pincer ([^`]*)`", text):
+        node: Any = root
+        for word in command.split():
+            if "/" in word:  # "install/remove": each alternative must exist
+                word = word.split("/")[0]
+            if word.startswith("--"):
+                options = {opt for p in node.params for opt in getattr(p, "opts", [])}
+                if word.split("=")[0] not in options:
+                    problems.append(f"`pincer {command}`: {node.name} has no option {word}")
+                continue
+            if isinstance(getattr(node, "commands", None), dict):  # a group (typer vendors click)
+                sub = node.commands.get(word)
+                if sub is None:
+                    if word.islower() and word.isalpha():
+                        problems.append(f"`pincer {command}`: {node.name} has no subcommand {word!r}")
+                    break
+                node = sub
+            else:
+                break
+    return problems
+
+
+@pytest.mark.parametrize(("where", "text"), HINTS, ids=[where for where, _ in HINTS])
+def test_every_hint_names_real_keys_and_commands(where: str, text: str) -> None:
+    problems = _config_problems(text) + _cli_problems(text)
+    assert not problems, f"{where}: {text!r}: {problems}"
+
+
+def test_the_walker_catches_the_hints_that_lied() -> None:
+    assert _config_problems("set allow_private_network") == ["allow_private_network looks like a setting but is no config key"]
+    assert _config_problems("set container_image") == ["container_image is named without its section (sandbox.container_image)"]
+    assert _config_problems("set [network] allow_private = true") == []
+    assert _config_problems("raise tools.timeout_s in config.toml") == []
+    assert _cli_problems("run `pincer approvals nope ID`") == ["`pincer approvals nope ID`: approvals has no subcommand 'nope'"]
+    assert _cli_problems("run `pincer approvals approve ID --always`") == []
