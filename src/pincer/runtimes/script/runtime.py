@@ -438,7 +438,7 @@ def _check_reachable_workspace(workspace: Path, uid: int, gid: int) -> None:
             f"[sandbox] use_workspace is set, but the sandbox uid {uid} cannot reach the workspace {workspace}: "
             f"{blocked} is mode {mode} (the default workspace sits in $PINCER_HOME, which is private)",
             hint="set [workspace] path in config.toml to a directory every parent of which others may traverse "
-            "(e.g. /srv/pincer-workspace), or turn use_workspace off",
+            "(e.g. /srv/pincer-workspace), or set [sandbox] use_workspace = false",
         )
 
 
