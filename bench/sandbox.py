@@ -99,7 +99,8 @@ def main() -> None:
             print(f"{report.name}: unavailable ({report.reason})")
             continue
         settings = ScriptSettings(scratch_root=base.scratch_root, bwrap_path=path, backend="bwrap")
-        rows.append((f"{report.name} {report.version}: backend", backend_run(BwrapBackend(bwrap=path), settings)))
+        runs = Path(report.copy) if report.copy else path  # the root-owned copy when the uid cannot reach path
+        rows.append((f"{report.name} {report.version}: backend", backend_run(BwrapBackend(bwrap=runs), settings)))
         rows.append((f"{report.name}: ScriptRuntime.invoke", runtime_run(settings)))
     landlock = ScriptSettings(scratch_root=base.scratch_root, backend="landlock")
     report = probe_landlock(landlock)

@@ -101,3 +101,13 @@ def test_credentials_become_a_checked_manifest(tmp_path: Path) -> None:
     bad = "[[credentials]]\nsecret = 's'\nhost_patterns = ['*']\n"
     with pytest.raises(ConfigError, match="credentials"):
         parse_config(bad, home=tmp_path)
+
+
+def test_sandbox_workdir_max_bytes(tmp_path: Path) -> None:
+    assert load_config(tmp_path).sandbox_workdir_max_bytes == 256 * 1024 * 1024
+    config = parse_config("[sandbox]\nworkdir_max_bytes = 1073741824\n", home=tmp_path)
+    assert config.sandbox_workdir_max_bytes == 1024**3
+    for bad in ("100", "68719476737", "'big'"):
+        with pytest.raises(ConfigError) as info:
+            parse_config(f"[sandbox]\nworkdir_max_bytes = {bad}\n", home=tmp_path)
+        assert "sandbox.workdir_max_bytes" in str(info.value)

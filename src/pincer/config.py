@@ -110,6 +110,8 @@ class _Sandbox(_Model):
     main_session_on_host: bool = False
     use_workspace: bool = False
     container_image: str | None = None
+    # The scratch /work of one run, in total (tmpfs size under bwrap): 1 MiB .. 64 GiB.
+    workdir_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024 * 1024, le=64 * 1024**3)
 
 
 class _GatewayToken(_Model):
@@ -204,6 +206,7 @@ class Config:
     sandbox_main_session_on_host: bool = False
     sandbox_use_workspace: bool = False
     sandbox_container_image: str | None = None
+    sandbox_workdir_max_bytes: int = 256 * 1024 * 1024
     grants: tuple[Grant, ...] = ()
     sessions: dict[str, SessionPolicy] = field(default_factory=dict)
     limits: tuple[tuple[str, RateLimit], ...] = ()
@@ -307,6 +310,7 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         sandbox_main_session_on_host=data.sandbox.main_session_on_host,
         sandbox_use_workspace=data.sandbox.use_workspace,
         sandbox_container_image=data.sandbox.container_image,
+        sandbox_workdir_max_bytes=data.sandbox.workdir_max_bytes,
         grants=tuple(grants),
         sessions=sessions,
         limits=tuple(

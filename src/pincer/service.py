@@ -193,6 +193,7 @@ class Pincer:
             main_session_on_host=config.sandbox_main_session_on_host,
             use_workspace=config.sandbox_use_workspace,
             container_image=config.sandbox_container_image,
+            workdir_max_bytes=config.sandbox_workdir_max_bytes,
             exec_policy=load_exec_policy(self.home),
         )
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from pincer.cli.common import fail
+from pincer.core.errors import PincerError
 from pincer.runtimes.script.detect import probe_all
 from pincer.runtimes.script.settings import ScriptSettings
 
@@ -31,13 +35,32 @@ def doctor(
     image: Annotated[str | None, typer.Option(help="container image for docker/podman")] = None,
 ) -> None:
     """Run a real /bin/true through every backend and report what works here."""
-    settings = ScriptSettings(bwrap_path=bwrap, container_image=image)
-    report = probe_all(settings)
+    try:
+        settings = _settings(bwrap=bwrap, image=image)
+        report = probe_all(settings)
+    except PincerError as exc:
+        fail(exc, as_json=as_json)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
         _render(report)
     raise typer.Exit(0 if report["selected"] else 1)
+
+
+def _settings(*, bwrap: Path | None, image: str | None) -> ScriptSettings:
+    """The ``[sandbox]`` settings of config.toml (when there is one), the options on top: the
+    report must describe the backend pincer would really choose."""
+    from pincer.config import load_config
+
+    raw = os.environ.get("PINCER_HOME")
+    home = Path(raw).expanduser() if raw else Path.home() / ".pincer"
+    config = load_config(home)  # a missing file gives the defaults; nothing is created
+    return ScriptSettings(
+        backend=config.sandbox_backend,
+        container_image=image or config.sandbox_container_image,
+        bwrap_path=bwrap,
+        workdir_max_bytes=config.sandbox_workdir_max_bytes,
+    )
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -48,7 +71,9 @@ def _render(report: dict[str, Any]) -> None:
     for b in report["backends"]:
         why = b["reason"] + (f"\n→ {b['hint']}" if b["hint"] and not b["available"] else "")
         smoke = "" if b["smoke_ms"] is None else f"{b['smoke_ms']:.1f}"
-        table.add_row(b["name"], "yes" if b["available"] else "no", b["version"] or "", smoke, why)
+        name = b["name"] + (f"\n{b['path']}" if b["path"] else "") + (f"\n(runs {b['copy']})" if b.get("copy") else "")
+        # Reasons quote other programs and name config keys in brackets: text, not rich markup.
+        table.add_row(escape(name), "yes" if b["available"] else "no", escape(b["version"] or ""), smoke, escape(why))
     console.print(table)
     cg = report["cgroups"]
     console.print(f"cgroups: {cg['version']} ({cg['reason']}); memory and process limits: {report['limits']['memory_and_pids']}")

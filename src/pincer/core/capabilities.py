@@ -33,8 +33,6 @@ __all__ = [
     "RateLimit",
     "HttpCapability",
     "WebhookSpec",
-    "host_matches",
-    "host_pattern_rank",
 ]
 
 logger = logging.getLogger(__name__)
@@ -54,44 +52,7 @@ _LOCATION_NEEDS = {
 }
 _SECTIONS = ("description", "version", "wit_version", "name", "type", "http", "secrets",
              "tool_invoke", "workspace", "webhook", "auth", "setup")  # fmt: skip
-_PORT = re.compile(r"(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d{1,5})")
 _METHOD = re.compile(r"[A-Z]+")
-
-
-# ---------------------------------------------------------------------------------------- hosts
-
-
-def _split_port(pattern: str) -> tuple[str, int | None]:
-    m = _PORT.fullmatch(pattern)
-    if m is None:
-        return pattern.strip("[]"), None
-    return m["host"].strip("[]"), int(m["port"])
-
-
-def host_pattern_rank(host: str, pattern: str, *, port: int | None = None) -> int | None:
-    """How specifically ``pattern`` names ``host``: None when it does not match, higher when closer.
-
-    A pattern is an exact host or ``*.suffix`` (any depth of subdomain, never the apex itself).
-    A pattern carrying ``:port`` matches only that port when ``port`` is given. Case and a
-    trailing dot are ignored. A bare ``*`` matches nothing: a pattern must name a domain.
-    """
-    pattern_host, pattern_port = _split_port(pattern.strip().lower())
-    host = host.strip().lower().rstrip(".").strip("[]")
-    pattern_host = pattern_host.rstrip(".")
-    if pattern_port is not None and port is not None and pattern_port != port:
-        return None
-    if not host or not pattern_host or pattern_host == "*":
-        return None
-    if pattern_host == host:
-        return 1 << 16  # an exact name beats any wildcard
-    if pattern_host.startswith("*.") and host.endswith(pattern_host[1:]):
-        return len(pattern_host) - 2
-    return None
-
-
-def host_matches(host: str, pattern: str, *, port: int | None = None) -> bool:
-    """True when ``pattern`` (exact or ``*.example.com``) covers ``host``; see :func:`host_pattern_rank`."""
-    return host_pattern_rank(host, pattern, port=port) is not None
 
 
 # ---------------------------------------------------------------------------------------- values
@@ -99,18 +60,13 @@ def host_matches(host: str, pattern: str, *, port: int | None = None) -> bool:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EndpointPattern:
-    """One allowlist entry. Empty ``methods`` means any method; ``path_prefix`` is a plain prefix."""
+    """One allowlist entry. Empty ``methods`` means any method; ``path_prefix`` is a plain prefix.
+    Matching is :class:`pincer.safety.egress_policy.EgressRule`'s (the one host matcher lives in
+    :mod:`pincer.safety.hosts`)."""
 
     host: str
     path_prefix: str = "/"
     methods: tuple[str, ...] = ()
-
-    def matches(self, method: str, host: str, path: str, *, port: int | None = None) -> bool:
-        return (
-            host_matches(host, self.host, port=port)
-            and path.startswith(self.path_prefix)
-            and (not self.methods or method.upper() in self.methods)
-        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

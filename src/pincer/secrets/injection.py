@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, quote, unquote_plus, urlsplit, urlunsplit
 
-from pincer.core.capabilities import CredentialMapping, host_pattern_rank
+from pincer.core.capabilities import CredentialMapping
 from pincer.core.errors import SecretError, UsageError
+from pincer.safety.hosts import host_pattern_rank
 
 __all__ = ["InjectedRequest", "inject_credentials"]
 

@@ -90,7 +90,7 @@ async def test_allowlisted_sh_does_not_let_sh_c_curl_through(public_dir: Path) -
     runtime = exec_runtime(public_dir / "scratch", policy)
     out = await call(runtime, command, workspace, recorder=Recorder(Answer.ALLOW_ONCE))
     assert (workspace / "ran").exists()
-    assert out.value["exit_code"] != 0  # curl could not connect
+    assert out.is_error and out.usage["exit_code"] != 0  # curl could not connect
     assert runtime.exec_policy.allowlist == policy.allowlist
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pincer.core.errors import ConfigError
 from pincer.core.values import HostContext
 from pincer.runtimes.script import ScriptRuntime
 
@@ -24,8 +25,8 @@ async def test_connect_to_host_loopback_fails(run_exec, loopback_listener) -> No
     probe = f"import socket; s=socket.create_connection(('127.0.0.1',{port}),timeout=1); print('CONNECTED')"
     out = await run_exec(f'/usr/bin/python3 -c "{probe}"')
     assert out.is_error
-    assert "CONNECTED" not in out.value["stdout"]
-    assert "Connection refused" in out.value["stderr"] or "unreachable" in out.value["stderr"]
+    assert "CONNECTED" not in out.value
+    assert "Connection refused" in out.value or "unreachable" in out.value
     # And from the host itself the listener is reachable: the refusal is the sandbox's doing.
     socket.create_connection(("127.0.0.1", port), timeout=1).close()
     threading.Event().wait(0.2)
@@ -95,7 +96,7 @@ async def test_root_owned_0600_file_cannot_be_read(settings, public_dir: Path) -
     tool = manifest(sandbox={"mounts": [{"source": str(secret_dir), "target": "/data", "mode": "ro"}]})
     runtime = ScriptRuntime([tool], settings)
     out = await runtime.invoke(
-        runtime.tools()[0], {"script": "id -u; ls -ln /data; cat /data/key"}, HostContext(session="a", tool="t")
+        runtime.tools()[0], {"script": "id -u; ls -ln /data; cat /data/key; true"}, HostContext(session="a", tool="t")
     )
     assert "TOP-SECRET" not in out.value["stdout"]
     assert "Permission denied" in out.value["stderr"]
@@ -151,5 +152,21 @@ async def test_workspace_is_mounted_at_work(settings, public_dir: Path) -> None:
     out = await runtime.invoke(
         runtime.tools()[0], {"path": "in.txt; touch /work/pwned"}, HostContext(session="a", tool="wc", workspace=workspace)
     )
-    assert out.is_error and "No such file" in out.value["stderr"]
+    assert out.is_error and "No such file" in out.value
     assert not (workspace / "pwned").exists()
+
+
+async def test_an_unreachable_workspace_is_a_clear_error(settings, public_dir: Path) -> None:
+    """As root the sandbox runs as its own uid, which must reach the workspace by path; the default
+    one sits in the private $PINCER_HOME. Say so, naming the key, instead of a bwrap error."""
+    if os.geteuid() != 0:
+        pytest.fail("the uid drop that makes this matter happens only for root (it does on this project's machines)")
+    private = public_dir / "home"
+    private.mkdir(mode=0o700)
+    workspace = sandbox_owned_dir(private / "workspace")
+    runtime = ScriptRuntime([], replace(settings, use_workspace=True))
+    spec = next(s for s in runtime.tools() if s.name == "exec")
+    with pytest.raises(ConfigError) as caught:
+        await runtime.invoke(spec, {"command": "true"}, HostContext(session="a", tool="exec", workspace=workspace))
+    assert f"cannot reach the workspace {workspace}: {private} is mode 0700" in caught.value.message
+    assert "[workspace] path" in (caught.value.hint or "")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 import pytest
 
 from pincer.core.errors import ToolTimeout
-from pincer.runtimes.script import Limits
+from pincer.core.values import HostContext
+from pincer.runtimes.script import Limits, ScriptRuntime
 from pincer.runtimes.script.cgroups import detect_cgroups
+from pincer.runtimes.script.process import disk_usage
 
 from .helpers import marker, processes_with
 
@@ -32,9 +35,9 @@ async def test_memory_hog_is_killed_and_reported(run_exec) -> None:
         limits=Limits(memory_bytes=64 * MIB, timeout_s=20),
     )
     assert out.is_error
-    assert out.value["killed_by"] == "memory"
-    assert "memory limit of 64 MB" in out.value["message"]
-    assert "survived" not in out.value["stdout"]
+    assert out.usage["killed_by"] == "memory"
+    assert "killed: memory limit of 64 MB reached (limits.memory_mb)" in out.value
+    assert "survived" not in out.value
     assert out.usage["oom_kills"] >= 1
 
 
@@ -87,8 +90,8 @@ async def test_pids_limit_refuses_forks(run_exec) -> None:
 
 async def test_cpu_time_limit(run_exec) -> None:
     out = await run_exec("while :; do :; done", limits=Limits(cpu_s=1, timeout_s=20))
-    assert out.value["killed_by"] == "cpu"
-    assert "CPU time limit" in out.value["message"]
+    assert out.usage["killed_by"] == "cpu"
+    assert "CPU time limit of 1 s reached (limits.cpu_s)" in out.value
 
 
 async def test_file_size_limit(run_exec) -> None:
@@ -119,9 +122,11 @@ async def test_default_output_cap_is_one_mebibyte() -> None:
 
 async def test_exit_status_and_signal_are_reported(run_exec) -> None:
     out = await run_exec("echo partial; exit 3")
-    assert (out.value["exit_code"], out.value["signal"], out.is_error) == (3, None, True)
+    assert (out.usage["exit_code"], out.usage["signal"], out.is_error) == (3, None, True)
+    # A failure is text for people and models, never a dict's repr.
+    assert out.value == "exec failed (bwrap sandbox): exit status 3\n--- stdout ---\npartial"
     out = await run_exec("kill -TERM $$")
-    assert out.value["signal"] == 15
+    assert out.usage["signal"] == 15 and out.value.startswith("exec failed (bwrap sandbox): killed by signal 15")
 
 
 async def _settle() -> None:
@@ -147,3 +152,27 @@ def test_stale_run_groups_are_swept() -> None:
         os.utime(d, (two_hours_ago, two_hours_ago))
     assert sweep_stale(support, older_than_s=3600) >= len(group.dirs)
     assert not any(d.exists() for d in group.dirs)
+
+
+def test_disk_usage_stops_early_and_counts_too_many_entries_as_full(tmp_path) -> None:
+    for i in range(5):
+        (tmp_path / f"f{i}").write_bytes(b"x" * 10_000)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "g").write_bytes(b"y" * 10_000)
+    (tmp_path / "link").symlink_to("/usr")  # not followed
+    total = disk_usage(tmp_path, stop_above=10**9)
+    assert 60_000 <= total < 200_000
+    assert disk_usage(tmp_path, stop_above=15_000) > 15_000  # stopped once past the bound
+    assert disk_usage(tmp_path, stop_above=10**9, max_entries=3) > 10**9  # too many to walk: full
+
+
+async def test_watched_workdir_caps_each_file_at_the_bound(settings) -> None:
+    """Where the workdir is watched rather than a tmpfs (the host backend), RLIMIT_FSIZE is lowered
+    to the bound, so one file cannot outgrow it between two measurements."""
+    on_host = replace(settings, main_session_on_host=True, workdir_max_bytes=4 * MIB)
+    runtime = ScriptRuntime([], on_host)
+    spec = next(s for s in runtime.tools() if s.name == "exec")
+    out = await runtime.invoke(
+        spec, {"command": "head -c 10000000 /dev/zero > big; wc -c < big"}, HostContext(session="main", tool="exec")
+    )
+    assert out.value["stdout"] == f"{4 * MIB}\n", out.value

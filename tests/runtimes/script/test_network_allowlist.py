@@ -10,7 +10,8 @@ import pytest
 
 from pincer.core.values import HostContext
 from pincer.runtimes.script import ScriptRuntime
-from pincer.runtimes.script.proxy import host_allowed
+from pincer.runtimes.script.proxy import DEFAULT_PORTS, parse_allowlist
+from pincer.safety.hosts import normalise_request_host
 
 from .helpers import manifest
 
@@ -81,7 +82,8 @@ async def test_proxy_refuses_loopback_unless_the_grant_allows_private(settings, 
         runtime.tools()[0], {"urls": [f"http://127.0.0.1:{allowed}/"]}, HostContext(session="agent", tool="fetch")
     )
     assert "403 pincer" in out.value["stdout"]
-    assert "private or loopback" in out.value["stdout"]
+    assert "127.0.0.1 is a loopback address" in out.value["stdout"]
+    assert "[network] allow_private = true" in out.value["stdout"]  # the key that would allow it
 
 
 async def test_direct_connections_bypassing_the_proxy_fail(settings, two_servers) -> None:
@@ -98,7 +100,7 @@ async def test_direct_connections_bypassing_the_proxy_fail(settings, two_servers
         runtime.tools()[0], {}, HostContext(session="agent", tool="direct", allow_private_network=True)
     )
     assert out.is_error
-    assert "ConnectionRefusedError" in out.value["stderr"]
+    assert "ConnectionRefusedError" in out.value
 
 
 async def test_grant_hosts_narrow_the_declared_allowlist(settings, two_servers) -> None:
@@ -124,4 +126,20 @@ async def test_grant_hosts_narrow_the_declared_allowlist(settings, two_servers) 
     ],
 )
 def test_host_patterns(patterns, host, port, expected) -> None:
-    assert host_allowed(patterns, host, port) is expected
+    """The proxy reads its allowlist with the shared matcher, 80 and 443 only for a pattern without a port."""
+    name = normalise_request_host(host)
+    assert any(p.matches(name, port, default_ports=DEFAULT_PORTS) for p in parse_allowlist(patterns)) is expected
+
+
+async def test_grant_hosts_cannot_widen_the_declared_allowlist(settings, two_servers) -> None:
+    """Failed on main: a grant's host list *replaced* the tool's declared allowlist, so a grant for
+    another host let the tool reach a host its manifest never declared. A host must be in both."""
+    allowed, other = two_servers
+    runtime = ScriptRuntime([fetch_tool(allowed)], settings)
+    grant = (f"127.0.0.1:{allowed}", f"127.0.0.1:{other}")
+    host = HostContext(session="agent", tool="fetch", allow_private_network=True, network_hosts=grant)
+    urls = [f"http://127.0.0.1:{allowed}/ok", f"http://127.0.0.1:{other}/undeclared"]
+    out = await runtime.invoke(runtime.tools()[0], {"urls": urls}, host)
+    lines = out.value["stdout"].splitlines()
+    assert lines[0] == f"{urls[0]} 200 hello from {allowed}/ok"
+    assert lines[1].startswith(f"{urls[1]} 403 pincer: 127.0.0.1:{other} refused: not in the tool's network allowlist")

@@ -22,7 +22,7 @@ from typing import Protocol
 from pincer.core.errors import RuntimeUnavailable
 from pincer.runtimes.script import seccomp
 from pincer.runtimes.script.manifest import NetworkMode
-from pincer.runtimes.script.process import Launch, RunRequest
+from pincer.runtimes.script.process import DiskWatch, Launch, RunRequest
 
 __all__ = [
     "Backend",
@@ -69,7 +69,8 @@ _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PRO
 
 
 class Backend(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only, so frozen dataclasses satisfy it
 
     def launch(self, request: RunRequest) -> Launch: ...
 
@@ -95,7 +96,13 @@ def _proxy_env() -> dict[str, str]:
 class BwrapBackend:
     """bubblewrap with every namespace unshared. When pincer runs as root, bwrap is started as the
     unprivileged ``uid``: ``--uid`` alone would leave the process host root inside a user
-    namespace, still able to read root's files through the mounts."""
+    namespace, still able to read root's files through the mounts.
+
+    So bwrap runs as that uid, and nothing of pincer's own install may need to be reachable by
+    path: pincer's virtualenv can sit under a directory the uid cannot traverse (a ``0700`` home or
+    ``mktemp -d``). The binary is then a root-owned copy (:mod:`pincer.runtimes.script.binaries`,
+    chosen by the detector), and the in-sandbox relay is handed over as a memfd that
+    ``--ro-bind-data`` copies in."""
 
     bwrap: Path
     uid: int = 65534
@@ -149,15 +156,30 @@ class BwrapBackend:
             "--proc", "/proc",
             "--dev", "/dev",
             "--size", str(request.limits.tmp_size_bytes), "--tmpfs", "/tmp",
-            "--bind", str(request.workdir), SANDBOX_HOME,
         ]  # fmt: skip
-        # Extra mounts after /tmp and /work, or those would hide them.
-        for mount in request.mounts:
-            args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
-        if request.network is NetworkMode.ALLOWLIST and request.proxy_socket is not None:
-            args += ["--ro-bind", str(_RELAY_SOURCE), f"{RELAY_DIR}/relay.py"]
-            args += ["--bind", str(request.proxy_socket), f"{RELAY_DIR}/proxy.sock"]
-        seccomp_fd = seccomp.bpf_memfd()
+        fds: list[int] = []
+        try:
+            if request.workdir_max_bytes is not None:
+                # A fresh scratch /work is a tmpfs of that size inside the sandbox: the kernel
+                # answers ENOSPC past it, nothing reaches the host disk, and its pages count against
+                # the run's memory cgroup. The host-side workdir is not used.
+                args += ["--size", str(request.workdir_max_bytes), "--tmpfs", SANDBOX_HOME]
+            else:
+                args += ["--bind", str(request.workdir), SANDBOX_HOME]
+            # Extra mounts after /tmp and /work, or those would hide them.
+            for mount in request.mounts:
+                args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
+            if request.network is NetworkMode.ALLOWLIST and request.proxy_socket is not None:
+                relay_fd = _memfd("pincer-relay", _RELAY_SOURCE.read_bytes())
+                fds.append(relay_fd)
+                args += ["--ro-bind-data", str(relay_fd), f"{RELAY_DIR}/relay.py"]
+                args += ["--bind", str(request.proxy_socket), f"{RELAY_DIR}/proxy.sock"]
+            seccomp_fd = seccomp.bpf_memfd()
+            fds.append(seccomp_fd)
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            raise RuntimeUnavailable(f"cannot prepare the sandbox: {exc}", hint="run `pincer sandbox doctor`") from exc
         args += ["--chdir", SANDBOX_HOME, "--remount-ro", "/", "--seccomp", str(seccomp_fd), "--", *argv]
         drop = self.drops_uid
         return Launch(
@@ -166,8 +188,20 @@ class BwrapBackend:
             backend=self.name,
             user=self.uid if drop else None,
             group=self.gid if drop else None,
-            pass_fds=(seccomp_fd,),
+            pass_fds=tuple(fds),
         )
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """A readable fd holding ``data`` at offset 0, for bwrap's ``--*-data FD`` options (which consume it)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,7 +239,11 @@ class ContainerBackend:
             "--ulimit", f"fsize={limits.file_size_bytes}:{limits.file_size_bytes}",
             "--ulimit", "nofile=1024:1024",
             "--ulimit", f"nproc={limits.pids}:{limits.pids}",
-            "-v", f"{request.workdir}:{SANDBOX_HOME}:rw",
+            *(
+                ["--tmpfs", f"{SANDBOX_HOME}:rw,nosuid,nodev,exec,size={request.workdir_max_bytes},mode=1777"]
+                if request.workdir_max_bytes is not None
+                else ["-v", f"{request.workdir}:{SANDBOX_HOME}:rw"]
+            ),
             "-w", SANDBOX_HOME,
             "-e", f"HOME={SANDBOX_HOME}", "-e", f"PATH={SANDBOX_PATH}",
             *self.extra_args,
@@ -248,7 +286,8 @@ class HostBackend:
         if request.network is NetworkMode.ALLOWLIST:
             logger.info("host backend: the network allowlist is not enforced on the host")
         env: dict[str, str] = {"PATH": SANDBOX_PATH, "HOME": str(request.workdir), **request.env}
-        return Launch(argv=tuple(request.argv), env=env, backend=self.name, cwd=request.workdir)
+        watch = None if request.workdir_max_bytes is None else DiskWatch(path=request.workdir, max_bytes=request.workdir_max_bytes)
+        return Launch(argv=tuple(request.argv), env=env, backend=self.name, cwd=request.workdir, watch=watch)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -256,16 +295,23 @@ class LandlockBackend:
     """Landlock + seccomp + rlimits, for Linux hosts where bubblewrap cannot create namespaces.
 
     The command is started through ``landlock_launch.py`` run by a system ``python3 -I -S``: after
-    the common chain (cgroups joined, rlimits set, root dropped to ``uid``) it sets ``nofile``,
-    ``no_new_privs`` and the parent-death signal, applies a Landlock ruleset (read-only system,
+    the common chain (cgroups joined, rlimits set) it sets ``nofile``, mounts the tmpfs below (as
+    root), drops root to ``uid``, sets ``no_new_privs`` and the parent-death signal, applies a Landlock ruleset (read-only system,
     read-write workdir and a private tmp dir; TCP refused unless the network is ``host``; signals and
-    abstract sockets scoped, ABI 6+) and the seccomp deny list (plus ``socket(AF_INET*)`` when the
-    network is ``none``), then execs the command with exactly the sandbox environment.
+    abstract sockets scoped, ABI 6+) and the seccomp deny list (plus ``socket(AF_UNIX)`` always and
+    ``socket(AF_INET*)`` when the network is ``none``), then execs the command with exactly the
+    sandbox environment.
+
+    Sizes: as root, the launcher unshares a private mount namespace (nothing else: the paths stay
+    the host's) and mounts a tmpfs of ``workdir_max_bytes`` on the scratch workdir and one of
+    ``tmp_size_bytes`` on the private tmp dir, so the kernel bounds both. Without root the scratch
+    workdir is measured every 100 ms and the run killed past the cap (:class:`DiskWatch`, with
+    RLIMIT_FSIZE no larger than the cap), and the tmp dir is bounded per file only.
 
     Weaker than bwrap: no pid namespace (the timeout kills through the cgroup and process group),
-    no mount namespace (the workdir is its real path, not ``/work``; a mount must have
-    ``target == source``; ``/tmp`` is a per-run directory named by ``TMPDIR``, bounded per file by
-    RLIMIT_FSIZE, not in total), no allowlist network mode."""
+    no mount isolation (the workdir is its real path, not ``/work``; a mount must have
+    ``target == source``; ``/tmp`` is a per-run directory named by ``TMPDIR``), no allowlist
+    network mode."""
 
     interpreter: str
     scratch: Path
@@ -290,13 +336,23 @@ class LandlockBackend:
                 )
             (extra_rw if mount.writable else extra_ro).append(str(mount.source))
         deny_net = request.network is not NetworkMode.HOST
-        program = seccomp.deny_list_bpf(deny_inet=deny_net).hex()  # before anything is created on disk
+        # Before anything is created on disk. AF_UNIX is refused in every network mode: "host" means
+        # the IP network, not the host's daemons (no allowlist mode here needs the relay's socket).
+        program = seccomp.deny_list_bpf(deny_inet=deny_net, deny_unix=True).hex()
         drop = os.geteuid() == 0
         tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
         if drop:
             os.chown(tmp, self.uid, self.gid)
         workdir = str(request.workdir.resolve())
         env = {"PATH": SANDBOX_PATH, "HOME": workdir, "TMPDIR": str(tmp), **request.env}
+        tmpfs: list[tuple[str, int, int, int]] = []
+        watch = None
+        if drop:  # root may mount, in a mount namespace of the run's own
+            if request.workdir_max_bytes is not None:
+                tmpfs.append((workdir, request.workdir_max_bytes, self.uid, self.gid))
+            tmpfs.append((str(tmp), request.limits.tmp_size_bytes, self.uid, self.gid))
+        elif request.workdir_max_bytes is not None:
+            watch = DiskWatch(path=request.workdir, max_bytes=request.workdir_max_bytes)
         config = {
             "uid": self.uid if drop else None,
             "gid": self.gid if drop else None,
@@ -308,6 +364,8 @@ class LandlockBackend:
             "rw": [workdir, str(tmp), *extra_rw],
             "deny_net": deny_net,
             "bpf": program,
+            "tmpfs": tmpfs,
+            "parent": os.getpid(),  # the exec chain keeps the spawned pid, so it is the launcher's parent
         }
         argv = (self.interpreter, "-I", "-S", "-c", _LANDLOCK_LAUNCHER, json.dumps(config), *request.argv)
         return Launch(
@@ -315,9 +373,9 @@ class LandlockBackend:
             env={},  # the launcher execs the command with ``config["env"]`` only
             backend=self.name,
             cwd=request.workdir,
-            user=self.uid if drop else None,
-            group=self.gid if drop else None,
+            # The launcher starts as root and drops to ``uid`` itself, after mounting the tmpfs.
             on_close=lambda: shutil.rmtree(tmp, ignore_errors=True),
+            watch=watch,
         )
 
 

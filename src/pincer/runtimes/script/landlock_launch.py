@@ -7,8 +7,11 @@ loaded). It uses only the standard library and must stay self-contained.
 ``sys.argv`` is ``["-c", CONFIG_JSON, *COMMAND]``. CONFIG holds: ``uid``/``gid`` (drop to them when
 still root), ``nofile``, ``cwd``, ``env`` (the command's whole environment), ``ro``/``rw``/``dev``
 (paths to allow), ``deny_net`` (restrict TCP bind/connect where the ABI can), ``bpf`` (the seccomp
-program, hex). Every step either succeeds or the launcher exits 126 with ``pincer-landlock: ...`` on
-stderr: the command is never exec'd half-restricted.
+program, hex), ``parent`` (pincer's pid: if it is gone by the time the parent-death signal is set,
+stop), ``tmpfs`` (``[path, size, uid, gid]`` lists: as root, a private mount namespace gets a
+tmpfs of that size on each path, so the kernel bounds what the run writes there). Every step either
+succeeds or the launcher exits 126 with ``pincer-landlock: ...`` on stderr: the command is never
+exec'd half-restricted.
 """
 
 import ctypes
@@ -22,6 +25,8 @@ SYS_LANDLOCK_ADD_RULE = 445
 SYS_LANDLOCK_RESTRICT_SELF = 446
 LANDLOCK_CREATE_RULESET_VERSION = 1
 LANDLOCK_RULE_PATH_BENEATH = 1
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 1 << 14, 1 << 19
 PR_SET_PDEATHSIG = 1
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
@@ -62,6 +67,7 @@ class Failed(Exception):
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
 
 def check(result, step):
@@ -69,6 +75,20 @@ def check(result, step):
         err = ctypes.get_errno()
         raise Failed(f"{step}: {os.strerror(err)} (errno {err})")
     return result
+
+
+def private_tmpfs(cfg):
+    mounts = cfg.get("tmpfs") or []
+    if not mounts:
+        return
+    if os.geteuid() != 0:
+        raise Failed("mounting a size-bounded tmpfs needs root")
+    check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    # Slave, not private: the host's later mounts still appear here, ours never leave.
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None), "making / a slave mount")
+    for path, size, uid, gid in mounts:
+        options = f"size={int(size)},mode=0700,uid={int(uid)},gid={int(gid)}".encode()
+        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mounting a tmpfs on {path}")
 
 
 def drop_privileges(cfg):
@@ -128,9 +148,12 @@ def main():
         _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         nofile = cfg["nofile"] if hard == resource.RLIM_INFINITY else min(cfg["nofile"], hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        private_tmpfs(cfg)
         drop_privileges(cfg)
         # After the uid change, which would clear it; kept across the exec below.
         check(libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+        if cfg.get("parent") is not None and os.getppid() != cfg["parent"]:
+            raise Failed("pincer exited before the sandbox was set up")  # too late for the signal
         os.chdir(cfg["cwd"])
         landlock(cfg)
         seccomp(cfg)

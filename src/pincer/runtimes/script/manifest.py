@@ -1,14 +1,16 @@
-"""Script tool manifests: a command template run in a sandbox, declared in a JSON or TOML file.
+r"""Script tool manifests: a command template run in a sandbox, declared in a JSON or TOML file.
+The format as users write it, with every key and examples that run as written, is
+``docs/script-tools.md``; this is the shape in brief:
 
     name = "word_count"
-    description = "Count the words of a text file in the workdir"
-    command = ["/usr/bin/wc", "-w", "--", "{path}"]
-    effects = ["read_filesystem"]
+    description = "Count the words of a text"
+    command = ["/bin/sh", "-c", "printf '%s' \"$1\" | wc -w", "word_count", "{text}"]
+    effects = []
 
     [input_schema]
     type = "object"
-    properties.path = { type = "string" }
-    required = ["path"]
+    properties.text = { type = "string" }
+    required = ["text"]
 
     [sandbox]
     network = "none"            # none | allowlist | host
@@ -49,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pincer.core.effects import EffectKind, RuntimeKind, parse_effects
 from pincer.core.errors import ArgumentsInvalid, ManifestError, UsageError
 from pincer.core.values import ToolSpec
+from pincer.safety.hosts import HostPattern
 
 __all__ = [
     "Limits",
@@ -66,7 +69,6 @@ MIB = 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HOST_PATTERN = re.compile(r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]{0,252})(:\d{1,5})?$")
 _RESERVED_TARGETS = ("/", "/proc", "/dev", "/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc", "/work", "/tmp", "/run/pincer")
 _RESERVED_ENV = frozenset({"PATH", "HOME", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "NO_PROXY"})
 
@@ -322,13 +324,15 @@ def _check_schema(schema: dict[str, Any], names: set[str], source: str) -> dict[
 
 def _check_sandbox(model: _SandboxModel, source: str) -> SandboxSpec:
     for index, host in enumerate(model.allow_hosts):
-        if not _HOST_PATTERN.match(host) or ".." in host:
+        try:
+            HostPattern.parse(host)
+        except UsageError as exc:
             raise ManifestError(
-                f"invalid host pattern {host!r}",
+                f"invalid host pattern {host!r}: {exc.message}",
                 source=source,
                 key=f"sandbox.allow_hosts.{index}",
                 hint='write "api.example.com", "*.example.com" or "api.example.com:8443"',
-            )
+            ) from None
     if model.network is NetworkMode.ALLOWLIST and not model.allow_hosts:
         raise ManifestError(
             'network "allowlist" needs at least one host', source=source, key="sandbox.allow_hosts", hint='or use "none"'

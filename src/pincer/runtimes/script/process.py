@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from pincer.core.errors import RuntimeUnavailable
 from pincer.runtimes.script.cgroups import RunCgroup
 from pincer.runtimes.script.manifest import Limits, Mount, NetworkMode
 
-__all__ = ["RunRequest", "Launch", "RunResult", "execute", "rlimits_for", "GIB"]
+__all__ = ["RunRequest", "Launch", "DiskWatch", "RunResult", "execute", "rlimits_for", "disk_usage", "GIB"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,40 @@ GIB = 1024**3
 DRAIN_AFTER_EXIT_S = 2.0  # how long to keep reading pipes after the tree was killed
 POLL_S = 0.1
 NPROC_BACKSTOP = 512  # wake-up while pipes stay open after the main process exited
+WATCH_INTERVAL_S = 0.1  # how often a DiskWatch directory is measured
+WATCH_MAX_ENTRIES = 100_000  # more files than this in a watched directory count as full: walking them costs too much
 _READ_CHUNK = 65536
+
+
+class _TooMany(Exception):
+    pass
+
+
+def disk_usage(path: Path, *, stop_above: int, max_entries: int = WATCH_MAX_ENTRIES) -> int:
+    """Bytes allocated under ``path`` (symlinks not followed), stopping early once past
+    ``stop_above``; more than ``max_entries`` entries count as past it."""
+    total, seen = 0, 0
+    stack = [str(path)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue  # removed while we looked, or not ours to read
+        with entries:
+            for entry in entries:
+                seen += 1
+                if seen > max_entries:
+                    return stop_above + 1
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += st.st_blocks * 512
+                if total > stop_above:
+                    return total
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+    return total
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,6 +82,18 @@ class RunRequest:
     mounts: tuple[Mount, ...] = ()
     network: NetworkMode = NetworkMode.NONE
     proxy_socket: Path | None = None  # host side of the allowlist proxy (network = allowlist)
+    # The total the run may write to its fresh scratch workdir; None when the workdir is the
+    # session's workspace, which is the operator's directory and not ours to bound.
+    workdir_max_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DiskWatch:
+    """A directory whose size a backend cannot bound in the kernel: the run is killed once it holds
+    more than ``max_bytes`` (allocated blocks), checked every :data:`WATCH_INTERVAL_S`."""
+
+    path: Path
+    max_bytes: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,6 +110,7 @@ class Launch:
     pass_fds: tuple[int, ...] = ()
     on_kill: Callable[[], None] | None = None
     on_close: Callable[[], None] | None = None
+    watch: DiskWatch | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -75,7 +121,7 @@ class RunResult:
     stderr: bytes
     stdout_total: int
     stderr_total: int
-    killed_by: str | None  # timeout | memory | cpu | file_size | None
+    killed_by: str | None  # timeout | memory | cpu | file_size | workdir_full | None
     duration_ms: float
     backend: str
     oom_kills: int = 0
@@ -185,6 +231,7 @@ class ProcessRun:
         self.launch, self.limits, self.cgroup = launch, limits, cgroup
         self._proc: subprocess.Popen[bytes] | None = None
         self._cancelled = threading.Event()
+        self._disk_full = False
 
     def cancel(self) -> None:
         self._cancelled.set()
@@ -218,6 +265,9 @@ class ProcessRun:
 
     def _run(self) -> RunResult:
         launch, limits = self.launch, self.limits
+        if launch.watch is not None:
+            # No single file may outgrow the watched directory between two measurements.
+            limits = replace(limits, file_size_bytes=min(limits.file_size_bytes, launch.watch.max_bytes))
         rlimits = rlimits_for(limits, has_cgroup=self.cgroup is not None)
         join = self.cgroup.join_fds() if self.cgroup is not None else ()
         started = time.monotonic()
@@ -265,7 +315,9 @@ class ProcessRun:
         exit_code, sig = _decode(status, launch.backend)
         oom = self.cgroup.oom_kills() if self.cgroup else 0
         killed_by = None
-        if timed_out or self._cancelled.is_set():
+        if self._disk_full:
+            killed_by = "workdir_full"
+        elif timed_out or self._cancelled.is_set():
             killed_by = "timeout"
         elif oom:
             killed_by = "memory"
@@ -295,6 +347,7 @@ class ProcessRun:
         sel.register(proc.stdout, selectors.EVENT_READ, out)
         sel.register(proc.stderr, selectors.EVENT_READ, err)
         timed_out, exited_at = False, None
+        watch, next_watch = self.launch.watch, time.monotonic()
         try:
             while sel.get_map():
                 now = time.monotonic()
@@ -302,6 +355,12 @@ class ProcessRun:
                     timed_out = True
                     self._kill_tree()
                     exited_at = now
+                if watch is not None and exited_at is None and now >= next_watch:
+                    next_watch = now + WATCH_INTERVAL_S
+                    if disk_usage(watch.path, stop_above=watch.max_bytes) > watch.max_bytes:
+                        self._disk_full = True
+                        self._kill_tree()
+                        exited_at = now
                 if exited_at is None and proc.poll() is not None:
                     # The main process is gone but something still holds the pipes: a background
                     # child. The run is over; it goes too.
@@ -311,6 +370,8 @@ class ProcessRun:
                     logger.warning("pipes still open %.1f s after the kill; giving up on them", DRAIN_AFTER_EXIT_S)
                     break
                 wait = POLL_S if exited_at is not None else max(0.0, min(POLL_S, deadline - now))
+                if watch is not None and exited_at is None:
+                    wait = min(wait, max(0.0, next_watch - now))
                 for key, _ in sel.select(wait):
                     data = os.read(key.fd, _READ_CHUNK)
                     if not data:

@@ -3,37 +3,41 @@
 The sandbox keeps its own empty network namespace; the socket is bind-mounted into it and a relay
 there (``relay.py``) carries the command's proxy connections to it. Each connection is one
 ``CONNECT host:port`` (HTTPS and other TLS) or one absolute-form HTTP request
-(``GET http://host/path``). The host must match the allowlist; its addresses are resolved once
-here and refused when private, loopback or link-local unless the grant allows private networks; the
-connection goes to the address that was checked, so DNS cannot change the answer afterwards.
+(``GET http://host/path``). The rules are the ones every egress path shares (``pincer.safety``):
 
-Allowlist patterns: ``api.example.com`` (exact), ``*.example.com`` (any subdomain, not the apex),
-an optional ``:port``; without a port only 80 and 443 are allowed.
-
-TODO(lead): switch host matching and the address checks to ``pincer.safety.egress`` once merged.
+- the host must match a pattern of the allowlist (:class:`pincer.safety.hosts.HostPattern`:
+  ``api.example.com``, ``*.example.com``, an optional ``:port``; without a port only 80 and 443);
+- it is resolved here, once, and *every* address it has must pass
+  :func:`pincer.safety.addresses.address_refusal` (:func:`pincer.safety.egress.checked_addresses`):
+  loopback, private, link-local, CGNAT and IPv6 forms embedding them are refused unless the grant
+  allows private networks; cloud metadata, unspecified and multicast addresses are refused always;
+- the connection goes to an address that was checked, so DNS cannot change the answer afterwards.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
-import socket
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 from anyio.abc import ByteStream, SocketStream
 
-__all__ = ["AllowlistProxy", "ProxyEvent", "host_allowed"]
+from pincer.core.errors import EgressDenied, ToolError, UsageError
+from pincer.safety.egress import checked_addresses
+from pincer.safety.hosts import HostPattern, normalise_request_host
+
+__all__ = ["AllowlistProxy", "ProxyEvent", "parse_allowlist"]
 
 logger = logging.getLogger(__name__)
 
 PROXY_CONNECT_TIMEOUT_S = 10.0
+PROXY_RESOLVE_TIMEOUT_S = 10.0
 PROXY_HEAD_TIMEOUT_S = 10.0
 MAX_HEAD_BYTES = 64 * 1024
-_DEFAULT_PORTS = (80, 443)
+DEFAULT_PORTS = (80, 443)
 _CHUNK = 65536
 
 
@@ -48,34 +52,15 @@ class ProxyEvent:
         return {"host": self.host, "port": self.port, "allowed": self.allowed, "reason": self.reason}
 
 
-def host_allowed(patterns: Sequence[str], host: str, port: int) -> bool:
-    """Whether ``host:port`` matches one of the allowlist patterns."""
-    host = host.lower().rstrip(".")
-    for pattern in patterns:
-        name, _, port_text = pattern.lower().rpartition(":") if _has_port(pattern) else (pattern.lower(), "", "")
-        ports = (int(port_text),) if port_text else _DEFAULT_PORTS
-        if port not in ports:
-            continue
-        if name.startswith("*."):
-            if host.endswith(name[1:]) and host != name[2:]:
-                return True
-        elif host == name:
-            return True
-    return False
-
-
-def _has_port(pattern: str) -> bool:
-    head, sep, tail = pattern.rpartition(":")
-    return bool(sep) and tail.isdigit() and ":" not in head
-
-
-def _is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not (
-        ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_reserved or ip.is_unspecified
-    )
+def parse_allowlist(patterns: Iterable[str]) -> tuple[HostPattern, ...]:
+    """The patterns that parse; one that does not is left out with a warning (it matches nothing)."""
+    parsed = []
+    for text in patterns:
+        try:
+            parsed.append(HostPattern.parse(text))
+        except UsageError as exc:
+            logger.warning("sandbox allowlist: ignoring %s", exc.message)
+    return tuple(parsed)
 
 
 def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
@@ -94,12 +79,21 @@ def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
 
 @dataclass(kw_only=True)
 class AllowlistProxy:
-    """Serve one run's proxy socket. ``events`` records every destination asked for."""
+    """Serve one run's proxy socket. ``hosts``: the tool's declared allowlist; ``grant_hosts``: the
+    grant's host list when it names one, which narrows the declared list (a host must be in both).
+    ``events`` records every destination asked for."""
 
     socket_path: Path
     hosts: tuple[str, ...]
+    grant_hosts: tuple[str, ...] | None = None
     allow_private: bool = False
     events: list[ProxyEvent] = field(default_factory=list)
+    _patterns: tuple[HostPattern, ...] = field(init=False, repr=False)
+    _granted: tuple[HostPattern, ...] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._patterns = parse_allowlist(self.hosts)
+        self._granted = None if self.grant_hosts is None else parse_allowlist(self.grant_hosts)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listener = await anyio.create_unix_listener(self.socket_path)
@@ -148,30 +142,43 @@ class AllowlistProxy:
                     tg.start_soon(_pipe, upstream, client)
 
     async def _connect(self, client: ByteStream, host: str, port: int) -> SocketStream | None:
-        if not host_allowed(self.hosts, host, port):
-            return await self._deny(client, host, port, "not in the tool's network allowlist")
         try:
-            infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            return await self._deny(client, host, port, f"cannot resolve: {exc}", status=502)
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        if not self.allow_private and not all(_is_public(a) for a in addresses):
-            return await self._deny(client, host, port, "resolves to a private or loopback address")
+            name = normalise_request_host(host)
+        except EgressDenied as exc:
+            await self._deny(client, host, port, exc.message)
+            return None
+        if not any(p.matches(name, port, default_ports=DEFAULT_PORTS) for p in self._patterns):
+            await self._deny(client, host, port, "not in the tool's network allowlist")
+            return None
+        if self._granted is not None and not any(p.matches(name, port, default_ports=DEFAULT_PORTS) for p in self._granted):
+            await self._deny(client, host, port, "not in the hosts of the grant for this tool")
+            return None
+        try:
+            with anyio.fail_after(PROXY_RESOLVE_TIMEOUT_S):
+                addresses = await checked_addresses(name, port, allow_private_network=self.allow_private)
+        except EgressDenied as exc:
+            reason = exc.message.split(" refused: ", 1)[-1]
+            await self._deny(client, host, port, f"{reason}; {exc.hint}" if exc.hint else reason)
+            return None
+        except (ToolError, TimeoutError) as exc:
+            reason = exc.message if isinstance(exc, ToolError) else f"resolving took over {PROXY_RESOLVE_TIMEOUT_S:g} s"
+            await self._deny(client, host, port, f"cannot resolve: {reason}", status=502)
+            return None
         for address in addresses:
             try:
                 with anyio.fail_after(PROXY_CONNECT_TIMEOUT_S):
-                    stream = await anyio.connect_tcp(address, port)
+                    stream = await anyio.connect_tcp(str(address), port)
             except (OSError, TimeoutError):
                 continue
             self.events.append(ProxyEvent(host=host, port=port, allowed=True, reason=f"connected to {address}"))
             return stream
-        return await self._deny(client, host, port, "connection failed", status=502)
+        await self._deny(client, host, port, "connection failed", status=502)
+        return None
 
     async def _deny(self, client: ByteStream, host: str, port: int, reason: str, status: int = 403) -> None:
         self.events.append(ProxyEvent(host=host, port=port, allowed=False, reason=reason))
         logger.info("sandbox egress refused: %s:%d (%s)", host, port, reason)
         await _refuse(client, status, f"pincer: {host}:{port} refused: {reason}")
-        return
 
 
 async def _read_head(stream: ByteStream) -> tuple[bytes, bytes]:

@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 
 from pincer.core.effects import EffectKind, RuntimeKind
-from pincer.core.errors import ArgumentsInvalid, Denied, ToolNotFound, ToolTimeout, UsageError
+from pincer.core.errors import ArgumentsInvalid, ConfigError, Denied, ToolNotFound, ToolTimeout, UsageError
 from pincer.core.values import HostContext, RuntimeAsk, ToolOutput, ToolSpec
 from pincer.policy.exec_approvals import (
     Answer,
@@ -48,7 +48,7 @@ from pincer.runtimes.script.manifest import Limits, NetworkMode, ScriptToolManif
 from pincer.runtimes.script.process import Launch, ProcessRun, RunRequest, RunResult, describe
 from pincer.runtimes.script.proxy import AllowlistProxy, ProxyEvent
 from pincer.runtimes.script.settings import ScriptSettings
-from pincer.runtimes.script.workdir import new_workdir, remove_workdir
+from pincer.runtimes.script.workdir import blocking_directory, new_workdir, remove_workdir
 
 __all__ = ["ScriptRuntime", "EXEC_TOOL", "sandbox_resolver"]
 
@@ -207,7 +207,7 @@ class ScriptRuntime:
             request = self._exec_request(args, host)
         else:
             request = self._manifest_request(self._manifests[spec.name], args, host)
-        result, events = await self._run(backend, request, host, spec.name)
+        result, events, request = await self._run(backend, request, host, spec.name)
         return self._output(spec.name, request, result, events)
 
     # --- building requests -------------------------------------------------------------------
@@ -270,12 +270,17 @@ class ScriptRuntime:
 
     async def _run(
         self, backend: Backend, request: RunRequest, host: HostContext, tool: str
-    ) -> tuple[RunResult, list[ProxyEvent]]:
+    ) -> tuple[RunResult, list[ProxyEvent], RunRequest]:
+        """Run ``request`` in a fresh workdir (or the workspace); returns the request as it ran."""
         settings = self.settings
         uid, gid = settings.sandbox_uid, settings.sandbox_gid
         # By default a fresh scratch directory that nothing survives; the session's workspace only
         # when the operator opted in (the sandbox uid must be able to reach it).
         owned_workdir = host.workspace is None or not settings.use_workspace
+        sandboxed = not isinstance(backend, HostBackend)
+        if not owned_workdir and sandboxed and os.geteuid() == 0:
+            assert host.workspace is not None
+            _check_reachable_workspace(Path(host.workspace), uid, gid)
         workdir = (
             await anyio.to_thread.run_sync(lambda: new_workdir(settings.scratch(), uid=uid, gid=gid))
             if owned_workdir
@@ -284,16 +289,21 @@ class ScriptRuntime:
         assert workdir is not None
         proxy_dir: Path | None = None
         proxy: AllowlistProxy | None = None
-        sandboxed = not isinstance(backend, HostBackend)
         if request.network is NetworkMode.ALLOWLIST and sandboxed:
             proxy_dir = Path(tempfile.mkdtemp(prefix="proxy-", dir=settings.scratch()))
             os.chmod(proxy_dir, 0o711)
-            declared = tuple(request_hosts(self._manifests.get(tool)))
-            hosts = declared if host.network_hosts is None else tuple(host.network_hosts)
             proxy = AllowlistProxy(
-                socket_path=proxy_dir / "proxy.sock", hosts=hosts, allow_private=host.allow_private_network
+                socket_path=proxy_dir / "proxy.sock",
+                hosts=tuple(request_hosts(self._manifests.get(tool))),
+                grant_hosts=None if host.network_hosts is None else tuple(host.network_hosts),
+                allow_private=host.allow_private_network,
             )
-        request = replace(request, workdir=Path(workdir), proxy_socket=proxy.socket_path if proxy else None)
+        request = replace(
+            request,
+            workdir=Path(workdir),
+            proxy_socket=proxy.socket_path if proxy else None,
+            workdir_max_bytes=settings.workdir_max_bytes if owned_workdir else None,
+        )
         support = detect_cgroups()
         if not support.is_usable:
             logger.warning("no cgroups (%s): memory and process limits fall back to rlimits", support.reason)
@@ -346,7 +356,7 @@ class ScriptRuntime:
                     await anyio.to_thread.run_sync(remove_workdir, Path(workdir))
                 if proxy_dir is not None:
                     shutil.rmtree(proxy_dir, ignore_errors=True)
-        return result, (list(proxy.events) if proxy is not None else [])
+        return result, (list(proxy.events) if proxy is not None else []), request
 
     def _output(
         self, tool: str, request: RunRequest, result: RunResult, events: Sequence[ProxyEvent]
@@ -356,24 +366,89 @@ class ScriptRuntime:
                 f"{tool} ran past its {request.limits.timeout_s:g} s limit; the whole process tree was killed",
                 hint="raise limits.timeout_s in the tool's manifest (tools.timeout_s in config.toml caps it), or make the command finish sooner",
             )
-        value = describe(result)
-        value["duration_ms"] = round(result.duration_ms, 3)
-        if result.killed_by == "memory":
-            value["message"] = f"killed: memory limit of {request.limits.memory_bytes // _MIB} MB reached"
-        elif result.killed_by == "cpu":
-            value["message"] = f"killed: CPU time limit of {request.limits.cpu_s} s reached"
-        elif result.killed_by == "file_size":
-            value["message"] = f"killed: file size limit of {request.limits.file_size_bytes // _MIB} MB reached"
-        if events:
-            value["network"] = [e.to_dict() for e in events]
         usage = {
             "backend": result.backend,
             "duration_ms": round(result.duration_ms, 3),
             "memory_peak_bytes": result.memory_peak_bytes,
             "oom_kills": result.oom_kills,
             "pids_limit_hits": result.pids_limit_hits,
+            "exit_code": result.exit_code,
+            "signal": result.signal,
+            "killed_by": result.killed_by,
         }
-        return ToolOutput(value=value, is_error=not result.ok, usage=usage)
+        if not result.ok:
+            # A failure is read by people and models as text (``pincer tools call`` prints it);
+            # the numbers stay in ``usage``.
+            return ToolOutput(value=failure_text(tool, request, result, events), is_error=True, usage=usage)
+        value = describe(result)
+        value["duration_ms"] = round(result.duration_ms, 3)
+        if events:
+            value["network"] = [e.to_dict() for e in events]
+        return ToolOutput(value=value, usage=usage)
+
+
+def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequence[ProxyEvent]) -> str:
+    """What went wrong, then the command's own stderr and stdout (each as captured, truncation marked)."""
+    limits = request.limits
+    if result.killed_by == "memory":
+        why = f"killed: memory limit of {limits.memory_bytes // _MIB} MB reached (limits.memory_mb)"
+    elif result.killed_by == "cpu":
+        why = f"killed: CPU time limit of {limits.cpu_s} s reached (limits.cpu_s)"
+    elif result.killed_by == "file_size":
+        why = f"killed: file size limit of {limits.file_size_bytes // _MIB} MB reached (limits.file_size_mb)"
+    elif result.killed_by == "workdir_full":
+        why = (
+            f"killed: the scratch workdir passed its limit of {_size(request.workdir_max_bytes)} "
+            "([sandbox] workdir_max_bytes in config.toml)"
+        )
+    elif result.signal is not None:
+        why = f"killed by signal {result.signal}"
+    else:
+        why = f"exit status {result.exit_code}"
+    parts = [f"{tool} failed ({result.backend} sandbox): {why}"]
+    if result.killed_by is None and _NO_SPACE in result.stderr:
+        parts.append(
+            f"a write failed for lack of space: /work holds at most {_size(request.workdir_max_bytes)} "
+            f"([sandbox] workdir_max_bytes in config.toml) and /tmp at most {_size(limits.tmp_size_bytes)} "
+            "(limits.tmp_size_mb in the tool's manifest)"
+            if request.workdir_max_bytes is not None
+            else f"a write failed for lack of space: /tmp holds at most {_size(limits.tmp_size_bytes)} "
+            "(limits.tmp_size_mb in the tool's manifest); the workspace is bounded only by its disk"
+        )
+    refused = [e for e in events if not e.allowed]
+    for event in refused:
+        parts.append(f"network: {event.host}:{event.port} refused: {event.reason}")
+    value = describe(result)
+    for stream in ("stderr", "stdout"):
+        if value[stream]:
+            parts.append(f"--- {stream} ---\n{value[stream].rstrip()}")
+    return "\n".join(parts)
+
+
+def _check_reachable_workspace(workspace: Path, uid: int, gid: int) -> None:
+    """The sandbox runs as ``uid`` and mounts the workspace by path as that uid (bwrap cannot bind a
+    directory it cannot reach, not even by descriptor): say so before starting, naming the key."""
+    blocked = blocking_directory(workspace, uid, gid)
+    if blocked is not None:
+        try:
+            mode = oct(blocked.stat().st_mode & 0o7777)[2:].zfill(4)
+        except OSError:
+            mode = "missing"
+        raise ConfigError(
+            f"[sandbox] use_workspace is set, but the sandbox uid {uid} cannot reach the workspace {workspace}: "
+            f"{blocked} is mode {mode} (the default workspace sits in $PINCER_HOME, which is private)",
+            hint="set [workspace] path in config.toml to a directory every parent of which others may traverse "
+            "(e.g. /srv/pincer-workspace), or set [sandbox] use_workspace = false",
+        )
+
+
+_NO_SPACE = b"No space left on device"  # strerror(ENOSPC): the sandbox runs in the C locale
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "no limit"
+    return f"{n // _MIB} MiB" if n % _MIB == 0 else f"{n:,} bytes"
 
 
 def _discard(launch: Launch) -> None:

@@ -68,11 +68,14 @@ def seccomp_available() -> tuple[bool, str]:
 
 
 @functools.cache
-def deny_list_bpf(*, deny_inet: bool = False) -> bytes:
+def deny_list_bpf(*, deny_inet: bool = False, deny_unix: bool = False) -> bytes:
     """The deny list as raw ``struct sock_filter`` instructions, as ``bwrap --seccomp`` reads them.
 
     ``deny_inet`` also refuses ``socket(AF_INET/AF_INET6)``: the Landlock backend has no network
-    namespace, and Landlock restricts at most TCP bind/connect (ABI 4+), never UDP or raw sockets."""
+    namespace, and Landlock restricts at most TCP bind/connect (ABI 4+), never UDP or raw sockets.
+    ``deny_unix`` refuses ``socket(AF_UNIX)``: without a mount namespace every pathname socket of
+    the host (a daemon's 0777 control socket) is reachable by path, and Landlock does not govern
+    ``connect``. ``socketpair`` stays allowed: its two ends reach nobody else."""
     try:
         import pyseccomp as sc
     except (ImportError, RuntimeError, OSError) as exc:
@@ -94,9 +97,11 @@ def deny_list_bpf(*, deny_inet: bool = False) -> bytes:
         flt.add_rule(deny, "unshare", sc.Arg(0, sc.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
         flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
         flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-        if deny_inet:
-            for family in (socket.AF_INET, socket.AF_INET6):
-                flt.add_rule(deny, "socket", sc.Arg(0, sc.EQ, family))
+        families = [socket.AF_INET, socket.AF_INET6] if deny_inet else []
+        if deny_unix:
+            families.append(socket.AF_UNIX)
+        for family in families:
+            flt.add_rule(deny, "socket", sc.Arg(0, sc.EQ, family))
         with tempfile.TemporaryFile() as fh:
             flt.export_bpf(fh)
             fh.seek(0)

@@ -10,16 +10,24 @@ from pathlib import Path
 
 from pincer.core.errors import ConfigError
 
-__all__ = ["new_workdir", "remove_workdir", "traversable_by"]
+__all__ = ["new_workdir", "remove_workdir", "traversable_by", "blocking_directory"]
 
 
 def traversable_by(path: Path, uid: int, gid: int) -> bool:
     """Whether ``uid`` can reach ``path`` through every directory above it (mode bits only)."""
-    for parent in [path, *path.parents]:
+    return blocking_directory(path, uid, gid) is None
+
+
+def blocking_directory(path: Path, uid: int, gid: int) -> Path | None:
+    """The first directory from the root down that ``uid`` cannot pass through on the way to (and
+    into) ``path``, or None when nothing blocks it (mode bits only)."""
+    for parent in [*reversed(path.parents), path]:
         try:
             st = parent.stat()
         except OSError:
-            return False
+            return parent
+        if not stat.S_ISDIR(st.st_mode):
+            continue
         if st.st_uid == uid:
             bit = stat.S_IXUSR
         elif st.st_gid == gid:
@@ -27,8 +35,8 @@ def traversable_by(path: Path, uid: int, gid: int) -> bool:
         else:
             bit = stat.S_IXOTH
         if not st.st_mode & bit:
-            return False
-    return True
+            return parent
+    return None
 
 
 def new_workdir(root: Path, *, uid: int, gid: int) -> Path:
