@@ -46,6 +46,7 @@ from pincer.core.values import (
     ToolResult,
     ToolSpec,
     Usage,
+    canonical_json,
 )
 from pincer.policy.budget import RateLimit, RateLimiter
 from pincer.policy.grants import Grant, evaluate_grants, grant_matches
@@ -420,7 +421,8 @@ class Dispatcher:
             extra=dict(output.usage) if output.usage else {},
         )
         if output.is_error:
-            message = value if isinstance(value, str) else str(value)
+            # Text as it is; anything else as JSON, never a Python repr.
+            message = value if isinstance(value, str) else canonical_json(value)
             return ToolResult(
                 ok=False, error={"code": "tool_error", "message": message}, content=content, usage=usage
             )
