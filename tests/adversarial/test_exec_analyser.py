@@ -25,7 +25,7 @@ import pytest
 from pincer.core.effects import Mode
 from pincer.core.errors import Denied
 from pincer.core.values import HostContext
-from pincer.policy.exec_approvals import ExecApprovalPolicy, analyze_command, evaluate
+from pincer.policy.exec_approvals import Ask, ExecApprovalPolicy, analyze_command, evaluate
 from pincer.runtimes.script import ScriptRuntime, ScriptSettings
 
 PROGRAMS = {
@@ -270,7 +270,7 @@ def test_unknown_or_unanalysed_options_fail_closed(command: str) -> None:
     "command",
     [
         *(f"{name} ls" for name in ("sudo", "doas", "su", "nsenter", "unshare", "chroot", "strace", "gdb", "watch",
-                                    "script", "parallel", "busybox", "toybox")),
+                                    "script", "parallel", "busybox", "toybox", "setarch", "prlimit", "fakeroot", "sg")),
         "alias ls=id", "hash -p /usr/bin/id ls", "export PATH=/tmp", "set -k", "read PATH", "eval ls",
         "source x.sh", ". x.sh", "trap 'id' EXIT", "printf -v PATH /tmp",
         "exec -a python3 /usr/bin/bash -c ls",  # the names disagree: bash, running as python3
@@ -283,6 +283,29 @@ def test_programs_and_builtins_that_are_never_allowed(command: str) -> None:
     result = evaluate(everything, command, lambda word: (f"/usr/bin/{word.rsplit('/', 1)[-1]}",))
     assert result.mode is Mode.ASK, result.reason
     assert any(s.problem for s in result.segments), result.reason
+
+
+def test_what_a_program_is_comes_from_every_name_it_goes_by() -> None:
+    """A symlink to bash is bash; a multi-call binary (coreutils, busybox) is what its argv[0] names."""
+    links = {
+        "x": ("/work/x", "/usr/bin/bash"),  # a link the agent made to an allowlisted shell
+        "env": ("/usr/bin/env", "/usr/bin/coreutils"),
+        "ls": ("/usr/bin/ls", "/usr/bin/coreutils"),
+        "sh": ("/bin/sh", "/bin/busybox"),
+        "curl": ("/usr/bin/curl",),
+    }
+    bash_and_coreutils = ExecApprovalPolicy(ask=Ask.OFF, allowlist=("/usr/bin/bash", "/usr/bin/coreutils", "/bin/busybox"))
+
+    def decide(command: str) -> Mode:
+        return evaluate(bash_and_coreutils, command, lambda word: links.get(word.rsplit("/", 1)[-1], ())).mode
+
+    assert decide("/work/x -c 'curl x'") is Mode.DENY  # seen as bash -c: curl must be allowed
+    assert decide("/work/x -c 'ls'") is Mode.ALLOW
+    assert decide("env LD_PRELOAD=/tmp/x.so ls") is Mode.DENY  # env through coreutils is still env
+    assert decide("env LANG=C ls") is Mode.ALLOW
+    assert decide("sh -c 'curl x'") is Mode.DENY  # the busybox sh applet is a shell
+    assert decide("exec -a sh /usr/bin/ls -c 'curl x'") is Mode.DENY  # coreutils as "sh": not ls
+    assert decide("coreutils --coreutils-prog=env curl") is Mode.DENY
 
 
 def test_a_wrapper_without_a_command_is_the_program() -> None:

@@ -66,7 +66,7 @@ _SHELL_NAME = re.compile(r"^(sh|bash|rbash|dash|zsh|ksh|ksh93|mksh|lksh|pdksh|as
 _SHELL_TABLE = {"sh": "sh", "bash": "bash", "rbash": "bash", "dash": "dash", "zsh": "zsh", "fish": "fish"}
 _INTERPRETER_NAME = re.compile(r"^(python|pypy|nodejs|node|perl|ruby|php|luajit|lua|osascript|deno|bun)(\d[\w.+-]*)?$")
 _INTERPRETER_FAMILY = {"pypy": "python", "nodejs": "node"}
-_MULTIPLEXER = re.compile(r"^(busybox|toybox)")
+_MULTIPLEXER = re.compile(r"^(busybox|toybox|coreutils)")  # one binary that runs the program argv[0] names
 _STDIN = re.compile(r"^(-|/dev/stdin|/dev/fd/\d+|/proc/(self|thread-self|\d+)/fd/\d+)$")
 _PERL_MODULE = re.compile(r"^-?[A-Za-z_]\w*(::\w+)*(=[\w,:.\-]*)?$")
 _BUILTIN_WRAPPERS = frozenset({"exec", "command", "builtin"})
@@ -155,13 +155,14 @@ def _classify(name: str) -> tuple[str, str] | None:
 def _what(word: str, candidates: Sequence[str], argv0: str | None) -> tuple[tuple[str, str] | None, str | None]:
     """What the program is, by every name it goes by: the word, ``exec -a``'s name, the resolved
     paths (a symlink ``rbash -> bash`` is a shell). Returns ((kind, table) or None, problem)."""
-    called = [_base(argv0)] if argv0 is not None else []
-    called.append(_base(word))
+    # Lower case: a case-insensitive file system runs /usr/bin/ENV as env; elsewhere it only errs strict.
+    called = [_base(argv0).lower()] if argv0 is not None else []
+    called.append(_base(word).lower())
     for name in called:
         if _MULTIPLEXER.match(name):
             return None, f"{name} runs many programs under one name, which the analyser does not follow"
     # A multiplexer binary runs the program its argv[0] names, so only the called names count then.
-    real = [_base(c) for c in candidates]
+    real = [_base(c).lower() for c in candidates]
     names = called if any(_MULTIPLEXER.match(r) for r in real) else [*called, *real]
     kinds: dict[tuple[str, str], str] = {}
     for name in names:

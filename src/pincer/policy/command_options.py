@@ -488,6 +488,10 @@ REFUSED_PROGRAMS: Mapping[str, str] = {
        for name in ("strace", "ltrace", "gdb", "valgrind")},
     **{name: f"{name} runs its arguments through a shell, which the analyser does not follow"
        for name in ("watch", "script", "parallel", "at", "batch")},
+    **{name: f"{name} runs a command of its arguments, which the analyser does not follow"
+       for name in ("setarch", "linux32", "linux64", "prlimit", "numactl", "fakeroot", "fakechroot", "proot",
+                    "runcon", "cgexec", "torsocks", "proxychains", "proxychains4", "faketime", "xvfb-run",
+                    "dbus-launch", "dbus-run-session", "chronic", "ifne", "sg", "newgrp", "catchsegv", "sshpass")},
     **{name: f"{name} runs many programs under one name, which the analyser does not follow"
        for name in ("busybox", "toybox", "coreutils")},
 }  # fmt: skip
