@@ -429,6 +429,15 @@ def segment_strategy(draw: Any, depth: int, oracle: bool) -> Segment:
         assignments.append(one_of(draw, "LD_PRELOAD=/tmp/x.so", "PATH=/tmp", "BASH_ENV=/tmp/x"))
     wrappers = draw(st.lists(wrapper_strategy(oracle), max_size=3))
     final = draw(final_strategy(depth, oracle))
+    # Aim at xargs on purpose: its input where a wrapper wants its command, or in a sh -c line.
+    replaces = [w.replace for w in wrappers if w.replace is not None]
+    if any(w.appends for w in wrappers) and draw(st.integers(0, 2)) == 0:
+        final = Alone(words=(one_of(draw, "env", "nice"),))
+    elif replaces and draw(st.booleans()):
+        inner = Line(segments=(Segment(assignments=(), unsafe=False, wrappers=(), final=Program(words=("ls", replaces[0]))),),
+                     operators=())  # fmt: skip
+        final = Shell(head=(one_of(draw, "sh", "bash"), "-c"), line=inner, line_text=f"ls {replaces[0]}", tail=(),
+                      stdin=False)  # fmt: skip
     return Segment(assignments=tuple(assignments), unsafe=unsafe, wrappers=tuple(wrappers), final=final)
 
 
