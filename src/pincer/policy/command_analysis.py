@@ -250,7 +250,7 @@ def _wrapper(name: str, args: list[_Arg], ctx: _Context, candidates: Sequence[st
             return refuse(f"{' '.join(_texts(args))[:60]!r} runs no program; only programs can be allowlisted")
         return [_plain(args, ctx, candidates)]
 
-    problem = parsed.problem or next((table.refused[o.key] for o in parsed.options if o.key in table.refused), None)
+    problem = parsed.problem or _refused(table, parsed)
     if problem is not None:
         return refuse(problem)
     if any(o.key in table.runs_nothing for o in parsed.options):
@@ -268,8 +268,10 @@ def _wrapper(name: str, args: list[_Arg], ctx: _Context, candidates: Sequence[st
             env_cleared = True
         while i < len(rest) and _ASSIGNMENT.match(rest[i].text):
             variable = rest[i].text.split("=", 1)[0]
-            if rest[i].opaque is not None or not _SAFE_ENV.match(variable):
+            if not _SAFE_ENV.match(variable):
                 return refuse(f"sets {variable}, which can change what the program runs")
+            if rest[i].opaque is not None:
+                return refuse(f"env assignment {rest[i].text!r} {rest[i].opaque}")
             i += 1
         if env_cleared:
             search = EXECVP_DEFAULT_PATH
