@@ -232,9 +232,15 @@ class ScriptRuntime:
         if evaluation.mode.value == "allow":
             return
         if evaluation.mode.value == "deny":
+            unanalysable = any(segment.problem for segment in evaluation.segments)
             raise Denied(
                 f"exec refused: {evaluation.reason}",
-                hint="allowlist the program's resolved path in the exec approvals, or change security/ask",
+                hint=(
+                    'no allowlist entry can allow this line: rewrite it without that construct, or set "ask": '
+                    '"on-miss" in exec-approvals.json so a person can approve it'
+                    if unanalysable
+                    else "allowlist the program's resolved path in exec-approvals.json, or change security/ask"
+                ),
             )
         answer = None
         if self._approver is not None:
