@@ -98,6 +98,7 @@ ITEM_2 = [
     ("timeout {1,id}", ("timeout",), "needs shell expansion"),
     # env -i / command -p look the program up in /bin:/usr/bin, not PATH
     ("env -i foo", ("foo",), "/usr/bin/foo is not in the allowlist"),
+    ("env -u PATH foo", ("foo",), "/usr/bin/foo is not in the allowlist"),
     ("command -p foo", ("foo",), "/usr/bin/foo is not in the allowlist"),
     # bash's printf -v assigns PATH, and the next ls is someone else's
     ("bash -c 'printf -v PATH /tmp; ls'", ("bash", "printf", "ls"), "printf -v"),
