@@ -59,7 +59,7 @@ SH = ExecApprovalPolicy(allowlist=("/usr/bin/sh", "/usr/bin/ls", "/usr/bin/pytho
         ("timeout 5 ls", Mode.ALLOW, "every program"),
         ("stdbuf -oL curl x", Mode.ASK, "/usr/bin/curl"),
         ("xargs -0 -n 1 curl", Mode.ASK, "/usr/bin/curl"),
-        ("xargs -I{} sh -c 'rm {}'", Mode.ASK, "/usr/bin/rm"),
+        ("xargs -I{} sh -c 'rm {}'", Mode.ASK, "xargs's replace string"),  # its input becomes sh code
         ("xargs", Mode.ASK, "echo"),
         ("ls && curl x", Mode.ASK, "/usr/bin/curl"),
         ("ls | curl x", Mode.ASK, "/usr/bin/curl"),
@@ -78,7 +78,7 @@ SH = ExecApprovalPolicy(allowlist=("/usr/bin/sh", "/usr/bin/ls", "/usr/bin/pytho
         ("eval 'curl x'", Mode.ASK, "not analysed"),
         ("python3 -c 'print(1)'", Mode.ASK, "inline evaluation"),
         ("python3 -Ic 'print(1)'", Mode.ASK, "inline evaluation"),
-        ("python3 -m http.server", Mode.ALLOW, "every program"),
+        ("python3 -m http.server", Mode.ASK, "inline evaluation"),  # -m runs a module like -c runs code
         ("python3 script.py -c x", Mode.ALLOW, "every program"),
         ("node -e '1'", Mode.ASK, "inline evaluation"),
         ("node --eval=1", Mode.ASK, "inline evaluation"),
@@ -182,7 +182,10 @@ def test_home_patterns_need_a_home() -> None:
 
 
 def test_wrapper_segments_record_the_chain() -> None:
-    (segment,) = analyze_command("timeout 5 nice -n 1 env LANG=C bash -lc 'uname -a'", resolve)
+    shell, segment = analyze_command("timeout 5 nice -n 1 env LANG=C bash -lc 'uname -a'", resolve)
+    assert shell.argv == ("bash", "-lc", "uname -a")  # the shell that runs the line is a program too
+    assert shell.wrappers == ("timeout", "nice", "env")
+    assert shell.executable == "/usr/bin/bash"
     assert segment.argv == ("uname", "-a")
     assert segment.wrappers == ("timeout", "nice", "env", "bash -c")
     assert segment.executable == "/usr/bin/uname"

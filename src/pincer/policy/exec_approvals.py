@@ -14,31 +14,39 @@ turns a program word into candidate absolute paths):
 - Answers: ``allow_once`` runs this command; ``allow_always`` runs it and adds the resolved programs to
   the allowlist; ``deny`` refuses.
 
-What makes the allowlist safe is seeing through wrappers: ``env``, ``nice``, ``nohup``, ``timeout``,
-``stdbuf``, ``xargs``, ``exec``/``command`` and shells run with ``-c`` (``sh -c``, ``bash -lc``) are
-unwrapped, and the program they would run is what must match. Allowing ``/usr/bin/sh`` allows running
-``sh`` on a script file, never ``sh -c "curl ..."``. Inline evaluation (``python -c``, ``node -e``,
-``perl -e``, ``ruby -e``, ``php -r``, ``lua -e``, ``osascript -e``) is a miss even for an allowlisted
-interpreter unless ``allow_inline_eval`` is set, and ``allow_always`` never persists it.
+What makes the allowlist safe is seeing through wrappers, shells and interpreters to the programs
+that really run (``pincer.policy.command_analysis``, with the option tables of
+``pincer.policy.command_options`` and the lexer of ``pincer.policy.shell_words``): ``env``,
+``nice``, ``timeout``, ``xargs``, ``exec``/``command`` and the rest are transparent, and the
+program they would run is what must match; a shell run with ``-c`` (``bash -lc "ls"``) must match
+itself *and* every program of its line, so allowing ``/usr/bin/sh`` allows running ``sh`` on a
+script file, never ``sh -c "curl ..."`` unless curl is allowed too. Inline evaluation
+(``python -c``/``-m``, ``node -e``, ``perl -e``, ``ruby -e``, ``php -r``, ``lua -e``,
+``osascript -e``, ``deno eval``, ``bun -e``, code from standard input) is a miss even for an
+allowlisted interpreter unless ``allow_inline_eval`` is set, and ``allow_always`` never persists it.
 
-The shell line is split on ``;``, ``&&``, ``||``, ``|``, ``&`` and newlines; each segment must
-match. Anything this module cannot analyse with certainty is a miss, never an allow: command
-substitution (``$(...)``, backticks), redirections, subshells and shell keywords, a program name that
-needs expansion, environment assignments other than a few harmless locale/terminal ones (an
-``LD_PRELOAD=`` prefix would otherwise load code into an allowlisted binary), ``env -S``,
-``eval``/``source``, ``busybox``-style multiplexers, unbalanced quotes.
+The line is split on ``;``, ``&&``, ``||``, ``|``, ``&`` and newlines; each segment must match.
+Anything the analysis cannot read with certainty is a miss, never an allow: an option the tables do
+not know, a value only known at run time where the program is decided, command substitution,
+redirections, subshells and shell keywords, environment assignments other than a few harmless
+locale/terminal ones (an ``LD_PRELOAD=`` prefix would otherwise load code into an allowlisted
+binary), ``env -S``, ``sudo``/``nsenter``-style wrappers, ``eval``/``source`` and builtins that
+change what later commands run, ``busybox``-style multiplexers, unbalanced quotes.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from pincer.core.effects import Mode
 from pincer.core.errors import ConfigError
+from pincer.policy.command_analysis import MAX_UNWRAP_DEPTH, CommandSegment, Resolver, analyze_argv, analyze_command
+from pincer.policy.shell_words import ShellSyntaxError, split_shell
 
 __all__ = [
     "Security",
@@ -57,12 +65,8 @@ __all__ = [
     "apply_answer",
     "match_pattern",
     "split_shell",
+    "MAX_UNWRAP_DEPTH",
 ]
-
-Resolver = Callable[[str], Sequence[str]]
-"""Program word (``sh``, ``/usr/bin/env``, ``./x``) -> candidate absolute paths; empty if not found."""
-
-MAX_UNWRAP_DEPTH = 16
 
 
 class Security(StrEnum):
@@ -172,6 +176,7 @@ def _patterns(value: object, source: str) -> tuple[str, ...]:
 # --- matching ----------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=512)  # the same few patterns, on every exec call
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     out, i = [], 0
     while i < len(pattern):
@@ -204,144 +209,7 @@ def match_pattern(pattern: str, path: str, *, home: str | None = None) -> bool:
     return _glob_regex(pattern).fullmatch(path) is not None
 
 
-# --- the shell lexer -----------------------------------------------------------------------------
-
-
-class ShellSyntaxError(Exception):
-    """The line is not something this module can read; callers treat it as a miss."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Word:
-    text: str
-    expands: bool = False  # unquoted $VAR, ${...}, ~, glob characters: the value is not known
-    substitution: bool = False  # $(...) or `...`: runs code
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Op:
-    text: str
-
-
-_OPERATORS = ("&&", "||", ";;", ">>", "<<", "<&", ">&", "<>", ">|", "&>", ";", "&", "|", "(", ")", "<", ">")
-_SEPARATORS = frozenset({"&&", "||", ";", "&", "|", ";;", "\n"})
-
-
-def split_shell(line: str) -> list[_Word | _Op]:
-    """Tokenise a POSIX shell line into words and operators; raises ShellSyntaxError."""
-    tokens: list[_Word | _Op] = []
-    buf: list[str] = []
-    in_word = expands = substitution = False
-    i, n = 0, len(line)
-
-    def flush() -> None:
-        nonlocal in_word, expands, substitution
-        if in_word:
-            tokens.append(_Word(text="".join(buf), expands=expands, substitution=substitution))
-        buf.clear()
-        in_word = expands = substitution = False
-
-    while i < n:
-        ch = line[i]
-        if ch in " \t":
-            flush()
-            i += 1
-        elif ch == "\n":
-            flush()
-            tokens.append(_Op(text="\n"))
-            i += 1
-        elif ch == "#" and not in_word:
-            end = line.find("\n", i)
-            i = n if end < 0 else end
-        elif ch == "\\":
-            if i + 1 >= n:
-                raise ShellSyntaxError("the line ends with a backslash")
-            if line[i + 1] != "\n":
-                buf.append(line[i + 1])
-                in_word = True
-            i += 2
-        elif ch == "'":
-            end = line.find("'", i + 1)
-            if end < 0:
-                raise ShellSyntaxError("unterminated single quote")
-            buf.append(line[i + 1 : end])
-            in_word = True
-            i = end + 1
-        elif ch == '"':
-            i += 1
-            in_word = True
-            while True:
-                if i >= n:
-                    raise ShellSyntaxError("unterminated double quote")
-                c = line[i]
-                if c == '"':
-                    i += 1
-                    break
-                if c == "\\" and i + 1 < n and line[i + 1] in '$`"\\\n':
-                    if line[i + 1] != "\n":
-                        buf.append(line[i + 1])
-                    i += 2
-                    continue
-                if c == "`" or line.startswith("$(", i):
-                    substitution = True
-                elif c == "$" and i + 1 < n and (line[i + 1].isalnum() or line[i + 1] in "_{@*#?$!-"):
-                    expands = True
-                buf.append(c)
-                i += 1
-        elif ch == "`" or line.startswith("$(", i):
-            substitution = True
-            in_word = True
-            buf.append(ch)
-            i += 1
-        elif ch == "$":
-            nxt = line[i + 1] if i + 1 < n else ""
-            if nxt.isalnum() or nxt in "_{@*#?$!-'\"":
-                expands = True  # parameters, and $'..' / $".." quoting we do not model
-            buf.append(ch)
-            in_word = True
-            i += 1
-        elif ch in "&|;<>()":
-            flush()
-            op = next(o for o in _OPERATORS if line.startswith(o, i))
-            tokens.append(_Op(text=op))
-            i += len(op)
-        else:
-            if ch in "*?[{" or (ch == "~" and not in_word):
-                expands = True
-            buf.append(ch)
-            in_word = True
-            i += 1
-    flush()
-    return tokens
-
-
-# --- analysis ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CommandSegment:
-    """One program the command line would run, after seeing through wrappers."""
-
-    argv: tuple[str, ...]
-    wrappers: tuple[str, ...] = ()
-    candidates: tuple[str, ...] = ()  # resolved absolute paths of argv[0]
-    matched: str | None = None  # the allowlist pattern that matched
-    inline_eval: bool = False
-    problem: str | None = None  # why this segment can never match the allowlist
-
-    @property
-    def executable(self) -> str | None:
-        return self.candidates[0] if self.candidates else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "argv": list(self.argv),
-            "wrappers": list(self.wrappers),
-            "executable": self.executable,
-            "matched": self.matched,
-            "inline_eval": self.inline_eval,
-            "problem": self.problem,
-        }
+# --- decisions -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -366,274 +234,6 @@ class ExecEvaluation:
         }
 
 
-_SAFE_ENV = re.compile(r"^(TERM|LANG|LANGUAGE|LC_[A-Z]+|COLORTERM|NO_COLOR|FORCE_COLOR|TZ|COLUMNS|LINES)$")
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "fish"})
-_KEYWORDS = frozenset(
-    {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "function",
-     "select", "{", "}", "!", "[[", "]]", "time", "coproc"}
-)
-_UNANALYSED = frozenset({"eval", ".", "source", "busybox", "toybox", "alias", "trap", "builtin"})
-_PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?$")
-_NODE = re.compile(r"^(node|nodejs|bun|deno)$")
-_E_FLAG = {"perl": "eE", "ruby": "e", "lua": "e", "osascript": "e", "php": "r"}
-
-
-def _base(word: str) -> str:
-    return word.rsplit("/", 1)[-1]
-
-
-def _program_name(argv0: str, candidates: Sequence[str]) -> str:
-    # The word decides for a path ("/usr/bin/env"); a resolved symlink target would hide the wrapper.
-    return _base(argv0)
-
-
-def _inline_eval(name: str, args: Sequence[str]) -> bool:
-    lua = re.match(r"^lua(\d+(\.\d+)*)?$", name) is not None
-    letters = _E_FLAG.get("lua" if lua else re.sub(r"\d+(\.\d+)*$", "", name))
-    python, node = _PYTHON.match(name) is not None, _NODE.match(name) is not None
-    if not (letters or python or node):
-        return False
-    for arg in args:
-        if arg == "--" or not arg.startswith("-") or arg == "-":
-            return False
-        if node and (arg in ("--eval", "--print") or arg.startswith(("--eval=", "--print="))):
-            return True
-        if arg.startswith("--"):
-            continue
-        cluster = arg[1:]
-        if python:
-            for letter in cluster:
-                if letter == "c":
-                    return True
-                if letter in "mWX":
-                    break  # the rest of the cluster is that option's value
-        elif node:
-            if any(letter in "ep" for letter in cluster):
-                return True
-        elif letters and any(letter in letters for letter in cluster):
-            return True
-    return False
-
-
-def _skip_options(
-    args: list[str], with_value: set[str], *, is_option: Callable[[str], bool] = lambda a: a.startswith("-")
-) -> int:
-    """Index of the first operand: past options (two words for those in ``with_value``) and ``--``."""
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            return i + 1
-        if a in with_value:
-            i += 2
-        elif is_option(a):
-            i += 1
-        else:
-            break
-    return i
-
-
-def _unwrap_options(
-    name: str, args: list[str]
-) -> tuple[list[str] | None, str | None, list[str]]:
-    """For one wrapper: (the wrapped argv or None when it runs nothing, a problem, assignments)."""
-    i, assignments = 0, []
-    with_value: set[str]
-    if name == "env":
-        while i < len(args):
-            a = args[i]
-            if a == "--":
-                i += 1
-                break
-            if a in ("-S", "--split-string") or a.startswith(("-S", "--split-string=")):
-                return None, "env -S splits a string into a command line that is not analysed", []
-            if a in ("-u", "--unset", "-C", "--chdir"):
-                i += 2
-                continue
-            if a.startswith("-") and a != "-":
-                i += 1
-                continue
-            break
-        while i < len(args) and _ASSIGNMENT.match(args[i]):
-            assignments.append(args[i])
-            i += 1
-        return (args[i:] or None), None, assignments
-    if name == "nice":
-        i = _skip_options(args, {"-n", "--adjustment"})
-        return (args[i:] or None), None, []
-    if name == "nohup":
-        if args and args[0] == "--":
-            i = 1
-        return (args[i:] or None), None, []
-    if name == "stdbuf":
-        i = _skip_options(args, {"-i", "-o", "-e", "--input", "--output", "--error"})
-        return (args[i:] or None), None, []
-    if name == "timeout":
-        # A word such as "-5" is read as the duration, not as an option.
-        i = _skip_options(args, {"-s", "--signal", "-k", "--kill-after"},
-                          is_option=lambda a: a.startswith("-") and not a[1:2].isdigit())  # fmt: skip
-        i += 1  # the duration
-        if i > len(args):
-            return None, None, []
-        return (args[i:] or None), None, []
-    if name == "xargs":
-        with_value = {"-I", "-n", "-L", "-P", "-s", "-d", "-E", "-a", "--arg-file", "--delimiter", "--max-args",
-                      "--max-procs", "--max-lines", "--max-chars", "--replace", "--eof", "--process-slot-var"}
-        flags = {"-0", "-r", "-t", "-p", "-x", "-o", "--null", "--no-run-if-empty", "--verbose", "--interactive",
-                 "--exit", "--open-tty", "-l", "-i", "-e"}
-        while i < len(args):
-            a = args[i]
-            if a == "--":
-                i += 1
-                break
-            if a in with_value:
-                i += 2
-            elif a in flags or (a.startswith("--") and "=" in a) or (a.startswith("-") and a[:2] in
-                                                                     {"-I", "-n", "-L", "-P", "-s", "-d", "-E", "-a", "-i", "-l", "-e"}):
-                i += 1
-            elif a.startswith("-"):
-                return None, f"xargs option {a} is not analysed", []
-            else:
-                break
-        return (args[i:] or ["echo"]), None, []
-    if name in ("exec", "command"):
-        while i < len(args) and args[i].startswith("-"):
-            if args[i] in ("-v", "-V"):
-                return None, f"{name} {args[i]} is not analysed", []
-            i += 1
-        return (args[i:] or None), None, []
-    raise AssertionError(name)  # pragma: no cover - only called for known wrappers
-
-
-_WRAPPERS = frozenset({"env", "nice", "nohup", "stdbuf", "timeout", "xargs", "exec", "command"})
-
-
-def _shell_script(args: list[str]) -> tuple[str | None, bool]:
-    """For ``sh ARGS``: (the -c script, whether -c was given)."""
-    i = 0
-    has_c = False
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            i += 1
-            break
-        if a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
-            i += 2
-            continue
-        if a.startswith("--"):
-            i += 1
-            continue
-        if a.startswith(("-", "+")) and len(a) > 1:
-            if "c" in a[1:] and a[0] == "-":
-                has_c = True
-            i += 1
-            continue
-        break
-    if not has_c:
-        return None, False
-    return (args[i] if i < len(args) else None), True
-
-
-def analyze_argv(
-    argv: Sequence[str], resolve: Resolver, *, wrappers: tuple[str, ...] = (), depth: int = 0
-) -> list[CommandSegment]:
-    """The programs one argv would run, wrappers seen through."""
-    argv = list(argv)
-    if depth > MAX_UNWRAP_DEPTH:
-        return [CommandSegment(argv=tuple(argv), wrappers=wrappers, problem="wrappers nest too deep")]
-    if not argv:
-        return [CommandSegment(argv=(), wrappers=wrappers, problem="empty command")]
-    word = argv[0]
-    candidates = tuple(resolve(word))
-    name = _program_name(word, candidates)
-    if name in _UNANALYSED:
-        return [CommandSegment(argv=tuple(argv), wrappers=wrappers, candidates=candidates,
-                               problem=f"{name} runs code that is not analysed")]
-    if name in _WRAPPERS:
-        inner, problem, assignments = _unwrap_options(name, argv[1:])
-        bad_env = [a.split("=", 1)[0] for a in assignments if not _SAFE_ENV.match(a.split("=", 1)[0])]
-        if problem is None and bad_env:
-            problem = f"sets {', '.join(bad_env)}, which can change what the program runs"
-        if problem is not None:
-            return [CommandSegment(argv=tuple(argv), wrappers=wrappers, candidates=candidates, problem=problem)]
-        if inner is not None:
-            return analyze_argv(inner, resolve, wrappers=(*wrappers, name), depth=depth + 1)
-    elif name in _SHELLS:
-        script, has_c = _shell_script(argv[1:])
-        if has_c:
-            if script is None:
-                return [CommandSegment(argv=tuple(argv), wrappers=wrappers, candidates=candidates,
-                                       problem=f"{name} -c without a command")]
-            return _analyze_line(script, resolve, wrappers=(*wrappers, f"{name} -c"), depth=depth + 1)
-    return [CommandSegment(argv=tuple(argv), wrappers=wrappers, candidates=candidates,
-                           inline_eval=_inline_eval(name, argv[1:]))]
-
-
-def _analyze_line(line: str, resolve: Resolver, *, wrappers: tuple[str, ...], depth: int) -> list[CommandSegment]:
-    try:
-        tokens = split_shell(line)
-    except ShellSyntaxError as exc:
-        return [CommandSegment(argv=(line,), wrappers=wrappers, problem=f"cannot parse the shell line: {exc}")]
-    segments: list[CommandSegment] = []
-    current: list[_Word] = []
-    problem: str | None = None
-
-    def close() -> None:
-        nonlocal current, problem
-        if problem is not None:
-            segments.append(CommandSegment(argv=tuple(w.text for w in current), wrappers=wrappers, problem=problem))
-        elif current:
-            segments.extend(_analyze_words(current, resolve, wrappers=wrappers, depth=depth))
-        current, problem = [], None
-
-    for token in tokens:
-        if isinstance(token, _Op):
-            if token.text in _SEPARATORS:
-                close()
-            elif token.text in ("(", ")"):
-                problem = problem or "subshells are not analysed"
-            else:
-                problem = problem or f"redirection {token.text!r} is not allowed in allowlist mode"
-        else:
-            if token.substitution:
-                problem = problem or "command substitution runs code that is not analysed"
-            current.append(token)
-    close()
-    if not segments:
-        segments.append(CommandSegment(argv=(), wrappers=wrappers, problem="empty command"))
-    return segments
-
-
-def _analyze_words(words: list[_Word], resolve: Resolver, *, wrappers: tuple[str, ...], depth: int) -> list[CommandSegment]:
-    i = 0
-    while i < len(words) and not words[i].expands and _ASSIGNMENT.match(words[i].text):
-        variable = words[i].text.split("=", 1)[0]
-        if not _SAFE_ENV.match(variable):
-            return [CommandSegment(argv=tuple(w.text for w in words), wrappers=wrappers,
-                                   problem=f"sets {variable}, which can change what the program runs")]
-        i += 1
-    rest = words[i:]
-    if not rest:
-        return [CommandSegment(argv=tuple(w.text for w in words), wrappers=wrappers, problem="only assignments")]
-    head = rest[0]
-    if head.expands:
-        return [CommandSegment(argv=tuple(w.text for w in rest), wrappers=wrappers,
-                               problem="the program name needs shell expansion")]
-    if head.text in _KEYWORDS:
-        return [CommandSegment(argv=tuple(w.text for w in rest), wrappers=wrappers,
-                               problem=f"shell syntax {head.text!r} is not analysed")]
-    return analyze_argv([w.text for w in rest], resolve, wrappers=wrappers, depth=depth)
-
-
-def analyze_command(command: str, resolve: Resolver) -> tuple[CommandSegment, ...]:
-    """Split a shell command line into the programs it would run."""
-    return tuple(_analyze_line(command, resolve, wrappers=(), depth=0))
-
-
-# --- decisions -----------------------------------------------------------------------------------
-
-
 def _match(segment: CommandSegment, policy: ExecApprovalPolicy, home: str | None) -> CommandSegment:
     if segment.problem is not None or not segment.candidates:
         return segment
@@ -652,7 +252,7 @@ def _miss_reason(segment: CommandSegment, policy: ExecApprovalPolicy) -> str | N
     if segment.matched is None:
         return f"{shown!r}: {segment.executable} is not in the allowlist"
     if segment.inline_eval and not policy.allow_inline_eval:
-        return f"{shown!r}: inline evaluation needs approval even for an allowlisted interpreter"
+        return f"{shown!r}: inline evaluation (code on the command line or from standard input) needs approval even for an allowlisted interpreter"
     return None
 
 
@@ -707,8 +307,9 @@ def fallback_allows(policy: ExecApprovalPolicy, evaluation: ExecEvaluation) -> b
 def apply_answer(
     policy: ExecApprovalPolicy, evaluation: ExecEvaluation, answer: Answer | str
 ) -> tuple[bool, ExecApprovalPolicy]:
-    """(may the command run, the policy afterwards). ``allow_always`` adds the resolved programs;
-    never wrappers, never an inline-eval interpreter, nothing when a program could not be resolved."""
+    """(may the command run, the policy afterwards). ``allow_always`` adds the resolved programs (a
+    shell run with ``-c`` and the programs of its line); never transparent wrappers, never an
+    inline-eval interpreter, nothing when a program could not be resolved or analysed."""
     answer = Answer(answer)
     if answer is Answer.DENY:
         return False, policy

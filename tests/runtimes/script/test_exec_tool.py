@@ -130,6 +130,18 @@ async def test_security_deny_and_ask_off(public_dir: Path) -> None:
     assert len(recorder.asked) == 1
 
 
+async def test_a_line_no_allowlist_can_allow_says_so(public_dir: Path) -> None:
+    """The hint for a fail-closed line names the setting that lets a person decide, not the allowlist."""
+    runtime = exec_runtime(public_dir / "s", ExecApprovalPolicy(ask=Ask.OFF, allowlist=("/usr/bin/*",)))
+    with pytest.raises(Denied) as caught:
+        await call(runtime, "env -S 'ls -l'")
+    assert "env -S" in caught.value.message
+    assert caught.value.hint is not None and '"ask": "on-miss"' in caught.value.hint
+    with pytest.raises(Denied) as caught:
+        await call(runtime, "/opt/nothing-here")
+    assert caught.value.hint is not None and "allowlist the program's resolved path" in caught.value.hint
+
+
 async def test_ask_fallback_allowlist_and_unanswered(public_dir: Path) -> None:
     policy = ExecApprovalPolicy(ask=Ask.ALWAYS, ask_fallback=Security.ALLOWLIST, allowlist=("/usr/bin/true",))
     runtime = exec_runtime(public_dir / "s", policy)

@@ -112,9 +112,15 @@ def _command(args: Mapping[str, Any]) -> str:
 
 
 def _refused(evaluation: ExecEvaluation) -> Denied:
+    unanalysable = any(segment.problem for segment in evaluation.segments)
     return Denied(
         f"exec refused: {evaluation.reason}",
-        hint="allowlist the program's resolved path in $PINCER_HOME/exec-approvals.json, or change its security/ask",
+        hint=(
+            'no allowlist entry can allow this line: rewrite it without that construct, or set "ask": '
+            '"on-miss" in $PINCER_HOME/exec-approvals.json so a person can approve it'
+            if unanalysable
+            else "allowlist the program's resolved path in $PINCER_HOME/exec-approvals.json, or change its security/ask"
+        ),
     )
 
 
