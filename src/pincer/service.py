@@ -48,6 +48,7 @@ class Pincer:
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
         self.wasm: Any = None
+        self._watches_wasm = False
         self._scripts: Runtime | None = None
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
@@ -77,10 +78,15 @@ class Pincer:
         wasm: bool = True,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
-        the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``."""
+        the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``.
+
+        A runtime whose kind has nothing configured is not added, so its dependencies (wasmtime,
+        the MCP SDK) are not imported; :meth:`watch_installed_tools` adds the WASM runtime when
+        the first component is installed."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
         pincer = cls(config=config, secret_key=secret_key)
+        pincer._watches_wasm = wasm
         try:
             if builtins:
                 from pincer.runtimes.native.builtins import builtin_runtime
@@ -89,7 +95,7 @@ class Pincer:
             if scripts:
                 pincer._scripts = pincer._script_runtime()
                 await pincer.add_runtime(pincer._scripts)
-            if wasm:
+            if wasm and _has_wasm_tools(home):
                 await pincer._add_wasm_runtime()
             if external:
                 await pincer._add_external_runtimes()
@@ -130,8 +136,10 @@ class Pincer:
             if now == seen:
                 continue
             try:
-                if now[0] != seen[0] and getattr(self, "wasm", None) is not None:
+                if now[0] != seen[0] and self.wasm is not None:
                     await self.wasm.rescan()
+                elif now[0] != seen[0] and self._watches_wasm and _has_wasm_tools(self.home):
+                    await self._add_wasm_runtime()
                 if now[1] != seen[1] and self._scripts is not None:
                     old, self._scripts = self._scripts, self._script_runtime()
                     await self.remove_runtime(old)
@@ -166,15 +174,23 @@ class Pincer:
         )
 
     async def _add_external_runtimes(self) -> None:
-        from pincer.runtimes.mcp import McpRuntime
-        from pincer.runtimes.openapi import OpenApiRuntime
+        # Reading the settings files is cheap; the runtimes' modules (the MCP SDK, the HTTP
+        # client) are imported only when something is configured for them.
+        from pincer.runtimes.mcp import ServerStore
+        from pincer.runtimes.openapi import ServiceStore
 
-        mcp = McpRuntime.from_home(self.home, secrets=self.secrets)
-        if mcp.servers:
-            await self.add_runtime(mcp)
-        openapi = OpenApiRuntime.from_home(self.home)
-        if openapi.services:
-            await self.add_runtime(openapi)
+        if ServerStore(self.home).load():
+            from pincer.runtimes.mcp import McpRuntime
+
+            mcp = McpRuntime.from_home(self.home, secrets=self.secrets)
+            if mcp.servers:
+                await self.add_runtime(mcp)
+        if ServiceStore(self.home).load():
+            from pincer.runtimes.openapi import OpenApiRuntime
+
+            openapi = OpenApiRuntime.from_home(self.home)
+            if openapi.services:
+                await self.add_runtime(openapi)
 
     async def add_runtime(self, runtime: Runtime) -> None:
         """Start ``runtime`` and register its tools. A runtime with ``subscribe(listener)`` (MCP:
@@ -232,3 +248,10 @@ class Pincer:
                     logger.exception("closing runtime %s failed", runtime)
         self.secrets.close()
         self._conn.close()
+
+
+def _has_wasm_tools(home: Path) -> bool:
+    """Whether any component is installed, read from the directory without importing wasmtime."""
+    from pincer.runtimes.wasm.install import installed_names
+
+    return bool(installed_names(home))
