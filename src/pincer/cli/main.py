@@ -34,12 +34,14 @@ class LazyCommand:
 
 # The order is the order `pincer --help` lists them in: the everyday commands first.
 COMMANDS: dict[str, LazyCommand] = {
+    "init": LazyCommand(module="pincer.cli.setup", attribute="init", help="Write a commented config.toml with every default."),
     "demo": LazyCommand(module="pincer.cli.demo", attribute="demo", help="Tour pincer in a throwaway home: tools, governed calls, an approval, a denial, the audit trail."),
     "tools": LazyCommand(module="pincer.cli.tools", attribute="app", help="List, inspect and call tools."),
     "secrets": LazyCommand(module="pincer.cli.secrets", attribute="app", help="Manage the encrypted secret store."),
     "approvals": LazyCommand(module="pincer.cli.approvals", attribute="app", help="List and answer approval requests."),
     "audit": LazyCommand(module="pincer.cli.audit", attribute="app", help="Read and verify the audit log."),
     "policy": LazyCommand(module="pincer.cli.policy", attribute="app", help="Show the policy in force."),
+    "config": LazyCommand(module="pincer.cli.setup", attribute="config_app", help="Check, locate and show the settings files."),
     "sandbox": LazyCommand(module="pincer.cli.sandbox", attribute="app", help="Inspect the sandbox that script tools run in."),
     "mcp": LazyCommand(module="pincer.cli.mcp", attribute="app", help="Connect external MCP servers as governed tools."),
     "openapi": LazyCommand(module="pincer.cli.openapi", attribute="app", help="Turn OpenAPI services into tools."),
