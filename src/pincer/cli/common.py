@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -32,6 +32,7 @@ __all__ = [
     "emit_json",
     "fail",
     "JsonOption",
+    "startup_notice",
 ]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -56,12 +57,34 @@ def secret_key(home: Path) -> bytes:
 
 
 @asynccontextmanager
-async def open_pincer(*, builtins: bool = True) -> AsyncIterator[Any]:
+async def open_pincer(*, builtins: bool = True, quiet: bool = False) -> AsyncIterator[Any]:
+    """The ``Pincer`` of PINCER_HOME. A start that takes more than a second (MCP servers launched
+    with npx fetch their package first) says what it waits for on stderr, unless ``quiet``
+    (commands pass ``quiet=as_json``)."""
+    from pincer.cli.progress import slow_wait
     from pincer.service import Pincer
 
     home = pincer_home()
-    async with Pincer.open(home, secret_key=secret_key(home), builtins=builtins) as pincer:
+    async with AsyncExitStack() as stack:
+        with slow_wait(lambda: startup_notice(home), enabled=not quiet):
+            pincer = await stack.enter_async_context(Pincer.open(home, secret_key=secret_key(home), builtins=builtins))
         yield pincer
+
+
+def startup_notice(home: Path) -> str:
+    """What a slow start is waiting for: the MCP servers started with pincer, if any."""
+    try:
+        from pincer.runtimes.mcp import PinStore, ServerStore
+
+        pins = PinStore(home)
+        starting = [s for s in ServerStore(home).load() if s.startup == "eager" or not pins.pins(s.name)]
+    except PincerError:
+        starting = []
+    if not starting:
+        return f"opening {home}"
+    names = ", ".join(s.name for s in starting)
+    npx = any(Path(s.command or "").name in ("npx", "uvx", "bunx") for s in starting)
+    return f"starting MCP servers: {names}" + (" (npx/uvx fetch a server's package the first time)" if npx else "")
 
 
 def exit_code_for(error: PincerError | dict[str, Any]) -> int:

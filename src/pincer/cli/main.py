@@ -35,6 +35,7 @@ class LazyCommand:
 # The order is the order `pincer --help` lists them in: the everyday commands first.
 COMMANDS: dict[str, LazyCommand] = {
     "init": LazyCommand(module="pincer.cli.setup", attribute="init", help="Write a commented config.toml with every default."),
+    "doctor": LazyCommand(module="pincer.cli.doctor", attribute="doctor", help="Check this installation; every problem comes with its fix."),
     "demo": LazyCommand(module="pincer.cli.demo", attribute="demo", help="Tour pincer in a throwaway home: tools, governed calls, an approval, a denial, the audit trail."),
     "tools": LazyCommand(module="pincer.cli.tools", attribute="app", help="List, inspect and call tools."),
     "secrets": LazyCommand(module="pincer.cli.secrets", attribute="app", help="Manage the encrypted secret store."),

@@ -45,7 +45,7 @@ def serve(
         from pincer.gateway.serve import ServeInfo
         from pincer.gateway.serve import serve as serve_gateway
 
-        async with open_pincer() as pincer:
+        async with open_pincer(quiet=as_json) as pincer:
             settings = pincer.config.gateway
             fixtures = conformance_fixtures or settings.conformance_fixtures
             extensions = await gateway_extensions(pincer, fixtures=fixtures)

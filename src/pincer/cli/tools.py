@@ -36,7 +36,7 @@ def list_tools(session: str = SessionOption, as_json: bool = JsonOption) -> None
     """List the tools a session sees: name, description, runtime, effects, input schema."""
 
     async def body() -> list[dict[str, Any]]:
-        async with open_pincer() as pincer:
+        async with open_pincer(quiet=as_json) as pincer:
             policy = pincer.config.session(session)
             return [spec.to_dict() for spec in visible_tools(policy, pincer.registry.list())]
 
@@ -57,7 +57,7 @@ def show_tool(name: str, session: str = SessionOption, as_json: bool = JsonOptio
     """Show one tool with its input schema."""
 
     async def body() -> dict[str, Any]:
-        async with open_pincer() as pincer:
+        async with open_pincer(quiet=as_json) as pincer:
             return visible_tool(pincer.config.session(session), pincer.registry.get, name).to_dict()
 
     tool = run(body, as_json=as_json)
@@ -84,7 +84,7 @@ def call_tool(
     2 on a usage error."""
 
     async def body() -> dict[str, Any]:
-        async with open_pincer() as pincer:
+        async with open_pincer(quiet=as_json) as pincer:
             request = CallRequest(tool=name, args={}, session=session, idempotency_key=idempotency_key, caller="cli")
             try:
                 request = replace(request, args=parse_json_arg(args))
