@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,15 +42,22 @@ def pincer_argv() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "pincer.cli"]
 
 
-def timed_run(argv: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run; CPU time moves less with a busy machine's load."""
+    cpu, started = children_cpu_s(), time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=RUN_TIMEOUT_S)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, children_cpu_s() - cpu
 
 
-def timed_initialize(argv: list[str], env: dict[str, str]) -> float:
-    """Spawn to the first response line of ``initialize``; then close stdin and reap the child."""
-    started = time.perf_counter()
+def timed_initialize(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Spawn to the first response line of ``initialize``; then close stdin and reap the child.
+    The CPU time is the whole child's (it includes the shutdown after the answer)."""
+    cpu, started = children_cpu_s(), time.perf_counter()
     child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert child.stdin is not None and child.stdout is not None
     try:
@@ -70,7 +78,7 @@ def timed_initialize(argv: list[str], env: dict[str, str]) -> float:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-    return elapsed
+    return elapsed, children_cpu_s() - cpu
 
 
 def main() -> None:
@@ -93,20 +101,27 @@ def main() -> None:
         # One warm-up of each fills the OS page cache and pincer's first-start files (token, db).
         for _label, _target, fn in cases:
             fn()  # type: ignore[operator]
-        samples: dict[str, list[float]] = {label: [] for label, _t, _f in cases}
+        wall: dict[str, list[float]] = {label: [] for label, _t, _f in cases}
+        cpu: dict[str, list[float]] = {label: [] for label, _t, _f in cases}
         # Interleaved, so a burst of load on a shared machine hits every case alike.
         for _ in range(runs):
             for label, _target, fn in cases:
-                samples[label].append(fn())  # type: ignore[operator]
+                seconds, cpu_seconds = fn()  # type: ignore[operator]
+                wall[label].append(seconds)
+                cpu[label].append(cpu_seconds)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    typer_median = statistics.median(samples["python -c 'import typer'"])
-    print(f"{'command':34} {'median s':>9} {'min s':>7} {'x typer':>8} {'target s':>9}")
+    typer_wall = statistics.median(wall["python -c 'import typer'"])
+    typer_cpu = statistics.median(cpu["python -c 'import typer'"])
+    print(f"{'command':34} {'median s':>9} {'min s':>7} {'x typer':>8} {'cpu s':>7} {'x typer':>8} {'target s':>9}")
     for label, target, _fn in cases:
-        median = statistics.median(samples[label])
+        median, cpu_median = statistics.median(wall[label]), statistics.median(cpu[label])
         shown_target = f"{target:.2f}" if target is not None else "-"
-        print(f"{label:34} {median:9.3f} {min(samples[label]):7.3f} {median / typer_median:8.2f} {shown_target:>9}")
-    print(f"({runs} runs each, interleaved; {pincer[0]})")
+        print(
+            f"{label:34} {median:9.3f} {min(wall[label]):7.3f} {median / typer_wall:8.2f} "
+            f"{cpu_median:7.3f} {cpu_median / typer_cpu:8.2f} {shown_target:>9}"
+        )
+    print(f"({runs} runs each, interleaved; wall and CPU (user+sys) medians; {pincer[0]}; load {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

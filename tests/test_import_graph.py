@@ -107,3 +107,12 @@ def test_tools_list_still_loads_the_mcp_runtime_when_a_server_is_configured(tmp_
     ServerStore(home).add(ServerConfig(name="t", transport="stdio", command=sys.executable, args=("-c", "pass")))
     loaded = _modules_after_cli(tmp_path, "tools", "list", "--json")
     assert "pincer.runtimes.mcp.runtime" in loaded
+
+
+@pytest.mark.parametrize("argv", [("--version",), ("tools", "list", "--json"), ("token", "--json")], ids=" ".join)
+def test_json_answers_import_no_rich_and_no_http_stack(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    """A command that prints one JSON document needs neither rich (stderr's console is made on
+    first use) nor the HTTP client (the http tool imports it when it makes a request)."""
+    loaded = _modules_after_cli(tmp_path, *argv)
+    extra = sorted(m for m in loaded if m.split(".")[0] in ("rich", "httpcore", "httpx", "h11", "yaml", "tarfile"))
+    assert not extra, extra[:10]

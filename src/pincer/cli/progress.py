@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from pincer.cli.common import stderr
+from pincer.cli.common import stderr, stderr_console
 
 __all__ = ["SLOW_WAIT_NOTICE_S", "Steps", "slow_wait"]
 
@@ -48,7 +48,7 @@ class Steps:
             if self.total is not None:
                 columns.append(BarColumn())
             columns.append(TimeElapsedColumn())
-            self._progress = Progress(*columns, console=stderr, transient=True)
+            self._progress = Progress(*columns, console=stderr_console(), transient=True)
             self._progress.start()
             self._task = self._progress.add_task("", total=self.total)
         return self

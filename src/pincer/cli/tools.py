@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from pincer.cli.common import (
     EXIT_OK,
@@ -44,6 +43,8 @@ def list_tools(session: str = SessionOption, as_json: bool = JsonOption) -> None
     if as_json:
         emit_json(tools)
         return
+    from rich.table import Table
+
     table = Table(title=f"{len(tools)} tools", title_justify="left")
     for column in ("name", "runtime", "effects", "description"):
         table.add_column(column)
