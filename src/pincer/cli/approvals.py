@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, run, stderr
 from pincer.core.display import honest_json, honest_text
@@ -35,6 +34,8 @@ def list_approvals(
     if as_json:
         emit_json(requests)
         return
+    from rich.table import Table
+
     table = Table(title=f"{len(requests)} approval requests", title_justify="left")
     for column in ("id", "status", "session", "tool", "args", "effects", "hosts", "expires"):
         table.add_column(column)

@@ -6,8 +6,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from pincer.cli.common import JsonOption, emit_json, pincer_home, run, stderr
 from pincer.core.errors import ManifestError, UsageError
@@ -136,6 +134,9 @@ def list_services(as_json: bool = JsonOption) -> None:
     if not services:
         stderr.print("no OpenAPI services; add one with `pincer openapi add NAME --spec FILE_OR_URL`", highlight=False)
         return
+    from rich.markup import escape
+    from rich.table import Table
+
     for s in services:
         auth = f", auth {s['auth']} from secret {s['auth_secret']}" if s["auth"] else ""
         state = "" if s["enabled"] else " [disabled]"
