@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 import typer.main
 from pydantic import BaseModel
+from typer import _click
+from typer.core import TyperGroup
 
 from pincer.cli.main import app
 from pincer.config import _File
@@ -149,8 +151,9 @@ def _cli_problems(text: str) -> list[str]:
                 if word.split("=")[0] not in options:
                     problems.append(f"`pincer {command}`: {node.name} has no option {word}")
                 continue
-            if isinstance(getattr(node, "commands", None), dict):  # a group (typer vendors click)
-                sub = node.commands.get(word)
+            if isinstance(node, TyperGroup):  # a group (typer vendors click: not click.Group)
+                # get_command, not .commands: the root group imports its command modules lazily.
+                sub = node.get_command(_click.Context(node), word)
                 if sub is None:
                     if word.islower() and word.isalpha():
                         problems.append(f"`pincer {command}`: {node.name} has no subcommand {word!r}")

@@ -4,6 +4,7 @@ imports (core and policy import nothing with I/O; nothing below the gateway impo
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,64 @@ def test_imports_point_inward(layer: str) -> None:
             if module.startswith(_FORBIDDEN[layer]):
                 bad.append(f"{path.relative_to(SRC)} imports {module}")
     assert not bad, bad
+
+
+# Issue 11 item 3: a CLI that answers at once. These commands must not load the MCP SDK, wasmtime,
+# the web stack or jsonschema (each costs 50-600 ms to import); the command that needs one loads it.
+HEAVY = ("mcp", "mcp_types", "wasmtime", "fastapi", "starlette", "uvicorn", "jsonschema")
+
+
+def _modules_after_cli(home: Path, *argv: str) -> set[str]:
+    """Run the CLI's ``main()`` with ``argv`` in a fresh interpreter; the modules it loaded."""
+    listing = home / "modules.txt"
+    code = (
+        "import sys\n"
+        f"sys.argv = ['pincer', *{list(argv)!r}]\n"
+        "from pincer.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"open({str(listing)!r}, 'w').write('\\n'.join(sorted(sys.modules)))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+    env["PINCER_HOME"] = str(home / "pincer-home")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(listing.read_text().split())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--version",), ("--help",), ("token",), ("tools", "list"), ("tools", "list", "--json"), ("completion", "bash")],
+    ids=" ".join,
+)
+def test_light_commands_import_no_heavy_dependency(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    """Failed on main before the lazy command groups: `pincer --version` imported every command
+    module, `mcp` and `wasmtime` among them (0.42 s), and `tools list` the MCP SDK (1.3 s)."""
+    loaded = _modules_after_cli(tmp_path, *argv)
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
+    assert not heavy, heavy[:10]
+
+
+def test_version_imports_no_command_module(tmp_path: Path) -> None:
+    loaded = _modules_after_cli(tmp_path, "--version")
+    commands = sorted(m for m in loaded if m.startswith("pincer.") and m != "pincer.cli.main" and m != "pincer.cli")
+    assert not commands, commands
+
+
+def test_tools_list_still_loads_the_mcp_runtime_when_a_server_is_configured(tmp_path: Path) -> None:
+    """The lazy path must not hide configured servers: then the SDK loads, and that is fine."""
+    from pincer.runtimes.mcp import ServerConfig, ServerStore
+
+    home = tmp_path / "pincer-home"
+    home.mkdir()
+    ServerStore(home).add(ServerConfig(name="t", transport="stdio", command=sys.executable, args=("-c", "pass")))
+    loaded = _modules_after_cli(tmp_path, "tools", "list", "--json")
+    assert "pincer.runtimes.mcp.runtime" in loaded
+
+
+@pytest.mark.parametrize("argv", [("--version",), ("tools", "list", "--json"), ("token", "--json")], ids=" ".join)
+def test_json_answers_import_no_rich_and_no_http_stack(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    """A command that prints one JSON document needs neither rich (stderr's console is made on
+    first use) nor the HTTP client (the http tool imports it when it makes a request)."""
+    loaded = _modules_after_cli(tmp_path, *argv)
+    extra = sorted(m for m in loaded if m.split(".")[0] in ("rich", "httpcore", "httpx", "h11", "yaml", "tarfile"))
+    assert not extra, extra[:10]

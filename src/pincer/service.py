@@ -53,6 +53,7 @@ class Pincer:
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
         self.wasm: Any = None
+        self._watches_wasm = False
         self._scripts: Runtime | None = None
         self._mcp: Runtime | None = None
         self._openapi: Runtime | None = None
@@ -86,10 +87,15 @@ class Pincer:
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``.
-        ``audit_key`` None means ``home/audit.key`` (created 0600 on first use)."""
+        ``audit_key`` None means ``home/audit.key`` (created 0600 on first use).
+
+        A runtime whose kind has nothing configured is not added, so its dependencies (wasmtime,
+        the MCP SDK) are not imported; :meth:`watch_state` adds the WASM runtime when the first
+        component is installed."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
         pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key)
+        pincer._watches_wasm = wasm
         try:
             if builtins:
                 from pincer.runtimes.native.builtins import builtin_runtime
@@ -98,7 +104,7 @@ class Pincer:
             if scripts:
                 pincer._scripts = pincer._script_runtime()
                 await pincer.add_runtime(pincer._scripts)
-            if wasm:
+            if wasm and _has_wasm_tools(home):
                 await pincer._add_wasm_runtime()
             if external:
                 await pincer._add_external_runtimes()
@@ -142,8 +148,10 @@ class Pincer:
             await self.reload_script_tools()
 
     async def reload_wasm_tools(self) -> None:
-        if getattr(self, "wasm", None) is not None:
+        if self.wasm is not None:
             await self.wasm.rescan()
+        elif self._watches_wasm and _has_wasm_tools(self.home):
+            await self._add_wasm_runtime()  # the first component: wasmtime loads only now
 
     async def reload_script_tools(self) -> None:
         if self._scripts is not None:
@@ -205,17 +213,25 @@ class Pincer:
         )
 
     async def _add_external_runtimes(self) -> None:
-        from pincer.runtimes.mcp import McpRuntime
-        from pincer.runtimes.openapi import OpenApiRuntime
+        # Reading the settings files is cheap; the runtimes' modules (the MCP SDK, the HTTP
+        # client) are imported only when something is configured for them.
+        from pincer.runtimes.mcp import ServerStore
+        from pincer.runtimes.openapi import ServiceStore
 
-        mcp = McpRuntime.from_home(self.home, secrets=self.secrets, scanner=self.scanner)
-        if mcp.servers:
-            await self.add_runtime(mcp)
-            self._mcp = mcp
-        openapi = OpenApiRuntime.from_home(self.home)
-        if openapi.services:
-            await self.add_runtime(openapi)
-            self._openapi = openapi
+        if ServerStore(self.home).load():
+            from pincer.runtimes.mcp import McpRuntime
+
+            mcp = McpRuntime.from_home(self.home, secrets=self.secrets, scanner=self.scanner)
+            if mcp.servers:
+                await self.add_runtime(mcp)
+                self._mcp = mcp
+        if ServiceStore(self.home).load():
+            from pincer.runtimes.openapi import OpenApiRuntime
+
+            openapi = OpenApiRuntime.from_home(self.home)
+            if openapi.services:
+                await self.add_runtime(openapi)
+                self._openapi = openapi
 
     async def add_runtime(self, runtime: Runtime) -> None:
         """Start ``runtime`` and register its tools. A runtime with ``subscribe(listener)`` (MCP:
@@ -273,3 +289,10 @@ class Pincer:
                     logger.exception("closing runtime %s failed", runtime)
         self.secrets.close()
         self._conn.close()
+
+
+def _has_wasm_tools(home: Path) -> bool:
+    """Whether any component is installed, read from the directory without importing wasmtime."""
+    from pincer.runtimes.wasm.install import installed_names
+
+    return bool(installed_names(home))

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, run, stderr
 from pincer.core.display import honest_json, honest_text
@@ -27,7 +26,7 @@ def list_approvals(
     """List pending approval requests: tool, args (secrets redacted), effects, hosts."""
 
     async def body() -> list[dict[str, Any]]:
-        async with open_pincer(builtins=False) as pincer:
+        async with open_pincer(builtins=False, quiet=as_json) as pincer:
             requests = pincer.approvals.list(status=None) if all_ else pincer.approvals.list_pending()
             return [r.to_dict() for r in requests]
 
@@ -35,6 +34,8 @@ def list_approvals(
     if as_json:
         emit_json(requests)
         return
+    from rich.table import Table
+
     table = Table(title=f"{len(requests)} approval requests", title_justify="left")
     for column in ("id", "status", "session", "tool", "args", "effects", "hosts", "expires"):
         table.add_column(column)
@@ -52,7 +53,7 @@ def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
     """Show one approval request whole: every argument, the reason, what else the person is shown."""
 
     async def body() -> dict[str, Any]:
-        async with open_pincer(builtins=False) as pincer:
+        async with open_pincer(builtins=False, quiet=as_json) as pincer:
             pincer.approvals.expire_overdue()
             return pincer.approvals.get(approval_id).to_dict()
 
@@ -80,7 +81,7 @@ def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
 
 def _answer(approval_id: str, answer: Answer, as_json: bool, scope: AnswerScope | None = None) -> None:
     async def body() -> dict[str, Any]:
-        async with open_pincer(builtins=False) as pincer:
+        async with open_pincer(builtins=False, quiet=as_json) as pincer:
             return pincer.dispatcher.answer(approval_id, answer, by="cli", scope=scope).to_dict()
 
     answered = run(body, as_json=as_json)

@@ -10,22 +10,24 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import anyio
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from pincer.core.errors import ClientCapabilityMissing, ConfigError, PincerError, UsageError, error_class
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "EXIT_OK",
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "stderr",
+    "stderr_console",
     "pincer_home",
     "secret_key",
     "audit_key",
@@ -34,14 +36,40 @@ __all__ = [
     "emit_json",
     "fail",
     "JsonOption",
+    "startup_notice",
 ]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-# A terminal gives its own width; piped or logged output gets room for the wide tables.
-stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 T = TypeVar("T")
 
+
+class _StderrConsole:
+    """The rich Console on stderr, made on first use: a command that writes only JSON to stdout
+    never imports rich (~25 ms). Attribute access goes to the real Console; ``console()`` is it."""
+
+    def __init__(self) -> None:
+        self._console: Console | None = None
+
+    def console(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            # A terminal gives its own width; piped or logged output gets room for the wide tables.
+            self._console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console(), name)
+
+
+stderr: Console = cast("Console", _StderrConsole())
+
 JsonOption = typer.Option(False, "--json", help="Write one JSON document to stdout.")
+
+
+def stderr_console() -> Console:
+    """The real Console behind ``stderr``, for rich objects that take a ``console=``."""
+    return cast("_StderrConsole", stderr).console()
 
 
 def pincer_home() -> Path:
@@ -64,12 +92,36 @@ def audit_key(home: Path) -> bytes:
 
 
 @asynccontextmanager
-async def open_pincer(*, builtins: bool = True) -> AsyncIterator[Any]:
+async def open_pincer(*, builtins: bool = True, quiet: bool = False) -> AsyncIterator[Any]:
+    """The ``Pincer`` of PINCER_HOME. A start that takes more than a second (MCP servers launched
+    with npx fetch their package first) says what it waits for on stderr, unless ``quiet``
+    (commands pass ``quiet=as_json``)."""
+    from pincer.cli.progress import slow_wait
     from pincer.service import Pincer
 
     home = pincer_home()
-    async with Pincer.open(home, secret_key=secret_key(home), audit_key=audit_key(home), builtins=builtins) as pincer:
+    async with AsyncExitStack() as stack:
+        with slow_wait(lambda: startup_notice(home), enabled=not quiet):
+            pincer = await stack.enter_async_context(
+                Pincer.open(home, secret_key=secret_key(home), audit_key=audit_key(home), builtins=builtins)
+            )
         yield pincer
+
+
+def startup_notice(home: Path) -> str:
+    """What a slow start is waiting for: the MCP servers started with pincer, if any."""
+    try:
+        from pincer.runtimes.mcp import PinStore, ServerStore
+
+        pins = PinStore(home)
+        starting = [s for s in ServerStore(home).load() if s.startup == "eager" or not pins.pins(s.name)]
+    except PincerError:
+        starting = []
+    if not starting:
+        return f"opening {home}"
+    names = ", ".join(s.name for s in starting)
+    npx = any(Path(s.command or "").name in ("npx", "uvx", "bunx") for s in starting)
+    return f"starting MCP servers: {names}" + (" (npx/uvx fetch a server's package the first time)" if npx else "")
 
 
 def exit_code_for(error: PincerError | dict[str, Any]) -> int:
@@ -88,6 +140,8 @@ def emit_json(value: Any) -> None:
 def print_error(message: str, hint: str | None = None, *, code: str = "error") -> None:
     """An error and its hint on stderr. Their text is escaped: a hint naming ``[network]``
     must print as written, not vanish as rich markup."""
+    from rich.markup import escape
+
     stderr.print(f"[bold red]{escape(code)}:[/] {escape(message)}")
     if hint:
         stderr.print(f"[dim]hint: {escape(hint)}[/]")

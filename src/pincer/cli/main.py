@@ -1,31 +1,110 @@
-"""The ``pincer`` command. Each command group lives in its own module."""
+"""The ``pincer`` command. Each command group lives in its own module, imported only when it runs.
+
+``COMMANDS`` names every top-level command with its module and its one-line help, so
+``pincer --help`` and shell completion list them all without importing any of them; running
+``pincer tools list`` imports :mod:`pincer.cli.tools` and nothing of ``mcp`` or ``wasm``.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
 import typer
+from typer import _click
+from typer.core import TyperGroup
+from typer.main import get_command_from_info, get_group_from_info
+from typer.models import CommandInfo, TyperInfo
 
 from pincer import __version__
-from pincer.cli import approvals, audit, demo, mcp, openapi, policy, sandbox, secrets, serve, tools, wasm
+
+__all__ = ["COMMANDS", "LazyGroup", "app", "main"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LazyCommand:
+    """A top-level command: where it lives (a ``typer.Typer`` or a function) and its help line."""
+
+    module: str
+    attribute: str
+    help: str
+
+
+# The order is the order `pincer --help` lists them in: the everyday commands first.
+COMMANDS: dict[str, LazyCommand] = {
+    "init": LazyCommand(module="pincer.cli.setup", attribute="init", help="Write a commented config.toml with every default."),
+    "doctor": LazyCommand(module="pincer.cli.doctor", attribute="doctor", help="Check this installation; every problem comes with its fix."),
+    "demo": LazyCommand(module="pincer.cli.demo", attribute="demo", help="Tour pincer in a throwaway home: tools, governed calls, an approval, a denial, the audit trail."),
+    "tools": LazyCommand(module="pincer.cli.tools", attribute="app", help="List, inspect and call tools."),
+    "secrets": LazyCommand(module="pincer.cli.secrets", attribute="app", help="Manage the encrypted secret store."),
+    "approvals": LazyCommand(module="pincer.cli.approvals", attribute="app", help="List and answer approval requests."),
+    "audit": LazyCommand(module="pincer.cli.audit", attribute="app", help="Read and verify the audit log."),
+    "policy": LazyCommand(module="pincer.cli.policy", attribute="app", help="Show the policy in force."),
+    "config": LazyCommand(module="pincer.cli.setup", attribute="config_app", help="Check, locate and show the settings files."),
+    "sandbox": LazyCommand(module="pincer.cli.sandbox", attribute="app", help="Inspect the sandbox that script tools run in."),
+    "mcp": LazyCommand(module="pincer.cli.mcp", attribute="app", help="Connect external MCP servers as governed tools."),
+    "openapi": LazyCommand(module="pincer.cli.openapi", attribute="app", help="Turn OpenAPI services into tools."),
+    "wasm": LazyCommand(module="pincer.cli.wasm", attribute="app", help="Build, install and remove WASM tools (near:agent@0.3.0 components)."),
+    "serve": LazyCommand(module="pincer.cli.serve", attribute="serve", help="Serve every tool over MCP (streamable HTTP at /mcp) and REST (/api/v1) until interrupted."),
+    "token": LazyCommand(module="pincer.cli.serve", attribute="token_app", help="Print the gateway's bearer token, or make one for another session."),
+    "completion": LazyCommand(module="pincer.cli.completion", attribute="completion", help="Print the shell completion script for bash, zsh or fish."),
+}  # fmt: skip
+
+
+class LazyGroup(TyperGroup):
+    """The root group: lists ``COMMANDS`` from the table and builds one only when it is asked for.
+
+    ``get_command`` returns the real command (importing its module); listing for ``--help`` and
+    completing top-level names read the table alone.
+    """
+
+    def list_commands(self, ctx: _click.Context) -> list[str]:
+        return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
+
+    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands[cmd_name] = self._load(cmd_name, COMMANDS[cmd_name])
+        return self.commands.get(cmd_name)
+
+    def _load(self, name: str, entry: LazyCommand) -> _click.Command:
+        target = getattr(importlib.import_module(entry.module), entry.attribute)
+        if isinstance(target, typer.Typer):
+            return get_group_from_info(
+                TyperInfo(target, name=name),
+                pretty_exceptions_short=True,
+                suggest_commands=self.suggest_commands,
+                rich_markup_mode=self.rich_markup_mode,
+            )
+        return get_command_from_info(
+            CommandInfo(name=name, callback=target), pretty_exceptions_short=True, rich_markup_mode=self.rich_markup_mode
+        )
+
+    def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        rows = [(name, entry.help) for name, entry in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: _click.Context, incomplete: str) -> list[Any]:
+        from typer._click.shell_completion import CompletionItem
+
+        names = [CompletionItem(name, help=entry.help) for name, entry in COMMANDS.items() if name.startswith(incomplete)]
+        # The root's own options (--version, --help) come from the plain Command behaviour.
+        return names + _click.core.Command.shell_complete(self, ctx, incomplete)
+
 
 app = typer.Typer(
     name="pincer",
+    cls=LazyGroup,
     help="pincer gives AI agents tools safely: one registry, one capability model, one governed call chain.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Plain help: typer's rich panels print a type column for every flag ("--json <bool>") and
+    # read help text as rich markup, which swallows "[gateway]" in "(default: [gateway] host)".
+    rich_markup_mode=None,
 )
-app.add_typer(tools.app, name="tools")
-app.add_typer(secrets.app, name="secrets")
-app.add_typer(approvals.app, name="approvals")
-app.add_typer(audit.app, name="audit")
-app.add_typer(policy.app, name="policy")
-app.add_typer(sandbox.app, name="sandbox")
-app.add_typer(mcp.app, name="mcp")
-app.add_typer(openapi.app, name="openapi")
-app.add_typer(wasm.app, name="wasm")
-app.add_typer(serve.token_app, name="token")
-app.command("demo")(demo.demo)
-app.command("serve")(serve.serve)
 
 
 def _version(value: bool) -> None:
@@ -41,5 +120,14 @@ def root(
     """pincer: tools for AI agents, governed."""
 
 
+COMPLETE_VAR = "_PINCER_COMPLETE"
+
+
 def main() -> None:
-    app()
+    if os.environ.get(COMPLETE_VAR):
+        # A shell asking for completions: register typer's shell classes (bash, zsh, fish).
+        from typer._completion_classes import completion_init
+
+        completion_init()
+    app(prog_name="pincer")
+

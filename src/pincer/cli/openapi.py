@@ -6,7 +6,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import typer
-from rich.table import Table
 
 from pincer.cli.common import JsonOption, emit_json, pincer_home, run, stderr
 from pincer.core.errors import ManifestError, ToolError, UsageError
@@ -87,7 +86,7 @@ def add(
     parameters in one JSON Schema; local and file-relative $refs resolved). A base URL that
     calls could never reach under the current config is refused (exit 1) unless --force."""
     from pincer.runtimes.openapi import ServiceConfig, ServiceStore, extract_operations, load_document, server_urls
-    from pincer.runtimes.openapi.config import parse_auth
+    from pincer.runtimes.openapi.config import parse_auth, tool_name
     from pincer.runtimes.openapi.document import Resolver
 
     async def body() -> dict[str, Any]:
@@ -123,7 +122,7 @@ def add(
             "ok": True,
             "name": name,
             "base_url": base,
-            "tools": [f"{name}_{op.name}" for op in operations],
+            "tools": [tool_name(name, op.name) for op in operations],
         }
 
     result = run(body, as_json=as_json)
@@ -135,18 +134,24 @@ def add(
 
 @app.command("list")
 def list_services(as_json: bool = JsonOption) -> None:
-    """List the OpenAPI services and their operations."""
+    """List the OpenAPI services and their operations: tool name, method, path."""
     from pincer.runtimes.openapi import ServiceStore
+    from pincer.runtimes.openapi.config import tool_name
 
     async def body() -> list[dict[str, Any]]:
         return [
             {
                 "name": s.name,
+                "title": s.title,
                 "base_url": s.base_url,
                 "spec": s.spec,
                 "auth": s.auth,
                 "auth_secret": s.auth_secret,
-                "operations": [f"{op.method} {op.path}" for op in s.operations],
+                "enabled": s.enabled,
+                "operations": [
+                    {"tool": tool_name(s.name, op.name), "method": op.method, "path": op.path, "description": op.description}
+                    for op in s.operations
+                ],
             }
             for s in ServiceStore(pincer_home()).load()
         ]
@@ -155,12 +160,24 @@ def list_services(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json(services)
         return
-    table = Table(title=f"{len(services)} OpenAPI services", title_justify="left")
-    for column in ("name", "base url", "auth", "operations"):
-        table.add_column(column)
+    if not services:
+        stderr.print("no OpenAPI services; add one with `pincer openapi add NAME --spec FILE_OR_URL`", highlight=False)
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
     for s in services:
-        table.add_row(s["name"], s["base_url"], s["auth"] or "-", str(len(s["operations"])))
-    stderr.print(table)
+        auth = f", auth {s['auth']} from secret {s['auth_secret']}" if s["auth"] else ""
+        state = "" if s["enabled"] else " [disabled]"
+        title = f"{s['name']}: {s['base_url']}{auth}, {len(s['operations'])} operations{state}"
+        # escaped: paths and descriptions come from the document and may hold "[...]"
+        table = Table(title=escape(title), title_justify="left", title_style="bold")
+        for column in ("tool", "method", "path", "description"):
+            table.add_column(column, overflow="fold")
+        for op in s["operations"]:
+            summary = (op["description"] or "").split("\n")[0][:80]
+            table.add_row(*(escape(cell) for cell in (op["tool"], op["method"], op["path"], summary)))
+        stderr.print(table, highlight=False)
 
 
 @app.command("remove")

@@ -17,7 +17,7 @@ def show(as_json: bool = JsonOption) -> None:
     """Print grants (config and allow-always), sessions, rate limits and the defaults."""
 
     async def body() -> dict[str, Any]:
-        async with open_pincer(builtins=False) as pincer:
+        async with open_pincer(builtins=False, quiet=as_json) as pincer:
             config = pincer.config
             return {
                 "home": str(config.home),

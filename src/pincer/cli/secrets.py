@@ -6,7 +6,6 @@ import sys
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from pincer.cli.common import JsonOption, emit_json, pincer_home, run, secret_key, stderr
 from pincer.core.errors import UsageError
@@ -73,6 +72,8 @@ def list_secrets(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json(infos)
         return
+    from rich.table import Table
+
     table = Table(title=f"{len(infos)} secrets", title_justify="left")
     table.add_column("name")
     table.add_column("updated")

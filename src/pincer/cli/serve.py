@@ -10,7 +10,6 @@ from typing import Any
 import typer
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, pincer_home, run, stderr
-from pincer.config import CONFIG_FILENAME, load_config
 from pincer.core.errors import ConfigError, UsageError
 
 __all__ = ["serve", "token_app", "event_loop_options"]
@@ -46,7 +45,7 @@ def serve(
         from pincer.gateway.serve import ServeInfo
         from pincer.gateway.serve import serve as serve_gateway
 
-        async with open_pincer() as pincer:
+        async with open_pincer(quiet=as_json) as pincer:
             settings = pincer.config.gateway
             fixtures = conformance_fixtures or settings.conformance_fixtures
             extensions = await gateway_extensions(pincer, fixtures=fixtures)
@@ -138,11 +137,13 @@ def new(
         emit_json({"token": value, "session": session})
     else:
         sys.stdout.write(value + "\n")
-        stderr.print(f"token for session {session!r} recorded (by its sha256) in {home / CONFIG_FILENAME}")
+        stderr.print(f"token for session {session!r} recorded (by its sha256) in {home / 'config.toml'}")
 
 
 def _append_token(home: Path, digest: str, session: str) -> None:
     """Append a ``[[gateway.tokens]]`` entry; the file is restored if the result does not parse."""
+    from pincer.config import CONFIG_FILENAME, load_config
+
     if not session or len(session) > 128 or any(c in session for c in '"\\\n\r'):
         raise UsageError(f"invalid session name {session!r}", hint="use letters, digits, '-' and '_'")
     path = home / CONFIG_FILENAME

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from pincer.cli.common import (
     EXIT_OK,
@@ -43,7 +42,7 @@ def list_tools(
     """List the tools a session sees: name, description, runtime, effects, input schema."""
 
     async def body() -> list[dict[str, Any]]:
-        async with open_pincer() as pincer:
+        async with open_pincer(quiet=as_json) as pincer:
             policy = pincer.config.session(session)
             return [
                 spec.to_dict()
@@ -55,6 +54,8 @@ def list_tools(
     if as_json:
         emit_json(tools)
         return
+    from rich.table import Table
+
     table = Table(title=f"{len(tools)} tools", title_justify="left")
     for column in ("name", "runtime", "effects", "description"):
         table.add_column(column)
@@ -68,7 +69,7 @@ def show_tool(name: str, session: str = SessionOption, as_json: bool = JsonOptio
     """Show one tool with its input schema."""
 
     async def body() -> dict[str, Any]:
-        async with open_pincer() as pincer:
+        async with open_pincer(quiet=as_json) as pincer:
             return visible_tool(pincer.config.session(session), pincer.registry.get, name).to_dict()
 
     tool = run(body, as_json=as_json)
@@ -95,7 +96,7 @@ def call_tool(
     2 on a usage error."""
 
     async def body() -> dict[str, Any]:
-        async with open_pincer() as pincer:
+        async with open_pincer(quiet=as_json) as pincer:
             request = CallRequest(tool=name, args={}, session=session, idempotency_key=idempotency_key, caller="cli")
             try:
                 request = replace(request, args=parse_json_arg(args))

@@ -1,8 +1,9 @@
 """``pincer wasm``: build Python guests into tool components; install and remove WASM tools.
 
 ``install_tool`` and ``remove_tool`` are plain functions so ``pincer tools install/remove`` can
-call them; ``pincer wasm install/remove`` expose the same here. Progress (compiling takes
-seconds) goes to stderr as a rich progress bar; ``--json`` writes one document to stdout.
+call them; ``pincer wasm install/remove`` expose the same here. Progress (building takes 10-30 s,
+compiling seconds) goes to stderr: a transient bar on a terminal, a line per stage otherwise;
+``--json`` writes one document to stdout and no progress.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pincer.cli.common import EXIT_OK, JsonOption, emit_json, fail, pincer_home, stderr
+from pincer.cli.progress import Steps
 from pincer.core.errors import PincerError
 
 __all__ = ["app", "build", "install_tool", "remove_tool"]
@@ -36,9 +37,8 @@ def build(
 
     started = time.perf_counter()
     try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                      console=stderr, transient=True, disable=as_json) as bar:  # fmt: skip
-            bar.add_task(f"building {path} (10-30 s)", total=None)
+        with Steps(enabled=not as_json) as steps:
+            steps.stage(f"building {path} with componentize-py (10-30 s)")
             out = build_component(path, output, module=module)
     except PincerError as exc:
         fail(exc, as_json=as_json)
@@ -58,17 +58,15 @@ def install_tool(source: Path, capabilities: Path | None = None, *, name: str | 
     from pincer.runtimes.wasm.install import install
 
     home = home or pincer_home()
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=stderr, transient=True, disable=as_json) as bar:  # fmt: skip
-        task = bar.add_task(f"installing {source}", total=len(_STEPS))
+    with Steps(total=len(_STEPS), enabled=not as_json) as steps:
+        steps.stage(f"reading {source.name}", completed=0)
 
         def step(message: str) -> None:
             done = _STEPS.index(message) if message in _STEPS else 0
             hint = " (compiling takes a few seconds the first time)" if message == "compiling" else ""
-            bar.update(task, completed=done, description=f"{message} {source.name}{hint}")
+            steps.stage(f"{message} {source.name}{hint}", completed=done)
 
         result = install(home, source, capabilities, name=name, progress=step)
-        bar.update(task, completed=len(_STEPS))
     return {
         "ok": True,
         "name": result.name,

@@ -8,6 +8,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ToolNotFound           404
     │   ├── ArgumentsInvalid       422  args fail the tool's JSON Schema
     │   ├── IdempotencyConflict    409  a key reused with different arguments
+    │   ├── UnsupportedMediaType   415  a request body that is not JSON
     │   └── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
     ├── ConfigError                503  config.toml or another settings file is unusable
     ├── ManifestError              422  a capabilities or registry manifest is malformed
@@ -44,6 +45,7 @@ __all__ = [
     "ArgumentsInvalid",
     "IdempotencyConflict",
     "CheckpointInvalid",
+    "UnsupportedMediaType",
     "ConfigError",
     "ManifestError",
     "DefinitionRefused",
@@ -110,6 +112,13 @@ class ArgumentsInvalid(UsageError):
 class IdempotencyConflict(UsageError):
     code = "idempotency_conflict"
     http_status = 409
+
+
+class UnsupportedMediaType(UsageError):
+    """A REST request body that is not JSON, whatever its content-type said."""
+
+    code = "unsupported_media_type"
+    http_status = 415
 
 
 class ConfigError(PincerError):

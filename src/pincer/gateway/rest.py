@@ -8,19 +8,21 @@ status that says what kind of failure it was; a rate limit is 429 with ``Retry-A
 
 from __future__ import annotations
 
+import json
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping, MutableMapping
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Path, Query, Request
+from fastapi import FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pincer import __version__
-from pincer.core.errors import ArgumentsInvalid, PincerError, UsageError, http_status
+from pincer.core.errors import ArgumentsInvalid, PincerError, UnsupportedMediaType, UsageError, http_status
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
@@ -84,6 +86,49 @@ class _Refused(Exception):
         self.response = response
 
 
+class _JsonBodyRoute(APIRoute):
+    """Reads a POST body as JSON whatever its content-type says, when it is JSON: FastAPI parses
+    only ``application/json`` bodies and answers anything else (curl's default form type, no
+    type at all) with a validation error about a "dictionary". A body that is not JSON is 415."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(await _as_json_request(request))
+
+        return route
+
+
+async def _as_json_request(request: Request) -> Request:
+    content_type = request.headers.get("content-type", "")
+    media = content_type.split(";", 1)[0].strip().lower()
+    if request.method != "POST" or media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        return request
+    body = await request.body()
+    if not body.strip():
+        return request  # no body at all: the route's own validation says what is missing
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError):
+        said = f"content-type {content_type!r}" if content_type else "no content-type"
+        raise UnsupportedMediaType(
+            f"request body: not JSON ({said})",
+            hint='send a JSON object with the header content-type: application/json, e.g. {"args": {"text": "hi"}}',
+        ) from None
+    headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
+    scope = {**request.scope, "headers": [*headers, (b"content-type", b"application/json")]}
+    return _BufferedRequest(scope, body)
+
+
+class _BufferedRequest(Request):
+    """A request whose body was read already (to look at it) and is handed on as it was."""
+
+    def __init__(self, scope: MutableMapping[str, Any], body: bytes) -> None:
+        super().__init__(scope)
+        self._body = body
+
+
 def create_rest_app(pincer: Any, *, metrics: Callable[[], dict[str, Any]] | None = None) -> FastAPI:
     """The FastAPI app, to be mounted at ``/api/v1``. ``metrics`` gives the gateway's counters
     (refusals made before authentication) for ``GET /metrics``."""
@@ -96,9 +141,27 @@ def create_rest_app(pincer: Any, *, metrics: Callable[[], dict[str, Any]] | None
         redoc_url=None,
     )
 
+    app.router.route_class = _JsonBodyRoute  # before the routes: each is made with it
+
     @app.exception_handler(_Refused)
     async def refused(request: Request, exc: _Refused) -> JSONResponse:
         return exc.response
+
+    async def audit_refused_call(request: Request, error: PincerError) -> None:
+        """A call was attempted: the audit log records its refusal like any other."""
+        tool = request.path_params.get("name")
+        if request.method == "POST" and tool and request.url.path.endswith("/call"):
+            session = request.scope.get(SESSION_SCOPE_KEY)
+            call = CallRequest(
+                tool=str(tool), args={}, session=session.name if isinstance(session, GatewaySession) else "(unknown)",
+                caller="rest",
+            )
+            await pincer.dispatcher.reject(call, error)
+
+    @app.exception_handler(UnsupportedMediaType)
+    async def not_json(request: Request, exc: UnsupportedMediaType) -> JSONResponse:
+        await audit_refused_call(request, exc)
+        return _pincer_error(exc, exc.http_status)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -110,15 +173,7 @@ def create_rest_app(pincer: Any, *, metrics: Callable[[], dict[str, Any]] | None
             if malformed_json
             else "see the request schema at /api/v1/openapi.json"
         )
-        tool = request.path_params.get("name")
-        if request.method == "POST" and tool and request.url.path.endswith("/call"):
-            # A call was attempted: the audit log records the refusal like any other.
-            session = request.scope.get(SESSION_SCOPE_KEY)
-            call = CallRequest(
-                tool=str(tool), args={}, session=session.name if isinstance(session, GatewaySession) else "(unknown)",
-                caller="rest",
-            )
-            await pincer.dispatcher.reject(call, ArgumentsInvalid(f"request body: {problem}", hint=hint))
+        await audit_refused_call(request, ArgumentsInvalid(f"request body: {problem}", hint=hint))
         return _error(400 if malformed_json else 422, code, f"request body: {problem}", hint)
 
     @app.exception_handler(StarletteHTTPException)

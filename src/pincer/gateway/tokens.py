@@ -16,10 +16,13 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pincer.config import Config
 from pincer.core.errors import ConfigError
 from pincer.policy.session import SessionKind
+
+if TYPE_CHECKING:  # the config's pydantic schema is not needed to read or make a token
+    from pincer.config import Config
 
 logger = logging.getLogger(__name__)
 

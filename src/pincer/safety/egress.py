@@ -6,9 +6,10 @@ Two modules, re-exported here so ``from pincer.safety.egress import ...`` keeps 
 - :mod:`pincer.safety.egress_policy`, the rules without I/O: :class:`EgressRule` (host pattern
   from :mod:`pincer.safety.hosts`, path prefix, methods), :class:`EgressPolicy` (URL checks and
   allowlist, sizes, timeout, the operator-only switches), :class:`HttpRequest`/:class:`HttpResponse`;
-- :mod:`pincer.safety.egress_transport`, the network: :func:`checked_addresses` (resolve once,
-  every address through :func:`pincer.safety.addresses.address_refusal`), the pinned connection
-  pool :class:`EgressClient` and :func:`send`.
+- :mod:`pincer.safety.resolution`: :func:`checked_addresses` (resolve once, every address
+  through :func:`pincer.safety.addresses.address_refusal`) and :func:`resolve_checked`;
+- :mod:`pincer.safety.egress_transport`, the network: the pinned connection pool
+  :class:`EgressClient` and :func:`send`.
 
 The script sandbox's proxy uses the same host patterns and :func:`checked_addresses`.
 """
@@ -25,7 +26,8 @@ from pincer.safety.egress_policy import (
     HttpResponse,
     check_method,
 )
-from pincer.safety.egress_transport import EgressClient, checked_addresses, resolve_checked, send
+from pincer.safety.egress_transport import EgressClient, send
+from pincer.safety.resolution import checked_addresses, resolve_checked
 from pincer.safety.urls import CheckedUrl, check_url
 
 __all__ = [

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import ipaddress
 import logging
 import re
-import socket
 import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -35,8 +33,8 @@ import httpcore
 
 import pincer
 from pincer.core.errors import EgressDenied, ToolError, ToolTimeout, UsageError
-from pincer.safety.addresses import address_refusal
 from pincer.safety.egress_policy import TOKEN, EgressPolicy, HttpRequest, HttpResponse
+from pincer.safety.resolution import checked_addresses, resolve_checked
 from pincer.safety.urls import CheckedUrl, IPAddress
 
 __all__ = ["EgressClient", "send", "resolve_checked", "checked_addresses", "MAX_HEADERS", "READ_CHUNK_BYTES"]
@@ -158,60 +156,6 @@ class EgressClient:
                 "this EgressClient was used with other network settings",
                 hint="use one EgressClient per egress policy",
             )
-
-
-async def checked_addresses(
-    host: str, port: int, *, allow_private_network: bool, ip: IPAddress | None = None, display: str | None = None
-) -> tuple[IPAddress, ...]:
-    """Resolve ``host`` once (or take the literal ``ip``) and check every address it has with
-    :func:`~pincer.safety.addresses.address_refusal`; one refused address refuses the host, so a
-    name cannot mix a public answer with an internal one. EgressDenied for a refusal, ToolError
-    when the name does not resolve. The caller connects to exactly these addresses."""
-    shown = display or f"{host}:{port}"
-    if ip is not None:
-        addresses: tuple[IPAddress, ...] = (ip,)
-    else:
-        try:
-            infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as exc:
-            raise ToolError(
-                f"could not resolve {host!r}: {getattr(exc, 'strerror', None) or exc}",
-                hint="check the host name",
-            ) from None
-        seen: dict[IPAddress, None] = {}
-        for _family, _type, _proto, _canon, sockaddr in infos:
-            try:
-                seen.setdefault(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]), None)
-            except ValueError:
-                continue
-        addresses = tuple(seen)
-        if not addresses:
-            raise ToolError(f"{host!r} resolved to no usable address", hint="check the host name")
-    for address in addresses:
-        refusal = address_refusal(address, allow_private_network=allow_private_network)
-        if refusal is not None:
-            via = "" if ip is not None else f" (resolved from {host!r})"
-            hint = (
-                "this address is never reachable from tools, whatever the settings"
-                if refusal.always
-                else "private addresses are reachable only with [network] allow_private = true in config.toml"
-            )
-            raise EgressDenied(f"{shown} refused: {address} is {refusal.reason}{via} (rule: no private network)", hint=hint)
-    return addresses
-
-
-async def resolve_checked(target: CheckedUrl, policy: EgressPolicy) -> tuple[IPAddress, ...]:
-    """The checked addresses of a checked URL; plain http only to loopback."""
-    addresses = await checked_addresses(
-        target.host, target.port, allow_private_network=policy.allow_private_network, ip=target.ip,
-        display=target.display,
-    )  # fmt: skip
-    if target.scheme == "http" and not all(a.is_loopback for a in addresses):
-        raise EgressDenied(
-            f"{target.display} refused: plain http is allowed only to loopback (rule: https only)",
-            hint="use https://",
-        )
-    return addresses
 
 
 def _request_headers(request: HttpRequest, target: CheckedUrl) -> list[tuple[bytes, bytes]]:

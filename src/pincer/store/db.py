@@ -16,7 +16,7 @@ from pincer.core.errors import StoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["open_database", "DB_FILENAME", "BUSY_TIMEOUT_MS"]
+__all__ = ["open_database", "integrity_problems", "DB_FILENAME", "BUSY_TIMEOUT_MS"]
 
 DB_FILENAME = "pincer.db"
 BUSY_TIMEOUT_MS = 5_000
@@ -200,3 +200,17 @@ def open_database(home: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connect
             f"cannot open the pincer database {path}: {exc}",
             hint="check that the file is a pincer database and the directory is writable",
         ) from exc
+
+
+def integrity_problems(path: Path) -> list[str]:
+    """What SQLite's ``PRAGMA quick_check`` finds wrong in the database file at ``path`` (empty:
+    intact). Opened read-only, so a check neither creates, migrates nor locks it for writers."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            rows = [str(row[0]) for row in conn.execute("PRAGMA quick_check")]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return [f"{type(exc).__name__}: {exc}"]
+    return [] if rows == ["ok"] else rows

@@ -9,10 +9,16 @@ in ``$PINCER_HOME/mcp/servers.json`` (:mod:`.config`) and can be imported from o
 files (:mod:`.importers`).
 """
 
-from pincer.runtimes.mcp.config import ServerConfig, ServerStore, tool_name
-from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
-from pincer.runtimes.mcp.pins import Pin, PinStore, ToolDefinition, describe_change
-from pincer.runtimes.mcp.runtime import McpRuntime
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pincer.runtimes.mcp.config import ServerConfig, ServerStore, tool_name
+    from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
+    from pincer.runtimes.mcp.pins import Pin, PinStore, ToolDefinition, describe_change
+    from pincer.runtimes.mcp.runtime import McpRuntime
 
 __all__ = [
     "McpRuntime",
@@ -26,3 +32,26 @@ __all__ = [
     "describe_change",
     "tool_name",
 ]
+
+# Imported on first use: the connection pulls in the MCP SDK, which reading servers.json does not need.
+_EXPORTS = {
+    "ServerConfig": "pincer.runtimes.mcp.config",
+    "ServerStore": "pincer.runtimes.mcp.config",
+    "tool_name": "pincer.runtimes.mcp.config",
+    "ServerConnection": "pincer.runtimes.mcp.connection",
+    "ServerStatus": "pincer.runtimes.mcp.connection",
+    "Pin": "pincer.runtimes.mcp.pins",
+    "PinStore": "pincer.runtimes.mcp.pins",
+    "ToolDefinition": "pincer.runtimes.mcp.pins",
+    "describe_change": "pincer.runtimes.mcp.pins",
+    "McpRuntime": "pincer.runtimes.mcp.runtime",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -15,7 +15,7 @@ import json as jsonlib
 import logging
 import zoneinfo
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pincer.core.effects import EffectKind
 from pincer.core.errors import EgressDenied, SecretError, ToolError, UsageError
@@ -23,7 +23,9 @@ from pincer.core.values import HostContext
 from pincer.runtimes.native import jsonpath, workspace
 from pincer.runtimes.native.decorator import NativeTool, tool
 from pincer.runtimes.native.runtime import NativeRuntime
-from pincer.safety import egress
+
+if TYPE_CHECKING:  # imported where a request is made: listing the tools needs no HTTP stack
+    from pincer.safety import egress
 
 __all__ = ["BUILTIN_TOOLS", "builtin_runtime", "MAX_JSON_DOCUMENT_BYTES", "MAX_WRITE_BYTES", "MAX_LIST_ENTRIES"]
 
@@ -163,6 +165,8 @@ async def http_request(
     elif body is not None:
         content = body.encode("utf-8")
     send_url, out_headers = _inject(method, target.url, out_headers, host)
+    from pincer.safety import egress
+
     request = egress.HttpRequest(method=method, url=send_url, headers=tuple(out_headers.items()), body=content)
     response = await egress.send(request, policy=policy)
     return _response_value(response, target.url)
@@ -174,6 +178,8 @@ def _checked_target(url: str, method: str, host: HostContext) -> tuple[egress.Eg
             f"http: no host is allowed for tool {host.tool!r} in this call (rule: default deny)",
             hint='add the host to a grant in config.toml, e.g. [[grants]] tool = "http" hosts = ["api.example.com"]',
         )
+    from pincer.safety import egress
+
     policy = _policy(host)
     method = egress.check_method(method)
     return policy, method, policy.check(method, url)
@@ -187,6 +193,8 @@ async def _http_preflight(args: Mapping[str, Any], host: HostContext) -> None:
     if not isinstance(url, str) or not isinstance(method, str):
         return  # the schema check has refused these already
     policy, _method, target = _checked_target(url, method, host)
+    from pincer.safety import egress
+
     try:
         await egress.resolve_checked(target, policy)
     except ToolError:
@@ -197,6 +205,8 @@ http_request = http_request.with_preflight(_http_preflight)
 
 
 def _policy(host: HostContext) -> egress.EgressPolicy:
+    from pincer.safety import egress
+
     caps_http = getattr(host.capabilities, "http", None) if host.capabilities is not None else None
     max_request = getattr(caps_http, "max_request_bytes", None) or egress.DEFAULT_MAX_REQUEST_BYTES
     max_response = getattr(caps_http, "max_response_bytes", None) or egress.DEFAULT_MAX_RESPONSE_BYTES

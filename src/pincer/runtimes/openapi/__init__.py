@@ -5,10 +5,16 @@ into tool definitions, :mod:`.config` stores services in ``$PINCER_HOME/openapi/
 and :mod:`.runtime` makes the calls through the shared egress rules.
 """
 
-from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore
-from pincer.runtimes.openapi.document import Resolver, load_document
-from pincer.runtimes.openapi.operations import Operation, Parameter, extract_operations, server_urls
-from pincer.runtimes.openapi.runtime import OpenApiRuntime
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore
+    from pincer.runtimes.openapi.document import Resolver, load_document
+    from pincer.runtimes.openapi.operations import Operation, Parameter, extract_operations, server_urls
+    from pincer.runtimes.openapi.runtime import OpenApiRuntime
 
 __all__ = [
     "OpenApiRuntime",
@@ -21,3 +27,25 @@ __all__ = [
     "load_document",
     "server_urls",
 ]
+
+# Imported on first use: the runtime pulls in the HTTP stack, which listing services does not need.
+_EXPORTS = {
+    "ServiceConfig": "pincer.runtimes.openapi.config",
+    "ServiceStore": "pincer.runtimes.openapi.config",
+    "Resolver": "pincer.runtimes.openapi.document",
+    "load_document": "pincer.runtimes.openapi.document",
+    "Operation": "pincer.runtimes.openapi.operations",
+    "Parameter": "pincer.runtimes.openapi.operations",
+    "extract_operations": "pincer.runtimes.openapi.operations",
+    "server_urls": "pincer.runtimes.openapi.operations",
+    "OpenApiRuntime": "pincer.runtimes.openapi.runtime",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

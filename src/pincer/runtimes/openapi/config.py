@@ -18,13 +18,22 @@ from pincer.core.errors import ConfigError, UsageError
 from pincer.runtimes.openapi.operations import Operation
 from pincer.store.jsonfile import locked, read_json, write_json_atomic
 
-__all__ = ["ServiceConfig", "ServiceStore", "parse_auth", "SERVICES_FILE"]
+__all__ = ["ServiceConfig", "ServiceStore", "parse_auth", "tool_name", "SERVICES_FILE"]
 
 SERVICES_FILE = Path("openapi") / "services.json"
 SCHEMA_VERSION = 1
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _HEADER = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 _SECRET = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+_NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_]")
+
+
+def tool_name(service: str, operation: str) -> str:
+    """The registry name of a service's operation: ``{service}_{operation}``, anything but
+    letters, digits and ``_`` made ``_``."""
+    return _NOT_NAME_CHAR.sub("_", f"{service}_{operation}")
 
 
 def parse_auth(auth: str) -> tuple[str, str | None]:

@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
-import yaml
-
 from pincer.core.errors import ManifestError
 
 __all__ = ["Location", "load_document", "parse_text", "Resolver", "MAX_DOCUMENT_BYTES", "MAX_REF_DEPTH"]
@@ -50,6 +48,8 @@ def parse_text(raw: bytes, *, source: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ManifestError(f"not valid JSON: {exc.msg} at line {exc.lineno}", source=source) from None
+    import yaml  # only for YAML documents: reading services.json must not pay for it
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

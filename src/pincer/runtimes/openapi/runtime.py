@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,14 +27,13 @@ from pincer.core.capabilities import (
 from pincer.core.effects import EffectKind, RuntimeKind
 from pincer.core.errors import SecretError, ToolError, ToolNotFound, UsageError
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
-from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, parse_auth
+from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, parse_auth, tool_name
 from pincer.runtimes.openapi.operations import Operation
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["OpenApiRuntime", "capabilities_for", "build_request"]
 
-_NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_]")
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _ERROR_BODY_CHARS = 2_000
 
@@ -129,7 +127,7 @@ class OpenApiRuntime:
         for service in self.services.values():
             caps = capabilities_for(service)
             for operation in service.operations:
-                name = _NOT_NAME_CHAR.sub("_", f"{service.name}_{operation.name}")
+                name = tool_name(service.name, operation.name)
                 if name in self._specs:
                     logger.warning("OpenAPI service %s: two operations are named %s; keeping the first",
                                    service.name, name)

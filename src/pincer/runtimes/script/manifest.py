@@ -45,7 +45,6 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pincer.core.effects import EffectKind, RuntimeKind, parse_effects
@@ -302,6 +301,8 @@ def _check_command(command: tuple[str, ...], source: str) -> set[str]:
 
 
 def _check_schema(schema: dict[str, Any], names: set[str], source: str) -> dict[str, Any]:
+    import jsonschema  # here, not at the top: the CLI must not pay for it when no manifest is read
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:

@@ -8,7 +8,7 @@ there (``relay.py``) carries the command's proxy connections to it. Each connect
 - the host must match a pattern of the allowlist (:class:`pincer.safety.hosts.HostPattern`:
   ``api.example.com``, ``*.example.com``, an optional ``:port``; without a port only 80 and 443);
 - it is resolved here, once, and *every* address it has must pass
-  :func:`pincer.safety.addresses.address_refusal` (:func:`pincer.safety.egress.checked_addresses`):
+  :func:`pincer.safety.addresses.address_refusal` (:func:`pincer.safety.resolution.checked_addresses`):
   loopback, private, link-local, CGNAT and IPv6 forms embedding them are refused unless the grant
   allows private networks; cloud metadata, unspecified and multicast addresses are refused always;
 - the connection goes to an address that was checked, so DNS cannot change the answer afterwards.
@@ -26,8 +26,8 @@ import anyio
 from anyio.abc import ByteStream, SocketStream
 
 from pincer.core.errors import EgressDenied, ToolError, UsageError
-from pincer.safety.egress import checked_addresses
 from pincer.safety.hosts import HostPattern, normalise_request_host
+from pincer.safety.resolution import checked_addresses
 
 __all__ = ["AllowlistProxy", "ProxyEvent", "parse_allowlist"]
 

@@ -18,14 +18,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pincer.core.errors import ManifestError, ToolNotFound, UsageError
 from pincer.store.jsonfile import write_bytes_atomic
+
+if TYPE_CHECKING:
+    import tarfile
 
 __all__ = [
     "SourceFiles",
@@ -137,6 +139,8 @@ def read_source(source: Path, capabilities: Path | None = None, *, name: str | N
 
 def _read_bundle(source: Path, *, name: str | None) -> SourceFiles:
     """Read members by name only: nothing is extracted, so no path in the archive is trusted."""
+    import tarfile  # here: listing what is installed (every CLI start) must not load it
+
     try:
         with tarfile.open(source, "r:gz") as tar:
             members = [m for m in tar.getmembers() if m.isfile()]

@@ -1,0 +1,319 @@
+"""``pincer doctor``: check this installation; every problem comes with its fix.
+
+Each check gives ``ok``, ``warn`` (works, but not as it should) or ``fail`` (something will not
+work), what it found, and for anything but ok a hint naming the command or config key that fixes
+it. Exit 1 when a check fails. Nothing is changed: the checks read files, start ``node
+--version``, run the sandbox's ``/bin/true`` smoke test and ask ``/healthz`` of a running gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, pincer_home, stderr
+from pincer.core.errors import PincerError
+
+__all__ = ["Check", "doctor", "run_checks"]
+
+GATEWAY_PROBE_TIMEOUT_S = 2.0
+NODE_VERSION_TIMEOUT_S = 10.0
+MIN_PYTHON = (3, 11)
+MIN_NODE_MAJOR = 18  # the MCP reference servers' floor
+_NODE_LAUNCHERS = ("npx", "node", "npm")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint}
+
+
+def doctor(as_json: bool = JsonOption) -> None:
+    """Check this installation; every problem comes with its fix.
+
+    Python, PINCER_HOME, the settings files, the secret key, the databases and the audit chain,
+    the sandbox, Node for npx-launched MCP servers, the MCP servers' commands, a running gateway,
+    and whether `pincer` on PATH is this installation. Exit 1 when a check fails.
+    """
+    from pincer.cli.progress import Steps
+
+    checks: list[Check] = []
+    with Steps(enabled=not as_json, lines=False) as steps:  # off a terminal each result is the line
+
+        def done(check: Check) -> None:
+            checks.append(check)
+            if not as_json:
+                _render(check)
+
+        run_checks(pincer_home(), on_check=done, on_stage=steps.stage)
+    failed = [c for c in checks if c.status == "fail"]
+    if as_json:
+        emit_json({"ok": not failed, "checks": [c.to_dict() for c in checks]})
+    else:
+        warned = sum(c.status == "warn" for c in checks)
+        summary = f"{len(failed)} failed, {warned} warnings" if failed or warned else "everything checks out"
+        stderr.print(summary, style="bold red" if failed else None, highlight=False)
+    if failed:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+_STYLES = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+
+
+def _render(check: Check) -> None:
+    stderr.print(f"[{_STYLES[check.status]}]{check.status:<4}[/] {check.name:<13}", end=" ", highlight=False)
+    stderr.print(check.detail, markup=False, highlight=False)  # paths and messages: never markup
+    if check.hint and check.status != "ok":
+        stderr.print(f"{'':18} fix: {check.hint}", markup=False, highlight=False, style="dim")
+
+
+def run_checks(home: Path, *, on_check: Callable[[Check], None], on_stage: Callable[[str], None]) -> None:
+    """Every check in order; ``on_stage`` hears what runs now, ``on_check`` each result."""
+    config = _config(home)
+    stages: list[tuple[str, str, Callable[[], list[Check]]]] = [
+        ("python", "checking Python", lambda: [_python()]),
+        ("home", "checking PINCER_HOME", lambda: [_home(home)]),
+        ("settings", "checking the settings files", lambda: [_settings(home)]),
+        ("secret key", "checking the secret key", lambda: [_secret_key(home)]),
+        ("database", "checking the databases and the audit chain", lambda: _databases(home)),
+        ("sandbox", "checking the sandbox (a /bin/true in each backend)", lambda: [_sandbox(config)]),
+        ("mcp server", "checking the MCP servers' commands", lambda: _mcp_commands(home)),
+        ("gateway", "asking a running gateway for /healthz", lambda: [_gateway(config)]),
+        ("path", "checking PATH", lambda: [_path()]),
+    ]
+    for name, stage, check in stages:
+        on_stage(stage)
+        try:
+            results = check()
+        except PincerError as exc:  # a check that cannot run says why instead of ending the report
+            results = [Check(name=name, status="fail", detail=exc.message, hint=exc.hint)]
+        for result in results:
+            on_check(result)
+
+
+def _config(home: Path) -> Any:
+    from pincer.config import Config, load_config
+
+    try:
+        return load_config(home)
+    except PincerError:
+        return Config(home=home, workspace=home / "workspace")  # the settings check reports why
+
+
+def _python() -> Check:
+    version = ".".join(str(v) for v in sys.version_info[:3])
+    if sys.version_info < MIN_PYTHON:
+        return Check(name="python", status="fail", detail=f"Python {version} is older than 3.11", hint="install Python 3.11 or newer and reinstall pincer")
+    return Check(name="python", status="ok", detail=f"Python {version} ({sys.executable})")
+
+
+def _home(home: Path) -> Check:
+    if not os.access(home, os.W_OK | os.X_OK):
+        return Check(name="home", status="fail", detail=f"{home} is not writable by you", hint="set PINCER_HOME to a directory of yours")
+    mode = stat.S_IMODE(home.stat().st_mode)
+    if mode & 0o077:
+        return Check(
+            name="home", status="warn", detail=f"{home} is open to other users (mode {mode:04o})", hint=f"chmod 700 {home}"
+        )
+    return Check(name="home", status="ok", detail=f"{home} (mode {mode:04o})")
+
+
+def _settings(home: Path) -> Check:
+    from pincer.config_check import check_home
+
+    reports = check_home(home)
+    problems = [(r, p) for r in reports for p in r.problems]
+    if problems:
+        report, first = problems[0]
+        where = f"{first.key}: " if first.key else ""
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return Check(
+            name="settings", status="fail", detail=f"{report.path}: {where}{first.message}{more}",
+            hint="`pincer config check` lists every problem with its fix",
+        )  # fmt: skip
+    present = [r.path.name for r in reports if r.exists]
+    return Check(name="settings", status="ok", detail=f"valid: {', '.join(present)}" if present else "no settings files: the defaults apply")
+
+
+def _secret_key(home: Path) -> Check:
+    from pincer.secrets.keys import KEY_FILE_NAME, load_or_create_key, parse_key
+    from pincer.secrets.store import SECRETS_DB_NAME
+
+    env = os.environ.get("PINCER_SECRET_KEY")
+    if env is not None and env.strip():
+        parse_key(env, source="PINCER_SECRET_KEY")  # a SecretError says what is wrong with it
+        return Check(name="secret key", status="ok", detail="from PINCER_SECRET_KEY (32 bytes)")
+    path = home / KEY_FILE_NAME
+    if not path.exists():
+        if (home / SECRETS_DB_NAME).exists():
+            return Check(
+                name="secret key", status="fail", detail=f"{path} is missing but {SECRETS_DB_NAME} holds secrets it encrypted",
+                hint="restore secret.key from a backup, or set PINCER_SECRET_KEY to the key; without it they cannot be read",
+            )  # fmt: skip
+        return Check(name="secret key", status="ok", detail=f"none yet: {path} is created (mode 0600) on first use")
+    load_or_create_key(home, None)  # reads it: refuses a wrong mode, owner or content with the fix
+    return Check(name="secret key", status="ok", detail=f"{path} (mode {stat.S_IMODE(path.stat().st_mode):04o})")
+
+
+def _databases(home: Path) -> list[Check]:
+    from pincer.cli.common import audit_key
+    from pincer.core.errors import PincerError
+    from pincer.secrets.store import SECRETS_DB_NAME
+    from pincer.store import AuditLog
+    from pincer.store.db import DB_FILENAME, integrity_problems, open_database
+
+    checks = []
+    database = home / DB_FILENAME
+    if not database.exists():
+        checks.append(Check(name="database", status="ok", detail=f"none yet: {database} is created on first use"))
+    elif problems := integrity_problems(database):
+        checks.append(Check(
+            name="database", status="fail", detail=f"{database} fails SQLite's quick_check: {problems[0]}",
+            hint=f"stop pincer, copy {database} aside and restore a backup (sqlite3's .recover salvages what it can)",
+        ))  # fmt: skip
+    else:
+        conn = open_database(home)
+        try:
+            records = AuditLog(conn, key=audit_key(home)).verify()
+        except PincerError as exc:  # a broken chain, or an audit key that is not this log's
+            checks.append(Check(name="audit chain", status="fail", detail=exc.message, hint="`pincer audit verify` names the first bad record"))
+        else:
+            checks.append(Check(name="database", status="ok", detail=f"{database} passes quick_check"))
+            checks.append(Check(name="audit chain", status="ok", detail=f"intact over {records} records"))
+        finally:
+            conn.close()
+    secrets_db = home / SECRETS_DB_NAME
+    if secrets_db.exists():
+        if problems := integrity_problems(secrets_db):
+            checks.append(Check(
+                name="secret store", status="fail", detail=f"{secrets_db} fails SQLite's quick_check: {problems[0]}",
+                hint="restore it from a backup, or remove it and set the secrets again with `pincer secrets set NAME`",
+            ))  # fmt: skip
+        else:
+            checks.append(Check(name="secret store", status="ok", detail=f"{secrets_db} passes quick_check"))
+    return checks
+
+
+def _sandbox(config: Any) -> Check:
+    from pincer.runtimes.script.detect import probe_all
+    from pincer.runtimes.script.settings import ScriptSettings
+
+    settings = ScriptSettings(backend=config.sandbox_backend, container_image=config.sandbox_container_image)
+    report = probe_all(settings)
+    if report["selected"]:
+        limits = report["limits"]["memory_and_pids"]
+        status = "ok" if report["cgroups"]["version"] != "none" else "warn"
+        hint = None if status == "ok" else "memory and process limits fall back to rlimits: `pincer sandbox doctor` says why"
+        return Check(name="sandbox", status=status, detail=f"script tools run in {report['selected']} (limits: {limits})", hint=hint)
+    why = [f"{b['name']}: {b['reason']}" for b in report["backends"] if not b["available"]]
+    hints = [b["hint"] for b in report["backends"] if not b["available"] and b["hint"]]
+    return Check(
+        name="sandbox", status="fail", detail=f"no sandbox backend works (backend = {config.sandbox_backend!r}): {'; '.join(why)}",
+        hint=(hints[0] + "; " if hints else "") + "`pincer sandbox doctor` shows every backend",
+    )  # fmt: skip
+
+
+def _mcp_commands(home: Path) -> list[Check]:
+    from pincer.runtimes.mcp.config import ServerStore
+
+    try:
+        servers = [s for s in ServerStore(home).load() if s.transport == "stdio"]
+    except PincerError:
+        return []  # the settings check reports the broken file
+    checks = [_node(needed_by=[s.name for s in servers if Path(s.command or "").name in _NODE_LAUNCHERS])]
+    for server in servers:
+        command = server.command or ""
+        found = shutil.which(command) if os.sep not in command else (command if os.access(command, os.X_OK) else None)
+        if found is None:
+            checks.append(Check(
+                name="mcp server", status="fail", detail=f"{server.name}: its command {command!r} is not found or not executable",
+                hint=f"install it, or fix the entry: `pincer mcp remove {server.name}` then `pincer mcp add`",
+            ))  # fmt: skip
+        else:
+            checks.append(Check(name="mcp server", status="ok", detail=f"{server.name}: {found}"))
+    return checks
+
+
+def _node(*, needed_by: list[str]) -> Check:
+    npx, node = shutil.which("npx"), shutil.which("node")
+    users = f" (needed by {', '.join(needed_by)})" if needed_by else ""
+    if npx is None or node is None:
+        if not needed_by:
+            return Check(name="node", status="ok", detail="not installed; only npx-launched MCP servers need it")
+        return Check(
+            name="node", status="fail", detail=f"{'npx' if npx is None else 'node'} is not on PATH{users}",
+            hint="install Node.js 18 or newer (it brings npx), e.g. apt-get install nodejs npm",
+        )  # fmt: skip
+    try:
+        done = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=NODE_VERSION_TIMEOUT_S, check=False)
+        version = done.stdout.strip()
+        major = int(version.lstrip("v").split(".")[0])
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return Check(name="node", status="warn", detail=f"{node} --version did not answer{users}", hint="reinstall Node.js 18 or newer")
+    if major < MIN_NODE_MAJOR:
+        return Check(
+            name="node", status="warn" if not needed_by else "fail", detail=f"Node {version} is older than {MIN_NODE_MAJOR}{users}",
+            hint="install Node.js 18 or newer",
+        )  # fmt: skip
+    return Check(name="node", status="ok", detail=f"Node {version}, npx at {npx}{users}")
+
+
+def _gateway(config: Any) -> Check:
+    settings = config.gateway
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{settings.port}/healthz"
+    if settings.port == 0:
+        return Check(name="gateway", status="ok", detail="[gateway] port = 0: pincer serve picks a free port each start")
+    try:
+        with urllib.request.urlopen(url, timeout=GATEWAY_PROBE_TIMEOUT_S) as response:
+            body = json.loads(response.read(4096) or b"{}")
+    except urllib.error.HTTPError as exc:
+        return _port_taken(url, f"it answers HTTP {exc.code}")
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ConnectionRefusedError):
+            return Check(name="gateway", status="warn", detail=f"no pincer serve answers at {url}", hint="`pincer serve` starts it")
+        return Check(name="gateway", status="warn", detail=f"{url} did not answer: {reason}", hint="`pincer serve` starts it; check [gateway] host")
+    except ValueError:
+        return _port_taken(url, "it does not answer JSON")
+    if not isinstance(body, dict) or body.get("status") != "ok":
+        return _port_taken(url, "its /healthz is not pincer's")
+    return Check(name="gateway", status="ok", detail=f"pincer serve {body.get('version', '?')} answers at {url}")
+
+
+def _port_taken(url: str, why: str) -> Check:
+    return Check(
+        name="gateway", status="fail", detail=f"something else listens at {url}: {why}",
+        hint="stop that program or choose another [gateway] port in config.toml",
+    )  # fmt: skip
+
+
+def _path() -> Check:
+    here = Path(sys.executable).parent / "pincer"
+    found = shutil.which("pincer")
+    if found is None:
+        return Check(name="path", status="warn", detail="pincer is not on PATH", hint=f'export PATH="{here.parent}:$PATH"')
+    if here.exists() and os.path.samefile(found, here):
+        return Check(name="path", status="ok", detail=f"pincer on PATH is this installation ({found})")
+    return Check(
+        name="path", status="warn", detail=f"pincer on PATH is {found}, not this installation ({here})",
+        hint=f'put {here.parent} first on PATH, or run {here}',
+    )  # fmt: skip

@@ -1,0 +1,399 @@
+"""``config.toml`` as people read it: every key, its default and what it does, from the schema.
+
+The keys, their types, bounds and defaults come from the pydantic schema in :mod:`pincer.config`
+(``_File``); this module adds only the sentence per key (``KEYS``, or a field's ``description``)
+and examples for keys without a default. ``pincer init`` writes :func:`render_template`,
+``docs/config.md`` holds :func:`render_reference`; tests parse the one back and compare the other,
+and fail for a schema key that has no sentence here, so neither can drift from the schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import re
+import textwrap
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from pincer.config import _File
+from pincer.core.effects import EffectKind
+
+__all__ = [
+    "KEYS",
+    "SECTIONS",
+    "KeyHelp",
+    "SchemaKey",
+    "render_reference",
+    "render_settings",
+    "render_template",
+    "schema_keys",
+    "toml_key",
+    "toml_value",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class KeyHelp:
+    """What a key does; ``example`` is TOML for a key that has no default to show."""
+
+    help: str
+    example: str | None = None
+
+
+# One line per key; "*" stands for a name of the user's (a session, a tool pattern).
+KEYS: dict[str, KeyHelp] = {
+    "approvals.timeout_s": KeyHelp(help="how long a call waits for an answer before it fails with approval_timeout"),
+    "approvals.when_no_elicitation": KeyHelp(
+        help="an MCP client that cannot show a question: wait keeps the call open (with progress notes saying how "
+        "to answer), return answers at once with the approval id"
+    ),
+    "audit.synchronous": KeyHelp(help="full: fsync every audit commit (durable across power loss, slower)"),
+    "output.max_bytes": KeyHelp(help="larger tool outputs are truncated with a marker"),
+    "idempotency.ttl_s": KeyHelp(help="how long a stored result answers a replay of the same idempotency key"),
+    "idempotency.max_entries": KeyHelp(help="stored results kept at most; the oldest go first"),
+    "network.allow_private": KeyHelp(help="let the http tool reach loopback, private and link-local addresses"),
+    "tools.timeout_s": KeyHelp(help="per call, for every runtime; an MCP server's own timeout_s applies within it"),
+    "tools.max_depth": KeyHelp(help="how deep tools may call tools (a WASM tool's tool-invoke)"),
+    "workspace.path": KeyHelp(
+        help="the directory read_file, write_file and list_dir work in (default: $PINCER_HOME/workspace)",
+        example='"~/pincer-workspace"',
+    ),
+    "sandbox.backend": KeyHelp(help="what script tools and exec run in; auto picks the first that works here"),
+    "sandbox.main_session_on_host": KeyHelp(
+        help="the main session runs script tools on the host, without the sandbox (only when that session is you)"
+    ),
+    "sandbox.use_workspace": KeyHelp(help="mount the workspace at /work instead of a fresh scratch directory"),
+    "sandbox.workdir_max_bytes": KeyHelp(
+        help="the most a run may put in its /work (and TMPDIR) in all; a run that fills it fails",
+        example="268435456",
+    ),
+    "sandbox.container_image": KeyHelp(
+        help="the image docker/podman run commands in; auto tries them only when this is set",
+        example='"debian:stable-slim"',
+    ),
+    "grants.tool": KeyHelp(help="a tool name or a * pattern, case-insensitive", example='"http"'),
+    "grants.effects": KeyHelp(
+        help=f"effect -> allow | ask | deny; the effects: {', '.join(EffectKind)}",
+        example='{ network = "allow", use_secret = "allow" }',
+    ),
+    "grants.default": KeyHelp(help="allow | ask | deny for every effect the map does not name", example='"ask"'),
+    "grants.hosts": KeyHelp(help="hosts a network effect may reach (* wildcards)", example='["api.github.com", "*.githubusercontent.com"]'),
+    "grants.expires": KeyHelp(help="after this time the grant no longer applies", example="2027-01-01T00:00:00Z"),
+    "grants.max_invocations": KeyHelp(help="the grant is used up after this many calls", example="500"),
+    "grants.sessions": KeyHelp(
+        help="only these sessions (* wildcards, kind:main, kind:non-main); without it, every session",
+        example='["kind:main"]',
+    ),
+    "sessions.*.kind": KeyHelp(help="main or non-main (the sandbox default lists)", example='"non-main"'),
+    "sessions.*.allow": KeyHelp(
+        help="tools (names, * patterns, group:NAME) this session may call; a non-empty list blocks the rest",
+        example='["group:fs", "echo", "http"]',
+    ),
+    "sessions.*.deny": KeyHelp(help="tools this session may never call; deny wins", example='["write_file"]'),
+    "limits.*.calls_per_minute": KeyHelp(help="calls of matching tools per rolling minute", example="30"),
+    "limits.*.calls_per_hour": KeyHelp(help="calls of matching tools per rolling hour", example="500"),
+    "credentials.secret": KeyHelp(help="the secret store entry to inject (`pincer secrets set NAME`)", example='"github_token"'),
+    "credentials.location": KeyHelp(
+        help="how it is sent: Authorization: Bearer, Basic, a header or a query parameter", example='"bearer"'
+    ),
+    "credentials.name": KeyHelp(help="the header or query parameter name (header and query_param)", example='"X-Api-Key"'),
+    "credentials.prefix": KeyHelp(help="text put before the value, e.g. for a custom scheme", example='"token "'),
+    "credentials.host_patterns": KeyHelp(help="hosts the credential is sent to", example='["api.github.com"]'),
+    "credentials.path_patterns": KeyHelp(help="URL paths it is sent with (a trailing * is a prefix); empty: any", example='["/repos/*"]'),
+    "gateway.host": KeyHelp(help="where pincer serve listens; a non-loopback address also needs allow_remote = true"),
+    "gateway.port": KeyHelp(help="0 picks a free port"),
+    "gateway.allow_remote": KeyHelp(help="allow listening on a non-loopback address"),
+    "gateway.session": KeyHelp(help="the session of the generated token (and of pincer mcp stdio)"),
+    "gateway.max_body_bytes": KeyHelp(help="larger request bodies get 413"),
+    "gateway.allowed_hosts": KeyHelp(help="Host names accepted besides 127.0.0.1, localhost and [::1]"),
+    "gateway.allowed_origins": KeyHelp(help='browser Origins accepted, e.g. "https://console.example"'),
+    "gateway.conformance_fixtures": KeyHelp(help="serve the MCP conformance suite's fixtures (tests only)"),
+    "gateway.tokens.sha256": KeyHelp(help="the sha256 of a token, never the token (`pincer token new` adds one)", example='"<64 hex digits>"'),
+    "gateway.tokens.session": KeyHelp(help="the session the token's calls run under", example='"ci-bot"'),
+}
+
+SECTIONS: dict[str, str] = {
+    "approvals": "Calls that need a person's answer.",
+    "audit": "The hash-chained audit log in $PINCER_HOME/pincer.db.",
+    "output": "Limits on what a tool returns.",
+    "idempotency": "Replays of calls made with an idempotency key.",
+    "network": "The http tool's reach.",
+    "tools": "Every tool call.",
+    "workspace": "The files the file tools see.",
+    "sandbox": "Where script tools and exec run.",
+    "grants": "Grants: what a tool may do without asking. One [[grants]] table per rule; the most specific match applies.",
+    "sessions": "Session policies by session name; a session not named here is non-main with the sandbox defaults.",
+    "limits": "Rate limits by tool name or * pattern.",
+    "credentials": "Secrets the http tool injects into requests to matching hosts; the caller never sees them.",
+    "gateway": "pincer serve and pincer mcp stdio.",
+    "gateway.tokens": "More gateway tokens, each with its session.",
+}
+
+# Names shown for the "*" of a map, in examples.
+_MAP_EXAMPLE_NAMES = {"sessions": "ci-bot", "limits": "http"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SchemaKey:
+    """One key of config.toml as the schema defines it."""
+
+    path: str  # "approvals.timeout_s", "grants.tool", "sessions.*.kind"
+    section: str  # "approvals", "grants", "sessions", "gateway.tokens"
+    shape: str  # "table" ([section]), "array" ([[section]]) or "map" ([section.NAME])
+    name: str
+    type: str  # as a person reads it: "number", "true | false", "auto | bwrap | ..."
+    default: Any  # PydanticUndefined when the key is required
+    bounds: str  # "> 0, <= 86400" or ""
+    help: str
+    example: str | None
+
+    @property
+    def is_required(self) -> bool:
+        return self.default is PydanticUndefined
+
+    @property
+    def default_toml(self) -> str | None:
+        """The default as TOML, or None when there is nothing to write (required, or no value)."""
+        if self.is_required or self.default is None:
+            return None
+        return toml_value(self.default)
+
+
+def schema_keys() -> list[SchemaKey]:
+    """Every key of config.toml in file order; ``KeyError`` names a key with no sentence in KEYS."""
+    return list(_walk(_File, prefix="", section="", shape="table"))
+
+
+def _walk(model: type[BaseModel], *, prefix: str, section: str, shape: str) -> Iterator[SchemaKey]:
+    nested: list[tuple[str, type[BaseModel], str]] = []
+    for name, field in model.model_fields.items():
+        inner, kind = _nested_model(field.annotation)
+        if inner is not None:
+            nested.append((name, inner, kind))
+            continue
+        path = f"{prefix}{name}"
+        described = _help(path, field)
+        yield SchemaKey(
+            path=path, section=section, shape=shape, name=name, type=_type_name(field.annotation),
+            default=_default(field), bounds=_bounds(field), help=described.help, example=described.example,
+        )  # fmt: skip
+    for name, inner, kind in nested:
+        here = f"{prefix}{name}"
+        if kind == "map":
+            yield from _walk(inner, prefix=f"{here}.*.", section=here, shape="map")
+        else:
+            yield from _walk(inner, prefix=f"{here}.", section=here, shape=kind)
+
+
+def _nested_model(annotation: Any) -> tuple[type[BaseModel] | None, str]:
+    """A section model, a list of them (an array of tables) or a map of them, else (None, "")."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, "table"
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is list and args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+        return args[0], "array"
+    if origin is dict and len(args) == 2 and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+        return args[1], "map"
+    return None, ""
+
+
+def _help(path: str, field: FieldInfo) -> KeyHelp:
+    if path in KEYS:
+        return KEYS[path]
+    if field.description:
+        return KeyHelp(help=field.description)
+    raise KeyError(f"config key {path} has no help: add it to KEYS in pincer/config_template.py")
+
+
+def _default(field: FieldInfo) -> Any:
+    if field.default_factory is not None:
+        return field.default_factory()  # type: ignore[call-arg]
+    return field.default
+
+
+def _bounds(field: FieldInfo) -> str:
+    found: dict[str, Any] = {}
+    for item in field.metadata:
+        for attr in ("gt", "ge", "lt", "le", "min_length", "max_length", "pattern"):
+            if getattr(item, attr, None) is not None:
+                found[attr] = getattr(item, attr)
+    parts = [f"{sign} {_number(found[attr])}" for attr, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")) if attr in found]
+    low, high = found.get("min_length"), found.get("max_length")
+    one, many = ("entry", "entries") if get_origin(field.annotation) is list else ("character", "characters")
+    if low is not None or high is not None:
+        parts.append(f"{low or 0}-{high} {many}" if high is not None else f"at least {low} {one if low == 1 else many}")
+    if "pattern" in found:
+        parts.append(f"matching {found['pattern']}")
+    return ", ".join(parts)
+
+
+def _number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _type_name(annotation: Any) -> str:
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        named = [_type_name(a) for a in args if a is not type(None)]
+        return " | ".join(named)
+    if origin is Literal:
+        return " | ".join(str(a) for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        key = args[0]
+        key_name = key.__name__.removesuffix("Kind").lower() if isinstance(key, type) and issubclass(key, enum.Enum) else _type_name(key)
+        return f"table of {key_name} = {_type_name(args[1])}"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " | ".join(str(m.value) for m in annotation)
+    names = {bool: "true | false", int: "integer", float: "number", str: "string"}
+    if annotation in names:
+        return names[annotation]
+    return getattr(annotation, "__name__", str(annotation)).replace("datetime", "date-time")
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML text: scalars, date-times, lists of them, and tables of them (inline)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return toml_value(value.value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 120, as people write it; the schema takes it as 120.0
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a TOML basic string uses JSON's escapes
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def toml_key(key: Any) -> str:
+    """A table key: bare when TOML allows it, else quoted."""
+    text = str(key.value if isinstance(key, enum.Enum) else key)
+    return text if _BARE_KEY.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def render_settings(data: _File) -> str:
+    """The settings in force (``pincer config show``) as config.toml: every key with its value,
+    defaults included, in the same order as the template; parses back to the same settings."""
+    lines: list[str] = ["# the settings in force: config.toml with every default filled in"]
+    dumped = data.model_dump()
+    keys = schema_keys()
+    for section in dict.fromkeys(k.section for k in keys):
+        group = [k for k in keys if k.section == section]
+        shape = group[0].shape
+        value: Any = dumped
+        for part in section.split("."):
+            value = value[part]
+        if shape == "table":
+            lines += ["", f"[{section}]"]
+            lines += [f"{k.name} = {toml_value(value[k.name])}" for k in group if value[k.name] is not None]
+        elif shape == "array":
+            for entry in value:
+                lines += ["", f"[[{section}]]"]
+                lines += [f"{k.name} = {toml_value(entry[k.name])}" for k in group if entry[k.name] is not None]
+        else:
+            for name, entry in value.items():
+                lines += ["", f"[{section}.{toml_key(name)}]"]
+                lines += [f"{k.name} = {toml_value(entry[k.name])}" for k in group if entry[k.name] is not None]
+    return "\n".join(lines) + "\n"
+
+
+_WIDTH = 38  # where the trailing "# what it does" comments line up in the template
+_LINE_CHARS = 100
+
+
+def render_template() -> str:
+    """The commented config.toml ``pincer init`` writes: every key at its default, commented out,
+    so the file changes nothing until a line is uncommented (and later defaults still apply)."""
+    lines = [
+        "# pincer settings: $PINCER_HOME/config.toml. Written by `pincer init`.",
+        "#",
+        "# Every setting is shown at its default, commented out: uncomment a line to change it.",
+        "# Unknown keys are errors (a typo must not change your policy silently); every error names",
+        "# the key. Check the file with `pincer config check`; docs/config.md lists every key.",
+    ]
+    keys = schema_keys()
+    for section in dict.fromkeys(k.section for k in keys):
+        group = [k for k in keys if k.section == section]
+        shape = group[0].shape
+        lines += ["", f"# {SECTIONS.get(section, section)}"]
+        if shape == "table":
+            lines.append(f"[{section}]")
+            for key in group:
+                value = key.default_toml if key.default_toml is not None else key.example
+                lines.append(_with_comment(f"# {key.name} = {value}", _describe(key)))
+        else:
+            header = f"[[{section}]]" if shape == "array" else f"[{section}.{_MAP_EXAMPLE_NAMES.get(section, 'NAME')}]"
+            lines.append(f"# {header}")
+            for key in group:
+                value = key.example if key.example is not None else key.default_toml
+                lines.append(_with_comment(f"# {key.name} = {value}", _describe(key)))
+    return "\n".join(lines) + "\n"
+
+
+def _describe(key: SchemaKey) -> str:
+    text = key.help
+    if key.is_required:
+        text = f"(required) {text}"
+    elif key.default is None and key.shape == "table":
+        text = f"{text}; unset by default"
+    return text
+
+
+def _with_comment(line: str, comment: str) -> str:
+    """``line`` with ``comment`` after it, wrapped into aligned ``#`` lines past _LINE_CHARS."""
+    if len(line) >= _WIDTH:  # a long example: its comment goes on the lines below
+        return "\n".join([line, *(f"{'#'.ljust(_WIDTH)} # {part}" for part in _wrap(comment))])
+    first, *rest = _wrap(comment)
+    return "\n".join([f"{line.ljust(_WIDTH)} # {first}", *(f"{'#'.ljust(_WIDTH)} # {part}" for part in rest)])
+
+
+def _wrap(text: str) -> list[str]:
+    return textwrap.wrap(text, width=_LINE_CHARS - _WIDTH - 3, break_on_hyphens=False) or [""]
+
+
+def render_reference() -> str:
+    """The key reference of docs/config.md: one table per section, generated from the schema."""
+    out: list[str] = []
+    keys = schema_keys()
+    for section in dict.fromkeys(k.section for k in keys):
+        group = [k for k in keys if k.section == section]
+        shape = group[0].shape
+        header = {"table": f"[{section}]", "array": f"[[{section}]]", "map": f"[{section}.NAME]"}[shape]
+        out += [f"### `{header}`", "", SECTIONS.get(section, ""), "", "| key | type | default | what it does |", "| --- | --- | --- | --- |"]
+        for key in group:
+            if key.is_required:
+                default = "required"
+            elif key.default_toml is None:
+                default = "unset"
+            else:
+                default = f"`{key.default_toml}`"
+            kind = key.type + (f" ({key.bounds})" if key.bounds else "")
+            out.append(f"| `{key.name}` | {_cell(kind)} | {_cell(default)} | {_cell(key.help)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
