@@ -48,6 +48,7 @@ class Pincer:
         self.registry = Registry()
         self.wasm: Any = None
         self._scripts: Runtime | None = None
+        self.skills: Any = None  # pincer.skills.SkillLibrary when skills are enabled
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
@@ -74,6 +75,7 @@ class Pincer:
         external: bool = True,
         scripts: bool = True,
         wasm: bool = True,
+        skills: bool = True,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``."""
@@ -92,6 +94,8 @@ class Pincer:
                 await pincer._add_wasm_runtime()
             if external:
                 await pincer._add_external_runtimes()
+            if skills and config.skills.enabled:
+                await pincer._add_skills()
             yield pincer
         finally:
             with anyio.CancelScope(shield=True):
@@ -103,7 +107,81 @@ class Pincer:
         self.wasm = WasmRuntime(self.home, scanner=self.scanner)
         await self.add_runtime(self.wasm)
 
+    async def _add_skills(self) -> None:
+        """The skill library, the ``skill`` tool and the tools made from skills' capabilities."""
+        from pincer.skills.library import SkillLibrary
+        from pincer.skills.runtime import SkillTool, SkillToolRuntime
+
+        config = self.config
+        self.skills = await anyio.to_thread.run_sync(lambda: SkillLibrary.from_config(config))
+        await self.add_runtime(
+            SkillTool(self.skills, specs=self.registry.list, grants=lambda: config.grants + tuple(self.grants.all()))
+        )
+        tools = await anyio.to_thread.run_sync(
+            lambda: SkillToolRuntime(
+                self.skills, home=self.home, script_settings=self.script_settings(), separator=config.skills.tool_separator
+            )
+        )
+        await self.add_runtime(tools)
+
+    def script_settings(self) -> Any:
+        """The sandbox settings of config.toml, as the script runtime and skill tools use them."""
+        from pincer.runtimes.script.installed import load_exec_policy
+        from pincer.runtimes.script.settings import ScriptSettings
+
+        config = self.config
+        return ScriptSettings(
+            backend=config.sandbox_backend,
+            main_session_on_host=config.sandbox_main_session_on_host,
+            use_workspace=config.sandbox_use_workspace,
+            container_image=config.sandbox_container_image,
+            exec_policy=load_exec_policy(self.home),
+        )
+
+    async def install_skill_deps(self, name: str) -> Any:
+        """Install one skill's dependencies (``pincer skills deps NAME``) and reload the library."""
+        from pincer.skills.deps import install_deps
+
+        skill = self.skills.get(name)
+        settings = self.config.skills
+        result = await install_deps(
+            skill,
+            home=self.home,
+            script_settings=self.script_settings(),
+            npm_registry=settings.npm_registry,
+            pip_index=settings.pip_index,
+            allow_private_network=self.config.allow_private_network,
+        )
+        await anyio.to_thread.run_sync(self.skills.reload)
+        return result
+
+    async def _install_missing_skill_deps(self) -> None:
+        from pincer.skills.deps import dependency_files, deps_problem
+
+        for skill in list(self.skills.skills):
+            if dependency_files(skill) and deps_problem(self.home, skill) is not None:
+                try:
+                    await self.install_skill_deps(skill.name)
+                except PincerError as exc:
+                    logger.warning("installing the dependencies of skill %s failed: %s", skill.name, exc)
+
     async def watch_installed_tools(
+        self,
+        interval_s: float = TOOL_WATCH_INTERVAL_S,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Watch installed tools and, when skills are enabled, SKILL.md files (added, changed or
+        removed ones are picked up within a second); missing skill dependencies are installed in
+        the background when ``[skills] auto_install_deps`` is on. Runs until cancelled."""
+        async with anyio.create_task_group() as tg:
+            if self.skills is not None:
+                await tg.start(self.skills.watch)
+                if self.config.skills.auto_install_deps:
+                    tg.start_soon(self._install_missing_skill_deps)
+            await self._watch_tools(interval_s, task_status=task_status)
+
+    async def _watch_tools(
         self,
         interval_s: float = TOOL_WATCH_INTERVAL_S,
         *,

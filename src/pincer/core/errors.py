@@ -8,9 +8,11 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ToolNotFound           404
     │   ├── ArgumentsInvalid       422  args fail the tool's JSON Schema
     │   ├── IdempotencyConflict    409  a key reused with different arguments
-    │   └── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
+    │   ├── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
+    │   └── SkillNotFound          404  no loaded skill has that name
     ├── ConfigError                503  config.toml or another settings file is unusable
     ├── ManifestError              422  a capabilities or registry manifest is malformed
+    │   └── SkillError             422  a SKILL.md that cannot be loaded, or a skill that cannot render
     ├── PolicyError                403  the call chain refused the call
     │   ├── Denied                 403  session policy or a grant says deny
     │   ├── ApprovalDenied         403  a person answered deny
@@ -56,6 +58,8 @@ __all__ = [
     "ApprovalGone",
     "InputRequired",
     "ClientCapabilityMissing",
+    "SkillError",
+    "SkillNotFound",
     "error_class",
     "http_status",
 ]
@@ -120,6 +124,28 @@ class ManifestError(PincerError):
         super().__init__(where + message, hint=hint)
         self.source = source
         self.key = key
+
+
+class SkillError(ManifestError):
+    """A SKILL.md that cannot be loaded (the message names the file and the line), or a skill
+    whose template or parameters cannot be rendered."""
+
+    code = "skill_error"
+    http_status = 422
+
+    def __init__(
+        self, message: str, *, source: str = "SKILL.md", line: int | None = None, key: str = "", hint: str | None = None
+    ) -> None:
+        where = f"{source}:{line}" if line else source
+        super().__init__(message, source=where, key=key, hint=hint)
+        self.line = line
+        self.path = source
+        self.detail = message  # the message without the file and line in front
+
+
+class SkillNotFound(UsageError):
+    code = "skill_not_found"
+    http_status = 404
 
 
 class PolicyError(PincerError):
