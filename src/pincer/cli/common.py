@@ -66,7 +66,7 @@ async def open_pincer(*, builtins: bool = True) -> AsyncIterator[Any]:
 
 def exit_code_for(error: PincerError | dict[str, Any]) -> int:
     code = error.code if isinstance(error, PincerError) else str(error.get("code", ""))
-    usage_codes = {"usage_error", "tool_not_found", "invalid_arguments", "idempotency_conflict", "config_error"}
+    usage_codes = {"usage_error", "tool_not_found", "invalid_arguments", "idempotency_conflict", "config_error", "skill_not_found"}
     return EXIT_USAGE if code in usage_codes else EXIT_FAILURE
 
 

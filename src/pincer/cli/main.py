@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from pincer import __version__
-from pincer.cli import approvals, audit, demo, mcp, openapi, policy, sandbox, secrets, serve, tools, wasm
+from pincer.cli import approvals, audit, demo, mcp, openapi, policy, sandbox, secrets, serve, skills, tools, wasm
 
 app = typer.Typer(
     name="pincer",
@@ -23,6 +23,7 @@ app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(mcp.app, name="mcp")
 app.add_typer(openapi.app, name="openapi")
 app.add_typer(wasm.app, name="wasm")
+app.add_typer(skills.app, name="skills")
 app.add_typer(serve.token_app, name="token")
 app.command("demo")(demo.demo)
 app.command("serve")(serve.serve)

@@ -27,7 +27,7 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
-from pincer.core.errors import SkillError
+from pincer.core.errors import ArgumentsInvalid, SkillError
 from pincer.skills.model import Dialect, Parameter, ParamType, Skill
 
 __all__ = [
@@ -144,7 +144,7 @@ def parse_param_pairs(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise SkillError(f"--param {pair!r} is not KEY=VALUE", source="--param", hint="e.g. --param path=src/app.py")
+            raise ArgumentsInvalid(f"--param {pair!r} is not KEY=VALUE", hint="e.g. --param path=src/app.py")
         params[key.strip()] = value
     return params
 
@@ -156,9 +156,8 @@ def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool =
     unknown = sorted(set(given) - set(declared))
     if unknown and not allow_extra:
         known = ", ".join(declared) or "none"
-        raise SkillError(
+        raise ArgumentsInvalid(
             f"skill {skill.name!r} has no parameter {', '.join(repr(u) for u in unknown)}",
-            source=str(skill.path),
             hint=f"its parameters: {known} (`pincer skills show {skill.name}`)",
         )
     values: dict[str, Any] = {}
@@ -168,11 +167,10 @@ def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool =
         elif param.default is not None:
             values[name] = param.default
         elif param.required:
-            raise SkillError(
+            raise ArgumentsInvalid(
                 f"skill {skill.name!r} needs parameter {name!r} ({param.type.value})"
                 + (f": {param.description}" if param.description else ""),
-                source=str(skill.path),
-                hint=f"pass it: --param {name}=VALUE",
+                    hint=f"pass it: --param {name}=VALUE",
             )
     if allow_extra:
         values.update({k: v for k, v in given.items() if k not in declared})
@@ -180,10 +178,9 @@ def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool =
 
 
 def _coerce(skill: Skill, param: Parameter, value: Any) -> Any:
-    def bad(expected: str) -> SkillError:
-        return SkillError(
+    def bad(expected: str) -> ArgumentsInvalid:
+        return ArgumentsInvalid(
             f"parameter {param.name!r} of skill {skill.name!r} must be {expected}, got {str(value)[:60]!r}",
-            source=str(skill.path),
             hint=f"pass --param {param.name}=VALUE with a {param.type.value}",
         )
 
@@ -244,9 +241,8 @@ def _coerce(skill: Skill, param: Parameter, value: Any) -> Any:
             raise bad("a list" if kind is ParamType.ARRAY else "a JSON object")
     if param.enum is not None and result not in param.enum:
         allowed = ", ".join(repr(v) for v in param.enum)
-        raise SkillError(
+        raise ArgumentsInvalid(
             f"parameter {param.name!r} of skill {skill.name!r} must be one of {allowed}, got {result!r}",
-            source=str(skill.path),
             hint=f"pass --param {param.name}=VALUE with one of the allowed values",
         )
     return result
