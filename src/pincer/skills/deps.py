@@ -155,13 +155,13 @@ async def install_deps(
         runs: list[tuple[str, list[str], tuple[str, ...], dict[str, str]]] = []
         if "package.json" in files:
             runs.append(("npm", _npm_command(npm_registry), _registry_hosts(npm_registry, what="npm_registry"), {
-                "npm_config_userconfig": "/dev/null", "npm_config_globalconfig": "/dev/null",
+                "npm_config_userconfig": "/work/.npmrc", **_system_ca("NODE_EXTRA_CA_CERTS"),
                 "npm_config_update_notifier": "false", "npm_config_cache": "/work/.npm",
             }))  # fmt: skip
         if "requirements.txt" in files or "pyproject.toml" in files:
             runs.append(("pip", _pip_command(pip_index), _registry_hosts(pip_index, what="pip_index"), {
                 "PIP_CONFIG_FILE": "/dev/null", "PYTHONNOUSERSITE": "1", "PIP_NO_INPUT": "1",
-                "PIP_BREAK_SYSTEM_PACKAGES": "1",
+                "PIP_BREAK_SYSTEM_PACKAGES": "1", **_system_ca("PIP_CERT"),
             }))  # fmt: skip
         for manager, command, hosts, env in runs:
             manifest = parse_manifest(
@@ -215,6 +215,15 @@ async def install_deps(
         return DepsResult(skill=skill.name, managers=tuple(managers), path=target, digest=digest, log="\n".join(logs))
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def _system_ca(variable: str) -> dict[str, str]:
+    """Trust the system's CA bundle (bound read-only into the sandbox) besides the tool's own, as
+    the host does: a registry behind a corporate TLS proxy works in the sandbox too."""
+    return {variable: SYSTEM_CA_BUNDLE} if os.path.isfile(SYSTEM_CA_BUNDLE) else {}
 
 
 def _write_stage(stage: Path, files: Mapping[str, bytes]) -> None:
