@@ -72,7 +72,7 @@ def test_a_broken_file_is_an_error_naming_file_and_line_and_the_others_still_loa
     report = SkillLoader(WalkLimits(max_file_bytes=4096)).load([Root(label="r", path=tmp_path)])
     assert [s.name for s in report.skills] == ["good"]
     errors = {e.path.parent.name: e for e in report.errors}
-    assert errors["bad"].line == 4 and "not valid YAML" in errors["bad"].message
+    assert errors["bad"].line == 3 and "not valid YAML" in errors["bad"].message
     assert "binary" in errors["binary"].message
     assert "larger than the 4,096 byte limit" in errors["big"].message and "max_file_bytes" in (errors["big"].hint or "")
 

@@ -85,6 +85,8 @@ def _load(text: str, *, source: str, first_line: int) -> dict[str, Any]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = first_line + mark.line if mark is not None else first_line
+        # An unclosed bracket is noticed at the end of the stream: point at the last real line.
+        line = min(line, first_line + max(text.rstrip("\n").count("\n"), 0))
         problem = exc.problem or exc.context or "malformed YAML"
         raise SkillError(
             f"the frontmatter is not valid YAML: {problem}",
