@@ -152,7 +152,8 @@ class Pincer:
             pip_index=settings.pip_index,
             allow_private_network=self.config.allow_private_network,
         )
-        await anyio.to_thread.run_sync(self.skills.reload)
+        if await anyio.to_thread.run_sync(lambda: self.skills.reload(notify=False)):
+            self.skills._notify()
         return result
 
     async def _install_missing_skill_deps(self) -> None:

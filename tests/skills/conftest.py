@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
@@ -10,9 +11,9 @@ def write_skill(root: Path, name: str, frontmatter: str = "", body: str = "Do th
     target = root / (folder or name)
     target.mkdir(parents=True, exist_ok=True)
     lines = frontmatter.strip("\n")
-    if "name:" not in lines:
+    if not re.search(r"^name:", lines, re.MULTILINE):
         lines = f"name: {name}\n" + lines
-    if "description:" not in lines:
+    if not re.search(r"^description:", lines, re.MULTILINE):
         lines += f"\ndescription: The {name} skill"
     (target / "SKILL.md").write_text(f"---\n{lines.strip()}\n---\n{body}")
     return target / "SKILL.md"

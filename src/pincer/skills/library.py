@@ -98,12 +98,15 @@ class SkillLibrary:
         self._by_name = {s.name: s for s in skills}
         changed = before != ({s.name: (s.content_hash, str(s.path)) for s in skills}, eligibility)
         if changed and notify:
-            for listener in list(self._listeners):
-                try:
-                    listener()
-                except Exception:  # one broken subscriber must not stop the others
-                    logger.exception("skill change listener failed")
+            self._notify()
         return changed
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:  # one broken subscriber must not stop the others
+                logger.exception("skill change listener failed")
 
     def _environment(self) -> Environment:
         home = self.home
@@ -149,9 +152,14 @@ class SkillLibrary:
                 continue
             seen = now
             try:
-                await anyio.to_thread.run_sync(self.reload)
+                # Parsing in a worker thread; subscribers (the gateway, the registry) hear of it
+                # here, on the event loop.
+                changed = await anyio.to_thread.run_sync(lambda: self.reload(notify=False))
             except Exception:  # a bad moment on disk must not end the watch
                 logger.exception("reloading skills failed")
+                continue
+            if changed:
+                self._notify()
 
     # -- reading -------------------------------------------------------------------------------
 
