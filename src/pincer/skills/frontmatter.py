@@ -29,7 +29,6 @@ MAX_NESTING = 64
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = re.compile(r"^(?:---|\.\.\.)[ \t]*$")
 _PLAIN_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z0-9_][A-Za-z0-9_.-]*):[ \t]+(?P<value>\S.*)$")
-_ALIAS = re.compile(r"(?:^|[\s\[{,:-])[&*][^\s\[\]{},]+")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -78,10 +77,10 @@ def parse_yaml(text: str, *, source: str, first_line: int = 1) -> tuple[dict[str
 
 
 def _load(text: str, *, source: str, first_line: int) -> dict[str, Any]:
-    if "&" in text or "*" in text:
-        _refuse_aliases(text, source=source, first_line=first_line)
     try:
-        value = yaml.load(text, Loader=_LOADER)
+        # Composed by libyaml (when present) and turned into values here: cheaper than PyYAML's
+        # constructor, and the walk sees aliases (a node met twice) and counts every value.
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = first_line + mark.line if mark is not None else first_line
@@ -95,71 +94,91 @@ def _load(text: str, *, source: str, first_line: int) -> dict[str, Any]:
             hint="quote values that contain ': ' or start with a special character",
         ) from None
     except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError, AttributeError) as exc:
-        # PyYAML's constructors raise plain Python errors for values they cannot build (an
-        # impossible date, a huge exponent); all of them mean the same thing to the user.
+        # PyYAML raises plain Python errors for some inputs; all mean the same thing to the user.
         raise SkillError(
             f"the frontmatter is not valid YAML: {type(exc).__name__}: {str(exc)[:200]}",
             source=source,
             line=first_line,
             hint="check the values' syntax",
         ) from None
-    if value is None:
+    if root is None:
         return {}
-    if not isinstance(value, dict):
+    if not isinstance(root, yaml.MappingNode):
         raise SkillError(
-            f"the frontmatter must be a mapping of keys to values, not a {type(value).__name__}",
+            f"the frontmatter must be a mapping of keys to values, not a {_NODE_KINDS.get(type(root), 'value')}",
             source=source,
             line=first_line,
             hint="write one 'key: value' per line",
         )
-    budget = [MAX_FRONTMATTER_NODES]
-    plain = _plain(value, budget, 0, source)
-    assert isinstance(plain, dict)
-    return plain
+    value = _Walk(source=source, first_line=first_line).value(root, 0)
+    assert isinstance(value, dict)
+    return value
 
 
-def _refuse_aliases(text: str, *, source: str, first_line: int) -> None:
-    """Anchors and aliases have no use in frontmatter and are how tiny files expand enormously.
-    Checked on the token stream, so a ``*`` or ``&`` inside a quoted string is fine."""
-    if not _ALIAS.search(text):
-        return
-    try:
-        for token in yaml.scan(text, Loader=_LOADER):
-            if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
-                raise SkillError(
-                    "the frontmatter uses YAML anchors or aliases, which skills do not allow",
-                    source=source,
-                    line=first_line + token.start_mark.line,
-                    hint="write the value out instead of referring to an anchor",
-                )
-    except yaml.YAMLError:
-        return  # the loader reports the syntax error itself, with its line
+_NODE_KINDS: dict[type, str] = {yaml.ScalarNode: "single value", yaml.SequenceNode: "list"}
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_YAML_TAG = "tag:yaml.org,2002:"
+_STR, _INT, _FLOAT, _BOOL, _NULL = (_YAML_TAG + t for t in ("str", "int", "float", "bool", "null"))
 
 
-def _plain(value: Any, budget: list[int], depth: int, source: str) -> Any:
-    budget[0] -= 1
-    if budget[0] < 0 or depth > MAX_NESTING:
-        raise SkillError(
-            f"the frontmatter is too large or too deeply nested (more than {MAX_FRONTMATTER_NODES} values "
-            f"or {MAX_NESTING} levels)",
-            source=source,
-            hint="frontmatter holds metadata; move long content into the body or a file",
-        )
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, dict):
-        return {_key(k): _plain(v, budget, depth + 1, source) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, budget, depth + 1, source) for v in value]
-    if isinstance(value, (dt.date, dt.datetime, dt.time)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, (set, frozenset)):
-        return sorted((_plain(v, budget, depth + 1, source) for v in value), key=str)
-    return str(value)
+class _Walk:
+    """Nodes to plain JSON values under a node budget; aliases and foreign tags refused."""
+
+    def __init__(self, *, source: str, first_line: int) -> None:
+        self.source = source
+        self.first_line = first_line
+        self.budget = MAX_FRONTMATTER_NODES
+        self.seen: set[int] = set()
+
+    def _fail(self, node: Any, message: str, hint: str) -> SkillError:
+        mark = getattr(node, "start_mark", None)
+        line = self.first_line + mark.line if mark is not None else None
+        return SkillError(message, source=self.source, line=line, hint=hint)
+
+    def value(self, node: Any, depth: int) -> Any:
+        self.budget -= 1
+        if self.budget < 0 or depth > MAX_NESTING:
+            raise SkillError(
+                f"the frontmatter is too large or too deeply nested (more than {MAX_FRONTMATTER_NODES} values "
+                f"or {MAX_NESTING} levels)",
+                source=self.source,
+                hint="frontmatter holds metadata; move long content into the body or a file",
+            )
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node)
+        if id(node) in self.seen:
+            raise self._fail(
+                node,
+                "the frontmatter uses YAML anchors or aliases, which skills do not allow",
+                "write the value out instead of referring to an anchor",
+            )
+        self.seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            return [self.value(child, depth + 1) for child in node.value]
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            result[_key(self.value(key_node, depth + 1))] = self.value(value_node, depth + 1)
+        return result
+
+    def _scalar(self, node: Any) -> Any:
+        tag = node.tag
+        if tag == _STR:
+            return node.value
+        try:
+            if tag == _INT:
+                return _CONSTRUCTOR.construct_yaml_int(node)
+            if tag == _FLOAT:
+                number = _CONSTRUCTOR.construct_yaml_float(node)
+                return number if math.isfinite(number) else node.value
+            if tag == _BOOL:
+                return _CONSTRUCTOR.construct_yaml_bool(node)
+            if tag == _NULL:
+                return None
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise self._fail(node, f"the frontmatter holds a value YAML cannot read ({exc})", "quote it") from None
+        if tag.startswith(_YAML_TAG):
+            return node.value  # timestamps, binary, ...: the text as written
+        raise self._fail(node, f"the frontmatter uses the YAML tag {tag[:60]!r}, which skills do not allow", "remove the tag")
 
 
 def _key(key: Any) -> str:
