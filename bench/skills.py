@@ -30,10 +30,7 @@ from pincer.skills import Root, SkillLibrary
 COUNT = 1_000
 REPEATS = 7
 SELECT_MESSAGES = 400
-WORDS = (
-    "deploy review release weather github issue summarize translate invoice calendar email slack docker kubernetes "
-    "postgres backup audit lint test benchmark report chart travel recipe budget music video image pdf"
-).split()
+WORDS = ["deploy", "review", "release", "weather", "github", "issue", "summarize", "translate", "invoice", "calendar", "email", "slack", "docker", "kubernetes", "postgres", "backup", "audit", "lint", "test", "benchmark", "report", "chart", "travel", "recipe", "budget", "music", "video", "image", "pdf"]
 
 
 def _frontmatter(index: int, rng: random.Random) -> str:

@@ -158,6 +158,11 @@ async def test_skill_changes_reach_clients_as_list_changed(pincer_home: Path, tm
                     event = await events.__anext__()
                 assert type(event).__name__ == "PromptsListChanged"
                 assert "greet" in {p.name for p in (await client.list_prompts(cache_mode="bypass")).prompts}
+                skill_md.write_text(skill_md.read_text().replace("The greet skill", "Greets anyone"))
+                with anyio.fail_after(NOTIFICATION_TIMEOUT_S):
+                    await events.__anext__()
+                prompts = {p.name: p for p in (await client.list_prompts(cache_mode="bypass")).prompts}
+                assert prompts["greet"].description == "Greets anyone"
                 skill_md.unlink()
                 with anyio.fail_after(NOTIFICATION_TIMEOUT_S):
                     await events.__anext__()
