@@ -293,3 +293,35 @@ async def test_an_honest_server_in_memory_installs(tmp_path: Path) -> None:
     assert (tmp_path / "installed" / "skills" / "sly" / "run.sh").read_bytes() == b"echo hi\n"
     origin = json.loads((tmp_path / "installed" / "skills" / "sly" / ".pincer-origin.json").read_text())
     assert origin["server"] == "honest"
+
+
+async def test_pincer_mcp_stdio_serves_skills_as_prompts_next_to_the_fixtures(pincer_home: Path, tmp_path: Path) -> None:
+    from mcp import StdioServerParameters
+
+    from tests.gateway.conftest import PINCER_BIN
+
+    make_greet(pincer_home)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}, "PINCER_HOME": str(pincer_home), "HOME": str(tmp_path / "user-home")}
+    server = StdioServerParameters(command=str(PINCER_BIN), args=["mcp", "stdio", "--conformance-fixtures"], env=env)
+    with anyio.fail_after(60):
+        async with Client(server, mode="legacy") as client:
+            names = {p.name for p in (await client.list_prompts()).prompts}
+            got = await client.get_prompt("greet", {"who": "Cy"})
+    assert {"greet", "code-review", "test_simple_prompt"} <= names
+    assert got.messages[0].content.text.startswith("Hello, Cy!")
+
+
+async def test_skills_list_pages_through_many_skills(pincer_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastmcp import Client as FastMCPClient
+    from fastmcp.skills import SkillsClientExtension
+
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
+    for index in range(130):
+        write_skill(pincer_home / "workspace" / "skills", f"many-{index:03d}")
+    async with gateway_with_skills(pincer_home) as (_pincer, info, token):
+        async with FastMCPClient(info.mcp_url, auth=token, extensions=[SkillsClientExtension()]) as client:
+            first = await client.list_skills_mcp()
+            assert len(first.skills) == 100 and first.next_cursor == "100"
+            everything = await client.list_skills()
+    names = {e.frontmatter.name for e in everything}
+    assert len(everything) == 133 and {"many-000", "many-129", "code-review"} <= names

@@ -129,3 +129,20 @@ def test_a_grant_naming_the_skill_widens_what_it_may_use() -> None:
     assert [t for t, _ in access.withheld] == ["exec"]
     everything = tools_for_skill(installed, SPECS, [Grant(tool="skill:*", default=Mode.ALLOW)])
     assert everything.allowed == ("read_file", "post_issue", "write_file", "exec")
+
+
+def test_config_keys_come_from_skills_config_in_config_toml(tmp_path: Path) -> None:
+    from pincer.config import parse_config
+    from pincer.skills import SkillLibrary
+    from tests.skills.conftest import write_skill
+
+    home = tmp_path / "home"
+    write_skill(home / "skills", "slacky", "requires: {config: [channels.slack]}")
+    write_skill(home / "skills", "discordy", "metadata: {openclaw: {requires: {config: [channels.discord.token]}}}")
+    config = parse_config("[skills.config]\nchannels.slack = true\n", home=home)
+    library = SkillLibrary.from_config(config, home_dir=tmp_path / "nohome", bundled=False)
+    assert library.eligibility_of("slacky").is_eligible
+    assert library.eligibility_of("discordy").reasons == (
+        "needs config channels.discord.token (set it under [skills.config] in config.toml)",
+    )
+    assert [s.name for s in library.offered()] == ["slacky"]

@@ -117,3 +117,29 @@ def test_the_library_uses_workspace_home_pincer_home_and_extra_dirs(tmp_path: Pa
     assert roots["from-claude"] == "workspace-claude" and roots["from-home"] == "home-agents"
     assert roots["from-user"] == "user" and roots["from-extra"] == "extra-1" and roots["code-review"] == "bundled"
     assert {"code-review", "summarize-url", "release-notes"} <= set(roots)
+
+
+def test_file_listings_stay_within_the_extension_limits(tmp_path: Path) -> None:
+    from pincer.skills import parse_skill
+    from pincer.skills.files import list_files, read_file
+
+    skill_md = write_skill(tmp_path, "big")
+    (skill_md.parent / "refs").mkdir()
+    for index in range(5):
+        (skill_md.parent / "refs" / f"{index}.md").write_text("x" * 100)
+    (skill_md.parent / "node_modules").mkdir()
+    (skill_md.parent / "node_modules" / "dep.js").write_text("skipped")
+    (skill_md.parent / ".secret").write_text("skipped")
+    skill = parse_skill(skill_md.read_bytes(), path=skill_md)
+    full = list_files(skill)
+    assert [f.path for f in full.files] == ["SKILL.md", *(f"refs/{i}.md" for i in range(5))] and not full.truncated
+    assert list_files(skill, max_files=3).truncated and len(list_files(skill, max_files=3).files) == 3
+    assert list_files(skill, max_bytes=skill_md.stat().st_size + 250).truncated
+    assert read_file(skill, "refs/0.md") == b"x" * 100
+    import pytest
+
+    from pincer.core.errors import SkillNotFound, UsageError
+
+    for bad in ("../outside", "/etc/passwd", ".secret", "node_modules/dep.js"):
+        with pytest.raises((UsageError, SkillNotFound)):
+            read_file(skill, bad)

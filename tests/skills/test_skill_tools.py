@@ -226,3 +226,38 @@ async def test_pip_dependencies_install_binary_only_from_the_configured_index(
         pincer.skills.reload()
         assert "changed since they were installed" in pincer.skills.eligibility_of("answers").reason
         assert "answers.answer" not in pincer.registry
+
+
+async def test_tool_separator_underscore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
+    home = tmp_path / "home"
+    skill_md = write_skill(home / "skills", "words", WORD_COUNT, WORD_COUNT_BODY)
+    (skill_md.parent / "scripts").mkdir()
+    (skill_md.parent / "scripts" / "word_count.py").write_text(SCRIPT)
+    config = config_for(home, '[skills]\ntool_separator = "_"\n')
+    async with Pincer.open(home, config=config, secret_key=KEY, external=False, wasm=False, builtins=False) as pincer:
+        assert "words_word_count" in pincer.registry and "words.word_count" not in pincer.registry
+
+
+async def test_a_running_watch_installs_missing_dependencies_in_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_index: tuple[str, list[str]]
+) -> None:
+    import anyio
+
+    monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
+    url, _seen = local_index
+    home = tmp_path / "home"
+    skill_md = write_skill(home / "skills", "answers", "capabilities: {answer: {effects: []}}", PIP_BODY)
+    (skill_md.parent / "requirements.txt").write_text("tinydep==1.0\n")
+    (skill_md.parent / "scripts").mkdir()
+    (skill_md.parent / "scripts" / "answer.py").write_text(PIP_SCRIPT)
+    config = config_for(home, f'[network]\nallow_private = true\n[skills]\npip_index = "{url}"\n')
+    async with Pincer.open(home, config=config, secret_key=KEY, external=False, wasm=False, builtins=False) as pincer:
+        assert "answers.answer" not in pincer.registry
+        async with anyio.create_task_group() as tg:
+            await tg.start(pincer.watch_installed_tools)
+            with anyio.fail_after(120):
+                while "answers.answer" not in pincer.registry:
+                    await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
+        assert pincer.skills.eligibility_of("answers").is_eligible
