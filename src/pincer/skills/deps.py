@@ -50,6 +50,7 @@ STAMP_FILE = ".pincer-deps.json"
 NPM_FILES = ("package.json", "package-lock.json", "npm-shrinkwrap.json")
 PIP_FILES = ("requirements.txt", "pyproject.toml")
 MAX_DEPENDENCY_FILE_BYTES = 1024 * 1024
+_DEPENDENCY_NAMES = frozenset((*NPM_FILES, *PIP_FILES))
 _MIB = 1024 * 1024
 
 
@@ -68,7 +69,13 @@ class DepsResult:
 def dependency_files(skill: Skill) -> dict[str, bytes]:
     """The dependency manifests beside the SKILL.md, by file name."""
     found: dict[str, bytes] = {}
+    try:
+        present = set(os.listdir(skill.base_dir)) & _DEPENDENCY_NAMES  # one syscall for the usual "none"
+    except OSError:
+        return found
     for name in (*NPM_FILES, *PIP_FILES):
+        if name not in present:
+            continue
         path = skill.base_dir / name
         try:
             if path.is_file() and path.stat().st_size <= MAX_DEPENDENCY_FILE_BYTES:

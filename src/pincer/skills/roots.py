@@ -203,7 +203,7 @@ class SkillLoader:
                         )
                     )
                     break
-                key = (str(folder / SKILL_FILE), root.label)
+                key = (os.path.join(folder, SKILL_FILE), root.label)
                 live.add(key)
                 result, file_stamp = self._read(root, folder, skill_stat, key)
                 stamp.append((key[0], file_stamp))
@@ -240,10 +240,10 @@ class SkillLoader:
             candidates, _ = self._candidates(root)
             parts.append((root.label, tuple(c[0] for c in candidates)))
             for folder, skill_stat in candidates:
-                parts.append((str(folder / SKILL_FILE), _stamp(skill_stat, folder)))
+                parts.append((os.path.join(folder, SKILL_FILE), _stamp(skill_stat, folder)))
         return tuple(parts)
 
-    def _candidates(self, root: Root) -> tuple[list[tuple[Path, os.stat_result]], LimitHit | None]:
+    def _candidates(self, root: Root) -> tuple[list[tuple[str, os.stat_result]], LimitHit | None]:
         try:
             entries = sorted(os.scandir(root.path), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
@@ -251,7 +251,7 @@ class SkillLoader:
         except OSError as exc:
             logger.warning("cannot list skills root %s: %s", root.path, exc)
             return [], None
-        found: list[tuple[Path, os.stat_result]] = []
+        found: list[tuple[str, os.stat_result]] = []
         hit: LimitHit | None = None
         for entry in entries:
             if entry.name.startswith("."):
@@ -272,30 +272,37 @@ class SkillLoader:
                     "first ones (by name) are looked at (raise [skills] max_candidates_per_root)",
                 )
                 break
-            found.append((Path(entry.path), skill_stat))
+            found.append((entry.path, skill_stat))
         return found, hit
 
-    def _read(self, root: Root, folder: Path, skill_stat: os.stat_result, key: _Key) -> tuple[Skill | LoadError, _Stamp]:
+    def _read(self, root: Root, folder: str, skill_stat: os.stat_result, key: _Key) -> tuple[Skill | LoadError, _Stamp]:
         file_stamp = _stamp(skill_stat, folder)
         cached = self._cache.get(key)
         if cached is not None and cached[0] == file_stamp:
             return cached[1], file_stamp
-        path = folder / SKILL_FILE
-        result = read_skill(path, root=root, max_bytes=self.limits.max_file_bytes, size=skill_stat.st_size)
+        result = read_skill(
+            Path(key[0]),
+            root=root,
+            max_bytes=self.limits.max_file_bytes,
+            size=skill_stat.st_size,
+            has_capabilities=file_stamp[3] >= 0,
+        )
         self._cache[key] = (file_stamp, result)
         return result, file_stamp
 
 
-def _stamp(skill_stat: os.stat_result, folder: Path) -> _Stamp:
+def _stamp(skill_stat: os.stat_result, folder: str) -> _Stamp:
     try:
-        caps = os.stat(folder / CAPABILITIES_FILE)
+        caps = os.stat(os.path.join(folder, CAPABILITIES_FILE))
         caps_stamp = (caps.st_mtime_ns, caps.st_size)
     except OSError:
         caps_stamp = (0, -1)
     return (skill_stat.st_mtime_ns, skill_stat.st_size, *caps_stamp)
 
 
-def read_skill(path: Path, *, root: Root, max_bytes: int = MAX_SKILL_FILE_BYTES, size: int | None = None) -> Skill | LoadError:
+def read_skill(
+    path: Path, *, root: Root, max_bytes: int = MAX_SKILL_FILE_BYTES, size: int | None = None, has_capabilities: bool = True
+) -> Skill | LoadError:
     """Read and parse one SKILL.md; a failure comes back as a LoadError (never raised)."""
     try:
         if size is None:
@@ -308,7 +315,7 @@ def read_skill(path: Path, *, root: Root, max_bytes: int = MAX_SKILL_FILE_BYTES,
             )
         with open(path, "rb") as handle:
             data = handle.read(max_bytes + 1)
-        capabilities = _read_capabilities(path.parent / CAPABILITIES_FILE)
+        capabilities = _read_capabilities(path.parent / CAPABILITIES_FILE) if has_capabilities else None
         return parse_skill(
             data,
             path=path,
