@@ -196,9 +196,18 @@ def _tree_stamp(folder: Path) -> str:
 def _copy(source: Path, target: Path) -> None:
     total = 0
 
+    inside = os.path.realpath(source)
+
+    def escapes(path: str) -> bool:
+        # A symlink to a file outside the skill (~/.ssh/id_rsa) must not be copied into a view
+        # the sandbox uid can read.
+        return os.path.islink(path) and not os.path.realpath(path).startswith(inside + os.sep)
+
     def ignore(directory: str, names: Sequence[str]) -> list[str]:
         nonlocal total
-        skipped = [n for n in names if n in _VIEW_SKIP or n.startswith(".")]
+        skipped = [
+            n for n in names if n in _VIEW_SKIP or n.startswith(".") or escapes(os.path.join(directory, n))
+        ]
         for name in names:
             if name not in skipped:
                 try:
