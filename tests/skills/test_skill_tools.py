@@ -279,3 +279,27 @@ async def test_a_symlink_out_of_the_skill_is_not_copied_into_the_sandbox_view(tm
     seen = json.dumps(result.output if result.ok else result.error)  # cat fails on the missing link
     assert "TOP-SECRET-VALUE" not in seen
     assert "fine" in seen and "No such file" in seen
+
+
+def test_pincer_skills_deps_installs_from_the_cli(tmp_path: Path, local_index: tuple[str, list[str]]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    url, _seen = local_index
+    home = tmp_path / "home"
+    skill_md = write_skill(home / "skills", "answers", "capabilities: {answer: {effects: []}}", PIP_BODY)
+    (skill_md.parent / "requirements.txt").write_text("tinydep==1.0\n")
+    (home / "config.toml").write_text(f'[network]\nallow_private = true\n[skills]\npip_index = "{url}"\n')
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}, "PINCER_HOME": str(home), "HOME": str(tmp_path / "nohome")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pincer.cli", "skills", *args], capture_output=True, text=True, env=env, timeout=300)
+
+    before = json.loads(cli("show", "answers", "--json").stdout)
+    assert "not installed: run `pincer skills deps answers`" in before["eligibility"]["reasons"][0]
+    installed = cli("deps", "answers", "--json")
+    assert installed.returncode == 0, installed.stderr + installed.stdout
+    assert json.loads(installed.stdout)["managers"] == ["pip"]
+    after = json.loads(cli("show", "answers", "--json").stdout)
+    assert after["eligibility"] == {"eligible": True, "reasons": []}
