@@ -153,7 +153,7 @@ class Pincer:
             allow_private_network=self.config.allow_private_network,
         )
         if await anyio.to_thread.run_sync(lambda: self.skills.reload(notify=False)):
-            self.skills._notify()
+            self.skills.notify_changed()
         return result
 
     async def _install_missing_skill_deps(self) -> None:

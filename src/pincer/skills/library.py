@@ -98,10 +98,11 @@ class SkillLibrary:
         self._by_name = {s.name: s for s in skills}
         changed = before != ({s.name: (s.content_hash, str(s.path)) for s in skills}, eligibility)
         if changed and notify:
-            self._notify()
+            self.notify_changed()
         return changed
 
-    def _notify(self) -> None:
+    def notify_changed(self) -> None:
+        """Tell every subscriber the skills changed (call it on the event loop)."""
         for listener in list(self._listeners):
             try:
                 listener()
@@ -159,7 +160,7 @@ class SkillLibrary:
                 logger.exception("reloading skills failed")
                 continue
             if changed:
-                self._notify()
+                self.notify_changed()
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -12,21 +12,18 @@ No filesystem access happens here: the walk in ``roots.py`` reads the bytes and 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pincer.core.errors import SkillError
-from pincer.skills.frontmatter import parse_yaml, split_frontmatter
+from pincer.skills.declared import read_capabilities
+from pincer.skills.frontmatter import split_frontmatter
 from pincer.skills.model import (
     DEFAULT_MAX_CONTEXT_TOKENS,
     Activation,
-    Capability,
     Dialect,
-    Field,
-    Issue,
     Parameter,
     ParamType,
     Requires,
@@ -34,6 +31,7 @@ from pincer.skills.model import (
     Trigger,
     Trust,
 )
+from pincer.skills.reader import MAX_LIST_ITEMS, FieldReader, kind_of, param_type
 from pincer.skills.sections import capability_sections, first_paragraph
 
 __all__ = [
@@ -56,7 +54,6 @@ MAX_KEYWORDS = 20
 MAX_PATTERNS = 5
 MAX_TAGS = 10
 MAX_PATTERN_CHARS = 256
-MAX_LIST_ITEMS = 256
 NAME_RULE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 # A name pincer can use at all (in tool names, URIs, the CLI); others fall back to the folder's.
 _USABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,127}$")
@@ -74,96 +71,6 @@ _SHARED_KEYS = frozenset({"user-invocable", "disable-model-invocation"})
 _AGENT_SKILLS_KEYS = frozenset({"license", "compatibility", "allowed-tools", "metadata"})
 _CLAUDE_BODY = re.compile(r"\$ARGUMENTS|\$\{CLAUDE_SKILL_DIR\}")
 _OPENCLAW_OS = {"darwin", "linux", "win32", "windows", "macos", "freebsd"}
-
-
-class _Reader:
-    """Collects warnings while values are read out of the decoded frontmatter."""
-
-    def __init__(self) -> None:
-        self.warnings: list[Issue] = []
-
-    def warn(self, key: str, message: str, line: int | None = None) -> None:
-        self.warnings.append(Issue(key=key, message=message, line=line))
-
-    def text(self, data: Mapping[str, Any], key: str, *, where: str = "") -> str | None:
-        value = data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool):
-            self.warn(where + key, "expected text, got a boolean; ignored")
-            return None
-        if isinstance(value, (int, float)):
-            return str(value)
-        if isinstance(value, str):
-            return value
-        self.warn(where + key, f"expected text, got {_kind(value)}; ignored")
-        return None
-
-    def flag(self, data: Mapping[str, Any], key: str, default: bool, *, where: str = "") -> bool:
-        value = data.get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-            return value.strip().lower() in ("true", "yes", "on", "1")
-        self.warn(where + key, f"expected true or false, got {_kind(value)}; using {str(default).lower()}")
-        return default
-
-    def strings(self, data: Mapping[str, Any], key: str, *, where: str = "", split: bool = True) -> tuple[str, ...]:
-        """A list of strings; a single string is split on commas and spaces when ``split``."""
-        value = data.get(key)
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            items = re.split(r"[,\s]+", value) if split else [value]
-            return tuple(i for i in (s.strip() for s in items) if i)
-        if isinstance(value, list):
-            out: list[str] = []
-            for index, item in enumerate(value[:MAX_LIST_ITEMS]):
-                if isinstance(item, (str, int, float)) and not isinstance(item, bool) and str(item).strip():
-                    out.append(str(item).strip())
-                else:
-                    self.warn(f"{where}{key}.{index}", f"expected text, got {_kind(item)}; ignored")
-            if len(value) > MAX_LIST_ITEMS:
-                self.warn(where + key, f"more than {MAX_LIST_ITEMS} entries; the rest are ignored")
-            return tuple(dict.fromkeys(out))
-        self.warn(where + key, f"expected a list of names, got {_kind(value)}; ignored")
-        return ()
-
-    def mapping(self, data: Mapping[str, Any], key: str, *, where: str = "") -> dict[str, Any]:
-        value = data.get(key)
-        if value is None:
-            return {}
-        if isinstance(value, dict):
-            return value
-        if isinstance(value, str) and value.strip().startswith("{"):
-            decoded = _decode_inline(value)
-            if isinstance(decoded, dict):
-                return decoded
-        self.warn(where + key, f"expected a mapping, got {_kind(value)}; ignored")
-        return {}
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    return {dict: "a mapping", list: "a list", str: "text", bool: "a boolean", int: "a number", float: "a number"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _decode_inline(text: str) -> Any:
-    """The legacy single-line JSON form (``metadata: '{"clawdbot": {...}}'``), JSON5-ish commas too."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        data, _ = parse_yaml("value: " + text.replace("\n", " "), source="<inline>")
-        return data.get("value")
-    except SkillError:
-        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,7 +113,7 @@ def parse_skill(
         ) from None
     folder = path.parent.name or path.stem
     front = split_frontmatter(text.replace("\r\n", "\n"), source=source)
-    reader = _Reader()
+    reader = FieldReader()
     if front.lenient:
         reader.warn(
             "", "the frontmatter is not strict YAML (an unquoted ': ' in a value?); it was read with those values quoted", 2
@@ -228,7 +135,7 @@ def parse_skill(
 
     tools = reader.strings(fm, "tools") + reader.strings(fm, "allowed-tools")
     requires = _requires(reader, fm, openclaw)
-    capabilities = _capabilities(reader, fm, sections, capabilities_json, source)
+    capabilities = read_capabilities(reader, fm, sections, capabilities_json)
     parameters = _parameters(reader, fm)
     homepage = reader.text(fm, "homepage") or (reader.text(openclaw, "homepage", where="metadata.openclaw.") if openclaw else None)
     user_invocable = reader.flag(fm, "user-invocable", True)
@@ -300,7 +207,7 @@ def _dialects(fm: dict[str, Any] | None, body: str, *, sections: bool, claude_ro
     return tuple(found)
 
 
-def _name(reader: _Reader, fm: Mapping[str, Any], folder: str, *, has_frontmatter: bool) -> str:
+def _name(reader: FieldReader, fm: Mapping[str, Any], folder: str, *, has_frontmatter: bool) -> str:
     raw = fm.get("name")
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         if has_frontmatter:
@@ -322,7 +229,7 @@ def _name(reader: _Reader, fm: Mapping[str, Any], folder: str, *, has_frontmatte
     return name
 
 
-def _description(reader: _Reader, fm: Mapping[str, Any], body: str, *, has_frontmatter: bool) -> str:
+def _description(reader: FieldReader, fm: Mapping[str, Any], body: str, *, has_frontmatter: bool) -> str:
     description = reader.text(fm, "description")
     if description is None or not description.strip():
         derived = first_paragraph(body)
@@ -337,7 +244,7 @@ def _description(reader: _Reader, fm: Mapping[str, Any], body: str, *, has_front
     return description
 
 
-def _openclaw_block(reader: _Reader, metadata: dict[str, Any]) -> dict[str, Any]:
+def _openclaw_block(reader: FieldReader, metadata: dict[str, Any]) -> dict[str, Any]:
     for key in ("openclaw", "clawdbot", "clawdis"):
         if key in metadata:
             block = reader.mapping(metadata, key, where="metadata.")
@@ -346,14 +253,14 @@ def _openclaw_block(reader: _Reader, metadata: dict[str, Any]) -> dict[str, Any]
     return {}
 
 
-def _bounded(reader: _Reader, key: str, items: tuple[str, ...], limit: int) -> tuple[str, ...]:
+def _bounded(reader: FieldReader, key: str, items: tuple[str, ...], limit: int) -> tuple[str, ...]:
     if len(items) > limit:
         reader.warn(key, f"has {len(items)} entries; only the first {limit} are used")
         return items[:limit]
     return items
 
 
-def _requires(reader: _Reader, fm: Mapping[str, Any], openclaw: Mapping[str, Any]) -> Requires:
+def _requires(reader: FieldReader, fm: Mapping[str, Any], openclaw: Mapping[str, Any]) -> Requires:
     top = reader.mapping(fm, "requires")
     claw = reader.mapping(openclaw, "requires", where="metadata.openclaw.") if openclaw else {}
 
@@ -378,37 +285,25 @@ def _requires(reader: _Reader, fm: Mapping[str, Any], openclaw: Mapping[str, Any
     )
 
 
-def _records(reader: _Reader, data: Mapping[str, Any], key: str, *, where: str = "") -> tuple[Mapping[str, Any], ...]:
+def _records(reader: FieldReader, data: Mapping[str, Any], key: str, *, where: str = "") -> tuple[Mapping[str, Any], ...]:
     value = data.get(key)
     if value is None:
         return ()
     if isinstance(value, dict):
         value = [{"name": k, **v} if isinstance(v, dict) else {"name": k, "value": v} for k, v in value.items()]
     if not isinstance(value, list):
-        reader.warn(where + key, f"expected a list, got {_kind(value)}; ignored")
+        reader.warn(where + key, f"expected a list, got {kind_of(value)}; ignored")
         return ()
     records = []
     for index, item in enumerate(value[:MAX_LIST_ITEMS]):
         if isinstance(item, dict):
             records.append(item)
         else:
-            reader.warn(f"{where}{key}.{index}", f"expected a mapping, got {_kind(item)}; ignored")
+            reader.warn(f"{where}{key}.{index}", f"expected a mapping, got {kind_of(item)}; ignored")
     return tuple(records)
 
 
-def _param_type(reader: _Reader, value: Any, key: str) -> ParamType:
-    if value is None:
-        return ParamType.STRING
-    text = str(value).strip().lower()
-    aliases = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "list": "array", "dict": "object"}
-    try:
-        return ParamType(aliases.get(text, text))
-    except ValueError:
-        reader.warn(key, f"unknown type {str(value)[:40]!r}; string|integer|number|boolean|array|object, string is used")
-        return ParamType.STRING
-
-
-def _parameters(reader: _Reader, fm: Mapping[str, Any]) -> tuple[Parameter, ...]:
+def _parameters(reader: FieldReader, fm: Mapping[str, Any]) -> tuple[Parameter, ...]:
     raw = fm.get("parameters")
     items: list[tuple[str, Any]] = []
     if isinstance(raw, list):
@@ -416,13 +311,13 @@ def _parameters(reader: _Reader, fm: Mapping[str, Any]) -> tuple[Parameter, ...]
     elif isinstance(raw, dict):
         items = [(f"parameters.{k}", {"name": k, **v} if isinstance(v, dict) else {"name": k}) for k, v in raw.items()]
     elif raw is not None:
-        reader.warn("parameters", f"expected a list of parameters, got {_kind(raw)}; ignored")
+        reader.warn("parameters", f"expected a list of parameters, got {kind_of(raw)}; ignored")
     params: dict[str, Parameter] = {}
     for key, item in items:
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict):
-            reader.warn(key, f"expected a mapping with name and type, got {_kind(item)}; ignored")
+            reader.warn(key, f"expected a mapping with name and type, got {kind_of(item)}; ignored")
             continue
         name = item.get("name")
         if not isinstance(name, str) or not _PARAM_NAME.match(name):
@@ -431,7 +326,7 @@ def _parameters(reader: _Reader, fm: Mapping[str, Any]) -> tuple[Parameter, ...]
         if name in params:
             reader.warn(key + ".name", f"parameter {name!r} is declared twice; the first one is used")
             continue
-        kind = _param_type(reader, item.get("type"), key + ".type")
+        kind = param_type(reader, item.get("type"), key + ".type")
         enum = item.get("enum")
         if enum is not None and not isinstance(enum, list):
             reader.warn(key + ".enum", "expected a list of allowed values; ignored")
@@ -455,7 +350,7 @@ def _parameters(reader: _Reader, fm: Mapping[str, Any]) -> tuple[Parameter, ...]
     return tuple(params.values())
 
 
-def _claude_arguments(reader: _Reader, fm: Mapping[str, Any]) -> tuple[str, ...]:
+def _claude_arguments(reader: FieldReader, fm: Mapping[str, Any]) -> tuple[str, ...]:
     """Claude Code's named ``arguments`` (a list of names or a space-separated string)."""
     raw = fm.get("arguments")
     if raw is None:
@@ -471,7 +366,7 @@ def _claude_arguments(reader: _Reader, fm: Mapping[str, Any]) -> tuple[str, ...]
     elif isinstance(raw, str):
         names = [n for n in re.split(r"[,\s]+", raw) if _PARAM_NAME.match(n)]
     else:
-        reader.warn("arguments", f"expected a list of names, got {_kind(raw)}; ignored")
+        reader.warn("arguments", f"expected a list of names, got {kind_of(raw)}; ignored")
     return tuple(dict.fromkeys(names))
 
 
@@ -489,14 +384,14 @@ def _fits(value: Any, kind: ParamType) -> bool:
     return isinstance(value, dict)
 
 
-def _triggers(reader: _Reader, fm: Mapping[str, Any]) -> tuple[Trigger, ...]:
+def _triggers(reader: FieldReader, fm: Mapping[str, Any]) -> tuple[Trigger, ...]:
     raw = fm.get("triggers")
     if raw is None:
         return ()
     if isinstance(raw, (str, dict)):
         raw = [raw]
     if not isinstance(raw, list):
-        reader.warn("triggers", f"expected a list of triggers, got {_kind(raw)}; ignored")
+        reader.warn("triggers", f"expected a list of triggers, got {kind_of(raw)}; ignored")
         return ()
     triggers: list[Trigger] = []
     for index, item in enumerate(raw[:MAX_LIST_ITEMS]):
@@ -546,7 +441,7 @@ def _trigger(item: Any) -> Trigger | None:
     return None
 
 
-def _activation(reader: _Reader, fm: Mapping[str, Any]) -> Activation:
+def _activation(reader: FieldReader, fm: Mapping[str, Any]) -> Activation:
     block = reader.mapping(fm, "activation")
     if not block:
         return Activation(tags=tuple(t.lower() for t in reader.strings(fm, "tags")[:MAX_TAGS]))
@@ -584,121 +479,3 @@ def _activation(reader: _Reader, fm: Mapping[str, Any]) -> Activation:
         max_context_tokens=tokens,
         setup_marker=reader.text(block, "setup_marker", where=where),
     )
-
-
-# -- capabilities ----------------------------------------------------------------------------
-
-
-def _capabilities(
-    reader: _Reader,
-    fm: Mapping[str, Any],
-    sections: list[dict[str, Any]],
-    capabilities_json: bytes | None,
-    source: str,
-) -> tuple[Capability, ...]:
-    declared: dict[str, dict[str, Any]] = {}
-
-    def merge(entries: list[tuple[str, Any]]) -> None:
-        # Later declarations fill in and override earlier ones: a section names the inputs,
-        # the frontmatter or capabilities.json adds the command and effects.
-        for key, entry in entries:
-            if not isinstance(entry, dict):
-                reader.warn(key, f"expected a mapping, got {_kind(entry)}; ignored")
-                continue
-            name = entry.get("name")
-            if not isinstance(name, str) or not _CAPABILITY_NAME.match(name):
-                reader.warn(key, f"{str(name)[:40]!r} is not a capability name (a letter, then letters, digits, _ or -)")
-                continue
-            target = declared.setdefault(name, {"name": name})
-            target.update({k: v for k, v in entry.items() if v not in (None, "", [], {})})
-
-    merge([(f"capability {s['name']}", s) for s in sections])
-    merge(_entries(reader, fm.get("capabilities"), "capabilities"))
-    if capabilities_json is not None:
-        try:
-            decoded = json.loads(capabilities_json.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            reader.warn("capabilities.json", f"is not valid JSON ({exc}); ignored")
-            decoded = None
-        if isinstance(decoded, dict) and "capabilities" in decoded:
-            decoded = decoded["capabilities"]
-        if decoded is not None:
-            merge(_entries(reader, decoded, "capabilities.json"))
-    return tuple(_capability(reader, entry) for entry in declared.values())
-
-
-def _entries(reader: _Reader, raw: Any, key: str) -> list[tuple[str, Any]]:
-    if raw is None:
-        return []
-    if isinstance(raw, list):
-        return [(f"{key}.{i}", item) for i, item in enumerate(raw[:MAX_LIST_ITEMS])]
-    if isinstance(raw, dict):
-        return [(f"{key}.{k}", {"name": k, **v} if isinstance(v, dict) else v) for k, v in list(raw.items())[:MAX_LIST_ITEMS]]
-    reader.warn(key, f"expected a list or mapping of capabilities, got {_kind(raw)}; ignored")
-    return []
-
-
-def _capability(reader: _Reader, entry: Mapping[str, Any]) -> Capability:
-    name = entry["name"]
-    key = f"capabilities.{name}"
-    command = entry.get("command")
-    argv: tuple[str, ...] = ()
-    if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
-        argv = tuple(command)
-    elif isinstance(command, str) and command.strip():
-        argv = tuple(command.split())
-    elif command is not None:
-        reader.warn(key + ".command", "expected an argv list of strings; ignored")
-    network = entry.get("network", "none")
-    if network not in ("none", "allowlist", "host"):
-        reader.warn(key + ".network", f"{str(network)[:20]!r} is not none|allowlist|host; none is used")
-        network = "none"
-    timeout = entry.get("timeout_s")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        reader.warn(key + ".timeout_s", "expected a positive number of seconds; ignored")
-        timeout = None
-    description = entry.get("description")
-    return Capability(
-        name=name,
-        description=description if isinstance(description, str) else "",
-        inputs=_fields(reader, entry.get("inputs"), key + ".inputs"),
-        outputs=_fields(reader, entry.get("outputs"), key + ".outputs"),
-        command=argv,
-        effects=reader.strings(entry, "effects", where=key + "."),
-        network=str(network),
-        allow_hosts=reader.strings(entry, "allow_hosts", where=key + "."),
-        timeout_s=float(timeout) if timeout is not None else None,
-    )
-
-
-def _fields(reader: _Reader, raw: Any, key: str) -> tuple[Field, ...]:
-    if raw is None:
-        return ()
-    if isinstance(raw, dict):
-        raw = [{"name": k, **v} if isinstance(v, dict) else {"name": k, "type": v} for k, v in raw.items()]
-    if not isinstance(raw, list):
-        reader.warn(key, f"expected a list of fields, got {_kind(raw)}; ignored")
-        return ()
-    fields: dict[str, Field] = {}
-    for index, item in enumerate(raw[:MAX_LIST_ITEMS]):
-        if isinstance(item, Field):
-            fields.setdefault(item.name, item)
-            continue
-        if isinstance(item, str):
-            item = {"name": item}
-        name = item.get("name") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not _PARAM_NAME.match(name):
-            reader.warn(f"{key}.{index}", f"{str(name)[:40]!r} is not a field name; ignored")
-            continue
-        assert isinstance(item, dict)
-        description = item.get("description")
-        fields.setdefault(
-            name,
-            Field(
-                name=name,
-                type=_param_type(reader, item.get("type"), f"{key}.{index}.type"),
-                description=description if isinstance(description, str) else "",
-                required=item.get("required") is True,
-            ),
-        )
-    return tuple(fields.values())
