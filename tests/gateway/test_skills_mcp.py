@@ -19,6 +19,8 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
@@ -120,6 +122,18 @@ def test_an_sdk_client_lists_and_gets_prompts_and_reads_skill_resources_from_pin
                     "logo": base64.b64decode(logo.contents[0].blob),
                     "bad": bad.value.error.message,
                 }
+
+        async def appears(name: str) -> None:
+            with anyio.fail_after(NOTIFICATION_TIMEOUT_S):
+                while True:
+                    async with sdk_client(server.info["mcp_url"], server.token, "legacy") as client:
+                        if name in {p.name for p in (await client.list_prompts()).prompts}:
+                            return
+                    await anyio.sleep(0.2)
+
+        # The running server picks up a SKILL.md added after it started.
+        write_skill(pincer_home / "workspace" / "skills", "late-arrival")
+        anyio.run(appears, "late-arrival")
 
         for mode, version in (("legacy", "2025-11-25"), ("auto", "2026-07-28")):
             seen = anyio.run(drive, mode)
@@ -325,3 +339,58 @@ async def test_skills_list_pages_through_many_skills(pincer_home: Path, tmp_path
             everything = await client.list_skills()
     names = {e.frontmatter.name for e in everything}
     assert len(everything) == 133 and {"many-000", "many-129", "code-review"} <= names
+
+
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8,
+)
+_entry = st.fixed_dictionaries(
+    {},
+    optional={
+        "uri": st.one_of(st.sampled_from(["skill://sly/SKILL.md", "skill://x/../SKILL.md", "http://a/SKILL.md", "skill://Bad/SKILL.md"]), st.text(max_size=30)),
+        "frontmatter": _json,
+        "resources": st.one_of(
+            st.just("dynamic"),
+            st.lists(
+                st.one_of(
+                    _json,
+                    st.fixed_dictionaries(
+                        {"uri": st.sampled_from(["skill://sly/SKILL.md", "skill://sly/a/../../b", "skill://sly/x.md", "skill://other/y"]),
+                         "digest": st.one_of(st.just("sha256:" + "0" * 64), st.text(max_size=10)),
+                         "size": st.one_of(st.integers(min_value=-5, max_value=50), st.booleans(), st.text(max_size=3))}
+                    ),
+                ),
+                max_size=4,
+            ),
+        ),
+    },
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(_entry, _json), max_size=3))
+@example([{"uri": "skill://sly/SKILL.md", "resources": [5, {"uri": "skill://sly/SKILL.md"}]}])
+def test_arbitrary_listings_are_refused_or_installed_never_a_crash(tmp_path_factory: pytest.TempPathFactory, entries: list[Any]) -> None:
+    """Failed before file entries were checked to be objects: ``resources: [5]`` raised AttributeError."""
+    home = tmp_path_factory.mktemp("pull")
+
+    async def listing(ctx: Any, params: Any) -> dict[str, Any]:
+        return {"skills": entries}
+
+    async def read(ctx: Any, params: Any) -> dict[str, Any]:
+        return {"contents": [{"uri": str(params.uri), "text": "---\nname: sly\ndescription: d\n---\n"}]}
+
+    server: Server[Any] = Server("fuzz")
+    server.add_request_handler("skills/list", ListSkillsParams, listing)
+    server.add_request_handler("resources/read", types.ReadResourceRequestParams, read)
+
+    async def pull() -> tuple[list[Any], list[str]]:
+        async with Client(server, mode="legacy") as client:
+            return await fetch_remote_skills(client, server="fuzz", home=home)
+
+    installed, _refused = anyio.run(pull)
+    written = {p.relative_to(home).parts[:3] for p in home.rglob("*") if p.is_file()}
+    assert written <= {("installed", "skills", "sly")}
+    assert all(i.name == "sly" for i in installed)

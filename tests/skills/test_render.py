@@ -148,3 +148,19 @@ def test_arbitrary_templates_render_or_raise_our_error(body: str) -> None:
         render_skill(make(body), {"path": "p", "files": ["a", "b"]})
     except SkillError:
         pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["path", "count", "ratio", "strict", "files", "options", "mode", "other"]),
+        st.one_of(st.text(max_size=20), st.integers(), st.floats(), st.booleans(), st.none(), st.lists(st.integers(), max_size=3)),
+        max_size=6,
+    )
+)
+def test_arbitrary_parameters_coerce_or_raise_invalid_arguments(given: dict) -> None:
+    try:
+        values = coerce_params(make(""), given)
+    except ArgumentsInvalid:
+        return
+    assert set(values) <= {"path", "count", "ratio", "strict", "files", "options", "mode"}

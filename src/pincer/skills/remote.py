@@ -144,6 +144,8 @@ async def fetch_remote_skills(
             files: dict[str, tuple[str, int]] = {}
             total = 0
             for record in resources:
+                if not isinstance(record, Mapping):
+                    raise ValueError(f"a file entry is {type(record).__name__}, not an object")
                 r_uri = str(record.get("uri", ""))
                 r_name, r_segments = _uri_parts(r_uri)
                 if r_name != name or not r_segments:
