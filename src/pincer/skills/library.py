@@ -32,7 +32,7 @@ __all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S"]
 
 logger = logging.getLogger(__name__)
 
-SKILL_WATCH_INTERVAL_S = 0.25
+SKILL_WATCH_INTERVAL_S = 0.5  # "within a second", and cheap: a listing and a stat per skill
 
 Listener = Callable[[], None]
 
