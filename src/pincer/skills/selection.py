@@ -64,7 +64,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Matcher:
     keywords: tuple[tuple[str, bool], ...]  # (keyword, is_phrase)
     excludes: tuple[tuple[str, bool], ...]
