@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 
 from pincer.config import Config, load_config
-from pincer.core.errors import PincerError
+from pincer.core.errors import PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.dispatch import ApprovalHook, Dispatcher
 from pincer.registry import Registry
@@ -114,15 +114,21 @@ class Pincer:
 
         config = self.config
         self.skills = await anyio.to_thread.run_sync(lambda: SkillLibrary.from_config(config))
-        await self.add_runtime(
-            SkillTool(self.skills, specs=self.registry.list, grants=lambda: config.grants + tuple(self.grants.all()))
-        )
         tools = await anyio.to_thread.run_sync(
             lambda: SkillToolRuntime(
                 self.skills, home=self.home, script_settings=self.script_settings(), separator=config.skills.tool_separator
             )
         )
-        await self.add_runtime(tools)
+        def grants() -> tuple[Any, ...]:
+            return config.grants + tuple(self.grants.all())
+
+        for runtime in (SkillTool(self.skills, specs=self.registry.list, grants=grants), tools):
+            try:
+                await self.add_runtime(runtime)
+            except UsageError as exc:
+                # A tool of the same name from elsewhere (an installed script tool called
+                # "skill"): that one keeps its name, and pincer starts without these.
+                logger.warning("skill tools not registered: %s", exc)
 
     def script_settings(self) -> Any:
         """The sandbox settings of config.toml, as the script runtime and skill tools use them."""

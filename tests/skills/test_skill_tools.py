@@ -303,3 +303,17 @@ def test_pincer_skills_deps_installs_from_the_cli(tmp_path: Path, local_index: t
     assert json.loads(installed.stdout)["managers"] == ["pip"]
     after = json.loads(cli("show", "answers", "--json").stdout)
     assert after["eligibility"] == {"eligible": True, "reasons": []}
+
+
+async def test_a_script_tool_named_skill_keeps_its_name_and_pincer_still_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failed before the skill tool's registration tolerated a taken name: Pincer.open raised."""
+    from pincer.runtimes.script.installed import script_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
+    home = tmp_path / "home"
+    folder = script_dir(home)
+    folder.mkdir(parents=True)
+    (folder / "skill.toml").write_text('name = "skill"\ndescription = "mine"\ncommand = ["/bin/true"]\n')
+    async with Pincer.open(home, config=config_for(home), secret_key=KEY, external=False, wasm=False, builtins=False) as pincer:
+        assert pincer.registry.get("skill").description == "mine"
+        assert pincer.skills is not None and "code-review" in pincer.skills
