@@ -82,6 +82,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/wasm.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/skills.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

@@ -28,6 +28,7 @@ __all__ = [
     "CredentialRule",
     "GatewaySettings",
     "GatewayToken",
+    "SkillsSettings",
     "load_config",
     "parse_config",
     "CONFIG_FILENAME",
@@ -132,6 +133,23 @@ class _Gateway(_Model):
     tokens: list[_GatewayToken] = Field(default_factory=list)
 
 
+class _Skills(_Model):
+    enabled: bool = True
+    extra_dirs: list[str] = Field(default_factory=list, max_length=64)
+    max_candidates_per_root: int = Field(default=300, ge=1, le=100_000)
+    max_loaded_per_root: int = Field(default=200, ge=1, le=100_000)
+    max_file_bytes: int = Field(default=262_144, ge=1_024, le=16_777_216)
+    max_selected: int = Field(default=3, ge=1, le=100)
+    max_selected_tokens: int = Field(default=6_000, ge=100, le=1_000_000)
+    catalog_max_skills: int = Field(default=150, ge=1, le=10_000)
+    catalog_max_chars: int = Field(default=30_000, ge=1_000, le=10_000_000)
+    tool_separator: Literal[".", "_"] = "."
+    npm_registry: str = Field(default="https://registry.npmjs.org/", min_length=8, max_length=2048)
+    pip_index: str = Field(default="https://pypi.org/simple", min_length=8, max_length=2048)
+    auto_install_deps: bool = True
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
 class _File(_Model):
     approvals: _Approvals = _Approvals()
     audit: _Audit = _Audit()
@@ -146,6 +164,7 @@ class _File(_Model):
     limits: dict[str, _Limit] = Field(default_factory=dict)
     credentials: list[_Credential] = Field(default_factory=list)
     gateway: _Gateway = _Gateway()
+    skills: _Skills = _Skills()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -190,6 +209,28 @@ class GatewaySettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SkillsSettings:
+    """``[skills]``: where skills come from besides the standard roots, the walk's limits, the
+    selection and catalog budgets, and where skill dependencies are installed from. ``config``
+    holds the values skills ask for with ``requires.config`` (dotted keys)."""
+
+    enabled: bool = True
+    extra_dirs: tuple[Path, ...] = ()
+    max_candidates_per_root: int = 300
+    max_loaded_per_root: int = 200
+    max_file_bytes: int = 262_144
+    max_selected: int = 3
+    max_selected_tokens: int = 6_000
+    catalog_max_skills: int = 150
+    catalog_max_chars: int = 30_000
+    tool_separator: str = "."
+    npm_registry: str = "https://registry.npmjs.org/"
+    pip_index: str = "https://pypi.org/simple"
+    auto_install_deps: bool = True
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
     home: Path
     workspace: Path
@@ -215,6 +256,7 @@ class Config:
     # no manifest of their own (the http built-in).
     credential_capabilities: Capabilities | None = None
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    skills: SkillsSettings = field(default_factory=SkillsSettings)
 
     def session(self, name: str) -> SessionPolicy:
         return self.sessions.get(name) or SessionPolicy.default_for(name)
@@ -330,6 +372,26 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         ),
         credential_capabilities=credential_capabilities,
         gateway=_to_gateway(data.gateway),
+        skills=_to_skills(data.skills, home=home),
+    )
+
+
+def _to_skills(s: _Skills, *, home: Path) -> SkillsSettings:
+    return SkillsSettings(
+        enabled=s.enabled,
+        extra_dirs=tuple((home / Path(d).expanduser()) if not Path(d).expanduser().is_absolute() else Path(d).expanduser() for d in s.extra_dirs),
+        max_candidates_per_root=s.max_candidates_per_root,
+        max_loaded_per_root=s.max_loaded_per_root,
+        max_file_bytes=s.max_file_bytes,
+        max_selected=s.max_selected,
+        max_selected_tokens=s.max_selected_tokens,
+        catalog_max_skills=s.catalog_max_skills,
+        catalog_max_chars=s.catalog_max_chars,
+        tool_separator=s.tool_separator,
+        npm_registry=s.npm_registry,
+        pip_index=s.pip_index,
+        auto_install_deps=s.auto_install_deps,
+        config=dict(s.config),
     )
 
 

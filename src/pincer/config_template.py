@@ -109,6 +109,22 @@ KEYS: dict[str, KeyHelp] = {
     "credentials.prefix": KeyHelp(help="text put before the value, e.g. for a custom scheme", example='"token "'),
     "credentials.host_patterns": KeyHelp(help="hosts the credential is sent to", example='["api.github.com"]'),
     "credentials.path_patterns": KeyHelp(help="URL paths it is sent with (a trailing * is a prefix); empty: any", example='["/repos/*"]'),
+    "skills.enabled": KeyHelp(help="load skills at all (SKILL.md files from the roots in docs/skills.md)"),
+    "skills.extra_dirs": KeyHelp(help="more skill roots, searched after the others", example='["~/team-skills"]'),
+    "skills.max_candidates_per_root": KeyHelp(help="skill folders looked at per root; more are reported, not read"),
+    "skills.max_loaded_per_root": KeyHelp(help="skills loaded per root; more are reported, not loaded"),
+    "skills.max_file_bytes": KeyHelp(help="a larger SKILL.md is skipped with an error naming it"),
+    "skills.max_selected": KeyHelp(help="at most this many skills are chosen for one message"),
+    "skills.max_selected_tokens": KeyHelp(help="the chosen skills' bodies fit in this many tokens"),
+    "skills.catalog_max_skills": KeyHelp(help="skills listed in the <available_skills> catalog a model sees"),
+    "skills.catalog_max_chars": KeyHelp(help="the catalog's size; past it a visible note says what was left out"),
+    "skills.tool_separator": KeyHelp(help='skill tools are named skill.capability ("."), or skill_capability ("_")'),
+    "skills.npm_registry": KeyHelp(help="where skill dependencies from package.json come from"),
+    "skills.pip_index": KeyHelp(help="where skill dependencies from requirements.txt come from"),
+    "skills.auto_install_deps": KeyHelp(help="pincer serve installs missing skill dependencies in the background"),
+    "skills.config": KeyHelp(
+        help="values skills ask for with requires.config (dotted keys)", example="{ channels.slack = true }"
+    ),
     "gateway.host": KeyHelp(help="where pincer serve listens; a non-loopback address also needs allow_remote = true"),
     "gateway.port": KeyHelp(help="0 picks a free port"),
     "gateway.allow_remote": KeyHelp(help="allow listening on a non-loopback address"),
@@ -135,6 +151,7 @@ SECTIONS: dict[str, str] = {
     "limits": "Rate limits by tool name or * pattern.",
     "credentials": "Secrets the http tool injects into requests to matching hosts; the caller never sees them.",
     "gateway": "pincer serve and pincer mcp stdio.",
+    "skills": "Skills: SKILL.md files in every dialect (docs/skills.md).",
     "gateway.tokens": "More gateway tokens, each with its session.",
 }
 

@@ -17,6 +17,7 @@ import anyio.abc
 
 from pincer.approver import ApprovalHook
 from pincer.config import Config, load_config
+from pincer.core.errors import PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.dispatch import Dispatcher
 from pincer.registry import Registry
@@ -57,6 +58,7 @@ class Pincer:
         self._scripts: Runtime | None = None
         self._mcp: Runtime | None = None
         self._openapi: Runtime | None = None
+        self.skills: Any = None  # pincer.skills.SkillLibrary when skills are enabled
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
@@ -84,6 +86,7 @@ class Pincer:
         external: bool = True,
         scripts: bool = True,
         wasm: bool = True,
+        skills: bool = True,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``.
@@ -108,6 +111,8 @@ class Pincer:
                 await pincer._add_wasm_runtime()
             if external:
                 await pincer._add_external_runtimes()
+            if skills and config.skills.enabled:
+                await pincer._add_skills()
             yield pincer
         finally:
             with anyio.CancelScope(shield=True):
@@ -119,6 +124,72 @@ class Pincer:
         self.wasm = WasmRuntime(self.home, scanner=self.scanner)
         await self.add_runtime(self.wasm)
 
+    async def _add_skills(self) -> None:
+        """The skill library, the ``skill`` tool and the tools made from skills' capabilities."""
+        from pincer.skills.library import SkillLibrary
+        from pincer.skills.runtime import SkillTool, SkillToolRuntime
+
+        config = self.config
+        self.skills = await anyio.to_thread.run_sync(lambda: SkillLibrary.from_config(config))
+        tools = await anyio.to_thread.run_sync(
+            lambda: SkillToolRuntime(
+                self.skills, home=self.home, script_settings=self.script_settings(), separator=config.skills.tool_separator
+            )
+        )
+        def grants() -> tuple[Any, ...]:
+            return config.grants + tuple(self.grants.all())
+
+        for runtime in (SkillTool(self.skills, specs=self.registry.list, grants=grants), tools):
+            try:
+                await self.add_runtime(runtime)
+            except UsageError as exc:
+                # A tool of the same name from elsewhere (an installed script tool called
+                # "skill"): that one keeps its name, and pincer starts without these.
+                logger.warning("skill tools not registered: %s", exc)
+
+    def script_settings(self) -> Any:
+        """The sandbox settings of config.toml, as the script runtime and skill tools use them."""
+        from pincer.runtimes.script.installed import load_exec_policy
+        from pincer.runtimes.script.settings import ScriptSettings
+
+        config = self.config
+        return ScriptSettings(
+            backend=config.sandbox_backend,
+            main_session_on_host=config.sandbox_main_session_on_host,
+            use_workspace=config.sandbox_use_workspace,
+            container_image=config.sandbox_container_image,
+            workdir_max_bytes=config.sandbox_workdir_max_bytes,
+            exec_policy=load_exec_policy(self.home),
+        )
+
+    async def install_skill_deps(self, name: str) -> Any:
+        """Install one skill's dependencies (``pincer skills deps NAME``) and reload the library."""
+        from pincer.skills.deps import install_deps
+
+        skill = self.skills.get(name)
+        settings = self.config.skills
+        result = await install_deps(
+            skill,
+            home=self.home,
+            script_settings=self.script_settings(),
+            npm_registry=settings.npm_registry,
+            pip_index=settings.pip_index,
+            allow_private_network=self.config.allow_private_network,
+        )
+        if await anyio.to_thread.run_sync(lambda: self.skills.reload(notify=False)):
+            self.skills.notify_changed()
+        return result
+
+    async def _install_missing_skill_deps(self) -> None:
+        from pincer.skills.deps import dependency_files, deps_problem
+
+        for skill in list(self.skills.skills):
+            if dependency_files(skill) and deps_problem(self.home, skill) is not None:
+                try:
+                    await self.install_skill_deps(skill.name)
+                except PincerError as exc:
+                    logger.warning("installing the dependencies of skill %s failed: %s", skill.name, exc)
+
     async def watch_state(
         self,
         interval_s: float | None = None,
@@ -126,10 +197,18 @@ class Pincer:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Follow what other processes change under PINCER_HOME (installed tools, MCP servers,
-        OpenAPI services, config.toml, exec-approvals.json) until cancelled; see reload.py."""
+        OpenAPI services, config.toml, exec-approvals.json; see reload.py) and, when skills are
+        enabled, SKILL.md files, until cancelled. Missing skill dependencies are installed in the
+        background when ``[skills] auto_install_deps`` is on."""
         from pincer.reload import STATE_WATCH_INTERVAL_S, watch_state
 
-        await watch_state(self, STATE_WATCH_INTERVAL_S if interval_s is None else interval_s, task_status=task_status)
+        interval = STATE_WATCH_INTERVAL_S if interval_s is None else interval_s
+        async with anyio.create_task_group() as tg:
+            if self.skills is not None:
+                await tg.start(self.skills.watch)
+                if self.config.skills.auto_install_deps:
+                    tg.start_soon(self._install_missing_skill_deps)
+            await watch_state(self, interval, task_status=task_status)
 
     watch_installed_tools = watch_state
 
@@ -143,7 +222,10 @@ class Pincer:
         for setting in live_config_changes(old, config):
             logger.warning("config.toml: %s changed; it takes effect when `pincer serve` restarts", setting)
         config.workspace.mkdir(parents=True, exist_ok=True)
-        sandbox = ("sandbox_backend", "sandbox_main_session_on_host", "sandbox_use_workspace", "sandbox_container_image")
+        sandbox = (
+            "sandbox_backend", "sandbox_main_session_on_host", "sandbox_use_workspace", "sandbox_container_image",
+            "sandbox_workdir_max_bytes",
+        )  # fmt: skip
         if any(getattr(old, key) != getattr(config, key) for key in sandbox):
             await self.reload_script_tools()
 
@@ -192,22 +274,12 @@ class Pincer:
         exec-approvals.json."""
         from pincer.policy.session import SessionKind
         from pincer.runtimes.script import ScriptRuntime
-        from pincer.runtimes.script.installed import installed_manifests, load_exec_policy, save_exec_policy
-        from pincer.runtimes.script.settings import ScriptSettings
+        from pincer.runtimes.script.installed import installed_manifests, save_exec_policy
 
         config = self.config
-        settings = ScriptSettings(
-            backend=config.sandbox_backend,
-            main_session_on_host=config.sandbox_main_session_on_host,
-            use_workspace=config.sandbox_use_workspace,
-            container_image=config.sandbox_container_image,
-            workdir_max_bytes=config.sandbox_workdir_max_bytes,
-            exec_policy=load_exec_policy(self.home),
-        )
-
         return ScriptRuntime(
             installed_manifests(self.home),
-            settings,
+            self.script_settings(),
             is_main_session=lambda session: config.session(session).kind is SessionKind.MAIN,
             on_policy_change=lambda policy: save_exec_policy(self.home, policy),
         )

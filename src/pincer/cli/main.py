@@ -46,6 +46,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "sandbox": LazyCommand(module="pincer.cli.sandbox", attribute="app", help="Inspect the sandbox that script tools run in."),
     "mcp": LazyCommand(module="pincer.cli.mcp", attribute="app", help="Connect external MCP servers as governed tools."),
     "openapi": LazyCommand(module="pincer.cli.openapi", attribute="app", help="Turn OpenAPI services into tools."),
+    "skills": LazyCommand(module="pincer.cli.skills", attribute="app", help="Skills: list, show, check, render, select; dependencies; skills from MCP servers."),
     "wasm": LazyCommand(module="pincer.cli.wasm", attribute="app", help="Build, install and remove WASM tools (near:agent@0.3.0 components)."),
     "serve": LazyCommand(module="pincer.cli.serve", attribute="serve", help="Serve every tool over MCP (streamable HTTP at /mcp) and REST (/api/v1) until interrupted."),
     "token": LazyCommand(module="pincer.cli.serve", attribute="token_app", help="Print the gateway's bearer token, or make one for another session."),

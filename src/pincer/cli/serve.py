@@ -18,12 +18,18 @@ EXIT_INTERRUPTED = 130
 
 
 async def gateway_extensions(pincer: Any, *, fixtures: bool) -> tuple[Any, ...]:
-    """The MCP extensions to install: the conformance fixtures (tools registered now) when asked."""
-    if not fixtures:
-        return ()
-    from pincer.gateway.conformance import install_fixtures
+    """The MCP extensions to install: the conformance fixtures (tools registered now) when asked,
+    and the skills' prompts, resources and skills extension (last: it keeps the others' handlers)."""
+    extensions: list[Any] = []
+    if fixtures:
+        from pincer.gateway.conformance import install_fixtures
 
-    return (await install_fixtures(pincer),)
+        extensions.append(await install_fixtures(pincer))
+    if getattr(pincer, "skills", None) is not None:
+        from pincer.gateway.skills_mcp import SkillsMcpExtension
+
+        extensions.append(SkillsMcpExtension(pincer.skills))
+    return tuple(extensions)
 
 
 def serve(

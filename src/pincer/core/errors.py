@@ -9,10 +9,12 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ArgumentsInvalid       422  args fail the tool's JSON Schema
     │   ├── IdempotencyConflict    409  a key reused with different arguments
     │   ├── UnsupportedMediaType   415  a request body that is not JSON
-    │   └── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
+    │   ├── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
+    │   └── SkillNotFound          404  no loaded skill has that name
     ├── ConfigError                503  config.toml or another settings file is unusable
     ├── ManifestError              422  a capabilities or registry manifest is malformed
-    │   └── DefinitionRefused      422  an MCP server's tool definition holds a secret (or another refusal)
+    │   ├── DefinitionRefused      422  an MCP server's tool definition holds a secret (or another refusal)
+    │   └── SkillError             422  a SKILL.md that cannot be loaded, or a skill that cannot render
     ├── PolicyError                403  the call chain refused the call
     │   ├── Denied                 403  session policy or a grant says deny
     │   ├── ApprovalDenied         403  a person answered deny
@@ -66,6 +68,8 @@ __all__ = [
     "ApprovalPending",
     "InputRequired",
     "ClientCapabilityMissing",
+    "SkillError",
+    "SkillNotFound",
     "error_class",
     "http_status",
 ]
@@ -145,6 +149,29 @@ class DefinitionRefused(ManifestError):
 
     code = "definition_refused"
     http_status = 422
+
+
+
+class SkillError(ManifestError):
+    """A SKILL.md that cannot be loaded (the message names the file and the line), or a skill
+    whose template or parameters cannot be rendered."""
+
+    code = "skill_error"
+    http_status = 422
+
+    def __init__(
+        self, message: str, *, source: str = "SKILL.md", line: int | None = None, key: str = "", hint: str | None = None
+    ) -> None:
+        where = f"{source}:{line}" if line else source
+        super().__init__(message, source=where, key=key, hint=hint)
+        self.line = line
+        self.path = source
+        self.detail = message  # the message without the file and line in front
+
+
+class SkillNotFound(UsageError):
+    code = "skill_not_found"
+    http_status = 404
 
 
 class PolicyError(PincerError):

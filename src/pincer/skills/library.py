@@ -1,0 +1,211 @@
+"""The loaded skill library: roots walked, eligibility decided, changes watched.
+
+One :class:`SkillLibrary` per Pincer. Everything that shows skills (the CLI, the ``skill``
+tool, the gateway's prompts and resources, the skills extension) reads from it; ``reload``
+re-walks the roots (only changed files are parsed again) and tells subscribers when the set of
+skills changed. ``watch`` does that by itself while a gateway runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from pincer.core.errors import SkillNotFound
+from pincer.skills.catalog import Catalog, build_catalog
+from pincer.skills.deps import deps_problem
+from pincer.skills.eligibility import Eligibility, Environment, check_all
+from pincer.skills.model import Issue, Skill, Trust
+from pincer.skills.remote import ORIGIN_FILE, RemoteApprovals, apply_origin
+from pincer.skills.render import Rendered, render_skill
+from pincer.skills.roots import LoadReport, Root, SkillLoader, WalkLimits, default_roots
+from pincer.skills.selection import Selection, select
+
+__all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S"]
+
+logger = logging.getLogger(__name__)
+
+SKILL_WATCH_INTERVAL_S = 0.5  # "within a second", and cheap: a listing and a stat per skill
+
+Listener = Callable[[], None]
+
+
+class SkillLibrary:
+    def __init__(
+        self,
+        roots: Sequence[Root],
+        *,
+        limits: WalkLimits | None = None,
+        settings: Any = None,
+        home: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        from pincer.config import SkillsSettings
+
+        self.roots = tuple(roots)
+        self.settings = settings or SkillsSettings()
+        self.home = home
+        self._environ = environ
+        self._loader = SkillLoader(limits or WalkLimits())
+        self._listeners: list[Listener] = []
+        self.approvals = RemoteApprovals(home) if home is not None else None
+        self.report = LoadReport()
+        self.eligibility: dict[str, Eligibility] = {}
+        self._by_name: dict[str, Skill] = {}
+        self.reload(notify=False)
+
+    @classmethod
+    def from_config(
+        cls, config: Any, *, home_dir: Path | None = None, environ: Mapping[str, str] | None = None, bundled: bool = True
+    ) -> SkillLibrary:
+        settings = config.skills
+        if home_dir is None:
+            raw = (environ or os.environ).get("HOME")
+            home_dir = Path(raw) if raw else None
+        roots = default_roots(
+            workspace=config.workspace,
+            home_dir=home_dir,
+            pincer_home=config.home,
+            extra_dirs=settings.extra_dirs,
+            bundled=bundled,
+        )
+        limits = WalkLimits(
+            max_candidates_per_root=settings.max_candidates_per_root,
+            max_loaded_per_root=settings.max_loaded_per_root,
+            max_file_bytes=settings.max_file_bytes,
+        )
+        return cls(roots, limits=limits, settings=settings, home=config.home, environ=environ)
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def reload(self, *, notify: bool = True) -> bool:
+        """Walk the roots again; True (and subscribers told) when any skill changed."""
+        report = self._loader.load(self.roots)
+        skills = tuple(self._with_origin(s) for s in report.skills)
+        report = replace(report, skills=skills)
+        environment = self._environment()
+        eligibility = check_all(skills, environment)
+        before = {s.name: (s.content_hash, str(s.path)) for s in self.report.skills}, self.eligibility
+        self.report = report
+        self.eligibility = eligibility
+        self._by_name = {s.name: s for s in skills}
+        changed = before != ({s.name: (s.content_hash, str(s.path)) for s in skills}, eligibility)
+        if changed and notify:
+            self.notify_changed()
+        return changed
+
+    def notify_changed(self) -> None:
+        """Tell every subscriber the skills changed (call it on the event loop)."""
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:  # one broken subscriber must not stop the others
+                logger.exception("skill change listener failed")
+
+    def _environment(self) -> Environment:
+        home = self.home
+
+        def problem(skill: Skill) -> str | None:
+            return deps_problem(home, skill) if home is not None else None
+
+        base = Environment.current(config=self.settings.config, deps_problem=problem)
+        if self._environ is not None:
+            base = replace(base, env=dict(self._environ), path=self._environ.get("PATH", base.path))
+        return base
+
+    def _with_origin(self, skill: Skill) -> Skill:
+        if skill.trust is not Trust.INSTALLED or self.approvals is None:
+            return skill
+        if not (skill.base_dir / ORIGIN_FILE).is_file():
+            return skill
+        return apply_origin(skill, self.approvals)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    async def watch(
+        self,
+        interval_s: float = SKILL_WATCH_INTERVAL_S,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Reload whenever a SKILL.md (or capabilities.json) is added, changed or removed, or a
+        skill folder appears or goes. Runs until cancelled."""
+        seen = await anyio.to_thread.run_sync(self._loader.stamp, self.roots)
+        task_status.started()
+        while True:
+            await anyio.sleep(interval_s)
+            now = await anyio.to_thread.run_sync(self._loader.stamp, self.roots)
+            if now == seen:
+                continue
+            seen = now
+            try:
+                # Parsing in a worker thread; subscribers (the gateway, the registry) hear of it
+                # here, on the event loop.
+                changed = await anyio.to_thread.run_sync(lambda: self.reload(notify=False))
+            except Exception:  # a bad moment on disk must not end the watch
+                logger.exception("reloading skills failed")
+                continue
+            if changed:
+                self.notify_changed()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def skills(self) -> tuple[Skill, ...]:
+        return self.report.skills
+
+    def get(self, name: str) -> Skill:
+        skill = self._by_name.get(name)
+        if skill is None:
+            raise SkillNotFound(f"no skill named {name!r}", hint="`pincer skills list` shows the skills there are")
+        return skill
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def eligibility_of(self, name: str) -> Eligibility:
+        return self.eligibility.get(name) or Eligibility(is_eligible=False, reasons=("not loaded",))
+
+    def eligible(self) -> list[Skill]:
+        return [s for s in self.skills if self.eligibility_of(s.name).is_eligible]
+
+    def offered(self) -> list[Skill]:
+        """What a model is offered: eligible and model-invocable."""
+        return [s for s in self.eligible() if s.model_invocable]
+
+    def user_invocable(self) -> list[Skill]:
+        """What a person is offered (MCP prompts, slash commands): eligible and user-invocable."""
+        return [s for s in self.eligible() if s.user_invocable]
+
+    def select(self, message: str) -> list[Selection]:
+        return select(
+            message,
+            self.offered(),
+            max_skills=self.settings.max_selected,
+            max_tokens=self.settings.max_selected_tokens,
+        )
+
+    def catalog(self) -> Catalog:
+        return build_catalog(
+            self.offered(), max_skills=self.settings.catalog_max_skills, max_chars=self.settings.catalog_max_chars
+        )
+
+    def render(self, name: str, params: Mapping[str, Any] | None = None, *, arguments: str | None = None) -> Rendered:
+        return render_skill(self.get(name), params, arguments=arguments)
+
+    def issues(self) -> list[tuple[str, Issue]]:
+        return [(str(s.path), w) for s in self.skills for w in s.warnings]

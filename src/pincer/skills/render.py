@@ -1,0 +1,392 @@
+"""Rendering a skill's body: parameters validated and coerced, then a sandboxed template.
+
+Bodies are Jinja2 templates rendered in a :class:`~jinja2.sandbox.SandboxedEnvironment` (no
+attribute starting with ``_``, no unsafe callables), with only the Tera-compatible filters the
+seed documents rely on. Declared parameters are ``StrictUndefined``: a body that uses one that
+has no value fails with a clear error instead of rendering an empty hole. Loops are bounded
+(``MAX_LOOP_ITERATIONS``) and so is the output (``MAX_RENDER_CHARS``): a template can fail,
+never hang.
+
+After the template, the placeholders of the other dialects are expanded: ``{baseDir}``
+(OpenClaw) and ``${CLAUDE_SKILL_DIR}`` to the skill's folder, and Claude Code's ``$ARGUMENTS``,
+``$ARGUMENTS[N]``, ``$N`` and named ``$arg``; when the body uses none of them, the arguments are
+appended as ``ARGUMENTS: ...``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import SandboxedEnvironment
+
+from pincer.core.errors import ArgumentsInvalid, SkillError
+from pincer.skills.model import Dialect, Parameter, ParamType, Skill
+
+__all__ = [
+    "Rendered",
+    "render_skill",
+    "coerce_params",
+    "parse_param_pairs",
+    "is_template",
+    "MAX_LOOP_ITERATIONS",
+    "MAX_RENDER_CHARS",
+]
+
+MAX_LOOP_ITERATIONS = 10_000
+MAX_RENDER_CHARS = 1_000_000
+_TEMPLATE_MARKERS = ("{{", "{%", "{#")
+_CLAUDE_PLACEHOLDER = re.compile(r"\$ARGUMENTS\[(\d+)\]|\$ARGUMENTS\b|\$(\d+)\b|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rendered:
+    name: str
+    text: str
+    params: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "text": self.text, "params": dict(self.params)}
+
+
+class _Sandbox(SandboxedEnvironment):
+    """Jinja's sandbox, refusing (not blanking) what it blocks, with bounded ``*`` and ``**``."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        raise SecurityError(f"access to attribute {attribute!r} of a {type(obj).__name__} value is not allowed")
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > MAX_RENDER_CHARS:
+                    raise SkillError(f"a repetition past {MAX_RENDER_CHARS:,} items", hint="repeat less")
+        if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
+            raise SkillError("an exponent above 64", hint="use smaller numbers")
+        return super().call_binop(context, operator, left, right)
+
+
+_BUDGET: contextvars.ContextVar[list[int]] = contextvars.ContextVar("pincer_skill_loop_budget")
+# Template features pincer does not offer: a macro can recurse and double a string per call,
+# and imports or includes would read other templates.
+_REFUSED_NODES: tuple[type[nodes.Node], ...] = (
+    nodes.Macro, nodes.CallBlock, nodes.Import, nodes.FromImport, nodes.Include, nodes.Extends,
+)  # fmt: skip
+_LOOP_GUARD = "pincer_bounded"
+
+
+def _bounded(value: Any) -> Any:
+    """Every ``{% for %}`` iterates through this: all loops of one render share one budget."""
+    budget = _BUDGET.get()
+    for item in value:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise SkillError(f"the template's loops ran past {MAX_LOOP_ITERATIONS:,} iterations", hint="loop over fewer items")
+        yield item
+
+
+def _environment() -> SandboxedEnvironment:
+    env = _Sandbox(undefined=jinja2.ChainableUndefined, autoescape=False, keep_trailing_newline=True, auto_reload=False)
+    # Tera-compatible filters and a few harmless ones; not Jinja's attr, map(attribute=), xmlattr...
+    keep = {
+        "join", "default", "d", "upper", "lower", "length", "count", "first", "last", "trim", "capitalize",
+        "title", "replace", "round", "int", "float", "string", "list", "sort", "unique", "reverse",
+        "truncate", "wordcount", "abs", "escape", "e", "safe", "min", "max", "sum",
+    }  # fmt: skip
+    env.filters = {k: v for k, v in env.filters.items() if k in keep}
+    env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, default=str)
+    env.globals = {"range": env.globals["range"], _LOOP_GUARD: _bounded}
+    return env
+
+
+_ENV = _environment()
+_TEMPLATES: dict[tuple[str, str], Any] = {}
+_MAX_CACHED_TEMPLATES = 512
+
+
+def _strict(names: Sequence[str]) -> type[jinja2.Undefined]:
+    declared = frozenset(names)
+
+    class DeclaredStrict(jinja2.ChainableUndefined):
+        """StrictUndefined for declared parameters; other names (prose that happens to look like
+        a variable) render empty rather than failing the whole skill."""
+
+        def __str__(self) -> str:
+            if self._undefined_name in declared:
+                raise SkillError(
+                    f"the template uses parameter {self._undefined_name!r}, which has no value",
+                    hint=f"pass it: --param {self._undefined_name}=VALUE",
+                )
+            return ""
+
+        def __iter__(self) -> Any:
+            if self._undefined_name in declared:
+                str(self)
+            return iter(())
+
+    return DeclaredStrict
+
+
+# -- parameters --------------------------------------------------------------------------------
+
+
+def parse_param_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """``k=v`` strings from the CLI into a mapping (values stay strings until coerced)."""
+    params: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ArgumentsInvalid(f"--param {pair!r} is not KEY=VALUE", hint="e.g. --param path=src/app.py")
+        params[key.strip()] = value
+    return params
+
+
+def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool = False) -> dict[str, Any]:
+    """Check ``given`` against the declared parameters: types (CLI strings coerced), enums,
+    required ones present, defaults filled in, unknown ones refused."""
+    declared = {p.name: p for p in skill.parameters}
+    unknown = sorted(set(given) - set(declared))
+    if unknown and not allow_extra:
+        known = ", ".join(declared) or "none"
+        raise ArgumentsInvalid(
+            f"skill {skill.name!r} has no parameter {', '.join(repr(u) for u in unknown)}",
+            hint=f"its parameters: {known} (`pincer skills show {skill.name}`)",
+        )
+    values: dict[str, Any] = {}
+    for name, param in declared.items():
+        if name in given and given[name] is not None:
+            values[name] = _coerce(skill, param, given[name])
+        elif param.default is not None:
+            values[name] = param.default
+        elif param.required:
+            raise ArgumentsInvalid(
+                f"skill {skill.name!r} needs parameter {name!r} ({param.type.value})"
+                + (f": {param.description}" if param.description else ""),
+                    hint=f"pass it: --param {name}=VALUE",
+            )
+    if allow_extra:
+        values.update({k: v for k, v in given.items() if k not in declared})
+    return values
+
+
+def _coerce(skill: Skill, param: Parameter, value: Any) -> Any:
+    def bad(expected: str) -> ArgumentsInvalid:
+        return ArgumentsInvalid(
+            f"parameter {param.name!r} of skill {skill.name!r} must be {expected}, got {str(value)[:60]!r}",
+            hint=f"pass --param {param.name}=VALUE with a {param.type.value}",
+        )
+
+    kind = param.type
+    result: Any = value
+    if kind is ParamType.STRING:
+        if isinstance(value, (dict, list)):
+            raise bad("text")
+        result = value if isinstance(value, str) else json.dumps(value) if isinstance(value, bool) else str(value)
+    elif kind is ParamType.INTEGER:
+        if isinstance(value, bool):
+            raise bad("an integer")
+        if isinstance(value, str):
+            try:
+                result = int(value.strip(), 10)
+            except ValueError:
+                raise bad("an integer") from None
+        elif isinstance(value, float) and value.is_integer():
+            result = int(value)
+        elif not isinstance(value, int):
+            raise bad("an integer")
+    elif kind is ParamType.NUMBER:
+        if isinstance(value, bool):
+            raise bad("a number")
+        if isinstance(value, str):
+            try:
+                result = float(value.strip())
+            except ValueError:
+                raise bad("a number") from None
+            if result != result or result in (float("inf"), float("-inf")):
+                raise bad("a finite number")
+            if result.is_integer() and re.fullmatch(r"\s*-?\d+\s*", value):
+                result = int(result)
+        elif not isinstance(value, (int, float)):
+            raise bad("a number")
+    elif kind is ParamType.BOOLEAN:
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered in ("true", "yes", "on", "1"):
+                result = True
+            elif lowered in ("false", "no", "off", "0"):
+                result = False
+            else:
+                raise bad("true or false")
+        elif not isinstance(value, bool):
+            raise bad("true or false")
+    elif kind in (ParamType.ARRAY, ParamType.OBJECT):
+        expected = list if kind is ParamType.ARRAY else dict
+        if isinstance(value, str):
+            try:
+                result = json.loads(value)
+            except ValueError:
+                if kind is ParamType.ARRAY:
+                    result = [item.strip() for item in value.split(",") if item.strip()]
+                else:
+                    raise bad("a JSON object") from None
+        if not isinstance(result, expected):
+            raise bad("a list" if kind is ParamType.ARRAY else "a JSON object")
+    if param.enum is not None and result not in param.enum:
+        allowed = ", ".join(repr(v) for v in param.enum)
+        raise ArgumentsInvalid(
+            f"parameter {param.name!r} of skill {skill.name!r} must be one of {allowed}, got {result!r}",
+            hint=f"pass --param {param.name}=VALUE with one of the allowed values",
+        )
+    return result
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def render_skill(skill: Skill, params: Mapping[str, Any] | None = None, *, arguments: str | None = None) -> Rendered:
+    """The skill's instructions with ``params`` applied. ``arguments`` is the raw argument text
+    of a slash command (Claude Code's ``$ARGUMENTS``); without it, it is made of the params."""
+    values = coerce_params(skill, params or {}, allow_extra=bool(not skill.parameters and params))
+    text = skill.body
+    if is_template(skill) and any(marker in text for marker in _TEMPLATE_MARKERS):
+        text = _render_template(skill, text, values)
+    base = str(skill.base_dir)
+    text = text.replace("{baseDir}", base).replace("${CLAUDE_SKILL_DIR}", base)
+    if arguments is None:
+        shown = [values[p.name] for p in skill.parameters if p.name in values] if skill.parameters else list(values.values())
+        arguments = " ".join(_shown(v) for v in shown)
+    if Dialect.CLAUDE in skill.dialects:
+        text = _claude_arguments(text, arguments, values)
+    elif arguments and not skill.parameters:
+        text += f"\n\nARGUMENTS: {arguments}\n"
+    if len(text) > MAX_RENDER_CHARS:
+        raise SkillError(
+            f"skill {skill.name!r} rendered to more than {MAX_RENDER_CHARS:,} characters",
+            source=str(skill.path),
+            hint="the template or its loops produce too much text",
+        )
+    return Rendered(name=skill.name, text=text, params=values)
+
+
+def is_template(skill: Skill) -> bool:
+    """Bodies of the pincer and IronClaw dialects, and of any skill that declares parameters,
+    are templates. Other dialects' bodies were not written as templates (a shell snippet's
+    ``{{.Name}}`` must survive), so they are used as written."""
+    return bool(skill.parameters) or skill.dialect in (Dialect.PINCER, Dialect.IRONCLAW)
+
+
+def _render_template(skill: Skill, text: str, values: Mapping[str, Any]) -> str:
+    try:
+        template = _compiled(skill, text)
+        token = _BUDGET.set([MAX_LOOP_ITERATIONS])
+        try:
+            return _join_bounded(template.generate(**values))
+        finally:
+            _BUDGET.reset(token)
+    except SkillError as exc:
+        raise SkillError(exc.detail, source=str(skill.path), line=exc.line, hint=exc.hint) from None
+    except SecurityError as exc:
+        raise SkillError(
+            f"the template of skill {skill.name!r} tried to reach something outside the sandbox: {exc}",
+            source=str(skill.path),
+            hint="templates may use parameters, filters and loops; not attributes starting with '_' or Python internals",
+        ) from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise SkillError(
+            f"the template of skill {skill.name!r} has a syntax error: {exc.message}",
+            source=str(skill.path),
+            line=exc.lineno + skill.body_line - 1 if exc.lineno else None,
+            hint="fix the {{ }} / {% %} tags (write {{ '{{' }} for literal braces)",
+        ) from None
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, LookupError, RecursionError, AttributeError) as exc:
+        # A template is user code: whatever goes wrong inside it is the template's error.
+        raise SkillError(
+            f"the template of skill {skill.name!r} failed: {type(exc).__name__}: {str(exc)[:200]}",
+            source=str(skill.path),
+            hint="check the template's expressions against the parameters it gets",
+        ) from None
+
+
+def _compiled(skill: Skill, text: str) -> Any:
+    declared = tuple(p.name for p in skill.parameters)
+    key = (skill.content_hash, ",".join(declared))
+    template = _TEMPLATES.get(key)
+    if template is not None:
+        return template
+    env = _ENV.overlay(undefined=_strict(declared))
+    tree = env.parse(text)
+    for node in tree.find_all(_REFUSED_NODES):
+        raise SkillError(
+            f"templates cannot use {type(node).__name__.lower()} tags",
+            line=node.lineno + skill.body_line - 1,
+            hint="use {{ }}, filters, {% if %}, {% for %} and {% set %}",
+        )
+    for loop in tree.find_all(nodes.For):
+        loop.iter = nodes.Call(nodes.Name(_LOOP_GUARD, "load"), [loop.iter], [], None, None, lineno=loop.lineno)
+    tree.set_environment(env)
+    template = env.from_string(tree)
+    if len(_TEMPLATES) >= _MAX_CACHED_TEMPLATES:
+        _TEMPLATES.clear()
+    _TEMPLATES[key] = template
+    return template
+
+
+def _join_bounded(chunks: Any) -> str:
+    out: list[str] = []
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_RENDER_CHARS:
+            raise SkillError(
+                f"the template rendered to more than {MAX_RENDER_CHARS:,} characters",
+                hint="the template or its loops produce too much text",
+            )
+        out.append(chunk)
+    return "".join(out)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _claude_arguments(text: str, arguments: str, values: Mapping[str, Any]) -> str:
+    if "$" not in text:
+        return text + (f"\n\nARGUMENTS: {arguments}\n" if arguments else "")
+    positional = arguments.split() if arguments else []
+    named = {k: _shown(v) for k, v in values.items()}
+    used = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal used
+        index, number, name = match.group(1), match.group(2), match.group(3)
+        if index is not None:
+            used = True
+            i = int(index)
+            return positional[i] if i < len(positional) else ""
+        if number is not None:
+            used = True
+            i = int(number)
+            # $0 is the first argument in Claude Code's numbering.
+            return positional[i] if i < len(positional) else ""
+        if name is not None:
+            if name in named:
+                used = True
+                return named[name]
+            return match.group(0)  # $HOME and other shell text in the body stays as written
+        used = True
+        return arguments
+
+    result = _CLAUDE_PLACEHOLDER.sub(replace, text)
+    if not used and arguments:
+        result += f"\n\nARGUMENTS: {arguments}\n"
+    return result

@@ -1,0 +1,342 @@
+"""Where skills come from, in which order, and the walk that finds them.
+
+Roots, highest precedence first::
+
+    <workspace>/skills              trusted     workspace
+    <workspace>/.agents/skills      trusted     workspace-agents
+    <workspace>/.claude/skills      trusted     workspace-claude
+    ~/.agents/skills                trusted     home-agents
+    ~/.claude/skills                trusted     home-claude
+    $PINCER_HOME/skills             trusted     user
+    $PINCER_HOME/installed/skills   installed   installed     (written by the hub)
+    <pincer package>/skills/bundled trusted     bundled
+    [skills] extra_dirs             trusted     extra
+
+A skill is a folder ``<root>/<name>/`` holding a ``SKILL.md``. A name found in a higher root
+shadows the same name lower down; the shadowed one is kept in the report with the reason. The
+walk is bounded per root (candidates looked at, skills loaded) and per file (bytes), and every
+limit that is reached is reported, never silently applied. Parsing is ``parser.parse_skill``;
+this module only reads files, and it remembers what it parsed by (path, mtime, size), so a
+reload re-reads only files that changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat as stat_module
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pincer.core.errors import SkillError
+from pincer.skills.model import Skill, Trust
+from pincer.skills.parser import MAX_SKILL_FILE_BYTES, parse_skill
+
+__all__ = [
+    "Root",
+    "WalkLimits",
+    "LoadError",
+    "Shadowed",
+    "LimitHit",
+    "LoadReport",
+    "SkillLoader",
+    "default_roots",
+    "BUNDLED_DIR",
+    "SKILL_FILE",
+    "CAPABILITIES_FILE",
+]
+
+logger = logging.getLogger(__name__)
+
+SKILL_FILE = "SKILL.md"
+CAPABILITIES_FILE = "capabilities.json"
+MAX_CAPABILITIES_BYTES = 256 * 1024
+BUNDLED_DIR = Path(__file__).with_name("bundled")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Root:
+    label: str
+    path: Path
+    trust: Trust = Trust.TRUSTED
+    is_claude: bool = False  # a .claude/skills root: bodies use Claude Code's substitutions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "path": str(self.path), "trust": self.trust.value, "exists": self.path.is_dir()}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WalkLimits:
+    """``[skills]`` max_candidates_per_root, max_loaded_per_root, max_file_bytes."""
+
+    max_candidates_per_root: int = 300
+    max_loaded_per_root: int = 200
+    max_file_bytes: int = MAX_SKILL_FILE_BYTES
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadError:
+    """A SKILL.md that could not be loaded; the others still are."""
+
+    path: Path
+    message: str
+    line: int | None = None
+    hint: str | None = None
+    root: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "line": self.line, "message": self.message, "hint": self.hint, "root": self.root}
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Shadowed:
+    skill: Skill
+    by: Skill
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.skill.name, "path": str(self.skill.path), "root": self.skill.root, "shadowed_by": str(self.by.path), "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LimitHit:
+    root: str
+    limit: str  # the [skills] key
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"root": self.root, "limit": self.limit, "message": self.message}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadReport:
+    skills: tuple[Skill, ...] = ()  # the winners, in precedence order
+    shadowed: tuple[Shadowed, ...] = ()
+    errors: tuple[LoadError, ...] = ()
+    limits: tuple[LimitHit, ...] = ()
+    roots: tuple[Root, ...] = ()
+    stamp: tuple[Any, ...] = field(default=(), compare=False)  # what the files looked like when read
+
+    def by_name(self) -> dict[str, Skill]:
+        return {s.name: s for s in self.skills}
+
+
+def default_roots(
+    *,
+    workspace: Path | None,
+    home_dir: Path | None,
+    pincer_home: Path | None,
+    extra_dirs: Sequence[Path] = (),
+    bundled: bool = True,
+) -> tuple[Root, ...]:
+    roots: list[Root] = []
+    if workspace is not None:
+        roots += [
+            Root(label="workspace", path=workspace / "skills"),
+            Root(label="workspace-agents", path=workspace / ".agents" / "skills"),
+            Root(label="workspace-claude", path=workspace / ".claude" / "skills", is_claude=True),
+        ]
+    if home_dir is not None:
+        roots += [
+            Root(label="home-agents", path=home_dir / ".agents" / "skills"),
+            Root(label="home-claude", path=home_dir / ".claude" / "skills", is_claude=True),
+        ]
+    if pincer_home is not None:
+        roots += [
+            Root(label="user", path=pincer_home / "skills"),
+            Root(label="installed", path=pincer_home / "installed" / "skills", trust=Trust.INSTALLED),
+        ]
+    if bundled:
+        roots.append(Root(label="bundled", path=BUNDLED_DIR))
+    for index, path in enumerate(extra_dirs):
+        roots.append(Root(label=f"extra-{index + 1}", path=path))
+    # The same folder named twice (a workspace inside $PINCER_HOME) is walked once, at its first place.
+    seen: set[str] = set()
+    unique = []
+    for root in roots:
+        key = os.path.normpath(os.path.abspath(root.path))
+        if key not in seen:
+            seen.add(key)
+            unique.append(root)
+    return tuple(unique)
+
+
+_Key = tuple[str, str]  # (path, root label)
+_Stamp = tuple[int, int, int, int]  # (mtime_ns, size, capabilities mtime_ns, capabilities size)
+
+
+class SkillLoader:
+    """Walks roots and parses what it finds, remembering parsed files by their stat."""
+
+    def __init__(self, limits: WalkLimits | None = None) -> None:
+        self.limits = limits or WalkLimits()
+        self._cache: dict[_Key, tuple[_Stamp, Skill | LoadError]] = {}
+
+    def load(self, roots: Iterable[Root]) -> LoadReport:
+        roots = tuple(roots)
+        winners: dict[str, Skill] = {}
+        shadowed: list[Shadowed] = []
+        errors: list[LoadError] = []
+        limits: list[LimitHit] = []
+        stamp: list[Any] = []
+        live: set[_Key] = set()
+        for root in roots:
+            loaded = 0
+            candidates, hit = self._candidates(root)
+            if hit is not None:
+                limits.append(hit)
+            stamp.append((root.label, tuple(c[0] for c in candidates)))
+            for folder, skill_stat in candidates:
+                if loaded >= self.limits.max_loaded_per_root:
+                    limits.append(
+                        LimitHit(
+                            root=root.label,
+                            limit="max_loaded_per_root",
+                            message=f"{root.path}: {self.limits.max_loaded_per_root} skills loaded; the rest of this root is not "
+                            "(raise [skills] max_loaded_per_root)",
+                        )
+                    )
+                    break
+                key = (os.path.join(folder, SKILL_FILE), root.label)
+                live.add(key)
+                result, file_stamp = self._read(root, folder, skill_stat, key)
+                stamp.append((key[0], file_stamp))
+                if isinstance(result, LoadError):
+                    errors.append(result)
+                    continue
+                loaded += 1
+                present = winners.get(result.name)
+                if present is None:
+                    winners[result.name] = result
+                    continue
+                why = (
+                    f"another folder in the same root ({present.base_dir.name}) has the name {result.name!r}"
+                    if present.root == result.root
+                    else f"{result.name!r} from {present.root} ({present.path}) takes precedence over {result.root}"
+                )
+                shadowed.append(Shadowed(skill=result, by=present, reason=why))
+        for key in list(self._cache):
+            if key not in live:
+                del self._cache[key]
+        return LoadReport(
+            skills=tuple(winners.values()),
+            shadowed=tuple(shadowed),
+            errors=tuple(errors),
+            limits=tuple(limits),
+            roots=roots,
+            stamp=tuple(stamp),
+        )
+
+    def stamp(self, roots: Iterable[Root]) -> tuple[Any, ...]:
+        """What ``load`` would see, cheaply (directory listings and stats, no reads)."""
+        parts: list[Any] = []
+        for root in roots:
+            candidates, _ = self._candidates(root)
+            parts.append((root.label, tuple(c[0] for c in candidates)))
+            for folder, skill_stat in candidates:
+                parts.append((os.path.join(folder, SKILL_FILE), _stamp(skill_stat, folder)))
+        return tuple(parts)
+
+    def _candidates(self, root: Root) -> tuple[list[tuple[str, os.stat_result]], LimitHit | None]:
+        try:
+            entries = sorted(os.scandir(root.path), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return [], None
+        except OSError as exc:
+            logger.warning("cannot list skills root %s: %s", root.path, exc)
+            return [], None
+        found: list[tuple[str, os.stat_result]] = []
+        hit: LimitHit | None = None
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if not entry.is_dir():
+                    continue
+                skill_stat = os.stat(os.path.join(entry.path, SKILL_FILE))
+            except OSError:
+                continue
+            if not stat_module.S_ISREG(skill_stat.st_mode):
+                continue
+            if len(found) >= self.limits.max_candidates_per_root:
+                hit = LimitHit(
+                    root=root.label,
+                    limit="max_candidates_per_root",
+                    message=f"{root.path} holds more than {self.limits.max_candidates_per_root} skill folders; only the "
+                    "first ones (by name) are looked at (raise [skills] max_candidates_per_root)",
+                )
+                break
+            found.append((entry.path, skill_stat))
+        return found, hit
+
+    def _read(self, root: Root, folder: str, skill_stat: os.stat_result, key: _Key) -> tuple[Skill | LoadError, _Stamp]:
+        file_stamp = _stamp(skill_stat, folder)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == file_stamp:
+            return cached[1], file_stamp
+        result = read_skill(
+            Path(key[0]),
+            root=root,
+            max_bytes=self.limits.max_file_bytes,
+            size=skill_stat.st_size,
+            has_capabilities=file_stamp[3] >= 0,
+        )
+        self._cache[key] = (file_stamp, result)
+        return result, file_stamp
+
+
+def _stamp(skill_stat: os.stat_result, folder: str) -> _Stamp:
+    try:
+        caps = os.stat(os.path.join(folder, CAPABILITIES_FILE))
+        caps_stamp = (caps.st_mtime_ns, caps.st_size)
+    except OSError:
+        caps_stamp = (0, -1)
+    return (skill_stat.st_mtime_ns, skill_stat.st_size, *caps_stamp)
+
+
+def read_skill(
+    path: Path, *, root: Root, max_bytes: int = MAX_SKILL_FILE_BYTES, size: int | None = None, has_capabilities: bool = True
+) -> Skill | LoadError:
+    """Read and parse one SKILL.md; a failure comes back as a LoadError (never raised)."""
+    try:
+        if size is None:
+            size = path.stat().st_size
+        if size > max_bytes:
+            raise SkillError(
+                f"the file is {size:,} bytes, larger than the {max_bytes:,} byte limit for a SKILL.md",
+                source=str(path),
+                hint="move long reference material into files beside it, or raise [skills] max_file_bytes",
+            )
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+        capabilities = _read_capabilities(path.parent / CAPABILITIES_FILE) if has_capabilities else None
+        return parse_skill(
+            data,
+            path=path,
+            root=root.label,
+            trust=root.trust,
+            max_bytes=max_bytes,
+            capabilities_json=capabilities,
+            claude_root=root.is_claude,
+        )
+    except SkillError as exc:
+        return LoadError(path=path, message=exc.detail, line=exc.line, hint=exc.hint, root=root.label)
+    except OSError as exc:
+        return LoadError(path=path, message=f"cannot read the file: {exc.strerror}", root=root.label)
+
+
+def _read_capabilities(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CAPABILITIES_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_CAPABILITIES_BYTES:
+        return b'"capabilities.json is larger than 256 KB"'
+    return data
