@@ -79,3 +79,16 @@ def test_on_a_terminal_a_transient_spinner_and_never_with_json(tmp_path: Path) -
     assert code == 0, terminal
     assert "starting MCP servers" not in terminal
     assert json.loads(stdout)
+
+
+def test_mcp_test_of_a_slow_server_says_it_is_starting(tmp_path: Path) -> None:
+    """Newcomer item 7: an npx-launched server printed nothing for 20 s during `pincer mcp test`."""
+    env = _home_with_a_slow_server(tmp_path)
+    done = subprocess.run([*PINCER, "mcp", "test", "slow"], capture_output=True, text=True, env=env, timeout=CLI_TIMEOUT_S)
+    assert done.returncode == 1  # it never answers the handshake
+    assert "starting MCP server slow (a server run with npx or uvx fetches its package first) ..." in done.stderr
+    quiet = subprocess.run(
+        [*PINCER, "mcp", "test", "slow", "--json"], capture_output=True, text=True, env=env, timeout=CLI_TIMEOUT_S
+    )
+    assert "starting MCP server" not in quiet.stderr
+    json.loads(quiet.stdout)

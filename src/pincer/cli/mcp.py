@@ -183,7 +183,7 @@ def add(
             result: dict[str, Any] = {"ok": True, "server": config.to_json(), "notes": notes, "tools": None}
             if connect:
                 try:
-                    report = await _probe(home, config, holder, record=True)
+                    report = await _probe(home, config, holder, record=True, quiet=as_json)
                     result["tools"] = report["tools"]
                     result["refused"] = report["refused"]
                     result["connect_ms"] = report["connect_ms"]
@@ -282,14 +282,14 @@ _START_FAILED_HINT = (
 )
 
 
-async def _probe_configured(home: Path, name: str) -> dict[str, Any]:
+async def _probe_configured(home: Path, name: str, *, quiet: bool = False) -> dict[str, Any]:
     """Probe a configured server without recording anything; errors come back scrubbed of secrets."""
     from pincer.runtimes.mcp import ServerStore
 
     config = ServerStore(home).get(name)
     holder = _Secrets(home)
     try:
-        return await _probe(home, config, holder, record=False)
+        return await _probe(home, config, holder, record=False, quiet=quiet)
     except PincerError as exc:
         error = holder.scrub(exc)
         if error.hint and "pincer mcp test" in error.hint:
@@ -299,16 +299,19 @@ async def _probe_configured(home: Path, name: str) -> dict[str, Any]:
         holder.close()
 
 
-async def _probe(home: Path, config: Any, secrets: _Secrets, *, record: bool) -> dict[str, Any]:
+async def _probe(home: Path, config: Any, secrets: _Secrets, *, record: bool, quiet: bool = False) -> dict[str, Any]:
     """Start the server once, list its tools, decide them against the pins (leak scan included),
-    stop it. ``record``: pin the tools seen for the first time."""
+    stop it. ``record``: pin the tools seen for the first time. A start that takes more than a
+    second says so on stderr (an npx server fetches its package first), unless ``quiet``."""
+    from pincer.cli.progress import slow_wait
     from pincer.runtimes.mcp import PinStore, ServerConnection
     from pincer.runtimes.mcp.assignment import assign_tools, holds_secret
 
     conn = ServerConnection(config, secrets=secrets.find)
     started = time.perf_counter()
+    waiting = f"starting MCP server {config.name} (a server run with npx or uvx fetches its package first)"
     try:
-        with anyio.fail_after(TEST_TIMEOUT_S):
+        with anyio.fail_after(TEST_TIMEOUT_S), slow_wait(lambda: waiting, enabled=not quiet):
             definitions = await conn.start(timeout_s=config.connect_timeout_s)
         connect_ms = (time.perf_counter() - started) * 1000
         status = conn.status()
@@ -379,7 +382,7 @@ def test(name: str, as_json: bool = JsonOption) -> None:
 
     async def body() -> dict[str, Any]:
         home = pincer_home()
-        report = await _probe_configured(home, name)
+        report = await _probe_configured(home, name, quiet=as_json)
         report.pop("assignment")
         leaks = [r for r in report["refused"] if r["kind"] == "secret"]
         if leaks:
@@ -431,7 +434,7 @@ def trust(
 
     async def inspect() -> tuple[list[Any], list[dict[str, Any]]]:
         home = pincer_home()
-        report = await _probe_configured(home, name)
+        report = await _probe_configured(home, name, quiet=as_json)
         assignment = report["assignment"]
         chosen = [c for c in assignment.candidates if tool is None or c.definition.name == tool]
         if tool is not None and not chosen:
