@@ -8,6 +8,7 @@ long wait is SQLite's busy timeout when another process holds the write lock.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -165,12 +166,27 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _m
 _SCHEMA_VERSION = len(_MIGRATIONS)
 
 
+def _create_private(path: Path) -> None:
+    """Create the file 0600 before SQLite does (it would use the umask, often 0644): the audit
+    log, approvals and idempotent results are nobody else's to read. SQLite gives its -wal and
+    -shm files the database file's mode."""
+    # O_NOFOLLOW: a symlink planted at the database's name is refused, not followed.
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open the pincer database {path}: {exc.strerror}",
+            hint="PINCER_HOME must hold pincer.db itself (not a symlink) in a directory you can write",
+        ) from None
+
+
 def open_database(home: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """Open (and create or migrate) the database. ``synchronous`` NORMAL makes a commit durable
     against a crash of pincer; FULL also against power loss, at an fsync per commit."""
     path = home / DB_FILENAME
     try:
         home.mkdir(parents=True, exist_ok=True)
+        _create_private(path)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={synchronous}")

@@ -183,7 +183,7 @@ def parse_output(raw: RawResponse, *, tool: str, max_bytes: int) -> Any:
     if len(raw.output.encode("utf-8")) > max_bytes:
         raise ToolError(
             f"tool {tool!r} returned {len(raw.output):,} bytes, over the limit of {max_bytes:,}",
-            hint="ask for less data, or raise [output] max_bytes in config.toml",
+            hint="ask the tool for less data: a WASM tool's raw output is capped at 1 MiB, whatever the config",
         )
     try:
         return json.loads(raw.output)
