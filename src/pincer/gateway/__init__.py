@@ -10,8 +10,9 @@ must not pay for importing the MCP SDK, Starlette and uvicorn.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pincer.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from pincer.core.errors import ClientCapabilityMissing, InputRequired
@@ -58,10 +59,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'pincer.gateway' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, globals(), _HOMES)

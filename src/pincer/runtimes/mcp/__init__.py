@@ -11,8 +11,9 @@ files (:mod:`.importers`).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pincer.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from pincer.runtimes.mcp.config import ServerConfig, ServerStore, tool_name
@@ -48,10 +49,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, globals(), _EXPORTS)

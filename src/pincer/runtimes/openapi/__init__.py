@@ -7,8 +7,9 @@ and :mod:`.runtime` makes the calls through the shared egress rules.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pincer.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore
@@ -42,10 +43,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, globals(), _EXPORTS)
