@@ -124,24 +124,24 @@ def evaluate_grants(
             notes.append(f"grant {grant.id} for {grant.tool!r} used all {grant.max_invocations} invocations")
             continue
         live.append(grant)
-    grant = max(live, key=_specificity) if live else None
+    chosen: Grant | None = max(live, key=_specificity) if live else None
     suffix = f" ({'; '.join(notes)})" if notes else ""
 
     if not spec.effects:
-        if grant is not None and grant.default is Mode.DENY:
-            return Decision(mode=Mode.DENY, reason=f"grant {grant.id} denies {spec.name}{suffix}", grant_id=grant.id)
+        if chosen is not None and chosen.default is Mode.DENY:
+            return Decision(mode=Mode.DENY, reason=f"grant {chosen.id} denies {spec.name}{suffix}", grant_id=chosen.id)
         return Decision(
             mode=Mode.ALLOW,
             reason=f"{spec.name} declares no effects{suffix}",
-            grant_id=grant.id if grant else None,
-            hosts=grant.hosts if grant else None,
+            grant_id=chosen.id if chosen else None,
+            hosts=chosen.hosts if chosen else None,
         )
 
     modes: dict[EffectKind, tuple[Mode, str]] = {}
     for effect in spec.effects:
-        mode = grant.mode_for(effect) if grant else None
+        mode = chosen.mode_for(effect) if chosen else None
         if mode is not None:
-            modes[effect] = (mode, f"grant {grant.id}")  # type: ignore[union-attr]
+            modes[effect] = (mode, f"grant {chosen.id}" if chosen else "grant")
         elif effect in DEFAULT_ALLOWED_EFFECTS:
             modes[effect] = (Mode.ALLOW, "default")
         else:
@@ -162,6 +162,6 @@ def evaluate_grants(
     return Decision(
         mode=mode,
         reason=reason,
-        grant_id=grant.id if grant else None,
-        hosts=grant.hosts if grant else None,
+        grant_id=chosen.id if chosen else None,
+        hosts=chosen.hosts if chosen else None,
     )

@@ -6,6 +6,7 @@ error naming both sources, never silently shadowed.
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -111,7 +112,7 @@ class Registry:
             self._emit(event)
         return event
 
-    def _check_free(self, specs: list[ToolSpec], runtime: Runtime) -> None:
+    def _check_free(self, specs: builtins.list[ToolSpec], runtime: Runtime) -> None:
         for spec in specs:
             entry = self._entries.get(spec.name)
             if entry is not None and entry[1] is not runtime:

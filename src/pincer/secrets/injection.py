@@ -94,8 +94,7 @@ def inject_credentials(
             logger.debug("injected credential %r (%s) for %s", mapping.key or mapping.secret_name, slot, host)
             break
 
-    seen: set[str] = set()
-    unique = tuple(v for v in injected if v and not (v in seen or seen.add(v)))
+    unique = tuple(dict.fromkeys(v for v in injected if v))
     return InjectedRequest(url=urlunsplit(parts), headers=out_headers, injected=unique)
 
 

@@ -11,6 +11,7 @@ died) is expired and cannot be answered: nobody would act on the answer.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import secrets
@@ -205,7 +206,7 @@ class ApprovalStore:
             ).fetchall()
         return [_to_request(row) for row in rows]
 
-    def list_pending(self) -> list[ApprovalRequest]:
+    def list_pending(self) -> builtins.list[ApprovalRequest]:
         return self.list(status=ApprovalStatus.PENDING)
 
     def answer(

@@ -332,7 +332,8 @@ class AuditLog:
         after_id: int = 0,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``."""
-        clauses, params = ["id > ?"], [after_id]
+        clauses: list[str] = ["id > ?"]
+        params: list[object] = [after_id]
         if tool:
             clauses.append("tool = ?")
             params.append(tool)

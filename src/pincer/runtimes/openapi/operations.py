@@ -103,7 +103,8 @@ def server_urls(document: Mapping[str, Any], location: Location) -> list[str]:
         if not isinstance(server, Mapping) or not isinstance(server.get("url"), str):
             continue
         url = server["url"]
-        variables = server.get("variables") if isinstance(server.get("variables"), Mapping) else {}
+        raw = server.get("variables")
+        variables: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         for name, spec in variables.items():
             default = spec.get("default") if isinstance(spec, Mapping) else None
             if isinstance(default, str):
@@ -201,7 +202,7 @@ def _build_operation(
                 body_required = bool(body.get("required"))
                 if body_required:
                     required.append("body")
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         schema["required"] = required
     return Operation(

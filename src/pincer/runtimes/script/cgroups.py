@@ -60,7 +60,7 @@ class CgroupSupport:
 
 def _mounts() -> list[tuple[str, str, set[str]]]:
     """(mount point, fstype, super options) of every cgroup mount."""
-    found = []
+    found: list[tuple[str, str, set[str]]] = []
     try:
         text = Path("/proc/self/mountinfo").read_text()
     except OSError:

@@ -37,7 +37,7 @@ def script_dir(home: Path) -> Path:
 
 def installed_manifests(home: Path) -> list[ScriptToolManifest]:
     """Every installed manifest; a broken one is skipped with a warning rather than stopping pincer."""
-    manifests = []
+    manifests: list[ScriptToolManifest] = []
     folder = script_dir(home)
     if not folder.is_dir():
         return manifests

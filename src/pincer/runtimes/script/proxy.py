@@ -212,7 +212,7 @@ async def _pipe(src: ByteStream, dst: ByteStream) -> None:
     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass
     try:
-        await dst.send_eof()  # type: ignore[attr-defined]
+        await dst.send_eof()
     except (AttributeError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass
 

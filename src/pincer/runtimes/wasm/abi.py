@@ -194,7 +194,7 @@ def _lower(store: Any, ty: ValType, val: Any, ptr: Any) -> None:
 
 
 @ffi.wasmtime_component_func_callback_t
-def _callback(data, context, ty_raw, args, nargs, results, nresults):  # type: ignore[no-untyped-def]
+def _callback(data, context, ty_raw, args, nargs, results, nresults):
     store = wasmtime.StoreContext(context)
     name = "?"
     try:
@@ -218,7 +218,7 @@ def _callback(data, context, ty_raw, args, nargs, results, nresults):  # type: i
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _finalize(data):  # type: ignore[no-untyped-def]
+def _finalize(data):
     with _FUNCS_LOCK:
         _FUNCS.pop(data or 0, None)
 
