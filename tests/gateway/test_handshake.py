@@ -242,3 +242,29 @@ async def test_a_deleted_session_is_not_served(gateway: LiveGateway) -> None:
         after = await s.call("say", {"text": "after"})
     assert after.status_code == 404
     assert [r.tool for r in gateway.pincer.audit.records()] == ["say"]
+
+
+async def test_a_call_in_flight_ends_with_its_session(pincer_home: Path) -> None:
+    """Deleting the session ends its calls on the direct path the way the SDK ends its own: the
+    call is cancelled (and recorded), its approval expires, and the POST's stream closes empty."""
+    config = '[approvals]\ntimeout_s = 60\n[sessions.ci-bot]\nkind = "non-main"\nallow = ["write_note"]\n'
+    digest = hashlib.sha256(OTHER_TOKEN.encode()).hexdigest()
+    config += f'[[gateway.tokens]]\nsha256 = "{digest}"\nsession = "ci-bot"\n'
+    async with live_gateway(pincer_home, config=config) as live, session(live, token=OTHER_TOKEN) as s:
+        answers: list[httpx.Response] = []
+
+        async def call() -> None:
+            answers.append(await s.call("write_note", {"text": "never"}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                while not live.pincer.approvals.list_pending():
+                    await anyio.sleep(POLL_S)
+            (pending,) = live.pincer.approvals.list_pending()
+            assert (await s.http.delete("/mcp", headers=s.headers())).status_code == 200
+        (answer,) = answers
+        assert answer.headers["content-type"].startswith("text/event-stream") and _sse_messages(answer.text) == []
+        assert live.pincer.approvals.get(pending.id).status.value == "expired"
+        (record,) = [r for r in live.pincer.audit.records(tool="write_note") if r.kind == "call"]
+        assert "cancelled" in (record.error or "")

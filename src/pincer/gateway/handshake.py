@@ -220,9 +220,10 @@ class HandshakeFastPath:
         finally:
             if self._calls.get(key) is call_scope:
                 del self._calls[key]
+            ended = call_scope in self._ended
+            self._ended.discard(call_scope)
         if call_scope.cancelled_caught:
-            if call_scope in self._ended:
-                self._ended.discard(call_scope)
+            if ended:
                 await reply.abandon()
                 return
             error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
