@@ -315,6 +315,9 @@ STARTERS: dict[str, Callable[[Path], Server]] = {
 # -- the load ----------------------------------------------------------------------------------
 
 
+FIRST_ERRORS: dict[str, str] = {}  # the first failed call's text, per peer
+
+
 @dataclass
 class Figures:
     calls_per_s: float  # calls that succeeded, per second
@@ -347,6 +350,8 @@ async def measure(server: Server, era: str, clients: int, seconds: float) -> Fig
 
         async def call(client: Any) -> bool:
             result = await asyncio.wait_for(client.call_tool(server.tool, ARGS), CALL_TIMEOUT_S)
+            if result.is_error and server.name not in FIRST_ERRORS:
+                FIRST_ERRORS[server.name] = " ".join(getattr(block, "text", "") for block in result.content)[:200]
             return not result.is_error
 
         for _ in range(WARMUP_CALLS):
@@ -396,41 +401,55 @@ def main() -> None:
     cells = [(era, clients) for era in (MODERN, LEGACY) for clients in CONCURRENCY]
     samples: dict[tuple[str, str, int], list[Figures]] = {}
     unsupported: set[tuple[str, str]] = set()
+    restarts: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="pincer-peers-") as tmp:
-        servers: list[Server] = []
+        servers: dict[str, Server] = {}
+
+        def start(name: str) -> Server:
+            scratch = Path(tmp) / f"{name}-{restarts.get(name, 0)}"
+            scratch.mkdir()
+            return STARTERS[name](scratch)
+
         try:
             for name in names:
-                scratch = Path(tmp) / name
-                scratch.mkdir()
-                servers.append(STARTERS[name](scratch))
-            idle = {server.name: server.rss_mib() for server in servers}
+                servers[name] = start(name)
+            idle = {name: server.rss_mib() for name, server in servers.items()}
             # Rounds interleave the peers cell by cell, so a busy neighbour on the machine
             # weighs on all of them alike.
             for _ in range(options.rounds):
                 for era, clients in cells:
-                    for server in servers:
-                        if (server.name, era) in unsupported:
+                    for name in names:
+                        if (name, era) in unsupported:
                             continue
+                        server = servers[name]
                         try:
                             figures = asyncio.run(measure(server, era, clients, options.seconds))
                         except BaseExceptionGroup as group:
-                            raise SystemExit(f"{server.name} {era} {clients} clients: {_first_leaf(group)!r}") from group
+                            raise SystemExit(f"{name} {era} {clients} clients: {_first_leaf(group)!r}") from group
                         if figures is None:
-                            unsupported.add((server.name, era))
-                        else:
-                            samples.setdefault((server.name, era, clients), []).append(figures)
+                            unsupported.add((name, era))
+                            continue
+                        samples.setdefault((name, era, clients), []).append(figures)
+                        if figures.errors:
+                            # A peer that failed calls starts afresh, so that the next cell does
+                            # not measure what one overload left broken.
+                            server.stop()
+                            restarts[name] = restarts.get(name, 0) + 1
+                            servers[name] = start(name)
         finally:
-            for server in servers:
+            for server in servers.values():
                 server.stop()
 
     def median(name: str, era: str, clients: int) -> Figures | None:
         runs = samples.get((name, era, clients))
         if not runs:
             return None
+        # Latencies of rounds where every call failed are unknown (nan), not zero: left out.
+        timed = [f for f in runs if f.p50_ms == f.p50_ms] or runs
         return Figures(
             calls_per_s=statistics.median(f.calls_per_s for f in runs),
-            p50_ms=statistics.median(f.p50_ms for f in runs),
-            p95_ms=statistics.median(f.p95_ms for f in runs),
+            p50_ms=statistics.median(f.p50_ms for f in timed),
+            p95_ms=statistics.median(f.p95_ms for f in timed),
             rss_mib=max(f.rss_mib for f in runs),
             errors=sum(f.errors for f in runs),
         )
@@ -454,6 +473,8 @@ def main() -> None:
                 f"{figures.p95_ms:>9.2f} {figures.rss_mib:>9.0f} {figures.errors:>13}"
             )
     print("idle RSS before the load (MiB): " + ", ".join(f"{name} {rss:.0f}" for name, rss in idle.items()))
+    for name, text in FIRST_ERRORS.items():
+        print(f"{name}: first failed call said: {text!r}; restarted {restarts.get(name, 0)} time(s) after failing")
     if "pincer" not in names:
         return
     for name in names:
