@@ -166,9 +166,10 @@ class HandshakeFastPath:
                 return False
             if params is not None and not _plain_meta(params.get("_meta")):
                 return False
-            result = self._gateway.tools_list_result(session, version)
-            reply = DirectReply(send, session_id=session_id, request_id=request_id, pending=self.pending)
-            await reply.finish({"jsonrpc": "2.0", "id": request_id, "result": result})
+            with session_in_flight(transport):
+                result = self._gateway.tools_list_result(session, version)
+                reply = DirectReply(send, session_id=session_id, request_id=request_id, pending=self.pending)
+                await reply.finish({"jsonrpc": "2.0", "id": request_id, "result": result})
             return True
         return False
 
