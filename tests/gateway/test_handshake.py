@@ -268,3 +268,23 @@ async def test_a_call_in_flight_ends_with_its_session(pincer_home: Path) -> None
         assert live.pincer.approvals.get(pending.id).status.value == "expired"
         (record,) = [r for r in live.pincer.audit.records(tool="write_note") if r.kind == "call"]
         assert "cancelled" in (record.error or "")
+
+
+async def test_tools_list_follows_a_reloaded_config(gateway: LiveGateway) -> None:
+    """Failed on main before issue 11: the gateway kept each session's filtered tool list until
+    the registry changed, so a session's new deny list in a reloaded config.toml did not hide
+    the tool from tools/list."""
+    from pincer.config import parse_config
+
+    async with session(gateway) as s:
+        before = await s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert "say" in {tool["name"] for tool in _message(before)["result"]["tools"]}
+        edited = parse_config('[sessions.main]\nkind = "main"\ndeny = ["say"]\n', home=gateway.pincer.home)
+        await gateway.pincer.apply_config(edited)
+        after = await s.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        reference = await s.post(
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"progressToken": "p"}}}
+        )
+    for response in (after, reference):
+        names = {tool["name"] for tool in _message(response)["result"]["tools"]}
+        assert "say" not in names and "report" in names
