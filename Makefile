@@ -79,6 +79,8 @@ bench: setup mcp-deps
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/scanner.py
 	$(BIN)/python bench/mcp_proxy.py
+	$(BIN)/python bench/gateway.py
+	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/wasm.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/cli.py

@@ -2,6 +2,10 @@
 scan, audit committed to SQLite) against calling the function directly, against FastMCP's in-process client and against the
 MCP SDK's own in-process client (MCPServer) calling the same function, all in one run.
 
+It also measures the floor under the chain: a bare SQLite insert-and-commit of a row like an audit
+record (the same schema, trigger and pragmas, via ``open_database``), one after another, and
+prints the whole chain's sequential p50 as a multiple of that floor's p50.
+
 Run by hand: ``make bench`` or ``.venv/bin/python bench/dispatch.py [--calls N]``. Figures are
 printed next to the baselines measured in the same run; nothing here gates CI.
 """
@@ -9,9 +13,13 @@ printed next to the baselines measured in the same run; nothing here gates CI.
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -22,6 +30,7 @@ from pincer.config import parse_config
 from pincer.core.values import CallRequest
 from pincer.runtimes.native import NativeRuntime, tool
 from pincer.service import Pincer
+from pincer.store.db import open_database
 
 CONCURRENT_CALLERS = 64
 
@@ -86,6 +95,8 @@ async def run(calls: int, mcp_calls: int) -> None:
                     "MCPServer in-process client": await concurrent(via_mcp, mcp_calls, CONCURRENT_CALLERS),
                 }
             records = pincer.audit.verify()
+            last = pincer.audit.records(limit=1)[-1]
+    floor = commit_floor(last, calls)
     report("sequential (1 caller)", seq, baseline="FastMCP in-process client")
     report(f"concurrent ({CONCURRENT_CALLERS} callers)", conc, baseline="FastMCP in-process client")
     whole, fast = seq["pincer whole chain"], seq["FastMCP in-process client"]
@@ -94,6 +105,36 @@ async def run(calls: int, mcp_calls: int) -> None:
         f"FastMCP in-process client; concurrent {conc['pincer whole chain']['calls_s']:.0f} calls/s; "
         f"{records} audit records committed and verified"
     )
+    print(
+        f"audit commit floor (bare SQLite insert + commit of a record like the chain's): p50 {floor:.1f} us; "
+        f"whole chain {whole['p50_us'] / floor:.2f}x the floor (target <= 2.5x)"
+    )
+
+
+_FLOOR_COLUMNS = (
+    "ts, session, caller, tool, kind, decision, reason, grant_id, outcome, error_code, error, args, effects, "
+    "duration_ms, usage, idempotency_key, cached, approval_id, prev_hash, hash"
+)
+
+
+def commit_floor(record: Any, calls: int) -> float:
+    """p50 in microseconds of inserting (autocommit: one transaction each) rows carrying ``record``'s
+    values into a fresh pincer database: what committing one audit record costs SQLite alone."""
+    values = [getattr(record, name.strip()) for name in _FLOOR_COLUMNS.split(",")]
+    for index in (11, 12, 14):  # args, effects, usage are stored as JSON text
+        values[index] = json.dumps(values[index], separators=(",", ":"), sort_keys=True)
+    sql = f"INSERT INTO audit (id, {_FLOOR_COLUMNS}) VALUES ({', '.join('?' * 21)})"
+    samples = []
+    with tempfile.TemporaryDirectory(prefix="pincer-floor-") as tmp:
+        conn = open_database(Path(tmp))
+        try:
+            for record_id in range(1, calls + 1):
+                started = time.perf_counter()
+                conn.execute(sql, (record_id, *values))
+                samples.append((time.perf_counter() - started) * 1e6)
+        finally:
+            conn.close()
+    return statistics.median(samples)
 
 
 def main() -> None:

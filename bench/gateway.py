@@ -7,8 +7,9 @@ validation, audit record committed to SQLite); MCPServer's straight to the funct
 The client speaks HTTP/1.1 on raw keep-alive sockets, one connection per simulated client, so
 that the client's own cost stays small against the servers'. Each era is measured:
 2026-07-28 (one self-contained POST per call) and 2025-11-25 (an initialized session; the
-result comes back as an SSE stream). For 1 and 32 concurrent clients it prints p50, p95 and
-calls/s, next to the baseline measured in the same run, as ratios.
+SDK answers with an SSE stream, pincer's direct path with JSON), and in the handshake era
+``tools/list`` too. For 1 and 32 concurrent clients it prints p50, p95 and calls/s, next to
+the baseline measured in the same run, as ratios.
 
     .venv/bin/python bench/gateway.py [--seconds 3] [--rounds 3]
 """
@@ -89,12 +90,16 @@ def serve_pincer() -> None:
 
 
 def serve_mcpserver() -> None:
+    import logging
+
     import anyio
     import uvicorn
     from mcp.server import MCPServer
 
     server = MCPServer("baseline")
     server.tool()(noop)
+    # MCPServer logs each new session at INFO; a session is opened once per simulated client.
+    logging.getLogger("mcp").setLevel(logging.WARNING)
     app = server.streamable_http_app()
     sock = _listen()
     port = sock.getsockname()[1]
@@ -194,7 +199,14 @@ class Caller:
                 {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"MCP-Protocol-Version": LEGACY}
             )
 
-    async def call(self) -> None:
+    async def call(self, method: str = "tools/call") -> None:
+        if method == "tools/list":
+            _, body = await self.conn.post(
+                {"jsonrpc": "2.0", "id": next(self.ids), "method": "tools/list"}, {"MCP-Protocol-Version": self.era}
+            )
+            if not _result(body).get("tools"):
+                raise RuntimeError("tools/list returned no tools")
+            return
         params: dict[str, Any] = {"name": "noop", "arguments": {"value": "x"}}
         headers = {"MCP-Protocol-Version": self.era}
         if self.era == MODERN:
@@ -216,19 +228,19 @@ class Figures:
     calls_per_s: float
 
 
-async def measure(url: str, token: str | None, era: str, clients: int, seconds: float) -> Figures:
+async def measure(url: str, token: str | None, era: str, clients: int, seconds: float, method: str) -> Figures:
     callers = [Caller(url, token, era) for _ in range(clients)]
     for caller in callers:
         await caller.start()
     for _ in range(max(1, WARMUP_CALLS // clients)):
-        await asyncio.gather(*(c.call() for c in callers))
+        await asyncio.gather(*(c.call(method) for c in callers))
     latencies: list[float] = []
     deadline = time.perf_counter() + seconds
 
     async def loop(caller: Caller) -> None:
         while time.perf_counter() < deadline:
             started = time.perf_counter()
-            await asyncio.wait_for(caller.call(), REQUEST_TIMEOUT_S)
+            await asyncio.wait_for(caller.call(method), REQUEST_TIMEOUT_S)
             latencies.append(time.perf_counter() - started)
 
     began = time.perf_counter()
@@ -271,39 +283,43 @@ def main() -> None:
 
     # Rounds alternate the two servers so that a busy neighbour on the machine hits both; each
     # cell reports the median over the rounds.
-    cells = [(era, clients) for era in (MODERN, LEGACY) for clients in CONCURRENCY]
-    samples: dict[tuple[str, str, int], list[Figures]] = {}
+    cells = [(era, clients, "tools/call") for era in (MODERN, LEGACY) for clients in CONCURRENCY]
+    cells += [(LEGACY, clients, "tools/list") for clients in CONCURRENCY]
+    samples: dict[tuple[str, str, int, str], list[Figures]] = {}
     for _ in range(options.rounds):
         for mode in ("mcpserver", "pincer"):
             process, info = start(mode)
             try:
-                for era, clients in cells:
-                    figures = asyncio.run(measure(info["url"], info["token"], era, clients, options.seconds))
-                    samples.setdefault((mode, era, clients), []).append(figures)
+                for era, clients, method in cells:
+                    figures = asyncio.run(measure(info["url"], info["token"], era, clients, options.seconds, method))
+                    samples.setdefault((mode, era, clients, method), []).append(figures)
             finally:
                 process.terminate()
                 process.wait(timeout=READY_TIMEOUT_S)
 
-    def median(mode: str, era: str, clients: int) -> Figures:
-        runs = samples[(mode, era, clients)]
+    def median(mode: str, era: str, clients: int, method: str) -> Figures:
+        runs = samples[(mode, era, clients, method)]
         return Figures(
             p50_ms=statistics.median(f.p50_ms for f in runs),
             p95_ms=statistics.median(f.p95_ms for f in runs),
             calls_per_s=statistics.median(f.calls_per_s for f in runs),
         )
 
-    rows = [(era, clients, median("pincer", era, clients), median("mcpserver", era, clients)) for era, clients in cells]
+    rows = [
+        (era, clients, method, median("pincer", era, clients, method), median("mcpserver", era, clients, method))
+        for era, clients, method in cells
+    ]
     print(
-        f"MCP tools/call over streamable HTTP: median of {options.rounds} rounds x {options.seconds:g} s per cell, "
+        f"MCP over streamable HTTP: median of {options.rounds} rounds x {options.seconds:g} s per cell, "
         f"{os.cpu_count()} CPUs"
     )
     print(
-        f"{'era':<11}{'clients':>8}  {'pincer p50/p95 ms':>18} {'calls/s':>8}   "
+        f"{'era':<11}{'method':<11}{'clients':>8}  {'pincer p50/p95 ms':>18} {'calls/s':>8}   "
         f"{'MCPServer p50/p95 ms':>21} {'calls/s':>8}   {'throughput':>10} {'p50':>6}"
     )
-    for era, clients, ours, base in rows:
+    for era, clients, method, ours, base in rows:
         print(
-            f"{era:<11}{clients:>8}  {ours.p50_ms:>8.2f}/{ours.p95_ms:<8.2f} {ours.calls_per_s:>9.0f}   "
+            f"{era:<11}{method:<11}{clients:>8}  {ours.p50_ms:>8.2f}/{ours.p95_ms:<8.2f} {ours.calls_per_s:>9.0f}   "
             f"{base.p50_ms:>10.2f}/{base.p95_ms:<9.2f} {base.calls_per_s:>9.0f}   "
             f"{ours.calls_per_s / base.calls_per_s:>9.2f}x {ours.p50_ms / base.p50_ms:>5.2f}x"
         )

@@ -71,12 +71,25 @@ class Scanner(Protocol):
     def with_values(self, extra: Any) -> Scanner: ...
 
 
+_MAX_REMEMBERED_KEYS = 4_096
+_secret_key_verdicts: dict[Any, bool] = {}
+
+
+def _is_secret_key(key: Any) -> bool:
+    verdict = _secret_key_verdicts.get(key)
+    if verdict is None:
+        lowered = str(key).lower()
+        verdict = any(w in lowered for w in _SECRET_KEY_WORDS)
+        if len(_secret_key_verdicts) >= _MAX_REMEMBERED_KEYS:  # keys come from callers: stay bounded
+            _secret_key_verdicts.clear()
+        if isinstance(key, str):
+            _secret_key_verdicts[key] = verdict
+    return verdict
+
+
 def _mask_secret_keys(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {
-            k: (_REDACTED if any(w in str(k).lower() for w in _SECRET_KEY_WORDS) else _mask_secret_keys(v))
-            for k, v in value.items()
-        }
+        return {k: (_REDACTED if _is_secret_key(k) else _mask_secret_keys(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask_secret_keys(v) for v in value]
     return value
@@ -200,9 +213,9 @@ class Dispatcher:
             extra=usage.extra,
         )
         entry = self._audit_entry(request, trace, result, usage, scanner)
-        # Yielding once lets concurrent callers join this commit (group commit); it costs a few
-        # microseconds when the caller is alone.
-        audit_id = await self.audit.append(entry)
+        # Yielding once lets concurrent callers join this commit (group commit). With another
+        # call in flight it is worth it; else the log decides from what its last yields found.
+        audit_id = await self.audit.append(entry, gather=True if self._in_flight > 0 else None)
         return ToolResult(
             ok=result.ok,
             output=result.output,
@@ -254,10 +267,14 @@ class Dispatcher:
                 trace.cached = True
                 return _replayed(stored)
 
-        hosts = planned_hosts(spec, request.args)
-        runtime_ask = await self._preflight(request, spec, runtime, decision, hosts, scanner)
+        # The hosts a person would be shown (and an asked call would get): only an ask needs them.
+        hosts = planned_hosts(spec, request.args) if decision.mode is Mode.ASK else None
+        runtime_ask, host = await self._preflight(request, spec, runtime, decision, hosts or (), scanner)
         approval: str | None = None
         if decision.mode is Mode.ASK or runtime_ask is not None:
+            host = None  # the call runs under the decision the approval step makes
+            if hosts is None:
+                hosts = planned_hosts(spec, request.args)
 
             def note(created: ApprovalRequest) -> None:
                 trace.approval_id = created.id
@@ -285,7 +302,7 @@ class Dispatcher:
 
         if key is not None and spec.side_effecting:
             return await self._run_once(request, spec, runtime, decision, key, trace, scanner, approval)
-        return await self._execute(request, spec, runtime, decision, trace, scanner, approval)
+        return await self._execute(request, spec, runtime, decision, trace, scanner, approval, host)
 
     async def _preflight(
         self,
@@ -295,17 +312,18 @@ class Dispatcher:
         decision: Decision,
         hosts: tuple[str, ...],
         scanner: Scanner,
-    ) -> RuntimeAsk | None:
+    ) -> tuple[RuntimeAsk | None, HostContext | None]:
         """Step 5: what the runtime refuses or asks before anyone is asked. The hosts it checks
-        are the ones the call would get if approved (the grant's, else the call's own)."""
+        are the ones the call would get if approved (the grant's, else the call's own). Also
+        returns the HostContext it checked with (the call's own when nobody is asked)."""
         preflight = getattr(runtime, "preflight", None)
         if preflight is None:
-            return None
+            return None, None
         if decision.mode is Mode.ASK and decision.hosts is None:
             decision = replace(decision, hosts=hosts or None)
         host = self._host_context(request, spec, decision, None, scanner)
         asked = await preflight(spec, request.args, host)
-        return asked if isinstance(asked, RuntimeAsk) else None
+        return (asked if isinstance(asked, RuntimeAsk) else None), host
 
     async def _run_once(
         self,
@@ -355,8 +373,10 @@ class Dispatcher:
         trace: _Trace,
         scanner: Scanner,
         approval: str | None,
+        host: HostContext | None = None,
     ) -> ToolResult:
-        host = self._host_context(request, spec, decision, approval, scanner)
+        if host is None:
+            host = self._host_context(request, spec, decision, approval, scanner)
         secrets = host.secrets
         started = time.perf_counter()
         output: ToolOutput | None = None
@@ -544,7 +564,7 @@ class Dispatcher:
             error_code=code,
             error=error.get("message") if error else None,
             args=args,
-            effects=tuple(sorted(e.value for e in trace.spec.effects)) if trace.spec else (),
+            effects=_effect_names(trace.spec.effects) if trace.spec else (),
             duration_ms=usage.duration_ms,
             usage=usage.to_dict(),
             idempotency_key=request.idempotency_key,
@@ -553,6 +573,18 @@ class Dispatcher:
         )
 
 
+
+
+_effect_names_of: dict[frozenset[Any], tuple[str, ...]] = {}
+
+
+def _effect_names(effects: frozenset[Any]) -> tuple[str, ...]:
+    names = _effect_names_of.get(effects)
+    if names is None:
+        names = tuple(sorted(e.value for e in effects))
+        if len(_effect_names_of) < _MAX_REMEMBERED_KEYS:  # effect sets are few; stay bounded anyway
+            _effect_names_of[effects] = names
+    return names
 
 
 def _replayed(stored: Mapping[str, Any]) -> ToolResult:

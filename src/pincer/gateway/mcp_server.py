@@ -42,7 +42,8 @@ from mcp.server.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
 from pincer import __version__
@@ -76,6 +77,8 @@ ERROR_META_KEY = "pincer/error"
 SSE_RETRY_INTERVAL_MS = 1_000
 # A list_changed notification to one connection may not hold up the others for longer than this.
 NOTIFY_TIMEOUT_S = 5.0
+# Sessions whose visible tools are kept (session names come from tokens: a handful in practice).
+_MAX_CACHED_SESSIONS = 1_024
 # How often a call waiting for a person reports progress (clients' request timeouts are ~10 s).
 APPROVAL_PROGRESS_INTERVAL_S = 2.0
 _CHANGE_EVENTS: dict[str, tuple[Any, str]] = {
@@ -139,7 +142,12 @@ class McpGateway:
         self.bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.bus)
         self._connections: dict[int, Connection] = {}
-        self._tool_cache: dict[str, list[dict[str, Any]]] = {}
+        # Handshake-era sessions that completed initialization: id -> (connection, session name).
+        self._handshakes: dict[str, tuple[Connection, str]] = {}
+        self._handshake_path: Any = None
+        # Per session: (the config it was filtered under, the visible tools as wire objects,
+        # and the serialized tools/list result per protocol version).
+        self._tool_cache: dict[str, tuple[Any, list[dict[str, Any]], dict[str, dict[str, Any]]]] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self.server: Server[Any] = _PincerServer(
             "pincer",
@@ -208,13 +216,32 @@ class McpGateway:
         return _idempotency_key(params)
 
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
-        session = self.session_of(ctx)
-        tools = self._tool_cache.get(session.name)
-        if tools is None:
-            policy = self.pincer.config.session(session.name)
+        return complete(ctx, {"tools": self._visible(self.session_of(ctx).name)[1]})
+
+    def _visible(self, session: str) -> tuple[Any, list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        config = self.pincer.config
+        cached = self._tool_cache.get(session)
+        # A reloaded config.toml may change what the session sees: filter again under it.
+        if cached is None or cached[0] is not config:
+            policy = config.session(session)
             tools = [tool_to_wire(spec) for spec in visible_tools(policy, self.pincer.registry.list())]
-            self._tool_cache[session.name] = tools
-        return complete(ctx, {"tools": tools})
+            if len(self._tool_cache) > _MAX_CACHED_SESSIONS:
+                self._tool_cache.clear()
+            cached = self._tool_cache[session] = (config, tools, {})
+        return cached
+
+    def tools_list_result(self, session: GatewaySession, version: str) -> dict[str, Any]:
+        """The handshake-era ``tools/list`` result for ``session``, shaped for the wire the way
+        the SDK's runner shapes a handler's result (cache hints, then the per-version sieve)."""
+        _, tools, by_version = self._visible(session.name)
+        wire = by_version.get(version)
+        if wire is None:
+            hint = self.server.cache_hints.get("tools/list")
+            result: dict[str, Any] = {"tools": tools}
+            if hint is not None:
+                result = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **result}
+            wire = by_version[version] = serialize_server_result("tools/list", version, result)
+        return wire
 
     # -- tools/call --------------------------------------------------------------------------
 
@@ -357,7 +384,33 @@ class McpGateway:
                 key = id(connection)
                 self._connections[key] = connection
                 connection.exit_stack.callback(self._connections.pop, key, None)
+                self._note_handshake(ctx, connection)
         return await call_next(ctx)
+
+    def _note_handshake(self, ctx: ServerRequestContext[Any, Any], connection: Connection) -> None:
+        """Remember an initialized HTTP session for the direct path, with the principal the SDK
+        bound it to (it refuses any other on every request, this one included)."""
+        scope = getattr(ctx.request, "scope", None)
+        session = scope.get(SESSION_SCOPE_KEY) if isinstance(scope, Mapping) else None
+        session_id = connection.session_id
+        if not isinstance(session, GatewaySession) or not session_id or session_id in self._handshakes:
+            return
+        self._handshakes[session_id] = (connection, session.name)
+        connection.exit_stack.callback(self._end_handshake, session_id)
+
+    def _end_handshake(self, session_id: str) -> None:
+        self._handshakes.pop(session_id, None)
+        if self._handshake_path is not None:
+            self._handshake_path.end_session(session_id)
+
+    def handshake_session(self, session_id: str) -> tuple[Connection, str] | None:
+        """The connection of an initialized handshake-era session and the name of the gateway
+        session (the principal) it belongs to."""
+        return self._handshakes.get(session_id)
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup | None:
+        return self._task_group
 
     async def _audit_malformed_call(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """A tools/call whose params the SDK would refuse unseen: refuse it ourselves, audited."""
@@ -411,10 +464,11 @@ class McpGateway:
 
     def asgi_app(self, *, max_body_bytes: int) -> tuple[Any, Any]:
         """(ASGI app for ``/mcp``, the session manager whose ``run()`` must be entered)."""
-        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from mcp.server.transport_security import TransportSecuritySettings
 
-        manager = StreamableHTTPSessionManager(
+        from pincer.gateway.sdk_compat import SessionScopedManager
+
+        manager = SessionScopedManager(
             app=self.server,
             json_response=False,
             event_store=MemoryEventStore(),
@@ -425,16 +479,23 @@ class McpGateway:
         )
 
         from pincer.gateway.fastpath import ModernCallFastPath
+        from pincer.gateway.handshake import HandshakeFastPath
 
-        return _McpEndpoint(manager, ModernCallFastPath(self, self._state_boundary)), manager
+        self._handshake_path = HandshakeFastPath(self, manager)
+        endpoint = _McpEndpoint(manager, ModernCallFastPath(self, self._state_boundary), self._handshake_path)
+        return endpoint, manager
+
+
+_PROTOCOL_VERSION_HEADER = b"mcp-protocol-version"
 
 
 class _McpEndpoint:
     """ASGI endpoint for ``/mcp`` (a class, so Starlette routes to it as an app)."""
 
-    def __init__(self, manager: Any, fast_path: Any) -> None:
+    def __init__(self, manager: Any, fast_path: Any, handshake_path: Any) -> None:
         self._manager = manager
         self._fast_path = fast_path
+        self._handshake_path = handshake_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session = scope.get(SESSION_SCOPE_KEY)
@@ -444,12 +505,14 @@ class _McpEndpoint:
         if scope.get("method") == "POST":
             # The guard has buffered the body: it arrives as one message.
             message = await receive()
-            if (
-                message["type"] == "http.request"
-                and not message.get("more_body", False)
-                and await self._fast_path.try_handle(scope, message.get("body", b""), send, receive)
-            ):
-                return
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                body = message.get("body", b"")
+                version = next((v for k, v in scope["headers"] if k == _PROTOCOL_VERSION_HEADER), b"").decode("latin-1")
+                if version in HANDSHAKE_PROTOCOL_VERSIONS:
+                    if await self._handshake_path.try_handle(scope, body, send, receive, version):
+                        return
+                elif await self._fast_path.try_handle(scope, body, send, receive):
+                    return
             receive = _replay(message, receive)
         await self._manager.handle_request(scope, receive, send)
 

@@ -96,8 +96,8 @@ class AuditRecord:
 def _row_values(entry: AuditEntry, now: float) -> tuple[Any, ...]:
     return (
         entry.ts or now, entry.session, entry.caller, entry.tool, entry.kind, entry.decision, entry.reason,
-        entry.grant_id, entry.outcome, entry.error_code, entry.error, canonical_json(entry.args),
-        canonical_json(list(entry.effects)), round(entry.duration_ms, 3), canonical_json(entry.usage),
+        entry.grant_id, entry.outcome, entry.error_code, entry.error, _json(entry.args),
+        _json(list(entry.effects)), round(entry.duration_ms, 3), _json(entry.usage),
         entry.idempotency_key, int(entry.cached), entry.approval_id,
     )  # fmt: skip
 
@@ -125,6 +125,16 @@ class ChainHead:
         }
 
 
+def _json(value: Any) -> str:
+    # Empty values are most of what a record holds (no effects, no usage extras): skip the encoder.
+    if not value and isinstance(value, dict | list):
+        return "{}" if isinstance(value, dict) else "[]"
+    return canonical_json(value)
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Marker:
     keyed_from: int
@@ -134,6 +144,8 @@ class _Marker:
 
 
 _MAX_APPEND_RETRIES = 100
+# A lone committer still yields once every this many appends, to notice callers queueing up.
+_PROBE_EVERY = 32
 _INSERT = (
     f"INSERT INTO audit (id, {', '.join(_FIELDS)}, prev_hash, hash) "
     f"VALUES ({', '.join('?' * (len(_FIELDS) + 3))})"
@@ -141,13 +153,15 @@ _INSERT = (
 
 
 class _Pending:
-    __slots__ = ("values", "event", "record_id", "error")
+    __slots__ = ("values", "event", "record_id", "error", "done")
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         self.values = values
-        self.event = anyio.Event()
+        # Only a caller that waits on another's commit needs an event (made when it waits).
+        self.event: anyio.Event | None = None
         self.record_id = 0
         self.error: BaseException | None = None
+        self.done = False
 
 
 class AuditLog:
@@ -163,6 +177,7 @@ class AuditLog:
         self._key = ChainKey(key)
         self._pending: list[_Pending] = []
         self._flushing = False
+        self._crowded, self._alone = True, 0
         self._head_id, self._head_hash = 0, GENESIS_HASH
         try:
             self._adopt()
@@ -234,17 +249,22 @@ class AuditLog:
             keyed_from = -1  # not a record id: the marker's MAC cannot match, so verify says altered
         return _Marker(keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac))
 
-    async def append(self, entry: AuditEntry, *, gather: bool = True) -> int:
+    async def append(self, entry: AuditEntry, *, gather: bool | None = True) -> int:
         """Record one entry; returns its id once the record is committed.
 
         ``gather`` lets the first caller yield once so that callers running in the same turn join
-        its transaction; a caller that knows it is alone passes False and commits at once."""
+        its transaction; a caller that knows it is alone passes False and commits at once. None
+        decides from what the last yields found: while they gathered others, keep yielding; once
+        one found nobody, commit at once and yield again only every ``_PROBE_EVERY`` appends."""
         pending = _Pending(_row_values(entry, time.time()))
         self._pending.append(pending)
         if self._flushing:
-            await pending.event.wait()
+            event = pending.event = anyio.Event()
+            await event.wait()
         else:
             self._flushing = True
+            if gather is None:
+                gather = self._crowded or self._alone >= _PROBE_EVERY
             try:
                 if gather:
                     try:
@@ -253,17 +273,24 @@ class AuditLog:
                         # A cancelled leader still commits what it and the others wait on.
                         self._drain()
                         raise
-                self._drain()
+                committed = self._drain()
             finally:
                 self._flushing = False
+            if gather:
+                self._crowded, self._alone = committed > 1, 0
+            else:
+                self._alone += 1
         if pending.error is not None:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
         return pending.record_id
 
-    def _drain(self) -> None:
+    def _drain(self) -> int:
+        committed = 0
         while self._pending:
             batch, self._pending = self._pending, []
             self._commit(batch)
+            committed += len(batch)
+        return committed
 
     def append_sync(self, entry: AuditEntry) -> int:
         """For synchronous callers (the CLI answering an approval)."""
@@ -308,7 +335,9 @@ class AuditLog:
                 pending.error = exc
         finally:
             for pending in batch:
-                pending.event.set()
+                pending.done = True
+                if pending.event is not None:
+                    pending.event.set()
 
     def _insert(self, pending: _Pending) -> None:
         record_id = self._head_id + 1
