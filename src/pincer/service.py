@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from pincer.safety.scanner import LeakScanner
 from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
+from pincer.store.runs import RunStore
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,17 @@ RUNTIME_CLOSE_TIMEOUT_S = 10.0
 
 
 class Pincer:
-    def __init__(self, *, config: Config, secret_key: bytes | None, audit_key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        secret_key: bytes | None,
+        audit_key: bytes | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.config = config
+        # Where [llm] api_key_env is looked up: the CLI and the gateway pass os.environ.
+        self.environ: Mapping[str, str] = environ if environ is not None else {}
         self.home = config.home
         if audit_key is None:
             audit_key = load_or_create_key(config.home, None, place=AUDIT_KEY)
@@ -51,6 +61,7 @@ class Pincer:
         self.idempotency = IdempotencyStore(
             self._conn, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries
         )
+        self.runs = RunStore(self._conn)
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
         self.wasm: Any = None
@@ -62,6 +73,7 @@ class Pincer:
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
+        self._agent: Any = None
         self.dispatcher = Dispatcher(
             registry=self.registry,
             config=config,
@@ -87,6 +99,7 @@ class Pincer:
         scripts: bool = True,
         wasm: bool = True,
         skills: bool = True,
+        environ: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``.
@@ -97,7 +110,7 @@ class Pincer:
         component is installed."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
-        pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key)
+        pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key, environ=environ)
         pincer._watches_wasm = wasm
         try:
             if builtins:
@@ -333,6 +346,16 @@ class Pincer:
 
     async def call(self, request: CallRequest, *, on_approval: ApprovalHook | None = None) -> ToolResult:
         return await self.dispatcher.call(request, on_approval=on_approval)
+
+    @property
+    def agent(self) -> Any:
+        """The agent loop (``pincer.llm.AgentLoop``), made on first use: the model SDKs load only
+        when a run needs a provider."""
+        if self._agent is None:
+            from pincer.llm.loop import AgentLoop
+
+            self._agent = AgentLoop(self, environ=self.environ)
+        return self._agent
 
     def scanner(self) -> LeakScanner:
         """The leak scanner over every secret in the store, rebuilt when the store changes."""
