@@ -270,7 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
         request = ReceivedRequest(format=fmt, path=path, headers=headers, body=body)
         server = self.model_server
         if server.api_key is not None:
-            given = headers.get("x-api-key") if fmt == "anthropic" else headers.get("authorization", "").removeprefix("Bearer ")
+            # OpenAI clients send a bearer token; Anthropic's send x-api-key (or, in SDK 2.x, a bearer too).
+            given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
             if given != server.api_key:
                 server.record(request)
                 # Like a careless real API: the refusal quotes the key it was sent.
