@@ -568,16 +568,19 @@ class Dispatcher:
 def _key_required(tool: str, caller: str) -> IdempotencyKeyRequired:
     """The refusal names where this caller puts a key."""
     if caller == "rest":
+        where = "an Idempotency-Key header"
         hint = "send the call again with an Idempotency-Key header (or idempotency_key in the body)"
     elif caller == "mcp":
+        where = '_meta["pincer/idempotencyKey"]'
         hint = 'send the call again with _meta["pincer/idempotencyKey"] set in the tools/call params'
     elif caller == "cli":
+        where = "--idempotency-key"
         hint = "call it again with `pincer tools call NAME --idempotency-key KEY`"
     else:
+        where = "an idempotency key"
         hint = "pass idempotency_key on the CallRequest, or set [idempotency] required = false"
     return IdempotencyKeyRequired(
-        f"{tool} is side-effecting, and [idempotency] required = true refuses such a call without an idempotency key",
-        hint=hint,
+        f"{tool} is side-effecting and [idempotency] required = true: the call needs {where}", hint=hint
     )
 
 

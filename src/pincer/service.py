@@ -126,6 +126,8 @@ class Pincer:
                 await pincer._add_external_runtimes()
             if skills and config.skills.enabled:
                 await pincer._add_skills()
+            if builtins and (config.llm.default.model or any(p.model for p in config.llm.profiles.values())):
+                await pincer._add_agent_tools()
             yield pincer
         finally:
             with anyio.CancelScope(shield=True):
@@ -136,6 +138,15 @@ class Pincer:
 
         self.wasm = WasmRuntime(self.home, scanner=self.scanner)
         await self.add_runtime(self.wasm)
+
+    async def _add_agent_tools(self) -> None:
+        """``run_skill``: other agents delegate a skill to the agent loop (llm/delegate.py)."""
+        from pincer.llm.delegate import run_skill_runtime
+
+        try:
+            await self.add_runtime(run_skill_runtime(self))
+        except UsageError as exc:  # a tool of that name from elsewhere keeps it
+            logger.warning("run_skill not registered: %s", exc)
 
     async def _add_skills(self) -> None:
         """The skill library, the ``skill`` tool and the tools made from skills' capabilities."""
