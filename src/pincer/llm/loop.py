@@ -177,7 +177,8 @@ class AgentLoop:
         if budgets.cost_usd is not None and price is None:
             raise ConfigError(
                 f"a cost budget is set but pincer has no price for the model {settings.model!r}",
-                hint="add [agent.prices.MODEL] with input_per_mtok and output_per_mtok, or leave out [agent] max_cost_usd",
+                hint="give the model a price under [agent.prices] in config.toml (a table named after it, with "
+                "input_per_mtok and output_per_mtok), or leave out [agent] max_cost_usd",
             )
         session = request.session or config.agent.session
         api_key = resolve_api_key(settings, pincer.secrets, self.environ)
