@@ -417,8 +417,8 @@ class _Handler(BaseHTTPRequestHandler):
             if turn.text:
                 content.append({"type": "text", "text": turn.text})
             for cid, call in calls:
-                arguments = call.arguments if isinstance(call.arguments, Mapping) else {"_raw": call.arguments}
-                content.append({"type": "tool_use", "id": cid, "name": call.name, "input": dict(arguments)})
+                given = call.arguments if isinstance(call.arguments, Mapping) else {"_raw": call.arguments}
+                content.append({"type": "tool_use", "id": cid, "name": call.name, "input": dict(given)})
             self._json(
                 200,
                 {
@@ -458,8 +458,8 @@ class _Handler(BaseHTTPRequestHandler):
             arguments = _arguments_text(call)
             half = len(arguments) // 2
             if turn.drop_mid_call and position == 0:
-                piece = {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": arguments[:half]}}
-                self._drop(event("content_block_delta", piece))
+                cut = {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": arguments[:half]}}
+                self._drop(event("content_block_delta", cut))
                 return
             for part in (arguments[:half], arguments[half:]):
                 if part:

@@ -10,7 +10,7 @@ off exponentially from ``BACKOFF_BASE_S`` with a little jitter, up to ``MAX_BACK
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 import anyio
 
@@ -40,7 +40,7 @@ async def complete_with_retries(
     *,
     max_retries: int,
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-) -> AsyncIterator[ModelEvent]:
+) -> AsyncGenerator[ModelEvent, None]:
     attempt = 0
     while True:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,9 +65,9 @@ class ToolIndex:
     def __init__(self, tools: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
         self._names = [name for name, _, _ in tools]
         self._descriptions = [description for _, description, _ in tools]
-        self._weights: list[Counter[str]] = []
+        self._weights: list[dict[str, float]] = []
         for name, description, schema in tools:
-            counts: Counter[str] = Counter()
+            counts: dict[str, float] = defaultdict(float)
             for word in words(name):
                 counts[word] += _NAME_WEIGHT
             for word in words(description):
@@ -75,7 +75,7 @@ class ToolIndex:
             for part in _schema_text(schema):
                 for word in words(part):
                     counts[word] += _SCHEMA_WEIGHT
-            self._weights.append(counts)
+            self._weights.append(dict(counts))
         self._lengths = [sum(c.values()) for c in self._weights]
         self._average = (sum(self._lengths) / len(self._lengths)) if self._lengths else 1.0
         frequency: Counter[str] = Counter()

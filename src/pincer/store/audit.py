@@ -346,7 +346,8 @@ class AuditLog:
         run_id: str | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``."""
-        clauses, params = ["id > ?"], [after_id]
+        clauses: list[str] = ["id > ?"]
+        params: list[Any] = [after_id]
         if tool:
             clauses.append("tool = ?")
             params.append(tool)

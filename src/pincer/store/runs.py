@@ -139,7 +139,8 @@ class RunStore:
         error: Mapping[str, Any] | None = None,
     ) -> None:
         now = time.time()
-        sets, params = ["updated_at = ?"], [now]
+        sets: list[str] = ["updated_at = ?"]
+        params: list[Any] = [now]
         if usage is not None:
             sets.append("usage = ?")
             params.append(canonical_json(dict(usage)))
@@ -188,6 +189,13 @@ class RunStore:
             raise RunNotFound(f"no run with id {run_id!r}", hint="`pincer runs list` shows the runs there are")
         return self._settle(_to_row(row), row[16])
 
+    def messages(self, run_id: str, *, after_seq: int = -1) -> list[RunMessage]:
+        rows = self._conn.execute(
+            "SELECT seq, ts, role, body, audit_id FROM run_messages WHERE run_id = ? AND seq > ? ORDER BY seq",
+            (run_id, after_seq),
+        ).fetchall()
+        return [RunMessage(seq=r[0], ts=r[1], role=r[2], body=json.loads(r[3]), audit_id=r[4]) for r in rows]
+
     def list(self, *, session: str | None = None, limit: int = 50) -> list[RunRow]:
         """Newest first."""
         sql = f"SELECT {_ROW} FROM runs"
@@ -198,13 +206,6 @@ class RunStore:
         sql += " ORDER BY created_at DESC LIMIT ?"
         params.append(int(limit))
         return [self._settle(_to_row(row), row[16]) for row in self._conn.execute(sql, params).fetchall()]
-
-    def messages(self, run_id: str, *, after_seq: int = -1) -> list[RunMessage]:
-        rows = self._conn.execute(
-            "SELECT seq, ts, role, body, audit_id FROM run_messages WHERE run_id = ? AND seq > ? ORDER BY seq",
-            (run_id, after_seq),
-        ).fetchall()
-        return [RunMessage(seq=r[0], ts=r[1], role=r[2], body=json.loads(r[3]), audit_id=r[4]) for r in rows]
 
     def _settle(self, row: RunRow, owner: str | None) -> RunRow:
         """A running run whose process is gone did not finish: say so, once, in the table too."""
