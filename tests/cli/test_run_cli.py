@@ -193,3 +193,16 @@ def test_chat_runs_commands_lists_and_survives_ctrl_c(tmp_path: Path) -> None:
     assert last == ["hello", "please wait", "still there?"]
     runs = json.loads(pincer(home, "runs", "list", "--json").stdout)
     assert sorted((r["trigger"], r["status"]) for r in runs) == [("chat", "done"), ("command", "done")]
+
+
+def test_demo_shows_a_skill_run_against_the_local_model_server(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    result = pincer(home, "demo")
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = " ".join(result.stderr.split())
+    assert "skill run: code-review path=notes" in text
+    assert '> list_dir {"path": "notes"} -> ok' in text and '> read_file {"path": "notes/hello.txt"} -> ok' in text
+    assert "Review of notes/: hello.txt holds one word" in text
+    assert "done; 2 turns, 2 tool calls, 4,150 input / 105 output tokens (1,800 cached), $0.0006" in text
+    assert "audit verify: chain intact" in text
