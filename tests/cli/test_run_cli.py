@@ -203,6 +203,6 @@ def test_demo_shows_a_skill_run_against_the_local_model_server(tmp_path: Path) -
     text = " ".join(result.stderr.split())
     assert "skill run: code-review path=notes" in text
     assert '> list_dir {"path": "notes"} -> ok' in text and '> read_file {"path": "notes/hello.txt"} -> ok' in text
-    assert "Review of notes/: hello.txt holds one word" in text
+    assert "Review of notes/: hello.txt holds one word" in result.stdout  # the model's text, as `pincer run` shows it
     assert "done; 2 turns, 2 tool calls, 4,150 input / 105 output tokens (1,800 cached), $0.0006" in text
     assert "audit verify: chain intact" in text
