@@ -383,6 +383,9 @@ class Pincer:
         return SecretAccess(self.secrets, caps.is_secret_allowed)
 
     async def aclose(self) -> None:
+        if self._agent is not None:
+            with anyio.move_on_after(RUNTIME_CLOSE_TIMEOUT_S):
+                await self._agent.aclose()
         for unsubscribe in self._unsubscribe.values():
             unsubscribe()
         self._unsubscribe.clear()

@@ -116,6 +116,24 @@ class AgentLoop:
         self.environ = environ if environ is not None else {}
         self._provider_factory = provider_factory or open_provider
         self.store: RunStore = pincer.runs
+        # One client per model setting and key, kept across runs: making an SDK client (its HTTP
+        # pool, its TLS context) costs milliseconds, and a kept connection skips the handshake.
+        self._providers: dict[tuple[ModelSettings, str | None], Provider] = {}
+
+    def provider(self, settings: ModelSettings, api_key: str | None) -> Provider:
+        key = (settings, api_key)
+        found = self._providers.get(key)
+        if found is None:
+            found = self._providers[key] = self._provider_factory(settings, api_key)
+        return found
+
+    async def aclose(self) -> None:
+        providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            try:
+                await provider.aclose()
+            except Exception:  # closing an HTTP client must not stop the others closing
+                logger.debug("closing a provider failed", exc_info=True)
 
     async def run(
         self,
@@ -182,7 +200,7 @@ class AgentLoop:
             )
         session = request.session or config.agent.session
         api_key = resolve_api_key(settings, pincer.secrets, self.environ)
-        provider = self._provider_factory(settings, api_key)
+        provider = self.provider(settings, api_key)
         scanner = pincer.scanner()
         if api_key:
             scanner = scanner.with_values((api_key,))
@@ -265,6 +283,7 @@ class AgentRun:
         self.text = ""
         self.started_at = time.time()
         self._seq = 0
+        self._unwritten: list[tuple[int, str, Mapping[str, Any], int | None]] = []
         self._scope: anyio.CancelScope | None = None
         self._cancelled = False
         self._closed = False
@@ -328,6 +347,7 @@ class AgentRun:
             )
         )
         self._append(Message(role="system", content=system))
+        self._flush()
         self._emit(
             "started",
             run_id=self.id, skill=self.skill_name, session=self.session, provider=self.settings.provider,
@@ -347,6 +367,7 @@ class AgentRun:
         if self._closed:
             raise UsageError(f"run {self.id} has ended", hint="start a new run")
         self._append(Message(role="user", content=text))
+        self._flush()
         self._cancelled = False
         outcome: Outcome | None = None
         with anyio.CancelScope(deadline=anyio.current_time() + self.budgets.deadline_s) as scope:
@@ -443,6 +464,7 @@ class AgentRun:
         calls = _unique_ids(calls)
         self.text = "".join(text)
         self._append(Message(role="assistant", content=self.text, tool_calls=tuple(calls)))
+        self._flush()
         self.store.update(self.id, usage=self._usage_dict(), cost_usd=self.cost_usd)
         self._emit("turn", turn=self.turns, stop=stop, usage=usage.to_dict(), cost_usd=self.cost_usd)
         return stop, calls
@@ -470,6 +492,7 @@ class AgentRun:
             if tainted_by is not None and self.taint is None:
                 self.taint = tainted_by
                 self._emit("tainted", tool=tainted_by.tool, audit_id=tainted_by.audit_id, call_id=tainted_by.call_id)
+        self._flush()
 
     async def _one_call(self, call: ToolCall, taint: Taint | None) -> tuple[Message, int | None, Taint | None]:
         """The message answering one call, the call's audit record, and the taint its output
@@ -626,19 +649,27 @@ class AgentRun:
         return scanned
 
     def _append(self, message: Message, audit_id: int | None = None) -> None:
+        """Add a message to the conversation; it reaches the store (redacted) at the next flush."""
         self.messages.append(message)
         body = self._scan(message.to_dict())
         body.pop("role", None)
-        self.store.append_message(self.id, self._seq, message.role, body, audit_id)
+        self._unwritten.append((self._seq, message.role, body, audit_id))
         self._seq += 1
+
+    def _flush(self) -> None:
+        """Write the messages added since the last flush: one commit per step, not per message."""
+        pending, self._unwritten = self._unwritten, []
+        self.store.append_messages(self.id, pending)
 
     def _usage_dict(self) -> dict[str, Any]:
         return {**self.usage.to_dict(), "turns": self.turns, "tool_calls": len(self.records)}
 
     async def close(self, outcome: Outcome) -> Run:
-        """Record how the run ended (its row, its end record) and close the provider."""
+        """Record how the run ended (its row, its end record). The provider stays open for the
+        next run (the loop closes it with the Pincer)."""
         if not self._closed:
             self._closed = True
+            self._flush()
             error = dict(outcome.error) if outcome.error else None
             self.store.update(
                 self.id, usage=self._usage_dict(), cost_usd=self.cost_usd, status=outcome.status, stop=outcome.stop,
@@ -665,10 +696,6 @@ class AgentRun:
                 )
             )
             self._emit("ended", status=outcome.status, stop=outcome.stop, error=error, usage=self._usage_dict(), cost_usd=self.cost_usd)
-            try:
-                await self.provider.aclose()
-            except Exception:  # closing an HTTP client must not hide how the run ended
-                logger.debug("closing the provider failed", exc_info=True)
         return Run(
             id=self.id,
             status=outcome.status,

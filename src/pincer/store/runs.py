@@ -99,6 +99,21 @@ class RunRow:
 class RunStore:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self._owner = process_token()  # read once: /proc is read for the start time
+
+    def append_messages(self, run_id: str, messages: list[tuple[int, str, Mapping[str, Any], int | None]]) -> None:
+        """Append (seq, role, body, audit_id) messages in one transaction (one commit per turn)."""
+        if not messages:
+            return
+        now = time.time()
+        rows = [(run_id, seq, now, role, canonical_json(dict(body)), audit_id) for seq, role, body, audit_id in messages]
+        try:
+            with self._conn:  # one BEGIN ... COMMIT
+                self._conn.executemany(
+                    "INSERT INTO run_messages (run_id, seq, ts, role, body, audit_id) VALUES (?, ?, ?, ?, ?, ?)", rows
+                )
+        except sqlite3.Error as exc:
+            raise StoreError(f"the runs table could not be written: {exc}", hint="check that pincer.db is writable") from exc
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         try:
@@ -124,7 +139,7 @@ class RunStore:
             f"INSERT INTO runs ({_ROW}) VALUES ({', '.join('?' * 18)})",
             (
                 run_id, now, now, None, skill, canonical_json(dict(params)), message, trigger, session, provider, model,
-                "running", None, None, "{}", None, process_token(), 0,
+                "running", None, None, "{}", None, self._owner, 0,
             ),
         )  # fmt: skip
 
