@@ -206,3 +206,58 @@ def test_demo_shows_a_skill_run_against_the_local_model_server(tmp_path: Path) -
     assert "Review of notes/: hello.txt holds one word" in result.stdout  # the model's text, as `pincer run` shows it
     assert "done; 2 turns, 2 tool calls, 4,150 input / 105 output tokens (1,800 cached), $0.0006" in text
     assert "audit verify: chain intact" in text
+
+
+def _command_problems(line: str) -> list[str]:
+    """Walk ``pincer a b ...`` down the real command tree; every --flag must be an option of the
+    command reached (after the subcommands, any positional words are that command's arguments)."""
+    import typer.main
+    from typer import _click
+    from typer.core import TyperGroup
+
+    from pincer.cli.main import app
+
+    node = typer.main.get_command(app)
+    problems = []
+    words = line.split()[1:]
+    for word in words:
+        if word.startswith("--"):
+            options = {opt for param in node.params for opt in getattr(param, "opts", [])}
+            if word.split("=")[0] not in options:
+                problems.append(f"{node.name} has no option {word}")
+        elif isinstance(node, TyperGroup):
+            alternatives = word.split("|")
+            for alternative in alternatives[1:]:
+                if node.get_command(_click.Context(node), alternative) is None:
+                    problems.append(f"{node.name} has no subcommand {alternative!r}")
+            found = node.get_command(_click.Context(node), alternatives[0])
+            if found is None:
+                problems.append(f"{node.name} has no subcommand {alternatives[0]!r}")
+                break
+            node = found
+    return problems
+
+
+def test_every_agent_command_the_docs_show_exists() -> None:
+    """README's "The agent loop" and docs/agent.md show these commands: each word a real
+    subcommand, each --flag a real option of the command it reaches."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text().split("## The agent loop", 1)[1].split("\n## ", 1)[0]
+    agent_doc = (root / "docs" / "agent.md").read_text()
+    lines = [
+        line.split("  #", 1)[0].strip()
+        for text in (readme, agent_doc)
+        for block in text.split("```sh\n")[1:]
+        for line in block.split("```", 1)[0].splitlines()
+        if line.strip().startswith("pincer ")
+    ]
+    assert len(lines) >= 10
+    for line in lines:
+        # "[--param k=v ...]", "[--json]": the flags count, the brackets and the "|" between
+        # alternatives of a whole line ("list | show ID") do not.
+        for part in line.replace(" | ", " |").split(" |"):
+            command = part if part.startswith("pincer ") else "pincer runs " + part
+            words = " ".join(w.strip("[]") for w in command.split() if w.strip("[]") and w != "...")
+            assert not _command_problems(words), (line, _command_problems(words))
+    assert _command_problems("pincer run x --no-such-flag") == ["run has no option --no-such-flag"]
+    assert _command_problems("pincer runs nope") == ["runs has no subcommand 'nope'"]

@@ -82,6 +82,19 @@ async def test_a_rest_run_answers_202_streams_its_events_and_is_recorded(tmp_pat
                 assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
                 bad = await http.post("/api/v1/runs", headers=gateway.headers, json={"skill": "no-such-skill"})
                 assert bad.status_code == 404 and bad.json()["error"]["code"] == "skill_not_found"
+                params = await http.post("/api/v1/runs", headers=gateway.headers, json={"skill": "code-review", "params": {}})
+                assert params.status_code == 422 and params.json()["error"]["code"] == "invalid_arguments"
+                budget = await http.post("/api/v1/runs", headers=gateway.headers, json={"message": "x", "budgets": {"turn": 1}})
+                assert budget.status_code == 400 and "unknown budget" in budget.json()["error"]["message"]
+                assert len(gateway.pincer.runs.list()) == 1  # refused requests started nothing
+
+
+async def test_without_a_model_a_run_is_refused_with_503_naming_the_setting(tmp_path: Path) -> None:
+    async with live_gateway(tmp_path / "home") as gateway:
+        async with gateway.http() as http:
+            refused = await http.post("/api/v1/runs", headers=gateway.headers, json={"message": "hi"})
+    assert refused.status_code == 503
+    assert refused.json()["error"]["code"] == "config_error" and "[llm] model" in refused.json()["error"]["hint"]
 
 
 async def test_a_rest_run_waits_for_an_approval_answered_over_rest(tmp_path: Path) -> None:
