@@ -172,6 +172,33 @@ async def test_run_skill_over_mcp_delegates_a_skill_to_the_loop(tmp_path: Path) 
             assert "run_skill" not in server.requests[0].tool_names
 
 
+async def test_run_skill_puts_the_runs_approvals_to_the_mcp_client(tmp_path: Path) -> None:
+    import mcp_types as types
+
+    home = tmp_path / "home"
+    folder = home / "workspace" / "skills" / "noter"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: noter\ndescription: Take a note.\ntools: [write_note]\n---\nWrite the note.\n")
+    script = [Turn(calls=(ScriptedCall(name="write_note", arguments={"text": "remember"}),)), Turn(text="Noted.")]
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    with serve_models(script) as server:
+        async with live_gateway(home, config=_config(server)) as gateway:
+            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer))
+            async with gateway.mcp(mode="legacy", elicitation_callback=elicit) as client:
+                with anyio.fail_after(RUN_TIMEOUT_S):
+                    result = await client.call_tool("run_skill", {"skill": "noter"})
+            answer = json.loads(result.content[0].text)
+            assert answer["status"] == "done" and answer["text"] == "Noted."
+            assert len(asked) == 1 and "write_note" in asked[0]
+            answers = [r for r in gateway.pincer.audit.records() if r.kind == "approval"]
+            assert answers and answers[0].caller.startswith("mcp-elicitation:")
+
+
 async def test_idempotency_required_answers_428_over_rest_and_a_tool_error_over_mcp(tmp_path: Path) -> None:
     config = '[idempotency]\nrequired = true\n[[grants]]\ntool = "write_note"\ndefault = "allow"\n'
     async with live_gateway(tmp_path / "home", config=config) as gateway:

@@ -119,3 +119,19 @@ def test_the_index_ranks_names_descriptions_and_schemas() -> None:
     assert index.search("postMessage slack")[0].name == "slack_post_message"
     assert index.search("unrelated words") == []
     assert one_line("First sentence. Second one.") == "First sentence."
+
+
+@pytest.mark.anyio
+async def test_the_offered_tools_are_the_skills_intersected_with_what_the_session_may_call(tmp_path: Path) -> None:
+    from tests.llm.conftest import write_skill
+
+    home = tmp_path / "home"
+    write_skill(home, "mixed", "---\nname: mixed\ndescription: d\ntools: [echo, write_file, http, \"gh.*\"]\n---\nDo it.\n")
+    extra = '[sessions.bot]\nkind = "non-main"\nallow = ["echo", "skill", "gh.issue_*"]\n'
+    with serve_models([Turn(text="ok")]) as server:
+        async with open_pincer(home, llm_config(server, extra=extra)) as pincer:
+            await pincer.add_runtime(_github_like())
+            run = await pincer.agent.run(RunRequest(skill="mixed", session="bot"))
+            assert run.status == "done" and run.session == "bot"
+            offered = sorted(server.requests[0].tool_names)
+            assert offered == sorted(["echo", "skill", *(f"gh_issue_{v}" for v in VERBS)])

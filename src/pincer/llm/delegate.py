@@ -5,20 +5,26 @@ deeper (``[tools] max_depth`` bounds runs that start runs; ``run_skill`` is neve
 model anyway), and its every tool call through the chain as always. A tool call is bounded by
 ``[tools] timeout_s``, so the run's deadline is kept inside it. Its effect is
 ``dispatch_capability``: under the default policy a client is asked before delegating, until a
-grant (``tool = "run_skill"``) allows it. Approvals the run needs wait for ``pincer approvals``
-or ``POST /api/v1/approvals/{id}``; a client that asked for progress is told which.
+grant (``tool = "run_skill"``) allows it. An approval the run needs is put to the calling MCP
+client as an elicitation when it can take one mid-call and its session is a main session (as for
+the client's own calls); it stays answerable with ``pincer approvals`` and ``POST
+/api/v1/approvals/{id}``, and a client that asked for progress is told so.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pincer.core.effects import EffectKind
+from pincer.core.errors import PincerError
 from pincer.core.values import HostContext
 from pincer.llm.run import RunRequest
 from pincer.runtimes.native import NativeRuntime, tool
 
 __all__ = ["run_skill_runtime", "RUN_SKILL_MARGIN_S"]
+
+logger = logging.getLogger(__name__)
 
 RUN_SKILL_MARGIN_S = 2.0  # room left inside the tool timeout to record how the run ended
 
@@ -43,6 +49,22 @@ def run_skill_runtime(pincer: Any) -> NativeRuntime:
         client = host.client
 
         async def tell(approval: Any) -> None:
+            if client is not None and getattr(client, "can_ask", False) and pincer.dispatcher.is_main_session(host.session):
+                # The client is the gateway's MCP channel: its approval question and answers.
+                from pincer.gateway.approvals import APPROVAL_DECISION_SCHEMA, answer_from_reply, approval_message
+
+                try:
+                    reply = await client.elicit(approval_message(approval), APPROVAL_DECISION_SCHEMA, key=f"approval:{approval.id}")
+                except Exception as exc:  # noqa: BLE001 - the approval stays answerable over REST and the CLI
+                    logger.info("approval %s could not be put to the client: %s", approval.id, exc)
+                    reply = None
+                answer = answer_from_reply(reply)
+                if answer is not None:
+                    try:
+                        pincer.dispatcher.answer(approval.id, answer, by=f"mcp-elicitation:{host.session}", as_session=host.session)
+                        return
+                    except PincerError as exc:  # answered meanwhile, or expired
+                        logger.info("elicitation answer for %s not applied: %s", approval.id, exc.message)
             if client is not None:
                 await client.progress(
                     0, None,
