@@ -46,7 +46,7 @@ def run_skill_runtime(pincer: Any) -> NativeRuntime:
             message: What to do, in the user's words.
         """
         deadline = max(1.0, host.timeout_s - RUN_SKILL_MARGIN_S)
-        client = host.client
+        client: Any = host.client  # the gateway's MCP channel can also elicit
 
         async def tell(approval: Any) -> None:
             if client is not None and getattr(client, "can_ask", False) and pincer.dispatcher.is_main_session(host.session):
