@@ -261,3 +261,14 @@ def test_every_agent_command_the_docs_show_exists() -> None:
             assert not _command_problems(words), (line, _command_problems(words))
     assert _command_problems("pincer run x --no-such-flag") == ["run has no option --no-such-flag"]
     assert _command_problems("pincer runs nope") == ["runs has no subcommand 'nope'"]
+
+
+def test_the_agent_config_examples_in_the_readme_are_valid(tmp_path: Path) -> None:
+    from pincer.config_check import check_config_text
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## The agent loop", 1)[1].split("\n## ", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```toml\n")[1:]]
+    assert len(blocks) == 2
+    for block in blocks:
+        assert check_config_text(block, home=tmp_path) == []
