@@ -85,6 +85,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/skills.py
+	$(BIN)/python bench/agent.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

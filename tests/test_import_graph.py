@@ -59,7 +59,8 @@ def test_imports_point_inward(layer: str) -> None:
 
 # Issue 11 item 3: a CLI that answers at once. These commands must not load the MCP SDK, wasmtime,
 # the web stack or jsonschema (each costs 50-600 ms to import); the command that needs one loads it.
-HEAVY = ("mcp", "mcp_types", "wasmtime", "fastapi", "starlette", "uvicorn", "jsonschema")
+# Issue 13: the model SDKs load only when a run opens a provider.
+HEAVY = ("mcp", "mcp_types", "wasmtime", "fastapi", "starlette", "uvicorn", "jsonschema", "openai", "anthropic")
 
 
 def _modules_after_cli(home: Path, *argv: str) -> set[str]:
@@ -90,6 +91,17 @@ def test_light_commands_import_no_heavy_dependency(tmp_path: Path, argv: tuple[s
     loaded = _modules_after_cli(tmp_path, *argv)
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
     assert not heavy, heavy[:10]
+
+
+def test_tools_list_with_a_model_configured_imports_no_model_sdk(tmp_path: Path) -> None:
+    """With [llm] set, run_skill is registered: still without importing openai or anthropic."""
+    home = tmp_path / "pincer-home"
+    home.mkdir()
+    (home / "config.toml").write_text('[llm]\nmodel = "gpt-4o-mini"\n[llm.profiles.c]\nprovider = "anthropic"\nmodel = "claude-sonnet-4-5"\n')
+    loaded = _modules_after_cli(tmp_path, "tools", "list", "--json")
+    assert "pincer.llm.delegate" in loaded
+    sdks = sorted(m for m in loaded if m.split(".")[0] in ("openai", "anthropic"))
+    assert not sdks, sdks[:10]
 
 
 def test_version_imports_no_command_module(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +29,10 @@ __all__ = [
     "GatewaySettings",
     "GatewayToken",
     "SkillsSettings",
+    "ModelSettings",
+    "LlmSettings",
+    "Price",
+    "AgentSettings",
     "load_config",
     "parse_config",
     "CONFIG_FILENAME",
@@ -61,6 +65,8 @@ class _Output(_Model):
 class _Idempotency(_Model):
     ttl_s: float = Field(default=300.0, gt=0, le=7 * 86_400)
     max_entries: int = Field(default=10_000, ge=1, le=10_000_000)
+    # OpenClaw's rule: every side-effecting call carries a key. Off by default: MCP clients send none.
+    required: bool = False
 
 
 class _Network(_Model):
@@ -150,6 +156,59 @@ class _Skills(_Model):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+_SECRET_NAME = r"^[A-Za-z0-9_.-]{1,128}$"
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+
+
+class _LlmProfile(_Model):
+    """A named model setting; what it leaves out comes from [llm]."""
+
+    provider: Literal["openai", "anthropic"] | None = None
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    base_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    api_key_secret: str | None = Field(default=None, pattern=_SECRET_NAME)
+    api_key_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    timeout_s: float | None = Field(default=None, gt=0, le=3_600)
+    max_retries: int | None = Field(default=None, ge=0, le=10)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    stream: bool | None = None
+
+
+class _Llm(_Model):
+    provider: Literal["openai", "anthropic"] = "openai"
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    base_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    api_key_secret: str | None = Field(default=None, pattern=_SECRET_NAME)
+    api_key_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    timeout_s: float = Field(default=60.0, gt=0, le=3_600)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    max_output_tokens: int = Field(default=4_096, ge=1, le=1_000_000)
+    stream: bool = True
+    profile: str | None = Field(default=None, min_length=1, max_length=64)
+    profiles: dict[str, _LlmProfile] = Field(default_factory=dict)
+
+
+class _Price(_Model):
+    input_per_mtok: float = Field(ge=0, le=10_000)
+    output_per_mtok: float = Field(ge=0, le=10_000)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0, le=10_000)
+
+
+class _Agent(_Model):
+    session: str = Field(default="main", min_length=1, max_length=128)
+    max_tool_definitions: int = Field(default=40, ge=1, le=10_000)
+    max_parallel_tool_calls: int = Field(default=4, ge=1, le=64)
+    taint: Literal["ask", "deny", "off"] = "ask"
+    trusted_output: list[str] = Field(default_factory=list, max_length=1_000)
+    max_turns: int = Field(default=20, ge=1, le=10_000)
+    max_tool_calls: int = Field(default=50, ge=0, le=100_000)
+    max_input_tokens: int = Field(default=500_000, ge=1, le=1_000_000_000)
+    max_output_tokens: int = Field(default=50_000, ge=1, le=1_000_000_000)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    deadline_s: float = Field(default=600.0, gt=0, le=7 * 86_400)
+    prices: dict[str, _Price] = Field(default_factory=dict)
+
+
 class _File(_Model):
     approvals: _Approvals = _Approvals()
     audit: _Audit = _Audit()
@@ -165,6 +224,8 @@ class _File(_Model):
     credentials: list[_Credential] = Field(default_factory=list)
     gateway: _Gateway = _Gateway()
     skills: _Skills = _Skills()
+    llm: _Llm = _Llm()
+    agent: _Agent = _Agent()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -231,6 +292,74 @@ class SkillsSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSettings:
+    """One model to talk to: ``[llm]``, or a ``[llm.profiles.NAME]`` over it. The API key is never
+    here: ``api_key_secret`` names an entry of the secret store, ``api_key_env`` an environment
+    variable; the provider reads the value when a run starts."""
+
+    provider: str = "openai"
+    model: str | None = None
+    base_url: str | None = None
+    api_key_secret: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    max_output_tokens: int = 4_096
+    stream: bool = True
+    profile: str | None = None  # the profile these settings came from
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LlmSettings:
+    """``[llm]`` and its profiles. ``profile`` names the profile used when a run names none."""
+
+    default: ModelSettings = field(default_factory=ModelSettings)
+    profile: str | None = None
+    profiles: dict[str, ModelSettings] = field(default_factory=dict)
+
+    def resolve(self, profile: str | None = None) -> ModelSettings:
+        """The settings of ``profile`` (else ``[llm] profile``, else ``[llm]`` itself)."""
+        name = profile or self.profile
+        if name is None:
+            return self.default
+        found = self.profiles.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.profiles)) or "none are defined"
+            raise ConfigError(
+                f"no model profile named {name!r} (profiles: {known})",
+                hint="define it as a [llm.profiles.NAME] table in config.toml, or leave out --profile",
+            )
+        return found
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentSettings:
+    """``[agent]``: the agent loop's defaults. Budgets apply per run unless a run names its own."""
+
+    session: str = "main"
+    max_tool_definitions: int = 40
+    max_parallel_tool_calls: int = 4
+    taint: str = "ask"
+    trusted_output: tuple[str, ...] = ()
+    max_turns: int = 20
+    max_tool_calls: int = 50
+    max_input_tokens: int = 500_000
+    max_output_tokens: int = 50_000
+    max_cost_usd: float | None = None
+    deadline_s: float = 600.0
+    prices: dict[str, Price] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
     home: Path
     workspace: Path
@@ -240,6 +369,7 @@ class Config:
     max_output_bytes: int = 100_000
     idempotency_ttl_s: float = 300.0
     idempotency_max_entries: int = 10_000
+    idempotency_required: bool = False
     allow_private_network: bool = False
     tool_timeout_s: float = 30.0
     max_call_depth: int = 4
@@ -257,6 +387,8 @@ class Config:
     credential_capabilities: Capabilities | None = None
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     skills: SkillsSettings = field(default_factory=SkillsSettings)
+    llm: LlmSettings = field(default_factory=LlmSettings)
+    agent: AgentSettings = field(default_factory=AgentSettings)
 
     def session(self, name: str) -> SessionPolicy:
         return self.sessions.get(name) or SessionPolicy.default_for(name)
@@ -345,6 +477,7 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         max_output_bytes=data.output.max_bytes,
         idempotency_ttl_s=data.idempotency.ttl_s,
         idempotency_max_entries=data.idempotency.max_entries,
+        idempotency_required=data.idempotency.required,
         allow_private_network=data.network.allow_private,
         tool_timeout_s=data.tools.timeout_s,
         max_call_depth=data.tools.max_depth,
@@ -373,6 +506,61 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         credential_capabilities=credential_capabilities,
         gateway=_to_gateway(data.gateway),
         skills=_to_skills(data.skills, home=home),
+        llm=_to_llm(data.llm, source),
+        agent=_to_agent(data.agent),
+    )
+
+
+def _to_llm(llm: _Llm, source: str) -> LlmSettings:
+    default = ModelSettings(
+        provider=llm.provider,
+        model=llm.model,
+        base_url=llm.base_url,
+        api_key_secret=llm.api_key_secret,
+        api_key_env=llm.api_key_env,
+        timeout_s=llm.timeout_s,
+        max_retries=llm.max_retries,
+        max_output_tokens=llm.max_output_tokens,
+        stream=llm.stream,
+    )
+    profiles: dict[str, ModelSettings] = {}
+    for name, p in llm.profiles.items():
+        given = {key: value for key, value in p.model_dump().items() if value is not None}
+        if given.get("provider", llm.provider) != llm.provider:
+            # A profile of another provider inherits neither [llm]'s URL (another wire format)
+            # nor its key (sending one provider's key to another would leak it).
+            for key in ("base_url", "api_key_secret", "api_key_env"):
+                given.setdefault(key, None)
+        profiles[name] = replace(default, **given, profile=name)
+    if llm.profile is not None and llm.profile not in profiles:
+        raise ConfigError(
+            f"{source}: llm.profile: no profile named {llm.profile!r}",
+            hint="define it as a [llm.profiles.NAME] table, or remove llm.profile",
+        )
+    return LlmSettings(default=default, profile=llm.profile, profiles=profiles)
+
+
+def _to_agent(a: _Agent) -> AgentSettings:
+    return AgentSettings(
+        session=a.session,
+        max_tool_definitions=a.max_tool_definitions,
+        max_parallel_tool_calls=a.max_parallel_tool_calls,
+        taint=a.taint,
+        trusted_output=tuple(a.trusted_output),
+        max_turns=a.max_turns,
+        max_tool_calls=a.max_tool_calls,
+        max_input_tokens=a.max_input_tokens,
+        max_output_tokens=a.max_output_tokens,
+        max_cost_usd=a.max_cost_usd,
+        deadline_s=a.deadline_s,
+        prices={
+            model: Price(
+                input_per_mtok=price.input_per_mtok,
+                output_per_mtok=price.output_per_mtok,
+                cached_input_per_mtok=price.cached_input_per_mtok,
+            )
+            for model, price in a.prices.items()
+        },
     )
 
 

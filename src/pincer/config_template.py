@@ -60,6 +60,10 @@ KEYS: dict[str, KeyHelp] = {
     "output.max_bytes": KeyHelp(help="larger tool outputs are truncated with a marker"),
     "idempotency.ttl_s": KeyHelp(help="how long a stored result answers a replay of the same idempotency key"),
     "idempotency.max_entries": KeyHelp(help="stored results kept at most; the oldest go first"),
+    "idempotency.required": KeyHelp(
+        help="refuse a side-effecting call that comes without an idempotency key (REST 428; MCP clients send "
+        "none unless they set _meta pincer/idempotencyKey)"
+    ),
     "network.allow_private": KeyHelp(help="let the http tool reach loopback, private and link-local addresses"),
     "tools.timeout_s": KeyHelp(help="per call, for every runtime; an MCP server's own timeout_s applies within it"),
     "tools.max_depth": KeyHelp(help="how deep tools may call tools (a WASM tool's tool-invoke)"),
@@ -125,6 +129,58 @@ KEYS: dict[str, KeyHelp] = {
     "skills.config": KeyHelp(
         help="values skills ask for with requires.config (dotted keys)", example="{ channels.slack = true }"
     ),
+    "llm.provider": KeyHelp(help="the wire format: openai (Chat Completions, any OpenAI-compatible server) or anthropic (Messages)"),
+    "llm.model": KeyHelp(help="the model runs use, as the provider names it", example='"gpt-4o-mini"'),
+    "llm.base_url": KeyHelp(
+        help="an OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter) or a proxy; unset: the provider's own API",
+        example='"http://127.0.0.1:11434/v1"',
+    ),
+    "llm.api_key_secret": KeyHelp(
+        help="the secret store entry holding the API key (`pincer secrets set NAME`, value from stdin)",
+        example='"openai_api_key"',
+    ),
+    "llm.api_key_env": KeyHelp(
+        help="or the environment variable holding it (never put the key itself in config.toml)", example='"OPENAI_API_KEY"'
+    ),
+    "llm.timeout_s": KeyHelp(help="per request to the model"),
+    "llm.max_retries": KeyHelp(help="retries of a request that got 429 or 5xx or lost its stream, with backoff honouring Retry-After"),
+    "llm.max_output_tokens": KeyHelp(help="the most a model may write in one turn"),
+    "llm.stream": KeyHelp(help="stream the model's text and tool calls as they come (false: one response per turn)"),
+    "llm.profile": KeyHelp(help="the profile runs use when they name none (pincer run --profile)", example='"local"'),
+    "llm.profiles.*.provider": KeyHelp(help="as llm.provider; a profile of another provider inherits no URL or key", example='"anthropic"'),
+    "llm.profiles.*.model": KeyHelp(help="as llm.model", example='"claude-sonnet-4-5"'),
+    "llm.profiles.*.base_url": KeyHelp(help="as llm.base_url", example='"https://openrouter.ai/api/v1"'),
+    "llm.profiles.*.api_key_secret": KeyHelp(help="as llm.api_key_secret", example='"anthropic_api_key"'),
+    "llm.profiles.*.api_key_env": KeyHelp(help="as llm.api_key_env", example='"ANTHROPIC_API_KEY"'),
+    "llm.profiles.*.timeout_s": KeyHelp(help="as llm.timeout_s", example="120"),
+    "llm.profiles.*.max_retries": KeyHelp(help="as llm.max_retries", example="5"),
+    "llm.profiles.*.max_output_tokens": KeyHelp(help="as llm.max_output_tokens", example="8192"),
+    "llm.profiles.*.stream": KeyHelp(help="as llm.stream", example="false"),
+    "agent.session": KeyHelp(help="the session a run's tool calls go through when the run names none (REST runs: the token's)"),
+    "agent.max_tool_definitions": KeyHelp(
+        help="past this many tools, the model gets the skill's own tools plus find_tools and load_tools instead of every definition"
+    ),
+    "agent.max_parallel_tool_calls": KeyHelp(help="tool calls of one turn that run at the same time"),
+    "agent.taint": KeyHelp(
+        help="after a run read untrusted output, its calls with external_write, financial, modify_* or execute_code: "
+        "ask (even where a grant allows), deny, or off"
+    ),
+    "agent.trusted_output": KeyHelp(
+        help="tool names or * patterns whose output counts as trusted (an MCP server you run yourself); "
+        "pincer's echo, time and json are trusted already",
+        example='["time_*"]',
+    ),
+    "agent.max_turns": KeyHelp(help="model requests per run (per message in pincer chat)"),
+    "agent.max_tool_calls": KeyHelp(help="tool calls per run (per message in pincer chat)"),
+    "agent.max_input_tokens": KeyHelp(help="input tokens per run, all turns together"),
+    "agent.max_output_tokens": KeyHelp(help="output tokens per run, all turns together"),
+    "agent.max_cost_usd": KeyHelp(
+        help="USD per run, from the price table; a model with no price then refuses to run", example="0.50"
+    ),
+    "agent.deadline_s": KeyHelp(help="wall-clock seconds per run (per message in pincer chat)"),
+    "agent.prices.*.input_per_mtok": KeyHelp(help="USD per million input tokens", example="2.5"),
+    "agent.prices.*.output_per_mtok": KeyHelp(help="USD per million output tokens", example="10"),
+    "agent.prices.*.cached_input_per_mtok": KeyHelp(help="USD per million cached input tokens (unset: the input price)", example="1.25"),
     "gateway.host": KeyHelp(help="where pincer serve listens; a non-loopback address also needs allow_remote = true"),
     "gateway.port": KeyHelp(help="0 picks a free port"),
     "gateway.allow_remote": KeyHelp(help="allow listening on a non-loopback address"),
@@ -153,10 +209,14 @@ SECTIONS: dict[str, str] = {
     "gateway": "pincer serve and pincer mcp stdio.",
     "skills": "Skills: SKILL.md files in every dialect (docs/skills.md).",
     "gateway.tokens": "More gateway tokens, each with its session.",
+    "llm": "The model the agent loop talks to (pincer run, pincer chat, REST runs); docs/agent.md.",
+    "llm.profiles": "Named model settings (pincer run --profile NAME); unset keys come from [llm].",
+    "agent": "The agent loop: tool sets, taint, parallel calls and the budgets of each run.",
+    "agent.prices": "Prices per model (the table's name is the model, or a prefix of it); built-in ones cover well-known models.",
 }
 
 # Names shown for the "*" of a map, in examples.
-_MAP_EXAMPLE_NAMES = {"sessions": "ci-bot", "limits": "http"}
+_MAP_EXAMPLE_NAMES = {"sessions": "ci-bot", "limits": "http", "llm.profiles": "local", "agent.prices": '"my-model"'}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -2,7 +2,9 @@
 
     1 resolve      registry: name -> ToolSpec
     2 session      session policy: allow/deny lists, groups, wildcards; deny wins
-    3 authorize    grants: effects within grant? allow | ask | deny; expiry, max invocations
+    3 authorize    grants: effects within grant? allow | ask | deny; expiry, max invocations;
+                   a tainted agent run's sensitive calls ask (policy/taint.py); with
+                   [idempotency] required, a side-effecting call without a key is refused
     4 validate     args against the tool's JSON Schema (cached validators)
     5 preflight    the runtime refuses what it can refuse without running (pins, egress, exec
                    deny) and may add its own ask (exec approvals)
@@ -34,7 +36,7 @@ import anyio
 from pincer.approver import ApprovalHook, Approver
 from pincer.config import Config
 from pincer.core.effects import Mode
-from pincer.core.errors import Denied, PincerError, ToolError, ToolTimeout
+from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, ToolError, ToolTimeout
 from pincer.core.schema import validate_args
 from pincer.core.values import (
     CallRequest,
@@ -51,6 +53,7 @@ from pincer.core.values import (
 from pincer.policy.budget import RateLimit, RateLimiter
 from pincer.policy.grants import Grant, evaluate_grants, grant_matches
 from pincer.policy.session import SessionKind, evaluate_session
+from pincer.policy.taint import apply_taint
 from pincer.registry import Registry
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
 from pincer.store.audit import AuditEntry, AuditLog
@@ -253,9 +256,17 @@ class Dispatcher:
             raise Denied(verdict.reason, hint="change the session's allow/deny lists in config.toml")
 
         decision = self._grant_decision(spec, request.session)
+        denial_hint = "a grant in config.toml denies this; change it to allow or ask"
+        if request.taint is not None:
+            tainted = apply_taint(decision, spec.effects, request.taint)
+            if tainted.mode is Mode.DENY and decision.mode is not Mode.DENY:
+                denial_hint = 'set [agent] taint = "ask" to be asked instead of refused'
+            decision = tainted
         trace.decision = decision
         if decision.mode is Mode.DENY:
-            raise Denied(decision.reason, hint="a grant in config.toml denies this; change it to allow or ask")
+            raise Denied(decision.reason, hint=denial_hint)
+        if request.idempotency_key is None and spec.side_effecting and self.config.idempotency_required:
+            raise _key_required(spec.name, request.caller)
 
         validate_args(spec, request.args)
 
@@ -570,7 +581,27 @@ class Dispatcher:
             idempotency_key=request.idempotency_key,
             cached=result.cached,
             approval_id=trace.approval_id,
+            run_id=request.run_id,
         )
+
+
+def _key_required(tool: str, caller: str) -> IdempotencyKeyRequired:
+    """The refusal names where this caller puts a key."""
+    if caller == "rest":
+        where = "an Idempotency-Key header"
+        hint = "send the call again with an Idempotency-Key header (or idempotency_key in the body)"
+    elif caller == "mcp":
+        where = '_meta["pincer/idempotencyKey"]'
+        hint = 'send the call again with _meta["pincer/idempotencyKey"] set in the tools/call params'
+    elif caller == "cli":
+        where = "--idempotency-key"
+        hint = "call it again with `pincer tools call NAME --idempotency-key KEY`"
+    else:
+        where = "an idempotency key"
+        hint = "pass idempotency_key on the CallRequest, or set [idempotency] required = false"
+    return IdempotencyKeyRequired(
+        f"{tool} is side-effecting and [idempotency] required = true: the call needs {where}", hint=hint
+    )
 
 
 

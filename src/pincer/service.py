@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from pincer.safety.scanner import LeakScanner
 from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
+from pincer.store.runs import RunStore
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,17 @@ RUNTIME_CLOSE_TIMEOUT_S = 10.0
 
 
 class Pincer:
-    def __init__(self, *, config: Config, secret_key: bytes | None, audit_key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        secret_key: bytes | None,
+        audit_key: bytes | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.config = config
+        # Where [llm] api_key_env is looked up: the CLI and the gateway pass os.environ.
+        self.environ: Mapping[str, str] = environ if environ is not None else {}
         self.home = config.home
         if audit_key is None:
             audit_key = load_or_create_key(config.home, None, place=AUDIT_KEY)
@@ -51,6 +61,7 @@ class Pincer:
         self.idempotency = IdempotencyStore(
             self._conn, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries
         )
+        self.runs = RunStore(self._conn)
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
         self.wasm: Any = None
@@ -62,6 +73,7 @@ class Pincer:
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
+        self._agent: Any = None
         self.dispatcher = Dispatcher(
             registry=self.registry,
             config=config,
@@ -87,6 +99,7 @@ class Pincer:
         scripts: bool = True,
         wasm: bool = True,
         skills: bool = True,
+        environ: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``.
@@ -97,7 +110,7 @@ class Pincer:
         component is installed."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
-        pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key)
+        pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key, environ=environ)
         pincer._watches_wasm = wasm
         try:
             if builtins:
@@ -113,6 +126,8 @@ class Pincer:
                 await pincer._add_external_runtimes()
             if skills and config.skills.enabled:
                 await pincer._add_skills()
+            if builtins and (config.llm.default.model or any(p.model for p in config.llm.profiles.values())):
+                await pincer._add_agent_tools()
             yield pincer
         finally:
             with anyio.CancelScope(shield=True):
@@ -123,6 +138,15 @@ class Pincer:
 
         self.wasm = WasmRuntime(self.home, scanner=self.scanner)
         await self.add_runtime(self.wasm)
+
+    async def _add_agent_tools(self) -> None:
+        """``run_skill``: other agents delegate a skill to the agent loop (llm/delegate.py)."""
+        from pincer.llm.delegate import run_skill_runtime
+
+        try:
+            await self.add_runtime(run_skill_runtime(self))
+        except UsageError as exc:  # a tool of that name from elsewhere keeps it
+            logger.warning("run_skill not registered: %s", exc)
 
     async def _add_skills(self) -> None:
         """The skill library, the ``skill`` tool and the tools made from skills' capabilities."""
@@ -334,6 +358,16 @@ class Pincer:
     async def call(self, request: CallRequest, *, on_approval: ApprovalHook | None = None) -> ToolResult:
         return await self.dispatcher.call(request, on_approval=on_approval)
 
+    @property
+    def agent(self) -> Any:
+        """The agent loop (``pincer.llm.AgentLoop``), made on first use: the model SDKs load only
+        when a run needs a provider."""
+        if self._agent is None:
+            from pincer.llm.loop import AgentLoop
+
+            self._agent = AgentLoop(self, environ=self.environ)
+        return self._agent
+
     def scanner(self) -> LeakScanner:
         """The leak scanner over every secret in the store, rebuilt when the store changes."""
         version = self.secrets.version()
@@ -349,6 +383,9 @@ class Pincer:
         return SecretAccess(self.secrets, caps.is_secret_allowed)
 
     async def aclose(self) -> None:
+        if self._agent is not None:
+            with anyio.move_on_after(RUNTIME_CLOSE_TIMEOUT_S):
+                await self._agent.aclose()
         for unsubscribe in self._unsubscribe.values():
             unsubscribe()
         self._unsubscribe.clear()

@@ -55,7 +55,7 @@ def test_init_writes_a_template_that_parses_to_the_defaults(tmp_path: Path) -> N
     assert load_config(tmp_path) == defaults
     # The values shown are the real defaults: uncommented, they change nothing.
     active = _uncommented_defaults(written)
-    assert active.count("\ntimeout_s = ") == 2 and "\nport = 8765" in active
+    assert active.count("\ntimeout_s = ") == 3 and "\nport = 8765" in active  # approvals, tools, llm
     assert parse_config(active, home=tmp_path) == defaults
 
 

@@ -103,7 +103,9 @@ async def open_pincer(*, builtins: bool = True, quiet: bool = False) -> AsyncIte
     async with AsyncExitStack() as stack:
         with slow_wait(lambda: startup_notice(home), enabled=not quiet):
             pincer = await stack.enter_async_context(
-                Pincer.open(home, secret_key=secret_key(home), audit_key=audit_key(home), builtins=builtins)
+                Pincer.open(
+                    home, secret_key=secret_key(home), audit_key=audit_key(home), builtins=builtins, environ=os.environ
+                )
             )
         yield pincer
 

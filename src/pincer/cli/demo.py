@@ -1,8 +1,10 @@
 """``pincer demo``: a tour on embedded defaults, in a throwaway PINCER_HOME.
 
 It lists the tools, makes one governed call of each built-in (one of them waits for an
-approval, which the demo answers), shows a denial and a leak being redacted, and prints the
-audit trail with its verification.
+approval, which the demo answers), shows a denial and a leak being redacted, runs the bundled
+``code-review`` skill with the agent loop against the local model server (a stand-in for a paid
+API: scripted turns over the real OpenAI wire format), and prints the audit trail with its
+verification.
 """
 
 from __future__ import annotations
@@ -50,11 +52,52 @@ def _show(label: str, result: Any) -> None:
     stderr.print(f"[bold]{label}[/] -> [{colour}]{'ok' if data['ok'] else 'refused'}[/] {text[:160]}")
 
 
-async def _tour(home: Path, port: int) -> None:
+def _review_script() -> list[Any]:
+    """What the scripted model does in the demo: read two things in parallel, then report."""
+    from pincer.demo.model_server import ScriptedCall, Turn
+
+    return [
+        Turn(
+            text="Let me look at the notes first.",
+            calls=(
+                ScriptedCall(name="list_dir", arguments={"path": "notes"}),
+                ScriptedCall(name="read_file", arguments={"path": "notes/hello.txt"}),
+            ),
+            input_tokens=1850, output_tokens=60,
+        ),
+        Turn(
+            text="Review of notes/: hello.txt holds one word and no secrets; nothing to fix. "
+            "A test that reads it back would catch an accidental edit.",
+            input_tokens=2300, output_tokens=45, cached_tokens=1800,
+        ),
+    ]  # fmt: skip
+
+
+async def _skill_run(pincer: Any) -> None:
+    from pincer.cli.run import Display, Prompter, summary
+    from pincer.llm.run import RunRequest
+
+    stderr.print("[bold]skill run[/]: code-review path=notes (the model is the local scripted server)")
+    display = Display()
+    run = await pincer.agent.run(
+        RunRequest(skill="code-review", params={"path": "notes"}, trigger="demo"),
+        on_event=display.on_event,
+        on_approval=Prompter(pincer, display).ask,
+    )
+    display.finish_text()
+    stderr.print(summary(run), markup=False, highlight=False)
+
+
+async def _tour(home: Path, port: int, model_url: str) -> None:
     from pincer.service import Pincer
 
     config = parse_config(
-        """
+        f"""
+[llm]
+model = "gpt-4o-mini"
+base_url = "{model_url}"
+"""
+        + """
 [network]
 allow_private = true   # the demo's API server listens on loopback
 
@@ -100,6 +143,7 @@ host_patterns = ["127.0.0.1"]
         await call("http", {"url": f"http://127.0.0.1:{port}/user"}, "http (token injected, echoed back, redacted)")
         await call("http", {"url": "https://example.com/"}, "http to a host no grant allows")
         await call("read_file", {"path": "../../etc/passwd"}, "read_file escaping the workspace")
+        await _skill_run(pincer)
 
         stderr.print(render_records([r.to_dict() for r in pincer.audit.records()]))
         stderr.print(f"audit verify: chain intact over {pincer.audit.verify()} records")
@@ -107,12 +151,14 @@ host_patterns = ["127.0.0.1"]
 
 def demo() -> None:
     """Tour pincer in a throwaway home: tools, governed calls, an approval, a denial, the audit trail."""
+    from pincer.demo.model_server import serve_models
+
     server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoHeaders)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        with tempfile.TemporaryDirectory(prefix="pincer-demo-") as tmp:
-            anyio.run(_tour, Path(tmp), server.server_address[1])
+        with tempfile.TemporaryDirectory(prefix="pincer-demo-") as tmp, serve_models(_review_script()) as models:
+            anyio.run(_tour, Path(tmp), server.server_address[1], models.openai_url)
     finally:
         server.shutdown()
     raise typer.Exit(0)

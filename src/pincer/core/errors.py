@@ -10,7 +10,9 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── IdempotencyConflict    409  a key reused with different arguments
     │   ├── UnsupportedMediaType   415  a request body that is not JSON
     │   ├── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
-    │   └── SkillNotFound          404  no loaded skill has that name
+    │   ├── SkillNotFound          404  no loaded skill has that name
+    │   ├── RunNotFound            404  no agent run has that id
+    │   └── IdempotencyKeyRequired 428  [idempotency] required: a side-effecting call came without a key
     ├── ConfigError                503  config.toml or another settings file is unusable
     ├── ManifestError              422  a capabilities or registry manifest is malformed
     │   ├── DefinitionRefused      422  an MCP server's tool definition holds a secret (or another refusal)
@@ -28,6 +30,12 @@ translated at the seam (``raise PincerError(...) from exc``)::
     ├── SecretError                500  secret store: missing key, bad ciphertext, unknown name
     ├── ToolError                  502  the tool itself failed
     │   └── ToolTimeout            504
+    ├── ProviderError              502  the model provider (an LLM API) failed
+    │   ├── ProviderAuthFailed     502  it refused the API key
+    │   ├── ModelNotFound          502  it does not know the model
+    │   ├── ContextTooLong         502  the conversation is longer than the model takes
+    │   ├── ProviderRateLimited    429  it rate-limits us (retried with backoff first)
+    │   └── ProviderUnavailable    503  5xx, a dropped connection or stream, a timeout (retried first)
     ├── RuntimeUnavailable         503  a runtime cannot start here (missing binary, bad component)
     └── StoreError                 500  the embedded database failed
         ├── AuditChainBroken       409  ``audit verify`` found a record that does not chain
@@ -70,6 +78,14 @@ __all__ = [
     "ClientCapabilityMissing",
     "SkillError",
     "SkillNotFound",
+    "RunNotFound",
+    "IdempotencyKeyRequired",
+    "ProviderError",
+    "ProviderAuthFailed",
+    "ModelNotFound",
+    "ContextTooLong",
+    "ProviderRateLimited",
+    "ProviderUnavailable",
     "error_class",
     "http_status",
 ]
@@ -174,6 +190,18 @@ class SkillNotFound(UsageError):
     http_status = 404
 
 
+class RunNotFound(UsageError):
+    code = "run_not_found"
+    http_status = 404
+
+
+class IdempotencyKeyRequired(UsageError):
+    """``[idempotency] required = true`` and a side-effecting call came without a key."""
+
+    code = "idempotency_key_required"
+    http_status = 428
+
+
 class PolicyError(PincerError):
     code = "policy_error"
     http_status = 403
@@ -226,6 +254,54 @@ class ToolError(PincerError):
 class ToolTimeout(ToolError):
     code = "tool_timeout"
     http_status = 504
+
+
+class ProviderError(PincerError):
+    """The model provider failed. ``retryable``: the same request may succeed later (the agent
+    loop retries those with backoff); ``retry_after_s``: what the provider asked us to wait."""
+
+    code = "provider_error"
+    http_status = 502
+    retryable = False
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, retry_after_s: float | None = None, status: int | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s
+        self.status = status
+
+    def to_dict(self) -> dict[str, object]:
+        data = super().to_dict()
+        if self.status is not None:
+            data["status"] = self.status
+        if self.retry_after_s is not None:
+            data["retry_after_s"] = round(self.retry_after_s, 3)
+        return data
+
+
+class ProviderAuthFailed(ProviderError):
+    code = "provider_auth_failed"
+
+
+class ModelNotFound(ProviderError):
+    code = "model_not_found"
+
+
+class ContextTooLong(ProviderError):
+    code = "context_too_long"
+
+
+class ProviderRateLimited(ProviderError):
+    code = "provider_rate_limited"
+    http_status = 429
+    retryable = True
+
+
+class ProviderUnavailable(ProviderError):
+    code = "provider_unavailable"
+    http_status = 503
+    retryable = True
 
 
 class RuntimeUnavailable(PincerError):

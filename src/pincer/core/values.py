@@ -27,6 +27,7 @@ __all__ = [
     "HostContext",
     "ClientChannel",
     "RuntimeAsk",
+    "Taint",
     "definition_hash",
     "policy_hash",
     "canonical_json",
@@ -108,6 +109,9 @@ class ToolSpec:
     output_schema: Mapping[str, Any] | None = None
     capabilities: Capabilities | None = None
     annotations: Mapping[str, Any] = field(default_factory=dict)
+    # Whether what the tool returns may be read by a model as trusted text (pincer's own pure
+    # tools). False, the default, marks it untrusted: the agent loop's taint rule reads this.
+    output_trusted: bool = False
     # Derived, never passed: ``dataclasses.replace`` recomputes them, so a copy with other
     # effects can never carry the old hash.
     definition_hash: str = field(init=False, default="")
@@ -139,6 +143,7 @@ class ToolSpec:
             "source": self.source,
             "definition_hash": self.definition_hash,
             "policy_hash": self.policy_hash,
+            "output_trusted": self.output_trusted,
             "input_schema": self.input_schema,
         }
 
@@ -154,6 +159,22 @@ class ClientChannel(Protocol):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Taint:
+    """A run has read untrusted output (a fetched page, an MCP server's answer): which output.
+    A later call of the run with a sensitive effect then asks (``mode`` "ask") or is refused
+    ("deny") even where a grant allows it; the approval names this output."""
+
+    tool: str
+    audit_id: int | None = None
+    call_id: str | None = None
+    mode: str = "ask"  # ask | deny
+
+    def describe(self) -> str:
+        record = f" (audit record {self.audit_id})" if self.audit_id is not None else ""
+        return f"the output of {self.tool}{record}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CallRequest:
     """One call of one tool, as every entry point builds it."""
 
@@ -161,9 +182,11 @@ class CallRequest:
     args: Mapping[str, Any]
     session: str = "main"
     idempotency_key: str | None = None
-    caller: str = "api"  # cli | mcp | rest | wasm | skill | api: recorded in the audit log
+    caller: str = "api"  # cli | mcp | rest | wasm | skill | agent | api: recorded in the audit log
     client: ClientChannel | None = field(default=None, compare=False, repr=False)
     depth: int = 0  # nesting of tool-invoke calls; the dispatcher refuses past a limit
+    run_id: str | None = None  # the agent run the call belongs to, recorded in the audit log
+    taint: Taint | None = None  # set by the agent loop once its run has read untrusted output
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

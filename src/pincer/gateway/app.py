@@ -36,6 +36,7 @@ class Gateway:
 
     app: ASGIApp
     mcp: McpGateway
+    runs: Any = None  # pincer.llm.runner.RunManager
 
 
 def create_gateway(
@@ -51,14 +52,17 @@ def create_gateway(
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
     unauthenticated = UnauthenticatedRefusals()
-    rest = create_rest_app(pincer, metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()})
+    from pincer.llm.runner import RunManager
+
+    runs = RunManager(pincer)
+    rest = create_rest_app(pincer, metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()}, runs=runs)
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "version": __version__})
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with mcp.running(), manager.run():
+        async with mcp.running(), manager.run(), runs.running():
             yield
 
     inner = Starlette(
@@ -93,4 +97,4 @@ def create_gateway(
         on_refused=record_refusal,
         unauthenticated=unauthenticated,
     )
-    return Gateway(app=guarded, mcp=mcp)
+    return Gateway(app=guarded, mcp=mcp, runs=runs)

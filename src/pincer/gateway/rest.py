@@ -31,7 +31,7 @@ from pincer.store.approvals import Answer, AnswerScope, ApprovalStatus
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["create_rest_app", "status_for", "CallBody", "ApprovalBody", "MAX_AUDIT_LIMIT"]
+__all__ = ["create_rest_app", "status_for", "CallBody", "ApprovalBody", "RunBody", "MAX_AUDIT_LIMIT"]
 
 MAX_AUDIT_LIMIT = 10_000
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,255}$"
@@ -54,6 +54,19 @@ class ApprovalBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decision: Answer
     scope: AnswerScope | None = None
+
+
+class RunBody(BaseModel):
+    """``POST /runs``: a skill run with the agent loop, under the token's session. ``budgets``
+    override [agent]'s by name (turns, tool_calls, input_tokens, output_tokens, cost_usd,
+    deadline_s); ``profile`` names a [llm.profiles.NAME]."""
+
+    model_config = ConfigDict(extra="forbid")
+    skill: str | None = Field(default=None, min_length=1, max_length=128)
+    params: dict[str, Any] = Field(default_factory=dict)
+    message: str | None = Field(default=None, max_length=200_000)
+    profile: str | None = Field(default=None, min_length=1, max_length=64)
+    budgets: dict[str, float] | None = None
 
 
 def status_for(error: Mapping[str, Any] | None) -> int:
@@ -129,9 +142,12 @@ class _BufferedRequest(Request):
         self._body = body
 
 
-def create_rest_app(pincer: Any, *, metrics: Callable[[], dict[str, Any]] | None = None) -> FastAPI:
+def create_rest_app(
+    pincer: Any, *, metrics: Callable[[], dict[str, Any]] | None = None, runs: Any = None
+) -> FastAPI:
     """The FastAPI app, to be mounted at ``/api/v1``. ``metrics`` gives the gateway's counters
-    (refusals made before authentication) for ``GET /metrics``."""
+    (refusals made before authentication) for ``GET /metrics``; ``runs`` (a
+    ``pincer.llm.runner.RunManager`` whose task group the gateway holds) carries out runs."""
     app = FastAPI(
         title="pincer",
         version=__version__,
@@ -330,6 +346,69 @@ def create_rest_app(pincer: Any, *, metrics: Callable[[], dict[str, Any]] | None
         except PincerError as exc:
             return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
         return JSONResponse(made.to_dict())
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def run_row(request: Request, run_id: str) -> Any:
+        session = _session(request)
+        row = pincer.runs.get(run_id)
+        if not session.is_main and row.session != session.name:
+            raise _Refused(_error(404, "run_not_found", f"no run with id {run_id!r}"))
+        return row
+
+    @app.post("/runs", status_code=202, summary="Start a skill run with the agent loop")
+    async def start_run(request: Request, body: RunBody) -> JSONResponse:
+        from pincer.llm.run import RunRequest
+
+        session = _session(request)
+        if runs is None:
+            raise _Refused(_error(503, "runs_unavailable", "this server does not carry out runs", "use `pincer serve`"))
+        run_id = await runs.start(
+            RunRequest(
+                skill=body.skill, params=body.params, message=body.message, session=session.name, trigger="rest",
+                profile=body.profile, budgets=body.budgets,
+            )
+        )  # fmt: skip
+        base = f"/api/v1/runs/{run_id}"
+        return JSONResponse(
+            {"run_id": run_id, "status": "running", "url": base, "events_url": f"{base}/events", "cancel_url": f"{base}/cancel"},
+            status_code=202,
+        )
+
+    @app.get("/runs", summary="Runs, newest first")
+    async def list_runs(request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+        session = _session(request)
+        rows = pincer.runs.list(session=None if session.is_main else session.name, limit=limit)
+        return {"runs": [r.to_dict() for r in rows]}
+
+    @app.get("/runs/{run_id}", summary="One run: status, usage, cost, transcript, tool calls with audit ids")
+    async def get_run(request: Request, run_id: Annotated[str, Path(max_length=64)]) -> dict[str, Any]:
+        row = run_row(request, run_id)
+        messages = [m.to_dict() for m in pincer.runs.messages(run_id)]
+        return {**row.to_dict(), "messages": messages}
+
+    @app.get("/runs/{run_id}/events", summary="The run's events as server-sent events, until it ends")
+    async def run_events(request: Request, run_id: Annotated[str, Path(max_length=64)]) -> Response:
+        from fastapi.responses import StreamingResponse
+
+        run_row(request, run_id)
+        if runs is None:
+            raise _Refused(_error(503, "runs_unavailable", "this server does not carry out runs", "use `pincer serve`"))
+
+        async def stream() -> Any:
+            async for event in runs.events(run_id):
+                data = json.dumps(event.to_dict(), ensure_ascii=False, default=str)
+                yield f"event: {event.kind}\ndata: {data}\n\n".encode()
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    @app.post("/runs/{run_id}/cancel", status_code=202, summary="Cancel a run")
+    async def cancel_run(request: Request, run_id: Annotated[str, Path(max_length=64)]) -> JSONResponse:
+        row = run_row(request, run_id)
+        if row.is_final:
+            return JSONResponse(row.to_dict(), status_code=200)
+        cancelled = runs.cancel(run_id) if runs is not None else pincer.runs.request_cancel(run_id)
+        return JSONResponse(cancelled.to_dict(), status_code=202)
 
     # -- metrics -----------------------------------------------------------------------------
 

@@ -8,6 +8,10 @@ transaction, so a record deleted from the tail is caught unless the head was mov
 and a deleted database, only a checkpoint (``store/checkpoint.py``) can reveal. A log begun
 before the key existed keeps its plain SHA-256 chain up to the marker in ``audit_chain``.
 
+A record made for an agent run carries its ``run_id``. That column came after the others (schema
+v3), so it is hashed only when set: records without it, older ones included, chain exactly as
+they did before, and setting or clearing it on a record breaks the chain there.
+
 Group commit: concurrent callers that reach the log in the same event-loop turn share one
 transaction; nobody gets a result before the transaction holding its record has committed.
 """
@@ -50,8 +54,8 @@ class AuditEntry:
     tool: str
     decision: str
     reason: str
-    outcome: str  # ok | error | denied | pending | answered
-    kind: str = "call"  # call | approval
+    outcome: str  # ok | error | denied | pending | answered | run outcomes (started, done, failed, ...)
+    kind: str = "call"  # call | approval | run
     grant_id: str | None = None
     error_code: str | None = None
     error: str | None = None
@@ -63,6 +67,7 @@ class AuditEntry:
     cached: bool = False
     approval_id: str | None = None
     ts: float = 0.0
+    run_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,6 +93,7 @@ class AuditRecord:
     approval_id: str | None
     prev_hash: str
     hash: str
+    run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -147,16 +153,23 @@ _MAX_APPEND_RETRIES = 100
 # A lone committer still yields once every this many appends, to notice callers queueing up.
 _PROBE_EVERY = 32
 _INSERT = (
-    f"INSERT INTO audit (id, {', '.join(_FIELDS)}, prev_hash, hash) "
-    f"VALUES ({', '.join('?' * (len(_FIELDS) + 3))})"
+    f"INSERT INTO audit (id, {', '.join(_FIELDS)}, run_id, prev_hash, hash) "
+    f"VALUES ({', '.join('?' * (len(_FIELDS) + 4))})"
 )
+_COLUMNS = ", ".join(("id", *_FIELDS, "prev_hash", "hash", "run_id"))
+
+
+def _hashed(values: tuple[Any, ...], run_id: str | None) -> tuple[Any, ...]:
+    """What a record's chain value covers: its fields, and its run id when it has one."""
+    return values if run_id is None else (*values, run_id)
 
 
 class _Pending:
-    __slots__ = ("values", "event", "record_id", "error", "done")
+    __slots__ = ("values", "run_id", "event", "record_id", "error", "done")
 
-    def __init__(self, values: tuple[Any, ...]) -> None:
+    def __init__(self, values: tuple[Any, ...], run_id: str | None = None) -> None:
         self.values = values
+        self.run_id = run_id
         # Only a caller that waits on another's commit needs an event (made when it waits).
         self.event: anyio.Event | None = None
         self.record_id = 0
@@ -256,7 +269,7 @@ class AuditLog:
         its transaction; a caller that knows it is alone passes False and commits at once. None
         decides from what the last yields found: while they gathered others, keep yielding; once
         one found nobody, commit at once and yield again only every ``_PROBE_EVERY`` appends."""
-        pending = _Pending(_row_values(entry, time.time()))
+        pending = _Pending(_row_values(entry, time.time()), entry.run_id)
         self._pending.append(pending)
         if self._flushing:
             event = pending.event = anyio.Event()
@@ -294,7 +307,7 @@ class AuditLog:
 
     def append_sync(self, entry: AuditEntry) -> int:
         """For synchronous callers (the CLI answering an approval)."""
-        pending = _Pending(_row_values(entry, time.time()))
+        pending = _Pending(_row_values(entry, time.time()), entry.run_id)
         self._commit([pending])
         if pending.error is not None:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
@@ -341,8 +354,8 @@ class AuditLog:
 
     def _insert(self, pending: _Pending) -> None:
         record_id = self._head_id + 1
-        digest = self._key.record_hash(record_id, pending.values, self._head_hash)
-        self._conn.execute(_INSERT, (record_id, *pending.values, self._head_hash, digest))
+        digest = self._key.record_hash(record_id, _hashed(pending.values, pending.run_id), self._head_hash)
+        self._conn.execute(_INSERT, (record_id, *pending.values, pending.run_id, self._head_hash, digest))
         pending.record_id = record_id
         self._head_id, self._head_hash = record_id, digest
 
@@ -359,17 +372,21 @@ class AuditLog:
         session: str | None = None,
         limit: int | None = None,
         after_id: int = 0,
+        run_id: str | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``."""
         clauses: list[str] = ["id > ?"]
-        params: list[object] = [after_id]
+        params: list[Any] = [after_id]
         if tool:
             clauses.append("tool = ?")
             params.append(tool)
         if session:
             clauses.append("session = ?")
             params.append(session)
-        sql = f"SELECT * FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
+        if run_id:
+            clauses.append("run_id = ?")
+            params.append(run_id)
+        sql = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
         rows = self._conn.execute(sql, params).fetchall()
@@ -435,8 +452,8 @@ class AuditLog:
         prev, expected_id, count = GENESIS_HASH, 1, 0
         for row in self._iter_rows():
             record_id = row[0]
-            values = tuple(row[1 : 1 + len(_FIELDS)])
-            stored_prev, stored_hash = row[-2], row[-1]
+            values = _hashed(tuple(row[1 : 1 + len(_FIELDS)]), row[-1])
+            stored_prev, stored_hash = row[-3], row[-2]
             if record_id != expected_id:
                 raise AuditChainBroken(
                     f"audit record {expected_id} is missing (next present is {record_id})",
@@ -521,8 +538,7 @@ class AuditLog:
         return head
 
     def _iter_rows(self) -> Iterator[tuple[Any, ...]]:
-        columns = ", ".join(("id", *_FIELDS, "prev_hash", "hash"))
-        cursor = self._conn.execute(f"SELECT {columns} FROM audit ORDER BY rowid")
+        cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM audit ORDER BY rowid")
         while batch := cursor.fetchmany(1000):
             yield from batch
 
@@ -539,12 +555,12 @@ def _plain_records_altered(keyed_from: int) -> AuditChainBroken:
 def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:
     (
         record_id, ts, session, caller, tool, kind, decision, reason, grant_id, outcome, error_code,
-        error, args, effects, duration_ms, usage, idempotency_key, cached, approval_id, prev_hash, digest,
+        error, args, effects, duration_ms, usage, idempotency_key, cached, approval_id, prev_hash, digest, run_id,
     ) = row  # fmt: skip
     return AuditRecord(
         id=record_id, ts=ts, session=session, caller=caller, tool=tool, kind=kind, decision=decision,
         reason=reason, grant_id=grant_id, outcome=outcome, error_code=error_code, error=error,
         args=json.loads(args), effects=json.loads(effects), duration_ms=duration_ms,
         usage=json.loads(usage), idempotency_key=idempotency_key, cached=bool(cached),
-        approval_id=approval_id, prev_hash=prev_hash, hash=digest,
+        approval_id=approval_id, prev_hash=prev_hash, hash=digest, run_id=run_id,
     )  # fmt: skip

@@ -143,6 +143,51 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS approvals_binding ON approvals (binding)")
 
 
+# v3 (the agent loop): audit records name the run they belong to; runs and their transcripts.
+# A run's row changes as it goes (status, usage); its messages are appended, one row each, so a
+# long run never rewrites its transcript.
+_RUNS_V3 = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    ended_at REAL,
+    skill TEXT,
+    params TEXT NOT NULL,
+    message TEXT,
+    trigger TEXT NOT NULL,
+    session TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    stop TEXT,
+    error TEXT,
+    usage TEXT NOT NULL,
+    cost_usd REAL,
+    owner TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
+CREATE TABLE IF NOT EXISTS run_messages (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    role TEXT NOT NULL,
+    body TEXT NOT NULL,
+    audit_id INTEGER,
+    PRIMARY KEY (run_id, seq)
+);
+"""
+
+
+def _migrate_v3(conn: sqlite3.Connection) -> None:
+    present = {row[1] for row in conn.execute("PRAGMA table_info(audit)")}
+    if "run_id" not in present:
+        conn.execute("ALTER TABLE audit ADD COLUMN run_id TEXT")
+    for statement in _split_script(_RUNS_V3):
+        conn.execute(statement)
+
+
 def _migrate_v1(conn: sqlite3.Connection) -> None:
     for statement in _split_script(_SCHEMA_V1):
         conn.execute(statement)
@@ -162,7 +207,7 @@ def _split_script(script: str) -> list[str]:
 
 
 # Each step takes the schema from its index to the next version, in one transaction.
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2)
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2, _migrate_v3)
 _SCHEMA_VERSION = len(_MIGRATIONS)
 
 

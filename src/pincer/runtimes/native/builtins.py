@@ -41,7 +41,7 @@ _JSON_CONTENT_TYPE = "application/json"
 # ------------------------------------------------------------------------------------- echo / time
 
 
-@tool(inline=True)
+@tool(inline=True, trusted_output=True)
 async def echo(text: str) -> dict[str, str]:
     """Return the text it is given, unchanged. Useful to test a connection or the call chain.
 
@@ -51,7 +51,7 @@ async def echo(text: str) -> dict[str, str]:
     return {"text": text}
 
 
-@tool(name="time", inline=True)
+@tool(name="time", inline=True, trusted_output=True)
 def current_time(timezone: str | None = None) -> dict[str, Any]:
     """The current date and time, in UTC or in an IANA time zone.
 
@@ -83,7 +83,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-@tool(name="json")
+@tool(name="json", trusted_output=True)
 def json_query(document: str, path: str = "") -> dict[str, Any]:
     """Parse a JSON document and return the value at a path such as a.b[0].c.
 

@@ -154,6 +154,7 @@ def tool(
     side_effecting: bool | None = None,
     inline: bool = False,
     annotations: Mapping[str, Any] | None = None,
+    trusted_output: bool = False,
 ) -> Callable[[Callable[..., Any]], NativeTool]: ...
 
 
@@ -167,11 +168,14 @@ def tool(
     side_effecting: bool | None = None,
     inline: bool = False,
     annotations: Mapping[str, Any] | None = None,
+    trusted_output: bool = False,
 ) -> NativeTool | Callable[[Callable[..., Any]], NativeTool]:
     """Turn a typed function into a NativeTool; usable bare (``@tool``) or with options.
 
     ``effects`` lists what the tool may do (EffectKind values or their names; none by default).
-    ``side_effecting`` defaults to whether an effect writes, deletes or spends. Raises UsageError
+    ``side_effecting`` defaults to whether an effect writes, deletes or spends.
+    ``trusted_output``: what it returns carries no text from outside (the agent loop's taint
+    rule; only for pure tools whose output is made of their own input). Raises UsageError
     when the function cannot be described (missing annotations, ``*args``, a bad name).
     """
 
@@ -184,6 +188,7 @@ def tool(
             side_effecting=side_effecting,
             inline=inline,
             annotations=annotations,
+            trusted_output=trusted_output,
         )
 
     if fn is not None:
@@ -200,6 +205,7 @@ def _build(
     side_effecting: bool | None,
     inline: bool,
     annotations: Mapping[str, Any] | None,
+    trusted_output: bool = False,
 ) -> NativeTool:
     if isinstance(func, NativeTool):
         raise UsageError(f"{func.name!r} is already a tool", hint="apply @tool once")
@@ -257,6 +263,7 @@ def _build(
         source=f"native:{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', tool_name)}",
         output_schema=_output_schema(hints.get("return")),
         annotations=dict(annotations or {}),
+        output_trusted=trusted_output,
     )
     return NativeTool(
         spec=spec,

@@ -1,0 +1,347 @@
+"""``pincer run`` and ``pincer chat``: the agent loop at the terminal.
+
+The model's text streams to stdout; each tool call is one line on stderr, an approval a question
+on stderr answered on stdin (y once, a always, n no; end of input leaves it to ``pincer
+approvals``), and the end a summary line with tokens and cost. Ctrl-C cancels the current turn
+(in ``chat``, the program goes on). The prompt lives here, never in the call chain.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import typer
+
+from pincer.cli.common import EXIT_FAILURE, EXIT_OK, JsonOption, emit_json, open_pincer, run, stderr
+from pincer.core.errors import PincerError, UsageError
+
+__all__ = ["run_command", "chat", "Display", "Prompter", "parse_budgets"]
+
+# What a person is shown of a call's arguments in a tool line and in an approval question.
+TOOL_LINE_ARGS_MAX_CHARS = 120
+APPROVAL_ARGS_MAX_CHARS = 1_000
+_ANSWERS = {
+    "y": "allow_once", "yes": "allow_once", "once": "allow_once", "o": "allow_once",
+    "a": "allow_always", "always": "allow_always",
+    "n": "deny", "no": "deny", "deny": "deny", "d": "deny",
+}  # fmt: skip
+
+
+def parse_budgets(pairs: list[str] | None) -> dict[str, str] | None:
+    if not pairs:
+        return None
+    budgets: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--budget {pair!r} is not NAME=VALUE", hint="e.g. --budget turns=5 --budget cost_usd=0.10")
+        budgets[name.strip()] = value.strip()
+    return budgets
+
+
+def _read_line() -> str | None:
+    line = sys.stdin.readline()
+    return line if line else None  # "" is the end of input
+
+
+async def read_line() -> str | None:
+    return await anyio.to_thread.run_sync(_read_line, abandon_on_cancel=True)
+
+
+class Display:
+    """Run events at the terminal: text to stdout (unless ``quiet``), one line per tool call."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self._mid_text = False
+        self._args: dict[str, Any] = {}
+
+    def _line(self, text: str) -> None:
+        if self._mid_text:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._mid_text = False
+        stderr.print(text, markup=False, highlight=False)
+
+    def on_event(self, event: Any) -> None:
+        from pincer.core.display import honest_json
+
+        kind, data = event.kind, event.data
+        if kind == "text":
+            if not self.quiet:
+                sys.stdout.write(data["text"])
+                sys.stdout.flush()
+                self._mid_text = not data["text"].endswith("\n")
+        elif kind == "tool_call":
+            self._args[data["call_id"]] = data["args"]
+        elif kind == "tool_result":
+            args = honest_json(self._args.pop(data["call_id"], {}), TOOL_LINE_ARGS_MAX_CHARS)
+            if data["ok"]:
+                outcome = "ok" + (" (cached)" if data.get("cached") else "")
+            else:
+                outcome = f"{data.get('error_code')}: {data.get('error') or ''}".strip()
+            audit = f" [audit {data['audit_id']}]" if data.get("audit_id") else ""
+            self._line(f"  > {data['tool']} {args} -> {outcome}{audit}")
+        elif kind == "retrying":
+            self._line(f"  (the model server failed: {data['reason']}; asking again in {data['after_s']:.1f} s)")
+        elif kind == "tainted":
+            self._line(f"  (untrusted output read from {data['tool']}: calls that write, pay or run code now ask)")
+
+    def finish_text(self) -> None:
+        if self._mid_text:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._mid_text = False
+
+
+class Prompter:
+    """Approval questions on the terminal, one at a time (parallel calls may ask together)."""
+
+    def __init__(self, pincer: Any, display: Display) -> None:
+        self.pincer = pincer
+        self.display = display
+        self._lock = anyio.Lock()
+        self._stdin_closed = False
+
+    async def ask(self, approval: Any) -> None:
+        from pincer.core.display import honest_json, honest_text
+
+        async with self._lock:
+            lines = [
+                f"approval {approval.id}: {approval.tool} (session {approval.session}) wants to run",
+                f"  effects: {', '.join(approval.effects) or 'none'}",
+                f"  hosts:   {', '.join(approval.hosts) or '-'}",
+                f"  args:    {honest_json(approval.args, APPROVAL_ARGS_MAX_CHARS, see_all=f'`pincer approvals show {approval.id}`')}",
+                f"  why:     {honest_text(approval.reason)}",
+            ]
+            self.display._line("\n".join(lines))
+            for _ in range(3):
+                if self._stdin_closed:
+                    break
+                stderr.print("allow? [y]es once / [a]lways / [n]o: ", end="", markup=False)
+                line = await read_line()
+                if line is None:
+                    self._stdin_closed = True
+                    break
+                answer = _ANSWERS.get(line.strip().lower())
+                if answer is not None:
+                    try:
+                        self.pincer.dispatcher.answer(approval.id, answer, by="cli")
+                    except PincerError as exc:
+                        self.display._line(f"  {exc.message}")
+                    return
+            self.display._line(
+                f"  no answer here: answer with `pincer approvals approve {approval.id}` (or `deny {approval.id}`)"
+            )
+
+
+def summary(run_result: Any) -> str:
+    data = run_result.to_dict()
+    usage = data["usage"]
+    status = data["status"] + (f" ({data['stop']})" if data["stop"] and data["status"] != "done" else "")
+    cost = f"${data['cost_usd']:.4f}" if data["cost_usd"] is not None else f"cost unknown (no price for {data['model']})"
+    line = (
+        f"run {data['id']}: {status}; {usage['turns']} turns, {usage['tool_calls']} tool calls, "
+        f"{usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
+        + (f" ({usage['cached_input_tokens']:,} cached)" if usage["cached_input_tokens"] else "")
+        + f", {cost}"
+    )
+    if data["error"]:
+        line += f"\n{data['error'].get('code')}: {data['error'].get('message')}"
+        if data["error"].get("hint"):
+            line += f"\nhint: {data['error']['hint']}"
+    return line
+
+
+async def drive(agent_run: Any, message: str, on_cancel: Callable[[], None] | None = None) -> Any:
+    """One exchange of ``agent_run``; Ctrl-C cancels it (not the program)."""
+    from pincer.llm.loop import Outcome
+
+    outcome = Outcome(status="cancelled", error={"code": "cancelled", "message": "the run was cancelled"})
+
+    async def cancel_on_interrupt() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                agent_run.cancel()
+                if on_cancel is not None:
+                    on_cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_on_interrupt)
+        try:
+            outcome = await agent_run.send(message)
+        finally:
+            tg.cancel_scope.cancel()
+    return outcome
+
+
+def run_command(
+    skill: str = typer.Argument(..., help="The skill to run (`pincer skills list`)."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE for a declared parameter (repeatable)."),
+    message: str | None = typer.Option(None, "--message", "-m", help="What to do, in your words (default: carry out the skill)."),
+    profile: str | None = typer.Option(None, "--profile", help="A [llm.profiles.NAME] of config.toml."),
+    session: str | None = typer.Option(None, "--session", help="The session the run's calls go through (default: [agent] session)."),
+    budget: list[str] = typer.Option(None, "--budget", help="NAME=VALUE: turns, tool_calls, input_tokens, output_tokens, cost_usd, deadline_s."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Run a skill with the agent loop: the model's text streams to stdout, each tool call is one line on stderr."""
+    from pincer.llm.prompt import DEFAULT_MESSAGE
+    from pincer.llm.run import RunRequest
+    from pincer.skills.render import parse_param_pairs
+
+    async def body() -> Any:
+        request = RunRequest(
+            skill=skill, params=parse_param_pairs(param or []), message=message, session=session, trigger="cli",
+            profile=profile, budgets=parse_budgets(budget),
+        )  # fmt: skip
+        async with open_pincer(quiet=as_json) as pincer:
+            display = Display(quiet=as_json)
+            prompter = Prompter(pincer, display)
+            agent_run = await pincer.agent.open_run(request, on_event=display.on_event, on_approval=prompter.ask)
+            try:
+                outcome = await drive(agent_run, message or DEFAULT_MESSAGE, lambda: display._line("  (cancelling the run)"))
+            finally:
+                display.finish_text()
+            return await agent_run.close(outcome)
+
+    result = run(body, as_json=as_json)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        stderr.print(summary(result), markup=False, highlight=False)
+    raise typer.Exit(EXIT_OK if result.status == "done" else EXIT_FAILURE)
+
+
+_CHAT_HELP = "/skills lists skills, /tools the tools, /NAME args runs a skill's command (/review path=src), /exit leaves"
+
+
+def chat(
+    skill: str | None = typer.Option(None, "--skill", help="Carry out this skill in the conversation."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE for the skill's parameters (repeatable)."),
+    profile: str | None = typer.Option(None, "--profile", help="A [llm.profiles.NAME] of config.toml."),
+    session: str | None = typer.Option(None, "--session", help="The session the calls go through (default: [agent] session)."),
+) -> None:
+    """Talk with the agent loop: each line is a message; /NAME runs a skill's command; /skills, /tools, /exit."""
+    from pincer.llm.loop import Outcome
+    from pincer.llm.run import RunRequest
+    from pincer.skills.render import parse_param_pairs
+
+    async def body() -> Any:
+        async with open_pincer() as pincer:
+            display = Display()
+            prompter = Prompter(pincer, display)
+            request = RunRequest(
+                skill=skill, params=parse_param_pairs(param or []), session=session, trigger="chat", profile=profile
+            )
+            agent_run = await pincer.agent.open_run(request, on_event=display.on_event, on_approval=prompter.ask)
+            stderr.print(f"chat {agent_run.id} with {agent_run.settings.model} ({_CHAT_HELP}; Ctrl-C stops a turn)", markup=False)
+            try:
+                await _repl(pincer, agent_run, display, prompter, session=session, profile=profile)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    ended = await agent_run.close(Outcome(status="done"))
+            return ended
+
+    ended = run(body)
+    stderr.print(summary(ended), markup=False, highlight=False)
+    raise typer.Exit(EXIT_OK)
+
+
+async def _repl(pincer: Any, agent_run: Any, display: Display, prompter: Prompter, *, session: str | None, profile: str | None) -> None:
+    async def on_idle_interrupt() -> None:
+        # At the prompt, Ctrl-C does not end the program: /exit or Ctrl-D does.
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                stderr.print("\n(type /exit or press Ctrl-D to leave)", markup=False)
+
+    while True:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(on_idle_interrupt)
+            stderr.print("you> ", end="", markup=False)
+            line = await read_line()
+            tg.cancel_scope.cancel()
+        if line is None:
+            stderr.print("", markup=False)
+            return
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit"):
+            return
+        if text == "/help":
+            stderr.print(_CHAT_HELP, markup=False)
+            continue
+        if text == "/skills":
+            _print_skills(pincer)
+            continue
+        if text == "/tools":
+            names = sorted(agent_run.offered)
+            shown = "lazy: the model finds and loads them" if agent_run.is_lazy else "all sent to the model"
+            stderr.print(f"{len(names)} tools ({shown}): {', '.join(names)}", markup=False)
+            continue
+        if text.startswith("/"):
+            await _command(pincer, text, display, prompter, session=session, profile=profile)
+            continue
+        outcome = await drive(agent_run, text, lambda: display._line("  (stopping this turn)"))
+        display.finish_text()
+        if outcome.status != "done":
+            stop = f" ({outcome.stop})" if outcome.stop else ""
+            detail = f": {outcome.error.get('message')}" if outcome.error else ""
+            stderr.print(f"  [{outcome.status}{stop}{detail}]", markup=False)
+
+
+def _print_skills(pincer: Any) -> None:
+    library = pincer.skills
+    if library is None:
+        stderr.print("skills are turned off ([skills] enabled = false)", markup=False)
+        return
+    for s in library.user_invocable():
+        commands = " ".join(t.value for t in s.triggers if t.kind == "command")
+        stderr.print(f"{s.name}{(' ' + commands) if commands else ''}: {s.description}", markup=False)
+
+
+async def _command(pincer: Any, text: str, display: Display, prompter: Prompter, *, session: str | None, profile: str | None) -> None:
+    """``/NAME args``: run the skill whose command trigger is /NAME; ``k=v`` words that name its
+    parameters are parameters, the rest is the message."""
+    from pincer.llm.prompt import DEFAULT_MESSAGE
+    from pincer.llm.run import RunRequest
+
+    name, _, rest = text.partition(" ")
+    library = pincer.skills
+    found = None
+    if library is not None:
+        found = next(
+            (s for s in library.user_invocable() if any(t.kind == "command" and t.value == name for t in s.triggers)), None
+        )
+    if found is None:
+        stderr.print(f"no skill has the command {name} (/skills lists them; /help)", markup=False)
+        return
+    declared = {p.name for p in found.parameters}
+    params: dict[str, str] = {}
+    words = []
+    for word in rest.split():
+        key, sep, value = word.partition("=")
+        if sep and key in declared:
+            params[key] = value
+        else:
+            words.append(word)
+    message = " ".join(words) or None
+    try:
+        agent_run = await pincer.agent.open_run(
+            RunRequest(skill=found.name, params=params, message=message, session=session, trigger="command", profile=profile),
+            on_event=display.on_event,
+            on_approval=prompter.ask,
+        )
+    except PincerError as exc:
+        stderr.print(f"{exc.code}: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""), markup=False)
+        return
+    try:
+        outcome = await drive(agent_run, message or DEFAULT_MESSAGE, lambda: display._line("  (stopping this run)"))
+    finally:
+        display.finish_text()
+    ended = await agent_run.close(outcome)
+    stderr.print(summary(ended), markup=False, highlight=False)

@@ -1,0 +1,251 @@
+"""The Messages API over the official ``anthropic`` SDK.
+
+The wire differs from Chat Completions in ways the conversion below takes care of: the system
+prompt is a parameter, tool calls are ``tool_use`` blocks of the assistant's content, results
+are ``tool_result`` blocks of a user message (consecutive ones merged into one message), and
+``input_tokens`` excludes cached tokens (added back here, so usage means the same for both).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import anthropic
+
+from pincer.config import ModelSettings
+from pincer.core.errors import (
+    ContextTooLong,
+    ModelNotFound,
+    ProviderAuthFailed,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+)
+from pincer.llm.messages import (
+    CompletionOptions,
+    Message,
+    ModelEvent,
+    StopReason,
+    TextDelta,
+    TokenUsage,
+    ToolCall,
+    ToolCallReady,
+    ToolDefinition,
+    TurnEnd,
+    UsageReport,
+    parse_arguments,
+)
+from pincer.llm.provider import ANTHROPIC_DEFAULT_URL, parse_retry_after, shorten, stream_broken
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AnthropicProvider", "to_anthropic_messages", "translate_anthropic_error"]
+
+_STOPS: dict[str, StopReason] = {
+    "end_turn": "end",
+    "stop_sequence": "end",
+    "tool_use": "tool_calls",
+    "max_tokens": "max_tokens",
+    "refusal": "refusal",
+    "pause_turn": "other",
+}
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """(system prompt, messages). Consecutive messages of one role become one message."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in messages:
+        if m.role == "system":
+            system.append(m.content)
+        elif m.role == "user":
+            add("user", [{"type": "text", "text": m.content or "(empty)"}])
+        elif m.role == "tool":
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content or "(empty)"}
+            if m.is_error:
+                block["is_error"] = True
+            add("user", [block])
+        else:
+            blocks: list[dict[str, Any]] = []
+            if m.content:
+                blocks.append({"type": "text", "text": m.content})
+            for call in m.tool_calls:
+                blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments or {})})
+            if blocks:
+                add("assistant", blocks)
+    return "\n\n".join(system), out
+
+
+def _tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": dict(t.parameters)} for t in tools]
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(self, settings: ModelSettings, api_key: str) -> None:
+        self.settings = settings
+        self.base_url = settings.base_url or ANTHROPIC_DEFAULT_URL
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=self.base_url, timeout=settings.timeout_s, max_retries=0
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], options: CompletionOptions
+    ) -> AsyncIterator[ModelEvent]:
+        system, wire = to_anthropic_messages(messages)
+        request: dict[str, Any] = {"model": options.model, "max_tokens": options.max_output_tokens, "messages": wire}
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = _tools(tools)
+            if not options.parallel_tool_calls:
+                request["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+        if options.stream:
+            request["stream"] = True
+        try:
+            response = await self._client.messages.create(**request)
+        except anthropic.AnthropicError as exc:
+            raise translate_anthropic_error(exc, options.model) from None
+        if options.stream:
+            async for event in self._stream(response, options.model):
+                yield event
+            return
+        for block in response.content:
+            if block.type == "text" and block.text:
+                yield TextDelta(text=block.text)
+            elif block.type == "tool_use":
+                arguments = block.input if isinstance(block.input, dict) else None
+                yield ToolCallReady(
+                    call=ToolCall(id=block.id, name=block.name, arguments=arguments, raw_arguments=json.dumps(block.input))
+                )
+        yield UsageReport(usage=_usage(response.usage, response.usage))
+        stop = response.stop_reason or ""
+        yield TurnEnd(stop=_STOPS.get(stop, "other"), raw_stop=stop)
+
+    async def _stream(self, stream: Any, model: str) -> AsyncIterator[ModelEvent]:
+        blocks: dict[int, dict[str, Any]] = {}
+        start_usage: Any = None
+        output_tokens = 0
+        stop: str | None = None
+        finished = False
+        try:
+            async for event in stream:
+                kind = event.type
+                if kind == "message_start":
+                    start_usage = event.message.usage
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    if block.type == "tool_use":
+                        blocks[event.index] = {"id": block.id, "name": block.name, "json": []}
+                elif kind == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta" and delta.text:
+                        yield TextDelta(text=delta.text)
+                    elif delta.type == "input_json_delta" and event.index in blocks:
+                        blocks[event.index]["json"].append(delta.partial_json)
+                elif kind == "message_delta":
+                    stop = event.delta.stop_reason or stop
+                    if event.usage is not None and event.usage.output_tokens is not None:
+                        output_tokens = int(event.usage.output_tokens)
+                elif kind == "message_stop":
+                    finished = True
+        except anthropic.AnthropicError as exc:
+            raise translate_anthropic_error(exc, model) from None
+        except Exception as exc:  # noqa: BLE001 - the HTTP stack's own errors mid-stream (a dropped connection)
+            raise stream_broken("anthropic", exc) from None
+        finally:
+            await stream.close()
+        if not finished:
+            raise stream_broken("anthropic", EOFError("no message_stop"))
+        for index in sorted(blocks):
+            entry = blocks[index]
+            raw = "".join(entry["json"])
+            yield ToolCallReady(call=ToolCall(id=entry["id"], name=entry["name"], arguments=parse_arguments(raw), raw_arguments=raw))
+        usage = _usage(start_usage, None)
+        yield UsageReport(usage=TokenUsage(input_tokens=usage.input_tokens, output_tokens=output_tokens, cached_input_tokens=usage.cached_input_tokens))
+        yield TurnEnd(stop=_STOPS.get(stop or "", "other"), raw_stop=stop)
+
+
+def _usage(usage: Any, final: Any) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    cached = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+    created = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
+    return TokenUsage(
+        input_tokens=int(getattr(usage, "input_tokens", 0) or 0) + cached + created,
+        output_tokens=int(getattr(final, "output_tokens", 0) or 0) if final is not None else 0,
+        cached_input_tokens=cached,
+    )
+
+
+def _message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        if isinstance(inner, Mapping) and inner.get("message"):
+            return str(inner["message"])
+    return str(getattr(exc, "message", "") or exc)
+
+
+def translate_anthropic_error(exc: anthropic.AnthropicError, model: str) -> ProviderError:
+    """An SDK error as one of ours; a refused key is never quoted."""
+    if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
+        return ProviderAuthFailed(
+            f"the Anthropic API refused the API key (HTTP {exc.status_code})",
+            hint="store the right key with `pincer secrets set NAME` and name it in [llm] api_key_secret",
+            status=exc.status_code,
+        )
+    if isinstance(exc, anthropic.NotFoundError):
+        return ModelNotFound(
+            f"the Anthropic API does not know the model {model!r} (HTTP 404): {shorten(_message(exc))}",
+            hint="check [llm] model (for example claude-sonnet-4-5) and [llm] base_url",
+            status=404,
+        )
+    if isinstance(exc, anthropic.RateLimitError):
+        return ProviderRateLimited(
+            f"the Anthropic API rate-limits requests (HTTP 429): {shorten(_message(exc))}",
+            hint="retried with backoff up to [llm] max_retries times; wait, or raise the account's limits",
+            retry_after_s=parse_retry_after(exc.response.headers),
+            status=429,
+        )
+    if isinstance(exc, anthropic.APIStatusError):
+        text = _message(exc).lower()
+        if exc.status_code in (400, 413) and ("too long" in text or ("context" in text and "limit" in text)):
+            return ContextTooLong(
+                f"the conversation is longer than {model!r} takes: {shorten(_message(exc))}",
+                hint="start a new run with less text, lower [output] max_bytes, or use a model with a longer context",
+                status=exc.status_code,
+            )
+        if exc.status_code >= 500 or exc.status_code == 408:
+            return ProviderUnavailable(
+                f"the Anthropic API failed (HTTP {exc.status_code}): {shorten(_message(exc))}",
+                hint="retried with backoff up to [llm] max_retries times",
+                retry_after_s=parse_retry_after(exc.response.headers),
+                status=exc.status_code,
+            )
+        return ProviderError(
+            f"the Anthropic API refused the request (HTTP {exc.status_code}): {shorten(_message(exc))}",
+            hint="check [llm] model; the API's message says what it did not accept",
+            status=exc.status_code,
+        )
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderUnavailable("the Anthropic API did not answer in time", hint="retried; raise [llm] timeout_s")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderUnavailable(
+            "cannot reach the Anthropic API (connection failed)", hint="check [llm] base_url and the network"
+        )
+    return ProviderError(f"the anthropic SDK failed: {type(exc).__name__}", hint="check [llm] in config.toml")

@@ -1,0 +1,276 @@
+"""Chat Completions over the official ``openai`` SDK, for any OpenAI-compatible server.
+
+Servers differ in what they accept: OpenAI's own API wants ``max_completion_tokens`` and takes
+``parallel_tool_calls``; Ollama, vLLM, llama.cpp and LM Studio know ``max_tokens`` and may
+refuse fields they do not know. So the newer fields go to OpenAI's own URL only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import openai
+
+from pincer.config import ModelSettings
+from pincer.core.errors import (
+    ContextTooLong,
+    ModelNotFound,
+    ProviderAuthFailed,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+)
+from pincer.llm.messages import (
+    CompletionOptions,
+    Message,
+    ModelEvent,
+    StopReason,
+    TextDelta,
+    TokenUsage,
+    ToolCall,
+    ToolCallReady,
+    ToolDefinition,
+    TurnEnd,
+    UsageReport,
+    parse_arguments,
+)
+from pincer.llm.provider import OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["OpenAIProvider", "to_openai_messages", "translate_openai_error"]
+
+_STOPS: dict[str, StopReason] = {
+    "stop": "end",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+_CONTEXT_WORDS = ("context_length", "context length", "maximum context", "too many tokens", "prompt is too long")
+
+
+def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+            if m.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {
+                            "name": c.name,
+                            "arguments": c.raw_arguments if c.arguments is None else json.dumps(c.arguments),
+                        },
+                    }
+                    for c in m.tool_calls
+                ]
+            out.append(entry)
+        elif m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def _tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}}
+        for t in tools
+    ]
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(self, settings: ModelSettings, api_key: str) -> None:
+        self.settings = settings
+        self.base_url = settings.base_url or OPENAI_DEFAULT_URL
+        self._is_openai = self.base_url.rstrip("/") == OPENAI_DEFAULT_URL
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=self.base_url, timeout=settings.timeout_s, max_retries=0
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], options: CompletionOptions
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": options.model, "messages": to_openai_messages(messages)}
+        if self._is_openai:
+            request["max_completion_tokens"] = options.max_output_tokens
+        else:
+            request["max_tokens"] = options.max_output_tokens
+        if tools:
+            request["tools"] = _tools(tools)
+            if self._is_openai:
+                request["parallel_tool_calls"] = options.parallel_tool_calls
+        if options.stream:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}
+        return request
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], options: CompletionOptions
+    ) -> AsyncIterator[ModelEvent]:
+        request = self._request(messages, tools, options)
+        try:
+            response = await self._client.chat.completions.create(**request)
+        except openai.OpenAIError as exc:
+            raise self._translate(exc, options.model) from None
+        if not options.stream:
+            async for event in self._whole(response):
+                yield event
+            return
+        async for event in self._stream(response):
+            yield event
+
+    async def _whole(self, response: Any) -> AsyncIterator[ModelEvent]:
+        if not response.choices:
+            raise ProviderUnavailable("the openai server answered without a choice", hint="check the server's logs")
+        choice = response.choices[0]
+        message = choice.message
+        if message.content:
+            yield TextDelta(text=message.content)
+        for call in message.tool_calls or ():
+            function = getattr(call, "function", None)
+            raw = (function.arguments if function is not None else "") or ""
+            yield ToolCallReady(
+                call=ToolCall(id=call.id, name=function.name if function else "", arguments=parse_arguments(raw), raw_arguments=raw)
+            )
+        yield UsageReport(usage=_usage(response.usage))
+        yield TurnEnd(stop=_STOPS.get(choice.finish_reason or "", "other"), raw_stop=choice.finish_reason)
+
+    async def _stream(self, stream: Any) -> AsyncIterator[ModelEvent]:
+        calls: dict[int, dict[str, Any]] = {}
+        finish: str | None = None
+        usage = TokenUsage()
+        try:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta is not None and delta.content:
+                        yield TextDelta(text=delta.content)
+                    for part in (delta.tool_calls if delta is not None else None) or ():
+                        entry = calls.setdefault(part.index, {"id": "", "name": "", "arguments": []})
+                        if part.id:
+                            entry["id"] = part.id
+                        function = part.function
+                        if function is not None:
+                            if function.name:
+                                entry["name"] = function.name
+                            if function.arguments:
+                                entry["arguments"].append(function.arguments)
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        except openai.OpenAIError as exc:
+            raise self._translate(exc, "") from None
+        except Exception as exc:  # noqa: BLE001 - the HTTP stack's own errors mid-stream (a dropped connection)
+            raise stream_broken("openai", exc) from None
+        finally:
+            await stream.close()
+        if finish is None:
+            # Ended without a finish reason: cut off (a proxy closed it), not a finished turn.
+            raise stream_broken("openai", EOFError("no finish_reason"))
+        for index in sorted(calls):
+            entry = calls[index]
+            raw = "".join(entry["arguments"])
+            yield ToolCallReady(
+                call=ToolCall(id=entry["id"] or f"call_{index}", name=entry["name"], arguments=parse_arguments(raw), raw_arguments=raw)
+            )
+        yield UsageReport(usage=usage)
+        yield TurnEnd(stop=_STOPS.get(finish, "other"), raw_stop=finish)
+
+    def _translate(self, exc: openai.OpenAIError, model: str) -> ProviderError:
+        return translate_openai_error(exc, model or (self.settings.model or ""))
+
+
+def _usage(usage: Any) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return TokenUsage(
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cached_input_tokens=int(cached),
+    )
+
+
+def _body_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error") if isinstance(body.get("error"), Mapping) else body
+        if isinstance(inner, Mapping) and inner.get("message"):
+            return str(inner["message"])
+    return str(getattr(exc, "message", "") or exc)
+
+
+def _body_code(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error") if isinstance(body.get("error"), Mapping) else body
+        if isinstance(inner, Mapping):
+            return str(inner.get("code") or inner.get("type") or "")
+    return str(getattr(exc, "code", "") or "")
+
+
+def translate_openai_error(exc: openai.OpenAIError, model: str) -> ProviderError:
+    """An SDK error as one of ours. The provider's message is repeated shortened and without
+    key-like strings; for a refused key not at all (providers quote the key they got)."""
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        return ProviderAuthFailed(
+            f"the openai-compatible server refused the API key (HTTP {exc.status_code})",
+            hint="store the right key with `pincer secrets set NAME` and name it in [llm] api_key_secret",
+            status=exc.status_code,
+        )
+    if isinstance(exc, openai.NotFoundError):
+        return ModelNotFound(
+            f"the server does not know the model {model!r} (HTTP 404): {shorten(_body_message(exc))}",
+            hint="check [llm] model (the server lists its models), and [llm] base_url",
+            status=404,
+        )
+    if isinstance(exc, openai.RateLimitError):
+        return ProviderRateLimited(
+            f"the server rate-limits requests (HTTP 429): {shorten(_body_message(exc))}",
+            hint="retried with backoff up to [llm] max_retries times; wait, or raise the provider's limits",
+            retry_after_s=parse_retry_after(exc.response.headers),
+            status=429,
+        )
+    if isinstance(exc, openai.APIStatusError):
+        text = f"{_body_code(exc)} {_body_message(exc)}".lower()
+        if exc.status_code in (400, 413, 422) and any(word in text for word in _CONTEXT_WORDS):
+            return ContextTooLong(
+                f"the conversation is longer than {model!r} takes: {shorten(_body_message(exc))}",
+                hint="start a new run with less text, lower [output] max_bytes, or use a model with a longer context",
+                status=exc.status_code,
+            )
+        if exc.status_code >= 500 or exc.status_code == 408:
+            return ProviderUnavailable(
+                f"the server failed (HTTP {exc.status_code}): {shorten(_body_message(exc))}",
+                hint="retried with backoff up to [llm] max_retries times",
+                retry_after_s=parse_retry_after(exc.response.headers),
+                status=exc.status_code,
+            )
+        return ProviderError(
+            f"the server refused the request (HTTP {exc.status_code}): {shorten(_body_message(exc))}",
+            hint="check [llm] model and base_url; the server's message says what it did not accept",
+            status=exc.status_code,
+        )
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderUnavailable(
+            "the server did not answer in time", hint="retried; raise [llm] timeout_s for slow local models"
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderUnavailable(
+            "cannot reach the model server (connection failed)", hint="check [llm] base_url and that the server runs"
+        )
+    return ProviderError(f"the openai SDK failed: {type(exc).__name__}", hint="check [llm] in config.toml")

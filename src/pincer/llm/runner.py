@@ -1,0 +1,153 @@
+"""Runs started over REST: each in the background of the gateway, with its events to follow.
+
+``POST /api/v1/runs`` answers 202 with the run id at once; the run goes on in the manager's task
+group (entered by the gateway's lifespan) and ``GET /api/v1/runs/{id}/events`` follows it as
+server-sent events. The events of a run in this process are kept (at most ``MAX_KEPT_EVENTS``)
+for ``KEEP_FINISHED_S`` after it ends; a run of another process, or one finished longer ago, is
+told from the store: its transcript, then how it ended. Approvals a run waits for are answered
+as any other: ``pincer approvals``, ``POST /api/v1/approvals/{id}`` or MCP elicitation.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from pincer.core.errors import RunNotFound, UsageError
+from pincer.llm.loop import AgentRun, Outcome
+from pincer.llm.prompt import DEFAULT_MESSAGE
+from pincer.llm.run import RunEvent, RunRequest
+from pincer.store.runs import RunRow
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RunManager", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
+
+MAX_KEPT_EVENTS = 10_000
+KEEP_FINISHED_S = 600.0
+STORE_POLL_INTERVAL_S = 0.5  # following a run of another process: how often the store is read
+
+
+class _Live:
+    """One run of this process: its events so far, and a way to wait for the next."""
+
+    def __init__(self) -> None:
+        self.events: deque[RunEvent] = deque(maxlen=MAX_KEPT_EVENTS)
+        self.first = 0  # the index of events[0] among every event the run had
+        self.changed = anyio.Event()
+        self.run: AgentRun | None = None
+        self.ended_at: float | None = None
+
+    def add(self, event: RunEvent) -> None:
+        if len(self.events) == self.events.maxlen:
+            self.first += 1
+        self.events.append(event)
+        changed, self.changed = self.changed, anyio.Event()
+        changed.set()
+
+
+class RunManager:
+    def __init__(self, pincer: Any) -> None:
+        self.pincer = pincer
+        self._live: dict[str, _Live] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[RunManager]:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield self
+            finally:
+                self._tg = None
+                for live in self._live.values():
+                    if live.run is not None and live.ended_at is None:
+                        live.run.cancel()
+                tg.cancel_scope.cancel()
+
+    async def start(self, request: RunRequest) -> str:
+        """Open the run (bad input raises here, before anything is written) and carry it out
+        in the background; returns its id."""
+        if self._tg is None:
+            raise UsageError("runs can be started only while the gateway serves", hint="start it with `pincer serve`")
+        self._forget_old()
+        live = _Live()
+        agent_run = await self.pincer.agent.open_run(request, on_event=live.add)
+        live.run = agent_run
+        self._live[agent_run.id] = live
+        self._tg.start_soon(self._drive, agent_run, request, live)
+        return agent_run.id
+
+    async def _drive(self, agent_run: AgentRun, request: RunRequest, live: _Live) -> None:
+        outcome = Outcome(status="cancelled", error={"code": "cancelled", "message": "the gateway stopped"})
+        try:
+            outcome = await agent_run.send(request.message or (DEFAULT_MESSAGE if request.skill else ""))
+        except Exception as exc:  # a bug in a run must end that run, not the gateway
+            logger.exception("run %s failed", agent_run.id)
+            outcome = Outcome(status="failed", error={"code": "error", "message": f"the run failed: {type(exc).__name__}"})
+        finally:
+            with anyio.CancelScope(shield=True):
+                await agent_run.close(outcome)
+            live.ended_at = time.monotonic()
+            live.add(RunEvent(kind="closed"))
+
+    def cancel(self, run_id: str) -> RunRow:
+        live = self._live.get(run_id)
+        if live is not None and live.run is not None and live.ended_at is None:
+            live.run.cancel()
+        return self.pincer.runs.request_cancel(run_id)
+
+    def _forget_old(self) -> None:
+        now = time.monotonic()
+        for run_id in [k for k, v in self._live.items() if v.ended_at is not None and now - v.ended_at > KEEP_FINISHED_S]:
+            del self._live[run_id]
+
+    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+        """Every event of the run, then new ones as they come, ending with ``ended``."""
+        live = self._live.get(run_id)
+        if live is None:
+            async for event in self._from_store(run_id):
+                yield event
+            return
+        index = live.first
+        while True:
+            if index < live.first:
+                index = live.first  # the oldest were dropped (MAX_KEPT_EVENTS)
+            pending = list(live.events)[index - live.first :]
+            waiter = live.changed
+            for event in pending:
+                index += 1
+                if event.kind == "closed":
+                    return
+                yield event
+            await waiter.wait()
+
+    async def _from_store(self, run_id: str) -> AsyncIterator[RunEvent]:
+        store = self.pincer.runs
+        row = store.get(run_id)  # RunNotFound for an unknown id
+        seq = -1
+        while True:
+            for message in store.messages(run_id, after_seq=seq):
+                seq = message.seq
+                yield RunEvent(kind="message", data=message.to_dict())
+            row = store.get(run_id)
+            if row.is_final:
+                yield RunEvent(kind="ended", data={"status": row.status, "stop": row.stop, "error": row.error, "usage": dict(row.usage), "cost_usd": row.cost_usd})
+                return
+            await anyio.sleep(STORE_POLL_INTERVAL_S)
+
+    def is_known(self, run_id: str) -> bool:
+        if run_id in self._live:
+            return True
+        try:
+            self.pincer.runs.get(run_id)
+        except RunNotFound:
+            return False
+        return True
