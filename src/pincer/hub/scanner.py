@@ -15,7 +15,8 @@ decode-and-execute          high      ``base64 -d | sh``, ``eval(atob(...))``, `
                                       ``powershell -enc``, ``xxd -r -p | sh``
 credential-harvesting       high      reading ``~/.ssh``, ``~/.aws``, ``~/.kube``, ``.netrc``, wallet
                                       files or browser profiles (Login Data, cookies, key4.db);
-                                      environment dumps sent to the network (``env | curl``);
+                                      environment dumps, ``.env`` files or an agent's config
+                                      (``~/.clawdbot``, ``~/.openclaw``) sent to the network;
                                       *medium*: such a path only named, or a keychain query
 crypto-miner                high      xmrig and other miners, ``stratum+tcp://`` pools, pool hosts
 obfuscation                 medium    base64 runs of 200+ characters, 8+ hex escapes in a row,
@@ -164,13 +165,16 @@ _READ_VERB = re.compile(
     r"Get-Content|type|curl|wget|nc|ncat|socat|upload|exfil\w*|send|post|copy)\b",
     re.I,
 )
+_SP = r"(?:\\ | |%20)"  # a space, as written in a shell (escaped) or a URL
 _BROWSER = re.compile(
-    r"Library/Application Support/(?:Google/Chrome|BraveSoftware|Microsoft Edge|Firefox|com\.operasoftware)|"
+    rf"Library/Application{_SP}Support/(?:Google/Chrome|BraveSoftware|Microsoft{_SP}Edge|Firefox|com\.operasoftware)|"
     r"\.config/(?:google-chrome|chromium|BraveSoftware|microsoft-edge)|\.mozilla/firefox|"
     r"AppData[/\\]+(?:Local|Roaming)[/\\]+(?:Google[/\\]+Chrome|Mozilla[/\\]+Firefox|Microsoft[/\\]+Edge|BraveSoftware)|"
-    r"(?:['\"/\\]|\b)(?:Login Data|Web Data|key4\.db|logins\.json|cookies\.sqlite|Local State)\b",
+    rf"(?:['\"/\\]|\b)(?:Login{_SP}Data|Web{_SP}Data|key4\.db|logins\.json|cookies\.sqlite|Local{_SP}State)\b",
     re.I,
 )
+# An agent's own config and dotenv files hold its API keys: reading them is normal, sending them out is not.
+_AGENT_SECRETS = re.compile(r"(?:[~/]|\$HOME/|\$\{HOME\}/)[^\s'\"]*\.(?:clawdbot|openclaw|moltbot)/[^\s'\"]*|(?<![\w.-])\.env\b")
 _KEYCHAIN = re.compile(r"\bsecurity\s+(?:find-generic-password|find-internet-password|dump-keychain)\b", re.I)
 _ENV_DUMP = re.compile(
     r"(?:(?<![\w-])(?:env|printenv|set|export\s+-p)\s*(?:\||>\s*/dev/tcp)|Get-ChildItem\s+env:|"
@@ -351,6 +355,8 @@ def _line_findings(line: str, *, file: str, number: int) -> list[Finding]:
             add("credential-harvesting", Severity.MEDIUM, f"names a credential or browser data location ({what.strip()})")
     if _ENV_DUMP.search(line) and _NETWORK.search(line):
         add("credential-harvesting", Severity.HIGH, "sends the environment (API keys, tokens) over the network")
+    elif (agent := _AGENT_SECRETS.search(line)) and _NETWORK.search(line.replace(agent.group(0), " ")):
+        add("credential-harvesting", Severity.HIGH, f"sends an agent's config or .env file over the network ({agent.group(0)})")
     if _KEYCHAIN.search(line):
         add("credential-harvesting", Severity.MEDIUM, "queries the system keychain for a password")
     if _MINER.search(line):
