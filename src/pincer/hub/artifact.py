@@ -88,7 +88,7 @@ def kind_of(text: str) -> ArtifactKind:
 
 
 def check_name(name: object, *, source: str = "name") -> str:
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise UsageError(
             f"{source}: {name!r} is not an artifact name",
             hint="use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -52,6 +52,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 RATE_WINDOW_S = 60.0
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# A key's first part (tools/github) or the kind's own name; the same words everywhere.
+KindWord = Literal["tools", "skills", "mcp-servers", "openapi", "scripts", "bundles",
+                   "tool", "skill", "mcp_server", "script", "bundle"]  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -264,7 +268,7 @@ def create_hub_app(store: HubStore, *, limits: HubLimits | None = None, clock: C
     @app.get("/api/v1/search", response_model=SearchResult, responses=_ERRORS)
     def search(
         q: str = Query("", max_length=256, description="words to look for"),
-        kind: str | None = Query(None, max_length=32, description="tool, skill, mcp_server, openapi, script, bundle"),
+        kind: KindWord | None = Query(None, description="only this kind"),
         limit: int = Query(20, ge=1, le=100),
     ) -> dict[str, Any]:
         wanted: ArtifactKind | None = None
@@ -276,17 +280,17 @@ def create_hub_app(store: HubStore, *, limits: HubLimits | None = None, clock: C
         return {"query": q, "items": store.search(q, kind=wanted, limit=limit)}
 
     @app.get("/api/v1/items/{kind}/{name}", response_model=Item, responses=_ERRORS)
-    def item(kind: str = Path(max_length=32), name: str = Path(max_length=64)) -> dict[str, Any]:
+    def item(kind: KindWord = Path(), name: str = Path(pattern=_NAME)) -> dict[str, Any]:
         return store.item(_key(kind, name))
 
     @app.get("/api/v1/items/{kind}/{name}/versions", response_model=VersionList, responses=_ERRORS)
-    def versions(kind: str = Path(max_length=32), name: str = Path(max_length=64)) -> dict[str, Any]:
+    def versions(kind: KindWord = Path(), name: str = Path(pattern=_NAME)) -> dict[str, Any]:
         key = _key(kind, name)
         store.item(key)
         return {"key": str(key), "versions": store.versions(key)}
 
     @app.get("/api/v1/items/{kind}/{name}/versions/{version}", response_model=VersionDetail, responses=_ERRORS)
-    def version(kind: str = Path(max_length=32), name: str = Path(max_length=64), version: str = Path(max_length=128)) -> dict[str, Any]:
+    def version(kind: KindWord = Path(), name: str = Path(pattern=_NAME), version: str = Path(max_length=128)) -> dict[str, Any]:
         return store.version(_key(kind, name), _version(version))
 
     @app.get(
@@ -294,7 +298,7 @@ def create_hub_app(store: HubStore, *, limits: HubLimits | None = None, clock: C
         response_class=Response,
         responses={200: {"content": {"application/gzip": {}}, "description": "the archive"}, **_ERRORS},
     )
-    def download(kind: str = Path(max_length=32), name: str = Path(max_length=64), version: str = Path(max_length=128)) -> Response:
+    def download(kind: KindWord = Path(), name: str = Path(pattern=_NAME), version: str = Path(max_length=128)) -> Response:
         key = _key(kind, name)
         data = store.download(key, _version(version))
         filename = f"{key.kind.prefix}-{key.name}-{version}.tar.gz"
@@ -317,21 +321,21 @@ def create_hub_app(store: HubStore, *, limits: HubLimits | None = None, clock: C
         }  # fmt: skip
 
     @app.put("/api/v1/items/{kind}/{name}/tags/{tag}", response_model=TagsResult, responses=_ERRORS)
-    def set_tag(body: TagRequest, request: Request, kind: str = Path(max_length=32), name: str = Path(max_length=64),
-                tag: str = Path(max_length=64)) -> dict[str, Any]:  # fmt: skip
+    def set_tag(body: TagRequest, request: Request, kind: KindWord = Path(), name: str = Path(pattern=_NAME),
+                tag: str = Path(pattern=_NAME)) -> dict[str, Any]:  # fmt: skip
         key = _key(kind, name)
         publisher = store.require_publisher(_token(request))
         return {"key": str(key), "dist_tags": store.set_tag(key, tag, _version(body.version), publisher)}
 
     @app.delete("/api/v1/items/{kind}/{name}/versions/{version}", response_model=YankResult, responses=_ERRORS)
-    def yank(request: Request, kind: str = Path(max_length=32), name: str = Path(max_length=64),
+    def yank(request: Request, kind: KindWord = Path(), name: str = Path(pattern=_NAME),
              version: str = Path(max_length=128)) -> dict[str, Any]:  # fmt: skip
         key = _key(kind, name)
         publisher = store.require_publisher(_token(request))
         return store.yank(key, _version(version), publisher)
 
     @app.post("/api/v1/items/{kind}/{name}/star", response_model=StarResult, responses=_ERRORS)
-    def star(request: Request, kind: str = Path(max_length=32), name: str = Path(max_length=64)) -> dict[str, Any]:
+    def star(request: Request, kind: KindWord = Path(), name: str = Path(pattern=_NAME)) -> dict[str, Any]:
         key = _key(kind, name)
         publisher = store.publisher_of(_token(request))
         who = f"publisher:{publisher}" if publisher else f"address:{request.client.host if request.client else '?'}"
