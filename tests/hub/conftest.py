@@ -183,3 +183,79 @@ def cli_json(home: Path, *args: str, expect: int = 0, **kwargs: Any) -> Any:
     done = cli(home, *args, "--json", **kwargs)
     assert done.returncode == expect, f"exit {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
     return json.loads(done.stdout)
+
+
+# -- stand-in servers: static files, and a hub that serves whatever a test tells it ------------
+
+
+class _Routes:
+    def __init__(self) -> None:
+        self.routes: dict[str, tuple[int, str, bytes]] = {}
+        self.hits: list[str] = []
+
+    def json(self, path: str, value: Any, status: int = 200) -> None:
+        self.routes[path] = (status, "application/json", json.dumps(value).encode())
+
+    def binary(self, path: str, data: bytes) -> None:
+        self.routes[path] = (200, "application/gzip", data)
+
+
+@contextmanager
+def route_server(folder: Path | None = None) -> Iterator[tuple[str, _Routes]]:
+    """An HTTP server on 127.0.0.1:0: the routes a test sets, else files under ``folder``."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import unquote, urlsplit
+
+    routes = _Routes()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            path = unquote(urlsplit(self.path).path)
+            routes.hits.append(path)
+            found = routes.routes.get(path)
+            if found is None and folder is not None and (folder / path.lstrip("/")).is_file() and ".." not in path:
+                found = (200, "application/gzip", (folder / path.lstrip("/")).read_bytes())
+            status, kind, body = found or (404, "application/json", b'{"error": {"code": "artifact_not_found", "message": "none"}}')
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", routes
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def serve_version(routes: _Routes, built: Built, *, key: KeyPair | None, archive: bytes | None = None, sha256: str | None = None,
+                  signature: str | None = None, findings: list[dict[str, Any]] | None = None, yanked: bool = False,
+                  extra_versions: list[str] = ()) -> None:  # fmt: skip
+    """Make the stand-in hub serve ``built`` as its newest version (as a hub server would)."""
+    manifest = built.manifest
+    prefix = f"/api/v1/items/{manifest.kind.prefix}/{manifest.name}"
+    data = built.archive if archive is None else archive
+    versions = [{"version": v, "fingerprint": "x", "yanked": False, "published_at": 0, "verdict": "clean"} for v in extra_versions]
+    versions.append({"version": manifest.version, "fingerprint": manifest.fingerprint, "yanked": yanked, "published_at": 1,
+                     "verdict": "clean"})  # fmt: skip
+    routes.json(prefix, {"key": str(manifest.key), "kind": manifest.kind.value, "name": manifest.name, "publisher": "mallory",
+                         "dist_tags": {} if yanked else {"latest": manifest.version}, "versions": versions})  # fmt: skip
+    routes.json(f"{prefix}/versions", {"key": str(manifest.key), "versions": versions})
+    routes.json(f"{prefix}/versions/{manifest.version}", {
+        "key": str(manifest.key), "version": manifest.version, "fingerprint": manifest.fingerprint, "manifest": manifest.to_json(),
+        "signature": signature if signature is not None else (sign_manifest(manifest, key.private) if key else ""),
+        "public_key": key.public if key else "", "sha256": sha256 or hashlib.sha256(data).hexdigest(), "size": len(data),
+        "yanked": yanked, "published_at": 1, "verdict": "high" if findings else "clean", "findings": findings or [],
+    })  # fmt: skip
+    routes.binary(f"{prefix}/versions/{manifest.version}/download", data)
