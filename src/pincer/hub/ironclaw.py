@@ -51,10 +51,18 @@ class IronClawSource:
         self.path = Path(path)
         self.problems: list[str] = []
         self._raw: dict[ArtifactKey, tuple[dict[str, Any], bytes, Path]] | None = None
+        self._raw_stamp: tuple[Any, ...] | None = None
 
     def _load(self) -> dict[ArtifactKey, tuple[dict[str, Any], bytes, Path]]:
-        if self._raw is not None:
+        """The entries, read again when the folder's files changed (a long-lived catalog sees
+        a registry update)."""
+        try:
+            stamp = self.stamp()
+        except OSError:
+            stamp = None
+        if self._raw is not None and stamp == self._raw_stamp:
             return self._raw
+        self._raw_stamp = stamp
         found: dict[ArtifactKey, tuple[dict[str, Any], bytes, Path]] = {}
         self.problems = []
         for folder, kind in _FOLDERS.items():

@@ -69,6 +69,7 @@ class McpRegistrySource:
         self.path = Path(path)
         self.problems: list[str] = []
         self._docs: dict[ArtifactKey, tuple[dict[str, Any], bytes]] | None = None
+        self._docs_stamp: tuple[Any, ...] | None = None
 
     def _files(self) -> list[Path]:
         if self.path.is_file():
@@ -79,8 +80,13 @@ class McpRegistrySource:
         return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in self._files())
 
     def _load(self) -> dict[ArtifactKey, tuple[dict[str, Any], bytes]]:
-        if self._docs is not None:
+        try:
+            stamp = self.stamp()
+        except OSError:
+            stamp = None
+        if self._docs is not None and stamp == self._docs_stamp:
             return self._docs
+        self._docs_stamp = stamp
         found: dict[ArtifactKey, tuple[dict[str, Any], bytes]] = {}
         self.problems = []
         for file in self._files():
