@@ -59,7 +59,8 @@ def _skill_key(text: str) -> Any:
 def hub_runtime(pincer: Any) -> NativeRuntime:
     """The two tools over ``pincer``'s config, trust store and lockfile."""
 
-    @tool(name="skills_search", effects=(EffectKind.NETWORK,), side_effecting=False)
+    # No effect of its own: it reads the catalogs the user configured, wherever the agent asks.
+    @tool(name="skills_search", effects=(), side_effecting=False)
     async def skills_search(
         query: Annotated[str, Field(max_length=256)],
         limit: Annotated[int, Field(ge=1, le=50)] = 10,
@@ -84,7 +85,7 @@ def hub_runtime(pincer: Any) -> NativeRuntime:
 
         return {"query": query, "results": await anyio.to_thread.run_sync(search)}
 
-    @tool(name="skills_install", effects=(EffectKind.MODIFY_EXTENSION, EffectKind.NETWORK), side_effecting=True)
+    @tool(name="skills_install", effects=(EffectKind.MODIFY_EXTENSION,), side_effecting=True)
     async def skills_install(
         key: Annotated[str, Field(min_length=1, max_length=140)],
         version: Annotated[str | None, Field(max_length=128)] = None,
