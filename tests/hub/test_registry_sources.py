@@ -270,3 +270,38 @@ def test_a_malicious_mcp_command_is_blocked_by_the_scanner(tmp_path: Path) -> No
     with pytest.raises(ScanBlocked, match="download-and-execute"):
         hub.install("mcp-servers/helper", InstallOptions(allow_unsigned=True))
     assert tree_hash(home) == before
+
+
+def test_downloads_and_compiles_show_progress_on_stderr_never_with_json(
+    tmp_path: Path, local_registry: tuple[Path, Path], wasm_components: Mapping[str, Path], wasm_compile_cache: Path
+) -> None:
+    """A terminal gets a transient bar (bytes of the download, then the compile); a pipe a line
+    per stage; --json nothing (stdout is one document)."""
+    import os
+
+    from tests.cli.test_progress import _run_with_terminal_stderr
+    from tests.hub.conftest import PINCER_BIN, SECRET_KEY_HEX
+
+    registry, served = local_registry
+    with route_server(served) as (url, _):
+        _point_at(registry, url)
+        for mode in ("terminal", "pipe", "json"):
+            home = tmp_path / mode
+            home.mkdir()
+            seed_compile_cache(home, wasm_compile_cache, wasm_components["echo"])
+            write_config(home, [{"name": "ironclaw", "path": str(registry)}])
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+            env.update(PINCER_HOME=str(home), PINCER_SECRET_KEY=SECRET_KEY_HEX)
+            argv = [str(PINCER_BIN), "install", "tools/gmail", "--allow-unsigned"] + (["--json"] if mode == "json" else [])
+            if mode == "terminal":
+                code, stdout, stderr = _run_with_terminal_stderr(argv, env)
+                assert code == 0, stderr
+                assert "downloading" in stderr and "MB" in stderr and "downloading..." not in stderr
+            else:
+                done = cli(home, *argv[1:])
+                code, stdout, stderr = done.returncode, done.stdout, done.stderr
+                assert code == 0, stderr
+                if mode == "pipe":
+                    assert "downloading...\nchecking...\ncompiling" in stderr
+                else:
+                    assert "downloading" not in stderr and json.loads(stdout)["results"][0]["key"] == "tools/gmail"
