@@ -305,3 +305,17 @@ def test_downloads_and_compiles_show_progress_on_stderr_never_with_json(
                     assert "downloading...\nchecking...\ncompiling" in stderr
                 else:
                     assert "downloading" not in stderr and json.loads(stdout)["results"][0]["key"] == "tools/gmail"
+
+
+def test_what_a_source_says_is_printed_as_itself_not_as_markup(tmp_path: Path) -> None:
+    """A registry's text reaches the terminal as written: "[link=...]" and "[/]" in a
+    description are shown, not interpreted by the console."""
+    registry = tmp_path / "registry" / "mcp-servers"
+    registry.mkdir(parents=True)
+    (registry / "sly.json").write_text(json.dumps({"name": "sly", "kind": "mcp_server", "url": "https://sly.example.com/mcp",
+                                                   "description": "[link=https://evil.example]trusted[/link] [bold red]official[/]"}))  # fmt: skip
+    home = tmp_path / "home"
+    home.mkdir()
+    write_config(home, [{"name": "r", "path": str(tmp_path / "registry")}])
+    shown = " ".join(cli(home, "search", "sly").stderr.split())
+    assert "[link=https://evil.example]trusted[/link]" in shown.replace(" ", "") or "[link=https://evil.example]" in shown

@@ -126,20 +126,29 @@ def _guard(as_json: bool, fn: Any) -> Any:
         fail(exc, as_json=as_json)
 
 
+def _e(value: object) -> str:
+    """Text from a source (names, notes, messages) printed as itself, never as rich markup."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 def _print_results(results: list[Any]) -> None:
     for result in results:
         note = f" ({'; '.join(result.notes)})" if result.notes else ""
         signer = "UNSIGNED" if result.allow_unsigned else (f"signed by {result.signer}" if result.signer else "")
         was = f" (was {result.previous})" if result.previous and result.previous != result.version else ""
-        stderr.print(f"{result.action} {result.key}@{result.version}{was}{' - ' + signer if signer and result.action not in ('removed', 'skipped') else ''}{note}")
+        shown_signer = f" - {signer}" if signer and result.action not in ("removed", "skipped") else ""
+        stderr.print(_e(f"{result.action} {result.key}@{result.version}{was}{shown_signer}{note}"))
         if result.allow_unsigned and result.action in ("installed", "updated", "reinstalled"):
             stderr.print(
-                f"[bold yellow]warning:[/] {result.key} was installed without a trusted signature (--allow-unsigned); "
+                f"[bold yellow]warning:[/] {_e(result.key)} was installed without a trusted signature (--allow-unsigned); "
                 "pincer.lock and the audit log record it"
             )
         for finding in result.findings:
             if finding["severity"] in ("high", "medium"):
-                stderr.print(f"  [yellow]{finding['severity']}[/] {finding['rule']} {finding['file']}:{finding['line']}: {finding['message']}")
+                where = f"{finding['rule']} {finding['file']}:{finding['line']}: {finding['message']}"
+                stderr.print(f"  [yellow]{_e(finding['severity'])}[/] {_e(where)}")
 
 
 # ---------------------------------------------------------------------------------- search
@@ -170,7 +179,7 @@ def search(
         emit_json({"query": query, "results": [r.to_json() for r in results], "warnings": warnings})
         return
     for warning in warnings:
-        stderr.print(f"[yellow]warning:[/] {warning}")
+        stderr.print(f"[yellow]warning:[/] {_e(warning)}")
     if not results:
         stderr.print(f"nothing matches {query!r}")
         return
@@ -182,7 +191,7 @@ def search(
     for r in results:
         counts = "-" if r.stars is None else f"{r.stars}/{r.downloads}"
         text = r.description if len(r.description) <= 60 else r.description[:59] + "…"
-        table.add_row(str(r.key), r.version, r.kind.value, r.signer, r.verdict, counts, r.source, text)
+        table.add_row(*(_e(cell) for cell in (r.key, r.version, r.kind.value, r.signer, r.verdict, counts, r.source, text)))
     stderr.print(table)
 
 
@@ -277,9 +286,9 @@ def outdated(as_json: bool = JsonOption) -> None:
         return
     for row in newer:
         if row.get("error"):
-            stderr.print(f"{row['key']} {row['installed']}: [yellow]{row['error']}[/]")
+            stderr.print(f"{_e(row['key'])} {_e(row['installed'])}: [yellow]{_e(row['error'])}[/]")
         else:
-            stderr.print(f"{row['key']} {row['installed']} -> {row['latest']}{' (pinned)' if row['pinned'] else ''}")
+            stderr.print(_e(f"{row['key']} {row['installed']} -> {row['latest']}{' (pinned)' if row['pinned'] else ''}"))
 
 
 def remove(key: str = typer.Argument(..., help="The artifact to remove (a bundle: with the members it installed)."),
@@ -339,7 +348,7 @@ def installed(as_json: bool = JsonOption) -> None:
         table.add_column(column)
     for row in rows:
         signer = "UNSIGNED" if row["allow_unsigned"] else row["signer"]
-        table.add_row(row["key"], row["version"], row["source"], signer, "yes" if row["pinned"] else "", row["status"])
+        table.add_row(*(_e(c) for c in (row["key"], row["version"], row["source"], signer, "yes" if row["pinned"] else "", row["status"])))
     stderr.print(table)
 
 
@@ -365,9 +374,9 @@ def verify(
                    "fixed": [r.to_json() for r in fixed]})  # fmt: skip
     else:
         for result in fixed:
-            stderr.print(f"reinstalled {result.key}@{result.version}")
+            stderr.print(_e(f"reinstalled {result.key}@{result.version}"))
         for mismatch in problems:
-            stderr.print(f"[bold red]mismatch:[/] {mismatch.reason}")
+            stderr.print(f"[bold red]mismatch:[/] {_e(mismatch.reason)}")
         if not problems:
             stderr.print(f"{len(entries)} installed artifact{'s' if len(entries) != 1 else ''} match pincer.lock")
         else:
@@ -387,10 +396,8 @@ def scan(path: Path = typer.Argument(..., help="A skill folder, a script, any fi
     else:
         for finding in report.findings:
             colour = {"high": "bold red", "medium": "yellow", "low": "dim"}[finding.severity.value]
-            stderr.print(f"[{colour}]{finding.severity.value}[/] {finding.rule} {finding.file}:{finding.line}: {finding.message}")
+            stderr.print(f"[{colour}]{finding.severity.value}[/] {_e(f'{finding.rule} {finding.file}:{finding.line}: {finding.message}')}")
             if finding.excerpt:
-                from rich.markup import escape
-
-                stderr.print(f"    [dim]{escape(finding.excerpt)}[/]")
+                stderr.print(f"    [dim]{_e(finding.excerpt)}[/]")
         stderr.print(f"{report.files} file{'s' if report.files != 1 else ''} scanned: {report.verdict}")
     raise typer.Exit(EXIT_FAILURE if report.has_high else EXIT_OK)

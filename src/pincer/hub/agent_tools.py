@@ -75,15 +75,16 @@ def hub_runtime(pincer: Any) -> NativeRuntime:
         from pincer.hub.catalog import with_signer_names
         from pincer.hub.trust import TrustStore
 
-        def search() -> list[dict[str, Any]]:
+        def search() -> dict[str, Any]:
             hub = _hub(pincer)
             try:
                 found = hub.catalog.search(query, kind=ArtifactKind.SKILL, limit=limit)
-                return [e.to_json() for e in with_signer_names(found, TrustStore(pincer.home))]
+                results = [e.to_json() for e in with_signer_names(found, TrustStore(pincer.home))]
+                return {"query": query, "results": results, "warnings": list(hub.catalog.warnings)}
             finally:
                 hub.catalog.close()
 
-        return {"query": query, "results": await anyio.to_thread.run_sync(search)}
+        return await anyio.to_thread.run_sync(search)
 
     @tool(name="skills_install", effects=(EffectKind.MODIFY_EXTENSION,), side_effecting=True)
     async def skills_install(

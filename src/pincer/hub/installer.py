@@ -60,6 +60,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["Hub", "InstallOptions", "InstallResult", "Progress", "AuditSink", "STATE_FILE"]
 
 STATE_FILE = "state.json"  # per artifact: which stored version is active, which one came before
+STALE_STAGING_S = 3600.0  # a staging folder this old is a killed install's; it is removed
 
 # (stage, done, total): "download" in bytes, "compiling", "installing" as stages.
 Progress = Callable[[str, int, int | None], None]
@@ -403,6 +404,13 @@ class Hub:
         tx.undo.append(restore)
 
     def _staging_root(self) -> Path:
+        # What a killed install left behind goes first (installs are serialised per home).
+        for stale in self.home.glob(".hub-staging-*"):
+            try:
+                if time.time() - stale.stat().st_mtime > STALE_STAGING_S:
+                    shutil.rmtree(stale, ignore_errors=True)
+            except OSError:
+                continue
         return Path(tempfile.mkdtemp(prefix=".hub-staging-", dir=self.home))
 
     # -- install ---------------------------------------------------------------------------
@@ -550,7 +558,15 @@ class Hub:
                 results.append(InstallResult(key=str(entry.key), version=entry.version, source=entry.source,
                                              fingerprint=entry.fingerprint, action="skipped", notes=("pinned",)))  # fmt: skip
                 continue
-            _, resolved = self.catalog.resolve(entry.key, None, source=entry.source)
+            try:
+                _, resolved = self.catalog.resolve(entry.key, None, source=entry.source)
+            except PincerError as exc:
+                if text is not None:
+                    raise
+                # --all: one source gone or one key withdrawn must not stop the others.
+                results.append(InstallResult(key=str(entry.key), version=entry.version, source=entry.source,
+                                             fingerprint=entry.fingerprint, action="skipped", notes=(exc.message,)))  # fmt: skip
+                continue
             if not (is_version(resolved.version) and parse_version(resolved.version) > parse_version(entry.version)):
                 results.append(InstallResult(key=str(entry.key), version=entry.version, source=entry.source,
                                              fingerprint=entry.fingerprint, action="unchanged", notes=("up to date",)))  # fmt: skip
