@@ -86,6 +86,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/skills.py
 	$(BIN)/python bench/agent.py
+	$(BIN)/python bench/hub.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

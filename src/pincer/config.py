@@ -28,6 +28,8 @@ __all__ = [
     "CredentialRule",
     "GatewaySettings",
     "GatewayToken",
+    "HubSettings",
+    "HubSource",
     "SkillsSettings",
     "ModelSettings",
     "LlmSettings",
@@ -209,6 +211,23 @@ class _Agent(_Model):
     prices: dict[str, _Price] = Field(default_factory=dict)
 
 
+class _HubSource(_Model):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    path: str | None = Field(default=None, min_length=1, max_length=4096)
+    url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    token_secret: str | None = Field(default=None, min_length=1, max_length=128)
+    format: Literal["auto", "ironclaw", "mcp-registry"] = "auto"
+
+
+class _Hub(_Model):
+    sources: list[_HubSource] = Field(default_factory=list, max_length=64)
+    max_archive_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=4 * 1024**3)
+    max_unpacked_bytes: int = Field(default=256 * 1024 * 1024, ge=1024, le=16 * 1024**3)
+    max_files: int = Field(default=2_000, ge=1, le=100_000)
+    download_timeout_s: float = Field(default=120.0, gt=0, le=3_600)
+    signing_key: str = Field(default="hub_signing_key", min_length=1, max_length=128)
+
+
 class _File(_Model):
     approvals: _Approvals = _Approvals()
     audit: _Audit = _Audit()
@@ -226,6 +245,7 @@ class _File(_Model):
     skills: _Skills = _Skills()
     llm: _Llm = _Llm()
     agent: _Agent = _Agent()
+    hub: _Hub = _Hub()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -360,6 +380,30 @@ class AgentSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class HubSource:
+    """One ``[[hub.sources]]``: a registry folder or server.json documents (``path``), or a hub
+    server (``url``, with the secret-store entry of its publisher token)."""
+
+    name: str
+    path: Path | None = None
+    url: str | None = None
+    token_secret: str | None = None
+    format: str = "auto"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HubSettings:
+    """``[hub]``: the catalog sources and what one artifact may weigh (docs/hub.md)."""
+
+    sources: tuple[HubSource, ...] = ()
+    max_archive_bytes: int = 64 * 1024 * 1024
+    max_unpacked_bytes: int = 256 * 1024 * 1024
+    max_files: int = 2_000
+    download_timeout_s: float = 120.0
+    signing_key: str = "hub_signing_key"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
     home: Path
     workspace: Path
@@ -389,6 +433,7 @@ class Config:
     skills: SkillsSettings = field(default_factory=SkillsSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
+    hub: HubSettings = field(default_factory=HubSettings)
 
     def session(self, name: str) -> SessionPolicy:
         return self.sessions.get(name) or SessionPolicy.default_for(name)
@@ -508,6 +553,7 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         skills=_to_skills(data.skills, home=home),
         llm=_to_llm(data.llm, source),
         agent=_to_agent(data.agent),
+        hub=_to_hub(data.hub, home=home, source=source),
     )
 
 
@@ -561,6 +607,33 @@ def _to_agent(a: _Agent) -> AgentSettings:
             )
             for model, price in a.prices.items()
         },
+    )
+
+
+def _to_hub(h: _Hub, *, home: Path, source: str) -> HubSettings:
+    sources = []
+    names: set[str] = set()
+    for index, s in enumerate(h.sources):
+        if (s.path is None) == (s.url is None):
+            raise ConfigError(
+                f"{source}: hub.sources.{index}: a source has either a path or a url",
+                hint='for example path = "/path/to/registry" or url = "https://hub.example.com"',
+            )
+        if s.name in names:
+            raise ConfigError(f"{source}: hub.sources.{index}.name: {s.name!r} is used twice", hint="give each source its own name")
+        names.add(s.name)
+        path = None
+        if s.path is not None:
+            expanded = Path(s.path).expanduser()
+            path = expanded if expanded.is_absolute() else home / expanded
+        sources.append(HubSource(name=s.name, path=path, url=s.url, token_secret=s.token_secret, format=s.format))
+    return HubSettings(
+        sources=tuple(sources),
+        max_archive_bytes=h.max_archive_bytes,
+        max_unpacked_bytes=h.max_unpacked_bytes,
+        max_files=h.max_files,
+        download_timeout_s=h.download_timeout_s,
+        signing_key=h.signing_key,
     )
 
 

@@ -191,6 +191,21 @@ KEYS: dict[str, KeyHelp] = {
     "gateway.conformance_fixtures": KeyHelp(help="serve the MCP conformance suite's fixtures (tests only)"),
     "gateway.tokens.sha256": KeyHelp(help="the sha256 of a token, never the token (`pincer token new` adds one)", example='"<64 hex digits>"'),
     "gateway.tokens.session": KeyHelp(help="the session the token's calls run under", example='"ci-bot"'),
+    "hub.max_archive_bytes": KeyHelp(help="a larger artifact download is stopped and refused"),
+    "hub.max_unpacked_bytes": KeyHelp(help="an archive that unpacks to more is refused (zip bombs)"),
+    "hub.max_files": KeyHelp(help="an archive with more files is refused"),
+    "hub.download_timeout_s": KeyHelp(help="how long one artifact download may take"),
+    "hub.signing_key": KeyHelp(help="the secret store entry holding your publisher key (`pincer hub keygen` writes it)"),
+    "hub.sources.name": KeyHelp(help="how commands name the source (--source NAME)", example='"local"'),
+    "hub.sources.path": KeyHelp(
+        help="an IronClaw registry folder or MCP-Registry server.json documents (relative: to $PINCER_HOME)",
+        example='"/path/to/registry"',
+    ),
+    "hub.sources.url": KeyHelp(help="a pincer hub server (`pincer hub serve`)", example='"https://hub.example.com"'),
+    "hub.sources.token_secret": KeyHelp(
+        help="the secret store entry with your publisher token for that hub (publishing only)", example='"hub_token"'
+    ),
+    "hub.sources.format": KeyHelp(help="what a path holds; auto tells IronClaw folders from server.json documents"),
 }
 
 SECTIONS: dict[str, str] = {
@@ -213,6 +228,8 @@ SECTIONS: dict[str, str] = {
     "llm.profiles": "Named model settings (pincer run --profile NAME); unset keys come from [llm].",
     "agent": "The agent loop: tool sets, taint, parallel calls and the budgets of each run.",
     "agent.prices": "Prices per model (the table's name is the model, or a prefix of it); built-in ones cover well-known models.",
+    "hub": "The hub: where tools and skills are installed from, and what one artifact may weigh (docs/hub.md).",
+    "hub.sources": "Catalog sources, searched together: a registry folder (path) or a hub server (url).",
 }
 
 # Names shown for the "*" of a map, in examples.

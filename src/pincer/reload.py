@@ -12,7 +12,10 @@
   warning.
 - installed WASM tools: rescanned; installed script tools and ``exec-approvals.json``: the
   script runtime is rebuilt;
-- MCP servers and OpenAPI services: their runtime is rebuilt from the file.
+- MCP servers and OpenAPI services: their runtime is rebuilt from the file;
+- ``pincer.lock`` (the hub's installs): the runtimes of the kinds it lists (before or after the
+  change) check their hub-installed artifacts again, so an install's new lock admits the new
+  version and an edited file stays refused.
 
 Polling, not inotify: it works on every filesystem and costs a few ``stat`` calls a second.
 """
@@ -63,6 +66,16 @@ def live_config_changes(old: Config, new: Config) -> list[str]:
     return changed
 
 
+def _locked_kinds(path: Path) -> set[str]:
+    """The kinds of artifact ``pincer.lock`` lists (nothing when it is absent or broken)."""
+    from pincer.hub.lockfile import Lockfile
+
+    try:
+        return {entry.kind.value for entry in Lockfile.read(path).entries}
+    except PincerError:
+        return set()
+
+
 class _Watched:
     """One thing on disk and what to do when it changes."""
 
@@ -104,6 +117,20 @@ async def watch_state(
         _Watched("MCP servers", (home / SERVERS_FILE,), pincer.reload_mcp_servers),
         _Watched("OpenAPI services", (home / SERVICES_FILE,), pincer.reload_openapi_services),
     ]
+    reload_hub = getattr(pincer, "reload_hub_artifacts", None)
+    if reload_hub is not None:
+        lock_path = home / "pincer.lock"
+        kinds_before = [_locked_kinds(lock_path)]
+
+        async def reload_lock() -> None:
+            # What the lock covered before or covers now is checked again; the rest is left be.
+            now = _locked_kinds(lock_path)
+            kinds = now | kinds_before[0]
+            kinds_before[0] = now
+            if kinds:
+                await reload_hub(frozenset(kinds))
+
+        watched.append(_Watched("pincer.lock", (lock_path,), reload_lock))
     task_status.started()
     while True:
         await anyio.sleep(interval_s)

@@ -70,6 +70,11 @@ class Pincer:
         self._mcp: Runtime | None = None
         self._openapi: Runtime | None = None
         self.skills: Any = None  # pincer.skills.SkillLibrary when skills are enabled
+        # What the hub installed is loaded only while it matches pincer.lock (hub/integrity.py).
+        from pincer.hub.integrity import IntegrityGuard
+
+        self.integrity = IntegrityGuard(config.home)
+        self._hub_tools: Runtime | None = None
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
@@ -128,6 +133,8 @@ class Pincer:
                 await pincer._add_skills()
             if builtins and (config.llm.default.model or any(p.model for p in config.llm.profiles.values())):
                 await pincer._add_agent_tools()
+            if builtins and config.hub.sources:
+                await pincer._add_hub_tools()
             yield pincer
         finally:
             with anyio.CancelScope(shield=True):
@@ -136,7 +143,8 @@ class Pincer:
     async def _add_wasm_runtime(self) -> None:
         from pincer.runtimes.wasm import WasmRuntime
 
-        self.wasm = WasmRuntime(self.home, scanner=self.scanner)
+        guard = self.integrity
+        self.wasm = WasmRuntime(self.home, scanner=self.scanner, admit=lambda name: guard.refusal("tool", name))
         await self.add_runtime(self.wasm)
 
     async def _add_agent_tools(self) -> None:
@@ -148,13 +156,47 @@ class Pincer:
         except UsageError as exc:  # a tool of that name from elsewhere keeps it
             logger.warning("run_skill not registered: %s", exc)
 
+    async def _add_hub_tools(self) -> None:
+        """``skills_search`` and ``skills_install``: an agent finds and installs what it needs."""
+        from pincer.hub.agent_tools import hub_runtime
+
+        self._hub_tools = hub_runtime(self)
+        try:
+            await self.add_runtime(self._hub_tools)
+        except UsageError as exc:
+            logger.warning("hub tools not registered: %s", exc)
+            self._hub_tools = None
+
+    async def reload_hub_artifacts(self, kinds: frozenset[str] | None = None) -> None:
+        """pincer.lock changed: what it covers is checked again (``kinds``: only those runtimes)."""
+        wanted = kinds if kinds is not None else frozenset({"tool", "skill", "script", "mcp_server", "openapi"})
+        if "tool" in wanted:
+            if self.wasm is not None:
+                await self.wasm.rescan(recheck=True)
+            else:
+                await self.reload_wasm_tools()
+        if "script" in wanted:
+            await self.reload_script_tools()
+        if "mcp_server" in wanted:
+            await self.reload_mcp_servers()
+        if "openapi" in wanted:
+            await self.reload_openapi_services()
+        skills = self.skills
+        if "skill" in wanted and skills is not None and await anyio.to_thread.run_sync(lambda: skills.reload(notify=False)):
+            skills.notify_changed()
+
     async def _add_skills(self) -> None:
         """The skill library, the ``skill`` tool and the tools made from skills' capabilities."""
         from pincer.skills.library import SkillLibrary
         from pincer.skills.runtime import SkillTool, SkillToolRuntime
 
         config = self.config
-        self.skills = await anyio.to_thread.run_sync(lambda: SkillLibrary.from_config(config))
+        guard = self.integrity
+
+        def admit(skill: Any) -> str | None:
+            return guard.refusal("skill", skill.base_dir.name)
+
+        self.skills = await anyio.to_thread.run_sync(lambda: SkillLibrary.from_config(config, admit=admit))
         tools = await anyio.to_thread.run_sync(
             lambda: SkillToolRuntime(
                 self.skills, home=self.home, script_settings=self.script_settings(), separator=config.skills.tool_separator
@@ -266,21 +308,18 @@ class Pincer:
 
     async def reload_mcp_servers(self) -> None:
         """Servers whose entry did not change keep running (and their calls in flight)."""
-        from pincer.runtimes.mcp import McpRuntime
         from pincer.runtimes.mcp.config import ServerStore
 
         if self._mcp is not None:
-            await self._mcp.reconcile(ServerStore(self.home).load())  # type: ignore[attr-defined]
+            await self._mcp.reconcile(self._admitted_servers(ServerStore(self.home).load()))  # type: ignore[attr-defined]
             return
-        new = McpRuntime.from_home(self.home, secrets=self.secrets, scanner=self.scanner)
+        new = self._mcp_runtime()
         if new.servers:
             self._mcp = new
             await self.add_runtime(new)
 
     async def reload_openapi_services(self) -> None:
-        from pincer.runtimes.openapi import OpenApiRuntime
-
-        new = OpenApiRuntime.from_home(self.home)
+        new = self._openapi_runtime()
         old, self._openapi = self._openapi, (new if new.services else None)
         await self._swap(old, self._openapi)
 
@@ -301,8 +340,16 @@ class Pincer:
         from pincer.runtimes.script.installed import installed_manifests, save_exec_policy
 
         config = self.config
+        guard = self.integrity
+        manifests = []
+        for manifest in installed_manifests(self.home):
+            refusal = guard.refusal("script", manifest.name)
+            if refusal is not None:
+                logger.error("script tool %s not loaded: %s", manifest.name, refusal)
+                continue
+            manifests.append(manifest)
         return ScriptRuntime(
-            installed_manifests(self.home),
+            manifests,
             self.script_settings(),
             is_main_session=lambda session: config.session(session).kind is SessionKind.MAIN,
             on_policy_change=lambda policy: save_exec_policy(self.home, policy),
@@ -315,19 +362,43 @@ class Pincer:
         from pincer.runtimes.openapi import ServiceStore
 
         if ServerStore(self.home).load():
-            from pincer.runtimes.mcp import McpRuntime
-
-            mcp = McpRuntime.from_home(self.home, secrets=self.secrets, scanner=self.scanner)
+            mcp = self._mcp_runtime()
             if mcp.servers:
                 await self.add_runtime(mcp)
                 self._mcp = mcp
         if ServiceStore(self.home).load():
-            from pincer.runtimes.openapi import OpenApiRuntime
-
-            openapi = OpenApiRuntime.from_home(self.home)
+            openapi = self._openapi_runtime()
             if openapi.services:
                 await self.add_runtime(openapi)
                 self._openapi = openapi
+
+    def _admitted_servers(self, servers: list[Any]) -> list[Any]:
+        kept = []
+        for server in servers:
+            refusal = self.integrity.refusal("mcp_server", server.name)
+            if refusal is not None:
+                logger.error("MCP server %s not started: %s", server.name, refusal)
+                continue
+            kept.append(server)
+        return kept
+
+    def _mcp_runtime(self) -> Any:
+        from pincer.runtimes.mcp import McpRuntime, PinStore, ServerStore
+
+        servers = self._admitted_servers(ServerStore(self.home).load())
+        return McpRuntime(servers, pins=PinStore(self.home), secrets=self.secrets, scanner=self.scanner)
+
+    def _openapi_runtime(self) -> Any:
+        from pincer.runtimes.openapi import OpenApiRuntime, ServiceStore
+
+        kept = []
+        for service in ServiceStore(self.home).load():
+            refusal = self.integrity.refusal("openapi", service.name)
+            if refusal is not None:
+                logger.error("OpenAPI service %s not loaded: %s", service.name, refusal)
+                continue
+            kept.append(service)
+        return OpenApiRuntime(kept)
 
     async def add_runtime(self, runtime: Runtime) -> None:
         """Start ``runtime`` and register its tools. A runtime with ``subscribe(listener)`` (MCP:

@@ -12,7 +12,12 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ClientCapabilityMissing 400 the tool needs a client capability (sampling, ...) the client lacks
     │   ├── SkillNotFound          404  no loaded skill has that name
     │   ├── RunNotFound            404  no agent run has that id
-    │   └── IdempotencyKeyRequired 428  [idempotency] required: a side-effecting call came without a key
+    │   ├── IdempotencyKeyRequired 428  [idempotency] required: a side-effecting call came without a key
+    │   ├── ArtifactNotFound       404  no catalog source has that artifact, version or tag
+    │   ├── AmbiguousKey           409  a bare name that several kinds or sources answer to
+    │   ├── VersionExists          409  a published version is immutable
+    │   ├── Unauthorized           401  the hub server got no valid publisher token
+    │   └── PayloadTooLarge        413  an upload or a download over its size limit
     ├── ConfigError                503  config.toml or another settings file is unusable
     ├── ManifestError              422  a capabilities or registry manifest is malformed
     │   ├── DefinitionRefused      422  an MCP server's tool definition holds a secret (or another refusal)
@@ -27,6 +32,13 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── BudgetExceeded         429  a rate limit or invocation budget is spent
     │   └── EgressDenied           403  a host, address or redirect outside the allowlist
     ├── InputRequired              409  the tool needs answers from an MCP client first
+    ├── ArtifactRefused            422  an artifact the hub will not install or publish
+    │   ├── IntegrityMismatch      409  a sha256 or fingerprint differs from the one promised or locked
+    │   ├── SignatureRefused       403  unsigned, a signature that does not verify, or a signer not trusted
+    │   ├── ArchiveRefused         400  an archive with unsafe members (traversal, links, devices) or a bomb
+    │   ├── ScanBlocked            451  the install-time scanner found a high-severity finding
+    │   └── LocalEdits             412  installed files were edited on disk; an update would overwrite them
+    ├── HubUnavailable             502  a catalog source or hub server cannot be reached, or answered nonsense
     ├── SecretError                500  secret store: missing key, bad ciphertext, unknown name
     ├── ToolError                  502  the tool itself failed
     │   └── ToolTimeout            504
@@ -86,6 +98,18 @@ __all__ = [
     "ContextTooLong",
     "ProviderRateLimited",
     "ProviderUnavailable",
+    "ArtifactNotFound",
+    "AmbiguousKey",
+    "VersionExists",
+    "Unauthorized",
+    "PayloadTooLarge",
+    "ArtifactRefused",
+    "IntegrityMismatch",
+    "SignatureRefused",
+    "ArchiveRefused",
+    "ScanBlocked",
+    "LocalEdits",
+    "HubUnavailable",
     "error_class",
     "http_status",
 ]
@@ -200,6 +224,33 @@ class IdempotencyKeyRequired(UsageError):
 
     code = "idempotency_key_required"
     http_status = 428
+
+
+class ArtifactNotFound(UsageError):
+    code = "artifact_not_found"
+    http_status = 404
+
+
+class AmbiguousKey(UsageError):
+    """A bare name several kinds (or sources) answer to; the message lists the candidates."""
+
+    code = "ambiguous_key"
+    http_status = 409
+
+
+class VersionExists(UsageError):
+    code = "version_exists"
+    http_status = 409
+
+
+class Unauthorized(UsageError):
+    code = "unauthorized"
+    http_status = 401
+
+
+class PayloadTooLarge(UsageError):
+    code = "body_too_large"
+    http_status = 413
 
 
 class PolicyError(PincerError):
@@ -367,6 +418,54 @@ class InputRequired(PincerError):
 
     code = "input_required"
     http_status = 409
+
+
+class ArtifactRefused(PincerError):
+    """An artifact the hub will not install or publish; the message says which check failed."""
+
+    code = "artifact_refused"
+    http_status = 422
+
+
+class IntegrityMismatch(ArtifactRefused):
+    code = "integrity_mismatch"
+    http_status = 409
+
+
+class SignatureRefused(ArtifactRefused):
+    code = "signature_refused"
+    http_status = 403
+
+
+class ArchiveRefused(ArtifactRefused):
+    code = "archive_refused"
+    http_status = 400
+
+
+class ScanBlocked(ArtifactRefused):
+    """High-severity findings of the install-time scanner; ``findings`` holds them (as dicts)."""
+
+    code = "scan_blocked"
+    http_status = 451
+
+    def __init__(self, message: str, *, findings: tuple[dict[str, object], ...] = (), hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.findings = findings
+
+    def to_dict(self) -> dict[str, object]:
+        data = super().to_dict()
+        data["findings"] = list(self.findings)
+        return data
+
+
+class LocalEdits(ArtifactRefused):
+    code = "local_edits"
+    http_status = 412
+
+
+class HubUnavailable(PincerError):
+    code = "hub_unavailable"
+    http_status = 502
 
 
 class ClientCapabilityMissing(UsageError):

@@ -25,7 +25,7 @@ from pincer.skills.eligibility import Eligibility, Environment, check_all
 from pincer.skills.model import Issue, Skill, Trust
 from pincer.skills.remote import ORIGIN_FILE, RemoteApprovals, apply_origin
 from pincer.skills.render import Rendered, render_skill
-from pincer.skills.roots import LoadReport, Root, SkillLoader, WalkLimits, default_roots
+from pincer.skills.roots import LoadError, LoadReport, Root, SkillLoader, WalkLimits, default_roots
 from pincer.skills.selection import Selection, select
 
 __all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S"]
@@ -46,10 +46,14 @@ class SkillLibrary:
         settings: Any = None,
         home: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        admit: Callable[[Skill], str | None] | None = None,
     ) -> None:
+        """``admit(skill)`` is asked about every installed skill (the hub's lockfile check):
+        None loads it, a reason refuses it (reported as a load error with that reason)."""
         from pincer.config import SkillsSettings
 
         self.roots = tuple(roots)
+        self._admit = admit
         self.settings = settings or SkillsSettings()
         self.home = home
         self._environ = environ
@@ -63,7 +67,13 @@ class SkillLibrary:
 
     @classmethod
     def from_config(
-        cls, config: Any, *, home_dir: Path | None = None, environ: Mapping[str, str] | None = None, bundled: bool = True
+        cls,
+        config: Any,
+        *,
+        home_dir: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        bundled: bool = True,
+        admit: Callable[[Skill], str | None] | None = None,
     ) -> SkillLibrary:
         settings = config.skills
         if home_dir is None:
@@ -81,13 +91,24 @@ class SkillLibrary:
             max_loaded_per_root=settings.max_loaded_per_root,
             max_file_bytes=settings.max_file_bytes,
         )
-        return cls(roots, limits=limits, settings=settings, home=config.home, environ=environ)
+        return cls(roots, limits=limits, settings=settings, home=config.home, environ=environ, admit=admit)
 
     # -- loading -------------------------------------------------------------------------------
 
     def reload(self, *, notify: bool = True) -> bool:
         """Walk the roots again; True (and subscribers told) when any skill changed."""
         report = self._loader.load(self.roots)
+        refused: list[LoadError] = []
+        if self._admit is not None:
+            kept = []
+            for skill in report.skills:
+                reason = self._admit(skill) if skill.trust is Trust.INSTALLED and skill.root == "installed" else None
+                if reason is None:
+                    kept.append(skill)
+                else:
+                    refused.append(LoadError(path=skill.path, message=f"refused: {reason}", root=skill.root,
+                                             hint="`pincer verify` lists what changed; `pincer verify --fix` reinstalls it"))  # fmt: skip
+            report = replace(report, skills=tuple(kept), errors=report.errors + tuple(refused))
         skills = tuple(self._with_origin(s) for s in report.skills)
         report = replace(report, skills=skills)
         environment = self._environment()

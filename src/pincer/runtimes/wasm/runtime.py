@@ -61,6 +61,24 @@ class LoadedTool:
     limits: ToolLimits | None
     digest: str
     path: Path | None = None
+    stamp: Any = None  # what was on disk when it was loaded (see ``file_stamp``)
+
+
+def file_stamp(home: Path, name: str) -> Any:
+    """Identity of an installed tool's files: the wasm (through a hub link to its target) and the
+    capabilities file beside it. A changed stamp means another version is installed."""
+    path = disk.tools_dir(home) / f"{name}.wasm"
+    try:
+        real = path.resolve()
+        info = real.stat()
+        caps = real.with_name(f"{name}.capabilities.json")
+        caps_info = caps.stat() if caps.is_file() else None
+    except OSError:
+        return None
+    return (
+        str(real), info.st_size, info.st_mtime_ns, info.st_ino,
+        (caps_info.st_size, caps_info.st_mtime_ns, caps_info.st_ino) if caps_info else None,
+    )  # fmt: skip
 
 
 class WasmHost:
@@ -154,9 +172,13 @@ class WasmHost:
         return result, loaded
 
     def load_installed(self, name: str) -> LoadedTool:
+        """An installed tool. A hub install is a link into the artifact store: its capabilities
+        file is read beside the link's target (both change with one rename of the link)."""
         directory = disk.tools_dir(self.home)
-        files = disk.read_source(directory / f"{name}.wasm", None, name=name)
-        return self.load(files, path=directory / f"{name}.wasm")
+        stamp = file_stamp(self.home, name)
+        files = disk.read_source((directory / f"{name}.wasm").resolve(), None, name=name)
+        loaded = self.load(files, path=directory / f"{name}.wasm")
+        return dataclasses.replace(loaded, stamp=stamp)
 
 
 def _side_effecting(caps: Any) -> bool:
@@ -189,9 +211,13 @@ class WasmRuntime:
         cache_dir: Path | None = None,
         scanner: Callable[[], Any] | None = None,
         on_change: ChangeListener | None = None,
+        admit: Callable[[str], str | None] | None = None,
     ) -> None:
+        """``admit(name)`` returns None to load an installed tool, or the reason it is refused
+        (the hub's lockfile check: a tool edited on disk since it was installed)."""
         self.home = Path(home)
         self.limits = engine_config or WasmLimits()
+        self._admit = admit
         self._host = WasmHost(self.home, self.limits, cache_dir=cache_dir)
         self._tools: dict[str, LoadedTool] = {}
         self._specs: tuple[ToolSpec, ...] = ()
@@ -202,6 +228,7 @@ class WasmRuntime:
         self._started = False
         self._scanner_factory = scanner
         self.load_errors: dict[str, str] = {}
+        self._failed_stamps: dict[str, Any] = {}
         self._http: Any = None  # HttpGateway, made on first use (it pulls in the HTTP stack)
         self._rate = RateLimiter()
         self._rate_lock = threading.Lock()
@@ -228,6 +255,11 @@ class WasmRuntime:
         self._host.ticker.start()
         self._started = True
         for name in disk.installed_names(self.home):
+            refusal = self._admit(name) if self._admit is not None else None
+            if refusal is not None:
+                logger.error("WASM tool %s not loaded: %s", name, refusal)
+                self.load_errors[name] = refusal
+                continue
             try:
                 loaded = await anyio.to_thread.run_sync(self._host.load_installed, name)
             except PincerError as exc:
@@ -291,19 +323,40 @@ class WasmRuntime:
         self._rebuild()
         self._notify()
 
-    async def rescan(self) -> tuple[list[str], list[str]]:
-        """Pick up tools another process installed or removed; returns (added, removed)."""
+    async def rescan(self, *, recheck: bool = False) -> tuple[list[str], list[str]]:
+        """Pick up tools another process installed, replaced or removed; returns (added or
+        replaced, removed). A replaced tool's calls in flight finish on the component they
+        started with. A tool ``admit`` refuses is not loaded; when a loaded one's new files are
+        refused, the loaded (verified) version stays. ``recheck``: ask ``admit`` again about
+        refused and unchanged tools too (the lock changed)."""
         on_disk = set(disk.installed_names(self.home))
         removed = sorted(set(self._tools) - on_disk)
         added: list[str] = []
         for name in removed:
             self._tools.pop(name, None)
-        for name in sorted(on_disk - set(self._tools)):
+        for name in set(self.load_errors) - on_disk:
+            self.load_errors.pop(name, None)
+        for name in sorted(on_disk):
+            loaded = self._tools.get(name)
+            stamp = file_stamp(self.home, name)
+            if loaded is not None and loaded.stamp == stamp:
+                continue
+            if loaded is None and name in self.load_errors and not recheck and self._failed_stamps.get(name) == stamp:
+                continue
+            refusal = self._admit(name) if self._admit is not None else None
+            if refusal is not None:
+                logger.error("WASM tool %s not (re)loaded: %s", name, refusal)
+                self.load_errors[name] = refusal
+                self._failed_stamps[name] = stamp
+                continue
             try:
                 self._tools[name] = await anyio.to_thread.run_sync(self._host.load_installed, name)
+                self.load_errors.pop(name, None)
+                self._failed_stamps.pop(name, None)
                 added.append(name)
             except PincerError as exc:
                 self.load_errors[name] = str(exc)
+                self._failed_stamps[name] = stamp
         if added or removed:
             self._rebuild()
             self._notify()

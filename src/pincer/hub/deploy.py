@@ -1,0 +1,482 @@
+"""Per kind: checking staged files before anything moves, and making a version active.
+
+``prepare`` runs on the staging folder: it puts the files in the shape the kind needs (an
+IronClaw tarball's ``github-tool.wasm`` becomes ``github.wasm``), checks them the way the
+runtime would (a WASM component is compiled and described, a SKILL.md parsed, a script manifest
+loaded, an MCP server entry read, an OpenAPI document's operations extracted) and says what the
+artifact asks for. ``activate`` is the one rename that makes a stored version the one the
+runtime reads; it returns how to undo itself, for a transaction that fails later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pincer.core.errors import ArtifactRefused, ManifestError, PincerError, UsageError
+from pincer.hub.artifact import ArtifactKey, ArtifactKind
+from pincer.hub.layout import FILES_DIR, SCRIPT_SUFFIXES, active_path, artifacts_dir, entry_digest, read_entry
+from pincer.hub.scanner import Finding, scan_command
+from pincer.hub.sources import describe_capabilities
+
+__all__ = ["Prepared", "prepare", "activate", "deactivate", "drop_trash", "drop_compile_cache", "check_activation", "is_ours", "Undo"]
+
+Undo = Callable[[], None]
+Step = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prepared:
+    requested: dict[str, Any] = field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
+    entry: dict[str, Any] | None = None  # mcp_server / openapi: the entry activate writes
+    entry_sha256: str | None = None
+    notes: tuple[str, ...] = ()
+    cache_digest: str | None = None  # tool: its compile cache entry (dropped if the install fails)
+    cache_was_there: bool = True
+
+
+# -------------------------------------------------------------------------------- prepare
+
+
+def prepare(kind: ArtifactKind, key: ArtifactKey, files_dir: Path, *, home: Path, step: Step) -> Prepared:
+    """Normalise and check the staged files of ``key``; raises the runtime's own errors."""
+    if kind is ArtifactKind.TOOL:
+        return _prepare_tool(key, files_dir, home=home, step=step)
+    if kind is ArtifactKind.SKILL:
+        return _prepare_skill(key, files_dir)
+    if kind is ArtifactKind.SCRIPT:
+        return _prepare_script(key, files_dir)
+    if kind is ArtifactKind.MCP_SERVER:
+        return _prepare_mcp(key, files_dir)
+    if kind is ArtifactKind.OPENAPI:
+        return _prepare_openapi(key, files_dir)
+    if kind is ArtifactKind.BUNDLE:
+        return Prepared()
+    raise ArtifactRefused(f"{key}: pincer does not install {kind.value} artifacts", hint="channels need IronClaw")
+
+
+def _only_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def normalise_tool(key: ArtifactKey, files_dir: Path) -> list[str]:
+    """``NAME.wasm`` + ``NAME.capabilities.json`` at the top of ``files_dir`` (IronClaw bundles
+    name them after the crate and may nest them); other files are dropped. Returns notes."""
+    files = _only_files(files_dir)
+    wasm = [p for p in files if p.suffix == ".wasm"]
+    if len(wasm) != 1:
+        raise ArtifactRefused(
+            f"{key}: the archive holds {len(wasm)} .wasm files; a tool archive holds exactly one",
+            hint="pack NAME.wasm and NAME.capabilities.json",
+        )
+    base = wasm[0].name[: -len(".wasm")]
+    caps = [p for p in files if p.name == f"{base}.capabilities.json"]
+    notes = []
+    staged = files_dir.parent / f".normalise-{uuid.uuid4().hex[:8]}"
+    staged.mkdir()
+    os.rename(wasm[0], staged / f"{key.name}.wasm")
+    if caps:
+        os.rename(caps[0], staged / f"{key.name}.capabilities.json")
+    dropped = [p.relative_to(files_dir).as_posix() for p in _only_files(files_dir)]
+    if dropped:
+        notes.append(f"not installed (a tool is its component and capabilities): {', '.join(dropped[:5])}")
+    shutil.rmtree(files_dir)
+    os.rename(staged, files_dir)
+    return notes
+
+
+def _prepare_tool(key: ArtifactKey, files_dir: Path, *, home: Path, step: Step) -> Prepared:
+    from pincer.runtimes.wasm import install as disk
+    from pincer.runtimes.wasm.cache import wasm_digest
+
+    disk.validate_name(key.name, origin=str(key))
+    notes = normalise_tool(key, files_dir)
+    wasm = (files_dir / f"{key.name}.wasm").read_bytes()
+    caps_path = files_dir / f"{key.name}.capabilities.json"
+    caps = caps_path.read_bytes() if caps_path.is_file() else None
+    source = disk.SourceFiles(name=key.name, wasm=wasm, capabilities=caps, origin=str(key))
+    disk.parse_capabilities(source)  # ManifestError before anything is compiled
+    from pincer.runtimes.wasm.runtime import WasmHost
+
+    host = WasmHost(home)
+    digest = wasm_digest(wasm)
+    was_there = host.cache.entry_path(digest).exists()
+    step("compiling")
+    host.load(source, progress=None)
+    requested: dict[str, Any] = {}
+    if caps is not None:
+        try:
+            requested = describe_capabilities(json.loads(caps))
+        except ValueError:
+            requested = {}
+    return Prepared(requested=requested, notes=tuple(notes), cache_digest=digest, cache_was_there=was_there)
+
+
+def _prepare_skill(key: ArtifactKey, files_dir: Path) -> Prepared:
+    from pincer.skills.model import Trust
+    from pincer.skills.parser import parse_skill
+
+    top = files_dir / "SKILL.md"
+    if not top.is_file():
+        entries = list(files_dir.iterdir())
+        if len(entries) == 1 and entries[0].is_dir() and (entries[0] / "SKILL.md").is_file():
+            inner = entries[0]
+            moved = files_dir.parent / f".flatten-{uuid.uuid4().hex[:8]}"
+            os.rename(inner, moved)
+            os.rmdir(files_dir)
+            os.rename(moved, files_dir)
+        else:
+            raise ArtifactRefused(f"{key}: the archive has no SKILL.md at its top", hint="pack the skill folder's contents")
+    caps_file = files_dir / "capabilities.json"
+    skill = parse_skill(
+        (files_dir / "SKILL.md").read_bytes(),
+        path=Path(key.name) / "SKILL.md",
+        root="installed",
+        trust=Trust.INSTALLED,
+        capabilities_json=caps_file.read_bytes() if caps_file.is_file() else None,
+    )
+    if skill.name != key.name:
+        raise ArtifactRefused(
+            f"{key}: its SKILL.md names the skill {skill.name!r}", hint=f"publish it as skills/{skill.name}, or rename it"
+        )
+    requested: dict[str, Any] = {}
+    if skill.tools:
+        requested["tools"] = list(skill.tools)
+    if skill.capabilities:
+        requested["capabilities"] = [getattr(c, "name", str(c)) for c in skill.capabilities]
+    if skill.requires.bins:
+        requested["bins"] = list(skill.requires.bins)
+    if skill.requires.env:
+        requested["env"] = list(skill.requires.env)
+    if skill.credentials:
+        requested["credentials"] = [str(c.get("name", c)) for c in skill.credentials]
+    return Prepared(requested=requested)
+
+
+def _prepare_script(key: ArtifactKey, files_dir: Path) -> Prepared:
+    from pincer.runtimes.script.manifest import load_manifest
+
+    files = _only_files(files_dir)
+    manifests = [p for p in files if p.suffix in SCRIPT_SUFFIXES and p.parent == files_dir]
+    if len(files) != 1 or len(manifests) != 1:
+        raise ArtifactRefused(f"{key}: a script artifact is one manifest (.toml or .json)", hint="pack only NAME.toml")
+    target = files_dir / f"{key.name}{manifests[0].suffix}"
+    if manifests[0] != target:
+        os.rename(manifests[0], target)
+    manifest = load_manifest(target)
+    if manifest.name != key.name:
+        raise ArtifactRefused(f"{key}: the manifest names the tool {manifest.name!r}", hint=f"publish it as scripts/{manifest.name}")
+    requested = {"command": list(getattr(manifest, "command", ()) or ())}
+    return Prepared(requested=requested)
+
+
+def _prepare_mcp(key: ArtifactKey, files_dir: Path) -> Prepared:
+    from pincer.hub.mcp_registry import entry_from_document, is_server_document
+    from pincer.runtimes.mcp.importers import import_data
+
+    files = [p for p in _only_files(files_dir) if p.suffix == ".json"]
+    if len(files) != 1:
+        raise ArtifactRefused(f"{key}: an MCP server artifact is one JSON entry", hint="pack mcp-server.json")
+    try:
+        data = json.loads(files[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ManifestError(f"not a JSON entry: {exc}", source=str(key)) from None
+    if is_server_document(data):
+        data = entry_from_document(data, name=key.name)
+    result = import_data(data, source=str(key), base=files_dir)
+    if result.services or len(result.servers) != 1:
+        raise ArtifactRefused(f"{key}: the entry describes {len(result.servers)} MCP servers; an artifact is one")
+    if result.secrets:
+        raise ArtifactRefused(
+            f"{key}: the entry carries literal credentials ({', '.join(sorted(result.secrets))})",
+            hint="a published entry names secrets as ${secret:NAME}; never ship a token",
+        )
+    config = result.servers[0]
+    if config.name != key.name:
+        config = config.with_changes(name=key.name)
+    entry = config.to_json()
+    findings = scan_command(config.command, config.args, dict(config.env), file=f"{key} (command)")
+    for name, value in config.headers.items():
+        from pincer.hub.scanner import scan_text
+
+        findings.extend(scan_text(f"{name}: {value}", file=f"{key} (header {name})"))
+    requested = {k: entry[k] for k in ("command", "args", "url", "env", "headers") if entry.get(k)}
+    return Prepared(requested=requested, findings=tuple(findings), entry=entry, entry_sha256=entry_digest(entry),
+                    notes=tuple(result.notes))  # fmt: skip
+
+
+def _prepare_openapi(key: ArtifactKey, files_dir: Path) -> Prepared:
+    from pincer.runtimes.openapi import ServiceConfig, extract_operations, load_document, server_urls
+    from pincer.runtimes.openapi.config import parse_auth
+    from pincer.runtimes.openapi.document import Resolver
+
+    settings: dict[str, Any] = {}
+    service_file = files_dir / "service.json"
+    if service_file.is_file():
+        try:
+            settings = json.loads(service_file.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ManifestError(f"service.json is not JSON: {exc}", source=str(key)) from None
+        if not isinstance(settings, dict):
+            raise ManifestError("service.json must be an object", source=str(key))
+    documents = [p for p in _only_files(files_dir) if p.name != "service.json" and p.suffix in (".json", ".yaml", ".yml")]
+    if len(documents) != 1:
+        raise ArtifactRefused(f"{key}: an OpenAPI artifact is one document (+ service.json)", hint="pack openapi.yaml")
+    document, location = load_document(documents[0])
+    auth = settings.get("auth") if isinstance(settings.get("auth"), str) else None
+    credential = None
+    if auth is not None:
+        kind, param = parse_auth(auth)
+        credential = (kind, param) if param else None
+    operations = extract_operations(Resolver(document, location, fetch=None), credential=credential)
+    if not operations:
+        raise ManifestError("the document has no operations", source=str(key))
+    base = settings.get("base_url") if isinstance(settings.get("base_url"), str) else next(iter(server_urls(document, location)), None)
+    if base is None:
+        raise ManifestError("the document names no server and service.json no base_url", source=str(key))
+    raw_info = document.get("info")
+    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+    service = ServiceConfig(
+        name=key.name,
+        spec=f"hub:{key}",
+        base_url=base,
+        operations=tuple(operations),
+        auth_secret=settings.get("auth_secret") if isinstance(settings.get("auth_secret"), str) else None,
+        auth=auth,
+        title=info.get("title") if isinstance(info.get("title"), str) else None,
+    )
+    entry = service.to_json()
+    return Prepared(requested={"base_url": base, "operations": len(operations)}, entry=entry, entry_sha256=entry_digest(entry))
+
+
+# -------------------------------------------------------------------------------- activate
+
+
+def is_ours(home: Path, path: Path) -> bool:
+    """Whether ``path`` is a link into the artifact store (so an update may replace it)."""
+    if not os.path.islink(path):
+        return False
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(artifacts_dir(home)))
+
+
+def _swap_link(link: Path, target: Path, *, force: bool, home: Path, key: ArtifactKey, trash: list[Path]) -> Undo:
+    """Point ``link`` at ``target`` with one rename; what was there is restored by the undo."""
+    made = []
+    parent = link.parent
+    while not parent.exists():
+        made.append(parent)
+        parent = parent.parent
+    link.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    previous: str | None = os.readlink(link) if os.path.islink(link) else None
+    trashed: Path | None = None
+    if os.path.lexists(link) and previous is None:
+        if not force:
+            raise UsageError(
+                f"{link} exists and was not installed from the hub",
+                hint=f"remove it first (`pincer tools remove {key.name}`), or pass --force to replace it",
+            )
+        trashed = link.with_name(f".{link.name}.replaced-{uuid.uuid4().hex[:8]}")
+        os.rename(link, trashed)
+    elif previous is not None and not is_ours(home, link) and not force:
+        raise UsageError(f"{link} is a link pincer did not make", hint="pass --force to replace it")
+    temp = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.link")
+    os.symlink(os.path.relpath(target, link.parent), temp)
+    try:
+        os.replace(temp, link)
+    except BaseException:
+        os.unlink(temp)
+        if trashed is not None:
+            os.rename(trashed, link)
+        raise
+
+    def undo() -> None:
+        if previous is not None:
+            back = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.link")
+            os.symlink(previous, back)
+            os.replace(back, link)
+        elif trashed is not None:
+            if os.path.lexists(link):
+                os.unlink(link)
+            os.rename(trashed, link)
+        elif os.path.lexists(link):
+            os.unlink(link)
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    if trashed is not None:
+        # Kept until the transaction is done: the undo puts it back, the commit deletes it.
+        trash.append(trashed)
+    return undo
+
+
+def drop_trash(trash: list[Path]) -> None:
+    while trash:
+        path = trash.pop()
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def activate(
+    home: Path, key: ArtifactKey, version_dir: Path, prepared: Prepared, *, force: bool, ours: bool, trash: list[Path]
+) -> Undo:
+    """Make ``version_dir`` the active version of ``key``. ``ours``: the lock lists ``key`` (what
+    is there may be replaced without --force). Files it displaces go to ``trash`` (restored by
+    the undo, deleted when the transaction commits)."""
+    files = version_dir / FILES_DIR
+    if key.kind is ArtifactKind.TOOL:
+        link = active_path(home, key)
+        assert link is not None
+        undo = _swap_link(link, files / f"{key.name}.wasm", force=force or ours, home=home, key=key, trash=trash)
+        stale = link.with_name(f"{key.name}.capabilities.json")  # a manual install's, now shadowed
+        if stale.is_file():
+            trashed = stale.with_name(f".{stale.name}.replaced-{uuid.uuid4().hex[:8]}")
+            os.rename(stale, trashed)
+            trash.append(trashed)
+
+            def undo_all() -> None:
+                undo()
+                os.rename(trashed, stale)
+                if trashed in trash:
+                    trash.remove(trashed)
+
+            return undo_all
+        return undo
+    if key.kind is ArtifactKind.SKILL:
+        link = active_path(home, key)
+        assert link is not None
+        return _swap_link(link, files, force=force or ours, home=home, key=key, trash=trash)
+    if key.kind is ArtifactKind.SCRIPT:
+        manifest = next(p for p in files.iterdir() if p.suffix in SCRIPT_SUFFIXES)
+        link = home / "tools" / "script" / manifest.name
+        others = [home / "tools" / "script" / f"{key.name}{s}" for s in SCRIPT_SUFFIXES if s != manifest.suffix]
+        if any(os.path.lexists(o) for o in others) and not (force or ours):
+            raise UsageError(f"a script tool named {key.name!r} is installed already", hint=f"`pincer tools remove {key.name}` first, or --force")
+        undo = _swap_link(link, manifest, force=force or ours, home=home, key=key, trash=trash)
+        for other in others:
+            if os.path.lexists(other):
+                trashed = other.with_name(f".{other.name}.replaced-{uuid.uuid4().hex[:8]}")
+                os.rename(other, trashed)
+                trash.append(trashed)
+        return undo
+    if key.kind in (ArtifactKind.MCP_SERVER, ArtifactKind.OPENAPI):
+        return _write_entry(home, key, prepared, force=force or ours)
+    return lambda: None
+
+
+def check_activation(home: Path, key: ArtifactKey, *, force: bool, ours: bool) -> None:
+    """Refuse, before anything moves, to replace what the hub did not install (unless --force)."""
+    if force or ours:
+        return
+    if key.kind in (ArtifactKind.TOOL, ArtifactKind.SKILL, ArtifactKind.SCRIPT):
+        folder = home / "tools" / "script"
+        paths = [folder / f"{key.name}{s}" for s in SCRIPT_SUFFIXES] if key.kind is ArtifactKind.SCRIPT else [active_path(home, key)]
+        for path in paths:
+            if path is not None and os.path.lexists(path) and not is_ours(home, path):
+                raise UsageError(
+                    f"{path} exists and was not installed from the hub",
+                    hint=f"remove it first (`pincer tools remove {key.name}`), or pass --force to replace it",
+                )
+    elif key.kind in (ArtifactKind.MCP_SERVER, ArtifactKind.OPENAPI) and read_entry(home, key.kind, key.name) is not None:
+        what = "an MCP server" if key.kind is ArtifactKind.MCP_SERVER else "an OpenAPI service"
+        raise UsageError(
+            f"{what} named {key.name!r} is configured already (not from the hub)",
+            hint="remove it first (`pincer mcp remove NAME` / `pincer openapi remove NAME`), or pass --force",
+        )
+
+
+def _snapshot(path: Path) -> Undo:
+    """Restore ``path`` (and its ``.lock`` sidecar and folder) exactly as they are now."""
+    from pincer.store.jsonfile import write_bytes_atomic
+
+    before = path.read_bytes() if path.exists() else None
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    lock = path.with_name(path.name + ".lock")
+    had_lock = lock.exists()
+    had_dir = path.parent.exists()
+
+    def undo() -> None:
+        if before is not None:
+            write_bytes_atomic(path, before, mode=mode)
+        else:
+            path.unlink(missing_ok=True)
+        if not had_lock:
+            lock.unlink(missing_ok=True)
+        if not had_dir:
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+    return undo
+
+
+def _write_entry(home: Path, key: ArtifactKey, prepared: Prepared, *, force: bool) -> Undo:
+    assert prepared.entry is not None
+    if not force:
+        check_activation(home, key, force=False, ours=False)
+    if key.kind is ArtifactKind.MCP_SERVER:
+        from pincer.runtimes.mcp.config import ServerStore, parse_servers
+
+        store = ServerStore(home)
+        undo = _snapshot(store.path)
+        config = parse_servers({"schema_version": 1, "servers": [prepared.entry]}, source=str(key))[0]
+        store.add(config, replace_existing=True)
+        return undo
+    from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore
+
+    services = ServiceStore(home)
+    undo = _snapshot(services.path)
+    services.add(ServiceConfig.from_json(prepared.entry), replace_existing=True)
+    return undo
+
+
+def deactivate(home: Path, key: ArtifactKey) -> Undo:
+    """Take ``key`` out of the runtime's sight (one unlink / one entry removed)."""
+    if key.kind in (ArtifactKind.TOOL, ArtifactKind.SKILL, ArtifactKind.SCRIPT):
+        link = active_path(home, key)
+        if link is None or not os.path.lexists(link):
+            return lambda: None
+        if not os.path.islink(link):
+            raise UsageError(f"{link} is not a link pincer made; it is left in place", hint="remove it by hand if it must go")
+        target = os.readlink(link)
+        os.unlink(link)
+
+        def relink() -> None:
+            os.symlink(target, link)
+
+        return relink
+    if key.kind in (ArtifactKind.MCP_SERVER, ArtifactKind.OPENAPI):
+        if read_entry(home, key.kind, key.name) is None:
+            return lambda: None
+        if key.kind is ArtifactKind.MCP_SERVER:
+            from pincer.runtimes.mcp.config import ServerStore
+
+            store = ServerStore(home)
+            undo = _snapshot(store.path)
+            store.remove(key.name)
+            return undo
+        from pincer.runtimes.openapi.config import ServiceStore
+
+        services = ServiceStore(home)
+        undo = _snapshot(services.path)
+        services.remove(key.name)
+        return undo
+    return lambda: None
+
+
+def drop_compile_cache(home: Path, prepared: Prepared) -> None:
+    if prepared.cache_digest is None or prepared.cache_was_there:
+        return
+    try:
+        from pincer.runtimes.wasm.cache import CompileCache
+        from pincer.runtimes.wasm.install import cache_dir
+
+        CompileCache(cache_dir(home), None).drop(prepared.cache_digest)
+    except PincerError:
+        pass

@@ -1,0 +1,237 @@
+"""Installed artifacts, re-verified against ``$PINCER_HOME/pincer.lock``.
+
+At every start (``Pincer.open``) and whenever the runtimes reload, each artifact the lock lists
+is hashed where the runtime reads it and its fingerprint compared with the lock's. One that was
+edited on disk or replaced is *refused* (the runtime does not load it; a running gateway keeps
+the verified version it has in memory) and reported: ``pincer verify`` lists every mismatch with
+the files that differ, ``pincer verify --fix`` reinstalls from the source.
+
+What is compared, per kind:
+
+- tool, skill, script: the files behind the active link (see :mod:`pincer.hub.layout`);
+- mcp_server, openapi: the entry in ``mcp/servers.json`` / ``openapi/services.json``, against
+  the entry the install wrote (its digest is in the version's meta.json, whose fingerprint must
+  be the lock's);
+- bundle: nothing of its own (its members are entries of their own).
+
+Artifacts the lock does not list (a ``pincer tools install`` of a local file) are not checked.
+Standard library only: this runs on every start, also of ``pincer tools list``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pincer.hub.artifact import ArtifactKey, ArtifactKind, fingerprint
+from pincer.hub.layout import (
+    active_path,
+    entry_digest,
+    file_sha256,
+    hash_folder,
+    read_entry,
+    read_meta,
+    version_dirs,
+)
+from pincer.hub.lockfile import LOCK_FILENAME, LockEntry, Lockfile
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Mismatch", "IntegrityGuard", "active_files", "check_entry", "verify_home", "version_dir_of"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Mismatch:
+    key: ArtifactKey
+    version: str
+    problem: str  # modified | missing | replaced
+    expected: str
+    actual: str | None
+    changed: tuple[str, ...] = ()  # files that differ, were added (+) or are gone (-)
+
+    @property
+    def reason(self) -> str:
+        what = {"missing": "is gone from disk", "replaced": "was replaced on disk", "modified": "was edited on disk"}
+        files = f" ({', '.join(self.changed[:5])}{', ...' if len(self.changed) > 5 else ''})" if self.changed else ""
+        return f"{self.key}@{self.version} {what.get(self.problem, self.problem)} since it was installed{files}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": str(self.key),
+            "version": self.version,
+            "problem": self.problem,
+            "expected": self.expected,
+            "actual": self.actual,
+            "changed": list(self.changed),
+            "message": self.reason,
+        }
+
+
+def version_dir_of(home: Path, entry: LockEntry) -> Path | None:
+    """The stored version a lock entry names (same version and fingerprint), newest first."""
+    for folder in reversed(version_dirs(home, entry.key)):
+        meta = read_meta(folder)
+        if meta.get("version") == entry.version and meta.get("fingerprint") == entry.fingerprint:
+            return folder
+    return None
+
+
+def active_files(home: Path, key: ArtifactKey) -> dict[str, str] | None:
+    """path -> sha256 of what the runtime reads for ``key``; None when nothing is there."""
+    path = active_path(home, key)
+    if path is None or not os.path.exists(path):
+        return None
+    real = Path(os.path.realpath(path))
+    if key.kind is ArtifactKind.TOOL:
+        files = {f"{key.name}.wasm": file_sha256(real)}
+        caps = real.parent / f"{key.name}.capabilities.json"
+        if caps.is_file():
+            files[caps.name] = file_sha256(caps)
+        return files
+    if key.kind is ArtifactKind.SKILL:
+        return hash_folder(real) if real.is_dir() else None
+    if key.kind is ArtifactKind.SCRIPT:
+        return {path.name: file_sha256(real)} if real.is_file() else None
+    return None
+
+
+def check_entry(home: Path, entry: LockEntry) -> Mismatch | None:
+    """None when what is installed for ``entry`` is what the lock says."""
+    key = entry.key
+    if entry.kind is ArtifactKind.BUNDLE:
+        return None
+    stored = version_dir_of(home, entry)
+    meta = read_meta(stored) if stored is not None else {}
+    if entry.kind in (ArtifactKind.MCP_SERVER, ArtifactKind.OPENAPI):
+        live = read_entry(home, entry.kind, entry.name)
+        if live is None:
+            return Mismatch(key=key, version=entry.version, problem="missing", expected=entry.fingerprint, actual=None)
+        digest = entry_digest(live)
+        if digest != meta.get("entry_sha256"):
+            return Mismatch(
+                key=key, version=entry.version, problem="modified", expected=entry.fingerprint, actual=digest,
+                changed=("entry",),
+            )  # fmt: skip
+        return None
+    try:
+        files = active_files(home, key)
+    except OSError as exc:
+        return Mismatch(key=key, version=entry.version, problem="missing", expected=entry.fingerprint, actual=None,
+                        changed=(f"unreadable: {exc.strerror}",))  # fmt: skip
+    if files is None:
+        return Mismatch(key=key, version=entry.version, problem="missing", expected=entry.fingerprint, actual=None)
+    actual = fingerprint(files)
+    if actual == entry.fingerprint:
+        return None
+    link = active_path(home, key)
+    is_ours = link is not None and os.path.islink(link) and stored is not None and (
+        Path(os.path.realpath(link)).is_relative_to(os.path.realpath(stored))
+    )
+    known = {f["path"]: f["sha256"] for f in meta.get("files", []) if isinstance(f, dict) and "path" in f}
+    changed = tuple(
+        [p for p in sorted(files) if p in known and known[p] != files[p]]
+        + [f"+{p}" for p in sorted(files) if known and p not in known]
+        + [f"-{p}" for p in sorted(known) if p not in files]
+    )
+    return Mismatch(
+        key=key, version=entry.version, problem="modified" if is_ours else "replaced", expected=entry.fingerprint,
+        actual=actual, changed=changed,
+    )  # fmt: skip
+
+
+def verify_home(home: Path) -> tuple[list[LockEntry], list[Mismatch]]:
+    """Every lock entry of ``home`` and the mismatches among them."""
+    lock = Lockfile.read(Path(home) / LOCK_FILENAME)
+    problems = [m for m in (check_entry(home, e) for e in lock.entries) if m is not None]
+    return list(lock.entries), problems
+
+
+class IntegrityGuard:
+    """What the runtimes ask before they load an artifact: ``refusal(kind, name)`` is None to
+    load it, or the reason it was refused. The lock is re-read when it changes; a result is
+    kept while neither the lock nor the files' stamps change."""
+
+    def __init__(self, home: Path, *, on_refusal: Callable[[Mismatch], None] | None = None) -> None:
+        self.home = Path(home)
+        self._lock_path = self.home / LOCK_FILENAME
+        self._lock_stamp: tuple[int, int] | None = None
+        self._lock = Lockfile(path=self._lock_path)
+        self._cache: dict[ArtifactKey, tuple[Any, Mismatch | None]] = {}
+        self._on_refusal = on_refusal
+        self.refused: dict[ArtifactKey, Mismatch] = {}
+
+    def _current_lock(self) -> Lockfile:
+        try:
+            info = self._lock_path.stat()
+            stamp = (info.st_mtime_ns, info.st_size)
+        except OSError:
+            stamp = (0, -1)
+        if stamp != self._lock_stamp:
+            try:
+                self._lock = Lockfile.read(self._lock_path)
+            except Exception as exc:  # noqa: BLE001 - a broken lock must not stop pincer; it is reported
+                logger.error("%s cannot be read, hub-installed artifacts are not verified: %s", self._lock_path, exc)
+                self._lock = Lockfile(path=self._lock_path)
+            self._lock_stamp = stamp
+            self._cache.clear()
+        return self._lock
+
+    def refusal(self, kind: ArtifactKind | str, name: str) -> str | None:
+        key = ArtifactKey(kind=ArtifactKind(kind), name=name)
+        entry = self._current_lock().get(key)
+        if entry is None:
+            self.refused.pop(key, None)
+            return None
+        stamp = (self._lock_stamp, _stamp(self.home, key))
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == stamp:
+            mismatch = cached[1]
+        else:
+            mismatch = check_entry(self.home, entry)
+            self._cache[key] = (stamp, mismatch)
+            if mismatch is not None:
+                logger.error("refused %s: %s; `pincer verify` lists it, `pincer verify --fix` reinstalls it", key, mismatch.reason)
+                if self._on_refusal is not None:
+                    self._on_refusal(mismatch)
+        if mismatch is None:
+            self.refused.pop(key, None)
+            return None
+        self.refused[key] = mismatch
+        return mismatch.reason + " (`pincer verify --fix` reinstalls it)"
+
+    def admits(self, kind: ArtifactKind | str, name: str) -> bool:
+        return self.refusal(kind, name) is None
+
+
+def _stamp(home: Path, key: ArtifactKey) -> Any:
+    """Cheap identity of what ``check_entry`` would hash: target paths, sizes and mtimes."""
+    path = active_path(home, key)
+    try:
+        if path is None:
+            from pincer.hub.layout import entry_file
+
+            where = entry_file(home, key.kind)
+            if where is None:
+                return None
+            info = where[0].stat()
+            return (info.st_mtime_ns, info.st_size)
+        real = os.path.realpath(path)
+        if os.path.isdir(real):
+            parts = []
+            for dirpath, dirnames, filenames in os.walk(real):
+                dirnames.sort()
+                for filename in sorted(filenames):
+                    info = os.lstat(os.path.join(dirpath, filename))
+                    parts.append((dirpath, filename, info.st_mtime_ns, info.st_size, info.st_ino))
+            return (real, tuple(parts))
+        info = os.stat(real)
+        caps = Path(real).parent / f"{key.name}.capabilities.json"
+        caps_info = caps.stat() if caps.is_file() else None
+        return (real, info.st_mtime_ns, info.st_size, info.st_ino,
+                (caps_info.st_mtime_ns, caps_info.st_size, caps_info.st_ino) if caps_info else None)  # fmt: skip
+    except OSError:
+        return None

@@ -1,0 +1,486 @@
+"""The install-time scanner: what a skill, a script or an MCP server command must not hide.
+
+Every text file of an artifact is read line by line against these rules (modelled on the
+published reports of ClawHub's "ClawHavoc" wave: skills whose "prerequisites" told people to
+paste a command into a terminal, which fetched and ran a stealer):
+
+==========================  ========  =========================================================
+rule                        severity  what it finds
+==========================  ========  =========================================================
+download-and-execute        high      ``curl ... | sh``, ``wget -O- | bash``, ``bash <(curl ...)``,
+                                      ``iwr ... | iex``, download + ``chmod +x`` + run; *medium*
+                                      when every URL on the line is https on a well-known code host
+                                      (github.com, raw.githubusercontent.com, ...)
+decode-and-execute          high      ``base64 -d | sh``, ``eval(atob(...))``, ``exec(base64...)``,
+                                      ``powershell -enc``, ``xxd -r -p | sh``
+credential-harvesting       high      reading ``~/.ssh``, ``~/.aws``, ``~/.kube``, ``.netrc``, wallet
+                                      files or browser profiles (Login Data, cookies, key4.db);
+                                      environment dumps, ``.env`` files or an agent's config
+                                      (``~/.clawdbot``, ``~/.openclaw``) sent to the network;
+                                      *medium*: such a path only named, or a keychain query
+crypto-miner                high      xmrig and other miners, ``stratum+tcp://`` pools, pool hosts
+obfuscation                 medium    base64 runs of 200+ characters, 8+ hex escapes in a row,
+                                      ``String.fromCharCode`` lists
+fake-prerequisite           high      a prerequisite/setup passage that tells the user to paste or
+                                      run a command in a terminal and fetches, decodes or downloads
+                                      (an executable, a password-protected archive, a bare IP);
+                                      *medium*: the instruction alone
+hidden-unicode              high      bidi controls (U+202A-E, U+2066-9), zero-width characters
+                                      (U+200B-D outside emoji, U+2060-4, U+FEFF past the start),
+                                      tag characters (U+E0000-7F outside flag emoji); *medium*:
+                                      LRM/RLM/ALM marks, soft hyphens
+==========================  ========  =========================================================
+
+A finding has its rule id, severity, file and line (1-based) and a short excerpt with the
+invisible characters named. High severity blocks an install unless ``--force``; ``pincer scan
+PATH`` runs the scanner alone. Binary files (a NUL in the first 8 KB, ``.wasm``) are skipped;
+text past 2 MB per file is not read (reported as a low finding).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["Severity", "Finding", "ScanReport", "scan_text", "scan_path", "scan_files", "scan_command", "RULES", "MAX_SCAN_BYTES"]
+
+MAX_SCAN_BYTES = 2 * 1024 * 1024
+_EXCERPT_CHARS = 160
+
+
+class Severity(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        return {"low": 1, "medium": 2, "high": 3}[self.value]
+
+
+RULES: dict[str, str] = {
+    "download-and-execute": "downloads a script or program and runs it",
+    "decode-and-execute": "decodes hidden text and runs it",
+    "credential-harvesting": "reads credentials, keys, wallets or browser data, or sends the environment out",
+    "crypto-miner": "runs or configures a cryptocurrency miner",
+    "obfuscation": "holds a long encoded blob or escaped text that hides what it does",
+    "fake-prerequisite": "tells the user to paste a command into a terminal as a 'prerequisite'",
+    "hidden-unicode": "holds invisible or direction-changing characters",
+    "unscanned": "part of the file was not scanned",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    rule: str
+    severity: Severity
+    file: str
+    line: int
+    message: str
+    excerpt: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity.value,
+            "file": self.file,
+            "line": self.line,
+            "message": self.message,
+            "excerpt": self.excerpt,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScanReport:
+    findings: tuple[Finding, ...] = ()
+    files: int = 0
+
+    @property
+    def has_high(self) -> bool:
+        return any(f.severity is Severity.HIGH for f in self.findings)
+
+    @property
+    def high(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity is Severity.HIGH)
+
+    @property
+    def verdict(self) -> str:
+        """``clean``, or the highest severity found (``low`` | ``medium`` | ``high``)."""
+        if not self.findings:
+            return "clean"
+        return max(self.findings, key=lambda f: f.severity.rank).severity.value
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "files": self.files, "findings": [f.to_json() for f in self.findings]}
+
+    def merged(self, other: ScanReport) -> ScanReport:
+        return ScanReport(findings=self.findings + other.findings, files=self.files + other.files)
+
+
+# ----------------------------------------------------------------------------------- patterns
+
+_FETCH = r"(?:curl|wget|fetch|aria2c|http(?:ie)?|Invoke-WebRequest|Invoke-RestMethod|iwr|irm)"
+_SHELLS = r"(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+)?(?:/usr/bin/|/bin/)?(?:ba|z|k|da|fi|c|tc)?sh\b|python[0-9.]*\b|perl\b|ruby\b|node\b|php\b"
+_PIPE_TO_SHELL = re.compile(rf"\b{_FETCH}\b[^\n|;]*(?:\|[^\n|;]*)*?\|\s*(?:{_SHELLS})", re.I)
+_PROCESS_SUBST = re.compile(rf"(?:\b(?:ba|z)?sh|\bsource|\.)\s+<\(\s*{_FETCH}\b", re.I)
+_SUBSHELL = re.compile(rf"\b(?:(?:ba|z)?sh|python[0-9.]*)\s+-c\s+['\"]?\s*\$\(\s*{_FETCH}\b", re.I)
+_EVAL_FETCH = re.compile(rf"\beval\s+['\"]?\$\(\s*{_FETCH}\b", re.I)
+_PS_FETCH = r"(?:iwr|irm|Invoke-WebRequest|Invoke-RestMethod|\(?New-Object\s+(?:System\.)?Net\.WebClient\)?\.Download(?:String|Data))"
+_PS_PIPE = re.compile(rf"{_PS_FETCH}\b[^\n]*\|\s*(?:iex|Invoke-Expression)\b", re.I)
+_PS_IEX = re.compile(rf"\b(?:iex|Invoke-Expression)\s*[\(\s]\s*[\(\$]*\s*(?:&\s*)?{_PS_FETCH}", re.I)
+_DOWNLOAD_RUN = re.compile(
+    rf"\b{_FETCH}\b[^\n]*?(?:-o|-O|--output|>)\s*['\"]?(?P<file>[^\s'\";&|]+)[^\n]*?chmod\s+(?:[0-7]{{3,4}}|\+?[ugoa]*\+x)\s+['\"]?(?P=file)",
+    re.I,
+)
+
+_DECODE_TO_SHELL = re.compile(
+    rf"(?:base64\s+(?:-d|--decode|-D|-di)\b|openssl\s+(?:enc\s+)?-?base64\s+-d|xxd\s+-r(?:\s+-p)?|b64decode)[^\n]*\|\s*(?:{_SHELLS})",
+    re.I,
+)
+_DECODE_EVAL = re.compile(
+    r"\b(?:eval|exec|Function)\s*\(\s*(?:new\s+)?(?:atob|unescape|base64_decode|gzinflate|str_rot13|"
+    r"(?:base64\.)?b64decode|base64\.decodebytes|zlib\.decompress|codecs\.decode|bytes\.fromhex|"
+    r"Buffer\.from|__import__\(\s*['\"](?:base64|zlib|codecs)['\"]\s*\))",
+    re.I,
+)
+_NEW_FUNCTION = re.compile(r"\bnew\s+Function\s*\(\s*atob\s*\(", re.I)
+_PS_ENCODED = re.compile(r"\bpowershell(?:\.exe)?\b[^\n]*\s-(?:e|ec|en|enc|encodedcommand)\s+[A-Za-z0-9+/=]{16,}", re.I)
+
+_HOME = r"(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/home/[^/\s]+|/Users/[^/\s]+|/root|os\.homedir\(\)|Path\.home\(\)|expanduser\(['\"]~)"
+_SECRET_FILES = (
+    r"\.ssh(?:/|\\|\b)|\.aws/(?:credentials|config)|\.aws\b|\.kube/config|\.docker/config\.json|\.gnupg\b|\.netrc\b|"
+    r"\.git-credentials\b|\.npmrc\b|\.pypirc\b|\.config/gcloud|\.azure\b|\.bitcoin/wallet\.dat|wallet\.dat\b|"
+    r"\.electrum/wallets|\.ethereum/keystore|Exodus/exodus\.wallet|\.config/solana/id\.json"
+)
+_SECRET_PATH = re.compile(rf"{_HOME}[/\\]+(?:{_SECRET_FILES})|(?<![\w.])(?:id_rsa|id_ed25519|id_ecdsa|id_dsa)\b", re.I)
+_READ_VERB = re.compile(
+    r"\b(?:cat|cp|scp|rsync|tar|zip|7z|base64|xxd|head|tail|less|more|strings|open|read_text|readFile(?:Sync)?|"
+    r"Get-Content|type|curl|wget|nc|ncat|socat|upload|exfil\w*|send|post|copy)\b",
+    re.I,
+)
+_SP = r"(?:\\ | |%20)"  # a space, as written in a shell (escaped) or a URL
+_BROWSER = re.compile(
+    rf"Library/Application{_SP}Support/(?:Google/Chrome|BraveSoftware|Microsoft{_SP}Edge|Firefox|com\.operasoftware)|"
+    r"\.config/(?:google-chrome|chromium|BraveSoftware|microsoft-edge)|\.mozilla/firefox|"
+    r"AppData[/\\]+(?:Local|Roaming)[/\\]+(?:Google[/\\]+Chrome|Mozilla[/\\]+Firefox|Microsoft[/\\]+Edge|BraveSoftware)|"
+    rf"(?:['\"/\\]|\b)(?:Login{_SP}Data|Web{_SP}Data|key4\.db|logins\.json|cookies\.sqlite|Local{_SP}State)\b",
+    re.I,
+)
+# An agent's own config and dotenv files hold its API keys: reading them is normal, sending them out is not.
+_AGENT_SECRETS = re.compile(r"(?:[~/]|\$HOME/|\$\{HOME\}/)[^\s'\"]*\.(?:clawdbot|openclaw|moltbot)/[^\s'\"]*|(?<![\w.-])\.env\b")
+_KEYCHAIN = re.compile(r"\bsecurity\s+(?:find-generic-password|find-internet-password|dump-keychain)\b", re.I)
+_ENV_DUMP = re.compile(
+    r"(?:(?<![\w-])(?:env|printenv|set|export\s+-p)\s*(?:\||>\s*/dev/tcp)|Get-ChildItem\s+env:|"
+    r"JSON\.stringify\(\s*process\.env\s*\)|dict\(\s*os\.environ\s*\)|os\.environ\.copy\(\)|\bprocess\.env\b\s*\)|"
+    r"json\.dumps\(\s*(?:dict\()?\s*os\.environ)",
+    re.I,
+)
+_NETWORK = re.compile(
+    r"\b(?:curl|wget|nc|ncat|netcat|socat|Invoke-WebRequest|iwr|fetch|requests\.(?:post|put|get)|urllib|http\.request|"
+    r"axios|XMLHttpRequest|sendBeacon|/dev/tcp/)",
+    re.I,
+)
+
+_MINER = re.compile(
+    r"\b(?:xmrig|xmr-stak|minerd|cpuminer|cgminer|bfgminer|ethminer|nbminer|lolminer|phoenixminer|t-rex\s+-a|srbminer|"
+    r"teamredminer|nanominer)\b|stratum\+(?:tcp|ssl|tls)://|--donate-level\b|"
+    r"\b(?:supportxmr|moneroocean|nanopool|minexmr|hashvault|herominers|2miners|f2pool|c3pool|unmineable)\.(?:com|org|net|pro|stream)\b",
+    re.I,
+)
+
+_BASE64_BLOB = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{200,}={0,2}(?![A-Za-z0-9+/=_-])")
+_HEX_ESCAPES = re.compile(r"(?:\\x[0-9a-fA-F]{2}){8,}|(?:\\u00[0-9a-fA-F]{2}){8,}|(?:%[0-9a-fA-F]{2}){24,}")
+_CHAR_CODES = re.compile(r"String\.fromCharCode\(\s*\d+(?:\s*,\s*\d+){7,}|(?:chr\(\s*\d+\s*\)\s*\+\s*){6,}", re.I)
+
+_TERMINALS = r"(?:terminal|command[- ]?line|command prompt|shell|powershell|cmd(?:\.exe)?|console|run dialog)"
+_TERMINAL_INSTRUCTION = re.compile(
+    r"\b(?:paste|copy(?:\s+and\s+paste)?|run|execute|enter|type)\b[^\n]{0,80}?\b(?:in|into|on|inside)\s+"
+    rf"(?:your\s+|a\s+|the\s+|an?\s+)?(?:macos\s+|windows\s+|admin(?:istrator)?\s+)?{_TERMINALS}\b"
+    rf"|\bopen\s+(?:up\s+)?(?:your\s+|a\s+|the\s+)?(?:macos\s+|windows\s+)?{_TERMINALS}\b[^\n]{{0,60}}?\b(?:paste|run|type|enter|execute)\b"
+    r"|\b(?:win(?:dows)?\s*\+\s*r|cmd\s*\+\s*space)\b",
+    re.I,
+)
+_PREREQUISITE = re.compile(
+    r"\b(?:prerequisites?|pre-requisites?|requirements?|required|before (?:you|using|installing|running|starting)|"
+    r"first[, ]+(?:you )?(?:must|need)|you must (?:first )?install|setup|set up|install(?:ation)?|dependenc(?:y|ies)|driver)\b",
+    re.I,
+)
+_ARCHIVE_LINK = re.compile(r"https?://\S+\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|bat|cmd|ps1|vbs|jar|app|apk)\b", re.I)
+_PASSWORD = re.compile(r"\b(?:password|passcode|pass|pwd|pw)\s*[:=]\s*\S+", re.I)
+_URL = re.compile(r"https?://[^\s'\"`<>)\]]+", re.I)
+_IP_URL = re.compile(r"https?://\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?:/|\b)", re.I)
+_PASTE_HOSTS = re.compile(
+    r"https?://(?:[\w-]+\.)*(?:pastebin\.com|paste\.ee|glot\.io|hastebin\.com|ghostbin\.\w+|rentry\.co|transfer\.sh|"
+    r"bit\.ly|tinyurl\.com|is\.gd|t\.co|cutt\.ly|files\.catbox\.moe|anonfiles\.com|mega\.nz|dropbox\.com|"
+    r"drive\.google\.com|discord(?:app)?\.com/attachments|ngrok(?:-free)?\.(?:io|app))",
+    re.I,
+)
+
+# https hosts whose scripts are published source (still a risk: medium, not high).
+WELL_KNOWN_HOSTS = frozenset({
+    "github.com", "raw.githubusercontent.com", "gist.githubusercontent.com", "objects.githubusercontent.com",
+    "gitlab.com", "bitbucket.org", "codeberg.org", "sh.rustup.rs", "static.rust-lang.org", "get.docker.com",
+    "deb.nodesource.com", "rpm.nodesource.com", "astral.sh", "bun.sh", "deno.land", "brew.sh", "install.python-poetry.org",
+    "get.pnpm.io", "sdk.cloud.google.com", "cli.github.com", "nixos.org", "pyenv.run", "get.helm.sh", "ollama.com",
+})  # fmt: skip
+
+
+def _line_urls_are_well_known(line: str) -> bool:
+    urls = _URL.findall(line)
+    if not urls:
+        return False
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme.lower() != "https" or (parts.hostname or "").lower() not in WELL_KNOWN_HOSTS:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------------- unicode
+
+_BIDI = {0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069}
+_ZERO_WIDTH = {0x200B, 0x200C, 0x200D, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0x180E, 0xFEFF}
+_MARKS = {0x200E, 0x200F, 0x061C, 0x00AD}
+_SUSPECT = _BIDI | _ZERO_WIDTH | _MARKS
+_SUSPECT_CHARS = re.compile("[" + "".join(map(chr, sorted(_SUSPECT))) + "\U000e0000-\U000e007f]")
+
+
+def _is_pictograph(ch: str) -> bool:
+    if not ch:
+        return False
+    code = ord(ch)
+    return (
+        0x1F000 <= code <= 0x1FAFF
+        or 0x2600 <= code <= 0x27BF
+        or 0x2300 <= code <= 0x23FF
+        or code in (0xFE0F, 0x20E3)
+        or 0x1F3FB <= code <= 0x1F3FF
+        or unicodedata.category(ch) == "So"
+    )
+
+
+def _unicode_findings(line: str, *, file: str, number: int, at_file_start: bool) -> list[Finding]:
+    found: list[Finding] = []
+    seen: set[int] = set()
+    for match in _SUSPECT_CHARS.finditer(line):
+        index = match.start()
+        code = ord(line[index])
+        if code == 0xFEFF and at_file_start and index == 0:
+            continue  # a byte order mark
+        if code == 0x200D and _is_pictograph(line[index - 1 : index]) and _is_pictograph(line[index + 1 : index + 2]):
+            continue  # an emoji sequence (👩‍💻)
+        if 0xE0000 <= code <= 0xE007F and _in_flag_sequence(line, index):
+            continue  # a subdivision flag (🏴 + tag letters + cancel tag)
+        severity = Severity.MEDIUM if code in _MARKS else Severity.HIGH
+        kind = (
+            "a bidi control" if code in _BIDI else "a tag character" if code >= 0xE0000 else
+            "a zero-width character" if code in _ZERO_WIDTH else "an invisible mark"
+        )  # fmt: skip
+        if hash(kind) in seen:  # one finding per kind and line: a hidden message is one finding
+            continue
+        seen.add(hash(kind))
+        name = unicodedata.name(chr(code), f"U+{code:04X}")
+        found.append(
+            Finding(
+                rule="hidden-unicode",
+                severity=severity,
+                file=file,
+                line=number,
+                message=f"{kind}: U+{code:04X} {name} (column {index + 1})",
+                excerpt=_excerpt(line),
+            )
+        )
+    return found
+
+
+def _in_flag_sequence(line: str, index: int) -> bool:
+    start = index
+    while start > 0 and 0xE0000 <= ord(line[start - 1]) <= 0xE007F:
+        start -= 1
+    if start == 0 or ord(line[start - 1]) != 0x1F3F4:
+        return False
+    end = index
+    while end < len(line) and 0xE0020 <= ord(line[end]) <= 0xE007E:
+        end += 1
+    return end < len(line) and ord(line[end]) == 0xE007F
+
+
+def _excerpt(line: str) -> str:
+    """The line as a person may see it: invisible characters named, cut to a length."""
+    shown = []
+    for ch in line.strip():
+        code = ord(ch)
+        if code in _SUSPECT or 0xE0000 <= code <= 0xE007F or (unicodedata.category(ch) in ("Cc", "Cf") and ch != "\t"):
+            shown.append(f"<U+{code:04X}>")
+        else:
+            shown.append(ch)
+    text = "".join(shown)
+    return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"
+
+
+# ----------------------------------------------------------------------------------- scanning
+
+
+def _line_findings(line: str, *, file: str, number: int) -> list[Finding]:
+    found: list[Finding] = []
+
+    def add(rule: str, severity: Severity, message: str) -> None:
+        found.append(Finding(rule=rule, severity=severity, file=file, line=number, message=message, excerpt=_excerpt(line)))
+
+    fetch_exec = (
+        _PIPE_TO_SHELL.search(line) or _PROCESS_SUBST.search(line) or _SUBSHELL.search(line) or _EVAL_FETCH.search(line)
+        or _PS_PIPE.search(line) or _PS_IEX.search(line) or _DOWNLOAD_RUN.search(line)
+    )  # fmt: skip
+    if fetch_exec:
+        if _line_urls_are_well_known(line):
+            add("download-and-execute", Severity.MEDIUM, "downloads a script from a well-known code host and runs it")
+        else:
+            add("download-and-execute", Severity.HIGH, "downloads a script or program and runs it at once")
+    if _DECODE_TO_SHELL.search(line) or _DECODE_EVAL.search(line) or _NEW_FUNCTION.search(line) or _PS_ENCODED.search(line):
+        add("decode-and-execute", Severity.HIGH, "decodes hidden text and runs it")
+    secret_path = _SECRET_PATH.search(line)
+    browser = _BROWSER.search(line)
+    if secret_path or browser:
+        what = (secret_path or browser).group(0)  # type: ignore[union-attr]
+        if _READ_VERB.search(line.replace(what, " ")):
+            add("credential-harvesting", Severity.HIGH, f"reads credential or browser data ({what.strip()})")
+        else:
+            add("credential-harvesting", Severity.MEDIUM, f"names a credential or browser data location ({what.strip()})")
+    if _ENV_DUMP.search(line) and _NETWORK.search(line):
+        add("credential-harvesting", Severity.HIGH, "sends the environment (API keys, tokens) over the network")
+    elif (agent := _AGENT_SECRETS.search(line)) and _NETWORK.search(line.replace(agent.group(0), " ")):
+        add("credential-harvesting", Severity.HIGH, f"sends an agent's config or .env file over the network ({agent.group(0)})")
+    if _KEYCHAIN.search(line):
+        add("credential-harvesting", Severity.MEDIUM, "queries the system keychain for a password")
+    if _MINER.search(line):
+        add("crypto-miner", Severity.HIGH, "runs or configures a cryptocurrency miner")
+    blob = _BASE64_BLOB.search(line)
+    if blob and not _inside_url(line, blob.start()):
+        add("obfuscation", Severity.MEDIUM, f"a base64 blob of {len(blob.group(0))} characters")
+    if _HEX_ESCAPES.search(line):
+        add("obfuscation", Severity.MEDIUM, "a run of hex or percent escapes that hides text")
+    if _CHAR_CODES.search(line):
+        add("obfuscation", Severity.MEDIUM, "text built from character codes")
+    return found
+
+
+def _inside_url(line: str, index: int) -> bool:
+    return any(m.start() <= index < m.end() for m in _URL.finditer(line))
+
+
+_CONTEXT_LINES = 12
+
+
+def _prerequisite_findings(lines: Sequence[str], *, file: str) -> list[Finding]:
+    """An instruction to paste or run something in a terminal: medium alone, high inside a
+    prerequisite/setup passage that fetches, decodes or downloads."""
+    found: list[Finding] = []
+    for index, line in enumerate(lines):
+        archive = _ARCHIVE_LINK.search(line)
+        window = lines[max(0, index - _CONTEXT_LINES) : index + _CONTEXT_LINES + 1]
+        joined = "\n".join(window)
+        if archive and _PASSWORD.search("\n".join(lines[max(0, index - 3) : index + 4])):
+            found.append(
+                Finding(rule="fake-prerequisite", severity=Severity.HIGH, file=file, line=index + 1,
+                        message="a password-protected download to run (a way past antivirus scans)", excerpt=_excerpt(line))
+            )  # fmt: skip
+            continue
+        if not _TERMINAL_INSTRUCTION.search(line):
+            continue
+        context_prereq = _PREREQUISITE.search(joined) is not None
+        dangerous = any(
+            _PIPE_TO_SHELL.search(other) or _DECODE_TO_SHELL.search(other) or _PS_PIPE.search(other)
+            or _PS_IEX.search(other) or _PS_ENCODED.search(other) or _IP_URL.search(other) or _PASTE_HOSTS.search(other)
+            or _ARCHIVE_LINK.search(other) or (_BASE64_BLOB.search(other) and not _inside_url(other, 0))
+            for other in window
+        )  # fmt: skip
+        if context_prereq and dangerous:
+            found.append(
+                Finding(rule="fake-prerequisite", severity=Severity.HIGH, file=file, line=index + 1,
+                        message="a 'prerequisite' that has the user paste a command that fetches or decodes code into a terminal",
+                        excerpt=_excerpt(line))
+            )  # fmt: skip
+        elif dangerous:
+            found.append(
+                Finding(rule="fake-prerequisite", severity=Severity.MEDIUM, file=file, line=index + 1,
+                        message="tells the user to run a command that fetches or decodes code in a terminal", excerpt=_excerpt(line))
+            )  # fmt: skip
+    return found
+
+
+def scan_text(text: str, *, file: str) -> list[Finding]:
+    """Every finding in one text (a file's content; ``file`` names it in the findings)."""
+    lines = text.splitlines()
+    found: list[Finding] = []
+    for number, line in enumerate(lines, start=1):
+        found.extend(_unicode_findings(line, file=file, number=number, at_file_start=number == 1))
+        if len(line) > 20_000:
+            line = line[:20_000]
+        found.extend(_line_findings(line, file=file, number=number))
+    found.extend(_prerequisite_findings(lines, file=file))
+    return sorted(found, key=lambda f: (f.file, f.line, -f.severity.rank, f.rule))
+
+
+def _is_binary(data: bytes, name: str) -> bool:
+    return name.endswith((".wasm", ".cwasm", ".png", ".jpg", ".jpeg", ".gif", ".ico", ".woff", ".woff2")) or b"\x00" in data[:8192]
+
+
+def scan_files(files: Mapping[str, bytes]) -> ScanReport:
+    """Scan in-memory files (relative path -> bytes)."""
+    findings: list[Finding] = []
+    count = 0
+    for name in sorted(files):
+        data = files[name]
+        if _is_binary(data, name):
+            continue
+        count += 1
+        if len(data) > MAX_SCAN_BYTES:
+            findings.append(Finding(rule="unscanned", severity=Severity.LOW, file=name, line=0,
+                                    message=f"only the first {MAX_SCAN_BYTES:,} bytes were scanned"))  # fmt: skip
+            data = data[:MAX_SCAN_BYTES]
+        findings.extend(scan_text(data.decode("utf-8", errors="replace"), file=name))
+    return ScanReport(findings=tuple(findings), files=count)
+
+
+def scan_path(path: Path) -> ScanReport:
+    """Scan a file or every file under a folder (hidden folders too: they install as well)."""
+    path = Path(path)
+    if path.is_file():
+        return scan_files({path.name: _read_head(path)})
+    files: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+        dirnames.sort()
+        for filename in sorted(filenames):
+            full = Path(dirpath) / filename
+            if full.is_symlink() or not full.is_file():
+                continue
+            files[full.relative_to(path).as_posix()] = _read_head(full)
+    return scan_files(files)
+
+
+def _read_head(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(MAX_SCAN_BYTES + 1)
+
+
+def scan_command(command: str | None, args: Iterable[str] = (), env: Mapping[str, str] | None = None, *, file: str) -> list[Finding]:
+    """An MCP server's launch line (command, arguments, environment values) against the rules."""
+    import shlex
+
+    parts = [command or "", *args]
+    line = " ".join(shlex.quote(p) if p and " " in p and not p.startswith("-") else p for p in parts if p)
+    found = scan_text(line, file=file)
+    # A shell's -c argument is a script of its own: scan it as written.
+    for index, arg in enumerate(parts):
+        if arg in ("-c", "/c", "-Command", "-command") and index + 1 < len(parts):
+            found.extend(f for f in scan_text(parts[index + 1], file=file) if f not in found)
+    for name, value in (env or {}).items():
+        found.extend(scan_text(f"{name}={value}", file=f"{file} env {name}"))
+    return found
