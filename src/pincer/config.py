@@ -215,11 +215,11 @@ class _File(_Model):
     sessions: dict[str, _Session] = Field(default_factory=dict)
     limits: dict[str, _Limit] = Field(default_factory=dict)
     credentials: list[_Credential] = Field(default_factory=list)
+    hooks: list[_Hook] = Field(default_factory=list, max_length=1_000)
+    jobs: list[_Job] = Field(default_factory=list, max_length=10_000)
     gateway: _Gateway = _Gateway()
     skills: _Skills = _Skills()
     triggers: _Triggers = _Triggers()
-    hooks: list[_Hook] = Field(default_factory=list, max_length=1_000)
-    jobs: list[_Job] = Field(default_factory=list, max_length=10_000)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

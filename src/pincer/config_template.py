@@ -125,6 +125,46 @@ KEYS: dict[str, KeyHelp] = {
     "skills.config": KeyHelp(
         help="values skills ask for with requires.config (dotted keys)", example="{ channels.slack = true }"
     ),
+    "triggers.enabled": KeyHelp(help="pincer serve runs the scheduler and the run queue, and answers /hooks/NAME"),
+    "triggers.hook_max_body_bytes": KeyHelp(help="a webhook delivery larger than this gets 413 before it is read whole"),
+    "triggers.signature_tolerance_s": KeyHelp(help="a Standard Webhooks timestamp further than this from now gets 401"),
+    "triggers.max_failures_per_minute": KeyHelp(
+        help="an address with this many failed webhook deliveries in a minute gets 429 until they age out"
+    ),
+    "triggers.delivery_retention_days": KeyHelp(help="delivery ids are remembered this long (replays get the first answer)"),
+    "triggers.payload_record_bytes": KeyHelp(help="a payload is recorded (redacted) in the store and the audit log up to this size"),
+    "triggers.max_queued": KeyHelp(help="runs waiting to start at most; past it a webhook delivery gets 503 with Retry-After"),
+    "triggers.max_running": KeyHelp(help="runs started by triggers that go on at the same time"),
+    "triggers.misfire_grace_s": KeyHelp(
+        help="a run missed while pincer was down runs once at start when it is at most this late; older ones are skipped"
+    ),
+    "triggers.retries": KeyHelp(help="a failed scheduled run is retried this many times"),
+    "triggers.retry_backoff_s": KeyHelp(help="the first retry's delay; it doubles with each retry"),
+    "triggers.retry_backoff_max_s": KeyHelp(help="retries wait at most this long"),
+    "triggers.max_concurrent": KeyHelp(help="a job's runs going on at once; a run due meanwhile is skipped"),
+    "triggers.jitter_s": KeyHelp(help="each scheduled run starts up to this many seconds late, at random"),
+    "hooks.name": KeyHelp(help="the webhook's path: POST /hooks/NAME", example='"gh"'),
+    "hooks.skill": KeyHelp(help="the skill a delivery runs (without skill and message: every skill whose webhook trigger matches)", example='"code-review"'),
+    "hooks.message": KeyHelp(help="or a plain agent turn with this message (a template: {{ event }}, {{ payload.x }})", example='"New event: {{ event }}"'),
+    "hooks.auth": KeyHelp(help="bearer (a token), standard (Standard Webhooks signatures) or github (X-Hub-Signature-256)", example='"github"'),
+    "hooks.secret": KeyHelp(help="the secret store entry with the token, the whsec_ key or the HMAC key (`pincer secrets set NAME`)", example='"gh_hook_secret"'),
+    "hooks.events": KeyHelp(help="only these events (names, globs, dot prefixes) start runs; others get 202 ignored", example='["github.pr.opened"]'),
+    "hooks.params": KeyHelp(help="skill parameters from the payload, each a template", example='{ pr_url = "{{ payload.pull_request.html_url }}" }'),
+    "hooks.session": KeyHelp(help="the session its runs use (default hook:NAME, a non-main session)", example='"hook:gh"'),
+    "hooks.max_body_bytes": KeyHelp(help="this hook's body limit instead of [triggers] hook_max_body_bytes", example="1048576"),
+    "jobs.name": KeyHelp(help="the job's name (pincer cron list shows it)", example='"morning-brief"'),
+    "jobs.cron": KeyHelp(help="a cron expression: 5 fields, 6 with seconds first, or @daily, @hourly...", example='"0 9 * * 1-5"'),
+    "jobs.at": KeyHelp(help="or one run at this ISO 8601 time (UTC unless it says otherwise)", example='"2027-01-01T09:00:00Z"'),
+    "jobs.every": KeyHelp(help="or a run every interval", example='"30m"'),
+    "jobs.tz": KeyHelp(help="the IANA time zone of the cron fields (default: this machine's)", example='"Europe/Berlin"'),
+    "jobs.skill": KeyHelp(help="the skill to run", example='"release-notes"'),
+    "jobs.message": KeyHelp(help="the message the run starts with (alone: a plain agent turn)", example='"Summarize what changed yesterday"'),
+    "jobs.params": KeyHelp(help="the skill's parameters", example='{ since = "yesterday" }'),
+    "jobs.session": KeyHelp(help="the session its runs use (default cron:NAME, a non-main session)", example='"main"'),
+    "jobs.max_concurrent": KeyHelp(help="this job's limit instead of [triggers] max_concurrent", example="1"),
+    "jobs.retries": KeyHelp(help="this job's retries instead of [triggers] retries", example="3"),
+    "jobs.jitter_s": KeyHelp(help="this job's jitter instead of [triggers] jitter_s", example="60"),
+    "jobs.enabled": KeyHelp(help="false keeps the job but does not run it"),
     "gateway.host": KeyHelp(help="where pincer serve listens; a non-loopback address also needs allow_remote = true"),
     "gateway.port": KeyHelp(help="0 picks a free port"),
     "gateway.allow_remote": KeyHelp(help="allow listening on a non-loopback address"),
@@ -153,6 +193,9 @@ SECTIONS: dict[str, str] = {
     "gateway": "pincer serve and pincer mcp stdio.",
     "skills": "Skills: SKILL.md files in every dialect (docs/skills.md).",
     "gateway.tokens": "More gateway tokens, each with its session.",
+    "triggers": "Triggers: commands, schedules and webhooks that start skill runs (README: Triggers).",
+    "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
+    "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
 }
 
 # Names shown for the "*" of a map, in examples.

@@ -146,7 +146,7 @@ class HooksEndpoint:
             declared = 0
         too_big = BodyTooLarge(
             f"the delivery is larger than {limit:,} bytes",
-            hint=f"send less, or raise max_body_bytes of hook {hook.name} (or [triggers] hook_max_body_bytes)",
+            hint=f"send less, or raise [hooks] max_body_bytes of hook {hook.name} (or [triggers] hook_max_body_bytes)",
         )
         if declared > limit:
             self._refused(scope, address, "body_too_large", failure=False)

@@ -227,6 +227,15 @@ class TriggerStore:
             )
         return [_firing(row, status="starting", owner=owner) for row in rows]
 
+    def claim(self, firing_id: str, owner: str) -> FiringRow | None:
+        """One queued firing, now ``starting`` under ``owner``; None when it is not queued."""
+        with self._tx() as conn:
+            changed = conn.execute(
+                "UPDATE trigger_firings SET status = 'starting', owner = ? WHERE id = ? AND status = 'queued'",
+                (owner, firing_id),
+            ).rowcount
+        return self.firing(firing_id) if changed else None
+
     def mark_started(self, firing_id: str) -> None:
         self._run("UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?", (firing_id,))
 

@@ -229,7 +229,7 @@ class TriggerEngine:
         error: PincerError | None = None
         values: Mapping[str, Any] = dict(params)
         try:
-            values = self._check(skill, params)
+            values = self.check_request(skill, params)
         except PincerError as exc:
             error = exc
         shown_params = scanner.scan(dict(values))[0]
@@ -285,7 +285,8 @@ class TriggerEngine:
         if any(p.request is not None for p in prepared):
             self._wake.set()
 
-    def _check(self, skill: str | None, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    def check_request(self, skill: str | None, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The parameters checked and coerced for ``skill`` (which must exist and be eligible)."""
         if skill is None:
             return dict(params)
         from pincer.skills.render import coerce_params
@@ -313,6 +314,23 @@ class TriggerEngine:
         return json.dumps(self._scanner().scan(payload)[0], ensure_ascii=False, default=str)
 
     # -- the queue worker ----------------------------------------------------------------------
+
+    async def run_here(self, firing_id: str) -> RunOutcome | None:
+        """Hand one queued firing to the starter in this process and wait for its run to end
+        (``pincer cron run`` with no ``pincer serve`` running). None when it was not queued."""
+        row = self.store.claim(firing_id, self.owner)
+        if row is None:
+            return None
+        await self._hand_over(row)
+        done = self.store.firing(firing_id)
+        status = done.status if done is not None else "lost"
+        error = done.error if done is not None else None
+        if status == "error":
+            return RunOutcome(run_id=row.run_id, status=RunStatus.FAILED, error=error)
+        try:
+            return RunOutcome(run_id=row.run_id, status=RunStatus(status), error=error)
+        except ValueError:
+            return RunOutcome(run_id=row.run_id, status=RunStatus.LOST, error=error)
 
     def wake(self) -> None:
         self._wake.set()

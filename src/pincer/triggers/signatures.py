@@ -57,6 +57,9 @@ def verify(
     tolerance_s: float = DEFAULT_TOLERANCE_S,
 ) -> str | None:  # fmt: skip
     """Check a delivery for a hook of kind ``auth``; ``headers`` has lower-case names."""
+    if not secret.strip():
+        # An empty key is one anyone can sign with: refuse rather than accept everything.
+        raise SignatureInvalid("the hook's secret is empty", hint="store a real secret under the hook's secret name")
     if auth == "bearer":
         return verify_bearer(secret, headers)
     if auth == "standard":
