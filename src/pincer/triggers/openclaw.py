@@ -106,6 +106,8 @@ def _from_yaml_data(data: Any, source: str) -> ImportedJobs:
                 raise UsageError(f"a job is a mapping, not {type(entry).__name__}")
             name = check_job_name(str(entry.get("name") or entry.get("id") or "").strip() or f"job-{index + 1}")
             raw = entry.get("schedule", entry.get("cron"))
+            if isinstance(raw, (dt.datetime, dt.date)):
+                raw = raw.isoformat()  # YAML read an unquoted time as a timestamp
             if not isinstance(raw, (str, int)) or not str(raw).strip():
                 raise UsageError("no schedule")
             schedule = _schedule_text(str(raw), tz=_opt_str(entry.get("tz")))
