@@ -28,8 +28,12 @@ class RecordingStarter:
     :meth:`finish`); without it every run ends ``done`` at once. ``hold=True`` keeps every run
     open until :meth:`finish`."""
 
-    def __init__(self, *, decide: Decide | None = None, hold: bool = False, path: Path | None = None) -> None:
+    def __init__(
+        self, *, decide: Decide | None = None, hold: bool = False, path: Path | None = None, start_delay_s: float = 0.0
+    ) -> None:
         self.requests: list[RunRequest] = []
+        self.duplicates = 0  # start() calls for a run id started before (by this or an earlier process)
+        self._start_delay_s = start_delay_s
         self.started: dict[str, RunRequest] = {}
         self._decide = decide
         self._hold = hold
@@ -43,12 +47,20 @@ class RecordingStarter:
 
     async def start(self, request: RunRequest) -> str:
         if request.run_id in self.started:
+            self.duplicates += 1
             return request.run_id
+        if self._start_delay_s:
+            await anyio.sleep(self._start_delay_s)
         if self._db is not None:
-            self._db.execute(
+            added = self._db.execute(
                 "INSERT OR IGNORE INTO runs (run_id, request) VALUES (?, ?)",
                 (request.run_id, json.dumps(request.to_dict())),
-            )
+            ).rowcount
+            if not added:  # started by an earlier process: the contract is to start nothing
+                self.duplicates += 1
+                self.started[request.run_id] = request
+                self.finish(request.run_id)
+                return request.run_id
         self.started[request.run_id] = request
         self.requests.append(request)
         self._ended[request.run_id] = anyio.Event()
