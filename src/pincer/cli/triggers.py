@@ -67,8 +67,6 @@ def job_row(row: Any) -> dict[str, Any]:
 
 
 def hook_row(pincer: Any, hook: Any) -> dict[str, Any]:
-    from pincer.triggers.webhooks import hook_targets
-
     has_secret = pincer.secrets.find(hook.secret) is not None
     if hook.skill:
         runs = f"skill {hook.skill}"
@@ -87,9 +85,22 @@ def hook_row(pincer: Any, hook: Any) -> dict[str, Any]:
         "events": list(hook.events),
         "params": dict(hook.params),
         "runs": runs,
-        "targets": [t for t in hook_targets(hook, "*", pincer.skills) if t] if not hook.skill and not hook.message else None,
+        "targets": _derived_targets(pincer, hook) if not hook.skill and not hook.message else None,
         "state": "active" if has_secret else f"refuses every delivery: set the secret {hook.secret!r}",
     }
+
+
+def _derived_targets(pincer: Any, hook: Any) -> list[str]:
+    """The skills a hook without skill and message delivers to: their webhook trigger passes its filter."""
+    from pincer.triggers.events import event_matches
+
+    library = pincer.skills
+    found = []
+    for skill in library.eligible() if library is not None else ():
+        events = [t.value for t in skill.triggers if t.kind == "webhook" and t.value]
+        if any(not hook.events or any(event_matches(p, e) for p in hook.events) for e in events):
+            found.append(skill.name)
+    return found
 
 
 def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
