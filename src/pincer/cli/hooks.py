@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, pincer_home, run, stderr
+from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, fail, pincer_home, run, stderr
 from pincer.cli.triggers import hook_row, open_for_triggers
 from pincer.core.errors import HookNotFound, HookSecretMissing, ToolError, UsageError
 
@@ -104,9 +104,7 @@ def test_hook(
 ) -> None:
     """Sign PAYLOAD with the hook's secret and deliver it to the running gateway."""
 
-    async def body() -> dict[str, Any]:
-        import httpx
-
+    def read_payload() -> bytes:
         try:
             if payload.stat().st_size > MAX_PAYLOAD_BYTES:
                 raise UsageError(f"{payload} is larger than {MAX_PAYLOAD_BYTES:,} bytes", hint="send a smaller payload")
@@ -117,6 +115,16 @@ def test_hook(
             json.loads(data)
         except ValueError as exc:
             raise UsageError(f"{payload} is not JSON: {exc}", hint="the payload is the delivery's JSON body") from None
+        return data
+
+    try:
+        data = read_payload()
+    except UsageError as exc:
+        fail(exc, as_json=as_json)
+
+    async def body() -> dict[str, Any]:
+        import httpx
+
         async with open_for_triggers() as pincer:
             hook = pincer.config.hook(name)
             if hook is None:

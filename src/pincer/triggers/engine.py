@@ -135,6 +135,7 @@ class TriggerEngine:
         self._tick_lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._last_prune = 0.0
+        self._open_estimate = 0  # firings on their way, counted at each tick plus those added since
 
     @classmethod
     def for_pincer(cls, pincer: Any, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
@@ -282,8 +283,19 @@ class TriggerEngine:
         for p in prepared:
             audit_id = await self.audit.append(p.audit)
             self.store.set_audit(p.row.id, audit_id)
-        if any(p.request is not None for p in prepared):
+        added = sum(1 for p in prepared if p.request is not None)
+        if added:
+            self._open_estimate += added
             self._wake.set()
+
+    def is_queue_full(self) -> bool:
+        """Whether ``[triggers] max_queued`` runs are on their way (counted exactly only when
+        the running estimate says so: a COUNT per delivery would cost more than the delivery)."""
+        limit = self.config.triggers.max_queued
+        if self._open_estimate < limit:
+            return False
+        self._open_estimate = self.store.open_count()
+        return self._open_estimate >= limit
 
     def check_request(self, skill: str | None, params: Mapping[str, Any]) -> Mapping[str, Any]:
         """The parameters checked and coerced for ``skill`` (which must exist and be eligible)."""
@@ -430,6 +442,7 @@ class TriggerEngine:
             if not held:
                 return
             now = self.clock.now()
+            self._open_estimate = self.store.open_count()
             await self.scheduler.tick(now)
             if time.time() - self._last_prune > _PRUNE_EVERY_S:
                 self._last_prune = time.time()

@@ -87,7 +87,7 @@ async def accept_delivery(
     if not targets:
         body = {**base, "accepted": True, "ignored": True, "reason": f"no eligible skill's webhook trigger matches {event!r}"}
         return _stored(store.record_delivery(_row(hook, delivery, now, event, 202, body)))
-    if store.open_count() >= engine.config.triggers.max_queued:
+    if engine.is_queue_full():
         return DeliveryAnswer(
             status=503,
             body={"error": {"code": "queue_full", "message": "too many runs are waiting to start",
