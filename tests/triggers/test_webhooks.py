@@ -229,3 +229,23 @@ async def test_a_mapping_that_does_not_fit_is_422_recorded_and_replayable(pincer
         assert live.starter.requests == []
         [record] = _trigger_records(live)
         assert record.outcome == "error" and record.error_code == "invalid_arguments"
+
+
+async def test_hooks_follow_a_reloaded_config_toml(pincer_home: Path) -> None:
+    import anyio
+
+    async with live_gateway(pincer_home, config=CONFIG, secrets=SECRETS) as live, live.http() as http:
+        headers = {"authorization": f"Bearer {TOKEN}"}
+        assert (await http.post("/hooks/late", content=b"{}", headers=headers)).status_code == 404
+        (pincer_home / "config.toml").write_text(CONFIG + '\n[[hooks]]\nname = "late"\nauth = "bearer"\nsecret = "tok_secret"\nmessage = "late one"\n')
+        # polled without the token: 401 once the hook exists, 404 once it is gone (nothing runs)
+        with anyio.fail_after(30):
+            while (await http.post("/hooks/late", content=b"{}")).status_code == 404:
+                await anyio.sleep(0.25)
+        assert (await http.post("/hooks/late", content=b"{}", headers=headers)).status_code == 202
+        (pincer_home / "config.toml").write_text(CONFIG)
+        with anyio.fail_after(30):
+            while (await http.post("/hooks/late", content=b"{}")).status_code != 404:
+                await anyio.sleep(0.25)
+        await _settle(live)
+        assert [r.message for r in live.starter.requests] == ["late one"]
