@@ -63,3 +63,20 @@ async def test_commands_are_mcp_prompts(pincer_home: Path, mode: str) -> None:
                     await client.get_prompt("review", {"focus": "loudly"})
                 # the skill's own prompt is still there
                 assert "Code review: src" in (await client.get_prompt("code-review", {"path": "src"})).messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_a_command_fired_here_is_started_here_not_by_the_server(pincer_home: Path) -> None:
+    """What ``pincer chat`` does: fire ``here`` and run it in its own process, while a running
+    server's queue worker leaves it alone."""
+    from pincer.triggers.engine import TriggerEngine
+    from pincer.triggers.recording import RecordingStarter
+
+    async with live_gateway(pincer_home) as live:
+        mine = RecordingStarter()
+        chat = TriggerEngine.for_pincer(live.pincer, starter=mine)
+        firing = await chat.fire_command("/summarize https://example.com", session="main", fired_by="pincer chat", here=True)
+        await live.pincer.triggers.settle()
+        assert live.starter.requests == [], "the server did not take it"
+        outcome = await chat.run_here(firing.id)
+        assert outcome is not None and outcome.status == "done"
+        assert [r.run_id for r in mine.requests] == [firing.run_id] and dict(mine.requests[0].params)["url"] == "https://example.com"

@@ -249,3 +249,20 @@ async def test_hooks_follow_a_reloaded_config_toml(pincer_home: Path) -> None:
                 await anyio.sleep(0.25)
         await _settle(live)
         assert [r.message for r in live.starter.requests] == ["late one"]
+
+
+async def test_payloads_are_recorded_redacted_and_bounded(pincer_home: Path) -> None:
+    config = CONFIG + "\n[triggers]\npayload_record_bytes = 1024\n"
+    leaked = "stripe-like-secret-4417-value"
+    async with live_gateway(pincer_home, config=config, secrets={**SECRETS, "stripe_key": leaked}) as live, live.http() as http:
+        body = json.dumps({"type": "x", "data": {"customer": "ACME", "note": f"key {leaked}", "pad": "p" * 4000}}).encode()
+        answer = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id="msg_big"))
+        assert answer.status_code == 202, answer.text
+        await _settle(live)
+        [record] = _trigger_records(live)
+        firing = live.pincer.triggers.store.firing(answer.json()["runs"][0]["firing_id"])
+        assert firing is not None
+        for kept in (json.dumps(record.args), json.dumps(firing.payload), live.starter.requests[0].untrusted[0].content):
+            assert leaked not in kept and "[REDACTED:secret]" in kept
+        assert len(json.dumps(record.args["payload"])) < 1_400 and "truncated" in json.dumps(record.args["payload"])
+        assert "p" * 4000 in live.starter.requests[0].untrusted[0].content, "the run reads the whole payload"

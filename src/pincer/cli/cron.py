@@ -189,7 +189,7 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
                 return {"ok": True, "where": "pincer serve", "job": job_row(engine.store.require_job(name)), "run_id": None,
                         "note": f"queued; pincer serve did not pick it up within {RUN_PICKUP_TIMEOUT_S:g} s"}  # fmt: skip
             firing = await engine.scheduler.fire(
-                JobSpec.from_dict(row.spec), now=engine.clock.now(), fired_by="pincer cron run", attempt=0
+                JobSpec.from_dict(row.spec), now=engine.clock.now(), fired_by="pincer cron run", attempt=0, here=True
             )
             outcome = await engine.run_here(firing.id) if firing.status == "queued" else None
             result = {"ok": firing.status == "queued" and outcome is not None and not outcome.is_failure,

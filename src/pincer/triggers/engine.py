@@ -171,13 +171,14 @@ class TriggerEngine:
     def parse_command(self, text: str) -> CommandCall:
         return parse_command(text, self.commands())
 
-    async def fire_command(self, text: str, *, session: str, fired_by: str) -> Firing:
+    async def fire_command(self, text: str, *, session: str, fired_by: str, here: bool = False) -> Firing:
         """``/NAME args``: parsed (unknown commands and bad arguments raise, nothing recorded),
-        then fired like any trigger."""
+        then fired like any trigger (``here``: to be started by this process, as ``pincer chat``
+        does, with :meth:`run_here`)."""
         call = self.parse_command(text)
         return await self.fire(
             kind=TriggerKind.COMMAND, name=call.command, fired_by=fired_by, skill=call.skill.name,
-            params=call.params, message=text.strip(), session=session, arguments=call.arguments or None,
+            params=call.params, message=text.strip(), session=session, arguments=call.arguments or None, here=here,
         )  # fmt: skip
 
     async def fire(
@@ -195,12 +196,14 @@ class TriggerEngine:
         job: str | None = None,
         attempt: int = 0,
         audit_args: Mapping[str, Any] | None = None,
+        here: bool = False,
     ) -> Firing:
         """Record, audit and queue one firing; a request that cannot run is recorded (and
-        audited) as an error and returned so, never raised."""
+        audited) as an error and returned so, never raised. ``here``: the firing is this
+        process's to start (with :meth:`run_here`), never picked up by a queue worker."""
         prepared = self.prepare(
             kind=kind, name=name, fired_by=fired_by, skill=skill, params=params, message=message, session=session,
-            arguments=arguments, budgets=budgets, job=job, attempt=attempt, audit_args=audit_args,
+            arguments=arguments, budgets=budgets, job=job, attempt=attempt, audit_args=audit_args, here=here,
         )  # fmt: skip
         await self.commit([prepared])
         return prepared.firing
@@ -222,6 +225,7 @@ class TriggerEngine:
         job: str | None = None,
         attempt: int = 0,
         audit_args: Mapping[str, Any] | None = None,
+        here: bool = False,
     ) -> _Prepared:
         """Build one firing (nothing written yet): its row, its request, its audit entry."""
         now = self.clock.now()
@@ -244,8 +248,9 @@ class TriggerEngine:
             )  # fmt: skip
         row = FiringRow(
             id=firing_id, ts=now, kind=kind.value, name=name, fired_by=fired_by, session=session, run_id=run_id,
-            status="queued" if error is None else "error", skill=skill, params=shown_params, payload=recorded_payload,
-            error=_short(error.message) if error else None, request=request.to_dict() if request else None, job=job,
+            status=("starting" if here else "queued") if error is None else "error", skill=skill, params=shown_params,
+            payload=recorded_payload, error=_short(error.message) if error else None,
+            request=request.to_dict() if request else None, owner=self.owner if here else None, job=job,
             attempt=attempt, ended_at=now if error else None,
         )  # fmt: skip
         args: dict[str, Any] = {"firing": firing_id, "run_id": run_id, "skill": skill, "params": shown_params}
@@ -271,7 +276,7 @@ class TriggerEngine:
             ts=time.time(),
         )
         firing = Firing(
-            id=firing_id, run_id=run_id, kind=kind.value, name=name, status=row.status, skill=skill,
+            id=firing_id, run_id=run_id, kind=kind.value, name=name, status="queued" if error is None else "error", skill=skill,
             params=shown_params, error=error.to_dict() if error else None,
         )  # fmt: skip
         return _Prepared(row=row, request=request, audit=entry, firing=firing)
@@ -328,9 +333,12 @@ class TriggerEngine:
     # -- the queue worker ----------------------------------------------------------------------
 
     async def run_here(self, firing_id: str) -> RunOutcome | None:
-        """Hand one queued firing to the starter in this process and wait for its run to end
-        (``pincer cron run`` with no ``pincer serve`` running). None when it was not queued."""
-        row = self.store.claim(firing_id, self.owner)
+        """Hand one firing to the starter in this process and wait for its run to end (``pincer
+        cron run`` with no ``pincer serve`` running, ``pincer chat``): one fired ``here``, or a
+        queued one. None when it is neither."""
+        row = self.store.firing(firing_id)
+        if row is None or not (row.status == "starting" and row.owner == self.owner):
+            row = self.store.claim(firing_id, self.owner)
         if row is None:
             return None
         await self._hand_over(row)
@@ -458,7 +466,10 @@ class TriggerEngine:
             while True:
                 self._wake.set()
                 await anyio.sleep(0.005)
-                queued = [f for f in self.store.open_firings() if f.status in ("queued", "starting")]
+                queued = [
+                    f for f in self.store.open_firings()
+                    if f.status == "queued" or (f.status == "starting" and f.id in self._inflight)
+                ]  # fmt: skip
                 if not queued and not any(self._is_ending(i) for i in self._inflight):
                     return
 

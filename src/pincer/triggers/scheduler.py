@@ -166,10 +166,11 @@ class Scheduler:
         store.update_job(row.name, retry_at=None, attempt=0)
         await self.fire(spec, now=now, fired_by="scheduler", attempt=0)
 
-    async def fire(self, spec: JobSpec, *, now: float, fired_by: str, attempt: int) -> Firing:
+    async def fire(self, spec: JobSpec, *, now: float, fired_by: str, attempt: int, here: bool = False) -> Firing:
         firing = await self.engine.fire(
             kind=TriggerKind.SCHEDULE, name=spec.name, fired_by=fired_by, skill=spec.skill, params=spec.params,
             message=spec.message, session=spec.run_session, budgets=spec.budgets, job=spec.name, attempt=attempt,
+            here=here,
         )  # fmt: skip
         error = (firing.error or {}).get("message") if firing.error else None
         self.engine.store.update_job(
