@@ -78,6 +78,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/dispatch.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/scanner.py
+	$(BIN)/python bench/hooks.py
 	$(BIN)/python bench/mcp_proxy.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/peers.py

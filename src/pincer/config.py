@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import ConfigError, ManifestError
+from pincer.core.errors import ConfigError, ManifestError, PincerError
 from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant
 from pincer.policy.session import SessionKind, SessionPolicy
@@ -35,6 +35,9 @@ __all__ = [
     "LlmSettings",
     "Price",
     "AgentSettings",
+    "HookSettings",
+    "JobSettings",
+    "TriggersSettings",
     "load_config",
     "parse_config",
     "CONFIG_FILENAME",
@@ -228,6 +231,55 @@ class _Hub(_Model):
     signing_key: str = Field(default="hub_signing_key", min_length=1, max_length=128)
 
 
+_HOOK_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+_SECRET_REF = r"^[A-Za-z0-9_.-]{1,128}$"
+
+
+class _Hook(_Model):
+    name: str = Field(pattern=_HOOK_NAME)
+    skill: str | None = Field(default=None, min_length=1, max_length=64)
+    message: str | None = Field(default=None, min_length=1, max_length=4_096)
+    auth: Literal["bearer", "standard", "github"]
+    secret: str = Field(pattern=_SECRET_REF)
+    events: list[str] = Field(default_factory=list, max_length=256)
+    params: dict[str, str] = Field(default_factory=dict, max_length=64)
+    session: str | None = Field(default=None, min_length=1, max_length=128)
+    max_body_bytes: int | None = Field(default=None, ge=1_024, le=67_108_864)
+
+
+class _Job(_Model):
+    name: str = Field(min_length=1, max_length=128)
+    cron: str | None = Field(default=None, min_length=1, max_length=256)
+    at: str | None = Field(default=None, min_length=1, max_length=64)
+    every: str | None = Field(default=None, min_length=1, max_length=64)
+    tz: str | None = Field(default=None, min_length=1, max_length=64)
+    skill: str | None = Field(default=None, min_length=1, max_length=64)
+    message: str | None = Field(default=None, min_length=1, max_length=16_384)
+    params: dict[str, Any] = Field(default_factory=dict, max_length=64)
+    session: str | None = Field(default=None, min_length=1, max_length=128)
+    max_concurrent: int | None = Field(default=None, ge=1, le=64)
+    retries: int | None = Field(default=None, ge=0, le=20)
+    jitter_s: float | None = Field(default=None, ge=0, le=86_400)
+    enabled: bool = True
+
+
+class _Triggers(_Model):
+    enabled: bool = True
+    hook_max_body_bytes: int = Field(default=262_144, ge=1_024, le=67_108_864)
+    signature_tolerance_s: float = Field(default=300.0, gt=0, le=86_400)
+    max_failures_per_minute: int = Field(default=20, ge=1, le=100_000)
+    delivery_retention_days: float = Field(default=30.0, gt=0, le=3_650)
+    payload_record_bytes: int = Field(default=8_192, ge=1_024, le=1_048_576)
+    max_queued: int = Field(default=10_000, ge=1, le=10_000_000)
+    max_running: int = Field(default=8, ge=1, le=1_024)
+    misfire_grace_s: float = Field(default=86_400.0, ge=0, le=366 * 86_400)
+    retries: int = Field(default=3, ge=0, le=20)
+    retry_backoff_s: float = Field(default=30.0, gt=0, le=86_400)
+    retry_backoff_max_s: float = Field(default=3_600.0, gt=0, le=7 * 86_400)
+    max_concurrent: int = Field(default=1, ge=1, le=64)
+    jitter_s: float = Field(default=0.0, ge=0, le=86_400)
+
+
 class _File(_Model):
     approvals: _Approvals = _Approvals()
     audit: _Audit = _Audit()
@@ -241,11 +293,14 @@ class _File(_Model):
     sessions: dict[str, _Session] = Field(default_factory=dict)
     limits: dict[str, _Limit] = Field(default_factory=dict)
     credentials: list[_Credential] = Field(default_factory=list)
+    hooks: list[_Hook] = Field(default_factory=list, max_length=1_000)
+    jobs: list[_Job] = Field(default_factory=list, max_length=10_000)
     gateway: _Gateway = _Gateway()
     skills: _Skills = _Skills()
     llm: _Llm = _Llm()
     agent: _Agent = _Agent()
     hub: _Hub = _Hub()
+    triggers: _Triggers = _Triggers()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -404,6 +459,63 @@ class HubSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class HookSettings:
+    """One ``[[hooks]]`` table: ``POST /hooks/NAME``. ``secret`` names an entry of the secret store
+    (the bearer token, the ``whsec_...`` key, or GitHub's HMAC key), never the value. With neither
+    ``skill`` nor ``message`` a delivery runs every eligible skill whose ``webhook:`` trigger
+    matches its event."""
+
+    name: str
+    auth: str  # bearer | standard | github
+    secret: str
+    skill: str | None = None
+    message: str | None = None
+    events: tuple[str, ...] = ()
+    params: dict[str, str] = field(default_factory=dict)
+    session: str | None = None
+    max_body_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobSettings:
+    """One ``[[jobs]]`` table: a scheduled run kept in the store like ``pincer cron add``'s."""
+
+    name: str
+    cron: str | None = None
+    at: str | None = None
+    every: str | None = None
+    tz: str | None = None
+    skill: str | None = None
+    message: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    session: str | None = None
+    max_concurrent: int | None = None
+    retries: int | None = None
+    jitter_s: float | None = None
+    enabled: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TriggersSettings:
+    """``[triggers]``: webhook limits, replay memory, the run queue, the scheduler's defaults."""
+
+    enabled: bool = True
+    hook_max_body_bytes: int = 262_144
+    signature_tolerance_s: float = 300.0
+    max_failures_per_minute: int = 20
+    delivery_retention_days: float = 30.0
+    payload_record_bytes: int = 8_192
+    max_queued: int = 10_000
+    max_running: int = 8
+    misfire_grace_s: float = 86_400.0
+    retries: int = 3
+    retry_backoff_s: float = 30.0
+    retry_backoff_max_s: float = 3_600.0
+    max_concurrent: int = 1
+    jitter_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
     home: Path
     workspace: Path
@@ -434,6 +546,12 @@ class Config:
     llm: LlmSettings = field(default_factory=LlmSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
     hub: HubSettings = field(default_factory=HubSettings)
+    triggers: TriggersSettings = field(default_factory=TriggersSettings)
+    hooks: tuple[HookSettings, ...] = ()
+    jobs: tuple[JobSettings, ...] = ()
+
+    def hook(self, name: str) -> HookSettings | None:
+        return next((h for h in self.hooks if h.name == name), None)
 
     def session(self, name: str) -> SessionPolicy:
         return self.sessions.get(name) or SessionPolicy.default_for(name)
@@ -554,6 +672,9 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         llm=_to_llm(data.llm, source),
         agent=_to_agent(data.agent),
         hub=_to_hub(data.hub, home=home, source=source),
+        triggers=TriggersSettings(**data.triggers.model_dump()),
+        hooks=_to_hooks(data.hooks, source),
+        jobs=_to_jobs(data.jobs, source),
     )
 
 
@@ -635,6 +756,58 @@ def _to_hub(h: _Hub, *, home: Path, source: str) -> HubSettings:
         download_timeout_s=h.download_timeout_s,
         signing_key=h.signing_key,
     )
+
+
+def _to_hooks(hooks: list[_Hook], source: str) -> tuple[HookSettings, ...]:
+    seen: set[str] = set()
+    out = []
+    for index, h in enumerate(hooks):
+        if h.name in seen:
+            raise ConfigError(
+                f"{source}: hooks.{index}.name: a second hook named {h.name!r}",
+                hint="give every [[hooks]] table its own name (it is the path POST /hooks/NAME)",
+            )
+        seen.add(h.name)
+        out.append(
+            HookSettings(
+                name=h.name, auth=h.auth, secret=h.secret, skill=h.skill, message=h.message, events=tuple(h.events),
+                params=dict(h.params), session=h.session, max_body_bytes=h.max_body_bytes,
+            )
+        )  # fmt: skip
+    return tuple(out)
+
+
+def _to_jobs(jobs: list[_Job], source: str) -> tuple[JobSettings, ...]:
+    if not jobs:
+        return ()
+    # Only a config that has jobs pays for the cron parser.
+    from pincer.triggers.schedule import schedule_from
+
+    seen: set[str] = set()
+    out = []
+    for index, j in enumerate(jobs):
+        if j.name in seen:
+            raise ConfigError(
+                f"{source}: jobs.{index}.name: a second job named {j.name!r}", hint="give every [[jobs]] table its own name"
+            )
+        seen.add(j.name)
+        kinds = [k for k in ("cron", "at", "every") if getattr(j, k) is not None]
+        if len(kinds) != 1:
+            raise ConfigError(
+                f"{source}: jobs.{index}: job {j.name!r} needs exactly one of cron, at, every (it has {len(kinds)})",
+                hint='e.g. cron = "0 9 * * *", at = "2027-01-01T09:00:00Z" or every = "30m"',
+            )
+        if j.skill is None and j.message is None:
+            raise ConfigError(
+                f"{source}: jobs.{index}: job {j.name!r} names neither a skill nor a message",
+                hint='add skill = "NAME" (a skill to run) or message = "..." (a plain agent turn)',
+            )
+        try:
+            schedule_from(cron=j.cron, at=j.at, every=j.every, tz=j.tz)
+        except PincerError as exc:
+            raise ConfigError(f"{source}: jobs.{index}.{kinds[0]}: {exc.message}", hint=exc.hint) from None
+        out.append(JobSettings(**j.model_dump()))
+    return tuple(out)
 
 
 def _to_skills(s: _Skills, *, home: Path) -> SkillsSettings:

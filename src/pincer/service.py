@@ -75,6 +75,10 @@ class Pincer:
 
         self.integrity = IntegrityGuard(config.home)
         self._hub_tools: Runtime | None = None
+        # The RunStarter firings are handed to (commands, schedules, webhooks); None: the default
+        # of pincer.triggers.starter. Set it before ``triggers`` is first used.
+        self.run_starter: Any = None
+        self._triggers: Any = None
         self._unsubscribe: dict[int, Any] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
@@ -265,7 +269,8 @@ class Pincer:
         """Follow what other processes change under PINCER_HOME (installed tools, MCP servers,
         OpenAPI services, config.toml, exec-approvals.json; see reload.py) and, when skills are
         enabled, SKILL.md files, until cancelled. Missing skill dependencies are installed in the
-        background when ``[skills] auto_install_deps`` is on."""
+        background when ``[skills] auto_install_deps`` is on. The trigger engine (the scheduler and
+        the run queue) runs beside them unless ``[triggers] enabled = false``."""
         from pincer.reload import STATE_WATCH_INTERVAL_S, watch_state
 
         interval = STATE_WATCH_INTERVAL_S if interval_s is None else interval_s
@@ -274,9 +279,27 @@ class Pincer:
                 await tg.start(self.skills.watch)
                 if self.config.skills.auto_install_deps:
                     tg.start_soon(self._install_missing_skill_deps)
+            if self.config.triggers.enabled:
+                await tg.start(self.triggers.run)
             await watch_state(self, interval, task_status=task_status)
 
     watch_installed_tools = watch_state
+
+    @property
+    def database(self) -> Any:
+        """The SQLite connection of PINCER_HOME (for the stores in ``pincer.store``)."""
+        return self._conn
+
+    @property
+    def triggers(self) -> Any:
+        """The trigger engine (``pincer.triggers.TriggerEngine``), made on first use."""
+        if self._triggers is None:
+            from pincer.triggers.engine import TriggerEngine
+            from pincer.triggers.starter import default_starter
+
+            starter = self.run_starter if self.run_starter is not None else default_starter(self)
+            self._triggers = TriggerEngine.for_pincer(self, starter=starter)
+        return self._triggers
 
     async def apply_config(self, config: Config) -> None:
         """Run under ``config`` from now on (a reloaded config.toml): the dispatcher decides with

@@ -192,7 +192,12 @@ def test_chat_runs_commands_lists_and_survives_ctrl_c(tmp_path: Path) -> None:
     last = [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "user"]
     assert last == ["hello", "please wait", "still there?"]
     runs = json.loads(pincer(home, "runs", "list", "--json").stdout)
-    assert sorted((r["trigger"], r["status"]) for r in runs) == [("chat", "done"), ("command", "done")]
+    assert sorted((r["trigger"], r["status"]) for r in runs) == [("chat", "done"), ("command:/release-notes", "done")]
+    # /NAME is a firing of the skill's command trigger: recorded and audited as one.
+    records = json.loads(pincer(home, "audit", "list", "--json").stdout)
+    fired = [r for r in records if r["kind"] == "trigger"]
+    command_run_id = next(r["id"] for r in runs if r["trigger"] == "command:/release-notes")
+    assert [r["tool"] for r in fired] == ["command:/release-notes"] and fired[0]["args"]["run_id"] == command_run_id
 
 
 def test_demo_shows_a_skill_run_against_the_local_model_server(tmp_path: Path) -> None:

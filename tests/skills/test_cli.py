@@ -69,7 +69,7 @@ def test_list_shows_every_field_and_all_shows_shadowed_ones_and_errors(env: dict
 def test_show_render_select_and_catalog(env: dict[str, str]) -> None:
     shown = doc(cli(env, "show", "code-review", "--json"))
     assert shown["name"] == "code-review" and shown["eligibility"] == {"eligible": True, "reasons": []}
-    assert [p["name"] for p in shown["parameters"]] == ["path", "focus"] and shown["files"][0]["path"] == "SKILL.md"
+    assert [p["name"] for p in shown["parameters"]] == ["path", "focus", "pr_url"] and shown["files"][0]["path"] == "SKILL.md"
     assert shown["files"][0]["digest"].startswith("sha256:")
     plain = cli(env, "show", "code-review")
     assert plain.returncode == 0 and "# Code review" in plain.stdout

@@ -305,43 +305,46 @@ def _print_skills(pincer: Any) -> None:
 
 
 async def _command(pincer: Any, text: str, display: Display, prompter: Prompter, *, session: str | None, profile: str | None) -> None:
-    """``/NAME args``: run the skill whose command trigger is /NAME; ``k=v`` words that name its
-    parameters are parameters, the rest is the message."""
-    from pincer.llm.prompt import DEFAULT_MESSAGE
-    from pincer.llm.run import RunRequest
-
-    name, _, rest = text.partition(" ")
-    library = pincer.skills
-    found = None
-    if library is not None:
-        found = next(
-            (s for s in library.user_invocable() if any(t.kind == "command" and t.value == name for t in s.triggers)), None
-        )
-    if found is None:
-        stderr.print(f"no skill has the command {name} (/skills lists them; /help)", markup=False)
-        return
-    declared = {p.name for p in found.parameters}
-    params: dict[str, str] = {}
-    words = []
-    for word in rest.split():
-        key, sep, value = word.partition("=")
-        if sep and key in declared:
-            params[key] = value
-        else:
-            words.append(word)
-    message = " ".join(words) or None
+    """``/NAME args``: fired as the skill's command trigger (recorded and audited as any
+    firing), and run here, its events shown and its approvals asked on this terminal; ``k=v``
+    words that name the skill's parameters are parameters. Ctrl-C stops that run."""
+    engine = pincer.triggers
     try:
-        agent_run = await pincer.agent.open_run(
-            RunRequest(skill=found.name, params=params, message=message, session=session, trigger="command", profile=profile),
-            on_event=display.on_event,
-            on_approval=prompter.ask,
+        firing = await engine.fire_command(
+            text, session=session or pincer.config.agent.session, fired_by="pincer chat", here=True
         )
     except PincerError as exc:
         stderr.print(f"{exc.code}: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""), markup=False)
         return
+    if firing.status != "queued":
+        error = dict(firing.error or {})
+        stderr.print(f"{error.get('code', 'error')}: {error.get('message', 'the command did not start')}", markup=False)
+        return
+    starter = engine.starter
+    attach = getattr(starter, "attach", None)
+    if callable(attach):
+        attach(firing.run_id, on_event=display.on_event, on_approval=prompter.ask, profile=profile)
+
+    async def cancel_on_interrupt() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                cancel = getattr(starter, "cancel", None)
+                if callable(cancel):
+                    cancel(firing.run_id)
+                display._line("  (stopping this run)")
+
+    outcome = None
     try:
-        outcome = await drive(agent_run, message or DEFAULT_MESSAGE, lambda: display._line("  (stopping this run)"))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_on_interrupt)
+            try:
+                outcome = await engine.run_here(firing.id)
+            finally:
+                tg.cancel_scope.cancel()
     finally:
         display.finish_text()
-    ended = await agent_run.close(outcome)
-    stderr.print(summary(ended), markup=False, highlight=False)
+    try:
+        stderr.print(summary(pincer.runs.get(firing.run_id)), markup=False, highlight=False)
+    except PincerError:  # the run never started: the firing says why
+        why = (outcome.error if outcome is not None else None) or "the run did not start"
+        stderr.print(f"run {firing.run_id} did not start: {why}", markup=False)

@@ -26,9 +26,12 @@ async def gateway_extensions(pincer: Any, *, fixtures: bool) -> tuple[Any, ...]:
 
         extensions.append(await install_fixtures(pincer))
     if getattr(pincer, "skills", None) is not None:
+        from pincer.gateway.commands_mcp import CommandPromptsExtension
         from pincer.gateway.skills_mcp import SkillsMcpExtension
 
         extensions.append(SkillsMcpExtension(pincer.skills))
+        # After the skills' prompts: it wraps them, adding one prompt per /command.
+        extensions.append(CommandPromptsExtension(pincer.skills))
     return tuple(extensions)
 
 
@@ -57,6 +60,7 @@ def serve(
             extensions = await gateway_extensions(pincer, fixtures=fixtures)
 
             def ready(info: ServeInfo) -> None:
+                _write_serve_file(pincer.home, info)
                 if as_json:
                     emit_json(info.to_dict())
                 lines = (
@@ -71,14 +75,17 @@ def serve(
                 for line in lines:
                     stderr.print(line, soft_wrap=True)
 
-            await serve_gateway(
-                pincer,
-                settings=settings,
-                host=host or settings.host,
-                port=settings.port if port is None else port,
-                on_ready=ready,
-                extensions=extensions,
-            )
+            try:
+                await serve_gateway(
+                    pincer,
+                    settings=settings,
+                    host=host or settings.host,
+                    port=settings.port if port is None else port,
+                    on_ready=ready,
+                    extensions=extensions,
+                )
+            finally:
+                _remove_serve_file(pincer.home)
 
     try:
         run(body, as_json=as_json, backend_options=event_loop_options())
@@ -88,6 +95,34 @@ def serve(
         # Ctrl-C is how a server is meant to stop: after the graceful shutdown, that is success.
         stderr.print("pincer serve stopped")
         raise typer.Exit(0) from None
+
+
+def _write_serve_file(home: Path, info: Any) -> None:
+    """``serve.json``: where this gateway listens, for `pincer hooks test` (a port 0 is only known now)."""
+    import json
+
+    from pincer.store.approvals import process_token
+
+    path = home / "serve.json"
+    try:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"url": info.url, "process": process_token()}), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        logging.getLogger(__name__).warning("cannot write %s: %s", path, exc)
+
+
+def _remove_serve_file(home: Path) -> None:
+    import json
+
+    from pincer.store.approvals import process_token
+
+    path = home / "serve.json"
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("process") == process_token():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def event_loop_options() -> dict[str, Any]:

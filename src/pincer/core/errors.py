@@ -17,8 +17,15 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── AmbiguousKey           409  a bare name that several kinds or sources answer to
     │   ├── VersionExists          409  a published version is immutable
     │   ├── Unauthorized           401  the hub server got no valid publisher token
-    │   └── PayloadTooLarge        413  an upload or a download over its size limit
+    │   ├── PayloadTooLarge        413  a request body, an upload or a download over its size limit
+    │   ├── CommandNotFound        404  no skill declares that /command
+    │   ├── JobNotFound            404  no scheduled job has that name
+    │   ├── HookNotFound           404  no webhook has that name
+    │   ├── MethodNotAllowed       405  a webhook takes POST only
+    │   ├── ScheduleInvalid        422  a cron expression, time zone, time or interval that does not parse
+    │   └── CredentialInQuery      400  a token or signature sent in the query string
     ├── ConfigError                503  config.toml or another settings file is unusable
+    │   └── HookSecretMissing      503  a webhook's secret is not in the secret store
     ├── ManifestError              422  a capabilities or registry manifest is malformed
     │   ├── DefinitionRefused      422  an MCP server's tool definition holds a secret (or another refusal)
     │   └── SkillError             422  a SKILL.md that cannot be loaded, or a skill that cannot render
@@ -30,6 +37,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ApprovalAnswered       409  the approval was answered already
     │   ├── ApprovalPending        428  asked, not answered yet; call again after the answer
     │   ├── BudgetExceeded         429  a rate limit or invocation budget is spent
+    │   ├── SignatureInvalid       401  a webhook delivery whose token, signature or timestamp does not hold
+    │   ├── TooManyFailures        429  an address that failed webhook authentication too often
     │   └── EgressDenied           403  a host, address or redirect outside the allowlist
     ├── InputRequired              409  the tool needs answers from an MCP client first
     ├── ArtifactRefused            422  an artifact the hub will not install or publish
@@ -110,6 +119,15 @@ __all__ = [
     "ScanBlocked",
     "LocalEdits",
     "HubUnavailable",
+    "CommandNotFound",
+    "JobNotFound",
+    "HookNotFound",
+    "MethodNotAllowed",
+    "ScheduleInvalid",
+    "CredentialInQuery",
+    "HookSecretMissing",
+    "SignatureInvalid",
+    "TooManyFailures",
     "error_class",
     "http_status",
 ]
@@ -249,8 +267,51 @@ class Unauthorized(UsageError):
 
 
 class PayloadTooLarge(UsageError):
+    """A request body, an upload or a download over its size limit (read no further)."""
+
     code = "body_too_large"
     http_status = 413
+
+
+class CommandNotFound(UsageError):
+    """A ``/NAME`` no eligible skill declares; the message lists the known commands."""
+
+    code = "command_not_found"
+    http_status = 404
+
+
+class JobNotFound(UsageError):
+    code = "job_not_found"
+    http_status = 404
+
+
+class HookNotFound(UsageError):
+    code = "hook_not_found"
+    http_status = 404
+
+
+class MethodNotAllowed(UsageError):
+    code = "method_not_allowed"
+    http_status = 405
+
+
+class ScheduleInvalid(UsageError):
+    code = "schedule_invalid"
+    http_status = 422
+
+
+class CredentialInQuery(UsageError):
+    """A credential in a URL's query string: URLs end up in proxy and access logs."""
+
+    code = "credential_in_query"
+    http_status = 400
+
+
+class HookSecretMissing(ConfigError):
+    """A webhook names a secret the store does not hold: it refuses every delivery until set."""
+
+    code = "hook_secret_missing"
+    http_status = 503
 
 
 class PolicyError(PincerError):
@@ -279,6 +340,29 @@ class BudgetExceeded(PolicyError):
 
     def __init__(self, message: str, *, retry_after_s: float, hint: str | None = None) -> None:
         super().__init__(message, hint=hint or f"retry in {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+    def to_dict(self) -> dict[str, object]:
+        data = super().to_dict()
+        data["retry_after_s"] = round(self.retry_after_s, 3)
+        return data
+
+
+class SignatureInvalid(PolicyError):
+    """A webhook delivery that failed authentication (token, signature or timestamp)."""
+
+    code = "signature_invalid"
+    http_status = 401
+
+
+class TooManyFailures(PolicyError):
+    """Too many failed webhook deliveries from one address within a minute."""
+
+    code = "too_many_failures"
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after_s: float, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint or f"retry in {max(1, round(retry_after_s))} s")
         self.retry_after_s = retry_after_s
 
     def to_dict(self) -> dict[str, object]:

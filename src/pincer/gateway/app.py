@@ -1,5 +1,6 @@
-"""One ASGI app: MCP streamable HTTP at ``/mcp``, REST under ``/api/v1``, ``/healthz``; all of
-it behind the guard (Host/Origin, bearer token, body limit)."""
+"""One ASGI app: MCP streamable HTTP at ``/mcp``, REST under ``/api/v1``, ``/healthz``, webhooks at
+``/hooks/{name}``; all of it behind the guard (Host/Origin, bearer token, body limit), except that
+webhooks authenticate themselves (``gateway/hooks.py``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pincer.config import GatewaySettings
 from pincer.core.errors import Denied
 from pincer.core.values import CallRequest
 from pincer.gateway.guard import Guard, Refusal
+from pincer.gateway.hooks import HOOKS_PREFIX, HooksEndpoint
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.rest import create_rest_app
@@ -52,10 +54,17 @@ def create_gateway(
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
     unauthenticated = UnauthenticatedRefusals()
+    from pincer.gateway.commands import commands_router
     from pincer.llm.runner import RunManager
 
     runs = RunManager(pincer)
-    rest = create_rest_app(pincer, metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()}, runs=runs)
+    rest = create_rest_app(
+        pincer,
+        metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()},
+        runs=runs,
+        routers=(commands_router(pincer),),
+    )
+    hooks = HooksEndpoint(pincer, refusals=unauthenticated)
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "version": __version__})
@@ -84,6 +93,8 @@ def create_gateway(
         # /mcp is the hot path: straight to its endpoint, without Starlette's routing layers.
         if scope["type"] == "http" and scope.get("path") == "/mcp":
             await mcp_app(scope, receive, send)
+        elif scope["type"] == "http" and scope.get("path", "").startswith(HOOKS_PREFIX):
+            await hooks(scope, receive, send)
         else:
             await inner(scope, receive, send)
 
@@ -94,6 +105,7 @@ def create_gateway(
         bound_host=bound_host or settings.host,
         allowed_hosts=settings.allowed_hosts,
         allowed_origins=settings.allowed_origins,
+        self_authenticated_prefixes=(HOOKS_PREFIX,),
         on_refused=record_refusal,
         unauthenticated=unauthenticated,
     )

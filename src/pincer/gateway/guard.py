@@ -10,6 +10,11 @@ could send those by the thousand. A request with a valid token that was trying t
 (``POST /api/v1/tools/{name}/call``, a ``tools/call`` on ``/mcp``) and is refused all the same
 (foreign Host or Origin, body too large) is reported to ``on_refused`` for the audit log.
 
+Paths under ``self_authenticated_prefixes`` (``/hooks/``: webhooks, which a sender like GitHub
+cannot send our token with) authenticate themselves, each by its own signature or token: the
+guard checks Host and Origin for them and leaves the body to the route, which bounds its own
+read (a webhook's limit is smaller than the gateway's).
+
 DNS-rebinding protection: a page on ``evil.example`` that resolves to 127.0.0.1 reaches us
 with ``Host: evil.example`` and ``Origin: http://evil.example``; both must name this machine
 (or a name listed in ``[gateway] allowed_hosts``/``allowed_origins``).
@@ -124,6 +129,7 @@ class Guard:
         allowed_hosts: Iterable[str] = (),
         allowed_origins: Iterable[str] = (),
         public_paths: Iterable[str] = ("/healthz",),
+        self_authenticated_prefixes: Iterable[str] = (),
         on_refused: RefusalRecorder | None = None,
         unauthenticated: UnauthenticatedRefusals | None = None,
     ) -> None:
@@ -131,6 +137,7 @@ class Guard:
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
         self.public_paths = frozenset(public_paths)
+        self.self_authenticated_prefixes = tuple(self_authenticated_prefixes)
         self.on_refused = on_refused
         self.unauthenticated = unauthenticated if unauthenticated is not None else UnauthenticatedRefusals()
         names = set(LOOPBACK_NAMES)
@@ -169,7 +176,11 @@ class Guard:
             )  # fmt: skip
             return
 
-        if scope.get("path") not in self.public_paths:
+        path = scope.get("path", "")
+        if self.self_authenticated_prefixes and path.startswith(self.self_authenticated_prefixes):
+            await self.app(scope, receive, send)
+            return
+        if path not in self.public_paths:
             session = self._authenticate(headers.get("authorization"))
             if session is None:
                 missing = headers.get("authorization") is None

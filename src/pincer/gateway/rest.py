@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Coroutine, Mapping, MutableMapping
+from collections.abc import Callable, Coroutine, Mapping, MutableMapping, Sequence
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Path, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -31,7 +31,7 @@ from pincer.store.approvals import Answer, AnswerScope, ApprovalStatus
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["create_rest_app", "status_for", "CallBody", "ApprovalBody", "RunBody", "MAX_AUDIT_LIMIT"]
+__all__ = ["create_rest_app", "status_for", "session_of", "json_body_route", "CallBody", "ApprovalBody", "RunBody", "MAX_AUDIT_LIMIT"]
 
 MAX_AUDIT_LIMIT = 10_000
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,255}$"
@@ -94,6 +94,11 @@ def _session(request: Request) -> GatewaySession:
     return session
 
 
+def session_of(request: Request) -> GatewaySession:
+    """The authenticated session of a request (for routers added with ``routers=``)."""
+    return _session(request)
+
+
 class _Refused(Exception):
     def __init__(self, response: JSONResponse) -> None:
         self.response = response
@@ -111,6 +116,11 @@ class _JsonBodyRoute(APIRoute):
             return await handler(await _as_json_request(request))
 
         return route
+
+
+def json_body_route() -> type[APIRoute]:
+    """The route class that reads any JSON body as JSON (for routers added with ``routers=``)."""
+    return _JsonBodyRoute
 
 
 async def _as_json_request(request: Request) -> Request:
@@ -143,11 +153,16 @@ class _BufferedRequest(Request):
 
 
 def create_rest_app(
-    pincer: Any, *, metrics: Callable[[], dict[str, Any]] | None = None, runs: Any = None
+    pincer: Any,
+    *,
+    metrics: Callable[[], dict[str, Any]] | None = None,
+    runs: Any = None,
+    routers: Sequence[APIRouter] = (),
 ) -> FastAPI:
     """The FastAPI app, to be mounted at ``/api/v1``. ``metrics`` gives the gateway's counters
     (refusals made before authentication) for ``GET /metrics``; ``runs`` (a
-    ``pincer.llm.runner.RunManager`` whose task group the gateway holds) carries out runs."""
+    ``pincer.llm.runner.RunManager`` whose task group the gateway holds) carries out runs;
+    ``routers`` add more routes (``POST /commands``)."""
     app = FastAPI(
         title="pincer",
         version=__version__,
@@ -421,6 +436,9 @@ def create_rest_app(
                        "use a main session's token")
             )  # fmt: skip
         return {"gateway": metrics() if metrics is not None else {}}
+
+    for router in routers:
+        app.include_router(router)
 
     return app
 

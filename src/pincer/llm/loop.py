@@ -33,6 +33,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -73,7 +74,7 @@ from pincer.llm.prompt import (
 )
 from pincer.llm.provider import Provider, open_provider, resolve_api_key
 from pincer.llm.retry import complete_with_retries
-from pincer.llm.run import Run, RunEvent, RunRequest, ToolCallRecord
+from pincer.llm.run import OutsideData, Run, RunEvent, RunRequest, ToolCallRecord
 from pincer.llm.tool_search import ToolIndex
 from pincer.policy.run_budget import RunBudgets, first_exceeded, would_exceed_tool_calls
 from pincer.policy.visibility import visible_tools
@@ -88,6 +89,7 @@ CANCEL_POLL_INTERVAL_S = 0.5  # how soon `pincer runs cancel` from another proce
 RUN_SKILL_TOOL = "run_skill"  # never offered to a model: a run must not start runs of its own
 SKILL_TOOL = "skill"
 _MAX_SHOWN_RAW_ARGS = 200
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 
 EventHook = Callable[[RunEvent], None]
 ProviderFactory = Callable[[ModelSettings, "str | None"], Provider]
@@ -180,7 +182,7 @@ class AgentLoop:
                     f"skill {skill.name!r} is not available here: {eligibility.reason}",
                     hint=f"`pincer skills show {skill.name}` says what it needs",
                 )
-            rendered = library.render(skill.name, request.params)
+            rendered = library.render(skill.name, request.params, arguments=request.arguments)
             skill_text, params = rendered.text, dict(rendered.params)
         elif request.params:
             raise UsageError("params were given without a skill", hint="name the skill the params are for")
@@ -205,9 +207,12 @@ class AgentLoop:
         if api_key:
             scanner = scanner.with_values((api_key,))
         catalog = pincer.skills.catalog().text if pincer.skills is not None else None
+        run_id = request.run_id or secrets.token_hex(6)
+        if not _RUN_ID.fullmatch(run_id):
+            raise UsageError(f"not a run id: {run_id[:80]!r}", hint="leave the run id out; pincer chooses one")
         run = AgentRun(
             loop=self,
-            run_id=secrets.token_hex(6),
+            run_id=run_id,
             request=request,
             session=session,
             skill_name=skill.name if skill is not None else None,
@@ -221,6 +226,8 @@ class AgentLoop:
         )
         run.offer(self._offered(skill, session), skill)
         run.begin(system_prompt(skill_name=run.skill_name, skill_text=skill_text, catalog=catalog), params)
+        if request.outside:
+            run.taint_from_outside(request.outside)
         return run
 
     def _offered(self, skill: Any, session: str) -> list[ToolSpec]:
@@ -287,6 +294,7 @@ class AgentRun:
         self._scope: anyio.CancelScope | None = None
         self._cancelled = False
         self._closed = False
+        self._outside: tuple[OutsideData, ...] = ()
 
     # -- setting up -----------------------------------------------------------------------------
 
@@ -354,6 +362,16 @@ class AgentRun:
             model=self.settings.model, tools=len(self.offered), lazy_tools=self.is_lazy,
         )  # fmt: skip
 
+    def taint_from_outside(self, outside: Sequence[OutsideData]) -> None:
+        """The run starts with data from outside (a webhook's payload): the model gets it with the
+        first message as untrusted output, and the run is tainted before its first call, so a
+        payload that talks the model into a side effect meets an approval naming it."""
+        self._outside = tuple(outside)
+        if self.taint is None and self._outside and self.taint_mode != "off":
+            first = self._outside[0]
+            self.taint = Taint(tool=first.tool, mode=self.taint_mode)
+            self._emit("tainted", tool=first.tool, audit_id=None, call_id=None)
+
     # -- running ----------------------------------------------------------------------------------
 
     def cancel(self) -> None:
@@ -366,6 +384,10 @@ class AgentRun:
         """One message, and as many turns as the model needs (within the budgets)."""
         if self._closed:
             raise UsageError(f"run {self.id} has ended", hint="start a new run")
+        if self._outside:
+            blocks = [wrap_output(o.tool, f"({o.source})\n{o.content}", trusted=False) for o in self._outside]
+            text = "\n\n".join([text, *blocks])
+            self._outside = ()
         self._append(Message(role="user", content=text))
         self._flush()
         self._cancelled = False

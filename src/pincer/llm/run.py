@@ -8,7 +8,17 @@ from typing import Any
 
 from pincer.llm.messages import TokenUsage
 
-__all__ = ["RunRequest", "RunEvent", "ToolCallRecord", "Run"]
+__all__ = ["RunRequest", "OutsideData", "RunEvent", "ToolCallRecord", "Run"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutsideData:
+    """Data from outside pincer a run starts with (a webhook's payload). The model gets it as
+    untrusted tool output under ``tool``, and the run is tainted from its first call."""
+
+    tool: str  # what the taint names, e.g. "webhook:gh"
+    source: str  # where it came from, for a person: "webhook gh, delivery 72d3 (github.pr.opened)"
+    content: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -25,6 +35,9 @@ class RunRequest:
     profile: str | None = None
     budgets: Mapping[str, Any] | None = None
     depth: int = 0  # a run started from inside a tool call (run_skill) is one level deeper
+    run_id: str | None = None  # chosen by a trigger that promised it to its caller; None: a new one
+    arguments: str | None = None  # a /command's argument text, for the skill's $ARGUMENTS
+    outside: tuple[OutsideData, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -36,6 +36,7 @@ __all__ = [
     "coerce_params",
     "parse_param_pairs",
     "is_template",
+    "render_text",
     "MAX_LOOP_ITERATIONS",
     "MAX_RENDER_CHARS",
 ]
@@ -337,6 +338,44 @@ def _compiled(skill: Skill, text: str) -> Any:
         _TEMPLATES.clear()
     _TEMPLATES[key] = template
     return template
+
+
+_TEXTS: dict[str, Any] = {}
+
+
+def render_text(text: str, values: Mapping[str, Any], *, source: str) -> str:
+    """A template that is not a skill body (a webhook's ``params`` mapping, a job's message) in
+    the same sandbox, with the same loop and size bounds. A name without a value renders empty;
+    ``source`` names the template in errors."""
+    try:
+        template = _TEXTS.get(text)
+        if template is None:
+            tree = _ENV.parse(text)
+            for node in tree.find_all(_REFUSED_NODES):
+                raise SkillError(f"templates cannot use {type(node).__name__.lower()} tags", hint="use {{ }} and filters")
+            for loop in tree.find_all(nodes.For):
+                loop.iter = nodes.Call(nodes.Name(_LOOP_GUARD, "load"), [loop.iter], [], None, None, lineno=loop.lineno)
+            tree.set_environment(_ENV)
+            template = _ENV.from_string(tree)
+            if len(_TEXTS) >= _MAX_CACHED_TEMPLATES:
+                _TEXTS.clear()
+            _TEXTS[text] = template
+        token = _BUDGET.set([MAX_LOOP_ITERATIONS])
+        try:
+            return _join_bounded(template.generate(**values))
+        finally:
+            _BUDGET.reset(token)
+    except SkillError as exc:
+        raise SkillError(exc.detail, source=source, hint=exc.hint) from None
+    except SecurityError as exc:
+        raise SkillError(f"the template tried to reach something outside the sandbox: {exc}", source=source,
+                         hint="use the values it is given, filters and loops") from None  # fmt: skip
+    except jinja2.TemplateSyntaxError as exc:
+        raise SkillError(f"template syntax error: {exc.message}", source=source,
+                         hint="fix the {{ }} / {% %} tags") from None  # fmt: skip
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, LookupError, RecursionError, AttributeError) as exc:
+        raise SkillError(f"the template failed: {type(exc).__name__}: {str(exc)[:200]}", source=source,
+                         hint="check the template's expressions against the values it gets") from None  # fmt: skip
 
 
 def _join_bounded(chunks: Any) -> str:

@@ -180,11 +180,79 @@ CREATE TABLE IF NOT EXISTS run_messages (
 """
 
 
+# v4 (triggers): scheduled jobs and their state, every firing of every trigger (also the
+# persisted queue of runs not yet handed to the agent loop), webhook deliveries by id (replay
+# protection and the original answer), and the lease that lets one process run the scheduler.
+_TRIGGERS_V4 = """
+CREATE TABLE IF NOT EXISTS trigger_jobs (
+    name TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    spec_hash TEXT NOT NULL,
+    paused INTEGER NOT NULL DEFAULT 0,
+    next_run REAL,
+    retry_at REAL,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    last_run REAL,
+    last_status TEXT,
+    last_error TEXT,
+    last_run_id TEXT,
+    run_requested REAL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trigger_firings (
+    id TEXT PRIMARY KEY,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    fired_by TEXT NOT NULL,
+    skill TEXT,
+    session TEXT NOT NULL,
+    params TEXT NOT NULL,
+    payload TEXT,
+    run_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    request TEXT,
+    owner TEXT,
+    audit_id INTEGER,
+    job TEXT,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    ended_at REAL
+);
+-- Only the firings still on their way (queued, being started, running) are looked up by state.
+CREATE INDEX IF NOT EXISTS trigger_firings_open ON trigger_firings (status, ts)
+    WHERE status IN ('queued', 'starting', 'started');
+CREATE INDEX IF NOT EXISTS trigger_firings_by_name ON trigger_firings (kind, name, ts);
+CREATE TABLE IF NOT EXISTS trigger_deliveries (
+    hook TEXT NOT NULL,
+    delivery_id TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    event TEXT,
+    status INTEGER NOT NULL,
+    response TEXT NOT NULL,
+    PRIMARY KEY (hook, delivery_id)
+);
+CREATE INDEX IF NOT EXISTS trigger_deliveries_received ON trigger_deliveries (received_at);
+CREATE TABLE IF NOT EXISTS trigger_lease (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    owner TEXT NOT NULL,
+    heartbeat REAL NOT NULL
+);
+"""
+
+
 def _migrate_v3(conn: sqlite3.Connection) -> None:
     present = {row[1] for row in conn.execute("PRAGMA table_info(audit)")}
     if "run_id" not in present:
         conn.execute("ALTER TABLE audit ADD COLUMN run_id TEXT")
     for statement in _split_script(_RUNS_V3):
+        conn.execute(statement)
+
+
+def _migrate_v4(conn: sqlite3.Connection) -> None:
+    for statement in _split_script(_TRIGGERS_V4):
         conn.execute(statement)
 
 
@@ -207,7 +275,12 @@ def _split_script(script: str) -> list[str]:
 
 
 # Each step takes the schema from its index to the next version, in one transaction.
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2, _migrate_v3)
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _migrate_v1,
+    _migrate_v2,
+    _migrate_v3,
+    _migrate_v4,
+)
 _SCHEMA_VERSION = len(_MIGRATIONS)
 
 

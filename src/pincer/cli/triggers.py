@@ -1,0 +1,195 @@
+"""``pincer triggers list``: every trigger of every skill, job and webhook, with its state."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import typer
+
+from pincer.cli.common import JsonOption, audit_key, emit_json, pincer_home, run, secret_key, stderr
+
+__all__ = ["app", "open_for_triggers", "trigger_rows", "when"]
+
+app = typer.Typer(help="Show every trigger of every skill, job and webhook, with its state.", no_args_is_help=True)
+
+
+@asynccontextmanager
+async def open_for_triggers() -> AsyncIterator[Any]:
+    """A Pincer with what triggers need (config, store, audit, secrets, skills) and no tools."""
+    from pincer.service import Pincer
+
+    home = pincer_home()
+    async with Pincer.open(
+        home, secret_key=secret_key(home), audit_key=audit_key(home), builtins=False, external=False, scripts=False,
+        wasm=False,
+    ) as pincer:  # fmt: skip
+        yield pincer
+
+
+def when(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def job_row(row: Any) -> dict[str, Any]:
+    from pincer.triggers.jobs import JobSpec
+
+    spec = JobSpec.from_dict(row.spec)
+    if row.paused:
+        state = "paused"
+    elif not spec.enabled:
+        state = "disabled"
+    elif row.next_run is None and row.retry_at is None:
+        state = "done"
+    else:
+        state = "active"
+    return {
+        "name": row.name,
+        "source": row.source,
+        "schedule": spec.schedule.to_dict(),
+        "schedule_text": spec.schedule.describe(),
+        "skill": spec.skill,
+        "params": dict(spec.params),
+        "message": spec.message,
+        "session": spec.run_session,
+        "state": state,
+        "next_run": when(row.next_run),
+        "retry_at": when(row.retry_at),
+        "last_run": when(row.last_run),
+        "last_status": row.last_status,
+        "last_error": row.last_error,
+        "last_run_id": row.last_run_id,
+    }
+
+
+def hook_row(pincer: Any, hook: Any) -> dict[str, Any]:
+    has_secret = pincer.secrets.find(hook.secret) is not None
+    if hook.skill:
+        runs = f"skill {hook.skill}"
+    elif hook.message:
+        runs = "a plain agent turn"
+    else:
+        runs = "every eligible skill whose webhook trigger matches"
+    return {
+        "name": hook.name,
+        "path": f"/hooks/{hook.name}",
+        "auth": hook.auth,
+        "secret": hook.secret,
+        "secret_set": has_secret,
+        "skill": hook.skill,
+        "message": hook.message,
+        "events": list(hook.events),
+        "params": dict(hook.params),
+        "runs": runs,
+        "targets": _derived_targets(pincer, hook) if not hook.skill and not hook.message else None,
+        "state": "active" if has_secret else f"refuses every delivery: set the secret {hook.secret!r}",
+    }
+
+
+def _derived_targets(pincer: Any, hook: Any) -> list[str]:
+    """The skills a hook without skill and message delivers to: their webhook trigger passes its filter."""
+    from pincer.triggers.events import event_matches
+
+    library = pincer.skills
+    found = []
+    for skill in library.eligible() if library is not None else ():
+        events = [t.value for t in skill.triggers if t.kind == "webhook" and t.value]
+        if any(not hook.events or any(event_matches(p, e) for p in hook.events) for e in events):
+            found.append(skill.name)
+    return found
+
+
+def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
+    """One row per trigger: skills' own (command, schedule, webhook, manual), then the jobs and
+    hooks configured by hand."""
+    from pincer.triggers.commands import command_name, command_table
+    from pincer.triggers.events import event_matches
+
+    library = pincer.skills
+    engine = pincer.triggers
+    engine.scheduler.sync(engine.clock.now())
+    jobs = {row.name: row for row in engine.store.jobs()}
+    hooks = pincer.config.hooks
+    table = command_table(library.user_invocable()) if library is not None else {}
+    rows: list[dict[str, Any]] = []
+    schedule_index: dict[str, int] = {}
+    for skill in library.skills if library is not None else ():
+        eligibility = library.eligibility_of(skill.name)
+        inactive = None if eligibility.is_eligible else "inactive: not eligible (" + "; ".join(eligibility.reasons) + ")"
+        for trigger in skill.triggers:
+            row: dict[str, Any] = {"owner": f"skill {skill.name}", "skill": skill.name, "kind": trigger.kind, "value": trigger.value}
+            if trigger.kind == "command":
+                name = command_name(trigger.value).lower()
+                owner = table.get(name)
+                if inactive:
+                    row["state"] = inactive
+                elif not skill.user_invocable:
+                    row["state"] = "inactive: the skill is not user-invocable"
+                elif owner is not None and owner.name != skill.name:
+                    row["state"] = f"shadowed: skill {owner.name} answers {name}"
+                else:
+                    row["state"] = "active"
+            elif trigger.kind == "schedule":
+                from pincer.triggers.jobs import skill_job_name
+
+                index = schedule_index.get(skill.name, 0)
+                schedule_index[skill.name] = index + 1
+                job = jobs.get(skill_job_name(skill.name, index))
+                if job is None:
+                    row["state"] = inactive or "inactive: the schedule does not parse (`pincer skills check`)"
+                else:
+                    row.update({k: v for k, v in job_row(job).items() if k in ("next_run", "last_run", "last_status")})
+                    row["job"] = job.name
+                    row["state"] = "paused" if job.paused else "active"
+            elif trigger.kind == "webhook":
+                via = [
+                    h.name for h in hooks
+                    if h.skill == skill.name
+                    or (not h.skill and not h.message and (not h.events or any(event_matches(p, trigger.value) for p in h.events)))
+                ]  # fmt: skip
+                row["hooks"] = via
+                if inactive:
+                    row["state"] = inactive
+                elif via:
+                    row["state"] = "active via " + ", ".join(f"/hooks/{name}" for name in via)
+                else:
+                    row["state"] = "inactive: no [[hooks]] entry delivers it (add one with auth and secret)"
+            else:
+                row["state"] = inactive or "offered for manual runs"
+            rows.append(row)
+    for job in jobs.values():
+        if not job.source.startswith("skill:"):
+            rows.append({"owner": f"job {job.name}", "job": job.name, "kind": "schedule", **job_row(job)})
+    for hook in hooks:
+        rows.append({"owner": f"hook {hook.name}", "hook": hook.name, "kind": "webhook", **hook_row(pincer, hook)})
+    return rows
+
+
+@app.command("list")
+def list_triggers(as_json: bool = JsonOption) -> None:
+    """Every trigger of every skill, job and webhook, with its state (next run, last status, hooks)."""
+
+    async def body() -> list[dict[str, Any]]:
+        async with open_for_triggers() as pincer:
+            return trigger_rows(pincer)
+
+    rows = run(body, as_json=as_json)
+    if as_json:
+        emit_json({"triggers": rows})
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} triggers", title_justify="left")
+    for column in ("owner", "kind", "trigger", "state"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        trigger = row.get("value") or row.get("schedule_text") or row.get("path") or ""
+        state = str(row.get("state", ""))
+        if row.get("next_run"):
+            state += f" (next {row['next_run']})"
+        table.add_row(row["owner"], row["kind"], str(trigger), state)
+    stderr.print(table)

@@ -1,0 +1,231 @@
+"""``POST /hooks/{name}``: webhook deliveries, authenticated by each hook's own ``auth``.
+
+The guard lets ``/hooks/`` past the bearer-token check (GitHub cannot hold our token) but not
+past the Host and Origin rules. This route then decides, in this order:
+
+====  =========================================================================================
+405   not a POST
+400   a credential in the query string (``?token=...``): URLs end up in logs
+429   the client address failed authentication ``[triggers] max_failures_per_minute`` times in
+      the last minute (``Retry-After`` says when to come back); nothing else is looked at
+404   no ``[[hooks]]`` entry of that name (counted as a failure: names are not for guessing)
+413   a body over the hook's limit (``[triggers] hook_max_body_bytes``, 256 KiB), refused from
+      its Content-Length before it is read, or as soon as the read passes it
+503   the hook's secret is not in the secret store: the answer names it
+401   a missing or wrong token or signature, or a Standard Webhooks timestamp outside the
+      tolerance (counted as a failure)
+200   a delivery id seen before: the first delivery's answer, no second run
+202   accepted: the run ids, at once (or ``{"ignored": true}`` for an event the hook filters out)
+====  =========================================================================================
+
+Refusals made before a delivery was authenticated are counted (``GET /api/v1/metrics``) and
+logged at a bounded rate, like the guard's, and never written to the audit log: anyone can send
+them by the thousand. Every accepted delivery's firings are audited.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import secrets
+import time
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.types import Receive, Scope, Send
+
+from pincer.core.errors import (
+    CredentialInQuery,
+    HookNotFound,
+    HookSecretMissing,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    PincerError,
+    SignatureInvalid,
+    TooManyFailures,
+    UsageError,
+)
+from pincer.gateway.refusals import UnauthenticatedRefusals
+from pincer.triggers.events import delivery_event
+from pincer.triggers.failures import FailureWindow
+from pincer.triggers.signatures import verify
+from pincer.triggers.webhooks import DeliveryAnswer, accept_delivery
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HooksEndpoint", "HOOKS_PREFIX", "CREDENTIAL_QUERY_NAMES"]
+
+HOOKS_PREFIX = "/hooks/"
+CREDENTIAL_QUERY_NAMES = frozenset({
+    "token", "access_token", "auth", "authorization", "key", "api_key", "apikey", "secret", "password",
+    "signature", "sig", "hmac", "bearer", "webhook-signature",
+})  # fmt: skip
+_SECRET_CACHE_MAX = 256
+
+
+def _json(status: int, body: Any, headers: Iterable[tuple[str, str]] = ()) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    payload = json.dumps(body, ensure_ascii=False, default=str).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    return status, payload, raw
+
+
+def _error(exc: PincerError, headers: Iterable[tuple[str, str]] = ()) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    return _json(exc.http_status, {"error": exc.to_dict()}, headers)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class HooksEndpoint:
+    """The ASGI app behind ``/hooks/``; ``pincer`` gives the config, secrets and trigger engine."""
+
+    def __init__(self, pincer: Any, *, refusals: UnauthenticatedRefusals) -> None:
+        self.pincer = pincer
+        self.refusals = refusals
+        self.failures = FailureWindow(limit=lambda: pincer.config.triggers.max_failures_per_minute)
+        self._secrets: dict[str, tuple[int, str]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        status, body, headers = await self._answer(scope, receive)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _refused(self, scope: Scope, address: str, code: str, *, failure: bool) -> None:
+        if failure:
+            self.failures.record(address)
+        self.refusals.record(address=address, method=str(scope.get("method")), path=str(scope.get("path", "")), code=code)
+
+    async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        client = scope.get("client")
+        address = str(client[0]) if client else "(unknown address)"
+        path = str(scope.get("path", ""))
+        name = path[len(HOOKS_PREFIX) :].rstrip("/")
+        if scope.get("method") != "POST":
+            self._refused(scope, address, "method_not_allowed", failure=False)
+            return _error(
+                MethodNotAllowed(f"{scope.get('method')} {path}: webhooks take POST only", hint="send the delivery as a POST"),
+                [("allow", "POST")],
+            )
+        query = scope.get("query_string", b"")
+        if query and any(k.lower() in CREDENTIAL_QUERY_NAMES for k, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True)):
+            self._refused(scope, address, "credential_in_query", failure=False)
+            return _error(
+                CredentialInQuery(
+                    "a credential in the query string is refused: URLs are written to logs",
+                    hint="send it in a header (Authorization: Bearer ..., or the hook's signature headers)",
+                )
+            )
+        wait = self.failures.retry_after(address)
+        if wait is not None:
+            self._refused(scope, address, "too_many_failures", failure=False)
+            seconds = max(1, math.ceil(wait))
+            limit = self.pincer.config.triggers.max_failures_per_minute
+            return _error(
+                TooManyFailures(
+                    f"{limit} failed deliveries from {address} within a minute", retry_after_s=seconds,
+                    hint=f"fix the sender's secret; deliveries are taken again in {seconds} s",
+                ),
+                [("retry-after", str(seconds))],
+            )  # fmt: skip
+        config = self.pincer.config
+        hook = config.hook(name) if name and "/" not in name else None
+        if hook is None or not config.triggers.enabled:
+            self._refused(scope, address, "hook_not_found", failure=True)
+            return _error(
+                HookNotFound(f"no webhook named {name[:64]!r}", hint="webhooks are the [[hooks]] tables of config.toml")
+            )
+        limit = hook.max_body_bytes or config.triggers.hook_max_body_bytes
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        try:
+            declared = int(headers.get("content-length", "0") or 0)
+        except ValueError:
+            declared = 0
+        too_big = PayloadTooLarge(
+            f"the delivery is larger than {limit:,} bytes",
+            hint=f"send less, or raise [hooks] max_body_bytes of hook {hook.name} (or [triggers] hook_max_body_bytes)",
+        )
+        if declared > limit:
+            self._refused(scope, address, "body_too_large", failure=False)
+            return _error(too_big)
+        try:
+            body = await _read_body(receive, limit)
+        except _TooLarge:
+            self._refused(scope, address, "body_too_large", failure=False)
+            return _error(too_big)
+        secret = self._secret(hook.secret)
+        if secret is None:
+            self._refused(scope, address, "hook_secret_missing", failure=False)
+            return _error(
+                HookSecretMissing(
+                    f"webhook {hook.name!r} refuses every delivery: its secret {hook.secret!r} is not in the secret store",
+                    hint=f"store it: printf %s VALUE | pincer secrets set {hook.secret}",
+                )
+            )
+        try:
+            delivery_id = verify(
+                hook.auth, secret, headers, body, now=time.time(), tolerance_s=config.triggers.signature_tolerance_s
+            )
+        except SignatureInvalid as exc:
+            self._refused(scope, address, "signature_invalid", failure=True)
+            return _error(exc, [("www-authenticate", f'Signature realm="pincer", hook="{hook.name}"')])
+        try:
+            payload = _payload(headers.get("content-type", ""), body)
+        except UsageError as exc:
+            return _error(exc)
+        event = delivery_event(hook.auth, headers, payload)
+        generated = not delivery_id
+        answer: DeliveryAnswer = await accept_delivery(
+            self.pincer.triggers, hook, delivery_id=delivery_id or f"gen-{secrets.token_hex(8)}", generated_id=generated,
+            event=event, payload=payload, address=address,
+        )  # fmt: skip
+        return _json(answer.status, answer.body, answer.headers.items())
+
+    def _secret(self, name: str) -> str | None:
+        store = self.pincer.secrets
+        version = store.version()
+        cached = self._secrets.get(name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        value = store.find(name)
+        if value is None:
+            self._secrets.pop(name, None)
+            return None
+        if len(self._secrets) >= _SECRET_CACHE_MAX:
+            self._secrets.clear()
+        self._secrets[name] = (version, value)
+        return value
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        body.extend(message.get("body", b""))
+        if len(body) > limit:
+            raise _TooLarge
+        if not message.get("more_body", False):
+            break
+    return bytes(body)
+
+
+def _payload(content_type: str, body: bytes) -> Any:
+    """The delivery's JSON (GitHub may send it form-encoded, as ``payload=``); empty: ``{}``."""
+    if not body.strip():
+        return {}
+    media = content_type.split(";", 1)[0].strip().lower()
+    text: str | bytes = body
+    if media == "application/x-www-form-urlencoded":
+        fields = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        text = fields.get("payload", "")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise UsageError(
+            "the delivery's body is not JSON", hint="send a JSON body (content-type: application/json)"
+        ) from None
