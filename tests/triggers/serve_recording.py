@@ -4,7 +4,7 @@
 
 Everything else is the real ``pincer serve`` (the CLI, the gateway, the trigger engine, the
 store); only ``pincer.triggers.starter.default_starter`` is swapped, the one place the agent
-loop will be wired in. Every run it is asked for is written to the SQLite file named by
+loop is wired in. Every run it is asked for is written to the SQLite file named by
 ``PINCER_TEST_RUNS_DB`` before ``start`` returns; ``PINCER_TEST_START_DELAY_S`` makes each
 start take that long (so that a queue builds up).
 """

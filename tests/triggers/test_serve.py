@@ -1,4 +1,4 @@
-"""A real ``pincer serve`` (the recording starter standing in for the agent loop): deliveries
+"""A real ``pincer serve`` (mostly with the recording starter standing in for the agent loop): deliveries
 answered 202 before a SIGKILL are run after the restart, each exactly once with one audit
 record; ``pincer hooks test`` signs and delivers; ``pincer cron run`` runs in the server.
 
@@ -55,9 +55,11 @@ def _env(home: Path, runs: Path, **extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def serve(home: Path, runs: Path, **extra: str) -> Iterator[Server]:
+def serve(home: Path, runs: Path, *, agent_loop: bool = False, **extra: str) -> Iterator[Server]:
+    """``pincer serve`` with the recording starter, or (``agent_loop``) the real one as a user runs it."""
+    command = [str(PINCER_BIN), "serve"] if agent_loop else [sys.executable, str(LAUNCHER)]
     process = subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [*command, "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=_env(home, runs, **extra),
     )  # fmt: skip
     lines: queue.Queue[str] = queue.Queue()
@@ -204,3 +206,35 @@ def test_hooks_test_and_cron_run_reach_the_running_server(home: Path, tmp_path: 
     listed = json.loads(cli(home, runs, "cron", "list", "--json").stdout)
     [nightly] = [j for j in listed["jobs"] if j["name"] == "nightly"]
     assert nightly["last_status"] == "done" and nightly["last_run_id"] == started["run_id"]
+
+
+def test_a_delivery_to_a_real_pincer_serve_is_run_by_the_agent_loop(tmp_path: Path) -> None:
+    """The real ``pincer serve`` (no starter swapped): a Standard Webhooks delivery signed like the
+    official signer's is answered 202 and carried out by the agent loop against the local model."""
+    from pincer.demo.model_server import Turn, serve_models
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with serve_models([Turn(text="Order 7 noted.")]) as model:
+        (home / "config.toml").write_text(
+            CONFIG + f'\n[llm]\nmodel = "scripted-model"\nbase_url = "{model.openai_url}"\nmax_retries = 0\n'
+        )
+        assert cli(home, tmp_path / "unused.db", "secrets", "set", "std_hook_secret", stdin=SECRET).returncode == 0
+        with serve(home, tmp_path / "unused.db", agent_loop=True) as server:
+            body, headers = _signed(7)
+            token = (home / "gateway.token").read_text().strip()
+            with httpx.Client(base_url=server.url, trust_env=False, timeout=30) as http:
+                answer = http.post("/hooks/std", content=body, headers=headers)
+                assert answer.status_code == 202, answer.text
+                run_id = answer.json()["run_id"]
+                deadline = time.monotonic() + RUNS_AFTER_RESTART_TIMEOUT_S
+                while True:
+                    got = http.get(f"/api/v1/runs/{run_id}", headers={"Authorization": f"Bearer {token}"})
+                    if got.status_code == 200 and got.json()["status"] != "running":
+                        break
+                    assert time.monotonic() < deadline, f"the run did not end: {got.text}"
+                    time.sleep(0.1)
+        run = got.json()
+        assert run["status"] == "done" and run["trigger"] == "webhook:std" and run["session"] == "hook:std"
+        assert [m["content"] for m in run["messages"] if m["role"] == "assistant"] == ["Order 7 noted."]
+        assert "event order.created" in json.dumps(model.requests[0].body["messages"])
