@@ -22,6 +22,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -346,6 +347,9 @@ def wrapper_strategy(draw: Any, oracle: bool) -> Wrapper:
         operands = ["0" if forms else one_of(draw, "1", "0x1")]
     elif name == "flock":
         forms = options(draw, [["-w", "1"], ["-w1"], ["--timeout=1"], ["-n"], ["-s"], ["-x"], ["-o"], ["-E", "3"]])
+        if oracle and not any(f[0] in ("-w", "-w1", "--timeout=1", "-n") for f in forms):
+            # flock in flock on one file waits for itself forever: run for real, it must give up
+            forms = [["-n"], *forms]
         operands = ["lockfile"]
     else:  # unbuffer
         forms = one_of(draw, [], [["-p"]])
@@ -511,11 +515,20 @@ def _oracle_world(root: Path) -> Path:
 def _run_for_real(shell: str, text: str, root: Path) -> set[str]:
     bin_dir = _oracle_world(root)
     env = {"PATH": str(bin_dir), "HOME": str(root), "LANG": "C"}
+    # A session of its own, so that what the line started is killed with it (a timeout of
+    # subprocess.run kills the shell only, and its children would linger).
+    process = subprocess.Popen([shell, "-c", text], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     try:
-        subprocess.run([shell, "-c", text], cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=ORACLE_RUN_TIMEOUT_S, check=False)  # fmt: skip
+        process.wait(timeout=ORACLE_RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pass  # whatever logged so far ran; the check below is about what ran, not about finishing
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
     log = root / "log"
     return set(log.read_text().split()) if log.exists() else set()
 
