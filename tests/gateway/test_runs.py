@@ -82,7 +82,7 @@ async def test_a_rest_run_answers_202_streams_its_events_and_is_recorded(tmp_pat
                 assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
                 bad = await http.post("/api/v1/runs", headers=gateway.headers, json={"skill": "no-such-skill"})
                 assert bad.status_code == 404 and bad.json()["error"]["code"] == "skill_not_found"
-                params = await http.post("/api/v1/runs", headers=gateway.headers, json={"skill": "code-review", "params": {}})
+                params = await http.post("/api/v1/runs", headers=gateway.headers, json={"skill": "code-review", "params": {"focus": "loudly"}})
                 assert params.status_code == 422 and params.json()["error"]["code"] == "invalid_arguments"
                 budget = await http.post("/api/v1/runs", headers=gateway.headers, json={"message": "x", "budgets": {"turn": 1}})
                 assert budget.status_code == 400 and "unknown budget" in budget.json()["error"]["message"]
