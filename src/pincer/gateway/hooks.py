@@ -14,7 +14,8 @@ past the Host and Origin rules. This route then decides, in this order:
 503   the hook's secret is not in the secret store: the answer names it
 401   a missing or wrong token or signature, or a Standard Webhooks timestamp outside the
       tolerance (counted as a failure)
-200   a delivery id seen before: the first delivery's answer, no second run
+200   a delivery id seen before: the first delivery's answer, no second run (GitHub signs the
+      body only, so a GitHub delivery's id is its body's digest, not ``X-GitHub-Delivery``)
 202   accepted: the run ids, at once (or ``{"ignored": true}`` for an event the hook filters out)
 ====  =========================================================================================
 
@@ -25,6 +26,7 @@ them by the thousand. Every accepted delivery's firings are audited.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -176,6 +178,11 @@ class HooksEndpoint:
             payload = _payload(headers.get("content-type", ""), body)
         except UsageError as exc:
             return _error(exc)
+        if hook.auth == "github":
+            # GitHub signs the body alone: a captured delivery resent with a fresh
+            # X-GitHub-Delivery (or another X-GitHub-Event) verifies again, so it is known by
+            # what was signed.
+            delivery_id = "sha256:" + hashlib.sha256(body).hexdigest()[:32]
         event = delivery_event(hook.auth, headers, payload)
         generated = not delivery_id
         answer: DeliveryAnswer = await accept_delivery(

@@ -1,6 +1,6 @@
-"""The install-time scanner: what a skill, a script or an MCP server command must not hide.
+r"""The install-time scanner: what a skill, a script or an MCP server command must not hide.
 
-Every text file of an artifact is read line by line against these rules (modelled on the
+Every text file of an artifact is read command by command against these rules (modelled on the
 published reports of ClawHub's "ClawHavoc" wave: skills whose "prerequisites" told people to
 paste a command into a terminal, which fetched and ran a stealer):
 
@@ -27,23 +27,32 @@ fake-prerequisite           high      a prerequisite/setup passage that tells th
                                       *medium*: the instruction alone
 hidden-unicode              high      bidi controls (U+202A-E, U+2066-9), zero-width characters
                                       (U+200B-D outside emoji, U+2060-4, U+FEFF past the start),
-                                      tag characters (U+E0000-7F outside flag emoji); *medium*:
-                                      LRM/RLM/ALM marks, soft hyphens
+                                      tag characters (U+E0000-7F outside flag emoji), runs of
+                                      variation selectors (hidden bytes); *medium*: LRM/RLM/ALM
+                                      marks, soft hyphens
 ==========================  ========  =========================================================
 
 A finding has its rule id, severity, file and line (1-based) and a short excerpt with the
 invisible characters named. High severity blocks an install unless ``--force``; ``pincer scan
-PATH`` runs the scanner alone. Binary files (a NUL in the first 8 KB, ``.wasm``) are skipped;
-text past 2 MB per file is not read (reported as a low finding).
+PATH`` runs the scanner alone. Binary files (a NUL in the first 8 KB, unless the name is a text
+file's, ``SKILL.md``, ``*.sh``, ..., or it starts with ``#!``) are skipped; text past 2 MB per file
+is not read (reported as a low finding).
+
+A line is what a shell reads as one: lines break at newlines only (not at U+2028 or U+001C,
+which bash reads as part of the line), and a line ending in ``\``, ``|``, ``&&`` or ``||`` goes
+on in the next. Each is matched as written, past its shell quoting (``c''url``, ``ba\sh``), and
+through the text of its base64 tokens (a command decoded to a file and run from there).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -127,7 +136,11 @@ class ScanReport:
 # ----------------------------------------------------------------------------------- patterns
 
 _FETCH = r"(?:curl|wget|fetch|aria2c|http(?:ie)?|Invoke-WebRequest|Invoke-RestMethod|iwr|irm)"
-_SHELLS = r"(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+)?(?:/usr/bin/|/bin/)?(?:ba|z|k|da|fi|c|tc)?sh\b|python[0-9.]*\b|perl\b|ruby\b|node\b|php\b"
+# A shell may sit behind any path and any of the words that run the next one (sudo, env, ...).
+_RUNNERS = r"(?:(?:/[\w./-]*/)?(?:sudo|doas|env|command|exec|nohup|xargs|time)\s+(?:-\S+\s+)*)*"
+_SHELLS = (
+    rf"{_RUNNERS}(?:/[\w./-]*/)?(?:(?:ba|z|k|da|fi|c|tc)?sh\b|python[0-9.]*\b|perl\b|ruby\b|node\b|php\b|pwsh\b|osascript\b)"
+)
 _PIPE_TO_SHELL = re.compile(rf"\b{_FETCH}\b[^\n|;]*(?:\|[^\n|;]*)*?\|\s*(?:{_SHELLS})", re.I)
 _PROCESS_SUBST = re.compile(rf"(?:\b(?:ba|z)?sh|\bsource|\.)\s+<\(\s*{_FETCH}\b", re.I)
 _SUBSHELL = re.compile(rf"\b(?:(?:ba|z)?sh|python[0-9.]*)\s+-c\s+['\"]?\s*\$\(\s*{_FETCH}\b", re.I)
@@ -137,6 +150,12 @@ _PS_PIPE = re.compile(rf"{_PS_FETCH}\b[^\n]*\|\s*(?:iex|Invoke-Expression)\b", r
 _PS_IEX = re.compile(rf"\b(?:iex|Invoke-Expression)\s*[\(\s]\s*[\(\$]*\s*(?:&\s*)?{_PS_FETCH}", re.I)
 _DOWNLOAD_RUN = re.compile(
     rf"\b{_FETCH}\b[^\n]*?(?:-o|-O|--output|>)\s*['\"]?(?P<file>[^\s'\";&|]+)[^\n]*?chmod\s+(?:[0-7]{{3,4}}|\+?[ugoa]*\+x)\s+['\"]?(?P=file)",
+    re.I,
+)
+
+_DOWNLOAD_SOURCE = re.compile(
+    rf"\b{_FETCH}\b[^\n]*?(?:-o|-O|--output|>)\s*['\"]?(?P<file>[^\s'\";&|]+)[^\n]*?(?:&&|\|\||;)\s*"
+    rf"(?:{_SHELLS}|source\b|\.)\s+['\"]?(?P=file)(?![^\s'\";&|])",
     re.I,
 )
 
@@ -249,7 +268,19 @@ _BIDI = {0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069}
 _ZERO_WIDTH = {0x200B, 0x200C, 0x200D, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0x180E, 0xFEFF}
 _MARKS = {0x200E, 0x200F, 0x061C, 0x00AD}
 _SUSPECT = _BIDI | _ZERO_WIDTH | _MARKS
-_SUSPECT_CHARS = re.compile("[" + "".join(map(chr, sorted(_SUSPECT))) + "\U000e0000-\U000e007f]")
+_SUSPECT_CHARS = re.compile("[" + "".join(map(chr, sorted(_SUSPECT))) + "\U000e0000-\U000e007f\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+
+def _is_variation_selector(ch: str) -> bool:
+    return bool(ch) and (0xFE00 <= ord(ch) <= 0xFE0F or 0xE0100 <= ord(ch) <= 0xE01EF)
+
+
+def _is_lone_variant(line: str, index: int) -> bool:
+    """A variation selector right after the character it varies (an emoji's U+FE0F, an
+    ideograph's variant), not after another selector or a space: runs of them encode hidden
+    bytes (the GlassWorm technique)."""
+    before = line[index - 1 : index]
+    return bool(before) and not before.isspace() and not _is_variation_selector(before)
 
 
 def _is_pictograph(ch: str) -> bool:
@@ -278,9 +309,12 @@ def _unicode_findings(line: str, *, file: str, number: int, at_file_start: bool)
             continue  # an emoji sequence (👩‍💻)
         if 0xE0000 <= code <= 0xE007F and _in_flag_sequence(line, index):
             continue  # a subdivision flag (🏴 + tag letters + cancel tag)
+        if _is_variation_selector(line[index]) and _is_lone_variant(line, index):
+            continue
         severity = Severity.MEDIUM if code in _MARKS else Severity.HIGH
         kind = (
-            "a bidi control" if code in _BIDI else "a tag character" if code >= 0xE0000 else
+            "a bidi control" if code in _BIDI else "a run of variation selectors" if _is_variation_selector(line[index])
+            else "a tag character" if code >= 0xE0000 else
             "a zero-width character" if code in _ZERO_WIDTH else "an invisible mark"
         )  # fmt: skip
         if hash(kind) in seen:  # one finding per kind and line: a hidden message is one finding
@@ -317,7 +351,9 @@ def _excerpt(line: str) -> str:
     shown = []
     for ch in line.strip():
         code = ord(ch)
-        if code in _SUSPECT or 0xE0000 <= code <= 0xE007F or (unicodedata.category(ch) in ("Cc", "Cf") and ch != "\t"):
+        if code in _SUSPECT or 0xE0000 <= code <= 0xE01EF or 0xFE00 <= code <= 0xFE0F or (
+            unicodedata.category(ch) in ("Cc", "Cf") and ch != "\t"
+        ):
             shown.append(f"<U+{code:04X}>")
         else:
             shown.append(ch)
@@ -336,7 +372,7 @@ def _line_findings(line: str, *, file: str, number: int) -> list[Finding]:
 
     fetch_exec = (
         _PIPE_TO_SHELL.search(line) or _PROCESS_SUBST.search(line) or _SUBSHELL.search(line) or _EVAL_FETCH.search(line)
-        or _PS_PIPE.search(line) or _PS_IEX.search(line) or _DOWNLOAD_RUN.search(line)
+        or _PS_PIPE.search(line) or _PS_IEX.search(line) or _DOWNLOAD_RUN.search(line) or _DOWNLOAD_SOURCE.search(line)
     )  # fmt: skip
     if fetch_exec:
         if _line_urls_are_well_known(line):
@@ -415,21 +451,98 @@ def _prerequisite_findings(lines: Sequence[str], *, file: str) -> list[Finding]:
     return found
 
 
+_MAX_LINE_CHARS = 20_000
+# A line that ends in one of these goes on in the next, for a shell (and for whoever pastes it).
+_CONTINUED = re.compile(r"(?:\\|\||&&|\|\|)\s*$")
+# Shell quoting a person or bash reads through: c''url, ba""sh, cu\rl.
+_QUOTING = re.compile(r"['\"]|\\(?=\w)")
+_B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{20,}={0,2}(?![A-Za-z0-9+/=])")
+_DECODED_RULES = frozenset({"download-and-execute", "decode-and-execute", "credential-harvesting", "crypto-miner"})
+
+
+def _lines(text: str) -> list[str]:
+    """Lines where a shell and an editor break them: at newlines only. (``str.splitlines`` also
+    breaks at U+001C-1E, U+0085 and U+2028, which bash and a model read as part of the line, so
+    ``curl URL <U+2028>| bash`` would be two harmless lines.)"""
+    return [line.removesuffix("\r") for line in text.split("\n")] if text else []
+
+
+def _logical_lines(lines: Sequence[str]) -> list[tuple[int, str]]:
+    """(first line number, text) of each command as a shell reads it: continued lines joined."""
+    joined: list[tuple[int, str]] = []
+    start, parts = 0, list[str]()
+    for index, line in enumerate(lines):
+        if not parts:
+            start = index + 1
+        continued = _CONTINUED.search(line) is not None and index + 1 < len(lines) and len(parts) < 64
+        parts.append(line.rstrip().removesuffix("\\") if continued else line)
+        if not continued:
+            joined.append((start, " ".join(parts)))
+            parts = []
+    return joined
+
+
+def _decoded(line: str) -> list[str]:
+    """The printable text behind each base64 token of ``line`` (a command decoded to a file and
+    run from there is no pipe into a shell)."""
+    texts = []
+    for match in _B64_TOKEN.finditer(line):
+        token = match.group(0)
+        try:
+            raw = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+            text = raw.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if len(text) >= 8 and all(ch.isprintable() or ch in "\t\n\r" for ch in text):
+            texts.append(text)
+    return texts
+
+
+def _command_findings(line: str, *, file: str, number: int) -> list[Finding]:
+    """``_line_findings`` over the line as written, as a shell reads it past its quoting, and
+    over the text of its base64 tokens; each (rule, severity) once."""
+    line = line[:_MAX_LINE_CHARS]
+    found = _line_findings(line, file=file, number=number)
+    unquoted = _QUOTING.sub("", line)
+    if unquoted != line:
+        found += _line_findings(unquoted, file=file, number=number)
+    for text in _decoded(line):
+        for sub in _lines(text)[:64]:
+            found += [
+                replace(f, message=f"{f.message} (inside base64 text)", excerpt=_excerpt(line))
+                for f in _line_findings(sub[:_MAX_LINE_CHARS], file=file, number=number)
+                if f.rule in _DECODED_RULES
+            ]
+    unique: dict[tuple[str, Severity], Finding] = {}
+    for finding in found:
+        unique.setdefault((finding.rule, finding.severity), finding)
+    return list(unique.values())
+
+
 def scan_text(text: str, *, file: str) -> list[Finding]:
     """Every finding in one text (a file's content; ``file`` names it in the findings)."""
-    lines = text.splitlines()
+    lines = _lines(text)
     found: list[Finding] = []
     for number, line in enumerate(lines, start=1):
         found.extend(_unicode_findings(line, file=file, number=number, at_file_start=number == 1))
-        if len(line) > 20_000:
-            line = line[:20_000]
-        found.extend(_line_findings(line, file=file, number=number))
+    for number, line in _logical_lines(lines):
+        found.extend(_command_findings(line, file=file, number=number))
     found.extend(_prerequisite_findings(lines, file=file))
     return sorted(found, key=lambda f: (f.file, f.line, -f.severity.rank, f.rule))
 
 
+# Files read as text whatever bytes they hold: a NUL does not make a SKILL.md or a script binary.
+_TEXT_NAMES = (
+    ".md", ".markdown", ".txt", ".rst", ".sh", ".bash", ".zsh", ".fish", ".ps1", ".psm1", ".bat", ".cmd", ".py",
+    ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php", ".json", ".toml", ".yaml", ".yml", ".cfg", ".ini", ".env",
+)  # fmt: skip
+
+
 def _is_binary(data: bytes, name: str) -> bool:
-    return name.endswith((".wasm", ".cwasm", ".png", ".jpg", ".jpeg", ".gif", ".ico", ".woff", ".woff2")) or b"\x00" in data[:8192]
+    """What the bytes say, never the name alone: a script called ``logo.png`` is read."""
+    if name.lower().endswith(_TEXT_NAMES) or data.startswith(b"#!"):
+        return False
+    return b"\x00" in data[:8192]
 
 
 def scan_files(files: Mapping[str, bytes]) -> ScanReport:

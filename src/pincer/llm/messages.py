@@ -99,6 +99,13 @@ class TokenUsage:
     output_tokens: int = 0
     cached_input_tokens: int = 0
 
+    def __post_init__(self) -> None:
+        # The counts come from the model server: a negative one would buy the token and cost
+        # budgets back, so a count below zero is read as zero.
+        for name in ("input_tokens", "output_tokens", "cached_input_tokens"):
+            if getattr(self, name) < 0:
+                object.__setattr__(self, name, 0)
+
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
             input_tokens=self.input_tokens + other.input_tokens,

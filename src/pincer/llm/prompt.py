@@ -8,14 +8,18 @@ other skill with the ``skill`` tool). Tool results go back wrapped as data::
     ...
     </tool_output>
 
-with any ``<tool_output`` / ``</tool_output`` inside the text defused, so an output cannot close
-its own wrapper and pose as pincer's text.
+with any ``<tool_output`` / ``</tool_output`` (and ``<skill``, ``<available_skills``) inside the
+text defused, so an output cannot close its own wrapper and pose as pincer's text. A model reads
+past what a plain match would: spaces or invisible characters inside the tag, fullwidth
+letters and brackets (``＜／ｔｏｏｌ＿ｏｕｔｐｕｔ``) are defused too. :func:`defuse` is applied to text
+made from a webhook's payload outside the wrapper as well (a hook's ``message``, its ``params``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
@@ -26,6 +30,7 @@ __all__ = [
     "system_prompt",
     "wrap_output",
     "render_value",
+    "defuse",
     "FIND_TOOLS",
     "LOAD_TOOLS",
     "find_tools_definition",
@@ -49,7 +54,23 @@ the same end another way.
 - <available_skills> lists skills; call the skill tool with a skill's name to read its instructions before \
 following it."""
 
-_DEFUSE = re.compile(r"<(/?)(tool_output)", re.IGNORECASE)
+_OWN_TAGS = re.compile(r"\s*/?\s*(?:tool_output|available_skills|skill)(?![a-z0-9])")
+_OPENERS = re.compile("[<\uff1c\ufe64]")  # "<" and the brackets NFKC folds into it
+_LOOKAHEAD_CHARS = 64
+_FILLERS = frozenset("\u115f\u1160\u17b4\u17b5\u3164\uffa0")  # blank letters a model reads past
+
+
+def _opens_own_tag(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` reads, to a model, as the rest of one of pincer's tags: each
+    character folded (NFKC, lower case), invisible characters skipped."""
+    folded = []
+    for ch in text[start : start + _LOOKAHEAD_CHARS]:
+        if ch in _FILLERS or unicodedata.category(ch) == "Cf":
+            continue
+        folded.append(" " if ch.isspace() else unicodedata.normalize("NFKC", ch).lower())
+        if len(folded) > 20:
+            break
+    return _OWN_TAGS.match("".join(folded)) is not None
 
 
 def system_prompt(*, skill_name: str | None, skill_text: str | None, catalog: str | None, notes: str = "") -> str:
@@ -67,8 +88,14 @@ def render_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
+def defuse(text: str) -> str:
+    """``text`` with every opening of one of pincer's own tags (``<tool_output``, ``</skill``, ...)
+    turned into ``&lt;``: it reads the same, and it cannot open or close a block."""
+    return _OPENERS.sub(lambda m: "&lt;" if _opens_own_tag(text, m.end()) else m.group(0), text)
+
+
 def wrap_output(tool: str, text: str, *, trusted: bool, error: bool = False) -> str:
-    safe = _DEFUSE.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
+    safe = defuse(text)
     flag = ' error="true"' if error else ""
     return f"<tool_output tool={quoteattr(tool)} trusted=\"{'true' if trusted else 'false'}\"{flag}>\n{safe}\n</tool_output>"
 

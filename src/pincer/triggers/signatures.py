@@ -12,8 +12,9 @@ what did not hold. Comparisons are constant-time.
   can rotate too. The timestamp must be within the tolerance (5 minutes) of now, either side.
   Svix's ``svix-*`` headers are the same scheme and are read too.
 - **github**: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`` under the hook's
-  secret; the delivery id is ``X-GitHub-Delivery``. GitHub sends no timestamp: replays are
-  caught by the delivery id alone.
+  secret; the delivery id is ``X-GitHub-Delivery``. GitHub sends no timestamp and signs neither
+  header, so the gateway knows a GitHub delivery by its body's digest (``gateway/hooks.py``):
+  a captured one resent under a fresh id is a replay.
 """
 
 from __future__ import annotations

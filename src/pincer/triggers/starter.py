@@ -45,15 +45,23 @@ _STATUSES = {s.value: s for s in RunStatus}
 
 def llm_request(request: RunRequest) -> Any:
     """The agent loop's request for a trigger's."""
+    from pincer.llm.prompt import defuse
     from pincer.llm.run import OutsideData
     from pincer.llm.run import RunRequest as LoopRequest
 
     budgets = {_BUDGET_NAMES[name]: value for name, value in request.budgets.to_dict().items()}
     tool = str(request.trigger)
+    params, message = dict(request.params), request.message
+    if request.untrusted:
+        # A webhook's message and params are templates rendered over its payload, and they
+        # reach the prompt outside the untrusted block (the message as the user's words, params
+        # in the skill's text): the sender's text must not open or close a block there.
+        params = {k: defuse(v) if isinstance(v, str) else v for k, v in params.items()}
+        message = defuse(message) if message else message
     return LoopRequest(
         skill=request.skill,
-        params=dict(request.params),
-        message=request.message,
+        params=params,
+        message=message,
         session=request.session,
         trigger=tool,
         budgets=budgets or None,
@@ -117,7 +125,7 @@ class AgentStarter:
         agent_run = await self.pincer.agent.open_run(
             loop_request, on_event=attached.on_event, on_approval=attached.on_approval
         )
-        message = request.message or (DEFAULT_MESSAGE if request.skill else "")
+        message = loop_request.message or (DEFAULT_MESSAGE if request.skill else "")
         self._started[run_id] = _Started(run=agent_run, message=message)
         return run_id
 
