@@ -353,3 +353,32 @@ async def test_exec_a_is_refused_by_the_real_exec_tool(public_dir: Path, on_host
     # The allowlisted program itself still runs through the same tool.
     out = await runtime.invoke(spec, {"command": "ls /"}, host)
     assert out.value["exit_code"] == 0 and "usr" in out.value["stdout"].split()
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("exec -a env cat id", ("id",)),  # bash runs cat (named env), with the argument id
+        ("exec -a env cat id", ("id", "env")),
+        (r"exec \-a env 'cat' i\d", ("id",)),
+        ("exec -a nice cat id", ("id",)),
+        ("exec -a xargs cat id", ("id",)),
+        ("exec -a timeout cat 5 id", ("id",)),
+        ("exec -anice cat id", ("id",)),
+        ("bash -c 'exec -a env cat id'", ("id", "bash")),
+    ],
+)
+def test_exec_a_renaming_a_program_after_a_wrapper_is_not_seen_through(command: str, allowed: tuple[str, ...]) -> None:
+    """Failed on main before this test (found by the hypothesis property in the red team's run):
+    ``exec -a env cat id`` was read as the wrapper ``env`` running ``id``, so with ``id``
+    allowlisted it was allowed, while bash runs ``cat`` under the name ``env``. A program is
+    what it is; a name that says it is a wrapper (or a shell) it is not is refused."""
+    result = evaluate(policy(*allowed), command, resolve)
+    assert result.mode is Mode.DENY, result.reason
+    assert "exec -a" in result.reason
+
+
+def test_exec_a_under_its_own_kind_still_runs_the_program() -> None:
+    """The name a program is given does not matter when it says what the program is."""
+    assert evaluate(policy("cat"), "exec -a mycat cat notes.txt", resolve).mode is Mode.ALLOW
+    assert evaluate(policy("env", "id"), "exec -a env env id", resolve).mode is Mode.ALLOW

@@ -163,7 +163,16 @@ def _what(word: str, candidates: Sequence[str], argv0: str | None) -> tuple[tupl
             return None, f"{name} runs many programs under one name, which the analyser does not follow"
     # A multiplexer binary runs the program its argv[0] names, so only the called names count then.
     real = [_base(c).lower() for c in candidates]
-    names = called if any(_MULTIPLEXER.match(r) for r in real) else [*called, *real]
+    multiplexed = any(_MULTIPLEXER.match(r) for r in real)
+    if argv0 is not None and not multiplexed:
+        # Any other program is what it is, whatever exec -a calls it: a name that makes it look
+        # like a wrapper or a shell it is not would have the analyser read the wrong words as
+        # the command (exec -a env cat id runs cat, not id).
+        renamed = _classify(_base(argv0).lower())
+        actual = {_family(k) for k in (_classify(n) for n in [_base(word).lower(), *real]) if k is not None}
+        if renamed is not None and _family(renamed) not in actual:
+            return None, f"exec -a calls {_base(word)!r} {_base(argv0)!r}, a name for what it is not"
+    names = called if multiplexed else [*called, *real]
     kinds: dict[tuple[str, str], str] = {}
     for name in names:
         kind = _classify(name)
@@ -171,11 +180,16 @@ def _what(word: str, candidates: Sequence[str], argv0: str | None) -> tuple[tupl
             kinds.setdefault(kind, name)
     if not kinds:
         return None, None
-    families = {(k, "" if k == "shell" else t) for k, t in kinds}
+    families = {_family(k) for k in kinds}
     if len(families) > 1:
         shown = ", ".join(f"{name} ({kind})" for (kind, _), name in kinds.items())
         return None, f"the program goes by names that disagree on what it is: {shown}"
     return next(iter(kinds)), None
+
+
+def _family(kind: tuple[str, str]) -> tuple[str, str]:
+    """Shells are one family whatever their table; other kinds are told apart by table too."""
+    return (kind[0], "" if kind[0] == "shell" else kind[1])
 
 
 # --- segments -------------------------------------------------------------------------------------
