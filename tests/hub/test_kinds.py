@@ -123,3 +123,31 @@ def test_an_edited_skill_and_script_are_refused_at_start(tmp_path: Path, hub_ser
             assert pincer.integrity.refused[hub.key_of("scripts/word_count")].problem == "replaced"
 
     anyio.run(body)
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_still_noticed_without_a_restart(
+    tmp_path: Path, hub_server: RunningHub, publisher: Publisher
+) -> None:
+    """Failed on main before this test (the red team's finding): the running check cached its
+    verdict on each file's mtime, size and inode, so an in-place edit of the same length with
+    the mtime put back (``os.utime``) kept the verified verdict until the next start. The
+    change time cannot be put back, and now counts."""
+    import os
+
+    from pincer.hub.integrity import IntegrityGuard
+
+    src = tmp_path / "src"
+    publisher.publish_path(write_skill(src, "notes"))
+    home = tmp_path / "home"
+    hub = make_hub(home, [publisher.remote], trust={"alice": publisher.key.public})
+    hub.install("skills/notes")
+    guard = IntegrityGuard(home)
+    assert guard.refusal("skill", "notes") is None
+    skill_md = (home / "installed" / "skills" / "notes" / "SKILL.md").resolve()
+    before = skill_md.stat()
+    text = skill_md.read_text()
+    skill_md.write_text(text[:-12] + "exfiltrate!\n")  # the same number of bytes
+    os.utime(skill_md, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert skill_md.stat().st_size == before.st_size and skill_md.stat().st_mtime_ns == before.st_mtime_ns
+    refusal = guard.refusal("skill", "notes")
+    assert refusal is not None and "edited" in refusal

@@ -158,7 +158,7 @@ class IntegrityGuard:
     def __init__(self, home: Path, *, on_refusal: Callable[[Mismatch], None] | None = None) -> None:
         self.home = Path(home)
         self._lock_path = self.home / LOCK_FILENAME
-        self._lock_stamp: tuple[int, int] | None = None
+        self._lock_stamp: tuple[int, int, int] | None = None
         self._lock = Lockfile(path=self._lock_path)
         self._cache: dict[ArtifactKey, tuple[Any, Mismatch | None]] = {}
         self._on_refusal = on_refusal
@@ -167,9 +167,9 @@ class IntegrityGuard:
     def _current_lock(self) -> Lockfile:
         try:
             info = self._lock_path.stat()
-            stamp = (info.st_mtime_ns, info.st_size)
+            stamp = (info.st_mtime_ns, info.st_ctime_ns, info.st_size)
         except OSError:
-            stamp = (0, -1)
+            stamp = (0, 0, -1)
         if stamp != self._lock_stamp:
             try:
                 self._lock = Lockfile.read(self._lock_path)
@@ -208,7 +208,8 @@ class IntegrityGuard:
 
 
 def _stamp(home: Path, key: ArtifactKey) -> Any:
-    """Cheap identity of what ``check_entry`` would hash: target paths, sizes and mtimes."""
+    """Cheap identity of what ``check_entry`` would hash: target paths, sizes, mtimes and change
+    times (``os.utime`` puts an mtime back; nothing puts a ctime back)."""
     path = active_path(home, key)
     try:
         if path is None:
@@ -218,7 +219,7 @@ def _stamp(home: Path, key: ArtifactKey) -> Any:
             if where is None:
                 return None
             info = where[0].stat()
-            return (info.st_mtime_ns, info.st_size)
+            return (info.st_mtime_ns, info.st_ctime_ns, info.st_size)
         real = os.path.realpath(path)
         if os.path.isdir(real):
             parts = []
@@ -226,12 +227,12 @@ def _stamp(home: Path, key: ArtifactKey) -> Any:
                 dirnames.sort()
                 for filename in sorted(filenames):
                     info = os.lstat(os.path.join(dirpath, filename))
-                    parts.append((dirpath, filename, info.st_mtime_ns, info.st_size, info.st_ino))
+                    parts.append((dirpath, filename, info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino))
             return (real, tuple(parts))
         info = os.stat(real)
         caps = Path(real).parent / f"{key.name}.capabilities.json"
         caps_info = caps.stat() if caps.is_file() else None
-        return (real, info.st_mtime_ns, info.st_size, info.st_ino,
-                (caps_info.st_mtime_ns, caps_info.st_size, caps_info.st_ino) if caps_info else None)  # fmt: skip
+        return (real, info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino,
+                (caps_info.st_mtime_ns, caps_info.st_ctime_ns, caps_info.st_size, caps_info.st_ino) if caps_info else None)  # fmt: skip
     except OSError:
         return None

@@ -116,7 +116,7 @@ class CompileCache:
     def _write(self, path: Path, component: Component) -> None:
         try:
             data = bytes(component.serialize())
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             meta = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "engine": self._fingerprint}
             write_bytes_atomic(path.with_suffix(".json"), json.dumps(meta).encode())
             write_bytes_atomic(path, data)
