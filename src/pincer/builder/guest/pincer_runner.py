@@ -29,6 +29,20 @@ RUNNER_PROTOCOL = 1
 _TRACEBACK_CHARS = 3000
 
 
+def _traceback(exc, source):
+    """The traceback without linecache: WASI is stubbed, so reading a file (as the standard
+    formatter does for each frame's line) would trap. Lines of tool.py come from the source."""
+    lines = source.splitlines()
+    out = ["Traceback (most recent call last):"]
+    frames = traceback.StackSummary.extract(traceback.walk_tb(exc.__traceback__), lookup_lines=False)
+    for frame in frames:
+        out.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+        if frame.filename == "tool.py" and frame.lineno and 0 < frame.lineno <= len(lines):
+            out.append("    " + lines[frame.lineno - 1].strip())
+    out.append(f"{type(exc).__name__}: {exc}")
+    return "\n".join(out)[-_TRACEBACK_CHARS:]
+
+
 def _response(output=None, error=None):
     return _tool_types.Response(output=output, error=error)
 
@@ -43,7 +57,7 @@ def _load(source):
         code = compile(source, "tool.py", "exec")
         exec(code, module.__dict__)  # inside the WASM sandbox only: this module never runs on the host
     except BaseException as exc:  # noqa: BLE001 - a broken source is the tool's error, not a trap
-        log("error", traceback.format_exc()[-_TRACEBACK_CHARS:])
+        log("error", _traceback(exc, source))
         return None, f"loading the tool failed: {type(exc).__name__}: {exc}"
     if "fn" not in pincer_guest._TOOL:
         return None, "the source defines no @tool function (decorate one function with @tool from pincer_guest)"
@@ -78,7 +92,7 @@ class Tool:
         except ToolFailed as exc:
             return _response(error=str(exc))
         except BaseException as exc:  # noqa: BLE001 - the tool's own bug: its error, with a traceback in the log
-            log("error", traceback.format_exc()[-_TRACEBACK_CHARS:])
+            log("error", _traceback(exc, source))
             return _response(error=f"{type(exc).__name__}: {exc}")
 
     def schema(self):
