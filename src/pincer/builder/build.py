@@ -279,7 +279,7 @@ class Builder:
             record.write("build.json", {**report.to_json(), "sequence": record.sequence - 1, "finished_at": time.time()})
             raise BuildFailed(
                 f"no iteration of {plan.name!r} passed its checks and tests in {iterations}; the last: {failures[-1][:800]}",
-                hint=f"`pincer builds show {plan.name}` lists every failure; try `pincer build --edit {plan.name} \"...\"`",
+                hint=f"every failure is in {record.folder}/build.json; describe the tool more precisely, or allow more iterations",
             )
         submission, description, schema, results, seen = passed
         started = time.perf_counter()
@@ -406,6 +406,6 @@ class Builder:
                 tests = (folder / "tests.json").read_text(encoding="utf-8")
             except OSError:
                 raise PincerError(f"the build of {request.edit!r} has no passing source recorded",
-                                  hint=f"`pincer builds show {request.edit}`; build it anew with `pincer build`") from None  # fmt: skip
+                                  hint=f"see {folder}/build.json; build the tool anew instead of editing it") from None  # fmt: skip
             lines.append(f"This changes the existing tool {request.edit!r}. Its plan:\n{plan}\nIts source:\n{source}\nIts tests:\n{tests}")
         return "\n".join(lines)

@@ -58,9 +58,9 @@ def read_build(home: Path, name: str, *, missing_ok: bool = False) -> dict[str, 
     except FileNotFoundError:
         if missing_ok:
             return None
-        raise UsageError(f"no build named {name!r} is recorded", hint="`pincer builds list` shows the builds") from None
+        raise UsageError(f"no build named {name!r} is recorded", hint=f"the recorded builds are the folders of {builds_dir(home)}") from None
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{path} cannot be read: {exc}", hint=f"rebuild it with `pincer build --name {name} ...`") from None
+        raise UsageError(f"{path} cannot be read: {exc}", hint="build the tool anew; the record is rewritten") from None
     return data if isinstance(data, dict) else {}
 
 

@@ -63,7 +63,7 @@ class BuildSource:
     def resolve(self, key: ArtifactKey, wanted: str | None) -> Resolved:
         a = self._artifact
         if key != a.key or wanted not in (None, a.version):
-            raise ArtifactNotFound(f"the build made {a.key}@{a.version}, not {key}@{wanted}", hint="rebuild it with `pincer build`")
+            raise ArtifactNotFound(f"the build made {a.key}@{a.version}, not {key}@{wanted}", hint="`pincer installed` lists what is installed")
         caps = a.files.get(f"{key.name}.capabilities.json")
         return Resolved(
             key=key, version=a.version, source=SOURCE_NAME, files=dict(a.files), manifest=a.manifest,

@@ -49,7 +49,7 @@ class RunnerSource:
     def check(self) -> None:
         """Refuse a source whose bytes no longer hash to what was verified (defence in depth)."""
         if source_sha256(self.source) != self.sha256:
-            raise RuntimeUnavailable("a runner tool's source changed in memory", hint="reinstall it with `pincer build --edit`")
+            raise RuntimeUnavailable("a runner tool's source changed in memory", hint="`pincer verify --fix` reinstalls it, or `pincer remove tools/NAME`")
 
 
 def runner_context(tool: RunnerSource, *, op: str = "execute") -> str:
@@ -71,17 +71,17 @@ def read_runner_source(wasm: Path, name: str) -> RunnerSource | None:
         text = raw.decode("utf-8", "strict")
     except (OSError, ValueError) as exc:
         raise RuntimeUnavailable(f"runner tool {name!r}: cannot read {where} or {name}.py ({type(exc).__name__})",
-                                 hint="rebuild it with `pincer build --edit NAME`") from None  # fmt: skip
+                                 hint="`pincer verify` names what changed; `pincer remove tools/NAME` removes it") from None  # fmt: skip
     if not isinstance(manifest, dict) or manifest.get("runner") != RUNNER_PROTOCOL:
         raise RuntimeUnavailable(f"runner tool {name!r}: {where} is not a runner manifest of protocol {RUNNER_PROTOCOL}",
-                                 hint="rebuild it with this pincer: `pincer build --edit NAME`")  # fmt: skip
+                                 hint="build it again with this pincer, or `pincer remove tools/NAME`")  # fmt: skip
     if len(raw) > MAX_SOURCE_BYTES:
         raise RuntimeUnavailable(f"runner tool {name!r}: {name}.py is larger than {MAX_SOURCE_BYTES:,} bytes")
     digest = hashlib.sha256(raw).hexdigest()
     if digest != manifest.get("source_sha256"):
         raise RuntimeUnavailable(
             f"runner tool {name!r}: {name}.py does not hash to the source_sha256 in {where}; refusing to run it",
-            hint="the source was edited after the build; `pincer verify` shows it, `pincer build --edit NAME` rebuilds it",
+            hint="the source was edited after the build; `pincer verify` shows it, `pincer remove tools/NAME` removes it",
         )
     schema = manifest.get("input_schema")
     description = manifest.get("description")
