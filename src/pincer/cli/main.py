@@ -63,6 +63,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "verify": LazyCommand(module="pincer.cli.artifacts", attribute="verify", help="Check installed artifacts against pincer.lock: exit 1 naming each one edited, replaced or gone."),
     "scan": LazyCommand(module="pincer.cli.artifacts", attribute="scan", help="Run the install-time scanner on a file or folder; exit 1 when a finding is high severity."),
     "hub": LazyCommand(module="pincer.cli.hub", attribute="app", help="Run a hub server, publish to one, and manage trusted signing keys."),
+    "build": LazyCommand(module="pincer.cli.build", attribute="build", help="Describe a tool; pincer plans, writes, tests (in WASM), signs and registers it."),
+    "builds": LazyCommand(module="pincer.cli.build", attribute="builds_app", help="List and show recorded builds: stages, failures, diffs between iterations."),
     "serve": LazyCommand(module="pincer.cli.serve", attribute="serve", help="Serve every tool over MCP (streamable HTTP at /mcp) and REST (/api/v1) until interrupted."),
     "token": LazyCommand(module="pincer.cli.serve", attribute="token_app", help="Print the gateway's bearer token, or make one for another session."),
     "completion": LazyCommand(module="pincer.cli.completion", attribute="completion", help="Print the shell completion script for bash, zsh or fish."),
