@@ -127,3 +127,16 @@ async def test_a_built_tool_survives_a_restart_and_an_edit_of_its_source_on_disk
         assert "edited on disk" in pincer.wasm.load_errors["shout"]
         result = await pincer.call(CallRequest(tool="shout", args={"word": "x"}, session="main"))
         assert not result.ok
+
+
+async def test_standalone_builds_an_ironclaw_compatible_component_with_no_source_beside_it(pincer_home, secret_store, runner_cache):
+    script = [plan_turn("shout", [], schema={"type": "object", "properties": {"word": {"type": "string"}}}),
+              code_turn(SHOUT, [{"args": {"word": "hey"}, "expect": {"shout": "HEY!"}}])]  # fmt: skip
+    report = await _build(pincer_home, script, secret_store, runner_cache, BuildRequest(description="shout", standalone=True))
+    assert report.ok and report.standalone
+    folder = os.path.dirname(os.path.realpath(pincer_home / "tools" / "wasm" / "shout.wasm"))
+    assert sorted(os.listdir(folder)) == ["shout.capabilities.json", "shout.wasm"]
+    async with open_chain(pincer_home, allow=("shout",)) as pincer:
+        result = await pincer.call(CallRequest(tool="shout", args={"word": "solo"}, session="main"))
+        assert result.ok and result.output == {"shout": "SOLO!"}
+        assert pincer.wasm.get("shout").runner is None
