@@ -59,3 +59,35 @@ def test_build_then_list_show_and_edit_from_the_command_line(tmp_path, runner_ca
     assert json.loads(called.stdout)["output"] == {"shout": "HI!!"}
     verified = _pincer(home, runner_cache, "verify", "--json")
     assert verified.returncode == 0, verified.stdout
+
+
+WATCH_TIMEOUT_S = 30.0  # generous: the watcher reacts within a second on a quiet machine
+
+
+def test_a_running_pincer_serve_picks_up_a_built_tool_without_a_restart(tmp_path, runner_cache):
+    import time
+
+    import httpx
+
+    from tests.gateway.conftest import pincer_serve
+
+    home = tmp_path / "home"
+    home.mkdir()
+    schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
+    script = [plan_turn("shout", [], schema=schema), code_turn(SHOUT, [{"args": {"word": "hey"}, "expect": {"shout": "HEY!"}}])]
+    with serve_models(script) as server:
+        (home / "config.toml").write_text(f'[llm]\nprovider = "openai"\nmodel = "scripted-model"\nbase_url = "{server.openai_url}"\n')
+        with pincer_serve(home) as served:
+            url, headers = served.info["url"], {"Authorization": f"Bearer {served.token}"}
+            done = _pincer(home, runner_cache, "build", "shout a word", "--json")
+            assert done.returncode == 0, done.stderr[-3000:]
+            deadline = time.monotonic() + WATCH_TIMEOUT_S
+            names: set[str] = set()
+            while time.monotonic() < deadline and "shout" not in names:
+                listed = httpx.get(url + "/api/v1/tools", headers=headers, trust_env=False, timeout=10).json()
+                names = {t["name"] for t in listed["tools"]}
+                time.sleep(0.1)
+            assert "shout" in names
+            called = httpx.post(url + "/api/v1/tools/shout/call", headers=headers, json={"args": {"word": "served"}},
+                                trust_env=False, timeout=30)  # fmt: skip
+            assert called.status_code == 200 and called.json()["output"] == {"shout": "SERVED!"}, called.text

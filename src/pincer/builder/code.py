@@ -122,6 +122,8 @@ def check_source(source: str) -> None:
         tree = ast.parse(source, filename="tool.py")
     except SyntaxError as exc:
         raise CodeInvalid(f"the source does not parse: line {exc.lineno}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting: fail closed
+        raise CodeInvalid(f"the source does not parse ({type(exc).__name__})") from None
     imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
