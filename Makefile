@@ -88,6 +88,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/skills.py
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/hub.py
+	$(BIN)/python bench/builder.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

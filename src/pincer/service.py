@@ -152,13 +152,20 @@ class Pincer:
         await self.add_runtime(self.wasm)
 
     async def _add_agent_tools(self) -> None:
-        """``run_skill``: other agents delegate a skill to the agent loop (llm/delegate.py)."""
+        """``run_skill``: other agents delegate a skill to the agent loop (llm/delegate.py);
+        ``build_tool``: an agent has pincer build a tool (builder/agent_tool.py)."""
         from pincer.llm.delegate import run_skill_runtime
 
         try:
             await self.add_runtime(run_skill_runtime(self))
         except UsageError as exc:  # a tool of that name from elsewhere keeps it
             logger.warning("run_skill not registered: %s", exc)
+        from pincer.builder.agent_tool import builder_runtime
+
+        try:
+            await self.add_runtime(builder_runtime(self))  # build_tool: an agent has a tool built (it asks)
+        except UsageError as exc:
+            logger.warning("build_tool not registered: %s", exc)
 
     async def _add_hub_tools(self) -> None:
         """``skills_search`` and ``skills_install``: an agent finds and installs what it needs."""

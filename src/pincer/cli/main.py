@@ -66,6 +66,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "cron": LazyCommand(module="pincer.cli.cron", attribute="app", help="Scheduled jobs: add, list, remove, run now, pause, resume, import OpenClaw's."),
     "hooks": LazyCommand(module="pincer.cli.hooks", attribute="app", help="Webhooks: list them, send a signed test delivery to the running gateway."),
     "triggers": LazyCommand(module="pincer.cli.triggers", attribute="app", help="Show every trigger of every skill, job and webhook, with its state."),
+    "build": LazyCommand(module="pincer.cli.build", attribute="build", help="Describe a tool; pincer plans, writes, tests (in WASM), signs and registers it."),
+    "builds": LazyCommand(module="pincer.cli.build", attribute="builds_app", help="List and show recorded builds: stages, failures, diffs between iterations."),
     "serve": LazyCommand(module="pincer.cli.serve", attribute="serve", help="Serve every tool over MCP (streamable HTTP at /mcp) and REST (/api/v1) until interrupted."),
     "token": LazyCommand(module="pincer.cli.serve", attribute="token_app", help="Print the gateway's bearer token, or make one for another session."),
     "completion": LazyCommand(module="pincer.cli.completion", attribute="completion", help="Print the shell completion script for bash, zsh or fish."),

@@ -46,7 +46,9 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── SignatureRefused       403  unsigned, a signature that does not verify, or a signer not trusted
     │   ├── ArchiveRefused         400  an archive with unsafe members (traversal, links, devices) or a bomb
     │   ├── ScanBlocked            451  the install-time scanner found a high-severity finding
-    │   └── LocalEdits             412  installed files were edited on disk; an update would overwrite them
+    │   ├── LocalEdits             412  installed files were edited on disk; an update would overwrite them
+    │   └── BuildRefused           422  pincer build: a plan asking for what no build may have (financial, wildcards)
+    ├── BuildFailed                422  pincer build: no iteration passed its checks and tests
     ├── HubUnavailable             502  a catalog source or hub server cannot be reached, or answered nonsense
     ├── SecretError                500  secret store: missing key, bad ciphertext, unknown name
     ├── ToolError                  502  the tool itself failed
@@ -87,6 +89,8 @@ __all__ = [
     "BudgetExceeded",
     "EgressDenied",
     "SecretError",
+    "BuildRefused",
+    "BuildFailed",
     "ToolError",
     "ToolTimeout",
     "RuntimeUnavailable",
@@ -508,6 +512,22 @@ class ArtifactRefused(PincerError):
     """An artifact the hub will not install or publish; the message says which check failed."""
 
     code = "artifact_refused"
+    http_status = 422
+
+
+class BuildRefused(ArtifactRefused):
+    """A build plan that asks for what no built tool may have: financial or execute_code
+    effects, a wildcard host. Nothing is built or registered."""
+
+    code = "build_refused"
+    http_status = 422
+
+
+class BuildFailed(PincerError):
+    """``pincer build`` used its iterations and no version passed its checks and tests; the
+    failures are in the message and in ``$PINCER_HOME/builds/NAME/``."""
+
+    code = "build_failed"
     http_status = 422
 
 

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Coroutine, Mapping, MutableMapping, Sequence
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["create_rest_app", "status_for", "session_of", "json_body_route", "CallBody", "ApprovalBody", "RunBody", "MAX_AUDIT_LIMIT"]
 
 MAX_AUDIT_LIMIT = 10_000
+BUILD_EVENTS_BUFFER = 64  # stage events of one build (about 4 per iteration) waiting for the client
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,255}$"
 
 class CallBody(BaseModel):
@@ -67,6 +69,20 @@ class RunBody(BaseModel):
     message: str | None = Field(default=None, max_length=200_000)
     profile: str | None = Field(default=None, min_length=1, max_length=64)
     budgets: dict[str, float] | None = None
+
+
+class BuildBody(BaseModel):
+    """``POST /builds``: build a tool (main sessions only); progress as server-sent events."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str = Field(min_length=1, max_length=20_000)
+    name: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+    hosts: list[str] = Field(default_factory=list, max_length=50)
+    secrets: list[str] = Field(default_factory=list, max_length=50)
+    max_iterations: int = Field(default=4, ge=1, le=20)
+    profile: str | None = Field(default=None, min_length=1, max_length=64)
+    standalone: bool = False
+    edit: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,63}$")
 
 
 def status_for(error: Mapping[str, Any] | None) -> int:
@@ -414,6 +430,45 @@ def create_rest_app(
             async for event in runs.events(run_id):
                 data = json.dumps(event.to_dict(), ensure_ascii=False, default=str)
                 yield f"event: {event.kind}\ndata: {data}\n\n".encode()
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    # -- builds ------------------------------------------------------------------------------
+
+    @app.post("/builds", summary="Build a tool; its stages stream as server-sent events (stage, done or error)")
+    async def start_build(request: Request, body: BuildBody) -> Response:
+        from fastapi.responses import StreamingResponse
+
+        from pincer.builder.build import BuildRequest
+        from pincer.builder.service import run_build
+
+        session = _session(request)
+        if not session.is_main:
+            raise _Refused(_error(403, "session_forbidden", f"session {session.name!r} may not build tools",
+                                  "use a main session's token, or an agent's build_tool (it asks a person)"))  # fmt: skip
+        build = BuildRequest(description=body.description, name=body.name or body.edit, hosts=tuple(body.hosts),
+                             secrets=tuple(body.secrets), max_iterations=body.max_iterations, standalone=body.standalone,
+                             edit=body.edit, session=session.name)  # fmt: skip
+
+        async def stream() -> Any:
+            send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](BUILD_EVENTS_BUFFER)
+
+            def progress(stage: str, seconds: float, detail: str) -> None:
+                send.send_nowait(("stage", {"stage": stage, "seconds": round(seconds, 4), "detail": detail}))
+
+            async def drive() -> None:
+                async with send:
+                    try:
+                        report = await run_build(pincer, build, profile=body.profile, progress=progress)
+                        await send.send(("done", report.to_json()))
+                    except PincerError as exc:
+                        await send.send(("error", exc.to_dict()))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drive)
+                async with receive:
+                    async for kind, data in receive:
+                        yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

@@ -68,7 +68,8 @@ def _only_files(folder: Path) -> list[Path]:
 
 def normalise_tool(key: ArtifactKey, files_dir: Path) -> list[str]:
     """``NAME.wasm`` + ``NAME.capabilities.json`` at the top of ``files_dir`` (IronClaw bundles
-    name them after the crate and may nest them); other files are dropped. Returns notes."""
+    name them after the crate and may nest them), and a runner tool's ``NAME.py`` +
+    ``NAME.built.json`` beside the wasm; other files are dropped. Returns notes."""
     files = _only_files(files_dir)
     wasm = [p for p in files if p.suffix == ".wasm"]
     if len(wasm) != 1:
@@ -84,6 +85,11 @@ def normalise_tool(key: ArtifactKey, files_dir: Path) -> list[str]:
     os.rename(wasm[0], staged / f"{key.name}.wasm")
     if caps:
         os.rename(caps[0], staged / f"{key.name}.capabilities.json")
+    # A runner tool (pincer build): its source and manifest beside the shared runner component.
+    for suffix in (".py", ".built.json"):
+        extra = [p for p in files if p.name == f"{base}{suffix}" and p.parent == wasm[0].parent]
+        if extra:
+            os.rename(extra[0], staged / f"{key.name}{suffix}")
     dropped = [p.relative_to(files_dir).as_posix() for p in _only_files(files_dir)]
     if dropped:
         notes.append(f"not installed (a tool is its component and capabilities): {', '.join(dropped[:5])}")
@@ -109,7 +115,9 @@ def _prepare_tool(key: ArtifactKey, files_dir: Path, *, home: Path, step: Step) 
     digest = wasm_digest(wasm)
     was_there = host.cache.entry_path(digest).exists()
     step("compiling")
-    host.load(source, progress=None)
+    from pincer.runtimes.wasm.runner_tool import read_runner_source
+
+    host.load(source, progress=None, runner=read_runner_source(files_dir / f"{key.name}.wasm", key.name))
     requested: dict[str, Any] = {}
     if caps is not None:
         try:

@@ -88,9 +88,11 @@ def active_files(home: Path, key: ArtifactKey) -> dict[str, str] | None:
     real = Path(os.path.realpath(path))
     if key.kind is ArtifactKind.TOOL:
         files = {f"{key.name}.wasm": file_sha256(real)}
-        caps = real.parent / f"{key.name}.capabilities.json"
-        if caps.is_file():
-            files[caps.name] = file_sha256(caps)
+        # the capabilities, and a runner tool's source and manifest (pincer build), beside it
+        for sibling in (f"{key.name}.capabilities.json", f"{key.name}.py", f"{key.name}.built.json"):
+            other = real.parent / sibling
+            if other.is_file():
+                files[other.name] = file_sha256(other)
         return files
     if key.kind is ArtifactKind.SKILL:
         return hash_folder(real) if real.is_dir() else None
@@ -230,9 +232,11 @@ def _stamp(home: Path, key: ArtifactKey) -> Any:
                     parts.append((dirpath, filename, info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino))
             return (real, tuple(parts))
         info = os.stat(real)
-        caps = Path(real).parent / f"{key.name}.capabilities.json"
-        caps_info = caps.stat() if caps.is_file() else None
-        return (real, info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino,
-                (caps_info.st_mtime_ns, caps_info.st_ctime_ns, caps_info.st_size, caps_info.st_ino) if caps_info else None)  # fmt: skip
+        beside = []
+        for sibling in (f"{key.name}.capabilities.json", f"{key.name}.py", f"{key.name}.built.json"):
+            other = Path(real).parent / sibling
+            found = other.stat() if other.is_file() else None
+            beside.append((found.st_mtime_ns, found.st_ctime_ns, found.st_size, found.st_ino) if found else None)
+        return (real, info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, *beside)
     except OSError:
         return None

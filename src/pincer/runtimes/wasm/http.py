@@ -19,17 +19,21 @@
    ``WasmLimits.max_http_requests`` requests per execution.
 
 Plain http to loopback is reachable only with ``WasmLimits.allow_loopback_http`` (tests), which
-no manifest can set. The exchange runs on the event loop (``anyio.from_thread``); the guest's
+no manifest can set. ``redirect`` (the tool builder's test stage only) sends every request that
+passed steps 1-5 to a local fixture server instead of its host: the checks are the real ones,
+only the exchange goes elsewhere. The exchange runs on the event loop (``anyio.from_thread``); the guest's
 worker thread waits for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -40,7 +44,7 @@ from pincer.core.errors import EgressDenied, PincerError, ToolError
 from pincer.policy.budget import RateLimit, RateLimiter
 from pincer.runtimes.wasm.host import Execution, decode_headers
 from pincer.runtimes.wasm.limits import WasmLimits
-from pincer.safety.egress import EgressClient, EgressPolicy, HttpRequest, send
+from pincer.safety.egress import EgressClient, EgressPolicy, EgressRule, HttpRequest, send
 from pincer.secrets.injection import inject_credentials
 
 __all__ = ["HttpGateway", "DEFAULT_TIMEOUT_MS"]
@@ -58,8 +62,10 @@ class _Refused(Exception):
 class HttpGateway:
     """One runtime's HTTP path: rate-limit windows and a connection pool per network setting."""
 
-    def __init__(self, limits: WasmLimits) -> None:
+    def __init__(self, limits: WasmLimits, *, redirect: Callable[[HttpRequest], HttpRequest] | None = None) -> None:
+        """``redirect`` rewrites a checked request to a loopback fixture server (builder tests)."""
         self._limits = limits
+        self._redirect = redirect
         self._rate = RateLimiter()
         self._rate_lock = threading.Lock()
         self._clients: dict[tuple[bool, bool], EgressClient] = {}
@@ -160,6 +166,12 @@ class HttpGateway:
         policy = EgressPolicy.from_http_capability(http, timeout_s=timeout_s, **settings)
         request = HttpRequest(method=method, url=url, headers=tuple(headers.items()), body=body)
         client_key = (settings["allow_private_network"], settings["allow_plain_http_loopback"])
+        if self._redirect is not None:
+            request = self._redirect(request)
+            policy = dataclasses.replace(
+                policy, rules=(EgressRule(host="127.0.0.1"),), allow_private_network=True, allow_plain_http_loopback=True
+            )
+            client_key = (True, True)
 
         async def exchange() -> Any:
             client = self._clients.get(client_key)

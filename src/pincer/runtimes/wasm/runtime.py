@@ -40,6 +40,7 @@ from pincer.runtimes.wasm.component import ToolComponent, parse_output
 from pincer.runtimes.wasm.engine import EpochTicker, new_engine
 from pincer.runtimes.wasm.host import Execution, InvokeRefused, build_linker
 from pincer.runtimes.wasm.limits import MIB, ToolLimits, WasmLimits
+from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RunnerSource, read_runner_source, runner_context
 from pincer.runtimes.wasm.wit import HOST_WIT_VERSION
 
 __all__ = ["WasmRuntime", "WasmHost", "LoadedTool"]
@@ -62,23 +63,25 @@ class LoadedTool:
     digest: str
     path: Path | None = None
     stamp: Any = None  # what was on disk when it was loaded (see ``file_stamp``)
+    runner: RunnerSource | None = None  # a runner tool: the source the shared runner runs
 
 
 def file_stamp(home: Path, name: str) -> Any:
     """Identity of an installed tool's files: the wasm (through a hub link to its target) and the
-    capabilities file beside it. A changed stamp means another version is installed."""
+    files beside it (capabilities; a runner tool's source and manifest). A changed stamp means
+    another version is installed."""
     path = disk.tools_dir(home) / f"{name}.wasm"
     try:
         real = path.resolve()
         info = real.stat()
-        caps = real.with_name(f"{name}.capabilities.json")
-        caps_info = caps.stat() if caps.is_file() else None
+        beside = []
+        for sibling in (f"{name}.capabilities.json", f"{name}.py", f"{name}{BUILT_SUFFIX}"):
+            other = real.with_name(sibling)
+            found = other.stat() if other.is_file() else None
+            beside.append((found.st_size, found.st_mtime_ns, found.st_ino) if found else None)
     except OSError:
         return None
-    return (
-        str(real), info.st_size, info.st_mtime_ns, info.st_ino,
-        (caps_info.st_size, caps_info.st_mtime_ns, caps_info.st_ino) if caps_info else None,
-    )  # fmt: skip
+    return (str(real), info.st_size, info.st_mtime_ns, info.st_ino, *beside)
 
 
 class WasmHost:
@@ -93,9 +96,16 @@ class WasmHost:
         self.cache = CompileCache(cache_dir or disk.cache_dir(self.home), self.engine)
 
     def load(
-        self, files: disk.SourceFiles, *, path: Path | None = None, progress: disk.Progress | None = None
+        self,
+        files: disk.SourceFiles,
+        *,
+        path: Path | None = None,
+        progress: disk.Progress | None = None,
+        runner: RunnerSource | None = None,
     ) -> LoadedTool:
-        """Check the manifest, compile (or load from cache), check the WIT, read schema/description."""
+        """Check the manifest, compile (or load from cache), check the WIT, read schema/description.
+        ``runner``: the component is the shared runner and this is the tool it runs; its
+        description and schema are the ones recorded when it was built."""
         step = progress or (lambda _msg: None)
         caps, tool_limits = disk.parse_capabilities(files)
         step("compiling")
@@ -104,12 +114,15 @@ class WasmHost:
             name=files.name, component=component, digest=digest, engine=self.engine, linker=self.linker
         )
         step("describing")
-        self.ticker.start()
-        try:
-            with self.ticker.active():
-                description, schema_text = tool.describe(self.limits.for_tool(tool_limits))
-        finally:
-            self.ticker.stop()
+        if runner is not None:
+            description, schema_text = runner.description, json.dumps(runner.input_schema)
+        else:
+            self.ticker.start()
+            try:
+                with self.ticker.active():
+                    description, schema_text = tool.describe(self.limits.for_tool(tool_limits))
+            finally:
+                self.ticker.stop()
         try:
             schema = json.loads(schema_text)
         except ValueError:
@@ -129,11 +142,12 @@ class WasmHost:
             side_effecting=_side_effecting(caps),
             source=f"wasm:{path or files.origin}",
             capabilities=caps,
-            annotations={"wit": _WIT, "sha256": digest},
+            annotations={"wit": _WIT, "sha256": digest, **({"source_sha256": runner.sha256} if runner else {})},
         )
         return LoadedTool(
-            name=files.name, component=tool, spec=spec, capabilities=caps, limits=tool_limits, digest=digest, path=path
-        )
+            name=files.name, component=tool, spec=spec, capabilities=caps, limits=tool_limits, digest=digest, path=path,
+            runner=runner,
+        )  # fmt: skip
 
     def install_sync(
         self,
@@ -176,8 +190,9 @@ class WasmHost:
         file is read beside the link's target (both change with one rename of the link)."""
         directory = disk.tools_dir(self.home)
         stamp = file_stamp(self.home, name)
-        files = disk.read_source((directory / f"{name}.wasm").resolve(), None, name=name)
-        loaded = self.load(files, path=directory / f"{name}.wasm")
+        real = (directory / f"{name}.wasm").resolve()
+        files = disk.read_source(real, None, name=name)
+        loaded = self.load(files, path=directory / f"{name}.wasm", runner=read_runner_source(real, name))
         return dataclasses.replace(loaded, stamp=stamp)
 
 
@@ -390,10 +405,16 @@ class WasmRuntime:
             scanner=redactor,
         )
         params_json = json.dumps(dict(args))
+        context_json = None
+        if loaded.runner is not None:
+            loaded.runner.check()
+            context_json = runner_context(loaded.runner)
         # A child call (tool-invoke) must not queue behind the slot its parent holds.
         limiter = self._limiter if host.depth == 0 else None
         with self._host.ticker.active():
-            raw = await anyio.to_thread.run_sync(loaded.component.execute, execution, params_json, limiter=limiter)
+            raw = await anyio.to_thread.run_sync(
+                loaded.component.execute, execution, params_json, context_json, limiter=limiter
+            )
         logs = execution.log_lines()
         usage = {
             "fuel": raw.fuel_used,

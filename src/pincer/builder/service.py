@@ -1,0 +1,44 @@
+"""A build over a running :class:`~pincer.service.Pincer`: its ``[llm]`` model, secret store,
+audit log, and a live reload of the WASM tools when the tool is registered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pincer.builder.build import Builder, BuildReport, BuildRequest, Progress
+
+__all__ = ["run_build"]
+
+
+async def run_build(pincer: Any, request: BuildRequest, *, profile: str | None = None, runner_cache: Path | None = None,
+                    progress: Progress | None = None, limits: Any = None) -> BuildReport:  # fmt: skip
+    """Build with ``pincer``'s model (``[llm]``, or ``profile``); the tool is registered live."""
+    from pincer.builder.runner import default_cache_dir
+    from pincer.core.errors import ConfigError
+    from pincer.llm.prices import find_price
+    from pincer.llm.provider import open_provider, resolve_api_key
+    from pincer.store.audit import AuditEntry
+
+    config = pincer.config
+    settings = config.llm.resolve(profile)
+    if not settings.model:
+        raise ConfigError("no model is configured for the builder",
+                          hint='set [llm] model in config.toml (and provider, base_url, api_key_secret), e.g. model = "gpt-4o-mini"')  # fmt: skip
+    provider = open_provider(settings, resolve_api_key(settings, pincer.secrets, pincer.environ))
+    records: list[tuple[str, str, str, str]] = []
+    builder = Builder(
+        home=pincer.home, provider=provider, model=settings.model, secrets=pincer.secrets,
+        runner_cache=runner_cache or default_cache_dir(pincer.home), progress=progress, limits=limits,
+        audit=lambda *record: records.append(record), max_output_tokens=settings.max_output_tokens,
+        price=find_price(settings.model, config.agent.prices),
+    )  # fmt: skip
+    try:
+        report = await builder.build(request)
+    finally:
+        await provider.aclose()
+        for action, key, version, reason in records:
+            await pincer.audit.append(AuditEntry(session=request.session, caller="builder", tool=key, kind="hub",
+                                                 decision=action, reason=reason, outcome="ok", args={"version": version}))  # fmt: skip
+    await pincer.reload_hub_artifacts(frozenset({"tool"}))
+    return report
