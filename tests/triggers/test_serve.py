@@ -209,8 +209,9 @@ def test_hooks_test_and_cron_run_reach_the_running_server(home: Path, tmp_path: 
 
 
 def test_a_delivery_to_a_real_pincer_serve_is_run_by_the_agent_loop(tmp_path: Path) -> None:
-    """The real ``pincer serve`` (no starter swapped): a Standard Webhooks delivery signed like the
-    official signer's is answered 202 and carried out by the agent loop against the local model."""
+    """The real ``pincer serve`` (no starter swapped): a Standard Webhooks delivery signed by the
+    official ``standardwebhooks`` signer is answered 202 and carried out by the agent loop
+    against the local model."""
     from pincer.demo.model_server import Turn, serve_models
 
     home = tmp_path / "home"
@@ -221,7 +222,15 @@ def test_a_delivery_to_a_real_pincer_serve_is_run_by_the_agent_loop(tmp_path: Pa
         )
         assert cli(home, tmp_path / "unused.db", "secrets", "set", "std_hook_secret", stdin=SECRET).returncode == 0
         with serve(home, tmp_path / "unused.db", agent_loop=True) as server:
-            body, headers = _signed(7)
+            import datetime as dt
+
+            from standardwebhooks.webhooks import Webhook
+
+            body = json.dumps({"type": "order.created", "data": {"n": 7}}).encode()
+            now = int(time.time())
+            signature = Webhook(SECRET).sign("msg_real_serve", dt.datetime.fromtimestamp(now, dt.UTC), body.decode())
+            headers = {"webhook-id": "msg_real_serve", "webhook-timestamp": str(now), "webhook-signature": signature,
+                       "content-type": "application/json"}  # fmt: skip
             token = (home / "gateway.token").read_text().strip()
             with httpx.Client(base_url=server.url, trust_env=False, timeout=30) as http:
                 answer = http.post("/hooks/std", content=body, headers=headers)
