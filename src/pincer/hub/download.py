@@ -3,11 +3,13 @@
 A source's artifact URLs may point anywhere its owner chose, loopback included (a team's hub on
 this machine, a test's server): the source is configured by the user, and what comes back is
 checked by sha256 and signature before anything is unpacked. ``file://`` URLs and relative paths
-(resolved against the registry folder) read local files.
+(resolved against the registry folder, and held inside it) read local regular files only.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -52,15 +54,26 @@ def download(
         path = Path(unquote(parts.path))
     elif parts.scheme == "" and base is not None:
         path = (base / url).resolve()
+        if not path.is_relative_to(base.resolve()):
+            raise UsageError(f"cannot fetch {url!r}: a relative url must name a path inside the registry folder",
+                             hint="fix the entry's url (or give it a file:// url)")  # fmt: skip
     else:
         raise UsageError(f"cannot fetch {url!r}: only http(s), file:// and paths inside the registry folder", hint="fix the entry's url")
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise PayloadTooLarge(
-                f"{path} is {size:,} bytes, over the limit of {max_bytes:,}", hint="raise [hub] max_archive_bytes if it must"
-            )
-        data = path.read_bytes()
+        # Opened without blocking and checked before reading: a FIFO would block the open, and
+        # a device (/dev/zero) has no size to check and never ends.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"cannot fetch {path}: it is not a regular file", hint="point the entry's url at an archive file")
+            if info.st_size > max_bytes:
+                raise PayloadTooLarge(
+                    f"{path} is {info.st_size:,} bytes, over the limit of {max_bytes:,}", hint="raise [hub] max_archive_bytes if it must"
+                )
+            data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise PayloadTooLarge(f"{path} grew past the limit of {max_bytes:,} bytes while it was read", hint="try again")
     except OSError as exc:
         raise HubUnavailable(f"cannot read {path}: {exc.strerror or exc}", hint="check the source's path in config.toml") from None
     if progress is not None:

@@ -1,6 +1,8 @@
 """A pincer hub server as a catalog source (``[[hub.sources]] url = "https://hub.example.com"``).
 
-The server ranks its own search results; resolving reads the item (its tags and versions) and
+The server's search picks the rows; this side checks each (a name, a version) and scores it with
+the same field weights as the local index, so no hub ranks its rows above another source's by
+the score it claims. Resolving reads the item (its tags and versions) and
 the version (manifest, signature, public key, archive sha256), so an install can check
 everything before it unpacks. A yanked version is hidden from resolution by version range or
 tag; only a lockfile that pins it exactly may install it. ``token`` (from the secret store entry
@@ -10,12 +12,14 @@ tag; only a lockfile that pins it exactly may install it. ``token`` (from the se
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
 from pincer.core.errors import ArtifactNotFound, HubUnavailable, ManifestError, UsageError
-from pincer.hub.artifact import ArtifactKey, ArtifactKind, ArtifactManifest, is_version, parse_version
+from pincer.hub.artifact import ArtifactKey, ArtifactKind, ArtifactManifest, check_name, is_version, parse_version
 from pincer.hub.download import CONNECT_TIMEOUT_S, download, http_client
+from pincer.hub.index import field_score, query_words
 from pincer.hub.sources import CatalogEntry, Progress, Resolved
 
 __all__ = ["RemoteSource", "API_TIMEOUT_S", "pick_version"]
@@ -118,12 +122,19 @@ class RemoteSource:
         if kind is not None:
             params["kind"] = kind.value
         body = self._request("GET", "/search", params=params)
+        words = query_words(query)
         out = []
         for item in body.get("items", []):
             try:
-                out.append(_entry(item, self.name))
-            except (KeyError, TypeError, ValueError):
+                entry = _entry(item, self.name)
+            except (KeyError, TypeError, ValueError, OverflowError, UsageError):
                 continue  # a malformed row is skipped, never trusted
+            # The score is ours, not the hub's: a score it claims would rank its rows above every
+            # other source's in the merged list. A row that matches no query word is not listed.
+            score = field_score(entry, words)
+            if words and score <= 0:
+                continue
+            out.append(replace(entry, score=score))
         return out
 
     def item(self, key: ArtifactKey) -> dict[str, Any]:
@@ -195,10 +206,13 @@ class RemoteSource:
 
 
 def _entry(item: dict[str, Any], source: str) -> CatalogEntry:
+    version = item["version"]
+    if not isinstance(version, str) or not is_version(version) or version != version.strip():
+        raise ValueError("not a version")
     return CatalogEntry(
         kind=ArtifactKind(item["kind"]),
-        name=str(item["name"]),
-        version=str(item["version"]),
+        name=check_name(item["name"]),
+        version=version,
         source=source,
         display_name=str(item.get("display_name") or ""),
         description=str(item.get("description") or ""),
@@ -209,6 +223,5 @@ def _entry(item: dict[str, Any], source: str) -> CatalogEntry:
         verdict=str(item.get("verdict") or "unscanned"),
         stars=int(item.get("stars") or 0),
         downloads=int(item.get("downloads") or 0),
-        score=float(item.get("score") or 0.0),
     )
 

@@ -9,7 +9,8 @@ whole argument text (Claude Code's ``$ARGUMENTS``). Values are then checked and 
 skill's parameter types, exactly like ``--param``.
 
 Only eligible, user-invocable skills answer commands; when two declare the same command, the
-one from the higher-precedence root wins (the library lists skills in that order).
+one from the higher-precedence root wins (the library lists skills in that order), except that a
+trusted skill always wins over one installed from a hub. A parameter named twice is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pincer.core.errors import ArgumentsInvalid, CommandNotFound
-from pincer.skills.model import ParamType, Skill
+from pincer.skills.model import ParamType, Skill, Trust
 from pincer.skills.render import coerce_params
 
 __all__ = ["CommandCall", "command_table", "parse_command", "command_name", "MAX_COMMAND_CHARS"]
@@ -50,9 +51,12 @@ def command_name(value: str) -> str:
 
 
 def command_table(skills: Iterable[Skill]) -> dict[str, Skill]:
-    """``/NAME`` -> the skill that answers it (the first one listed wins)."""
+    """``/NAME`` -> the skill that answers it: the first trusted one listed, else the first
+    installed one. The installed root sits above the bundled one, and a hub skill that declares
+    ``/review`` must not answer a command the user knows as pincer's own."""
+    listed = list(skills)
     table: dict[str, Skill] = {}
-    for skill in skills:
+    for skill in [s for s in listed if s.trust is not Trust.INSTALLED] + [s for s in listed if s.trust is Trust.INSTALLED]:
         for trigger in skill.triggers:
             if trigger.kind == "command" and trigger.value:
                 table.setdefault(command_name(trigger.value).lower(), skill)
@@ -93,6 +97,8 @@ def _map_arguments(skill: Skill, command: str, arguments: str) -> dict[str, Any]
     for word in words:
         key, sep, value = word.partition("=")
         if sep and key in declared:
+            if key in named:
+                raise ArgumentsInvalid(f"{command}: {key} is given more than once", hint=f"name {key}= once")
             named[key] = value
         else:
             positional.append(word)

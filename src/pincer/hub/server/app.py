@@ -39,6 +39,7 @@ from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pincer.core.errors import ArtifactNotFound, PayloadTooLarge, PincerError, UsageError
 from pincer.hub.artifact import ArtifactKey, ArtifactKind, check_name, is_version, kind_of
@@ -257,6 +258,14 @@ def create_hub_app(store: HubStore, *, limits: HubLimits | None = None, clock: C
     @app.exception_handler(PincerError)
     async def pincer_error(request: Request, exc: PincerError) -> JSONResponse:
         return _error_response(exc.http_status, exc.code, exc.message, exc.hint)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def no_route(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # A path no route matches (an encoded ``/`` in a name, a method it lacks) answers in the
+        # hub's error shape too, not Starlette's {"detail"}.
+        code = "artifact_not_found" if exc.status_code == 404 else "usage_error"
+        return _error_response(exc.status_code, code, f"{request.method} {request.url.path}: {exc.detail}",
+                               "see /api/v1/openapi.json for the routes")  # fmt: skip
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -64,8 +64,10 @@ async def serve_hub(
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="pick another port with --port (0 picks one)") from exc
     bound = sock.getsockname()[1]
     server = uvicorn.Server(
+        # proxy_headers off: uvicorn would take X-Forwarded-For from any loopback client as the
+        # client's address, and the per-address rate limit and stars are keyed on it.
         uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-                       server_header=False)
+                       server_header=False, proxy_headers=False)
     )
     shown = f"[{host}]" if ":" in host else host
     info = HubServeInfo(host=host, port=bound, url=f"http://{shown}:{bound}", home=str(home))

@@ -1,8 +1,9 @@
 """The hub server's state: one SQLite file (``hub.db``) and a folder of archives (``blobs/``)
 under the hub's home.
 
-Publishers own the items they published first (``kind/name``): only they publish new versions,
-move tags and yank. A publisher token is stored as its sha256 only. A version is immutable: the
+Publishers own the items they published first (``kind/name``, and every look-alike of the name:
+case and ``-``/``_``/``.`` do not make another name): only they publish new versions, move tags
+and yank. A publisher token is stored as its sha256 only. A version is immutable: the
 archive is unpacked and checked against its signed manifest at publish, repacked
 deterministically (same content, same bytes, same sha256) and kept as ``blobs/<sha256>.tar.gz``.
 Yanked versions stay downloadable by exact version (for lockfiles that pin them) and are hidden
@@ -40,7 +41,7 @@ from pincer.hub.index import SearchIndex
 from pincer.hub.scanner import scan_path
 from pincer.hub.sources import CatalogEntry
 
-__all__ = ["HubStore", "Publication", "HUB_DB", "TOKEN_PREFIX", "hash_token"]
+__all__ = ["HubStore", "Publication", "HUB_DB", "TOKEN_PREFIX", "fold_name", "hash_token"]
 
 HUB_DB = "hub.db"
 BLOBS = "blobs"
@@ -67,6 +68,12 @@ CREATE TABLE IF NOT EXISTS dist_tags (
 );
 CREATE TABLE IF NOT EXISTS stars (kind TEXT NOT NULL, name TEXT NOT NULL, who TEXT NOT NULL, PRIMARY KEY (kind, name, who));
 """
+
+
+def fold_name(name: str) -> str:
+    """A name as look-alikes share it: case folded, ``-``, ``_`` and ``.`` dropped (npm's rule
+    for new package names), so ``Code_Review`` and ``code-review`` are one name to own."""
+    return "".join(c for c in name.lower() if c not in "-_.")
 
 
 def hash_token(token: str) -> str:
@@ -163,11 +170,8 @@ class HubStore:
             raise UsageError("channels cannot be published here", hint="publish tools, skills, scripts, entries or bundles")
         verify_manifest(manifest, signature, public_key)
         key = manifest.key
-        owner = self._query("SELECT publisher FROM items WHERE kind = ? AND name = ?", (key.kind.value, key.name))
-        if owner and owner[0][0] != publisher:
-            raise Denied(f"{key} belongs to publisher {owner[0][0]!r}", hint="publish under a name of your own")
-        if self._query("SELECT 1 FROM versions WHERE kind = ? AND name = ? AND version = ?", (key.kind.value, key.name, manifest.version)):
-            raise VersionExists(f"{key}@{manifest.version} is published already; versions are immutable", hint="publish a new version")
+        with self._lock:
+            self._check_publishable(self._conn, key, manifest.version, publisher)  # early, before the unpack
         with tempfile.TemporaryDirectory(prefix="publish-", dir=self.home) as scratch:
             folder = Path(scratch) / "files"
             digests = unpack(archive, folder, limits=self.limits)
@@ -191,6 +195,9 @@ class HubStore:
             temp.replace(blob_path)
         now = time.time()
         with self._tx() as conn:
+            # Again inside the transaction: a publisher racing for the same new name (or the same
+            # version) passed the early check too, and the first insert decides.
+            self._check_publishable(conn, key, manifest.version, publisher)
             conn.execute(
                 "INSERT OR IGNORE INTO items (kind, name, publisher, created_at) VALUES (?, ?, ?, ?)",
                 (key.kind.value, key.name, publisher, now),
@@ -214,6 +221,20 @@ class HubStore:
             key=key, version=manifest.version, fingerprint=manifest.fingerprint, sha256=sha, size=len(blob),
             verdict=report.verdict, findings=tuple(f.to_json() for f in report.findings), latest=self.tags(key).get("latest"),
         )  # fmt: skip
+
+    @staticmethod
+    def _check_publishable(conn: sqlite3.Connection, key: ArtifactKey, version: str, publisher: str) -> None:
+        """Refuse a name another publisher owns, also spelled another way (``Owned``, ``owned_``
+        for ``owned``: a look-alike a user picks by mistake), and a version that exists."""
+        folded = fold_name(key.name)
+        for name, owner in conn.execute("SELECT name, publisher FROM items WHERE kind = ? AND publisher != ?",
+                                        (key.kind.value, publisher)).fetchall():  # fmt: skip
+            if fold_name(name) == folded:
+                shown = ArtifactKey(kind=key.kind, name=name)
+                same = "" if name == key.name else f" ({key} differs from it only in case or in '-', '_' and '.')"
+                raise Denied(f"{shown} belongs to publisher {owner!r}{same}", hint="publish under a name of your own")
+        if conn.execute("SELECT 1 FROM versions WHERE kind = ? AND name = ? AND version = ?", (key.kind.value, key.name, version)).fetchone():
+            raise VersionExists(f"{key}@{version} is published already; versions are immutable", hint="publish a new version")
 
     @staticmethod
     def _latest_tag(conn: sqlite3.Connection, key: ArtifactKey) -> str | None:
