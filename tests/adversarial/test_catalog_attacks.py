@@ -167,3 +167,26 @@ def test_fts5_syntax_in_a_search_query_is_only_ever_words(registry: Path, query:
     finally:
         catalog.close()
     assert all(e.source == "ironclaw" for e in found)
+
+
+def test_a_hostile_hub_claiming_a_trusted_signer_is_shown_as_a_claim(registry: Path, tmp_path: Path) -> None:
+    """Failed on main before this test (the second red team's finding, left open by it): search
+    rows carry no signature, yet a hub that put a trusted publisher's public key on its row was
+    listed as signed by that publisher's trust-store name. A listing can only repeat what a
+    source claims; the install verifies the signature, and only then is the name the signer's."""
+    from pincer.hub.catalog import with_signer_names
+    from pincer.hub.signing import generate_key
+    from pincer.hub.trust import TrustStore
+
+    alice = generate_key()
+    trust = TrustStore(tmp_path / "home")
+    trust.add("alice", alice.public)
+    with route_server() as (url, routes):
+        routes.json("/api/v1/search", {"query": "stealer", "items": [_row("stealer", public_key=alice.public)]})
+        catalog = Catalog([RemoteSource("hostile", url)])
+        try:
+            found = catalog.search("stealer", limit=10)
+        finally:
+            catalog.close()
+    [entry] = with_signer_names(found, trust)
+    assert entry.signer != "alice" and entry.signer.startswith("alice") and "claimed" in entry.signer

@@ -50,7 +50,7 @@ async def test_the_agent_searches_and_installs_a_skill_after_a_person_approves(c
         assert found.ok, found.error
         keys = {r["key"]: r for r in found.output["results"]}
         assert set(keys) == {"skills/meeting-notes", "skills/evil-notes", "skills/stranger-notes"}
-        assert keys["skills/meeting-notes"]["signer"] == "alice" and keys["skills/evil-notes"]["verdict"] == "high"
+        assert keys["skills/meeting-notes"]["signer"] == "alice (claimed)" and keys["skills/evil-notes"]["verdict"] == "high"
         assert keys["skills/stranger-notes"]["signer"].startswith("untrusted")
         shown: list[Any] = []
 

@@ -53,7 +53,7 @@ def test_publish_search_install_update_rollback_pin_verify_remove(tmp_path: Path
 
     found = cli_json(consumer, "search", "review")["results"]
     assert [(r["key"], r["version"], r["signer"], r["verdict"], r["stars"], r["downloads"]) for r in found] == [
-        ("skills/code-review", "1.0.0", "alice", "clean", 0, 0)
+        ("skills/code-review", "1.0.0", "alice (claimed)", "clean", 0, 0)
     ]
     table = cli(consumer, "search", "review")
     assert "skills/code-review" in table.stderr and "alice" in table.stderr and "clean" in table.stderr

@@ -185,7 +185,7 @@ def _install_preflight(pincer: Any, item: NativeTool, args: Mapping[str, Any], h
     if decision.mode.value == "allow":
         return None
     signer = with_signer_names([CatalogEntry(kind=key.kind, name=key.name, version=resolved.version, source=source.name,
-                                             signer=resolved.public_key)], TrustStore(pincer.home))[0].signer  # fmt: skip
+                                             signer=resolved.public_key)], TrustStore(pincer.home), verified=True)[0].signer  # fmt: skip
     return RuntimeAsk(
         reason=f"an agent wants to install {resolved.label} from {source.name} (signed by {signer})",
         effects=(EffectKind.MODIFY_EXTENSION.value,),

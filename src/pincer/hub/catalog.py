@@ -216,8 +216,10 @@ class Catalog:
             )
 
 
-def with_signer_names(entries: list[CatalogEntry], trust: Any) -> list[CatalogEntry]:
-    """Entries whose signer is a trusted key show that key's trust-store name."""
+def with_signer_names(entries: list[CatalogEntry], trust: Any, *, verified: bool = False) -> list[CatalogEntry]:
+    """Entries whose signer is a trusted key show that key's trust-store name: as the source's
+    claim ("alice (claimed)") unless ``verified`` (the caller checked the signature), because a
+    search row carries no signature and a hostile source can name any public key."""
     if trust is None:
         return entries
     keys = {k.public_key: k.name for k in trust.load()}
@@ -225,7 +227,8 @@ def with_signer_names(entries: list[CatalogEntry], trust: Any) -> list[CatalogEn
     for entry in entries:
         if entry.signer:
             name = keys.get(entry.signer)
-            out.append(replace(entry, signer=name if name else f"untrusted ({entry.signer[8:20]}…)"))
+            shown = (name if verified else f"{name} (claimed)") if name else f"untrusted ({entry.signer[8:20]}…)"
+            out.append(replace(entry, signer=shown))
         else:
             out.append(replace(entry, signer="unsigned"))
     return out
