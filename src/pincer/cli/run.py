@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -157,26 +157,32 @@ def summary(run_result: Any) -> str:
     return line
 
 
-async def drive(agent_run: Any, message: str, on_cancel: Callable[[], None] | None = None) -> Any:
-    """One exchange of ``agent_run``; Ctrl-C cancels it (not the program)."""
-    from pincer.llm.loop import Outcome
+async def until_done(work: Callable[[], Awaitable[Any]], on_interrupt: Callable[[], None]) -> Any:
+    """``work()``'s result; each Ctrl-C meanwhile calls ``on_interrupt`` (a run's cancel) instead
+    of ending the program."""
 
-    outcome = Outcome(status="cancelled", error={"code": "cancelled", "message": "the run was cancelled"})
-
-    async def cancel_on_interrupt() -> None:
+    async def watch() -> None:
         with anyio.open_signal_receiver(signal.SIGINT) as signals:
             async for _ in signals:
-                agent_run.cancel()
-                if on_cancel is not None:
-                    on_cancel()
+                on_interrupt()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(cancel_on_interrupt)
+        tg.start_soon(watch)
         try:
-            outcome = await agent_run.send(message)
+            return await work()
         finally:
             tg.cancel_scope.cancel()
-    return outcome
+
+
+async def drive(agent_run: Any, message: str, on_cancel: Callable[[], None] | None = None) -> Any:
+    """One exchange of ``agent_run``; Ctrl-C cancels it (not the program)."""
+
+    def interrupted() -> None:
+        agent_run.cancel()
+        if on_cancel is not None:
+            on_cancel()
+
+    return await until_done(lambda: agent_run.send(message), interrupted)
 
 
 def run_command(
@@ -325,22 +331,15 @@ async def _command(pincer: Any, text: str, display: Display, prompter: Prompter,
     if callable(attach):
         attach(firing.run_id, on_event=display.on_event, on_approval=prompter.ask, profile=profile)
 
-    async def cancel_on_interrupt() -> None:
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
-            async for _ in signals:
-                cancel = getattr(starter, "cancel", None)
-                if callable(cancel):
-                    cancel(firing.run_id)
-                display._line("  (stopping this run)")
+    def interrupted() -> None:
+        cancel = getattr(starter, "cancel", None)
+        if callable(cancel):
+            cancel(firing.run_id)
+        display._line("  (stopping this run)")
 
     outcome = None
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancel_on_interrupt)
-            try:
-                outcome = await engine.run_here(firing.id)
-            finally:
-                tg.cancel_scope.cancel()
+        outcome = await until_done(lambda: engine.run_here(firing.id), interrupted)
     finally:
         display.finish_text()
     try:
