@@ -33,7 +33,7 @@ from pincer.llm.messages import CompletionOptions, Message, TokenUsage, ToolCall
 from pincer.runtimes.wasm.limits import WasmLimits
 from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RUNNER_PROTOCOL, source_sha256
 
-__all__ = ["BuildRequest", "BuildReport", "Builder", "StageTime", "DEFAULT_MAX_ITERATIONS", "capabilities_for"]
+__all__ = ["BuildRequest", "BuildReport", "Builder", "PlannedBuild", "StageTime", "DEFAULT_MAX_ITERATIONS", "capabilities_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,18 @@ def capabilities_for(plan: Plan, version: str) -> dict[str, Any]:
     return caps
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedBuild:
+    """A plan the model gave and pincer accepted, with the conversation that led to it: a build
+    can stop there (to show the plan for an approval) and go on from it later."""
+
+    plan: Plan
+    messages: tuple[Message, ...]
+    usage: TokenUsage
+    failures: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+
 class _Conversation:
     """The messages of a build and the model turns over them (tokens counted)."""
 
@@ -183,24 +195,15 @@ class Builder:
         if self.progress is not None:
             self.progress(stage, took, detail)
 
-    async def build(self, request: BuildRequest) -> BuildReport:
-        """Run every stage; BuildRefused for a refused plan, BuildFailed when no iteration
-        passed (the record is written either way), the report when the tool is registered."""
-        from pincer.builder.runner import ensure_runner
-
-        began = time.perf_counter()
-        self._stages = []
-        if not 1 <= request.max_iterations <= 20:
-            raise PincerError("--max-iterations must be between 1 and 20", hint="e.g. --max-iterations 4")
+    async def plan(self, request: BuildRequest) -> PlannedBuild:
+        """The plan stage alone: the model's plan, validated against what the request allows
+        (BuildRefused for a refused plan, BuildFailed when no answer was a valid plan). Nothing
+        is written; ``build(request, planned=...)`` goes on from it (after an approval)."""
+        self._check(request)
         started = time.perf_counter()
-        runner = await anyio.to_thread.run_sync(ensure_runner, self.runner_cache, self.home)
-        self._stage("runner", started, runner.name)
         chat = _Conversation(self.provider, self.model, self.max_output_tokens)
         allowance = Allowance(hosts=frozenset(h.lower() for h in request.hosts), secrets=frozenset(request.secrets))
         chat.say(self._brief(request))
-
-        # -- plan
-        started = time.perf_counter()
         plan: Plan | None = None
         failures: list[str] = []
         for _attempt in range(request.max_iterations):
@@ -226,8 +229,36 @@ class Builder:
             self._stage("plan", started, "no valid plan")
             raise BuildFailed(f"the model gave no valid plan in {request.max_iterations} answers: {'; '.join(failures[-3:])}",
                               hint="describe the tool more precisely, or raise --max-iterations")  # fmt: skip
-        plan_done = time.perf_counter()
         self._stage("plan", started, f"{plan.name}: hosts {', '.join(plan.hosts) or 'none'}; {len(plan.dropped)} dropped")
+        return PlannedBuild(plan=plan, messages=tuple(chat.messages), usage=chat.usage, failures=tuple(failures),
+                            seconds=time.perf_counter() - started)  # fmt: skip
+
+    def _check(self, request: BuildRequest) -> None:
+        if not 1 <= request.max_iterations <= 20:
+            raise PincerError("--max-iterations must be between 1 and 20", hint="e.g. --max-iterations 4")
+
+    async def build(self, request: BuildRequest, *, planned: PlannedBuild | None = None) -> BuildReport:
+        """Run every stage (from ``planned`` on, when the plan stage ran already); BuildRefused
+        for a refused plan, BuildFailed when no iteration passed (the record is written either
+        way), the report when the tool is registered."""
+        from pincer.builder.runner import ensure_runner
+
+        began = time.perf_counter()
+        self._stages = []
+        self._check(request)
+        started = time.perf_counter()
+        runner = await anyio.to_thread.run_sync(ensure_runner, self.runner_cache, self.home)
+        self._stage("runner", started, runner.name)
+        if planned is None:
+            planned = await self.plan(request)
+        else:  # planned before an approval, by another Builder: its stage is recorded here
+            shown = planned.plan
+            detail = f"{shown.name}: hosts {', '.join(shown.hosts) or 'none'}; {len(shown.dropped)} dropped; approved"
+            self._stages.append(StageTime(stage="plan", seconds=planned.seconds, detail=detail))
+        chat = _Conversation(self.provider, self.model, self.max_output_tokens)
+        chat.messages, chat.usage = list(planned.messages), planned.usage
+        plan, failures = planned.plan, list(planned.failures)
+        plan_done = time.perf_counter()
         record = BuildRecord(self.home, plan.name)
         version = f"0.1.{record.sequence}"
         record.write("plan.json", plan.to_json())

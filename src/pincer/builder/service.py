@@ -3,22 +3,25 @@ audit log, and a live reload of the WASM tools when the tool is registered."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from pincer.builder.build import Builder, BuildReport, BuildRequest, Progress
+from pincer.builder.build import Builder, BuildReport, BuildRequest, PlannedBuild, Progress
 
-__all__ = ["run_build"]
+__all__ = ["run_build", "plan_build"]
+
+Audit = Callable[[str, str, str, str], None]
 
 
-async def run_build(pincer: Any, request: BuildRequest, *, profile: str | None = None, runner_cache: Path | None = None,
-                    progress: Progress | None = None, limits: Any = None) -> BuildReport:  # fmt: skip
-    """Build with ``pincer``'s model (``[llm]``, or ``profile``); the tool is registered live."""
+@asynccontextmanager
+async def _builder(pincer: Any, *, profile: str | None, runner_cache: Path | None, progress: Progress | None,
+                   limits: Any, audit: Audit | None) -> AsyncIterator[Builder]:  # fmt: skip
     from pincer.builder.runner import default_cache_dir
     from pincer.core.errors import ConfigError
     from pincer.llm.prices import find_price
     from pincer.llm.provider import open_provider, resolve_api_key
-    from pincer.store.audit import AuditEntry
 
     config = pincer.config
     settings = config.llm.resolve(profile)
@@ -26,17 +29,34 @@ async def run_build(pincer: Any, request: BuildRequest, *, profile: str | None =
         raise ConfigError("no model is configured for the builder",
                           hint='set [llm] model in config.toml (and provider, base_url, api_key_secret), e.g. model = "gpt-4o-mini"')  # fmt: skip
     provider = open_provider(settings, resolve_api_key(settings, pincer.secrets, pincer.environ))
-    records: list[tuple[str, str, str, str]] = []
-    builder = Builder(
-        home=pincer.home, provider=provider, model=settings.model, secrets=pincer.secrets,
-        runner_cache=runner_cache or default_cache_dir(pincer.home), progress=progress, limits=limits,
-        audit=lambda *record: records.append(record), max_output_tokens=settings.max_output_tokens,
-        price=find_price(settings.model, config.agent.prices),
-    )  # fmt: skip
     try:
-        report = await builder.build(request)
+        yield Builder(
+            home=pincer.home, provider=provider, model=settings.model, secrets=pincer.secrets,
+            runner_cache=runner_cache or default_cache_dir(pincer.home), progress=progress, limits=limits,
+            audit=audit, max_output_tokens=settings.max_output_tokens, price=find_price(settings.model, config.agent.prices),
+        )  # fmt: skip
     finally:
         await provider.aclose()
+
+
+async def plan_build(pincer: Any, request: BuildRequest, *, profile: str | None = None) -> PlannedBuild:
+    """The plan stage alone, with ``pincer``'s model: what an approval of the build shows."""
+    async with _builder(pincer, profile=profile, runner_cache=None, progress=None, limits=None, audit=None) as builder:
+        return await builder.plan(request)
+
+
+async def run_build(pincer: Any, request: BuildRequest, *, profile: str | None = None, runner_cache: Path | None = None,
+                    progress: Progress | None = None, limits: Any = None, planned: PlannedBuild | None = None) -> BuildReport:  # fmt: skip
+    """Build with ``pincer``'s model (``[llm]``, or ``profile``), from ``planned`` on when the
+    plan was made (and approved) already; the tool is registered live."""
+    from pincer.store.audit import AuditEntry
+
+    records: list[tuple[str, str, str, str]] = []
+    try:
+        async with _builder(pincer, profile=profile, runner_cache=runner_cache, progress=progress, limits=limits,
+                            audit=lambda *record: records.append(record)) as builder:  # fmt: skip
+            report = await builder.build(request, planned=planned)
+    finally:
         for action, key, version, reason in records:
             await pincer.audit.append(AuditEntry(session=request.session, caller="builder", tool=key, kind="hub",
                                                  decision=action, reason=reason, outcome="ok", args={"version": version}))  # fmt: skip
