@@ -83,7 +83,7 @@ from pincer.store.runs import RunStore
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AgentLoop", "AgentRun", "Outcome", "CANCEL_POLL_INTERVAL_S", "RUN_SKILL_TOOL"]
+__all__ = ["AgentLoop", "AgentRun", "Outcome", "carry_out", "CANCEL_POLL_INTERVAL_S", "RUN_SKILL_TOOL"]
 
 CANCEL_POLL_INTERVAL_S = 0.5  # how soon `pincer runs cancel` from another process is noticed
 RUN_SKILL_TOOL = "run_skill"  # never offered to a model: a run must not start runs of its own
@@ -102,6 +102,22 @@ class Outcome:
     status: str  # done | failed | budget_exceeded | cancelled
     stop: str | None = None
     error: Mapping[str, Any] | None = None
+
+
+async def carry_out(agent_run: AgentRun, message: str, *, stopped: str) -> Run:
+    """Send ``message`` and close the run however the exchange ended: a bug in it ends the run
+    as failed (not its caller), a cancellation as cancelled (``stopped`` says by what); the
+    close is shielded, so the run's row and end record are written even then."""
+    outcome = Outcome(status="cancelled", error={"code": "cancelled", "message": stopped})
+    try:
+        outcome = await agent_run.send(message)
+    except Exception as exc:
+        logger.exception("run %s failed", agent_run.id)
+        outcome = Outcome(status="failed", error={"code": "error", "message": f"the run failed: {type(exc).__name__}"})
+    finally:
+        with anyio.CancelScope(shield=True):
+            ended = await agent_run.close(outcome)
+    return ended
 
 
 class AgentLoop:

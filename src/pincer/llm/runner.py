@@ -10,7 +10,6 @@ as any other: ``pincer approvals``, ``POST /api/v1/approvals/{id}`` or MCP elici
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -21,12 +20,10 @@ import anyio
 import anyio.abc
 
 from pincer.core.errors import RunNotFound, UsageError
-from pincer.llm.loop import AgentRun, Outcome
+from pincer.llm.loop import AgentRun, carry_out
 from pincer.llm.prompt import DEFAULT_MESSAGE
 from pincer.llm.run import RunEvent, RunRequest
 from pincer.store.runs import RunRow
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["RunManager", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
 
@@ -86,15 +83,10 @@ class RunManager:
         return agent_run.id
 
     async def _drive(self, agent_run: AgentRun, request: RunRequest, live: _Live) -> None:
-        outcome = Outcome(status="cancelled", error={"code": "cancelled", "message": "the gateway stopped"})
+        message = request.message or (DEFAULT_MESSAGE if request.skill else "")
         try:
-            outcome = await agent_run.send(request.message or (DEFAULT_MESSAGE if request.skill else ""))
-        except Exception as exc:  # a bug in a run must end that run, not the gateway
-            logger.exception("run %s failed", agent_run.id)
-            outcome = Outcome(status="failed", error={"code": "error", "message": f"the run failed: {type(exc).__name__}"})
+            await carry_out(agent_run, message, stopped="the gateway stopped")
         finally:
-            with anyio.CancelScope(shield=True):
-                await agent_run.close(outcome)
             live.ended_at = time.monotonic()
             live.add(RunEvent(kind="closed"))
 

@@ -15,7 +15,6 @@ a run the store already has is not started again.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -26,8 +25,6 @@ from pincer.core.errors import RunNotFound
 from pincer.triggers.requests import RunOutcome, RunRequest, RunStarter, RunStatus
 
 __all__ = ["AgentStarter", "default_starter", "STORE_POLL_S", "llm_request"]
-
-logger = logging.getLogger(__name__)
 
 STORE_POLL_S = 0.5  # following a run of another process: how often the store is read
 
@@ -155,19 +152,15 @@ class AgentStarter:
             started.run.cancel()
 
     async def _drive(self, started: _Started) -> None:
-        from pincer.llm.loop import Outcome
+        from pincer.llm.loop import carry_out
 
         started.driving = True
-        outcome = Outcome(status="cancelled", error={"code": "cancelled", "message": "the process stopped"})
         try:
-            outcome = await started.run.send(started.message)
-        except Exception as exc:  # a bug in one run must end that run, not the trigger engine
-            logger.exception("run %s failed", started.run.id)
-            outcome = Outcome(status="failed", error={"code": "error", "message": f"the run failed: {type(exc).__name__}"})
-        finally:
-            with anyio.CancelScope(shield=True):
-                ended = await started.run.close(outcome)
+            ended = await carry_out(started.run, started.message, stopped="the process stopped")
             started.outcome = _outcome(started.run.id, ended.status, ended.error, ended.stop)
+        finally:
+            if started.outcome is None:  # cancelled: carry_out closed the run as cancelled
+                started.outcome = RunOutcome(run_id=started.run.id, status=RunStatus.CANCELLED, error="the process stopped")
             started.done.set()
             self._started.pop(started.run.id, None)  # the store answers for it from now on
 
