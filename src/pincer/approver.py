@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import ApprovalDenied, ApprovalPending, ApprovalTimeout, Denied
-from pincer.core.values import Decision, RuntimeAsk, ToolSpec
+from pincer.core.errors import ApprovalDenied, ApprovalPending, ApprovalTimeout, Denied, PincerError
+from pincer.core.values import Decision, HostContext, RuntimeAsk, ToolSpec
 from pincer.policy.grants import Grant
 from pincer.policy.session import SessionKind
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus, ApprovalStore
@@ -41,7 +42,7 @@ from pincer.store.grants import GrantStore
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Approver", "ApprovalHook", "Asked"]
+__all__ = ["Approver", "ApprovalHook", "Asked", "approved_detail"]
 
 ApprovalHook = Callable[[ApprovalRequest], Awaitable[None]]
 
@@ -232,6 +233,18 @@ class Approver:
             )
         )
         return answered
+
+
+def approved_detail(approvals: ApprovalStore, host: HostContext | None) -> Mapping[str, Any]:
+    """What the approval that let this call through showed (its ``RuntimeAsk.detail``), so a
+    tool can do exactly what was approved; empty when no person approved this call."""
+    if host is None or not host.approval or host.approval == "ask_fallback":
+        return {}
+    try:
+        detail = approvals.get(host.approval).detail
+    except PincerError:
+        return {}
+    return detail if isinstance(detail, Mapping) else {}
 
 
 def _pending(approval: ApprovalRequest) -> ApprovalPending:

@@ -19,7 +19,6 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from pincer.core.effects import EffectKind
-from pincer.core.errors import PincerError
 from pincer.core.values import HostContext, RuntimeAsk
 from pincer.runtimes.native.decorator import tool
 from pincer.runtimes.native.runtime import NativeRuntime
@@ -46,13 +45,10 @@ def builder_runtime(pincer: Any) -> NativeRuntime:
 
     def approved_plan(host: HostContext) -> tuple[Any, Mapping[str, Any] | None]:
         """The planned build the approval of this call showed (or None), and what it showed."""
-        if not host.approval or host.approval == "ask_fallback":
-            return None, None
-        try:
-            detail = pincer.approvals.get(host.approval).detail
-        except PincerError:
-            return None, None
-        plan_id = detail.get("plan_id") if isinstance(detail, Mapping) else None
+        from pincer.approver import approved_detail
+
+        detail = approved_detail(pincer.approvals, host)
+        plan_id = detail.get("plan_id")
         if not isinstance(plan_id, str):
             return None, None
         found = pending.pop(plan_id, None)

@@ -22,7 +22,7 @@ import anyio
 from pydantic import Field
 
 from pincer.core.effects import EffectKind
-from pincer.core.errors import ArtifactRefused, PincerError, ScanBlocked, SignatureRefused, UsageError
+from pincer.core.errors import ArtifactRefused, ScanBlocked, SignatureRefused, UsageError
 from pincer.core.values import HostContext, RuntimeAsk
 from pincer.runtimes.native.decorator import NativeTool, tool
 from pincer.runtimes.native.runtime import NativeRuntime
@@ -132,13 +132,10 @@ def hub_runtime(pincer: Any) -> NativeRuntime:
 
 def _approved(pincer: Any, host: HostContext | None) -> dict[str, Any]:
     """What the approval of this call showed (version, source, fingerprint), to install exactly that."""
-    if host is None or not host.approval or host.approval == "ask_fallback":
-        return {}
-    try:
-        detail = pincer.approvals.get(host.approval).detail
-    except PincerError:
-        return {}
-    return dict(detail) if isinstance(detail, Mapping) and detail.get("fingerprint") else {}
+    from pincer.approver import approved_detail
+
+    detail = approved_detail(pincer.approvals, host)
+    return dict(detail) if detail.get("fingerprint") else {}
 
 
 def _install_preflight(pincer: Any, item: NativeTool, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
