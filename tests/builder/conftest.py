@@ -23,7 +23,7 @@ def runner_cache() -> Path:
     from pincer.builder.runner import ensure_runner
 
     directory = cache_root() / "runner"
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     ensure_runner(directory, directory.parent / "runner-home")
     return directory
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_build_tool_asks_shows_the_plan_bounds_and_registers_the_tool_live(pincer_home, runner_cache, monkeypatch):
-    monkeypatch.setattr("pincer.builder.runner.default_cache_dir", lambda home: runner_cache)
+    monkeypatch.setattr("pincer.builder.runner.default_cache_dir", lambda environ, home: runner_cache)
     schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
     planned = plan_turn("shout", ["api.example.com", "evil.example"], schema=schema,
                         secrets=[{"name": "weather_key", "host": "api.example.com", "location": {"type": "bearer"}}])
@@ -57,7 +57,7 @@ async def test_build_tool_asks_shows_the_plan_bounds_and_registers_the_tool_live
 async def test_a_refused_plan_is_refused_before_anyone_is_asked(pincer_home, runner_cache, monkeypatch):
     """The plan is made in the preflight, so a plan asking for a financial effect never reaches
     a person: nobody is asked, nothing is written."""
-    monkeypatch.setattr("pincer.builder.runner.default_cache_dir", lambda home: runner_cache)
+    monkeypatch.setattr("pincer.builder.runner.default_cache_dir", lambda environ, home: runner_cache)
     with serve_models([plan_turn("pay", ["api.example.com"], effects=["financial"])]) as server:
         config = parse_config(f'[llm]\nprovider = "openai"\nmodel = "scripted-model"\nbase_url = "{server.openai_url}"\n'
                               '[approvals]\ntimeout_s = 20\n', home=pincer_home)  # fmt: skip

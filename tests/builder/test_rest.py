@@ -19,7 +19,7 @@ BUILD_TIMEOUT_S = 120.0
 
 
 async def test_post_builds_streams_stages_then_the_report_and_the_tool_is_served(tmp_path, runner_cache, monkeypatch):
-    monkeypatch.setattr("pincer.builder.runner.default_cache_dir", lambda home: runner_cache)
+    monkeypatch.setattr("pincer.builder.runner.default_cache_dir", lambda environ, home: runner_cache)
     schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
     script = [plan_turn("shout", [], schema=schema), code_turn(SHOUT, [{"args": {"word": "a"}, "expect": {"shout": "A!"}}])]
     with serve_models(script) as server:

@@ -241,12 +241,14 @@ class Builder:
         """Run every stage (from ``planned`` on, when the plan stage ran already); BuildRefused
         for a refused plan, BuildFailed when no iteration passed (the record is written either
         way), the report when the tool is registered."""
-        from pincer.builder.runner import ensure_runner
+        from pincer.builder.runner import ensure_runner, is_runner_built
 
         began = time.perf_counter()
         self._stages = []
         self._check(request)
         started = time.perf_counter()
+        if self.progress is not None and not is_runner_built(self.runner_cache):
+            self.progress("runner", 0.0, f"building the shared runner into {self.runner_cache} (once per machine, ~30 s)")
         runner = await anyio.to_thread.run_sync(ensure_runner, self.runner_cache, self.home)
         self._stage("runner", started, runner.name)
         if planned is None:

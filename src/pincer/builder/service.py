@@ -32,7 +32,7 @@ async def _builder(pincer: Any, *, profile: str | None, runner_cache: Path | Non
     try:
         yield Builder(
             home=pincer.home, provider=provider, model=settings.model, secrets=pincer.secrets,
-            runner_cache=runner_cache or default_cache_dir(pincer.home), progress=progress, limits=limits,
+            runner_cache=runner_cache or default_cache_dir(pincer.environ, pincer.home), progress=progress, limits=limits,
             audit=audit, max_output_tokens=settings.max_output_tokens, price=find_price(settings.model, config.agent.prices),
         )  # fmt: skip
     finally:

@@ -1,8 +1,9 @@
-"""``pincer build`` and ``pincer builds list|show``: the tool builder at the terminal.
+"""``pincer build`` and ``pincer builds list|show|prepare``: the tool builder at the terminal.
 
 One line per stage on stderr with its time; ``--json`` writes the report to stdout. The model is
-``[llm]`` (or ``--profile``); the runner component is cached under ``$PINCER_HOME/cache/runner``
-(``PINCER_RUNNER_CACHE`` points elsewhere, e.g. a CI cache).
+``[llm]`` (or ``--profile``); the runner component is built once per machine into the XDG cache
+folder (``~/.cache/pincer/runner``; ``PINCER_RUNNER_CACHE`` points elsewhere, e.g. a CI cache),
+shared by every home, by ``pincer builds prepare`` (which ``make setup`` runs) or the first build.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def build(
 
     request = BuildRequest(description=description, name=name or edit, hosts=tuple(allow_host or ()),
                            secrets=tuple(secret or ()), max_iterations=max_iterations, standalone=standalone, edit=edit)  # fmt: skip
-    cache = os.environ.get("PINCER_RUNNER_CACHE")
+    cache = os.environ.get("PINCER_RUNNER_CACHE")  # else the builder's default: the XDG cache folder
 
     async def body() -> Any:
         async with open_pincer(quiet=as_json) as pincer:
@@ -66,6 +67,27 @@ def build(
         f"{report.tokens.get('input_tokens', 0)}+{report.tokens.get('output_tokens', 0)} tokens; {report.seconds:.2f} s",
         markup=False, highlight=False,
     )  # fmt: skip
+
+
+@builds_app.command("prepare")
+def prepare(as_json: bool = JsonOption) -> None:
+    """Build the shared runner now (once per machine, ~30 s), so the first build does not wait."""
+    from pincer.builder.runner import default_cache_dir, prepare_runner
+
+    cache_dir = default_cache_dir(os.environ, pincer_home())
+    if not as_json:
+        stderr.print(f"runner cache: {cache_dir} (building the runner once per machine takes ~30 s)", markup=False)
+    wasm, built = run(lambda: _prepare(prepare_runner, cache_dir), as_json=as_json)
+    if as_json:
+        emit_json({"ok": True, "runner": str(wasm), "built": built})
+        return
+    stderr.print(f"{'built' if built else 'already built'}: {wasm}", markup=False, highlight=False)
+
+
+async def _prepare(prepare_runner: Any, cache_dir: Path) -> Any:
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(prepare_runner, cache_dir)
 
 
 @builds_app.command("list")
