@@ -1,0 +1,84 @@
+"""The bundled catalog: which built-ins exist and how ``[builtins.NAME]`` turns them on.
+
+``[builtins.github] enabled = true`` registers ``github``; ``base_url``, ``actions``,
+``toolsets`` and ``read_only`` narrow it. ``[builtins.brave]`` holds only the base URL that
+``web_search`` and ``llm_context`` share. A section with a name pincer does not know is a
+ConfigError (a typo would otherwise silently leave a tool off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pincer.core.errors import ConfigError
+from pincer.runtimes.native.decorator import NativeTool
+
+__all__ = ["BUILTIN_NAMES", "SHARED_SECTIONS", "bundled_tools", "bundled_runtime", "RUNTIME_NAME"]
+
+BUILTIN_NAMES = ("github", "web_fetch", "web_search", "llm_context")
+SHARED_SECTIONS = ("brave",)  # an API several built-ins call: base_url only
+RUNTIME_NAME = "builtins"
+
+
+def _github(s: Any, _all: Mapping[str, Any]) -> NativeTool:
+    from pincer.builtins.github import github_tool
+
+    return github_tool(
+        base_url=s.base_url,
+        actions=list(s.actions) if s.actions is not None else None,
+        toolsets=list(s.toolsets) if s.toolsets is not None else None,
+        read_only=s.read_only,
+    )
+
+
+def _web_fetch(s: Any, _all: Mapping[str, Any]) -> NativeTool:
+    from pincer.builtins.web_fetch import web_fetch_tool
+
+    return web_fetch_tool(base_url=s.base_url)
+
+
+def _brave_base(all_settings: Mapping[str, Any]) -> str | None:
+    brave = all_settings.get("brave")
+    return brave.base_url if brave is not None else None
+
+
+def _web_search(s: Any, all_settings: Mapping[str, Any]) -> NativeTool:
+    from pincer.builtins.brave import web_search_tool
+
+    return web_search_tool(base_url=s.base_url or _brave_base(all_settings))
+
+
+def _llm_context(s: Any, all_settings: Mapping[str, Any]) -> NativeTool:
+    from pincer.builtins.brave import llm_context_tool
+
+    return llm_context_tool(base_url=s.base_url or _brave_base(all_settings))
+
+
+_FACTORIES: dict[str, Callable[[Any, Mapping[str, Any]], NativeTool]] = {
+    "github": _github,
+    "web_fetch": _web_fetch,
+    "web_search": _web_search,
+    "llm_context": _llm_context,
+}
+
+
+def bundled_tools(settings: Mapping[str, Any]) -> list[NativeTool]:
+    """The enabled built-ins, built from their ``[builtins.NAME]`` settings."""
+    for name in settings:
+        if name not in BUILTIN_NAMES and name not in SHARED_SECTIONS:
+            raise ConfigError(
+                f"config.toml: [builtins.{name}] is not a built-in pincer knows",
+                hint=f"use one of [builtins.{'], [builtins.'.join(BUILTIN_NAMES + SHARED_SECTIONS)}]",
+            )
+    return [_FACTORIES[name](s, settings) for name, s in settings.items() if name in _FACTORIES and s.enabled]
+
+
+def bundled_runtime(settings: Mapping[str, Any]) -> Any:
+    """A NativeRuntime named ``builtins`` holding the enabled built-ins (None when none is)."""
+    tools = bundled_tools(settings)
+    if not tools:
+        return None
+    from pincer.runtimes.native.runtime import NativeRuntime
+
+    return NativeRuntime(tools, name=RUNTIME_NAME)
