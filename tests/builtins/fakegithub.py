@@ -210,7 +210,7 @@ def validate_exchange(method: str, raw_path: str, body: bytes, status: int, answ
     request = MockRequest(
         SERVER_URL, method.lower(), path, args=args, data=body or None,
         content_type="application/json" if body else None,
-    )  # fmt: skip
+    )
     problems = []
     result = openapi().unmarshal_request(request)
     for error in result.errors:
@@ -237,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         found = operation(self.command, url.path)
         seen = Seen(self.command, url.path, parse_qs(url.query), dict(self.headers.items()), body,
-                    found[1].get("operationId") if found else None)  # fmt: skip
+                    found[1].get("operationId") if found else None)
         state = self.state
         with state.lock:
             state.requests.append(seen)

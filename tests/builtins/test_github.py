@@ -149,7 +149,7 @@ def test_read_only_leaves_no_write_action_and_wins_over_actions() -> None:
 def test_toolsets_narrow_to_their_families() -> None:
     enum = github_tool(toolsets=["issues"]).spec.input_schema["properties"]["action"]["enum"]
     assert set(enum) == {"list_issues", "get_issue", "create_issue", "close_issue", "list_issue_comments",
-                         "create_issue_comment"}  # fmt: skip
+                         "create_issue_comment"}
 
 
 def test_unknown_actions_toolsets_and_sections_are_config_errors() -> None:

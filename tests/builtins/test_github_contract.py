@@ -67,7 +67,7 @@ CALLS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "get_workflow_runs": ({**_OR, "workflow_id": "ci.yml", "limit": 5}, ("actions/list-workflow-runs",)),
     "handle_webhook": ({"webhook": {"headers": {"X-GitHub-Event": "issues", "X-GitHub-Delivery": "d1"},
                                     "body_json": {"action": "opened", "issue": {"number": 1, "title": "t"}}}}, ()),
-}  # fmt: skip
+}
 
 
 def test_the_table_covers_every_action() -> None:
