@@ -139,6 +139,25 @@ def conform(value: Any, schema: Any) -> Any:
             value = conform(value, part)
         return value
     options = _options(s)
+    discriminator = s.get("discriminator")
+    if options and discriminator and isinstance(value, dict):
+        prop = discriminator["propertyName"]
+        mapping = discriminator.get("mapping") or {}
+        raw = s.get("anyOf") or s.get("oneOf") or []
+        if prop not in value:
+            if mapping:
+                # The variant whose properties hold the example's keys (private vs public user).
+                def misfit(item: tuple[str, str]) -> int:
+                    props = _resolve({"$ref": item[1]}).get("properties") or {}
+                    return sum(k not in props for k in value)
+
+                key, ref = min(mapping.items(), key=misfit)
+            else:
+                ref = raw[0]["$ref"]
+                key = ref.rsplit("/", 1)[-1]
+            value = {**value, prop: key}
+        ref = mapping.get(value[prop]) or next((o["$ref"] for o in raw if o.get("$ref", "").endswith("/" + str(value[prop]))), None)
+        return conform(value, {"$ref": ref}) if ref else value
     if options:
         if value is None and (s.get("nullable") or any(o.get("type") == "null" or o.get("nullable") for o in options)):
             return None
