@@ -71,7 +71,12 @@ def make_tool(
         capabilities=capabilities,
         annotations={"readOnlyHint": read_only_hint, "openWorldHint": True, **dict(annotations or {})},
         output_trusted=False,
-        call_effects=CallEffects(arg="action", table=actions.effects_table, casefold=False),
+        call_effects=CallEffects(
+            arg="action",
+            table=actions.effects_table,
+            # A one-action tool's calls may leave ``action`` out (its schema default).
+            default=actions.actions[0].name if len(actions.actions) == 1 else None,
+        ),
     )
     return NativeTool(
         spec=spec,
