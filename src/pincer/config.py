@@ -615,7 +615,16 @@ def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Con
     return _to_config(data, home=home, source=source)
 
 
+# [builtins.NAME] sections: the bundled tools, and an API several of them call (base_url only).
+BUILTIN_TOOLS = ("github", "web_fetch", "web_search", "llm_context")
+BUILTIN_SHARED = ("brave",)
+
+
 def _to_config(data: _File, *, home: Path, source: str) -> Config:
+    for name in data.builtins:
+        if name not in BUILTIN_TOOLS + BUILTIN_SHARED:
+            known = ", ".join(f"[builtins.{n}]" for n in BUILTIN_TOOLS + BUILTIN_SHARED)
+            raise ConfigError(f"{source}: [builtins.{name}] is not a built-in pincer knows", hint=f"use one of {known}")
     grants = []
     for index, g in enumerate(data.grants):
         if not g.effects and g.default is None:

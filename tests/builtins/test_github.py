@@ -190,3 +190,11 @@ async def test_a_read_grant_lets_reads_run_and_writes_ask(tmp_path: Path, fake_g
     assert not write.ok and write.error["code"] == "approval_denied", write.error
     assert len(asked) == 1 and "external_write" in asked[0].effects
     assert [r.operation_id for r in fake_github.requests] == ["repos/get"]
+
+
+def test_an_unknown_builtins_section_is_a_config_error(tmp_path: Path) -> None:
+    from pincer.config import parse_config
+
+    with pytest.raises(ConfigError, match=r"\[builtins.githb\] is not a built-in") as caught:
+        parse_config("[builtins.githb]\nenabled = true\n", home=tmp_path)
+    assert "[builtins.github]" in (caught.value.hint or "")

@@ -203,3 +203,10 @@ async def test_the_output_is_untrusted(tmp_path: Path) -> None:
     async with pincer_on(tmp_path, _config()) as pincer:
         spec = pincer.registry.get("web_fetch")
     assert spec is not None and spec.output_trusted is False
+
+
+async def test_a_grants_hosts_narrow_what_it_may_fetch(tmp_path: Path) -> None:
+    config = _config().replace('effects = { network = "allow" }', 'effects = { network = "allow" }\nhosts = ["docs.example.org"]')
+    async with pincer_on(tmp_path, config) as pincer:
+        result = await pincer.call(CallRequest(tool="web_fetch", args={"url": "https://news.example.com/a"}))
+    assert not result.ok and "the grant allows only docs.example.org" in result.error["message"]

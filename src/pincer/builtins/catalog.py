@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pincer.config import BUILTIN_SHARED, BUILTIN_TOOLS
 from pincer.core.errors import ConfigError
 from pincer.runtimes.native.decorator import NativeTool
 
 __all__ = ["BUILTIN_NAMES", "SHARED_SECTIONS", "bundled_tools", "bundled_runtime", "RUNTIME_NAME"]
 
-BUILTIN_NAMES = ("github", "web_fetch", "web_search", "llm_context")
-SHARED_SECTIONS = ("brave",)  # an API several built-ins call: base_url only
+BUILTIN_NAMES = BUILTIN_TOOLS
+SHARED_SECTIONS = BUILTIN_SHARED  # an API several built-ins call: base_url only
 RUNTIME_NAME = "builtins"
 
 
