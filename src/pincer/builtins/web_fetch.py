@@ -146,7 +146,7 @@ class _Fetcher:
                     f"web_fetch: {target.display} refused: the grant allows only {', '.join(hosts)}",
                     hint=f"add {target.host!r} to the grant's hosts in config.toml or drop its hosts list",
                 )
-        trusted = frozenset()
+        trusted: frozenset[tuple[str, str, int]] = frozenset()
         if self.base is not None and self.base.configured:
             trusted = frozenset({(self.base.scheme, self.base.host, self.base.port)})
         # One rule for exactly this hop's host and port: the egress policy then checks the URL,
