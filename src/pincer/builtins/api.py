@@ -170,7 +170,7 @@ class ApiClient:
             raise EgressDenied(
                 f"{self.tool}: {method} {target.display} answered {response.status} "
                 "(redirect not followed: rule: no redirects for built-in API calls)",
-                hint=f"point [builtins.{self.tool}] base_url in config.toml at the final address",
+                hint=f"point the base URL under [builtins.{self.tool}] in config.toml at the final address",
             )
         return response
 
