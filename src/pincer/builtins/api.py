@@ -29,7 +29,7 @@ from pincer.core.values import HostContext
 if TYPE_CHECKING:  # the HTTP stack loads when a request is made, not when tools are listed
     from pincer.safety.egress import EgressPolicy, HttpResponse
 
-__all__ = ["ApiClient", "BaseUrl", "rebase_capabilities", "segment"]
+__all__ = ["ApiClient", "BaseUrl", "ConnectionPool", "rebase_capabilities", "segment"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +115,29 @@ def rebase_capabilities(caps: Capabilities, base: BaseUrl, *, default_host: str)
     return dataclasses.replace(caps, http=dataclasses.replace(caps.http, allowlist=allowlist, credentials=credentials))
 
 
+class ConnectionPool:
+    """Kept-alive connections for one built-in, made on first use (the HTTP stack loads then) and
+    closed by the runtime that registered the tool. One pool serves one set of network settings
+    (:class:`~pincer.safety.egress.EgressClient`); a call under other settings opens its own."""
+
+    def __init__(self) -> None:
+        self._client: Any = None
+
+    def client_for(self, policy: EgressPolicy) -> Any:
+        from pincer.safety import egress
+
+        if self._client is None:
+            self._client = egress.EgressClient()
+        settings = (policy.allow_private_network, policy.allow_plain_http_loopback, policy.trusted_origins)
+        bound = getattr(self._client, "_network_settings", None)
+        return self._client if bound is None or bound == settings else None
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
 class ApiClient:
     """One call's way to the API. Made per call from its HostContext; holds no secret itself."""
 
@@ -126,8 +149,10 @@ class ApiClient:
         host: HostContext,
         headers: Mapping[str, str] | None = None,
         auth_command: str | None = None,
+        pool: ConnectionPool | None = None,
     ) -> None:
         self.tool = tool
+        self._pool = pool
         self.base = base
         self.host = host
         self._headers = dict(headers or {})
@@ -165,7 +190,8 @@ class ApiClient:
         self._check_grant_hosts(target.host, target.port, target.display)
         send_url, out = self._inject(method, url, out)
         request = egress.HttpRequest(method=method, url=send_url, headers=tuple(out.items()), body=body)
-        response = await egress.send(request, policy=policy)
+        client = self._pool.client_for(policy) if self._pool is not None else None
+        response = await egress.send(request, policy=policy, client=client)
         if 300 <= response.status < 400:
             raise EgressDenied(
                 f"{self.tool}: {method} {target.display} answered {response.status} "

@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from pincer.builtins.actions import READ_EFFECTS, Action, ActionSet
-from pincer.builtins.api import ApiClient, BaseUrl, error_message, json_body, rebase_capabilities
+from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, error_message, json_body, rebase_capabilities
 from pincer.builtins.tool import make_tool
 from pincer.core.capabilities import Capabilities
 from pincer.core.errors import ApiRateLimited, ToolError, UsageError
@@ -114,7 +114,9 @@ def _query(args: Mapping[str, Any]) -> str:
     return query
 
 
-def web_search_tool(*, base_url: str | None = None, provider: SearchProvider | None = None) -> NativeTool:
+def web_search_tool(
+    *, base_url: str | None = None, provider: SearchProvider | None = None, pool: ConnectionPool | None = None
+) -> NativeTool:
     backend = provider or BraveSearch()
     base, caps = _setup("web_search", base_url)
 
@@ -147,11 +149,12 @@ def web_search_tool(*, base_url: str | None = None, provider: SearchProvider | N
             host=host,
             headers={"Accept": "application/json"},
             auth_command="pincer auth setup web_search",
+            pool=pool,
         ),
     )
 
 
-def llm_context_tool(*, base_url: str | None = None) -> NativeTool:
+def llm_context_tool(*, base_url: str | None = None, pool: ConnectionPool | None = None) -> NativeTool:
     base, caps = _setup("llm_context", base_url)
 
     async def context(api: ApiClient, args: Mapping[str, Any]) -> Any:
@@ -193,5 +196,6 @@ def llm_context_tool(*, base_url: str | None = None) -> NativeTool:
             host=host,
             headers={"Accept": "application/json"},
             auth_command="pincer auth setup llm_context",
+            pool=pool,
         ),
     )

@@ -11,18 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pincer.builtins.api import ConnectionPool
 from pincer.config import BUILTIN_SHARED, BUILTIN_TOOLS
 from pincer.core.errors import ConfigError
 from pincer.runtimes.native.decorator import NativeTool
+from pincer.runtimes.native.runtime import NativeRuntime
 
-__all__ = ["BUILTIN_NAMES", "SHARED_SECTIONS", "bundled_tools", "bundled_runtime", "RUNTIME_NAME"]
+__all__ = ["BUILTIN_NAMES", "SHARED_SECTIONS", "BundledRuntime", "bundled_tools", "bundled_runtime", "RUNTIME_NAME"]
 
 BUILTIN_NAMES = BUILTIN_TOOLS
 SHARED_SECTIONS = BUILTIN_SHARED  # an API several built-ins call: base_url only
 RUNTIME_NAME = "builtins"
 
 
-def _github(s: Any, _all: Mapping[str, Any]) -> NativeTool:
+def _github(s: Any, _all: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
     from pincer.builtins.github import github_tool
 
     return github_tool(
@@ -30,10 +32,11 @@ def _github(s: Any, _all: Mapping[str, Any]) -> NativeTool:
         actions=list(s.actions) if s.actions is not None else None,
         toolsets=list(s.toolsets) if s.toolsets is not None else None,
         read_only=s.read_only,
+        pool=pool,
     )
 
 
-def _web_fetch(s: Any, _all: Mapping[str, Any]) -> NativeTool:
+def _web_fetch(s: Any, _all: Mapping[str, Any], _pool: ConnectionPool) -> NativeTool:
     from pincer.builtins.web_fetch import web_fetch_tool
 
     return web_fetch_tool(base_url=s.base_url)
@@ -44,19 +47,19 @@ def _brave_base(all_settings: Mapping[str, Any]) -> str | None:
     return brave.base_url if brave is not None else None
 
 
-def _web_search(s: Any, all_settings: Mapping[str, Any]) -> NativeTool:
+def _web_search(s: Any, all_settings: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
     from pincer.builtins.brave import web_search_tool
 
-    return web_search_tool(base_url=s.base_url or _brave_base(all_settings))
+    return web_search_tool(base_url=s.base_url or _brave_base(all_settings), pool=pool)
 
 
-def _llm_context(s: Any, all_settings: Mapping[str, Any]) -> NativeTool:
+def _llm_context(s: Any, all_settings: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
     from pincer.builtins.brave import llm_context_tool
 
-    return llm_context_tool(base_url=s.base_url or _brave_base(all_settings))
+    return llm_context_tool(base_url=s.base_url or _brave_base(all_settings), pool=pool)
 
 
-_FACTORIES: dict[str, Callable[[Any, Mapping[str, Any]], NativeTool]] = {
+_FACTORIES: dict[str, Callable[[Any, Mapping[str, Any], ConnectionPool], NativeTool]] = {
     "github": _github,
     "web_fetch": _web_fetch,
     "web_search": _web_search,
@@ -64,22 +67,42 @@ _FACTORIES: dict[str, Callable[[Any, Mapping[str, Any]], NativeTool]] = {
 }
 
 
-def bundled_tools(settings: Mapping[str, Any]) -> list[NativeTool]:
-    """The enabled built-ins, built from their ``[builtins.NAME]`` settings."""
+def bundled_tools(settings: Mapping[str, Any], pools: list[ConnectionPool] | None = None) -> list[NativeTool]:
+    """The enabled built-ins, built from their ``[builtins.NAME]`` settings; each API tool's
+    connection pool is appended to ``pools`` (whoever keeps the tools closes them)."""
     for name in settings:
         if name not in BUILTIN_NAMES and name not in SHARED_SECTIONS:
             raise ConfigError(
                 f"config.toml: [builtins.{name}] is not a built-in pincer knows",
                 hint=f"use one of [builtins.{'], [builtins.'.join(BUILTIN_NAMES + SHARED_SECTIONS)}]",
             )
-    return [_FACTORIES[name](s, settings) for name, s in settings.items() if name in _FACTORIES and s.enabled]
+    tools = []
+    for name, item in settings.items():
+        if name in _FACTORIES and item.enabled:
+            pool = ConnectionPool()
+            if pools is not None:
+                pools.append(pool)
+            tools.append(_FACTORIES[name](item, settings, pool))
+    return tools
 
 
-def bundled_runtime(settings: Mapping[str, Any]) -> Any:
-    """A NativeRuntime named ``builtins`` holding the enabled built-ins (None when none is)."""
-    tools = bundled_tools(settings)
+class BundledRuntime(NativeRuntime):
+    """The built-ins' runtime: a NativeRuntime that closes its tools' connection pools."""
+
+    def __init__(self, tools: list[NativeTool], pools: list[ConnectionPool]) -> None:
+        super().__init__(tools, name=RUNTIME_NAME)
+        self._pools = pools
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
+        await super().aclose()
+
+
+def bundled_runtime(settings: Mapping[str, Any]) -> BundledRuntime | None:
+    """A runtime named ``builtins`` holding the enabled built-ins (None when none is)."""
+    pools: list[ConnectionPool] = []
+    tools = bundled_tools(settings, pools)
     if not tools:
         return None
-    from pincer.runtimes.native.runtime import NativeRuntime
-
-    return NativeRuntime(tools, name=RUNTIME_NAME)
+    return BundledRuntime(tools, pools)

@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from pincer.builtins.actions import Action, ActionSet, select_actions
-from pincer.builtins.api import ApiClient, BaseUrl, rebase_capabilities, segment
+from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, rebase_capabilities, segment
 from pincer.builtins.github_api import GITHUB_HEADERS, GitHubApi
 from pincer.builtins.tool import make_tool
 from pincer.builtins.trim import trim
@@ -694,8 +694,10 @@ def github_tool(
     actions: list[str] | None = None,
     toolsets: list[str] | None = None,
     read_only: bool = False,
+    pool: ConnectionPool | None = None,
 ) -> NativeTool:
-    """The github tool, narrowed as configured; ``base_url`` from ``[builtins.github]``."""
+    """The github tool, narrowed as configured; ``base_url`` from ``[builtins.github]``; ``pool``
+    keeps connections between calls (the runtime that registers the tool closes it)."""
     chosen = select_actions(ACTIONS, tool="github", names=actions, toolsets=toolsets, read_only=read_only)
     action_set = ActionSet(tool="github", actions=chosen, fields=FIELDS)
     base = BaseUrl.parse(
@@ -706,7 +708,7 @@ def github_tool(
         caps = rebase_capabilities(caps, base, default_host=DEFAULT_HOST)
 
     def api(host: Any) -> GitHubApi:
-        return GitHubApi(ApiClient(tool="github", base=base, host=host, headers=GITHUB_HEADERS))
+        return GitHubApi(ApiClient(tool="github", base=base, host=host, headers=GITHUB_HEADERS, pool=pool))
 
     return make_tool(
         name="github", description=DESCRIPTION, actions=action_set, capabilities=caps, api=api, check=check_args
