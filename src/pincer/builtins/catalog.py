@@ -106,3 +106,46 @@ def bundled_runtime(settings: Mapping[str, Any]) -> BundledRuntime | None:
     if not tools:
         return None
     return BundledRuntime(tools, pools)
+
+
+def bundled_key(key: str) -> str | None:
+    """The built-in a hub key names (``tools/github`` -> ``github``), or None."""
+    kind, _, name = key.partition("/")
+    return name if kind == "tools" and name in BUILTIN_NAMES else None
+
+
+def enable(home: Any, name: str) -> str:
+    """Turn ``[builtins.NAME] enabled = true`` on in ``home/config.toml`` (offline: the tool ships
+    with pincer). Returns ``installed`` or ``unchanged``. The rest of the file is kept as written;
+    the result is parsed before it replaces the file, so a config that would not load is never
+    written."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from pincer.config import CONFIG_FILENAME, parse_config
+    from pincer.store.jsonfile import write_bytes_atomic
+
+    path = Path(home) / CONFIG_FILENAME
+    text = path.read_text("utf-8") if path.exists() else ""
+    try:
+        current = tomllib.loads(text).get("builtins", {}).get(name)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}", hint="fix it, then run `pincer install` again") from None
+    if isinstance(current, dict) and current.get("enabled") is True:
+        return "unchanged"
+    header = re.compile(rf"^\[builtins\.{re.escape(name)}\][ \t]*(#.*)?$", re.M)
+    match = header.search(text)
+    if match is None:
+        new = text + ("" if text.endswith("\n") or not text else "\n") + f"\n[builtins.{name}]\nenabled = true\n"
+    else:
+        start = match.end()
+        following = re.compile(r"^\[", re.M).search(text, start)
+        end = following.start() if following else len(text)
+        body = text[start:end]
+        flag = re.compile(r"^enabled[ \t]*=.*$", re.M)
+        body = flag.sub("enabled = true", body, count=1) if flag.search(body) else "\nenabled = true" + body
+        new = text[:start] + body + text[end:]
+    parse_config(new, home=Path(home), source=str(path))
+    write_bytes_atomic(path, new.encode("utf-8"))
+    return "installed"
