@@ -57,3 +57,24 @@ def test_a_configured_hub_source_keeps_its_own_tools_github(tmp_path: Path) -> N
     bundled = _pincer(home, "install", "tools/github", "--source", "bundled", "--json")
     assert bundled.returncode == 0, bundled.stderr
     assert json.loads(bundled.stdout)["results"][0]["source"] == "bundled"
+
+
+def test_listing_the_builtins_loads_no_http_stack_or_extractor(tmp_path: Path) -> None:
+    """`pincer tools list` with every built-in on stays light: httpcore, trafilatura and lxml load
+    when a call makes a request or converts a page, not when tools are listed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("".join(f"[builtins.{n}]\nenabled = true\n" for n in ("github", "web_fetch", "web_search", "llm_context")))
+    code = (
+        "import sys\nsys.argv = ['pincer', 'tools', 'list', '--json']\nfrom pincer.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('MODULES', ' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+    env["PINCER_HOME"] = str(home)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    names = {t["name"] for t in json.loads(done.stdout)}
+    assert {"github", "web_fetch", "web_search", "llm_context"} <= names
+    loaded = done.stderr.split("MODULES", 1)[1].split()
+    heavy = [m for m in loaded if m.split(".")[0] in ("httpx", "httpcore", "trafilatura", "lxml", "jsonschema", "rich")]
+    assert not heavy, heavy[:10]
