@@ -230,7 +230,7 @@ def validate_exchange(method: str, raw_path: str, body: bytes, status: int, answ
         SERVER_URL, method.lower(), path, args=args, data=body or None,
         content_type="application/json" if body else None,
     )
-    problems = []
+    problems = _strict_problems(method, url.path, args, body) if found is not None else []
     result = openapi().unmarshal_request(request)
     for error in result.errors:
         problems.append(f"request {method} {url.path}: {error!r}: {getattr(error, '__cause__', '')!r}")
@@ -239,6 +239,34 @@ def validate_exchange(method: str, raw_path: str, body: bytes, status: int, answ
         checked = openapi().unmarshal_response(request, response)
         for error in checked.errors:
             problems.append(f"response {status} to {method} {url.path}: {error!r}: {getattr(error, '__cause__', '')!r}")
+    return problems
+
+
+def _strict_problems(method: str, path: str, args: dict[str, str], body: bytes) -> list[str]:
+    """What openapi-core lets through but GitHub would ignore: a query parameter or a top-level
+    body field the operation does not declare (a misspelt optional field is a silent bug)."""
+    found = operation(method, path)
+    if found is None:
+        return []
+    template, op = found
+    declared = {
+        _resolve(p)["name"]
+        for p in [*spec()["paths"][template].get("parameters", []), *op.get("parameters", [])]
+        if _resolve(p).get("in") == "query"
+    }
+    problems = [f"request {method} {path}: query parameter {name!r} is not in GitHub's description"
+                for name in sorted(set(args) - declared)]
+    if body:
+        schema = _resolve(((_resolve(op.get("requestBody") or {}).get("content") or {}).get("application/json") or {}).get("schema") or {})
+        props: set[str] = set(schema.get("properties") or {})
+        for option in schema.get("oneOf") or schema.get("anyOf") or schema.get("allOf") or []:
+            props |= set(_resolve(option).get("properties") or {})
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if props and isinstance(data, dict):
+            problems += [f"request {method} {path}: body field {k!r} is not in GitHub's description" for k in sorted(set(data) - props)]
     return problems
 
 

@@ -104,4 +104,8 @@ def test_the_checker_refuses_a_wrong_shape() -> None:
     assert any("request" in p for p in validate_exchange("POST", "/repos/octocat/hello-world/issues", b'{"titel": "x"}', 201, b"{}"))
     assert any("request" in p for p in validate_exchange("GET", "/repos/octocat/hello-world/issues?state=sideways", b"", 200, b"[]"))
     assert any("request" in p for p in validate_exchange("DELETE", "/search/code?q=x", b"", 200, b"{}"))
+    assert any("body field 'lables'" in p for p in validate_exchange(
+        "POST", "/repos/octocat/hello-world/issues", b'{"title": "x", "lables": ["bug"]}', 201, b"{}"))
+    assert any("query parameter 'perpage'" in p for p in validate_exchange(
+        "GET", "/repos/octocat/hello-world/issues?perpage=5", b"", 200, b"[]"))
     assert any("response" in p for p in validate_exchange("GET", "/repos/octocat/hello-world", b"", 200, b'{"id": "not a number"}'))
