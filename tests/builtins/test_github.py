@@ -198,3 +198,15 @@ def test_an_unknown_builtins_section_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"\[builtins.githb\] is not a built-in") as caught:
         parse_config("[builtins.githb]\nenabled = true\n", home=tmp_path)
     assert "[builtins.github]" in (caught.value.hint or "")
+
+
+async def test_outputs_are_trimmed_to_what_a_model_needs(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    """GitHub's repository object carries ~40 URL templates and node ids; the answer keeps the
+    facts, html_url, and the owner as a login."""
+    async with pincer_on(tmp_path, github_config(fake_github), secrets={"github_token": TOKEN}) as pincer:
+        result = await pincer.call(CallRequest(tool="github", args={"action": "get_repo", **_OR}))
+    assert result.ok, result.error
+    repo = result.output
+    assert repo["full_name"] == "octocat/Hello-World" and repo["owner"] == "octocat"
+    assert "html_url" in repo and not [k for k in repo if k.endswith("_url") and k != "html_url"]
+    assert "node_id" not in json.dumps(repo)
