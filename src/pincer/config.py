@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -280,6 +281,14 @@ class _Triggers(_Model):
     jitter_s: float = Field(default=0.0, ge=0, le=86_400)
 
 
+class _Builtin(_Model):
+    enabled: bool = False
+    base_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    actions: list[str] | None = Field(default=None, max_length=256)
+    toolsets: list[str] | None = Field(default=None, max_length=64)
+    read_only: bool = False
+
+
 class _File(_Model):
     approvals: _Approvals = _Approvals()
     audit: _Audit = _Audit()
@@ -301,6 +310,7 @@ class _File(_Model):
     agent: _Agent = _Agent()
     hub: _Hub = _Hub()
     triggers: _Triggers = _Triggers()
+    builtins: dict[str, _Builtin] = Field(default_factory=dict, max_length=64)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -447,6 +457,20 @@ class HubSource:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class BuiltinSettings:
+    """``[builtins.NAME]``: one bundled tool (``github``, ``web_fetch``, ``web_search``,
+    ``llm_context``) or an API they share (``brave``): whether it is registered, the base URL it
+    calls (the person's permission for exactly that origin), and how it is narrowed
+    (docs/builtins.md)."""
+
+    enabled: bool = False
+    base_url: str | None = None
+    actions: tuple[str, ...] | None = None
+    toolsets: tuple[str, ...] | None = None
+    read_only: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HubSettings:
     """``[hub]``: the catalog sources and what one artifact may weigh (docs/hub.md)."""
 
@@ -549,6 +573,7 @@ class Config:
     triggers: TriggersSettings = field(default_factory=TriggersSettings)
     hooks: tuple[HookSettings, ...] = ()
     jobs: tuple[JobSettings, ...] = ()
+    builtins: Mapping[str, BuiltinSettings] = field(default_factory=dict)
 
     def hook(self, name: str) -> HookSettings | None:
         return next((h for h in self.hooks if h.name == name), None)
@@ -590,7 +615,16 @@ def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Con
     return _to_config(data, home=home, source=source)
 
 
+# [builtins.NAME] sections: the bundled tools, and an API several of them call (base_url only).
+BUILTIN_TOOLS = ("github", "web_fetch", "web_search", "llm_context")
+BUILTIN_SHARED = ("brave",)
+
+
 def _to_config(data: _File, *, home: Path, source: str) -> Config:
+    for name in data.builtins:
+        if name not in BUILTIN_TOOLS + BUILTIN_SHARED:
+            known = ", ".join(f"[builtins.{n}]" for n in BUILTIN_TOOLS + BUILTIN_SHARED)
+            raise ConfigError(f"{source}: [builtins.{name}] is not a built-in pincer knows", hint=f"use one of {known}")
     grants = []
     for index, g in enumerate(data.grants):
         if not g.effects and g.default is None:
@@ -672,6 +706,16 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
         llm=_to_llm(data.llm, source),
         agent=_to_agent(data.agent),
         hub=_to_hub(data.hub, home=home, source=source),
+        builtins={
+            name: BuiltinSettings(
+                enabled=b.enabled,
+                base_url=b.base_url,
+                actions=tuple(b.actions) if b.actions is not None else None,
+                toolsets=tuple(b.toolsets) if b.toolsets is not None else None,
+                read_only=b.read_only,
+            )
+            for name, b in data.builtins.items()
+        },
         triggers=TriggersSettings(**data.triggers.model_dump()),
         hooks=_to_hooks(data.hooks, source),
         jobs=_to_jobs(data.jobs, source),
@@ -741,7 +785,9 @@ def _to_hub(h: _Hub, *, home: Path, source: str) -> HubSettings:
                 hint='for example path = "/path/to/registry" or url = "https://hub.example.com"',
             )
         if s.name in names:
-            raise ConfigError(f"{source}: hub.sources.{index}.name: {s.name!r} is used twice", hint="give each source its own name")
+            raise ConfigError(
+                f"{source}: hub.sources.{index}.name: {s.name!r} is used twice", hint="give each source its own name"
+            )
         names.add(s.name)
         path = None
         if s.path is not None:
@@ -788,7 +834,8 @@ def _to_jobs(jobs: list[_Job], source: str) -> tuple[JobSettings, ...]:
     for index, j in enumerate(jobs):
         if j.name in seen:
             raise ConfigError(
-                f"{source}: jobs.{index}.name: a second job named {j.name!r}", hint="give every [[jobs]] table its own name"
+                f"{source}: jobs.{index}.name: a second job named {j.name!r}",
+                hint="give every [[jobs]] table its own name",
             )
         seen.add(j.name)
         kinds = [k for k in ("cron", "at", "every") if getattr(j, k) is not None]
@@ -813,7 +860,10 @@ def _to_jobs(jobs: list[_Job], source: str) -> tuple[JobSettings, ...]:
 def _to_skills(s: _Skills, *, home: Path) -> SkillsSettings:
     return SkillsSettings(
         enabled=s.enabled,
-        extra_dirs=tuple((home / Path(d).expanduser()) if not Path(d).expanduser().is_absolute() else Path(d).expanduser() for d in s.extra_dirs),
+        extra_dirs=tuple(
+            (home / Path(d).expanduser()) if not Path(d).expanduser().is_absolute() else Path(d).expanduser()
+            for d in s.extra_dirs
+        ),
         max_candidates_per_root=s.max_candidates_per_root,
         max_loaded_per_root=s.max_loaded_per_root,
         max_file_bytes=s.max_file_bytes,
@@ -883,5 +933,3 @@ def load_config(home: Path) -> Config:
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
     return parse_config(text, home=home, source=str(path))
-
-

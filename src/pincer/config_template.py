@@ -246,6 +246,14 @@ KEYS: dict[str, KeyHelp] = {
         help="the secret store entry with your publisher token for that hub (publishing only)", example='"hub_token"'
     ),
     "hub.sources.format": KeyHelp(help="what a path holds; auto tells IronClaw folders from server.json documents"),
+    "builtins.*.enabled": KeyHelp(help="register this built-in (github, web_fetch, web_search, llm_context)"),
+    "builtins.*.base_url": KeyHelp(
+        help="the API it calls (GitHub Enterprise, a local server); permission for exactly that scheme, host and port",
+        example='"https://ghe.example/api/v3"',
+    ),
+    "builtins.*.actions": KeyHelp(help="offer only these actions (unset: all)", example='["get_repo", "list_issues"]'),
+    "builtins.*.toolsets": KeyHelp(help="offer only the actions of these families (github: repos, issues, pull_requests, search, actions, webhooks)", example='["issues"]'),
+    "builtins.*.read_only": KeyHelp(help="drop every write action, whatever actions and toolsets say"),
 }
 
 SECTIONS: dict[str, str] = {
@@ -273,10 +281,12 @@ SECTIONS: dict[str, str] = {
     "triggers": "Triggers: commands, schedules and webhooks that start skill runs (README: Triggers).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
+    "builtins": "The bundled tools (github, web_fetch, web_search, llm_context; brave: their shared API); docs/builtins.md.",
 }
 
 # Names shown for the "*" of a map, in examples.
-_MAP_EXAMPLE_NAMES = {"sessions": "ci-bot", "limits": "http", "llm.profiles": "local", "agent.prices": '"my-model"'}
+_MAP_EXAMPLE_NAMES = {"sessions": "ci-bot", "limits": "http", "llm.profiles": "local", "agent.prices": '"my-model"',
+                      "builtins": "github"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

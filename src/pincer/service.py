@@ -126,6 +126,12 @@ class Pincer:
                 from pincer.runtimes.native.builtins import builtin_runtime
 
                 await pincer.add_runtime(builtin_runtime())
+                if config.builtins:  # [builtins.NAME]: github, web_fetch, web_search, llm_context
+                    from pincer.builtins.catalog import bundled_runtime
+
+                    bundled = bundled_runtime(config.builtins)
+                    if bundled is not None:
+                        await pincer.add_runtime(bundled)
             if scripts:
                 pincer._scripts = pincer._script_runtime()
                 await pincer.add_runtime(pincer._scripts)

@@ -56,7 +56,7 @@ class InstallProgress:
             self._progress = Progress(
                 SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
                 console=stderr_console(), transient=True,
-            )  # fmt: skip
+            )
             self._progress.start()
         return self
 
@@ -114,9 +114,9 @@ def open_hub(*, as_json: bool, progress: InstallProgress | None = None, secrets:
     limits = ArchiveLimits(
         max_archive_bytes=hub.max_archive_bytes, max_unpacked_bytes=hub.max_unpacked_bytes, max_files=hub.max_files,
         max_file_bytes=hub.max_unpacked_bytes,
-    )  # fmt: skip
+    )
     return Hub(home, catalog=Catalog.from_config(config, secrets=secrets), limits=limits, audit=_audit_sink(home),
-               progress=progress, download_timeout_s=hub.download_timeout_s)  # fmt: skip
+               progress=progress, download_timeout_s=hub.download_timeout_s)
 
 
 def _guard(as_json: bool, fn: Any) -> Any:
@@ -213,6 +213,8 @@ def install(
     from pincer.hub.installer import InstallOptions
     from pincer.hub.lockfile import find_workspace_lock
 
+    if key is not None and lockfile is None and source in (None, "bundled"):
+        _install_bundled(key, as_json, explicit=source == "bundled")  # the built-ins ship with pincer
     with InstallProgress(enabled=not as_json) as progress:
 
         def body() -> list[Any]:
@@ -237,6 +239,33 @@ def install(
         emit_json({"ok": True, "results": [r.to_json() for r in results]})
     else:
         _print_results(results)
+    raise typer.Exit(EXIT_OK)
+
+
+def _install_bundled(key: str, as_json: bool, *, explicit: bool) -> None:
+    """``tools/NAME`` of a bundled built-in: ``[builtins.NAME] enabled = true`` in config.toml,
+    offline; exits. Taken with ``--source bundled``, or without ``--source`` when no [hub] source
+    is configured (one that is may offer its own ``tools/github``, e.g. IronClaw's WASM build).
+    Anything else returns and goes to the hub."""
+    from pincer.builtins.catalog import bundled_key
+    from pincer.config import load_config
+
+    name = bundled_key(key.split("@", 1)[0])
+    if name is None:
+        if explicit:
+            fail(UsageError(f"{key} is not a bundled tool", hint="bundled: tools/github, tools/web_fetch, tools/web_search, tools/llm_context"), as_json=as_json)
+        return
+    if not explicit and _guard(as_json, lambda: load_config(pincer_home())).hub.sources:
+        return
+    import pincer
+    from pincer.builtins.catalog import enable
+
+    action = _guard(as_json, lambda: enable(pincer_home(), name))
+    if as_json:
+        emit_json({"ok": True, "results": [{"key": f"tools/{name}", "version": pincer.__version__, "source": "bundled",
+                                            "fingerprint": "", "action": action}]})
+    else:
+        stderr.print(_e(f"{action} tools/{name}@{pincer.__version__} (bundled with pincer: [builtins.{name}] enabled = true)"))
     raise typer.Exit(EXIT_OK)
 
 
@@ -292,7 +321,7 @@ def outdated(as_json: bool = JsonOption) -> None:
 
 
 def remove(key: str = typer.Argument(..., help="The artifact to remove (a bundle: with the members it installed)."),
-           as_json: bool = JsonOption) -> None:  # fmt: skip
+           as_json: bool = JsonOption) -> None:
     """Remove an installed artifact; a running pincer serve drops it within a second."""
     results = _guard(as_json, lambda: open_hub(as_json=as_json).remove(key))
     if as_json:
@@ -371,7 +400,7 @@ def verify(
         entries, problems, fixed = _guard(as_json, body)
     if as_json:
         emit_json({"ok": not problems, "checked": len(entries), "mismatches": [m.to_json() for m in problems],
-                   "fixed": [r.to_json() for r in fixed]})  # fmt: skip
+                   "fixed": [r.to_json() for r in fixed]})
     else:
         for result in fixed:
             stderr.print(_e(f"reinstalled {result.key}@{result.version}"))

@@ -39,6 +39,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "demo": LazyCommand(module="pincer.cli.demo", attribute="demo", help="Tour pincer in a throwaway home: tools, governed calls, an approval, a denial, the audit trail."),
     "tools": LazyCommand(module="pincer.cli.tools", attribute="app", help="List, inspect and call tools."),
     "secrets": LazyCommand(module="pincer.cli.secrets", attribute="app", help="Manage the encrypted secret store."),
+    "auth": LazyCommand(module="pincer.cli.auth", attribute="app", help="Set up, show and revoke the tokens of the built-in tools."),
     "approvals": LazyCommand(module="pincer.cli.approvals", attribute="app", help="List and answer approval requests."),
     "audit": LazyCommand(module="pincer.cli.audit", attribute="app", help="Read and verify the audit log."),
     "policy": LazyCommand(module="pincer.cli.policy", attribute="app", help="Show the policy in force."),

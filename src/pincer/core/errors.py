@@ -52,7 +52,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     ├── HubUnavailable             502  a catalog source or hub server cannot be reached, or answered nonsense
     ├── SecretError                500  secret store: missing key, bad ciphertext, unknown name
     ├── ToolError                  502  the tool itself failed
-    │   └── ToolTimeout            504
+    │   ├── ToolTimeout            504
+    │   └── ApiRateLimited         429  an external API (GitHub, Brave) rate-limits the tool; says when it resets
     ├── ProviderError              502  the model provider (an LLM API) failed
     │   ├── ProviderAuthFailed     502  it refused the API key
     │   ├── ModelNotFound          502  it does not know the model
@@ -93,6 +94,7 @@ __all__ = [
     "BuildFailed",
     "ToolError",
     "ToolTimeout",
+    "ApiRateLimited",
     "RuntimeUnavailable",
     "StoreError",
     "AuditChainBroken",
@@ -393,6 +395,14 @@ class ToolError(PincerError):
 class ToolTimeout(ToolError):
     code = "tool_timeout"
     http_status = 504
+
+
+class ApiRateLimited(ToolError):
+    """An external API a built-in tool calls answered with its rate limit; the message names the
+    reset time when the API gave one."""
+
+    code = "api_rate_limited"
+    http_status = 429
 
 
 class ProviderError(PincerError):

@@ -86,6 +86,14 @@ class EgressPolicy:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # (scheme, host, port) a person wrote in config.toml as a base URL ([builtins.NAME] base_url):
+    # that exact origin is reachable on a loopback or private address and over plain http; no
+    # other origin gains anything from it. Never read from a manifest.
+    trusted_origins: frozenset[tuple[str, str, int]] = frozenset()
+
+    def is_trusted(self, target: CheckedUrl) -> bool:
+        """Whether ``target``'s origin is one the person named explicitly (``trusted_origins``)."""
+        return (target.scheme, target.host, target.port) in self.trusted_origins
 
     @classmethod
     def from_hosts(cls, hosts: Iterable[str], **settings: Any) -> EgressPolicy:
@@ -119,7 +127,12 @@ class EgressPolicy:
     def check(self, method: str, url: str) -> CheckedUrl:
         """URL checks and allowlist, without touching the network. Raises EgressDenied."""
         method = check_method(method)
-        target = check_url(url, allow_plain_http=self.allow_plain_http_loopback)
+        target = check_url(url, allow_plain_http=self.allow_plain_http_loopback or bool(self.trusted_origins))
+        if target.scheme == "http" and not self.allow_plain_http_loopback and not self.is_trusted(target):
+            raise EgressDenied(
+                f"{method} {target.display} refused: scheme 'http' refused (rule: https only)",
+                hint="use https://; plain http reaches only an origin written as a base URL in config.toml",
+            )
         if not self.rules:
             raise EgressDenied(
                 f"{method} {target.display} refused: no host is allowed (rule: empty allowlist)",

@@ -135,7 +135,7 @@ class EgressClient:
             retries=0,
             network_backend=_PinnedBackend(),
         )
-        self._network_settings: tuple[bool, bool] | None = None
+        self._network_settings: tuple[bool, bool, frozenset[tuple[str, str, int]]] | None = None
 
     async def __aenter__(self) -> EgressClient:
         return self
@@ -148,7 +148,7 @@ class EgressClient:
             await self._pool.aclose()
 
     def _bind(self, policy: EgressPolicy) -> None:
-        settings = (policy.allow_private_network, policy.allow_plain_http_loopback)
+        settings = (policy.allow_private_network, policy.allow_plain_http_loopback, policy.trusted_origins)
         if self._network_settings is None:
             self._network_settings = settings
         elif self._network_settings != settings:

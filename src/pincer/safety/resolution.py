@@ -60,12 +60,14 @@ async def checked_addresses(
 
 
 async def resolve_checked(target: CheckedUrl, policy: EgressPolicy) -> tuple[IPAddress, ...]:
-    """The checked addresses of a checked URL; plain http only to loopback."""
+    """The checked addresses of a checked URL; plain http only to loopback, except to an origin
+    the person named in config.toml (``policy.trusted_origins``), which may also be private."""
+    trusted = policy.is_trusted(target)
     addresses = await checked_addresses(
-        target.host, target.port, allow_private_network=policy.allow_private_network, ip=target.ip,
+        target.host, target.port, allow_private_network=policy.allow_private_network or trusted, ip=target.ip,
         display=target.display,
     )  # fmt: skip
-    if target.scheme == "http" and not all(a.is_loopback for a in addresses):
+    if target.scheme == "http" and not trusted and not all(a.is_loopback for a in addresses):
         raise EgressDenied(
             f"{target.display} refused: plain http is allowed only to loopback (rule: https only)",
             hint="use https://",

@@ -1,0 +1,151 @@
+"""The bundled catalog: which built-ins exist and how ``[builtins.NAME]`` turns them on.
+
+``[builtins.github] enabled = true`` registers ``github``; ``base_url``, ``actions``,
+``toolsets`` and ``read_only`` narrow it. ``[builtins.brave]`` holds only the base URL that
+``web_search`` and ``llm_context`` share. A section with a name pincer does not know is a
+ConfigError (a typo would otherwise silently leave a tool off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pincer.builtins.api import ConnectionPool
+from pincer.config import BUILTIN_SHARED, BUILTIN_TOOLS
+from pincer.core.errors import ConfigError
+from pincer.runtimes.native.decorator import NativeTool
+from pincer.runtimes.native.runtime import NativeRuntime
+
+__all__ = ["BUILTIN_NAMES", "SHARED_SECTIONS", "BundledRuntime", "bundled_tools", "bundled_runtime", "RUNTIME_NAME"]
+
+BUILTIN_NAMES = BUILTIN_TOOLS
+SHARED_SECTIONS = BUILTIN_SHARED  # an API several built-ins call: base_url only
+RUNTIME_NAME = "builtins"
+
+
+def _github(s: Any, _all: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.github import github_tool
+
+    return github_tool(
+        base_url=s.base_url,
+        actions=list(s.actions) if s.actions is not None else None,
+        toolsets=list(s.toolsets) if s.toolsets is not None else None,
+        read_only=s.read_only,
+        pool=pool,
+    )
+
+
+def _web_fetch(s: Any, _all: Mapping[str, Any], _pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.web_fetch import web_fetch_tool
+
+    return web_fetch_tool(base_url=s.base_url)
+
+
+def _brave_base(all_settings: Mapping[str, Any]) -> str | None:
+    brave = all_settings.get("brave")
+    return brave.base_url if brave is not None else None
+
+
+def _web_search(s: Any, all_settings: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.brave import web_search_tool
+
+    return web_search_tool(base_url=s.base_url or _brave_base(all_settings), pool=pool)
+
+
+def _llm_context(s: Any, all_settings: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.brave import llm_context_tool
+
+    return llm_context_tool(base_url=s.base_url or _brave_base(all_settings), pool=pool)
+
+
+_FACTORIES: dict[str, Callable[[Any, Mapping[str, Any], ConnectionPool], NativeTool]] = {
+    "github": _github,
+    "web_fetch": _web_fetch,
+    "web_search": _web_search,
+    "llm_context": _llm_context,
+}
+
+
+def bundled_tools(settings: Mapping[str, Any], pools: list[ConnectionPool] | None = None) -> list[NativeTool]:
+    """The enabled built-ins, built from their ``[builtins.NAME]`` settings; each API tool's
+    connection pool is appended to ``pools`` (whoever keeps the tools closes them)."""
+    for name in settings:
+        if name not in BUILTIN_NAMES and name not in SHARED_SECTIONS:
+            raise ConfigError(
+                f"config.toml: [builtins.{name}] is not a built-in pincer knows",
+                hint=f"use one of [builtins.{'], [builtins.'.join(BUILTIN_NAMES + SHARED_SECTIONS)}]",
+            )
+    tools = []
+    for name, item in settings.items():
+        if name in _FACTORIES and item.enabled:
+            pool = ConnectionPool()
+            if pools is not None:
+                pools.append(pool)
+            tools.append(_FACTORIES[name](item, settings, pool))
+    return tools
+
+
+class BundledRuntime(NativeRuntime):
+    """The built-ins' runtime: a NativeRuntime that closes its tools' connection pools."""
+
+    def __init__(self, tools: list[NativeTool], pools: list[ConnectionPool]) -> None:
+        super().__init__(tools, name=RUNTIME_NAME)
+        self._pools = pools
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
+        await super().aclose()
+
+
+def bundled_runtime(settings: Mapping[str, Any]) -> BundledRuntime | None:
+    """A runtime named ``builtins`` holding the enabled built-ins (None when none is)."""
+    pools: list[ConnectionPool] = []
+    tools = bundled_tools(settings, pools)
+    if not tools:
+        return None
+    return BundledRuntime(tools, pools)
+
+
+def bundled_key(key: str) -> str | None:
+    """The built-in a hub key names (``tools/github`` -> ``github``), or None."""
+    kind, _, name = key.partition("/")
+    return name if kind == "tools" and name in BUILTIN_NAMES else None
+
+
+def enable(home: Any, name: str) -> str:
+    """Turn ``[builtins.NAME] enabled = true`` on in ``home/config.toml`` (offline: the tool ships
+    with pincer). Returns ``installed`` or ``unchanged``. The rest of the file is kept as written;
+    the result is parsed before it replaces the file, so a config that would not load is never
+    written."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from pincer.config import CONFIG_FILENAME, parse_config
+    from pincer.store.jsonfile import write_bytes_atomic
+
+    path = Path(home) / CONFIG_FILENAME
+    text = path.read_text("utf-8") if path.exists() else ""
+    try:
+        current = tomllib.loads(text).get("builtins", {}).get(name)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}", hint="fix it, then run `pincer install` again") from None
+    if isinstance(current, dict) and current.get("enabled") is True:
+        return "unchanged"
+    header = re.compile(rf"^\[builtins\.{re.escape(name)}\][ \t]*(#.*)?$", re.M)
+    match = header.search(text)
+    if match is None:
+        new = text + ("" if text.endswith("\n") or not text else "\n") + f"\n[builtins.{name}]\nenabled = true\n"
+    else:
+        start = match.end()
+        following = re.compile(r"^\[", re.M).search(text, start)
+        end = following.start() if following else len(text)
+        body = text[start:end]
+        flag = re.compile(r"^enabled[ \t]*=.*$", re.M)
+        body = flag.sub("enabled = true", body, count=1) if flag.search(body) else "\nenabled = true" + body
+        new = text[:start] + body + text[end:]
+    parse_config(new, home=Path(home), source=str(path))
+    write_bytes_atomic(path, new.encode("utf-8"))
+    return "installed"
