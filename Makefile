@@ -107,6 +107,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/hub.py
 	$(BIN)/python bench/builder.py
+	$(BIN)/python bench/builtins.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info
