@@ -126,7 +126,7 @@ def test_json_answers_import_no_rich_and_no_http_stack(tmp_path: Path, argv: tup
     """A command that prints one JSON document needs neither rich (stderr's console is made on
     first use) nor the HTTP client (the http tool imports it when it makes a request)."""
     loaded = _modules_after_cli(tmp_path, *argv)
-    heavy = ("rich", "httpcore", "httpx", "h11", "tarfile")
+    heavy = ("rich", "httpcore", "httpcore2", "httpx", "httpx2", "h11", "tarfile")
     # Listing tools lists the skill tools too, and a SKILL.md's frontmatter is YAML (the bundled
     # skills are always there); the other two answer without reading any.
     heavy += () if argv[0] == "tools" else ("yaml",)
