@@ -779,7 +779,7 @@ def _to_jobs(jobs: list[_Job], source: str) -> tuple[JobSettings, ...]:
     if not jobs:
         return ()
     # Only a config that has jobs pays for the cron parser.
-    from pincer.triggers.schedule import schedule_from
+    from pincer.schedule import schedule_from
 
     seen: set[str] = set()
     out = []
