@@ -359,7 +359,7 @@ def main() -> int:
     rate, base_rate = count / steady.seconds, count / baseline.seconds
     print(f"webhook deliveries: {count} signed (Standard Webhooks), {clients} concurrent clients, loopback")
     print(f"{'':34} {'deliveries/s':>12} {'ratio':>7}")
-    print(f"{'bare Starlette + HMAC check':34} {base_rate:12.0f} {1.0:7.2f}")
+    print(f"{'bare Starlette + HMAC + commit':34} {base_rate:12.0f} {1.0:7.2f}")
     print(f"{'pincer serve (persist+audit+202)':34} {rate:12.0f} {rate / base_rate:7.2f}")
     verdict = "every one ran exactly once with one audit record" if not problems else "see the problems below"
     print(f"steady: {len(steady.accepted)} of {count} accepted; {verdict}")
