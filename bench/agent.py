@@ -5,10 +5,14 @@ Both loops run the same two-turn conversation against ``pincer.demo.model_server
 server on 127.0.0.1 that answers at once): turn 1 calls a no-op tool, turn 2 answers. The model's
 time is taken out by replaying, with the bare ``openai`` SDK client, the very requests each loop
 sent (same bodies, same client type, same server); what is left is the loop's own work per turn
-(building requests, parsing the stream, dispatching the call, recording). For pincer the tool
-call's time in the chain (its audit record's duration) is taken out too: the figure is the loop
-"on top of the tool calls". pincer records every run (the runs table, its transcript, two audit
-records); pydantic-ai records nothing.
+(building requests, parsing the stream, dispatching the call, recording). The tool call's own
+time is then taken out on both sides alike: for pincer the call's time in the chain (its audit
+record's duration: policy, validation, execution, scan, audit), for pydantic-ai the time its
+toolset's ``call_tool`` takes (a ``WrapperToolset`` times it; pydantic-ai validates the arguments
+before that, so its validation stays in its loop figure). The figure is the loop "on top of the
+tool calls"; the same figure with the tool calls left in, on both sides, is printed beside it.
+pincer records every run (the runs table, its transcript, two audit records); pydantic-ai records
+nothing.
 
     .venv/bin/python bench/agent.py [--runs N]
 
@@ -23,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +65,25 @@ async def noop_fn(text: str = "") -> str:
     return text
 
 
+def timed_toolset(wrapped: Any) -> Any:
+    """pydantic-ai's own seam for tool execution, timed: the seconds of every ``call_tool``."""
+    from pydantic_ai.toolsets import WrapperToolset
+
+    @dataclass
+    class TimedToolset(WrapperToolset[Any]):
+        # dataclasses.replace (for_run) copies the reference: every run appends to this one list.
+        seconds: list[float] = field(default_factory=list)
+
+        async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await super().call_tool(name, tool_args, ctx, tool)
+            finally:
+                self.seconds.append(time.perf_counter() - started)
+
+    return TimedToolset(wrapped)
+
+
 async def replay(client: Any, bodies: list[dict[str, Any]]) -> float:
     """Seconds the bare SDK takes for these requests (streamed ones consumed to the end)."""
     started = time.perf_counter()
@@ -77,9 +101,10 @@ def median_ms(samples: list[float]) -> float:
 
 async def loop_overhead(runs: int) -> None:
     import openai
-    from pydantic_ai import Agent
+    from pydantic_ai import Agent, Tool
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.toolsets import FunctionToolset
 
     with serve_models(responder) as server, tempfile.TemporaryDirectory(prefix="pincer-bench-") as tmp:
         sdk = openai.AsyncOpenAI(api_key="bench", base_url=server.openai_url, max_retries=0)
@@ -92,10 +117,13 @@ async def loop_overhead(runs: int) -> None:
             )
             async with Pincer.open(home, config=config, secret_key=b"b" * 32, builtins=False, skills=False, scripts=False) as pincer:
                 await pincer.add_runtime(NativeRuntime([noop], name="bench"))
+                # Named as the model calls it: by its function name (noop_fn) pydantic-ai answered
+                # "Unknown tool name" and never ran the tool (an earlier version of this bench did).
+                toolset = timed_toolset(FunctionToolset([Tool(noop_fn, name="noop")]))
                 agent = Agent(
                     OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=sdk)),
                     system_prompt=RULES,
-                    tools=[noop_fn],
+                    toolsets=[toolset],
                 )
 
                 async def pincer_once() -> tuple[float, float, float]:
@@ -109,8 +137,9 @@ async def loop_overhead(runs: int) -> None:
                     tool_s = sum(r.duration_ms for r in pincer.audit.records(run_id=run.id) if r.kind == "call") / 1000
                     return took, await replay(sdk, bodies), tool_s
 
-                async def pydantic_once(agent: Any = agent, stream: bool = stream) -> tuple[float, float, float]:
+                async def pydantic_once(agent: Any = agent, stream: bool = stream, toolset: Any = toolset) -> tuple[float, float, float]:
                     before = len(server.requests)
+                    toolset.seconds.clear()
                     t0 = time.perf_counter()
                     if stream:
                         async with agent.run_stream("call noop, then say done") as result:
@@ -121,32 +150,40 @@ async def loop_overhead(runs: int) -> None:
                         if result.output != "All done.":
                             raise SystemExit(f"pydantic-ai run failed: {result.output!r}")
                     took = time.perf_counter() - t0
+                    returned = [p for m in result.all_messages() for p in getattr(m, "parts", ()) if p.part_kind == "tool-return"]
+                    if [p.content for p in returned] != ["hi"]:
+                        raise SystemExit(f"pydantic-ai's tool call did not run as pincer's does: {returned!r}")
                     bodies = [dict(r.body) for r in server.requests[before:]]
-                    return took, await replay(sdk, bodies), 0.0
+                    if len(toolset.seconds) != 1:
+                        raise SystemExit(f"pydantic-ai made {len(toolset.seconds)} tool calls, not 1")
+                    return took, await replay(sdk, bodies), sum(toolset.seconds)
 
                 for _ in range(WARMUP_RUNS):
                     await pincer_once()
                     await pydantic_once()
                 mode = "stream" if stream else "whole"
-                samples: dict[str, list[float]] = {"pincer": [], "pydantic-ai": [], "pincer model": [], "pydantic-ai model": []}
+                samples: dict[str, list[float]] = {
+                    name: [] for name in ("pincer", "pydantic-ai", "pincer with tool", "pydantic-ai with tool",
+                                          "pincer model", "pydantic-ai model")
+                }  # fmt: skip
                 for _ in range(runs):  # interleaved, so load on the machine falls on both alike
-                    took, model, tool_s = await pincer_once()
-                    samples["pincer"].append((took - model - tool_s) / 2)
-                    samples["pincer model"].append(model / 2)
-                    took, model, _ = await pydantic_once()
-                    samples["pydantic-ai"].append((took - model) / 2)
-                    samples["pydantic-ai model"].append(model / 2)
+                    for name, once in (("pincer", pincer_once), ("pydantic-ai", pydantic_once)):
+                        took, model, tool_s = await once()
+                        samples[name].append((took - model - tool_s) / 2)
+                        samples[f"{name} with tool"].append((took - model) / 2)
+                        samples[f"{name} model"].append(model / 2)
                 results[mode] = samples
         await sdk.close()
 
     print(f"\nloop overhead per turn (model time taken out), median of {runs} two-turn runs each, interleaved")
-    print(f"  {'':28} {'pincer ms':>10} {'pydantic-ai ms':>15} {'ratio':>7} {'model round trip ms':>21}")
+    print(f"  {'':40} {'pincer ms':>10} {'pydantic-ai ms':>15} {'ratio':>7} {'model round trip ms':>21}")
     for mode, samples in results.items():
-        ours, theirs = median_ms(samples["pincer"]), median_ms(samples["pydantic-ai"])
-        print(
-            f"  {mode + ' responses':28} {ours:10.3f} {theirs:15.3f} {theirs / ours:6.1f}x "
-            f"{median_ms(samples['pincer model']):10.3f} / {median_ms(samples['pydantic-ai model']):.3f}"
-        )
+        for suffix, label in (("", "tool call taken out"), (" with tool", "tool call left in")):
+            ours, theirs = median_ms(samples["pincer" + suffix]), median_ms(samples["pydantic-ai" + suffix])
+            print(
+                f"  {mode + ' responses, ' + label:40} {ours:10.3f} {theirs:15.3f} {theirs / ours:6.1f}x "
+                f"{median_ms(samples['pincer model']):10.3f} / {median_ms(samples['pydantic-ai model']):.3f}"
+            )
 
 
 def registry_tools() -> list[Any]:

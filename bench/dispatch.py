@@ -2,6 +2,10 @@
 scan, audit committed to SQLite) against calling the function directly, against FastMCP's in-process client and against the
 MCP SDK's own in-process client (MCPServer) calling the same function, all in one run.
 
+A client speaks JSON-RPC over a memory transport while ``Pincer.call`` is a plain call, so FastMCP
+is also measured without its client: ``FastMCP.call_tool`` in-process (its middleware, argument
+validation and result conversion, no JSON-RPC), the like-for-like baseline for the chain.
+
 It also measures the floor under the chain: a bare SQLite insert-and-commit of a row like an audit
 record (the same schema, trigger and pragmas, via ``open_database``), one after another, and
 prints the whole chain's sequential p50 as a multiple of that floor's p50.
@@ -79,18 +83,26 @@ async def run(calls: int, mcp_calls: int) -> None:
                 async def via_fastmcp() -> None:
                     await fast_client.call_tool("noop", {"text": "hello"})
 
+                async def fastmcp_direct() -> None:
+                    result = await fast.call_tool("noop", {"text": "hello"})
+                    if result.is_error:
+                        raise SystemExit(f"FastMCP call failed: {result.content}")
+
                 await sequential(through_pincer, 500)  # warm caches, validators, the WAL file
                 await sequential(via_mcp, 50)
                 await sequential(via_fastmcp, 50)
+                await sequential(fastmcp_direct, 500)
                 seq = {
                     "direct function call": await sequential(direct, calls),
                     "pincer whole chain": await sequential(through_pincer, calls),
+                    "FastMCP call_tool (no client)": await sequential(fastmcp_direct, calls),
                     "FastMCP in-process client": await sequential(via_fastmcp, mcp_calls),
                     "MCPServer in-process client": await sequential(via_mcp, mcp_calls),
                 }
                 conc = {
                     "direct function call": await concurrent(direct, calls, CONCURRENT_CALLERS),
                     "pincer whole chain": await concurrent(through_pincer, calls, CONCURRENT_CALLERS),
+                    "FastMCP call_tool (no client)": await concurrent(fastmcp_direct, calls, CONCURRENT_CALLERS),
                     "FastMCP in-process client": await concurrent(via_fastmcp, mcp_calls, CONCURRENT_CALLERS),
                     "MCPServer in-process client": await concurrent(via_mcp, mcp_calls, CONCURRENT_CALLERS),
                 }
@@ -100,9 +112,11 @@ async def run(calls: int, mcp_calls: int) -> None:
     report("sequential (1 caller)", seq, baseline="FastMCP in-process client")
     report(f"concurrent ({CONCURRENT_CALLERS} callers)", conc, baseline="FastMCP in-process client")
     whole, fast = seq["pincer whole chain"], seq["FastMCP in-process client"]
+    bare = seq["FastMCP call_tool (no client)"]
     print(
         f"\nwhole chain sequential p50 {whole['p50_us']:.1f} us; {whole['calls_s'] / fast['calls_s']:.1f}x the "
-        f"FastMCP in-process client; concurrent {conc['pincer whole chain']['calls_s']:.0f} calls/s; "
+        f"FastMCP in-process client's calls/s, {whole['calls_s'] / bare['calls_s']:.2f}x FastMCP's call_tool "
+        f"without a client (p50 {bare['p50_us']:.1f} us); concurrent {conc['pincer whole chain']['calls_s']:.0f} calls/s; "
         f"{records} audit records committed and verified"
     )
     print(

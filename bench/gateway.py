@@ -1,15 +1,17 @@
 """MCP ``tools/call`` over streamable HTTP: ``pincer serve`` vs an SDK ``MCPServer`` (FastMCP).
 
 Both servers expose the same no-op function and run in their own process under the same
-uvicorn; the client runs here. pincer's call goes through the whole governed chain (policy,
+uvicorn on the same event loop (uvloop when installed, as ``pincer serve`` uses); the client runs
+here. pincer's call goes through the whole governed chain (policy,
 validation, audit record committed to SQLite); MCPServer's straight to the function.
 
 The client speaks HTTP/1.1 on raw keep-alive sockets, one connection per simulated client, so
 that the client's own cost stays small against the servers'. Each era is measured:
-2026-07-28 (one self-contained POST per call) and 2025-11-25 (an initialized session; the
-SDK answers with an SSE stream, pincer's direct path with JSON), and in the handshake era
-``tools/list`` too. For 1 and 32 concurrent clients it prints p50, p95 and calls/s, next to
-the baseline measured in the same run, as ratios.
+2026-07-28 (one self-contained POST per call) and 2025-11-25 (an initialized session), and in
+the handshake era ``tools/list`` too. pincer's direct path answers with JSON; the SDK answers
+with an SSE stream by default, so MCPServer is measured twice: as it comes (SSE) and with
+``json_response=True`` (the same response mode as pincer). For 1 and 32 concurrent clients it
+prints p50, p95 and calls/s, next to both baselines measured in the same run, as ratios.
 
     .venv/bin/python bench/gateway.py [--seconds 3] [--rounds 3]
 """
@@ -35,6 +37,8 @@ REQUEST_TIMEOUT_S = 30.0
 WARMUP_CALLS = 200
 CONCURRENCY = (1, 32)
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
+# pincer, and the SDK's MCPServer answering as it comes (SSE) and with json_response=True
+MODES = ("mcpserver", "mcpserver-json", "pincer")
 
 
 # -- the servers (run as subprocesses of this script) --------------------------------------------
@@ -89,7 +93,7 @@ def serve_pincer() -> None:
     anyio.run(main, backend_options=event_loop_options())
 
 
-def serve_mcpserver() -> None:
+def serve_mcpserver(*, json_response: bool) -> None:
     import logging
 
     import anyio
@@ -100,7 +104,7 @@ def serve_mcpserver() -> None:
     server.tool()(noop)
     # MCPServer logs each new session at INFO; a session is opened once per simulated client.
     logging.getLogger("mcp").setLevel(logging.WARNING)
-    app = server.streamable_http_app()
+    app = server.streamable_http_app(json_response=json_response)
     sock = _listen()
     port = sock.getsockname()[1]
     config = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
@@ -112,7 +116,8 @@ def serve_mcpserver() -> None:
                 await anyio.sleep(0.01)
             print(json.dumps({"url": f"http://127.0.0.1:{port}/mcp", "token": None}), flush=True)
 
-    anyio.run(main)
+    # The same event loop as pincer's server (uvicorn's own loop setting is bypassed by serve()).
+    anyio.run(main, backend_options=event_loop_options())
 
 
 # -- a minimal HTTP/1.1 client -----------------------------------------------------------------
@@ -272,13 +277,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each cell reports the median")
-    parser.add_argument("--serve", choices=["pincer", "mcpserver"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=list(MODES), help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.serve == "pincer":
         serve_pincer()
         return
-    if options.serve == "mcpserver":
-        serve_mcpserver()
+    if options.serve in ("mcpserver", "mcpserver-json"):
+        serve_mcpserver(json_response=options.serve == "mcpserver-json")
         return
 
     # Rounds alternate the two servers so that a busy neighbour on the machine hits both; each
@@ -287,7 +292,7 @@ def main() -> None:
     cells += [(LEGACY, clients, "tools/list") for clients in CONCURRENCY]
     samples: dict[tuple[str, str, int, str], list[Figures]] = {}
     for _ in range(options.rounds):
-        for mode in ("mcpserver", "pincer"):
+        for mode in MODES:
             process, info = start(mode)
             try:
                 for era, clients, method in cells:
@@ -305,24 +310,27 @@ def main() -> None:
             calls_per_s=statistics.median(f.calls_per_s for f in runs),
         )
 
-    rows = [
-        (era, clients, method, median("pincer", era, clients, method), median("mcpserver", era, clients, method))
-        for era, clients, method in cells
-    ]
     print(
         f"MCP over streamable HTTP: median of {options.rounds} rounds x {options.seconds:g} s per cell, "
-        f"{os.cpu_count()} CPUs"
+        f"{os.cpu_count()} CPUs, every server on {'uvloop' if event_loop_options() else 'asyncio'}"
     )
     print(
         f"{'era':<11}{'method':<11}{'clients':>8}  {'pincer p50/p95 ms':>18} {'calls/s':>8}   "
-        f"{'MCPServer p50/p95 ms':>21} {'calls/s':>8}   {'throughput':>10} {'p50':>6}"
+        f"{'baseline':<15}{'p50/p95 ms':>16} {'calls/s':>8}   {'throughput':>10} {'p50':>6}"
     )
-    for era, clients, method, ours, base in rows:
-        print(
-            f"{era:<11}{method:<11}{clients:>8}  {ours.p50_ms:>8.2f}/{ours.p95_ms:<8.2f} {ours.calls_per_s:>9.0f}   "
-            f"{base.p50_ms:>10.2f}/{base.p95_ms:<9.2f} {base.calls_per_s:>9.0f}   "
-            f"{ours.calls_per_s / base.calls_per_s:>9.2f}x {ours.p50_ms / base.p50_ms:>5.2f}x"
-        )
+    for era, clients, method in cells:
+        ours = median("pincer", era, clients, method)
+        for mode, label in (("mcpserver", "MCPServer SSE"), ("mcpserver-json", "MCPServer JSON")):
+            base = median(mode, era, clients, method)
+            head = (
+                f"{era:<11}{method:<11}{clients:>8}  {ours.p50_ms:>8.2f}/{ours.p95_ms:<8.2f} {ours.calls_per_s:>9.0f}"
+                if mode == "mcpserver"
+                else " " * 57
+            )
+            print(
+                f"{head}   {label:<15}{base.p50_ms:>8.2f}/{base.p95_ms:<7.2f} {base.calls_per_s:>9.0f}   "
+                f"{ours.calls_per_s / base.calls_per_s:>9.2f}x {ours.p50_ms / base.p50_ms:>5.2f}x"
+            )
 
 
 if __name__ == "__main__":

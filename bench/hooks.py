@@ -7,13 +7,15 @@ bounded), three times:
    run to SQLite, audited (HMAC-chained) and answered 202 with its run id; the runs start in the
    background. Counted afterwards: every delivery answered, every accepted one with exactly one
    run and one audit record.
-2. to a bare Starlette app under the same uvicorn that verifies the same signature (pincer's
-   ``verify_standard``) and answers 202: the baseline, measured in the same run.
+2. to a bare Starlette app under the same uvicorn and event loop that verifies the same signature
+   (pincer's ``verify_standard``), inserts and commits one row per delivery into SQLite (WAL, the
+   same ``synchronous`` as pincer's store; a delivery id seen before is not inserted twice) and
+   answers 202: the baseline, measured in the same run.
 3. to ``pincer serve`` again, killed with SIGKILL when half of the deliveries are answered, then
    started again: every delivery answered 202 before the kill must be run after the restart,
    exactly once, with one audit record.
 
-The agent loop is not part of this build: the recording starter (``pincer.triggers.recording``)
+The agent loop is not part of this build: the recording starter (``tests.triggers.recording``)
 stands in for it, through ``tests/triggers/serve_recording.py`` (the real ``pincer serve`` with
 only its run starter swapped); each run is recorded in a SQLite file of its own.
 
@@ -24,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -64,6 +68,16 @@ def _baseline_app() -> Any:
 
     from pincer.core.errors import SignatureInvalid
 
+    # One row per delivery, committed before the answer, as pincer commits its delivery: the
+    # baseline persists too (issue 23), with pincer's pragmas and on the event loop as pincer does.
+    folder = tempfile.mkdtemp(prefix="pincer-bench-baseline-")
+    atexit.register(shutil.rmtree, folder, True)
+    db = Path(folder) / "deliveries.db"
+    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE deliveries (id TEXT PRIMARY KEY, received REAL NOT NULL, body BLOB NOT NULL)")
+
     async def hook(request: Request) -> JSONResponse:
         body = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}
@@ -71,7 +85,10 @@ def _baseline_app() -> Any:
             delivery = verify_standard(SECRET, headers, body, now=time.time())
         except SignatureInvalid as exc:
             return JSONResponse({"error": exc.message}, status_code=401)
-        return JSONResponse({"accepted": True, "delivery": delivery}, status_code=202)
+        inserted = conn.execute(
+            "INSERT OR IGNORE INTO deliveries (id, received, body) VALUES (?, ?, ?)", (delivery, time.time(), body)
+        ).rowcount
+        return JSONResponse({"accepted": True, "delivery": delivery}, status_code=202 if inserted else 200)
 
     return Starlette(routes=[Route("/hooks/bench", hook, methods=["POST"])])
 
@@ -342,7 +359,7 @@ def main() -> int:
     rate, base_rate = count / steady.seconds, count / baseline.seconds
     print(f"webhook deliveries: {count} signed (Standard Webhooks), {clients} concurrent clients, loopback")
     print(f"{'':34} {'deliveries/s':>12} {'ratio':>7}")
-    print(f"{'bare Starlette + HMAC check':34} {base_rate:12.0f} {1.0:7.2f}")
+    print(f"{'bare Starlette + HMAC + commit':34} {base_rate:12.0f} {1.0:7.2f}")
     print(f"{'pincer serve (persist+audit+202)':34} {rate:12.0f} {rate / base_rate:7.2f}")
     verdict = "every one ran exactly once with one audit record" if not problems else "see the problems below"
     print(f"steady: {len(steady.accepted)} of {count} accepted; {verdict}")

@@ -13,7 +13,9 @@ falls on every path alike:
 * fastmcp     an SDK client -> a FastMCP proxy in-process (memory transport) -> the server;
 * fastmcp-http an SDK client -> a FastMCP proxy in its own process over streamable HTTP (uvicorn,
               as ``fastmcp run --transport http`` serves it) -> the server: the like-for-like
-              baseline for the gateway, which also pays HTTP and a second process.
+              baseline for the gateway, which also pays HTTP and a second process. It runs on
+              the event loop ``pincer serve`` runs on (uvloop when installed); the in-process
+              paths share this script's one loop.
 
 Targets (issue 11): pincer <= 1.15x direct; the gateway, in either era, no slower than the FastMCP
 proxy over HTTP and within 1.2x of FastMCP's in-process proxy. Run: ``make bench`` or
@@ -215,8 +217,10 @@ def serve_fastmcp_proxy() -> None:
                 await anyio.sleep(0.01)
             print(json.dumps({"mcp_url": f"http://127.0.0.1:{port}/mcp"}), flush=True)
 
+    from pincer.cli.serve import event_loop_options
+
     try:
-        anyio.run(main)
+        anyio.run(main, backend_options=event_loop_options())
     except KeyboardInterrupt:
         pass
 

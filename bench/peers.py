@@ -227,14 +227,50 @@ def start_fastmcp(scratch: Path) -> Server:
     return Server("fastmcp", info["mcp_url"], "get_current_time", None, [process])
 
 
+PROBE_TIMEOUT_S = 30.0
+
+
+def _is_python312(candidate: str) -> bool:
+    """Whether ``candidate`` runs and is 3.12: a pyenv shim on PATH fails when 3.12 is installed but
+    not the selected version, so a name found on PATH is not enough."""
+    try:
+        done = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
+                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and done.stdout.strip() == "True"
+
+
+def _python312_candidates() -> list[str]:
+    found: list[str] = []
+    if os.environ.get("PINCER_PYTHON312"):
+        found.append(os.environ["PINCER_PYTHON312"])
+    for command in (["pyenv", "prefix", "3.12"], ["uv", "python", "find", "3.12"]):
+        if shutil.which(command[0]) is None:
+            continue
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        for line in done.stdout.split() if done.returncode == 0 else ():
+            # pyenv prints installation prefixes, uv the interpreter itself
+            found.append(str(Path(line) / "bin" / "python3.12") if Path(line).is_dir() else line)
+    if shutil.which("python3.12"):
+        found.append(str(shutil.which("python3.12")))
+    found += [str(c) for c in sorted((Path.home() / ".pyenv" / "versions").glob("3.12*/bin/python3.12"), reverse=True)]
+    return found
+
+
 def _python312() -> str:
-    found = shutil.which("python3.12")
-    if found:
-        return found
-    pyenv = Path.home() / ".pyenv" / "versions"
-    for candidate in sorted(pyenv.glob("3.12*/bin/python3.12"), reverse=True):
-        return str(candidate)
-    raise SystemExit("ContextForge needs Python 3.12 (python3.12 on PATH or under ~/.pyenv/versions)")
+    """An installed Python 3.12 that runs: $PINCER_PYTHON312, `pyenv prefix 3.12`, `uv python find
+    3.12`, python3.12 on PATH, ~/.pyenv/versions/3.12*, the first that answers as 3.12."""
+    for candidate in _python312_candidates():
+        if _is_python312(candidate):
+            return candidate
+    raise SystemExit(
+        "ContextForge needs Python 3.12 and none was found that runs: install one "
+        "(`pyenv install 3.12` or `uv python install 3.12`), or point PINCER_PYTHON312 at its python3.12"
+    )
 
 
 def ensure_contextforge() -> Path:

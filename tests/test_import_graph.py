@@ -57,6 +57,105 @@ def test_imports_point_inward(layer: str) -> None:
     assert not bad, bad
 
 
+# DESIGN.md's floors, lowest first (issue 22 item 3): a module imports only from its own floor or
+# below, lazy imports inside functions included. Every top-level module and package of src/pincer
+# has a floor here, so a new one must be placed.
+FLOORS: dict[str, int] = {
+    "__init__": 0, "core": 0,
+    "policy": 1, "safety": 1, "store": 1, "secrets": 1, "config": 1, "config_template": 1, "schedule": 1,
+    "runtimes": 2,
+    "dispatch": 3, "approver": 3, "registry": 3, "elicitation": 3, "config_check": 3,
+    "skills": 4, "llm": 4,
+    "triggers": 5, "hub": 5, "builder": 5, "demo": 5,
+    "service": 6, "reload": 6,  # the composition root: one Pincer of every part above
+    "gateway": 7, "cli": 7,
+}  # fmt: skip
+
+
+def _top(path: Path) -> str:
+    return path.relative_to(SRC).parts[0].removesuffix(".py")
+
+
+def test_every_module_has_a_floor() -> None:
+    tops = {_top(p) for p in SRC.rglob("*.py")}
+    assert not tops - set(FLOORS), f"give these a floor in FLOORS: {sorted(tops - set(FLOORS))}"
+
+
+def test_imports_follow_the_floors() -> None:
+    """Failed before: config.py imported the triggers package (the cron parser, now
+    pincer/schedule.py) and llm/delegate.py the gateway (the approval question, now
+    pincer/elicitation.py)."""
+    bad = []
+    for path in sorted(SRC.rglob("*.py")):
+        floor = FLOORS[_top(path)]
+        for module in _imports_of(path):
+            parts = module.split(".")
+            if parts[0] == "pincer" and len(parts) > 1 and FLOORS.get(parts[1], -1) > floor:
+                bad.append(f"{path.relative_to(SRC)} (floor {floor}) imports {module} (floor {FLOORS[parts[1]]})")
+    assert not bad, bad
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _file_graph() -> dict[str, set[str]]:
+    """Module -> the pincer modules it imports (lazy ones too; ``from pkg import mod`` is ``pkg.mod``)."""
+    paths = {_module_name(p): p for p in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    kept = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*kept, base] if base else kept)
+                for alias in node.names:
+                    found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base)
+        graph[name] = {m for m in found if m in paths and m != name}
+    return graph
+
+
+def test_no_file_level_import_circles() -> None:
+    """Failed before with five: cli common/progress, llm provider/openai/anthropic, wasm
+    install/runtime, secrets access/store, triggers engine/scheduler (each closed by a lazy or a
+    TYPE_CHECKING import)."""
+    graph = _file_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert not circles, circles
+
+
 # Issue 11 item 3: a CLI that answers at once. These commands must not load the MCP SDK, wasmtime,
 # the web stack or jsonschema (each costs 50-600 ms to import); the command that needs one loads it.
 # Issue 13: the model SDKs load only when a run opens a provider.
@@ -126,7 +225,7 @@ def test_json_answers_import_no_rich_and_no_http_stack(tmp_path: Path, argv: tup
     """A command that prints one JSON document needs neither rich (stderr's console is made on
     first use) nor the HTTP client (the http tool imports it when it makes a request)."""
     loaded = _modules_after_cli(tmp_path, *argv)
-    heavy = ("rich", "httpcore", "httpx", "h11", "tarfile")
+    heavy = ("rich", "httpcore", "httpcore2", "httpx", "httpx2", "h11", "tarfile")
     # Listing tools lists the skill tools too, and a SKILL.md's frontmatter is YAML (the bundled
     # skills are always there); the other two answer without reading any.
     heavy += () if argv[0] == "tools" else ("yaml",)

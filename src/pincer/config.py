@@ -141,7 +141,6 @@ class _Gateway(_Model):
     max_body_bytes: int = Field(default=1_048_576, ge=1_024, le=67_108_864)
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
-    conformance_fixtures: bool = False
     tokens: list[_GatewayToken] = Field(default_factory=list)
 
 
@@ -350,7 +349,6 @@ class GatewaySettings:
     max_body_bytes: int = 1_048_576
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
-    conformance_fixtures: bool = False
     tokens: tuple[GatewayToken, ...] = ()
 
 
@@ -827,7 +825,7 @@ def _to_jobs(jobs: list[_Job], source: str) -> tuple[JobSettings, ...]:
     if not jobs:
         return ()
     # Only a config that has jobs pays for the cron parser.
-    from pincer.triggers.schedule import schedule_from
+    from pincer.schedule import schedule_from
 
     seen: set[str] = set()
     out = []
@@ -888,7 +886,6 @@ def _to_gateway(g: _Gateway) -> GatewaySettings:
         max_body_bytes=g.max_body_bytes,
         allowed_hosts=tuple(h.lower() for h in g.allowed_hosts),
         allowed_origins=tuple(o.lower().rstrip("/") for o in g.allowed_origins),
-        conformance_fixtures=g.conformance_fixtures,
         tokens=tuple(GatewayToken(sha256=t.sha256, session=t.session) for t in g.tokens),
     )
 

@@ -26,14 +26,21 @@ from mcp.client.streamable_http import streamable_http_client
 from pincer.config import parse_config
 from pincer.core.effects import EffectKind, RuntimeKind
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
-from pincer.gateway.conformance.runtime import FixtureRuntime, FixtureTool, channel_of, fixture
 from pincer.gateway.serve import ServeInfo, serve
 from pincer.service import Pincer
+from tests.gateway.conformance.fixtures.runtime import FixtureRuntime, FixtureTool, channel_of, fixture
 
 SERVER_START_TIMEOUT_S = 30.0
 SERVER_STOP_TIMEOUT_S = 15.0
 SECRET_KEY = b"k" * 32
 PINCER_BIN = Path(sys.executable).with_name("pincer")
+# `pincer serve` / `pincer mcp stdio` with the conformance fixtures installed (they are not in the wheel).
+FIXTURES_LAUNCHER = Path(__file__).resolve().parent / "conformance" / "serve_fixtures.py"
+
+
+def pincer_command(*argv: str, fixtures: bool = False) -> list[str]:
+    """The argv that runs ``pincer ARGV``, through the fixtures launcher when ``fixtures``."""
+    return [sys.executable, str(FIXTURES_LAUNCHER), *argv] if fixtures else [str(PINCER_BIN), *argv]
 
 
 @dataclass
@@ -114,7 +121,7 @@ async def live_gateway(
             await pincer.add_runtime(make_test_runtime())
         extensions: tuple[Any, ...] = ()
         if fixtures:
-            from pincer.gateway.conformance import install_fixtures
+            from tests.gateway.conformance.fixtures import install_fixtures
 
             extensions = (await install_fixtures(pincer),)
         ready: list[ServeInfo] = []
@@ -209,11 +216,12 @@ def read_json_document(lines: queue.Queue[str], timeout_s: float) -> dict[str, A
 
 
 @contextmanager
-def pincer_serve(home: Path, *args: str) -> Iterator[ServerProcess]:
-    """``pincer serve --port 0 --json ARGS`` under ``home``; stopped with SIGINT at the end."""
+def pincer_serve(home: Path, *args: str, fixtures: bool = False) -> Iterator[ServerProcess]:
+    """``pincer serve --port 0 --json ARGS`` under ``home`` (with the conformance fixtures when
+    ``fixtures``); stopped with SIGINT at the end."""
     env = {**os.environ, "PINCER_HOME": str(home)}
     process = subprocess.Popen(
-        [str(PINCER_BIN), "serve", "--port", "0", "--json", *args],
+        pincer_command("serve", "--port", "0", "--json", *args, fixtures=fixtures),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

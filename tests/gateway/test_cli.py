@@ -26,7 +26,7 @@ def _pincer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_serve_announces_where_it_listens_and_serves_both_eras(pincer_home: Path) -> None:
-    with pincer_serve(pincer_home, "--conformance-fixtures") as server:
+    with pincer_serve(pincer_home, fixtures=True) as server:
         info = server.info
         assert info["mcp_url"] == info["url"] + "/mcp" and info["openapi_url"] == info["url"] + "/api/v1/openapi.json"
         assert info["host"] == "127.0.0.1" and info["port"] > 0

@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 from pincer.core.effects import RuntimeKind
 from pincer.core.values import ToolOutput, ToolSpec
-from pincer.gateway.conformance.runtime import FixtureRuntime, FixtureTool
+from tests.gateway.conformance.fixtures.runtime import FixtureRuntime, FixtureTool
 from tests.gateway.conftest import LiveGateway, live_gateway
 
 pytestmark = pytest.mark.anyio

@@ -144,7 +144,6 @@ _VALUES = st.one_of(
                 "max_body_bytes",
                 "allowed_hosts",
                 "allowed_origins",
-                "conformance_fixtures",
                 "tokens",
                 "nope",
             ]

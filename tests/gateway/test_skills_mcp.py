@@ -61,7 +61,7 @@ async def gateway_with_skills(home: Path, *, fixtures: bool = False) -> AsyncIte
     async with Pincer.open(home, config=parsed, secret_key=SECRET_KEY, builtins=False, external=False, wasm=False) as pincer:
         extensions: list[Any] = []
         if fixtures:
-            from pincer.gateway.conformance import install_fixtures
+            from tests.gateway.conformance.fixtures import install_fixtures
 
             extensions.append(await install_fixtures(pincer))
         extensions.append(SkillsMcpExtension(pincer.skills))
@@ -312,11 +312,12 @@ async def test_an_honest_server_in_memory_installs(tmp_path: Path) -> None:
 async def test_pincer_mcp_stdio_serves_skills_as_prompts_next_to_the_fixtures(pincer_home: Path, tmp_path: Path) -> None:
     from mcp import StdioServerParameters
 
-    from tests.gateway.conftest import PINCER_BIN
+    from tests.gateway.conftest import pincer_command
 
     make_greet(pincer_home)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}, "PINCER_HOME": str(pincer_home), "HOME": str(tmp_path / "user-home")}
-    server = StdioServerParameters(command=str(PINCER_BIN), args=["mcp", "stdio", "--conformance-fixtures"], env=env)
+    command, *argv = pincer_command("mcp", "stdio", fixtures=True)
+    server = StdioServerParameters(command=command, args=argv, env=env)
     with anyio.fail_after(60):
         async with Client(server, mode="legacy") as client:
             names = {p.name for p in (await client.list_prompts()).prompts}

@@ -11,7 +11,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.gateway.conftest import PINCER_BIN
+from tests.gateway.conftest import pincer_command
 
 pytestmark = pytest.mark.anyio
 
@@ -22,9 +22,8 @@ STDIO_TIMEOUT_S = 60.0
 def _server(home: Path, *args: str) -> StdioServerParameters:
     env = {"PINCER_HOME": str(home), "PATH": os.environ.get("PATH", "")}
     # The fixture bundle gives these tests tools of their own, whatever the built-ins are.
-    return StdioServerParameters(
-        command=str(PINCER_BIN), args=["mcp", "stdio", "--conformance-fixtures", *args], env=env
-    )
+    command, *argv = pincer_command("mcp", "stdio", *args, fixtures=True)
+    return StdioServerParameters(command=command, args=argv, env=env)
 
 
 def _text(result: Any) -> str:
@@ -78,7 +77,7 @@ async def test_stdio_elicitation_and_progress_with_the_fixture_bundle(pincer_hom
 
     with anyio.fail_after(STDIO_TIMEOUT_S):
         async with Client(
-            _server(pincer_home, "--conformance-fixtures"), mode="legacy", elicitation_callback=elicit
+            _server(pincer_home), mode="legacy", elicitation_callback=elicit
         ) as client:
             asked = await client.call_tool("test_elicitation", {"message": "who are you?"})
             reported = await client.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)

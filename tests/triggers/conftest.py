@@ -18,7 +18,7 @@ from pincer.gateway.serve import ServeInfo, serve
 from pincer.service import Pincer
 from pincer.triggers.clock import ManualClock
 from pincer.triggers.engine import TriggerEngine
-from pincer.triggers.recording import RecordingStarter
+from tests.triggers.recording import RecordingStarter
 
 SECRET_KEY = b"t" * 32
 AUDIT_KEY = b"a" * 32
@@ -101,7 +101,7 @@ async def live_gateway(
             ready.append(info)
             started.set()
 
-        extensions = await gateway_extensions(pincer, fixtures=False)
+        extensions = await gateway_extensions(pincer)
         async with anyio.create_task_group() as tg:
 
             async def run() -> None:

@@ -17,8 +17,10 @@ from pathlib import Path
 
 
 def main() -> None:
+    # Run as a script: the repository root makes ``tests.triggers.recording`` importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import pincer.triggers.starter as starter_module
-    from pincer.triggers.recording import RecordingStarter
+    from tests.triggers.recording import RecordingStarter
 
     recording = RecordingStarter(
         path=Path(os.environ["PINCER_TEST_RUNS_DB"]), start_delay_s=float(os.environ.get("PINCER_TEST_START_DELAY_S", "0"))

@@ -69,7 +69,7 @@ async def test_a_command_fired_here_is_started_here_not_by_the_server(pincer_hom
     """What ``pincer chat`` does: fire ``here`` and run it in its own process, while a running
     server's queue worker leaves it alone."""
     from pincer.triggers.engine import TriggerEngine
-    from pincer.triggers.recording import RecordingStarter
+    from tests.triggers.recording import RecordingStarter
 
     async with live_gateway(pincer_home) as live:
         mine = RecordingStarter()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pincer.core.errors import ScheduleInvalid
-from pincer.triggers.schedule import Schedule, parse_at, parse_cron, parse_every, parse_interval, schedule_from
+from pincer.schedule import Schedule, parse_at, parse_cron, parse_every, parse_interval, schedule_from
 
 
 def _utc(*args: int) -> float:

@@ -10,13 +10,13 @@ import anyio
 import pytest
 
 from pincer.config import parse_config
+from pincer.schedule import parse_cron, parse_every
 from pincer.store.approvals import process_token
 from pincer.triggers.clock import ManualClock
 from pincer.triggers.engine import TriggerEngine
 from pincer.triggers.jobs import JobSpec
-from pincer.triggers.recording import RecordingStarter
 from pincer.triggers.requests import RunOutcome, RunRequest, RunStatus
-from pincer.triggers.schedule import parse_cron, parse_every
+from tests.triggers.recording import RecordingStarter
 
 from .conftest import open_pincer, running_engine, utc, write_skill
 

@@ -28,9 +28,9 @@ import anyio
 import httpx
 import pytest
 
-from pincer.triggers.recording import recorded_runs
 from pincer.triggers.signatures import sign_standard
 from tests.gateway.conftest import read_json_document
+from tests.triggers.recording import recorded_runs
 
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 20.0

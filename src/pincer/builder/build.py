@@ -29,6 +29,7 @@ from pincer.builder.prompt import SUBMIT_CODE, SUBMIT_PLAN, SYSTEM
 from pincer.builder.record import BuildRecord, read_build
 from pincer.builder.testbench import GENERATED_CASES, TestBench
 from pincer.core.errors import BuildFailed, BuildRefused, PincerError
+from pincer.core.schema import schema_problem
 from pincer.llm.messages import CompletionOptions, Message, TokenUsage, ToolCall, ToolCallReady, UsageReport
 from pincer.runtimes.wasm.limits import WasmLimits
 from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RUNNER_PROTOCOL, source_sha256
@@ -354,10 +355,10 @@ class Builder:
             return str(exc)
         try:
             description, schema = await bench.describe(submission.source)
-            from jsonschema import Draft202012Validator
-
-            Draft202012Validator.check_schema(schema)
-        except Exception as exc:  # noqa: BLE001 - the runner's message or jsonschema's: for the model
+            schema_error = schema_problem(schema)
+            if schema_error:
+                raise CodeInvalid(schema_error)
+        except Exception as exc:  # noqa: BLE001 - the runner's message or the schema's problem: for the model
             self._stage("check", started, "failed in the runner")
             problem = f"the module does not load in the runner: {getattr(exc, 'message', exc)}"
             record.write(f"{folder}/result.json", {"ok": False, "stage": "check", "problem": problem})

@@ -8,9 +8,12 @@ provide, so the model hears about them before a build is tried.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from pincer.core.schema import compile_schema, value_problem
 
 __all__ = ["Submission", "TestCase", "Fixture", "CodeInvalid", "parse_submission", "check_source", "CODE_SCHEMA",
            "GUEST_MODULES", "MAX_TESTS", "MAX_FIXTURES"]  # fmt: skip
@@ -94,15 +97,18 @@ class Submission:
         return {"tests": [t.to_json() for t in self.tests], "fixtures": [f.to_json() for f in self.fixtures]}
 
 
-def parse_submission(args: Mapping[str, Any] | None) -> Submission:
-    from jsonschema import Draft202012Validator
+@functools.cache
+def _code_validator() -> Any:
+    return compile_schema(CODE_SCHEMA)
 
+
+def parse_submission(args: Mapping[str, Any] | None) -> Submission:
     if not isinstance(args, Mapping):
         raise CodeInvalid("submit_code's arguments are not a JSON object (send source, tests and fixtures)")
-    errors = sorted(Draft202012Validator(CODE_SCHEMA).iter_errors(dict(args)), key=lambda e: list(e.path))
-    if errors:
-        where = "/".join(map(str, errors[0].path)) or "(top level)"
-        raise CodeInvalid(f"submit_code does not match its schema at {where}: {errors[0].message}")
+    problem = value_problem(_code_validator(), dict(args))
+    if problem:
+        where, _, message = problem.partition(": ")
+        raise CodeInvalid(f"submit_code does not match its schema at {where}: {message}")
     source = str(args["source"])
     if len(source) > MAX_SOURCE_CHARS:
         raise CodeInvalid(f"the source is longer than {MAX_SOURCE_CHARS:,} characters")

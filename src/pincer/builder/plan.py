@@ -12,6 +12,7 @@ Rules (docs/builder.md):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from pincer.core.effects import EffectKind
 from pincer.core.errors import BuildRefused
+from pincer.core.schema import compile_schema, schema_problem, value_problem
 
 __all__ = ["Plan", "SecretUse", "Allowance", "PlanInvalid", "parse_plan", "PLAN_SCHEMA", "REFUSED_EFFECTS", "KNOWN_EFFECTS"]
 
@@ -109,24 +111,25 @@ def _strings(value: Any, what: str) -> list[str]:
     return [v.strip() for v in value]
 
 
+@functools.cache
+def _plan_validator() -> Any:
+    return compile_schema(PLAN_SCHEMA)
+
+
 def parse_plan(args: Mapping[str, Any] | None, allowance: Allowance, *, name: str | None = None) -> Plan:
     """A checked plan; PlanInvalid (tell the model) or BuildRefused (stop the build)."""
-    from jsonschema import Draft202012Validator
-
     if not isinstance(args, Mapping):
         raise PlanInvalid("submit_plan's arguments are not a JSON object")
-    errors = sorted(Draft202012Validator(PLAN_SCHEMA).iter_errors(dict(args)), key=lambda e: list(e.path))
-    if errors:
-        first = errors[0]
-        where = "/".join(map(str, first.path)) or "(top level)"
-        raise PlanInvalid(f"submit_plan does not match its schema at {where}: {first.message}")
+    problem = value_problem(_plan_validator(), dict(args))
+    if problem:
+        where, _, message = problem.partition(": ")
+        raise PlanInvalid(f"submit_plan does not match its schema at {where}: {message}")
     tool_name = name or str(args["name"]).strip()
     if not _NAME.fullmatch(tool_name):
         raise PlanInvalid(f"name {tool_name!r} must be lower-case letters, digits, - or _, starting with a letter")
-    try:
-        Draft202012Validator.check_schema(dict(args["input_schema"]))
-    except Exception as exc:  # noqa: BLE001 - jsonschema's SchemaError: told to the model
-        raise PlanInvalid(f"input_schema is not a valid JSON Schema: {getattr(exc, 'message', exc)}") from None
+    schema_error = schema_problem(dict(args["input_schema"]))
+    if schema_error:
+        raise PlanInvalid(f"input_schema is not a valid JSON Schema: {schema_error}")
     if args["input_schema"].get("type", "object") != "object":
         raise PlanInvalid('input_schema must describe an object ("type": "object")')
     effects = _strings(args.get("effects"), "effects")

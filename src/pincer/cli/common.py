@@ -12,15 +12,13 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import typer
 
+from pincer.cli.console import stderr, stderr_console
 from pincer.core.errors import ClientCapabilityMissing, ConfigError, PincerError, UsageError, error_class
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 __all__ = [
     "EXIT_OK",
@@ -43,33 +41,7 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 T = TypeVar("T")
 
 
-class _StderrConsole:
-    """The rich Console on stderr, made on first use: a command that writes only JSON to stdout
-    never imports rich (~25 ms). Attribute access goes to the real Console; ``console()`` is it."""
-
-    def __init__(self) -> None:
-        self._console: Console | None = None
-
-    def console(self) -> Console:
-        if self._console is None:
-            from rich.console import Console
-
-            # A terminal gives its own width; piped or logged output gets room for the wide tables.
-            self._console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
-        return self._console
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.console(), name)
-
-
-stderr: Console = cast("Console", _StderrConsole())
-
 JsonOption = typer.Option(False, "--json", help="Write one JSON document to stdout.")
-
-
-def stderr_console() -> Console:
-    """The real Console behind ``stderr``, for rich objects that take a ``console=``."""
-    return cast("_StderrConsole", stderr).console()
 
 
 def pincer_home() -> Path:

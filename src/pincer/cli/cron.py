@@ -51,9 +51,9 @@ def add(
     as_json: bool = JsonOption,
 ) -> None:
     """Add a job: when (--cron/--at/--every), what (--skill with --param, or --message)."""
+    from pincer.schedule import schedule_from
     from pincer.skills.render import parse_param_pairs
     from pincer.triggers.jobs import JobSpec, check_job_name
-    from pincer.triggers.schedule import schedule_from
 
     async def body() -> dict[str, Any]:
         if skill is None and message is None:

@@ -123,7 +123,9 @@ def test_hook(
         fail(exc, as_json=as_json)
 
     async def body() -> dict[str, Any]:
-        import httpx
+        import httpx2
+
+        from pincer.safety.egress_transport import default_ssl_context
 
         async with open_for_triggers() as pincer:
             hook = pincer.config.hook(name)
@@ -140,9 +142,9 @@ def test_hook(
             base = (url or gateway_url(pincer_home(), pincer.config)).rstrip("/")
         target = f"{base}/hooks/{name}"
         try:
-            async with httpx.AsyncClient(timeout=HOOK_TEST_TIMEOUT_S, trust_env=False) as client:
+            async with httpx2.AsyncClient(timeout=HOOK_TEST_TIMEOUT_S, trust_env=False, verify=default_ssl_context()) as client:
                 response = await client.post(target, content=data, headers=headers)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise ToolError(
                 f"could not deliver to {target}: {type(exc).__name__}: {exc}",
                 hint="start the gateway with `pincer serve`, or point --url at it",

@@ -555,9 +555,6 @@ def import_servers(
 @app.command("stdio")
 def stdio(
     session: str = typer.Option(None, "--session", help="Session the calls run under (default: [gateway] session)."),
-    conformance_fixtures: bool = typer.Option(
-        False, "--conformance-fixtures", help="Also serve the MCP conformance suite's fixtures."
-    ),
 ) -> None:
     """Serve every tool over MCP on stdin/stdout (for clients that launch their servers)."""
     import logging
@@ -571,8 +568,7 @@ def stdio(
         from pincer.gateway.stdio import serve_stdio
 
         async with open_pincer() as pincer:
-            fixtures = conformance_fixtures or pincer.config.gateway.conformance_fixtures
-            extensions = await gateway_extensions(pincer, fixtures=fixtures)
+            extensions = await gateway_extensions(pincer)
             await serve_stdio(pincer, session=session or pincer.config.gateway.session, extensions=extensions)
 
     run(body)

@@ -20,7 +20,9 @@ def fetch_document(url: str) -> bytes:
     """GET a document for `openapi add`: https, or plain http to this machine only; bounded."""
     import ipaddress
 
-    import httpx
+    import httpx2
+
+    from pincer.safety.egress_transport import default_ssl_context
 
     parts = urlsplit(url)
     host = parts.hostname or ""
@@ -31,7 +33,7 @@ def fetch_document(url: str) -> bytes:
     if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
         raise UsageError(f"{url} is not https", hint="fetch documents over https, or save the file and give its path")
     try:
-        with httpx.Client(timeout=FETCH_TIMEOUT_S, follow_redirects=False) as client:
+        with httpx2.Client(timeout=FETCH_TIMEOUT_S, follow_redirects=False, verify=default_ssl_context()) as client:
             with client.stream("GET", url, headers={"Accept": "application/json, application/yaml"}) as response:
                 if response.status_code != 200:
                     raise ManifestError(f"fetching it answered HTTP {response.status_code}", source=url)
@@ -42,7 +44,7 @@ def fetch_document(url: str) -> bytes:
                         raise ManifestError(f"larger than {MAX_FETCH_BYTES} bytes", source=url)
                     chunks.append(chunk)
                 return b"".join(chunks)
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         raise ManifestError(f"could not fetch it: {type(exc).__name__}: {exc}", source=url) from None
 
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from pincer.cli.common import stderr, stderr_console
+from pincer.cli.console import stderr, stderr_console
 
 __all__ = ["SLOW_WAIT_NOTICE_S", "Steps", "slow_wait"]
 

@@ -17,14 +17,10 @@ __all__ = ["serve", "token_app", "event_loop_options"]
 EXIT_INTERRUPTED = 130
 
 
-async def gateway_extensions(pincer: Any, *, fixtures: bool) -> tuple[Any, ...]:
-    """The MCP extensions to install: the conformance fixtures (tools registered now) when asked,
-    and the skills' prompts, resources and skills extension (last: it keeps the others' handlers)."""
+async def gateway_extensions(pincer: Any) -> tuple[Any, ...]:
+    """The MCP extensions to install: the skills' prompts, resources and skills extension (they keep
+    the handlers of any extension installed before them, as the tests' conformance fixtures are)."""
     extensions: list[Any] = []
-    if fixtures:
-        from pincer.gateway.conformance import install_fixtures
-
-        extensions.append(await install_fixtures(pincer))
     if getattr(pincer, "skills", None) is not None:
         from pincer.gateway.commands_mcp import CommandPromptsExtension
         from pincer.gateway.skills_mcp import SkillsMcpExtension
@@ -40,11 +36,6 @@ def serve(
     port: int = typer.Option(
         None, "--port", min=0, max=65535, help="Port (default: [gateway] port, 8765; 0 picks one)."
     ),
-    conformance_fixtures: bool = typer.Option(
-        False,
-        "--conformance-fixtures",
-        help="Also serve the MCP conformance suite's fixture tools, prompts, resources.",
-    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Serve every tool over MCP (streamable HTTP at /mcp) and REST (/api/v1) until interrupted."""
@@ -56,8 +47,7 @@ def serve(
 
         async with open_pincer(quiet=as_json) as pincer:
             settings = pincer.config.gateway
-            fixtures = conformance_fixtures or settings.conformance_fixtures
-            extensions = await gateway_extensions(pincer, fixtures=fixtures)
+            extensions = await gateway_extensions(pincer)
 
             def ready(info: ServeInfo) -> None:
                 _write_serve_file(pincer.home, info)

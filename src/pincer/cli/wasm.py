@@ -55,7 +55,7 @@ def install_tool(source: Path, capabilities: Path | None = None, *, name: str | 
                  as_json: bool = False, home: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Install a ``.wasm`` (+ capabilities) or IronClaw ``.tar.gz`` under PINCER_HOME with a
     progress bar on stderr; returns what was installed. Raises PincerError on failure."""
-    from pincer.runtimes.wasm.install import install
+    from pincer.runtimes.wasm.runtime import WasmHost
 
     home = home or pincer_home()
     with Steps(total=len(_STEPS), enabled=not as_json) as steps:
@@ -66,7 +66,7 @@ def install_tool(source: Path, capabilities: Path | None = None, *, name: str | 
             hint = " (compiling takes a few seconds the first time)" if message == "compiling" else ""
             steps.stage(f"{message} {source.name}{hint}", completed=done)
 
-        result = install(home, source, capabilities, name=name, progress=step)
+        result = WasmHost(home).install_sync(source, capabilities, name=name, progress=step)
     return {
         "ok": True,
         "name": result.name,

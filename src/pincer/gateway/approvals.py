@@ -14,16 +14,22 @@ that never comes back leaves a call that times out and is audited as such.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from pincer.core.display import honest_json, honest_text
-from pincer.core.errors import ApprovalGone, PincerError
+from pincer.core.errors import ApprovalGone
 from pincer.core.values import CallRequest, ToolResult
+from pincer.elicitation import (
+    APPROVAL_DECISION_SCHEMA,
+    ELICITATION_SOURCE,
+    answer_elicited,
+    answer_from_reply,
+    approval_message,
+)
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.approvals import Answer, ApprovalRequest
@@ -39,45 +45,11 @@ __all__ = [
     "ELICITATION_SOURCE",
 ]
 
-ELICITATION_SOURCE = "mcp-elicitation"
 STATE_PREFIX = "pincer-approval:"
 # A parked call that finished keeps its result this long for its client to collect.
 PARKED_RESULT_TTL_S = 120.0
 # Past the approval timeout, how long a collecting round waits for the call to wind up.
 COLLECT_MARGIN_S = 30.0
-APPROVAL_DECISION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "decision": {
-            "type": "string",
-            "title": "Decision",
-            "oneOf": [
-                {"const": Answer.ALLOW_ONCE.value, "title": "Allow once"},
-                {"const": Answer.ALLOW_ALWAYS.value, "title": "Always allow this tool"},
-                {"const": Answer.DENY.value, "title": "Deny"},
-            ],
-        }
-    },
-    "required": ["decision"],
-}
-
-
-# How much of a call's arguments an elicitation shows before cutting (with a visible note).
-MESSAGE_ARGS_MAX_CHARS = 2_000
-
-
-def approval_message(approval: ApprovalRequest) -> str:
-    """What the person is asked, made honest (core/display.py): long whitespace runs counted,
-    invisible characters named, and any cut marked with the command that shows the whole."""
-    see_all = f"`pincer approvals show {approval.id}`"
-    args = honest_json(approval.args, MESSAGE_ARGS_MAX_CHARS, see_all=see_all)
-    effects = ", ".join(approval.effects) or "no declared effects"
-    hosts = f"; hosts: {', '.join(approval.hosts)}" if approval.hosts else ""
-    return (
-        f"pincer asks: allow {approval.tool} for session {approval.session}? "
-        f"Effects: {effects}{hosts}. Arguments: {args}. Why asked: {honest_text(approval.reason)}. "
-        f"(approval {approval.id})"
-    )
 
 
 def waiting_message(approval: ApprovalRequest, base_url: str | None) -> str:
@@ -89,25 +61,8 @@ def waiting_message(approval: ApprovalRequest, base_url: str | None) -> str:
     )
 
 
-def answer_from_reply(reply: Any) -> Answer | None:
-    """The decision in an ElicitResult: accept with a decision, decline (deny), or None when the
-    user dismissed it (the approval stays pending for another way to answer)."""
-    if not isinstance(reply, Mapping):
-        return None
-    content = reply.get("content")
-    decision = content.get("decision") if isinstance(content, Mapping) else None
-    if reply.get("action") == "accept" and decision in {a.value for a in Answer}:
-        return Answer(decision)
-    if reply.get("action") == "decline":
-        return Answer.DENY
-    return None
-
-
 def answer_approval(dispatcher: Any, approval_id: str, answer: Answer, session: GatewaySession) -> None:
-    try:
-        dispatcher.answer(approval_id, answer, by=f"{ELICITATION_SOURCE}:{session.name}", as_session=session.name)
-    except PincerError as exc:  # answered meanwhile, or expired
-        logger.info("elicitation answer for %s not applied: %s", approval_id, exc.message)
+    answer_elicited(dispatcher, approval_id, answer, session=session.name)
 
 
 @dataclass(kw_only=True)

@@ -26,10 +26,13 @@ _CHUNK_BYTES = 256 * 1024
 
 
 def http_client(*, timeout_s: float = DOWNLOAD_TIMEOUT_S, headers: dict[str, str] | None = None) -> Any:
-    import httpx
+    import httpx2
 
-    return httpx.Client(
-        timeout=httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S),
+    from pincer.safety.egress_transport import default_ssl_context
+
+    return httpx2.Client(
+        timeout=httpx2.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S),
+        verify=default_ssl_context(),
         follow_redirects=True,
         headers={"User-Agent": "pincer-hub", **(headers or {})},
         trust_env=False,
@@ -82,7 +85,7 @@ def download(
 
 
 def _http(url: str, *, max_bytes: int, progress: Progress | None, timeout_s: float, headers: dict[str, str] | None) -> bytes:
-    import httpx
+    import httpx2
 
     deadline = time.monotonic() + timeout_s
     try:
@@ -114,5 +117,5 @@ def _http(url: str, *, max_bytes: int, progress: Progress | None, timeout_s: flo
                 if progress is not None:
                     progress(received, total)
             return b"".join(chunks)
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         raise HubUnavailable(f"cannot fetch {url}: {type(exc).__name__}: {exc}", hint="check the source's URL and the network") from None

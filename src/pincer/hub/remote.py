@@ -65,7 +65,7 @@ class RemoteSource:
 
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None,
                  auth: bool = False) -> Any:  # fmt: skip
-        import httpx
+        import httpx2
 
         headers = {}
         if auth:
@@ -79,7 +79,7 @@ class RemoteSource:
         try:
             with http_client(timeout_s=self.timeout_s, headers=headers) as client:
                 response = client.request(method, url, params=params, json=json)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise HubUnavailable(
                 f"hub {self.name!r} ({self.url}) cannot be reached: {type(exc).__name__}",
                 hint=f"check [[hub.sources]] url; connections time out after {CONNECT_TIMEOUT_S:g} s",

@@ -17,7 +17,6 @@ import logging
 from typing import Any
 
 from pincer.core.effects import EffectKind
-from pincer.core.errors import PincerError
 from pincer.core.values import HostContext
 from pincer.llm.run import RunRequest
 from pincer.runtimes.native import NativeRuntime, tool
@@ -51,7 +50,12 @@ def run_skill_runtime(pincer: Any) -> NativeRuntime:
         async def tell(approval: Any) -> None:
             if client is not None and getattr(client, "can_ask", False) and pincer.dispatcher.is_main_session(host.session):
                 # The client is the gateway's MCP channel: its approval question and answers.
-                from pincer.gateway.approvals import APPROVAL_DECISION_SCHEMA, answer_from_reply, approval_message
+                from pincer.elicitation import (
+                    APPROVAL_DECISION_SCHEMA,
+                    answer_elicited,
+                    answer_from_reply,
+                    approval_message,
+                )
 
                 try:
                     reply = await client.elicit(approval_message(approval), APPROVAL_DECISION_SCHEMA, key=f"approval:{approval.id}")
@@ -59,12 +63,8 @@ def run_skill_runtime(pincer: Any) -> NativeRuntime:
                     logger.info("approval %s could not be put to the client: %s", approval.id, exc)
                     reply = None
                 answer = answer_from_reply(reply)
-                if answer is not None:
-                    try:
-                        pincer.dispatcher.answer(approval.id, answer, by=f"mcp-elicitation:{host.session}", as_session=host.session)
-                        return
-                    except PincerError as exc:  # answered meanwhile, or expired
-                        logger.info("elicitation answer for %s not applied: %s", approval.id, exc.message)
+                if answer is not None and answer_elicited(pincer.dispatcher, approval.id, answer, session=host.session):
+                    return
             if client is not None:
                 await client.progress(
                     0, None,

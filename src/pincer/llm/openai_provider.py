@@ -37,7 +37,7 @@ from pincer.llm.messages import (
     UsageReport,
     parse_arguments,
 )
-from pincer.llm.provider import OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken
+from pincer.llm.wire import OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken
 
 logger = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ retries (``retry.py``) so that a turn is asked again only as a whole.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from pincer.config import ModelSettings
-from pincer.core.errors import ConfigError, ProviderError, ProviderUnavailable, SecretError
+from pincer.core.errors import ConfigError, SecretError
 from pincer.llm.messages import CompletionOptions, Message, ModelEvent, ToolDefinition
+from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken
 
 __all__ = [
     "Provider",
@@ -33,17 +33,14 @@ __all__ = [
     "ANTHROPIC_DEFAULT_URL",
     "parse_retry_after",
     "shorten",
+    "stream_broken",
     "MAX_RETRY_AFTER_S",
 ]
 
 # Sent when no key is configured: a local server (Ollama, llama.cpp) needs none, and a server
 # that does answers 401, which says which setting to fill in.
 NO_API_KEY = "no-key-configured"
-# Always passed explicitly: the SDKs would otherwise read OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
-OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
-ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
 MAX_RETRY_AFTER_S = 120.0  # a Retry-After beyond this is not waited for: the turn fails instead
-_MAX_PROVIDER_MESSAGE_CHARS = 300
 
 
 class Provider(Protocol):
@@ -97,39 +94,3 @@ def open_provider(settings: ModelSettings, api_key: str | None) -> Provider:
 
         return OpenAIProvider(settings, api_key or NO_API_KEY)
     raise ConfigError(f"unknown provider {settings.provider!r}", hint="set [llm] provider to openai or anthropic")
-
-
-def parse_retry_after(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds; an HTTP date is not waited on)."""
-    if headers is None:
-        return None
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            return max(0.0, float(ms) / 1000)
-        value = headers.get("retry-after")
-        if value is not None:
-            return max(0.0, float(value))
-    except (TypeError, ValueError):
-        return None
-    return None
-
-
-_KEYISH = re.compile(r"\b(?:sk|pk|rk|key)[-_][A-Za-z0-9_\-*.]{6,}")
-
-
-def shorten(text: str) -> str:
-    """A provider's own message, as far as we repeat it: one line, bounded, without anything
-    that looks like a key (a provider may quote the key it refused)."""
-    line = " ".join(str(text).split())
-    line = _KEYISH.sub("[REDACTED]", line)
-    if len(line) > _MAX_PROVIDER_MESSAGE_CHARS:
-        line = line[:_MAX_PROVIDER_MESSAGE_CHARS] + "..."
-    return line
-
-
-def stream_broken(provider: str, exc: BaseException) -> ProviderError:
-    return ProviderUnavailable(
-        f"the {provider} stream broke off before the turn ended ({type(exc).__name__})",
-        hint="retried up to [llm] max_retries times; check the server, or set [llm] stream = false",
-    )

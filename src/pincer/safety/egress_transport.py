@@ -37,7 +37,7 @@ from pincer.safety.egress_policy import TOKEN, EgressPolicy, HttpRequest, HttpRe
 from pincer.safety.resolution import checked_addresses, resolve_checked
 from pincer.safety.urls import CheckedUrl, IPAddress
 
-__all__ = ["EgressClient", "send", "resolve_checked", "checked_addresses", "MAX_HEADERS", "READ_CHUNK_BYTES"]
+__all__ = ["EgressClient", "send", "default_ssl_context", "resolve_checked", "checked_addresses", "MAX_HEADERS", "READ_CHUNK_BYTES"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,8 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
 
 
 @functools.cache
-def _default_ssl_context() -> ssl.SSLContext:
+def default_ssl_context() -> ssl.SSLContext:
+    """certifi's CA bundle: what every outbound HTTPS connection pincer makes trusts (egress, the hub, OpenAPI fetches)."""
     # Built once: loading the CA bundle costs milliseconds.
     return ssl.create_default_context(cafile=certifi.where())
 
@@ -126,7 +127,7 @@ class EgressClient:
 
     def __init__(self, *, ssl_context: ssl.SSLContext | None = None, max_connections: int = 10) -> None:
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context or _default_ssl_context(),
+            ssl_context=ssl_context or default_ssl_context(),
             max_connections=max_connections,
             max_keepalive_connections=max_connections,
             keepalive_expiry=5.0,

@@ -11,16 +11,22 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pincer.core.errors import SecretError
 
-if TYPE_CHECKING:
-    from pincer.secrets.store import SecretStore
-
 logger = logging.getLogger(__name__)
 
-__all__ = ["SecretAccess"]
+__all__ = ["SecretAccess", "SecretReader"]
+
+
+class SecretReader(Protocol):
+    """What an access reads from: the store's two lookups (``SecretStore`` is one). A Protocol
+    rather than the store's class, so that this module does not import the store that imports it."""
+
+    def get(self, name: str) -> str: ...
+
+    def find(self, name: str) -> str | None: ...
 
 
 class SecretAccess:
@@ -28,7 +34,7 @@ class SecretAccess:
 
     __slots__ = ("_store", "_allowed", "_injected", "_lock")
 
-    def __init__(self, store: SecretStore, allowed: Callable[[str], bool]) -> None:
+    def __init__(self, store: SecretReader, allowed: Callable[[str], bool]) -> None:
         self._store = store
         self._allowed = allowed
         self._injected: list[str] = []

@@ -1,9 +1,9 @@
 """Triggers: commands, schedules and webhooks -> run requests, persisted, audited and handed to
 the agent loop through one seam (:class:`RunStarter`). README "Triggers" is the reference.
 
-The engine is ``pincer.triggers.engine.TriggerEngine`` (``Pincer.triggers``); the recording
-starter and the manual clock (``pincer.triggers.recording``, ``pincer.triggers.clock``) are the
-in-package stand-ins tests use.
+The engine is ``pincer.triggers.engine.TriggerEngine`` (``Pincer.triggers``); the manual clock
+(``pincer.triggers.clock``) is the in-package stand-in tests use, and the recording starter that
+stands in for the agent loop lives with the tests (``tests/triggers/recording.py``).
 """
 
 from pincer.triggers.requests import (

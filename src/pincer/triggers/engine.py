@@ -25,7 +25,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -38,6 +38,7 @@ from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.triggers import DeliveryRow, FiringRow, TriggerStore
 from pincer.triggers.clock import Clock, SystemClock
 from pincer.triggers.commands import CommandCall, command_table, parse_command
+from pincer.triggers.firing import Firing
 from pincer.triggers.requests import (
     Budgets,
     RunOutcome,
@@ -71,29 +72,6 @@ RUN_WAIT_GRACE_S = 60.0  # beyond a run's own deadline
 SETTLE_TIMEOUT_S = 30.0
 _PRUNE_EVERY_S = 3_600.0
 _MAX_ERROR_CHARS = 2_000
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Firing:
-    """What a firing came to: queued with its run id, or an error saying why not."""
-
-    id: str
-    run_id: str
-    kind: str
-    name: str
-    status: str  # queued | error
-    skill: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-    error: Mapping[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "firing_id": self.id, "run_id": self.run_id, "trigger": f"{self.kind}:{self.name}", "status": self.status,
-            "skill": self.skill, "params": dict(self.params),
-        }  # fmt: skip
-        if self.error is not None:
-            data["error"] = dict(self.error)
-        return data
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

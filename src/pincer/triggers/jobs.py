@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pincer.core.errors import ScheduleInvalid, UsageError
+from pincer.schedule import Schedule, host_zone, parse_cron, schedule_from
 from pincer.skills.model import Skill
 from pincer.triggers.requests import Budgets
-from pincer.triggers.schedule import Schedule, host_zone, parse_cron, schedule_from
 
 __all__ = [
     "JobSpec",

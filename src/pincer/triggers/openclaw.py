@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from pincer.core.errors import PincerError, UsageError
+from pincer.schedule import Schedule, parse_at, parse_cron, parse_every
 from pincer.triggers.jobs import JobSpec, check_job_name
 from pincer.triggers.requests import Budgets
-from pincer.triggers.schedule import Schedule, parse_at, parse_cron, parse_every
 
 __all__ = ["ImportedJobs", "read_cron_file", "MAX_CRON_FILE_BYTES"]
 

@@ -2,7 +2,7 @@
 
 Every trigger (a ``/command``, a schedule, a webhook delivery, ``pincer cron run``) builds a
 :class:`RunRequest` and hands it to a :class:`RunStarter`. The agent loop is the real starter; a
-:class:`~pincer.triggers.recording.RecordingStarter` stands in for it in tests and benchmarks.
+``RecordingStarter`` (``tests/triggers/recording.py``) stands in for it in tests and benchmarks.
 The request is shaped like the loop's own (skill, params, message, session, trigger, budgets)
 plus what a trigger knows that a person at the keyboard does not: the run id it promised its
 caller (a webhook's 202 carries it), and data from outside that the run must treat as untrusted.

@@ -20,15 +20,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from pincer.core.errors import PincerError, UsageError
-from pincer.store.triggers import JobRow
+from pincer.store.triggers import JobRow, TriggerStore
+from pincer.triggers.clock import Clock
+from pincer.triggers.firing import Firing
 from pincer.triggers.jobs import JobSpec, jobs_from_config, jobs_from_skills, with_anchor
-from pincer.triggers.requests import RunOutcome, RunStatus, TriggerKind
-
-if TYPE_CHECKING:
-    from pincer.triggers.engine import Firing, TriggerEngine
+from pincer.triggers.requests import Budgets, RunOutcome, RunStatus, TriggerKind
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +49,40 @@ def is_managed(source: str) -> bool:
     return source == "config" or source.startswith("skill:")
 
 
+class SchedulerEngine(Protocol):
+    """What the scheduler uses of the engine that drives it (``TriggerEngine`` is one): a
+    Protocol, so that the scheduler does not import the engine that imports it."""
+
+    store: TriggerStore
+    clock: Clock
+
+    @property
+    def config(self) -> Any: ...
+
+    @property
+    def skills(self) -> Any: ...
+
+    async def fire(
+        self,
+        *,
+        kind: TriggerKind,
+        name: str,
+        fired_by: str,
+        skill: str | None,
+        params: Mapping[str, Any],
+        message: str | None,
+        session: str,
+        arguments: str | None = None,
+        budgets: Budgets | None = None,
+        job: str | None = None,
+        attempt: int = 0,
+        audit_args: Mapping[str, Any] | None = None,
+        here: bool = False,
+    ) -> Firing: ...
+
+
 class Scheduler:
-    def __init__(self, engine: TriggerEngine) -> None:
+    def __init__(self, engine: SchedulerEngine) -> None:
         self.engine = engine
         self.next_due: float | None = None
         self._synced: Any = None

@@ -1,4 +1,4 @@
-"""The official MCP conformance suite against ``pincer serve --conformance-fixtures``.
+"""The official MCP conformance suite against ``pincer serve`` with its fixtures (``serve_fixtures.py``).
 
 ``make test`` installs Node 22 and the suite into ``.cache/conformance`` (``make
 conformance-deps``). The suite cannot send a bearer token, so it talks to the gateway through
@@ -52,7 +52,7 @@ def _ensure_suite() -> None:
 def proxied_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _ensure_suite()
     home = tmp_path_factory.mktemp("conformance-home")
-    with pincer_serve(home, "--conformance-fixtures") as server:
+    with pincer_serve(home, fixtures=True) as server:
         proxy = subprocess.Popen(
             [sys.executable, str(PROXY), "--upstream", server.info["url"], "--token-file", str(home / "gateway.token")],
             stdout=subprocess.PIPE,

@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pincer.core.effects import EffectKind, RuntimeKind, parse_effects
 from pincer.core.errors import ArgumentsInvalid, ManifestError, UsageError
+from pincer.core.schema import schema_problem
 from pincer.core.values import ToolSpec
 from pincer.safety.hosts import HostPattern
 
@@ -301,12 +302,9 @@ def _check_command(command: tuple[str, ...], source: str) -> set[str]:
 
 
 def _check_schema(schema: dict[str, Any], names: set[str], source: str) -> dict[str, Any]:
-    import jsonschema  # here, not at the top: the CLI must not pay for it when no manifest is read
-
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ManifestError(f"not a valid JSON Schema: {exc.message}", source=source, key="input_schema") from None
+    problem = schema_problem(schema)
+    if problem:
+        raise ManifestError(f"not a valid JSON Schema: {problem}", source=source, key="input_schema")
     if schema.get("type") != "object":
         raise ManifestError('input_schema must have "type": "object"', source=source, key="input_schema.type")
     properties = schema.get("properties", {})

@@ -4,13 +4,15 @@
 
 ``read_source`` accepts a ``.wasm`` file (with an optional capabilities file) or an
 IronClaw-style ``.tar.gz`` holding exactly ``{name}.wasm`` and optionally
-``{name}.capabilities.json``. ``install`` checks everything (name, manifest, component, WIT
+``{name}.capabilities.json``. An install checks everything (name, manifest, component, WIT
 version, ``schema()``/``description()``) before it writes a byte under the tools directory; the
 files then appear by rename (capabilities first, the wasm last, since the wasm's presence is
 what makes a tool installed). ``remove`` deletes both files and the tool's cache entry.
 
-``install``/``remove`` here work on a home directory with no running runtime (the CLI);
-:class:`~pincer.runtimes.wasm.runtime.WasmRuntime` does the same and registers the tool live.
+``remove`` here works on a home directory with no running runtime (the CLI); installing needs the
+compiler, so it is :meth:`WasmHost.install_sync <pincer.runtimes.wasm.runtime.WasmHost.install_sync>`
+(no runtime) or :class:`~pincer.runtimes.wasm.runtime.WasmRuntime` (registers the tool live). This
+module imports neither: they import it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ __all__ = [
     "validate_name",
     "write_files",
     "remove_files",
-    "install",
     "remove",
     "installed_names",
     "MAX_WASM_BYTES",
@@ -232,24 +233,6 @@ def remove_files(home: Path, name: str) -> Path:
     wasm_path.unlink()
     (directory / f"{name}{_CAPS_SUFFIX}").unlink(missing_ok=True)
     return wasm_path
-
-
-def install(
-    home: Path,
-    source: Path,
-    capabilities: Path | None = None,
-    *,
-    name: str | None = None,
-    progress: Progress | None = None,
-) -> InstallResult:
-    """Check, compile and place a tool under ``home`` without a running runtime (blocking).
-
-    Raises UsageError (bad file or name), ManifestError (bad capabilities), RuntimeUnavailable
-    (not a component, wrong WIT version, broken schema()). Nothing is written on failure."""
-    from pincer.runtimes.wasm.runtime import WasmHost
-
-    host = WasmHost(home)
-    return host.install_sync(source, capabilities, name=name, progress=progress)
 
 
 def remove(home: Path, name: str) -> Path:

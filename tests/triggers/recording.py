@@ -1,6 +1,7 @@
 """A :class:`~pincer.triggers.requests.RunStarter` that runs nothing: it records what it was asked
 to run and ends each run as told. The trigger engine's stand-in for the agent loop in tests and
-benchmarks, the way httpx ships ``MockTransport``.
+benchmarks (``bench/hooks.py`` through ``serve_recording.py``); kept out of the wheel, since no
+command uses it.
 
 With ``path`` every accepted request is also written to a SQLite file of its own (one row per
 run id, written before ``start`` returns), so a test can count runs across a killed and

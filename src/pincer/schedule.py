@@ -11,6 +11,9 @@ from 02:00 to 03:00 runs at 03:00); a time that happens twice runs once, the fir
 the expression's hour field is ``*`` (an hourly job runs every real hour, both of them). The
 next run is found by walking wall times with croniter and mapping each to its instants, so the
 rule holds for any expression croniter accepts.
+
+Used by the triggers (jobs, ``cron.yaml`` imports) and by the config (a job's schedule is checked
+when the config is read), so it sits on the config's floor, below both.
 """
 
 from __future__ import annotations
