@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, fail, pincer_home, run, stderr
@@ -63,6 +64,7 @@ def list_skills(
     report = library.report
     rows = [_row(library, s) for s in library.skills]
     document: dict[str, Any] = {"skills": rows}
+    document["misplaced"] = [m.to_dict() for m in report.misplaced]
     if show_all:
         document["shadowed"] = [s.to_dict() for s in report.shadowed]
         document["errors"] = [e.to_dict() for e in report.errors]
@@ -71,7 +73,10 @@ def list_skills(
     if as_json:
         emit_json(document)
         return
-    table = Table(title=f"{len(rows)} skills", title_justify="left")
+    title = f"{len(rows)} skills"
+    if report.shadowed and not show_all:
+        title += f" ({len(report.shadowed)} shadowed: `--all` shows them)"
+    table = Table(title=title, title_justify="left")
     for column in ("name", "root", "dialect", "trust", "eligible", "description"):
         table.add_column(column, overflow="fold")
     for row in rows:
@@ -81,9 +86,19 @@ def list_skills(
     for row in rows:
         for warning in row["warnings"]:
             stderr.print(f"[yellow]warning[/] {row['name']}: {warning}")
-    if show_all:
-        for item in report.shadowed:
+    for notice in report.misplaced:
+        stderr.print(f"[yellow]warning[/] {escape(str(notice))}")
+    for item in report.shadowed:
+        if show_all:
             stderr.print(f"[dim]shadowed[/] {item.skill.name} ({item.skill.path}): {item.reason}")
+        if item.lost_commands:
+            stderr.print(
+                "[yellow]warning[/] " + escape(
+                    f"{', '.join(item.lost_commands)} is gone: {item.skill.name} from {item.skill.root} declared it, and "
+                    f"{item.by.name} from {item.by.root} ({item.by.path}), which shadows it, does not"
+                )
+            )
+    if show_all:
         for error in report.errors:
             stderr.print(f"[red]error[/] {error}")
         for hit in report.limits:
@@ -137,6 +152,7 @@ def check_skills(
             skills: list[Any] = []
             errors: list[Any] = []
             limits: list[Any] = []
+            misplaced: list[Any] = []
             loader = SkillLoader()
             for index, path in enumerate(paths):
                 target = path.expanduser()
@@ -152,6 +168,10 @@ def check_skills(
                     skills += list(report.skills) + [s.skill for s in report.shadowed]
                     errors += list(report.errors)
                     limits += list(report.limits)
+                    misplaced += list(report.misplaced)
+                    notice = loader.look_closer(root, str(target))
+                    if notice is not None and notice.path.is_file():  # a skill folder whose file is skill.md
+                        misplaced.append(notice)
                 else:
                     errors.append(LoadError(path=target, message="no such file or folder", hint="pass a SKILL.md, a skill folder or a root"))
         else:
@@ -159,12 +179,14 @@ def check_skills(
             skills = list(library.skills) + [s.skill for s in library.report.shadowed]
             errors = list(library.report.errors)
             limits = list(library.report.limits)
+            misplaced = list(library.report.misplaced)
     document = {
         "ok": not errors,
         "skills": [{"name": s.name, "path": str(s.path), "dialect": s.dialect.value, "warnings": [w.to_dict() for w in s.warnings]} for s in skills],
         "errors": [e.to_dict() for e in errors],
         "limits": [h.to_dict() for h in limits],
-        "warning_count": sum(len(s.warnings) for s in skills),
+        "misplaced": [m.to_dict() for m in misplaced],
+        "warning_count": sum(len(s.warnings) for s in skills) + len(misplaced),
     }
     if as_json:
         emit_json(document)
@@ -178,6 +200,8 @@ def check_skills(
             stderr.print(f"[red]error[/] {error}" + (f" [dim]({error.hint})[/]" if error.hint else ""))
         for hit in limits:
             stderr.print(f"[yellow]limit[/] {hit.message}")
+        for notice in misplaced:
+            stderr.print(f"[yellow]warning[/] {escape(str(notice))}")
         stderr.print(f"{len(skills)} skills, {document['warning_count']} warnings, {len(errors)} errors")
     if errors:
         raise typer.Exit(EXIT_FAILURE)

@@ -1,0 +1,59 @@
+"""Skills that disappeared without a word (issue 21, items 9-13), through ``pincer skills`` as a
+subprocess with an isolated PINCER_HOME and HOME."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.skills.conftest import write_skill
+from tests.skills.test_cli import cli, doc, env, workspace
+
+__all__ = ["env"]  # the fixture, imported for pytest
+
+
+def test_list_counts_shadowed_skills_and_names_the_command_a_shadowing_skill_takes_away(env: dict[str, str]) -> None:
+    """Before: ``skills list`` said "N skills" with no word of the shadowed ones (only ``--all``
+    showed them), and shadowing the bundled code-review removed ``/review`` silently."""
+    write_skill(workspace(env) / "skills", "code-review", "", "my own review\n")
+    write_skill(workspace(env) / "skills", "summarize-url", "triggers:\n  - command: /summarize", "mine\n")
+    listed = cli(env, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "(2 shadowed: `--all` shows them)" in listed.stderr
+    text = " ".join(listed.stderr.split())
+    assert "/review is gone: code-review from bundled declared it" in text
+    assert "/summarize is gone" not in text  # the shadowing skill declares it again
+    everything = doc(cli(env, "list", "--all", "--json"))
+    lost = {s["name"]: s["lost_commands"] for s in everything["shadowed"]}
+    assert lost == {"code-review": ["/review"], "summarize-url": []}
+    # with --all the shadowed ones are listed one by one, so the count is not repeated
+    assert "shadowed: `--all`" not in cli(env, "list", "--all").stderr
+
+
+def test_a_collection_one_level_too_deep_and_a_lowercase_skill_md_are_reported(env: dict[str, str]) -> None:
+    """Before: skills copied one level too deep (``skills/anthropic/<skill>/SKILL.md``) and a
+    ``skill.md`` loaded nothing, and ``skills check`` said "0 warnings, 0 errors"."""
+    collection = workspace(env) / "skills" / "anthropic"
+    for name in ("pdf", "docx", "mcp-builder", "xlsx"):
+        write_skill(collection, name)
+    lower = workspace(env) / "skills" / "lower"
+    lower.mkdir(parents=True)
+    (lower / "skill.md").write_text("---\nname: lower\ndescription: d\n---\nbody\n")
+    checked = cli(env, "check")
+    text = " ".join(checked.stderr.split())
+    assert checked.returncode == 0, checked.stderr
+    assert f"{collection} holds 4 skill folders one level down (docx, mcp-builder, pdf, ...)" in text
+    assert f'add the folder as a root ([skills] extra_dirs = ["{collection}"])' in text  # the markup survives
+    assert f"{lower / 'skill.md'} is named skill.md, and only SKILL.md is read" in text and "rename it to SKILL.md" in text
+    assert "3 skills, 2 warnings, 0 errors" in text
+    document = doc(cli(env, "check", "--json"))
+    assert sorted(m["path"] for m in document["misplaced"]) == [str(collection), str(lower / "skill.md")]
+    assert document["warning_count"] == 2
+    listed = cli(env, "list")
+    assert "holds 4 skill folders one level down" in " ".join(listed.stderr.split())
+    # checking the one folder says the same of its file
+    one = doc(cli(env, "check", str(lower), "--json"))
+    assert [m["path"] for m in one["misplaced"]] == [str(lower / "skill.md")]
+    # the advice works: with the folder as a root, its skills load
+    (Path(env["PINCER_HOME"]) / "config.toml").write_text(f'[skills]\nextra_dirs = ["{collection}"]\n')
+    names = {row["name"] for row in doc(cli(env, "list", "--json"))["skills"]}
+    assert {"pdf", "docx", "mcp-builder", "xlsx"} <= names
