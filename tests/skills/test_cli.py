@@ -90,7 +90,7 @@ def test_show_render_select_and_catalog(env: dict[str, str]) -> None:
     chosen = doc(cli(env, "select", "please review my code before the pull request", "--json"))
     assert [s["name"] for s in chosen["selected"]] == ["code-review"] and chosen["selected"][0]["score"] >= 20
     line = cli(env, "select", "summarize https://example.com/post")
-    assert line.stdout.startswith("summarize-url\t30\t")
+    assert line.stdout.startswith("summarize-url\t33\t")  # keyword 10, pattern 20, description 3
     catalog = cli(env, "catalog")
     assert catalog.stdout.startswith("<available_skills>") and "<name>release-notes</name>" in catalog.stdout
 

@@ -57,3 +57,34 @@ def test_a_collection_one_level_too_deep_and_a_lowercase_skill_md_are_reported(e
     (Path(env["PINCER_HOME"]) / "config.toml").write_text(f'[skills]\nextra_dirs = ["{collection}"]\n')
     names = {row["name"] for row in doc(cli(env, "list", "--json"))["skills"]}
     assert {"pdf", "docx", "mcp-builder", "xlsx"} <= names
+
+
+# anthropics/skills mcp-builder/SKILL.md (Apache-2.0), its frontmatter as published
+MCP_BUILDER = (
+    "description: Guide for creating high-quality MCP (Model Context Protocol) servers that enable LLMs to interact "
+    "with external services through well-designed tools. Use when building MCP servers to integrate external APIs or "
+    "services, whether in Python (FastMCP) or Node/TypeScript (MCP SDK).\nlicense: Complete terms in LICENSE.txt"
+)
+
+
+def test_select_reads_descriptions_and_says_which_match_is_not_offered(env: dict[str, str]) -> None:
+    """Before: ``skills select "create an MCP server for the Stripe API"`` found nothing although
+    mcp-builder's description says exactly that (selection never read descriptions), and a skill
+    that would have matched but was ineligible was not mentioned."""
+    write_skill(workspace(env) / "skills", "mcp-builder", MCP_BUILDER, "# MCP server development guide\n")
+    write_skill(workspace(env) / "skills", "stripe-ops", "description: Operate Stripe API servers for payments\n"
+                "requires: {bins: [no-such-stripe-cli]}")  # fmt: skip
+    chosen = cli(env, "select", "create an MCP server for the Stripe API")
+    assert chosen.returncode == 0, chosen.stderr
+    name, score, reasons = chosen.stdout.splitlines()[0].split("\t")
+    assert name == "mcp-builder" and 0 < int(score) <= 8, chosen.stdout  # below one whole keyword (10)
+    assert reasons.startswith("description ") and "mcp" in reasons and "server" in reasons
+    assert "stripe-ops would match" in chosen.stderr and "needs no-such-stripe-cli on PATH" in chosen.stderr
+    document = doc(cli(env, "select", "create an MCP server for the Stripe API", "--json"))
+    assert [s["name"] for s in document["selected"]] == ["mcp-builder"]
+    assert [(s["name"], s["why_not"]) for s in document["not_offered"]] == [("stripe-ops", "needs no-such-stripe-cli on PATH")]
+    # a declared keyword still outweighs a description: code-review's "review" beats any wording
+    ranked = doc(cli(env, "select", "review the MCP server code", "--json"))["selected"]
+    assert ranked[0]["name"] == "code-review"
+    # one shared word is not enough
+    assert doc(cli(env, "select", "what is a server", "--json"))["selected"] == []

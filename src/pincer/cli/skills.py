@@ -232,14 +232,17 @@ def select_skills(message: str, as_json: bool = JsonOption) -> None:
     with _guard(as_json):
         library = _library()
         chosen = library.select(message)
+        passed_over = library.passed_over(message)
     if as_json:
-        emit_json({"message": message, "selected": [c.to_dict() for c in chosen]})
+        unoffered = [{**item.to_dict(), "why_not": why} for item, why in passed_over]
+        emit_json({"message": message, "selected": [c.to_dict() for c in chosen], "not_offered": unoffered})
         return
     if not chosen:
         stderr.print("no skill matches")
-        return
     for item in chosen:
         sys.stdout.write(f"{item.skill.name}\t{item.score}\t{', '.join(item.reasons)}\n")
+    for item, why in passed_over:
+        stderr.print(escape(f"{item.skill.name} would match (score {item.score}) but is not offered: {why}"))
 
 
 @app.command("catalog")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -219,6 +220,19 @@ class SkillLibrary:
             max_skills=self.settings.max_selected,
             max_tokens=self.settings.max_selected_tokens,
         )
+
+    def passed_over(self, message: str) -> list[tuple[Selection, str]]:
+        """The skills that would score for ``message`` but are not offered to a model, each
+        with why not (what it lacks, or ``disable-model-invocation``)."""
+        offered = {id(s) for s in self.offered()}
+        others = [s for s in self.skills if id(s) not in offered]
+        found = select(message, others, max_skills=len(others), max_tokens=sys.maxsize)
+        result = []
+        for item in found:
+            eligibility = self.eligibility_of(item.skill.name)
+            why = "; ".join(eligibility.reasons) if not eligibility.is_eligible else "it sets disable-model-invocation"
+            result.append((item, why))
+        return result
 
     def catalog(self) -> Catalog:
         return build_catalog(
