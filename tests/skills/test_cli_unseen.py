@@ -88,3 +88,50 @@ def test_select_reads_descriptions_and_says_which_match_is_not_offered(env: dict
     assert ranked[0]["name"] == "code-review"
     # one shared word is not enough
     assert doc(cli(env, "select", "what is a server", "--json"))["selected"] == []
+
+
+IRONCLAW_DEPLOY = """\
+version: 0.2.0
+tools: [shell, http, read_file]
+activation:
+  keywords: [deploy, release]
+  exclude_keywords: [rollback]
+  patterns: ["deploy (to|on) \\\\w+"]
+  tags: [ops]
+  max_context_tokens: 1500
+requires:
+  bins: [git]
+  env: [DEPLOY_TOKEN]
+triggers:
+  - command: /deploy
+  - schedule: "0 9 * * 1"
+"""
+
+
+def test_show_prints_everything_declared_and_warns_of_tools_nothing_here_offers(env: dict[str, str]) -> None:
+    """Before: ``skills show`` left out activation, requires and triggers (only ``--json`` had
+    them), and an IronClaw body relying on ``shell`` and CodeAct's ``FINAL(...)`` loaded with no
+    warning."""
+    body = "Run `shell` with `git push`, then call http(url=...).\n\n```python\nFINAL(answer)\n```\n"
+    write_skill(workspace(env) / "skills", "deploy", IRONCLAW_DEPLOY, body)
+    shown = cli(env, "show", "deploy")
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stderr
+    for line in (
+        "trigger: command: /deploy", "trigger: schedule: 0 9 * * 1", "activation keywords: deploy, release",
+        "activation exclude_keywords: rollback", "activation patterns: deploy (to|on) \\w+", "activation tags: ops",
+        "activation max_context_tokens: 1500", "requires bins: git", "requires env: DEPLOY_TOKEN", "tools: shell, http, read_file",
+    ):  # fmt: skip
+        assert line in text, (line, text)
+    flat = " ".join(text.split())
+    assert "tools: names 'shell', and no tool here has that name" in flat
+    assert "'http', and no tool" not in flat and "'read_file', and no tool" not in flat  # pincer's builtins
+    assert "uses CodeAct's FINAL(...), which pincer does not execute" in flat
+    assert "relies on the shell tool (the shell tool of IronClaw and OpenClaw)" in flat
+    data = doc(cli(env, "show", "deploy", "--json"))
+    assert any("CodeAct" in w for w in data["warnings"]) and data["activation"]["keywords"] == ["deploy", "release"]
+    checked = doc(cli(env, "check", "--json"))
+    (deploy,) = [s for s in checked["skills"] if s["name"] == "deploy"]
+    assert sum("no tool here has that name" in w["message"] for w in deploy["warnings"]) == 2
+    # pincer's bundled skills use only tools pincer has
+    assert all(not s["warnings"] for s in checked["skills"] if s["name"] != "deploy"), checked["skills"]

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -107,6 +108,28 @@ def list_skills(
         stderr.print(f"{len(report.errors)} SKILL.md file(s) could not be loaded: `pincer skills check` shows why")
 
 
+def _offered_tools() -> set[str] | None:
+    """The names of the tools this home offers (its registry, as `pincer tools list` builds it);
+    None when it cannot be opened (then no tool warnings, rather than false ones)."""
+    from pincer.cli.common import open_pincer
+
+    async def body() -> set[str]:
+        async with open_pincer(quiet=True) as pincer:
+            return {spec.name for spec in pincer.registry.list()}
+
+    try:
+        return anyio.run(body)
+    except Exception as exc:  # noqa: BLE001 - a home that cannot start still shows its skills
+        stderr.print(escape(f"(tools not checked: the home's tools cannot be listed: {exc})"))
+        return None
+
+
+def _tool_warnings(skill: Any, offered: set[str] | None) -> list[Any]:
+    from pincer.skills.tool_use import tool_problems
+
+    return list(tool_problems(skill, offered)) if offered is not None else []
+
+
 @app.command("show")
 def show_skill(name: str, as_json: bool = JsonOption) -> None:
     """One skill: everything it declares, whether it is eligible, its files and its body."""
@@ -119,22 +142,42 @@ def show_skill(name: str, as_json: bool = JsonOption) -> None:
     data["eligibility"] = library.eligibility_of(name).to_dict()
     data["files"] = [f.to_dict() for f in list_files(skill).files]
     data["body"] = skill.body
+    tool_warnings = _tool_warnings(skill, _offered_tools())
+    data["warnings"] += [str(w) for w in tool_warnings]
     if as_json:
         emit_json(data)
         return
-    stderr.print(f"[bold]{skill.name}[/] {skill.version or ''} ({skill.dialect.value}, {skill.trust.value}, {skill.root})")
-    stderr.print(skill.description)
-    stderr.print(f"path: {skill.path}")
-    stderr.print(f"eligible: {library.eligibility_of(name).reason}")
-    for key in ("tools", "triggers", "tags"):
+    say = stderr.print
+    say(escape(f"{skill.name} {skill.version or ''} ({skill.dialect.value}, {skill.trust.value}, {skill.root})"), style="bold")
+    say(escape(skill.description))
+    say(escape(f"path: {skill.path}"))
+    say(escape(f"eligible: {library.eligibility_of(name).reason}"))
+    for key in ("tools", "tags"):
         if data[key]:
-            stderr.print(f"{key}: {', '.join(str(v) if not isinstance(v, dict) else str(v.get('value') or v.get('type')) for v in data[key])}")
+            say(escape(f"{key}: {', '.join(data[key])}"))
+    for trigger in skill.triggers:
+        say(escape(f"trigger: {trigger}"))
+    for key, value in data["activation"].items():
+        if value and value != skill.activation.__class__().to_dict()[key]:
+            say(escape(f"activation {key}: {', '.join(value) if isinstance(value, list) else value}"))
+    for key, value in data["requires"].items():
+        if value:
+            say(escape(f"requires {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"))
+    for capability in data["capabilities"]:
+        say(escape(f"capability {capability.get('name')}: {capability.get('description') or ''}"))
+    for key in ("license", "compatibility", "homepage", "when_to_use", "argument_hint"):
+        if getattr(skill, key, None):
+            say(escape(f"{key}: {getattr(skill, key)}"))
+    if not skill.user_invocable or not skill.model_invocable or skill.always:
+        flags = [f for f, on in (("not user-invocable", not skill.user_invocable),
+                                 ("disable-model-invocation", not skill.model_invocable), ("always", skill.always)) if on]  # fmt: skip
+        say(escape("invocation: " + ", ".join(flags)))
     for param in skill.parameters:
         extra = f" = {param.default!r}" if param.default is not None else (" (required)" if param.required else "")
-        stderr.print(f"param {param.name}: {param.type.value}{extra}  {param.description}")
-    for warning in skill.warnings:
-        stderr.print(f"[yellow]warning[/] {warning}")
-    stderr.print("files: " + ", ".join(f["path"] for f in data["files"]))
+        say(escape(f"param {param.name}: {param.type.value}{extra}  {param.description}"))
+    for warning in list(skill.warnings) + tool_warnings:
+        say("[yellow]warning[/] " + escape(str(warning)))
+    say(escape("files: " + ", ".join(f["path"] for f in data["files"])))
     sys.stdout.write(skill.body if skill.body.endswith("\n") else skill.body + "\n")
 
 
@@ -180,22 +223,25 @@ def check_skills(
             errors = list(library.report.errors)
             limits = list(library.report.limits)
             misplaced = list(library.report.misplaced)
+    offered = _offered_tools() if skills else None
+    warnings = {id(s): list(s.warnings) + _tool_warnings(s, offered) for s in skills}
     document = {
         "ok": not errors,
-        "skills": [{"name": s.name, "path": str(s.path), "dialect": s.dialect.value, "warnings": [w.to_dict() for w in s.warnings]} for s in skills],
+        "skills": [{"name": s.name, "path": str(s.path), "dialect": s.dialect.value, "warnings": [w.to_dict() for w in warnings[id(s)]]}
+                   for s in skills],  # fmt: skip
         "errors": [e.to_dict() for e in errors],
         "limits": [h.to_dict() for h in limits],
         "misplaced": [m.to_dict() for m in misplaced],
-        "warning_count": sum(len(s.warnings) for s in skills) + len(misplaced),
+        "warning_count": sum(len(w) for w in warnings.values()) + len(misplaced),
     }
     if as_json:
         emit_json(document)
     else:
         for skill in skills:
-            if not skill.warnings:
-                stderr.print(f"[green]ok[/] {skill.name} ({skill.path})")
-            for warning in skill.warnings:
-                stderr.print(f"[yellow]warning[/] {skill.path}: {warning}")
+            if not warnings[id(skill)]:
+                stderr.print("[green]ok[/] " + escape(f"{skill.name} ({skill.path})"))
+            for warning in warnings[id(skill)]:
+                stderr.print("[yellow]warning[/] " + escape(f"{skill.path}: {warning}"))
         for error in errors:
             stderr.print(f"[red]error[/] {error}" + (f" [dim]({error.hint})[/]" if error.hint else ""))
         for hit in limits:
