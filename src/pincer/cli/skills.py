@@ -21,10 +21,15 @@ app = typer.Typer(help="Skills: list, show, check, render, select; dependencies;
 
 
 def _library() -> Any:
+    """The library as a running pincer sees it: installed skills checked against pincer.lock,
+    so an edited one is refused here as it is by `pincer run` and the gateway."""
     from pincer.config import load_config
+    from pincer.hub.integrity import IntegrityGuard
     from pincer.skills.library import SkillLibrary
 
-    return SkillLibrary.from_config(load_config(pincer_home()))
+    home = pincer_home()
+    guard = IntegrityGuard(home)
+    return SkillLibrary.from_config(load_config(home), admit=lambda skill: guard.refusal("skill", skill.base_dir.name))
 
 
 @contextmanager
@@ -66,6 +71,7 @@ def list_skills(
     rows = [_row(library, s) for s in library.skills]
     document: dict[str, Any] = {"skills": rows}
     document["misplaced"] = [m.to_dict() for m in report.misplaced]
+    document["refused"] = [{"name": n, "reason": r} for n, r in library.refused.items()]
     if show_all:
         document["shadowed"] = [s.to_dict() for s in report.shadowed]
         document["errors"] = [e.to_dict() for e in report.errors]
@@ -104,8 +110,12 @@ def list_skills(
             stderr.print(f"[red]error[/] {error}")
         for hit in report.limits:
             stderr.print(f"[yellow]limit[/] {hit.message}")
-    if report.errors and not show_all:
-        stderr.print(f"{len(report.errors)} SKILL.md file(s) could not be loaded: `pincer skills check` shows why")
+    if not show_all:
+        for name, reason in library.refused.items():
+            stderr.print("[red]refused[/] " + escape(f"{name}: {reason}"))
+    others = len(report.errors) - len(library.refused)
+    if others and not show_all:
+        stderr.print(f"{others} SKILL.md file(s) could not be loaded: `pincer skills check` shows why")
 
 
 def _offered_tools() -> set[str] | None:
@@ -343,32 +353,69 @@ def approve(name: str, as_json: bool = JsonOption) -> None:
     stderr.print(f"approved allowed-tools of {name}: {' '.join(pending) or '(none)'}")
 
 
+def _pull_token(token: str | None, token_secret: str | None, token_stdin: bool) -> str | None:
+    """The bearer token for ``pull``: from the secret store or stdin, never from argv."""
+    if token is not None:
+        raise UsageError(
+            "--token puts the token on the command line, where other users' `ps` and the shell history see it",
+            hint="store it with `pincer secrets set NAME` and pass --token-secret NAME, or pipe it in with --token-stdin",
+        )
+    if token_secret and token_stdin:
+        raise UsageError("--token-secret and --token-stdin both name a token", hint="pass one of them")
+    if token_stdin:
+        value = sys.stdin.readline().strip()
+        if not value:
+            raise UsageError("--token-stdin read no token from stdin", hint="pipe it in: `pincer skills pull URL --token-stdin < token.txt`")
+        return value
+    if token_secret:
+        from pincer.cli.common import secret_key
+        from pincer.secrets.store import SecretStore
+
+        home = pincer_home()
+        store = SecretStore.open(home, key=secret_key(home))
+        try:
+            return store.get(token_secret)
+        finally:
+            store.close()
+    return None
+
+
 @app.command("pull")
 def pull(
     url: str = typer.Argument(..., help="The MCP server's streamable HTTP URL, e.g. http://127.0.0.1:8765/mcp"),
-    token: str | None = typer.Option(None, "--token", help="Bearer token for the server."),
+    token_secret: str | None = typer.Option(None, "--token-secret", help="The secret (`pincer secrets set NAME`) holding the server's bearer token."),
+    token_stdin: bool = typer.Option(False, "--token-stdin", help="Read the bearer token from stdin."),
+    token: str | None = typer.Option(None, "--token", hidden=True),
     name: list[str] = typer.Option(None, "--name", help="Only these skills (repeatable)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Fetch skills from an MCP server (skills extension), verify every file against its digest,
-    install them under $PINCER_HOME/installed/skills. Their allowed-tools wait for `pincer skills approve`."""
+    install them under $PINCER_HOME/installed/skills and record them in pincer.lock (so
+    `pincer verify` and every skills command see an edit). Their allowed-tools wait for `pincer skills approve`."""
+    with _guard(as_json):
+        bearer = _pull_token(token, token_secret, token_stdin)
 
     async def body() -> dict[str, Any]:
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
+        from pincer.hub.pulled import lock_pulled_skill
         from pincer.skills.remote import fetch_remote_skills
 
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        home = pincer_home()
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
         try:
             async with httpx2.AsyncClient(headers=headers, trust_env=False, timeout=60.0) as http:
                 async with Client(streamable_http_client(url, http_client=http), mode="auto") as client:
-                    installed, refused = await fetch_remote_skills(client, server=url, home=pincer_home(), names=tuple(name or ()))
+                    installed, refused = await fetch_remote_skills(client, server=url, home=home, names=tuple(name or ()))
         except PincerError:
             raise
         except Exception as exc:  # noqa: BLE001 - the transport and SDK raise many kinds (HTTP, MCPError, groups)
-            raise SkillError(f"cannot fetch skills from {url}: {type(exc).__name__}: {exc}", source=url, hint="check the URL and --token") from None
+            raise SkillError(f"cannot fetch skills from {url}: {type(exc).__name__}: {exc}", source=url,
+                             hint="check the URL and --token-secret") from None  # fmt: skip
+        for item in installed:
+            lock_pulled_skill(home, item.name, server=url, version=item.version, folder=item.path)
         return {"installed": [i.to_dict() for i in installed], "refused": refused}
 
     result = run(body, as_json=as_json)
@@ -376,9 +423,8 @@ def pull(
         emit_json({"ok": not result["refused"], **result})
     else:
         for item in result["installed"]:
-            stderr.print(f"installed {item['name']} ({item['files']} files) into {item['path']}")
+            stderr.print(escape(f"installed {item['name']} ({item['files']} files) into {item['path']}, recorded in pincer.lock"))
         for reason in result["refused"]:
-            stderr.print(f"[red]refused[/] {reason}")
+            stderr.print("[red]refused[/] " + escape(reason))
     if result["refused"]:
         raise typer.Exit(EXIT_FAILURE)
-

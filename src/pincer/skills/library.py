@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from pincer.core.errors import SkillNotFound
+from pincer.core.errors import IntegrityMismatch, SkillNotFound
 from pincer.skills.catalog import Catalog, build_catalog
 from pincer.skills.deps import deps_problem
 from pincer.skills.eligibility import Eligibility, Environment, check_all
@@ -64,6 +64,7 @@ class SkillLibrary:
         self.report = LoadReport()
         self.eligibility: dict[str, Eligibility] = {}
         self._by_name: dict[str, Skill] = {}
+        self._refused: dict[str, str] = {}  # name -> why the lock check refused it
         self.reload(notify=False)
 
     @classmethod
@@ -100,6 +101,7 @@ class SkillLibrary:
         """Walk the roots again; True (and subscribers told) when any skill changed."""
         report = self._loader.load(self.roots)
         refused: list[LoadError] = []
+        self._refused = {}
         if self._admit is not None:
             kept = []
             for skill in report.skills:
@@ -107,6 +109,7 @@ class SkillLibrary:
                 if reason is None:
                     kept.append(skill)
                 else:
+                    self._refused[skill.name] = reason
                     refused.append(LoadError(path=skill.path, message=f"refused: {reason}", root=skill.root,
                                              hint="`pincer verify` lists what changed; `pincer verify --fix` reinstalls it"))  # fmt: skip
             report = replace(report, skills=tuple(kept), errors=report.errors + tuple(refused))
@@ -192,12 +195,20 @@ class SkillLibrary:
 
     def get(self, name: str) -> Skill:
         skill = self._by_name.get(name)
+        if skill is None and name in self._refused:
+            raise IntegrityMismatch(f"skill {name!r} is refused: {self._refused[name]}",
+                                    hint="`pincer verify` lists what changed")  # fmt: skip
         if skill is None:
             raise SkillNotFound(f"no skill named {name!r}", hint="`pincer skills list` shows the skills there are")
         return skill
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
+
+    @property
+    def refused(self) -> Mapping[str, str]:
+        """Installed skills the lock check refused (edited on disk since the install), with why."""
+        return dict(self._refused)
 
     def eligibility_of(self, name: str) -> Eligibility:
         return self.eligibility.get(name) or Eligibility(is_eligible=False, reasons=("not loaded",))
