@@ -237,8 +237,10 @@ def check_skills(
     warnings = {id(s): list(s.warnings) + _tool_warnings(s, offered) for s in skills}
     document = {
         "ok": not errors,
-        "skills": [{"name": s.name, "path": str(s.path), "dialect": s.dialect.value, "warnings": [w.to_dict() for w in warnings[id(s)]]}
-                   for s in skills],  # fmt: skip
+        "skills": [
+            {"name": s.name, "path": str(s.path), "dialect": s.dialect.value, "warnings": [w.to_dict() for w in warnings[id(s)]]}
+            for s in skills
+        ],
         "errors": [e.to_dict() for e in errors],
         "limits": [h.to_dict() for h in limits],
         "misplaced": [m.to_dict() for m in misplaced],

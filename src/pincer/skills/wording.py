@@ -23,10 +23,13 @@ MIN_SHARED_WORDS = 2
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
-    "a an and are as at be but by can do does for from has have how i if in into is it its me my no not of on "
-    "or our so than that the their them then there these this to use used uses using via was we what when "
-    "where which while who will with without you your".split()
-)
+    {
+        "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from", "has", "have", "how",
+        "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "so", "than", "that",
+        "the", "their", "them", "then", "there", "these", "this", "to", "use", "used", "uses", "using", "via", "was", "we",
+        "what", "when", "where", "which", "while", "who", "will", "with", "without", "you", "your",
+    }
+)  # fmt: skip
 _SUFFIXES = ("ing", "ies", "es", "ed", "s", "e")
 
 
