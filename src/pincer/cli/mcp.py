@@ -10,7 +10,6 @@ as ``${secret:NAME}``.
 from __future__ import annotations
 
 import dataclasses
-
 import sys
 import time
 from pathlib import Path

@@ -22,11 +22,10 @@ gets an error saying when that is.
 
 from __future__ import annotations
 
-import os
-
 import asyncio
 import logging
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
