@@ -338,6 +338,14 @@ def _gateway(config: Any) -> Check:
         return _port_taken(url, "it does not answer JSON")
     if not isinstance(body, dict) or body.get("status") != "ok":
         return _port_taken(url, "its /healthz is not pincer's")
+    waiting = [str(s) for s in body.get("restart_needed") or () if isinstance(s, str)][:20]
+    if waiting:
+        return Check(
+            name="gateway", status="warn",
+            detail=f"pincer serve {body.get('version', '?')} at {url} runs without a change of config.toml: "
+            f"{', '.join(waiting)} changed and take effect only when it restarts",
+            hint="restart `pincer serve` (Ctrl-C, then `pincer serve` or `make run`)",
+        )  # fmt: skip
     return Check(name="gateway", status="ok", detail=f"pincer serve {body.get('version', '?')} answers at {url}")
 
 
