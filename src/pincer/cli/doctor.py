@@ -196,9 +196,10 @@ def _llm(home: Path, config: Any) -> Check:
         return Check(name="llm", status="warn", detail=f"{table} sets no model; runs that name no --profile have none",
                      hint=f"set model in {table} of config.toml, or [llm] profile to a profile that has one")  # fmt: skip
     if chosen.api_key_env and not os.environ.get(chosen.api_key_env):
+        instead = (f'[llm.profiles.{chosen.profile}] api_key_secret = "NAME"' if chosen.profile
+                   else '[llm] api_key_secret = "NAME"')  # fmt: skip
         return Check(name="llm", status="warn", detail=f"{where}: {table} api_key_env names {chosen.api_key_env}, which is not set here",
-                     hint=f"export {chosen.api_key_env} where pincer runs, or store the key: `pincer secrets set NAME` and "
-                     f"api_key_secret = \"NAME\" in {table}")  # fmt: skip
+                     hint=f"export {chosen.api_key_env} where pincer runs, or store the key: `pincer secrets set NAME` and {instead}")  # fmt: skip
     if chosen.api_key_secret:
         from pincer.cli.common import secret_key
         from pincer.secrets.store import SecretStore
