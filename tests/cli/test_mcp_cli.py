@@ -325,3 +325,13 @@ def test_add_stores_the_command_it_found_so_a_gateway_with_another_path_runs_it(
     missing = cli("/nowhere-1:/nowhere-2", "mcp", "add", "other", "--command", "my-mcp-server", "--json")
     assert missing.returncode == 1
     assert "'my-mcp-server' is not on PATH (searched /nowhere-1:/nowhere-2)" in json.loads(missing.stdout)["error"]["message"]
+
+
+def test_a_bare_command_not_found_at_start_names_the_path_searched(pincer_home: Path) -> None:
+    """Issue 21 item 15. Before: a stdio server saved with --force under a bare name that the
+    gateway's PATH lacks failed with "No such file or directory: NAME" and no word of the PATH."""
+    code, _, _ = invoke("mcp", "add", "gone", "--command", "no-such-program-7c1d", "--force", "--no-connect")
+    assert code == 0
+    code, data, _ = invoke("mcp", "test", "gone", "--json")
+    message = " ".join(data["error"]["message"].split())
+    assert code == 1 and "cannot run 'no-such-program-7c1d': No such file or directory (not on PATH /" in message, data
