@@ -111,7 +111,7 @@ class SkillLibrary:
                 else:
                     self._refused[skill.name] = reason
                     refused.append(LoadError(path=skill.path, message=f"refused: {reason}", root=skill.root,
-                                             hint="`pincer verify` lists what changed; `pincer verify --fix` reinstalls it"))  # fmt: skip
+                                             hint="`pincer verify` lists what changed"))  # fmt: skip
             report = replace(report, skills=tuple(kept), errors=report.errors + tuple(refused))
         skills = tuple(self._with_origin(s) for s in report.skills)
         report = replace(report, skills=skills)
