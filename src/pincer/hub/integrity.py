@@ -197,7 +197,8 @@ class IntegrityGuard:
             mismatch = check_entry(self.home, entry)
             self._cache[key] = (stamp, mismatch)
             if mismatch is not None:
-                logger.error("refused %s: %s; `pincer verify` lists it, `pincer verify --fix` reinstalls it", key, mismatch.reason)
+                again = "`pincer skills pull` fetches it again" if entry.source.startswith("mcp:") else "`pincer verify --fix` reinstalls it"
+                logger.error("refused %s: %s; `pincer verify` lists it, %s", key, mismatch.reason, again)
                 if self._on_refusal is not None:
                     self._on_refusal(mismatch)
         if mismatch is None:
