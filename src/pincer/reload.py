@@ -7,9 +7,11 @@
 
 - ``config.toml``: parsed; a file that does not parse keeps the old config running and is
   logged with the key at fault; a good one is applied live (grants, sessions, ``[network]``,
-  gateway tokens, limits, approvals, sandbox...). What cannot change while serving (the
-  listening address, the Host/Origin names, the body limit, audit durability) is named in a
-  warning.
+  gateway tokens, limits, approvals, sandbox...), and the tools that exist because of it come
+  and go with it (``run_skill`` and ``build_tool`` with a model in ``[llm]``, ``skills_search``
+  and ``skills_install`` with ``[[hub.sources]]``). What cannot change while serving (the
+  listening address, the Host/Origin names, the body limit, audit durability, the skill roots)
+  is named in a warning, and in ``/healthz`` as ``restart_needed`` for ``pincer doctor``.
 - installed WASM tools: rescanned; installed script tools and ``exec-approvals.json``: the
   script runtime is rebuilt;
 - MCP servers and OpenAPI services: their runtime is rebuilt from the file;
@@ -63,6 +65,12 @@ def live_config_changes(old: Config, new: Config) -> list[str]:
             changed.append(f"[gateway] {key}")
     if old.audit_synchronous != new.audit_synchronous:
         changed.append("[audit] synchronous")
+    # the skill library's roots are fixed when it is made
+    for key in ("enabled", "extra_dirs"):
+        if getattr(old.skills, key) != getattr(new.skills, key):
+            changed.append(f"[skills] {key}")
+    if old.workspace != new.workspace:
+        changed.append("[workspace] path")
     return changed
 
 

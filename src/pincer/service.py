@@ -75,6 +75,11 @@ class Pincer:
 
         self.integrity = IntegrityGuard(config.home)
         self._hub_tools: Runtime | None = None
+        self._agent_tools: list[Runtime] = []  # run_skill, build_tool: while [llm] names a model
+        self._builtins = False  # opened with builtins: the config-dependent tools follow config.toml
+        self._started_config = config  # what restart_needed compares with
+        self.restart_needed: tuple[str, ...] = ()  # settings changed since start that wait for a restart
+        self.bound: tuple[str, int] | None = None  # where pincer serve listens (--host/--port win over config)
         # The RunStarter firings are handed to (commands, schedules, webhooks); None: the default
         # of pincer.triggers.starter. Set it before ``triggers`` is first used.
         self.run_starter: Any = None
@@ -141,7 +146,8 @@ class Pincer:
                 await pincer._add_external_runtimes()
             if skills and config.skills.enabled:
                 await pincer._add_skills()
-            if builtins and (config.llm.default.model or any(p.model for p in config.llm.profiles.values())):
+            pincer._builtins = builtins
+            if builtins and _has_model(config):
                 await pincer._add_agent_tools()
             if builtins and config.hub.sources:
                 await pincer._add_hub_tools()
@@ -162,14 +168,18 @@ class Pincer:
         ``build_tool``: an agent has pincer build a tool (builder/agent_tool.py)."""
         from pincer.llm.delegate import run_skill_runtime
 
+        runtime = run_skill_runtime(self)
         try:
-            await self.add_runtime(run_skill_runtime(self))
+            await self.add_runtime(runtime)
+            self._agent_tools.append(runtime)
         except UsageError as exc:  # a tool of that name from elsewhere keeps it
             logger.warning("run_skill not registered: %s", exc)
         from pincer.builder.agent_tool import builder_runtime
 
+        runtime = builder_runtime(self)
         try:
-            await self.add_runtime(builder_runtime(self))  # build_tool: an agent has a tool built (it asks)
+            await self.add_runtime(runtime)  # build_tool: an agent has a tool built (it asks)
+            self._agent_tools.append(runtime)
         except UsageError as exc:
             logger.warning("build_tool not registered: %s", exc)
 
@@ -323,6 +333,13 @@ class Pincer:
         self.dispatcher.reconfigure(config)
         for setting in live_config_changes(old, config):
             logger.warning("config.toml: %s changed; it takes effect when `pincer serve` restarts", setting)
+        # against the start, so a setting put back needs no restart any more (`pincer doctor` asks)
+        waiting = live_config_changes(self._started_config, config)
+        if self.bound is not None:  # a config that now names where it listens (e.g. after --port) waits for nothing
+            waiting = [w for w in waiting if not (w == "[gateway] port" and config.gateway.port == self.bound[1])
+                       and not (w == "[gateway] host" and config.gateway.host == self.bound[0])]  # fmt: skip
+        self.restart_needed = tuple(waiting)
+        await self._follow_config_tools(old, config)
         config.workspace.mkdir(parents=True, exist_ok=True)
         sandbox = (
             "sandbox_backend", "sandbox_main_session_on_host", "sandbox_use_workspace", "sandbox_container_image",
@@ -330,6 +347,28 @@ class Pincer:
         )  # fmt: skip
         if any(getattr(old, key) != getattr(config, key) for key in sandbox):
             await self.reload_script_tools()
+
+    async def _follow_config_tools(self, old: Config, new: Config) -> None:
+        """The tools that exist because of config.toml come and go with it: run_skill and
+        build_tool with a model in [llm], skills_search and skills_install with [[hub.sources]]
+        (the registry's change reaches MCP clients as tools/list_changed)."""
+        if not self._builtins:
+            return
+        if _has_model(new) and not self._agent_tools:
+            await self._add_agent_tools()
+            logger.info("config.toml: [llm] names a model; run_skill and build_tool are offered")
+        elif not _has_model(new) and self._agent_tools:
+            tools, self._agent_tools = self._agent_tools, []
+            for runtime in tools:
+                await self.remove_runtime(runtime)
+            logger.info("config.toml: [llm] names no model; run_skill and build_tool are withdrawn")
+        if new.hub.sources and self._hub_tools is None:
+            await self._add_hub_tools()
+            logger.info("config.toml: [[hub.sources]] added; skills_search and skills_install are offered")
+        elif not new.hub.sources and self._hub_tools is not None:
+            runtime, self._hub_tools = self._hub_tools, None
+            await self.remove_runtime(runtime)
+            logger.info("config.toml: no [[hub.sources]]; skills_search and skills_install are withdrawn")
 
     async def reload_wasm_tools(self) -> None:
         if self.wasm is not None:
@@ -512,3 +551,8 @@ def _has_wasm_tools(home: Path) -> bool:
     from pincer.runtimes.wasm.install import installed_names
 
     return bool(installed_names(home))
+
+
+def _has_model(config: Config) -> bool:
+    """[llm] (or a profile) names a model: the parts that talk to one can be offered."""
+    return bool(config.llm.default.model or any(p.model for p in config.llm.profiles.values()))

@@ -186,3 +186,22 @@ def test_path_says_whether_pincer_is_this_installation(tmp_path: Path) -> None:
     assert theirs["status"] == "warn" and "not this installation" in theirs["detail"]
     missing = checks(doctor(tmp_path, env={"PATH": "/nonexistent"})[1], "path")[0]
     assert missing["status"] == "warn" and "export PATH=" in missing["hint"]
+
+
+def test_llm_says_what_is_off_without_a_model_and_checks_the_key(tmp_path: Path) -> None:
+    """Issue 21 item 16. Before: `pincer doctor` said nothing about [llm]: with no model the agent
+    loop, run_skill and the builder are off, and no check said so."""
+    port = free_port()
+    _code, report = doctor(tmp_path, config=f"[gateway]\nport = {port}\n")
+    (llm,) = checks(report, "llm")
+    assert llm["status"] == "warn" and "[llm] model is not set" in llm["detail"]
+    assert "agent loop" in llm["detail"] and "run_skill" in llm["detail"] and "builder" in llm["detail"]
+    assert "set [llm] model in config.toml" in llm["hint"]
+    config = f'[gateway]\nport = {port}\n\n[llm]\nmodel = "gpt-4o-mini"\napi_key_env = "PINCER_TEST_NO_SUCH_KEY_VAR"\n'
+    _code, report = doctor(tmp_path, config=config)
+    (llm,) = checks(report, "llm")
+    assert llm["status"] == "warn" and "api_key_env names PINCER_TEST_NO_SUCH_KEY_VAR, which is not set here" in llm["detail"]
+    _code, report = doctor(tmp_path, config=config, env={"PINCER_TEST_NO_SUCH_KEY_VAR": "sk-test"})
+    (llm,) = checks(report, "llm")
+    assert llm["status"] == "ok" and llm["detail"] == "gpt-4o-mini (openai), key from $PINCER_TEST_NO_SUCH_KEY_VAR"
+    assert "sk-test" not in json.dumps(report)

@@ -292,3 +292,46 @@ def test_the_effect_options_only_raise_usage_errors(values: list[str]) -> None:
         except UsageError:
             continue
         assert isinstance(parsed, (dict, frozenset))
+
+
+def test_add_stores_the_command_it_found_so_a_gateway_with_another_path_runs_it(pincer_home: Path, tmp_path: Path) -> None:
+    """Issue 21 item 15. Before: `pincer mcp add time --command mcp-server-time` stored the bare
+    name, found only with the venv's bin/ on PATH, so a gateway started with another PATH (`make
+    run`) had no tools of it; and a command not found never said which PATH was searched."""
+    import os
+    import subprocess
+
+    venv_bin = tmp_path / "venv-bin"
+    venv_bin.mkdir()
+    program = venv_bin / "my-mcp-server"
+    program.write_text(f"#!/bin/sh\nexec {sys.executable} -u {FAULTY_SERVER} \"$@\"\n")
+    program.chmod(0o755)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")} | {"PINCER_HOME": str(pincer_home)}
+    shell_path = f"{venv_bin}{os.pathsep}{os.environ['PATH']}"
+
+    def cli(path: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pincer.cli", *args], capture_output=True, text=True,
+                              env={**base, "PATH": path}, timeout=120)  # fmt: skip
+
+    added = cli(shell_path, "mcp", "add", "mine", "--command", "my-mcp-server", "--json")
+    assert added.returncode == 0, added.stderr
+    data = json.loads(added.stdout)
+    assert data["server"]["command"] == str(program)
+    assert f"found my-mcp-server at {program}; stored that path" in data["notes"]
+    # the gateway's PATH lacks venv-bin: the tools are there all the same
+    listed = cli(os.environ["PATH"], "mcp", "test", "mine", "--json")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "echo" in {t["name"] for t in json.loads(listed.stdout)["tools"]}
+    missing = cli("/nowhere-1:/nowhere-2", "mcp", "add", "other", "--command", "my-mcp-server", "--json")
+    assert missing.returncode == 1
+    assert "'my-mcp-server' is not on PATH (searched /nowhere-1:/nowhere-2)" in json.loads(missing.stdout)["error"]["message"]
+
+
+def test_a_bare_command_not_found_at_start_names_the_path_searched(pincer_home: Path) -> None:
+    """Issue 21 item 15. Before: a stdio server saved with --force under a bare name that the
+    gateway's PATH lacks failed with "No such file or directory: NAME" and no word of the PATH."""
+    code, _, _ = invoke("mcp", "add", "gone", "--command", "no-such-program-7c1d", "--force", "--no-connect")
+    assert code == 0
+    code, data, _ = invoke("mcp", "test", "gone", "--json")
+    message = " ".join(data["error"]["message"].split())
+    assert code == 1 and "cannot run 'no-such-program-7c1d': No such file or directory (not on PATH /" in message, data

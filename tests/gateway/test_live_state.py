@@ -115,3 +115,73 @@ def test_what_cannot_change_live_is_named(tmp_path: Path) -> None:
         config.write_text("[gateway]\nport = 9\n")
         line = server.wait_for_log("[gateway] port changed", PICKUP_TIMEOUT_S)
     assert "restarts" in line
+
+
+def test_tools_that_depend_on_config_follow_it_and_a_restart_is_named_in_doctor(tmp_path: Path) -> None:
+    """Issue 21 item 14. Before: after [llm] and [[hub.sources]] were added to config.toml under a
+    running `pincer serve`, MCP tools/list had no run_skill, build_tool, skills_search or
+    skills_install until a restart, and nothing said one was needed; `pincer doctor` never said
+    that a running gateway waits for a restart."""
+    import json
+    import socket
+
+    import anyio
+    import httpx2
+    import mcp_types as types
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    config = home / "config.toml"
+    base = f"[gateway]\nport = {port}\n"
+    config.write_text(base)
+    wanted = {"run_skill", "build_tool", "skills_search", "skills_install"}
+    with_model = base + '\n[llm]\nmodel = "gpt-4o-mini"\n\n[[hub.sources]]\nname = "team"\nurl = "http://127.0.0.1:9/"\n'
+
+    async def scenario(url: str, token: str) -> None:
+        changes = 0
+        changed = anyio.Event()
+
+        async def on_message(message: Any) -> None:
+            nonlocal changes, changed
+            if isinstance(message, types.ToolListChangedNotification):
+                changes += 1
+                changed.set()
+
+        async def names(client: Client) -> set[str]:
+            return {tool.name for tool in (await client.list_tools()).tools}
+
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, trust_env=False) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy", message_handler=on_message) as client:
+                assert not wanted & await names(client)
+                await anyio.sleep(1.5)  # a new mtime for the edit, whatever the filesystem's granularity
+                config.write_text(with_model)
+                with anyio.fail_after(PICKUP_TIMEOUT_S):
+                    while not wanted <= await names(client):
+                        await changed.wait()
+                        changed = anyio.Event()
+                assert changes >= 1  # told, not found by polling
+                await anyio.sleep(1.5)
+                config.write_text(base)
+                with anyio.fail_after(PICKUP_TIMEOUT_S):
+                    while wanted & await names(client):
+                        await changed.wait()
+                        changed = anyio.Event()
+
+    with pincer_serve(home, "--port", str(port)) as server:
+        anyio.run(scenario, server.info["mcp_url"], server.token)
+        time.sleep(1.5)
+        config.write_text(base + f'\n[skills]\nextra_dirs = ["{tmp_path / "more-skills"}"]\n')
+        line = server.wait_for_log("[skills] extra_dirs changed", PICKUP_TIMEOUT_S)
+        assert "takes effect when `pincer serve` restarts" in line
+        doctor = _cli(home, "doctor", "--json")
+        (gateway,) = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "gateway"]
+        assert gateway["status"] == "warn" and "[skills] extra_dirs changed" in gateway["detail"], gateway
+        assert "restart `pincer serve`" in gateway["hint"]
+        config.write_text(base)  # put back: no restart needed any more
+        _eventually(lambda: "restart" not in json.dumps(
+            [c for c in json.loads(_cli(home, "doctor", "--json").stdout)["checks"] if c["name"] == "gateway"]), "doctor clearing")

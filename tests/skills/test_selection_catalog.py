@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pincer.skills import build_catalog, parse_skill, select
 from pincer.skills.selection import score
@@ -80,3 +82,11 @@ def test_the_catalog_lists_name_description_location_and_notes_truncation() -> N
     by_chars = build_catalog(skills, max_chars=3000)
     assert len(by_chars.text) <= 3000 and by_chars.is_truncated
     assert f"<note>{len(by_chars.omitted)} more skills are not listed" in by_chars.text
+
+
+@given(st.lists(st.text(max_size=200), max_size=5), st.text(max_size=300))
+def test_description_match_takes_any_text(documents: list[str], message: str) -> None:
+    from pincer.skills.wording import MIN_SHARED_WORDS, DescriptionIndex
+
+    for value, shared in DescriptionIndex(documents).scores(message).values():
+        assert value >= 0 and len(shared) >= MIN_SHARED_WORDS

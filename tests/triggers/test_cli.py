@@ -138,7 +138,10 @@ def test_triggers_list_shows_every_trigger_with_its_state(env: dict[str, str]) -
     assert state[("skill digest", "schedule", "0 7 * * *")] == "active"
     assert state[("skill digest", "manual", "")] == "offered for manual runs"
     assert state[("skill needs-bin", "command", "/nb")].startswith("inactive: not eligible")
-    assert state[("skill code-review", "webhook", "github.pull_request.opened")] == "active via /hooks/gh"
+    # issue 21 item 16: a hook whose secret is not set delivers nothing, so it makes nothing active
+    assert state[("skill code-review", "webhook", "github.pull_request.opened")] == (
+        "inactive: /hooks/gh refuses every delivery until the secret 'gh_hook_secret' is set (`pincer secrets set gh_hook_secret`)"
+    )
     assert state[("skill code-review", "command", "/review")] == "active"
     [job] = [r for r in rows if r["owner"] == "job brief"]
     assert job["source"] == "config" and job["next_run"]
@@ -150,6 +153,8 @@ def test_triggers_list_shows_every_trigger_with_its_state(env: dict[str, str]) -
     assert cli(env, "secrets", "set", "gh_hook_secret", stdin="s3cret-hook").returncode == 0
     [hook] = doc(cli(env, "hooks", "list", "--json"))["hooks"]
     assert hook["secret_set"] is True and hook["state"] == "active" and hook["targets"] == ["code-review"]
+    rows = doc(cli(env, "triggers", "list", "--json"))["triggers"]
+    assert {(r["owner"], r["kind"]): r["state"] for r in rows}[("skill code-review", "webhook")] == "active via /hooks/gh"
     removed = cli(env, "cron", "rm", "brief", "--json")
     assert removed.returncode == 2 and "comes from config.toml" in doc(removed)["error"]["message"]
     skill_job = cli(env, "cron", "rm", "skill:digest", "--json")
@@ -170,3 +175,16 @@ def test_hooks_test_refuses_what_it_cannot_send(env: dict[str, str], tmp_path: P
     assert unknown.returncode == 2 and doc(unknown)["error"]["code"] == "hook_not_found"
     down = cli(env, "hooks", "test", "gh", "--payload", str(payload), "--event", "pull_request", "--url", "http://127.0.0.1:9", "--json")
     assert down.returncode == 1 and "pincer serve" in doc(down)["error"]["hint"]
+
+
+def test_cron_and_triggers_list_show_a_paused_job_as_paused(env: dict[str, str]) -> None:
+    """Issue 21 item 16. Before: `pincer cron list` showed a paused job with its next run, like an
+    active one (no state column), and `pincer triggers list` added "(next ...)" to a paused one."""
+    assert cli(env, "cron", "add", "ping", "--every", "30m", "--message", "anything new?").returncode == 0
+    assert cli(env, "cron", "add", "pong", "--every", "30m", "--message", "still there?").returncode == 0
+    assert cli(env, "cron", "pause", "ping").returncode == 0
+    lines = {line.split()[1]: line for line in cli(env, "cron", "list").stderr.splitlines() if line.startswith(("│ ping", "│ pong"))}
+    assert "│ paused" in lines["ping"] and "(paused)" in lines["ping"]
+    assert "│ active" in lines["pong"] and "(paused)" not in lines["pong"]
+    paused = [line for line in cli(env, "triggers", "list").stderr.splitlines() if "job ping" in line]
+    assert paused and "paused" in paused[0] and "(next" not in paused[0]

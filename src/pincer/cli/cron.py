@@ -96,15 +96,16 @@ def list_jobs(as_json: bool = JsonOption) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} jobs", title_justify="left")
-    for column in ("name", "schedule", "runs", "next run", "last run", "last status", "source"):
+    for column in ("name", "state", "schedule", "runs", "next run", "last run", "last status", "source"):
         table.add_column(column, overflow="fold")
     for row in rows:
         runs = f"skill {row['skill']}" if row["skill"] else "message"
         status = row["last_status"] or "-"
         if row["last_error"]:
             status += f": {row['last_error']}"
-        next_run = row["next_run"] or ("(paused)" if row["state"] == "paused" else "-")
-        table.add_row(row["name"], row["schedule_text"], runs, next_run, row["last_run"] or "-", status, row["source"])
+        # a paused job keeps its next run in the store; it does not run then, so none is shown
+        next_run = "(paused)" if row["state"] == "paused" else (row["next_run"] or "-")
+        table.add_row(row["name"], row["state"], row["schedule_text"], runs, next_run, row["last_run"] or "-", status, row["source"])
     stderr.print(table)
 
 

@@ -50,7 +50,7 @@ def doctor(as_json: bool = JsonOption) -> None:
     """Check this installation; every problem comes with its fix.
 
     Python, PINCER_HOME, the settings files, the secret key, the databases and the audit chain,
-    the sandbox, Node for npx-launched MCP servers, the MCP servers' commands, a running gateway,
+    [llm] (a model, and its key), the sandbox, Node for npx-launched MCP servers, the MCP servers' commands, a running gateway,
     and whether `pincer` on PATH is this installation. Exit 1 when a check fails.
     """
     from pincer.cli.progress import Steps
@@ -94,6 +94,7 @@ def run_checks(home: Path, *, on_check: Callable[[Check], None], on_stage: Calla
         ("settings", "checking the settings files", lambda: [_settings(home)]),
         ("secret key", "checking the secret key", lambda: [_secret_key(home)]),
         ("database", "checking the databases and the audit chain", lambda: _databases(home)),
+        ("llm", "checking [llm]", lambda: [_llm(home, config)]),
         ("sandbox", "checking the sandbox (a /bin/true in each backend)", lambda: [_sandbox(config)]),
         ("mcp server", "checking the MCP servers' commands", lambda: _mcp_commands(home)),
         ("gateway", "asking a running gateway for /healthz", lambda: [_gateway(config)]),
@@ -171,6 +172,48 @@ def _secret_key(home: Path) -> Check:
         return Check(name="secret key", status="ok", detail=f"none yet: {path} is created (mode 0600) on first use")
     load_or_create_key(home, None)  # reads it: refuses a wrong mode, owner or content with the fix
     return Check(name="secret key", status="ok", detail=f"{path} (mode {stat.S_IMODE(path.stat().st_mode):04o})")
+
+
+def _llm(home: Path, config: Any) -> Check:
+    """A model, and its API key where it says the key is. Without a model the parts that talk
+    to one are off, and nothing else says so until a run fails."""
+    llm = config.llm
+    if not (llm.default.model or any(p.model for p in llm.profiles.values())):
+        return Check(
+            name="llm", status="warn",
+            detail="no model: [llm] model is not set, so the agent loop (`pincer run`, `pincer chat`), the run_skill tool "
+            "and the builder (`pincer build`, the build_tool tool) are off",
+            hint='set [llm] model in config.toml (e.g. model = "gpt-4o-mini", with api_key_env = "OPENAI_API_KEY"); '
+            "a running `pincer serve` picks it up",
+        )  # fmt: skip
+    try:
+        chosen = llm.resolve()
+    except PincerError as exc:
+        return Check(name="llm", status="fail", detail=exc.message, hint=exc.hint)
+    table = f"[llm.profiles.{chosen.profile}]" if chosen.profile else "[llm]"
+    where = f"{chosen.model} ({chosen.provider}{', ' + chosen.base_url if chosen.base_url else ''})"
+    if not chosen.model:
+        return Check(name="llm", status="warn", detail=f"{table} sets no model; runs that name no --profile have none",
+                     hint=f"set model in {table} of config.toml, or [llm] profile to a profile that has one")  # fmt: skip
+    if chosen.api_key_env and not os.environ.get(chosen.api_key_env):
+        instead = (f'[llm.profiles.{chosen.profile}] api_key_secret = "NAME"' if chosen.profile
+                   else '[llm] api_key_secret = "NAME"')  # fmt: skip
+        return Check(name="llm", status="warn", detail=f"{where}: {table} api_key_env names {chosen.api_key_env}, which is not set here",
+                     hint=f"export {chosen.api_key_env} where pincer runs, or store the key: `pincer secrets set NAME` and {instead}")  # fmt: skip
+    if chosen.api_key_secret:
+        from pincer.cli.common import secret_key
+        from pincer.secrets.store import SecretStore
+
+        store = SecretStore.open(home, key=secret_key(home))
+        try:
+            present = store.find(chosen.api_key_secret) is not None
+        finally:
+            store.close()
+        if not present:
+            return Check(name="llm", status="warn", detail=f"{where}: {table} api_key_secret names {chosen.api_key_secret!r}, which is not in the secret store",
+                         hint=f"`pincer secrets set {chosen.api_key_secret}`")  # fmt: skip
+    key = f"key from ${chosen.api_key_env}" if chosen.api_key_env else (f"key from secret {chosen.api_key_secret!r}" if chosen.api_key_secret else "no key")
+    return Check(name="llm", status="ok", detail=f"{where}, {key}")
 
 
 def _databases(home: Path) -> list[Check]:
@@ -296,6 +339,14 @@ def _gateway(config: Any) -> Check:
         return _port_taken(url, "it does not answer JSON")
     if not isinstance(body, dict) or body.get("status") != "ok":
         return _port_taken(url, "its /healthz is not pincer's")
+    waiting = [str(s) for s in body.get("restart_needed") or () if isinstance(s, str)][:20]
+    if waiting:
+        return Check(
+            name="gateway", status="warn",
+            detail=f"pincer serve {body.get('version', '?')} at {url} runs without a change of config.toml: "
+            f"{', '.join(waiting)} changed and take effect only when it restarts",
+            hint="restart `pincer serve` (Ctrl-C, then `pincer serve` or `make run`)",
+        )  # fmt: skip
     return Check(name="gateway", status="ok", detail=f"pincer serve {body.get('version', '?')} answers at {url}")
 
 

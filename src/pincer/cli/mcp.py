@@ -9,6 +9,7 @@ as ``${secret:NAME}``.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -161,13 +162,19 @@ def add(
             config = ServerConfig(
                 name=name, transport="stdio", command=command, args=tuple(arg), env=env_values, cwd=cwd, **fitted
             )
+            found: str | None = None
             if force:
                 try:
-                    check_command(config)
+                    found = check_command(config)
                 except PincerError as exc:
                     notes.append(f"saved with --force although {exc.message.removesuffix('; nothing was saved')}")
             else:
-                check_command(config)
+                found = check_command(config)
+            if found is not None and "/" not in command:
+                # stored absolute: the gateway (`make run`, a service) may run with another PATH
+                # than this shell, where a venv's bin/ is on it
+                config = dataclasses.replace(config, command=found)
+                notes.append(f"found {command} at {found}; stored that path")
         else:
             header_values, secrets, notes = protect_headers(name, _parse_pairs(header, ":", "--header"))
             config = ServerConfig(

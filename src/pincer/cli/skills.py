@@ -9,7 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, fail, pincer_home, run, stderr
@@ -19,10 +21,15 @@ app = typer.Typer(help="Skills: list, show, check, render, select; dependencies;
 
 
 def _library() -> Any:
+    """The library as a running pincer sees it: installed skills checked against pincer.lock,
+    so an edited one is refused here as it is by `pincer run` and the gateway."""
     from pincer.config import load_config
+    from pincer.hub.integrity import IntegrityGuard
     from pincer.skills.library import SkillLibrary
 
-    return SkillLibrary.from_config(load_config(pincer_home()))
+    home = pincer_home()
+    guard = IntegrityGuard(home)
+    return SkillLibrary.from_config(load_config(home), admit=lambda skill: guard.refusal("skill", skill.base_dir.name))
 
 
 @contextmanager
@@ -63,6 +70,8 @@ def list_skills(
     report = library.report
     rows = [_row(library, s) for s in library.skills]
     document: dict[str, Any] = {"skills": rows}
+    document["misplaced"] = [m.to_dict() for m in report.misplaced]
+    document["refused"] = [{"name": n, "reason": r} for n, r in library.refused.items()]
     if show_all:
         document["shadowed"] = [s.to_dict() for s in report.shadowed]
         document["errors"] = [e.to_dict() for e in report.errors]
@@ -71,7 +80,10 @@ def list_skills(
     if as_json:
         emit_json(document)
         return
-    table = Table(title=f"{len(rows)} skills", title_justify="left")
+    title = f"{len(rows)} skills"
+    if report.shadowed and not show_all:
+        title += f" ({len(report.shadowed)} shadowed: `--all` shows them)"
+    table = Table(title=title, title_justify="left")
     for column in ("name", "root", "dialect", "trust", "eligible", "description"):
         table.add_column(column, overflow="fold")
     for row in rows:
@@ -81,15 +93,51 @@ def list_skills(
     for row in rows:
         for warning in row["warnings"]:
             stderr.print(f"[yellow]warning[/] {row['name']}: {warning}")
-    if show_all:
-        for item in report.shadowed:
+    for notice in report.misplaced:
+        stderr.print(f"[yellow]warning[/] {escape(str(notice))}")
+    for item in report.shadowed:
+        if show_all:
             stderr.print(f"[dim]shadowed[/] {item.skill.name} ({item.skill.path}): {item.reason}")
+        if item.lost_commands:
+            stderr.print(
+                "[yellow]warning[/] " + escape(
+                    f"{', '.join(item.lost_commands)} is gone: {item.skill.name} from {item.skill.root} declared it, and "
+                    f"{item.by.name} from {item.by.root} ({item.by.path}), which shadows it, does not"
+                )
+            )
+    if show_all:
         for error in report.errors:
             stderr.print(f"[red]error[/] {error}")
         for hit in report.limits:
             stderr.print(f"[yellow]limit[/] {hit.message}")
-    if report.errors and not show_all:
-        stderr.print(f"{len(report.errors)} SKILL.md file(s) could not be loaded: `pincer skills check` shows why")
+    if not show_all:
+        for name, reason in library.refused.items():
+            stderr.print("[red]refused[/] " + escape(f"{name}: {reason}"))
+    others = len(report.errors) - len(library.refused)
+    if others and not show_all:
+        stderr.print(f"{others} SKILL.md file(s) could not be loaded: `pincer skills check` shows why")
+
+
+def _offered_tools() -> set[str] | None:
+    """The names of the tools this home offers (its registry, as `pincer tools list` builds it);
+    None when it cannot be opened (then no tool warnings, rather than false ones)."""
+    from pincer.cli.common import open_pincer
+
+    async def body() -> set[str]:
+        async with open_pincer(quiet=True) as pincer:
+            return {spec.name for spec in pincer.registry.list()}
+
+    try:
+        return anyio.run(body)
+    except Exception as exc:  # noqa: BLE001 - a home that cannot start still shows its skills
+        stderr.print(escape(f"(tools not checked: the home's tools cannot be listed: {exc})"))
+        return None
+
+
+def _tool_warnings(skill: Any, offered: set[str] | None) -> list[Any]:
+    from pincer.skills.tool_use import tool_problems
+
+    return list(tool_problems(skill, offered)) if offered is not None else []
 
 
 @app.command("show")
@@ -104,22 +152,42 @@ def show_skill(name: str, as_json: bool = JsonOption) -> None:
     data["eligibility"] = library.eligibility_of(name).to_dict()
     data["files"] = [f.to_dict() for f in list_files(skill).files]
     data["body"] = skill.body
+    tool_warnings = _tool_warnings(skill, _offered_tools())
+    data["warnings"] += [str(w) for w in tool_warnings]
     if as_json:
         emit_json(data)
         return
-    stderr.print(f"[bold]{skill.name}[/] {skill.version or ''} ({skill.dialect.value}, {skill.trust.value}, {skill.root})")
-    stderr.print(skill.description)
-    stderr.print(f"path: {skill.path}")
-    stderr.print(f"eligible: {library.eligibility_of(name).reason}")
-    for key in ("tools", "triggers", "tags"):
+    say = stderr.print
+    say(escape(f"{skill.name} {skill.version or ''} ({skill.dialect.value}, {skill.trust.value}, {skill.root})"), style="bold")
+    say(escape(skill.description))
+    say(escape(f"path: {skill.path}"))
+    say(escape(f"eligible: {library.eligibility_of(name).reason}"))
+    for key in ("tools", "tags"):
         if data[key]:
-            stderr.print(f"{key}: {', '.join(str(v) if not isinstance(v, dict) else str(v.get('value') or v.get('type')) for v in data[key])}")
+            say(escape(f"{key}: {', '.join(data[key])}"))
+    for trigger in skill.triggers:
+        say(escape(f"trigger: {trigger}"))
+    for key, value in data["activation"].items():
+        if value and value != skill.activation.__class__().to_dict()[key]:
+            say(escape(f"activation {key}: {', '.join(value) if isinstance(value, list) else value}"))
+    for key, value in data["requires"].items():
+        if value:
+            say(escape(f"requires {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"))
+    for capability in data["capabilities"]:
+        say(escape(f"capability {capability.get('name')}: {capability.get('description') or ''}"))
+    for key in ("license", "compatibility", "homepage", "when_to_use", "argument_hint"):
+        if getattr(skill, key, None):
+            say(escape(f"{key}: {getattr(skill, key)}"))
+    if not skill.user_invocable or not skill.model_invocable or skill.always:
+        flags = [f for f, on in (("not user-invocable", not skill.user_invocable),
+                                 ("disable-model-invocation", not skill.model_invocable), ("always", skill.always)) if on]  # fmt: skip
+        say(escape("invocation: " + ", ".join(flags)))
     for param in skill.parameters:
         extra = f" = {param.default!r}" if param.default is not None else (" (required)" if param.required else "")
-        stderr.print(f"param {param.name}: {param.type.value}{extra}  {param.description}")
-    for warning in skill.warnings:
-        stderr.print(f"[yellow]warning[/] {warning}")
-    stderr.print("files: " + ", ".join(f["path"] for f in data["files"]))
+        say(escape(f"param {param.name}: {param.type.value}{extra}  {param.description}"))
+    for warning in list(skill.warnings) + tool_warnings:
+        say("[yellow]warning[/] " + escape(str(warning)))
+    say(escape("files: " + ", ".join(f["path"] for f in data["files"])))
     sys.stdout.write(skill.body if skill.body.endswith("\n") else skill.body + "\n")
 
 
@@ -137,6 +205,7 @@ def check_skills(
             skills: list[Any] = []
             errors: list[Any] = []
             limits: list[Any] = []
+            misplaced: list[Any] = []
             loader = SkillLoader()
             for index, path in enumerate(paths):
                 target = path.expanduser()
@@ -152,6 +221,10 @@ def check_skills(
                     skills += list(report.skills) + [s.skill for s in report.shadowed]
                     errors += list(report.errors)
                     limits += list(report.limits)
+                    misplaced += list(report.misplaced)
+                    notice = loader.look_closer(root, str(target))
+                    if notice is not None and notice.path.is_file():  # a skill folder whose file is skill.md
+                        misplaced.append(notice)
                 else:
                     errors.append(LoadError(path=target, message="no such file or folder", hint="pass a SKILL.md, a skill folder or a root"))
         else:
@@ -159,25 +232,34 @@ def check_skills(
             skills = list(library.skills) + [s.skill for s in library.report.shadowed]
             errors = list(library.report.errors)
             limits = list(library.report.limits)
+            misplaced = list(library.report.misplaced)
+    offered = _offered_tools() if skills else None
+    warnings = {id(s): list(s.warnings) + _tool_warnings(s, offered) for s in skills}
     document = {
         "ok": not errors,
-        "skills": [{"name": s.name, "path": str(s.path), "dialect": s.dialect.value, "warnings": [w.to_dict() for w in s.warnings]} for s in skills],
+        "skills": [
+            {"name": s.name, "path": str(s.path), "dialect": s.dialect.value, "warnings": [w.to_dict() for w in warnings[id(s)]]}
+            for s in skills
+        ],
         "errors": [e.to_dict() for e in errors],
         "limits": [h.to_dict() for h in limits],
-        "warning_count": sum(len(s.warnings) for s in skills),
+        "misplaced": [m.to_dict() for m in misplaced],
+        "warning_count": sum(len(w) for w in warnings.values()) + len(misplaced),
     }
     if as_json:
         emit_json(document)
     else:
         for skill in skills:
-            if not skill.warnings:
-                stderr.print(f"[green]ok[/] {skill.name} ({skill.path})")
-            for warning in skill.warnings:
-                stderr.print(f"[yellow]warning[/] {skill.path}: {warning}")
+            if not warnings[id(skill)]:
+                stderr.print("[green]ok[/] " + escape(f"{skill.name} ({skill.path})"))
+            for warning in warnings[id(skill)]:
+                stderr.print("[yellow]warning[/] " + escape(f"{skill.path}: {warning}"))
         for error in errors:
             stderr.print(f"[red]error[/] {error}" + (f" [dim]({error.hint})[/]" if error.hint else ""))
         for hit in limits:
             stderr.print(f"[yellow]limit[/] {hit.message}")
+        for notice in misplaced:
+            stderr.print(f"[yellow]warning[/] {escape(str(notice))}")
         stderr.print(f"{len(skills)} skills, {document['warning_count']} warnings, {len(errors)} errors")
     if errors:
         raise typer.Exit(EXIT_FAILURE)
@@ -208,14 +290,17 @@ def select_skills(message: str, as_json: bool = JsonOption) -> None:
     with _guard(as_json):
         library = _library()
         chosen = library.select(message)
+        passed_over = library.passed_over(message)
     if as_json:
-        emit_json({"message": message, "selected": [c.to_dict() for c in chosen]})
+        unoffered = [{**item.to_dict(), "why_not": why} for item, why in passed_over]
+        emit_json({"message": message, "selected": [c.to_dict() for c in chosen], "not_offered": unoffered})
         return
     if not chosen:
         stderr.print("no skill matches")
-        return
     for item in chosen:
         sys.stdout.write(f"{item.skill.name}\t{item.score}\t{', '.join(item.reasons)}\n")
+    for item, why in passed_over:
+        stderr.print(escape(f"{item.skill.name} would match (score {item.score}) but is not offered: {why}"))
 
 
 @app.command("catalog")
@@ -270,32 +355,69 @@ def approve(name: str, as_json: bool = JsonOption) -> None:
     stderr.print(f"approved allowed-tools of {name}: {' '.join(pending) or '(none)'}")
 
 
+def _pull_token(token: str | None, token_secret: str | None, token_stdin: bool) -> str | None:
+    """The bearer token for ``pull``: from the secret store or stdin, never from argv."""
+    if token is not None:
+        raise UsageError(
+            "--token puts the token on the command line, where other users' `ps` and the shell history see it",
+            hint="store it with `pincer secrets set NAME` and pass --token-secret NAME, or pipe it in with --token-stdin",
+        )
+    if token_secret and token_stdin:
+        raise UsageError("--token-secret and --token-stdin both name a token", hint="pass one of them")
+    if token_stdin:
+        value = sys.stdin.readline().strip()
+        if not value:
+            raise UsageError("--token-stdin read no token from stdin", hint="pipe it in: `pincer skills pull URL --token-stdin < token.txt`")
+        return value
+    if token_secret:
+        from pincer.cli.common import secret_key
+        from pincer.secrets.store import SecretStore
+
+        home = pincer_home()
+        store = SecretStore.open(home, key=secret_key(home))
+        try:
+            return store.get(token_secret)
+        finally:
+            store.close()
+    return None
+
+
 @app.command("pull")
 def pull(
     url: str = typer.Argument(..., help="The MCP server's streamable HTTP URL, e.g. http://127.0.0.1:8765/mcp"),
-    token: str | None = typer.Option(None, "--token", help="Bearer token for the server."),
+    token_secret: str | None = typer.Option(None, "--token-secret", help="The secret (`pincer secrets set NAME`) holding the server's bearer token."),
+    token_stdin: bool = typer.Option(False, "--token-stdin", help="Read the bearer token from stdin."),
+    token: str | None = typer.Option(None, "--token", hidden=True),
     name: list[str] = typer.Option(None, "--name", help="Only these skills (repeatable)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Fetch skills from an MCP server (skills extension), verify every file against its digest,
-    install them under $PINCER_HOME/installed/skills. Their allowed-tools wait for `pincer skills approve`."""
+    install them under $PINCER_HOME/installed/skills and record them in pincer.lock (so
+    `pincer verify` and every skills command see an edit). Their allowed-tools wait for `pincer skills approve`."""
+    with _guard(as_json):
+        bearer = _pull_token(token, token_secret, token_stdin)
 
     async def body() -> dict[str, Any]:
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
+        from pincer.hub.pulled import lock_pulled_skill
         from pincer.skills.remote import fetch_remote_skills
 
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        home = pincer_home()
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
         try:
             async with httpx2.AsyncClient(headers=headers, trust_env=False, timeout=60.0) as http:
                 async with Client(streamable_http_client(url, http_client=http), mode="auto") as client:
-                    installed, refused = await fetch_remote_skills(client, server=url, home=pincer_home(), names=tuple(name or ()))
+                    installed, refused = await fetch_remote_skills(client, server=url, home=home, names=tuple(name or ()))
         except PincerError:
             raise
         except Exception as exc:  # noqa: BLE001 - the transport and SDK raise many kinds (HTTP, MCPError, groups)
-            raise SkillError(f"cannot fetch skills from {url}: {type(exc).__name__}: {exc}", source=url, hint="check the URL and --token") from None
+            raise SkillError(f"cannot fetch skills from {url}: {type(exc).__name__}: {exc}", source=url,
+                             hint="check the URL and --token-secret") from None  # fmt: skip
+        for item in installed:
+            lock_pulled_skill(home, item.name, server=url, version=item.version, folder=item.path)
         return {"installed": [i.to_dict() for i in installed], "refused": refused}
 
     result = run(body, as_json=as_json)
@@ -303,9 +425,8 @@ def pull(
         emit_json({"ok": not result["refused"], **result})
     else:
         for item in result["installed"]:
-            stderr.print(f"installed {item['name']} ({item['files']} files) into {item['path']}")
+            stderr.print(escape(f"installed {item['name']} ({item['files']} files) into {item['path']}, recorded in pincer.lock"))
         for reason in result["refused"]:
-            stderr.print(f"[red]refused[/] {reason}")
+            stderr.print("[red]refused[/] " + escape(reason))
     if result["refused"]:
         raise typer.Exit(EXIT_FAILURE)
-

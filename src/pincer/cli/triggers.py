@@ -152,10 +152,17 @@ def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
                     or (not h.skill and not h.message and (not h.events or any(event_matches(p, trigger.value) for p in h.events)))
                 ]  # fmt: skip
                 row["hooks"] = via
+                # a hook whose secret is not set refuses every delivery: it delivers nothing
+                unset = {h.name: h.secret for h in hooks if h.name in via and pincer.secrets.find(h.secret) is None}
+                live = [name for name in via if name not in unset]
+                refusing = "; ".join(f"/hooks/{name} refuses every delivery until the secret {secret!r} is set "
+                                     f"(`pincer secrets set {secret}`)" for name, secret in unset.items())  # fmt: skip
                 if inactive:
                     row["state"] = inactive
+                elif live:
+                    row["state"] = "active via " + ", ".join(f"/hooks/{name}" for name in live) + (f"; {refusing}" if refusing else "")
                 elif via:
-                    row["state"] = "active via " + ", ".join(f"/hooks/{name}" for name in via)
+                    row["state"] = f"inactive: {refusing}"
                 else:
                     row["state"] = "inactive: no [[hooks]] entry delivers it (add one with auth and secret)"
             else:
@@ -189,7 +196,7 @@ def list_triggers(as_json: bool = JsonOption) -> None:
     for row in rows:
         trigger = row.get("value") or row.get("schedule_text") or row.get("path") or ""
         state = str(row.get("state", ""))
-        if row.get("next_run"):
+        if row.get("next_run") and state == "active":  # a paused job keeps its next run, but does not run then
             state += f" (next {row['next_run']})"
         table.add_row(row["owner"], row["kind"], str(trigger), state)
     stderr.print(table)

@@ -67,7 +67,8 @@ def create_gateway(
     hooks = HooksEndpoint(pincer, refusals=unauthenticated)
 
     async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "version": __version__})
+        # restart_needed: names of settings (never values) that wait for a restart; `pincer doctor` reads it
+        return JSONResponse({"status": "ok", "version": __version__, "restart_needed": list(getattr(pincer, "restart_needed", ()))})
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

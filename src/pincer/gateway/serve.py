@@ -90,6 +90,7 @@ async def serve(
             hint="pick another port with --port (0 picks a free one)",
         ) from exc
     bound_port = sock.getsockname()[1]
+    pincer.bound = (host, bound_port)
     config = uvicorn.Config(
         gateway.app,
         log_level="warning",

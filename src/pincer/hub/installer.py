@@ -716,8 +716,8 @@ class Hub:
         todo = []
         for mismatch in mismatches:
             entry = lock.get(mismatch.key)
-            if entry is None or entry.kind is ArtifactKind.BUNDLE:
-                continue
+            if entry is None or entry.kind is ArtifactKind.BUNDLE or entry.source.startswith("mcp:"):
+                continue  # a pulled skill has no catalog source to reinstall from (hub/pulled.py)
             todo.append((entry.key, entry.version, InstallOptions(
                 force=True, allow_unsigned=entry.allow_unsigned, expected_fingerprint=entry.fingerprint,
                 allow_yanked=True, source=entry.source,

@@ -133,6 +133,7 @@ def check_entry(home: Path, entry: LockEntry) -> Mismatch | None:
     is_ours = link is not None and os.path.islink(link) and stored is not None and (
         Path(os.path.realpath(link)).is_relative_to(os.path.realpath(stored))
     )
+    is_ours = is_ours or entry.source.startswith("mcp:")  # pulled in place (hub/pulled.py): an edit
     known = {f["path"]: f["sha256"] for f in meta.get("files", []) if isinstance(f, dict) and "path" in f}
     changed = tuple(
         [p for p in sorted(files) if p in known and known[p] != files[p]]
@@ -196,13 +197,18 @@ class IntegrityGuard:
             mismatch = check_entry(self.home, entry)
             self._cache[key] = (stamp, mismatch)
             if mismatch is not None:
-                logger.error("refused %s: %s; `pincer verify` lists it, `pincer verify --fix` reinstalls it", key, mismatch.reason)
+                again = "`pincer skills pull` fetches it again" if entry.source.startswith("mcp:") else "`pincer verify --fix` reinstalls it"
+                logger.error("refused %s: %s; `pincer verify` lists it, %s", key, mismatch.reason, again)
                 if self._on_refusal is not None:
                     self._on_refusal(mismatch)
         if mismatch is None:
             self.refused.pop(key, None)
             return None
         self.refused[key] = mismatch
+        if entry.source.startswith("mcp:"):
+            from pincer.hub.pulled import repull_hint
+
+            return f"{mismatch.reason} ({repull_hint(entry)})"
         return mismatch.reason + " (`pincer verify --fix` reinstalls it)"
 
     def admits(self, kind: ArtifactKind | str, name: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from pincer.core.errors import SkillNotFound
+from pincer.core.errors import IntegrityMismatch, SkillNotFound
 from pincer.skills.catalog import Catalog, build_catalog
 from pincer.skills.deps import deps_problem
 from pincer.skills.eligibility import Eligibility, Environment, check_all
@@ -63,6 +64,7 @@ class SkillLibrary:
         self.report = LoadReport()
         self.eligibility: dict[str, Eligibility] = {}
         self._by_name: dict[str, Skill] = {}
+        self._refused: dict[str, str] = {}  # name -> why the lock check refused it
         self.reload(notify=False)
 
     @classmethod
@@ -99,6 +101,7 @@ class SkillLibrary:
         """Walk the roots again; True (and subscribers told) when any skill changed."""
         report = self._loader.load(self.roots)
         refused: list[LoadError] = []
+        self._refused = {}
         if self._admit is not None:
             kept = []
             for skill in report.skills:
@@ -106,8 +109,9 @@ class SkillLibrary:
                 if reason is None:
                     kept.append(skill)
                 else:
+                    self._refused[skill.name] = reason
                     refused.append(LoadError(path=skill.path, message=f"refused: {reason}", root=skill.root,
-                                             hint="`pincer verify` lists what changed; `pincer verify --fix` reinstalls it"))  # fmt: skip
+                                             hint="`pincer verify` lists what changed"))  # fmt: skip
             report = replace(report, skills=tuple(kept), errors=report.errors + tuple(refused))
         skills = tuple(self._with_origin(s) for s in report.skills)
         report = replace(report, skills=skills)
@@ -191,12 +195,20 @@ class SkillLibrary:
 
     def get(self, name: str) -> Skill:
         skill = self._by_name.get(name)
+        if skill is None and name in self._refused:
+            raise IntegrityMismatch(f"skill {name!r} is refused: {self._refused[name]}",
+                                    hint="`pincer verify` lists what changed")  # fmt: skip
         if skill is None:
             raise SkillNotFound(f"no skill named {name!r}", hint="`pincer skills list` shows the skills there are")
         return skill
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
+
+    @property
+    def refused(self) -> Mapping[str, str]:
+        """Installed skills the lock check refused (edited on disk since the install), with why."""
+        return dict(self._refused)
 
     def eligibility_of(self, name: str) -> Eligibility:
         return self.eligibility.get(name) or Eligibility(is_eligible=False, reasons=("not loaded",))
@@ -219,6 +231,19 @@ class SkillLibrary:
             max_skills=self.settings.max_selected,
             max_tokens=self.settings.max_selected_tokens,
         )
+
+    def passed_over(self, message: str) -> list[tuple[Selection, str]]:
+        """The skills that would score for ``message`` but are not offered to a model, each
+        with why not (what it lacks, or ``disable-model-invocation``)."""
+        offered = {id(s) for s in self.offered()}
+        others = [s for s in self.skills if id(s) not in offered]
+        found = select(message, others, max_skills=len(others), max_tokens=sys.maxsize)
+        result = []
+        for item in found:
+            eligibility = self.eligibility_of(item.skill.name)
+            why = "; ".join(eligibility.reasons) if not eligibility.is_eligible else "it sets disable-model-invocation"
+            result.append((item, why))
+        return result
 
     def catalog(self) -> Catalog:
         return build_catalog(

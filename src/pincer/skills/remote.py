@@ -16,6 +16,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Mapping
@@ -45,6 +46,8 @@ APPROVALS_FILE = "skill-approvals.json"
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 MAX_REMOTE_PAGES = 50
 MAX_REMOTE_SKILLS = 1_000
+_VERSION_LINE = re.compile(r"^version:\s*[\"']?([0-9A-Za-z.+-]{1,64})", re.MULTILINE)
+_VERSION_SCAN_BYTES = 4096  # the frontmatter's first lines
 
 
 def skill_uri(name: str, path: str = "SKILL.md") -> str:
@@ -99,9 +102,10 @@ class FetchedSkill:
     path: Path
     files: int
     bytes: int
+    version: str | None = None  # the frontmatter's, a label for pincer.lock
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "path": str(self.path), "files": self.files, "bytes": self.bytes}
+        return {"name": self.name, "path": str(self.path), "files": self.files, "bytes": self.bytes, "version": self.version}
 
 
 def _uri_parts(uri: str) -> tuple[str, list[str]]:
@@ -239,4 +243,6 @@ def _install(home: Path, name: str, contents: Mapping[str, bytes], *, origin: Ma
         os.rename(target, old)
     os.rename(partial, target)
     shutil.rmtree(old, ignore_errors=True)
-    return FetchedSkill(name=name, path=target, files=len(contents), bytes=sum(len(d) for d in contents.values()))
+    version = _VERSION_LINE.search(contents.get("SKILL.md", b"")[:_VERSION_SCAN_BYTES].decode("utf-8", "replace"))
+    return FetchedSkill(name=name, path=target, files=len(contents), bytes=sum(len(d) for d in contents.values()),
+                        version=version.group(1) if version else None)  # fmt: skip

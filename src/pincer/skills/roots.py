@@ -40,6 +40,7 @@ __all__ = [
     "LoadError",
     "Shadowed",
     "LimitHit",
+    "Misplaced",
     "LoadReport",
     "SkillLoader",
     "default_roots",
@@ -100,8 +101,16 @@ class Shadowed:
     by: Skill
     reason: str
 
+    @property
+    def lost_commands(self) -> tuple[str, ...]:
+        """The ``command: /NAME`` triggers the shadowed skill declares and the winner does not:
+        they are gone while it is shadowed."""
+        kept = {t.value for t in self.by.triggers if t.kind == "command"}
+        return tuple(t.value for t in self.skill.triggers if t.kind == "command" and t.value not in kept)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.skill.name, "path": str(self.skill.path), "root": self.skill.root, "shadowed_by": str(self.by.path), "reason": self.reason}
+        return {"name": self.skill.name, "path": str(self.skill.path), "root": self.skill.root, "shadowed_by": str(self.by.path),
+                "reason": self.reason, "lost_commands": list(self.lost_commands)}  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,11 +124,30 @@ class LimitHit:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Misplaced:
+    """Skills where pincer (and Claude Code) do not look: a ``skill.md`` not named ``SKILL.md``,
+    or a collection of skill folders copied one level too deep. Reported, never loaded: which
+    folder the author meant as a root is theirs to say."""
+
+    path: Path
+    message: str
+    hint: str
+    root: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "message": self.message, "hint": self.hint, "root": self.root}
+
+    def __str__(self) -> str:
+        return f"{self.path} {self.message}: {self.hint}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LoadReport:
     skills: tuple[Skill, ...] = ()  # the winners, in precedence order
     shadowed: tuple[Shadowed, ...] = ()
     errors: tuple[LoadError, ...] = ()
     limits: tuple[LimitHit, ...] = ()
+    misplaced: tuple[Misplaced, ...] = ()
     roots: tuple[Root, ...] = ()
     stamp: tuple[Any, ...] = field(default=(), compare=False)  # what the files looked like when read
 
@@ -184,11 +212,12 @@ class SkillLoader:
         shadowed: list[Shadowed] = []
         errors: list[LoadError] = []
         limits: list[LimitHit] = []
+        misplaced: list[Misplaced] = []
         stamp: list[Any] = []
         live: set[_Key] = set()
         for root in roots:
             loaded = 0
-            candidates, hit = self._candidates(root)
+            candidates, hit = self._candidates(root, misplaced)
             if hit is not None:
                 limits.append(hit)
             stamp.append((root.label, tuple(c[0] for c in candidates)))
@@ -229,6 +258,7 @@ class SkillLoader:
             shadowed=tuple(shadowed),
             errors=tuple(errors),
             limits=tuple(limits),
+            misplaced=tuple(misplaced),
             roots=roots,
             stamp=tuple(stamp),
         )
@@ -243,7 +273,11 @@ class SkillLoader:
                 parts.append((os.path.join(folder, SKILL_FILE), _stamp(skill_stat, folder)))
         return tuple(parts)
 
-    def _candidates(self, root: Root) -> tuple[list[tuple[str, os.stat_result]], LimitHit | None]:
+    def _candidates(
+        self, root: Root, misplaced: list[Misplaced] | None = None
+    ) -> tuple[list[tuple[str, os.stat_result]], LimitHit | None]:
+        """The skill folders of ``root``; folders that hold skills where no one looks go into
+        ``misplaced`` when it is given."""
         try:
             entries = sorted(os.scandir(root.path), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
@@ -261,6 +295,10 @@ class SkillLoader:
                     continue
                 skill_stat = os.stat(os.path.join(entry.path, SKILL_FILE))
             except OSError:
+                if misplaced is not None and entry.is_dir():
+                    notice = self.look_closer(root, entry.path)
+                    if notice is not None:
+                        misplaced.append(notice)
                 continue
             if not stat_module.S_ISREG(skill_stat.st_mode):
                 continue
@@ -274,6 +312,33 @@ class SkillLoader:
                 break
             found.append((entry.path, skill_stat))
         return found, hit
+
+    def look_closer(self, root: Root, folder: str) -> Misplaced | None:
+        """A folder without SKILL.md: a skill file under another case, or skill folders one level
+        down (a collection copied into the root whole). Bounded like a root's walk."""
+        try:
+            names = sorted(os.listdir(folder))[: self.limits.max_candidates_per_root]
+        except OSError:
+            return None
+        for name in names:
+            if name.lower() == SKILL_FILE.lower() and os.path.isfile(os.path.join(folder, name)):
+                return Misplaced(
+                    path=Path(folder) / name,
+                    message=f"is named {name}, and only {SKILL_FILE} is read (the name the Agent Skills spec gives it)",
+                    hint=f"rename it to {SKILL_FILE}",
+                    root=root.label,
+                )
+        nested = [n for n in names if not n.startswith(".") and os.path.isfile(os.path.join(folder, n, SKILL_FILE))]
+        if not nested:
+            return None
+        count = f"{len(nested)} skill folder" + ("s" if len(nested) != 1 else "")
+        return Misplaced(
+            path=Path(folder),
+            message=f"holds {count} one level down ({', '.join(nested[:3])}{', ...' if len(nested) > 3 else ''}), "
+            "where no skill is looked for",
+            hint=f"move them up into {root.path}, or add the folder as a root ([skills] extra_dirs = [\"{folder}\"])",
+            root=root.label,
+        )
 
     def _read(self, root: Root, folder: str, skill_stat: os.stat_result, key: _Key) -> tuple[Skill | LoadError, _Stamp]:
         file_stamp = _stamp(skill_stat, folder)

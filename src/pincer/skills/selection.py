@@ -5,6 +5,8 @@ Per skill, over the lowercased message:
 - each keyword: +10 as a whole word (or phrase), else +5 as a substring; at most 30 in all;
 - each tag: +3 as a whole word; at most 15;
 - each regex pattern that matches: +20; at most 40;
+- its name and description against the message (BM25, see ``wording``): up to +8, below one
+  whole keyword, and only when two distinct words of the message are in them;
 - any exclude keyword present as a whole word vetoes the skill (score 0).
 
 A whole word is one not preceded or followed by a letter, a digit or ``_``. A skill without
@@ -29,8 +31,9 @@ from typing import Any
 from ahocorasick_rs import AhoCorasick, MatchKind
 
 from pincer.skills.model import Skill
+from pincer.skills.wording import DescriptionIndex
 
-__all__ = ["Selection", "select", "estimate_tokens", "KEYWORD_CAP", "TAG_CAP", "PATTERN_CAP", "MAX_MESSAGE_CHARS"]
+__all__ = ["Selection", "select", "estimate_tokens", "KEYWORD_CAP", "TAG_CAP", "PATTERN_CAP", "DESCRIPTION_CAP", "MAX_MESSAGE_CHARS"]
 
 WHOLE_WORD = 10
 SUBSTRING = 5
@@ -39,6 +42,7 @@ TAG = 3
 TAG_CAP = 15
 PATTERN = 20
 PATTERN_CAP = 40
+DESCRIPTION_CAP = 8  # below one whole-word keyword: what an author declared outweighs what we guess
 MAX_MESSAGE_CHARS = 4_000
 CHARS_PER_TOKEN = 4
 
@@ -136,6 +140,10 @@ class _Index:
         self.owners = [terms[t] for t in self.terms]
         self.automaton = AhoCorasick(self.terms, matchkind=MatchKind.Standard) if self.terms else None
         self.with_patterns = [i for i, m in enumerate(self.matchers) if m.patterns]
+        # The name counts once: a skill without keywords is already matched on it.
+        self.descriptions = DescriptionIndex(
+            [(f"{s.name.replace('-', ' ').replace('_', ' ')} " if s.activation.keywords else "") + s.description for s in self.skills]
+        )
 
     def scores(self, message: str) -> dict[int, tuple[int, tuple[str, ...]]]:
         lowered = message[:MAX_MESSAGE_CHARS].lower()
@@ -175,23 +183,30 @@ class _Index:
                 if pattern.search(lowered):
                     pattern_score[skill] = pattern_score.get(skill, 0) + PATTERN
                     reasons.setdefault(skill, []).append(f"pattern {pattern.pattern!r} +{PATTERN}")
+        description_score: dict[int, int] = {}
+        for skill, (value, shared) in self.descriptions.scores(lowered).items():
+            if skill in vetoed:
+                continue
+            description_score[skill] = min(DESCRIPTION_CAP, math.ceil(value))
+            reasons.setdefault(skill, []).append(f"description {', '.join(shared)} +{description_score[skill]}")
         result: dict[int, tuple[int, tuple[str, ...]]] = {}
         for skill, word in vetoed.items():
             result[skill] = (0, (f"excluded by {word!r}",))
-        for skill in set(keyword_score) | set(tag_score) | set(pattern_score):
+        for skill in set(keyword_score) | set(tag_score) | set(pattern_score) | set(description_score):
             if skill in vetoed:
                 continue
             total = (
                 min(keyword_score.get(skill, 0), KEYWORD_CAP)
                 + min(tag_score.get(skill, 0), TAG_CAP)
                 + min(pattern_score.get(skill, 0), PATTERN_CAP)
+                + description_score.get(skill, 0)
             )
             result[skill] = (total, tuple(_ordered(reasons.get(skill, []))))
         return result
 
 
 def _ordered(reasons: list[str]) -> list[str]:
-    order = {"keyword": 0, "tag": 1, "pattern": 2}
+    order = {"keyword": 0, "tag": 1, "pattern": 2, "description": 3}
     return sorted(reasons, key=lambda r: (order.get(r.split(" ", 1)[0], 3), r))
 
 

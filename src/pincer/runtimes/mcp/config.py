@@ -134,13 +134,14 @@ def check_command(config: ServerConfig) -> str:
     RuntimeUnavailable saying what is missing (``pincer mcp add --force`` saves it anyway)."""
     command = config.command or ""
     path = config.env.get("PATH") if "${" not in config.env.get("PATH", "") else None
-    found = find_command(command, cwd=config.cwd, path=path if path is not None else os.environ.get("PATH"))
+    searched = path if path is not None else os.environ.get("PATH", os.defpath)
+    found = find_command(command, cwd=config.cwd, path=searched)
     if found is not None:
         return found
     if "/" in command:
         problem = f"{command!r} is not an executable file" + (f" (relative to {config.cwd})" if config.cwd else "")
     else:
-        problem = f"{command!r} is not on PATH"
+        problem = f"{command!r} is not on PATH (searched {searched or '(empty)'})"
     raise RuntimeUnavailable(
         f"MCP server {config.name!r}: {problem}; nothing was saved",
         hint="install the program or give its full path with --command; --force saves the entry anyway",

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
@@ -90,6 +91,11 @@ def describe_exception(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"MCP error {exc.code}: {exc.message}"
     if isinstance(exc, FileNotFoundError):
+        if isinstance(exc.filename, str) and "/" not in exc.filename:
+            # a bare name the gateway's PATH lacks (a venv's bin/ is on the shell's PATH only)
+            searched = os.environ.get("PATH", os.defpath)
+            return (f"{exc.strerror}: {exc.filename} is not on the PATH this process searched ({searched}); "
+                    "give the command's full path: `pincer mcp add NAME --command /full/path --replace`")  # fmt: skip
         return f"{exc.strerror}: {exc.filename}"
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -167,7 +167,9 @@ def main(argv: list[str]) -> int:
         try:
             os.execvp(command[0], command)
         except OSError as exc:
-            sys.stderr.write(f"pincer-supervisor: cannot run {command[0]!r}: {exc.strerror}\n")
+            # a bare name: say which PATH was searched (the server's, which may not be the shell's)
+            where = f" (not on PATH {os.environ.get('PATH', '')})" if "/" not in command[0] else ""
+            sys.stderr.write(f"pincer-supervisor: cannot run {command[0]!r}: {exc.strerror}{where}\n")
             os._exit(127)
     # The server owns the protocol pipes; holding copies would hide its exit from pincer.
     devnull = os.open(os.devnull, os.O_RDWR)
