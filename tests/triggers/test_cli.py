@@ -170,3 +170,22 @@ def test_hooks_test_refuses_what_it_cannot_send(env: dict[str, str], tmp_path: P
     assert unknown.returncode == 2 and doc(unknown)["error"]["code"] == "hook_not_found"
     down = cli(env, "hooks", "test", "gh", "--payload", str(payload), "--event", "pull_request", "--url", "http://127.0.0.1:9", "--json")
     assert down.returncode == 1 and "pincer serve" in doc(down)["error"]["hint"]
+
+
+def test_a_bearer_hook_says_plainly_that_it_can_be_replayed(env: dict[str, str]) -> None:
+    """Failed on main before this test: nothing said that a ``bearer`` hook has no replay
+    protection beyond its delivery id (a token is not a signature: whoever saw one delivery
+    can send it again under a new id)."""
+    home = Path(env["PINCER_HOME"])
+    (home / "config.toml").write_text(
+        '[[hooks]]\nname = "tok"\nauth = "bearer"\nsecret = "tok_secret"\nmessage = "x"\n\n'
+        '[[hooks]]\nname = "std"\nauth = "standard"\nsecret = "std_secret"\nmessage = "x"\n'
+    )
+    rows = {r["owner"]: r for r in doc(cli(env, "triggers", "list", "--json"))["triggers"]}
+    assert "resent under a new id runs again" in rows["hook tok"]["replay_protection"]
+    assert 'auth = "standard"' in rows["hook tok"]["replay_protection"]
+    assert rows["hook std"]["replay_protection"].startswith("signed id and timestamp")
+    for command in (("triggers", "list"), ("hooks", "list")):
+        human = cli({**env, "COLUMNS": "400"}, *command)
+        text = " ".join(human.stderr.split())
+        assert human.returncode == 0 and "replays: delivery id only" in text, human.stderr

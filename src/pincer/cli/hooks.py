@@ -52,6 +52,7 @@ def list_hooks(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json({"hooks": rows})
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} webhooks", title_justify="left")
@@ -59,7 +60,9 @@ def list_hooks(as_json: bool = JsonOption) -> None:
         table.add_column(column, overflow="fold")
     for row in rows:
         secret = row["secret"] + ("" if row["secret_set"] else " (not set)")
-        table.add_row(row["path"], row["auth"], secret, row["runs"], ", ".join(row["events"]) or "all", row["state"])
+        state = row["state"] + (f"; replays: {row['replay_protection']}" if row["auth"] == "bearer" else "")
+        cells = (row["path"], row["auth"], secret, row["runs"], ", ".join(row["events"]) or "all", state)
+        table.add_row(*(escape(cell) for cell in cells))
     stderr.print(table)
 
 

@@ -87,7 +87,19 @@ def hook_row(pincer: Any, hook: Any) -> dict[str, Any]:
         "runs": runs,
         "targets": _derived_targets(pincer, hook) if not hook.skill and not hook.message else None,
         "state": "active" if has_secret else f"refuses every delivery: set the secret {hook.secret!r}",
+        "replay_protection": _replay_protection(hook.auth),
     }
+
+
+def _replay_protection(auth: str) -> str:
+    if auth == "bearer":
+        # A token is a password, not a signature: whoever saw one delivery can mint fresh
+        # timestamps and nonces, so pincer offers none and says so (triggers/signatures.py).
+        return ('delivery id only: a captured bearer delivery resent under a new id runs again; '
+                'use auth = "standard" (signed id and timestamp) where replays matter')
+    if auth == "github":
+        return "the body's digest: a captured delivery resent under any id is answered from the first"
+    return "signed id and timestamp: a resend within the tolerance is answered from the first, later ones refused"
 
 
 def _derived_targets(pincer: Any, hook: Any) -> list[str]:
@@ -181,6 +193,7 @@ def list_triggers(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json({"triggers": rows})
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} triggers", title_justify="left")
@@ -191,5 +204,7 @@ def list_triggers(as_json: bool = JsonOption) -> None:
         state = str(row.get("state", ""))
         if row.get("next_run"):
             state += f" (next {row['next_run']})"
-        table.add_row(row["owner"], row["kind"], str(trigger), state)
+        if row.get("auth") == "bearer":
+            state += f"; replays: {row['replay_protection']}"
+        table.add_row(escape(str(row["owner"])), row["kind"], escape(str(trigger)), escape(state))
     stderr.print(table)
