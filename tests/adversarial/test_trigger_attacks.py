@@ -7,9 +7,9 @@ Each test is one attack; the ones that held before are kept here so they keep ho
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import hmac
-import datetime as dt
 import json
 import re
 import time
@@ -218,7 +218,7 @@ async def test_an_authentication_header_sent_twice_is_refused_naming_it(pincer_h
             good = _standard(body, "msg-dup")
         else:
             good = {"authorization": "Bearer hook-bearer-token-5527", "content-type": "application/json"}
-        headers = [(k, v) for k, v in good.items()]
+        headers = list(good.items())
         headers.append((name, "Bearer wrong" if name == "authorization" else good.get(name, "x")))
         answer = await http.post(f"/hooks/{hook}", content=body, headers=headers)
         assert answer.status_code == 400, answer.text

@@ -93,6 +93,7 @@ def list_jobs(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json({"jobs": rows})
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} jobs", title_justify="left")
@@ -103,8 +104,11 @@ def list_jobs(as_json: bool = JsonOption) -> None:
         status = row["last_status"] or "-"
         if row["last_error"]:
             status += f": {row['last_error']}"
+        if row.get("broken"):
+            runs, status = "-", row["state"]
         next_run = row["next_run"] or ("(paused)" if row["state"] == "paused" else "-")
-        table.add_row(row["name"], row["schedule_text"], runs, next_run, row["last_run"] or "-", status, row["source"])
+        cells = (row["name"], row["schedule_text"], runs, next_run, row["last_run"] or "-", status, row["source"])
+        table.add_row(*(escape(str(cell)) for cell in cells))
     stderr.print(table)
 
 

@@ -32,13 +32,31 @@ async def open_for_triggers() -> AsyncIterator[Any]:
 def when(t: float | None) -> str | None:
     if t is None:
         return None
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    try:
+        return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):  # a stored time past the year 9999
+        return f"(not a time: {t:.4g})"
 
 
 def job_row(row: Any) -> dict[str, Any]:
+    """What ``cron list`` and ``triggers list`` show of a stored job; a row that no longer
+    reads (stored before a bound existed, or edited by hand) is shown as broken, with the fix."""
+    from pincer.core.errors import PincerError
     from pincer.triggers.jobs import JobSpec
 
-    spec = JobSpec.from_dict(row.spec)
+    try:
+        spec = JobSpec.from_dict(row.spec)
+    except (PincerError, KeyError, TypeError, ValueError, OverflowError) as exc:
+        problem = exc.message if isinstance(exc, PincerError) else f"{type(exc).__name__}: {exc}"
+        fix = "fix its [[jobs]] table in config.toml" if row.source == "config" else (
+            "fix the skill's schedule: trigger" if row.source.startswith("skill:") else f"pincer cron rm {row.name}, then add it again"
+        )  # fmt: skip
+        return {
+            "name": row.name, "source": row.source, "schedule": None, "schedule_text": "(broken)", "skill": None,
+            "params": {}, "message": None, "session": None, "state": f"broken: {problem}; {fix}", "next_run": None,
+            "retry_at": None, "last_run": when(row.last_run), "last_status": row.last_status, "last_error": row.last_error,
+            "last_run_id": row.last_run_id, "broken": problem, "fix": fix,
+        }  # fmt: skip
     if row.paused:
         state = "paused"
     elif not spec.enabled:
