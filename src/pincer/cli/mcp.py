@@ -377,7 +377,8 @@ def _taken_by_others(pins: Any, server: str) -> set[str]:
 @app.command("test")
 def test(name: str, as_json: bool = JsonOption) -> None:
     """Start a server, list its tools and report timing and pin state (changes nothing). Exits 1
-    when a tool is refused because its definition holds a secret."""
+    when a tool is refused because its definition holds a secret, or its definition changed
+    since it was trusted (`pincer mcp trust` shows how, and asks)."""
     from pincer.core.errors import DefinitionRefused
 
     async def body() -> dict[str, Any]:
@@ -394,6 +395,14 @@ def test(name: str, as_json: bool = JsonOption) -> None:
             )
             report["ok"] = False
             report["error"] = error.to_dict()
+        changed = [t["name"] for t in report["tools"] if t["state"] in ("changed", "owner_changed")]
+        if changed and report["ok"]:
+            report["ok"] = False
+            report["error"] = DefinitionRefused(
+                f"{len(changed)} tool(s) changed since they were trusted: " + ", ".join(changed),
+                source=f"MCP server {name!r}",
+                hint=f"`pincer mcp trust {name}` shows what changed and asks before trusting it",
+            ).to_dict()
         return report
 
     report = run(body, as_json=as_json)
@@ -402,18 +411,22 @@ def test(name: str, as_json: bool = JsonOption) -> None:
         if not report["ok"]:
             raise typer.Exit(EXIT_FAILURE)
         return
+    from rich.markup import escape
+
+    # What a server says of itself is its own text: escaped, so it cannot restyle the terminal.
+    server = " ".join(str(report["server"] or "").split()) or "unnamed server"
     stderr.print(
-        f"[bold]{name}[/]: {report['server'] or 'unnamed server'}, protocol {report['protocol_version']}, "
+        f"[bold]{escape(name)}[/]: {escape(server)}, protocol {escape(str(report['protocol_version']))}, "
         f"started in {report['connect_ms']:.0f} ms, tools/list in {report['list_tools_ms']:.1f} ms"
     )
     table = Table(title=f"{len(report['tools'])} tools", title_justify="left")
     for column in ("tool", "pin", "description"):
         table.add_column(column)
     for tool in report["tools"]:
-        table.add_row(tool["name"], tool["state"], tool["description"][:80])
+        table.add_row(escape(tool["name"]), tool["state"], escape(tool["description"][:80]))
     stderr.print(table)
     if report["missing"]:
-        stderr.print(f"no longer offered: {', '.join(report['missing'])}")
+        stderr.print(f"no longer offered: {', '.join(report['missing'])}", markup=False)
     _print_refused(report["refused"])
     if not report["ok"]:
         print_error(report["error"]["message"], report["error"].get("hint"))

@@ -33,6 +33,7 @@ __all__ = [
     "ANTHROPIC_DEFAULT_URL",
     "parse_retry_after",
     "shorten",
+    "tried_url",
     "MAX_RETRY_AFTER_S",
 ]
 
@@ -66,7 +67,7 @@ def resolve_api_key(settings: ModelSettings, secrets: Any, environ: Mapping[str,
             value = None
         if not value:
             raise ConfigError(
-                f"the API key secret {settings.api_key_secret!r} ([llm] api_key_secret) is not in the secret store",
+                f"the API key secret {settings.api_key_secret!r} ({settings.key_table} api_key_secret) is not in the secret store",
                 hint=f"store it with `pincer secrets set {settings.api_key_secret}` (the value is read from stdin)",
             )
         return str(value)
@@ -74,8 +75,10 @@ def resolve_api_key(settings: ModelSettings, secrets: Any, environ: Mapping[str,
         value = environ.get(settings.api_key_env)
         if not value:
             raise ConfigError(
-                f"the environment variable {settings.api_key_env} ([llm] api_key_env) is not set",
-                hint="export it before running, or store the key with `pincer secrets set NAME` and set [llm] api_key_secret",
+                f"the environment variable {settings.api_key_env} ({settings.key_table} api_key_env) is not set",
+                hint="export it before running, or store the key with `pincer secrets set NAME` and set [llm] api_key_secret"
+                if settings.key_table == "[llm]"
+                else f"export it before running, or store the key with `pincer secrets set NAME` and set api_key_secret in {settings.key_table}",
             )
         return value
     return None
@@ -116,6 +119,26 @@ def parse_retry_after(headers: Any) -> float | None:
 
 
 _KEYISH = re.compile(r"\b(?:sk|pk|rk|key)[-_][A-Za-z0-9_\-*.]{6,}")
+
+
+def tried_url(exc: BaseException) -> str:
+    """`` at URL`` for the request an SDK error was about (scheme, host, port and path: no
+    user, password or query, where a key could sit), else the empty string."""
+    from urllib.parse import urlsplit
+
+    url = getattr(getattr(exc, "request", None), "url", None)
+    if url is None:
+        return ""
+    try:
+        parts = urlsplit(str(url))
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return ""
+    if not parts.scheme or not host:
+        return ""
+    shown = f"[{host}]" if ":" in host else host
+    return f" at {parts.scheme}://{shown}{port}{parts.path}"
 
 
 def shorten(text: str) -> str:
