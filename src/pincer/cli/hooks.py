@@ -26,14 +26,11 @@ MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 
 def gateway_url(home: Path, config: Any) -> str:
     """The running gateway's URL (from serve.json when its process lives), else the configured one."""
-    from pincer.store.approvals import is_process_alive
+    from pincer.cli.serve import running_gateway_url
 
-    try:
-        info = json.loads((home / SERVE_FILE).read_text(encoding="utf-8"))
-        if isinstance(info, dict) and isinstance(info.get("url"), str) and is_process_alive(str(info.get("process", ""))):
-            return str(info["url"])
-    except (OSError, ValueError):
-        pass
+    running = running_gateway_url(home)
+    if running is not None:
+        return running
     host = config.gateway.host
     host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     shown = f"[{host}]" if ":" in host else host
