@@ -337,7 +337,8 @@ class McpGateway:
             with call_scope:
                 return await self.pincer.call(request, on_approval=put_to_client)
             # The client hung up while the call waited: the chain recorded the cancellation and
-            # expired the approval; this answer goes nowhere.
+            # expired the approval; this answer goes nowhere. A hang-up is normal: one quiet line.
+            logger.debug("tools/call %s of session %s: the client hung up; the call was cancelled", request.tool, session.name)
             return ToolResult(ok=False, error={"code": "cancelled", "message": "the client disconnected"})
         finally:
             # The call is over; an elicitation still open (answered elsewhere) is withdrawn.
