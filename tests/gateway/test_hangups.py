@@ -41,11 +41,11 @@ async def on_progress(*args, **kwargs):
 async def main():
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-            await client.call_tool("faulty_slow", {"seconds": %s, "marker": marker},
+            await client.call_tool("faulty_slow", {"seconds": SECONDS, "marker": marker},
                                    progress_callback=on_progress if progress == "yes" else None)
 
 anyio.run(main)
-""" % SLOW_TOOL_S
+""".replace("SECONDS", str(SLOW_TOOL_S))
 
 
 def _add_faulty(home: Path) -> None:
