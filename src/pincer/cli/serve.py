@@ -157,13 +157,12 @@ def token(ctx: typer.Context, as_json: bool = JsonOption) -> None:
         fail(exc, as_json=as_json)
     served_at = running_gateway_url(home)
     # Which home is easy to get wrong (PINCER_HOME in one shell, not in the other): say it.
-    stderr.print(f"{'read' if existed else 'created'} {token_file} (home {home})", markup=False, soft_wrap=True)
+    # Plain writes: `pincer token` answers without importing rich.
+    sys.stderr.write(f"{'read' if existed else 'created'} {token_file} (home {home})\n")
     if served_at is None:
-        stderr.print(
+        sys.stderr.write(
             f"no `pincer serve` runs on this home now: start one (PINCER_HOME={home} pincer serve), "
-            "or set PINCER_HOME to the home your gateway uses",
-            markup=False,
-            soft_wrap=True,
+            "or set PINCER_HOME to the home your gateway uses\n"
         )
     if as_json:
         emit_json({"token": value, "token_file": str(token_file), "home": str(home), "created": not existed,
