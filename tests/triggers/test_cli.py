@@ -220,3 +220,13 @@ def test_an_interval_past_the_bound_is_refused_and_a_stored_one_lists_as_broken(
     assert row["state"].startswith("broken:")
     assert cli(env, "triggers", "list").returncode == 0
     assert cli(env, "cron", "rm", "X").returncode == 0
+
+
+def test_a_job_name_with_brackets_prints_as_written(env: dict[str, str]) -> None:
+    """Failed on main before this test: ``[daily]`` in a job's name (as OpenClaw files have
+    them) was read as rich markup and vanished from ``cron add`` and ``cron list``."""
+    added = cli(env, "cron", "add", "[daily] brief", "--every", "1h", "--message", "x")
+    assert added.returncode == 0 and "job '[daily] brief' added" in added.stderr, added.stderr
+    listed = cli({**env, "COLUMNS": "300"}, "cron", "list")
+    assert "[daily] brief" in listed.stderr
+    assert "[daily] brief" in cli({**env, "COLUMNS": "300"}, "triggers", "list").stderr

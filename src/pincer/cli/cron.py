@@ -76,7 +76,7 @@ def add(
     if as_json:
         emit_json({"ok": True, "job": row})
     else:
-        stderr.print(f"job {row['name']!r} added: {row['schedule_text']}, next run {row['next_run']}")
+        stderr.print(f"job {row['name']!r} added: {row['schedule_text']}, next run {row['next_run']}", markup=False)
 
 
 @app.command("list")
@@ -129,7 +129,7 @@ def remove(name: str = typer.Argument(..., help="The job's name."), as_json: boo
     if as_json:
         emit_json({"ok": True, "removed": name})
     else:
-        stderr.print(f"job {name!r} removed")
+        stderr.print(f"job {name!r} removed", markup=False)
 
 
 def _set_paused(name: str, paused: bool, as_json: bool) -> None:
@@ -152,7 +152,7 @@ def _set_paused(name: str, paused: bool, as_json: bool) -> None:
     if as_json:
         emit_json({"ok": True, "job": row})
     else:
-        stderr.print(f"job {name!r} {'paused' if paused else 'resumed, next run ' + str(row['next_run'])}")
+        stderr.print(f"job {name!r} {'paused' if paused else 'resumed, next run ' + str(row['next_run'])}", markup=False)
 
 
 @app.command("pause")
@@ -209,14 +209,14 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
     else:
         where = result["where"]
         if result.get("run_id") and result.get("outcome") is None:
-            stderr.print(f"job {name!r} started in {where}: run {result['run_id']}")
+            stderr.print(f"job {name!r} started in {where}: run {result['run_id']}", markup=False)
         elif result.get("outcome") is not None:
             outcome = result["outcome"]
             stderr.print(f"job {name!r} ran {where}: run {result['run_id']} {outcome['status']}"
-                         + (f": {outcome['error']}" if outcome["error"] else ""))  # fmt: skip
+                         + (f": {outcome['error']}" if outcome["error"] else ""), markup=False)  # fmt: skip
         else:
             error = (result.get("firing") or {}).get("error") or {}
-            stderr.print(result.get("note") or f"job {name!r} did not start: {error.get('message', '')}")
+            stderr.print(result.get("note") or f"job {name!r} did not start: {error.get('message', '')}", markup=False)
     if not result.get("ok"):
         raise typer.Exit(EXIT_FAILURE)
 
@@ -256,12 +256,12 @@ def import_jobs(
     if as_json:
         emit_json(result)
         return
-    stderr.print(f"{file} ({result['format']}): {len(result['added'])} jobs imported, {len(result['skipped'])} skipped")
+    stderr.print(f"{file} ({result['format']}): {len(result['added'])} jobs imported, {len(result['skipped'])} skipped", markup=False)
     for row in result["added"]:
-        stderr.print(f"  + {row['name']}: {row['schedule_text']}, next run {row['next_run']}")
+        stderr.print(f"  + {row['name']}: {row['schedule_text']}, next run {row['next_run']}", markup=False)
     for row in result["skipped"]:
-        stderr.print(f"  - {row['name']}: {row['reason']}")
+        stderr.print(f"  - {row['name']}: {row['reason']}", markup=False)
     for problem in result["problems"]:
-        stderr.print(f"  ! {problem}")
+        stderr.print(f"  ! {problem}", markup=False)
     for name, keys in result["unknown_keys"].items():
-        stderr.print(f"  ({name}: not used by pincer: {', '.join(keys)})")
+        stderr.print(f"  ({name}: not used by pincer: {', '.join(keys)})", markup=False)

@@ -197,14 +197,16 @@ def add(
     if as_json:
         emit_json(result)
         return
+    from rich.markup import escape
+
     for note in result["notes"]:
-        stderr.print(f"[dim]{note}[/]")
-    stderr.print(f"added MCP server [bold]{name}[/]")
+        stderr.print(f"[dim]{escape(note)}[/]")
+    stderr.print(f"added MCP server [bold]{escape(name)}[/]")
     if result.get("warning"):
-        stderr.print(f"[yellow]warning:[/] {result['warning']}")
+        stderr.print(f"[yellow]warning:[/] {escape(result['warning'])}")
     elif result["tools"] is not None:
         pinned = [t["name"] for t in result["tools"] if t["state"] == "trusted"]
-        stderr.print(f"pinned {len(pinned)} tools: {', '.join(pinned)}")
+        stderr.print(f"pinned {len(pinned)} tools: {', '.join(pinned)}", markup=False)
         _print_refused(result.get("refused") or [])
 
 
@@ -555,10 +557,12 @@ def import_servers(
     if as_json:
         emit_json(result)
         return
+    from rich.markup import escape
+
     for note in result["notes"]:
-        stderr.print(f"[dim]{note}[/]")
+        stderr.print(f"[dim]{escape(note)}[/]")
     for entry, keys in result["unknown_keys"].items():
-        stderr.print(f"[yellow]not imported:[/] {entry}: unknown keys {', '.join(keys)}")
+        stderr.print(f"[yellow]not imported:[/] {escape(f'{entry}: unknown keys ' + ', '.join(keys))}")
     imported = f"imported {len(result['imported'])} servers ({result['format']}): {', '.join(result['imported'])}"
     if result["openapi_services"]:
         imported += f"; OpenAPI services: {', '.join(result['openapi_services'])}"
