@@ -177,3 +177,75 @@ def test_the_walker_catches_the_hints_that_lied() -> None:
     assert _config_problems("raise tools.timeout_s in config.toml") == []
     assert _cli_problems("run `pincer approvals nope ID`") == ["`pincer approvals nope ID`: approvals has no subcommand 'nope'"]
     assert _cli_problems("run `pincer approvals approve ID --always`") == []
+
+
+# -- markup: what is printed through rich reads as it was written --------------------------------
+
+_RICH_TAG = re.compile(r"((\\*)\[([a-z#/@][^[]*?)])")
+
+
+def _is_style_tag(tag: str) -> bool:
+    from rich.errors import StyleSyntaxError
+    from rich.style import Style
+
+    name = tag[1:] if tag.startswith("/") else tag
+    if not name:
+        return True  # [/]
+    try:
+        Style.parse(name)
+    except StyleSyntaxError:
+        return False
+    return True
+
+
+def _rendered(markup: str) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=100_000, highlight=False, color_system=None, emoji=False).print(markup)
+    return out.getvalue().rstrip("\n")
+
+
+@pytest.mark.parametrize(("where", "text"), HINTS, ids=[w for w, _ in HINTS])
+def test_every_hint_survives_rendering(where: str, text: str) -> None:
+    """Failed on main before this test for no hint (errors were escaped already); it keeps a hint
+    naming ``[[hub.sources]]`` or ``[llm]`` from reaching the terminal as ``[]``."""
+    from pincer.cli.common import error_markup
+
+    [_, hint] = error_markup("m", text)
+    assert _rendered(hint) == f"hint: {text}", where
+
+
+def _printed_literals() -> Iterator[tuple[str, str]]:
+    """The literal text of every ``stderr.print(...)``/``console.print(...)`` under ``cli/``."""
+    for path in sorted((SRC / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "print"):
+                continue
+            owner = node.func.value
+            if not (isinstance(owner, ast.Name) and owner.id in ("stderr", "console", "err")) or not node.args:
+                continue
+            if any(k.arg == "markup" and isinstance(k.value, ast.Constant) and k.value.value is False for k in node.keywords):
+                continue  # printed as plain text
+            text = _text_of(node.args[0])
+            if text:
+                yield f"{path.relative_to(SRC)}:{node.lineno}", text
+
+
+PRINTED = list(_printed_literals())
+
+
+def test_the_print_walker_finds_the_messages() -> None:
+    assert len(PRINTED) > 100
+
+
+@pytest.mark.parametrize(("where", "text"), PRINTED, ids=[w for w, _ in PRINTED])
+def test_no_printed_message_loses_text_as_markup(where: str, text: str) -> None:
+    """Failed on main before this test: ``pincer hub token new`` printed ``token_secret =
+    "hub_token" in its []``: ``[hub.sources]`` in the message was read as a rich style tag and
+    dropped. Every ``[...]`` in a printed literal must be a real style (``[dim]``, ``[/]``) or
+    be escaped (``\\[``)."""
+    eaten = [m.group(0) for m in _RICH_TAG.finditer(text) if len(m.group(2)) % 2 == 0 and not _is_style_tag(m.group(3))]
+    assert not eaten, f"{where}: {eaten} would vanish from {text!r}"

@@ -390,6 +390,7 @@ class ModelSettings:
     max_output_tokens: int = 4_096
     stream: bool = True
     profile: str | None = None  # the profile these settings came from
+    key_table: str = "[llm]"  # the table that named the API key, for messages about it
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -740,7 +741,9 @@ def _to_llm(llm: _Llm, source: str) -> LlmSettings:
             # nor its key (sending one provider's key to another would leak it).
             for key in ("base_url", "api_key_secret", "api_key_env"):
                 given.setdefault(key, None)
-        profiles[name] = replace(default, **given, profile=name)
+        names_key = given.get("api_key_secret") or given.get("api_key_env")
+        key_table = f"[llm.profiles.{name}]" if names_key else "[llm]"
+        profiles[name] = replace(default, **given, profile=name, key_table=key_table)
     if llm.profile is not None and llm.profile not in profiles:
         raise ConfigError(
             f"{source}: llm.profile: no profile named {llm.profile!r}",

@@ -37,18 +37,28 @@ __all__ = [
     "schedule_from",
     "host_zone",
     "MAX_CRON_STEPS",
+    "MIN_INTERVAL_S",
+    "MAX_INTERVAL_S",
 ]
 
 # Wall times looked at for one next-run search; croniter jumps field by field, so even a
-# yearly expression takes a handful. Past this the expression is taken as never matching.
-MAX_CRON_STEPS = 10_000
+# yearly expression takes a handful, and an every-second one twice the widest DST change
+# (2 h: 14,400). Past this the best found so far is the answer, none: never matching.
+MAX_CRON_STEPS = 16_000
 # How far before "now" the walk starts, in wall time: the widest DST shift there is (Lord Howe
 # has 30 minutes, most zones an hour, a few historic ones two) plus room.
 _WALK_BACK = dt.timedelta(hours=3)
 _ALIASES = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+_MAX_INSTANT_S = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last second a datetime holds
 _INTERVAL = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?", re.IGNORECASE)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3_600.0, "d": 86_400.0, "w": 604_800.0, None: 1.0}
 MIN_INTERVAL_S = 1.0
+# Ten years: a longer interval is a typo (``99999999999d`` runs past the year 9999, where a
+# date cannot be written down), and a job meant to run less often than that is an ``at``.
+MAX_INTERVAL_S = 3_650 * 86_400.0
+# Offsets looked at around an instant to tell how wide a DST change near it is (one per hour
+# of ``_WALK_BACK`` either side): far from one the walk starts a second back, not three hours.
+_NEAR_CHANGE_PROBES = (-3, -2, -1, 1, 2, 3)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -100,8 +110,12 @@ class Schedule:
         if kind == "every":
             every = data.get("every_s")
             anchor = data.get("anchor")
-            if not isinstance(every, (int, float)) or isinstance(every, bool) or every < MIN_INTERVAL_S:
-                raise ScheduleInvalid(f"a stored interval is not a number of seconds: {every!r}")
+            if not isinstance(every, (int, float)) or isinstance(every, bool) or not MIN_INTERVAL_S <= every <= MAX_INTERVAL_S:
+                raise ScheduleInvalid(
+                    f"a stored interval of {every!r} s is not from {MIN_INTERVAL_S:g} s to {MAX_INTERVAL_S / 86_400:g} days"
+                )
+            if anchor is not None and not (isinstance(anchor, (int, float)) and abs(anchor) <= _MAX_INSTANT_S):
+                raise ScheduleInvalid(f"a stored interval's anchor is not a time: {anchor!r}")
             return cls(kind="every", every_s=float(every), anchor=float(anchor) if isinstance(anchor, (int, float)) else None)
         return parse_cron(str(data.get("expr")), tz=str(data.get("tz") or "UTC"))
 
@@ -150,7 +164,12 @@ def parse_at(text: str) -> Schedule:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return Schedule(kind="at", at=when.timestamp())
+    try:
+        at = when.timestamp()
+        _iso(at)  # 9999-12-31T23:00-05:00 is past the year 9999 in UTC: not a time we can show
+    except (OverflowError, ValueError, OSError):
+        raise ScheduleInvalid(f"{text!r} is past the last time pincer can schedule", hint="use a time before 9999") from None
+    return Schedule(kind="at", at=at)
 
 
 def parse_interval(text: str) -> float:
@@ -168,6 +187,11 @@ def parse_interval(text: str) -> float:
         raise ScheduleInvalid(f"{text!r} is not an interval", hint='e.g. "90s", "30m", "1h30m" or "2d"')
     if total < MIN_INTERVAL_S:
         raise ScheduleInvalid(f"interval {text!r} is shorter than {MIN_INTERVAL_S:g} s", hint="use 1s or more")
+    if total > MAX_INTERVAL_S:
+        raise ScheduleInvalid(
+            f"interval {text[:40]!r} is longer than {MAX_INTERVAL_S / 86_400:g} days",
+            hint="use a shorter interval, or --at for a job that runs once",
+        )
     return total
 
 
@@ -241,7 +265,12 @@ def _cron_next(expr: str, tz: str, t: float) -> float | None:
     hour_field = "*" if expr == "@hourly" else "0" if expr.startswith("@") else fields[2] if six else fields[1]
     every_hour = hour_field.startswith("*")
     wall_now = dt.datetime.fromtimestamp(t, zone).replace(tzinfo=None)
-    walker = croniter(expr, wall_now - _WALK_BACK, second_at_beginning=six)
+    # The walk starts back (and goes on past the best found) by the width of a DST change
+    # within _WALK_BACK of t, so a wall time that comes round again after a fold is seen; far
+    # from a change, by a second. Three hours either way was 21,600 steps of an every-second
+    # expression, past MAX_CRON_STEPS: ``* * * * * *`` read as "never matches".
+    reach = _change_width(t, zone) + dt.timedelta(seconds=1)
+    walker = croniter(expr, wall_now - reach, second_at_beginning=six)
     best: float | None = None
     best_wall: dt.datetime | None = None
     for _ in range(MAX_CRON_STEPS):
@@ -249,12 +278,24 @@ def _cron_next(expr: str, tz: str, t: float) -> float | None:
             wall = walker.get_next(dt.datetime)
         except (CroniterBadDateError, OverflowError, ValueError):
             return best
-        if best_wall is not None and wall > best_wall + _WALK_BACK:
+        if best_wall is not None and wall > best_wall + reach:
             return best
         for instant in _instants(wall, zone, every_hour=every_hour):
             if instant > t and (best is None or instant < best):
                 best, best_wall = instant, wall
     return best
+
+
+def _change_width(t: float, zone: ZoneInfo) -> dt.timedelta:
+    """How far ``zone``'s UTC offset moves within ``_WALK_BACK`` of ``t`` (either side): zero
+    far from a DST change, the change's size near one."""
+    try:
+        here = dt.datetime.fromtimestamp(t, zone).utcoffset() or dt.timedelta(0)
+        offsets = [dt.datetime.fromtimestamp(t + hours * 3_600, zone).utcoffset() or dt.timedelta(0)
+                   for hours in _NEAR_CHANGE_PROBES]  # fmt: skip
+    except (OverflowError, ValueError, OSError):
+        return _WALK_BACK
+    return min(_WALK_BACK, max((abs(offset - here) for offset in offsets), default=dt.timedelta(0)))
 
 
 def _instants(wall: dt.datetime, zone: ZoneInfo, *, every_hour: bool) -> list[float]:

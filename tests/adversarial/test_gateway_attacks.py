@@ -72,3 +72,36 @@ async def test_rest_does_not_describe_a_tool_the_session_policy_denies(pincer_ho
     assert allowed.status_code == 200
     assert {t["name"] for t in listing["tools"]} == {"say", "write_note"}
 
+
+
+async def test_calling_a_tool_the_session_may_not_see_is_the_same_404_as_a_missing_one(pincer_home: Path) -> None:
+    """Failed on main before this test: ``POST /api/v1/tools/report/call`` from a session whose
+    policy hides ``report`` answered 403 "denied" (naming the policy), where ``GET
+    /api/v1/tools/report`` and the README say 404: the call told the session the tool exists."""
+    async with live_gateway(pincer_home, config=CONFIG) as live:
+        async with live.http(headers={"Authorization": f"Bearer {BOT_TOKEN}"}) as http:
+            hidden = await http.post("/api/v1/tools/report/call", json={"args": {}})
+            missing = await http.post("/api/v1/tools/no_such_tool/call", json={"args": {}})
+            allowed = await http.post("/api/v1/tools/say/call", json={"args": {"text": "hi"}})
+        records = [r for r in live.pincer.audit.records() if r.tool == "report"]
+    assert hidden.status_code == 404 and missing.status_code == 404, hidden.text
+    assert hidden.json()["error"]["code"] == missing.json()["error"]["code"] == "tool_not_found"
+    assert hidden.json()["error"]["message"] == "no tool named 'report'"
+    assert "policy" not in hidden.text and "ci-bot" not in hidden.text
+    assert allowed.status_code == 200, allowed.text
+    assert [r.decision for r in records] == ["deny"], "the refused call is still audited"
+
+
+@ERAS
+async def test_an_mcp_call_to_a_tool_the_session_may_not_see_reads_as_a_missing_one(pincer_home: Path, mode: str) -> None:
+    """Failed on main before this test: the same call over MCP answered "session 'ci-bot'
+    (config.toml) allows only write_note, say; report is not on its allow list", where a missing
+    tool gets "no tool named ..." and tools/list hid it: the answer told the session it exists."""
+    async with live_gateway(pincer_home, config=CONFIG) as live:
+        async with live.mcp(mode=mode, token=BOT_TOKEN) as client:
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                hidden = await client.call_tool("report", {})
+                missing = await client.call_tool("no_such_tool", {})
+    assert hidden.is_error and missing.is_error
+    assert hidden.content[0].text == "no tool named 'report' (hint: `pincer tools list` shows the tools there are)"
+    assert missing.content[0].text == "no tool named 'no_such_tool' (hint: `pincer tools list` shows the tools there are)"

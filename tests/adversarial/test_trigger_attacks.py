@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
+import hmac
 import json
 import re
 import time
@@ -172,3 +174,67 @@ async def test_a_payload_rendered_into_the_hooks_message_cannot_open_a_trusted_b
             text = user if isinstance(user, str) else json.dumps(user)
             tags = [(m.group(1), m.group(2).lower()) for m in _TAGS.finditer(_normalised(text))]
             assert tags == [("", "tool_output"), ("/", "tool_output")], tags  # pincer's one block, nothing else
+
+
+def _signed_at(body: bytes, msg_id: str, timestamp: str) -> dict[str, str]:
+    """Standard Webhooks headers signed over whatever ``timestamp`` text is given."""
+    key = base64.b64decode(STD_SECRET.removeprefix("whsec_"))
+    mac = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return {"webhook-id": msg_id, "webhook-timestamp": timestamp, "webhook-signature": "v1," + base64.b64encode(mac).decode(),
+            "content-type": "application/json"}  # fmt: skip
+
+
+@pytest.mark.parametrize("timestamp", ["1" + "0" * 400, "9" * 5000, "1e400", "-1", "17000000000000"])
+async def test_a_signed_delivery_with_an_absurd_timestamp_is_a_clear_400(pincer_home: Path, timestamp: str) -> None:
+    """Failed on main before this test: a validly signed delivery with ``webhook-timestamp``
+    a 401-digit number was a 500 (``OverflowError`` in ``now - sent``), and a 5,000-digit one
+    passed int()'s digit limit into a ValueError read as "not Unix seconds" (401)."""
+    async with live_gateway(pincer_home, config=CONFIG, secrets=SECRETS) as live, live.http() as http:
+        body = b'{"type": "invoice.paid", "data": {"customer": "ACME"}}'
+        answer = await http.post("/hooks/std", content=body, headers=_signed_at(body, "msg-ts", timestamp))
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "delivery_malformed" and "is not Unix seconds" in error["message"]
+        assert len(error["message"]) < 200 and "whole seconds since 1970" in error["hint"]
+        assert await _runs(live) == []
+
+
+@pytest.mark.parametrize(
+    ("hook", "name"),
+    [("gh", "x-hub-signature-256"), ("std", "webhook-signature"), ("std", "webhook-id"), ("std", "webhook-timestamp"),
+     ("tok", "authorization"), ("gh", "x-github-event")],
+)  # fmt: skip
+async def test_an_authentication_header_sent_twice_is_refused_naming_it(pincer_home: Path, hook: str, name: str) -> None:
+    """Failed on main before this test: two ``X-Hub-Signature-256`` headers (or two of any
+    Standard Webhooks header, or two ``Authorization``) were decided by the last one, so a proxy
+    in front that checks the first and pincer could disagree about what was authenticated."""
+    config = CONFIG + '\n[[hooks]]\nname = "tok"\nauth = "bearer"\nsecret = "tok_secret"\nmessage = "token delivery"\n'
+    secrets = {**SECRETS, "tok_secret": "hook-bearer-token-5527"}
+    async with live_gateway(pincer_home, config=config, secrets=secrets) as live, live.http() as http:
+        body = json.dumps(PUSH).encode()
+        if hook == "gh":
+            good = _github(body, delivery="dup-1")
+        elif hook == "std":
+            good = _standard(body, "msg-dup")
+        else:
+            good = {"authorization": "Bearer hook-bearer-token-5527", "content-type": "application/json"}
+        headers = list(good.items())
+        headers.append((name, "Bearer wrong" if name == "authorization" else good.get(name, "x")))
+        answer = await http.post(f"/hooks/{hook}", content=body, headers=headers)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "delivery_malformed" and f"more than one {name} header" in error["message"]
+        assert await _runs(live) == []
+        assert (await http.post(f"/hooks/{hook}", content=body, headers=good)).status_code == 202
+
+
+async def test_two_authorization_headers_on_the_api_are_refused(pincer_home: Path) -> None:
+    """Failed on main before this test: ``/api/v1`` took the first of two ``Authorization``
+    headers (Starlette's reading) where a proxy in front may check the last: the same hole as
+    the webhooks' duplicated signature headers, on the gateway's own token."""
+    async with live_gateway(pincer_home, config=CONFIG, secrets=SECRETS) as live, live.http() as http:
+        good = ("authorization", f"Bearer {live.token}")
+        assert (await http.get("/api/v1/tools", headers=[good])).status_code == 200
+        answer = await http.get("/api/v1/tools", headers=[good, ("authorization", "Bearer someone-else")])
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == "duplicate_header"
+        assert "more than one Authorization header" in answer.json()["error"]["message"]

@@ -54,7 +54,20 @@ def test_token_file_is_private_and_printed_by_pincer_token(pincer_home: Path) ->
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert printed.stdout.strip() == token_file.read_text().strip()
     again = _pincer(pincer_home, "token", "--json")
-    assert json.loads(again.stdout) == {"token": printed.stdout.strip(), "token_file": str(token_file)}
+    assert json.loads(again.stdout) == {"token": printed.stdout.strip(), "token_file": str(token_file),
+                                        "home": str(pincer_home), "created": False, "gateway_url": None}  # fmt: skip
+
+
+def test_token_says_which_home_it_read_and_whether_a_gateway_serves_it(pincer_home: Path) -> None:
+    """Failed on main before this test: ``pincer token`` never said which home it read or
+    created the token in, so a token from the wrong PINCER_HOME was a silent 401 later."""
+    made = _pincer(pincer_home, "token")
+    assert f"created {pincer_home / 'gateway.token'} (home {pincer_home})" in made.stderr
+    assert "no `pincer serve` runs on this home now" in made.stderr and f"PINCER_HOME={pincer_home}" in made.stderr
+    with pincer_serve(pincer_home) as server:
+        served = _pincer(pincer_home, "token", "--json")
+        assert json.loads(served.stdout)["gateway_url"] == server.info["url"]
+        assert f"read {pincer_home / 'gateway.token'}" in served.stderr and "no `pincer serve`" not in served.stderr
 
 
 def test_a_widened_token_file_is_narrowed_again(pincer_home: Path) -> None:

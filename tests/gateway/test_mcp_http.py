@@ -81,8 +81,11 @@ async def test_session_policy_hides_and_refuses_denied_tools(pincer_home: Path, 
     async with live_gateway(pincer_home, config=config) as live, live.mcp(mode=mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         result = await client.call_tool("say", {"text": "hi"})
+        decisions = [r.decision for r in live.pincer.audit.records() if r.tool == "say"]
     assert "say" not in names and "report" in names
-    assert result.is_error and result.meta["pincer/error"]["code"] == "denied"
+    # Refused and audited as a denial, answered as for a missing tool (README: 404 for REST).
+    assert result.is_error and result.meta["pincer/error"]["code"] == "tool_not_found"
+    assert decisions == ["deny"]
 
 
 @ERAS

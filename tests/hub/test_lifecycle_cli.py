@@ -50,6 +50,9 @@ def test_publish_search_install_update_rollback_pin_verify_remove(tmp_path: Path
     skill = write_skill(tmp_path / "src", "code-review", description="Reviews pull requests for bugs")
     published = cli_json(publisher, "hub", "publish", str(skill), "--source", "team", "--keyword", "review")
     assert published["key"] == "skills/code-review" and published["verdict"] == "clean"
+    # Failed on main before: a version that exists exited 2, a usage error; it is a failure (1).
+    again = cli_json(publisher, "hub", "publish", str(skill), "--source", "team", expect=1)
+    assert again["error"]["code"] == "version_exists" and "publish a new version" in again["error"]["hint"]
 
     found = cli_json(consumer, "search", "review")["results"]
     assert [(r["key"], r["version"], r["signer"], r["verdict"], r["stars"], r["downloads"]) for r in found] == [

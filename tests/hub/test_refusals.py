@@ -226,3 +226,18 @@ def test_force_installs_past_a_high_scanner_finding_and_says_so(scene: Scene) ->
     results = scene.hub().install("skills/good@2.0.0", InstallOptions(force=True))
     assert results[0].action == "updated"
     assert any(f["severity"] == "high" for f in results[0].findings)
+
+
+def test_a_scan_blocked_install_lists_its_findings_where_the_hint_says(scene: Scene) -> None:
+    """Failed on main before this test: the refusal said "read them with `pincer scan`", which
+    takes only local paths (a catalog key is not one), and the human output listed no finding."""
+    _malicious(scene)
+    write_config(scene.home, [{"name": "evil", "url": scene.url}])
+    human = cli(scene.home, "install", "skills/good@2.0.0")
+    assert human.returncode == 1
+    text = " ".join(human.stderr.split())
+    assert "high-severity" in text and "pincer scan" not in text
+    assert "`pincer install` lists every finding with this refusal" in text
+    import re
+
+    assert re.search(r"high \S+ SKILL\.md:\d+: ", text), text  # the finding itself, with its file and line

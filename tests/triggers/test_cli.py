@@ -188,3 +188,63 @@ def test_cron_and_triggers_list_show_a_paused_job_as_paused(env: dict[str, str])
     assert "│ active" in lines["pong"] and "(paused)" not in lines["pong"]
     paused = [line for line in cli(env, "triggers", "list").stderr.splitlines() if "job ping" in line]
     assert paused and "paused" in paused[0] and "(next" not in paused[0]
+
+
+def test_a_bearer_hook_says_plainly_that_it_can_be_replayed(env: dict[str, str]) -> None:
+    """Failed on main before this test: nothing said that a ``bearer`` hook has no replay
+    protection beyond its delivery id (a token is not a signature: whoever saw one delivery
+    can send it again under a new id)."""
+    home = Path(env["PINCER_HOME"])
+    (home / "config.toml").write_text(
+        '[[hooks]]\nname = "tok"\nauth = "bearer"\nsecret = "tok_secret"\nmessage = "x"\n\n'
+        '[[hooks]]\nname = "std"\nauth = "standard"\nsecret = "std_secret"\nmessage = "x"\n'
+    )
+    rows = {r["owner"]: r for r in doc(cli(env, "triggers", "list", "--json"))["triggers"]}
+    assert "resent under a new id runs again" in rows["hook tok"]["replay_protection"]
+    assert 'auth = "standard"' in rows["hook tok"]["replay_protection"]
+    assert rows["hook std"]["replay_protection"].startswith("signed id and timestamp")
+    for command in (("triggers", "list"), ("hooks", "list")):
+        human = cli({**env, "COLUMNS": "400"}, *command)
+        text = " ".join(human.stderr.split())
+        assert human.returncode == 0 and "replays: delivery id only" in text, human.stderr
+
+
+def test_an_interval_past_the_bound_is_refused_and_a_stored_one_lists_as_broken(env: dict[str, str]) -> None:
+    """Failed on main before this test: ``cron add X --every 99999999999d`` was stored, and
+    then ``cron list`` and ``triggers list`` crashed (``year 273792727 is out of range``) until
+    the job was removed."""
+    import sqlite3
+
+    refused = cli(env, "cron", "add", "X", "--every", "99999999999d", "--message", "hi", "--json")
+    assert refused.returncode == 2 and "longer than 3650 days" in doc(refused)["error"]["message"]
+    assert doc(cli(env, "cron", "list", "--json"))["jobs"] == []
+    # A row stored before the bound existed: the same job, written as main wrote it.
+    assert cli(env, "cron", "add", "X", "--every", "1d", "--message", "hi").returncode == 0
+    assert cli(env, "cron", "add", "ok", "--every", "1h", "--message", "hi").returncode == 0
+    with sqlite3.connect(Path(env["PINCER_HOME"]) / "pincer.db") as db:
+        spec = json.loads(db.execute("SELECT spec FROM trigger_jobs WHERE name = 'X'").fetchone()[0])
+        spec["schedule"]["every_s"] = 99999999999 * 86_400.0
+        db.execute("UPDATE trigger_jobs SET spec = ?, next_run = ? WHERE name = 'X'", (json.dumps(spec), 8.64e15))
+    listed = cli(env, "cron", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    jobs = {j["name"]: j for j in doc(listed)["jobs"]}
+    assert jobs["ok"]["state"] == "active"
+    assert jobs["X"]["state"].startswith("broken: a stored interval") and jobs["X"]["fix"] == "pincer cron rm X, then add it again"
+    human = cli({**env, "COLUMNS": "300"}, "cron", "list")
+    assert human.returncode == 0 and "pincer cron rm X" in " ".join(human.stderr.split()), human.stderr
+    triggers = cli(env, "triggers", "list", "--json")
+    assert triggers.returncode == 0, triggers.stderr
+    [row] = [r for r in doc(triggers)["triggers"] if r["owner"] == "job X"]
+    assert row["state"].startswith("broken:")
+    assert cli(env, "triggers", "list").returncode == 0
+    assert cli(env, "cron", "rm", "X").returncode == 0
+
+
+def test_a_job_name_with_brackets_prints_as_written(env: dict[str, str]) -> None:
+    """Failed on main before this test: ``[daily]`` in a job's name (as OpenClaw files have
+    them) was read as rich markup and vanished from ``cron add`` and ``cron list``."""
+    added = cli(env, "cron", "add", "[daily] brief", "--every", "1h", "--message", "x")
+    assert added.returncode == 0 and "job '[daily] brief' added" in added.stderr, added.stderr
+    listed = cli({**env, "COLUMNS": "300"}, "cron", "list")
+    assert "[daily] brief" in listed.stderr
+    assert "[daily] brief" in cli({**env, "COLUMNS": "300"}, "triggers", "list").stderr

@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pincer.core.errors import ScheduleInvalid
-from pincer.schedule import Schedule, parse_at, parse_cron, parse_every, parse_interval, schedule_from
+from pincer.schedule import (
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
+    Schedule,
+    parse_at,
+    parse_cron,
+    parse_every,
+    parse_interval,
+    schedule_from,
+)
 
 
 def _utc(*args: int) -> float:
@@ -89,6 +98,9 @@ def test_at_and_every() -> None:
         ({"at": "next tuesday"}, "not an ISO 8601 time"),
         ({"every": "soon"}, "not an interval"),
         ({"every": "0.2s"}, "shorter than"),
+        ({"every": "99999999999d"}, "longer than 3650 days"),
+        ({"every": "9" * 500 + "s"}, "longer than 3650 days"),
+        ({"at": "9999-12-31T23:30:00-05:00"}, "past the last time"),
         ({}, "needs a schedule"),
         ({"cron": "* * * * *", "every": "1m"}, "exactly one"),
     ],
@@ -132,3 +144,75 @@ def test_next_runs_only_move_forward(expr: str, tz: str, start: int) -> None:
         found = schedule.next_after(t)
         assert found is not None and found > t
         t = found
+
+
+def test_an_every_second_expression_is_a_schedule_not_never() -> None:
+    """Failed on main before this test: ``* * * * * *`` (6 fields, seconds first) was refused as
+    "never matches a date": the walk started three hours back for DST folds, 10,800 steps of one
+    second, past its 10,000-step bound. Far from a DST change the walk now starts a second back."""
+    every = parse_cron("* * * * * *", tz="Europe/Berlin")
+    assert _runs(every, _utc(2026, 1, 1), 3) == ["2026-01-01 00:00:01", "2026-01-01 00:00:02", "2026-01-01 00:00:03"]
+    near_change = _utc(2026, 10, 25, 0, 59, 58)  # Berlin falls back at 01:00 UTC
+    assert _runs(every, near_change, 3) == ["2026-10-25 00:59:59", "2026-10-25 01:00:00", "2026-10-25 01:00:01"]
+    assert _runs(parse_cron("*/10 * * * * *", tz="UTC"), _utc(2026, 1, 1, 0, 0, 5), 2) == [
+        "2026-01-01 00:00:10", "2026-01-01 00:00:20",
+    ]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "UTC"]),
+    st.integers(min_value=int(_utc(2026, 1, 1)), max_value=int(_utc(2027, 12, 31))),
+)
+def test_every_second_is_the_next_second_whatever_the_zone(tz: str, start: int) -> None:
+    assert parse_cron("* * * * * *", tz=tz).next_after(start + 0.5) == start + 1
+
+
+_UNITS = st.sampled_from(["ms", "s", "m", "h", "d", "w", "D", "H"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.from_regex(r"\A[0-9]{1,20}(\.[0-9]{1,4})?\Z"), _UNITS), min_size=1, max_size=4))
+def test_an_interval_is_bounded_or_refused(parts: list[tuple[str, str]]) -> None:
+    text = "".join(number + unit for number, unit in parts)
+    try:
+        seconds = parse_interval(text)
+    except ScheduleInvalid as exc:
+        assert "shorter than" in exc.message or "longer than" in exc.message, exc.message
+        return
+    assert MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S
+    schedule = parse_every(text, anchor=_utc(2026, 1, 1))
+    found = schedule.next_after(_utc(2026, 6, 1))
+    assert found is not None and dt.datetime.fromtimestamp(found, dt.UTC).year < 2040
+    assert Schedule.from_dict(schedule.to_dict()) == schedule and schedule.describe().startswith("every ")
+
+
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        _JSONISH,
+        st.fixed_dictionaries(
+            {"kind": st.sampled_from(["every", "at", "cron", "x"])},
+            optional={"every_s": _JSONISH | st.floats(), "anchor": _JSONISH | st.floats(), "at": _JSONISH,
+                      "expr": _JSONISH | st.sampled_from(["* * * * *", "* * * * * *"]), "tz": _JSONISH},
+        ),
+    )
+)  # fmt: skip
+def test_a_stored_schedule_reads_back_or_raises_schedule_invalid(data: object) -> None:
+    """A row stored before a bound existed (or edited by hand) only ever raises ScheduleInvalid,
+    and what does read back can say its next run as a date."""
+    try:
+        schedule = Schedule.from_dict(data)
+    except ScheduleInvalid:
+        return
+    found = schedule.next_after(_utc(2026, 6, 1))
+    if found is not None:
+        dt.datetime.fromtimestamp(found, dt.UTC)
+    schedule.describe()

@@ -157,8 +157,11 @@ async def test_each_bad_delivery_gets_its_status_and_no_run(pincer_home: Path) -
             answer = await http.post("/hooks/std", content=sent, headers=headers)
             assert answer.status_code == status, (name, answer.text)
             assert answer.json()["error"]["code"] == "signature_invalid" and answer.json()["error"]["hint"], name
-        old = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id="msg_o2", age_s=400))
+        old = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id="msg_o2", age_s=601))
         assert "tolerance" in old.json()["error"]["message"]
+        assert " s old," in old.json()["error"]["message"], "a late delivery is old, not 'from now'"
+        ahead = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id="msg_f", age_s=-601))
+        assert " s in the future," in ahead.json()["error"]["message"]
 
         first = await http.post("/hooks/std", content=body, headers=good)
         assert first.status_code == 202
@@ -197,7 +200,7 @@ async def test_each_bad_delivery_gets_its_status_and_no_run(pincer_home: Path) -
         assert len(live.starter.requests) == 2, "only the accepted delivery and the token delivery ran"
         assert [r.tool for r in _trigger_records(live)] == ["webhook:std", "webhook:tok"]
         metrics = (await http.get("/api/v1/metrics", headers=live.headers)).json()["gateway"]["refused_unauthenticated"]
-        assert metrics["by_code"]["signature_invalid"] == 6 and metrics["by_code"]["body_too_large"] == 2
+        assert metrics["by_code"]["signature_invalid"] == 7 and metrics["by_code"]["body_too_large"] == 2
 
 
 async def test_twenty_failures_a_minute_then_429(pincer_home: Path) -> None:
@@ -266,3 +269,37 @@ async def test_payloads_are_recorded_redacted_and_bounded(pincer_home: Path) -> 
             assert leaked not in kept and "[REDACTED:secret]" in kept
         assert len(json.dumps(record.args["payload"])) < 1_400 and "truncated" in json.dumps(record.args["payload"])
         assert "p" * 4000 in live.starter.requests[0].untrusted[0].content, "the run reads the whole payload"
+
+
+async def test_a_json_body_sent_as_a_form_is_told_its_content_type(pincer_home: Path) -> None:
+    """Failed on main before this test: ``curl -d '{...}'`` sends JSON as
+    ``application/x-www-form-urlencoded``, and the answer was "the delivery's body is not JSON",
+    which it is: what was wrong is the content type, and now the answer says so."""
+    async with live_gateway(pincer_home, config=CONFIG, secrets=SECRETS) as live, live.http() as http:
+        body = b'{"text": "hello"}'
+        headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/x-www-form-urlencoded"}
+        answer = await http.post("/hooks/tok", content=body, headers=headers)
+        assert answer.status_code == 415, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "unsupported_media_type" and "application/x-www-form-urlencoded" in error["message"]
+        assert "content-type: application/json" in error["hint"] and "payload=" in error["hint"]
+        garbled = await http.post("/hooks/tok", content=b"{nope", headers={**headers, "content-type": "application/json"})
+        assert garbled.status_code == 400 and "content-type: application/json" in garbled.json()["error"]["message"]
+        await _settle(live)
+        assert live.starter.requests == []
+
+
+async def test_a_github_form_delivery_is_read_from_its_payload_field(pincer_home: Path) -> None:
+    """GitHub sends ``payload=<url-encoded JSON>`` when a hook's content type is set to
+    ``application/x-www-form-urlencoded``; the signature is over the raw form body."""
+    from urllib.parse import urlencode
+
+    async with live_gateway(pincer_home, config=CONFIG, secrets=SECRETS) as live, live.http() as http:
+        body = urlencode({"payload": json.dumps(PR_OPENED)}).encode()
+        headers = {**_github(body), "content-type": "application/x-www-form-urlencoded"}
+        answer = await http.post("/hooks/gh", content=body, headers=headers)
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["event"] == "github.pr.opened"
+        await _settle(live)
+        [request] = live.starter.requests
+        assert request.params["pr_url"] == "https://github.com/acme/app/pull/42"

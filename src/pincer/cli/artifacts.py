@@ -123,7 +123,18 @@ def _guard(as_json: bool, fn: Any) -> Any:
     try:
         return fn()
     except PincerError as exc:
+        if not as_json:
+            _print_findings(getattr(exc, "findings", ()))
         fail(exc, as_json=as_json)
+
+
+def _print_findings(findings: Any) -> None:
+    """A refused install's findings (a hub artifact cannot be given to `pincer scan`, which
+    reads local paths: the refusal lists what it found)."""
+    for finding in findings or ():
+        if isinstance(finding, dict):
+            where = f"{finding.get('rule')} {finding.get('file')}:{finding.get('line')}: {finding.get('message')}"
+            stderr.print(f"  {_e(finding.get('severity'))} {_e(where)}")
 
 
 def _e(value: object) -> str:

@@ -120,9 +120,11 @@ def verify(
                 "pincer audit verify --checkpoint FILE[/]"
             )
     else:
-        stderr.print(f"[bold red]audit chain broken at record {report['record_id']}:[/] {report['error']['message']}")
+        from rich.markup import escape
+
+        stderr.print(f"[bold red]audit chain broken at record {report['record_id']}:[/] {escape(report['error']['message'])}")
         if report["error"].get("hint"):
-            stderr.print(f"[dim]hint: {report['error']['hint']}[/]")
+            stderr.print(f"[dim]hint: {escape(report['error']['hint'])}[/]")
     if not report["ok"]:
         raise typer.Exit(EXIT_FAILURE)
 

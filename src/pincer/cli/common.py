@@ -18,7 +18,7 @@ import anyio
 import typer
 
 from pincer.cli.console import stderr, stderr_console
-from pincer.core.errors import ClientCapabilityMissing, ConfigError, PincerError, UsageError, error_class
+from pincer.core.errors import ClientCapabilityMissing, ConfigError, PincerError, UsageError, VersionExists, error_class
 
 __all__ = [
     "EXIT_OK",
@@ -98,11 +98,15 @@ def startup_notice(home: Path) -> str:
     return f"starting MCP servers: {names}" + (" (npx/uvx fetch a server's package the first time)" if npx else "")
 
 
+_NOT_USAGE = (ClientCapabilityMissing, VersionExists)
+
+
 def exit_code_for(error: PincerError | dict[str, Any]) -> int:
     code = error.code if isinstance(error, PincerError) else str(error.get("code", ""))
     cls = error_class(code)
     # The caller asked for something malformed, or the settings are: exit 2, as for a bad flag.
-    is_usage = cls is not None and issubclass(cls, (UsageError, ConfigError)) and cls is not ClientCapabilityMissing
+    # A version published already is a well-formed request the hub's state refuses: exit 1.
+    is_usage = cls is not None and issubclass(cls, (UsageError, ConfigError)) and cls not in _NOT_USAGE
     return EXIT_USAGE if is_usage else EXIT_FAILURE
 
 
@@ -111,14 +115,21 @@ def emit_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-def print_error(message: str, hint: str | None = None, *, code: str = "error") -> None:
-    """An error and its hint on stderr. Their text is escaped: a hint naming ``[network]``
-    must print as written, not vanish as rich markup."""
+def error_markup(message: str, hint: str | None = None, *, code: str = "error") -> list[str]:
+    """The rich markup :func:`print_error` prints. The text is escaped: a hint naming
+    ``[network]`` must print as written, not vanish as rich markup."""
     from rich.markup import escape
 
-    stderr.print(f"[bold red]{escape(code)}:[/] {escape(message)}")
+    lines = [f"[bold red]{escape(code)}:[/] {escape(message)}"]
     if hint:
-        stderr.print(f"[dim]hint: {escape(hint)}[/]")
+        lines.append(f"[dim]hint: {escape(hint)}[/]")
+    return lines
+
+
+def print_error(message: str, hint: str | None = None, *, code: str = "error") -> None:
+    """An error and its hint on stderr (:func:`error_markup`)."""
+    for line in error_markup(message, hint, code=code):
+        stderr.print(line)
 
 
 def fail(error: PincerError, *, as_json: bool = False) -> NoReturn:

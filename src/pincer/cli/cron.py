@@ -76,7 +76,7 @@ def add(
     if as_json:
         emit_json({"ok": True, "job": row})
     else:
-        stderr.print(f"job {row['name']!r} added: {row['schedule_text']}, next run {row['next_run']}")
+        stderr.print(f"job {row['name']!r} added: {row['schedule_text']}, next run {row['next_run']}", markup=False)
 
 
 @app.command("list")
@@ -93,6 +93,7 @@ def list_jobs(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json({"jobs": rows})
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} jobs", title_justify="left")
@@ -103,9 +104,12 @@ def list_jobs(as_json: bool = JsonOption) -> None:
         status = row["last_status"] or "-"
         if row["last_error"]:
             status += f": {row['last_error']}"
+        if row.get("broken"):
+            runs, status = "-", row["state"]
         # a paused job keeps its next run in the store; it does not run then, so none is shown
         next_run = "(paused)" if row["state"] == "paused" else (row["next_run"] or "-")
-        table.add_row(row["name"], row["state"], row["schedule_text"], runs, next_run, row["last_run"] or "-", status, row["source"])
+        cells = (row["name"], row["state"], row["schedule_text"], runs, next_run, row["last_run"] or "-", status, row["source"])
+        table.add_row(*(escape(str(cell)) for cell in cells))
     stderr.print(table)
 
 
@@ -126,7 +130,7 @@ def remove(name: str = typer.Argument(..., help="The job's name."), as_json: boo
     if as_json:
         emit_json({"ok": True, "removed": name})
     else:
-        stderr.print(f"job {name!r} removed")
+        stderr.print(f"job {name!r} removed", markup=False)
 
 
 def _set_paused(name: str, paused: bool, as_json: bool) -> None:
@@ -149,7 +153,7 @@ def _set_paused(name: str, paused: bool, as_json: bool) -> None:
     if as_json:
         emit_json({"ok": True, "job": row})
     else:
-        stderr.print(f"job {name!r} {'paused' if paused else 'resumed, next run ' + str(row['next_run'])}")
+        stderr.print(f"job {name!r} {'paused' if paused else 'resumed, next run ' + str(row['next_run'])}", markup=False)
 
 
 @app.command("pause")
@@ -206,14 +210,14 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
     else:
         where = result["where"]
         if result.get("run_id") and result.get("outcome") is None:
-            stderr.print(f"job {name!r} started in {where}: run {result['run_id']}")
+            stderr.print(f"job {name!r} started in {where}: run {result['run_id']}", markup=False)
         elif result.get("outcome") is not None:
             outcome = result["outcome"]
             stderr.print(f"job {name!r} ran {where}: run {result['run_id']} {outcome['status']}"
-                         + (f": {outcome['error']}" if outcome["error"] else ""))  # fmt: skip
+                         + (f": {outcome['error']}" if outcome["error"] else ""), markup=False)  # fmt: skip
         else:
             error = (result.get("firing") or {}).get("error") or {}
-            stderr.print(result.get("note") or f"job {name!r} did not start: {error.get('message', '')}")
+            stderr.print(result.get("note") or f"job {name!r} did not start: {error.get('message', '')}", markup=False)
     if not result.get("ok"):
         raise typer.Exit(EXIT_FAILURE)
 
@@ -253,12 +257,12 @@ def import_jobs(
     if as_json:
         emit_json(result)
         return
-    stderr.print(f"{file} ({result['format']}): {len(result['added'])} jobs imported, {len(result['skipped'])} skipped")
+    stderr.print(f"{file} ({result['format']}): {len(result['added'])} jobs imported, {len(result['skipped'])} skipped", markup=False)
     for row in result["added"]:
-        stderr.print(f"  + {row['name']}: {row['schedule_text']}, next run {row['next_run']}")
+        stderr.print(f"  + {row['name']}: {row['schedule_text']}, next run {row['next_run']}", markup=False)
     for row in result["skipped"]:
-        stderr.print(f"  - {row['name']}: {row['reason']}")
+        stderr.print(f"  - {row['name']}: {row['reason']}", markup=False)
     for problem in result["problems"]:
-        stderr.print(f"  ! {problem}")
+        stderr.print(f"  ! {problem}", markup=False)
     for name, keys in result["unknown_keys"].items():
-        stderr.print(f"  ({name}: not used by pincer: {', '.join(keys)})")
+        stderr.print(f"  ({name}: not used by pincer: {', '.join(keys)})", markup=False)

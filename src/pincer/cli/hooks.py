@@ -26,14 +26,11 @@ MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 
 def gateway_url(home: Path, config: Any) -> str:
     """The running gateway's URL (from serve.json when its process lives), else the configured one."""
-    from pincer.store.approvals import is_process_alive
+    from pincer.cli.serve import running_gateway_url
 
-    try:
-        info = json.loads((home / SERVE_FILE).read_text(encoding="utf-8"))
-        if isinstance(info, dict) and isinstance(info.get("url"), str) and is_process_alive(str(info.get("process", ""))):
-            return str(info["url"])
-    except (OSError, ValueError):
-        pass
+    running = running_gateway_url(home)
+    if running is not None:
+        return running
     host = config.gateway.host
     host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     shown = f"[{host}]" if ":" in host else host
@@ -52,6 +49,7 @@ def list_hooks(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json({"hooks": rows})
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} webhooks", title_justify="left")
@@ -59,7 +57,9 @@ def list_hooks(as_json: bool = JsonOption) -> None:
         table.add_column(column, overflow="fold")
     for row in rows:
         secret = row["secret"] + ("" if row["secret_set"] else " (not set)")
-        table.add_row(row["path"], row["auth"], secret, row["runs"], ", ".join(row["events"]) or "all", row["state"])
+        state = row["state"] + (f"; replays: {row['replay_protection']}" if row["auth"] == "bearer" else "")
+        cells = (row["path"], row["auth"], secret, row["runs"], ", ".join(row["events"]) or "all", state)
+        table.add_row(*(escape(cell) for cell in cells))
     stderr.print(table)
 
 

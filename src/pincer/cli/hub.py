@@ -93,7 +93,8 @@ def new_token(
         print(token)
         stderr.print(
             f"a token for publisher {publisher}; it is shown only now. Store it where you publish from: "
-            "`pincer secrets set hub_token` (and token_secret = \"hub_token\" in its [[hub.sources]])"
+            "`pincer secrets set hub_token` (and token_secret = \"hub_token\" in its [[hub.sources]])",
+            markup=False,
         )
 
 

@@ -204,14 +204,16 @@ def add(
     if as_json:
         emit_json(result)
         return
+    from rich.markup import escape
+
     for note in result["notes"]:
-        stderr.print(f"[dim]{note}[/]")
-    stderr.print(f"added MCP server [bold]{name}[/]")
+        stderr.print(f"[dim]{escape(note)}[/]")
+    stderr.print(f"added MCP server [bold]{escape(name)}[/]")
     if result.get("warning"):
-        stderr.print(f"[yellow]warning:[/] {result['warning']}")
+        stderr.print(f"[yellow]warning:[/] {escape(result['warning'])}")
     elif result["tools"] is not None:
         pinned = [t["name"] for t in result["tools"] if t["state"] == "trusted"]
-        stderr.print(f"pinned {len(pinned)} tools: {', '.join(pinned)}")
+        stderr.print(f"pinned {len(pinned)} tools: {', '.join(pinned)}", markup=False)
         _print_refused(result.get("refused") or [])
 
 
@@ -384,7 +386,8 @@ def _taken_by_others(pins: Any, server: str) -> set[str]:
 @app.command("test")
 def test(name: str, as_json: bool = JsonOption) -> None:
     """Start a server, list its tools and report timing and pin state (changes nothing). Exits 1
-    when a tool is refused because its definition holds a secret."""
+    when a tool is refused because its definition holds a secret, or its definition changed
+    since it was trusted (`pincer mcp trust` shows how, and asks)."""
     from pincer.core.errors import DefinitionRefused
 
     async def body() -> dict[str, Any]:
@@ -401,6 +404,14 @@ def test(name: str, as_json: bool = JsonOption) -> None:
             )
             report["ok"] = False
             report["error"] = error.to_dict()
+        changed = [t["name"] for t in report["tools"] if t["state"] in ("changed", "owner_changed")]
+        if changed and report["ok"]:
+            report["ok"] = False
+            report["error"] = DefinitionRefused(
+                f"{len(changed)} tool(s) changed since they were trusted: " + ", ".join(changed),
+                source=f"MCP server {name!r}",
+                hint=f"`pincer mcp trust {name}` shows what changed and asks before trusting it",
+            ).to_dict()
         return report
 
     report = run(body, as_json=as_json)
@@ -409,18 +420,22 @@ def test(name: str, as_json: bool = JsonOption) -> None:
         if not report["ok"]:
             raise typer.Exit(EXIT_FAILURE)
         return
+    from rich.markup import escape
+
+    # What a server says of itself is its own text: escaped, so it cannot restyle the terminal.
+    server = " ".join(str(report["server"] or "").split()) or "unnamed server"
     stderr.print(
-        f"[bold]{name}[/]: {report['server'] or 'unnamed server'}, protocol {report['protocol_version']}, "
+        f"[bold]{escape(name)}[/]: {escape(server)}, protocol {escape(str(report['protocol_version']))}, "
         f"started in {report['connect_ms']:.0f} ms, tools/list in {report['list_tools_ms']:.1f} ms"
     )
     table = Table(title=f"{len(report['tools'])} tools", title_justify="left")
     for column in ("tool", "pin", "description"):
         table.add_column(column)
     for tool in report["tools"]:
-        table.add_row(tool["name"], tool["state"], tool["description"][:80])
+        table.add_row(escape(tool["name"]), tool["state"], escape(tool["description"][:80]))
     stderr.print(table)
     if report["missing"]:
-        stderr.print(f"no longer offered: {', '.join(report['missing'])}")
+        stderr.print(f"no longer offered: {', '.join(report['missing'])}", markup=False)
     _print_refused(report["refused"])
     if not report["ok"]:
         print_error(report["error"]["message"], report["error"].get("hint"))
@@ -549,10 +564,12 @@ def import_servers(
     if as_json:
         emit_json(result)
         return
+    from rich.markup import escape
+
     for note in result["notes"]:
-        stderr.print(f"[dim]{note}[/]")
+        stderr.print(f"[dim]{escape(note)}[/]")
     for entry, keys in result["unknown_keys"].items():
-        stderr.print(f"[yellow]not imported:[/] {entry}: unknown keys {', '.join(keys)}")
+        stderr.print(f"[yellow]not imported:[/] {escape(f'{entry}: unknown keys ' + ', '.join(keys))}")
     imported = f"imported {len(result['imported'])} servers ({result['format']}): {', '.join(result['imported'])}"
     if result["openapi_services"]:
         imported += f"; OpenAPI services: {', '.join(result['openapi_services'])}"

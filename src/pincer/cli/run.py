@@ -222,7 +222,20 @@ def run_command(
     raise typer.Exit(EXIT_OK if result.status == "done" else EXIT_FAILURE)
 
 
-_CHAT_HELP = "/skills lists skills, /tools the tools, /NAME args runs a skill's command (/review path=src), /exit leaves"
+def _chat_help(library: Any) -> str:
+    """The chat's help line, its command example taken from the commands this home answers
+    (a shadowed code-review takes /review away)."""
+    from pincer.triggers.commands import command_table
+
+    table = command_table(library.user_invocable()) if library is not None else {}
+    if not table:
+        commands = "/NAME args runs a skill's command (no skill here declares one)"
+    else:
+        name = "/review" if "/review" in table else min(table)
+        params = [p for p in table[name].parameters if p.required] or list(table[name].parameters)
+        example = f"{name} {params[0].name}=..." if params else name
+        commands = f"/NAME args runs a skill's command ({example})"
+    return f"/skills lists skills, /tools the tools, {commands}, /exit leaves"
 
 
 def chat(
@@ -244,7 +257,10 @@ def chat(
                 skill=skill, params=parse_param_pairs(param or []), session=session, trigger="chat", profile=profile
             )
             agent_run = await pincer.agent.open_run(request, on_event=display.on_event, on_approval=prompter.ask)
-            stderr.print(f"chat {agent_run.id} with {agent_run.settings.model} ({_CHAT_HELP}; Ctrl-C stops a turn)", markup=False)
+            stderr.print(
+                f"chat {agent_run.id} with {agent_run.settings.model} ({_chat_help(pincer.skills)}; Ctrl-C stops a turn)",
+                markup=False,
+            )
             try:
                 await _repl(pincer, agent_run, display, prompter, session=session, profile=profile)
             finally:
@@ -279,7 +295,7 @@ async def _repl(pincer: Any, agent_run: Any, display: Display, prompter: Prompte
         if text in ("/exit", "/quit"):
             return
         if text == "/help":
-            stderr.print(_CHAT_HELP, markup=False)
+            stderr.print(_chat_help(pincer.skills), markup=False)
             continue
         if text == "/skills":
             _print_skills(pincer)

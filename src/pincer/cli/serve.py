@@ -137,16 +137,43 @@ def token(ctx: typer.Context, as_json: bool = JsonOption) -> None:
     from pincer.gateway.tokens import load_or_create_token
 
     home = pincer_home()
+    token_file = home / "gateway.token"
+    existed = token_file.exists()
     try:
         value = load_or_create_token(home)
     except ConfigError as exc:
         from pincer.cli.common import fail
 
         fail(exc, as_json=as_json)
+    served_at = running_gateway_url(home)
+    # Which home is easy to get wrong (PINCER_HOME in one shell, not in the other): say it.
+    # Plain writes: `pincer token` answers without importing rich.
+    sys.stderr.write(f"{'read' if existed else 'created'} {token_file} (home {home})\n")
+    if served_at is None:
+        sys.stderr.write(
+            f"no `pincer serve` runs on this home now: start one (PINCER_HOME={home} pincer serve), "
+            "or set PINCER_HOME to the home your gateway uses\n"
+        )
     if as_json:
-        emit_json({"token": value, "token_file": str(home / "gateway.token")})
+        emit_json({"token": value, "token_file": str(token_file), "home": str(home), "created": not existed,
+                   "gateway_url": served_at})  # fmt: skip
     else:
         sys.stdout.write(value + "\n")
+
+
+def running_gateway_url(home: Path) -> str | None:
+    """The URL of the `pincer serve` running on ``home`` (its serve.json, its process alive), else None."""
+    import json
+
+    from pincer.store.approvals import is_process_alive
+
+    try:
+        info = json.loads((home / "serve.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(info, dict) and isinstance(info.get("url"), str) and is_process_alive(str(info.get("process", ""))):
+        return str(info["url"])
+    return None
 
 
 @token_app.command("new")

@@ -32,13 +32,31 @@ async def open_for_triggers() -> AsyncIterator[Any]:
 def when(t: float | None) -> str | None:
     if t is None:
         return None
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    try:
+        return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):  # a stored time past the year 9999
+        return f"(not a time: {t:.4g})"
 
 
 def job_row(row: Any) -> dict[str, Any]:
+    """What ``cron list`` and ``triggers list`` show of a stored job; a row that no longer
+    reads (stored before a bound existed, or edited by hand) is shown as broken, with the fix."""
+    from pincer.core.errors import PincerError
     from pincer.triggers.jobs import JobSpec
 
-    spec = JobSpec.from_dict(row.spec)
+    try:
+        spec = JobSpec.from_dict(row.spec)
+    except (PincerError, KeyError, TypeError, ValueError, OverflowError) as exc:
+        problem = exc.message if isinstance(exc, PincerError) else f"{type(exc).__name__}: {exc}"
+        fix = "fix its [[jobs]] table in config.toml" if row.source == "config" else (
+            "fix the skill's schedule: trigger" if row.source.startswith("skill:") else f"pincer cron rm {row.name}, then add it again"
+        )  # fmt: skip
+        return {
+            "name": row.name, "source": row.source, "schedule": None, "schedule_text": "(broken)", "skill": None,
+            "params": {}, "message": None, "session": None, "state": f"broken: {problem}; {fix}", "next_run": None,
+            "retry_at": None, "last_run": when(row.last_run), "last_status": row.last_status, "last_error": row.last_error,
+            "last_run_id": row.last_run_id, "broken": problem, "fix": fix,
+        }  # fmt: skip
     if row.paused:
         state = "paused"
     elif not spec.enabled:
@@ -87,7 +105,19 @@ def hook_row(pincer: Any, hook: Any) -> dict[str, Any]:
         "runs": runs,
         "targets": _derived_targets(pincer, hook) if not hook.skill and not hook.message else None,
         "state": "active" if has_secret else f"refuses every delivery: set the secret {hook.secret!r}",
+        "replay_protection": _replay_protection(hook.auth),
     }
+
+
+def _replay_protection(auth: str) -> str:
+    if auth == "bearer":
+        # A token is a password, not a signature: whoever saw one delivery can mint fresh
+        # timestamps and nonces, so pincer offers none and says so (triggers/signatures.py).
+        return ('delivery id only: a captured bearer delivery resent under a new id runs again; '
+                'use auth = "standard" (signed id and timestamp) where replays matter')
+    if auth == "github":
+        return "the body's digest: a captured delivery resent under any id is answered from the first"
+    return "signed id and timestamp: a resend within the tolerance is answered from the first, later ones refused"
 
 
 def _derived_targets(pincer: Any, hook: Any) -> list[str]:
@@ -188,6 +218,7 @@ def list_triggers(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json({"triggers": rows})
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} triggers", title_justify="left")
@@ -198,5 +229,7 @@ def list_triggers(as_json: bool = JsonOption) -> None:
         state = str(row.get("state", ""))
         if row.get("next_run") and state == "active":  # a paused job keeps its next run, but does not run then
             state += f" (next {row['next_run']})"
-        table.add_row(row["owner"], row["kind"], str(trigger), state)
+        if row.get("auth") == "bearer":
+            state += f"; replays: {row['replay_protection']}"
+        table.add_row(escape(str(row["owner"])), row["kind"], escape(str(trigger)), escape(state))
     stderr.print(table)

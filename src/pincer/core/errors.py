@@ -23,7 +23,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── HookNotFound           404  no webhook has that name
     │   ├── MethodNotAllowed       405  a webhook takes POST only
     │   ├── ScheduleInvalid        422  a cron expression, time zone, time or interval that does not parse
-    │   └── CredentialInQuery      400  a token or signature sent in the query string
+    │   ├── CredentialInQuery      400  a token or signature sent in the query string
+    │   └── DeliveryMalformed      400  a webhook delivery's headers cannot be read as one delivery
     ├── ConfigError                503  config.toml or another settings file is unusable
     │   └── HookSecretMissing      503  a webhook's secret is not in the secret store
     ├── ManifestError              422  a capabilities or registry manifest is malformed
@@ -131,6 +132,7 @@ __all__ = [
     "MethodNotAllowed",
     "ScheduleInvalid",
     "CredentialInQuery",
+    "DeliveryMalformed",
     "HookSecretMissing",
     "SignatureInvalid",
     "TooManyFailures",
@@ -310,6 +312,14 @@ class CredentialInQuery(UsageError):
     """A credential in a URL's query string: URLs end up in proxy and access logs."""
 
     code = "credential_in_query"
+    http_status = 400
+
+
+class DeliveryMalformed(UsageError):
+    """A webhook delivery that cannot be read as one delivery: an authentication header sent
+    twice (two readers could each see a different one), a timestamp that is not Unix seconds."""
+
+    code = "delivery_malformed"
     http_status = 400
 
 

@@ -38,7 +38,7 @@ from pincer.gateway.tokens import GatewaySession, TokenBook
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Guard", "Refusal", "SESSION_SCOPE_KEY", "LOOPBACK_NAMES", "json_error", "is_loopback_host"]
+__all__ = ["Guard", "Refusal", "SESSION_SCOPE_KEY", "LOOPBACK_NAMES", "json_error", "is_loopback_host", "duplicated_header"]
 
 SESSION_SCOPE_KEY = "pincer.session"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -181,6 +181,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         if path not in self.public_paths:
+            if duplicated_header(scope["headers"], ("authorization",)) is not None:
+                # Starlette reads the first copy, a proxy in front may read the last.
+                self._count_unauthenticated(scope, "duplicate_header")
+                await _respond(
+                    scope, send, 400, "duplicate_header", "the request has more than one Authorization header",
+                    "send 'Authorization: Bearer <token>' once",
+                )  # fmt: skip
+                return
             session = self._authenticate(headers.get("authorization"))
             if session is None:
                 missing = headers.get("authorization") is None
@@ -336,6 +344,19 @@ class Guard:
             await self.on_refused(refusal)
         except Exception:  # recording must never turn a clean refusal into a crash
             logger.exception("recording a refused call failed")
+
+
+def duplicated_header(raw_headers: Iterable[tuple[bytes, bytes]], names: Iterable[str]) -> str | None:
+    """The first of ``names`` (lower case) that ``raw_headers`` (ASGI's) carries more than once."""
+    wanted = frozenset(names)
+    seen: set[str] = set()
+    for key, _ in raw_headers:
+        name = key.decode("latin-1").lower()
+        if name in wanted:
+            if name in seen:
+                return name
+            seen.add(name)
+    return None
 
 
 def _strip_port(host: str) -> str:

@@ -9,11 +9,17 @@ past the Host and Origin rules. This route then decides, in this order:
 429   the client address failed authentication ``[triggers] max_failures_per_minute`` times in
       the last minute (``Retry-After`` says when to come back); nothing else is looked at
 404   no ``[[hooks]]`` entry of that name (counted as a failure: names are not for guessing)
+400   an authentication header sent twice (``Authorization``, ``webhook-signature``,
+      ``X-Hub-Signature-256``, ...: :data:`~pincer.triggers.signatures.AUTH_HEADERS`), named in
+      the answer (counted as a failure): a proxy and pincer could each read a different copy
 413   a body over the hook's limit (``[triggers] hook_max_body_bytes``, 256 KiB), refused from
       its Content-Length before it is read, or as soon as the read passes it
 503   the hook's secret is not in the secret store: the answer names it
 401   a missing or wrong token or signature, or a Standard Webhooks timestamp outside the
       tolerance (counted as a failure)
+400   a signed Standard Webhooks timestamp that is not Unix seconds (``1e400``, 5,000 digits)
+415   a body that is not JSON sent as a form: the content type is named (GitHub's form
+      deliveries, ``payload=<JSON>``, are read)
 200   a delivery id seen before: the first delivery's answer, no second run (GitHub signs the
       body only, so a GitHub delivery's id is its body's digest, not ``X-GitHub-Delivery``)
 202   accepted: the run ids, at once (or ``{"ignored": true}`` for an event the hook filters out)
@@ -40,6 +46,7 @@ from starlette.types import Receive, Scope, Send
 
 from pincer.core.errors import (
     CredentialInQuery,
+    DeliveryMalformed,
     HookNotFound,
     HookSecretMissing,
     MethodNotAllowed,
@@ -47,12 +54,14 @@ from pincer.core.errors import (
     PincerError,
     SignatureInvalid,
     TooManyFailures,
+    UnsupportedMediaType,
     UsageError,
 )
+from pincer.gateway.guard import duplicated_header
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.triggers.events import delivery_event
 from pincer.triggers.failures import FailureWindow
-from pincer.triggers.signatures import verify
+from pincer.triggers.signatures import AUTH_HEADERS, verify
 from pincer.triggers.webhooks import DeliveryAnswer, accept_delivery
 
 logger = logging.getLogger(__name__)
@@ -141,7 +150,17 @@ class HooksEndpoint:
                 HookNotFound(f"no webhook named {name[:64]!r}", hint="webhooks are the [[hooks]] tables of config.toml")
             )
         limit = hook.max_body_bytes or config.triggers.hook_max_body_bytes
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        raw_headers = scope.get("headers", [])
+        twice = duplicated_header(raw_headers, AUTH_HEADERS)
+        if twice is not None:
+            self._refused(scope, address, "delivery_malformed", failure=True)
+            return _error(
+                DeliveryMalformed(
+                    f"the delivery has more than one {twice} header",
+                    hint=f"send {twice} once: with two, a proxy and pincer could each read a different one",
+                )
+            )
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw_headers}
         try:
             declared = int(headers.get("content-length", "0") or 0)
         except ValueError:
@@ -174,6 +193,10 @@ class HooksEndpoint:
         except SignatureInvalid as exc:
             self._refused(scope, address, "signature_invalid", failure=True)
             return _error(exc, [("www-authenticate", f'Signature realm="pincer", hook="{hook.name}"')])
+        except DeliveryMalformed as exc:
+            # Signed by the key's holder (the signature is checked first), so not a failure.
+            self._refused(scope, address, exc.code, failure=False)
+            return _error(exc)
         try:
             payload = _payload(headers.get("content-type", ""), body)
         except UsageError as exc:
@@ -229,10 +252,18 @@ def _payload(content_type: str, body: bytes) -> Any:
     text: str | bytes = body
     if media == "application/x-www-form-urlencoded":
         fields = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-        text = fields.get("payload", "")
+        if "payload" not in fields:
+            # curl -d sends this content type by default, so a JSON body often arrives as a form.
+            raise UnsupportedMediaType(
+                "the delivery is sent as a form (content-type: application/x-www-form-urlencoded) without a payload= field",
+                hint="send JSON with content-type: application/json (curl -H 'content-type: application/json' -d ...), "
+                "or a form with payload=<JSON> as GitHub does",
+            )
+        text = fields["payload"]
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
+        where = "the form's payload= field" if media == "application/x-www-form-urlencoded" else "the delivery's body"
         raise UsageError(
-            "the delivery's body is not JSON", hint="send a JSON body (content-type: application/json)"
+            f"{where} is not JSON (content-type: {media or 'none'})", hint="send a JSON body (content-type: application/json)"
         ) from None

@@ -62,7 +62,7 @@ from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.sdk_compat import session_connection
 from pincer.gateway.tokens import GatewaySession
-from pincer.policy.visibility import visible_tools
+from pincer.policy.visibility import as_seen, visible_tools
 from pincer.registry import RegistryEvent
 from pincer.store.approvals import ApprovalRequest
 
@@ -297,7 +297,9 @@ class McpGateway:
                 str((result.error or {}).get("message", "missing client capability")),
                 data={"requiredCapabilities": {channel.missing_capability: {}}},
             )
-        wire = result_to_wire(result, self._spec_or_none(name))
+        seen = as_seen(self.pincer.config.session(session.name), name, result)
+        # A tool the session may not see is answered as a missing one, its definition unsaid.
+        wire = result_to_wire(seen, self._spec_or_none(name) if seen is result else None)
         if channel.is_modern:
             wire["resultType"] = "complete"
         return wire
@@ -335,7 +337,8 @@ class McpGateway:
             with call_scope:
                 return await self.pincer.call(request, on_approval=put_to_client)
             # The client hung up while the call waited: the chain recorded the cancellation and
-            # expired the approval; this answer goes nowhere.
+            # expired the approval; this answer goes nowhere. A hang-up is normal: one quiet line.
+            logger.debug("tools/call %s of session %s: the client hung up; the call was cancelled", request.tool, session.name)
             return ToolResult(ok=False, error={"code": "cancelled", "message": "the client disconnected"})
         finally:
             # The call is over; an elicitation still open (answered elsewhere) is withdrawn.

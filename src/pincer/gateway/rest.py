@@ -27,7 +27,7 @@ from pincer.core.errors import ArgumentsInvalid, PincerError, UnsupportedMediaTy
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
-from pincer.policy.visibility import visible_tool, visible_tools
+from pincer.policy.visibility import as_seen, visible_tool, visible_tools
 from pincer.store.approvals import Answer, AnswerScope, ApprovalStatus
 
 logger = logging.getLogger(__name__)
@@ -284,6 +284,8 @@ def create_rest_app(
         result: ToolResult = await pincer.call(
             CallRequest(tool=name, args=body.args, session=target, idempotency_key=key, caller="rest")
         )
+        # As GET /tools/{name}: a tool the session may not see is answered as a missing one.
+        result = as_seen(pincer.config.session(target), name, result)
         data = result.to_dict()
         if result.content:
             data["content"] = [dict(block) for block in result.content]

@@ -171,7 +171,8 @@ def _install_preflight(pincer: Any, item: NativeTool, args: Mapping[str, Any], h
             f"{resolved.label}: the hub's scanner found {len(high)} high-severity finding(s), e.g. {first.get('rule')} "
             f"at {first.get('file')}:{first.get('line')}",
             findings=tuple(dict(f) for f in resolved.findings),
-            hint="an agent cannot install past them; a person can read them with `pincer scan`",
+            hint="an agent cannot install past them; a person sees each one with `pincer install KEY` "
+            "(it refuses and lists them) and decides on --force",
         )
     if resolved.yanked:
         raise ArtifactRefused(f"{resolved.label} was yanked", hint="install another version")

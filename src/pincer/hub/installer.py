@@ -284,7 +284,8 @@ class Hub:
                 f"{resolved.label}: the install-time scanner found {len(high)} high-severity finding(s), e.g. "
                 f"{first.rule} at {first.file}:{first.line}: {first.message}",
                 findings=tuple(f.to_json() for f in report.findings),
-                hint="read them with `pincer scan`; --force installs it anyway",
+                hint="`pincer install` lists every finding with this refusal (--json: error.findings); "
+                "--force installs it anyway",
             )
         notes.extend(prepared.notes)
         return _Staged(

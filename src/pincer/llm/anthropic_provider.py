@@ -38,7 +38,7 @@ from pincer.llm.messages import (
     UsageReport,
     parse_arguments,
 )
-from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, parse_retry_after, shorten, stream_broken
+from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
 
 logger = logging.getLogger(__name__)
 
@@ -243,9 +243,9 @@ def translate_anthropic_error(exc: anthropic.AnthropicError, model: str) -> Prov
             status=exc.status_code,
         )
     if isinstance(exc, anthropic.APITimeoutError):
-        return ProviderUnavailable("the Anthropic API did not answer in time", hint="retried; raise [llm] timeout_s")
+        return ProviderUnavailable(f"the Anthropic API{tried_url(exc)} did not answer in time", hint="retried; raise [llm] timeout_s")
     if isinstance(exc, anthropic.APIConnectionError):
         return ProviderUnavailable(
-            "cannot reach the Anthropic API (connection failed)", hint="check [llm] base_url and the network"
+            f"cannot reach the Anthropic API{tried_url(exc)} (connection failed)", hint="check [llm] base_url and the network"
         )
     return ProviderError(f"the anthropic SDK failed: {type(exc).__name__}", hint="check [llm] in config.toml")

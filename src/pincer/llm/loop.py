@@ -211,10 +211,11 @@ class AgentLoop:
         budgets = RunBudgets.from_settings(config.agent).with_overrides(request.budgets)
         price = find_price(settings.model, config.agent.prices)
         if budgets.cost_usd is not None and price is None:
+            asked = "--budget cost_usd" if request.budgets and "cost_usd" in request.budgets else "[agent] max_cost_usd"
             raise ConfigError(
-                f"a cost budget is set but pincer has no price for the model {settings.model!r}",
-                hint="give the model a price under [agent.prices] in config.toml (a table named after it, with "
-                "input_per_mtok and output_per_mtok), or leave out [agent] max_cost_usd",
+                f"a cost budget ({asked}) is set but pincer has no price for the model {settings.model!r}",
+                hint=f"price it under [agent.prices] in config.toml: a table [agent.prices.\"{settings.model}\"] with "
+                f"input_per_mtok and output_per_mtok (US dollars per million tokens), or leave out {asked}",
             )
         session = request.session or config.agent.session
         api_key = resolve_api_key(settings, pincer.secrets, self.environ)

@@ -37,7 +37,7 @@ from pincer.llm.messages import (
     UsageReport,
     parse_arguments,
 )
-from pincer.llm.wire import OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken
+from pincer.llm.wire import OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
 
 logger = logging.getLogger(__name__)
 
@@ -267,10 +267,11 @@ def translate_openai_error(exc: openai.OpenAIError, model: str) -> ProviderError
         )
     if isinstance(exc, openai.APITimeoutError):
         return ProviderUnavailable(
-            "the server did not answer in time", hint="retried; raise [llm] timeout_s for slow local models"
+            f"the server{tried_url(exc)} did not answer in time", hint="retried; raise [llm] timeout_s for slow local models"
         )
     if isinstance(exc, openai.APIConnectionError):
         return ProviderUnavailable(
-            "cannot reach the model server (connection failed)", hint="check [llm] base_url and that the server runs"
+            f"cannot reach the model server{tried_url(exc)} (connection failed)",
+            hint="check [llm] base_url and that the server runs",
         )
     return ProviderError(f"the openai SDK failed: {type(exc).__name__}", hint="check [llm] in config.toml")

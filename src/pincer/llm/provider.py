@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from pincer.config import ModelSettings
 from pincer.core.errors import ConfigError, SecretError
 from pincer.llm.messages import CompletionOptions, Message, ModelEvent, ToolDefinition
-from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken
+from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
 
 __all__ = [
     "Provider",
@@ -34,6 +34,7 @@ __all__ = [
     "parse_retry_after",
     "shorten",
     "stream_broken",
+    "tried_url",
     "MAX_RETRY_AFTER_S",
 ]
 
@@ -63,7 +64,7 @@ def resolve_api_key(settings: ModelSettings, secrets: Any, environ: Mapping[str,
             value = None
         if not value:
             raise ConfigError(
-                f"the API key secret {settings.api_key_secret!r} ([llm] api_key_secret) is not in the secret store",
+                f"the API key secret {settings.api_key_secret!r} ({settings.key_table} api_key_secret) is not in the secret store",
                 hint=f"store it with `pincer secrets set {settings.api_key_secret}` (the value is read from stdin)",
             )
         return str(value)
@@ -71,8 +72,10 @@ def resolve_api_key(settings: ModelSettings, secrets: Any, environ: Mapping[str,
         value = environ.get(settings.api_key_env)
         if not value:
             raise ConfigError(
-                f"the environment variable {settings.api_key_env} ([llm] api_key_env) is not set",
-                hint="export it before running, or store the key with `pincer secrets set NAME` and set [llm] api_key_secret",
+                f"the environment variable {settings.api_key_env} ({settings.key_table} api_key_env) is not set",
+                hint="export it before running, or store the key with `pincer secrets set NAME` and set [llm] api_key_secret"
+                if settings.key_table == "[llm]"
+                else f"export it before running, or store the key with `pincer secrets set NAME` and set api_key_secret in {settings.key_table}",
             )
         return value
     return None

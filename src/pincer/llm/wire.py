@@ -10,7 +10,7 @@ from typing import Any
 
 from pincer.core.errors import ProviderError, ProviderUnavailable
 
-__all__ = ["OPENAI_DEFAULT_URL", "ANTHROPIC_DEFAULT_URL", "parse_retry_after", "shorten", "stream_broken"]
+__all__ = ["OPENAI_DEFAULT_URL", "ANTHROPIC_DEFAULT_URL", "parse_retry_after", "shorten", "stream_broken", "tried_url"]
 
 # Always passed explicitly: the SDKs would otherwise read OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -35,6 +35,26 @@ def parse_retry_after(headers: Any) -> float | None:
 
 
 _KEYISH = re.compile(r"\b(?:sk|pk|rk|key)[-_][A-Za-z0-9_\-*.]{6,}")
+
+
+def tried_url(exc: BaseException) -> str:
+    """`` at URL`` for the request an SDK error was about (scheme, host, port and path: no
+    user, password or query, where a key could sit), else the empty string."""
+    from urllib.parse import urlsplit
+
+    url = getattr(getattr(exc, "request", None), "url", None)
+    if url is None:
+        return ""
+    try:
+        parts = urlsplit(str(url))
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return ""
+    if not parts.scheme or not host:
+        return ""
+    shown = f"[{host}]" if ":" in host else host
+    return f" at {parts.scheme}://{shown}{port}{parts.path}"
 
 
 def shorten(text: str) -> str:

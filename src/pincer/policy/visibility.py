@@ -8,13 +8,14 @@ what it has been kept away from, so lookups answer "no tool named X" exactly as 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from pincer.core.effects import Mode
 from pincer.core.errors import ToolNotFound
-from pincer.core.values import ToolSpec
+from pincer.core.values import ToolResult, ToolSpec
 from pincer.policy.session import SessionPolicy, evaluate_session
 
-__all__ = ["can_see", "visible_tools", "visible_tool"]
+__all__ = ["can_see", "visible_tools", "visible_tool", "as_seen"]
 
 
 def can_see(policy: SessionPolicy, tool: str) -> bool:
@@ -25,8 +26,20 @@ def visible_tools(policy: SessionPolicy, specs: Iterable[ToolSpec]) -> list[Tool
     return [spec for spec in specs if can_see(policy, spec.name)]
 
 
+def _not_found(name: str) -> ToolNotFound:
+    return ToolNotFound(f"no tool named {name!r}", hint="`pincer tools list` shows the tools there are")
+
+
 def visible_tool(policy: SessionPolicy, lookup: Callable[[str], ToolSpec], name: str) -> ToolSpec:
     """The tool, if the session may see it; ToolNotFound (the same as for a missing tool) if not."""
     if not can_see(policy, name):
-        raise ToolNotFound(f"no tool named {name!r}", hint="`pincer tools list` shows the tools there are")
+        raise _not_found(name)
     return lookup(name)
+
+
+def as_seen(policy: SessionPolicy, name: str, result: ToolResult) -> ToolResult:
+    """A call's result as the calling session may see it: a call to a tool it cannot see was
+    refused (and audited) by the session step, and is answered as for a missing tool."""
+    if result.ok or can_see(policy, name):
+        return result
+    return replace(result, error=_not_found(name).to_dict(), content=None)

@@ -9,12 +9,23 @@ what did not hold. Comparisons are constant-time.
   ``webhook-signature``, a space-separated list of ``v1,<base64 HMAC-SHA256 of
   "id.timestamp.body">`` (several during a key rotation: one match is enough). The secret is
   ``whsec_<base64 key>``; the store entry may hold several, separated by spaces, so a receiver
-  can rotate too. The timestamp must be within the tolerance (5 minutes) of now, either side.
+  can rotate too. The timestamp must be within the tolerance (5 minutes) of now, either side;
+  it is Unix seconds as at most 12 digits (anything else, ``1e400`` or a 5,000-digit number,
+  is :class:`~pincer.core.errors.DeliveryMalformed`, 400, not an arithmetic overflow).
   Svix's ``svix-*`` headers are the same scheme and are read too.
 - **github**: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`` under the hook's
   secret; the delivery id is ``X-GitHub-Delivery``. GitHub sends no timestamp and signs neither
   header, so the gateway knows a GitHub delivery by its body's digest (``gateway/hooks.py``):
   a captured one resent under a fresh id is a replay.
+
+Each header is read once: :data:`AUTH_HEADERS` sent twice is refused by the gateway before any
+of this runs (``gateway/hooks.py``), since a proxy in front and pincer could each read a
+different copy.
+
+A **bearer** hook has no replay protection beyond its delivery id: the token is a shared
+password, not a signature, so anyone who saw one delivery holds the token and could make any
+timestamp or nonce fresh. Where replays matter use ``standard``, whose signature covers the id
+and the timestamp (``pincer triggers list`` says so for every bearer hook).
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from pincer.core.errors import SignatureInvalid
+from pincer.core.errors import DeliveryMalformed, SignatureInvalid
 
 __all__ = [
     "verify",
@@ -36,11 +47,21 @@ __all__ = [
     "sign_github",
     "standard_keys",
     "AUTH_KINDS",
+    "AUTH_HEADERS",
     "DEFAULT_TOLERANCE_S",
+    "MAX_TIMESTAMP_DIGITS",
 ]
 
 AUTH_KINDS = ("bearer", "standard", "github")
 DEFAULT_TOLERANCE_S = 300.0
+# Every header that authenticates a delivery, names it or says what it is: each may come once.
+AUTH_HEADERS = (
+    "authorization", "webhook-id", "webhook-timestamp", "webhook-signature", "svix-id", "svix-timestamp",
+    "svix-signature", "x-hub-signature-256", "x-hub-signature", "x-github-delivery", "x-github-event",
+    "x-pincer-event", "content-type",
+)  # fmt: skip
+# Unix seconds stay 10 digits until the year 2286; 12 leave room and keep the arithmetic exact.
+MAX_TIMESTAMP_DIGITS = 12
 _WHSEC = "whsec_"
 _MAX_SIGNATURES = 16
 
@@ -127,16 +148,24 @@ def verify_standard(
         raise SignatureInvalid(
             "no webhook-signature matches the body", hint="sign id.timestamp.body with the hook's whsec_ key (v1,<base64>)"
         )
-    try:
-        sent = int(timestamp.strip())
-    except ValueError:
-        raise SignatureInvalid(f"webhook-timestamp {timestamp[:30]!r} is not Unix seconds") from None
+    sent = _unix_seconds(timestamp)
     if abs(now - sent) > tolerance_s:
         raise SignatureInvalid(
-            f"webhook-timestamp is {abs(now - sent):.0f} s from now, more than the {tolerance_s:g} s tolerance",
+            f"webhook-timestamp is {now - sent:.0f} s old, more than the {tolerance_s:g} s tolerance" if sent <= now
+            else f"webhook-timestamp is {sent - now:.0f} s in the future, more than the {tolerance_s:g} s tolerance",
             hint="send deliveries when they are made (and check the sender's clock); a replay is refused",
         )
     return msg_id
+
+
+def _unix_seconds(timestamp: str) -> int:
+    text = timestamp.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_TIMESTAMP_DIGITS):
+        raise DeliveryMalformed(
+            f"webhook-timestamp {text[:30]!r}{'...' if len(text) > 30 else ''} is not Unix seconds",
+            hint=f"send the time the delivery was made as whole seconds since 1970 (at most {MAX_TIMESTAMP_DIGITS} digits)",
+        )
+    return int(text)
 
 
 def verify_github(secret: str, headers: Mapping[str, str], body: bytes) -> str | None:

@@ -8,7 +8,7 @@ structured content), fail (an isError result), slow.
 Flags: ``--silent-if FILE`` never answers initialize while FILE exists; ``--secret-env NAME``
 makes the ``env`` tool report NAME's value; ``--description-file FILE`` reads echo's description
 from FILE at start (a change that survives restarts); ``--die-saying-env NAME`` writes NAME's
-value to stderr and exits at once.
+value to stderr and exits at once; ``--no-version`` sends an empty ``serverInfo.version``.
 """
 
 import json
@@ -136,7 +136,7 @@ def main():
             send({"jsonrpc": "2.0", "id": request_id, "result": {
                 "protocolVersion": version,
                 "capabilities": {"tools": {"listChanged": True}},
-                "serverInfo": {"name": "faulty", "version": "1.0"},
+                "serverInfo": {"name": "faulty", "version": "" if "--no-version" in sys.argv else "1.0"},
             }})
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})

@@ -402,7 +402,10 @@ class ServerConnection:
             state=state,
             pid=self.pid if state == "running" else None,
             protocol_version=client.protocol_version if client is not None else None,
-            server_info=f"{info.name} {info.version}" if info is not None else None,
+            # A server may send an empty version: "notes-srv", not "notes-srv ".
+            server_info=" ".join(p for p in (str(info.name or "").strip(), str(info.version or "").strip()) if p) or None
+            if info is not None
+            else None,
             failures=self._failures,
             last_error=self._last_error,
             retry_in_s=round(wait, 3) if wait > 0 and state == "failed" else None,
