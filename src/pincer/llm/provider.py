@@ -22,7 +22,14 @@ from typing import Any, Protocol
 from pincer.config import ModelSettings
 from pincer.core.errors import ConfigError, SecretError
 from pincer.llm.messages import CompletionOptions, Message, ModelEvent, ToolDefinition
-from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
+from pincer.llm.wire import (
+    ANTHROPIC_DEFAULT_URL,
+    OPENAI_DEFAULT_URL,
+    parse_retry_after,
+    shorten,
+    stream_broken,
+    tried_url,
+)
 
 __all__ = [
     "Provider",
