@@ -1,10 +1,17 @@
-"""``/tools``: list and describe what the session may call, and call it through the chain."""
+"""``/tools``: list and describe what the session may call, and call it through the chain.
+
+A call belongs to its request: when the client hangs up before the answer (``curl -m 5``, a
+client's timeout), the call is cancelled as an MCP client's is. The chain records the
+cancellation and expires an approval the call waited for, so a later ``pincer approvals
+approve`` is refused instead of running the call with nobody waiting.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,6 +20,7 @@ from pincer.core.errors import UsageError
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.rest.common import NAME_PATTERN, PincerDep, SessionDep, json_body_route, refuse, status_for
 from pincer.policy.visibility import visible_tool, visible_tools
+from pincer.service import Pincer
 
 __all__ = ["CallBody", "router"]
 
@@ -71,7 +79,9 @@ async def call_tool(
             hint="send the key once, in either place",
         )
     call = CallRequest(tool=name, args=body.args, session=target, idempotency_key=key, caller="rest")
-    result: ToolResult = await pincer.call(call)
+    result = await _call_while_connected(request, pincer, call)
+    if result is None:  # nobody reads this answer; the cancellation is in the audit log
+        return JSONResponse({"ok": False, "error": {"code": "cancelled", "message": "the client disconnected"}}, status_code=499)
     data = result.to_dict()
     if result.content:
         data["content"] = [dict(block) for block in result.content]
@@ -84,3 +94,19 @@ async def call_tool(
         headers = {"Retry-After": str(max(1, math.ceil(float(retry or 1))))}
     return JSONResponse(data, status_code=status, headers=headers)
 
+
+async def _call_while_connected(request: Request, pincer: Pincer, call: CallRequest) -> ToolResult | None:
+    """The call's result, or None when the client hung up first and the call was cancelled."""
+    result: ToolResult | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def cancel_when_gone() -> None:
+            # The body was read whole already: the next message is the client hanging up.
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(cancel_when_gone)
+        result = await pincer.call(call)
+        tg.cancel_scope.cancel()
+    return result
