@@ -3,11 +3,14 @@
 The model's text streams to stdout; each tool call is one line on stderr, an approval a question
 on stderr answered on stdin (y once, a always, n no; end of input leaves it to ``pincer
 approvals``), and the end a summary line with tokens and cost. Ctrl-C cancels the current turn
-(in ``chat``, the program goes on). The prompt lives here, never in the call chain.
+(in ``chat``, the program goes on), and so does ``pincer runs cancel ID`` from another shell: a
+prompt of that turn ends with it and its approval expires. The prompt lives here, never in the
+call chain.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -43,13 +46,31 @@ def parse_budgets(pairs: list[str] | None) -> dict[str, str] | None:
     return budgets
 
 
-def _read_line() -> str | None:
-    line = sys.stdin.readline()
-    return line if line else None  # "" is the end of input
+STDIN_READ_BYTES = 4096
+_unread = bytearray()  # what was read from stdin past the last line handed out
 
 
 async def read_line() -> str | None:
-    return await anyio.to_thread.run_sync(_read_line, abandon_on_cancel=True)
+    """The next line of stdin (None at the end of input), read on the event loop: a prompt
+    cancelled with its run stops reading at once. (A worker thread blocked in ``readline`` would
+    keep the process alive until the next Enter, and take that line from whoever reads next.)"""
+    fd = sys.stdin.fileno()
+    while b"\n" not in _unread:
+        try:
+            await anyio.wait_readable(fd)
+        except OSError:
+            pass  # a regular file (stdin < file) cannot be polled, and never blocks
+        chunk = os.read(fd, STDIN_READ_BYTES)
+        if not chunk:  # the end of input
+            if not _unread:
+                return None
+            break
+        _unread.extend(chunk)
+    end = _unread.find(b"\n")
+    end = len(_unread) if end < 0 else end + 1
+    line = bytes(_unread[:end])
+    del _unread[:end]
+    return line.decode(sys.stdin.encoding or "utf-8", errors="replace")
 
 
 class Display:
