@@ -129,15 +129,17 @@ class Prompter:
         self._stdin_closed = False
 
     async def ask(self, approval: Any) -> None:
-        from pincer.core.display import honest_json, honest_text
+        from pincer.core.display import honest_detail, honest_json, honest_text
 
         async with self._lock:
+            see_all = f"`pincer approvals show {approval.id}`"
             lines = [
                 f"approval {approval.id}: {approval.tool} (session {approval.session}) wants to run",
                 f"  effects: {', '.join(approval.effects) or 'none'}",
                 f"  hosts:   {', '.join(approval.hosts) or '-'}",
-                f"  args:    {honest_json(approval.args, APPROVAL_ARGS_MAX_CHARS, see_all=f'`pincer approvals show {approval.id}`')}",
+                f"  args:    {honest_json(approval.args, APPROVAL_ARGS_MAX_CHARS, see_all=see_all)}",
                 f"  why:     {honest_text(approval.reason)}",
+                *(f"  {line}" for line in honest_detail(approval.detail, APPROVAL_ARGS_MAX_CHARS, see_all=see_all)),
             ]
             self.display._line("\n".join(lines))
             for _ in range(3):

@@ -22,7 +22,7 @@ import re
 import unicodedata
 from typing import Any
 
-__all__ = ["honest_text", "honest_json", "honest_block", "shorten"]
+__all__ = ["honest_text", "honest_json", "honest_block", "honest_detail", "shorten"]
 
 # Longer runs of whitespace than this are shown as a count, so nothing hides behind them.
 MAX_WHITESPACE_RUN = 3
@@ -126,3 +126,23 @@ def _honest_strings(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_honest_strings(v) for v in value]
     return value
+
+
+# Keys of an approval's detail that are references for the tool, not facts for the person: the
+# build_tool plan's id and the plan as data (its facts are the detail's other keys).
+_DETAIL_NOT_SHOWN = frozenset({"plan_id", "plan"})
+
+
+def honest_detail(detail: Any, max_chars: int, *, see_all: str) -> list[str]:
+    """An approval's detail (what a runtime showed it with: the skill, its signer, fingerprint,
+    scanner verdict and findings, what it asks for; a build's plan) as ``key: value`` lines, each
+    value honest and cut at ``max_chars`` with a note naming ``see_all``."""
+    if not isinstance(detail, dict):
+        return []
+    lines = []
+    for key, value in detail.items():
+        if key in _DETAIL_NOT_SHOWN:
+            continue
+        shown = shorten(honest_text(value), max_chars, see_all=see_all) if isinstance(value, str) else honest_json(value, max_chars, see_all=see_all)
+        lines.append(f"{honest_text(str(key))}: {shown}")
+    return lines

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from pincer.core.display import honest_json, honest_text
+from pincer.core.display import honest_detail, honest_json, honest_text
 from pincer.core.errors import ApprovalGone, PincerError
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.channel import McpChannel
@@ -62,22 +62,28 @@ APPROVAL_DECISION_SCHEMA: dict[str, Any] = {
 }
 
 
-# How much of a call's arguments an elicitation shows before cutting (with a visible note).
+# How much of a call's arguments (and of each value of its detail) an elicitation shows before
+# cutting (with a visible note).
 MESSAGE_ARGS_MAX_CHARS = 2_000
+MESSAGE_DETAIL_MAX_CHARS = 1_000
 
 
 def approval_message(approval: ApprovalRequest) -> str:
     """What the person is asked, made honest (core/display.py): long whitespace runs counted,
-    invisible characters named, and any cut marked with the command that shows the whole."""
+    invisible characters named, and any cut marked with the command that shows the whole. The
+    detail a runtime asked with follows, a line each (a skill's version, source, signer,
+    fingerprint, scanner verdict and findings, requested tools; a build's plan)."""
     see_all = f"`pincer approvals show {approval.id}`"
     args = honest_json(approval.args, MESSAGE_ARGS_MAX_CHARS, see_all=see_all)
     effects = ", ".join(approval.effects) or "no declared effects"
     hosts = f"; hosts: {', '.join(approval.hosts)}" if approval.hosts else ""
-    return (
+    asked = (
         f"pincer asks: allow {approval.tool} for session {approval.session}? "
         f"Effects: {effects}{hosts}. Arguments: {args}. Why asked: {honest_text(approval.reason)}. "
         f"(approval {approval.id})"
     )
+    details = honest_detail(approval.detail, MESSAGE_DETAIL_MAX_CHARS, see_all=see_all)
+    return "\n".join([asked, "Details:", *(f"- {line}" for line in details)]) if details else asked
 
 
 def waiting_message(approval: ApprovalRequest, base_url: str | None) -> str:

@@ -1,5 +1,6 @@
 """``/approvals``: list, read and answer approval requests. A non-main session sees only its
-own; answering takes a main session (an agent must not approve its own calls)."""
+own; answering takes a main session (an agent must not approve its own calls). Each request comes
+with ``message``: the text an MCP client's elicitation shows, its detail included."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict
 
 from pincer.core.errors import UsageError
+from pincer.gateway.approvals import approval_message
 from pincer.gateway.rest.common import PincerDep, Refused, SessionDep, json_body_route, pincer_error_response, refuse
 from pincer.service import Pincer
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
@@ -28,6 +30,10 @@ class ApprovalBody(BaseModel):
     scope: AnswerScope | None = None
 
 
+def _shown(approval: ApprovalRequest) -> dict[str, Any]:
+    return {**approval.to_dict(), "message": approval_message(approval)}
+
+
 def _find_approval(pincer: Pincer, approval_id: str) -> ApprovalRequest:
     try:
         return pincer.approvals.get(approval_id)
@@ -42,7 +48,7 @@ async def list_approvals(
     requests = pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
     if not session.is_main:
         requests = [r for r in requests if r.session == session.name]
-    return {"approvals": [r.to_dict() for r in requests]}
+    return {"approvals": [_shown(r) for r in requests]}
 
 
 @router.get("/approvals/{approval_id}", summary="One approval request")
@@ -52,7 +58,7 @@ async def get_approval(
     approval = _find_approval(pincer, approval_id)
     if not session.is_main and approval.session != session.name:
         raise refuse(404, "not_found", f"no approval request with id {approval_id!r}")
-    return approval.to_dict()
+    return _shown(approval)
 
 
 @router.post("/approvals/{approval_id}", summary="Answer an approval request (main sessions only)")
