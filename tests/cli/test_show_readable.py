@@ -71,7 +71,7 @@ def test_a_block_never_shows_an_invisible_character_a_long_run_or_a_pile_of_blan
     for line in shown.split("\n"):
         body = line.lstrip(" ")
         assert len(line) - len(body) <= 4 * MAX_INDENT_CHARS  # indentation kept (a tab shown as 4 spaces)
-        assert not re.search(r"\s{%d,}" % (MAX_INLINE_RUN + 1), body)
+        assert not re.search(r"\s{" + str(MAX_INLINE_RUN + 1) + ",}", body)
         assert all(ch == "\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") for ch in body)
     assert "\n" * (MAX_BLANK_LINES + 2) not in shown
 
