@@ -35,6 +35,7 @@ class BuildBody(BaseModel):
     profile: str | None = Field(default=None, min_length=1, max_length=64)
     standalone: bool = False
     edit: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+    replace: bool = Field(default=False, description="Replace a tool of the same name (else the build stops after the plan).")
 
 
 @router.post("/builds", summary="Build a tool; its stages stream as server-sent events (stage, done or error)")
@@ -47,7 +48,7 @@ async def start_build(pincer: PincerDep, session: SessionDep, body: BuildBody) -
                      "use a main session's token, or an agent's build_tool (it asks a person)")  # fmt: skip
     build = BuildRequest(description=body.description, name=body.name or body.edit, hosts=tuple(body.hosts),
                          secrets=tuple(body.secrets), max_iterations=body.max_iterations, standalone=body.standalone,
-                         edit=body.edit, session=session.name)  # fmt: skip
+                         edit=body.edit, replace=body.replace, session=session.name)  # fmt: skip
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](BUILD_EVENTS_BUFFER)
