@@ -83,3 +83,38 @@ def test_a_cancelled_run_ends_its_prompt_and_expires_its_approval(tmp_path: Path
     assert not (home / "workspace" / "late.md").exists()
     records = json.loads(pincer(home, "audit", "list", "--tool", "write_file", "--json").stdout)
     assert any("cancelled by its caller" in str(r.get("error") or r.get("reason") or "") or r.get("outcome") == "cancelled" for r in records), records
+
+
+def test_a_prompt_ends_when_its_approval_is_answered_from_another_shell(tmp_path: Path) -> None:
+    """Failed before the fix: `pincer approvals approve ID` from another shell answered the
+    approval, but `pincer run` went on waiting at its prompt until Enter before the call ran."""
+    script = [Turn(calls=(ScriptedCall(name="write_file", arguments={"path": "approved.md", "content": "x"}),)), Turn(text="done")]
+    with serve_models(script) as server:
+        home = _home(tmp_path, server)
+        proc = subprocess.Popen(
+            [*PINCER, "run", "release-notes", "-p", "version=1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=_env(home),
+        )  # fmt: skip
+        out: list[str] = []
+        err: list[str] = []
+        threads = [threading.Thread(target=_chars, args=(proc.stdout, out), daemon=True),
+                   threading.Thread(target=_chars, args=(proc.stderr, err), daemon=True)]  # fmt: skip
+        for t in threads:
+            t.start()
+        try:
+            _wait_for_text(err, "allow? [y]es once")
+            (approval,) = json.loads(pincer(home, "approvals", "list", "--json").stdout)
+            approved = pincer(home, "approvals", "approve", approval["id"])
+            assert approved.returncode == 0, approved.stderr
+            proc.wait(timeout=CLI_TIMEOUT_S)  # stdin stays open and silent
+        finally:
+            proc.kill()
+            for t in threads:
+                t.join(5)
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+    text = "".join(err)
+    assert proc.returncode == 0, text
+    assert f"approval {approval['id']}: allow_once (answered by cli)" in text
+    assert (home / "workspace" / "approved.md").read_text() == "x"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -47,6 +48,9 @@ def parse_budgets(pairs: list[str] | None) -> dict[str, str] | None:
 
 
 STDIN_READ_BYTES = 4096
+# How often an open prompt looks whether its approval was answered elsewhere or ran out of time.
+PROMPT_SETTLED_POLL_S = 0.25
+_SETTLED = object()  # what a prompt's read gives when its approval no longer waits for it
 _unread = bytearray()  # what was read from stdin past the last line handed out
 
 
@@ -146,8 +150,10 @@ class Prompter:
                 if self._stdin_closed:
                     break
                 stderr.print("allow? [y]es once / [a]lways / [n]o: ", end="", markup=False)
-                line = await read_line()
-                if line is None:
+                line = await self._read_answer(approval)
+                if line is _SETTLED:
+                    return
+                if not isinstance(line, str):
                     self._stdin_closed = True
                     break
                 answer = _ANSWERS.get(line.strip().lower())
@@ -160,6 +166,37 @@ class Prompter:
             self.display._line(
                 f"  no answer here: answer with `pincer approvals approve {approval.id}` (or `deny {approval.id}`)"
             )
+
+    async def _read_answer(self, approval: Any) -> object:
+        """A line of stdin (None at its end), or _SETTLED once the approval no longer waits for
+        this prompt: answered elsewhere (``pincer approvals``, REST), or out of time (then it is
+        expired here, as the chain's wait would have)."""
+        from pincer.store.approvals import ApprovalStatus
+
+        got: list[object] = []
+        async with anyio.create_task_group() as tg:
+
+            async def read() -> None:
+                got.append(await read_line())
+                tg.cancel_scope.cancel()
+
+            async def settled() -> None:
+                while True:
+                    current = self.pincer.approvals.get(approval.id)
+                    if current.status is ApprovalStatus.PENDING and current.expires_at <= time.time():
+                        self.pincer.approvals.expire(approval.id)
+                        current = self.pincer.approvals.get(approval.id)
+                    if current.status is not ApprovalStatus.PENDING:
+                        got.append(_SETTLED)
+                        self.display._line(f"\n  approval {approval.id}: {current.status.value} (answered by {current.answered_by})"
+                                           if current.answered_by else f"\n  approval {approval.id}: {current.status.value}")  # fmt: skip
+                        tg.cancel_scope.cancel()
+                        return
+                    await anyio.sleep(PROMPT_SETTLED_POLL_S)
+
+            tg.start_soon(read)
+            tg.start_soon(settled)
+        return got[0]
 
 
 def summary(run_result: Any) -> str:
