@@ -44,9 +44,8 @@ def build(
     from pincer.builder.build import BuildRequest
     from pincer.builder.service import run_build
 
-    request = BuildRequest(description=description, name=name or edit, hosts=tuple(allow_host or ()),
-                           secrets=tuple(secret or ()), max_iterations=max_iterations, standalone=standalone, edit=edit,
-                           replace=replace)  # fmt: skip
+    request = BuildRequest(description=description, name=name or edit, hosts=tuple(allow_host or ()), replace=replace,
+                           secrets=tuple(secret or ()), max_iterations=max_iterations, standalone=standalone, edit=edit)  # fmt: skip
     cache = os.environ.get("PINCER_RUNNER_CACHE")
 
     async def body() -> Any:
