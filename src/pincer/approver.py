@@ -130,15 +130,22 @@ class Approver:
         )
         if on_created is not None:
             on_created(approval)
-        if on_approval is not None:
-            try:
-                await on_approval(approval)
-            except ApprovalPending:
-                # The caller leaves now and calls again after the answer: keep the request.
-                self.approvals.detach(approval.id, binding)
-                raise _pending(approval) from None
-            except Exception:  # the hook is a convenience; the request stays answerable elsewhere
-                logger.exception("approval hook failed for %s", approval.id)
+        try:
+            if on_approval is not None:
+                try:
+                    await on_approval(approval)
+                except ApprovalPending:
+                    # The caller leaves now and calls again after the answer: keep the request.
+                    self.approvals.detach(approval.id, binding)
+                    raise _pending(approval) from None
+                except Exception:  # the hook is a convenience; the request stays answerable elsewhere
+                    logger.exception("approval hook failed for %s", approval.id)
+        except ApprovalPending:
+            raise
+        except BaseException:
+            # Cancelled while the hook asked (a terminal prompt, an elicitation): the call is gone.
+            self.approvals.expire(approval.id)  # synchronous: a cancellation cannot skip it
+            raise
         try:
             answered = await self.approvals.wait(approval.id, self.timeout_s)
         except ApprovalTimeout:

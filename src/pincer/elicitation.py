@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from pincer.core.display import honest_json, honest_text
+from pincer.core.display import honest_detail, honest_json, honest_text
 from pincer.core.errors import PincerError
 from pincer.store.approvals import Answer, ApprovalRequest
 
@@ -48,20 +48,25 @@ APPROVAL_DECISION_SCHEMA: dict[str, Any] = {
 
 # How much of a call's arguments an elicitation shows before cutting (with a visible note).
 MESSAGE_ARGS_MAX_CHARS = 2_000
+MESSAGE_DETAIL_MAX_CHARS = 1_000
 
 
 def approval_message(approval: ApprovalRequest) -> str:
     """What the person is asked, made honest (core/display.py): long whitespace runs counted,
-    invisible characters named, and any cut marked with the command that shows the whole."""
+    invisible characters named, and any cut marked with the command that shows the whole. The
+    detail a runtime asked with follows, a line each (a skill's version, source, signer,
+    fingerprint, scanner verdict and findings, requested tools; a build's plan)."""
     see_all = f"`pincer approvals show {approval.id}`"
     args = honest_json(approval.args, MESSAGE_ARGS_MAX_CHARS, see_all=see_all)
     effects = ", ".join(approval.effects) or "no declared effects"
     hosts = f"; hosts: {', '.join(approval.hosts)}" if approval.hosts else ""
-    return (
+    asked = (
         f"pincer asks: allow {approval.tool} for session {approval.session}? "
         f"Effects: {effects}{hosts}. Arguments: {args}. Why asked: {honest_text(approval.reason)}. "
         f"(approval {approval.id})"
     )
+    details = honest_detail(approval.detail, MESSAGE_DETAIL_MAX_CHARS, see_all=see_all)
+    return "\n".join([asked, "Details:", *(f"- {line}" for line in details)]) if details else asked
 
 
 def answer_from_reply(reply: Any) -> Answer | None:

@@ -8,7 +8,12 @@ Each ``submit_code`` is one iteration: parsed, checked (:mod:`pincer.builder.cod
 and tested in the runner (:mod:`pincer.builder.testbench`); its failures go back to the model
 until one passes or ``max_iterations`` are used. Generated code runs only inside WASM. A passing
 iteration is signed and installed (:mod:`pincer.builder.register`); a failing build registers
-nothing. Every stage is recorded (:mod:`pincer.builder.record`) and reported to ``progress``.
+nothing. Every stage is recorded (:mod:`pincer.builder.record`) and reported to ``progress``, and
+every build that got past its plan is recorded, failed or not.
+
+A build never replaces a tool by accident: when the plan names a tool there is (``taken``
+says which), the build stops right after the plan unless it edits that tool (``--edit NAME``)
+or was asked to replace it (``--replace``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pincer.builder.plan import Allowance, Plan, PlanInvalid, parse_plan
 from pincer.builder.prompt import SUBMIT_CODE, SUBMIT_PLAN, SYSTEM
 from pincer.builder.record import BuildRecord, read_build
 from pincer.builder.testbench import GENERATED_CASES, TestBench
-from pincer.core.errors import BuildFailed, BuildRefused, PincerError
+from pincer.core.errors import BuildFailed, BuildRefused, PincerError, ToolNameTaken
 from pincer.core.schema import schema_problem
 from pincer.llm.messages import CompletionOptions, Message, TokenUsage, ToolCall, ToolCallReady, UsageReport
 from pincer.runtimes.wasm.limits import WasmLimits
@@ -41,6 +46,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_ITERATIONS = 4
 MODEL_TURN_TIMEOUT_S = 300.0
 Progress = Callable[[str, float, str], None]  # (stage, seconds, detail)
+Taken = Callable[[str], "str | None"]  # a tool name -> what has that name already (None: free)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,6 +58,7 @@ class BuildRequest:
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     standalone: bool = False
     edit: str | None = None  # the recorded build this one changes
+    replace: bool = False  # the plan's name may be a tool there is: the build replaces it
     session: str = "main"
 
 
@@ -175,6 +182,7 @@ class Builder:
         self, *, home: Path, provider: Any, model: str, secrets: Any, runner_cache: Path, limits: WasmLimits | None = None,
         progress: Progress | None = None, audit: Any = None, key_secret: str = "hub_signing_key",
         max_output_tokens: int = 4_096, price: Any = None, generated_cases: int = GENERATED_CASES,
+        taken: Taken | None = None,
     ) -> None:  # fmt: skip
         self.home = Path(home)
         self.provider = provider
@@ -188,6 +196,7 @@ class Builder:
         self.max_output_tokens = max_output_tokens
         self.price = price
         self.generated_cases = generated_cases
+        self.taken = taken
         self._stages: list[StageTime] = []
 
     def _stage(self, stage: str, started: float, detail: str = "") -> None:
@@ -230,9 +239,22 @@ class Builder:
             self._stage("plan", started, "no valid plan")
             raise BuildFailed(f"the model gave no valid plan in {request.max_iterations} answers: {'; '.join(failures[-3:])}",
                               hint="describe the tool more precisely, or raise --max-iterations")  # fmt: skip
+        self._check_name(plan.name, request, started)
         self._stage("plan", started, f"{plan.name}: hosts {', '.join(plan.hosts) or 'none'}; {len(plan.dropped)} dropped")
         return PlannedBuild(plan=plan, messages=tuple(chat.messages), usage=chat.usage, failures=tuple(failures),
                             seconds=time.perf_counter() - started)  # fmt: skip
+
+    def _check_name(self, name: str, request: BuildRequest, started: float) -> None:
+        """ToolNameTaken when ``name`` is a tool there is and the build neither edits nor replaces it."""
+        holder = self.taken(name) if self.taken is not None else None
+        if holder is None or request.replace or request.edit == name:
+            return
+        self._stage("plan", started, f"{name}: the name of {holder}")
+        raise ToolNameTaken(
+            f"the plan names the tool {name!r}, and {holder} has that name: the build stops before it replaces it",
+            hint=f"change that tool with `pincer build --edit {name} \"THE CHANGE\"`, replace it with --replace, "
+            "or give this one another name with --name",
+        )
 
     def _check(self, request: BuildRequest) -> None:
         if not 1 <= request.max_iterations <= 20:
@@ -275,6 +297,18 @@ class Builder:
         try:
             return await self._code_and_register(request, chat, plan, plan_done, record, version, caps_bytes, bench,
                                                  runner, failures, began)  # fmt: skip
+        except BuildFailed:
+            raise  # no iteration passed: recorded where it was found
+        except PincerError as exc:
+            # A later stage failed (build, sign, register): recorded too, for `pincer builds show`.
+            failed = BuildReport(name=plan.name, ok=False, description=plan.description, hosts=plan.hosts,
+                                 effects=plan.effects, dropped=plan.dropped, failures=(*failures, f"{exc.code}: {exc.message}"),
+                                 seconds=time.perf_counter() - began, stages=tuple(self._stages), build_dir=str(record.folder),
+                                 standalone=request.standalone, tokens=chat.usage.to_dict(), cost_usd=self._cost(chat.usage),
+                                 iterations=sum(1 for t in self._stages if t.stage == "generate"))  # fmt: skip
+            record.log(f"failed: {exc.code}: {exc.message[:300]}")
+            record.write("build.json", {**failed.to_json(), "sequence": record.sequence - 1, "finished_at": time.time()})
+            raise
         finally:
             bench.close()
 

@@ -7,9 +7,11 @@ install-time scanner, one rename, an entry in ``pincer.lock``, the audit record.
 verify`` and the start-time integrity check cover a built tool like any other, and a running
 ``pincer serve`` picks it up through its watcher.
 
-The key: ``[hub] signing_key_secret``'s entry of the secret store (``pincer hub keygen``); when the
-home has none, the builder makes one (``builder_signing_key``) and trusts it as ``builder``:
-it is this home's own key, and only this home's secret store holds it.
+The key: ``[hub] signing_key``'s entry of the secret store (``pincer hub keygen``); when the
+home has none, the builder makes one (``builder_signing_key``). Either way the home trusts the key
+it signs with (as ``builder``, or ``self`` for the publisher key): it is this home's own key, and
+only this home's secret store holds it. Without that, a home with a publisher key built every
+stage and then refused to install what it had signed itself.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = ["BuildSource", "register_tool", "signing_key", "BUILDER_KEY_SECRET", 
 SOURCE_NAME = "builder"
 BUILDER_KEY_SECRET = "builder_signing_key"
 BUILDER_SIGNER = "builder"
+PUBLISHER_SIGNER = "self"  # the name this home trusts its own publisher key under
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,14 +91,23 @@ def signing_key(home: Path, secrets: Any, key_secret: str) -> tuple[str, str]:
             private = None
         if private:
             public = public_of(str(private))
-            if trust.signer_of(public) is None and name == BUILDER_KEY_SECRET:
-                trust.add(BUILDER_SIGNER, public)
+            _trust_own(trust, public, BUILDER_SIGNER if name == BUILDER_KEY_SECRET else PUBLISHER_SIGNER)
             return str(private), public
     pair = generate_key()
     secrets.set(BUILDER_KEY_SECRET, pair.private)
-    if trust.signer_of(pair.public) is None:
-        trust.add(BUILDER_SIGNER, pair.public)
+    _trust_own(trust, pair.public, BUILDER_SIGNER)
     return pair.private, pair.public
+
+
+def _trust_own(trust: Any, public: str, name: str) -> None:
+    """Trust this home's own key (once), as ``name`` or, when that name is another key's, as
+    ``name-KEYID``."""
+    from pincer.hub.signing import key_id
+
+    if trust.signer_of(public) is not None:
+        return
+    taken = {k.name for k in trust.load()}
+    trust.add(name if name not in taken else f"{name}-{key_id(public)[:8]}", public)
 
 
 def register_tool(

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from pincer.builder.build import Builder, BuildReport, BuildRequest, PlannedBuild, Progress
+from pincer.builder.build import Builder, BuildReport, BuildRequest, PlannedBuild, Progress, Taken
 
 __all__ = ["run_build", "plan_build"]
 
@@ -34,9 +34,28 @@ async def _builder(pincer: Any, *, profile: str | None, runner_cache: Path | Non
             home=pincer.home, provider=provider, model=settings.model, secrets=pincer.secrets,
             runner_cache=runner_cache or default_cache_dir(pincer.environ, pincer.home), progress=progress, limits=limits,
             audit=audit, max_output_tokens=settings.max_output_tokens, price=find_price(settings.model, config.agent.prices),
+            key_secret=config.hub.signing_key, taken=_taken(pincer),
         )  # fmt: skip
     finally:
         await provider.aclose()
+
+
+def _taken(pincer: Any) -> Taken:
+    """What has a tool name already: an installed tool (pincer.lock), or any tool of the registry."""
+
+    def taken(name: str) -> str | None:
+        from pincer.hub.artifact import ArtifactKey, ArtifactKind
+        from pincer.hub.lockfile import LOCK_FILENAME, Lockfile
+
+        entry = Lockfile.read(Path(pincer.home) / LOCK_FILENAME).get(ArtifactKey(kind=ArtifactKind.TOOL, name=name))
+        if entry is not None:
+            return f"the installed tool {entry.key}@{entry.version} (from {entry.source})"
+        if name in pincer.registry:
+            spec = pincer.registry.get(name)
+            return f"the {spec.runtime.value} tool {name!r} (from {spec.source})"
+        return None
+
+    return taken
 
 
 async def plan_build(pincer: Any, request: BuildRequest, *, profile: str | None = None) -> PlannedBuild:

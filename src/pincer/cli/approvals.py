@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
 import typer
@@ -69,10 +68,10 @@ def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
         f"hosts:    {', '.join(approval['hosts']) or '-'}",
         f"why:      {honest_text(approval['reason'])}",
         "arguments:",
-        honest_text(json.dumps(approval["args"], indent=2, ensure_ascii=False, default=str)),
+        honest_json(approval["args"], indent=2),
     ]
     if approval["detail"]:
-        lines += ["detail:", honest_text(json.dumps(approval["detail"], indent=2, ensure_ascii=False, default=str))]
+        lines += ["detail:", honest_json(approval["detail"], indent=2)]
     if approval["answered_by"]:
         lines.append(f"answered by {approval['answered_by']}" + (f" (scope {approval['scope']})" if approval["scope"] else ""))
     # markup off: arguments are the caller's text, never rich markup to interpret.

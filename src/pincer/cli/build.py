@@ -37,6 +37,7 @@ def build(
     profile: str | None = typer.Option(None, "--profile", help="An [llm.profiles.NAME] to build with."),
     max_iterations: int = typer.Option(4, "--max-iterations", min=1, max=20, help="Answers of the model to fix failures."),
     edit: str | None = typer.Option(None, "--edit", help="Start from this recorded build; DESCRIPTION is the change."),
+    replace: bool = typer.Option(False, "--replace", help="Let the build replace a tool of the same name (else it stops after the plan)."),
     standalone: bool = typer.Option(False, "--standalone", help="Build a standalone component (componentize-py, ~30 s)."),
     as_json: bool = JsonOption,
 ) -> None:
@@ -44,7 +45,7 @@ def build(
     from pincer.builder.build import BuildRequest
     from pincer.builder.service import run_build
 
-    request = BuildRequest(description=description, name=name or edit, hosts=tuple(allow_host or ()),
+    request = BuildRequest(description=description, name=name or edit, hosts=tuple(allow_host or ()), replace=replace,
                            secrets=tuple(secret or ()), max_iterations=max_iterations, standalone=standalone, edit=edit)  # fmt: skip
     cache = os.environ.get("PINCER_RUNNER_CACHE")  # else the builder's default: the XDG cache folder
 

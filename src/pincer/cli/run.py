@@ -3,13 +3,17 @@
 The model's text streams to stdout; each tool call is one line on stderr, an approval a question
 on stderr answered on stdin (y once, a always, n no; end of input leaves it to ``pincer
 approvals``), and the end a summary line with tokens and cost. Ctrl-C cancels the current turn
-(in ``chat``, the program goes on). The prompt lives here, never in the call chain.
+(in ``chat``, the program goes on), and so does ``pincer runs cancel ID`` from another shell: a
+prompt of that turn ends with it and its approval expires. The prompt lives here, never in the
+call chain.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,13 +47,34 @@ def parse_budgets(pairs: list[str] | None) -> dict[str, str] | None:
     return budgets
 
 
-def _read_line() -> str | None:
-    line = sys.stdin.readline()
-    return line if line else None  # "" is the end of input
+STDIN_READ_BYTES = 4096
+# How often an open prompt looks whether its approval was answered elsewhere or ran out of time.
+PROMPT_SETTLED_POLL_S = 0.25
+_SETTLED = object()  # what a prompt's read gives when its approval no longer waits for it
+_unread = bytearray()  # what was read from stdin past the last line handed out
 
 
 async def read_line() -> str | None:
-    return await anyio.to_thread.run_sync(_read_line, abandon_on_cancel=True)
+    """The next line of stdin (None at the end of input), read on the event loop: a prompt
+    cancelled with its run stops reading at once. (A worker thread blocked in ``readline`` would
+    keep the process alive until the next Enter, and take that line from whoever reads next.)"""
+    fd = sys.stdin.fileno()
+    while b"\n" not in _unread:
+        try:
+            await anyio.wait_readable(fd)
+        except OSError:
+            pass  # a regular file (stdin < file) cannot be polled, and never blocks
+        chunk = os.read(fd, STDIN_READ_BYTES)
+        if not chunk:  # the end of input
+            if not _unread:
+                return None
+            break
+        _unread.extend(chunk)
+    end = _unread.find(b"\n")
+    end = len(_unread) if end < 0 else end + 1
+    line = bytes(_unread[:end])
+    del _unread[:end]
+    return line.decode(sys.stdin.encoding or "utf-8", errors="replace")
 
 
 class Display:
@@ -108,23 +133,27 @@ class Prompter:
         self._stdin_closed = False
 
     async def ask(self, approval: Any) -> None:
-        from pincer.core.display import honest_json, honest_text
+        from pincer.core.display import honest_detail, honest_json, honest_text
 
         async with self._lock:
+            see_all = f"`pincer approvals show {approval.id}`"
             lines = [
                 f"approval {approval.id}: {approval.tool} (session {approval.session}) wants to run",
                 f"  effects: {', '.join(approval.effects) or 'none'}",
                 f"  hosts:   {', '.join(approval.hosts) or '-'}",
-                f"  args:    {honest_json(approval.args, APPROVAL_ARGS_MAX_CHARS, see_all=f'`pincer approvals show {approval.id}`')}",
+                f"  args:    {honest_json(approval.args, APPROVAL_ARGS_MAX_CHARS, see_all=see_all)}",
                 f"  why:     {honest_text(approval.reason)}",
+                *(f"  {line}" for line in honest_detail(approval.detail, APPROVAL_ARGS_MAX_CHARS, see_all=see_all)),
             ]
             self.display._line("\n".join(lines))
             for _ in range(3):
                 if self._stdin_closed:
                     break
                 stderr.print("allow? [y]es once / [a]lways / [n]o: ", end="", markup=False)
-                line = await read_line()
-                if line is None:
+                line = await self._read_answer(approval)
+                if line is _SETTLED:
+                    return
+                if not isinstance(line, str):
                     self._stdin_closed = True
                     break
                 answer = _ANSWERS.get(line.strip().lower())
@@ -137,6 +166,37 @@ class Prompter:
             self.display._line(
                 f"  no answer here: answer with `pincer approvals approve {approval.id}` (or `deny {approval.id}`)"
             )
+
+    async def _read_answer(self, approval: Any) -> object:
+        """A line of stdin (None at its end), or _SETTLED once the approval no longer waits for
+        this prompt: answered elsewhere (``pincer approvals``, REST), or out of time (then it is
+        expired here, as the chain's wait would have)."""
+        from pincer.store.approvals import ApprovalStatus
+
+        got: list[object] = []
+        async with anyio.create_task_group() as tg:
+
+            async def read() -> None:
+                got.append(await read_line())
+                tg.cancel_scope.cancel()
+
+            async def settled() -> None:
+                while True:
+                    current = self.pincer.approvals.get(approval.id)
+                    if current.status is ApprovalStatus.PENDING and current.expires_at <= time.time():
+                        self.pincer.approvals.expire(approval.id)
+                        current = self.pincer.approvals.get(approval.id)
+                    if current.status is not ApprovalStatus.PENDING:
+                        got.append(_SETTLED)
+                        self.display._line(f"\n  approval {approval.id}: {current.status.value} (answered by {current.answered_by})"
+                                           if current.answered_by else f"\n  approval {approval.id}: {current.status.value}")  # fmt: skip
+                        tg.cancel_scope.cancel()
+                        return
+                    await anyio.sleep(PROMPT_SETTLED_POLL_S)
+
+            tg.start_soon(read)
+            tg.start_soon(settled)
+        return got[0]
 
 
 def summary(run_result: Any) -> str:

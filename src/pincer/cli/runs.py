@@ -62,7 +62,7 @@ def show_run(run_id: str, as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json(data)
         return
-    from pincer.core.display import honest_json, honest_text
+    from pincer.core.display import honest_block, honest_json
 
     lines = [
         f"run {data['id']}: {data['status']}" + (f" ({data['stop']})" if data["stop"] else ""),
@@ -79,8 +79,10 @@ def show_run(run_id: str, as_json: bool = JsonOption) -> None:
             lines.append(f"[{m['seq']}] system: {len(m['content']):,} characters (--json shows them)")
             continue
         audit = f" [audit {m['audit_id']}]" if m.get("audit_id") else ""
-        text = honest_text(m.get("content") or "")
-        lines.append(f"[{m['seq']}] {m['role']}{audit}: {text}")
+        text = honest_block(m.get("content") or "")
+        # A message of several lines starts on the next line, each line indented under its header.
+        shown = text if "\n" not in text else "\n" + "\n".join("      " + line if line else "" for line in text.split("\n"))
+        lines.append(f"[{m['seq']}] {m['role']}{audit}: {shown}")
         for call in m.get("tool_calls", []):
             lines.append(f"      call {call['name']} {honest_json(call['arguments'] if call['arguments'] is not None else call.get('raw_arguments'), 300)}")
     stderr.print("\n".join(lines), markup=False, highlight=False)

@@ -49,6 +49,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ScanBlocked            451  the install-time scanner found a high-severity finding
     │   ├── LocalEdits             412  installed files were edited on disk; an update would overwrite them
     │   └── BuildRefused           422  pincer build: a plan asking for what no build may have (financial, wildcards)
+    │       └── ToolNameTaken      409  pincer build: a tool of that name exists (--edit NAME or --replace replaces it)
     ├── BuildFailed                422  pincer build: no iteration passed its checks and tests
     ├── HubUnavailable             502  a catalog source or hub server cannot be reached, or answered nonsense
     ├── SecretError                500  secret store: missing key, bad ciphertext, unknown name
@@ -93,6 +94,7 @@ __all__ = [
     "SecretError",
     "BuildRefused",
     "BuildFailed",
+    "ToolNameTaken",
     "ToolError",
     "ToolTimeout",
     "ApiRateLimited",
@@ -541,6 +543,14 @@ class BuildRefused(ArtifactRefused):
 
     code = "build_refused"
     http_status = 422
+
+
+class ToolNameTaken(BuildRefused):
+    """A build whose tool has the name of a tool there is already: replacing it takes
+    ``--edit NAME`` or ``--replace``. Nothing is registered."""
+
+    code = "tool_name_taken"
+    http_status = 409
 
 
 class BuildFailed(PincerError):

@@ -54,7 +54,6 @@ def create_gateway(
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
     unauthenticated = UnauthenticatedRefusals()
-    from pincer.gateway.commands import commands_router
     from pincer.llm.runner import RunManager
 
     runs = RunManager(pincer)
@@ -62,7 +61,6 @@ def create_gateway(
         pincer,
         metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()},
         runs=runs,
-        routers=(commands_router(pincer),),
     )
     hooks = HooksEndpoint(pincer, refusals=unauthenticated)
 

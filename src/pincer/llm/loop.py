@@ -389,6 +389,12 @@ class AgentRun:
             self.taint = Taint(tool=first.tool, mode=self.taint_mode)
             self._emit("tainted", tool=first.tool, audit_id=None, call_id=None)
 
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last message added to the conversation (-1 before the first): what a
+        follower of the run's events has seen of its stored transcript."""
+        return self._seq - 1
+
     # -- running ----------------------------------------------------------------------------------
 
     def cancel(self) -> None:

@@ -6,14 +6,20 @@ server-sent events. The events of a run in this process are kept (at most ``MAX_
 for ``KEEP_FINISHED_S`` after it ends; a run of another process, or one finished longer ago, is
 told from the store: its transcript, then how it ended. Approvals a run waits for are answered
 as any other: ``pincer approvals``, ``POST /api/v1/approvals/{id}`` or MCP elicitation.
+
+Every event comes with a :class:`RunCursor` (its server-sent event id), so a follower that lost
+its connection resumes after the last event it saw (``Last-Event-ID``): from the kept events of a
+run of this process, else from the stored transcript after the last message it had seen.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -25,18 +31,47 @@ from pincer.llm.prompt import DEFAULT_MESSAGE
 from pincer.llm.run import RunEvent, RunRequest
 from pincer.store.runs import RunRow
 
-__all__ = ["RunManager", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
+__all__ = ["RunManager", "RunCursor", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
 
 MAX_KEPT_EVENTS = 10_000
 KEEP_FINISHED_S = 600.0
 STORE_POLL_INTERVAL_S = 0.5  # following a run of another process: how often the store is read
 
 
+_CURSOR = re.compile(r"^(-1|0|[1-9][0-9]{0,17})(?:\.(0|[1-9][0-9]{0,17}))?$")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunCursor:
+    """Where in a run an event is: ``seq``, the last stored message before it (-1: none yet),
+    and ``index``, its place among the events of a run of this process (None for an event told
+    from the store). Written as ``SEQ`` or ``SEQ.INDEX``."""
+
+    seq: int = -1
+    index: int | None = None
+
+    def to_id(self) -> str:
+        return str(self.seq) if self.index is None else f"{self.seq}.{self.index}"
+
+    @classmethod
+    def parse(cls, text: str) -> RunCursor:
+        """The cursor of an event id this server sent; UsageError for anything else."""
+        found = _CURSOR.match(text.strip())
+        if found is None:
+            shown = text[:40] + ("..." if len(text) > 40 else "")
+            raise UsageError(
+                f"Last-Event-ID {shown!r} is not an event id of a run's events (SEQ or SEQ.INDEX)",
+                hint="send back the id of the last event received, or leave the header out to start from the beginning",
+            )
+        seq, index = found.group(1), found.group(2)
+        return cls(seq=int(seq), index=int(index) if index is not None else None)
+
+
 class _Live:
     """One run of this process: its events so far, and a way to wait for the next."""
 
     def __init__(self) -> None:
-        self.events: deque[RunEvent] = deque(maxlen=MAX_KEPT_EVENTS)
+        self.events: deque[tuple[int, RunEvent]] = deque(maxlen=MAX_KEPT_EVENTS)  # (seq, event)
         self.first = 0  # the index of events[0] among every event the run had
         self.changed = anyio.Event()
         self.run: AgentRun | None = None
@@ -45,7 +80,7 @@ class _Live:
     def add(self, event: RunEvent) -> None:
         if len(self.events) == self.events.maxlen:
             self.first += 1
-        self.events.append(event)
+        self.events.append((self.run.last_seq if self.run is not None else -1, event))
         changed, self.changed = self.changed, anyio.Event()
         changed.set()
 
@@ -101,37 +136,40 @@ class RunManager:
         for run_id in [k for k, v in self._live.items() if v.ended_at is not None and now - v.ended_at > KEEP_FINISHED_S]:
             del self._live[run_id]
 
-    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
-        """Every event of the run, then new ones as they come, ending with ``ended``."""
+    async def events(self, run_id: str, after: RunCursor | None = None) -> AsyncIterator[tuple[RunCursor, RunEvent]]:
+        """Every event of the run (or those after ``after``), then new ones as they come, ending
+        with ``ended``; each with its cursor."""
         live = self._live.get(run_id)
-        if live is None:
-            async for event in self._from_store(run_id):
-                yield event
+        never_sent = live is not None and after is not None and after.index is not None and after.index >= live.first + len(live.events)
+        if live is None or (after is not None and after.index is None) or never_sent:
+            async for item in self._from_store(run_id, after_seq=after.seq if after is not None else -1):
+                yield item
             return
-        index = live.first
+        index = live.first if after is None or after.index is None else after.index + 1
         while True:
             if index < live.first:
                 index = live.first  # the oldest were dropped (MAX_KEPT_EVENTS)
             pending = list(live.events)[index - live.first :]
             waiter = live.changed
-            for event in pending:
+            for seq, event in pending:
                 index += 1
                 if event.kind == "closed":
                     return
-                yield event
+                yield RunCursor(seq=seq, index=index - 1), event
             await waiter.wait()
 
-    async def _from_store(self, run_id: str) -> AsyncIterator[RunEvent]:
+    async def _from_store(self, run_id: str, *, after_seq: int) -> AsyncIterator[tuple[RunCursor, RunEvent]]:
         store = self.pincer.runs
         row = store.get(run_id)  # RunNotFound for an unknown id
-        seq = -1
+        seq = after_seq
         while True:
             for message in store.messages(run_id, after_seq=seq):
                 seq = message.seq
-                yield RunEvent(kind="message", data=message.to_dict())
+                yield RunCursor(seq=seq), RunEvent(kind="message", data=message.to_dict())
             row = store.get(run_id)
             if row.is_final:
-                yield RunEvent(kind="ended", data={"status": row.status, "stop": row.stop, "error": row.error, "usage": dict(row.usage), "cost_usd": row.cost_usd})
+                ended = {"status": row.status, "stop": row.stop, "error": row.error, "usage": dict(row.usage), "cost_usd": row.cost_usd}
+                yield RunCursor(seq=seq), RunEvent(kind="ended", data=ended)
                 return
             await anyio.sleep(STORE_POLL_INTERVAL_S)
 

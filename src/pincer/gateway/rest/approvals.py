@@ -1,0 +1,75 @@
+"""``/approvals``: list, read and answer approval requests. A non-main session sees only its
+own; answering takes a main session (an agent must not approve its own calls). Each request comes
+with ``message``: the text an MCP client's elicitation shows, its detail included."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel, ConfigDict
+
+from pincer.core.errors import UsageError
+from pincer.gateway.approvals import approval_message
+from pincer.gateway.rest.common import PincerDep, Refused, SessionDep, json_body_route, pincer_error_response, refuse
+from pincer.service import Pincer
+from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
+
+__all__ = ["ApprovalBody", "router"]
+
+router = APIRouter(route_class=json_body_route())
+
+
+class ApprovalBody(BaseModel):
+    """``POST /approvals/{id}``. ``scope`` says how far an ``allow_always`` grant reaches:
+    ``kind`` (default: sessions of the kind that asked), ``session`` (only that session), or
+    ``all`` (every session)."""
+
+    model_config = ConfigDict(extra="forbid")
+    decision: Answer
+    scope: AnswerScope | None = None
+
+
+def _shown(approval: ApprovalRequest) -> dict[str, Any]:
+    return {**approval.to_dict(), "message": approval_message(approval)}
+
+
+def _find_approval(pincer: Pincer, approval_id: str) -> ApprovalRequest:
+    try:
+        return pincer.approvals.get(approval_id)
+    except UsageError as exc:
+        raise Refused(pincer_error_response(exc, 404)) from None
+
+
+@router.get("/approvals", summary="List approval requests (pending unless status=all)")
+async def list_approvals(
+    pincer: PincerDep, session: SessionDep, status: Annotated[str, Query(pattern="^(pending|all)$")] = "pending"
+) -> dict[str, Any]:
+    requests = pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
+    if not session.is_main:
+        requests = [r for r in requests if r.session == session.name]
+    return {"approvals": [_shown(r) for r in requests]}
+
+
+@router.get("/approvals/{approval_id}", summary="One approval request")
+async def get_approval(
+    pincer: PincerDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)]
+) -> dict[str, Any]:
+    approval = _find_approval(pincer, approval_id)
+    if not session.is_main and approval.session != session.name:
+        raise refuse(404, "not_found", f"no approval request with id {approval_id!r}")
+    return _shown(approval)
+
+
+@router.post("/approvals/{approval_id}", summary="Answer an approval request (main sessions only)")
+async def answer_approval(
+    pincer: PincerDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)], body: ApprovalBody
+) -> dict[str, Any]:
+    if not session.is_main:
+        raise refuse(403, "session_forbidden", f"session {session.name!r} may not answer approvals",
+                     "answer with a main session's token, or with `pincer approvals`")  # fmt: skip
+    _find_approval(pincer, approval_id)
+    answered = pincer.dispatcher.answer(
+        approval_id, body.decision, by=f"rest:{session.name}", as_session=session.name, scope=body.scope
+    )
+    return answered.to_dict()

@@ -1,0 +1,55 @@
+"""``/audit``: the records (a non-main session reads only its own), the chain's verification,
+and a signed checkpoint of its head (main sessions only)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from pincer.core.errors import PincerError
+from pincer.gateway.rest.common import PincerDep, SessionDep, json_body_route, refuse
+
+__all__ = ["MAX_AUDIT_LIMIT", "router"]
+
+MAX_AUDIT_LIMIT = 10_000
+
+router = APIRouter(route_class=json_body_route())
+
+
+@router.get("/audit", summary="Audit records, newest last")
+async def audit(
+    pincer: PincerDep,
+    session: SessionDep,
+    tool: Annotated[str | None, Query(max_length=256)] = None,
+    session_name: Annotated[str | None, Query(alias="session", max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_LIMIT)] = 100,
+) -> dict[str, Any]:
+    if not session.is_main:
+        if session_name not in (None, session.name):
+            raise refuse(403, "session_forbidden", f"session {session.name!r} may read only its own records")
+        session_name = session.name
+    records = pincer.audit.records(tool=tool, session=session_name, limit=limit)
+    return {"records": [r.to_dict() for r in records]}
+
+
+@router.get("/audit/verify", summary="Verify the audit chain")
+async def verify(pincer: PincerDep, session: SessionDep) -> JSONResponse:
+    try:
+        head = pincer.audit.verify_chain()
+    except PincerError as exc:
+        return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
+    return JSONResponse({"ok": True, **head.to_dict()})
+
+
+@router.get("/audit/checkpoint", summary="A signed head of the audit log, to keep elsewhere (main sessions only)")
+async def checkpoint(pincer: PincerDep, session: SessionDep) -> JSONResponse:
+    if not session.is_main:
+        raise refuse(403, "session_forbidden", f"session {session.name!r} may not take audit checkpoints",
+                     "use a main session's token, or `pincer audit checkpoint`")  # fmt: skip
+    try:
+        made = pincer.audit.checkpoint()
+    except PincerError as exc:
+        return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
+    return JSONResponse(made.to_dict())
