@@ -226,7 +226,7 @@ class SkillLibrary:
         )
 
     def render(self, name: str, params: Mapping[str, Any] | None = None, *, arguments: str | None = None) -> Rendered:
-        return render_skill(self.get(name), params, arguments=arguments)
+        return render_skill(self.get(name), params, arguments=arguments, max_chars=self.settings.max_render_chars)
 
     def issues(self) -> list[tuple[str, Issue]]:
         return [(str(s.path), w) for s in self.skills for w in s.warnings]
