@@ -31,41 +31,57 @@ HEAD = "---\nname: bomb\ndescription: d\nparameters:\n  - {name: p, type: string
 # Peak Python allocation allowed while a bomb is refused: the limit is 1,000,000 characters per
 # value, so a few legitimate 1 MB strings may exist; a bomb that got through would need >= 100 MB.
 MAX_PEAK_BYTES = 40_000_000
-BIG = 10**8
+BIG = str(10**8)
 A = "{% set a = 'x' * 900000 %}"
 
 BOMBS = [
-    ("center", "{{ 'a'.center(%d)|length }}" % BIG, "max_render_chars"),
-    ("zfill", "{{ 'a'.zfill(%d)|length }}" % BIG, "max_render_chars"),
-    ("ljust", "{{ 'a'.ljust(%d)|length }}" % BIG, "max_render_chars"),
-    ("rjust", "{{ 'a'.rjust(%d)|length }}" % BIG, "max_render_chars"),
+    ("center", "{{ 'a'.center(BIG)|length }}".replace("BIG", BIG), "max_render_chars"),
+    ("zfill", "{{ 'a'.zfill(BIG)|length }}".replace("BIG", BIG), "max_render_chars"),
+    ("ljust", "{{ 'a'.ljust(BIG)|length }}".replace("BIG", BIG), "max_render_chars"),
+    ("rjust", "{{ 'a'.rjust(BIG)|length }}".replace("BIG", BIG), "max_render_chars"),
     ("expandtabs", "{{ ('\\t' * 1000).expandtabs(100000)|length }}", "max_render_chars"),
     ("repeat-str", "{{ ('x' * 1000000 * 100)|length }}", "max_render_chars"),
     ("join-repeated-list", "{{ (['a' * 1000000] * 100)|join|length }}", "max_render_chars"),
     ("str-join", "{{ ','.join(['a' * 1000000] * 100)|length }}", "max_render_chars"),
     ("join-of-list-literal", A + "{{ [a, a, a, a, a]|join|length }}", "max_render_chars"),
-    ("extend-doubling", "{% set a = ['x'] %}{% for i in range(27) %}{{ a.extend(a) }}{% endfor %}{{ a|length }}", "not allowed"),
+    (
+        "extend-doubling",
+        "{% set a = ['x'] %}{% for i in range(27) %}{{ a.extend(a) }}{% endfor %}{{ a|length }}",
+        "not allowed",
+    ),
     ("append", "{% set a = [] %}{% for i in range(100) %}{{ a.append('x' * 900000) }}{% endfor %}", "not allowed"),
     ("dict-update", "{% set d = {} %}{{ d.update({'a': 1}) }}", "not allowed"),
     ("range-loop", "{% for i in range(10**8) %}x{% endfor %}", "past the limit of 100,000"),
-    ("nested-loops", "{% for i in range(10000) %}{% for j in range(10000) %}x{% endfor %}{% endfor %}", "past 10,000 iterations"),
+    (
+        "nested-loops",
+        "{% for i in range(10000) %}{% for j in range(10000) %}x{% endfor %}{% endfor %}",
+        "past 10,000 iterations",
+    ),
     ("list-of-range", "{{ (range(100000)|list * 1000)|length }}", "max_render_chars"),
     ("replace-growth", "{{ ('a' * 1000000)|replace('a', 'aaaaaaaaaa')|length }}", "max_render_chars"),
     ("replace-empty", "{{ ('a' * 1000)|replace('', 'b' * 100000)|length }}", "max_render_chars"),
     ("str-replace", "{{ ('a' * 1000000).replace('a', 'bbbbbbbbbb')|length }}", "max_render_chars"),
-    ("format-padding", "{{ '{:>%d}'.format('a')|length }}" % BIG, "max_render_chars"),
-    ("format-precision", "{{ '{:.%df}'.format(1.0)|length }}" % BIG, "max_render_chars"),
-    ("format-nested-width", "{{ '{:{}}'.format('a', %d)|length }}" % BIG, "width comes from another field"),
-    ("percent-width", "{{ ('%%%ds' %% 'a')|length }}" % BIG, "max_render_chars"),
-    ("percent-precision", "{{ ('%%.%df' %% 1.0)|length }}" % BIG, "max_render_chars"),
-    ("percent-star", "{{ ('%%*s' %% (%d, 'a'))|length }}" % BIG, "max_render_chars"),
-    ("indent-filter", "{{ 'x'|indent(%d) }}" % BIG, "No filter named 'indent'"),
+    ("format-padding", "{{ '{:>BIG}'.format('a')|length }}".replace("BIG", BIG), "max_render_chars"),
+    ("format-precision", "{{ '{:.BIGf}'.format(1.0)|length }}".replace("BIG", BIG), "max_render_chars"),
+    (
+        "format-nested-width",
+        "{{ '{:{}}'.format('a', BIG)|length }}".replace("BIG", BIG),
+        "width comes from another field",
+    ),
+    ("percent-width", "{{ ('%BIGs' % 'a')|length }}".replace("BIG", BIG), "max_render_chars"),
+    ("percent-precision", "{{ ('%.BIGf' % 1.0)|length }}".replace("BIG", BIG), "max_render_chars"),
+    ("percent-star", "{{ ('%*s' % (BIG, 'a'))|length }}".replace("BIG", BIG), "max_render_chars"),
+    ("indent-filter", "{{ 'x'|indent(BIG) }}".replace("BIG", BIG), "No filter named 'indent'"),
     ("wordwrap-filter", "{{ ('x ' * 400000)|wordwrap(1) }}", "No filter named 'wordwrap'"),
-    ("center-filter", "{{ 'x'|center(%d) }}" % BIG, "No filter named 'center'"),
+    ("center-filter", "{{ 'x'|center(BIG) }}".replace("BIG", BIG), "No filter named 'center'"),
     ("tilde-chain", A + "{{ (a ~ a ~ a ~ a ~ a ~ a ~ a ~ a ~ a ~ a)|length }}", "max_render_chars"),
     ("plus-chain", A + "{{ (a + a + a)|length }}", "max_render_chars"),
     ("list-plus", "{% set l = ['x'] * 900000 %}{{ (l + l + l)|length }}", "max_render_chars"),
-    ("string-of-shared-list", A + "{% set b = [a, a, a, a, a, a, a, a, a, a] %}{{ b|string|length }}", "max_render_chars"),
+    (
+        "string-of-shared-list",
+        A + "{% set b = [a, a, a, a, a, a, a, a, a, a] %}{{ b|string|length }}",
+        "max_render_chars",
+    ),
     ("output-of-shared-list", A + "{% set b = [a, a, a, a, a, a, a, a, a, a] %}{{ b }}", "max_render_chars"),
     ("set-block-capture", A + "{% set b %}" + "{{ a }}" * 30 + "{% endset %}{{ b|length }}", "max_render_chars"),
     ("loop-of-outputs", A + "{% for i in range(200) %}{{ a }}{% endfor %}", "max_render_chars"),
@@ -75,7 +91,11 @@ BOMBS = [
     ("escape-growth", "{{ ('&' * 900000)|e|length }}", "max_render_chars"),
     ("upper-growth", "{{ ('\u0390' * 900000)|upper|length }}", "max_render_chars"),
     ("translate", "{{ 'aaaa'.translate({97: 'x' * 1000000}) }}", "str.translate"),
-    ("recursive-loop", "{% for x in [1] recursive %}{{ loop([1, 1]) }}{{ loop([1, 1]) }}{% endfor %}", "recursive loops"),
+    (
+        "recursive-loop",
+        "{% for x in [1] recursive %}{{ loop([1, 1]) }}{{ loop([1, 1]) }}{% endfor %}",
+        "recursive loops",
+    ),
     ("sum-of-lists", "{% set l = [['x'] * 900000] * 1 %}{{ ([l[0], l[0]]|sum(start=[]))|length }}", "max_render_chars"),
 ]
 

@@ -65,7 +65,9 @@ MAX_RANGE_ITEMS = 100_000  # Jinja's own sandbox limit
 MAX_INT_BITS = 65_536
 RENDER_WORK_FACTOR = 16
 _LIMIT_HINT = "the template builds too much text; if the skill really needs it, raise [skills] max_render_chars"
-_GROWING_STR_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "replace", "join", "format", "format_map"})
+_GROWING_STR_METHODS = frozenset(
+    {"center", "ljust", "rjust", "zfill", "expandtabs", "replace", "join", "format", "format_map"}
+)
 _REFUSED_STR_METHODS = frozenset({"translate", "maketrans", "encode"})
 _DIGITS = re.compile(r"\d+")
 
@@ -225,7 +227,9 @@ def guarded_call(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Non
         return
     name = getattr(target, "__name__", "")
     if name in _REFUSED_STR_METHODS:
-        raise SkillError(f"templates cannot use str.{name}()", hint="use the replace filter or string methods like upper()")
+        raise SkillError(
+            f"templates cannot use str.{name}()", hint="use the replace filter or string methods like upper()"
+        )
     if name in _GROWING_STR_METHODS:
         check_size(_str_method_size(owner, name, args, kwargs), f"str.{name}()")
 
@@ -259,7 +263,9 @@ def bounded_iter(value: Any) -> Iterator[Any]:
     for item in value:
         b.loops_left -= 1
         if b.loops_left < 0:
-            raise SkillError(f"the template's loops ran past {MAX_LOOP_ITERATIONS:,} iterations", hint="loop over fewer items")
+            raise SkillError(
+                f"the template's loops ran past {MAX_LOOP_ITERATIONS:,} iterations", hint="loop over fewer items"
+            )
         yield item
 
 
@@ -267,7 +273,9 @@ def bounded_range(*args: int) -> range:
     """``range`` for templates: at most ``MAX_RANGE_ITEMS`` items."""
     items = range(*args)
     if len(items) > MAX_RANGE_ITEMS:
-        raise SkillError(f"range() of {len(items):,} items, past the limit of {MAX_RANGE_ITEMS:,}", hint="loop over fewer items")
+        raise SkillError(
+            f"range() of {len(items):,} items, past the limit of {MAX_RANGE_ITEMS:,}", hint="loop over fewer items"
+        )
     return items
 
 

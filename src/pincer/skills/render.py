@@ -95,7 +95,9 @@ def _guard_tree(tree: nodes.Template) -> None:
         )
     for loop in tree.find_all(nodes.For):
         if loop.recursive:
-            raise SkillError("templates cannot use recursive loops", line=loop.lineno, hint="use nested {% for %} loops")
+            raise SkillError(
+                "templates cannot use recursive loops", line=loop.lineno, hint="use nested {% for %} loops"
+            )
         loop.iter = nodes.Call(nodes.Name(_LOOP_GUARD, "load"), [loop.iter], [], None, None, lineno=loop.lineno)
     for concat in list(tree.find_all(nodes.Concat)):
         parts = concat.nodes
@@ -200,7 +202,7 @@ def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool =
             raise ArgumentsInvalid(
                 f"skill {skill.name!r} needs parameter {name!r} ({param.type.value})"
                 + (f": {param.description}" if param.description else ""),
-                    hint=f"pass it: --param {name}=VALUE",
+                hint=f"pass it: --param {name}=VALUE",
             )
     if allow_extra:
         values.update({k: v for k, v in given.items() if k not in declared})
@@ -299,7 +301,11 @@ def render_skill(
     base = str(skill.base_dir)
     text = text.replace("{baseDir}", base).replace("${CLAUDE_SKILL_DIR}", base)
     if arguments is None:
-        shown = [values[p.name] for p in skill.parameters if p.name in values] if skill.parameters else list(values.values())
+        shown = (
+            [values[p.name] for p in skill.parameters if p.name in values]
+            if skill.parameters
+            else list(values.values())
+        )
         arguments = " ".join(_shown(v) for v in shown)
     if Dialect.CLAUDE in skill.dialects:
         text = _claude_arguments(text, arguments, values)
@@ -341,7 +347,15 @@ def _render_template(skill: Skill, text: str, values: Mapping[str, Any], *, max_
             line=exc.lineno + skill.body_line - 1 if exc.lineno else None,
             hint="fix the {{ }} / {% %} tags (write {{ '{{' }} for literal braces)",
         ) from None
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, LookupError, RecursionError, AttributeError) as exc:
+    except (
+        jinja2.TemplateError,
+        TypeError,
+        ValueError,
+        ArithmeticError,
+        LookupError,
+        RecursionError,
+        AttributeError,
+    ) as exc:
         # A template is user code: whatever goes wrong inside it is the template's error.
         raise SkillError(
             f"the template of skill {skill.name!r} failed: {type(exc).__name__}: {str(exc)[:200]}",
@@ -397,7 +411,15 @@ def render_text(text: str, values: Mapping[str, Any], *, source: str) -> str:
     except jinja2.TemplateSyntaxError as exc:
         raise SkillError(f"template syntax error: {exc.message}", source=source,
                          hint="fix the {{ }} / {% %} tags") from None  # fmt: skip
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, LookupError, RecursionError, AttributeError) as exc:
+    except (
+        jinja2.TemplateError,
+        TypeError,
+        ValueError,
+        ArithmeticError,
+        LookupError,
+        RecursionError,
+        AttributeError,
+    ) as exc:
         raise SkillError(f"the template failed: {type(exc).__name__}: {str(exc)[:200]}", source=source,
                          hint="check the template's expressions against the values it gets") from None  # fmt: skip
 
