@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pincer.core.errors import Denied
 from pincer.gateway.rest import json_body_route, session_of
+from pincer.policy.visibility import skills_visible
 from pincer.triggers.commands import MAX_COMMAND_CHARS
 
 __all__ = ["CommandBody", "commands_router"]
@@ -34,8 +35,9 @@ def commands_router(pincer: Any) -> APIRouter:
 
     @router.get("/commands", summary="The /commands this session can run, with their skills")
     async def list_commands(request: Request) -> dict[str, Any]:
-        session_of(request)
-        table = pincer.triggers.commands()
+        session = session_of(request)
+        # the one rule for skills: a session that may not see the skill tool is shown none
+        table = pincer.triggers.commands() if skills_visible(pincer.config.session(session.name)) else {}
         return {
             "commands": [
                 {"command": name, "skill": skill.name, "description": skill.description,

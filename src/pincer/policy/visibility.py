@@ -1,4 +1,5 @@
-"""What a session can see: the one rule behind REST, MCP ``tools/list`` and the CLI.
+"""What a session can see: the one rule behind REST, MCP ``tools/list`` and the CLI (and, for
+skills, :func:`skills_visible` behind every path that hands out a skill).
 
 A session sees the tools its session policy does not deny. A tool it cannot see is, to that
 session, a tool that does not exist: describing it (its schema, its effects) would tell an agent
@@ -14,7 +15,9 @@ from pincer.core.errors import ToolNotFound
 from pincer.core.values import ToolSpec
 from pincer.policy.session import SessionPolicy, evaluate_session
 
-__all__ = ["can_see", "visible_tools", "visible_tool"]
+__all__ = ["can_see", "visible_tools", "visible_tool", "skills_visible", "SKILL_TOOL_NAME"]
+
+SKILL_TOOL_NAME = "skill"
 
 
 def can_see(policy: SessionPolicy, tool: str) -> bool:
@@ -30,3 +33,10 @@ def visible_tool(policy: SessionPolicy, lookup: Callable[[str], ToolSpec], name:
     if not can_see(policy, name):
         raise ToolNotFound(f"no tool named {name!r}", hint="`pincer tools list` shows the tools there are")
     return lookup(name)
+
+
+def skills_visible(policy: SessionPolicy) -> bool:
+    """Whether a session may read skills at all, on any path (the ``skill`` tool, MCP prompts,
+    resources and the skills extension, REST commands): exactly when it may see the ``skill``
+    tool. A policy that withholds the tool withholds what the tool would return."""
+    return can_see(policy, SKILL_TOOL_NAME)

@@ -311,7 +311,7 @@ class TriggerEngine:
         library = self.skills
         if library is None:
             raise UsageError(f"cannot run skill {skill!r}: skills are turned off", hint="set [skills] enabled = true")
-        found = library.get(skill)
+        found = library.invocable(skill, by="person")  # commands, cron jobs and hooks a person set up
         eligibility = library.eligibility_of(skill)
         if not eligibility.is_eligible:
             raise UsageError(
