@@ -28,6 +28,7 @@ from pincer.builder.plan import Allowance, Plan, PlanInvalid, parse_plan
 from pincer.builder.prompt import SUBMIT_CODE, SUBMIT_PLAN, SYSTEM
 from pincer.builder.record import BuildRecord, read_build
 from pincer.builder.testbench import GENERATED_CASES, TestBench
+from pincer.builder.vetting import description_problems, output_schema_of
 from pincer.core.errors import BuildFailed, BuildRefused, PincerError
 from pincer.llm.messages import CompletionOptions, Message, TokenUsage, ToolCall, ToolCallReady, UsageReport
 from pincer.runtimes.wasm.limits import WasmLimits
@@ -360,10 +361,18 @@ class Builder:
             problem = f"the module does not load in the runner: {getattr(exc, 'message', exc)}"
             record.write(f"{folder}/result.json", {"ok": False, "stage": "check", "problem": problem})
             return problem
+        problems = description_problems(description, schema, what="the code's")
+        if problems:
+            self._stage("check", started, "failed: the description speaks to the agent")
+            problem = ("the description and the parameters' descriptions go to every run that may call the tool, so they may "
+                       "only describe it: " + "; ".join(problems[:5]) + ". Rewrite them without instructions to the agent")  # fmt: skip
+            record.write(f"{folder}/result.json", {"ok": False, "stage": "check", "problem": problem})
+            return problem
         self._stage("check", started, "parses, imports, exports execute/schema/description")
         started = time.perf_counter()
         results, seen = await bench.run(plan.name, submission, caps_bytes, input_schema=schema,
-                                        secret_names=[s.name for s in plan.secrets], generated=self.generated_cases)  # fmt: skip
+                                        secret_names=[s.name for s in plan.secrets], generated=self.generated_cases,
+                                        output_schema=output_schema_of(plan.output))  # fmt: skip
         failed = [r for r in results if not r.ok]
         self._stage("test", started, f"{len(results) - len(failed)}/{len(results)} passed")
         record.write(f"{folder}/result.json", {"ok": not failed, "stage": "test", "results": [r.to_json() for r in results],
