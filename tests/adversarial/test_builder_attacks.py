@@ -139,3 +139,14 @@ async def test_outputs_are_checked_against_the_planned_output_schema(pincer_home
     with pytest.raises(BuildFailed, match="output schema"):
         await _build(pincer_home, script, secret_store, runner_cache, generated=4)
     assert not (pincer_home / "pincer.lock").exists()
+
+
+async def test_a_huge_model_turn_stops_the_build(pincer_home, secret_store, runner_cache) -> None:
+    """The builder's turns go through the same bound as a run's (item 13): on main 2 MB of text
+    claiming 5 tokens was taken into the build's conversation."""
+    from pincer.core.errors import ModelOutputTooLarge
+
+    script = [Turn(text="A" * 2_000_000, output_tokens=5)]
+    with pytest.raises(ModelOutputTooLarge, match="max_output_tokens"):
+        await _build(pincer_home, script, secret_store, runner_cache)
+    assert not (pincer_home / "pincer.lock").exists()

@@ -30,6 +30,7 @@ from pincer.builder.record import BuildRecord, read_build
 from pincer.builder.testbench import GENERATED_CASES, TestBench
 from pincer.builder.vetting import description_problems, output_schema_of
 from pincer.core.errors import BuildFailed, BuildRefused, PincerError
+from pincer.llm.answers import bound_output
 from pincer.llm.messages import CompletionOptions, Message, TokenUsage, ToolCall, ToolCallReady, UsageReport
 from pincer.runtimes.wasm.limits import WasmLimits
 from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RUNNER_PROTOCOL, source_sha256
@@ -145,7 +146,10 @@ class _Conversation:
         calls: list[ToolCall] = []
         text: list[str] = []
         with anyio.fail_after(MODEL_TURN_TIMEOUT_S):
-            async for event in self.provider.complete(self.messages, [tool], self.options):
+            # the same per-turn bound as a run's turns (llm/answers.py): counted, not claimed
+            events = bound_output(self.provider.complete(self.messages, [tool], self.options), self.options,
+                                  getattr(self.provider, "name", "model"))  # fmt: skip
+            async for event in events:
                 kind = type(event).__name__
                 if isinstance(event, ToolCallReady):
                     calls.append(event.call)
