@@ -188,7 +188,8 @@ def test_pincer_run_refuses_a_skill_people_may_not_start(pincer_home: Path) -> N
 
 
 async def test_a_session_that_may_not_see_the_skill_tool_sees_no_skill_over_mcp(pincer_home: Path) -> None:
-    """On main ci-bot (allow = ["say"]) listed and read every skill through prompts and resources."""
+    """On main ci-bot (allow = ["say"]) listed and read every skill through prompts and resources,
+    and started skill runs (whose transcript carries the skill's text) over REST."""
     from fastmcp import Client as FastMCPClient
     from fastmcp.skills import SkillsClientExtension
 
@@ -208,10 +209,14 @@ async def test_a_session_that_may_not_see_the_skill_tool_sees_no_skill_over_mcp(
             entries = await fast.list_skills()
         async with live.http(headers={"Authorization": f"Bearer {BOT_TOKEN}"}) as http:
             commands = (await http.get("/api/v1/commands")).json()["commands"]
+            command = await http.post("/api/v1/commands", json={"text": "/plain"})
+            run = await http.post("/api/v1/runs", json={"skill": "plain"})
         async with live.mcp() as main:
             main_prompts = {p.name for p in (await main.list_prompts()).prompts}
     assert "skill" not in tools
     assert prompts == set() and resources == [] and entries == [] and commands == []
+    assert command.status_code == 403 and run.status_code == 403, (command.text, run.text)
+    assert "withholds the skill tool" in run.json()["error"]["message"]
     assert {"plain", "nomodel"} <= main_prompts  # the main session still sees them
 
 

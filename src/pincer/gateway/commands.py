@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pincer.core.errors import Denied
 from pincer.gateway.rest import json_body_route, session_of
-from pincer.policy.visibility import skills_visible
+from pincer.policy.visibility import require_skills_visible, skills_visible
 from pincer.triggers.commands import MAX_COMMAND_CHARS
 
 __all__ = ["CommandBody", "commands_router"]
@@ -54,6 +54,7 @@ def commands_router(pincer: Any) -> APIRouter:
     )
     async def run_command(request: Request, body: CommandBody) -> JSONResponse:
         session = session_of(request)
+        require_skills_visible(pincer.config.session(session.name), session.name)  # every command starts a skill
         target = body.session or session.name
         if target != session.name and not session.is_main:
             raise Denied(

@@ -27,7 +27,7 @@ from pincer.core.errors import ArgumentsInvalid, PincerError, UnsupportedMediaTy
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
-from pincer.policy.visibility import visible_tool, visible_tools
+from pincer.policy.visibility import require_skills_visible, visible_tool, visible_tools
 from pincer.store.approvals import Answer, AnswerScope, ApprovalStatus
 
 logger = logging.getLogger(__name__)
@@ -394,6 +394,8 @@ def create_rest_app(
         session = _session(request)
         if runs is None:
             raise _Refused(_error(503, "runs_unavailable", "this server does not carry out runs", "use `pincer serve`"))
+        if body.skill is not None:  # the one rule for skills (policy/visibility.py)
+            require_skills_visible(pincer.config.session(session.name), session.name)
         run_id = await runs.start(
             RunRequest(
                 skill=body.skill, params=body.params, message=body.message, session=session.name, trigger="rest",

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pincer.core.effects import Mode
-from pincer.core.errors import ToolNotFound
+from pincer.core.errors import Denied, ToolNotFound
 from pincer.core.values import ToolSpec
 from pincer.policy.session import SessionPolicy, evaluate_session
 
-__all__ = ["can_see", "visible_tools", "visible_tool", "skills_visible", "SKILL_TOOL_NAME"]
+__all__ = ["can_see", "visible_tools", "visible_tool", "skills_visible", "require_skills_visible", "SKILL_TOOL_NAME"]
 
 SKILL_TOOL_NAME = "skill"
 
@@ -40,3 +40,13 @@ def skills_visible(policy: SessionPolicy) -> bool:
     resources and the skills extension, REST commands): exactly when it may see the ``skill``
     tool. A policy that withholds the tool withholds what the tool would return."""
     return can_see(policy, SKILL_TOOL_NAME)
+
+
+def require_skills_visible(policy: SessionPolicy, session: str) -> None:
+    """Denied unless :func:`skills_visible`: for a caller that names a skill to start (REST runs
+    and commands), whose run would carry the skill's text back to it."""
+    if not skills_visible(policy):
+        raise Denied(
+            f"session {session!r} may not see skills: its policy withholds the skill tool",
+            hint="add skill to the session's allow list in config.toml, or use a token of a session that has it",
+        )
