@@ -124,12 +124,26 @@ def check_size(size: int, what: str) -> None:
 def weight(value: Any, limit: int | None = None) -> int:
     """An upper-bound estimate of the characters of ``value``'s text form, without building it.
     Stops counting once past ``limit`` (the per-value limit by default), so it costs at most
-    that many steps however the value shares its parts."""
-    cap = budget().max_chars if limit is None else limit
-    total = 0
+    that many steps however the value shares its parts; the steps are charged to the render's
+    work budget (``[x] * 0`` in a loop must not walk a big list for free)."""
+    b = budget()
+    total, steps = _walk(value, b.max_chars if limit is None else limit)
+    b.work_left -= steps
+    if b.work_left < 0:
+        raise SkillError(
+            f"the template built or measured more than {b.max_chars * RENDER_WORK_FACTOR:,} characters in all "
+            f"({RENDER_WORK_FACTOR} x [skills] max_render_chars)",
+            hint=_LIMIT_HINT,
+        )
+    return total
+
+
+def _walk(value: Any, cap: int) -> tuple[int, int]:
+    total = steps = 0
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()
+        steps += 1
         if isinstance(item, str):
             total += len(item) + 2
         elif isinstance(item, bool) or item is None:
@@ -143,19 +157,19 @@ def weight(value: Any, limit: int | None = None) -> int:
         elif isinstance(item, (list, tuple, set, frozenset)):
             total += 2 + len(item)
             if total > cap:
-                return total
+                return total, steps
             stack.extend(item)
         elif isinstance(item, dict):
             total += 2 + 2 * len(item)
             if total > cap:
-                return total
+                return total, steps
             stack.extend(item.keys())
             stack.extend(item.values())
         else:
             total += 32
         if total > cap:
-            return total
-    return total
+            return total, steps
+    return total, steps
 
 
 def _length(value: Any) -> int:
