@@ -21,6 +21,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from pincer.demo.model_server import ScriptedCall, Turn, serve_models
 from pincer.llm import RunRequest
@@ -141,3 +143,49 @@ async def test_an_answer_within_the_bound_is_kept_whole(tmp_path: Path) -> None:
     assert len(text) < turn_output_limit(1000)
     run, _, _ = await _run(tmp_path, [Turn(text=text)], provider="openai", stream=True)
     assert run.status == "done" and run.text == text
+
+
+def _loose(value: object) -> object:
+    """JSON as the SDKs build an unvalidated answer: objects read by attribute, any field any type."""
+    from types import SimpleNamespace
+
+    if isinstance(value, dict):
+        return SimpleNamespace(**{str(k): _loose(v) for k, v in value.items() if str(k).isidentifier()})
+    if isinstance(value, list):
+        return [_loose(v) for v in value]
+    return value
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["choices", "message", "content", "tool_calls", "function", "name", "arguments", "id", "usage",
+                         "finish_reason", "delta", "index", "type", "text", "input", "stop_reason", "prompt_tokens"]),
+        inner, max_size=6),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+@example({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": float("inf")}})
+def test_any_answer_shape_only_raises_provider_errors(data: object) -> None:
+    """Whatever the fields hold, reading a whole answer or a stream chunk gives events or raises
+    a ProviderError or one of SHAPE_ERRORS (which both providers turn into
+    ProviderAnswerInvalid): nothing else escapes (an infinite token count raised OverflowError)."""
+    from pincer.core.errors import ProviderError
+    from pincer.llm import anthropic_provider, openai_provider
+    from pincer.llm.answers import SHAPE_ERRORS
+
+    loose = _loose(data)
+    for read in (
+        openai_provider._whole_events,
+        anthropic_provider._whole_events,
+        lambda chunk: openai_provider._read_chunk(chunk, {}, None),
+    ):
+        try:
+            read(loose)
+        except ProviderError:
+            pass
+        except SHAPE_ERRORS:
+            pass  # the providers turn these into ProviderAnswerInvalid (they wrap the readers)

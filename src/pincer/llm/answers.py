@@ -38,7 +38,7 @@ BYTES_PER_TOKEN_CEILING = 16
 MIN_BOUNDED_TOKENS = 1_024
 MAX_TURN_OUTPUT_BYTES = 8 * 1024 * 1024
 # What reading a wrong shape raises (an attribute of a str, an index of None, a key of a list).
-SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError, ArithmeticError)
 
 
 def answer_invalid(provider: str, what: object) -> ProviderAnswerInvalid:
