@@ -161,15 +161,21 @@ async def test_rest_runs_and_commands_refuse_a_skill_people_may_not_start(pincer
 
 
 async def test_a_cron_job_naming_a_skill_people_may_not_start_is_refused(pincer_home: Path) -> None:
-    """A schedule or webhook is set up by a person: on main its firing was queued to run."""
+    """A schedule or webhook is set up by a person: on main its firing was queued to run. The
+    skill's own schedule (job ``skill:NAME``) still fires."""
     _skills(pincer_home)
     async with skills_gateway(pincer_home) as live:
         firing = await live.pincer.triggers.fire(
             kind=TriggerKind.SCHEDULE, name="nightly", fired_by="scheduler", skill="nouser", params={}, message=None,
             session="main",
         )  # fmt: skip
+        own = await live.pincer.triggers.fire(
+            kind=TriggerKind.SCHEDULE, name="skill:nouser", fired_by="scheduler", skill="nouser", params={}, message=None,
+            session="main",
+        )  # fmt: skip
     assert firing.status == "error"
     assert "user-invocable: false" in str(firing.to_dict().get("error"))
+    assert own.status == "queued"  # the skill's own schedule (triggers: schedule in its SKILL.md) is its design
 
 
 def test_pincer_run_refuses_a_skill_people_may_not_start(pincer_home: Path) -> None:
