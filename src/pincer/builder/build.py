@@ -31,7 +31,7 @@ from pincer.builder.testbench import GENERATED_CASES, TestBench
 from pincer.builder.vetting import description_problems, output_schema_of
 from pincer.core.errors import BuildFailed, BuildRefused, PincerError
 from pincer.llm.answers import bound_output
-from pincer.llm.messages import CompletionOptions, Message, TokenUsage, ToolCall, ToolCallReady, UsageReport
+from pincer.llm.messages import CompletionOptions, Message, TextDelta, TokenUsage, ToolCall, ToolCallReady, UsageReport
 from pincer.runtimes.wasm.limits import WasmLimits
 from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RUNNER_PROTOCOL, source_sha256
 
@@ -155,7 +155,7 @@ class _Conversation:
                     calls.append(event.call)
                 elif isinstance(event, UsageReport):
                     self.usage = self.usage + event.usage
-                elif kind == "TextDelta":
+                elif isinstance(event, TextDelta):
                     text.append(event.text)
                 elif kind == "Retrying":
                     calls, text = [], []
