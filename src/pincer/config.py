@@ -154,6 +154,7 @@ class _Skills(_Model):
     max_selected_tokens: int = Field(default=6_000, ge=100, le=1_000_000)
     catalog_max_skills: int = Field(default=150, ge=1, le=10_000)
     catalog_max_chars: int = Field(default=30_000, ge=1_000, le=10_000_000)
+    max_render_chars: int = Field(default=1_000_000, ge=10_000, le=100_000_000)
     tool_separator: Literal[".", "_"] = "."
     npm_registry: str = Field(default="https://registry.npmjs.org/", min_length=8, max_length=2048)
     pip_index: str = Field(default="https://pypi.org/simple", min_length=8, max_length=2048)
@@ -367,6 +368,7 @@ class SkillsSettings:
     max_selected_tokens: int = 6_000
     catalog_max_skills: int = 150
     catalog_max_chars: int = 30_000
+    max_render_chars: int = 1_000_000
     tool_separator: str = "."
     npm_registry: str = "https://registry.npmjs.org/"
     pip_index: str = "https://pypi.org/simple"
@@ -872,6 +874,7 @@ def _to_skills(s: _Skills, *, home: Path) -> SkillsSettings:
         max_selected_tokens=s.max_selected_tokens,
         catalog_max_skills=s.catalog_max_skills,
         catalog_max_chars=s.catalog_max_chars,
+        max_render_chars=s.max_render_chars,
         tool_separator=s.tool_separator,
         npm_registry=s.npm_registry,
         pip_index=s.pip_index,

@@ -122,6 +122,7 @@ KEYS: dict[str, KeyHelp] = {
     "skills.max_selected_tokens": KeyHelp(help="the chosen skills' bodies fit in this many tokens"),
     "skills.catalog_max_skills": KeyHelp(help="skills listed in the <available_skills> catalog a model sees"),
     "skills.catalog_max_chars": KeyHelp(help="the catalog's size; past it a visible note says what was left out"),
+    "skills.max_render_chars": KeyHelp(help="the most characters a skill's template may build, for its text and for every value on the way (string padding, joins, repeats); past it the render is refused"),
     "skills.tool_separator": KeyHelp(help='skill tools are named skill.capability ("."), or skill_capability ("_")'),
     "skills.npm_registry": KeyHelp(help="where skill dependencies from package.json come from"),
     "skills.pip_index": KeyHelp(help="where skill dependencies from requirements.txt come from"),

@@ -100,7 +100,8 @@ async def test_a_non_main_session_runs_commands_only_as_itself(pincer_home: Path
     """Held: a non-main token cannot name the main session (or another) for its run, also
     not by case or by padding; its own runs are its own session's."""
     digest = hashlib.sha256(OTHER_TOKEN.encode()).hexdigest()
-    config = f'[sessions.ci-bot]\nkind = "non-main"\n[[gateway.tokens]]\nsha256 = "{digest}"\nsession = "ci-bot"\n'
+    # allow = ["skill"]: a session that may not see the skill tool starts no command (issue 20 item 8)
+    config = f'[sessions.ci-bot]\nkind = "non-main"\nallow = ["skill"]\n[[gateway.tokens]]\nsha256 = "{digest}"\nsession = "ci-bot"\n'
     async with live_gateway(pincer_home, config=config) as live, live.http() as http:
         headers = {"Authorization": f"Bearer {OTHER_TOKEN}"}
         for target in ("main", "Main", " main", "other"):

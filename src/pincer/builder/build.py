@@ -33,9 +33,11 @@ from pincer.builder.plan import Allowance, Plan, PlanInvalid, parse_plan
 from pincer.builder.prompt import SUBMIT_CODE, SUBMIT_PLAN, SYSTEM
 from pincer.builder.record import BuildRecord, read_build
 from pincer.builder.testbench import GENERATED_CASES, TestBench
+from pincer.builder.vetting import description_problems, output_schema_of
 from pincer.core.errors import BuildFailed, BuildRefused, PincerError, ToolNameTaken
 from pincer.core.schema import schema_problem
-from pincer.llm.messages import CompletionOptions, Message, TokenUsage, ToolCall, ToolCallReady, UsageReport
+from pincer.llm.answers import bound_output
+from pincer.llm.messages import CompletionOptions, Message, TextDelta, TokenUsage, ToolCall, ToolCallReady, UsageReport
 from pincer.runtimes.wasm.limits import WasmLimits
 from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RUNNER_PROTOCOL, source_sha256
 
@@ -152,13 +154,16 @@ class _Conversation:
         calls: list[ToolCall] = []
         text: list[str] = []
         with anyio.fail_after(MODEL_TURN_TIMEOUT_S):
-            async for event in self.provider.complete(self.messages, [tool], self.options):
+            # the same per-turn bound as a run's turns (llm/answers.py): counted, not claimed
+            events = bound_output(self.provider.complete(self.messages, [tool], self.options), self.options,
+                                  getattr(self.provider, "name", "model"))  # fmt: skip
+            async for event in events:
                 kind = type(event).__name__
                 if isinstance(event, ToolCallReady):
                     calls.append(event.call)
                 elif isinstance(event, UsageReport):
                     self.usage = self.usage + event.usage
-                elif kind == "TextDelta":
+                elif isinstance(event, TextDelta):
                     text.append(event.text)
                 elif kind == "Retrying":
                     calls, text = [], []
@@ -397,10 +402,18 @@ class Builder:
             problem = f"the module does not load in the runner: {getattr(exc, 'message', exc)}"
             record.write(f"{folder}/result.json", {"ok": False, "stage": "check", "problem": problem})
             return problem
+        problems = description_problems(description, schema, what="the code's")
+        if problems:
+            self._stage("check", started, "failed: the description speaks to the agent")
+            problem = ("the description and the parameters' descriptions go to every run that may call the tool, so they may "
+                       "only describe it: " + "; ".join(problems[:5]) + ". Rewrite them without instructions to the agent")  # fmt: skip
+            record.write(f"{folder}/result.json", {"ok": False, "stage": "check", "problem": problem})
+            return problem
         self._stage("check", started, "parses, imports, exports execute/schema/description")
         started = time.perf_counter()
         results, seen = await bench.run(plan.name, submission, caps_bytes, input_schema=schema,
-                                        secret_names=[s.name for s in plan.secrets], generated=self.generated_cases)  # fmt: skip
+                                        secret_names=[s.name for s in plan.secrets], generated=self.generated_cases,
+                                        output_schema=output_schema_of(plan.output))  # fmt: skip
         failed = [r for r in results if not r.ok]
         self._stage("test", started, f"{len(results) - len(failed)}/{len(results)} passed")
         record.write(f"{folder}/result.json", {"ok": not failed, "stage": "test", "results": [r.to_json() for r in results],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,16 @@ def parse_submission(args: Mapping[str, Any] | None) -> Submission:
     tests = tuple(TestCase(args=dict(t["args"]), expect=t["expect"]) for t in args["tests"][:MAX_TESTS])
     if not tests:
         raise CodeInvalid("submit_code needs at least one test (args and the expected output)")
+    from pincer.builder.vetting import vacuous_expectation
+
+    for number, test in enumerate(tests, start=1):
+        if vacuous_expectation(test.expect):
+            raise CodeInvalid(
+                f"test {number} expects {json.dumps(test.expect)}, which any output contains: every test must say what "
+                'the output holds (a value, an object with the keys and values it must have, or {"error": true})'
+            )
+    if all(t.expect == {"error": True} for t in tests):
+        raise CodeInvalid("every test expects an error: add at least one test of what the tool returns when it works")
     fixtures = tuple(
         Fixture(method=str(f["method"]).upper(), url=str(f["url"]), status=int(f.get("status", 200)), body=f.get("body", ""))
         for f in (args.get("fixtures") or [])[:MAX_FIXTURES]

@@ -36,7 +36,7 @@ PLAN_SCHEMA: dict[str, Any] = {
         "name": {"type": "string", "description": "the tool's name: lower-case letters, digits, - or _"},
         "description": {"type": "string", "description": "what the tool does, for the model that will call it"},
         "input_schema": {"type": "object", "description": "JSON Schema of the tool's params (an object schema)"},
-        "output": {"description": "the shape of what the tool returns (free form)"},
+        "output": {"description": "what the tool returns: a JSON Schema (then every test output is checked against it) or a free-form sketch"},
         "hosts": {"type": "array", "items": {"type": "string"}, "description": "hosts the tool calls over https"},
         "secrets": {
             "type": "array",
@@ -171,9 +171,18 @@ def parse_plan(args: Mapping[str, Any] | None, allowance: Allowance, *, name: st
             dropped.append(f"secret {secret_name} was dropped: its host {host} is not one the tool may reach")
             continue
         secrets.append(SecretUse(name=secret_name, host=host, location=dict(location)))
+    from pincer.builder.vetting import description_problems
+
+    description = str(args["description"]).strip()[:2000]
+    problems = description_problems(description, args["input_schema"], what="the plan's")
+    if problems:
+        raise PlanInvalid(
+            "the tool's description goes to every run that may call it, so it may only describe the tool: "
+            + "; ".join(problems[:5]) + ". Describe what the tool does and returns, without instructions to the agent"
+        )
     return Plan(
         name=tool_name,
-        description=str(args["description"]).strip()[:2000],
+        description=description,
         input_schema=dict(args["input_schema"]),
         output=args.get("output"),
         hosts=tuple(kept_hosts),

@@ -10,6 +10,8 @@ A case fails on a trap (fuel, deadline, memory), a leak-scanner hit in its outpu
 test values and the known secret values), an error where a value was expected, or an output
 that does not contain the expected value. Schema-derived inputs (hypothesis-jsonschema, a few
 per build) fail only on a trap, a leak or output that is not JSON: a tool may refuse odd input.
+When the plan's output is a JSON Schema, every output that is not an error (of a test or of a
+generated input) must match it.
 """
 
 from __future__ import annotations
@@ -170,8 +172,10 @@ class TestBench:
         return raw, execution.log_lines()
 
     async def run(self, name: str, submission: Submission, capabilities: bytes, *, input_schema: Mapping[str, Any],
-                  secret_names: Sequence[str], generated: int = GENERATED_CASES) -> tuple[list[CaseResult], dict[str, Any]]:  # fmt: skip
-        """Every case's result, and what the fixture server saw (``{"requests": [...]}``)."""
+                  secret_names: Sequence[str], generated: int = GENERATED_CASES,
+                  output_schema: Mapping[str, Any] | None = None) -> tuple[list[CaseResult], dict[str, Any]]:  # fmt: skip
+        """Every case's result, and what the fixture server saw (``{"requests": [...]}``).
+        ``output_schema``: every output, of the tests and of the generated inputs, must match it."""
         from pincer.core.capabilities import Capabilities
         from pincer.safety.scanner import LeakScanner
 
@@ -188,7 +192,7 @@ class TestBench:
                 secrets = _TestSecrets(secret_names)
                 scanner = LeakScanner(tuple(self.known_secrets) + tuple(secrets.values.values()))
                 raw, logs = await self._execute(name, tool, args, caps, server, secrets=secrets)
-                results.append(_judge(label, args, expect, strict, raw, logs, scanner))
+                results.append(_conforms(_judge(label, args, expect, strict, raw, logs, scanner), output_schema))
             # where the host put a test credential (never its value)
             seen = [{"method": r.method, "url": r.url, "credential_headers": sorted(k for k, v in r.headers.items()
                      if "pincer-test-" in v)} for r in server.received]  # fmt: skip
@@ -225,6 +229,42 @@ def _judge(label: str, args: Mapping[str, Any], expect: Any, strict: bool, raw: 
     return result(True, output=output)
 
 
+def _conforms(result: CaseResult, output_schema: Mapping[str, Any] | None) -> CaseResult:
+    """A passing case whose output does not match the planned output schema fails."""
+    if output_schema is None or not result.ok or result.error is not None:
+        return result
+    from dataclasses import replace
+
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(Draft202012Validator(dict(output_schema)).iter_errors(result.output), key=lambda e: list(e.path))
+    if not errors:
+        return result
+    where = "/".join(map(str, errors[0].path)) or "(top level)"
+    return replace(result, ok=False, problem=f"the output does not match the plan's output schema at {where}: {errors[0].message[:300]}")
+
+
+_PLAIN_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "description", "title", "$schema"})
+
+
+def _strategy(schema: Mapping[str, Any], from_schema: Any) -> Any:
+    """hypothesis-jsonschema's strategy for ``schema``, with plain object schemas composed from
+    their properties' strategies by Hypothesis's public ``fixed_dictionaries``: the library's own
+    object strategy uses a Hypothesis internal (``many.more``) that current Hypothesis no longer
+    has, so every object schema drew nothing and no generated input ever ran."""
+    from hypothesis import strategies as st
+
+    if schema.get("type") == "object" and set(schema) <= _PLAIN_OBJECT_KEYS:
+        properties = schema.get("properties") or {}
+        if isinstance(properties, Mapping) and all(isinstance(v, Mapping) for v in properties.values()):
+            required = [k for k in schema.get("required") or () if k in properties]
+            return st.fixed_dictionaries(
+                {k: _strategy(properties[k], from_schema) for k in required},
+                optional={k: _strategy(v, from_schema) for k, v in properties.items() if k not in required},
+            )
+    return from_schema(dict(schema))
+
+
 def _generated(schema: Mapping[str, Any], count: int) -> list[dict[str, Any]]:
     """Up to ``count`` distinct inputs drawn from ``schema`` (deterministic; none when the schema
     cannot be turned into a strategy)."""
@@ -238,7 +278,7 @@ def _generated(schema: Mapping[str, Any], count: int) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
 
     try:
-        strategy = from_schema(dict(schema))
+        strategy = _strategy(schema, from_schema)
 
         @settings(max_examples=count * 3, derandomize=True, database=None, phases=[Phase.generate],
                   suppress_health_check=list(HealthCheck), deadline=None)  # fmt: skip

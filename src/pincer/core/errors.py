@@ -60,6 +60,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ProviderAuthFailed     502  it refused the API key
     │   ├── ModelNotFound          502  it does not know the model
     │   ├── ContextTooLong         502  the conversation is longer than the model takes
+    │   ├── ProviderAnswerInvalid  502  a 200 answer that is not the API's shape (HTML, null, a list)
+    │   ├── ModelOutputTooLarge    502  one turn's text or tool arguments past what max_output_tokens allows
     │   ├── ProviderRateLimited    429  it rate-limits us (retried with backoff first)
     │   └── ProviderUnavailable    503  5xx, a dropped connection or stream, a timeout (retried first)
     ├── RuntimeUnavailable         503  a runtime cannot start here (missing binary, bad component)
@@ -114,6 +116,8 @@ __all__ = [
     "ProviderAuthFailed",
     "ModelNotFound",
     "ContextTooLong",
+    "ProviderAnswerInvalid",
+    "ModelOutputTooLarge",
     "ProviderRateLimited",
     "ProviderUnavailable",
     "ArtifactNotFound",
@@ -451,6 +455,14 @@ class ModelNotFound(ProviderError):
 
 class ContextTooLong(ProviderError):
     code = "context_too_long"
+
+
+class ProviderAnswerInvalid(ProviderError):
+    code = "provider_answer_invalid"
+
+
+class ModelOutputTooLarge(ProviderError):
+    code = "model_output_too_large"
 
 
 class ProviderRateLimited(ProviderError):

@@ -13,8 +13,8 @@ through their ``base_url`` exactly as they talk to the real services:
 
 Each request takes the next :class:`Turn` of the script (or asks a responder function). A turn
 can also be a fault: an error status (429 with ``Retry-After``, 500, 401, 404, a context-length
-400), a stream cut in the middle of a tool call, malformed JSON in a tool call's arguments, or a
-delay. Every request is recorded (``requests``) so a test can see what the model was sent.
+400), a stream cut in the middle of a tool call, malformed JSON in a tool call's arguments, a
+delay, or an answer that is not the API's shape at all (``raw_body``, ``raw_events``). Every request is recorded (``requests``) so a test can see what the model was sent.
 """
 
 from __future__ import annotations
@@ -81,6 +81,12 @@ class Turn:
     error: ScriptedError | None = None
     drop_mid_call: bool = False  # a stream cut off inside the first tool call's arguments
     delay_s: float = 0.0
+    # A hostile or broken server: ``raw_body`` is the whole 200 answer as it is (an HTML page,
+    # ``null``, a list) with ``raw_content_type``; ``raw_events`` is a streamed answer of these
+    # SSE records as they are (``b"data: [1]"``, ``b"event: message_start\ndata: null"``).
+    raw_body: bytes | None = None
+    raw_content_type: str = "application/json"
+    raw_events: tuple[bytes, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -212,7 +218,9 @@ def _estimate_tokens(text: str) -> int:
 
 
 def _chunks(text: str) -> list[str]:
-    return [text[i : i + _TEXT_CHUNK_CHARS] for i in range(0, len(text), _TEXT_CHUNK_CHARS)]
+    # A long text (a test of the loop's output bound) goes in at most ~256 pieces.
+    size = max(_TEXT_CHUNK_CHARS, len(text) // 256)
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def _arguments_text(call: ScriptedCall) -> str:
@@ -291,6 +299,19 @@ class _Handler(BaseHTTPRequestHandler):
             server.stopping.wait(min(turn.delay_s, MAX_TURN_DELAY_S))
         if turn.error is not None:
             self._error(fmt, turn.error)
+            return
+        if turn.raw_body is not None:
+            self.send_response(200)
+            self.send_header("Content-Type", turn.raw_content_type)
+            self.send_header("Content-Length", str(len(turn.raw_body)))
+            self.end_headers()
+            self.wfile.write(turn.raw_body)
+            return
+        if turn.raw_events is not None:
+            self._start_stream()
+            for data in turn.raw_events:
+                self._send_chunk(data + b"\n\n")
+            self._end_stream()
             return
         if fmt == "openai":
             self._openai(turn, request)

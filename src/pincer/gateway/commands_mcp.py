@@ -10,6 +10,7 @@ Install it after the skills extension: it wraps the prompt handlers already ther
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from mcp_types import INVALID_PARAMS
 from pincer.core.errors import PincerError
 from pincer.gateway.mcp_server import McpGateway, complete
 from pincer.gateway.skills_mcp import SkillsMcpExtension, _plain
+from pincer.policy.visibility import skills_visible
 from pincer.triggers.commands import command_table
 
 __all__ = ["CommandPromptsExtension"]
@@ -34,7 +36,10 @@ class CommandPromptsExtension:
         self.library = library
         self._previous: dict[str, Any] = {}
 
-    def _commands(self, taken: set[str]) -> dict[str, Any]:
+    def _commands(self, gateway: McpGateway, ctx: Any, taken: set[str]) -> dict[str, Any]:
+        # the one rule for skills (skills_mcp.py): a session that may not see the skill tool sees none
+        if not skills_visible(gateway.pincer.config.session(gateway.session_of(ctx).name)):
+            return {}
         table = command_table(self.library.user_invocable())
         return {name.lstrip("/"): skill for name, skill in table.items() if name.lstrip("/") not in taken}
 
@@ -43,17 +48,17 @@ class CommandPromptsExtension:
             entry = server.get_request_handler(method)
             if entry is not None:
                 self._previous[method] = entry.handler
-        server.add_request_handler("prompts/list", types.PaginatedRequestParams, self._list_prompts)
-        server.add_request_handler("prompts/get", types.GetPromptRequestParams, self._get_prompt)
+        server.add_request_handler("prompts/list", types.PaginatedRequestParams, functools.partial(self._list_prompts, gateway))
+        server.add_request_handler("prompts/get", types.GetPromptRequestParams, functools.partial(self._get_prompt, gateway))
 
     async def _earlier(self, ctx: Any, params: Any) -> list[Any]:
         handler = self._previous.get("prompts/list")
         return list(_plain(await handler(ctx, params)).get("prompts", [])) if handler else []
 
-    async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _list_prompts(self, gateway: McpGateway, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         prompts = await self._earlier(ctx, params)
         taken = {p.get("name") for p in prompts if isinstance(p, Mapping)}
-        for name, skill in sorted(self._commands({n for n in taken if isinstance(n, str)}).items()):
+        for name, skill in sorted(self._commands(gateway, ctx, {n for n in taken if isinstance(n, str)}).items()):
             prompt = SkillsMcpExtension._prompt(skill)
             prompt["name"] = name
             prompt["description"] = f"/{name}: {skill.description}"
@@ -61,9 +66,9 @@ class CommandPromptsExtension:
             prompts.append(prompt)
         return complete(ctx, {"prompts": prompts})
 
-    async def _get_prompt(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _get_prompt(self, gateway: McpGateway, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         previous = self._previous.get("prompts/get")
-        skill = self._commands({s.name for s in self.library.user_invocable()}).get(params.name)
+        skill = self._commands(gateway, ctx, {s.name for s in self.library.user_invocable()}).get(params.name)
         if skill is None:
             if previous is not None:
                 return _plain(await previous(ctx, params))

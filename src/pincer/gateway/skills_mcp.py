@@ -1,5 +1,9 @@
 """Skills over MCP: prompts, ``skill://`` resources and the skills extension.
 
+- Who sees what is one rule (``SkillLibrary.invocable`` and ``skills_visible``): a session whose
+  policy withholds the ``skill`` tool sees no skill here at all; prompts are what a person picks
+  (``user-invocable: false`` keeps a skill out); resources and the extension hand a skill to the
+  client's model (``disable-model-invocation: true`` keeps it out).
 - Every eligible, user-invocable skill is a **prompt**: ``prompts/list`` names it with its
   parameters as arguments (a skill without parameters takes one optional ``arguments`` text),
   ``prompts/get`` renders it (arguments are validated and coerced like ``--param``).
@@ -21,6 +25,7 @@ wraps the handlers already installed, so install it last.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +40,7 @@ from pydantic import BaseModel
 
 from pincer.core.errors import PincerError
 from pincer.gateway.mcp_server import McpGateway, complete
+from pincer.policy.visibility import skills_visible
 from pincer.skills.files import MAX_SKILL_BYTES, MAX_SKILL_FILES, is_text, list_files, read_file
 from pincer.skills.model import Skill
 from pincer.skills.parser import MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, NAME_RULE
@@ -87,15 +93,34 @@ class SkillsMcpExtension:
             entry = server.get_request_handler(method)
             if entry is not None:
                 self._previous[method] = entry.handler
-        server.add_request_handler("prompts/list", types.PaginatedRequestParams, self._list_prompts)
-        server.add_request_handler("prompts/get", types.GetPromptRequestParams, self._get_prompt)
-        server.add_request_handler("resources/list", types.PaginatedRequestParams, self._list_resources)
-        server.add_request_handler("resources/read", types.ReadResourceRequestParams, self._read_resource)
+        def bound(handler: Any) -> Any:
+            return functools.partial(handler, gateway)
+
+        server.add_request_handler("prompts/list", types.PaginatedRequestParams, bound(self._list_prompts))
+        server.add_request_handler("prompts/get", types.GetPromptRequestParams, bound(self._get_prompt))
+        server.add_request_handler("resources/list", types.PaginatedRequestParams, bound(self._list_resources))
+        server.add_request_handler("resources/read", types.ReadResourceRequestParams, bound(self._read_resource))
         if "resources/templates/list" not in self._previous:
             server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, self._list_templates)
-        server.add_request_handler("skills/list", ListSkillsParams, self._list_skills)
-        server.add_request_handler("skills/get", GetSkillParams, self._get_skill)
+        server.add_request_handler("skills/list", ListSkillsParams, bound(self._list_skills))
+        server.add_request_handler("skills/get", GetSkillParams, bound(self._get_skill))
         server.extensions[SKILLS_EXTENSION] = {"maxFilesPerSkill": MAX_SKILL_FILES, "maxSkillBytes": MAX_SKILL_BYTES}
+
+    def _sees_skills(self, gateway: McpGateway, ctx: Any) -> bool:
+        """The one visibility rule: a session sees skills (as prompts, resources or extension
+        entries) exactly when its session policy lets it see the ``skill`` tool."""
+        session = gateway.session_of(ctx)
+        return skills_visible(gateway.pincer.config.session(session.name))
+
+    def _prompted(self, gateway: McpGateway, ctx: Any) -> list[Skill]:
+        """Skills a person may pick as a prompt: user-invocable ones, for sessions that see skills."""
+        return self.library.user_invocable() if self._sees_skills(gateway, ctx) else []
+
+    def _readable(self, gateway: McpGateway, ctx: Any) -> list[Skill]:
+        """Skills whose files go to a client's model (resources, the skills extension):
+        model-invocable ones (``disable-model-invocation`` keeps a skill out), for sessions that
+        see skills."""
+        return self.library.offered() if self._sees_skills(gateway, ctx) else []
 
     def _changed(self) -> None:
         for gateway in self._gateways:
@@ -122,16 +147,16 @@ class SkillsMcpExtension:
         prompt["_meta"] = {"pincer/skill": {"path": str(skill.path), "dialect": skill.dialect.value, "trust": skill.trust.value}}
         return prompt
 
-    async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _list_prompts(self, gateway: McpGateway, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         earlier = await self._previous_result("prompts/list", ctx, params)
         prompts = list(earlier.get("prompts", []))
         taken = {p.get("name") for p in prompts if isinstance(p, Mapping)}
-        prompts += [self._prompt(s) for s in self.library.user_invocable() if s.name not in taken]
+        prompts += [self._prompt(s) for s in self._prompted(gateway, ctx) if s.name not in taken]
         return complete(ctx, {"prompts": prompts})
 
-    async def _get_prompt(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _get_prompt(self, gateway: McpGateway, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         name = params.name
-        skill = next((s for s in self.library.user_invocable() if s.name == name), None)
+        skill = next((s for s in self._prompted(gateway, ctx) if s.name == name), None)
         if skill is None:
             if "prompts/get" in self._previous:
                 return _plain(await self._previous["prompts/get"](ctx, params))
@@ -147,10 +172,10 @@ class SkillsMcpExtension:
 
     # -- resources -----------------------------------------------------------------------------
 
-    async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _list_resources(self, gateway: McpGateway, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         earlier = await self._previous_result("resources/list", ctx, params)
         resources = list(earlier.get("resources", []))
-        for skill in self.library.eligible():
+        for skill in self._readable(gateway, ctx):
             for item in list_files(skill).files:
                 resources.append(
                     {
@@ -166,7 +191,7 @@ class SkillsMcpExtension:
     async def _list_templates(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         return complete(ctx, {"resourceTemplates": []})
 
-    async def _read_resource(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _read_resource(self, gateway: McpGateway, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         uri = str(params.uri)
         parsed = _parse_skill_uri(uri)
         if parsed is None:
@@ -174,7 +199,7 @@ class SkillsMcpExtension:
                 return _plain(await self._previous["resources/read"](ctx, params))
             raise MCPError(INVALID_PARAMS, "Resource not found", data={"uri": uri})
         name, path = parsed
-        skill = next((s for s in self.library.eligible() if s.name == name), None)
+        skill = next((s for s in self._readable(gateway, ctx) if s.name == name), None)
         if skill is None:
             raise MCPError(INVALID_PARAMS, f"Resource not found: no skill {name!r} is served", data={"uri": uri})
         try:
@@ -221,12 +246,12 @@ class SkillsMcpExtension:
             entry["_meta"] = {"pincer/truncated": True}
         return entry
 
-    def _entries(self) -> list[dict[str, Any]]:
-        entries = [self._entry(s) for s in self.library.eligible()]
+    def _entries(self, skills: list[Skill]) -> list[dict[str, Any]]:
+        entries = [self._entry(s) for s in skills]
         return sorted((e for e in entries if e is not None), key=lambda e: e["uri"])
 
-    async def _list_skills(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
-        entries = self._entries()
+    async def _list_skills(self, gateway: McpGateway, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+        entries = self._entries(self._readable(gateway, ctx))
         cursor = getattr(params, "cursor", None)
         start = 0
         if cursor:
@@ -240,10 +265,10 @@ class SkillsMcpExtension:
             result["nextCursor"] = str(start + SKILLS_PAGE_SIZE)
         return complete(ctx, result)
 
-    async def _get_skill(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _get_skill(self, gateway: McpGateway, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         uri = str(params.uri)
         parsed = _parse_skill_uri(uri)
-        skill = next((s for s in self.library.eligible() if parsed and s.name == parsed[0]), None)
+        skill = next((s for s in self._readable(gateway, ctx) if parsed and s.name == parsed[0]), None)
         entry = self._entry(skill) if skill is not None and parsed and parsed[1] == "SKILL.md" else None
         if entry is None:
             raise MCPError(INVALID_PARAMS, f"Unknown skill URI: {uri}", data={"uri": uri})

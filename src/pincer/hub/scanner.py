@@ -58,7 +58,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["Severity", "Finding", "ScanReport", "scan_text", "scan_path", "scan_files", "scan_command", "RULES", "MAX_SCAN_BYTES"]
+__all__ = [
+    "Severity", "Finding", "ScanReport", "scan_text", "scan_path", "scan_files", "scan_command", "scan_tool_description",
+    "RULES", "MAX_SCAN_BYTES",
+]  # fmt: skip
 
 MAX_SCAN_BYTES = 2 * 1024 * 1024
 _EXCERPT_CHARS = 160
@@ -596,4 +599,49 @@ def scan_command(command: str | None, args: Iterable[str] = (), env: Mapping[str
             found.extend(f for f in scan_text(parts[index + 1], file=file) if f not in found)
     for name, value in (env or {}).items():
         found.extend(scan_text(f"{name}={value}", file=f"{file} env {name}"))
+    return found
+
+
+# -------------------------------------------------------------------- tool descriptions
+# A tool's description (and its parameters' descriptions) is sent to every run that may call
+# the tool, as a tool definition: text a model reads as the tool's own words. Beyond the rules
+# above, a description must not speak to the agent about anything but the tool: no system or
+# developer notes, no "ignore previous instructions", no orders to call other tools first.
+DESCRIPTION_RULE = "agent-instruction"
+_IMPERSONATION = re.compile(
+    r"\b(?:important|urgent|critical|mandatory)?\s*(?:system|developer|admin(?:istrator)?|security)\s+"
+    r"(?:note|notice|message|prompt|instruction|override|update|directive)s?\b\s*[:!-]"
+    r"|<\s*/?\s*(?:system|instructions?|developer|assistant|user|tool_output|skill|untrusted)\b",
+    re.I,
+)
+_OVERRIDE = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\b[^.\n]{0,40}\b(?:previous|prior|above|earlier|other|all|any|your)\b"
+    r"[^.\n]{0,30}\b(?:instructions?|rules?|prompts?|polic(?:y|ies)|guidelines?|messages?)\b",
+    re.I,
+)
+_AGENT = r"(?:agents?|assistants?|the model|models|llms?|ai|you|claude|gpt)"
+_ORDER = re.compile(
+    rf"\b{_AGENT}\b[^.\n]{{0,30}}\b(?:must|should|shall|need to|have to|are required to)\b[^.\n]{{0,20}}"
+    r"\b(?:always|first|never|immediately|also|before|instead)\b[^.\n]{0,40}"
+    r"\b(?:call|run|invoke|execute|send|fetch|post|upload|exec|approve)\b",
+    re.I,
+)
+_DESCRIPTION_PATTERNS = (
+    (_IMPERSONATION, "speaks as the system, a developer or pincer's own tags"),
+    (_OVERRIDE, "tells the agent to ignore its instructions"),
+    (_ORDER, "orders the agent to call, run or send something beyond this tool"),
+)
+
+
+def scan_tool_description(text: str, *, file: str) -> list[Finding]:
+    """The findings of a tool description: every rule of :func:`scan_text` (a ``curl | sh`` in a
+    description is as bad as in a skill), and ``agent-instruction`` (high) for text that
+    addresses the agent instead of describing the tool."""
+    found = scan_text(text, file=file)
+    for number, line in enumerate(_lines(text), start=1):
+        for pattern, message in _DESCRIPTION_PATTERNS:
+            if pattern.search(line):
+                found.append(Finding(rule=DESCRIPTION_RULE, severity=Severity.HIGH, file=file, line=number,
+                                     message=f"the description {message}", excerpt=_excerpt(line)))  # fmt: skip
+                break
     return found

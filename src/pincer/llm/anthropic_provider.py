@@ -24,6 +24,7 @@ from pincer.core.errors import (
     ProviderRateLimited,
     ProviderUnavailable,
 )
+from pincer.llm.answers import SHAPE_ERRORS, answer_invalid, text_of
 from pincer.llm.messages import (
     CompletionOptions,
     Message,
@@ -124,17 +125,12 @@ class AnthropicProvider:
             async for event in self._stream(response, options.model):
                 yield event
             return
-        for block in response.content:
-            if block.type == "text" and block.text:
-                yield TextDelta(text=block.text)
-            elif block.type == "tool_use":
-                arguments = block.input if isinstance(block.input, dict) else None
-                yield ToolCallReady(
-                    call=ToolCall(id=block.id, name=block.name, arguments=arguments, raw_arguments=json.dumps(block.input))
-                )
-        yield UsageReport(usage=_usage(response.usage, response.usage))
-        stop = response.stop_reason or ""
-        yield TurnEnd(stop=_STOPS.get(stop, "other"), raw_stop=stop)
+        try:
+            events = _whole_events(response)
+        except SHAPE_ERRORS:
+            raise answer_invalid("anthropic", f"a {type(response).__name__} where the answer belongs") from None
+        for event in events:
+            yield event
 
     async def _stream(self, stream: Any, model: str) -> AsyncIterator[ModelEvent]:
         blocks: dict[int, dict[str, Any]] = {}
@@ -144,27 +140,37 @@ class AnthropicProvider:
         finished = False
         try:
             async for event in stream:
-                kind = event.type
-                if kind == "message_start":
-                    start_usage = event.message.usage
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "tool_use":
-                        blocks[event.index] = {"id": block.id, "name": block.name, "json": []}
-                elif kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta" and delta.text:
-                        yield TextDelta(text=delta.text)
-                    elif delta.type == "input_json_delta" and event.index in blocks:
-                        blocks[event.index]["json"].append(delta.partial_json)
-                elif kind == "message_delta":
-                    stop = event.delta.stop_reason or stop
-                    if event.usage is not None and event.usage.output_tokens is not None:
-                        output_tokens = int(event.usage.output_tokens)
-                elif kind == "message_stop":
-                    finished = True
+                text = ""
+                try:
+                    kind = event.type
+                    if kind == "message_start":
+                        start_usage = event.message.usage
+                    elif kind == "content_block_start":
+                        block = event.content_block
+                        if block.type == "tool_use":
+                            blocks[event.index] = {"id": text_of(block.id, "anthropic"), "name": text_of(block.name, "anthropic"), "json": []}
+                    elif kind == "content_block_delta":
+                        delta = event.delta
+                        if delta.type == "text_delta" and delta.text:
+                            text = text_of(delta.text, "anthropic")
+                        elif delta.type == "input_json_delta" and event.index in blocks:
+                            blocks[event.index]["json"].append(text_of(delta.partial_json, "anthropic"))
+                    elif kind == "message_delta":
+                        stop = text_of(event.delta.stop_reason, "anthropic") or stop
+                        if event.usage is not None and event.usage.output_tokens is not None:
+                            output_tokens = int(event.usage.output_tokens)
+                    elif kind == "message_stop":
+                        finished = True
+                except SHAPE_ERRORS:
+                    raise answer_invalid("anthropic", "a stream event of the wrong shape") from None
+                if text:
+                    yield TextDelta(text=text)
+        except ProviderError:
+            raise
         except anthropic.AnthropicError as exc:
             raise translate_anthropic_error(exc, model) from None
+        except SHAPE_ERRORS:  # the SDK could not decode an event (not JSON)
+            raise answer_invalid("anthropic", "a stream event that is not JSON") from None
         except Exception as exc:  # noqa: BLE001 - the HTTP stack's own errors mid-stream (a dropped connection)
             raise stream_broken("anthropic", exc) from None
         finally:
@@ -175,9 +181,31 @@ class AnthropicProvider:
             entry = blocks[index]
             raw = "".join(entry["json"])
             yield ToolCallReady(call=ToolCall(id=entry["id"], name=entry["name"], arguments=parse_arguments(raw), raw_arguments=raw))
-        usage = _usage(start_usage, None)
+        try:
+            usage = _usage(start_usage, None)
+        except SHAPE_ERRORS:
+            raise answer_invalid("anthropic", "the usage of message_start") from None
         yield UsageReport(usage=TokenUsage(input_tokens=usage.input_tokens, output_tokens=output_tokens, cached_input_tokens=usage.cached_input_tokens))
         yield TurnEnd(stop=_STOPS.get(stop or "", "other"), raw_stop=stop)
+
+
+def _whole_events(response: Any) -> list[ModelEvent]:
+    """A whole message as events; a shape error (SHAPE_ERRORS) when it is not one."""
+    events: list[ModelEvent] = []
+    for block in response.content:
+        if block.type == "text" and block.text:
+            events.append(TextDelta(text=text_of(block.text, "anthropic")))
+        elif block.type == "tool_use":
+            arguments = block.input if isinstance(block.input, dict) else None
+            call = ToolCall(
+                id=text_of(block.id, "anthropic"), name=text_of(block.name, "anthropic"), arguments=arguments,
+                raw_arguments=json.dumps(block.input),
+            )  # fmt: skip
+            events.append(ToolCallReady(call=call))
+    events.append(UsageReport(usage=_usage(response.usage, response.usage)))
+    stop = text_of(response.stop_reason, "anthropic")
+    events.append(TurnEnd(stop=_STOPS.get(stop, "other"), raw_stop=stop))
+    return events
 
 
 def _usage(usage: Any, final: Any) -> TokenUsage:

@@ -191,7 +191,8 @@ class AgentLoop:
                 raise SkillNotFound(
                     f"no skill named {request.skill!r}: skills are turned off", hint="set [skills] enabled = true"
                 )
-            skill = library.get(request.skill)
+            # run_skill is another agent asking; every other trigger is a person or their setup
+            skill = library.invocable(request.skill, by="model" if request.trigger == "run_skill" else "person")
             eligibility = library.eligibility_of(skill.name)
             if not eligibility.is_eligible:
                 raise UsageError(

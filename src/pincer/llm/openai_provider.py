@@ -23,6 +23,7 @@ from pincer.core.errors import (
     ProviderRateLimited,
     ProviderUnavailable,
 )
+from pincer.llm.answers import SHAPE_ERRORS, answer_invalid, text_of
 from pincer.llm.messages import (
     CompletionOptions,
     Message,
@@ -132,20 +133,12 @@ class OpenAIProvider:
             yield event
 
     async def _whole(self, response: Any) -> AsyncIterator[ModelEvent]:
-        if not response.choices:
-            raise ProviderUnavailable("the openai server answered without a choice", hint="check the server's logs")
-        choice = response.choices[0]
-        message = choice.message
-        if message.content:
-            yield TextDelta(text=message.content)
-        for call in message.tool_calls or ():
-            function = getattr(call, "function", None)
-            raw = (function.arguments if function is not None else "") or ""
-            yield ToolCallReady(
-                call=ToolCall(id=call.id, name=function.name if function else "", arguments=parse_arguments(raw), raw_arguments=raw)
-            )
-        yield UsageReport(usage=_usage(response.usage))
-        yield TurnEnd(stop=_STOPS.get(choice.finish_reason or "", "other"), raw_stop=choice.finish_reason)
+        try:
+            events = _whole_events(response)
+        except SHAPE_ERRORS:
+            raise answer_invalid("openai", f"a {type(response).__name__} where the answer belongs") from None
+        for event in events:
+            yield event
 
     async def _stream(self, stream: Any) -> AsyncIterator[ModelEvent]:
         calls: dict[int, dict[str, Any]] = {}
@@ -153,26 +146,20 @@ class OpenAIProvider:
         usage = TokenUsage()
         try:
             async for chunk in stream:
-                if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta is not None and delta.content:
-                        yield TextDelta(text=delta.content)
-                    for part in (delta.tool_calls if delta is not None else None) or ():
-                        entry = calls.setdefault(part.index, {"id": "", "name": "", "arguments": []})
-                        if part.id:
-                            entry["id"] = part.id
-                        function = part.function
-                        if function is not None:
-                            if function.name:
-                                entry["name"] = function.name
-                            if function.arguments:
-                                entry["arguments"].append(function.arguments)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                try:
+                    if chunk.usage is not None:
+                        usage = _usage(chunk.usage)
+                    texts, finish = _read_chunk(chunk, calls, finish)
+                except SHAPE_ERRORS:
+                    raise answer_invalid("openai", "a stream chunk of the wrong shape") from None
+                for text in texts:
+                    yield TextDelta(text=text)
+        except ProviderError:
+            raise
         except openai.OpenAIError as exc:
             raise self._translate(exc, "") from None
+        except SHAPE_ERRORS:  # the SDK could not decode a chunk (not JSON)
+            raise answer_invalid("openai", "a stream chunk that is not JSON") from None
         except Exception as exc:  # noqa: BLE001 - the HTTP stack's own errors mid-stream (a dropped connection)
             raise stream_broken("openai", exc) from None
         finally:
@@ -191,6 +178,51 @@ class OpenAIProvider:
 
     def _translate(self, exc: openai.OpenAIError, model: str) -> ProviderError:
         return translate_openai_error(exc, model or (self.settings.model or ""))
+
+
+def _whole_events(response: Any) -> list[ModelEvent]:
+    """A whole completion as events; a shape error (SHAPE_ERRORS) when it is not one."""
+    if not response.choices:
+        raise ProviderUnavailable("the openai server answered without a choice", hint="check the server's logs")
+    choice = response.choices[0]
+    message = choice.message
+    events: list[ModelEvent] = []
+    content = text_of(message.content, "openai")
+    if content:
+        events.append(TextDelta(text=content))
+    for call in message.tool_calls or ():
+        function = getattr(call, "function", None)
+        raw = text_of(function.arguments if function is not None else "", "openai")
+        name = text_of(function.name if function else "", "openai")
+        events.append(ToolCallReady(call=ToolCall(id=text_of(call.id, "openai"), name=name, arguments=parse_arguments(raw), raw_arguments=raw)))
+    events.append(UsageReport(usage=_usage(response.usage)))
+    finish = choice.finish_reason
+    events.append(TurnEnd(stop=_STOPS.get(finish if isinstance(finish, str) else "", "other"), raw_stop=text_of(finish, "openai") or None))
+    return events
+
+
+def _read_chunk(chunk: Any, calls: dict[int, dict[str, Any]], finish: str | None) -> tuple[list[str], str | None]:
+    """One stream chunk: its texts, tool-call parts gathered into ``calls``, the finish reason."""
+    texts: list[str] = []
+    for choice in chunk.choices or ():
+        delta = choice.delta
+        if delta is not None and delta.content:
+            texts.append(text_of(delta.content, "openai"))
+        for part in (delta.tool_calls if delta is not None else None) or ():
+            if not isinstance(part.index, int):
+                raise TypeError("a tool call without an index")
+            entry = calls.setdefault(part.index, {"id": "", "name": "", "arguments": []})
+            if part.id:
+                entry["id"] = text_of(part.id, "openai")
+            function = part.function
+            if function is not None:
+                if function.name:
+                    entry["name"] = text_of(function.name, "openai")
+                if function.arguments:
+                    entry["arguments"].append(text_of(function.arguments, "openai"))
+        if choice.finish_reason:
+            finish = text_of(choice.finish_reason, "openai")
+    return texts, finish
 
 
 def _usage(usage: Any) -> TokenUsage:

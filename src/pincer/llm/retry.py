@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 import anyio
 
 from pincer.core.errors import ProviderError
+from pincer.llm.answers import bound_output
 from pincer.llm.messages import CompletionOptions, Message, ModelEvent, Retrying, ToolDefinition
 from pincer.llm.provider import MAX_RETRY_AFTER_S, Provider
 
@@ -44,7 +45,9 @@ async def complete_with_retries(
     attempt = 0
     while True:
         try:
-            async for event in provider.complete(messages, tools, options):
+            # each attempt bounded on its own (answers.py): a retry starts its count again
+            attempt_events = bound_output(provider.complete(messages, tools, options), options, getattr(provider, "name", "model"))
+            async for event in attempt_events:
                 yield event
             return
         except ProviderError as exc:

@@ -1,4 +1,5 @@
-"""What a session can see: the one rule behind REST, MCP ``tools/list`` and the CLI.
+"""What a session can see: the one rule behind REST, MCP ``tools/list`` and the CLI (and, for
+skills, :func:`skills_visible` behind every path that hands out a skill).
 
 A session sees the tools its session policy does not deny. A tool it cannot see is, to that
 session, a tool that does not exist: describing it (its schema, its effects) would tell an agent
@@ -11,11 +12,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from pincer.core.effects import Mode
-from pincer.core.errors import ToolNotFound
+from pincer.core.errors import Denied, ToolNotFound
 from pincer.core.values import ToolResult, ToolSpec
 from pincer.policy.session import SessionPolicy, evaluate_session
 
-__all__ = ["can_see", "visible_tools", "visible_tool", "as_seen"]
+__all__ = [
+    "can_see", "visible_tools", "visible_tool", "as_seen", "skills_visible", "require_skills_visible", "SKILL_TOOL_NAME",
+]  # fmt: skip
+
+SKILL_TOOL_NAME = "skill"
 
 
 def can_see(policy: SessionPolicy, tool: str) -> bool:
@@ -43,3 +48,20 @@ def as_seen(policy: SessionPolicy, name: str, result: ToolResult) -> ToolResult:
     if result.ok or can_see(policy, name):
         return result
     return replace(result, error=_not_found(name).to_dict(), content=None)
+
+
+def skills_visible(policy: SessionPolicy) -> bool:
+    """Whether a session may read skills at all, on any path (the ``skill`` tool, MCP prompts,
+    resources and the skills extension, REST commands): exactly when it may see the ``skill``
+    tool. A policy that withholds the tool withholds what the tool would return."""
+    return can_see(policy, SKILL_TOOL_NAME)
+
+
+def require_skills_visible(policy: SessionPolicy, session: str) -> None:
+    """Denied unless :func:`skills_visible`: for a caller that names a skill to start (REST runs
+    and commands), whose run would carry the skill's text back to it."""
+    if not skills_visible(policy):
+        raise Denied(
+            f"session {session!r} may not see skills: its policy withholds the skill tool",
+            hint="add skill to the session's allow list in config.toml, or use a token of a session that has it",
+        )

@@ -4,14 +4,17 @@ What a skill ships is every regular file under its folder, except hidden entries
 installed dependencies (``node_modules``, ``__pycache__``). Listings stay within the MCP skills
 extension's per-skill limits (``MAX_SKILL_FILES`` files, ``MAX_SKILL_BYTES`` bytes); a skill
 with more is listed up to the limit and marked truncated. Reads never leave the skill's folder:
-no ``..``, no absolute paths, no symlink that points outside.
+no ``..``, no absolute paths, no symlink that points outside, and no file with a second hard
+link (its other name may be ``config.toml``): such files are neither listed nor read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import mimetypes
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -19,7 +22,12 @@ from typing import Any
 from pincer.core.errors import SkillNotFound, UsageError
 from pincer.skills.model import Skill
 
-__all__ = ["SkillFile", "FileListing", "list_files", "read_file", "MAX_SKILL_FILES", "MAX_SKILL_BYTES", "mime_type"]
+__all__ = [
+    "SkillFile", "FileListing", "list_files", "read_file", "is_shared_link", "MAX_SKILL_FILES", "MAX_SKILL_BYTES", "mime_type",
+]  # fmt: skip
+
+logger = logging.getLogger(__name__)
+_BUNDLED_ROOT = os.path.realpath(Path(__file__).parent / "bundled")
 
 MAX_SKILL_FILES = 512
 MAX_SKILL_BYTES = 16 * 1024 * 1024
@@ -93,7 +101,7 @@ def list_files(skill: Skill, *, max_files: int = MAX_SKILL_FILES, max_bytes: int
                     continue
             except OSError:
                 continue
-            if not os.path.isfile(full):
+            if not os.path.isfile(full) or is_shared_link(full, st):
                 continue
             rel = full.relative_to(base).as_posix()
             found.append((rel, full, st))
@@ -133,19 +141,41 @@ def safe_relative(rel: str) -> str:
     return rel
 
 
+def is_shared_link(path: Path | str, st: os.stat_result) -> bool:
+    """A regular file with more than one hard link: its other name may be anywhere on the disk
+    (``ln ~/.pincer/config.toml skill/notes.md``), so a skill's folder may not serve it. Files
+    of pincer's own bundled skills are exempt: a package installer may hard-link them from its
+    cache."""
+    if st.st_nlink <= 1 or not stat.S_ISREG(st.st_mode):
+        return False
+    return not os.path.realpath(path).startswith(_BUNDLED_ROOT + os.sep)
+
+
 def read_file(skill: Skill, rel: str, *, max_bytes: int = MAX_SKILL_BYTES) -> bytes:
-    """The bytes of one of the skill's files."""
+    """The bytes of one of the skill's files: a regular file inside the skill's folder (a
+    symlink only when it stays inside), with one link, read through the descriptor it was
+    checked on."""
     rel = safe_relative(rel)
     path = skill.base_dir / rel
+    missing = SkillNotFound(f"skill {skill.name!r} has no file {rel!r}", hint=f"`pincer skills show {skill.name}` lists its files")
     if not _inside(skill.base_dir, path) or any(part in _SKIPPED_DIRS for part in rel.split("/")):
-        raise SkillNotFound(f"skill {skill.name!r} has no file {rel!r}", hint=f"`pincer skills show {skill.name}` lists its files")
+        raise missing
     try:
-        st = path.stat()
-        if not os.path.isfile(path):
-            raise FileNotFoundError(rel)
-        if st.st_size > max_bytes:
-            raise UsageError(f"{rel} is {st.st_size:,} bytes, more than {max_bytes:,}", hint="skills hold small files")
-        return path.read_bytes()
+        real = os.path.realpath(path)
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise missing
+            if not _inside(skill.base_dir, Path(real)) or is_shared_link(real, st):
+                logger.warning("skill %s: %s is a link out of its folder; not served", skill.name, rel)
+                raise missing
+            if st.st_size > max_bytes:
+                raise UsageError(f"{rel} is {st.st_size:,} bytes, more than {max_bytes:,}", hint="skills hold small files")
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                return handle.read(max_bytes + 1)[:max_bytes]
+        finally:
+            os.close(fd)
     except OSError:
         raise SkillNotFound(
             f"skill {skill.name!r} has no file {rel!r}", hint=f"`pincer skills show {skill.name}` lists its files"

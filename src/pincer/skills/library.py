@@ -14,12 +14,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
 
-from pincer.core.errors import IntegrityMismatch, SkillNotFound
+from pincer.core.errors import Denied, IntegrityMismatch, SkillNotFound
 from pincer.skills.catalog import Catalog, build_catalog
 from pincer.skills.deps import deps_problem
 from pincer.skills.eligibility import Eligibility, Environment, check_all
@@ -29,13 +29,14 @@ from pincer.skills.render import Rendered, render_skill
 from pincer.skills.roots import LoadError, LoadReport, Root, SkillLoader, WalkLimits, default_roots
 from pincer.skills.selection import Selection, select
 
-__all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S"]
+__all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S", "Invoker"]
 
 logger = logging.getLogger(__name__)
 
 SKILL_WATCH_INTERVAL_S = 0.5  # "within a second", and cheap: a listing and a stat per skill
 
 Listener = Callable[[], None]
+Invoker = Literal["model", "person"]
 
 
 class SkillLibrary:
@@ -250,8 +251,28 @@ class SkillLibrary:
             self.offered(), max_skills=self.settings.catalog_max_skills, max_chars=self.settings.catalog_max_chars
         )
 
+    def invocable(self, name: str, *, by: Invoker) -> Skill:
+        """The one rule for who may start or read a skill, on every path. ``by="model"``: a model
+        or another agent asks for it (the ``skill`` tool, ``run_skill``, MCP resources and the
+        skills extension); ``disable-model-invocation: true`` refuses it. ``by="person"``: a
+        person or a trigger a person set up names it (``pincer run``/``chat``, REST runs and
+        commands, ``/NAME``, MCP prompts, cron jobs and webhooks); ``user-invocable: false``
+        refuses it. Eligibility is the caller's own check, as before."""
+        skill = self.get(name)
+        if by == "model" and not skill.model_invocable:
+            raise Denied(
+                f"skill {name!r} is for people to start only (disable-model-invocation: true): a model cannot load or run it",
+                hint=f"a person runs it: `pincer run {name}`, or /{name} in `pincer chat`",
+            )
+        if by == "person" and not skill.user_invocable:
+            raise Denied(
+                f"skill {name!r} is not for people to start (user-invocable: false): only a model may load it",
+                hint="ask a run to use it, or remove user-invocable: false from its SKILL.md",
+            )
+        return skill
+
     def render(self, name: str, params: Mapping[str, Any] | None = None, *, arguments: str | None = None) -> Rendered:
-        return render_skill(self.get(name), params, arguments=arguments)
+        return render_skill(self.get(name), params, arguments=arguments, max_chars=self.settings.max_render_chars)
 
     def issues(self) -> list[tuple[str, Issue]]:
         return [(str(s.path), w) for s in self.skills for w in s.warnings]

@@ -1,11 +1,12 @@
 """Rendering a skill's body: parameters validated and coerced, then a sandboxed template.
 
-Bodies are Jinja2 templates rendered in a :class:`~jinja2.sandbox.SandboxedEnvironment` (no
-attribute starting with ``_``, no unsafe callables), with only the Tera-compatible filters the
-seed documents rely on. Declared parameters are ``StrictUndefined``: a body that uses one that
-has no value fails with a clear error instead of rendering an empty hole. Loops are bounded
-(``MAX_LOOP_ITERATIONS``) and so is the output (``MAX_RENDER_CHARS``): a template can fail,
-never hang.
+Bodies are Jinja2 templates rendered in an :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`
+(no attribute starting with ``_``, no unsafe callables, no list or dict changed in place), with
+only the Tera-compatible filters the seed documents rely on. Declared parameters are
+``StrictUndefined``: a body that uses one that has no value fails with a clear error instead of
+rendering an empty hole. Loops are bounded (``MAX_LOOP_ITERATIONS``), and so is every value the
+template builds on its way and the output (``[skills] max_render_chars``, see
+``pincer.skills.bounds``): a template can fail, never hang or fill the memory.
 
 After the template, the placeholders of the other dialects are expanded: ``{baseDir}``
 (OpenClaw) and ``${CLAUDE_SKILL_DIR}`` to the skill's folder, and Claude Code's ``$ARGUMENTS``,
@@ -15,7 +16,6 @@ appended as ``ARGUMENTS: ...``.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -25,9 +25,11 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 from pincer.core.errors import ArgumentsInvalid, SkillError
+from pincer.skills import bounds
+from pincer.skills.bounds import MAX_LOOP_ITERATIONS, MAX_RENDER_CHARS
 from pincer.skills.model import Dialect, Parameter, ParamType, Skill
 
 __all__ = [
@@ -41,8 +43,6 @@ __all__ = [
     "MAX_RENDER_CHARS",
 ]
 
-MAX_LOOP_ITERATIONS = 10_000
-MAX_RENDER_CHARS = 1_000_000
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
 _CLAUDE_PLACEHOLDER = re.compile(r"\$ARGUMENTS\[(\d+)\]|\$ARGUMENTS\b|\$(\d+)\b|\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -57,54 +57,85 @@ class Rendered:
         return {"name": self.name, "text": self.text, "params": dict(self.params)}
 
 
-class _Sandbox(SandboxedEnvironment):
-    """Jinja's sandbox, refusing (not blanking) what it blocks, with bounded ``*`` and ``**``."""
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """Jinja's sandbox, refusing (not blanking) what it blocks, with every operation that can grow
+    a value sized first (``pincer.skills.bounds``) and lists, dicts and sets immutable."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
         raise SecurityError(f"access to attribute {attribute!r} of a {type(obj).__name__} value is not allowed")
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > MAX_RENDER_CHARS:
-                    raise SkillError(f"a repetition past {MAX_RENDER_CHARS:,} items", hint="repeat less")
-        if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
-            raise SkillError("an exponent above 64", hint="use smaller numbers")
+        bounds.guarded_binop(operator, left, right)
         return super().call_binop(context, operator, left, right)
 
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        bounds.guarded_call(__obj, args, kwargs)
+        return super().call(__context, __obj, *args, **kwargs)
 
-_BUDGET: contextvars.ContextVar[list[int]] = contextvars.ContextVar("pincer_skill_loop_budget")
+
 # Template features pincer does not offer: a macro can recurse and double a string per call,
-# and imports or includes would read other templates.
+# a recursive loop builds its text outside every bound, and imports or includes would read
+# other templates.
 _REFUSED_NODES: tuple[type[nodes.Node], ...] = (
     nodes.Macro, nodes.CallBlock, nodes.Import, nodes.FromImport, nodes.Include, nodes.Extends,
 )  # fmt: skip
 _LOOP_GUARD = "pincer_bounded"
+_CONCAT = "pincer_concat"
 
 
-def _bounded(value: Any) -> Any:
-    """Every ``{% for %}`` iterates through this: all loops of one render share one budget."""
-    budget = _BUDGET.get()
-    for item in value:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise SkillError(f"the template's loops ran past {MAX_LOOP_ITERATIONS:,} iterations", hint="loop over fewer items")
-        yield item
+def _guard_tree(tree: nodes.Template) -> None:
+    """Refuse what templates may not use; route every loop and every ``~`` through the bounds."""
+    for node in tree.find_all(_REFUSED_NODES):
+        raise SkillError(
+            f"templates cannot use {type(node).__name__.lower()} tags",
+            line=node.lineno,
+            hint="use {{ }}, filters, {% if %}, {% for %} and {% set %}",
+        )
+    for loop in tree.find_all(nodes.For):
+        if loop.recursive:
+            raise SkillError(
+                "templates cannot use recursive loops", line=loop.lineno, hint="use nested {% for %} loops"
+            )
+        loop.iter = nodes.Call(nodes.Name(_LOOP_GUARD, "load"), [loop.iter], [], None, None, lineno=loop.lineno)
+    for concat in list(tree.find_all(nodes.Concat)):
+        parts = concat.nodes
+        call = nodes.Call(nodes.Name(_CONCAT, "load"), parts, [], None, None, lineno=concat.lineno)
+        _replace_node(tree, concat, call)
+
+
+def _replace_node(tree: nodes.Node, old: nodes.Node, new: nodes.Node) -> None:
+    for parent in tree.find_all(nodes.Node):
+        for name in parent.fields:
+            value = getattr(parent, name, None)
+            if value is old:
+                setattr(parent, name, new)
+                return
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if item is old:
+                        value[i] = new
+                        return
 
 
 def _environment() -> SandboxedEnvironment:
-    env = _Sandbox(undefined=jinja2.ChainableUndefined, autoescape=False, keep_trailing_newline=True, auto_reload=False)
+    # optimized=False: Jinja would otherwise fold constant expressions at compile time, outside
+    # the render's budget.
+    env = _Sandbox(
+        undefined=jinja2.ChainableUndefined, autoescape=False, keep_trailing_newline=True, auto_reload=False,
+        optimized=False, finalize=bounds.finalize,
+    )  # fmt: skip
     # Tera-compatible filters and a few harmless ones; not Jinja's attr, map(attribute=), xmlattr...
     keep = {
         "join", "default", "d", "upper", "lower", "length", "count", "first", "last", "trim", "capitalize",
         "title", "replace", "round", "int", "float", "string", "list", "sort", "unique", "reverse",
         "truncate", "wordcount", "abs", "escape", "e", "safe", "min", "max", "sum",
     }  # fmt: skip
-    env.filters = {k: v for k, v in env.filters.items() if k in keep}
-    env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, default=str)
-    env.globals = {"range": env.globals["range"], _LOOP_GUARD: _bounded}
+    filters = {k: v for k, v in env.filters.items() if k in keep}
+    filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, default=str)
+    env.filters = bounds.bounded_filters(filters)
+    env.globals = {"range": bounds.bounded_range, _LOOP_GUARD: bounds.bounded_iter, _CONCAT: bounds.bounded_concat}
     return env
 
 
@@ -171,7 +202,7 @@ def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool =
             raise ArgumentsInvalid(
                 f"skill {skill.name!r} needs parameter {name!r} ({param.type.value})"
                 + (f": {param.description}" if param.description else ""),
-                    hint=f"pass it: --param {name}=VALUE",
+                hint=f"pass it: --param {name}=VALUE",
             )
     if allow_extra:
         values.update({k: v for k, v in given.items() if k not in declared})
@@ -252,27 +283,39 @@ def _coerce(skill: Skill, param: Parameter, value: Any) -> Any:
 # -- rendering ---------------------------------------------------------------------------------
 
 
-def render_skill(skill: Skill, params: Mapping[str, Any] | None = None, *, arguments: str | None = None) -> Rendered:
+def render_skill(
+    skill: Skill,
+    params: Mapping[str, Any] | None = None,
+    *,
+    arguments: str | None = None,
+    max_chars: int = MAX_RENDER_CHARS,
+) -> Rendered:
     """The skill's instructions with ``params`` applied. ``arguments`` is the raw argument text
-    of a slash command (Claude Code's ``$ARGUMENTS``); without it, it is made of the params."""
+    of a slash command (Claude Code's ``$ARGUMENTS``); without it, it is made of the params.
+    ``max_chars`` (``[skills] max_render_chars``) bounds the text and every value the template
+    builds on its way (``pincer.skills.bounds``)."""
     values = coerce_params(skill, params or {}, allow_extra=bool(not skill.parameters and params))
     text = skill.body
     if is_template(skill) and any(marker in text for marker in _TEMPLATE_MARKERS):
-        text = _render_template(skill, text, values)
+        text = _render_template(skill, text, values, max_chars=max_chars)
     base = str(skill.base_dir)
     text = text.replace("{baseDir}", base).replace("${CLAUDE_SKILL_DIR}", base)
     if arguments is None:
-        shown = [values[p.name] for p in skill.parameters if p.name in values] if skill.parameters else list(values.values())
+        shown = (
+            [values[p.name] for p in skill.parameters if p.name in values]
+            if skill.parameters
+            else list(values.values())
+        )
         arguments = " ".join(_shown(v) for v in shown)
     if Dialect.CLAUDE in skill.dialects:
         text = _claude_arguments(text, arguments, values)
     elif arguments and not skill.parameters:
         text += f"\n\nARGUMENTS: {arguments}\n"
-    if len(text) > MAX_RENDER_CHARS:
+    if len(text) > max_chars:
         raise SkillError(
-            f"skill {skill.name!r} rendered to more than {MAX_RENDER_CHARS:,} characters",
+            f"skill {skill.name!r} rendered to more than {max_chars:,} characters ([skills] max_render_chars)",
             source=str(skill.path),
-            hint="the template or its loops produce too much text",
+            hint="the template or its loops produce too much text; raise [skills] max_render_chars if it must",
         )
     return Rendered(name=skill.name, text=text, params=values)
 
@@ -284,14 +327,11 @@ def is_template(skill: Skill) -> bool:
     return bool(skill.parameters) or skill.dialect in (Dialect.PINCER, Dialect.IRONCLAW)
 
 
-def _render_template(skill: Skill, text: str, values: Mapping[str, Any]) -> str:
+def _render_template(skill: Skill, text: str, values: Mapping[str, Any], *, max_chars: int) -> str:
     try:
         template = _compiled(skill, text)
-        token = _BUDGET.set([MAX_LOOP_ITERATIONS])
-        try:
-            return _join_bounded(template.generate(**values))
-        finally:
-            _BUDGET.reset(token)
+        with bounds.rendering(max_chars):
+            return _join_bounded(template.generate(**values), max_chars)
     except SkillError as exc:
         raise SkillError(exc.detail, source=str(skill.path), line=exc.line, hint=exc.hint) from None
     except SecurityError as exc:
@@ -307,7 +347,15 @@ def _render_template(skill: Skill, text: str, values: Mapping[str, Any]) -> str:
             line=exc.lineno + skill.body_line - 1 if exc.lineno else None,
             hint="fix the {{ }} / {% %} tags (write {{ '{{' }} for literal braces)",
         ) from None
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, LookupError, RecursionError, AttributeError) as exc:
+    except (
+        jinja2.TemplateError,
+        TypeError,
+        ValueError,
+        ArithmeticError,
+        LookupError,
+        RecursionError,
+        AttributeError,
+    ) as exc:
         # A template is user code: whatever goes wrong inside it is the template's error.
         raise SkillError(
             f"the template of skill {skill.name!r} failed: {type(exc).__name__}: {str(exc)[:200]}",
@@ -324,14 +372,10 @@ def _compiled(skill: Skill, text: str) -> Any:
         return template
     env = _ENV.overlay(undefined=_strict(declared))
     tree = env.parse(text)
-    for node in tree.find_all(_REFUSED_NODES):
-        raise SkillError(
-            f"templates cannot use {type(node).__name__.lower()} tags",
-            line=node.lineno + skill.body_line - 1,
-            hint="use {{ }}, filters, {% if %}, {% for %} and {% set %}",
-        )
-    for loop in tree.find_all(nodes.For):
-        loop.iter = nodes.Call(nodes.Name(_LOOP_GUARD, "load"), [loop.iter], [], None, None, lineno=loop.lineno)
+    try:
+        _guard_tree(tree)
+    except SkillError as exc:
+        raise SkillError(exc.detail, line=(exc.line or 1) + skill.body_line - 1, hint=exc.hint) from None
     tree.set_environment(env)
     template = env.from_string(tree)
     if len(_TEMPLATES) >= _MAX_CACHED_TEMPLATES:
@@ -351,20 +395,14 @@ def render_text(text: str, values: Mapping[str, Any], *, source: str) -> str:
         template = _TEXTS.get(text)
         if template is None:
             tree = _ENV.parse(text)
-            for node in tree.find_all(_REFUSED_NODES):
-                raise SkillError(f"templates cannot use {type(node).__name__.lower()} tags", hint="use {{ }} and filters")
-            for loop in tree.find_all(nodes.For):
-                loop.iter = nodes.Call(nodes.Name(_LOOP_GUARD, "load"), [loop.iter], [], None, None, lineno=loop.lineno)
+            _guard_tree(tree)
             tree.set_environment(_ENV)
             template = _ENV.from_string(tree)
             if len(_TEXTS) >= _MAX_CACHED_TEMPLATES:
                 _TEXTS.clear()
             _TEXTS[text] = template
-        token = _BUDGET.set([MAX_LOOP_ITERATIONS])
-        try:
-            return _join_bounded(template.generate(**values))
-        finally:
-            _BUDGET.reset(token)
+        with bounds.rendering(MAX_RENDER_CHARS):
+            return _join_bounded(template.generate(**values), MAX_RENDER_CHARS)
     except SkillError as exc:
         raise SkillError(exc.detail, source=source, hint=exc.hint) from None
     except SecurityError as exc:
@@ -373,20 +411,28 @@ def render_text(text: str, values: Mapping[str, Any], *, source: str) -> str:
     except jinja2.TemplateSyntaxError as exc:
         raise SkillError(f"template syntax error: {exc.message}", source=source,
                          hint="fix the {{ }} / {% %} tags") from None  # fmt: skip
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, LookupError, RecursionError, AttributeError) as exc:
+    except (
+        jinja2.TemplateError,
+        TypeError,
+        ValueError,
+        ArithmeticError,
+        LookupError,
+        RecursionError,
+        AttributeError,
+    ) as exc:
         raise SkillError(f"the template failed: {type(exc).__name__}: {str(exc)[:200]}", source=source,
                          hint="check the template's expressions against the values it gets") from None  # fmt: skip
 
 
-def _join_bounded(chunks: Any) -> str:
+def _join_bounded(chunks: Any, max_chars: int) -> str:
     out: list[str] = []
     size = 0
     for chunk in chunks:
         size += len(chunk)
-        if size > MAX_RENDER_CHARS:
+        if size > max_chars:
             raise SkillError(
-                f"the template rendered to more than {MAX_RENDER_CHARS:,} characters",
-                hint="the template or its loops produce too much text",
+                f"the template rendered to more than {max_chars:,} characters ([skills] max_render_chars)",
+                hint="the template or its loops produce too much text; raise [skills] max_render_chars if it must",
             )
         out.append(chunk)
     return "".join(out)

@@ -88,7 +88,7 @@ class SkillTool:
         name = args.get("name")
         if not isinstance(name, str):
             raise ArgumentsInvalid("skill needs a 'name'", hint='e.g. {"name": "code-review"}')
-        skill = self.library.get(name)
+        skill = self.library.invocable(name, by="model")
         eligibility = self.library.eligibility_of(name)
         if not eligibility.is_eligible:
             raise Denied(f"skill {name!r} is not available here: {eligibility.reason}", hint="`pincer skills show " + name + "`")

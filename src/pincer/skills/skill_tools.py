@@ -31,6 +31,7 @@ from typing import Any
 from pincer.core.errors import PincerError
 from pincer.runtimes.script.manifest import ScriptToolManifest, parse_manifest
 from pincer.skills.deps import deps_dir
+from pincer.skills.files import is_shared_link
 from pincer.skills.model import Capability, Issue, Skill
 
 __all__ = ["SkillToolPlan", "plan_skill_tools", "skill_tool_name", "stage_view", "SKILL_MOUNT", "DEPS_MOUNT"]
@@ -199,9 +200,14 @@ def _copy(source: Path, target: Path) -> None:
     inside = os.path.realpath(source)
 
     def escapes(path: str) -> bool:
-        # A symlink to a file outside the skill (~/.ssh/id_rsa) must not be copied into a view
-        # the sandbox uid can read.
-        return os.path.islink(path) and not os.path.realpath(path).startswith(inside + os.sep)
+        # A symlink to a file outside the skill (~/.ssh/id_rsa), or a second hard link to one
+        # (config.toml), must not be copied into a view the sandbox uid can read.
+        if os.path.islink(path) and not os.path.realpath(path).startswith(inside + os.sep):
+            return True
+        try:
+            return is_shared_link(path, os.stat(path))
+        except OSError:
+            return True
 
     def ignore(directory: str, names: Sequence[str]) -> list[str]:
         nonlocal total

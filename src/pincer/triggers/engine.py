@@ -212,7 +212,9 @@ class TriggerEngine:
         error: PincerError | None = None
         values: Mapping[str, Any] = dict(params)
         try:
-            values = self.check_request(skill, params)
+            # a skill's own schedule (job skill:NAME) is the skill's design, not a person's pick
+            own = kind is TriggerKind.SCHEDULE and skill is not None and name.split("#")[0] == f"skill:{skill}"
+            values = self.check_request(skill, params, own_trigger=own)
         except PincerError as exc:
             error = exc
         shown_params = scanner.scan(dict(values))[0]
@@ -280,8 +282,9 @@ class TriggerEngine:
         self._open_estimate = self.store.open_count()
         return self._open_estimate >= limit
 
-    def check_request(self, skill: str | None, params: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The parameters checked and coerced for ``skill`` (which must exist and be eligible)."""
+    def check_request(self, skill: str | None, params: Mapping[str, Any], *, own_trigger: bool = False) -> Mapping[str, Any]:
+        """The parameters checked and coerced for ``skill`` (which must exist and be eligible,
+        and be one people may start unless ``own_trigger``: the skill's own schedule fired)."""
         if skill is None:
             return dict(params)
         from pincer.skills.render import coerce_params
@@ -289,7 +292,8 @@ class TriggerEngine:
         library = self.skills
         if library is None:
             raise UsageError(f"cannot run skill {skill!r}: skills are turned off", hint="set [skills] enabled = true")
-        found = library.get(skill)
+        # commands, cron jobs and hooks a person set up
+        found = library.get(skill) if own_trigger else library.invocable(skill, by="person")
         eligibility = library.eligibility_of(skill)
         if not eligibility.is_eligible:
             raise UsageError(

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pincer.core.errors import Denied
 from pincer.gateway.rest.common import PincerDep, SessionDep, json_body_route
+from pincer.policy.visibility import require_skills_visible, skills_visible
 from pincer.triggers.commands import MAX_COMMAND_CHARS
 
 __all__ = ["CommandBody", "router"]
@@ -33,7 +34,8 @@ class CommandBody(BaseModel):
 
 @router.get("/commands", summary="The /commands this session can run, with their skills")
 async def list_commands(pincer: PincerDep, session: SessionDep) -> dict[str, Any]:
-    table = pincer.triggers.commands()
+    # the one rule for skills: a session that may not see the skill tool is shown none
+    table = pincer.triggers.commands() if skills_visible(pincer.config.session(session.name)) else {}
     return {
         "commands": [
             {"command": name, "skill": skill.name, "description": skill.description,
@@ -49,6 +51,7 @@ async def list_commands(pincer: PincerDep, session: SessionDep) -> dict[str, Any
     responses={404: {"description": "no such command"}, 422: {"description": "the arguments do not fit"}},
 )
 async def run_command(pincer: PincerDep, session: SessionDep, body: CommandBody) -> JSONResponse:
+    require_skills_visible(pincer.config.session(session.name), session.name)  # every command starts a skill
     target = body.session or session.name
     if target != session.name and not session.is_main:
         raise Denied(

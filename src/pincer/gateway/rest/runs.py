@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import ServerSentEvent
 
 from pincer.gateway.rest.common import PincerDep, RunsDep, SessionDep, json_body_route, refuse
+from pincer.policy.visibility import require_skills_visible
 from pincer.gateway.rest.events import event_stream, server_event
 from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunCursor, RunManager
@@ -50,10 +51,13 @@ def _carried_out(runs: RunManager | None) -> RunManager:
 
 
 @router.post("/runs", status_code=202, summary="Start a skill run with the agent loop")
-async def start_run(session: SessionDep, runs: RunsDep, body: RunBody) -> JSONResponse:
+async def start_run(pincer: PincerDep, session: SessionDep, runs: RunsDep, body: RunBody) -> JSONResponse:
     from pincer.llm.run import RunRequest
 
-    run_id = await _carried_out(runs).start(
+    carried_out = _carried_out(runs)
+    if body.skill is not None:  # the one rule for skills (policy/visibility.py)
+        require_skills_visible(pincer.config.session(session.name), session.name)
+    run_id = await carried_out.start(
         RunRequest(
             skill=body.skill, params=body.params, message=body.message, session=session.name, trigger="rest",
             profile=body.profile, budgets=body.budgets,
