@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import ServerSentEvent
 
 from pincer.gateway.rest.common import PincerDep, RunsDep, SessionDep, json_body_route, refuse
-from pincer.policy.visibility import require_skills_visible
 from pincer.gateway.rest.events import event_stream, server_event
 from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunCursor, RunManager
+from pincer.policy.visibility import require_skills_visible
 from pincer.service import Pincer
 from pincer.store.runs import RunRow
 
