@@ -3,10 +3,14 @@
 Each record's chain value is an HMAC-SHA256, under the audit key kept outside the database,
 over its id, every field and the previous record's value (``store/chain.py``), so an altered,
 inserted or reordered row breaks the chain at that row even for someone who can write the
-database and knows the recipe. ``audit_head`` keeps the last id and value in the same
-transaction, so a record deleted from the tail is caught unless the head was moved too; that,
-and a deleted database, only a checkpoint (``store/checkpoint.py``) can reveal. A log begun
-before the key existed keeps its plain SHA-256 chain up to the marker in ``audit_chain``.
+database and knows the recipe. ``audit_head`` keeps the last id (= the record count) and value
+in the same transaction, with an HMAC under the key over both: cutting records from the tail and
+moving the head to match, or wiping the log, breaks the head's MAC. A writer that finds the head
+not matching its MAC goes on recording but never re-signs it, so the next append cannot launder
+a cut. A deleted database, or an older copy of it put back, only a checkpoint
+(``store/checkpoint.py``) can reveal. A log begun before the key existed keeps its plain
+SHA-256 chain up to the marker in ``audit_chain``; the marker says (under its MAC) whether the
+head is keyed, so the head's MAC cannot be dropped by clearing a flag either.
 
 A record made for an agent run carries its ``run_id``. That column came after the others (schema
 v3), so it is hashed only when set: records without it, older ones included, chain exactly as
@@ -147,9 +151,9 @@ class _Marker:
     key_id: str
     plain_head: str
     mac: str
+    head_keyed: bool = False
 
 
-_MAX_APPEND_RETRIES = 100
 # A lone committer still yields once every this many appends, to notice callers queueing up.
 _PROBE_EVERY = 32
 _INSERT = (
@@ -192,6 +196,7 @@ class AuditLog:
         self._flushing = False
         self._crowded, self._alone = True, 0
         self._head_id, self._head_hash = 0, GENESIS_HASH
+        self._head_trusted = False  # whether the head as last read matched its MAC
         try:
             self._adopt()
         except sqlite3.Error as exc:
@@ -199,6 +204,8 @@ class AuditLog:
                 f"cannot read the audit chain marker: {exc}", hint="check that pincer.db is a pincer database"
             ) from exc
         self._load_head()
+        if not self._head_trusted:
+            logger.error("the audit head does not match its MAC; `pincer audit verify` will name it")
 
     @property
     def key_id(self) -> str:
@@ -207,8 +214,12 @@ class AuditLog:
     def _adopt(self) -> None:
         """Fill in a pending marker under this key; refuse a marker made under another key."""
         marker = self._read_marker()
-        if marker is None or marker.keyed_from:
+        if marker is None or (marker.keyed_from and marker.head_keyed):
             self._check_key(marker)
+            return
+        if marker.keyed_from:
+            self._check_key(marker)
+            self._key_head()
             return
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
@@ -218,10 +229,12 @@ class AuditLog:
                 self._load_head()
                 keyed_from, plain_head = self._head_id + 1, self._head_hash
                 conn.execute(
-                    "UPDATE audit_chain SET keyed_from = ?, key_id = ?, plain_head = ?, mac = ? WHERE one = 1",
+                    "UPDATE audit_chain SET keyed_from = ?, key_id = ?, plain_head = ?, mac = ?, head_keyed = 1 "
+                    "WHERE one = 1",
                     (keyed_from, self._key.key_id, plain_head,
-                     self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head)),
+                     self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=True)),
                 )  # fmt: skip
+                self._sign_head()
                 if keyed_from > 1:
                     logger.warning(
                         "the audit log's %d records before record %d carry the plain SHA-256 chain of an older "
@@ -233,6 +246,41 @@ class AuditLog:
             conn.execute("ROLLBACK")
             raise
         self._check_key(self._read_marker())
+
+    def _key_head(self) -> None:
+        """A log keyed before its head was (schema 4): sign the head as it stands, once, and say
+        so in the marker (under its MAC). Only a marker whose MAC holds is upgraded."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            marker = self._read_marker()
+            if (
+                marker is not None
+                and marker.keyed_from
+                and not marker.head_keyed
+                and self._key.matches(
+                    marker.mac, self._key.marker_mac(keyed_from=marker.keyed_from, plain_head=marker.plain_head)
+                )
+            ):
+                conn.execute(
+                    "UPDATE audit_chain SET head_keyed = 1, mac = ? WHERE one = 1",
+                    (self._key.marker_mac(keyed_from=marker.keyed_from, plain_head=marker.plain_head, head_keyed=True),),
+                )
+                self._load_head()
+                self._sign_head()
+                logger.info("the audit log's head is now signed under the audit key %s", self._key.key_id)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _sign_head(self) -> None:
+        """Set the head's MAC to the head as cached (inside the caller's transaction)."""
+        self._conn.execute(
+            "UPDATE audit_head SET mac = ? WHERE one = 1",
+            (self._key.head_mac(last_id=self._head_id, last_hash=self._head_hash),),
+        )
+        self._head_trusted = True
 
     def _check_key(self, marker: _Marker | None) -> None:
         if marker is None:
@@ -249,18 +297,21 @@ class AuditLog:
         """The marker; keyed_from 0 while pending; None when the row (or its table) is gone."""
         try:
             row = self._conn.execute(
-                "SELECT keyed_from, key_id, plain_head, mac FROM audit_chain WHERE one = 1"
+                "SELECT keyed_from, key_id, plain_head, mac, head_keyed FROM audit_chain WHERE one = 1"
             ).fetchone()
         except sqlite3.OperationalError:
             return None
         if row is None:
             return None
-        keyed_from, key_id, plain_head, mac = row
+        keyed_from, key_id, plain_head, mac, head_keyed = row
         if keyed_from is None:
             return _Marker(keyed_from=0, key_id="", plain_head="", mac="")
         if type(keyed_from) is not int or keyed_from < 1:
             keyed_from = -1  # not a record id: the marker's MAC cannot match, so verify says altered
-        return _Marker(keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac))
+        return _Marker(
+            keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac),
+            head_keyed=bool(head_keyed),
+        )  # fmt: skip
 
     async def append(self, entry: AuditEntry, *, gather: bool | None = True) -> int:
         """Record one entry; returns its id once the record is committed.
@@ -314,34 +365,25 @@ class AuditLog:
         return pending.record_id
 
     def _commit(self, batch: list[_Pending]) -> None:
-        """Append a batch, hashing each record onto the chain head.
-
-        The head is cached: a record is inserted with the next id and the cached hash as its
-        ``prev_hash``. Ids are the primary key, so if another process appended meanwhile the
-        insert fails on that id, and the head is re-read and the record re-hashed. A batch of
-        several records runs in one transaction that reads the head under the write lock."""
+        """Append a batch, hashing each record onto the chain head, in one transaction that reads
+        the head (and checks its MAC) under the write lock, so another process's appends are
+        chained onto, and moves the head's MAC with the records when the head it found held."""
         conn = self._conn
         try:
-            if len(batch) == 1:
-                for _ in range(_MAX_APPEND_RETRIES):
-                    try:
-                        self._insert(batch[0])
-                        break
-                    except sqlite3.IntegrityError:
-                        self._load_head()
-                else:
-                    raise sqlite3.OperationalError("the audit head kept moving under concurrent writers")
-            else:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    self._load_head()
-                    for pending in batch:
-                        self._insert(pending)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    self._load_head()
-                    raise
+            # One transaction under the write lock: the head is read there (another process may
+            # have appended), the records inserted, and the head's MAC moved with them.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._load_head()
+                for pending in batch:
+                    self._insert(pending)
+                if self._head_trusted:
+                    self._sign_head()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                self._load_head()
+                raise
         except sqlite3.Error as exc:
             logger.error("audit commit failed: %s", exc)
             for pending in batch:
@@ -360,8 +402,15 @@ class AuditLog:
         self._head_id, self._head_hash = record_id, digest
 
     def _load_head(self) -> None:
-        row = self._conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
-        self._head_id, self._head_hash = row if row else (0, GENESIS_HASH)
+        row = self._conn.execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1").fetchone()
+        if row is None:
+            self._head_id, self._head_hash, self._head_trusted = 0, GENESIS_HASH, False
+            return
+        self._head_id, self._head_hash, mac = row
+        trusted = self._key.matches(mac, self._key.head_mac(last_id=self._head_id, last_hash=self._head_hash))
+        if self._head_trusted and not trusted:
+            logger.error("the audit head does not match its MAC; `pincer audit verify` will name it")
+        self._head_trusted = trusted
 
     # -- reading -------------------------------------------------------------------------
 
@@ -413,13 +462,14 @@ class AuditLog:
         """Walk the chain; returns the number of records, raises AuditChainBroken at the first bad one."""
         return self.verify_chain().records
 
-    def verify_chain(self) -> ChainHead:
-        """Walk the whole chain in one read snapshot; raise AuditChainBroken at the first fault."""
+    def verify_chain(self, *, check_head: bool = True) -> ChainHead:
+        """Walk the whole chain in one read snapshot; raise AuditChainBroken at the first fault.
+        ``check_head`` False leaves out the head (for a checkpoint, which says more about a cut)."""
         conn = self._conn
         try:
             conn.execute("BEGIN")
             try:
-                return self._walk()
+                return self._walk(check_head=check_head)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -427,7 +477,7 @@ class AuditLog:
                 f"the audit log could not be read: {exc}", hint="check that pincer.db is a pincer database"
             ) from exc
 
-    def _walk(self) -> ChainHead:
+    def _walk(self, *, check_head: bool) -> ChainHead:
         marker = self._read_marker()
         if marker is None or not marker.keyed_from:
             raise AuditChainBroken(
@@ -443,7 +493,8 @@ class AuditLog:
                 hint="verify with the audit key the log was written with (PINCER_AUDIT_KEY or audit.key)",
             )
         keyed_from, plain_head = marker.keyed_from, marker.plain_head
-        if not self._key.matches(marker.mac, self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head)):
+        expected_mac = self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=marker.head_keyed)
+        if not self._key.matches(marker.mac, expected_mac):
             raise AuditChainBroken(
                 f"the audit chain marker was altered (it says the keyed chain begins at record {keyed_from})",
                 record_id=1,
@@ -486,15 +537,36 @@ class AuditLog:
             )
         if count == keyed_from - 1 and prev != plain_head:
             raise _plain_records_altered(keyed_from)
-        head = self._conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
-        head_id, head_hash = head if head else (0, GENESIS_HASH)
+        if check_head:
+            self._check_head(marker, count, prev)
+        return ChainHead(records=count, last_hash=prev, keyed_from=keyed_from, key_id=self._key.key_id)
+
+    def _check_head(self, marker: _Marker, count: int, prev: str) -> None:
+        head = self._conn.execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1").fetchone()
+        if head is None and marker.head_keyed:
+            raise AuditChainBroken(
+                f"the audit head is missing from the database (the log holds {count} records)",
+                record_id=count + 1,
+                hint="the log was wiped or cut and its head removed; verify against a checkpoint "
+                "(`pincer audit verify --checkpoint FILE`) and restore pincer.db from a backup",
+            )
+        head_id, head_hash, head_mac = head if head else (0, GENESIS_HASH, None)
+        if marker.head_keyed and not self._key.matches(
+            head_mac, self._key.head_mac(last_id=head_id, last_hash=head_hash)
+        ):
+            raise AuditChainBroken(
+                f"the audit head was altered (it says the log ends at record {head_id}, and its MAC does not "
+                f"match; the log holds {count} records)",
+                record_id=count + 1,
+                hint="records were cut from the end of the log (or it was wiped) and the head moved to match; "
+                "verify against a checkpoint (`pincer audit verify --checkpoint FILE`) and restore pincer.db",
+            )
         if head_id != count or head_hash != prev:
             raise AuditChainBroken(
                 f"the audit log ends at record {count} but its head says {head_id}",
                 record_id=count + 1,
                 hint="records were removed from the end of the log",
             )
-        return ChainHead(records=count, last_hash=prev, keyed_from=keyed_from, key_id=self._key.key_id)
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -511,7 +583,7 @@ class AuditLog:
         Raises CheckpointInvalid for a checkpoint this key did not sign, AuditChainBroken when the
         log is broken, shorter than the checkpoint, or differs from it at its last record."""
         checkpoint.check_signature(self._key)
-        head = self.verify_chain()
+        head = self.verify_chain(check_head=False)
         made = f"the checkpoint of {checkpoint.created_at}"
         if head.records < checkpoint.records:
             raise AuditChainBroken(
@@ -535,7 +607,7 @@ class AuditLog:
                     record_id=checkpoint.last_id,
                     hint="restore pincer.db from a backup",
                 )
-        return head
+        return self.verify_chain()  # the head too, now that the checkpoint's own findings are out
 
     def _iter_rows(self) -> Iterator[tuple[Any, ...]]:
         cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM audit ORDER BY rowid")
