@@ -84,6 +84,10 @@ def fold_mapped(text: str) -> tuple[str, list[int], list[int]]:
     all of it: conservative). The result can differ from :func:`fold` in rare case mappings
     (final sigma); callers search this text again rather than reuse :func:`fold`'s indexes.
     """
+    if "\\" not in text and text.isascii():
+        # The common case, a list comprehension rather than a call per character.
+        kept = [index for index, char in enumerate(text) if char not in _DROPPED]
+        return fold(text), kept, [index + 1 for index in kept]
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
