@@ -85,7 +85,12 @@ class ChainKey:
         """The MAC of the log's head: its last record (ids run from 1, so also the record count)
         and that record's chain value. Cutting the tail, or wiping the log, needs the key."""
         body = _CANONICAL({"records": last_id, "last_id": last_id, "last_hash": last_hash, "key_id": self.key_id})
-        return hmac.digest(self._key, _HEAD_LABEL + body.encode(), "sha256").hex()
+        inner = self._inner.copy()  # once per commit: the precomputed HMAC states, as for records
+        inner.update(_HEAD_LABEL)
+        inner.update(body.encode())
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
 
     def checkpoint_mac(self, fields: dict[str, Any]) -> str:
         return hmac.digest(self._key, _CHECKPOINT_LABEL + _CANONICAL(fields).encode(), "sha256").hex()
