@@ -262,6 +262,8 @@ class LeakScanner:
     def _folded_hit(self, folded: str) -> bool:
         if self._folded_detector is not None and self._folded_detector.find_matches_as_indexes(folded):
             return True
+        if not self._extra_folded:
+            return False
         return any(form in folded for form in self._extra_folded)
 
     def _add_decoded_spans(self, spans: list[tuple[int, int, str]], text: str, layers: int) -> None:
@@ -346,7 +348,7 @@ def _widen_base32(text: str, start: int, end: int) -> tuple[int, int]:
 
 def _searchable(text: str) -> str:
     """``text`` as the automaton takes it: lone surrogates replaced (same length, same indexes)."""
-    return text if _is_encodable(text) else _replace_surrogates(text)
+    return text if text.isascii() or _is_encodable(text) else _replace_surrogates(text)
 
 
 def _redact(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
