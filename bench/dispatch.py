@@ -10,7 +10,10 @@ It also measures the floor under the chain: a bare SQLite insert-and-commit of a
 record (the same schema, trigger and pragmas, via ``open_database``), one after another, and
 prints the whole chain's sequential p50 as a multiple of that floor's p50.
 
-Run by hand: ``make bench`` or ``.venv/bin/python bench/dispatch.py [--calls N]``. Figures are
+``--synchronous full`` runs the chain with ``[audit] synchronous = "full"`` (an fsync per commit,
+the commits in pincer's audit writer thread) and the floor with ``PRAGMA synchronous=FULL`` too.
+
+Run by hand: ``make bench`` or ``.venv/bin/python bench/dispatch.py [--calls N] [--synchronous full]``. Figures are
 printed next to the baselines measured in the same run; nothing here gates CI.
 """
 
@@ -49,9 +52,9 @@ async def noop(text: str = "") -> str:
     return text
 
 
-async def run(calls: int, mcp_calls: int) -> None:
+async def run(calls: int, mcp_calls: int, synchronous: str = "normal") -> None:
     with tempfile.TemporaryDirectory(prefix="pincer-bench-") as tmp:
-        config = parse_config("", home=Path(tmp))
+        config = parse_config(f'[audit]\nsynchronous = "{synchronous}"\n', home=Path(tmp))
         async with Pincer.open(Path(tmp), config=config, secret_key=b"b" * 32, builtins=False) as pincer:
             for i in range(10):  # a realistic store: the scanner has values to look for
                 pincer.secrets.set(f"token_{i}", f"secret-value-{i:04d}-abcdefghijklmnop")
@@ -108,7 +111,7 @@ async def run(calls: int, mcp_calls: int) -> None:
                 }
             records = pincer.audit.verify()
             last = pincer.audit.records(limit=1)[-1]
-    floor = commit_floor(last, calls)
+    floor = commit_floor(last, calls, synchronous.upper())
     report("sequential (1 caller)", seq, baseline="FastMCP in-process client")
     report(f"concurrent ({CONCURRENT_CALLERS} callers)", conc, baseline="FastMCP in-process client")
     whole, fast = seq["pincer whole chain"], seq["FastMCP in-process client"]
@@ -120,7 +123,8 @@ async def run(calls: int, mcp_calls: int) -> None:
         f"{records} audit records committed and verified"
     )
     print(
-        f"audit commit floor (bare SQLite insert + commit of a record like the chain's): p50 {floor:.1f} us; "
+        f"audit commit floor (bare SQLite insert + commit of a record like the chain's, synchronous "
+        f"{synchronous}): p50 {floor:.1f} us; "
         f"whole chain {whole['p50_us'] / floor:.2f}x the floor (target <= 2.5x)"
     )
 
@@ -131,7 +135,7 @@ _FLOOR_COLUMNS = (
 )
 
 
-def commit_floor(record: Any, calls: int) -> float:
+def commit_floor(record: Any, calls: int, synchronous: str = "NORMAL") -> float:
     """p50 in microseconds of inserting (autocommit: one transaction each) rows carrying ``record``'s
     values into a fresh pincer database: what committing one audit record costs SQLite alone."""
     values = [getattr(record, name.strip()) for name in _FLOOR_COLUMNS.split(",")]
@@ -140,7 +144,7 @@ def commit_floor(record: Any, calls: int) -> float:
     sql = f"INSERT INTO audit (id, {_FLOOR_COLUMNS}) VALUES ({', '.join('?' * 21)})"
     samples = []
     with tempfile.TemporaryDirectory(prefix="pincer-floor-") as tmp:
-        conn = open_database(Path(tmp))
+        conn = open_database(Path(tmp), synchronous=synchronous)
         try:
             for record_id in range(1, calls + 1):
                 started = time.perf_counter()
@@ -155,8 +159,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--mcp-calls", type=int, default=2_000)
+    parser.add_argument("--synchronous", choices=("normal", "full"), default="normal")
     args = parser.parse_args()
-    anyio.run(run, args.calls, args.mcp_calls)
+    anyio.run(run, args.calls, args.mcp_calls, args.synchronous)
 
 
 if __name__ == "__main__":

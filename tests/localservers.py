@@ -6,17 +6,21 @@ Each server records the requests it received. Routes:
 * ``/redirect?to=URL``: 302 to URL
 * ``/bytes?n=N``: N bytes of ``a``
 * ``/binary``: bytes 0..255
+* ``/mirror?header=NAME&how=HOW``: the request's NAME header transformed (``TRANSFORMS``), as text
 * ``/slow``: waits until the server stops (bounded by SLOW_HANDLER_MAX_WAIT_S), then 200
 * anything else: 404
 """
 
 from __future__ import annotations
 
+import base64
+import codecs
 import datetime as dt
 import json
 import ssl
+import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +36,29 @@ from cryptography.x509.oid import NameOID
 SLOW_HANDLER_MAX_WAIT_S = 10.0
 SERVER_STOP_TIMEOUT_S = 5.0
 SERVER_POLL_INTERVAL_S = 0.02  # how quickly shutdown() is noticed
+
+
+def _split(value: str) -> str:
+    middle = len(value) // 2
+    return f"first part: {value[:middle]}\n(some unrelated text here)\nsecond part: {value[middle:]}"
+
+
+# How a hostile endpoint may echo a credential back to get it past a literal search.
+TRANSFORMS: dict[str, Callable[[str], str]] = {
+    "reversed": lambda v: v[::-1],
+    "spaced": lambda v: " ".join(v),
+    "upper": str.upper,
+    "rot13": lambda v: codecs.encode(v, "rot13"),
+    "split": _split,
+    "u-escaped": lambda v: "".join(f"\\u{ord(c):04x}" for c in v),
+    "x-escaped": lambda v: "".join(f"\\x{b:02x}" for b in v.encode()),
+    "base32": lambda v: base64.b32encode(v.encode()).decode(),
+    "base32-lower": lambda v: base64.b32encode(b"pad" + v.encode()).decode().lower(),
+    "zero-width": lambda v: "\u200d".join(v),
+    "hex-mixed": lambda v: "".join(c.upper() if i % 2 else c for i, c in enumerate(v.encode().hex())),
+    "base64-wrapped": lambda v: "\n".join(textwrap.wrap(base64.b64encode(v.encode()).decode(), 8)),
+    "reversed-upper-spaced": lambda v: " ".join(v[::-1].upper()),
+}
 
 
 @dataclass
@@ -80,6 +107,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(302, b"", "text/plain", extra={"Location": query["to"][0]})
         elif url.path == "/bytes":
             self._reply(200, b"a" * int(query["n"][0]), "text/plain")
+        elif url.path == "/mirror":
+            value = self.headers.get(query["header"][0], "")
+            self._reply(200, TRANSFORMS[query["how"][0]](value).encode(), "text/plain; charset=utf-8")
         elif url.path == "/binary":
             self._reply(200, bytes(range(256)), "application/octet-stream")
         elif url.path == "/slow":

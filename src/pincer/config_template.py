@@ -56,7 +56,10 @@ KEYS: dict[str, KeyHelp] = {
         help="an MCP client that cannot show a question: wait keeps the call open (with progress notes saying how "
         "to answer), return answers at once with the approval id"
     ),
-    "audit.synchronous": KeyHelp(help="full: fsync every audit commit (durable across power loss, slower)"),
+    "audit.synchronous": KeyHelp(
+        help="the whole database's commits: normal survives a crash of pincer, not a power loss; full fsyncs "
+        "every commit (survives power loss; audit commits then run in a writer thread, off the event loop)"
+    ),
     "output.max_bytes": KeyHelp(help="larger tool outputs are truncated with a marker"),
     "idempotency.ttl_s": KeyHelp(help="how long a stored result answers a replay of the same idempotency key"),
     "idempotency.max_entries": KeyHelp(help="stored results kept at most; the oldest go first"),

@@ -51,10 +51,15 @@ class Pincer:
         if audit_key is None:
             audit_key = load_or_create_key(config.home, None, place=AUDIT_KEY)
         self._conn = open_database(config.home, synchronous=config.audit_synchronous.upper())
+        # FULL fsyncs every commit: the audit log commits on a connection of its own in a worker
+        # thread then, so the event loop never waits on the disk (store/audit.py).
+        self._writer = open_database(config.home, synchronous="FULL") if config.audit_synchronous == "full" else None
         try:
-            self.audit = AuditLog(self._conn, key=audit_key)
+            self.audit = AuditLog(self._conn, key=audit_key, writer=self._writer)
         except BaseException:
             self._conn.close()
+            if self._writer is not None:
+                self._writer.close()
             raise
         self.approvals = ApprovalStore(self._conn)
         self.grants = GrantStore(self._conn)
@@ -544,6 +549,8 @@ class Pincer:
                     logger.exception("closing runtime %s failed", runtime)
         self.secrets.close()
         self._conn.close()
+        if self._writer is not None:
+            self._writer.close()
 
 
 def _has_wasm_tools(home: Path) -> bool:

@@ -208,13 +208,14 @@ def test_shell_and_its_line_both_count_and_allow_always_adds_both() -> None:
     from pincer.policy.exec_approvals import Answer, apply_answer
 
     asking = ExecApprovalPolicy()
-    evaluation = evaluate(asking, "bash -lc 'ls -l'", resolve)
+    evaluation = evaluate(asking, "bash -c 'ls -l'", resolve)
     assert [s.executable for s in evaluation.segments] == ["/usr/bin/bash", "/usr/bin/ls"]
     assert evaluation.persistable == ("/usr/bin/bash", "/usr/bin/ls")
     _, updated = apply_answer(asking, evaluation, Answer.ALLOW_ALWAYS)
     assert updated.allowlist == ("/usr/bin/bash", "/usr/bin/ls")
-    assert evaluate(updated, "bash -lc 'ls -l'", resolve).mode is Mode.ALLOW
-    assert evaluate(updated, "bash -lc 'curl x'", resolve).mode is Mode.ASK
+    assert evaluate(updated, "bash -c 'ls -l'", resolve).mode is Mode.ALLOW
+    assert evaluate(updated, "bash -c 'curl x'", resolve).mode is Mode.ASK
+    assert evaluate(updated, "bash -lc 'ls -l'", resolve).mode is Mode.ASK  # a login shell reads ~/.profile
 
 
 @pytest.mark.parametrize(
@@ -382,3 +383,61 @@ def test_exec_a_under_its_own_kind_still_runs_the_program() -> None:
     """The name a program is given does not matter when it says what the program is."""
     assert evaluate(policy("cat"), "exec -a mycat cat notes.txt", resolve).mode is Mode.ALLOW
     assert evaluate(policy("env", "id"), "exec -a env env id", resolve).mode is Mode.ALLOW
+
+
+# -- issue 20, item 15: shells that run a startup file -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "bash --rcfile rc.sh -i -c ls",
+        "bash --init-file rc.sh -c ls",
+        "bash -i -c ls",
+        "bash -ic ls",
+        "bash -l -c ls",
+        "bash -lc ls",
+        "bash --login -c ls",
+        "bash -login -c ls",  # bash reads one-dash long options too
+        "bash --rcfile rc.sh script.sh",
+        "sh -i -c ls",  # dash -i reads $ENV, bash as sh reads it too
+        "sh -l -c ls",  # a login sh reads ~/.profile
+        "dash -i -c ls",
+        "dash -l -c ls",
+        "zsh -c ls",  # every zsh reads $ZDOTDIR/.zshenv (~/.zshenv) unless -f
+        "zsh -i -c ls",
+        "ksh -i -c ls",
+        "env bash -i -c ls",
+        "nice bash --login -c ls",
+        "BASH_ENV=rc.sh bash -c ls",
+        "ENV=rc.sh sh -i -c ls",
+        "ZDOTDIR=/tmp zsh -c ls",
+        "env BASH_ENV=rc.sh bash -c ls",
+        "env ENV=rc.sh sh -c ls",
+        "zsh -f +f -c ls",
+        "zsh -f -o rcs -c ls",
+        "zsh -f -o GLOBAL_RCS -c ls",
+    ],
+)
+def test_item_20_15_a_shell_reading_a_startup_file_is_not_allowed(command: str) -> None:
+    """Failed on main for every row without an assignment: with bash, sh, dash, zsh, ksh and ls
+    allowlisted, ``bash --rcfile FILE -i -c ls`` (and -i alone: ~/.bashrc; -l/--login:
+    ~/.bash_profile; zsh: ~/.zshenv) was *allow*, yet bash runs FILE's code before ``ls``."""
+    allowed = ExecApprovalPolicy(
+        allowlist=(*policy("bash", "sh", "dash", "env", "nice", "ls").allowlist, "/usr/bin/zsh", "/usr/bin/ksh")
+    )
+    result = evaluate(allowed, command, _resolve_any_shell)
+    assert result.mode is Mode.ASK, result.reason
+    assert any(s.problem for s in result.segments), result.reason
+
+
+@pytest.mark.parametrize("command", ["bash -c ls", "bash --norc --noprofile -c ls", "zsh -f -c ls", "sh -c ls"])
+def test_item_20_15_shells_without_a_startup_file_stay_allowed(command: str) -> None:
+    allowed = ExecApprovalPolicy(allowlist=(*policy("bash", "sh", "ls").allowlist, "/usr/bin/zsh"))
+    result = evaluate(allowed, command, _resolve_any_shell)
+    assert result.mode is Mode.ALLOW, result.reason
+
+
+def _resolve_any_shell(word: str) -> tuple[str, ...]:
+    """The fixed table, plus zsh and ksh in /usr/bin."""
+    return resolve(word) or ((f"/usr/bin/{word}",) if word in ("zsh", "ksh") else ())

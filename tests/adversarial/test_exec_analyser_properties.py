@@ -401,6 +401,16 @@ def final_strategy(draw: Any, depth: int, oracle: bool) -> Final:
     longs = options(draw, [["--norc"], ["--noprofile"], ["-norc"], ["--posix"]], 1) if name == "bash" else []
     bash_short = [["-O", "extglob"], ["+O", "extglob"], ["-B"], ["-P"]] if name == "bash" else []
     shorts, unknown = with_unknown(draw, options(draw, posix + bash_short, 3))
+    # A startup file (~/.bashrc, ~/.profile, --rcfile FILE) runs code no word of the line shows:
+    # the truth is unknown (the oracle's home holds such files, each running curl).
+    if draw(st.integers(0, 5)) == 0:
+        startup = one_of(draw, ["-i"], ["-l"], *([["--login"], ["--rcfile", "rc.sh"], ["--init-file", "rc.sh"]]
+                                                  if name == "bash" else []))  # fmt: skip
+        if startup[0].startswith("--"):
+            longs.insert(0, startup)
+        else:
+            shorts.insert(draw(st.integers(0, len(shorts))), startup)
+        unknown = True
     program = program_word(draw, name)
     how = draw(st.sampled_from(["c", "c", "c", "script", "stdin"]))
     if how == "c":
@@ -509,6 +519,8 @@ def _oracle_world(root: Path) -> Path:
             (bin_dir / name).write_text(_PASS.format(name=name, log=log, target=target))
     for entry in bin_dir.iterdir():
         entry.chmod(0o755)
+    for startup in (".bashrc", ".bash_profile", ".profile", "rc.sh"):
+        (root / startup).write_text("curl\n")
     return bin_dir
 
 

@@ -157,7 +157,7 @@ async def test_a_deleted_or_truncated_database_fails_against_a_checkpoint(tmp_pa
         conn.execute("UPDATE audit_head SET last_id = ?, last_hash = ?", (keep, last[0] if last else "0" * 64))
         conn.commit()
         conn.close()
-        assert _cli(tmp_path, "audit", "verify").returncode == 0  # alone, a clean cut looks intact
+        assert _cli(tmp_path, "audit", "verify").returncode == 1  # the head's MAC no longer matches
     result = _cli(tmp_path, "audit", "verify", "--checkpoint", str(checkpoint), "--json")
     report = json.loads(result.stdout)
     assert result.returncode == 1 and report["ok"] is False

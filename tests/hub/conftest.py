@@ -91,12 +91,12 @@ class Publisher:
     token: str
     remote: RemoteSource
 
-    def publish(self, built: Built) -> dict[str, Any]:
+    def publish(self, built: Built, *, force: bool = False) -> dict[str, Any]:
         return self.remote.publish(built.manifest, built.archive, signature=sign_manifest(built.manifest, self.key.private),
-                                   public_key=self.key.public)  # fmt: skip
+                                   public_key=self.key.public, force=force)  # fmt: skip
 
-    def publish_path(self, path: Path, **kwargs: Any) -> dict[str, Any]:
-        return self.publish(build_artifact(path, **kwargs))
+    def publish_path(self, path: Path, *, force: bool = False, **kwargs: Any) -> dict[str, Any]:
+        return self.publish(build_artifact(path, **kwargs), force=force)
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ SH = ExecApprovalPolicy(allowlist=("/usr/bin/sh", "/usr/bin/ls", "/usr/bin/pytho
         ("ls -la", Mode.ALLOW, "every program"),
         ("sh script.sh", Mode.ALLOW, "every program"),
         ('sh -c "curl http://x"', Mode.ASK, "/usr/bin/curl is not in the allowlist"),
-        ("bash -lc 'curl x'", Mode.ASK, "/usr/bin/curl"),
+        ("bash -c 'curl x'", Mode.ASK, "/usr/bin/curl"),
         ("sh -ec 'ls; curl x'", Mode.ASK, "/usr/bin/curl"),
         ("env curl x", Mode.ASK, "/usr/bin/curl"),
         ("env -i -u HOME -- curl x", Mode.ASK, "/usr/bin/curl"),
@@ -182,8 +182,8 @@ def test_home_patterns_need_a_home() -> None:
 
 
 def test_wrapper_segments_record_the_chain() -> None:
-    shell, segment = analyze_command("timeout 5 nice -n 1 env LANG=C bash -lc 'uname -a'", resolve)
-    assert shell.argv == ("bash", "-lc", "uname -a")  # the shell that runs the line is a program too
+    shell, segment = analyze_command("timeout 5 nice -n 1 env LANG=C bash -c 'uname -a'", resolve)
+    assert shell.argv == ("bash", "-c", "uname -a")  # the shell that runs the line is a program too
     assert shell.wrappers == ("timeout", "nice", "env")
     assert shell.executable == "/usr/bin/bash"
     assert segment.argv == ("uname", "-a")

@@ -147,6 +147,9 @@ def publish(
     description: str | None = typer.Option(None, "--description", help="One line for search results."),
     keyword: list[str] = typer.Option([], "--keyword", help="A search keyword; repeat for more."),
     tag: list[str] = typer.Option([], "--tag", help="A tag (category); repeat for more."),
+    force: bool = typer.Option(
+        False, "--force", help="Publish past high-severity scanner findings; the version says so to installers."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Pack, sign and upload an artifact to a hub server (your publisher token and key from the secret store)."""
@@ -176,7 +179,7 @@ def publish(
             store.close()
         assert isinstance(remote, RemoteSource)
         published = remote.publish(built.manifest, built.archive, signature=sign_manifest(built.manifest, private),
-                                   public_key=public_of(private))  # fmt: skip
+                                   public_key=public_of(private), force=force)  # fmt: skip
         return {"ok": True, **published}
 
     result = run(_sync(body), as_json=as_json)
@@ -184,6 +187,8 @@ def publish(
         emit_json(result)
     else:
         stderr.print(f"published {result['key']}@{result['version']} ({result['fingerprint']}); scanner: {result['verdict']}")
+        if result.get("forced"):
+            stderr.print("  published past high-severity findings (--force): the hub shows this version as forced")
     raise typer.Exit(EXIT_OK)
 
 

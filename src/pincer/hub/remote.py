@@ -182,7 +182,9 @@ class RemoteSource:
 
     # -- publishing ------------------------------------------------------------------------
 
-    def publish(self, manifest: ArtifactManifest, archive: bytes, *, signature: str, public_key: str) -> dict[str, Any]:
+    def publish(
+        self, manifest: ArtifactManifest, archive: bytes, *, signature: str, public_key: str, force: bool = False
+    ) -> dict[str, Any]:
         return self._request(
             "POST",
             "/publish",
@@ -191,6 +193,7 @@ class RemoteSource:
                 "signature": signature,
                 "public_key": public_key,
                 "archive": base64.b64encode(archive).decode("ascii"),
+                "force": force,
             },
             auth=True,
         )

@@ -17,7 +17,11 @@ credential-harvesting       high      reading ``~/.ssh``, ``~/.aws``, ``~/.kube`
                                       files or browser profiles (Login Data, cookies, key4.db);
                                       environment dumps, ``.env`` files or an agent's config
                                       (``~/.clawdbot``, ``~/.openclaw``) sent to the network;
-                                      *medium*: such a path only named, or a keychain query
+                                      *medium*: such a path only named, or a keychain query.
+                                      Also over a whole file, and across a skill's files: a
+                                      script that reads a credential location or the whole
+                                      environment, in one place, and sends anything over the
+                                      network, in another (or in another script), is *high*
 crypto-miner                high      xmrig and other miners, ``stratum+tcp://`` pools, pool hosts
 obfuscation                 medium    base64 runs of 200+ characters, 8+ hex escapes in a row,
                                       ``String.fromCharCode`` lists
@@ -37,6 +41,10 @@ invisible characters named. High severity blocks an install unless ``--force``; 
 PATH`` runs the scanner alone. Binary files (a NUL in the first 8 KB, unless the name is a text
 file's, ``SKILL.md``, ``*.sh``, ..., or it starts with ``#!``) are skipped; text past 2 MB per file
 is not read (reported as a low finding).
+
+The whole-file rule reads scripts only (``*.py``, ``*.js``, ``*.sh``, ... or a ``#!`` first line):
+a SKILL.md that names ``~/.aws/credentials`` in its setup notes and shows a ``curl`` elsewhere is
+documentation, and its lines are still read by the rules above.
 
 A line is what a shell reads as one: lines break at newlines only (not at U+2028 or U+001C,
 which bash reads as part of the line), and a line ending in ``\``, ``|``, ``&&`` or ``||`` goes
@@ -549,9 +557,12 @@ def _is_binary(data: bytes, name: str) -> bool:
 
 
 def scan_files(files: Mapping[str, bytes]) -> ScanReport:
-    """Scan in-memory files (relative path -> bytes)."""
+    """Scan in-memory files (relative path -> bytes): each line, each script whole, and the
+    scripts together (one reads credentials, another sends them)."""
     findings: list[Finding] = []
     count = 0
+    reads: list[tuple[str, int, str]] = []  # (file, line, what) of each script's first credential read
+    sends: list[tuple[str, int, str]] = []
     for name in sorted(files):
         data = files[name]
         if _is_binary(data, name):
@@ -561,8 +572,89 @@ def scan_files(files: Mapping[str, bytes]) -> ScanReport:
             findings.append(Finding(rule="unscanned", severity=Severity.LOW, file=name, line=0,
                                     message=f"only the first {MAX_SCAN_BYTES:,} bytes were scanned"))  # fmt: skip
             data = data[:MAX_SCAN_BYTES]
-        findings.extend(scan_text(data.decode("utf-8", errors="replace"), file=name))
+        text = data.decode("utf-8", errors="replace")
+        findings.extend(scan_text(text, file=name))
+        if _is_script(name, text):
+            read, send = _first(_CREDENTIAL_READ, text), _first(_SEND, text)
+            if read is not None:
+                reads.append((name, *read))
+            if send is not None:
+                sends.append((name, *send))
+    findings.extend(_harvest_findings(reads, sends, findings))
     return ScanReport(findings=tuple(findings), files=count)
+
+
+# -- the whole-file rule: a credential location or the whole environment read, and a network send
+
+_SCRIPT_NAMES = (
+    ".py", ".js", ".mjs", ".cjs", ".ts", ".mts", ".sh", ".bash", ".zsh", ".fish", ".ps1", ".psm1", ".bat",
+    ".cmd", ".rb", ".pl", ".php", ".lua", ".go",
+)  # fmt: skip
+_CREDENTIAL_READ = re.compile(
+    # a credential file or folder named as a path part, however the path is built
+    r"(?<![\w.-])(?:\.ssh|\.aws|\.kube|\.gnupg|\.docker|\.netrc|\.git-credentials|\.npmrc|\.pypirc|\.azure|"
+    r"\.config/gcloud|gcloud/credentials|id_rsa|id_ed25519|id_ecdsa|id_dsa|wallet\.dat|key4\.db|logins\.json|"
+    r"cookies\.sqlite|Login Data|Web Data|Local State|\.clawdbot|\.openclaw|\.moltbot|\.electrum|"
+    r"\.ethereum/keystore|exodus\.wallet|Keychains|\.password-store)(?![\w-])"
+    # the whole environment, not one variable of it
+    r"|dict\(\s*os\.environ\s*\)|os\.environ\.(?:copy|items|values)\(\)|\*\*\s*os\.environ\b|"
+    r"(?:json\.dumps|str|repr|list|sorted)\(\s*(?:dict\(\s*)?os\.environ\b(?!\s*[.\[])|"
+    r"(?:json|data|params|files)\s*=\s*(?:dict\(\s*)?os\.environ\b(?!\s*[.\[])|os\.environb\b|"
+    r"\.\.\.\s*process\.env\b|JSON\.stringify\(\s*process\.env\b|"
+    r"Object\.(?:entries|keys|values|assign)\([^)]*\bprocess\.env\s*\)|\bprocess\.env\s*[,)]|"
+    r"\bENV\.(?:to_h|to_a|to_hash|each)\b|\bos\.Environ\(\)|GetEnvironmentVariables\(|Get-ChildItem\s+env:|"
+    r"(?<![\w$-])(?:printenv|env)\s*(?:\||>|$)",
+    re.I | re.M,
+)
+_SEND = re.compile(
+    r"\brequests\.(?:post|put|patch|get|request|Session)\b|\bhttpx\.(?:post|put|patch|get|request|stream|Client|AsyncClient)\b|"
+    r"\burllib\.request\b|\burlopen\(|\burllib3\b|\bhttp\.client\b|HTTPS?Connection\(|\baiohttp\b|"
+    r"\bsocket\.(?:socket|create_connection)\(|\bsmtplib\b|\bftplib\b|\bparamiko\b|\bwebsockets?\b|"
+    r"\bfetch\(|\baxios\b|\bhttps?\.(?:request|get)\(|XMLHttpRequest|sendBeacon|\bnet\.(?:connect|Socket|createConnection)\b|"
+    r"\bNet::HTTP\b|\bhttp\.(?:Post|Get|NewRequest)\(|"
+    r"(?<![\w-])(?:curl|wget|nc|ncat|netcat|socat|scp|rsync)\s|/dev/tcp/|Invoke-WebRequest|Invoke-RestMethod|"
+    r"\b(?:iwr|irm)\s|Net\.WebClient",
+    re.I,
+)
+
+
+def _is_script(name: str, text: str) -> bool:
+    return name.lower().endswith(_SCRIPT_NAMES) or text.startswith("#!")
+
+
+def _first(pattern: re.Pattern[str], text: str) -> tuple[int, str] | None:
+    """(line, text) of the first match of ``pattern`` in ``text``. Comments count too: a comment
+    can hold the real command (``# curl ...`` cut out and run by ``sed | sh``)."""
+    match = pattern.search(text)
+    if match is None:
+        return None
+    return text.count("\n", 0, match.start()) + 1, match.group(0).strip()
+
+
+def _harvest_findings(
+    reads: Sequence[tuple[str, int, str]], sends: Sequence[tuple[str, int, str]], found: Sequence[Finding]
+) -> list[Finding]:
+    """High ``credential-harvesting`` for a script that reads credentials (or the whole
+    environment) where that script, or another script of the same skill, sends over the network.
+    Nothing is added to a file that has a high credential-harvesting finding already."""
+    if not reads or not sends:
+        return []
+    flagged = {f.file for f in found if f.rule == "credential-harvesting" and f.severity is Severity.HIGH}
+    added: list[Finding] = []
+    for file, line, what in reads:
+        if file in flagged:
+            continue
+        send = next((s for s in sends if s[0] == file), sends[0])
+        where = f"line {send[1]}" if send[0] == file else f"{send[0]} line {send[1]}"
+        added.append(
+            Finding(
+                rule="credential-harvesting", severity=Severity.HIGH, file=file, line=line,
+                message=f"reads credentials or the whole environment ({what}) and sends over the network "
+                f"({send[2]}, {where})",
+                excerpt=_excerpt(what),
+            )
+        )
+    return added
 
 
 def scan_path(path: Path) -> ScanReport:

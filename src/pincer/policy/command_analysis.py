@@ -345,6 +345,8 @@ def _shell(table_name: str, args: list[_Arg], ctx: _Context, candidates: Sequenc
     problem = parsed.problem or _refused(table, parsed)
     if problem is None and any(o.key == "-o" and o.sign == "-" and o.value == "keyword" for o in parsed.options):
         problem = "-o keyword puts NAME=VALUE arguments into the environment of the command, unanalysed"
+    if problem is None and table.startup_unless and _reads_startup(table.startup_unless, parsed):
+        problem = f"{name} runs a startup file first (~/.zshenv, or $ZDOTDIR/.zshenv), unanalysed: write {name} -f"
     if problem is not None:
         return [_segment(args, ctx, candidates, problem=problem)]
     if any(o.key in table.runs_nothing for o in parsed.options):
@@ -370,6 +372,19 @@ def _shell(table_name: str, args: list[_Arg], ctx: _Context, candidates: Sequenc
     # nobody analysed: inline evaluation, like python -c.
     reads_stdin = parsed.has("-s") or not operands or _STDIN.match(operands[0].text) is not None
     return [_segment(args, ctx, candidates, inline_eval=reads_stdin)]
+
+
+def _reads_startup(no_rcs: str, parsed: ParsedOptions) -> bool:
+    """zsh: whether the rc files stay on (no -f, or +f / -o rcs / an option about them after it)."""
+    if not any(o.key == no_rcs and o.sign == "-" for o in parsed.options):
+        return True
+    for option in parsed.options:
+        named = (option.value or "").lower().replace("_", "")
+        if (option.key == no_rcs and option.sign == "+") or (
+            option.key == "-o" and any(word in named for word in ("rcs", "login", "interactive"))
+        ):
+            return True
+    return False
 
 
 def _refused(table: OptionTable, parsed: ParsedOptions) -> str | None:

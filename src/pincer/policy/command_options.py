@@ -69,6 +69,8 @@ class OptionTable:
     inline: frozenset[str] = frozenset()
     script_options: frozenset[str] = frozenset()  # php -f FILE: the option's value is the script
     ends_options: frozenset[str] = frozenset()  # python -c CODE / -m MOD: what follows is the program's argv
+    # zsh -f: without this option the shell runs a startup file of the user's (~/.zshenv) first
+    startup_unless: str = ""
 
     def key(self, long_name: str) -> str:
         return self.aliases.get(f"--{long_name}", f"--{long_name}")
@@ -321,6 +323,17 @@ _BASH_LONG_FLAGS = _longs(
     "pretty-print", "restricted", "verbose", *_HELP,
 )  # fmt: skip
 _KEYWORD_MODE = {"-k": "-k (keyword) puts NAME=VALUE arguments into the environment of the command, unanalysed"}
+# Startup files run code nobody wrote on the command line, before the line itself: an interactive
+# bash reads ~/.bashrc (or --rcfile/--init-file FILE), a login shell ~/.profile and friends, an
+# interactive POSIX shell the file $ENV names. The analyser cannot see that code: fail closed.
+_INTERACTIVE = {"-i": "-i (interactive) runs a startup file first (~/.bashrc, or the file $ENV names), unanalysed"}
+_LOGIN = {"-l": "-l (login) runs the login startup files first (/etc/profile, ~/.profile, ...), unanalysed"}
+_BASH_STARTUP = {
+    **_INTERACTIVE, **_LOGIN,
+    "--login": "--login runs the login startup files first (/etc/profile, ~/.bash_profile, ...), unanalysed",
+    "--rcfile": "--rcfile FILE runs FILE first (in an interactive shell), unanalysed",
+    "--init-file": "--init-file FILE runs FILE first (in an interactive shell), unanalysed",
+}  # fmt: skip
 _DASH_SET = "abCefIimnpsuvVxEl"
 
 SHELL_OPTIONS: Mapping[str, OptionTable] = {
@@ -328,23 +341,28 @@ SHELL_OPTIONS: Mapping[str, OptionTable] = {
         flags=_BASH_SET + "cilrsD", next_word="oO", plus=True, dash_ends=True,
         long_flags=_BASH_LONG_FLAGS, long_values=_longs("init-file", "rcfile"),
         long_equals=False, long_first=True, single_dash_long=True,
-        refused=_KEYWORD_MODE, runs_nothing=_longs("--help", "--version"),
+        refused={**_KEYWORD_MODE, **_BASH_STARTUP}, runs_nothing=_longs("--help", "--version"),
     ),
-    "dash": OptionTable(flags=_DASH_SET + "c", next_word="o", plus=True, dash_ends=True),
+    "dash": OptionTable(
+        flags=_DASH_SET + "c", next_word="o", plus=True, dash_ends=True, refused={**_INTERACTIVE, **_LOGIN}
+    ),
     # "sh" may be dash or bash: bash's letters and long options, but never bash's one-dash long
     # options (dash reads "-posix" as -p -o ... -s -i -x).
     "sh": OptionTable(
         flags="".join(sorted(set(_BASH_SET + _DASH_SET + "cilrsD"))), next_word="oO", plus=True, dash_ends=True,
         long_flags=_BASH_LONG_FLAGS, long_values=_longs("init-file", "rcfile"), long_equals=False,
-        long_first=True, refused=_KEYWORD_MODE, runs_nothing=_longs("--help", "--version"),
+        long_first=True, refused={**_KEYWORD_MODE, **_BASH_STARTUP}, runs_nothing=_longs("--help", "--version"),
     ),
+    # Every zsh, also `zsh -c`, reads $ZDOTDIR/.zshenv (~/.zshenv) first unless -f (NO_RCS) is given.
     "zsh": OptionTable(
         flags="0123456789aACdeEfFgGhHiIjJlLmMnNOpPqQrRsStTuUvVwWxXyYZc", next_word="o", plus=True, dash_ends=True,
         long_flags=_HELP, long_values=_longs("emulate"), runs_nothing=_longs("--help", "--version"),
+        startup_unless="-f",
     ),
     # ksh, mksh, ash, yash, posh: the POSIX letters only.
     "posix": OptionTable(
-        flags="aCefikmnpsuvxcl", next_word="o", plus=True, dash_ends=True, refused=_KEYWORD_MODE,
+        flags="aCefikmnpsuvxcl", next_word="o", plus=True, dash_ends=True,
+        refused={**_KEYWORD_MODE, **_INTERACTIVE, **_LOGIN},
     ),
     "fish": OptionTable(
         flags="ilnNPvh", values="cCdfop",

@@ -18,7 +18,7 @@ What makes the allowlist safe is seeing through wrappers, shells and interpreter
 that really run (``pincer.policy.command_analysis``, with the option tables of
 ``pincer.policy.command_options`` and the lexer of ``pincer.policy.shell_words``): ``env``,
 ``nice``, ``timeout``, ``xargs``, ``exec``/``command`` and the rest are transparent, and the
-program they would run is what must match; a shell run with ``-c`` (``bash -lc "ls"``) must match
+program they would run is what must match; a shell run with ``-c`` (``bash -c "ls"``) must match
 itself *and* every program of its line, so allowing ``/usr/bin/sh`` allows running ``sh`` on a
 script file, never ``sh -c "curl ..."`` unless curl is allowed too. Inline evaluation
 (``python -c``/``-m``, ``node -e``, ``perl -e``, ``ruby -e``, ``php -r``, ``lua -e``,

@@ -3,10 +3,14 @@
 Each record's chain value is an HMAC-SHA256, under the audit key kept outside the database,
 over its id, every field and the previous record's value (``store/chain.py``), so an altered,
 inserted or reordered row breaks the chain at that row even for someone who can write the
-database and knows the recipe. ``audit_head`` keeps the last id and value in the same
-transaction, so a record deleted from the tail is caught unless the head was moved too; that,
-and a deleted database, only a checkpoint (``store/checkpoint.py``) can reveal. A log begun
-before the key existed keeps its plain SHA-256 chain up to the marker in ``audit_chain``.
+database and knows the recipe. ``audit_head`` keeps the last id (= the record count) and value
+in the same transaction, with an HMAC under the key over both: cutting records from the tail and
+moving the head to match, or wiping the log, breaks the head's MAC. A writer that finds the head
+not matching its MAC goes on recording but never re-signs it, so the next append cannot launder
+a cut. A deleted database, or an older copy of it put back, only a checkpoint
+(``store/checkpoint.py``) can reveal. A log begun before the key existed keeps its plain
+SHA-256 chain up to the marker in ``audit_chain``; the marker says (under its MAC) whether the
+head is keyed, so the head's MAC cannot be dropped by clearing a flag either.
 
 A record made for an agent run carries its ``run_id``. That column came after the others (schema
 v3), so it is hashed only when set: records without it, older ones included, chain exactly as
@@ -14,6 +18,12 @@ they did before, and setting or clearing it on a record breaks the chain there.
 
 Group commit: concurrent callers that reach the log in the same event-loop turn share one
 transaction; nobody gets a result before the transaction holding its record has committed.
+
+Where commits run: with a ``writer`` connection (``[audit] synchronous = "full"``: an fsync per
+commit, milliseconds on a disk) each batch commits in a worker thread, one batch at a time, on a
+connection of its own, and every record that arrives meanwhile joins the next batch, so the
+event loop never waits on an fsync. Without one (NORMAL, the default: a commit costs ~20 us with
+no fsync, less than the hop to a thread) batches commit on the event loop as before.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,6 +39,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from pincer.core.errors import AuditChainBroken, StoreError
 from pincer.core.values import canonical_json
@@ -147,9 +159,9 @@ class _Marker:
     key_id: str
     plain_head: str
     mac: str
+    head_keyed: bool = False
 
 
-_MAX_APPEND_RETRIES = 100
 # A lone committer still yields once every this many appends, to notice callers queueing up.
 _PROBE_EVERY = 32
 _INSERT = (
@@ -185,13 +197,19 @@ class AuditLog:
     key is refused, so no record is ever chained under a key its verifier does not hold.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, key: bytes) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, key: bytes, writer: sqlite3.Connection | None = None) -> None:
         self._conn = conn
+        # Commits go through ``writer`` in a worker thread when there is one (see the module
+        # docstring); the lock keeps append_sync and a thread's batch from interleaving.
+        self._writer = writer
+        self._write_lock = threading.Lock()
         self._key = ChainKey(key)
         self._pending: list[_Pending] = []
         self._flushing = False
         self._crowded, self._alone = True, 0
         self._head_id, self._head_hash = 0, GENESIS_HASH
+        self._head_trusted = False  # whether the head as last read matched its MAC
+        self._head_row: tuple[Any, ...] | None = None  # the head row as this log last signed or checked it
         try:
             self._adopt()
         except sqlite3.Error as exc:
@@ -199,6 +217,8 @@ class AuditLog:
                 f"cannot read the audit chain marker: {exc}", hint="check that pincer.db is a pincer database"
             ) from exc
         self._load_head()
+        if not self._head_trusted:
+            logger.error("the audit head does not match its MAC; `pincer audit verify` will name it")
 
     @property
     def key_id(self) -> str:
@@ -207,8 +227,12 @@ class AuditLog:
     def _adopt(self) -> None:
         """Fill in a pending marker under this key; refuse a marker made under another key."""
         marker = self._read_marker()
-        if marker is None or marker.keyed_from:
+        if marker is None or (marker.keyed_from and marker.head_keyed):
             self._check_key(marker)
+            return
+        if marker.keyed_from:
+            self._check_key(marker)
+            self._key_head()
             return
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
@@ -218,10 +242,12 @@ class AuditLog:
                 self._load_head()
                 keyed_from, plain_head = self._head_id + 1, self._head_hash
                 conn.execute(
-                    "UPDATE audit_chain SET keyed_from = ?, key_id = ?, plain_head = ?, mac = ? WHERE one = 1",
+                    "UPDATE audit_chain SET keyed_from = ?, key_id = ?, plain_head = ?, mac = ?, head_keyed = 1 "
+                    "WHERE one = 1",
                     (keyed_from, self._key.key_id, plain_head,
-                     self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head)),
+                     self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=True)),
                 )  # fmt: skip
+                self._sign_head()
                 if keyed_from > 1:
                     logger.warning(
                         "the audit log's %d records before record %d carry the plain SHA-256 chain of an older "
@@ -233,6 +259,40 @@ class AuditLog:
             conn.execute("ROLLBACK")
             raise
         self._check_key(self._read_marker())
+
+    def _key_head(self) -> None:
+        """A log keyed before its head was (schema 4): sign the head as it stands, once, and say
+        so in the marker (under its MAC). Only a marker whose MAC holds is upgraded."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            marker = self._read_marker()
+            if (
+                marker is not None
+                and marker.keyed_from
+                and not marker.head_keyed
+                and self._key.matches(
+                    marker.mac, self._key.marker_mac(keyed_from=marker.keyed_from, plain_head=marker.plain_head)
+                )
+            ):
+                conn.execute(
+                    "UPDATE audit_chain SET head_keyed = 1, mac = ? WHERE one = 1",
+                    (self._key.marker_mac(keyed_from=marker.keyed_from, plain_head=marker.plain_head, head_keyed=True),),
+                )
+                self._load_head()
+                self._sign_head()
+                logger.info("the audit log's head is now signed under the audit key %s", self._key.key_id)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _sign_head(self, conn: sqlite3.Connection | None = None) -> None:
+        """Set the head's MAC to the head as cached (inside the caller's transaction)."""
+        mac = self._key.head_mac(last_id=self._head_id, last_hash=self._head_hash)
+        (conn or self._conn).execute("UPDATE audit_head SET mac = ? WHERE one = 1", (mac,))
+        self._head_trusted = True
+        self._head_row = (self._head_id, self._head_hash, mac)
 
     def _check_key(self, marker: _Marker | None) -> None:
         if marker is None:
@@ -249,18 +309,21 @@ class AuditLog:
         """The marker; keyed_from 0 while pending; None when the row (or its table) is gone."""
         try:
             row = self._conn.execute(
-                "SELECT keyed_from, key_id, plain_head, mac FROM audit_chain WHERE one = 1"
+                "SELECT keyed_from, key_id, plain_head, mac, head_keyed FROM audit_chain WHERE one = 1"
             ).fetchone()
         except sqlite3.OperationalError:
             return None
         if row is None:
             return None
-        keyed_from, key_id, plain_head, mac = row
+        keyed_from, key_id, plain_head, mac, head_keyed = row
         if keyed_from is None:
             return _Marker(keyed_from=0, key_id="", plain_head="", mac="")
         if type(keyed_from) is not int or keyed_from < 1:
             keyed_from = -1  # not a record id: the marker's MAC cannot match, so verify says altered
-        return _Marker(keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac))
+        return _Marker(
+            keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac),
+            head_keyed=bool(head_keyed),
+        )  # fmt: skip
 
     async def append(self, entry: AuditEntry, *, gather: bool | None = True) -> int:
         """Record one entry; returns its id once the record is committed.
@@ -284,9 +347,9 @@ class AuditLog:
                         await anyio.lowlevel.checkpoint()
                     except anyio.get_cancelled_exc_class():
                         # A cancelled leader still commits what it and the others wait on.
-                        self._drain()
+                        await self._flush()
                         raise
-                committed = self._drain()
+                committed = await self._flush()
             finally:
                 self._flushing = False
             if gather:
@@ -297,71 +360,90 @@ class AuditLog:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
         return pending.record_id
 
+    async def _flush(self) -> int:
+        """Commit every pending record, batch after batch; returns how many."""
+        if self._writer is None:
+            return self._drain()
+        committed = 0
+        # Shielded: the callers waiting on these records get their answer whoever is cancelled.
+        with anyio.CancelScope(shield=True):
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    await anyio.to_thread.run_sync(self._commit_locked, batch)
+                finally:
+                    _finish(batch)  # events are set here, on the loop: anyio.Event is not thread-safe
+                committed += len(batch)
+        return committed
+
     def _drain(self) -> int:
         committed = 0
         while self._pending:
             batch, self._pending = self._pending, []
-            self._commit(batch)
+            try:
+                self._commit_locked(batch)
+            finally:
+                _finish(batch)
             committed += len(batch)
         return committed
+
+    def _commit_locked(self, batch: list[_Pending]) -> None:
+        with self._write_lock:
+            self._commit(batch)
 
     def append_sync(self, entry: AuditEntry) -> int:
         """For synchronous callers (the CLI answering an approval)."""
         pending = _Pending(_row_values(entry, time.time()), entry.run_id)
-        self._commit([pending])
+        self._commit_locked([pending])
         if pending.error is not None:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
         return pending.record_id
 
     def _commit(self, batch: list[_Pending]) -> None:
-        """Append a batch, hashing each record onto the chain head.
-
-        The head is cached: a record is inserted with the next id and the cached hash as its
-        ``prev_hash``. Ids are the primary key, so if another process appended meanwhile the
-        insert fails on that id, and the head is re-read and the record re-hashed. A batch of
-        several records runs in one transaction that reads the head under the write lock."""
-        conn = self._conn
+        """Append a batch, hashing each record onto the chain head, in one transaction that reads
+        the head (and checks its MAC) under the write lock, so another process's appends are
+        chained onto, and moves the head's MAC with the records when the head it found held."""
+        conn = self._writer or self._conn
         try:
-            if len(batch) == 1:
-                for _ in range(_MAX_APPEND_RETRIES):
-                    try:
-                        self._insert(batch[0])
-                        break
-                    except sqlite3.IntegrityError:
-                        self._load_head()
-                else:
-                    raise sqlite3.OperationalError("the audit head kept moving under concurrent writers")
-            else:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    self._load_head()
-                    for pending in batch:
-                        self._insert(pending)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    self._load_head()
-                    raise
+            # One transaction under the write lock: the head is read there (another process may
+            # have appended), the records inserted, and the head's MAC moved with them.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._load_head(conn)
+                for pending in batch:
+                    self._insert(pending, conn)
+                if self._head_trusted:
+                    self._sign_head(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                self._load_head(conn)
+                raise
         except sqlite3.Error as exc:
             logger.error("audit commit failed: %s", exc)
             for pending in batch:
                 pending.error = exc
-        finally:
-            for pending in batch:
-                pending.done = True
-                if pending.event is not None:
-                    pending.event.set()
 
-    def _insert(self, pending: _Pending) -> None:
+    def _insert(self, pending: _Pending, conn: sqlite3.Connection) -> None:
         record_id = self._head_id + 1
         digest = self._key.record_hash(record_id, _hashed(pending.values, pending.run_id), self._head_hash)
-        self._conn.execute(_INSERT, (record_id, *pending.values, pending.run_id, self._head_hash, digest))
+        conn.execute(_INSERT, (record_id, *pending.values, pending.run_id, self._head_hash, digest))
         pending.record_id = record_id
         self._head_id, self._head_hash = record_id, digest
 
-    def _load_head(self) -> None:
-        row = self._conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
-        self._head_id, self._head_hash = row if row else (0, GENESIS_HASH)
+    def _load_head(self, conn: sqlite3.Connection | None = None) -> None:
+        row = (conn or self._conn).execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1").fetchone()
+        if row is None:
+            self._head_id, self._head_hash, self._head_trusted = 0, GENESIS_HASH, False
+            return
+        self._head_id, self._head_hash, mac = row
+        if row == self._head_row:
+            return  # the head this log wrote (or checked) last: its MAC was right then
+        trusted = self._key.matches(mac, self._key.head_mac(last_id=self._head_id, last_hash=self._head_hash))
+        self._head_row = tuple(row) if trusted else None
+        if self._head_trusted and not trusted:
+            logger.error("the audit head does not match its MAC; `pincer audit verify` will name it")
+        self._head_trusted = trusted
 
     # -- reading -------------------------------------------------------------------------
 
@@ -413,13 +495,14 @@ class AuditLog:
         """Walk the chain; returns the number of records, raises AuditChainBroken at the first bad one."""
         return self.verify_chain().records
 
-    def verify_chain(self) -> ChainHead:
-        """Walk the whole chain in one read snapshot; raise AuditChainBroken at the first fault."""
+    def verify_chain(self, *, check_head: bool = True) -> ChainHead:
+        """Walk the whole chain in one read snapshot; raise AuditChainBroken at the first fault.
+        ``check_head`` False leaves out the head (for a checkpoint, which says more about a cut)."""
         conn = self._conn
         try:
             conn.execute("BEGIN")
             try:
-                return self._walk()
+                return self._walk(check_head=check_head)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -427,7 +510,7 @@ class AuditLog:
                 f"the audit log could not be read: {exc}", hint="check that pincer.db is a pincer database"
             ) from exc
 
-    def _walk(self) -> ChainHead:
+    def _walk(self, *, check_head: bool) -> ChainHead:
         marker = self._read_marker()
         if marker is None or not marker.keyed_from:
             raise AuditChainBroken(
@@ -443,7 +526,8 @@ class AuditLog:
                 hint="verify with the audit key the log was written with (PINCER_AUDIT_KEY or audit.key)",
             )
         keyed_from, plain_head = marker.keyed_from, marker.plain_head
-        if not self._key.matches(marker.mac, self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head)):
+        expected_mac = self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=marker.head_keyed)
+        if not self._key.matches(marker.mac, expected_mac):
             raise AuditChainBroken(
                 f"the audit chain marker was altered (it says the keyed chain begins at record {keyed_from})",
                 record_id=1,
@@ -486,15 +570,36 @@ class AuditLog:
             )
         if count == keyed_from - 1 and prev != plain_head:
             raise _plain_records_altered(keyed_from)
-        head = self._conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
-        head_id, head_hash = head if head else (0, GENESIS_HASH)
+        if check_head:
+            self._check_head(marker, count, prev)
+        return ChainHead(records=count, last_hash=prev, keyed_from=keyed_from, key_id=self._key.key_id)
+
+    def _check_head(self, marker: _Marker, count: int, prev: str) -> None:
+        head = self._conn.execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1").fetchone()
+        if head is None and marker.head_keyed:
+            raise AuditChainBroken(
+                f"the audit head is missing from the database (the log holds {count} records)",
+                record_id=count + 1,
+                hint="the log was wiped or cut and its head removed; verify against a checkpoint "
+                "(`pincer audit verify --checkpoint FILE`) and restore pincer.db from a backup",
+            )
+        head_id, head_hash, head_mac = head if head else (0, GENESIS_HASH, None)
+        if marker.head_keyed and not self._key.matches(
+            head_mac, self._key.head_mac(last_id=head_id, last_hash=head_hash)
+        ):
+            raise AuditChainBroken(
+                f"the audit head was altered (it says the log ends at record {head_id}, and its MAC does not "
+                f"match; the log holds {count} records)",
+                record_id=count + 1,
+                hint="records were cut from the end of the log (or it was wiped) and the head moved to match; "
+                "verify against a checkpoint (`pincer audit verify --checkpoint FILE`) and restore pincer.db",
+            )
         if head_id != count or head_hash != prev:
             raise AuditChainBroken(
                 f"the audit log ends at record {count} but its head says {head_id}",
                 record_id=count + 1,
                 hint="records were removed from the end of the log",
             )
-        return ChainHead(records=count, last_hash=prev, keyed_from=keyed_from, key_id=self._key.key_id)
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -511,7 +616,7 @@ class AuditLog:
         Raises CheckpointInvalid for a checkpoint this key did not sign, AuditChainBroken when the
         log is broken, shorter than the checkpoint, or differs from it at its last record."""
         checkpoint.check_signature(self._key)
-        head = self.verify_chain()
+        head = self.verify_chain(check_head=False)
         made = f"the checkpoint of {checkpoint.created_at}"
         if head.records < checkpoint.records:
             raise AuditChainBroken(
@@ -535,12 +640,19 @@ class AuditLog:
                     record_id=checkpoint.last_id,
                     hint="restore pincer.db from a backup",
                 )
-        return head
+        return self.verify_chain()  # the head too, now that the checkpoint's own findings are out
 
     def _iter_rows(self) -> Iterator[tuple[Any, ...]]:
         cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM audit ORDER BY rowid")
         while batch := cursor.fetchmany(1000):
             yield from batch
+
+
+def _finish(batch: list[_Pending]) -> None:
+    for pending in batch:
+        pending.done = True
+        if pending.event is not None:
+            pending.event.set()
 
 
 def _plain_records_altered(keyed_from: int) -> AuditChainBroken:

@@ -31,6 +31,7 @@ _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_ke
 _RECORD_LABEL = b"pincer audit record v2\n"
 _MARKER_LABEL = b"pincer audit marker v2\n"
 _CHECKPOINT_LABEL = b"pincer audit checkpoint v1\n"
+_HEAD_LABEL = b"pincer audit head v1\n"
 _KEY_ID_LABEL = b"pincer audit key id\n"
 
 
@@ -72,9 +73,24 @@ class ChainKey:
         outer.update(inner.digest())
         return outer.hexdigest()
 
-    def marker_mac(self, *, keyed_from: int, plain_head: str) -> str:
-        body = _CANONICAL({"keyed_from": keyed_from, "key_id": self.key_id, "plain_head": plain_head})
-        return hmac.digest(self._key, _MARKER_LABEL + body.encode(), "sha256").hex()
+    def marker_mac(self, *, keyed_from: int, plain_head: str, head_keyed: bool = False) -> str:
+        """``head_keyed``: the log's head carries a MAC too (schema 5 on); a marker written
+        before that has the same MAC as ever, so the flag cannot be cleared without the key."""
+        fields: dict[str, Any] = {"keyed_from": keyed_from, "key_id": self.key_id, "plain_head": plain_head}
+        if head_keyed:
+            fields["head_keyed"] = True
+        return hmac.digest(self._key, _MARKER_LABEL + _CANONICAL(fields).encode(), "sha256").hex()
+
+    def head_mac(self, *, last_id: int, last_hash: str) -> str:
+        """The MAC of the log's head: its last record (ids run from 1, so also the record count)
+        and that record's chain value. Cutting the tail, or wiping the log, needs the key."""
+        body = _CANONICAL({"records": last_id, "last_id": last_id, "last_hash": last_hash, "key_id": self.key_id})
+        inner = self._inner.copy()  # once per commit: the precomputed HMAC states, as for records
+        inner.update(_HEAD_LABEL)
+        inner.update(body.encode())
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
 
     def checkpoint_mac(self, fields: dict[str, Any]) -> str:
         return hmac.digest(self._key, _CHECKPOINT_LABEL + _CANONICAL(fields).encode(), "sha256").hex()

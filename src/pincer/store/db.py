@@ -256,6 +256,16 @@ def _migrate_v4(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_v5(conn: sqlite3.Connection) -> None:
+    # The head's MAC under the audit key, and the marker's flag that the head is keyed: both
+    # filled in by the audit log under its key (store/audit.py) the first time it opens this.
+    if "mac" not in {row[1] for row in conn.execute("PRAGMA table_info(audit_head)")}:
+        conn.execute("ALTER TABLE audit_head ADD COLUMN mac TEXT")
+    marker_columns = {row[1] for row in conn.execute("PRAGMA table_info(audit_chain)")}
+    if marker_columns and "head_keyed" not in marker_columns:  # no table: its marker was removed
+        conn.execute("ALTER TABLE audit_chain ADD COLUMN head_keyed INTEGER NOT NULL DEFAULT 0")
+
+
 def _migrate_v1(conn: sqlite3.Connection) -> None:
     for statement in _split_script(_SCHEMA_V1):
         conn.execute(statement)
@@ -280,6 +290,7 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v2,
     _migrate_v3,
     _migrate_v4,
+    _migrate_v5,
 )
 _SCHEMA_VERSION = len(_MIGRATIONS)
 

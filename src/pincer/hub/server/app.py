@@ -133,6 +133,7 @@ class VersionSummary(_Model):
     yanked: bool
     published_at: float
     verdict: str
+    forced: bool = False  # published past high-severity scanner findings (--force)
 
 
 class Item(_Model):
@@ -170,6 +171,7 @@ class VersionDetail(_Model):
     published_at: float
     verdict: str
     findings: list[dict[str, Any]]
+    forced: bool = False
 
 
 class PublishRequest(_Model):
@@ -177,6 +179,7 @@ class PublishRequest(_Model):
     signature: str = Field(min_length=1, max_length=512)
     public_key: str = Field(min_length=1, max_length=512)
     archive: str = Field(min_length=4, description="the .tar.gz, base64")
+    force: bool = Field(False, description="publish past high-severity scanner findings (refused with 451 otherwise)")
 
 
 class PublishResult(_Model):
@@ -188,6 +191,7 @@ class PublishResult(_Model):
     verdict: str
     findings: list[dict[str, Any]]
     latest: str | None
+    forced: bool = False
 
 
 class TagRequest(_Model):
@@ -322,11 +326,11 @@ def create_hub_app(store: HubStore, *, limits: HubLimits | None = None, clock: C
             raise UsageError("archive is not base64", hint="send the .tar.gz bytes base64-encoded") from None
         if len(archive) > store.limits.max_archive_bytes:
             raise PayloadTooLarge(f"the archive is larger than {store.limits.max_archive_bytes:,} bytes")
-        published = store.publish(publisher, body.manifest, body.signature, body.public_key, archive)
+        published = store.publish(publisher, body.manifest, body.signature, body.public_key, archive, force=body.force)
         return {
             "key": str(published.key), "version": published.version, "fingerprint": published.fingerprint,
             "sha256": published.sha256, "size": published.size, "verdict": published.verdict,
-            "findings": list(published.findings), "latest": published.latest,
+            "findings": list(published.findings), "latest": published.latest, "forced": published.forced,
         }  # fmt: skip
 
     @app.put("/api/v1/items/{kind}/{name}/tags/{tag}", response_model=TagsResult, responses=_ERRORS)

@@ -30,6 +30,7 @@ from pincer.core.errors import (
     Denied,
     IntegrityMismatch,
     ManifestError,
+    ScanBlocked,
     StoreError,
     Unauthorized,
     UsageError,
@@ -61,7 +62,8 @@ CREATE TABLE IF NOT EXISTS versions (
     kind TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL, fingerprint TEXT NOT NULL,
     manifest TEXT NOT NULL, signature TEXT NOT NULL, public_key TEXT NOT NULL, sha256 TEXT NOT NULL,
     size INTEGER NOT NULL, yanked INTEGER NOT NULL DEFAULT 0, published_at REAL NOT NULL,
-    verdict TEXT NOT NULL, findings TEXT NOT NULL, PRIMARY KEY (kind, name, version)
+    verdict TEXT NOT NULL, findings TEXT NOT NULL, forced INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, name, version)
 );
 CREATE TABLE IF NOT EXISTS dist_tags (
     kind TEXT NOT NULL, name TEXT NOT NULL, tag TEXT NOT NULL, version TEXT NOT NULL, PRIMARY KEY (kind, name, tag)
@@ -90,6 +92,7 @@ class Publication:
     verdict: str
     findings: tuple[dict[str, Any], ...]
     latest: str | None
+    forced: bool = False  # published past high-severity findings with --force
 
 
 class HubStore:
@@ -105,6 +108,9 @@ class HubStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA busy_timeout=5000")
             self._conn.executescript(_SCHEMA)
+            # A hub home made before versions recorded a publish past high findings (--force).
+            if "forced" not in {row[1] for row in self._conn.execute("PRAGMA table_info(versions)")}:
+                self._conn.execute("ALTER TABLE versions ADD COLUMN forced INTEGER NOT NULL DEFAULT 0")
             self.index = SearchIndex(self._conn)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.home / HUB_DB}: {exc}", hint="check the hub's home folder") from None
@@ -159,7 +165,12 @@ class HubStore:
 
     # -- publishing --------------------------------------------------------------------------
 
-    def publish(self, publisher: str, manifest_json: Any, signature: str, public_key: str, archive: bytes) -> Publication:
+    def publish(
+        self, publisher: str, manifest_json: Any, signature: str, public_key: str, archive: bytes, *, force: bool = False
+    ) -> Publication:
+        """Unpack, check and scan a signed artifact and store it as a new version. High-severity
+        scanner findings refuse it (ScanBlocked, nothing stored) unless ``force``; a version
+        published so says ``forced`` wherever it is listed."""
         from pincer.hub.signing import verify_manifest
 
         try:
@@ -182,6 +193,15 @@ class HubStore:
                     hint="pack and sign the same folder: `pincer hub publish` does both",
                 )
             report = scan_path(folder)
+            if report.has_high and not force:
+                first = report.high[0]
+                raise ScanBlocked(
+                    f"{key}@{manifest.version}: the hub's scanner found {len(report.high)} high-severity finding(s), "
+                    f"e.g. {first.rule} at {first.file}:{first.line}: {first.message}; nothing was published",
+                    findings=tuple(f.to_json() for f in report.findings),
+                    hint="read them with `pincer scan PATH` and fix them, or publish anyway with "
+                    "`pincer hub publish --force` (the version then says so to everyone who installs it)",
+                )
             files = {
                 path: PackedFile(data=(folder / path).read_bytes(), executable=bool((folder / path).stat().st_mode & 0o111))
                 for path in digests
@@ -204,9 +224,10 @@ class HubStore:
             )
             conn.execute(
                 "INSERT INTO versions (kind, name, version, fingerprint, manifest, signature, public_key, sha256, size, "
-                "published_at, verdict, findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "published_at, verdict, findings, forced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key.kind.value, key.name, manifest.version, manifest.fingerprint, json.dumps(manifest.to_json()), signature,
-                 public_key, sha, len(blob), now, report.verdict, json.dumps([f.to_json() for f in report.findings])),
+                 public_key, sha, len(blob), now, report.verdict, json.dumps([f.to_json() for f in report.findings]),
+                 int(report.has_high)),
             )  # fmt: skip
             latest = self._latest_tag(conn, key)
             version = parse_version(manifest.version)
@@ -220,6 +241,7 @@ class HubStore:
         return Publication(
             key=key, version=manifest.version, fingerprint=manifest.fingerprint, sha256=sha, size=len(blob),
             verdict=report.verdict, findings=tuple(f.to_json() for f in report.findings), latest=self.tags(key).get("latest"),
+            forced=report.has_high,
         )  # fmt: skip
 
     @staticmethod
@@ -264,26 +286,26 @@ class HubStore:
 
     def versions(self, key: ArtifactKey) -> list[dict[str, Any]]:
         rows = self._query(
-            "SELECT version, fingerprint, yanked, published_at, verdict FROM versions WHERE kind = ? AND name = ?",
+            "SELECT version, fingerprint, yanked, published_at, verdict, forced FROM versions WHERE kind = ? AND name = ?",
             (key.kind.value, key.name),
         )
-        found = [{"version": v, "fingerprint": f, "yanked": bool(y), "published_at": p, "verdict": verdict}
-                 for v, f, y, p, verdict in rows]  # fmt: skip
+        found = [{"version": v, "fingerprint": f, "yanked": bool(y), "published_at": p, "verdict": verdict,
+                  "forced": bool(forced)} for v, f, y, p, verdict, forced in rows]  # fmt: skip
         return sorted(found, key=lambda row: parse_version(row["version"]))
 
     def version(self, key: ArtifactKey, version: str) -> dict[str, Any]:
         rows = self._query(
-            "SELECT manifest, signature, public_key, sha256, size, yanked, published_at, verdict, findings, fingerprint "
-            "FROM versions WHERE kind = ? AND name = ? AND version = ?",
+            "SELECT manifest, signature, public_key, sha256, size, yanked, published_at, verdict, findings, fingerprint, "
+            "forced FROM versions WHERE kind = ? AND name = ? AND version = ?",
             (key.kind.value, key.name, version),
         )
         if not rows:
             raise ArtifactNotFound(f"no {key}@{version} on this hub", hint=f"GET /api/v1/items/{key}/versions lists them")
-        manifest, signature, public_key, sha, size, yanked, published, verdict, findings, fp = rows[0]
+        manifest, signature, public_key, sha, size, yanked, published, verdict, findings, fp, forced = rows[0]
         return {
             "key": str(key), "version": version, "fingerprint": fp, "manifest": json.loads(manifest), "signature": signature,
             "public_key": public_key, "sha256": sha, "size": size, "yanked": bool(yanked), "published_at": published,
-            "verdict": verdict, "findings": json.loads(findings),
+            "verdict": verdict, "findings": json.loads(findings), "forced": bool(forced),
         }  # fmt: skip
 
     def _manifest(self, key: ArtifactKey, version: str) -> ArtifactManifest | None:
