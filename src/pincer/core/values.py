@@ -168,6 +168,9 @@ class Taint:
     audit_id: int | None = None
     call_id: str | None = None
     mode: str = "ask"  # ask | deny
+    # outside | local: text from outside the machine (the default: fail closed) or a local file;
+    # policy/taint.py says which effects each makes ask.
+    reach: str = "outside"
 
     def describe(self) -> str:
         record = f" (audit record {self.audit_id})" if self.audit_id is not None else ""

@@ -77,6 +77,7 @@ from pincer.llm.retry import complete_with_retries
 from pincer.llm.run import OutsideData, Run, RunEvent, RunRequest, ToolCallRecord
 from pincer.llm.tool_search import ToolIndex
 from pincer.policy.run_budget import RunBudgets, first_exceeded, would_exceed_tool_calls
+from pincer.policy.taint import LOCAL, asking_effects, output_reach
 from pincer.policy.visibility import visible_tools
 from pincer.store.audit import AuditEntry
 from pincer.store.runs import RunStore
@@ -385,8 +386,7 @@ class AgentRun:
         self._outside = tuple(outside)
         if self.taint is None and self._outside and self.taint_mode != "off":
             first = self._outside[0]
-            self.taint = Taint(tool=first.tool, mode=self.taint_mode)
-            self._emit("tainted", tool=first.tool, audit_id=None, call_id=None)
+            self._taint_with(Taint(tool=first.tool, mode=self.taint_mode))
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -527,10 +527,19 @@ class AgentRun:
                 continue
             message, audit_id, tainted_by = done
             self._append(message, audit_id=audit_id)
-            if tainted_by is not None and self.taint is None:
-                self.taint = tainted_by
-                self._emit("tainted", tool=tainted_by.tool, audit_id=tainted_by.audit_id, call_id=tainted_by.call_id)
+            if tainted_by is not None:
+                self._taint_with(tainted_by)
         self._flush()
+
+    def _taint_with(self, taint: Taint) -> None:
+        """Taint the run (the first output that did names it), or widen a local taint to an
+        outside one; the event names the effects that now ask."""
+        if self.taint is not None and not (self.taint.reach == LOCAL and taint.reach != LOCAL):
+            return
+        self.taint = taint
+        asks = sorted(e.value for e in asking_effects(taint))
+        self._emit("tainted", tool=taint.tool, audit_id=taint.audit_id, call_id=taint.call_id, reach=taint.reach,
+                   asks=asks, mode=self.taint_mode)  # fmt: skip
 
     async def _one_call(self, call: ToolCall, taint: Taint | None) -> tuple[Message, int | None, Taint | None]:
         """The message answering one call, the call's audit record, and the taint its output
@@ -571,7 +580,8 @@ class AgentRun:
         produced = result.ok or (result.error or {}).get("code") == "tool_error"
         tainted_by = None
         if produced and not trusted:
-            tainted_by = Taint(tool=real, audit_id=result.audit_id, call_id=call.id, mode=self.taint_mode)
+            reach = output_reach(spec, _call_effects(spec, request.args))
+            tainted_by = Taint(tool=real, audit_id=result.audit_id, call_id=call.id, mode=self.taint_mode, reach=reach)
         return message, result.audit_id, tainted_by
 
     async def _approval(self, approval: Any) -> None:
@@ -751,6 +761,11 @@ class AgentRun:
             started_at=self.started_at,
             ended_at=time.time(),
         )
+
+
+def _call_effects(spec: ToolSpec, args: Mapping[str, Any]) -> frozenset[Any]:
+    """What this call of ``spec`` may do (its method decides for ``http``)."""
+    return spec.effects  # until call effects land: spec.effects_for(args)
 
 
 def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
