@@ -68,6 +68,7 @@ from pincer.llm.prompt import (
     LOAD_TOOLS,
     find_tools_definition,
     load_tools_definition,
+    defuse_param,
     render_value,
     system_prompt,
     wrap_output,
@@ -199,7 +200,10 @@ class AgentLoop:
                     f"skill {skill.name!r} is not available here: {eligibility.reason}",
                     hint=f"`pincer skills show {skill.name}` says what it needs",
                 )
-            rendered = library.render(skill.name, request.params, arguments=request.arguments)
+            # Parameter values are data, whoever gave them: defused before they reach the
+            # template, so a value cannot close the <skill> block or open a <system> one.
+            arguments = defuse_param(request.arguments) if request.arguments is not None else None
+            rendered = library.render(skill.name, defuse_param(dict(request.params)), arguments=arguments)
             skill_text, params = rendered.text, dict(rendered.params)
         elif request.params:
             raise UsageError("params were given without a skill", hint="name the skill the params are for")
@@ -242,9 +246,16 @@ class AgentLoop:
             on_approval=on_approval,
         )
         run.offer(self._offered(skill, session), skill)
-        run.begin(system_prompt(skill_name=run.skill_name, skill_text=skill_text, catalog=catalog), params)
+        policy = config.session(session)
+        params_from = _params_source(request, policy)
+        prompt = system_prompt(skill_name=run.skill_name, skill_text=skill_text, catalog=catalog, params=params, params_from=params_from)
+        run.begin(prompt, params)
         if request.outside:
             run.taint_from_outside(request.outside)
+        if (request.params or request.arguments) and _is_strangers(request, policy):
+            # A webhook's mapping or another session's caller chose these values: the run treats
+            # them as it treats a fetched page, from its first call.
+            run.taint_with(Taint(tool=params_from, mode=run.taint_mode, what=f"the parameters given by {params_from}"))
         return run
 
     def _offered(self, skill: Any, session: str) -> list[ToolSpec]:
@@ -386,7 +397,7 @@ class AgentRun:
         self._outside = tuple(outside)
         if self.taint is None and self._outside and self.taint_mode != "off":
             first = self._outside[0]
-            self._taint_with(Taint(tool=first.tool, mode=self.taint_mode))
+            self.taint_with(Taint(tool=first.tool, mode=self.taint_mode))
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -528,13 +539,13 @@ class AgentRun:
             message, audit_id, tainted_by = done
             self._append(message, audit_id=audit_id)
             if tainted_by is not None:
-                self._taint_with(tainted_by)
+                self.taint_with(tainted_by)
         self._flush()
 
-    def _taint_with(self, taint: Taint) -> None:
+    def taint_with(self, taint: Taint) -> None:
         """Taint the run (the first output that did names it), or widen a local taint to an
         outside one; the event names the effects that now ask."""
-        if self.taint is not None and not (self.taint.reach == LOCAL and taint.reach != LOCAL):
+        if self.taint_mode == "off" or (self.taint is not None and not (self.taint.reach == LOCAL and taint.reach != LOCAL)):
             return
         self.taint = taint
         asks = sorted(e.value for e in asking_effects(taint))
@@ -761,6 +772,24 @@ class AgentRun:
             started_at=self.started_at,
             ended_at=time.time(),
         )
+
+
+def _params_source(request: RunRequest, policy: Any) -> str:
+    """Who gave a run's parameters, as the prompt and a taint name it."""
+    trigger = str(request.trigger)
+    return trigger if trigger.startswith("webhook") or _is_main(policy) else f"session {policy.name} ({trigger})"
+
+
+def _is_main(policy: Any) -> bool:
+    from pincer.policy.session import SessionKind
+
+    return bool(policy.kind is SessionKind.MAIN)
+
+
+def _is_strangers(request: RunRequest, policy: Any) -> bool:
+    """Parameters from a webhook (its mapping renders the sender's payload) or a non-main
+    session (a token that is not the operator's)."""
+    return str(request.trigger).startswith("webhook") or bool(request.outside) or not _is_main(policy)
 
 
 def _call_effects(spec: ToolSpec, args: Mapping[str, Any]) -> frozenset[Any]:
