@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -125,7 +126,7 @@ class Pincer:
             if builtins:
                 from pincer.runtimes.native.builtins import builtin_runtime
 
-                await pincer.add_runtime(builtin_runtime())
+                await pincer.add_runtime(builtin_runtime(skill_roots=_skill_root_guard(config)))
             if scripts:
                 pincer._scripts = pincer._script_runtime()
                 await pincer.add_runtime(pincer._scripts)
@@ -506,3 +507,17 @@ def _has_wasm_tools(home: Path) -> bool:
     from pincer.runtimes.wasm.install import installed_names
 
     return bool(installed_names(home))
+
+
+def _skill_root_guard(config: Any) -> Any:
+    """Every root skills are read from, so ``write_file`` into one asks (the same roots the
+    library walks: ``SkillLibrary.from_config``)."""
+    from pincer.runtimes.native.skill_roots import SkillRootGuard
+    from pincer.skills.roots import default_roots
+
+    raw = os.environ.get("HOME")
+    roots = default_roots(
+        workspace=config.workspace, home_dir=Path(raw) if raw else None, pincer_home=config.home,
+        extra_dirs=config.skills.extra_dirs,
+    )  # fmt: skip
+    return SkillRootGuard.from_roots(roots, config.home)

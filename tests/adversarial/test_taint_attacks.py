@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import pytest
@@ -38,7 +39,7 @@ RUN_TIMEOUT_S = 60.0
 
 
 class _Site(BaseHTTPRequestHandler):
-    posts: list[bytes] = []
+    posts: ClassVar[list[bytes]] = []
 
     def do_GET(self) -> None:
         self._answer(POISON.encode())
@@ -62,7 +63,7 @@ class _Site(BaseHTTPRequestHandler):
 @contextmanager
 def site() -> Iterator[tuple[str, list[bytes]]]:
     """A real web server on 127.0.0.1: its page tries to steer the model, its POSTs are kept."""
-    posts: list[bytes] = []
+    posts: ClassVar[list[bytes]] = []
     handler = type("Site", (_Site,), {"posts": posts})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
@@ -147,7 +148,7 @@ async def _attack(tmp_path: Path, source: str, taint: str, answer: Answer | None
 
 @pytest.mark.parametrize("source", ["http", "mcp", "webhook"])
 async def test_after_untrusted_input_a_file_write_and_a_post_each_ask(tmp_path: Path, source: str) -> None:
-    run, asked, records, written, posts = await _attack(tmp_path, source, "ask", Answer.DENY)
+    run, asked, _records, written, posts = await _attack(tmp_path, source, "ask", Answer.DENY)
     assert sorted(a.tool for a in asked) == ["http", "write_file"], [a.reason for a in asked]
     for approval in asked:
         assert "untrusted" in approval.reason
@@ -160,7 +161,7 @@ async def test_after_untrusted_input_a_file_write_and_a_post_each_ask(tmp_path: 
 
 @pytest.mark.parametrize("source", ["http", "mcp", "webhook"])
 async def test_with_taint_deny_the_write_and_the_post_are_refused(tmp_path: Path, source: str) -> None:
-    run, asked, records, written, posts = await _attack(tmp_path, source, "deny", None)
+    _run, asked, records, written, posts = await _attack(tmp_path, source, "deny", None)
     assert asked == []
     assert not written and posts == []
     for tool in ("write_file", "http"):
