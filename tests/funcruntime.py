@@ -21,10 +21,10 @@ class FuncRuntime:
         self.funcs: dict[str, Fn] = {}
         self.calls: dict[str, int] = {}
 
-    def add(self, name: str, fn: Fn, *, effects=(), side_effecting=False, schema=None) -> None:
+    def add(self, name: str, fn: Fn, *, effects=(), side_effecting=False, schema=None, call_effects=None) -> None:
         self.specs[name] = ToolSpec(
             name=name, description=f"{name} tool", effects=frozenset(effects), runtime=RuntimeKind.NATIVE,
-            side_effecting=side_effecting, source="test",
+            side_effecting=side_effecting, source="test", call_effects=call_effects,
             input_schema=schema or {"type": "object", "properties": {"text": {"type": "string"}}},
         )  # fmt: skip
         self.funcs[name] = fn

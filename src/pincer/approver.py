@@ -81,6 +81,7 @@ class Approver:
         *,
         session: str,
         spec: ToolSpec,
+        effects: frozenset[EffectKind] | None = None,
         args_shown: object,
         hosts: tuple[str, ...],
         grant_decision: Decision,
@@ -91,7 +92,10 @@ class Approver:
     ) -> Asked:
         """Create the request, tell ``on_approval`` (the gateway), wait for an answer. Raises
         ApprovalDenied, ApprovalTimeout or ApprovalPending; the request is expired when the call
-        is cancelled. ``binding`` identifies the call, for a detached request made earlier."""
+        is cancelled. ``binding`` identifies the call, for a detached request made earlier.
+        ``effects`` are the call's (``ToolSpec.effects_for``): what the person is shown and what
+        "allow always" records; the tool's whole set when not given."""
+        call_effects = spec.effects if effects is None else effects
         earlier = self.approvals.find_detached(binding)
         if earlier is not None:
             if on_created is not None:
@@ -103,22 +107,22 @@ class Approver:
                     f"approval {earlier.id} was already used by another call",
                     hint="call again without the earlier approval: a new one is asked",
                 )
-            return Asked(decision=self._apply(earlier, spec, hosts, grant_decision, runtime_ask), approval=earlier.id)
+            return Asked(decision=self._apply(earlier, spec, call_effects, hosts, grant_decision, runtime_ask), approval=earlier.id)
         reasons = []
         if grant_decision.mode is Mode.ASK:
             reasons.append(grant_decision.reason)
         if runtime_ask is not None:
             reasons.append(runtime_ask.reason)
-        effects = {e.value for e in spec.effects}
+        shown = {e.value for e in call_effects}
         if runtime_ask is not None:
-            effects.update(runtime_ask.effects)
+            shown.update(runtime_ask.effects)
         kind = self._session_kind(session)
         approval = self.approvals.create(
             session=session,
             session_kind=kind.value,
             tool=spec.name,
             args=args_shown,
-            effects=tuple(sorted(effects)),
+            effects=tuple(sorted(shown)),
             hosts=hosts,
             reason="; ".join(reasons),
             timeout_s=self.timeout_s,
@@ -153,12 +157,13 @@ class Approver:
             # The caller went away (cancelled): nobody will act on an answer any more.
             self.approvals.expire(approval.id)  # synchronous: a cancellation cannot skip it
             raise
-        return Asked(decision=self._apply(answered, spec, hosts, grant_decision, runtime_ask), approval=approval.id)
+        return Asked(decision=self._apply(answered, spec, call_effects, hosts, grant_decision, runtime_ask), approval=approval.id)
 
     def _apply(
         self,
         answered: ApprovalRequest,
         spec: ToolSpec,
+        effects: frozenset[EffectKind],
         hosts: tuple[str, ...],
         grant_decision: Decision,
         runtime_ask: RuntimeAsk | None,
@@ -180,8 +185,9 @@ class Approver:
             if grant_decision.mode is Mode.ASK:
                 grant = Grant(
                     tool=spec.name,
-                    effects=dict.fromkeys(spec.effects, Mode.ALLOW),
-                    hosts=(hosts or None) if EffectKind.NETWORK in spec.effects else None,
+                    # The call's effects only: "always" for an http GET is no grant for a POST.
+                    effects=dict.fromkeys(effects, Mode.ALLOW),
+                    hosts=(hosts or None) if EffectKind.NETWORK in effects else None,
                     sessions=_scope_sessions(answered),
                     source=f"approval {answered.id}",
                 )

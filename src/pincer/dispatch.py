@@ -35,7 +35,7 @@ import anyio
 
 from pincer.approver import ApprovalHook, Approver
 from pincer.config import Config
-from pincer.core.effects import Mode
+from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, ToolError, ToolTimeout
 from pincer.core.schema import validate_args
 from pincer.core.values import (
@@ -127,6 +127,7 @@ class _Trace:
     """What the audit record will say; filled in as the call moves down the chain."""
 
     spec: ToolSpec | None = None
+    effects: frozenset[EffectKind] | None = None  # the call's (ToolSpec.effects_for)
     decision: Decision | None = None
     approval_id: str | None = None
     args: Any = field(default_factory=dict)
@@ -163,7 +164,7 @@ class Dispatcher:
         # The config is immutable: its per-tool answers are computed once.
         self._limits: dict[str, RateLimit] = {}
         self._sessions: dict[tuple[str, str], Decision] = {}
-        self._grant_cache: dict[tuple[str, str], tuple[tuple[Grant, ...], Decision]] = {}
+        self._grant_cache: dict[tuple[str, str, frozenset[EffectKind]], tuple[tuple[Grant, ...], Decision]] = {}
         self._merged_grants: tuple[tuple[Grant, ...] | None, tuple[Grant, ...]] = (None, ())
         self._config_grants: tuple[Grant, ...] = config.grants
         self.approver = Approver(
@@ -255,10 +256,13 @@ class Dispatcher:
             trace.decision = verdict
             raise Denied(verdict.reason, hint="change the session's allow/deny lists in config.toml")
 
-        decision = self._grant_decision(spec, request.session)
+        # The call's own effects (an http GET reads, a POST writes) decide from here on: grants,
+        # taint, the approval and the audit record all see the same set.
+        effects = trace.effects = spec.effects_for(request.args)
+        decision = self._grant_decision(spec, request.session, effects)
         denial_hint = "a grant in config.toml denies this; change it to allow or ask"
         if request.taint is not None:
-            tainted = apply_taint(decision, spec.effects, request.taint)
+            tainted = apply_taint(decision, effects, request.taint)
             if tainted.mode is Mode.DENY and decision.mode is not Mode.DENY:
                 denial_hint = 'set [agent] taint = "ask" to be asked instead of refused'
             decision = tainted
@@ -294,6 +298,7 @@ class Dispatcher:
                 binding=_call_binding(request),
                 session=request.session,
                 spec=spec,
+                effects=effects,
                 args_shown=trace.args,
                 hosts=hosts,
                 grant_decision=decision,
@@ -493,12 +498,13 @@ class Dispatcher:
             self._sessions[key] = verdict
         return verdict
 
-    def _grant_decision(self, spec: ToolSpec, session: str) -> Decision:
+    def _grant_decision(self, spec: ToolSpec, session: str, effects: frozenset[EffectKind]) -> Decision:
         """Grants decide per call; the answer is reused while the grant set is the same object
         and no matching grant can expire or run out (those depend on the clock and the count).
-        The cache key is the tool's policy hash: a tool whose effects change is decided anew."""
+        The cache key is the tool's policy hash and the call's effects: a tool whose effects
+        change is decided anew, and a write of a tool is never answered from one of its reads."""
         grants = self._all_grants()
-        cache_key = (spec.policy_hash, session)
+        cache_key = (spec.policy_hash, session, effects)
         cached = self._grant_cache.get(cache_key)
         if cached is not None and cached[0] is grants:
             return cached[1]
@@ -509,6 +515,7 @@ class Dispatcher:
             uses=self._uses,
             session=session,
             session_kind=self.config.session(session).kind.value,
+            effects=effects,
         )
         is_stable = not any(
             (g.expires_at is not None or g.max_invocations is not None) and grant_matches(g, spec.name)
@@ -575,7 +582,7 @@ class Dispatcher:
             error_code=code,
             error=error.get("message") if error else None,
             args=args,
-            effects=_effect_names(trace.spec.effects) if trace.spec else (),
+            effects=_effect_names(trace.effects if trace.effects is not None else trace.spec.effects) if trace.spec else (),
             duration_ms=usage.duration_ms,
             usage=usage.to_dict(),
             idempotency_key=request.idempotency_key,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON",
     "ToolSpec",
+    "CallEffects",
     "CallRequest",
     "Usage",
     "ToolResult",
@@ -78,20 +79,52 @@ def policy_hash(
     side_effecting: bool,
     capabilities: Capabilities | None,
     annotations: Mapping[str, Any],
+    call_effects: CallEffects | None = None,
 ) -> str:
     """sha256 over everything that decides what a call of the tool may do. Grant decisions are
     cached under it, registry change events and MCP pins compare it: a tool whose effects,
     capabilities or behaviour hints change is a changed tool, even with the same description."""
-    payload = canonical_json(
-        {
-            "name": name,
-            "effects": sorted(e.value for e in effects),
-            "side_effecting": side_effecting,
-            "capabilities": plain_value(capabilities),
-            "annotations": plain_value(annotations),
-        }
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()
+    fields: dict[str, Any] = {
+        "name": name,
+        "effects": sorted(e.value for e in effects),
+        "side_effecting": side_effecting,
+        "capabilities": plain_value(capabilities),
+        "annotations": plain_value(annotations),
+    }
+    # Only tools that decide effects per call carry the key, so every hash stored before call
+    # effects existed (MCP pins, grant caches) stays what it was.
+    if call_effects is not None:
+        fields["call_effects"] = plain_value(call_effects)
+    return hashlib.sha256(canonical_json(fields).encode()).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallEffects:
+    """The effects of one call, decided by one of its arguments: the ``http`` tool's ``method``
+    (a GET reads, a POST writes), a built-in's ``action`` (``get_repo`` reads, ``create_issue``
+    writes). Grants, the taint rule, approvals and the audit read the call's effects, so a grant
+    can allow a tool's reads and keep its writes asking.
+
+    ``table`` maps a value of ``arg`` to the call's whole effect set. A call whose value is not a
+    string or not in the table gets the tool's whole ``effects`` (fail closed); an absent argument
+    counts as ``default`` (the schema's default, e.g. ``"GET"``) when one is given. With
+    ``casefold`` the value is compared case-insensitively (HTTP methods)."""
+
+    arg: str
+    table: Mapping[str, frozenset[EffectKind]]
+    default: str | None = None
+    casefold: bool = False
+
+    def __post_init__(self) -> None:
+        if self.casefold:
+            object.__setattr__(self, "table", {k.casefold(): v for k, v in self.table.items()})
+
+    def lookup(self, args: object) -> frozenset[EffectKind] | None:
+        """The effect set ``args`` select, or None when the table does not say (fail closed)."""
+        value = args.get(self.arg, self.default) if isinstance(args, Mapping) else None
+        if not isinstance(value, str):
+            return None
+        return self.table.get(value.casefold() if self.casefold else value)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -112,6 +145,8 @@ class ToolSpec:
     # Whether what the tool returns may be read by a model as trusted text (pincer's own pure
     # tools). False, the default, marks it untrusted: the agent loop's taint rule reads this.
     output_trusted: bool = False
+    # Effects per call (see CallEffects); ``effects`` is then what a call may do at most.
+    call_effects: CallEffects | None = None
     # Derived, never passed: ``dataclasses.replace`` recomputes them, so a copy with other
     # effects can never carry the old hash.
     definition_hash: str = field(init=False, default="")
@@ -125,8 +160,17 @@ class ToolSpec:
             side_effecting=self.side_effecting,
             capabilities=self.capabilities,
             annotations=self.annotations,
+            call_effects=self.call_effects,
         )
         object.__setattr__(self, "policy_hash", digest)
+
+    def effects_for(self, args: object) -> frozenset[EffectKind]:
+        """The effects of a call with ``args``: its ``call_effects`` row, else the tool's whole
+        set. Never more than ``effects``: a row naming more is cut to what the tool declares."""
+        if self.call_effects is None:
+            return self.effects
+        found = self.call_effects.lookup(args)
+        return self.effects if found is None else found & self.effects
 
     @property
     def identity(self) -> tuple[str, str]:

@@ -106,8 +106,10 @@ def evaluate_grants(
     uses: Callable[[str], int] = lambda _grant_id: 0,
     session: str = "main",
     session_kind: str = "main",
+    effects: frozenset[EffectKind] | None = None,
 ) -> Decision:
-    """Decide allow / ask / deny for a tool's effects under the grants.
+    """Decide allow / ask / deny for a call's effects under the grants (``effects``: the call's,
+    from ``ToolSpec.effects_for``; the tool's whole set when not given).
 
     The most specific live grant matching the tool decides the effects it names; effects it
     leaves open fall back to the default. The strictest effect decides the call. An expired or
@@ -126,8 +128,10 @@ def evaluate_grants(
         live.append(grant)
     chosen: Grant | None = max(live, key=_specificity) if live else None
     suffix = f" ({'; '.join(notes)})" if notes else ""
+    if effects is None:
+        effects = spec.effects
 
-    if not spec.effects:
+    if not effects:
         if chosen is not None and chosen.default is Mode.DENY:
             return Decision(mode=Mode.DENY, reason=f"grant {chosen.id} denies {spec.name}{suffix}", grant_id=chosen.id)
         return Decision(
@@ -138,7 +142,7 @@ def evaluate_grants(
         )
 
     modes: dict[EffectKind, tuple[Mode, str]] = {}
-    for effect in spec.effects:
+    for effect in effects:
         mode = chosen.mode_for(effect) if chosen else None
         if mode is not None:
             modes[effect] = (mode, f"grant {chosen.id}" if chosen else "grant")

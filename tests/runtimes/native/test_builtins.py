@@ -33,7 +33,8 @@ def test_the_builtin_set() -> None:
     assert set(specs) == {"echo", "time", "json", "http", "read_file", "write_file", "list_dir"}
     assert len(BUILTIN_TOOLS) == 7 and {s.source for s in specs.values()} == {"builtin"}
     assert specs["echo"].effects == specs["time"].effects == specs["json"].effects == frozenset()
-    assert specs["http"].effects == {EffectKind.NETWORK} and specs["http"].side_effecting
+    assert specs["http"].effects == {EffectKind.NETWORK, EffectKind.EXTERNAL_WRITE} and specs["http"].side_effecting
+    assert specs["http"].effects_for({"method": "GET"}) == {EffectKind.NETWORK}  # a GET only reads
     assert specs["read_file"].effects == specs["list_dir"].effects == {EffectKind.READ_FILESYSTEM}
     assert specs["write_file"].effects == {EffectKind.WRITE_FILESYSTEM} and specs["write_file"].side_effecting
     assert not specs["read_file"].side_effecting

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pincer.core.effects import EffectKind
 from pincer.core.errors import EgressDenied, SecretError, ToolError, UsageError
-from pincer.core.values import HostContext
+from pincer.core.values import CallEffects, HostContext
 from pincer.runtimes.native import jsonpath, workspace
 from pincer.runtimes.native.decorator import NativeTool, tool
 from pincer.runtimes.native.runtime import NativeRuntime
@@ -126,11 +126,27 @@ class CredentialSecrets(Protocol):
     def record(self, value: str) -> None: ...
 
 
+_HTTP_READ = frozenset({EffectKind.NETWORK})
+_HTTP_WRITE = frozenset({EffectKind.NETWORK, EffectKind.EXTERNAL_WRITE})
+# A GET reads; a POST, PUT, PATCH or DELETE writes to the outside world (grants, the taint rule
+# and approvals see external_write); a method not named here counts as a write (fail closed).
+HTTP_CALL_EFFECTS = CallEffects(
+    arg="method",
+    default="GET",
+    casefold=True,
+    table={
+        **dict.fromkeys(("GET", "HEAD", "OPTIONS"), _HTTP_READ),
+        **dict.fromkeys(("POST", "PUT", "PATCH", "DELETE"), _HTTP_WRITE),
+    },
+)
+
+
 @tool(
     name="http",
-    effects=[EffectKind.NETWORK],
+    effects=_HTTP_WRITE,
     side_effecting=True,  # any method may be sent; GET-only use still gets idempotent replays
     annotations={"openWorldHint": True, "readOnlyMethods": ["GET", "HEAD", "OPTIONS"]},
+    call_effects=HTTP_CALL_EFFECTS,
 )
 async def http_request(
     url: str,

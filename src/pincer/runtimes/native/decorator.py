@@ -32,7 +32,7 @@ from typing_extensions import TypedDict  # pydantic needs this one on Python < 3
 
 from pincer.core.effects import EffectKind, RuntimeKind, parse_effects
 from pincer.core.errors import ArgumentsInvalid, ToolError, UsageError
-from pincer.core.values import HostContext, RuntimeAsk, ToolOutput, ToolSpec
+from pincer.core.values import CallEffects, HostContext, RuntimeAsk, ToolOutput, ToolSpec
 from pincer.runtimes.native.docstrings import parse_docstring
 
 __all__ = ["NativeTool", "tool", "TOOL_NAME_PATTERN"]
@@ -155,6 +155,7 @@ def tool(
     inline: bool = False,
     annotations: Mapping[str, Any] | None = None,
     trusted_output: bool = False,
+    call_effects: CallEffects | None = None,
 ) -> Callable[[Callable[..., Any]], NativeTool]: ...
 
 
@@ -169,13 +170,16 @@ def tool(
     inline: bool = False,
     annotations: Mapping[str, Any] | None = None,
     trusted_output: bool = False,
+    call_effects: CallEffects | None = None,
 ) -> NativeTool | Callable[[Callable[..., Any]], NativeTool]:
     """Turn a typed function into a NativeTool; usable bare (``@tool``) or with options.
 
     ``effects`` lists what the tool may do (EffectKind values or their names; none by default).
     ``side_effecting`` defaults to whether an effect writes, deletes or spends.
     ``trusted_output``: what it returns carries no text from outside (the agent loop's taint
-    rule; only for pure tools whose output is made of their own input). Raises UsageError
+    rule; only for pure tools whose output is made of their own input). ``call_effects``: the
+    effects of each call by one argument (``effects`` is then what a call may do at most; see
+    ``pincer.core.values.CallEffects``). Raises UsageError
     when the function cannot be described (missing annotations, ``*args``, a bad name).
     """
 
@@ -189,6 +193,7 @@ def tool(
             inline=inline,
             annotations=annotations,
             trusted_output=trusted_output,
+            call_effects=call_effects,
         )
 
     if fn is not None:
@@ -206,6 +211,7 @@ def _build(
     inline: bool,
     annotations: Mapping[str, Any] | None,
     trusted_output: bool = False,
+    call_effects: CallEffects | None = None,
 ) -> NativeTool:
     if isinstance(func, NativeTool):
         raise UsageError(f"{func.name!r} is already a tool", hint="apply @tool once")
@@ -264,6 +270,7 @@ def _build(
         output_schema=_output_schema(hints.get("return")),
         annotations=dict(annotations or {}),
         output_trusted=trusted_output,
+        call_effects=call_effects,
     )
     return NativeTool(
         spec=spec,
