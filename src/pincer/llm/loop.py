@@ -794,7 +794,7 @@ def _is_strangers(request: RunRequest, policy: Any) -> bool:
 
 def _call_effects(spec: ToolSpec, args: Mapping[str, Any]) -> frozenset[Any]:
     """What this call of ``spec`` may do (its method decides for ``http``)."""
-    return spec.effects  # until call effects land: spec.effects_for(args)
+    return spec.effects_for(args)
 
 
 def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
