@@ -788,8 +788,12 @@ def _is_main(policy: Any) -> bool:
 
 def _is_strangers(request: RunRequest, policy: Any) -> bool:
     """Parameters from a webhook (its mapping renders the sender's payload) or a non-main
-    session (a token that is not the operator's)."""
-    return str(request.trigger).startswith("webhook") or bool(request.outside) or not _is_main(policy)
+    session (a token that is not the operator's). A schedule's job (``cron:NAME`` sessions are
+    non-main) runs with the parameters a person wrote into it."""
+    trigger = str(request.trigger)
+    if trigger.startswith("webhook") or request.outside:
+        return True
+    return not trigger.startswith("schedule:") and not _is_main(policy)
 
 
 def _call_effects(spec: ToolSpec, args: Mapping[str, Any]) -> frozenset[Any]:
