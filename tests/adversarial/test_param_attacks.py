@@ -20,8 +20,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pincer.demo.model_server import ScriptedCall, Turn, serve_models
+from pincer.llm.prompt import defuse_param
 from pincer.triggers.signatures import sign_github
 from tests.triggers.conftest import live_gateway
 
@@ -155,3 +158,26 @@ async def test_a_webhook_mapping_s_params_cannot_open_a_system_block(pincer_home
             [write] = [r for r in live.pincer.audit.records(run_id=row.id) if r.tool == "write_file"]
     _assert_contained(system)
     assert write.outcome == "denied" and "taint" in write.reason
+
+
+@given(st.recursive(st.text(), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=8))  # fmt: skip
+def test_a_defused_value_opens_no_tag_whatever_it_holds(value: object) -> None:
+    """Every string in a parameter value, however nested, comes out with no bracket a model reads
+    as "<" (NFKC folds U+FF1C and U+FE64 into it), and defusing twice changes nothing."""
+    import unicodedata
+
+    once = defuse_param(value)
+    assert defuse_param(once) == once
+
+    def strings(v: object) -> list[str]:
+        if isinstance(v, str):
+            return [v]
+        if isinstance(v, list):
+            return [s for item in v for s in strings(item)]
+        if isinstance(v, dict):
+            return [s for item in v.values() for s in strings(item)]
+        return []
+
+    for text in strings(once):
+        assert "<" not in unicodedata.normalize("NFKC", text)
