@@ -193,3 +193,27 @@ async def test_a_local_file_taints_sending_but_not_workspace_edits(tmp_path: Pat
         [tainted] = [e.data for e in events if e.kind == "tainted"]
         assert tainted["reach"] == "local" and "write_filesystem" not in tainted["asks"]
         assert {"external_write", "execute_code", "spawn_process", "financial"} <= set(tainted["asks"])
+
+
+def test_pincer_run_names_exactly_the_effects_that_now_ask(tmp_path: Path) -> None:
+    """On main the line said "calls that write, pay or run code now ask" while a workspace write
+    and an http POST did not ask; now it lists the effects, which are the ones that ask."""
+    import os
+    import subprocess
+    import sys
+
+    from pincer.policy.taint import SENSITIVE_EFFECTS
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with site() as (base, _posts):
+        script = [Turn(calls=(ScriptedCall(name="http", arguments={"url": f"{base}/page"}),)), Turn(text="A summary.")]
+        with serve_models(script) as server:
+            (home / "config.toml").write_text(f'[llm]\nmodel = "gpt-4o-mini"\nbase_url = "{server.openai_url}"\n' + _config("ask"))
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+            env |= {"PINCER_HOME": str(home), "HOME": str(tmp_path / "user-home")}
+            result = subprocess.run([sys.executable, "-m", "pincer.cli", "run", "summarize-url", "--param", f"url={base}/page"],
+                                    capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    named = ", ".join(sorted(e.value for e in SENSITIVE_EFFECTS))
+    assert f"(untrusted output read from http: calls with {named} now ask)" in " ".join(result.stderr.split()), result.stderr

@@ -91,7 +91,9 @@ class Display:
         elif kind == "tainted":
             verb = "are now refused" if data.get("mode") == "deny" else "now ask"
             asks = ", ".join(data.get("asks") or ()) or "a sensitive effect"
-            self._line(f"  (untrusted output read from {data['tool']}: calls with {asks} {verb})")
+            source = data.get("what") if str(data.get("what", "")).startswith("the parameters") else None
+            read = f"untrusted {source[4:]}" if source else f"untrusted output read from {data['tool']}"
+            self._line(f"  ({read}: calls with {asks} {verb})")
 
     def finish_text(self) -> None:
         if self._mid_text:

@@ -550,7 +550,7 @@ class AgentRun:
         self.taint = taint
         asks = sorted(e.value for e in asking_effects(taint))
         self._emit("tainted", tool=taint.tool, audit_id=taint.audit_id, call_id=taint.call_id, reach=taint.reach,
-                   asks=asks, mode=self.taint_mode)  # fmt: skip
+                   asks=asks, mode=self.taint_mode, what=taint.describe())  # fmt: skip
 
     async def _one_call(self, call: ToolCall, taint: Taint | None) -> tuple[Message, int | None, Taint | None]:
         """The message answering one call, the call's audit record, and the taint its output
