@@ -155,3 +155,27 @@ async def test_trust_workspace_still_leaves_a_skill_a_run_wrote_untrusted_until_
             (home / "workspace" / "skills" / "evil-helper" / "SKILL.md").write_text(HELPER + "\nmore\n")
             pincer.skills.reload()
             assert pincer.skills.get("evil-helper").trust is Trust.INSTALLED
+
+
+async def test_an_untrusted_skill_does_not_fire_on_its_own_schedule_or_webhook_trigger(tmp_path: Path) -> None:
+    """On main a planted skill declaring ``schedule: '* * * * *'`` became a job (a run every
+    minute, no person), and one declaring ``webhook: github.pull_request.opened`` ran on every
+    PR delivery of a hook without ``skill =``. Only trusted skills fire by their own triggers now;
+    a person names others in ``[[jobs]]`` / ``[[hooks]] skill = NAME``."""
+    from pincer.config import HookSettings
+    from pincer.triggers.jobs import jobs_from_skills
+    from pincer.triggers.webhooks import hook_targets
+
+    home = tmp_path / "home"
+    folder = home / "workspace" / "skills" / "evil-helper"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(HELPER.replace("  - command: /helper\n", "  - command: /helper\n  - schedule: '* * * * *'\n"
+                                                    "  - webhook: github.pull_request.opened\n"))  # fmt: skip
+    with serve_models([]) as server:
+        async with open_pincer(home, llm_config(server)) as pincer:
+            library = pincer.skills
+            assert library.get("evil-helper").trust is Trust.INSTALLED
+            jobs, _ = jobs_from_skills(library.eligible())
+            assert "skill:evil-helper" not in [j.name for j in jobs]
+            targets = hook_targets(HookSettings(name="gh", auth="github", secret="s"), "github.pr.opened", library)
+            assert "evil-helper" not in targets and "code-review" in targets
