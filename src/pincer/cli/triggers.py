@@ -90,6 +90,9 @@ def hook_row(pincer: Any, hook: Any) -> dict[str, Any]:
     }
 
 
+_UNTRUSTED_TRIGGER = "inactive: only a trusted skill fires by its own trigger (name it with skill = NAME in {table})"
+
+
 def _derived_targets(pincer: Any, hook: Any) -> list[str]:
     """The skills a hook without skill and message delivers to: their webhook trigger passes its filter."""
     from pincer.triggers.events import event_matches
@@ -97,7 +100,7 @@ def _derived_targets(pincer: Any, hook: Any) -> list[str]:
     library = pincer.skills
     found = []
     for skill in library.eligible() if library is not None else ():
-        events = [t.value for t in skill.triggers if t.kind == "webhook" and t.value]
+        events = [t.value for t in skill.triggers if t.kind == "webhook" and t.value and skill.trust.value == "trusted"]
         if any(not hook.events or any(event_matches(p, e) for p in hook.events) for e in events):
             found.append(skill.name)
     return found
@@ -139,7 +142,9 @@ def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
                 index = schedule_index.get(skill.name, 0)
                 schedule_index[skill.name] = index + 1
                 job = jobs.get(skill_job_name(skill.name, index))
-                if job is None:
+                if job is None and skill.trust.value != "trusted":
+                    row["state"] = inactive or _UNTRUSTED_TRIGGER.format(table="[[jobs]]")
+                elif job is None:
                     row["state"] = inactive or "inactive: the schedule does not parse (`pincer skills check`)"
                 else:
                     row.update({k: v for k, v in job_row(job).items() if k in ("next_run", "last_run", "last_status")})
@@ -149,11 +154,14 @@ def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
                 via = [
                     h.name for h in hooks
                     if h.skill == skill.name
-                    or (not h.skill and not h.message and (not h.events or any(event_matches(p, trigger.value) for p in h.events)))
+                    or (not h.skill and not h.message and skill.trust.value == "trusted"
+                        and (not h.events or any(event_matches(p, trigger.value) for p in h.events)))
                 ]  # fmt: skip
                 row["hooks"] = via
                 if inactive:
                     row["state"] = inactive
+                elif not via and skill.trust.value != "trusted":
+                    row["state"] = _UNTRUSTED_TRIGGER.format(table="[[hooks]]")
                 elif via:
                     row["state"] = "active via " + ", ".join(f"/hooks/{name}" for name in via)
                 else:
