@@ -591,7 +591,7 @@ class AgentRun:
         produced = result.ok or (result.error or {}).get("code") == "tool_error"
         tainted_by = None
         if produced and not trusted:
-            reach = output_reach(spec, _call_effects(spec, request.args))
+            reach = output_reach(spec, spec.effects_for(request.args))  # the call's own: http's GET has network
             tainted_by = Taint(tool=real, audit_id=result.audit_id, call_id=call.id, mode=self.taint_mode, reach=reach)
         return message, result.audit_id, tainted_by
 
@@ -777,7 +777,7 @@ class AgentRun:
 def _params_source(request: RunRequest, policy: Any) -> str:
     """Who gave a run's parameters, as the prompt and a taint name it."""
     trigger = str(request.trigger)
-    return trigger if trigger.startswith("webhook") or _is_main(policy) else f"session {policy.name} ({trigger})"
+    return trigger if trigger.startswith(("webhook", "schedule")) or _is_main(policy) else f"session {policy.name} ({trigger})"
 
 
 def _is_main(policy: Any) -> bool:
@@ -794,11 +794,6 @@ def _is_strangers(request: RunRequest, policy: Any) -> bool:
     if trigger.startswith("webhook") or request.outside:
         return True
     return not trigger.startswith("schedule:") and not _is_main(policy)
-
-
-def _call_effects(spec: ToolSpec, args: Mapping[str, Any]) -> frozenset[Any]:
-    """What this call of ``spec`` may do (its method decides for ``http``)."""
-    return spec.effects_for(args)
 
 
 def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
