@@ -90,7 +90,7 @@ async def test_a_tainted_call_with_a_sensitive_effect_asks_although_a_grant_allo
         # A tool without a sensitive effect is not held up by the taint.
         assert (await pincer.call(CallRequest(tool="lookup", args={}, taint=taint))).ok
         # write_filesystem is not one of the effects the rule names; its grant decides (ask).
-        assert "untrusted" not in (pincer.dispatcher._grant_decision(runtime.specs["note"], "main").reason)
+        assert "untrusted" not in (pincer.dispatcher._grant_decision(runtime.specs["note"], "main", runtime.specs["note"].effects).reason)
 
 
 @pytest.mark.anyio

@@ -159,6 +159,7 @@ class _Skills(_Model):
     npm_registry: str = Field(default="https://registry.npmjs.org/", min_length=8, max_length=2048)
     pip_index: str = Field(default="https://pypi.org/simple", min_length=8, max_length=2048)
     auto_install_deps: bool = True
+    trust_workspace: bool = False
     config: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -373,6 +374,9 @@ class SkillsSettings:
     npm_registry: str = "https://registry.npmjs.org/"
     pip_index: str = "https://pypi.org/simple"
     auto_install_deps: bool = True
+    # The workspace's skill roots are written by agents (write_file, exec): installed-level
+    # unless a person says the skills there are theirs.
+    trust_workspace: bool = False
     config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -879,6 +883,7 @@ def _to_skills(s: _Skills, *, home: Path) -> SkillsSettings:
         npm_registry=s.npm_registry,
         pip_index=s.pip_index,
         auto_install_deps=s.auto_install_deps,
+        trust_workspace=s.trust_workspace,
         config=dict(s.config),
     )
 

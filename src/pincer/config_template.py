@@ -130,6 +130,9 @@ KEYS: dict[str, KeyHelp] = {
     "skills.npm_registry": KeyHelp(help="where skill dependencies from package.json come from"),
     "skills.pip_index": KeyHelp(help="where skill dependencies from requirements.txt come from"),
     "skills.auto_install_deps": KeyHelp(help="pincer serve installs missing skill dependencies in the background"),
+    "skills.trust_workspace": KeyHelp(
+        help="trust the workspace's skills, .agents/skills and .claude/skills (agents can write there; off: they are installed-level)"
+    ),
     "skills.config": KeyHelp(
         help="values skills ask for with requires.config (dotted keys)", example="{ channels.slack = true }"
     ),

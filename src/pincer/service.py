@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -135,7 +136,7 @@ class Pincer:
             if builtins:
                 from pincer.runtimes.native.builtins import builtin_runtime
 
-                await pincer.add_runtime(builtin_runtime())
+                await pincer.add_runtime(builtin_runtime(skill_roots=_skill_root_guard(config)))
                 if config.builtins:  # [builtins.NAME]: github, web_fetch, web_search, llm_context
                     from pincer.builtins.catalog import bundled_runtime
 
@@ -563,3 +564,17 @@ def _has_wasm_tools(home: Path) -> bool:
 def _has_model(config: Config) -> bool:
     """[llm] (or a profile) names a model: the parts that talk to one can be offered."""
     return bool(config.llm.default.model or any(p.model for p in config.llm.profiles.values()))
+
+
+def _skill_root_guard(config: Any) -> Any:
+    """Every root skills are read from, so ``write_file`` into one asks (the same roots the
+    library walks: ``SkillLibrary.from_config``)."""
+    from pincer.runtimes.native.skill_roots import SkillRootGuard
+    from pincer.skills.roots import default_roots
+
+    raw = os.environ.get("HOME")
+    roots = default_roots(
+        workspace=config.workspace, home_dir=Path(raw) if raw else None, pincer_home=config.home,
+        extra_dirs=config.skills.extra_dirs,
+    )  # fmt: skip
+    return SkillRootGuard.from_roots(roots, config.home)

@@ -176,7 +176,7 @@ async def test_run_skill_puts_the_runs_approvals_to_the_mcp_client(tmp_path: Pat
     import mcp_types as types
 
     home = tmp_path / "home"
-    folder = home / "workspace" / "skills" / "noter"
+    folder = home / "skills" / "noter"  # the operator's own (the workspace's skills are installed-level)
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text("---\nname: noter\ndescription: Take a note.\ntools: [write_note]\n---\nWrite the note.\n")
     script = [Turn(calls=(ScriptedCall(name="write_note", arguments={"text": "remember"}),)), Turn(text="Noted.")]

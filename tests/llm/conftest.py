@@ -27,7 +27,8 @@ Triage the report about {{ topic }}. Echo a summary, write notes/triage.txt, the
 
 
 def write_skill(home: Path, name: str, text: str) -> None:
-    folder = home / "workspace" / "skills" / name
+    """A skill of the operator's own: $PINCER_HOME/skills (trusted; the workspace's roots are not)."""
+    folder = home / "skills" / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "SKILL.md").write_text(text)
 

@@ -39,6 +39,8 @@ def workspace(env: dict[str, str]) -> Path:
 
 
 def test_list_shows_every_field_and_all_shows_shadowed_ones_and_errors(env: dict[str, str]) -> None:
+    config = Path(env["PINCER_HOME"]) / "config.toml"
+    config.write_text((config.read_text() if config.exists() else "") + "\n[skills]\ntrust_workspace = true\n")
     write_skill(workspace(env) / "skills", "code-review", "activation: {keywords: [review]}", "my own review\n")
     write_skill(Path(env["HOME"]) / ".claude" / "skills", "fix-issue", "argument-hint: '[n]'", "Fix $ARGUMENTS\n")
     write_skill(Path(env["PINCER_HOME"]) / "skills", "Bad_Name", "requires: {bins: [no-such-bin-here]}")
@@ -139,4 +141,4 @@ def test_deps_and_approve_refuse_what_does_not_apply(env: dict[str, str]) -> Non
     none = cli(env, "deps", "code-review", "--json")
     assert none.returncode == 1 and "declares no dependencies" in doc(none)["error"]["message"]
     local = cli(env, "approve", "code-review", "--json")
-    assert local.returncode == 2 and "did not come from an MCP server" in doc(local)["error"]["message"]
+    assert local.returncode == 2 and "nothing to approve" in doc(local)["error"]["message"]

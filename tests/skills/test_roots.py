@@ -17,9 +17,10 @@ def test_default_roots_in_precedence_order(tmp_path: Path) -> None:
         workspace=tmp_path / "ws", home_dir=tmp_path / "home", pincer_home=tmp_path / "ph", extra_dirs=[tmp_path / "extra"]
     )
     assert [(r.label, r.path.relative_to(tmp_path).as_posix() if r.path.is_relative_to(tmp_path) else "bundled", r.trust) for r in roots] == [
-        ("workspace", "ws/skills", Trust.TRUSTED),
-        ("workspace-agents", "ws/.agents/skills", Trust.TRUSTED),
-        ("workspace-claude", "ws/.claude/skills", Trust.TRUSTED),
+        # An agent can write the workspace: its roots are trusted only with [skills] trust_workspace.
+        ("workspace", "ws/skills", Trust.INSTALLED),
+        ("workspace-agents", "ws/.agents/skills", Trust.INSTALLED),
+        ("workspace-claude", "ws/.claude/skills", Trust.INSTALLED),
         ("home-agents", "home/.agents/skills", Trust.TRUSTED),
         ("home-claude", "home/.claude/skills", Trust.TRUSTED),
         ("user", "ph/skills", Trust.TRUSTED),
@@ -28,6 +29,8 @@ def test_default_roots_in_precedence_order(tmp_path: Path) -> None:
         ("extra-1", "extra", Trust.TRUSTED),
     ]
     assert roots[7].path == BUNDLED_DIR
+    trusting = default_roots(workspace=tmp_path / "ws", home_dir=None, pincer_home=None, trust_workspace=True)
+    assert [r.trust for r in trusting[:3]] == [Trust.TRUSTED] * 3
     assert roots[2].is_claude and roots[4].is_claude and not roots[0].is_claude
 
 

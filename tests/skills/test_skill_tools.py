@@ -94,8 +94,9 @@ async def test_the_skill_tool_returns_instructions_files_and_attenuated_tools(tm
         out = result.output
         assert out["instructions"] == f"Work on docs in {installed.parent}.\n" and out["trust"] == "installed"
         assert [f["path"] for f in out["files"]] == ["SKILL.md", "references/guide.md"]
-        assert out["tools"]["allowed"] == ["http", "read_file"] and out["tools"]["attenuated"]
-        assert [w["tool"] for w in out["tools"]["withheld"]] == ["write_file"]
+        # Read-only means no network writes: http's POST is external_write, so http is withheld too.
+        assert out["tools"]["allowed"] == ["read_file"] and out["tools"]["attenuated"]
+        assert sorted(w["tool"] for w in out["tools"]["withheld"]) == ["http", "write_file"]
         missing = await pincer.call(CallRequest(tool="skill", args={"name": "helper"}))
         assert missing.error["code"] == "invalid_arguments" and "needs parameter 'target'" in missing.error["message"]
         ineligible = await pincer.call(CallRequest(tool="skill", args={"name": "needs-bin"}))

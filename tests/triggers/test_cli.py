@@ -126,8 +126,9 @@ def test_cron_import_openclaw_files(env: dict[str, str]) -> None:
 
 def test_triggers_list_shows_every_trigger_with_its_state(env: dict[str, str]) -> None:
     home = Path(env["PINCER_HOME"])
-    write_skill(home / "workspace" / "skills", "digest", "triggers:\n  - schedule: '0 7 * * *'\n  - command: /digest\n  - manual\n")
-    write_skill(home / "workspace" / "skills", "needs-bin", "requires:\n  bins: [no-such-binary-xyz]\ntriggers:\n  - command: /nb\n")
+    write_skill(home / "skills", "digest", "triggers:\n  - schedule: '0 7 * * *'\n  - command: /digest\n  - manual\n")
+    write_skill(home / "workspace" / "skills", "planted", "triggers:\n  - schedule: '* * * * *'\n")
+    write_skill(home / "skills", "needs-bin", "requires:\n  bins: [no-such-binary-xyz]\ntriggers:\n  - command: /nb\n")
     (home / "config.toml").write_text(
         '[[hooks]]\nname = "gh"\nauth = "github"\nsecret = "gh_hook_secret"\n\n'
         '[[jobs]]\nname = "brief"\nevery = "1h"\nmessage = "status?"\n'
@@ -138,6 +139,7 @@ def test_triggers_list_shows_every_trigger_with_its_state(env: dict[str, str]) -
     assert state[("skill digest", "schedule", "0 7 * * *")] == "active"
     assert state[("skill digest", "manual", "")] == "offered for manual runs"
     assert state[("skill needs-bin", "command", "/nb")].startswith("inactive: not eligible")
+    assert state[("skill planted", "schedule", "* * * * *")].startswith("inactive: only a trusted skill fires")
     # issue 21 item 16: a hook whose secret is not set delivers nothing, so it makes nothing active
     assert state[("skill code-review", "webhook", "github.pull_request.opened")] == (
         "inactive: /hooks/gh refuses every delivery until the secret 'gh_hook_secret' is set (`pincer secrets set gh_hook_secret`)"

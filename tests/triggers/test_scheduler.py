@@ -191,7 +191,9 @@ async def test_config_jobs_follow_a_reloaded_config(pincer_home: Path) -> None:
 
 
 async def test_a_skills_schedule_trigger_is_a_job(pincer_home: Path) -> None:
-    workspace = pincer_home / "workspace" / "skills"
+    workspace = pincer_home / "skills"  # the operator's own, trusted
+    # A workspace skill is installed-level (an agent can write there): it does not schedule itself.
+    write_skill(pincer_home / "workspace" / "skills", "planted", "triggers:\n  - schedule: '* * * * *'\n")
     write_skill(workspace, "digest", "parameters:\n  - {name: since, type: string, default: yesterday}\n"
                 "triggers:\n  - schedule: '0 7 * * *'\n")  # fmt: skip
     write_skill(workspace, "broken-digest", "parameters:\n  - {name: since, type: string, required: true}\n"
@@ -202,6 +204,7 @@ async def test_a_skills_schedule_trigger_is_a_job(pincer_home: Path) -> None:
         await engine.settle()
         row = engine.store.job("skill:digest")
         assert row is not None and row.source == "skill:digest"
+        assert engine.store.job("skill:planted") is None
         clock.set(row.next_run or 0)
         await engine.settle()
         assert [(r.skill, dict(r.params)) for r in starter.requests] == [("digest", {"since": "yesterday"})]

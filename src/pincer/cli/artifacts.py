@@ -218,6 +218,7 @@ def install(
         False, "--allow-unsigned", help="Install without a trusted signature (recorded in pincer.lock and the audit log)."
     ),
     lockfile: Path | None = typer.Option(None, "--lockfile", help="The workspace lock to install (default: ./pincer.lock or a parent's)."),
+    replace: bool = typer.Option(False, "--replace", help="Let an installed skill take the name of a trusted one (bundled, yours)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Install an artifact (tool, skill, MCP server, OpenAPI service, script, bundle), or a workspace pincer.lock."""
@@ -241,7 +242,18 @@ def install(
                     return hub.install_lock(Path(path), force=force)
                 if lockfile is not None:
                     raise UsageError("give a KEY or --lockfile, not both", hint="drop one of them")
-                return hub.install(key, InstallOptions(force=force, allow_unsigned=allow_unsigned, source=source))
+                holder = _trusted_holder(hub.home, key)
+                if holder is not None and not replace:
+                    raise UsageError(
+                        f"the trusted skill {holder.name!r} ({holder.root}: {holder.path}) holds this name; an installed "
+                        "skill of the same name would not be used in its place",
+                        hint=f"pass --replace to install {key} and let it take the name (its body, its /command, its "
+                        "triggers), or install a skill of another name",
+                    )
+                results = hub.install(key, InstallOptions(force=force, allow_unsigned=allow_unsigned, source=source))
+                if holder is not None:
+                    _record_replace(hub.home, holder.name)
+                return results
             finally:
                 hub.catalog.close()
 
@@ -278,6 +290,33 @@ def _install_bundled(key: str, as_json: bool, *, explicit: bool) -> None:
     else:
         stderr.print(_e(f"{action} tools/{name}@{pincer.__version__} (bundled with pincer: [builtins.{name}] enabled = true)"))
     raise typer.Exit(EXIT_OK)
+
+
+def _trusted_holder(home: Path, key: str) -> Any:
+    """The trusted skill (not an installed one) that holds the name ``skills/NAME`` would take."""
+    from pincer.config import load_config
+    from pincer.skills.library import SkillLibrary
+    from pincer.skills.model import Trust
+
+    text = key.split("@", 1)[0]
+    if not text.startswith("skills/"):
+        return None
+    name = text.split("/", 1)[1]
+    library = SkillLibrary.from_config(load_config(home))
+    held = [s for s in library.report.skills if s.name == name and s.trust is Trust.TRUSTED and s.root != "installed"]
+    return held[0] if held else None
+
+
+def _record_replace(home: Path, name: str) -> None:
+    """A person said --replace: the installed skill of that name (this SKILL.md) takes it."""
+    from pincer.config import load_config
+    from pincer.skills.library import SkillLibrary
+
+    library = SkillLibrary.from_config(load_config(home))
+    candidates = [*library.report.skills, *(s.skill for s in library.report.shadowed)]
+    installed = next((s for s in candidates if s.name == name and s.root == "installed"), None)
+    if installed is not None and library.approvals is not None:
+        library.approvals.approve_replace(installed, by="cli")
 
 
 def update(

@@ -114,7 +114,11 @@ class Display:
         elif kind == "retrying":
             self._line(f"  (the model server failed: {data['reason']}; asking again in {data['after_s']:.1f} s)")
         elif kind == "tainted":
-            self._line(f"  (untrusted output read from {data['tool']}: calls that write, pay or run code now ask)")
+            verb = "are now refused" if data.get("mode") == "deny" else "now ask"
+            asks = ", ".join(data.get("asks") or ()) or "a sensitive effect"
+            source = data.get("what") if str(data.get("what", "")).startswith("the parameters") else None
+            read = f"untrusted {source[4:]}" if source else f"untrusted output read from {data['tool']}"
+            self._line(f"  ({read}: calls with {asks} {verb})")
 
     def finish_text(self) -> None:
         if self._mid_text:

@@ -338,21 +338,36 @@ def deps(name: str, as_json: bool = JsonOption) -> None:
 
 @app.command("approve")
 def approve(name: str, as_json: bool = JsonOption) -> None:
-    """Approve the allowed-tools of a skill fetched from an MCP server (recorded for this SKILL.md)."""
+    """Approve a skill an agent could have written (a workspace skill, or one a run wrote: it is
+    trusted from now on, for this SKILL.md), or the allowed-tools of a skill fetched from an MCP
+    server. A changed SKILL.md needs approving again."""
     from pincer.skills.remote import RemoteApprovals, read_origin
+    from pincer.skills.roots import WORKSPACE_ROOTS
 
     with _guard(as_json):
         library = _library()
-        skill = library.get(name)
-        origin = read_origin(skill.base_dir)
-        if not origin:
-            raise UsageError(f"skill {name!r} did not come from an MCP server; there is nothing to approve", hint="`pincer skills show " + name + "`")
-        pending = tuple(skill.metadata.get("pincer/pendingTools", ())) or skill.tools
-        entry = RemoteApprovals(pincer_home()).approve(skill, pending, by="cli")
+        winner = library.get(name)
+        candidates = [winner, *(s.skill for s in library.report.shadowed if s.skill.name == winner.name)]
+        approvals = RemoteApprovals(pincer_home())
+        writable = next((s for s in candidates if s.root in WORKSPACE_ROOTS or "pincer/writtenByRun" in s.metadata), None)
+        if writable is not None and not read_origin(writable.base_dir):
+            entry = approvals.approve_trust(writable, by="cli")
+            what = f"approved {name} ({writable.path}) as trusted; a change to it needs approving again"
+        else:
+            origin = read_origin(winner.base_dir)
+            if not origin:
+                raise UsageError(
+                    f"skill {name!r} is neither in the workspace nor written by a run nor fetched from an MCP server; "
+                    "there is nothing to approve",
+                    hint="`pincer skills show " + name + "`",
+                )
+            pending = tuple(winner.metadata.get("pincer/pendingTools", ())) or winner.tools
+            entry = approvals.approve(winner, pending, by="cli")
+            what = f"approved allowed-tools of {name}: {' '.join(pending) or '(none)'}"
     if as_json:
         emit_json({"ok": True, "name": name, **entry})
         return
-    stderr.print(f"approved allowed-tools of {name}: {' '.join(pending) or '(none)'}")
+    stderr.print(what)
 
 
 def _pull_token(token: str | None, token_secret: str | None, token_stdin: bool) -> str | None:

@@ -120,6 +120,9 @@ def _replay_protection(auth: str) -> str:
     return "signed id and timestamp: a resend within the tolerance is answered from the first, later ones refused"
 
 
+_UNTRUSTED_TRIGGER = "inactive: only a trusted skill fires by its own trigger (name it with skill = NAME in {table})"
+
+
 def _derived_targets(pincer: Any, hook: Any) -> list[str]:
     """The skills a hook without skill and message delivers to: their webhook trigger passes its filter."""
     from pincer.triggers.events import event_matches
@@ -127,7 +130,7 @@ def _derived_targets(pincer: Any, hook: Any) -> list[str]:
     library = pincer.skills
     found = []
     for skill in library.eligible() if library is not None else ():
-        events = [t.value for t in skill.triggers if t.kind == "webhook" and t.value]
+        events = [t.value for t in skill.triggers if t.kind == "webhook" and t.value and skill.trust.value == "trusted"]
         if any(not hook.events or any(event_matches(p, e) for p in hook.events) for e in events):
             found.append(skill.name)
     return found
@@ -169,7 +172,9 @@ def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
                 index = schedule_index.get(skill.name, 0)
                 schedule_index[skill.name] = index + 1
                 job = jobs.get(skill_job_name(skill.name, index))
-                if job is None:
+                if job is None and skill.trust.value != "trusted":
+                    row["state"] = inactive or _UNTRUSTED_TRIGGER.format(table="[[jobs]]")
+                elif job is None:
                     row["state"] = inactive or "inactive: the schedule does not parse (`pincer skills check`)"
                 else:
                     row.update({k: v for k, v in job_row(job).items() if k in ("next_run", "last_run", "last_status")})
@@ -179,7 +184,8 @@ def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
                 via = [
                     h.name for h in hooks
                     if h.skill == skill.name
-                    or (not h.skill and not h.message and (not h.events or any(event_matches(p, trigger.value) for p in h.events)))
+                    or (not h.skill and not h.message and skill.trust.value == "trusted"
+                        and (not h.events or any(event_matches(p, trigger.value) for p in h.events)))
                 ]  # fmt: skip
                 row["hooks"] = via
                 # a hook whose secret is not set refuses every delivery: it delivers nothing
@@ -191,6 +197,8 @@ def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
                     row["state"] = inactive
                 elif live:
                     row["state"] = "active via " + ", ".join(f"/hooks/{name}" for name in live) + (f"; {refusing}" if refusing else "")
+                elif not via and skill.trust.value != "trusted":
+                    row["state"] = _UNTRUSTED_TRIGGER.format(table="[[hooks]]")
                 elif via:
                     row["state"] = f"inactive: {refusing}"
                 else:

@@ -212,8 +212,14 @@ class Taint:
     audit_id: int | None = None
     call_id: str | None = None
     mode: str = "ask"  # ask | deny
+    # outside | local: text from outside the machine (the default: fail closed) or a local file;
+    # policy/taint.py says which effects each makes ask.
+    reach: str = "outside"
+    what: str | None = None  # what tainted it when not a tool's output ("the parameters given by ...")
 
     def describe(self) -> str:
+        if self.what:
+            return self.what
         record = f" (audit record {self.audit_id})" if self.audit_id is not None else ""
         return f"the output of {self.tool}{record}"
 

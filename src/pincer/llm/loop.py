@@ -66,6 +66,7 @@ from pincer.llm.prompt import (
     DEFAULT_MESSAGE,
     FIND_TOOLS,
     LOAD_TOOLS,
+    defuse_param,
     find_tools_definition,
     load_tools_definition,
     render_value,
@@ -77,6 +78,7 @@ from pincer.llm.retry import complete_with_retries
 from pincer.llm.run import OutsideData, Run, RunEvent, RunRequest, ToolCallRecord
 from pincer.llm.tool_search import ToolIndex
 from pincer.policy.run_budget import RunBudgets, first_exceeded, would_exceed_tool_calls
+from pincer.policy.taint import LOCAL, asking_effects, output_reach
 from pincer.policy.visibility import visible_tools
 from pincer.store.audit import AuditEntry
 from pincer.store.runs import RunStore
@@ -199,7 +201,10 @@ class AgentLoop:
                     f"skill {skill.name!r} is not available here: {eligibility.reason}",
                     hint=f"`pincer skills show {skill.name}` says what it needs",
                 )
-            rendered = library.render(skill.name, request.params, arguments=request.arguments)
+            # Parameter values are data, whoever gave them: defused before they reach the
+            # template, so a value cannot close the <skill> block or open a <system> one.
+            arguments = defuse_param(request.arguments) if request.arguments is not None else None
+            rendered = library.render(skill.name, defuse_param(dict(request.params)), arguments=arguments)
             skill_text, params = rendered.text, dict(rendered.params)
         elif request.params:
             raise UsageError("params were given without a skill", hint="name the skill the params are for")
@@ -243,9 +248,16 @@ class AgentLoop:
             on_approval=on_approval,
         )
         run.offer(self._offered(skill, session), skill)
-        run.begin(system_prompt(skill_name=run.skill_name, skill_text=skill_text, catalog=catalog), params)
+        policy = config.session(session)
+        params_from = _params_source(request, policy)
+        prompt = system_prompt(skill_name=run.skill_name, skill_text=skill_text, catalog=catalog, params=params, params_from=params_from)
+        run.begin(prompt, params)
         if request.outside:
             run.taint_from_outside(request.outside)
+        if (request.params or request.arguments) and _is_strangers(request, policy):
+            # A webhook's mapping or another session's caller chose these values: the run treats
+            # them as it treats a fetched page, from its first call.
+            run.taint_with(Taint(tool=params_from, mode=run.taint_mode, what=f"the parameters given by {params_from}"))
         return run
 
     def _offered(self, skill: Any, session: str) -> list[ToolSpec]:
@@ -387,8 +399,7 @@ class AgentRun:
         self._outside = tuple(outside)
         if self.taint is None and self._outside and self.taint_mode != "off":
             first = self._outside[0]
-            self.taint = Taint(tool=first.tool, mode=self.taint_mode)
-            self._emit("tainted", tool=first.tool, audit_id=None, call_id=None)
+            self.taint_with(Taint(tool=first.tool, mode=self.taint_mode))
 
     @property
     def last_seq(self) -> int:
@@ -535,10 +546,19 @@ class AgentRun:
                 continue
             message, audit_id, tainted_by = done
             self._append(message, audit_id=audit_id)
-            if tainted_by is not None and self.taint is None:
-                self.taint = tainted_by
-                self._emit("tainted", tool=tainted_by.tool, audit_id=tainted_by.audit_id, call_id=tainted_by.call_id)
+            if tainted_by is not None:
+                self.taint_with(tainted_by)
         self._flush()
+
+    def taint_with(self, taint: Taint) -> None:
+        """Taint the run (the first output that did names it), or widen a local taint to an
+        outside one; the event names the effects that now ask."""
+        if self.taint_mode == "off" or (self.taint is not None and not (self.taint.reach == LOCAL and taint.reach != LOCAL)):
+            return
+        self.taint = taint
+        asks = sorted(e.value for e in asking_effects(taint))
+        self._emit("tainted", tool=taint.tool, audit_id=taint.audit_id, call_id=taint.call_id, reach=taint.reach,
+                   asks=asks, mode=self.taint_mode, what=taint.describe())  # fmt: skip
 
     async def _one_call(self, call: ToolCall, taint: Taint | None) -> tuple[Message, int | None, Taint | None]:
         """The message answering one call, the call's audit record, and the taint its output
@@ -579,7 +599,8 @@ class AgentRun:
         produced = result.ok or (result.error or {}).get("code") == "tool_error"
         tainted_by = None
         if produced and not trusted:
-            tainted_by = Taint(tool=real, audit_id=result.audit_id, call_id=call.id, mode=self.taint_mode)
+            reach = output_reach(spec, spec.effects_for(request.args))  # the call's own: http's GET has network
+            tainted_by = Taint(tool=real, audit_id=result.audit_id, call_id=call.id, mode=self.taint_mode, reach=reach)
         return message, result.audit_id, tainted_by
 
     async def _approval(self, approval: Any) -> None:
@@ -759,6 +780,28 @@ class AgentRun:
             started_at=self.started_at,
             ended_at=time.time(),
         )
+
+
+def _params_source(request: RunRequest, policy: Any) -> str:
+    """Who gave a run's parameters, as the prompt and a taint name it."""
+    trigger = str(request.trigger)
+    return trigger if trigger.startswith(("webhook", "schedule")) or _is_main(policy) else f"session {policy.name} ({trigger})"
+
+
+def _is_main(policy: Any) -> bool:
+    from pincer.policy.session import SessionKind
+
+    return bool(policy.kind is SessionKind.MAIN)
+
+
+def _is_strangers(request: RunRequest, policy: Any) -> bool:
+    """Parameters from a webhook (its mapping renders the sender's payload) or a non-main
+    session (a token that is not the operator's). A schedule's job (``cron:NAME`` sessions are
+    non-main) runs with the parameters a person wrote into it."""
+    trigger = str(request.trigger)
+    if trigger.startswith("webhook") or request.outside:
+        return True
+    return not trigger.startswith("schedule:") and not _is_main(policy)
 
 
 def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:

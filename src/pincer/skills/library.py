@@ -26,8 +26,9 @@ from pincer.skills.eligibility import Eligibility, Environment, check_all
 from pincer.skills.model import Issue, Skill, Trust
 from pincer.skills.remote import ORIGIN_FILE, RemoteApprovals, apply_origin
 from pincer.skills.render import Rendered, render_skill
-from pincer.skills.roots import LoadError, LoadReport, Root, SkillLoader, WalkLimits, default_roots
+from pincer.skills.roots import WORKSPACE_ROOTS, LoadError, LoadReport, Root, SkillLoader, WalkLimits, default_roots
 from pincer.skills.selection import Selection, select
+from pincer.store.skill_writes import SKILL_WRITES_FILE, folder_key, written_folders
 
 __all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S", "Invoker"]
 
@@ -88,6 +89,7 @@ class SkillLibrary:
             pincer_home=config.home,
             extra_dirs=settings.extra_dirs,
             bundled=bundled,
+            trust_workspace=settings.trust_workspace,
         )
         limits = WalkLimits(
             max_candidates_per_root=settings.max_candidates_per_root,
@@ -100,7 +102,8 @@ class SkillLibrary:
 
     def reload(self, *, notify: bool = True) -> bool:
         """Walk the roots again; True (and subscribers told) when any skill changed."""
-        report = self._loader.load(self.roots)
+        approvals = self.approvals
+        report = self._loader.load(self.roots, adjust=self._trust_adjuster(), replaces=approvals.replaces if approvals else None)
         refused: list[LoadError] = []
         self._refused = {}
         if self._admit is not None:
@@ -118,14 +121,50 @@ class SkillLibrary:
         report = replace(report, skills=skills)
         environment = self._environment()
         eligibility = check_all(skills, environment)
-        before = {s.name: (s.content_hash, str(s.path)) for s in self.report.skills}, self.eligibility
+        before = {s.name: (s.content_hash, str(s.path), s.trust) for s in self.report.skills}, self.eligibility
         self.report = report
         self.eligibility = eligibility
         self._by_name = {s.name: s for s in skills}
-        changed = before != ({s.name: (s.content_hash, str(s.path)) for s in skills}, eligibility)
+        changed = before != ({s.name: (s.content_hash, str(s.path), s.trust) for s in skills}, eligibility)
         if changed and notify:
             self.notify_changed()
         return changed
+
+    def _trust_adjuster(self) -> Callable[[Skill], Skill] | None:
+        """A skill a run wrote (``skill-writes.json``) is installed-level until a person approves
+        that SKILL.md; a workspace skill (installed-level unless ``[skills] trust_workspace``) a
+        person approved is trusted."""
+        home, approvals = self.home, self.approvals
+        if home is None or approvals is None:
+            return None
+        written = written_folders(home)
+
+        def adjust(skill: Skill) -> Skill:
+            approved = approvals.is_trusted(skill)
+            by_run = written.get(folder_key(skill.base_dir))
+            if by_run is not None and not approved:
+                note = Issue(
+                    key="trust",
+                    message=f"written by a run ({by_run.get('tool', 'a tool')}, session {by_run.get('session', '?')}): "
+                    f"untrusted until a person approves it (`pincer skills approve {skill.name}`)",
+                )
+                return replace(skill, trust=Trust.INSTALLED, warnings=(*skill.warnings, note),
+                               metadata={**skill.metadata, "pincer/writtenByRun": dict(by_run)})  # fmt: skip
+            if approved and skill.trust is Trust.INSTALLED and (by_run is not None or skill.root in WORKSPACE_ROOTS):
+                return replace(skill, trust=Trust.TRUSTED)
+            return skill
+
+        return adjust
+
+    def stamp(self) -> tuple[Any, ...]:
+        """What the walk would see, and the approvals and the record of writes that decide trust."""
+        extra: list[Any] = []
+        for path in (self.approvals.path if self.approvals else None, self.home / SKILL_WRITES_FILE if self.home else None):
+            try:
+                extra.append(path.stat().st_mtime_ns if path is not None else None)
+            except OSError:
+                extra.append(None)
+        return (*self._loader.stamp(self.roots), tuple(extra))
 
     def notify_changed(self) -> None:
         """Tell every subscriber the skills changed (call it on the event loop)."""
@@ -170,11 +209,11 @@ class SkillLibrary:
     ) -> None:
         """Reload whenever a SKILL.md (or capabilities.json) is added, changed or removed, or a
         skill folder appears or goes. Runs until cancelled."""
-        seen = await anyio.to_thread.run_sync(self._loader.stamp, self.roots)
+        seen = await anyio.to_thread.run_sync(self.stamp)
         task_status.started()
         while True:
             await anyio.sleep(interval_s)
-            now = await anyio.to_thread.run_sync(self._loader.stamp, self.roots)
+            now = await anyio.to_thread.run_sync(self.stamp)
             if now == seen:
                 continue
             seen = now

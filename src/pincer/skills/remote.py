@@ -43,6 +43,7 @@ __all__ = [
 
 ORIGIN_FILE = ".pincer-origin.json"
 APPROVALS_FILE = "skill-approvals.json"
+_REPLACE_PREFIX = "replace:"  # not a skill name (names have no ':'): a person's --replace
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 MAX_REMOTE_PAGES = 50
 MAX_REMOTE_SKILLS = 1_000
@@ -67,6 +68,38 @@ class RemoteApprovals:
     def is_approved(self, skill: Skill) -> bool:
         entry = self._read().get(skill.name)
         return isinstance(entry, dict) and entry.get("digest") == skill.content_hash
+
+    def is_trusted(self, skill: Skill) -> bool:
+        """A person approved this very SKILL.md (digest and path) as trusted."""
+        entry = self._read().get(skill.name)
+        return (
+            isinstance(entry, dict)
+            and entry.get("trusted") is True
+            and entry.get("digest") == skill.content_hash
+            and entry.get("path") == str(skill.path)
+        )
+
+    def approve_trust(self, skill: Skill, *, by: str) -> dict[str, Any]:
+        """Trust a skill an agent could have written (a workspace skill, one a run wrote)."""
+        entry = {"digest": skill.content_hash, "trusted": True, "path": str(skill.path), "approved_by": by, "approved_at": time.time()}
+        with locked(self.path):
+            data = self._read()
+            data[skill.name] = entry
+            write_json_atomic(self.path, data)
+        return entry
+
+    def replaces(self, skill: Skill) -> bool:
+        """A person installed this very SKILL.md with ``--replace``: it takes a trusted skill's name."""
+        entry = self._read().get(_REPLACE_PREFIX + skill.name)
+        return isinstance(entry, dict) and entry.get("digest") == skill.content_hash and entry.get("path") == str(skill.path)
+
+    def approve_replace(self, skill: Skill, *, by: str) -> dict[str, Any]:
+        entry = {"digest": skill.content_hash, "path": str(skill.path), "approved_by": by, "approved_at": time.time()}
+        with locked(self.path):
+            data = self._read()
+            data[_REPLACE_PREFIX + skill.name] = entry
+            write_json_atomic(self.path, data)
+        return entry
 
     def approve(self, skill: Skill, tools: tuple[str, ...], *, by: str) -> dict[str, Any]:
         entry = {"digest": skill.content_hash, "allowed_tools": list(tools), "approved_by": by, "approved_at": time.time()}

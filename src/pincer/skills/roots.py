@@ -2,9 +2,9 @@
 
 Roots, highest precedence first::
 
-    <workspace>/skills              trusted     workspace
-    <workspace>/.agents/skills      trusted     workspace-agents
-    <workspace>/.claude/skills      trusted     workspace-claude
+    <workspace>/skills              installed*  workspace
+    <workspace>/.agents/skills      installed*  workspace-agents
+    <workspace>/.claude/skills      installed*  workspace-claude
     ~/.agents/skills                trusted     home-agents
     ~/.claude/skills                trusted     home-claude
     $PINCER_HOME/skills             trusted     user
@@ -12,8 +12,13 @@ Roots, highest precedence first::
     <pincer package>/skills/bundled trusted     bundled
     [skills] extra_dirs             trusted     extra
 
+(*) An agent can write the workspace (``write_file``, scripts), so its roots are trusted only with
+``[skills] trust_workspace = true`` (or a skill at a time, ``pincer skills approve NAME``).
+
 A skill is a folder ``<root>/<name>/`` holding a ``SKILL.md``. A name found in a higher root
-shadows the same name lower down; the shadowed one is kept in the report with the reason. The
+shadows the same name lower down, except that a name a *trusted* skill holds stays with it: an
+installed (or untrusted workspace) skill of that name is shadowed instead, whatever its root's
+place. The shadowed one is kept in the report with the reason. The
 walk is bounded per root (candidates looked at, skills loaded) and per file (bytes), and every
 limit that is reached is reported, never silently applied. Parsing is ``parser.parse_skill``;
 this module only reads files, and it remembers what it parsed by (path, mtime, size), so a
@@ -25,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import stat as stat_module
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,7 @@ __all__ = [
     "SkillLoader",
     "default_roots",
     "BUNDLED_DIR",
+    "WORKSPACE_ROOTS",
     "SKILL_FILE",
     "CAPABILITIES_FILE",
 ]
@@ -55,6 +61,7 @@ SKILL_FILE = "SKILL.md"
 CAPABILITIES_FILE = "capabilities.json"
 MAX_CAPABILITIES_BYTES = 256 * 1024
 BUNDLED_DIR = Path(__file__).with_name("bundled")
+WORKSPACE_ROOTS = ("workspace", "workspace-agents", "workspace-claude")  # the labels of roots an agent can write
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -162,13 +169,15 @@ def default_roots(
     pincer_home: Path | None,
     extra_dirs: Sequence[Path] = (),
     bundled: bool = True,
+    trust_workspace: bool = False,
 ) -> tuple[Root, ...]:
     roots: list[Root] = []
     if workspace is not None:
+        trust = Trust.TRUSTED if trust_workspace else Trust.INSTALLED
         roots += [
-            Root(label="workspace", path=workspace / "skills"),
-            Root(label="workspace-agents", path=workspace / ".agents" / "skills"),
-            Root(label="workspace-claude", path=workspace / ".claude" / "skills", is_claude=True),
+            Root(label="workspace", path=workspace / "skills", trust=trust),
+            Root(label="workspace-agents", path=workspace / ".agents" / "skills", trust=trust),
+            Root(label="workspace-claude", path=workspace / ".claude" / "skills", is_claude=True, trust=trust),
         ]
     if home_dir is not None:
         roots += [
@@ -206,7 +215,16 @@ class SkillLoader:
         self.limits = limits or WalkLimits()
         self._cache: dict[_Key, tuple[_Stamp, Skill | LoadError]] = {}
 
-    def load(self, roots: Iterable[Root]) -> LoadReport:
+    def load(
+        self,
+        roots: Iterable[Root],
+        *,
+        adjust: Callable[[Skill], Skill] | None = None,
+        replaces: Callable[[Skill], bool] | None = None,
+    ) -> LoadReport:
+        """``adjust`` may change a parsed skill (its trust) before precedence is decided;
+        ``replaces(skill)`` says a person let that lower-trust skill take a trusted one's name
+        (``pincer install --replace``)."""
         roots = tuple(roots)
         winners: dict[str, Skill] = {}
         shadowed: list[Shadowed] = []
@@ -240,9 +258,20 @@ class SkillLoader:
                     errors.append(result)
                     continue
                 loaded += 1
+                if adjust is not None:
+                    result = adjust(result)
                 present = winners.get(result.name)
                 if present is None:
                     winners[result.name] = result
+                    continue
+                if present.trust is not Trust.TRUSTED and result.trust is Trust.TRUSTED and not (replaces and replaces(present)):
+                    # A trusted skill keeps its name: a lower-trust one higher up cannot take it
+                    # (its body, its /command, its webhook trigger).
+                    del winners[result.name]
+                    winners[result.name] = result
+                    why = (f"{result.name!r} is held by the trusted skill from {result.root} ({result.path}); "
+                           f"{present.root} is {present.trust.value}")  # fmt: skip
+                    shadowed.append(Shadowed(skill=present, by=result, reason=why))
                     continue
                 why = (
                     f"another folder in the same root ({present.base_dir.name}) has the name {result.name!r}"

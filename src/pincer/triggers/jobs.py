@@ -18,7 +18,7 @@ from typing import Any
 
 from pincer.core.errors import ScheduleInvalid, UsageError
 from pincer.schedule import Schedule, host_zone, parse_cron, schedule_from
-from pincer.skills.model import Skill
+from pincer.skills.model import Skill, Trust
 from pincer.triggers.requests import Budgets
 
 __all__ = [
@@ -127,11 +127,15 @@ def skill_job_name(skill: str, index: int) -> str:
 
 def jobs_from_skills(skills: Iterable[Skill]) -> tuple[list[JobSpec], list[tuple[str, str]]]:
     """The jobs of eligible skills' ``schedule:`` triggers (in this machine's zone), and
-    ``(skill, problem)`` for schedules that do not parse (the skill still loads)."""
+    ``(skill, problem)`` for schedules that do not parse (the skill still loads). Only a trusted
+    skill schedules itself: one from the hub, the workspace or a run would otherwise come back
+    on its own every minute it likes; a person names such a skill in ``[[jobs]]``."""
     specs: list[JobSpec] = []
     problems: list[tuple[str, str]] = []
     zone = host_zone()
     for skill in skills:
+        if skill.trust is not Trust.TRUSTED:
+            continue
         schedules = [t.value for t in skill.triggers if t.kind == "schedule" and t.value]
         for index, expr in enumerate(schedules):
             try:

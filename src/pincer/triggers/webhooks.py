@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pincer.core.errors import PincerError
+from pincer.skills.model import Trust
 from pincer.store.triggers import DeliveryExists, DeliveryRow
 from pincer.triggers.events import event_matches
 from pincer.triggers.requests import TriggerKind, UntrustedInput
@@ -56,7 +57,8 @@ def hook_targets(hook: HookSettings, event: str | None, library: Any) -> list[st
     return [
         s.name
         for s in library.eligible()
-        if any(t.kind == "webhook" and t.value and event_matches(t.value, event) for t in s.triggers)
+        # Only a trusted skill answers a delivery by its own trigger; a person names others (skill = NAME).
+        if s.trust is Trust.TRUSTED and any(t.kind == "webhook" and t.value and event_matches(t.value, event) for t in s.triggers)
     ]
 
 

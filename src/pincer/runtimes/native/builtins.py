@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import datetime as dt
 import json as jsonlib
 import logging
@@ -23,6 +24,7 @@ from pincer.core.values import CallEffects, HostContext
 from pincer.runtimes.native import jsonpath, workspace
 from pincer.runtimes.native.decorator import NativeTool, tool
 from pincer.runtimes.native.runtime import NativeRuntime
+from pincer.runtimes.native.skill_roots import SkillRootGuard
 
 if TYPE_CHECKING:  # imported where a request is made: listing the tools needs no HTTP stack
     from pincer.safety import egress
@@ -400,6 +402,19 @@ def list_dir(host: HostContext, path: str = ".") -> dict[str, Any]:
 BUILTIN_TOOLS: tuple[NativeTool, ...] = (echo, current_time, json_query, http_request, read_file, write_file, list_dir)
 
 
-def builtin_runtime(*, name: str = "builtin") -> NativeRuntime:
-    """A NativeRuntime holding every built-in tool."""
-    return NativeRuntime(BUILTIN_TOOLS, name=name)
+def builtin_runtime(*, name: str = "builtin", skill_roots: SkillRootGuard | None = None) -> NativeRuntime:
+    """A NativeRuntime holding every built-in tool. With ``skill_roots``, ``write_file`` into a
+    skill root asks (whatever the grant) and is recorded (``skill_roots.py``)."""
+    if skill_roots is None:
+        return NativeRuntime(BUILTIN_TOOLS, name=name)
+    guard = skill_roots
+    plain = write_file.fn
+
+    def guarded_write_file(**kwargs: Any) -> dict[str, Any]:
+        result = plain(**kwargs)
+        host: HostContext = kwargs["host"]
+        guard.record(workspace.resolve_path(host.workspace, kwargs["path"]).absolute, session=host.session, tool=host.tool)
+        return dict(result)
+
+    guarded = dataclasses.replace(write_file, fn=guarded_write_file).with_preflight(guard.preflight("write_file"))
+    return NativeRuntime(tuple(guarded if t is write_file else t for t in BUILTIN_TOOLS), name=name)
