@@ -63,7 +63,7 @@ async def skills_gateway(home: Path, config: str = CONFIG) -> AsyncIterator[Live
     """A real gateway on 127.0.0.1:0 with the skills' MCP extensions, as ``pincer serve`` has them."""
     parsed = parse_config(config, home=home)
     async with Pincer.open(home, config=parsed, secret_key=SECRET_KEY, builtins=False, external=False, wasm=False) as pincer:
-        extensions = await gateway_extensions(pincer, fixtures=False)
+        extensions = await gateway_extensions(pincer)
         ready: list[ServeInfo] = []
         started = anyio.Event()
 
