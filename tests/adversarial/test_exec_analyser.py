@@ -441,3 +441,23 @@ def test_item_20_15_shells_without_a_startup_file_stay_allowed(command: str) -> 
 def _resolve_any_shell(word: str) -> tuple[str, ...]:
     """The fixed table, plus zsh and ksh in /usr/bin."""
     return resolve(word) or ((f"/usr/bin/{word}",) if word in ("zsh", "ksh") else ())
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "xargs xargs -I {} env",  # the outer xargs appends its input after env: env runs it
+        """ls ; ls ; xargs "xargs" '-'"I" \\{\\} env""",  # the form the hypothesis property found
+        "xargs xargs -I{} nice",
+        "xargs nice xargs -I {} env",
+        "xargs xargs -i env",
+    ],
+)
+def test_an_inner_xargs_with_a_replace_string_does_not_stop_the_outer_one_appending(command: str) -> None:
+    """Failed on main before this test (found by the hypothesis property during the second
+    hardening round): an inner ``xargs -I {}`` reset "xargs appends its input" for the rest of
+    the line, so in ``xargs xargs -I {} env`` the outer xargs's input, appended after ``env``,
+    was not seen as the command env runs, and with env and xargs allowlisted it was allowed."""
+    result = evaluate(policy("ls", "xargs", "env", "nice"), command, resolve)
+    assert result.mode is not Mode.ALLOW, result.reason
+    assert "append" in result.reason

@@ -303,8 +303,9 @@ def _wrapper(name: str, args: list[_Arg], ctx: _Context, candidates: Sequence[st
             elif option.key == "-i":
                 replace_string = option.value or "{}"
         # A later -L/-l cancels -I (GNU xargs 4.9: "ignoring previous --replace value"), and
-        # versions differ on -n: with any of them, the input may be appended as well.
-        appends = replace_string is None or parsed.has("-L", "-l", "-n")
+        # versions differ on -n: with any of them, the input may be appended as well. An outer
+        # xargs that appends still appends after this one's command: its -I changes nothing there.
+        appends = ctx.appends or replace_string is None or parsed.has("-L", "-l", "-n")
     for operand in WRAPPER_OPERANDS.get(name, ()):
         if i >= len(rest):
             return runs_itself()
