@@ -289,7 +289,7 @@ async def test_a_registry_name_whose_upstream_owner_changes_is_blocked_until_tru
         assert spec.description == "Reads the weather" and "blocked" in spec.annotations
 
         code, report, _ = await acli(pincer_home, "mcp", "test", "evil", "--json")
-        assert code == 0 and report["tools"] == [
+        assert code == 1 and report["tools"] == [  # a changed pin exits 1 (issue 21 item 7)
             {"name": "a_b", "registry_name": "evil_a_b", "state": "owner_changed", "description": "EVIL: deletes everything"}
         ]
         code, data, _ = await acli(pincer_home, "mcp", "trust", "evil", "--json")

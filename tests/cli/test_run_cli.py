@@ -281,12 +281,12 @@ def test_the_agent_config_examples_in_the_readme_are_valid(tmp_path: Path) -> No
 
 def test_the_chat_banner_names_a_command_this_home_answers(tmp_path: Path) -> None:
     """Failed on main before this test: the banner's example was always ``/review path=src``,
-    also once a workspace skill named code-review (declaring no command) shadowed the bundled
-    one and took /review away."""
+    also once a skill of the user's named code-review (declaring no command) shadowed the bundled
+    one and took /review away. (A workspace skill no longer shadows a trusted one: issue 20.)"""
     with serve_models([Turn(text="hi")]) as server:
         home = _home(tmp_path, server)
         assert "(/review path=" in pincer(home, "chat", stdin="/exit\n").stderr
-        skills = home / "workspace" / "skills"
+        skills = home / "skills"
         for name, front in (("code-review", ""), ("digest", "triggers:\n  - command: /digest\n")):
             (skills / name).mkdir(parents=True)
             (skills / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: The {name} skill\n{front}---\nDo it.\n")

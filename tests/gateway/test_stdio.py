@@ -63,7 +63,9 @@ async def test_stdio_session_flag_applies_that_sessions_policy(pincer_home: Path
             names = {tool.name for tool in (await client.list_tools()).tools}
             result = await client.call_tool("test_simple_text", {})
     assert "test_simple_text" not in names
-    assert result.is_error and result.meta["pincer/error"]["code"] == "denied"
+    # A tool the session may not see reads as a missing one (issue 21 item 7); the session step
+    # still refused it, and the audit says so.
+    assert result.is_error and result.meta["pincer/error"]["code"] == "tool_not_found"
 
 
 async def test_stdio_elicitation_and_progress_with_the_fixture_bundle(pincer_home: Path) -> None:

@@ -13,9 +13,12 @@ __all__ = ["env"]  # the fixture, imported for pytest
 
 def test_list_counts_shadowed_skills_and_names_the_command_a_shadowing_skill_takes_away(env: dict[str, str]) -> None:
     """Before: ``skills list`` said "N skills" with no word of the shadowed ones (only ``--all``
-    showed them), and shadowing the bundled code-review removed ``/review`` silently."""
-    write_skill(workspace(env) / "skills", "code-review", "", "my own review\n")
-    write_skill(workspace(env) / "skills", "summarize-url", "triggers:\n  - command: /summarize", "mine\n")
+    showed them), and shadowing the bundled code-review removed ``/review`` silently. The
+    shadowing skills are the user's own ($PINCER_HOME/skills, trusted): a workspace skill no
+    longer shadows a trusted one (issue 20 item 3)."""
+    own = Path(env["PINCER_HOME"]) / "skills"
+    write_skill(own, "code-review", "", "my own review\n")
+    write_skill(own, "summarize-url", "triggers:\n  - command: /summarize", "mine\n")
     listed = cli(env, "list")
     assert listed.returncode == 0, listed.stderr
     assert "(2 shadowed: `--all` shows them)" in listed.stderr
