@@ -48,6 +48,7 @@ from pincer.config import ModelSettings
 from pincer.core.errors import ArgumentsInvalid, ConfigError, ProviderError, SkillNotFound, UsageError
 from pincer.core.values import CallRequest, Taint, ToolResult, ToolSpec
 from pincer.dispatch import redact_args
+from pincer.llm.host import AgentHost
 from pincer.llm.messages import (
     CompletionOptions,
     Message,
@@ -127,7 +128,7 @@ class AgentLoop:
 
     def __init__(
         self,
-        pincer: Any,
+        pincer: AgentHost,
         *,
         environ: Mapping[str, str] | None = None,
         provider_factory: ProviderFactory | None = None,

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -51,6 +51,11 @@ from pincer.triggers.requests import (
     new_firing_id,
     new_run_id,
 )
+
+if TYPE_CHECKING:
+    from pincer.config import Config
+    from pincer.safety.scanner import LeakScanner
+    from pincer.skills.library import SkillLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +94,9 @@ class TriggerEngine:
         store: TriggerStore,
         audit: AuditLog,
         starter: RunStarter,
-        config: Callable[[], Any],
-        skills: Callable[[], Any],
-        scanner: Callable[[], Any],
+        config: Callable[[], Config],
+        skills: Callable[[], SkillLibrary | None],
+        scanner: Callable[[], LeakScanner],
         clock: Clock | None = None,
         owner: str | None = None,
     ) -> None:
@@ -128,11 +133,11 @@ class TriggerEngine:
         )
 
     @property
-    def config(self) -> Any:
+    def config(self) -> Config:
         return self._config()
 
     @property
-    def skills(self) -> Any:
+    def skills(self) -> SkillLibrary | None:
         return self._skills()
 
     @property
