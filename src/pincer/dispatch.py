@@ -55,6 +55,7 @@ from pincer.policy.grants import Grant, evaluate_grants, grant_matches
 from pincer.policy.session import SessionKind, evaluate_session
 from pincer.policy.taint import apply_taint
 from pincer.registry import Registry
+from pincer.runtimes.base import Runtime
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.grants import GrantStore
@@ -324,7 +325,7 @@ class Dispatcher:
         self,
         request: CallRequest,
         spec: ToolSpec,
-        runtime: Any,
+        runtime: Runtime,
         decision: Decision,
         hosts: tuple[str, ...],
         scanner: Scanner,
@@ -332,20 +333,17 @@ class Dispatcher:
         """Step 5: what the runtime refuses or asks before anyone is asked. The hosts it checks
         are the ones the call would get if approved (the grant's, else the call's own). Also
         returns the HostContext it checked with (the call's own when nobody is asked)."""
-        preflight = getattr(runtime, "preflight", None)
-        if preflight is None:
-            return None, None
         if decision.mode is Mode.ASK and decision.hosts is None:
             decision = replace(decision, hosts=hosts or None)
         host = self._host_context(request, spec, decision, None, scanner)
-        asked = await preflight(spec, request.args, host)
+        asked = await runtime.preflight(spec, request.args, host)
         return (asked if isinstance(asked, RuntimeAsk) else None), host
 
     async def _run_once(
         self,
         request: CallRequest,
         spec: ToolSpec,
-        runtime: Any,
+        runtime: Runtime,
         decision: Decision,
         key: str,
         trace: _Trace,
@@ -384,7 +382,7 @@ class Dispatcher:
         self,
         request: CallRequest,
         spec: ToolSpec,
-        runtime: Any,
+        runtime: Runtime,
         decision: Decision,
         trace: _Trace,
         scanner: Scanner,

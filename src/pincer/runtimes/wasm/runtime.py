@@ -379,6 +379,9 @@ class WasmRuntime:
 
     # ------------------------------------------------------------------------------ calls
 
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> None:
+        """Nothing to refuse before a call: a component's limits and capabilities apply as it runs."""
+
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         """Run one call in a fresh instance. Raises ToolError/ToolTimeout for traps (naming the
         limit); a tool's own error comes back as ``ToolOutput(is_error=True)`` with its logs."""
