@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -59,8 +60,28 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
+class EngineHost(Protocol):
+    """What :meth:`TriggerEngine.for_pincer` reads of the service (``pincer.service.Pincer``
+    is one; the service sits above the triggers, so they name only what they read)."""
+
+    @property
+    def database(self) -> sqlite3.Connection: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def skills(self) -> SkillLibrary | None: ...
+
+    def scanner(self) -> LeakScanner: ...
+
 __all__ = [
     "TriggerEngine",
+    "EngineHost",
     "Firing",
     "SCHEDULER_POLL_S",
     "LEASE_STALE_S",
@@ -121,7 +142,7 @@ class TriggerEngine:
         self._open_estimate = 0  # firings on their way, counted at each tick plus those added since
 
     @classmethod
-    def for_pincer(cls, pincer: Any, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
+    def for_pincer(cls, pincer: EngineHost, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
         return cls(
             store=TriggerStore(pincer.database),
             audit=pincer.audit,

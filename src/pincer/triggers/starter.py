@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from pincer.core.errors import RunNotFound
 from pincer.triggers.requests import RunOutcome, RunRequest, RunStarter, RunStatus
+
+if TYPE_CHECKING:
+    from pincer.llm.runner import RunnerHost
 
 __all__ = ["AgentStarter", "default_starter", "STORE_POLL_S", "llm_request"]
 
@@ -90,7 +93,7 @@ class AgentStarter:
     ``attach(run_id, on_event=..., on_approval=...)`` before the run starts shows its events and
     asks its approvals where the person is (``pincer chat``'s ``/NAME``)."""
 
-    def __init__(self, pincer: Any) -> None:
+    def __init__(self, pincer: RunnerHost) -> None:
         self.pincer = pincer
         self._started: dict[str, _Started] = {}
         self._attached: dict[str, _Attached] = {}
@@ -193,5 +196,5 @@ def _outcome(run_id: str, status: str, error: Any, stop: str | None) -> RunOutco
     return RunOutcome(run_id=run_id, status=_STATUSES.get(status, RunStatus.LOST), error=message)
 
 
-def default_starter(pincer: Any) -> RunStarter:
+def default_starter(pincer: RunnerHost) -> RunStarter:
     return AgentStarter(pincer)
