@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -60,6 +60,9 @@ from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, Approva
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.grants import GrantStore
 from pincer.store.idempotency import IdempotencyStore, args_digest, check_key
+
+if TYPE_CHECKING:
+    from pincer.secrets.store import SecretAccess
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +150,7 @@ class Dispatcher:
         grants: GrantStore,
         idempotency: IdempotencyStore,
         scanner: Callable[[], Scanner],
-        secret_access: Callable[[ToolSpec], Any] | None = None,
+        secret_access: Callable[[ToolSpec], SecretAccess] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.registry = registry
@@ -611,10 +614,10 @@ def _key_required(tool: str, caller: str) -> IdempotencyKeyRequired:
 
 
 
-_effect_names_of: dict[frozenset[Any], tuple[str, ...]] = {}
+_effect_names_of: dict[frozenset[EffectKind], tuple[str, ...]] = {}
 
 
-def _effect_names(effects: frozenset[Any]) -> tuple[str, ...]:
+def _effect_names(effects: frozenset[EffectKind]) -> tuple[str, ...]:
     names = _effect_names_of.get(effects)
     if names is None:
         names = tuple(sorted(e.value for e in effects))
@@ -644,7 +647,7 @@ class _ScannedChannel:
     """A ClientChannel whose progress and log text is leak-scanned before it leaves. Other
     capabilities of the underlying channel (elicitation, sampling) pass through."""
 
-    def __init__(self, inner: ClientChannel, scanner: Scanner, secrets: Any) -> None:
+    def __init__(self, inner: ClientChannel, scanner: Scanner, secrets: SecretAccess | None) -> None:
         self.inner = inner
         self._scanner = scanner
         self._secrets = secrets

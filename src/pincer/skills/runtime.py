@@ -24,6 +24,7 @@ from pincer.skills.skill_tools import plan_skill_tools, stage_view
 from pincer.skills.trust import tools_for_skill
 
 if TYPE_CHECKING:
+    from pincer.policy.grants import Grant
     from pincer.runtimes.script.runtime import ScriptRuntime
     from pincer.runtimes.script.settings import ScriptSettings
 
@@ -68,7 +69,7 @@ class SkillTool:
         library: SkillLibrary,
         *,
         specs: Callable[[], Sequence[ToolSpec]] = list,
-        grants: Callable[[], Sequence[Any]] = tuple,
+        grants: Callable[[], Sequence[Grant]] = tuple,
     ) -> None:
         self.library = library
         self._specs = specs
