@@ -43,7 +43,7 @@ from pincer.runtimes.wasm.limits import MIB, ToolLimits, WasmLimits
 from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RunnerSource, read_runner_source, runner_context
 from pincer.runtimes.wasm.wit import HOST_WIT_VERSION
 
-__all__ = ["WasmRuntime", "WasmHost", "LoadedTool"]
+__all__ = ["WasmRuntime", "WasmHost", "LoadedTool", "Redactor"]
 
 logger = logging.getLogger(__name__)
 
@@ -393,7 +393,7 @@ class WasmRuntime:
         limits = self.limits.for_tool(loaded.limits)
         timeout_s = min(limits.timeout_s, host.timeout_s)
         caps = host.capabilities if host.capabilities is not None else loaded.capabilities
-        redactor = _Redactor(self._scanner_factory, host)
+        redactor = Redactor(self._scanner_factory, host)
         execution = Execution(
             tool=spec.name,
             limits=limits,
@@ -522,9 +522,10 @@ def _secret_lookup(host: HostContext) -> Callable[[str], bool] | None:
     return exists
 
 
-class _Redactor:
+class Redactor:
     """Scrubs text handed to the guest or returned from it: known secrets, values injected in
-    this call (read at each use, since injection happens mid-call) and credential shapes."""
+    this call (read at each use, since injection happens mid-call) and credential shapes.
+    Public: the builder's test bench runs a candidate tool with the same scrubbing."""
 
     def __init__(self, factory: Callable[[], Any] | None, host: HostContext) -> None:
         self._factory = factory
