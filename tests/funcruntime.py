@@ -37,6 +37,9 @@ class FuncRuntime:
     def tools(self):
         return list(self.specs.values())
 
+    async def preflight(self, spec: ToolSpec, args: object, host: HostContext) -> None:
+        """These test tools refuse nothing before a call."""
+
     async def invoke(self, spec, args, host):
         self.calls[spec.name] += 1
         value = await self.funcs[spec.name](dict(args), host)

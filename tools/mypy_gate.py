@@ -4,6 +4,10 @@ Runs mypy over ``src/pincer`` (configured in pyproject.toml) and compares each e
 file, error code and message (line numbers move with every edit), with ``tools/mypy-baseline.txt``.
 A new error fails the gate; an error that is gone is reported so the baseline can shrink
 (``python tools/mypy_gate.py --update`` rewrites it, and refuses to let it grow).
+
+Then runs ``mypy --strict`` over the typed seams (issue 22 item 1: the lower layers, the chain and
+the packages the agent runs on), which have no baseline: any strict error there fails the gate.
+``--follow-imports=silent`` checks the modules they import for types but reports only theirs.
 """
 
 from __future__ import annotations
@@ -16,13 +20,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "tools" / "mypy-baseline.txt"
+STRICT = (
+    "src/pincer/core",
+    "src/pincer/policy",
+    "src/pincer/safety",
+    "src/pincer/store",
+    "src/pincer/registry",
+    "src/pincer/dispatch.py",
+    "src/pincer/approver.py",
+    "src/pincer/llm",
+    "src/pincer/skills",
+    "src/pincer/triggers",
+)
 _LINE_REF = re.compile(r"\bline \d+")
 _LINE = re.compile(r"^(?P<path>[^:]+):\d+(?::\d+)?: error: (?P<message>.*?)\s+\[(?P<code>[a-z0-9-]+)\]$")
 
 
-def current_errors() -> collections.Counter[str]:
+def current_errors(*extra: str) -> collections.Counter[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-error-summary", "--no-pretty", "--show-error-codes"],
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--no-pretty", "--show-error-codes", *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -47,7 +63,22 @@ def read_baseline() -> collections.Counter[str]:
     return collections.Counter(lines)
 
 
+def strict_errors() -> int:
+    """The strict gate: every error counts (no baseline); each is printed, keyed as the baseline is."""
+    errors = current_errors("--strict", "--follow-imports=silent", *STRICT)
+    if errors:
+        print(f"mypy --strict: {sum(errors.values())} errors in {', '.join(STRICT)}:", file=sys.stderr)
+        for key in sorted(errors.elements()):
+            print(f"  {key}", file=sys.stderr)
+        print("  (run `.venv/bin/mypy --strict --follow-imports=silent PATH` for the line numbers)", file=sys.stderr)
+        return 1
+    print(f"mypy --strict: no errors in {len(STRICT)} packages and modules", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if "--update" not in argv and strict_errors():
+        return 1
     errors, baseline = current_errors(), read_baseline()
     new = errors - baseline
     gone = baseline - errors

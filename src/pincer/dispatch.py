@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -55,10 +55,14 @@ from pincer.policy.grants import Grant, evaluate_grants, grant_matches
 from pincer.policy.session import SessionKind, evaluate_session
 from pincer.policy.taint import apply_taint
 from pincer.registry import Registry
+from pincer.runtimes.base import Runtime
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.grants import GrantStore
 from pincer.store.idempotency import IdempotencyStore, args_digest, check_key
+
+if TYPE_CHECKING:
+    from pincer.secrets.store import SecretAccess
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +150,7 @@ class Dispatcher:
         grants: GrantStore,
         idempotency: IdempotencyStore,
         scanner: Callable[[], Scanner],
-        secret_access: Callable[[ToolSpec], Any] | None = None,
+        secret_access: Callable[[ToolSpec], SecretAccess] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.registry = registry
@@ -324,7 +328,7 @@ class Dispatcher:
         self,
         request: CallRequest,
         spec: ToolSpec,
-        runtime: Any,
+        runtime: Runtime,
         decision: Decision,
         hosts: tuple[str, ...],
         scanner: Scanner,
@@ -332,20 +336,17 @@ class Dispatcher:
         """Step 5: what the runtime refuses or asks before anyone is asked. The hosts it checks
         are the ones the call would get if approved (the grant's, else the call's own). Also
         returns the HostContext it checked with (the call's own when nobody is asked)."""
-        preflight = getattr(runtime, "preflight", None)
-        if preflight is None:
-            return None, None
         if decision.mode is Mode.ASK and decision.hosts is None:
             decision = replace(decision, hosts=hosts or None)
         host = self._host_context(request, spec, decision, None, scanner)
-        asked = await preflight(spec, request.args, host)
+        asked = await runtime.preflight(spec, request.args, host)
         return (asked if isinstance(asked, RuntimeAsk) else None), host
 
     async def _run_once(
         self,
         request: CallRequest,
         spec: ToolSpec,
-        runtime: Any,
+        runtime: Runtime,
         decision: Decision,
         key: str,
         trace: _Trace,
@@ -384,7 +385,7 @@ class Dispatcher:
         self,
         request: CallRequest,
         spec: ToolSpec,
-        runtime: Any,
+        runtime: Runtime,
         decision: Decision,
         trace: _Trace,
         scanner: Scanner,
@@ -613,10 +614,10 @@ def _key_required(tool: str, caller: str) -> IdempotencyKeyRequired:
 
 
 
-_effect_names_of: dict[frozenset[Any], tuple[str, ...]] = {}
+_effect_names_of: dict[frozenset[EffectKind], tuple[str, ...]] = {}
 
 
-def _effect_names(effects: frozenset[Any]) -> tuple[str, ...]:
+def _effect_names(effects: frozenset[EffectKind]) -> tuple[str, ...]:
     names = _effect_names_of.get(effects)
     if names is None:
         names = tuple(sorted(e.value for e in effects))
@@ -646,7 +647,7 @@ class _ScannedChannel:
     """A ClientChannel whose progress and log text is leak-scanned before it leaves. Other
     capabilities of the underlying channel (elicitation, sampling) pass through."""
 
-    def __init__(self, inner: ClientChannel, scanner: Scanner, secrets: Any) -> None:
+    def __init__(self, inner: ClientChannel, scanner: Scanner, secrets: SecretAccess | None) -> None:
         self.inner = inner
         self._scanner = scanner
         self._secrets = secrets

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -42,6 +42,25 @@ __all__ = ["watch_state", "STATE_WATCH_INTERVAL_S", "live_config_changes"]
 STATE_WATCH_INTERVAL_S = 1.0
 
 Stamp = tuple[tuple[str, int, int], ...]
+
+
+class Reloadable(Protocol):
+    """What :func:`watch_state` drives (``pincer.service.Pincer``, which imports this module)."""
+
+    @property
+    def home(self) -> Path: ...
+
+    async def apply_config(self, config: Config) -> None: ...
+
+    async def reload_wasm_tools(self) -> None: ...
+
+    async def reload_script_tools(self) -> None: ...
+
+    async def reload_mcp_servers(self) -> None: ...
+
+    async def reload_openapi_services(self) -> None: ...
+
+    async def reload_hub_artifacts(self, kinds: frozenset[str] | None = None) -> None: ...
 
 
 def _stamp(path: Path) -> Stamp:
@@ -98,7 +117,7 @@ class _Watched:
 
 
 async def watch_state(
-    pincer: Any,
+    pincer: Reloadable,
     interval_s: float = STATE_WATCH_INTERVAL_S,
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -125,20 +144,19 @@ async def watch_state(
         _Watched("MCP servers", (home / SERVERS_FILE,), pincer.reload_mcp_servers),
         _Watched("OpenAPI services", (home / SERVICES_FILE,), pincer.reload_openapi_services),
     ]
-    reload_hub = getattr(pincer, "reload_hub_artifacts", None)
-    if reload_hub is not None:
-        lock_path = home / "pincer.lock"
-        kinds_before = [_locked_kinds(lock_path)]
+    reload_hub = pincer.reload_hub_artifacts
+    lock_path = home / "pincer.lock"
+    kinds_before = [_locked_kinds(lock_path)]
 
-        async def reload_lock() -> None:
-            # What the lock covered before or covers now is checked again; the rest is left be.
-            now = _locked_kinds(lock_path)
-            kinds = now | kinds_before[0]
-            kinds_before[0] = now
-            if kinds:
-                await reload_hub(frozenset(kinds))
+    async def reload_lock() -> None:
+        # What the lock covered before or covers now is checked again; the rest is left be.
+        now = _locked_kinds(lock_path)
+        kinds = now | kinds_before[0]
+        kinds_before[0] = now
+        if kinds:
+            await reload_hub(frozenset(kinds))
 
-        watched.append(_Watched("pincer.lock", (lock_path,), reload_lock))
+    watched.append(_Watched("pincer.lock", (lock_path,), reload_lock))
     task_status.started()
     while True:
         await anyio.sleep(interval_s)

@@ -223,7 +223,7 @@ def schedule_from(
 def _check_zone(name: str) -> str:
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long to be a file
         raise ScheduleInvalid(
             f"unknown time zone {name!r}", hint="use an IANA name such as UTC, Europe/Berlin or America/New_York"
         ) from None
@@ -248,7 +248,7 @@ def host_zone() -> str:
             try:
                 ZoneInfo(name)
                 return name
-            except (ZoneInfoNotFoundError, ValueError):
+            except (ZoneInfoNotFoundError, ValueError, OSError):
                 continue
     return "UTC"
 

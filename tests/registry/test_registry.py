@@ -28,6 +28,9 @@ class ListRuntime:
     def tools(self):
         return self.specs
 
+    async def preflight(self, spec, args, host):
+        return None
+
     async def invoke(self, spec, args, host):
         return ToolOutput(value=None)
 

@@ -216,3 +216,11 @@ def test_a_stored_schedule_reads_back_or_raises_schedule_invalid(data: object) -
     if found is not None:
         dt.datetime.fromtimestamp(found, dt.UTC)
     schedule.describe()
+
+
+def test_a_zone_name_too_long_for_a_file_is_an_unknown_zone() -> None:
+    """Failed before: ZoneInfo looks the name up as a file, and a name longer than the file
+    system allows raised OSError (File name too long) out of Schedule.from_dict (hypothesis
+    found it in the property test above)."""
+    with pytest.raises(ScheduleInvalid, match="unknown time zone"):
+        Schedule.from_dict({"kind": "cron", "expr": "* * * * *", "tz": "x" * 300})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets as random_ids
 import time
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
@@ -23,6 +23,9 @@ from pincer.core.values import HostContext, RuntimeAsk
 from pincer.runtimes.native.decorator import tool
 from pincer.runtimes.native.runtime import NativeRuntime
 
+if TYPE_CHECKING:
+    from pincer.builder.service import BuilderHost
+
 __all__ = ["builder_runtime", "RUNTIME_NAME", "MAX_PENDING_PLANS", "PENDING_GRACE_S"]
 
 RUNTIME_NAME = "builder"
@@ -30,7 +33,7 @@ MAX_PENDING_PLANS = 32  # plans shown in approvals not answered yet, per Pincer
 PENDING_GRACE_S = 60.0  # a plan is kept this long past the approval timeout
 
 
-def builder_runtime(pincer: Any) -> NativeRuntime:
+def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
     # plan id -> (when it was made, the planned build): the conversation an approved call goes on
     # from. The plan itself is also in the approval's detail, which says which plan id it showed.
     pending: dict[str, tuple[float, Any]] = {}

@@ -6,17 +6,58 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pincer.builder.build import Builder, BuildReport, BuildRequest, PlannedBuild, Progress, Taken
 
-__all__ = ["run_build", "plan_build"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pincer.config import Config
+    from pincer.registry import Registry
+    from pincer.secrets.store import SecretStore
+    from pincer.store.approvals import ApprovalStore
+    from pincer.store.audit import AuditLog
+    from pincer.store.grants import GrantStore
+
+__all__ = ["run_build", "plan_build", "BuilderHost"]
+
+
+class BuilderHost(Protocol):
+    """What a build and ``build_tool`` use of the service (``pincer.service.Pincer`` is one;
+    the service sits above the builder, so the builder names only what it reads)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+
+    @property
+    def secrets(self) -> SecretStore: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    @property
+    def grants(self) -> GrantStore: ...
+
+    @property
+    def approvals(self) -> ApprovalStore: ...
+
+    async def reload_hub_artifacts(self, kinds: frozenset[str] | None = None) -> None: ...
 
 Audit = Callable[[str, str, str, str], None]
 
 
 @asynccontextmanager
-async def _builder(pincer: Any, *, profile: str | None, runner_cache: Path | None, progress: Progress | None,
+async def _builder(pincer: BuilderHost, *, profile: str | None, runner_cache: Path | None, progress: Progress | None,
                    limits: Any, audit: Audit | None) -> AsyncIterator[Builder]:  # fmt: skip
     from pincer.builder.runner import default_cache_dir
     from pincer.core.errors import ConfigError
@@ -40,7 +81,7 @@ async def _builder(pincer: Any, *, profile: str | None, runner_cache: Path | Non
         await provider.aclose()
 
 
-def _taken(pincer: Any) -> Taken:
+def _taken(pincer: BuilderHost) -> Taken:
     """What has a tool name already: an installed tool (pincer.lock), or any tool of the registry."""
 
     def taken(name: str) -> str | None:
@@ -58,13 +99,13 @@ def _taken(pincer: Any) -> Taken:
     return taken
 
 
-async def plan_build(pincer: Any, request: BuildRequest, *, profile: str | None = None) -> PlannedBuild:
+async def plan_build(pincer: BuilderHost, request: BuildRequest, *, profile: str | None = None) -> PlannedBuild:
     """The plan stage alone, with ``pincer``'s model: what an approval of the build shows."""
     async with _builder(pincer, profile=profile, runner_cache=None, progress=None, limits=None, audit=None) as builder:
         return await builder.plan(request)
 
 
-async def run_build(pincer: Any, request: BuildRequest, *, profile: str | None = None, runner_cache: Path | None = None,
+async def run_build(pincer: BuilderHost, request: BuildRequest, *, profile: str | None = None, runner_cache: Path | None = None,
                     progress: Progress | None = None, limits: Any = None, planned: PlannedBuild | None = None) -> BuildReport:  # fmt: skip
     """Build with ``pincer``'s model (``[llm]``, or ``profile``), from ``planned`` on when the
     plan was made (and approved) already; the tool is registered live."""

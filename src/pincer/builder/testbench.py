@@ -145,14 +145,14 @@ class TestBench:
                        *, op: str = "execute", secrets: _TestSecrets | None = None) -> tuple[Any, tuple[str, ...]]:  # fmt: skip
         from pincer.runtimes.wasm.host import Execution
         from pincer.runtimes.wasm.http import HttpGateway
-        from pincer.runtimes.wasm.runtime import _Redactor
+        from pincer.runtimes.wasm.runtime import Redactor
         from pincer.safety.scanner import LeakScanner
 
         limits = self.limits
         host = HostContext(session="builder", tool=name, workspace=self.workspace, timeout_s=limits.timeout_s,
                            capabilities=caps, secrets=secrets)  # fmt: skip
         base = LeakScanner(tuple(self.known_secrets) + (tuple(secrets.values.values()) if secrets else ()))
-        redactor = _Redactor(lambda: base, host)
+        redactor = Redactor(lambda: base, host)
         gateway = HttpGateway(limits, redirect=fixtures.redirect) if fixtures is not None else None
         execution = Execution(
             tool=name, limits=limits, capabilities=caps, host=host, deadline=time.monotonic() + limits.timeout_s,

@@ -14,7 +14,7 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import typer
@@ -25,6 +25,9 @@ from pincer.cli.common import stderr
 from pincer.config import parse_config
 from pincer.core.values import CallRequest
 from pincer.store.approvals import Answer
+
+if TYPE_CHECKING:
+    from pincer.service import Pincer
 
 DEMO_SECRET = "demo-token-7f3a9c41e2b8"
 
@@ -73,7 +76,7 @@ def _review_script() -> list[Any]:
     ]  # fmt: skip
 
 
-async def _skill_run(pincer: Any) -> None:
+async def _skill_run(pincer: Pincer) -> None:
     from pincer.cli.run import Display, Prompter, summary
     from pincer.llm.run import RunRequest
 

@@ -15,13 +15,16 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import typer
 
 from pincer.cli.common import EXIT_FAILURE, EXIT_OK, JsonOption, emit_json, open_pincer, run, stderr
 from pincer.core.errors import PincerError, UsageError
+
+if TYPE_CHECKING:
+    from pincer.service import Pincer
 
 __all__ = ["run_command", "chat", "Display", "Prompter", "parse_budgets"]
 
@@ -130,7 +133,7 @@ class Display:
 class Prompter:
     """Approval questions on the terminal, one at a time (parallel calls may ask together)."""
 
-    def __init__(self, pincer: Any, display: Display) -> None:
+    def __init__(self, pincer: Pincer, display: Display) -> None:
         self.pincer = pincer
         self.display = display
         self._lock = anyio.Lock()
@@ -337,7 +340,7 @@ def chat(
     raise typer.Exit(EXIT_OK)
 
 
-async def _repl(pincer: Any, agent_run: Any, display: Display, prompter: Prompter, *, session: str | None, profile: str | None) -> None:
+async def _repl(pincer: Pincer, agent_run: Any, display: Display, prompter: Prompter, *, session: str | None, profile: str | None) -> None:
     async def on_idle_interrupt() -> None:
         # At the prompt, Ctrl-C does not end the program: /exit or Ctrl-D does.
         with anyio.open_signal_receiver(signal.SIGINT) as signals:
@@ -380,7 +383,7 @@ async def _repl(pincer: Any, agent_run: Any, display: Display, prompter: Prompte
             stderr.print(f"  [{outcome.status}{stop}{detail}]", markup=False)
 
 
-def _print_skills(pincer: Any) -> None:
+def _print_skills(pincer: Pincer) -> None:
     library = pincer.skills
     if library is None:
         stderr.print("skills are turned off ([skills] enabled = false)", markup=False)
@@ -390,7 +393,7 @@ def _print_skills(pincer: Any) -> None:
         stderr.print(f"{s.name}{(' ' + commands) if commands else ''}: {s.description}", markup=False)
 
 
-async def _command(pincer: Any, text: str, display: Display, prompter: Prompter, *, session: str | None, profile: str | None) -> None:
+async def _command(pincer: Pincer, text: str, display: Display, prompter: Prompter, *, session: str | None, profile: str | None) -> None:
     """``/NAME args``: fired as the skill's command trigger (recorded and audited as any
     firing), and run here, its events shown and its approvals asked on this terminal; ``k=v``
     words that name the skill's parameters are parameters. Ctrl-C stops that run."""

@@ -5,19 +5,22 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, pincer_home, run, stderr
 from pincer.core.errors import ConfigError, UsageError
 
+if TYPE_CHECKING:
+    from pincer.service import Pincer
+
 __all__ = ["serve", "token_app", "event_loop_options"]
 
 EXIT_INTERRUPTED = 130
 
 
-async def gateway_extensions(pincer: Any) -> tuple[Any, ...]:
+async def gateway_extensions(pincer: Pincer) -> tuple[Any, ...]:
     """The MCP extensions to install: the skills' prompts, resources and skills extension (they keep
     the handlers of any extension installed before them, as the tests' conformance fixtures are)."""
     extensions: list[Any] = []

@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from pincer.cli.common import JsonOption, audit_key, emit_json, pincer_home, run, secret_key, stderr
+
+if TYPE_CHECKING:
+    from pincer.service import Pincer
 
 __all__ = ["app", "open_for_triggers", "trigger_rows", "when"]
 
@@ -17,7 +20,7 @@ app = typer.Typer(help="Show every trigger of every skill, job and webhook, with
 
 
 @asynccontextmanager
-async def open_for_triggers() -> AsyncIterator[Any]:
+async def open_for_triggers() -> AsyncIterator[Pincer]:
     """A Pincer with what triggers need (config, store, audit, secrets, skills) and no tools."""
     from pincer.service import Pincer
 
@@ -84,7 +87,7 @@ def job_row(row: Any) -> dict[str, Any]:
     }
 
 
-def hook_row(pincer: Any, hook: Any) -> dict[str, Any]:
+def hook_row(pincer: Pincer, hook: Any) -> dict[str, Any]:
     has_secret = pincer.secrets.find(hook.secret) is not None
     if hook.skill:
         runs = f"skill {hook.skill}"
@@ -123,7 +126,7 @@ def _replay_protection(auth: str) -> str:
 _UNTRUSTED_TRIGGER = "inactive: only a trusted skill fires by its own trigger (name it with skill = NAME in {table})"
 
 
-def _derived_targets(pincer: Any, hook: Any) -> list[str]:
+def _derived_targets(pincer: Pincer, hook: Any) -> list[str]:
     """The skills a hook without skill and message delivers to: their webhook trigger passes its filter."""
     from pincer.triggers.events import event_matches
 
@@ -136,7 +139,7 @@ def _derived_targets(pincer: Any, hook: Any) -> list[str]:
     return found
 
 
-def trigger_rows(pincer: Any) -> list[dict[str, Any]]:
+def trigger_rows(pincer: Pincer) -> list[dict[str, Any]]:
     """One row per trigger: skills' own (command, schedule, webhook, manual), then the jobs and
     hooks configured by hand."""
     from pincer.triggers.commands import command_name, command_table

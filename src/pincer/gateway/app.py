@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -27,6 +27,9 @@ from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.rest import create_rest_app
 from pincer.gateway.tokens import TokenBook
 
+if TYPE_CHECKING:
+    from pincer.service import Pincer
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["Gateway", "create_gateway"]
@@ -42,7 +45,7 @@ class Gateway:
 
 
 def create_gateway(
-    pincer: Any,
+    pincer: Pincer,
     *,
     settings: GatewaySettings,
     token: str,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -34,7 +34,24 @@ from pincer.gateway.channel import McpChannel
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.approvals import Answer, ApprovalRequest
 
+if TYPE_CHECKING:
+    from pincer.config import Config
+    from pincer.dispatch import Dispatcher
+
 logger = logging.getLogger(__name__)
+
+class _Caller(Protocol):
+    """What the approval rounds use of the service: its chain, and the approval timeout
+    (``pincer.service.Pincer``, or the MCP gateway's view of it)."""
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    async def call(self, request: CallRequest, *, on_approval: Any = None) -> ToolResult: ...
+
 
 __all__ = [
     "APPROVAL_DECISION_SCHEMA",
@@ -79,7 +96,7 @@ def _gone(message: str, hint: str) -> ToolResult:
 class ApprovalRounds:
     """Calls parked on an approval between 2026-07-28 rounds, by approval id."""
 
-    def __init__(self, pincer: Any, task_group: Callable[[], anyio.abc.TaskGroup | None]) -> None:
+    def __init__(self, pincer: _Caller, task_group: Callable[[], anyio.abc.TaskGroup | None]) -> None:
         self._pincer = pincer
         self._task_group = task_group
         self._parked: dict[str, _Parked] = {}

@@ -39,7 +39,7 @@ import math
 import secrets
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
@@ -63,6 +63,9 @@ from pincer.triggers.events import delivery_event
 from pincer.triggers.failures import FailureWindow
 from pincer.triggers.signatures import AUTH_HEADERS, verify
 from pincer.triggers.webhooks import DeliveryAnswer, accept_delivery
+
+if TYPE_CHECKING:
+    from pincer.service import Pincer
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +97,7 @@ class _TooLarge(Exception):
 class HooksEndpoint:
     """The ASGI app behind ``/hooks/``; ``pincer`` gives the config, secrets and trigger engine."""
 
-    def __init__(self, pincer: Any, *, refusals: UnauthenticatedRefusals) -> None:
+    def __init__(self, pincer: Pincer, *, refusals: UnauthenticatedRefusals) -> None:
         self.pincer = pincer
         self.refusals = refusals
         self.failures = FailureWindow(limit=lambda: pincer.config.triggers.max_failures_per_minute)

@@ -6,7 +6,7 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -18,6 +18,9 @@ from pincer.gateway.app import create_gateway
 from pincer.gateway.guard import is_loopback_host
 from pincer.gateway.mcp_server import McpExtension
 from pincer.gateway.tokens import load_or_create_token
+
+if TYPE_CHECKING:
+    from pincer.service import Pincer
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ def check_bind_host(host: str, settings: GatewaySettings) -> None:
 
 
 async def serve(
-    pincer: Any,
+    pincer: Pincer,
     *,
     settings: GatewaySettings,
     host: str,

@@ -9,19 +9,22 @@ nothing but MCP messages reaches stdout; logs go to stderr.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mcp.server.stdio import stdio_server
 
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.tokens import GatewaySession
 
+if TYPE_CHECKING:
+    from pincer.service import Pincer
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["serve_stdio"]
 
 
-async def serve_stdio(pincer: Any, *, session: str, extensions: tuple[McpExtension, ...] = ()) -> None:
+async def serve_stdio(pincer: Pincer, *, session: str, extensions: tuple[McpExtension, ...] = ()) -> None:
     """Serve MCP over this process's stdio until the client closes stdin."""
     default = GatewaySession(name=session, kind=pincer.config.session(session).kind)
     gateway = McpGateway(pincer, default_session=default, extensions=extensions)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import anyio
 from pydantic import Field
@@ -27,12 +28,42 @@ from pincer.core.values import HostContext, RuntimeAsk
 from pincer.runtimes.native.decorator import NativeTool, tool
 from pincer.runtimes.native.runtime import NativeRuntime
 
-__all__ = ["hub_runtime", "RUNTIME_NAME"]
+if TYPE_CHECKING:
+    from pincer.config import Config
+    from pincer.hub.artifact import ArtifactKey
+    from pincer.hub.installer import Hub
+    from pincer.store.approvals import ApprovalStore
+    from pincer.store.audit import AuditLog
+    from pincer.store.grants import GrantStore
+
+__all__ = ["hub_runtime", "HubHost", "RUNTIME_NAME"]
 
 RUNTIME_NAME = "hub"
 
 
-def _hub(pincer: Any, records: list[tuple[str, str, str, str]] | None = None) -> Any:
+class HubHost(Protocol):
+    """What the hub's agent tools use of the service (``pincer.service.Pincer`` is one; the
+    service sits above the hub, so the hub names only what it reads)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    @property
+    def grants(self) -> GrantStore: ...
+
+    @property
+    def approvals(self) -> ApprovalStore: ...
+
+    async def reload_hub_artifacts(self, kinds: frozenset[str] | None = None) -> None: ...
+
+
+def _hub(pincer: HubHost, records: list[tuple[str, str, str, str]] | None = None) -> Hub:
     from pincer.hub.archive import ArchiveLimits
     from pincer.hub.catalog import Catalog
     from pincer.hub.installer import Hub
@@ -45,7 +76,7 @@ def _hub(pincer: Any, records: list[tuple[str, str, str, str]] | None = None) ->
                download_timeout_s=settings.download_timeout_s)  # fmt: skip
 
 
-def _skill_key(text: str) -> Any:
+def _skill_key(text: str) -> ArtifactKey:
     from pincer.hub.artifact import ArtifactKey, ArtifactKind, check_name, parse_key
 
     if "/" in text:
@@ -56,7 +87,7 @@ def _skill_key(text: str) -> Any:
     return ArtifactKey(kind=ArtifactKind.SKILL, name=check_name(text))
 
 
-def hub_runtime(pincer: Any) -> NativeRuntime:
+def hub_runtime(pincer: HubHost) -> NativeRuntime:
     """The two tools over ``pincer``'s config, trust store and lockfile."""
 
     # No effect of its own: it reads the catalogs the user configured, wherever the agent asks.
@@ -130,7 +161,7 @@ def hub_runtime(pincer: Any) -> NativeRuntime:
     return NativeRuntime(tools, name=RUNTIME_NAME)
 
 
-def _approved(pincer: Any, host: HostContext | None) -> dict[str, Any]:
+def _approved(pincer: HubHost, host: HostContext | None) -> dict[str, Any]:
     """What the approval of this call showed (version, source, fingerprint), to install exactly that."""
     from pincer.approver import approved_detail
 
@@ -138,7 +169,7 @@ def _approved(pincer: Any, host: HostContext | None) -> dict[str, Any]:
     return dict(detail) if detail.get("fingerprint") else {}
 
 
-def _install_preflight(pincer: Any, item: NativeTool, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
+def _install_preflight(pincer: HubHost, item: NativeTool, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
     """Refuse what an agent may not install; otherwise what the approval shows."""
     from pincer.hub.catalog import with_signer_names
     from pincer.hub.sources import CatalogEntry
@@ -202,7 +233,7 @@ def _install_preflight(pincer: Any, item: NativeTool, args: Mapping[str, Any], h
     )
 
 
-async def _audit(pincer: Any, records: list[tuple[str, str, str, str]], host: HostContext | None) -> None:
+async def _audit(pincer: HubHost, records: list[tuple[str, str, str, str]], host: HostContext | None) -> None:
     from pincer.store.audit import AuditEntry
 
     for action, key, version, reason in records:

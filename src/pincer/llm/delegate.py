@@ -14,12 +14,15 @@ the client's own calls); it stays answerable with ``pincer approvals`` and ``POS
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pincer.core.effects import EffectKind
 from pincer.core.values import HostContext
 from pincer.llm.run import RunRequest
 from pincer.runtimes.native import NativeRuntime, tool
+
+if TYPE_CHECKING:
+    from pincer.llm.runner import RunnerHost
 
 __all__ = ["run_skill_runtime", "RUN_SKILL_MARGIN_S"]
 
@@ -28,7 +31,7 @@ logger = logging.getLogger(__name__)
 RUN_SKILL_MARGIN_S = 2.0  # room left inside the tool timeout to record how the run ended
 
 
-def run_skill_runtime(pincer: Any) -> NativeRuntime:
+def run_skill_runtime(pincer: RunnerHost) -> NativeRuntime:
     @tool(name="run_skill", effects=[EffectKind.DISPATCH_CAPABILITY], side_effecting=True)
     async def run_skill(
         skill: str,

@@ -39,15 +39,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from pincer.approver import ApprovalHook
-from pincer.config import ModelSettings
+from pincer.config import ModelSettings, Price
 from pincer.core.errors import ArgumentsInvalid, ConfigError, ProviderError, SkillNotFound, UsageError
 from pincer.core.values import CallRequest, Taint, ToolResult, ToolSpec
 from pincer.dispatch import redact_args
+from pincer.llm.host import AgentHost
 from pincer.llm.messages import (
     CompletionOptions,
     Message,
@@ -82,6 +83,12 @@ from pincer.policy.taint import LOCAL, asking_effects, output_reach
 from pincer.policy.visibility import visible_tools
 from pincer.store.audit import AuditEntry
 from pincer.store.runs import RunStore
+
+if TYPE_CHECKING:
+    from pincer.policy.session import SessionPolicy
+    from pincer.safety.scanner import LeakScanner
+    from pincer.skills.model import Skill
+    from pincer.store.approvals import ApprovalRequest
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +134,7 @@ class AgentLoop:
 
     def __init__(
         self,
-        pincer: Any,
+        pincer: AgentHost,
         *,
         environ: Mapping[str, str] | None = None,
         provider_factory: ProviderFactory | None = None,
@@ -260,7 +267,7 @@ class AgentLoop:
             run.taint_with(Taint(tool=params_from, mode=run.taint_mode, what=f"the parameters given by {params_from}"))
         return run
 
-    def _offered(self, skill: Any, session: str) -> list[ToolSpec]:
+    def _offered(self, skill: Skill | None, session: str) -> list[ToolSpec]:
         """The tools a run may call: the skill's (trust applied) the session may call, plus ``skill``."""
         pincer = self.pincer
         visible = [s for s in visible_tools(pincer.config.session(session), pincer.registry.list()) if s.name != RUN_SKILL_TOOL]
@@ -288,8 +295,8 @@ class AgentRun:
         settings: ModelSettings,
         provider: Provider,
         budgets: RunBudgets,
-        price: Any,
-        scanner: Any,
+        price: Price | None,
+        scanner: LeakScanner,
         on_event: EventHook | None,
         on_approval: ApprovalHook | None,
     ) -> None:
@@ -328,7 +335,7 @@ class AgentRun:
 
     # -- setting up -----------------------------------------------------------------------------
 
-    def offer(self, specs: Sequence[ToolSpec], skill: Any) -> None:
+    def offer(self, specs: Sequence[ToolSpec], skill: Skill | None) -> None:
         self.offered: dict[str, ToolSpec] = {s.name: s for s in specs}
         threshold = self.pincer.config.agent.max_tool_definitions
         self.is_lazy = len(specs) > threshold
@@ -603,7 +610,7 @@ class AgentRun:
             tainted_by = Taint(tool=real, audit_id=result.audit_id, call_id=call.id, mode=self.taint_mode, reach=reach)
         return message, result.audit_id, tainted_by
 
-    async def _approval(self, approval: Any) -> None:
+    async def _approval(self, approval: ApprovalRequest) -> None:
         self._emit("approval", **approval.to_dict())
         if self.on_approval is not None:
             await self.on_approval(approval)
@@ -782,19 +789,19 @@ class AgentRun:
         )
 
 
-def _params_source(request: RunRequest, policy: Any) -> str:
+def _params_source(request: RunRequest, policy: SessionPolicy) -> str:
     """Who gave a run's parameters, as the prompt and a taint name it."""
     trigger = str(request.trigger)
     return trigger if trigger.startswith(("webhook", "schedule")) or _is_main(policy) else f"session {policy.name} ({trigger})"
 
 
-def _is_main(policy: Any) -> bool:
+def _is_main(policy: SessionPolicy) -> bool:
     from pincer.policy.session import SessionKind
 
     return bool(policy.kind is SessionKind.MAIN)
 
 
-def _is_strangers(request: RunRequest, policy: Any) -> bool:
+def _is_strangers(request: RunRequest, policy: SessionPolicy) -> bool:
     """Parameters from a webhook (its mapping renders the sender's payload) or a non-main
     session (a token that is not the operator's). A schedule's job (``cron:NAME`` sessions are
     non-main) runs with the parameters a person wrote into it."""

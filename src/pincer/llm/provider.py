@@ -17,7 +17,7 @@ retries (``retry.py``) so that a turn is asked again only as a whole.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pincer.config import ModelSettings
 from pincer.core.errors import ConfigError, SecretError
@@ -30,6 +30,9 @@ from pincer.llm.wire import (
     stream_broken,
     tried_url,
 )
+
+if TYPE_CHECKING:
+    from pincer.secrets.store import SecretStore
 
 __all__ = [
     "Provider",
@@ -61,7 +64,7 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-def resolve_api_key(settings: ModelSettings, secrets: Any, environ: Mapping[str, str]) -> str | None:
+def resolve_api_key(settings: ModelSettings, secrets: SecretStore, environ: Mapping[str, str]) -> str | None:
     """The API key named by the settings, or None when none is configured. Raises ConfigError
     naming the setting (never the value) when the named secret or variable is missing."""
     if settings.api_key_secret:

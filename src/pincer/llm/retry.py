@@ -29,7 +29,7 @@ def backoff_s(attempt: int, retry_after_s: float | None) -> float:
     """How long to wait before retry number ``attempt`` (1-based)."""
     if retry_after_s is not None:
         return retry_after_s
-    base = min(MAX_BACKOFF_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
+    base = min(MAX_BACKOFF_S, BACKOFF_BASE_S * 2.0 ** (attempt - 1))
     return base * (1 + random.random() * 0.25)  # jitter spreads clients that failed together
 
 

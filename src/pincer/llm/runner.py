@@ -20,13 +20,14 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import anyio
 import anyio.abc
 
 from pincer.core.errors import RunNotFound, UsageError
-from pincer.llm.loop import AgentRun, carry_out
+from pincer.llm.host import AgentHost
+from pincer.llm.loop import AgentLoop, AgentRun, carry_out
 from pincer.llm.prompt import DEFAULT_MESSAGE
 from pincer.llm.run import RunEvent, RunRequest
 from pincer.store.runs import RunRow
@@ -85,8 +86,16 @@ class _Live:
         changed.set()
 
 
+class RunnerHost(AgentHost, Protocol):
+    """An :class:`~pincer.llm.host.AgentHost` with its agent loop: what the gateway's run
+    manager and ``run_skill`` start runs with (``pincer.service.Pincer`` is one)."""
+
+    @property
+    def agent(self) -> AgentLoop: ...
+
+
 class RunManager:
-    def __init__(self, pincer: Any) -> None:
+    def __init__(self, pincer: RunnerHost) -> None:
         self.pincer = pincer
         self._live: dict[str, _Live] = {}
         self._tg: anyio.abc.TaskGroup | None = None

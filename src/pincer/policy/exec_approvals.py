@@ -41,7 +41,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pincer.core.effects import Mode
 from pincer.core.errors import ConfigError
@@ -67,6 +67,8 @@ __all__ = [
     "split_shell",
     "MAX_UNWRAP_DEPTH",
 ]
+
+_E = TypeVar("_E", bound=StrEnum)
 
 
 class Security(StrEnum):
@@ -150,12 +152,15 @@ def _agent(data: Mapping[str, Any], agent: str, source: str) -> object:
     return agents.get(agent)
 
 
-def _enum(kind: type[StrEnum], value: object, where: str) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = " | ".join(v.value for v in kind)
-        raise ConfigError(f"{where}: {value!r} is not one of {allowed}", hint=f"use one of {allowed}") from None
+def _enum(kind: type[_E], value: object, where: str) -> _E:
+    # A value that is not a string matches no member of a StrEnum: the same error as an unknown one.
+    if isinstance(value, str):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    allowed = " | ".join(v.value for v in kind)
+    raise ConfigError(f"{where}: {value!r} is not one of {allowed}", hint=f"use one of {allowed}")
 
 
 def _patterns(value: object, source: str) -> tuple[str, ...]:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pincer.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from pincer.config import AgentSettings
 
 __all__ = ["RunBudgets", "BUDGET_NAMES", "first_exceeded", "would_exceed_tool_calls"]
 
@@ -32,7 +35,7 @@ class RunBudgets:
     deadline_s: float = 600.0
 
     @classmethod
-    def from_settings(cls, agent: Any) -> RunBudgets:
+    def from_settings(cls, agent: AgentSettings) -> RunBudgets:
         """The ``[agent]`` defaults."""
         return cls(
             turns=agent.max_turns,

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from pincer.core.effects import RuntimeKind
 from pincer.core.values import HostContext, RuntimeAsk, ToolOutput, ToolSpec
 
-__all__ = ["Runtime", "Preflight", "ChangeListener", "ChangeListeners"]
+__all__ = ["Runtime", "ChangeListener", "ChangeListeners"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,16 +56,14 @@ class Runtime(Protocol):
 
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput: ...
 
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
+        """What the runtime can decide about a call *before* anyone is asked.
 
-@runtime_checkable
-class Preflight(Protocol):
-    """Optional on a runtime: what it can decide about a call *before* anyone is asked.
-
-    The chain calls it after session policy, grants and argument validation, before the
-    approval step. Raise a PincerError (Denied, EgressDenied, ...) to refuse a call that would
-    fail anyway (a blocked MCP pin, a URL the egress rule refuses, an exec the policy denies), so
-    nobody is asked to approve it; return a :class:`RuntimeAsk` when the runtime's own policy
-    needs a person (exec approvals); None when it has nothing to add. It must not run the tool.
-    """
-
-    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None: ...
+        The chain calls it after session policy, grants and argument validation, before the
+        approval step. Raise a PincerError (Denied, EgressDenied, ...) to refuse a call that would
+        fail anyway (a blocked MCP pin, a URL the egress rule refuses, an exec the policy denies),
+        so nobody is asked to approve it; return a :class:`RuntimeAsk` when the runtime's own
+        policy needs a person (exec approvals); None when it has nothing to add (a runtime with no
+        rule of its own returns None). It must not run the tool.
+        """
+        ...

@@ -154,8 +154,8 @@ def _parse_authority(authority: str, scheme: str) -> tuple[str, IPAddress | None
     if authority.count(":") > 1:
         raise _deny("the host has more than one ':' (rule: IPv6 addresses go in brackets)")
     raw_host, sep, raw_port = authority.partition(":")
-    host, ip = normalise_host(raw_host)
-    return host, ip, _parse_port(raw_port if sep else None, scheme)
+    host, host_ip = normalise_host(raw_host)
+    return host, host_ip, _parse_port(raw_port if sep else None, scheme)
 
 
 def _parse_port(raw: str | None, scheme: str) -> int:

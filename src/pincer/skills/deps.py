@@ -23,13 +23,16 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pincer.core.errors import SkillError, ToolError
 from pincer.core.values import HostContext
 from pincer.runtimes.script.manifest import parse_manifest
 from pincer.skills.model import Skill
+
+if TYPE_CHECKING:
+    from pincer.runtimes.script.settings import ScriptSettings
 
 __all__ = [
     "DepsResult",
@@ -137,7 +140,7 @@ async def install_deps(
     skill: Skill,
     *,
     home: Path,
-    script_settings: Any,
+    script_settings: ScriptSettings,
     npm_registry: str = "https://registry.npmjs.org/",
     pip_index: str = "https://pypi.org/simple",
     allow_private_network: bool = False,
@@ -265,14 +268,14 @@ def _pip_command(index: str) -> list[str]:
     return [*command, "-r", "/deps/requirements.txt"]
 
 
-def _scratch(script_settings: Any) -> Path:
+def _scratch(script_settings: ScriptSettings) -> Path:
     root = script_settings.scratch()
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o711)
     return root
 
 
-def _hand_to_sandbox(stage: Path, script_settings: Any) -> None:
+def _hand_to_sandbox(stage: Path, script_settings: ScriptSettings) -> None:
     """The sandbox uid writes the install: the stage must be its own (pincer may run as root)."""
     os.chmod(stage, 0o755)
     if os.geteuid() == 0:

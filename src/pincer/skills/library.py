@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -29,6 +29,9 @@ from pincer.skills.render import Rendered, render_skill
 from pincer.skills.roots import WORKSPACE_ROOTS, LoadError, LoadReport, Root, SkillLoader, WalkLimits, default_roots
 from pincer.skills.selection import Selection, select
 from pincer.store.skill_writes import SKILL_WRITES_FILE, folder_key, written_folders
+
+if TYPE_CHECKING:
+    from pincer.config import Config, SkillsSettings
 
 __all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S", "Invoker"]
 
@@ -46,7 +49,7 @@ class SkillLibrary:
         roots: Sequence[Root],
         *,
         limits: WalkLimits | None = None,
-        settings: Any = None,
+        settings: SkillsSettings | None = None,
         home: Path | None = None,
         environ: Mapping[str, str] | None = None,
         admit: Callable[[Skill], str | None] | None = None,
@@ -72,7 +75,7 @@ class SkillLibrary:
     @classmethod
     def from_config(
         cls,
-        config: Any,
+        config: Config,
         *,
         home_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,

@@ -243,7 +243,7 @@ async def _request(client: Any, method: str, params: Mapping[str, Any]) -> dict[
         model_config = ConfigDict(extra="allow")
 
     session = getattr(client, "session", client)
-    result = await session.send_request(_Request(method=method, params=_Params(**params)), _Any)
+    result: _Any = await session.send_request(_Request(method=method, params=_Params(**params)), _Any)
     return result.model_dump(by_alias=True, exclude_none=True)
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pincer.core.effects import EffectKind, RuntimeKind
 from pincer.core.errors import ArgumentsInvalid, Denied, PincerError, ToolNotFound
@@ -21,6 +22,11 @@ from pincer.skills.files import list_files
 from pincer.skills.library import SkillLibrary
 from pincer.skills.skill_tools import plan_skill_tools, stage_view
 from pincer.skills.trust import tools_for_skill
+
+if TYPE_CHECKING:
+    from pincer.policy.grants import Grant
+    from pincer.runtimes.script.runtime import ScriptRuntime
+    from pincer.runtimes.script.settings import ScriptSettings
 
 __all__ = ["SkillTool", "SkillToolRuntime", "SKILL_TOOL"]
 
@@ -63,7 +69,7 @@ class SkillTool:
         library: SkillLibrary,
         *,
         specs: Callable[[], Sequence[ToolSpec]] = list,
-        grants: Callable[[], Sequence[Any]] = tuple,
+        grants: Callable[[], Sequence[Grant]] = tuple,
     ) -> None:
         self.library = library
         self._specs = specs
@@ -78,6 +84,9 @@ class SkillTool:
 
     def tools(self) -> Sequence[ToolSpec]:
         return (self._spec,)
+
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> None:
+        """Nothing to refuse before a call: reading a skill's instructions runs nothing."""
 
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         if spec.name != SKILL_TOOL:
@@ -115,14 +124,14 @@ class SkillToolRuntime:
     """The tools made from skills' capabilities, run by a script runtime in the sandbox."""
 
     kind = RuntimeKind.SCRIPT
+    _inner: ScriptRuntime  # set by _build, which __init__ calls
 
-    def __init__(self, library: SkillLibrary, *, home: Any, script_settings: Any, separator: str = ".") -> None:
+    def __init__(self, library: SkillLibrary, *, home: Path, script_settings: ScriptSettings, separator: str = ".") -> None:
         self.library = library
         self.home = home
         self.script_settings = script_settings
         self.separator = separator
         self._changes = ChangeListeners("skill tools")
-        self._inner: Any = None
         self._owner: dict[str, str] = {}
         self.warnings: dict[str, list[str]] = {}
         self._build()
@@ -177,6 +186,10 @@ class SkillToolRuntime:
 
     def tools(self) -> Sequence[ToolSpec]:
         return self._inner.tools()
+
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> None:
+        """Nothing to refuse before a call: the inner script runtime has no exec tool
+        (``include_exec=False``), and a skill tool's checks run with it."""
 
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         return await self._inner.invoke(spec, args, host)

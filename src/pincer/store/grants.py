@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from typing import Any
 
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import StoreError
@@ -53,7 +54,7 @@ class GrantStore:
         return self._cache
 
 
-def _from_dict(data: dict) -> Grant:
+def _from_dict(data: dict[str, Any]) -> Grant:
     return Grant(
         tool=data["tool"],
         effects={EffectKind(k): Mode(v) for k, v in data["effects"].items()},

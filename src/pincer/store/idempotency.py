@@ -58,7 +58,8 @@ class IdempotencyStore:
                 f"idempotency key {key!r} was already used for {tool} with different arguments",
                 hint="use a new key for a different request",
             )
-        return json.loads(row[1])
+        stored: dict[str, Any] = json.loads(row[1])  # what _store wrote: a result's JSON object
+        return stored
 
     async def claim(self, session: str, tool: str, key: str) -> bool:
         """True when this caller runs the call; False after waiting for a concurrent duplicate

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -52,10 +53,35 @@ from pincer.triggers.requests import (
     new_run_id,
 )
 
+if TYPE_CHECKING:
+    from pincer.config import Config
+    from pincer.safety.scanner import LeakScanner
+    from pincer.skills.library import SkillLibrary
+
 logger = logging.getLogger(__name__)
+
+
+class EngineHost(Protocol):
+    """What :meth:`TriggerEngine.for_pincer` reads of the service (``pincer.service.Pincer``
+    is one; the service sits above the triggers, so they name only what they read)."""
+
+    @property
+    def database(self) -> sqlite3.Connection: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def skills(self) -> SkillLibrary | None: ...
+
+    def scanner(self) -> LeakScanner: ...
 
 __all__ = [
     "TriggerEngine",
+    "EngineHost",
     "Firing",
     "SCHEDULER_POLL_S",
     "LEASE_STALE_S",
@@ -89,9 +115,9 @@ class TriggerEngine:
         store: TriggerStore,
         audit: AuditLog,
         starter: RunStarter,
-        config: Callable[[], Any],
-        skills: Callable[[], Any],
-        scanner: Callable[[], Any],
+        config: Callable[[], Config],
+        skills: Callable[[], SkillLibrary | None],
+        scanner: Callable[[], LeakScanner],
         clock: Clock | None = None,
         owner: str | None = None,
     ) -> None:
@@ -116,7 +142,7 @@ class TriggerEngine:
         self._open_estimate = 0  # firings on their way, counted at each tick plus those added since
 
     @classmethod
-    def for_pincer(cls, pincer: Any, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
+    def for_pincer(cls, pincer: EngineHost, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
         return cls(
             store=TriggerStore(pincer.database),
             audit=pincer.audit,
@@ -128,11 +154,11 @@ class TriggerEngine:
         )
 
     @property
-    def config(self) -> Any:
+    def config(self) -> Config:
         return self._config()
 
     @property
-    def skills(self) -> Any:
+    def skills(self) -> SkillLibrary | None:
         return self._skills()
 
     @property

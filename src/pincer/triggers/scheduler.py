@@ -21,7 +21,7 @@ import datetime as dt
 import logging
 import random
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pincer.core.errors import PincerError, UsageError
 from pincer.store.triggers import JobRow, TriggerStore
@@ -29,6 +29,10 @@ from pincer.triggers.clock import Clock
 from pincer.triggers.firing import Firing
 from pincer.triggers.jobs import JobSpec, jobs_from_config, jobs_from_skills, with_anchor
 from pincer.triggers.requests import Budgets, RunOutcome, RunStatus, TriggerKind
+
+if TYPE_CHECKING:
+    from pincer.config import Config
+    from pincer.skills.library import SkillLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +61,10 @@ class SchedulerEngine(Protocol):
     clock: Clock
 
     @property
-    def config(self) -> Any: ...
+    def config(self) -> Config: ...
 
     @property
-    def skills(self) -> Any: ...
+    def skills(self) -> SkillLibrary | None: ...
 
     async def fire(
         self,
@@ -85,7 +89,8 @@ class Scheduler:
     def __init__(self, engine: SchedulerEngine) -> None:
         self.engine = engine
         self.next_due: float | None = None
-        self._synced: Any = None
+        # what the last sync saw: the config object and each eligible skill (name, content hash)
+        self._synced: tuple[int, tuple[tuple[str, str], ...]] | None = None
         self._warned: set[str] = set()
 
     # -- keeping config and skill jobs in line ---------------------------------------------------

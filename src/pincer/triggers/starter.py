@@ -15,14 +15,20 @@ a run the store already has is not started again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from pincer.core.errors import RunNotFound
 from pincer.triggers.requests import RunOutcome, RunRequest, RunStarter, RunStatus
+
+if TYPE_CHECKING:
+    from pincer.approver import ApprovalHook
+    from pincer.llm.loop import AgentRun, EventHook
+    from pincer.llm.run import RunRequest as LoopRequest
+    from pincer.llm.runner import RunnerHost
 
 __all__ = ["AgentStarter", "default_starter", "STORE_POLL_S", "llm_request"]
 
@@ -40,7 +46,7 @@ _BUDGET_NAMES = {
 _STATUSES = {s.value: s for s in RunStatus}
 
 
-def llm_request(request: RunRequest) -> Any:
+def llm_request(request: RunRequest) -> LoopRequest:
     """The agent loop's request for a trigger's."""
     from pincer.llm.prompt import defuse
     from pincer.llm.run import OutsideData
@@ -70,14 +76,14 @@ def llm_request(request: RunRequest) -> Any:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Attached:
-    on_event: Callable[..., Any] | None = None
-    on_approval: Callable[..., Any] | None = None
+    on_event: EventHook | None = None
+    on_approval: ApprovalHook | None = None
     profile: str | None = None
 
 
 @dataclass(kw_only=True, slots=True)
 class _Started:
-    run: Any  # pincer.llm.loop.AgentRun
+    run: AgentRun
     message: str
     done: anyio.Event = field(default_factory=anyio.Event)
     driving: bool = False
@@ -90,7 +96,7 @@ class AgentStarter:
     ``attach(run_id, on_event=..., on_approval=...)`` before the run starts shows its events and
     asks its approvals where the person is (``pincer chat``'s ``/NAME``)."""
 
-    def __init__(self, pincer: Any) -> None:
+    def __init__(self, pincer: RunnerHost) -> None:
         self.pincer = pincer
         self._started: dict[str, _Started] = {}
         self._attached: dict[str, _Attached] = {}
@@ -99,8 +105,8 @@ class AgentStarter:
         self,
         run_id: str,
         *,
-        on_event: Callable[..., Any] | None = None,
-        on_approval: Callable[..., Any] | None = None,
+        on_event: EventHook | None = None,
+        on_approval: ApprovalHook | None = None,
         profile: str | None = None,
     ) -> None:
         """Before ``start``: the run's events go to ``on_event``, its approvals to ``on_approval``
@@ -193,5 +199,5 @@ def _outcome(run_id: str, status: str, error: Any, stop: str | None) -> RunOutco
     return RunOutcome(run_id=run_id, status=_STATUSES.get(status, RunStatus.LOST), error=message)
 
 
-def default_starter(pincer: Any) -> RunStarter:
+def default_starter(pincer: RunnerHost) -> RunStarter:
     return AgentStarter(pincer)

@@ -30,6 +30,7 @@ from pincer.triggers.requests import TriggerKind, UntrustedInput
 
 if TYPE_CHECKING:
     from pincer.config import HookSettings
+    from pincer.skills.library import SkillLibrary
     from pincer.triggers.engine import TriggerEngine, _Prepared
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class DeliveryAnswer:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-def hook_targets(hook: HookSettings, event: str | None, library: Any) -> list[str | None]:
+def hook_targets(hook: HookSettings, event: str | None, library: SkillLibrary | None) -> list[str | None]:
     """The skills a delivery runs (None: a plain agent turn with the hook's message)."""
     if hook.skill:
         return [hook.skill]

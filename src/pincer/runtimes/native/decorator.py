@@ -70,7 +70,7 @@ class NativeTool:
     inline: bool = False
     context_param: str | None = None
     validator: pydantic_core.SchemaValidator | None = field(default=None, repr=False, compare=False)
-    # Refuses (raises) what can be refused before anyone is asked; see runtimes.base.Preflight.
+    # Refuses (raises) what can be refused before anyone is asked; see runtimes.base.Runtime.preflight.
     preflight: Callable[[Mapping[str, Any], HostContext], Awaitable[RuntimeAsk | None]] | None = field(
         default=None, repr=False, compare=False
     )

@@ -43,7 +43,7 @@ from pincer.runtimes.wasm.limits import MIB, ToolLimits, WasmLimits
 from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RunnerSource, read_runner_source, runner_context
 from pincer.runtimes.wasm.wit import HOST_WIT_VERSION
 
-__all__ = ["WasmRuntime", "WasmHost", "LoadedTool"]
+__all__ = ["WasmRuntime", "WasmHost", "LoadedTool", "Redactor"]
 
 logger = logging.getLogger(__name__)
 
@@ -379,6 +379,9 @@ class WasmRuntime:
 
     # ------------------------------------------------------------------------------ calls
 
+    async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> None:
+        """Nothing to refuse before a call: a component's limits and capabilities apply as it runs."""
+
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         """Run one call in a fresh instance. Raises ToolError/ToolTimeout for traps (naming the
         limit); a tool's own error comes back as ``ToolOutput(is_error=True)`` with its logs."""
@@ -390,7 +393,7 @@ class WasmRuntime:
         limits = self.limits.for_tool(loaded.limits)
         timeout_s = min(limits.timeout_s, host.timeout_s)
         caps = host.capabilities if host.capabilities is not None else loaded.capabilities
-        redactor = _Redactor(self._scanner_factory, host)
+        redactor = Redactor(self._scanner_factory, host)
         execution = Execution(
             tool=spec.name,
             limits=limits,
@@ -519,9 +522,10 @@ def _secret_lookup(host: HostContext) -> Callable[[str], bool] | None:
     return exists
 
 
-class _Redactor:
+class Redactor:
     """Scrubs text handed to the guest or returned from it: known secrets, values injected in
-    this call (read at each use, since injection happens mid-call) and credential shapes."""
+    this call (read at each use, since injection happens mid-call) and credential shapes.
+    Public: the builder's test bench runs a candidate tool with the same scrubbing."""
 
     def __init__(self, factory: Callable[[], Any] | None, host: HostContext) -> None:
         self._factory = factory
