@@ -22,7 +22,9 @@ from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import ConfigError, ManifestError, PincerError
 from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant
+from pincer.policy.run_budget import RunBudgets
 from pincer.policy.session import SessionKind, SessionPolicy
+from pincer.safety.limits import DEFAULT_MAX_OUTPUT_BYTES
 
 __all__ = [
     "Config",
@@ -96,7 +98,8 @@ class AuditSettings(_Model):
 
 
 class OutputSettings(_Model):
-    max_bytes: int = Field(default=100_000, ge=1_000, le=100_000_000)
+    # The safety layer's limit when nothing names one (below this one), so written once there.
+    max_bytes: int = Field(default=DEFAULT_MAX_OUTPUT_BYTES, ge=1_000, le=100_000_000)
 
 
 class IdempotencySettings(_Model):
@@ -314,6 +317,10 @@ class Price(_Model):
     cached_input_per_mtok: float | None = Field(default=None, ge=0, le=10_000)
 
 
+# A run's budgets when nothing names them: the policy layer's (below this one), so written once there.
+_BUDGETS = RunBudgets()
+
+
 class AgentSettings(_Model):
     """``[agent]``: the agent loop's defaults. Budgets apply per run unless a run names its own."""
 
@@ -322,12 +329,12 @@ class AgentSettings(_Model):
     max_parallel_tool_calls: int = Field(default=4, ge=1, le=64)
     taint: Literal["ask", "deny", "off"] = "ask"
     trusted_output: tuple[str, ...] = Field(default=(), max_length=1_000)
-    max_turns: int = Field(default=20, ge=1, le=10_000)
-    max_tool_calls: int = Field(default=50, ge=0, le=100_000)
-    max_input_tokens: int = Field(default=500_000, ge=1, le=1_000_000_000)
-    max_output_tokens: int = Field(default=50_000, ge=1, le=1_000_000_000)
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
-    deadline_s: float = Field(default=600.0, gt=0, le=7 * 86_400)
+    max_turns: int = Field(default=_BUDGETS.turns, ge=1, le=10_000)
+    max_tool_calls: int = Field(default=_BUDGETS.tool_calls, ge=0, le=100_000)
+    max_input_tokens: int = Field(default=_BUDGETS.input_tokens, ge=1, le=1_000_000_000)
+    max_output_tokens: int = Field(default=_BUDGETS.output_tokens, ge=1, le=1_000_000_000)
+    max_cost_usd: float | None = Field(default=_BUDGETS.cost_usd, gt=0, le=1_000_000)
+    deadline_s: float = Field(default=_BUDGETS.deadline_s, gt=0, le=7 * 86_400)
     prices: dict[str, Price] = Field(default_factory=dict)
 
 
