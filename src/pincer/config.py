@@ -13,9 +13,10 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind, Mode
@@ -78,6 +79,16 @@ def _under_home(text: str, home: Path | None) -> Path:
         return path  # validated without a home (``pincer config show``): the path as written
     expanded = path.expanduser()
     return expanded if expanded.is_absolute() else home / expanded
+
+
+def _home_path(value: Any, info: ValidationInfo) -> Path:
+    if not isinstance(value, str):  # a TOML string, as the key's docs say; not any path-like
+        raise PydanticCustomError("string_type", "Input should be a valid string")
+    return _under_home(value, _home(info))
+
+
+# A path in config.toml: a string, relative ones under $PINCER_HOME.
+_HomePath = Annotated[Path, BeforeValidator(_home_path)]
 
 
 # Each section of config.toml is one frozen model below: its keys, bounds and defaults are
@@ -176,8 +187,8 @@ class GatewaySettings(_Model):
 
     ``session`` is the session of the token generated at first start; ``tokens`` map more tokens
     to other sessions. ``allowed_hosts``/``allowed_origins`` extend the loopback names accepted
-    in Host and Origin headers (DNS-rebinding protection), compared lower-case. A non-loopback
-    ``host`` needs ``allow_remote = true``.
+    in Host and Origin headers (DNS-rebinding protection). A non-loopback ``host`` needs
+    ``allow_remote = true``.
     """
 
     host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
@@ -189,15 +200,12 @@ class GatewaySettings(_Model):
     allowed_origins: tuple[str, ...] = ()
     tokens: tuple[GatewayToken, ...] = ()
 
-    @field_validator("allowed_hosts")
-    @classmethod
-    def _lower_hosts(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(h.lower() for h in hosts)
-
-    @field_validator("allowed_origins")
-    @classmethod
-    def _lower_origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(o.lower().rstrip("/") for o in origins)
+    def normalized(self) -> GatewaySettings:
+        """These settings with hosts and origins as they are compared: lower-case, no trailing /
+        (``pincer config show`` prints them as written)."""
+        hosts = tuple(h.lower() for h in self.allowed_hosts)
+        origins = tuple(o.lower().rstrip("/") for o in self.allowed_origins)
+        return self.model_copy(update={"allowed_hosts": hosts, "allowed_origins": origins})
 
 
 class SkillsSettings(_Model):
@@ -207,7 +215,7 @@ class SkillsSettings(_Model):
     ``extra_dirs`` entry is under ``$PINCER_HOME``."""
 
     enabled: bool = True
-    extra_dirs: tuple[Path, ...] = Field(default=(), max_length=64)
+    extra_dirs: tuple[_HomePath, ...] = Field(default=(), max_length=64)
     max_candidates_per_root: int = Field(default=300, ge=1, le=100_000)
     max_loaded_per_root: int = Field(default=200, ge=1, le=100_000)
     max_file_bytes: int = Field(default=262_144, ge=1_024, le=16_777_216)
@@ -224,13 +232,6 @@ class SkillsSettings(_Model):
     # unless a person says the skills there are theirs.
     trust_workspace: bool = False
     config: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("extra_dirs", mode="before")
-    @classmethod
-    def _resolve_dirs(cls, value: Any, info: ValidationInfo) -> Any:
-        if not isinstance(value, (list, tuple)) or not all(isinstance(d, str) for d in value):
-            return value  # pydantic says what is wrong with it
-        return tuple(_under_home(d, _home(info)) for d in value)
 
 
 _SECRET_NAME = r"^[A-Za-z0-9_.-]{1,128}$"
@@ -577,8 +578,10 @@ def _describe(exc: ValidationError, source: str) -> ConfigError:
     key = ".".join(str(part) for part in first["loc"]) or "(top level)"
     problems = len(exc.errors())
     more = f" (and {problems - 1} more problem{'s' if problems > 2 else ''})" if problems > 1 else ""
+    # Arrays are tuples here (frozen values); a person wrote a TOML array, a list.
+    message = first["msg"].replace("valid tuple", "valid list").replace("Tuple should", "List should")
     return ConfigError(
-        f"{source}: {key}: {first['msg']}{more}",
+        f"{source}: {key}: {message}{more}",
         hint="fix that key; the README's config.toml section shows every setting",
     )
 
@@ -667,7 +670,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         ),
         credentials=data.credentials,
         credential_capabilities=_credential_capabilities(data.credentials, source) if data.credentials else None,
-        gateway=data.gateway,
+        gateway=data.gateway.normalized(),
         skills=data.skills,
         llm=data.llm,
         agent=data.agent,

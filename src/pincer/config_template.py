@@ -403,6 +403,8 @@ def _number(value: Any) -> str:
 
 def _type_name(annotation: Any) -> str:
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
     if origin in (typing.Union, types.UnionType):
         named = [_type_name(a) for a in args if a is not type(None)]
         return " | ".join(named)
