@@ -1,13 +1,14 @@
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pincer.config import load_config, parse_config
-from pincer.config_template import schema_keys, toml_key, toml_value
+from pincer.config import ConfigFile, GatewaySettings, SkillsSettings, load_config, parse_config
+from pincer.config_template import render_settings, schema_keys, toml_key, toml_value
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import ConfigError
 from pincer.policy.session import SessionKind
@@ -157,3 +158,36 @@ def test_config_shaped_input_only_raises_config_error(text: str) -> None:
         assert str(exc).startswith("config.toml"), str(exc)
     else:
         assert config.home == Path("/nonexistent")
+
+
+def test_sections_are_the_parsed_models_with_paths_under_home(tmp_path: Path) -> None:
+    """The code reads config.toml's section models themselves; relative paths are under the home,
+    hosts compared lower-case, and ``pincer config show`` still prints what was written."""
+    text = (
+        '[skills]\nextra_dirs = ["team", "/abs"]\n[[hub.sources]]\nname = "local"\npath = "reg"\n'
+        '[gateway]\nallowed_hosts = ["Pincer.Local"]\nallowed_origins = ["HTTPS://Console.Example/"]\n'
+    )
+    config = parse_config(text, home=tmp_path)
+    assert isinstance(config.skills, SkillsSettings) and isinstance(config.gateway, GatewaySettings)
+    assert config.skills.extra_dirs == (tmp_path / "team", Path("/abs"))
+    assert config.hub.sources[0].path == str(tmp_path / "reg")
+    assert config.gateway.allowed_hosts == ("pincer.local",)
+    assert config.gateway.allowed_origins == ("https://console.example",)
+    shown = render_settings(ConfigFile.model_validate(tomllib.loads(text)))
+    assert 'extra_dirs = ["team", "/abs"]' in shown and 'allowed_hosts = ["Pincer.Local"]' in shown
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[skills]\nextra_dirs = 'x'\n", "skills.extra_dirs: Input should be a valid list"),
+        ("[skills]\nextra_dirs = [1]\n", "skills.extra_dirs.0: Input should be a valid string"),
+        ("hooks = 3\n", "hooks: Input should be a valid list"),
+        ("[[credentials]]\nsecret = 's'\nhost_patterns = []\n", "List should have at least 1 item"),
+    ],
+)
+def test_array_errors_speak_of_lists_and_strings(tmp_path: Path, text: str, needle: str) -> None:
+    """Arrays are tuples inside (frozen values): the messages still say list, as a TOML reader expects."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, home=tmp_path)
+    assert needle in str(info.value)
