@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pincer.config import load_config, parse_config
+from pincer.config import ConfigFile, GatewaySettings, SkillsSettings, load_config, parse_config
+from pincer.config_template import render_settings, schema_keys, toml_key, toml_value
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import ConfigError
 from pincer.policy.session import SessionKind
@@ -111,3 +113,81 @@ def test_sandbox_workdir_max_bytes(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as info:
             parse_config(f"[sandbox]\nworkdir_max_bytes = {bad}\n", home=tmp_path)
         assert "sandbox.workdir_max_bytes" in str(info.value)
+
+
+# TOML-ish input shaped like config.toml: real section and key names (and some made up), values
+# of every TOML type, nested, at any size, so the parser's checks past TOML syntax get exercised.
+_SCHEMA = schema_keys()
+_SECTIONS = sorted({(k.section, k.shape) for k in _SCHEMA} | {("typo", "table")})
+_NAMES = sorted({k.name for k in _SCHEMA})
+_SCALARS = (
+    st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30)
+    | st.sampled_from(["main", "allow", "ask", "deny", "openai", "https://x.example", "0 9 * * *", "30m", "*"])
+)
+_VALUES = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6
+)
+_TABLE = st.dictionaries(st.sampled_from(_NAMES) | st.from_regex(r"[a-z_]{1,12}", fullmatch=True), _VALUES, max_size=6)
+
+
+@st.composite
+def _config_texts(draw: st.DrawFn) -> str:
+    lines: list[str] = []
+    for section, shape in draw(st.lists(st.sampled_from(_SECTIONS), max_size=5, unique=True)):
+        for _ in range(draw(st.integers(min_value=1, max_value=2)) if shape != "table" else 1):
+            if shape == "table":
+                lines.append(f"[{section}]")
+            elif shape == "array":
+                lines.append(f"[[{section}]]")
+            else:
+                lines.append(f"[{section}.{toml_key(draw(st.text(max_size=8)))}]")
+            lines += [f"{toml_key(key)} = {toml_value(value)}" for key, value in draw(_TABLE).items()]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_config_texts())
+def test_config_shaped_input_only_raises_config_error(text: str) -> None:
+    """Any config-shaped text parses or raises ConfigError naming the file, never anything else."""
+    try:
+        config = parse_config(text, home=Path("/nonexistent"))
+    except ConfigError as exc:
+        assert str(exc).startswith("config.toml"), str(exc)
+    else:
+        assert config.home == Path("/nonexistent")
+
+
+def test_sections_are_the_parsed_models_with_paths_under_home(tmp_path: Path) -> None:
+    """The code reads config.toml's section models themselves; relative paths are under the home,
+    hosts compared lower-case, and ``pincer config show`` still prints what was written."""
+    text = (
+        '[skills]\nextra_dirs = ["team", "/abs"]\n[[hub.sources]]\nname = "local"\npath = "reg"\n'
+        '[gateway]\nallowed_hosts = ["Pincer.Local"]\nallowed_origins = ["HTTPS://Console.Example/"]\n'
+    )
+    config = parse_config(text, home=tmp_path)
+    assert isinstance(config.skills, SkillsSettings) and isinstance(config.gateway, GatewaySettings)
+    assert config.skills.extra_dirs == (tmp_path / "team", Path("/abs"))
+    assert config.hub.sources[0].path == str(tmp_path / "reg")
+    assert config.gateway.allowed_hosts == ("pincer.local",)
+    assert config.gateway.allowed_origins == ("https://console.example",)
+    shown = render_settings(ConfigFile.model_validate(tomllib.loads(text)))
+    assert 'extra_dirs = ["team", "/abs"]' in shown and 'allowed_hosts = ["Pincer.Local"]' in shown
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[skills]\nextra_dirs = 'x'\n", "skills.extra_dirs: Input should be a valid list"),
+        ("[skills]\nextra_dirs = [1]\n", "skills.extra_dirs.0: Input should be a valid string"),
+        ("hooks = 3\n", "hooks: Input should be a valid list"),
+        ("[[credentials]]\nsecret = 's'\nhost_patterns = []\n", "List should have at least 1 item"),
+    ],
+)
+def test_array_errors_speak_of_lists_and_strings(tmp_path: Path, text: str, needle: str) -> None:
+    """Arrays are tuples inside (frozen values): the messages still say list, as a TOML reader expects."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, home=tmp_path)
+    assert needle in str(info.value)

@@ -6,7 +6,7 @@ hint named ``container_image`` without its section.
 
 The walker reads every ``hint=`` string (and f-string) in ``src/pincer`` and checks:
 
-- ``section.key`` and ``[section] key`` against the config schema (``pincer.config._File``);
+- ``section.key`` and ``[section] key`` against the config schema (``pincer.config.ConfigFile``);
 - a bare name that is a config key's leaf (``container_image``) must come with its section;
 - a bare name shaped like a setting (``allow_*``, ``max_*``, ``*_timeout_s``...) must be a key;
 - every `` `pincer ...` `` command against the real CLI: each word a subcommand while the
@@ -28,7 +28,7 @@ from typer import _click
 from typer.core import TyperGroup
 
 from pincer.cli.main import app
-from pincer.config import _File
+from pincer.config import ConfigFile
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "pincer"
 # Names in hints that look like settings but are something else, each with what it is.
@@ -64,7 +64,7 @@ def _config_keys() -> dict[str, set[str]]:
             for inner in _models_in(field.annotation):
                 walk(inner, path + ".")
 
-    walk(_File, "")
+    walk(ConfigFile, "")
     return leaves
 
 

@@ -11,21 +11,33 @@ import datetime as dt
 import fnmatch
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import ConfigError, ManifestError, PincerError
 from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant
+from pincer.policy.run_budget import RunBudgets
 from pincer.policy.session import SessionKind, SessionPolicy
+from pincer.safety.limits import DEFAULT_MAX_OUTPUT_BYTES
 
 __all__ = [
     "Config",
+    "ConfigFile",
+    "ApprovalSettings",
+    "AuditSettings",
+    "OutputSettings",
+    "IdempotencySettings",
+    "NetworkSettings",
+    "ToolSettings",
+    "WorkspaceSettings",
+    "SandboxSettings",
     "CredentialRule",
     "GatewaySettings",
     "GatewayToken",
@@ -33,9 +45,11 @@ __all__ = [
     "HubSource",
     "SkillsSettings",
     "ModelSettings",
+    "LlmProfile",
     "LlmSettings",
     "Price",
     "AgentSettings",
+    "BuiltinSettings",
     "HookSettings",
     "JobSettings",
     "TriggersSettings",
@@ -53,33 +67,64 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class _Approvals(_Model):
+def _home(info: ValidationInfo) -> Path | None:
+    """The ``$PINCER_HOME`` relative paths are read against (``parse_config`` passes it)."""
+    context = info.context
+    return context.get("home") if isinstance(context, dict) else None
+
+
+def _under_home(text: str, home: Path | None) -> Path:
+    path = Path(text)
+    if home is None:
+        return path  # validated without a home (``pincer config show``): the path as written
+    expanded = path.expanduser()
+    return expanded if expanded.is_absolute() else home / expanded
+
+
+def _home_path(value: Any, info: ValidationInfo) -> Path:
+    if not isinstance(value, str):  # a TOML string, as the key's docs say; not any path-like
+        raise PydanticCustomError("string_type", "Input should be a valid string")
+    return _under_home(value, _home(info))
+
+
+# A path in config.toml: a string, relative ones under $PINCER_HOME.
+_HomePath = Annotated[Path, BeforeValidator(_home_path)]
+
+
+# Each section of config.toml is one frozen model below: its keys, bounds and defaults are
+# written here once, and the code reads these very objects (``config.gateway.port``).
+
+
+class ApprovalSettings(_Model):
+    """``[approvals]``: calls that need a person's answer."""
+
     timeout_s: float = Field(default=120.0, gt=0, le=86_400)
     # An MCP client that cannot take an elicitation: "wait" keeps the call open (with progress
     # notifications saying how to answer), "return" answers at once with the approval id.
     when_no_elicitation: Literal["wait", "return"] = "wait"
 
 
-class _Audit(_Model):
+class AuditSettings(_Model):
     synchronous: Literal["normal", "full"] = "normal"
 
 
-class _Output(_Model):
-    max_bytes: int = Field(default=100_000, ge=1_000, le=100_000_000)
+class OutputSettings(_Model):
+    # The safety layer's limit when nothing names one (below this one), so written once there.
+    max_bytes: int = Field(default=DEFAULT_MAX_OUTPUT_BYTES, ge=1_000, le=100_000_000)
 
 
-class _Idempotency(_Model):
+class IdempotencySettings(_Model):
     ttl_s: float = Field(default=300.0, gt=0, le=7 * 86_400)
     max_entries: int = Field(default=10_000, ge=1, le=10_000_000)
     # OpenClaw's rule: every side-effecting call carries a key. Off by default: MCP clients send none.
     required: bool = False
 
 
-class _Network(_Model):
+class NetworkSettings(_Model):
     allow_private: bool = False
 
 
-class _Tools(_Model):
+class ToolSettings(_Model):
     timeout_s: float = Field(default=30.0, gt=0, le=3_600)
     max_depth: int = Field(default=4, ge=0, le=32)
 
@@ -105,20 +150,22 @@ class _Limit(_Model):
     calls_per_hour: int | None = Field(default=None, ge=1)
 
 
-class _Credential(_Model):
+class CredentialRule(_Model):
+    """One ``[[credentials]]``: inject a secret into requests of the ``http`` built-in to matching hosts."""
+
     secret: str = Field(min_length=1, max_length=128)
     location: Literal["bearer", "basic", "header", "query_param"] = "bearer"
     name: str | None = None  # header or query parameter name
     prefix: str | None = None
-    host_patterns: list[str] = Field(min_length=1)
-    path_patterns: list[str] = Field(default_factory=list)
+    host_patterns: tuple[str, ...] = Field(min_length=1)
+    path_patterns: tuple[str, ...] = ()
 
 
-class _Workspace(_Model):
+class WorkspaceSettings(_Model):
     path: str | None = None
 
 
-class _Sandbox(_Model):
+class SandboxSettings(_Model):
     backend: Literal["auto", "bwrap", "docker", "podman", "landlock"] = "auto"
     main_session_on_host: bool = False
     use_workspace: bool = False
@@ -127,26 +174,48 @@ class _Sandbox(_Model):
     workdir_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024 * 1024, le=64 * 1024**3)
 
 
-class _GatewayToken(_Model):
+class GatewayToken(_Model):
+    """An extra gateway token (by its sha256) and the session its calls run under."""
+
     # The sha256 of a token, never the token itself: config.toml is not a secret store.
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     session: str = Field(min_length=1, max_length=128)
 
 
-class _Gateway(_Model):
+class GatewaySettings(_Model):
+    """``[gateway]``: where ``pincer serve`` listens and who may talk to it.
+
+    ``session`` is the session of the token generated at first start; ``tokens`` map more tokens
+    to other sessions. ``allowed_hosts``/``allowed_origins`` extend the loopback names accepted
+    in Host and Origin headers (DNS-rebinding protection). A non-loopback ``host`` needs
+    ``allow_remote = true``.
+    """
+
     host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
     port: int = Field(default=8765, ge=0, le=65_535)
     allow_remote: bool = False
     session: str = Field(default="main", min_length=1, max_length=128)
     max_body_bytes: int = Field(default=1_048_576, ge=1_024, le=67_108_864)
-    allowed_hosts: list[str] = Field(default_factory=list)
-    allowed_origins: list[str] = Field(default_factory=list)
-    tokens: list[_GatewayToken] = Field(default_factory=list)
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    tokens: tuple[GatewayToken, ...] = ()
+
+    def normalized(self) -> GatewaySettings:
+        """These settings with hosts and origins as they are compared: lower-case, no trailing /
+        (``pincer config show`` prints them as written)."""
+        hosts = tuple(h.lower() for h in self.allowed_hosts)
+        origins = tuple(o.lower().rstrip("/") for o in self.allowed_origins)
+        return self.model_copy(update={"allowed_hosts": hosts, "allowed_origins": origins})
 
 
-class _Skills(_Model):
+class SkillsSettings(_Model):
+    """``[skills]``: where skills come from besides the standard roots, the walk's limits, the
+    selection and catalog budgets, and where skill dependencies are installed from. ``config``
+    holds the values skills ask for with ``requires.config`` (dotted keys). A relative
+    ``extra_dirs`` entry is under ``$PINCER_HOME``."""
+
     enabled: bool = True
-    extra_dirs: list[str] = Field(default_factory=list, max_length=64)
+    extra_dirs: tuple[_HomePath, ...] = Field(default=(), max_length=64)
     max_candidates_per_root: int = Field(default=300, ge=1, le=100_000)
     max_loaded_per_root: int = Field(default=200, ge=1, le=100_000)
     max_file_bytes: int = Field(default=262_144, ge=1_024, le=16_777_216)
@@ -159,18 +228,44 @@ class _Skills(_Model):
     npm_registry: str = Field(default="https://registry.npmjs.org/", min_length=8, max_length=2048)
     pip_index: str = Field(default="https://pypi.org/simple", min_length=8, max_length=2048)
     auto_install_deps: bool = True
+    # The workspace's skill roots are written by agents (write_file, exec): installed-level
+    # unless a person says the skills there are theirs.
     trust_workspace: bool = False
     config: dict[str, Any] = Field(default_factory=dict)
 
 
 _SECRET_NAME = r"^[A-Za-z0-9_.-]{1,128}$"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+_PROVIDER = Literal["openai", "anthropic"]
 
 
-class _LlmProfile(_Model):
-    """A named model setting; what it leaves out comes from [llm]."""
+class _ModelKeys(_Model):
+    """The keys of one model setting, at their defaults: ``[llm]`` is one, a resolved profile another."""
 
-    provider: Literal["openai", "anthropic"] | None = None
+    provider: _PROVIDER = "openai"
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    base_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    api_key_secret: str | None = Field(default=None, pattern=_SECRET_NAME)
+    api_key_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    timeout_s: float = Field(default=60.0, gt=0, le=3_600)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    max_output_tokens: int = Field(default=4_096, ge=1, le=1_000_000)
+    stream: bool = True
+
+
+class ModelSettings(_ModelKeys):
+    """One model to talk to: ``[llm]``, or a ``[llm.profiles.NAME]`` over it. The API key is never
+    here: ``api_key_secret`` names an entry of the secret store, ``api_key_env`` an environment
+    variable; the provider reads the value when a run starts."""
+
+    profile: str | None = None  # the profile these settings came from
+    key_table: str = "[llm]"  # the table that named the API key, for messages about it
+
+
+class LlmProfile(_Model):
+    """A named model setting; what it leaves out (None) comes from [llm]."""
+
+    provider: _PROVIDER | None = None
     model: str | None = Field(default=None, min_length=1, max_length=256)
     base_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
     api_key_secret: str | None = Field(default=None, pattern=_SECRET_NAME)
@@ -181,51 +276,90 @@ class _LlmProfile(_Model):
     stream: bool | None = None
 
 
-class _Llm(_Model):
-    provider: Literal["openai", "anthropic"] = "openai"
-    model: str | None = Field(default=None, min_length=1, max_length=256)
-    base_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
-    api_key_secret: str | None = Field(default=None, pattern=_SECRET_NAME)
-    api_key_env: str | None = Field(default=None, pattern=_ENV_NAME)
-    timeout_s: float = Field(default=60.0, gt=0, le=3_600)
-    max_retries: int = Field(default=3, ge=0, le=10)
-    max_output_tokens: int = Field(default=4_096, ge=1, le=1_000_000)
-    stream: bool = True
+class LlmSettings(_ModelKeys):
+    """``[llm]`` and its profiles. ``profile`` names the profile used when a run names none."""
+
     profile: str | None = Field(default=None, min_length=1, max_length=64)
-    profiles: dict[str, _LlmProfile] = Field(default_factory=dict)
+    profiles: dict[str, LlmProfile] = Field(default_factory=dict)
+
+    @property
+    def default(self) -> ModelSettings:
+        """``[llm]`` itself as a model setting."""
+        return ModelSettings(**{key: getattr(self, key) for key in _ModelKeys.model_fields})
+
+    def resolve(self, profile: str | None = None) -> ModelSettings:
+        """The settings of ``profile`` (else ``[llm] profile``, else ``[llm]`` itself)."""
+        name = profile or self.profile
+        if name is None:
+            return self.default
+        found = self.profiles.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.profiles)) or "none are defined"
+            raise ConfigError(
+                f"no model profile named {name!r} (profiles: {known})",
+                hint="define it as a [llm.profiles.NAME] table in config.toml, or leave out --profile",
+            )
+        given = {key: value for key, value in found.model_dump().items() if value is not None}
+        if given.get("provider", self.provider) != self.provider:
+            # A profile of another provider inherits neither [llm]'s URL (another wire format)
+            # nor its key (sending one provider's key to another would leak it).
+            for key in ("base_url", "api_key_secret", "api_key_env"):
+                given.setdefault(key, None)
+        names_key = given.get("api_key_secret") or given.get("api_key_env")
+        key_table = f"[llm.profiles.{name}]" if names_key else "[llm]"
+        return self.default.model_copy(update={**given, "profile": name, "key_table": key_table})
 
 
-class _Price(_Model):
+class Price(_Model):
+    """USD per million tokens."""
+
     input_per_mtok: float = Field(ge=0, le=10_000)
     output_per_mtok: float = Field(ge=0, le=10_000)
     cached_input_per_mtok: float | None = Field(default=None, ge=0, le=10_000)
 
 
-class _Agent(_Model):
+# A run's budgets when nothing names them: the policy layer's (below this one), so written once there.
+_BUDGETS = RunBudgets()
+
+
+class AgentSettings(_Model):
+    """``[agent]``: the agent loop's defaults. Budgets apply per run unless a run names its own."""
+
     session: str = Field(default="main", min_length=1, max_length=128)
     max_tool_definitions: int = Field(default=40, ge=1, le=10_000)
     max_parallel_tool_calls: int = Field(default=4, ge=1, le=64)
     taint: Literal["ask", "deny", "off"] = "ask"
-    trusted_output: list[str] = Field(default_factory=list, max_length=1_000)
-    max_turns: int = Field(default=20, ge=1, le=10_000)
-    max_tool_calls: int = Field(default=50, ge=0, le=100_000)
-    max_input_tokens: int = Field(default=500_000, ge=1, le=1_000_000_000)
-    max_output_tokens: int = Field(default=50_000, ge=1, le=1_000_000_000)
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
-    deadline_s: float = Field(default=600.0, gt=0, le=7 * 86_400)
-    prices: dict[str, _Price] = Field(default_factory=dict)
+    trusted_output: tuple[str, ...] = Field(default=(), max_length=1_000)
+    max_turns: int = Field(default=_BUDGETS.turns, ge=1, le=10_000)
+    max_tool_calls: int = Field(default=_BUDGETS.tool_calls, ge=0, le=100_000)
+    max_input_tokens: int = Field(default=_BUDGETS.input_tokens, ge=1, le=1_000_000_000)
+    max_output_tokens: int = Field(default=_BUDGETS.output_tokens, ge=1, le=1_000_000_000)
+    max_cost_usd: float | None = Field(default=_BUDGETS.cost_usd, gt=0, le=1_000_000)
+    deadline_s: float = Field(default=_BUDGETS.deadline_s, gt=0, le=7 * 86_400)
+    prices: dict[str, Price] = Field(default_factory=dict)
 
 
-class _HubSource(_Model):
+class HubSource(_Model):
+    """One ``[[hub.sources]]``: a registry folder or server.json documents (``path``; relative:
+    under ``$PINCER_HOME``), or a hub server (``url``, with the secret-store entry of its publisher
+    token)."""
+
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     path: str | None = Field(default=None, min_length=1, max_length=4096)
     url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
     token_secret: str | None = Field(default=None, min_length=1, max_length=128)
     format: Literal["auto", "ironclaw", "mcp-registry"] = "auto"
 
+    @field_validator("path")
+    @classmethod
+    def _resolve_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else str(_under_home(value, _home(info)))
 
-class _Hub(_Model):
-    sources: list[_HubSource] = Field(default_factory=list, max_length=64)
+
+class HubSettings(_Model):
+    """``[hub]``: the catalog sources and what one artifact may weigh (docs/hub.md)."""
+
+    sources: tuple[HubSource, ...] = Field(default=(), max_length=64)
     max_archive_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=4 * 1024**3)
     max_unpacked_bytes: int = Field(default=256 * 1024 * 1024, ge=1024, le=16 * 1024**3)
     max_files: int = Field(default=2_000, ge=1, le=100_000)
@@ -237,19 +371,26 @@ _HOOK_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
 _SECRET_REF = r"^[A-Za-z0-9_.-]{1,128}$"
 
 
-class _Hook(_Model):
+class HookSettings(_Model):
+    """One ``[[hooks]]`` table: ``POST /hooks/NAME``. ``secret`` names an entry of the secret store
+    (the bearer token, the ``whsec_...`` key, or GitHub's HMAC key), never the value. With neither
+    ``skill`` nor ``message`` a delivery runs every eligible skill whose ``webhook:`` trigger
+    matches its event."""
+
     name: str = Field(pattern=_HOOK_NAME)
     skill: str | None = Field(default=None, min_length=1, max_length=64)
     message: str | None = Field(default=None, min_length=1, max_length=4_096)
     auth: Literal["bearer", "standard", "github"]
     secret: str = Field(pattern=_SECRET_REF)
-    events: list[str] = Field(default_factory=list, max_length=256)
+    events: tuple[str, ...] = Field(default=(), max_length=256)
     params: dict[str, str] = Field(default_factory=dict, max_length=64)
     session: str | None = Field(default=None, min_length=1, max_length=128)
     max_body_bytes: int | None = Field(default=None, ge=1_024, le=67_108_864)
 
 
-class _Job(_Model):
+class JobSettings(_Model):
+    """One ``[[jobs]]`` table: a scheduled run kept in the store like ``pincer cron add``'s."""
+
     name: str = Field(min_length=1, max_length=128)
     cron: str | None = Field(default=None, min_length=1, max_length=256)
     at: str | None = Field(default=None, min_length=1, max_length=64)
@@ -265,7 +406,9 @@ class _Job(_Model):
     enabled: bool = True
 
 
-class _Triggers(_Model):
+class TriggersSettings(_Model):
+    """``[triggers]``: webhook limits, replay memory, the run queue, the scheduler's defaults."""
+
     enabled: bool = True
     hook_max_body_bytes: int = Field(default=262_144, ge=1_024, le=67_108_864)
     signature_tolerance_s: float = Field(default=300.0, gt=0, le=86_400)
@@ -282,287 +425,59 @@ class _Triggers(_Model):
     jitter_s: float = Field(default=0.0, ge=0, le=86_400)
 
 
-class _Builtin(_Model):
-    enabled: bool = False
-    base_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
-    actions: list[str] | None = Field(default=None, max_length=256)
-    toolsets: list[str] | None = Field(default=None, max_length=64)
-    read_only: bool = False
-
-
-class _File(_Model):
-    approvals: _Approvals = _Approvals()
-    audit: _Audit = _Audit()
-    output: _Output = _Output()
-    idempotency: _Idempotency = _Idempotency()
-    network: _Network = _Network()
-    tools: _Tools = _Tools()
-    workspace: _Workspace = _Workspace()
-    sandbox: _Sandbox = _Sandbox()
-    grants: list[_Grant] = Field(default_factory=list)
-    sessions: dict[str, _Session] = Field(default_factory=dict)
-    limits: dict[str, _Limit] = Field(default_factory=dict)
-    credentials: list[_Credential] = Field(default_factory=list)
-    hooks: list[_Hook] = Field(default_factory=list, max_length=1_000)
-    jobs: list[_Job] = Field(default_factory=list, max_length=10_000)
-    gateway: _Gateway = _Gateway()
-    skills: _Skills = _Skills()
-    llm: _Llm = _Llm()
-    agent: _Agent = _Agent()
-    hub: _Hub = _Hub()
-    triggers: _Triggers = _Triggers()
-    builtins: dict[str, _Builtin] = Field(default_factory=dict, max_length=64)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CredentialRule:
-    """Inject a secret into requests of the ``http`` built-in to matching hosts."""
-
-    secret: str
-    location: str
-    name: str | None
-    prefix: str | None
-    host_patterns: tuple[str, ...]
-    path_patterns: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GatewayToken:
-    """An extra gateway token (by its sha256) and the session its calls run under."""
-
-    sha256: str
-    session: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GatewaySettings:
-    """``[gateway]``: where ``pincer serve`` listens and who may talk to it.
-
-    ``session`` is the session of the token generated at first start; ``tokens`` map more tokens
-    to other sessions. ``allowed_hosts``/``allowed_origins`` extend the loopback names accepted
-    in Host and Origin headers (DNS-rebinding protection). A non-loopback ``host`` needs
-    ``allow_remote = true``.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 8765
-    allow_remote: bool = False
-    session: str = "main"
-    max_body_bytes: int = 1_048_576
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    tokens: tuple[GatewayToken, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SkillsSettings:
-    """``[skills]``: where skills come from besides the standard roots, the walk's limits, the
-    selection and catalog budgets, and where skill dependencies are installed from. ``config``
-    holds the values skills ask for with ``requires.config`` (dotted keys)."""
-
-    enabled: bool = True
-    extra_dirs: tuple[Path, ...] = ()
-    max_candidates_per_root: int = 300
-    max_loaded_per_root: int = 200
-    max_file_bytes: int = 262_144
-    max_selected: int = 3
-    max_selected_tokens: int = 6_000
-    catalog_max_skills: int = 150
-    catalog_max_chars: int = 30_000
-    max_render_chars: int = 1_000_000
-    tool_separator: str = "."
-    npm_registry: str = "https://registry.npmjs.org/"
-    pip_index: str = "https://pypi.org/simple"
-    auto_install_deps: bool = True
-    # The workspace's skill roots are written by agents (write_file, exec): installed-level
-    # unless a person says the skills there are theirs.
-    trust_workspace: bool = False
-    config: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ModelSettings:
-    """One model to talk to: ``[llm]``, or a ``[llm.profiles.NAME]`` over it. The API key is never
-    here: ``api_key_secret`` names an entry of the secret store, ``api_key_env`` an environment
-    variable; the provider reads the value when a run starts."""
-
-    provider: str = "openai"
-    model: str | None = None
-    base_url: str | None = None
-    api_key_secret: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    max_output_tokens: int = 4_096
-    stream: bool = True
-    profile: str | None = None  # the profile these settings came from
-    key_table: str = "[llm]"  # the table that named the API key, for messages about it
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LlmSettings:
-    """``[llm]`` and its profiles. ``profile`` names the profile used when a run names none."""
-
-    default: ModelSettings = field(default_factory=ModelSettings)
-    profile: str | None = None
-    profiles: dict[str, ModelSettings] = field(default_factory=dict)
-
-    def resolve(self, profile: str | None = None) -> ModelSettings:
-        """The settings of ``profile`` (else ``[llm] profile``, else ``[llm]`` itself)."""
-        name = profile or self.profile
-        if name is None:
-            return self.default
-        found = self.profiles.get(name)
-        if found is None:
-            known = ", ".join(sorted(self.profiles)) or "none are defined"
-            raise ConfigError(
-                f"no model profile named {name!r} (profiles: {known})",
-                hint="define it as a [llm.profiles.NAME] table in config.toml, or leave out --profile",
-            )
-        return found
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Price:
-    """USD per million tokens."""
-
-    input_per_mtok: float
-    output_per_mtok: float
-    cached_input_per_mtok: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class AgentSettings:
-    """``[agent]``: the agent loop's defaults. Budgets apply per run unless a run names its own."""
-
-    session: str = "main"
-    max_tool_definitions: int = 40
-    max_parallel_tool_calls: int = 4
-    taint: str = "ask"
-    trusted_output: tuple[str, ...] = ()
-    max_turns: int = 20
-    max_tool_calls: int = 50
-    max_input_tokens: int = 500_000
-    max_output_tokens: int = 50_000
-    max_cost_usd: float | None = None
-    deadline_s: float = 600.0
-    prices: dict[str, Price] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class HubSource:
-    """One ``[[hub.sources]]``: a registry folder or server.json documents (``path``), or a hub
-    server (``url``, with the secret-store entry of its publisher token)."""
-
-    name: str
-    path: Path | None = None
-    url: str | None = None
-    token_secret: str | None = None
-    format: str = "auto"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BuiltinSettings:
+class BuiltinSettings(_Model):
     """``[builtins.NAME]``: one bundled tool (``github``, ``web_fetch``, ``web_search``,
     ``llm_context``) or an API they share (``brave``): whether it is registered, the base URL it
     calls (the person's permission for exactly that origin), and how it is narrowed
     (docs/builtins.md)."""
 
     enabled: bool = False
-    base_url: str | None = None
-    actions: tuple[str, ...] | None = None
-    toolsets: tuple[str, ...] | None = None
+    base_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    actions: tuple[str, ...] | None = Field(default=None, max_length=256)
+    toolsets: tuple[str, ...] | None = Field(default=None, max_length=64)
     read_only: bool = False
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class HubSettings:
-    """``[hub]``: the catalog sources and what one artifact may weigh (docs/hub.md)."""
+class ConfigFile(_Model):
+    """config.toml as written: one model per section (``docs/config.md`` is generated from it)."""
 
-    sources: tuple[HubSource, ...] = ()
-    max_archive_bytes: int = 64 * 1024 * 1024
-    max_unpacked_bytes: int = 256 * 1024 * 1024
-    max_files: int = 2_000
-    download_timeout_s: float = 120.0
-    signing_key: str = "hub_signing_key"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class HookSettings:
-    """One ``[[hooks]]`` table: ``POST /hooks/NAME``. ``secret`` names an entry of the secret store
-    (the bearer token, the ``whsec_...`` key, or GitHub's HMAC key), never the value. With neither
-    ``skill`` nor ``message`` a delivery runs every eligible skill whose ``webhook:`` trigger
-    matches its event."""
-
-    name: str
-    auth: str  # bearer | standard | github
-    secret: str
-    skill: str | None = None
-    message: str | None = None
-    events: tuple[str, ...] = ()
-    params: dict[str, str] = field(default_factory=dict)
-    session: str | None = None
-    max_body_bytes: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class JobSettings:
-    """One ``[[jobs]]`` table: a scheduled run kept in the store like ``pincer cron add``'s."""
-
-    name: str
-    cron: str | None = None
-    at: str | None = None
-    every: str | None = None
-    tz: str | None = None
-    skill: str | None = None
-    message: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    session: str | None = None
-    max_concurrent: int | None = None
-    retries: int | None = None
-    jitter_s: float | None = None
-    enabled: bool = True
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TriggersSettings:
-    """``[triggers]``: webhook limits, replay memory, the run queue, the scheduler's defaults."""
-
-    enabled: bool = True
-    hook_max_body_bytes: int = 262_144
-    signature_tolerance_s: float = 300.0
-    max_failures_per_minute: int = 20
-    delivery_retention_days: float = 30.0
-    payload_record_bytes: int = 8_192
-    max_queued: int = 10_000
-    max_running: int = 8
-    misfire_grace_s: float = 86_400.0
-    retries: int = 3
-    retry_backoff_s: float = 30.0
-    retry_backoff_max_s: float = 3_600.0
-    max_concurrent: int = 1
-    jitter_s: float = 0.0
+    approvals: ApprovalSettings = ApprovalSettings()
+    audit: AuditSettings = AuditSettings()
+    output: OutputSettings = OutputSettings()
+    idempotency: IdempotencySettings = IdempotencySettings()
+    network: NetworkSettings = NetworkSettings()
+    tools: ToolSettings = ToolSettings()
+    workspace: WorkspaceSettings = WorkspaceSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    grants: list[_Grant] = Field(default_factory=list)
+    sessions: dict[str, _Session] = Field(default_factory=dict)
+    limits: dict[str, _Limit] = Field(default_factory=dict)
+    credentials: tuple[CredentialRule, ...] = ()
+    hooks: tuple[HookSettings, ...] = Field(default=(), max_length=1_000)
+    jobs: tuple[JobSettings, ...] = Field(default=(), max_length=10_000)
+    gateway: GatewaySettings = GatewaySettings()
+    skills: SkillsSettings = SkillsSettings()
+    llm: LlmSettings = LlmSettings()
+    agent: AgentSettings = AgentSettings()
+    hub: HubSettings = HubSettings()
+    triggers: TriggersSettings = TriggersSettings()
+    builtins: dict[str, BuiltinSettings] = Field(default_factory=dict, max_length=64)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
+    """The settings in force: config.toml's section models as parsed (their defaults live there
+    only), the paths they name, and the policy values built from grants, sessions and limits."""
+
     home: Path
     workspace: Path
-    approval_timeout_s: float = 120.0
-    approval_when_no_elicitation: str = "wait"
-    audit_synchronous: str = "normal"
-    max_output_bytes: int = 100_000
-    idempotency_ttl_s: float = 300.0
-    idempotency_max_entries: int = 10_000
-    idempotency_required: bool = False
-    allow_private_network: bool = False
-    tool_timeout_s: float = 30.0
-    max_call_depth: int = 4
-    sandbox_backend: str = "auto"
-    sandbox_main_session_on_host: bool = False
-    sandbox_use_workspace: bool = False
-    sandbox_container_image: str | None = None
-    sandbox_workdir_max_bytes: int = 256 * 1024 * 1024
+    approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)
+    output: OutputSettings = field(default_factory=OutputSettings)
+    idempotency: IdempotencySettings = field(default_factory=IdempotencySettings)
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     grants: tuple[Grant, ...] = ()
     sessions: dict[str, SessionPolicy] = field(default_factory=dict)
     limits: tuple[tuple[str, RateLimit], ...] = ()
@@ -579,6 +494,67 @@ class Config:
     hooks: tuple[HookSettings, ...] = ()
     jobs: tuple[JobSettings, ...] = ()
     builtins: Mapping[str, BuiltinSettings] = field(default_factory=dict)
+
+    # The names the code has always read, each one key of a section above.
+    @property
+    def approval_timeout_s(self) -> float:
+        return self.approvals.timeout_s
+
+    @property
+    def approval_when_no_elicitation(self) -> str:
+        return self.approvals.when_no_elicitation
+
+    @property
+    def audit_synchronous(self) -> str:
+        return self.audit.synchronous
+
+    @property
+    def max_output_bytes(self) -> int:
+        return self.output.max_bytes
+
+    @property
+    def idempotency_ttl_s(self) -> float:
+        return self.idempotency.ttl_s
+
+    @property
+    def idempotency_max_entries(self) -> int:
+        return self.idempotency.max_entries
+
+    @property
+    def idempotency_required(self) -> bool:
+        return self.idempotency.required
+
+    @property
+    def allow_private_network(self) -> bool:
+        return self.network.allow_private
+
+    @property
+    def tool_timeout_s(self) -> float:
+        return self.tools.timeout_s
+
+    @property
+    def max_call_depth(self) -> int:
+        return self.tools.max_depth
+
+    @property
+    def sandbox_backend(self) -> str:
+        return self.sandbox.backend
+
+    @property
+    def sandbox_main_session_on_host(self) -> bool:
+        return self.sandbox.main_session_on_host
+
+    @property
+    def sandbox_use_workspace(self) -> bool:
+        return self.sandbox.use_workspace
+
+    @property
+    def sandbox_container_image(self) -> str | None:
+        return self.sandbox.container_image
+
+    @property
+    def sandbox_workdir_max_bytes(self) -> int:
+        return self.sandbox.workdir_max_bytes
 
     def hook(self, name: str) -> HookSettings | None:
         return next((h for h in self.hooks if h.name == name), None)
@@ -602,8 +578,10 @@ def _describe(exc: ValidationError, source: str) -> ConfigError:
     key = ".".join(str(part) for part in first["loc"]) or "(top level)"
     problems = len(exc.errors())
     more = f" (and {problems - 1} more problem{'s' if problems > 2 else ''})" if problems > 1 else ""
+    # Arrays are tuples here (frozen values); a person wrote a TOML array, a list.
+    message = first["msg"].replace("valid tuple", "valid list").replace("Tuple should", "List should")
     return ConfigError(
-        f"{source}: {key}: {first['msg']}{more}",
+        f"{source}: {key}: {message}{more}",
         hint="fix that key; the README's config.toml section shows every setting",
     )
 
@@ -614,7 +592,7 @@ def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Con
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source} is not valid TOML: {exc}", hint="fix the syntax at that line") from exc
     try:
-        data = _File.model_validate(raw)
+        data = ConfigFile.model_validate(raw, context={"home": home})
     except ValidationError as exc:
         raise _describe(exc, source) from None
     return _to_config(data, home=home, source=source)
@@ -625,7 +603,8 @@ BUILTIN_TOOLS = ("github", "web_fetch", "web_search", "llm_context")
 BUILTIN_SHARED = ("brave",)
 
 
-def _to_config(data: _File, *, home: Path, source: str) -> Config:
+def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
+    """The checks that span keys (each error names its key), and the policy values."""
     for name in data.builtins:
         if name not in BUILTIN_TOOLS + BUILTIN_SHARED:
             known = ", ".join(f"[builtins.{n}]" for n in BUILTIN_TOOLS + BUILTIN_SHARED)
@@ -668,122 +647,50 @@ def _to_config(data: _File, *, home: Path, source: str) -> Config:
                 f"{source}: credentials.{index}.name: a {c.location} credential needs the name to use",
                 hint='for example name = "X-Api-Key"',
             )
+    _check_llm(data.llm, source)
+    _check_hub(data.hub, source)
+    _check_hooks(data.hooks, source)
+    _check_jobs(data.jobs, source)
     workspace = Path(data.workspace.path).expanduser() if data.workspace.path else home / "workspace"
-    credential_capabilities = _credential_capabilities(data.credentials, source) if data.credentials else None
     return Config(
         home=home,
         workspace=workspace,
-        approval_timeout_s=data.approvals.timeout_s,
-        approval_when_no_elicitation=data.approvals.when_no_elicitation,
-        audit_synchronous=data.audit.synchronous,
-        max_output_bytes=data.output.max_bytes,
-        idempotency_ttl_s=data.idempotency.ttl_s,
-        idempotency_max_entries=data.idempotency.max_entries,
-        idempotency_required=data.idempotency.required,
-        allow_private_network=data.network.allow_private,
-        tool_timeout_s=data.tools.timeout_s,
-        max_call_depth=data.tools.max_depth,
-        sandbox_backend=data.sandbox.backend,
-        sandbox_main_session_on_host=data.sandbox.main_session_on_host,
-        sandbox_use_workspace=data.sandbox.use_workspace,
-        sandbox_container_image=data.sandbox.container_image,
-        sandbox_workdir_max_bytes=data.sandbox.workdir_max_bytes,
+        approvals=data.approvals,
+        audit=data.audit,
+        output=data.output,
+        idempotency=data.idempotency,
+        network=data.network,
+        tools=data.tools,
+        sandbox=data.sandbox,
         grants=tuple(grants),
         sessions=sessions,
         limits=tuple(
             (pattern, RateLimit(calls_per_minute=lim.calls_per_minute, calls_per_hour=lim.calls_per_hour))
             for pattern, lim in data.limits.items()
         ),
-        credentials=tuple(
-            CredentialRule(
-                secret=c.secret,
-                location=c.location,
-                name=c.name,
-                prefix=c.prefix,
-                host_patterns=tuple(c.host_patterns),
-                path_patterns=tuple(c.path_patterns),
-            )
-            for c in data.credentials
-        ),
-        credential_capabilities=credential_capabilities,
-        gateway=_to_gateway(data.gateway),
-        skills=_to_skills(data.skills, home=home),
-        llm=_to_llm(data.llm, source),
-        agent=_to_agent(data.agent),
-        hub=_to_hub(data.hub, home=home, source=source),
-        builtins={
-            name: BuiltinSettings(
-                enabled=b.enabled,
-                base_url=b.base_url,
-                actions=tuple(b.actions) if b.actions is not None else None,
-                toolsets=tuple(b.toolsets) if b.toolsets is not None else None,
-                read_only=b.read_only,
-            )
-            for name, b in data.builtins.items()
-        },
-        triggers=TriggersSettings(**data.triggers.model_dump()),
-        hooks=_to_hooks(data.hooks, source),
-        jobs=_to_jobs(data.jobs, source),
+        credentials=data.credentials,
+        credential_capabilities=_credential_capabilities(data.credentials, source) if data.credentials else None,
+        gateway=data.gateway.normalized(),
+        skills=data.skills,
+        llm=data.llm,
+        agent=data.agent,
+        hub=data.hub,
+        triggers=data.triggers,
+        hooks=data.hooks,
+        jobs=data.jobs,
+        builtins=data.builtins,
     )
 
 
-def _to_llm(llm: _Llm, source: str) -> LlmSettings:
-    default = ModelSettings(
-        provider=llm.provider,
-        model=llm.model,
-        base_url=llm.base_url,
-        api_key_secret=llm.api_key_secret,
-        api_key_env=llm.api_key_env,
-        timeout_s=llm.timeout_s,
-        max_retries=llm.max_retries,
-        max_output_tokens=llm.max_output_tokens,
-        stream=llm.stream,
-    )
-    profiles: dict[str, ModelSettings] = {}
-    for name, p in llm.profiles.items():
-        given = {key: value for key, value in p.model_dump().items() if value is not None}
-        if given.get("provider", llm.provider) != llm.provider:
-            # A profile of another provider inherits neither [llm]'s URL (another wire format)
-            # nor its key (sending one provider's key to another would leak it).
-            for key in ("base_url", "api_key_secret", "api_key_env"):
-                given.setdefault(key, None)
-        names_key = given.get("api_key_secret") or given.get("api_key_env")
-        key_table = f"[llm.profiles.{name}]" if names_key else "[llm]"
-        profiles[name] = replace(default, **given, profile=name, key_table=key_table)
-    if llm.profile is not None and llm.profile not in profiles:
+def _check_llm(llm: LlmSettings, source: str) -> None:
+    if llm.profile is not None and llm.profile not in llm.profiles:
         raise ConfigError(
             f"{source}: llm.profile: no profile named {llm.profile!r}",
             hint="define it as a [llm.profiles.NAME] table, or remove llm.profile",
         )
-    return LlmSettings(default=default, profile=llm.profile, profiles=profiles)
 
 
-def _to_agent(a: _Agent) -> AgentSettings:
-    return AgentSettings(
-        session=a.session,
-        max_tool_definitions=a.max_tool_definitions,
-        max_parallel_tool_calls=a.max_parallel_tool_calls,
-        taint=a.taint,
-        trusted_output=tuple(a.trusted_output),
-        max_turns=a.max_turns,
-        max_tool_calls=a.max_tool_calls,
-        max_input_tokens=a.max_input_tokens,
-        max_output_tokens=a.max_output_tokens,
-        max_cost_usd=a.max_cost_usd,
-        deadline_s=a.deadline_s,
-        prices={
-            model: Price(
-                input_per_mtok=price.input_per_mtok,
-                output_per_mtok=price.output_per_mtok,
-                cached_input_per_mtok=price.cached_input_per_mtok,
-            )
-            for model, price in a.prices.items()
-        },
-    )
-
-
-def _to_hub(h: _Hub, *, home: Path, source: str) -> HubSettings:
-    sources = []
+def _check_hub(h: HubSettings, source: str) -> None:
     names: set[str] = set()
     for index, s in enumerate(h.sources):
         if (s.path is None) == (s.url is None):
@@ -796,24 +703,10 @@ def _to_hub(h: _Hub, *, home: Path, source: str) -> HubSettings:
                 f"{source}: hub.sources.{index}.name: {s.name!r} is used twice", hint="give each source its own name"
             )
         names.add(s.name)
-        path = None
-        if s.path is not None:
-            expanded = Path(s.path).expanduser()
-            path = expanded if expanded.is_absolute() else home / expanded
-        sources.append(HubSource(name=s.name, path=path, url=s.url, token_secret=s.token_secret, format=s.format))
-    return HubSettings(
-        sources=tuple(sources),
-        max_archive_bytes=h.max_archive_bytes,
-        max_unpacked_bytes=h.max_unpacked_bytes,
-        max_files=h.max_files,
-        download_timeout_s=h.download_timeout_s,
-        signing_key=h.signing_key,
-    )
 
 
-def _to_hooks(hooks: list[_Hook], source: str) -> tuple[HookSettings, ...]:
+def _check_hooks(hooks: tuple[HookSettings, ...], source: str) -> None:
     seen: set[str] = set()
-    out = []
     for index, h in enumerate(hooks):
         if h.name in seen:
             raise ConfigError(
@@ -821,23 +714,15 @@ def _to_hooks(hooks: list[_Hook], source: str) -> tuple[HookSettings, ...]:
                 hint="give every [[hooks]] table its own name (it is the path POST /hooks/NAME)",
             )
         seen.add(h.name)
-        out.append(
-            HookSettings(
-                name=h.name, auth=h.auth, secret=h.secret, skill=h.skill, message=h.message, events=tuple(h.events),
-                params=dict(h.params), session=h.session, max_body_bytes=h.max_body_bytes,
-            )
-        )  # fmt: skip
-    return tuple(out)
 
 
-def _to_jobs(jobs: list[_Job], source: str) -> tuple[JobSettings, ...]:
+def _check_jobs(jobs: tuple[JobSettings, ...], source: str) -> None:
     if not jobs:
-        return ()
+        return
     # Only a config that has jobs pays for the cron parser.
     from pincer.schedule import schedule_from
 
     seen: set[str] = set()
-    out = []
     for index, j in enumerate(jobs):
         if j.name in seen:
             raise ConfigError(
@@ -860,48 +745,9 @@ def _to_jobs(jobs: list[_Job], source: str) -> tuple[JobSettings, ...]:
             schedule_from(cron=j.cron, at=j.at, every=j.every, tz=j.tz)
         except PincerError as exc:
             raise ConfigError(f"{source}: jobs.{index}.{kinds[0]}: {exc.message}", hint=exc.hint) from None
-        out.append(JobSettings(**j.model_dump()))
-    return tuple(out)
 
 
-def _to_skills(s: _Skills, *, home: Path) -> SkillsSettings:
-    return SkillsSettings(
-        enabled=s.enabled,
-        extra_dirs=tuple(
-            (home / Path(d).expanduser()) if not Path(d).expanduser().is_absolute() else Path(d).expanduser()
-            for d in s.extra_dirs
-        ),
-        max_candidates_per_root=s.max_candidates_per_root,
-        max_loaded_per_root=s.max_loaded_per_root,
-        max_file_bytes=s.max_file_bytes,
-        max_selected=s.max_selected,
-        max_selected_tokens=s.max_selected_tokens,
-        catalog_max_skills=s.catalog_max_skills,
-        catalog_max_chars=s.catalog_max_chars,
-        max_render_chars=s.max_render_chars,
-        tool_separator=s.tool_separator,
-        npm_registry=s.npm_registry,
-        pip_index=s.pip_index,
-        auto_install_deps=s.auto_install_deps,
-        trust_workspace=s.trust_workspace,
-        config=dict(s.config),
-    )
-
-
-def _to_gateway(g: _Gateway) -> GatewaySettings:
-    return GatewaySettings(
-        host=g.host,
-        port=g.port,
-        allow_remote=g.allow_remote,
-        session=g.session,
-        max_body_bytes=g.max_body_bytes,
-        allowed_hosts=tuple(h.lower() for h in g.allowed_hosts),
-        allowed_origins=tuple(o.lower().rstrip("/") for o in g.allowed_origins),
-        tokens=tuple(GatewayToken(sha256=t.sha256, session=t.session) for t in g.tokens),
-    )
-
-
-def _credential_capabilities(credentials: list[_Credential], source: str) -> Capabilities:
+def _credential_capabilities(credentials: tuple[CredentialRule, ...], source: str) -> Capabilities:
     """Express config credentials in IronClaw's manifest shape, so they are checked and injected
     by exactly the same rules as a tool's own manifest."""
     mappings: dict[str, Any] = {}
@@ -914,8 +760,8 @@ def _credential_capabilities(credentials: list[_Credential], source: str) -> Cap
         mappings[f"credentials.{index}"] = {
             "secret_name": c.secret,
             "location": location,
-            "host_patterns": c.host_patterns,
-            "path_patterns": c.path_patterns,
+            "host_patterns": list(c.host_patterns),
+            "path_patterns": list(c.path_patterns),
         }
     manifest = {
         "http": {"allowlist": [], "credentials": mappings},

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pincer.config import CONFIG_FILENAME, MAX_CONFIG_BYTES, _File, parse_config
+from pincer.config import CONFIG_FILENAME, MAX_CONFIG_BYTES, ConfigFile, parse_config
 from pincer.core.errors import PincerError
 
 __all__ = ["FileReport", "Problem", "check_config_file", "check_config_text", "check_home", "settings_files"]
@@ -106,7 +106,7 @@ def check_config_text(text: str, *, home: Path, source: str = CONFIG_FILENAME) -
     except tomllib.TOMLDecodeError as exc:
         return [Problem(key="", message=f"not valid TOML: {exc}", hint="fix the syntax at that line")]
     try:
-        _File.model_validate(raw)
+        ConfigFile.model_validate(raw)
     except ValidationError as exc:
         return [_schema_problem(error) for error in exc.errors()]
     try:

@@ -1,7 +1,7 @@
 """``config.toml`` as people read it: every key, its default and what it does, from the schema.
 
 The keys, their types, bounds and defaults come from the pydantic schema in :mod:`pincer.config`
-(``_File``); this module adds only the sentence per key (``KEYS``, or a field's ``description``)
+(``ConfigFile``); this module adds only the sentence per key (``KEYS``, or a field's ``description``)
 and examples for keys without a default. ``pincer init`` writes :func:`render_template`,
 ``docs/config.md`` holds :func:`render_reference`; tests parse the one back and compare the other,
 and fail for a schema key that has no sentence here, so neither can drift from the schema.
@@ -18,13 +18,14 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from pincer.config import _File
+from pincer.config import ConfigFile
 from pincer.core.effects import EffectKind
 
 __all__ = [
@@ -323,7 +324,7 @@ class SchemaKey:
 
 def schema_keys() -> list[SchemaKey]:
     """Every key of config.toml in file order; ``KeyError`` names a key with no sentence in KEYS."""
-    return list(_walk(_File, prefix="", section="", shape="table"))
+    return list(_walk(ConfigFile, prefix="", section="", shape="table"))
 
 
 def _walk(model: type[BaseModel], *, prefix: str, section: str, shape: str) -> Iterator[SchemaKey]:
@@ -352,7 +353,7 @@ def _nested_model(annotation: Any) -> tuple[type[BaseModel] | None, str]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation, "table"
     origin, args = get_origin(annotation), get_args(annotation)
-    if origin is list and args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+    if origin in (list, tuple) and args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
         return args[0], "array"
     if origin is dict and len(args) == 2 and isinstance(args[1], type) and issubclass(args[1], BaseModel):
         return args[1], "map"
@@ -381,12 +382,19 @@ def _bounds(field: FieldInfo) -> str:
                 found[attr] = getattr(item, attr)
     parts = [f"{sign} {_number(found[attr])}" for attr, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")) if attr in found]
     low, high = found.get("min_length"), found.get("max_length")
-    one, many = ("entry", "entries") if get_origin(field.annotation) is list else ("character", "characters")
+    one, many = ("entry", "entries") if _is_list(field.annotation) else ("character", "characters")
     if low is not None or high is not None:
         parts.append(f"{low or 0}-{high} {many}" if high is not None else f"at least {low} {one if low == 1 else many}")
     if "pattern" in found:
         parts.append(f"matching {found['pattern']}")
     return ", ".join(parts)
+
+
+def _is_list(annotation: Any) -> bool:
+    """A TOML array: ``list[X]`` or ``tuple[X, ...]`` (sections keep arrays as tuples), optional or not."""
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_is_list(a) for a in get_args(annotation) if a is not type(None))
+    return get_origin(annotation) in (list, tuple)
 
 
 def _number(value: Any) -> str:
@@ -395,12 +403,14 @@ def _number(value: Any) -> str:
 
 def _type_name(annotation: Any) -> str:
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
     if origin in (typing.Union, types.UnionType):
         named = [_type_name(a) for a in args if a is not type(None)]
         return " | ".join(named)
     if origin is Literal:
         return " | ".join(str(a) for a in args)
-    if origin is list:
+    if origin in (list, tuple):
         return f"list of {_type_name(args[0])}" if args else "list"
     if origin is dict:
         key = args[0]
@@ -408,7 +418,7 @@ def _type_name(annotation: Any) -> str:
         return f"table of {key_name} = {_type_name(args[1])}"
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return " | ".join(str(m.value) for m in annotation)
-    names = {bool: "true | false", int: "integer", float: "number", str: "string"}
+    names = {bool: "true | false", int: "integer", float: "number", str: "string", Path: "string"}
     if annotation in names:
         return names[annotation]
     return getattr(annotation, "__name__", str(annotation)).replace("datetime", "date-time")
@@ -424,8 +434,8 @@ def toml_value(value: Any) -> str:
         return str(int(value))  # 120, as people write it; the schema takes it as 120.0
     if isinstance(value, (int, float)):
         return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # a TOML basic string uses JSON's escapes
+    if isinstance(value, (str, Path)):
+        return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string uses JSON's escapes
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dt.datetime):
@@ -446,7 +456,7 @@ def toml_key(key: Any) -> str:
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def render_settings(data: _File) -> str:
+def render_settings(data: ConfigFile) -> str:
     """The settings in force (``pincer config show``) as config.toml: every key with its value,
     defaults included, in the same order as the template; parses back to the same settings."""
     lines: list[str] = ["# the settings in force: config.toml with every default filled in"]

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pincer.config import Config, _File, load_config, parse_config
+from pincer.config import Config, ConfigFile, load_config, parse_config
 from pincer.config_check import check_config_text, check_home
 from pincer.config_template import KEYS, render_settings, render_template, schema_keys
 
@@ -150,8 +150,8 @@ def test_config_show_is_the_settings_in_force_and_parses_back(tmp_path: Path) ->
     shown = pincer(tmp_path, "config", "show")
     assert shown.returncode == 0, shown.stderr
     assert "timeout_s = 5" in shown.stdout and "port = 8765" in shown.stdout
-    original = _File.model_validate(tomllib.loads((tmp_path / "config.toml").read_text()))
-    assert _File.model_validate(tomllib.loads(shown.stdout)) == original
+    original = ConfigFile.model_validate(tomllib.loads((tmp_path / "config.toml").read_text()))
+    assert ConfigFile.model_validate(tomllib.loads(shown.stdout)) == original
     as_json = json.loads(pincer(tmp_path, "config", "show", "--json").stdout)
     assert as_json["approvals"]["timeout_s"] == 5 and as_json["gateway"]["port"] == 8765
     (tmp_path / "config.toml").write_text("[approvals\n")
@@ -169,9 +169,9 @@ def test_render_settings_round_trips_the_examples_of_the_docs() -> None:
     text = (ROOT / "docs" / "config.md").read_text()
     blocks = [part.split("```", 1)[0] for part in text.split("```toml")[1:]]
     example = "\n".join(blocks).replace("<sha256 of the token>", "0" * 64)
-    data = _File.model_validate(tomllib.loads(example))
+    data = ConfigFile.model_validate(tomllib.loads(example))
     assert data.grants and data.sessions and data.limits and data.credentials and data.gateway.tokens
-    assert _File.model_validate(tomllib.loads(render_settings(data))) == data
+    assert ConfigFile.model_validate(tomllib.loads(render_settings(data))) == data
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

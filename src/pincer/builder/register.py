@@ -25,7 +25,7 @@ from typing import Any
 
 from pincer.core.errors import ArtifactNotFound, SecretError
 from pincer.hub.artifact import ArtifactKey, ArtifactKind, ArtifactManifest, FileEntry, fingerprint
-from pincer.hub.sources import CatalogEntry, Resolved, describe_capabilities
+from pincer.hub.sources import DOWNLOAD_TIMEOUT_S, CatalogEntry, Resolved, describe_capabilities
 
 __all__ = ["BuildSource", "register_tool", "signing_key", "BUILDER_KEY_SECRET", "BUILDER_SIGNER", "SOURCE_NAME"]
 
@@ -74,7 +74,7 @@ class BuildSource:
             requested=describe_capabilities(json.loads(caps)) if caps else {},
         )  # fmt: skip
 
-    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Any = None, timeout_s: float = 120.0) -> bytes:
+    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Any = None, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> bytes:
         raise ArtifactNotFound("a build's artifact has no archive", hint="it is installed from its files")
 
 

@@ -10,10 +10,12 @@ import typer
 
 from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, run, stderr
 from pincer.cli.triggers import job_row, open_for_triggers
+from pincer.config import TriggersSettings
 from pincer.core.errors import PincerError, UsageError
 
 __all__ = ["app"]
 
+_TRIGGERS = TriggersSettings()  # the defaults shown in --help
 app = typer.Typer(help="Scheduled jobs: add, list, remove, run now, pause, resume, import OpenClaw's.", no_args_is_help=True)
 
 # `pincer cron run` with a running `pincer serve`: how long to wait for it to pick the job up.
@@ -45,8 +47,8 @@ def add(
     param: list[str] = typer.Option(None, "--param", help="A skill parameter KEY=VALUE (repeatable)."),
     message: str = typer.Option(None, "--message", help="The message the run starts with (alone: a plain agent turn)."),
     session: str = typer.Option(None, "--session", help="The session its runs use (default cron:NAME)."),
-    max_concurrent: int = typer.Option(None, "--max-concurrent", min=1, max=64, help="Runs of this job at once (default 1)."),
-    retries: int = typer.Option(None, "--retries", min=0, max=20, help="Retries of a failed run (default 3)."),
+    max_concurrent: int = typer.Option(None, "--max-concurrent", min=1, max=64, help=f"Runs of this job at once (default {_TRIGGERS.max_concurrent})."),
+    retries: int = typer.Option(None, "--retries", min=0, max=20, help=f"Retries of a failed run (default {_TRIGGERS.retries})."),
     jitter: float = typer.Option(None, "--jitter", min=0, max=86_400, help="Start each run up to this many seconds late."),
     as_json: bool = JsonOption,
 ) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, pincer_home, run, stderr
+from pincer.config import GatewaySettings
 from pincer.core.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["serve", "token_app", "event_loop_options"]
 
 EXIT_INTERRUPTED = 130
+_GATEWAY = GatewaySettings()  # the defaults shown in --help
 
 
 async def gateway_extensions(pincer: Pincer) -> tuple[Any, ...]:
@@ -35,9 +37,9 @@ async def gateway_extensions(pincer: Pincer) -> tuple[Any, ...]:
 
 
 def serve(
-    host: str = typer.Option(None, "--host", help="Address to listen on (default: [gateway] host, 127.0.0.1)."),
+    host: str = typer.Option(None, "--host", help=f"Address to listen on (default: [gateway] host, {_GATEWAY.host})."),
     port: int = typer.Option(
-        None, "--port", min=0, max=65535, help="Port (default: [gateway] port, 8765; 0 picks one)."
+        None, "--port", min=0, max=65535, help=f"Port (default: [gateway] port, {_GATEWAY.port}; 0 picks one)."
     ),
     as_json: bool = JsonOption,
 ) -> None:

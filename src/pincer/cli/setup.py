@@ -126,7 +126,7 @@ def show(as_json: bool = JsonOption) -> None:
     """Print the settings in force: config.toml with every default filled in."""
     import tomllib
 
-    from pincer.config import CONFIG_FILENAME, _File, load_config
+    from pincer.config import CONFIG_FILENAME, ConfigFile, load_config
     from pincer.config_template import render_settings
 
     home = pincer_home()
@@ -134,7 +134,7 @@ def show(as_json: bool = JsonOption) -> None:
         load_config(home)  # refuse what pincer itself would refuse, with its message
         config_file = home / CONFIG_FILENAME
         raw = tomllib.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
-        data = _File.model_validate(raw)
+        data = ConfigFile.model_validate(raw)
     except ConfigError as exc:
         fail(exc, as_json=as_json)
     if as_json:

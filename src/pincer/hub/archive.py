@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, cast
 
+from pincer.config import HubSettings
 from pincer.core.errors import ArchiveRefused, PayloadTooLarge
 from pincer.hub.layout import CHUNK_BYTES
 
@@ -36,13 +37,16 @@ __all__ = ["ArchiveLimits", "PackedFile", "pack", "pack_folder", "unpack", "read
 _GZIP_LEVEL = 9
 
 
+_HUB = HubSettings()  # [hub]'s defaults, written once in pincer.config
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ArchiveLimits:
     """What one archive may hold (``[hub]`` max_archive_bytes, max_unpacked_bytes, max_files)."""
 
-    max_archive_bytes: int = 64 * 1024 * 1024
-    max_unpacked_bytes: int = 256 * 1024 * 1024
-    max_files: int = 2_000
+    max_archive_bytes: int = _HUB.max_archive_bytes
+    max_unpacked_bytes: int = _HUB.max_unpacked_bytes
+    max_files: int = _HUB.max_files
     max_file_bytes: int = 256 * 1024 * 1024
 
 

@@ -56,7 +56,7 @@ def make_source(settings: Any, *, secrets: Any = None) -> Source:
         if settings.token_secret and secrets is not None:
             token = secrets.find(settings.token_secret)
         return RemoteSource(settings.name, settings.url, token=token)
-    path = settings.path
+    path = Path(settings.path) if settings.path is not None else None  # config's HubSource holds a str
     if path is None:
         raise ConfigError(f"hub source {settings.name!r} has neither path nor url", hint="set hub.sources.path or hub.sources.url")
     fmt = settings.format

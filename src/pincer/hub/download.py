@@ -16,11 +16,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from pincer.core.errors import HubUnavailable, PayloadTooLarge, UsageError
-from pincer.hub.sources import Progress
+from pincer.hub.sources import DOWNLOAD_TIMEOUT_S, Progress
 
 __all__ = ["download", "DOWNLOAD_TIMEOUT_S", "CONNECT_TIMEOUT_S", "http_client"]
 
-DOWNLOAD_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 10.0
 _CHUNK_BYTES = 256 * 1024
 

@@ -49,6 +49,7 @@ from pincer.hub import deploy
 from pincer.hub.archive import ArchiveLimits, unpack
 from pincer.hub.artifact import ArtifactKey, ArtifactKind, fingerprint, is_version, parse_key, parse_spec, parse_version
 from pincer.hub.catalog import Catalog
+from pincer.hub.download import DOWNLOAD_TIMEOUT_S
 from pincer.hub.integrity import Mismatch, check_entry, version_dir_of
 from pincer.hub.layout import FILES_DIR, META_FILE, hash_folder, read_meta, version_dirs, versions_dir
 from pincer.hub.lockfile import LOCK_FILENAME, LockEntry, Lockfile
@@ -160,7 +161,7 @@ class Hub:
         trust: Any = None,
         audit: AuditSink | None = None,
         progress: Progress | None = None,
-        download_timeout_s: float = 120.0,
+        download_timeout_s: float = DOWNLOAD_TIMEOUT_S,
     ) -> None:
         from pincer.hub.trust import TrustStore
 

@@ -25,7 +25,7 @@ from typing import Any
 from pincer.core.errors import ArtifactNotFound, ArtifactRefused, PincerError
 from pincer.hub.artifact import ArtifactKey, ArtifactKind, check_name, is_version
 from pincer.hub.download import download
-from pincer.hub.sources import CatalogEntry, Progress, Resolved
+from pincer.hub.sources import DOWNLOAD_TIMEOUT_S, CatalogEntry, Progress, Resolved
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class IronClawSource:
             hint="install the tools of the bundle instead; channels need IronClaw",
         )
 
-    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Progress | None = None, timeout_s: float = 120.0) -> bytes:
+    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Progress | None = None, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> bytes:
         if resolved.archive_url is None:
             raise ArtifactRefused(f"{resolved.label} has no archive to fetch")
         return download(resolved.archive_url, max_bytes=max_bytes, base=self.path, progress=progress, timeout_s=timeout_s)

@@ -27,7 +27,7 @@ from typing import Any
 
 from pincer.core.errors import ArtifactNotFound, ArtifactRefused, ManifestError
 from pincer.hub.artifact import ArtifactKey, ArtifactKind, is_version
-from pincer.hub.sources import CatalogEntry, Progress, Resolved
+from pincer.hub.sources import DOWNLOAD_TIMEOUT_S, CatalogEntry, Progress, Resolved
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class McpRegistrySource:
         return Resolved(key=key, version=version, source=self.name, files={"server.json": raw},
                         description=str(doc.get("description") or ""), requested=shown)  # fmt: skip
 
-    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Progress | None = None, timeout_s: float = 120.0) -> bytes:
+    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Progress | None = None, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> bytes:
         raise ArtifactRefused(f"{resolved.label} is an entry, not an archive")
 
 

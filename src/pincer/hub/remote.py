@@ -20,7 +20,7 @@ from pincer.core.errors import ArtifactNotFound, HubUnavailable, ManifestError, 
 from pincer.hub.artifact import ArtifactKey, ArtifactKind, ArtifactManifest, check_name, is_version, parse_version
 from pincer.hub.download import CONNECT_TIMEOUT_S, download, http_client
 from pincer.hub.index import field_score, query_words
-from pincer.hub.sources import CatalogEntry, Progress, Resolved
+from pincer.hub.sources import DOWNLOAD_TIMEOUT_S, CatalogEntry, Progress, Resolved
 
 __all__ = ["RemoteSource", "API_TIMEOUT_S", "pick_version"]
 
@@ -175,7 +175,7 @@ class RemoteSource:
             findings=tuple(f for f in detail.get("findings") or () if isinstance(f, dict)),
         )  # fmt: skip
 
-    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Progress | None = None, timeout_s: float = 120.0) -> bytes:
+    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Progress | None = None, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> bytes:
         if resolved.archive_url is None:
             raise HubUnavailable(f"{resolved.label} has no archive")
         return download(resolved.archive_url, max_bytes=max_bytes, progress=progress, timeout_s=timeout_s)

@@ -17,6 +17,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
+from pincer.config import HubSettings
 from pincer.core.errors import SecretError, SignatureRefused, UsageError
 from pincer.hub.artifact import ArtifactManifest
 
@@ -32,7 +33,7 @@ __all__ = [
     "DEFAULT_KEY_SECRET",
 ]
 
-DEFAULT_KEY_SECRET = "hub_signing_key"
+DEFAULT_KEY_SECRET = HubSettings().signing_key  # [hub] signing_key's default
 _PREFIX = "ed25519:"
 
 

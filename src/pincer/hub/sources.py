@@ -19,9 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pincer.config import HubSettings
 from pincer.hub.artifact import ArtifactKey, ArtifactKind, ArtifactManifest
 
-__all__ = ["CatalogEntry", "Resolved", "Source", "Progress", "Fetched"]
+__all__ = ["CatalogEntry", "Resolved", "Source", "Progress", "Fetched", "DOWNLOAD_TIMEOUT_S"]
+
+DOWNLOAD_TIMEOUT_S = HubSettings().download_timeout_s  # [hub] download_timeout_s's default
 
 # (bytes so far, total or None): download progress for the CLI's bar.
 Progress = Callable[[int, int | None], None]
@@ -125,7 +128,7 @@ class Source(Protocol):
         """``wanted`` is a version, a tag (``latest``) or None (the newest visible version)."""
         ...
 
-    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Progress | None = None, timeout_s: float = 120.0) -> bytes:
+    def fetch(self, resolved: Resolved, *, max_bytes: int, progress: Progress | None = None, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> bytes:
         """The archive bytes of ``resolved`` (at most ``max_bytes``, within ``timeout_s``)."""
         ...
 

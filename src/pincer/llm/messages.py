@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pincer.config import ModelSettings
+
 __all__ = [
     "Role",
     "ToolCall",
@@ -88,7 +90,7 @@ class ToolDefinition:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CompletionOptions:
     model: str
-    max_output_tokens: int = 4_096
+    max_output_tokens: int = ModelSettings().max_output_tokens  # [llm]'s default
     stream: bool = True
     parallel_tool_calls: bool = True
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from pincer.config import SkillsSettings
 from pincer.core.errors import SkillError
 
 __all__ = [
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 MAX_LOOP_ITERATIONS = 10_000
-MAX_RENDER_CHARS = 1_000_000
+MAX_RENDER_CHARS = SkillsSettings().max_render_chars  # [skills] max_render_chars's default
 MAX_RANGE_ITEMS = 100_000  # Jinja's own sandbox limit
 # 65,536 bits is ~20,000 decimal digits: more than any skill needs, far below what squaring a
 # number thirty times would reach.

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
+from pincer.config import SkillsSettings
 from pincer.skills.model import Skill
 
 __all__ = ["Catalog", "build_catalog", "CATALOG_MAX_SKILLS", "CATALOG_MAX_CHARS"]
 
-CATALOG_MAX_SKILLS = 150
-CATALOG_MAX_CHARS = 30_000
+CATALOG_MAX_SKILLS = SkillsSettings().catalog_max_skills  # [skills]'s defaults
+CATALOG_MAX_CHARS = SkillsSettings().catalog_max_chars
 _OPEN = "<available_skills>\n"
 _CLOSE = "</available_skills>\n"
 _NOTE_RESERVE = 400  # room kept for the truncation note

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from pincer.config import SkillsSettings
 from pincer.core.errors import SkillError, ToolError
 from pincer.core.values import HostContext
 from pincer.runtimes.script.manifest import parse_manifest
@@ -47,6 +48,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_SKILLS = SkillsSettings()  # [skills] npm_registry and pip_index's defaults
 DEPS_INSTALL_TIMEOUT_S = 300.0
 DEPS_FOLDER = "skill-deps"
 STAMP_FILE = ".pincer-deps.json"
@@ -141,8 +143,8 @@ async def install_deps(
     *,
     home: Path,
     script_settings: ScriptSettings,
-    npm_registry: str = "https://registry.npmjs.org/",
-    pip_index: str = "https://pypi.org/simple",
+    npm_registry: str = _SKILLS.npm_registry,
+    pip_index: str = _SKILLS.pip_index,
     allow_private_network: bool = False,
     timeout_s: float = DEPS_INSTALL_TIMEOUT_S,
 ) -> DepsResult:

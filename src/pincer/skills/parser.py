@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pincer.config import SkillsSettings
 from pincer.core.errors import SkillError
 from pincer.skills.declared import read_capabilities
 from pincer.skills.frontmatter import split_frontmatter
@@ -46,7 +47,7 @@ __all__ = [
     "MAX_TAGS",
 ]
 
-MAX_SKILL_FILE_BYTES = 256 * 1024
+MAX_SKILL_FILE_BYTES = SkillsSettings().max_file_bytes  # [skills] max_file_bytes's default
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
 MAX_COMPATIBILITY_CHARS = 500

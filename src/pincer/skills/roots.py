@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pincer.config import SkillsSettings
 from pincer.core.errors import SkillError
 from pincer.skills.model import Skill, Trust
 from pincer.skills.parser import MAX_SKILL_FILE_BYTES, parse_skill
@@ -61,6 +62,7 @@ SKILL_FILE = "SKILL.md"
 CAPABILITIES_FILE = "capabilities.json"
 MAX_CAPABILITIES_BYTES = 256 * 1024
 BUNDLED_DIR = Path(__file__).with_name("bundled")
+_SKILLS = SkillsSettings()  # [skills]'s defaults, written once in pincer.config
 WORKSPACE_ROOTS = ("workspace", "workspace-agents", "workspace-claude")  # the labels of roots an agent can write
 
 
@@ -79,9 +81,9 @@ class Root:
 class WalkLimits:
     """``[skills]`` max_candidates_per_root, max_loaded_per_root, max_file_bytes."""
 
-    max_candidates_per_root: int = 300
-    max_loaded_per_root: int = 200
-    max_file_bytes: int = MAX_SKILL_FILE_BYTES
+    max_candidates_per_root: int = _SKILLS.max_candidates_per_root
+    max_loaded_per_root: int = _SKILLS.max_loaded_per_root
+    max_file_bytes: int = _SKILLS.max_file_bytes
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -30,11 +30,13 @@ from typing import Any
 
 from ahocorasick_rs import AhoCorasick, MatchKind
 
+from pincer.config import SkillsSettings
 from pincer.skills.model import Skill
 from pincer.skills.wording import DescriptionIndex
 
 __all__ = ["Selection", "select", "estimate_tokens", "KEYWORD_CAP", "TAG_CAP", "PATTERN_CAP", "DESCRIPTION_CAP", "MAX_MESSAGE_CHARS"]
 
+_SKILLS = SkillsSettings()  # [skills]'s defaults, written once in pincer.config
 WHOLE_WORD = 10
 SUBSTRING = 5
 KEYWORD_CAP = 30
@@ -225,7 +227,9 @@ def _index(skills: Sequence[Skill]) -> _Index:
     return index
 
 
-def select(message: str, skills: Iterable[Skill], *, max_skills: int = 3, max_tokens: int = 6000) -> list[Selection]:
+def select(
+    message: str, skills: Iterable[Skill], *, max_skills: int = _SKILLS.max_selected, max_tokens: int = _SKILLS.max_selected_tokens
+) -> list[Selection]:
     """The skills for ``message``, best first, within the count and token budgets."""
     index = _index(tuple(skills))
     scored = [

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pincer.config import TriggersSettings
 from pincer.core.errors import ScheduleInvalid, UsageError
 from pincer.schedule import Schedule, host_zone, parse_cron, schedule_from
 from pincer.skills.model import Skill, Trust
@@ -31,7 +32,7 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENT",
 ]
 
-DEFAULT_MAX_CONCURRENT = 1
+DEFAULT_MAX_CONCURRENT = TriggersSettings().max_concurrent  # [triggers]'s default
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 
 

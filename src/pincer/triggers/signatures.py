@@ -36,6 +36,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
+from pincer.config import TriggersSettings
 from pincer.core.errors import DeliveryMalformed, SignatureInvalid
 
 __all__ = [
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 AUTH_KINDS = ("bearer", "standard", "github")
-DEFAULT_TOLERANCE_S = 300.0
+DEFAULT_TOLERANCE_S = TriggersSettings().signature_tolerance_s  # [triggers]'s default
 # Every header that authenticates a delivery, names it or says what it is: each may come once.
 AUTH_HEADERS = (
     "authorization", "webhook-id", "webhook-timestamp", "webhook-signature", "svix-id", "svix-timestamp",

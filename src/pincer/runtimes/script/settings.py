@@ -5,15 +5,18 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
+from pincer.config import SandboxSettings
 from pincer.core.errors import ConfigError
 from pincer.policy.exec_approvals import ExecApprovalPolicy
 from pincer.runtimes.script.manifest import Limits, NetworkMode
 
 __all__ = ["ScriptSettings", "BACKEND_CHOICES", "DEFAULT_WORKDIR_MAX_BYTES"]
 
-BACKEND_CHOICES = ("auto", "bwrap", "docker", "podman", "landlock")
-DEFAULT_WORKDIR_MAX_BYTES = 256 * 1024 * 1024
+_SANDBOX = SandboxSettings()  # [sandbox]'s defaults and choices, written once in pincer.config
+BACKEND_CHOICES: tuple[str, ...] = get_args(SandboxSettings.model_fields["backend"].annotation)
+DEFAULT_WORKDIR_MAX_BYTES = _SANDBOX.workdir_max_bytes
 MIN_WORKDIR_MAX_BYTES = 1024 * 1024
 
 
@@ -27,7 +30,7 @@ class ScriptSettings:
     its scratch ``/work`` (config ``[sandbox] workdir_max_bytes``; how each backend enforces it is in
     ``docs/script-runtime.md``); not applied to the workspace (``use_workspace``)."""
 
-    backend: str = "auto"
+    backend: str = _SANDBOX.backend
     main_session_on_host: bool = False
     use_workspace: bool = False  # mount the session's workspace at /work instead of a scratch dir
     workdir_max_bytes: int = DEFAULT_WORKDIR_MAX_BYTES
