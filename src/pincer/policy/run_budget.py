@@ -11,18 +11,33 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pincer.core.errors import UsageError
-
-if TYPE_CHECKING:
-    from pincer.config import AgentSettings
 
 __all__ = ["RunBudgets", "BUDGET_NAMES", "first_exceeded", "would_exceed_tool_calls"]
 
 # The names a run's budgets go by: in RunRequest.budgets, `pincer run --budget NAME=VALUE`,
 # REST {"budgets": {...}}, and a budget_exceeded run's ``stop``.
 BUDGET_NAMES = ("turns", "tool_calls", "input_tokens", "output_tokens", "cost_usd", "deadline_s")
+
+
+class BudgetSettings(Protocol):
+    """What :meth:`RunBudgets.from_settings` reads of ``[agent]`` (``pincer.config.AgentSettings``
+    is one; config reads its defaults from here, so this floor names only what it reads)."""
+
+    @property
+    def max_turns(self) -> int: ...
+    @property
+    def max_tool_calls(self) -> int: ...
+    @property
+    def max_input_tokens(self) -> int: ...
+    @property
+    def max_output_tokens(self) -> int: ...
+    @property
+    def max_cost_usd(self) -> float | None: ...
+    @property
+    def deadline_s(self) -> float: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,7 +50,7 @@ class RunBudgets:
     deadline_s: float = 600.0
 
     @classmethod
-    def from_settings(cls, agent: AgentSettings) -> RunBudgets:
+    def from_settings(cls, agent: BudgetSettings) -> RunBudgets:
         """The ``[agent]`` defaults."""
         return cls(
             turns=agent.max_turns,
