@@ -11,6 +11,10 @@ export PINCER_WASM_TEST_CACHE ?= $(CURDIR)/.cache/wasm-test
 # deny list), python3 under /usr (the network allowlist relay inside the sandbox), util-linux
 # (prlimit, setpriv) and curl (used by the tests). Installed only when missing, as root, with apt.
 SANDBOX_DEBS := libseccomp2 python3-minimal util-linux curl
+# Debian packages the tests start for real: chromium (the browser built-in, the dashboard's and the
+# canvas' Playwright tests: Playwright never downloads a browser of its own), PostgreSQL and Redis
+# (scale-out; the tests start their own servers on loopback ports, the Debian services stay off).
+SYSTEM_DEBS := $(SANDBOX_DEBS) chromium postgresql redis-server
 
 # Node packages the MCP tests run for real: the reference "everything" server, the official
 # conformance suite, and Node 22 (which the suite needs) as an npm package. Installed once into a
@@ -29,21 +33,23 @@ CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed-22.23.5-0.2.0-alpha.12
 # GitHub's OpenAPI description for the github built-in's contract tests (tests/builtins), in a
 # prefix of its own: .cache/npm may be shared between worktrees.
 OPENAPI_DIR     := .cache/npm-openapi
-OCTOKIT_OPENAPI := @octokit/openapi@23.0.2
-OPENAPI_STAMP   := $(OPENAPI_DIR)/.installed-23.0.2
+# Slack's method list (@slack/web-api) and the Telegram Bot API's types (@grammyjs/types) for the
+# slack and telegram built-ins' contract tests, in the same prefix.
+OCTOKIT_OPENAPI := @octokit/openapi@23.0.2 @slack/web-api@8.2.0 @grammyjs/types@5.0.0
+OPENAPI_STAMP   := $(OPENAPI_DIR)/.installed-$(shell echo '$(OCTOKIT_OPENAPI)' | sha256sum | cut -c1-12)
 
-.PHONY: setup run test lint bench clean lock sandbox-deps mcp-deps conformance-deps builtins-deps builder-runner
+.PHONY: setup run test lint bench clean lock system-deps mcp-deps conformance-deps builtins-deps builder-runner
 
-setup: $(STAMP) sandbox-deps builder-runner
+setup: $(STAMP) system-deps builder-runner
 	@command -v pincer >/dev/null 2>&1 && [ "$$(command -v pincer)" = "$(CURDIR)/$(BIN)/pincer" ] || \
 	  echo "pincer is installed in $(CURDIR)/$(BIN); to run it as 'pincer': . $(BIN)/activate   (or: export PATH=\"$(CURDIR)/$(BIN):\$$PATH\")"
 
-sandbox-deps:
-	@missing=""; for p in $(SANDBOX_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+system-deps:
+	@missing=""; for p in $(SYSTEM_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing$$missing"; apt-get update -qq && apt-get install -y -qq $$missing; \
-	  else echo "warning: missing Debian packages for the script sandbox:$$missing" >&2; fi; \
+	  else echo "warning: missing Debian packages (the script sandbox, chromium, PostgreSQL, Redis):$$missing" >&2; fi; \
 	fi
 
 # The tool builder's shared runner component, built once per machine into the XDG cache folder
