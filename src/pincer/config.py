@@ -436,6 +436,11 @@ class BuiltinSettings(_Model):
     actions: tuple[str, ...] | None = Field(default=None, max_length=256)
     toolsets: tuple[str, ...] | None = Field(default=None, max_length=64)
     read_only: bool = False
+    # OAuth providers (``[builtins.google]``, ``[builtins.slack]``): the login's endpoints, for a
+    # local authorization server in tests or a proxy; ``pincer auth setup NAME`` uses them.
+    authorization_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    token_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    revocation_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
 
 
 class ConfigFile(_Model):
@@ -599,8 +604,12 @@ def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Con
 
 
 # [builtins.NAME] sections: the bundled tools, and an API several of them call (base_url only).
-BUILTIN_TOOLS = ("github", "web_fetch", "web_search", "llm_context")
-BUILTIN_SHARED = ("brave",)
+# The Google Workspace tools (gmail ... google_slides): one login, [builtins.google], serves all six.
+BUILTIN_TOOLS = (
+    "github", "web_fetch", "web_search", "llm_context",
+    "gmail", "google_calendar", "google_docs", "google_drive", "google_sheets", "google_slides",
+)
+BUILTIN_SHARED = ("brave", "google", "slack")
 
 
 def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:

@@ -140,7 +140,11 @@ class Pincer:
                 if config.builtins:  # [builtins.NAME]: github, web_fetch, web_search, llm_context
                     from pincer.builtins.catalog import bundled_runtime
 
-                    bundled = bundled_runtime(config.builtins)
+                    from pincer.builtins.oauth import TokenKeeper
+
+                    tokens = TokenKeeper(store=pincer.secrets, home=home, settings=config.builtins,
+                                         allow_private_network=config.allow_private_network)
+                    bundled = bundled_runtime(config.builtins, tokens=tokens)
                     if bundled is not None:
                         await pincer.add_runtime(bundled)
             if scripts:

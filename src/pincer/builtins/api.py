@@ -172,8 +172,10 @@ class ApiClient:
         query: Mapping[str, Any] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
+        content: bytes | None = None,
     ) -> HttpResponse:
-        """Send one request to ``base + path`` (path already encoded); the raw response, 3xx refused."""
+        """Send one request to ``base + path`` (path already encoded); the raw response, 3xx refused.
+        ``content``: a body already encoded (its Content-Type in ``headers``), instead of ``json``."""
         from pincer.safety import egress
 
         url = self.base.url(path)
@@ -181,7 +183,7 @@ class ApiClient:
         if pairs:
             url += "?" + urlencode(pairs, quote_via=quote, safe="")
         out = {**self._headers, **(headers or {})}
-        body: bytes | None = None
+        body: bytes | None = content
         if json is not None:
             body = jsonlib.dumps(json, ensure_ascii=False, allow_nan=False).encode("utf-8")
             out.setdefault("Content-Type", "application/json")

@@ -67,9 +67,48 @@ _FACTORIES: dict[str, Callable[[Any, Mapping[str, Any], ConnectionPool], NativeT
 }
 
 
-def bundled_tools(settings: Mapping[str, Any], pools: list[ConnectionPool] | None = None) -> list[NativeTool]:
+def _google(name: str) -> Callable[[Any, Mapping[str, Any], ConnectionPool, Any], NativeTool]:
+    """A Google tool's factory: its own base URL, else ``[builtins.google]``'s; ``tokens`` keeps
+    the one Google login fresh (:class:`pincer.builtins.oauth.TokenKeeper`)."""
+
+    def build(s: Any, all_settings: Mapping[str, Any], pool: ConnectionPool, tokens: Any) -> NativeTool:
+        from importlib import import_module
+
+        module, factory = _GOOGLE_MODULES[name]
+        shared = all_settings.get("google")
+        make = getattr(import_module(f"pincer.builtins.google.{module}"), factory)
+        tool: NativeTool = make(
+            base_url=s.base_url,
+            shared_base_url=shared.base_url if shared is not None else None,
+            actions=list(s.actions) if s.actions is not None else None,
+            toolsets=list(s.toolsets) if s.toolsets is not None else None,
+            read_only=s.read_only,
+            pool=pool,
+            tokens=tokens,
+        )
+        return tool
+
+    return build
+
+
+_GOOGLE_MODULES = {
+    "gmail": ("gmail", "gmail_tool"),
+    "google_calendar": ("calendar", "calendar_tool"),
+    "google_docs": ("docs", "docs_tool"),
+    "google_drive": ("drive", "drive_tool"),
+    "google_sheets": ("sheets", "sheets_tool"),
+    "google_slides": ("slides", "slides_tool"),
+}
+# Tools that need the OAuth token keeper besides their settings and pool.
+_OAUTH_FACTORIES = {name: _google(name) for name in _GOOGLE_MODULES}
+
+
+def bundled_tools(
+    settings: Mapping[str, Any], pools: list[ConnectionPool] | None = None, *, tokens: Any = None
+) -> list[NativeTool]:
     """The enabled built-ins, built from their ``[builtins.NAME]`` settings; each API tool's
-    connection pool is appended to ``pools`` (whoever keeps the tools closes them)."""
+    connection pool is appended to ``pools`` (whoever keeps the tools closes them). ``tokens``:
+    the OAuth logins' keeper (refresh before expiry and after a 401); None: no refresh."""
     for name in settings:
         if name not in BUILTIN_NAMES and name not in SHARED_SECTIONS:
             raise ConfigError(
@@ -78,11 +117,14 @@ def bundled_tools(settings: Mapping[str, Any], pools: list[ConnectionPool] | Non
             )
     tools = []
     for name, item in settings.items():
-        if name in _FACTORIES and item.enabled:
+        if (name in _FACTORIES or name in _OAUTH_FACTORIES) and item.enabled:
             pool = ConnectionPool()
             if pools is not None:
                 pools.append(pool)
-            tools.append(_FACTORIES[name](item, settings, pool))
+            if name in _OAUTH_FACTORIES:
+                tools.append(_OAUTH_FACTORIES[name](item, settings, pool, tokens))
+            else:
+                tools.append(_FACTORIES[name](item, settings, pool))
     return tools
 
 
@@ -99,10 +141,10 @@ class BundledRuntime(NativeRuntime):
         await super().aclose()
 
 
-def bundled_runtime(settings: Mapping[str, Any]) -> BundledRuntime | None:
+def bundled_runtime(settings: Mapping[str, Any], *, tokens: Any = None) -> BundledRuntime | None:
     """A runtime named ``builtins`` holding the enabled built-ins (None when none is)."""
     pools: list[ConnectionPool] = []
-    tools = bundled_tools(settings, pools)
+    tools = bundled_tools(settings, pools, tokens=tokens)
     if not tools:
         return None
     return BundledRuntime(tools, pools)

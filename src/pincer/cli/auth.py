@@ -2,6 +2,10 @@
 
 A token comes from the env var the tool's capabilities name (``--from-env``), stdin, or a hidden
 prompt: never from argv. It is checked against the ``validation_endpoint`` before it is stored.
+
+``google`` and ``slack`` are OAuth logins instead (:mod:`pincer.builtins.oauth`): the browser is
+opened on the provider's consent page (or the URL printed, ``--no-browser``: the person pastes the
+redirect URL back), the scopes are shown first, and the tokens land in the secret store.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from pincer.core.errors import UsageError
 app = typer.Typer(help="Set up, show and revoke the tokens of the built-in tools.", no_args_is_help=True)
 
 MAX_TOKEN_BYTES = 65_536
+LOGIN_TIMEOUT_S = 300.0  # the person consents in the browser (or pastes the redirect) within this
+OAUTH_LOGINS = ("google", "slack")
 
 
 def _settings() -> tuple[Any, Any]:
@@ -59,12 +65,22 @@ def _read_token(item: Any, from_env: bool) -> tuple[str, str]:
 
 @app.command("setup")
 def setup(
-    name: str = typer.Argument(..., help="The built-in: github, web_search, llm_context (brave: web_search's key)."),
+    name: str = typer.Argument(
+        ..., help="The built-in: github, web_search, llm_context (brave: web_search's key); google, slack (OAuth)."
+    ),
     from_env: bool = typer.Option(False, "--from-env", help="Take the token from the env var its capabilities name."),
     no_check: bool = typer.Option(False, "--no-check", help="Store without the validation request."),
+    no_browser: bool = typer.Option(
+        False, "--no-browser", help="OAuth logins: print the URL and read the redirect URL pasted back (headless)."
+    ),
+    timeout_s: float = typer.Option(LOGIN_TIMEOUT_S, "--timeout", min=1.0, help="OAuth logins: seconds to wait."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Store a built-in's token after checking it against its validation endpoint."""
+    """Store a built-in's token after checking it against its validation endpoint; for google
+    and slack, run the OAuth login (browser, or --no-browser to paste the redirect URL)."""
+    if name in OAUTH_LOGINS:
+        _oauth_setup(name, no_browser=no_browser, timeout_s=timeout_s, as_json=as_json)
+        return
 
     async def body() -> dict[str, Any]:
         from pincer.builtins.auth import target, validate_token
@@ -100,7 +116,7 @@ def status(as_json: bool = JsonOption) -> None:
         _config, settings = _settings()
         store = _open_store()
         try:
-            return auth_status(settings, store, os.environ)
+            return auth_status(settings, store, os.environ) + _oauth_status(settings, store)
         finally:
             store.close()
 
@@ -111,7 +127,11 @@ def status(as_json: bool = JsonOption) -> None:
     for row in rows:
         state = "stored" if row["stored"] else "not set up"
         env = f"; {row['env_var']} is set" if row["env_var_set"] else ""
-        stderr.print(f"{row['tool']}: {row['secret']} {state}{env}")
+        expiry = ""
+        if row.get("login") == "oauth" and row["stored"]:
+            expiry = f"; expires {row['expires_at'] or 'never'}" + (" (expired)" if row["expired"] else "")
+            expiry += "; refreshable" if row["refreshable"] else "; no refresh token"
+        stderr.print(f"{row['tool']}: {row['secret']} {state}{env}{expiry}")
 
 
 @app.command("revoke")
@@ -119,7 +139,11 @@ def revoke(
     name: str = typer.Argument(..., help="The built-in whose token to forget."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Forget a built-in's token here; revoke it on the provider's site too (the output says where)."""
+    """Forget a built-in's token here; revoke it on the provider's site too (the output says where).
+    For google and slack: revoked at the provider's revocation endpoint, then forgotten here."""
+    if name in OAUTH_LOGINS:
+        _oauth_revoke(name, as_json=as_json)
+        return
 
     async def body() -> dict[str, Any]:
         from pincer.builtins.auth import target
@@ -143,3 +167,140 @@ def revoke(
     what = "forgot" if result["removed"] else "had no"
     where = f"; revoke it at {result['revoke_at']} too" if result["revoke_at"] else ""
     stderr.print(f"{what} {result['secret']} for {result['tool']}{where}")
+
+
+# ------------------------------------------------------------------------------------ OAuth logins
+
+
+def _client_value(store: Any, secret: str, env: str, *, prompt: str | None, required: bool) -> str | None:
+    value = os.environ.get(env, "").strip() or store.find(secret)
+    if not value and prompt is not None and sys.stdin.isatty():
+        value = typer.prompt(prompt, hide_input=secret.endswith("secret"), default="" if not required else None)
+        value = (value or "").strip()
+    if not value and required:
+        raise UsageError(
+            f"no OAuth client id: set {env} or store it",
+            hint=f"create an OAuth client (Desktop app), then `pincer secrets set {secret}` or export {env}",
+        )
+    return value or None
+
+
+def _oauth_setup(name: str, *, no_browser: bool, timeout_s: float, as_json: bool) -> None:
+    async def body() -> dict[str, Any]:
+        import anyio
+
+        from pincer.builtins.oauth import SLACK_SCOPES, begin_login, code_from_redirect, exchange_code, provider_for
+        from pincer.builtins.oauth_loopback import LoopbackRedirect
+
+        config, settings = _settings()
+        provider = provider_for(name, settings)
+        if name == "google":
+            from pincer.builtins.google import login_scopes
+
+            scopes = login_scopes(settings)
+        else:
+            scopes = SLACK_SCOPES
+        store = _open_store()
+        try:
+            client_id = _client_value(store, provider.client_id_secret, provider.client_id_env, required=True,
+                                      prompt=f"{provider.display_name} OAuth client id (from {provider.console_url})") or ""
+            client_secret = _client_value(store, provider.client_secret_secret, provider.client_secret_env,
+                                          required=False, prompt=f"{provider.display_name} OAuth client secret")
+            store.set(provider.client_id_secret, client_id)
+            if client_secret:
+                store.set(provider.client_secret_secret, client_secret)
+            async with LoopbackRedirect() as loop:
+                start = begin_login(provider, client_id=client_id, scopes=scopes, redirect_uri=loop.redirect_uri)
+                stderr.print(f"{provider.display_name} will ask you to allow these scopes:")
+                for scope in scopes:
+                    stderr.print(f"  {scope}")
+                stderr.print(f"open this URL to sign in:\n{start.url}", soft_wrap=True)
+                if no_browser:
+                    stderr.print("after consenting, paste the address the browser was sent to (it may show an error):")
+                    with anyio.fail_after(timeout_s):
+                        pasted = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+                    code = code_from_redirect(start, pasted[:MAX_TOKEN_BYTES])
+                else:
+                    import webbrowser
+
+                    opened = await anyio.to_thread.run_sync(webbrowser.open, start.url)
+                    stderr.print(f"waiting for the redirect on {loop.redirect_uri}"
+                                 + ("" if opened else " (no browser could be opened: open the URL yourself)"))
+                    code = await loop.wait(lambda url: code_from_redirect(start, url), timeout_s)
+            record = await exchange_code(provider, start, code, client_id=client_id, client_secret=client_secret,
+                                         store=store, home=pincer_home(),
+                                         allow_private_network=config.allow_private_network)
+        finally:
+            store.close()
+        return {"ok": True, "login": name, "secret": provider.access_secret, "scopes": list(record.scopes),
+                "expires_at": _iso(record.expires_at), "refreshable": record.has_refresh}
+
+    result = run(body, as_json=as_json)
+    if as_json:
+        emit_json(result)
+        return
+    stderr.print(f"signed in to {name}: {result['secret']} stored (expires {result['expires_at'] or 'never'}"
+                 f"{', refreshable' if result['refreshable'] else ''})")
+
+
+def _iso(when: float | None) -> str | None:
+    import datetime as dt
+
+    if when is None:
+        return None
+    return dt.datetime.fromtimestamp(when, tz=dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _oauth_status(settings: Any, store: Any) -> list[dict[str, Any]]:
+    import time
+
+    from pincer.builtins.oauth import load_record, provider_for
+
+    stored = {info.name: info for info in store.names()}
+    rows = []
+    for name in OAUTH_LOGINS:
+        provider = provider_for(name, settings)
+        info = stored.get(provider.access_secret)
+        record = load_record(pincer_home(), name)
+        expires = record.expires_at if record is not None else None
+        rows.append({
+            "tool": name,
+            "login": "oauth",
+            "secret": provider.access_secret,
+            "stored": info is not None,
+            "updated_at": info.updated_at if info is not None else None,
+            "expires_at": _iso(expires),
+            "expired": expires is not None and expires <= time.time(),
+            "refreshable": provider.refresh_secret in stored,
+            "scopes": list(record.scopes) if record is not None else [],
+            "env_var": None,
+            "env_var_set": False,
+            "base_url": None,
+        })
+    return rows
+
+
+def _oauth_revoke(name: str, *, as_json: bool) -> None:
+    async def body() -> dict[str, Any]:
+        from pincer.builtins.oauth import provider_for, revoke_login
+
+        config, settings = _settings()
+        provider = provider_for(name, settings)
+        store = _open_store()
+        try:
+            outcome = await revoke_login(provider, store=store, home=pincer_home(),
+                                         allow_private_network=config.allow_private_network)
+        finally:
+            store.close()
+        return {"ok": True, "tool": name, "secret": provider.access_secret, "removed": outcome["forgot_locally"],
+                "revoked_at_server": outcome["revoked_at_server"], "server_error": outcome["server_error"],
+                "revoke_at": provider.console_url}
+
+    result = run(body, as_json=as_json)
+    if as_json:
+        emit_json(result)
+        return
+    server = {True: "revoked at the provider", False: f"the provider answered {result['server_error']}",
+              None: "nothing to revoke at the provider"}[result["revoked_at_server"]]
+    what = "forgot" if result["removed"] else "had no"
+    stderr.print(f"{server}; {what} {result['secret']} for {name}")

@@ -39,6 +39,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ApprovalPending        428  asked, not answered yet; call again after the answer
     │   ├── BudgetExceeded         429  a rate limit or invocation budget is spent
     │   ├── SignatureInvalid       401  a webhook delivery whose token, signature or timestamp does not hold
+    │   ├── OAuthCallbackRefused   403  an OAuth redirect whose state does not match the one sent (forged) or
+    │   │                               that carries the provider's error instead of a code
     │   ├── TooManyFailures        429  an address that failed webhook authentication too often
     │   └── EgressDenied           403  a host, address or redirect outside the allowlist
     ├── InputRequired              409  the tool needs answers from an MCP client first
@@ -55,7 +57,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     ├── SecretError                500  secret store: missing key, bad ciphertext, unknown name
     ├── ToolError                  502  the tool itself failed
     │   ├── ToolTimeout            504
-    │   └── ApiRateLimited         429  an external API (GitHub, Brave) rate-limits the tool; says when it resets
+    │   ├── ApiRateLimited         429  an external API (GitHub, Brave) rate-limits the tool; says when it resets
+    │   └── ReauthRequired         401  an OAuth login is gone (invalid_grant, revoked): names the command to reconnect
     ├── ProviderError              502  the model provider (an LLM API) failed
     │   ├── ProviderAuthFailed     502  it refused the API key
     │   ├── ModelNotFound          502  it does not know the model
@@ -100,6 +103,8 @@ __all__ = [
     "ToolError",
     "ToolTimeout",
     "ApiRateLimited",
+    "ReauthRequired",
+    "OAuthCallbackRefused",
     "RuntimeUnavailable",
     "StoreError",
     "AuditChainBroken",
@@ -419,6 +424,22 @@ class ApiRateLimited(ToolError):
 
     code = "api_rate_limited"
     http_status = 429
+
+
+class ReauthRequired(ToolError):
+    """An OAuth provider refused the stored login (``invalid_grant``, a revoked or expired
+    refresh token, no login at all): the person must reconnect; never retried in a loop."""
+
+    code = "reauth_required"
+    http_status = 401
+
+
+class OAuthCallbackRefused(PolicyError):
+    """An OAuth redirect refused: its ``state`` is not the one this flow sent (a forged or
+    replayed redirect), or it carries the provider's ``error`` instead of a code."""
+
+    code = "oauth_callback_refused"
+    http_status = 403
 
 
 class ProviderError(PincerError):

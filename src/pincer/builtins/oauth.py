@@ -1,0 +1,527 @@
+"""OAuth 2.0 logins for the built-ins: authorization code with PKCE (RFC 6749, RFC 7636) on a
+loopback redirect (RFC 8252), refresh, and revocation (RFC 7009), for Google and Slack's OAuth v2.
+
+authlib builds and reads the protocol messages (the authorization URL with its S256 challenge,
+the redirect's ``state`` check, the token request bodies); every request to a provider goes
+through pincer's egress client, to exactly the endpoint the provider table or
+``[builtins.NAME] authorization_url / token_url / revocation_url`` names, like every other
+request a built-in makes.
+
+What is stored: the access token in the secret the tools inject (``google_oauth_token``,
+``slack_bot_token``), the refresh token in its own secret, the client id and secret in theirs;
+``HOME/oauth/NAME.json`` keeps what is not secret (expiry, scopes, when), so ``pincer auth
+status`` can show the expiry without reading a value. A refresh that the provider answers with
+``invalid_grant`` (Google revokes the refresh tokens of apps in "testing" status after 7 days)
+is :class:`ReauthRequired` naming ``pincer auth setup NAME``: never retried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import anyio
+
+from pincer.core.errors import OAuthCallbackRefused, ReauthRequired, ToolError, UsageError
+
+__all__ = [
+    "PROVIDERS",
+    "OAuthProvider",
+    "LoginStart",
+    "TokenRecord",
+    "TokenKeeper",
+    "provider_for",
+    "begin_login",
+    "code_from_redirect",
+    "exchange_code",
+    "refresh_tokens",
+    "revoke_login",
+    "load_record",
+    "forget_login",
+    "OAUTH_HTTP_TIMEOUT_S",
+    "REFRESH_LEEWAY_S",
+]
+
+logger = logging.getLogger(__name__)
+
+OAUTH_HTTP_TIMEOUT_S = 30.0  # one token, refresh or revocation request
+REFRESH_LEEWAY_S = 60.0  # an access token this close to its expiry is refreshed before use
+MAX_TOKEN_ANSWER_BYTES = 65_536
+_RECORD_DIR = "oauth"
+
+
+class SecretWriter(Protocol):
+    """The secret store's calls this module makes (``SecretStore`` is one)."""
+
+    def find(self, name: str) -> str | None: ...
+
+    def set(self, name: str, value: str) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OAuthProvider:
+    """One provider's login: its endpoints, where its values are stored, how it speaks."""
+
+    name: str
+    display_name: str
+    authorization_url: str
+    token_url: str
+    revocation_url: str | None
+    access_secret: str  # the secret the tools inject
+    refresh_secret: str
+    client_id_secret: str
+    client_secret_secret: str
+    client_id_env: str
+    client_secret_env: str
+    console_url: str
+    scope_separator: str = " "
+    extra_params: Mapping[str, str] = field(default_factory=dict)
+    # Slack answers 200 with {"ok": false, "error": ...}; its revocation is auth.revoke with the
+    # token as a bearer header rather than RFC 7009's form field.
+    slack_style: bool = False
+    configured: frozenset[str] = frozenset()  # which endpoints came from config.toml
+
+    @property
+    def setup_command(self) -> str:
+        return f"pincer auth setup {self.name}"
+
+
+PROVIDERS: dict[str, OAuthProvider] = {
+    "google": OAuthProvider(
+        name="google",
+        display_name="Google",
+        authorization_url="https://accounts.google.com/o/oauth2/v2/auth",
+        token_url="https://oauth2.googleapis.com/token",
+        revocation_url="https://oauth2.googleapis.com/revoke",
+        access_secret="google_oauth_token",
+        refresh_secret="google_oauth_refresh_token",
+        client_id_secret="google_oauth_client_id",
+        client_secret_secret="google_oauth_client_secret",
+        client_id_env="GOOGLE_OAUTH_CLIENT_ID",
+        client_secret_env="GOOGLE_OAUTH_CLIENT_SECRET",
+        console_url="https://console.cloud.google.com/apis/credentials",
+        # offline: a refresh token; consent: Google issues one again on a repeated login.
+        extra_params={"access_type": "offline", "prompt": "consent"},
+    ),
+    "slack": OAuthProvider(
+        name="slack",
+        display_name="Slack",
+        authorization_url="https://slack.com/oauth/v2/authorize",
+        token_url="https://slack.com/api/oauth.v2.access",
+        revocation_url="https://slack.com/api/auth.revoke",
+        access_secret="slack_bot_token",
+        refresh_secret="slack_oauth_refresh_token",
+        client_id_secret="slack_oauth_client_id",
+        client_secret_secret="slack_oauth_client_secret",
+        client_id_env="SLACK_OAUTH_CLIENT_ID",
+        client_secret_env="SLACK_OAUTH_CLIENT_SECRET",
+        console_url="https://api.slack.com/apps",
+        scope_separator=",",
+        slack_style=True,
+    ),
+}
+
+# The bot scopes the slack tool's actions need (post, reply, channels, history, reactions, upload).
+SLACK_SCOPES = (
+    "chat:write", "channels:read", "groups:read", "channels:history", "groups:history",
+    "reactions:read", "reactions:write", "files:write",
+)
+
+
+def provider_for(name: str, settings: Mapping[str, Any]) -> OAuthProvider:
+    """The provider ``name`` with the endpoints ``[builtins.NAME]`` overrides."""
+    base = PROVIDERS.get(name)
+    if base is None:
+        raise UsageError(
+            f"no OAuth login called {name!r}",
+            hint=f"run `pincer auth setup` with one of: {', '.join(sorted(PROVIDERS))}",
+        )
+    own = settings.get(name)
+    changes: dict[str, Any] = {}
+    for key in ("authorization_url", "token_url", "revocation_url"):
+        value = getattr(own, key, None) if own is not None else None
+        if value:
+            changes[key] = str(value)
+    return replace(base, **changes, configured=frozenset(changes))
+
+
+# ------------------------------------------------------------------------------------- the record
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TokenRecord:
+    """What is known about a stored login without its values (``HOME/oauth/NAME.json``)."""
+
+    provider: str
+    scopes: tuple[str, ...]
+    obtained_at: float
+    expires_at: float | None  # None: the provider gave no expiry (Slack's bot tokens)
+    has_refresh: bool
+
+    def expires_within(self, seconds: float, *, now: float | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at - (now or time.time()) <= seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return {"provider": self.provider, "scopes": list(self.scopes), "obtained_at": self.obtained_at,
+                "expires_at": self.expires_at, "has_refresh": self.has_refresh}
+
+
+def _record_path(home: Path, name: str) -> Path:
+    return Path(home) / _RECORD_DIR / f"{name}.json"
+
+
+def load_record(home: Path, name: str) -> TokenRecord | None:
+    path = _record_path(home, name)
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        return TokenRecord(
+            provider=str(data["provider"]),
+            scopes=tuple(str(s) for s in data.get("scopes") or ()),
+            obtained_at=float(data["obtained_at"]),
+            expires_at=float(data["expires_at"]) if data.get("expires_at") is not None else None,
+            has_refresh=bool(data.get("has_refresh")),
+        )
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        logger.warning("%s is unreadable; the %s login counts as expired", path, name)
+        return TokenRecord(provider=name, scopes=(), obtained_at=0.0, expires_at=0.0, has_refresh=True)
+
+
+def _save_record(home: Path, record: TokenRecord) -> None:
+    from pincer.store.jsonfile import write_bytes_atomic
+
+    path = _record_path(home, record.provider)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, json.dumps(record.to_json(), indent=2).encode("utf-8"))
+
+
+def forget_login(store: SecretWriter, home: Path, provider: OAuthProvider) -> bool:
+    """Delete the stored tokens and the record (the client id and secret stay). True if any was."""
+    had = False
+    for name in (provider.access_secret, provider.refresh_secret):
+        if store.find(name) is not None:
+            store.delete(name)
+            had = True
+    path = _record_path(home, provider.name)
+    if path.exists():
+        path.unlink()
+        had = True
+    return had
+
+
+# ------------------------------------------------------------------------------------- the flow
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoginStart:
+    """One login in progress: the URL to open and what the redirect must match."""
+
+    provider: str
+    url: str = field(repr=False)
+    state: str = field(repr=False)
+    code_verifier: str = field(repr=False)
+    redirect_uri: str
+    scopes: tuple[str, ...]
+
+
+def begin_login(provider: OAuthProvider, *, client_id: str, scopes: Sequence[str], redirect_uri: str) -> LoginStart:
+    """The authorization URL with a fresh ``state`` and an S256 PKCE challenge (authlib's)."""
+    from authlib.common.security import generate_token
+    from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
+    from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
+    state = generate_token(32)
+    verifier = generate_token(64)  # RFC 7636: 43-128 characters of [A-Za-z0-9-._~]
+    url = prepare_grant_uri(
+        provider.authorization_url,
+        client_id=client_id,
+        response_type="code",
+        redirect_uri=redirect_uri,
+        scope=provider.scope_separator.join(scopes),
+        state=state,
+        code_challenge=create_s256_code_challenge(verifier),
+        code_challenge_method="S256",
+        **dict(provider.extra_params),
+    )
+    return LoginStart(provider=provider.name, url=url, state=state, code_verifier=verifier,
+                      redirect_uri=redirect_uri, scopes=tuple(scopes))
+
+
+def code_from_redirect(start: LoginStart, url: str) -> str:
+    """The authorization code of a redirect URL; OAuthCallbackRefused when its ``state`` is not
+    this login's (a forged or stale redirect), or when it carries the provider's error."""
+    from authlib.oauth2.rfc6749.errors import MismatchingStateException, MissingCodeException
+    from authlib.oauth2.rfc6749.parameters import parse_authorization_code_response
+
+    text = url.strip()
+    if not text.startswith(("http://", "https://")) or urlsplit(text).query == "":
+        raise OAuthCallbackRefused(
+            "the pasted text is not the redirect URL (it must start with http:// and carry ?code=...&state=...)",
+            hint=f"copy the whole address from the browser's address bar after consenting, then run "
+            f"`pincer auth setup {start.provider} --no-browser` again if it timed out",
+        )
+    from urllib.parse import parse_qs
+
+    query = parse_qs(urlsplit(text).query)
+    try:
+        if "error" in query and query.get("state", [None])[0] == start.state:
+            raise OAuthCallbackRefused(
+                f"{start.provider} answered the login with {query['error'][0]!r} instead of a code",
+                hint=f"consent to the scopes shown, then run `pincer auth setup {start.provider}` again",
+            )
+        result = parse_authorization_code_response(text, state=start.state)
+    except MismatchingStateException:
+        raise OAuthCallbackRefused(
+            "the redirect's state does not match this login's (a forged or stale redirect): refused",
+            hint=f"start over with `pincer auth setup {start.provider}` and use only the redirect it leads to",
+        ) from None
+    except MissingCodeException:
+        raise OAuthCallbackRefused(
+            "the redirect carries no authorization code",
+            hint=f"consent in the browser, then run `pincer auth setup {start.provider}` again",
+        ) from None
+    return str(result["code"])
+
+
+async def _post_form(
+    provider: OAuthProvider,
+    endpoint: str,
+    url: str,
+    body: str,
+    *,
+    bearer: str | None = None,
+    allow_private_network: bool = False,
+) -> tuple[int, Any]:
+    """POST a form to one of the provider's endpoints through the egress client."""
+    from pincer.safety import egress
+    from pincer.safety.egress_policy import EgressPolicy, EgressRule
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname or ""
+    pattern = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    trusted = frozenset({(parts.scheme, host.lower(), port)}) if endpoint in provider.configured else frozenset()
+    policy = EgressPolicy(
+        rules=(EgressRule(host=pattern, path_prefix=parts.path or "/", methods=frozenset({"POST"})),),
+        allow_private_network=allow_private_network,
+        trusted_origins=trusted,
+        max_response_bytes=MAX_TOKEN_ANSWER_BYTES,
+        timeout_s=OAUTH_HTTP_TIMEOUT_S,
+    )
+    headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
+    if bearer is not None:
+        headers.append(("Authorization", f"Bearer {bearer}"))
+    request = egress.HttpRequest(method="POST", url=url, headers=tuple(headers), body=body.encode("utf-8"))
+    response = await egress.send(request, policy=policy)
+    try:
+        data = json.loads(response.body.decode("utf-8")) if response.body else None
+    except (UnicodeDecodeError, ValueError):
+        data = None
+    return response.status, data
+
+
+def _provider_error(status: int, data: Any, provider: OAuthProvider) -> str | None:
+    """The OAuth error code of an answer, or None when it is a success."""
+    if isinstance(data, Mapping):
+        if provider.slack_style and data.get("ok") is False:
+            return str(data.get("error") or "unknown_error")
+        if isinstance(data.get("error"), str):
+            return str(data["error"])
+    if status != 200:
+        return f"http_{status}"
+    return None
+
+
+# Answers that mean the login itself is gone: the person must reconnect.
+_REAUTH_ERRORS = frozenset({"invalid_grant", "invalid_refresh_token", "token_revoked", "token_expired",
+                            "unauthorized_client", "invalid_client", "account_inactive"})
+
+
+def _store_tokens(store: SecretWriter, home: Path, provider: OAuthProvider, data: Mapping[str, Any],
+                  *, scopes: Sequence[str], keep_refresh: bool) -> TokenRecord:
+    access = data.get("access_token")
+    if not isinstance(access, str) or not access:
+        raise ToolError(f"{provider.display_name}'s token answer has no access_token",
+                        hint=f"check [builtins.{provider.name}] token_url in config.toml, then run "
+                        f"`{provider.setup_command}` again")
+    store.set(provider.access_secret, access)
+    refresh = data.get("refresh_token")
+    if isinstance(refresh, str) and refresh:
+        store.set(provider.refresh_secret, refresh)
+    elif not keep_refresh and store.find(provider.refresh_secret) is not None:
+        store.delete(provider.refresh_secret)
+    now = time.time()
+    expires_in = data.get("expires_in")
+    granted = data.get("scope")
+    record = TokenRecord(
+        provider=provider.name,
+        scopes=tuple(str(granted).replace(",", " ").split()) if isinstance(granted, str) and granted else tuple(scopes),
+        obtained_at=now,
+        expires_at=now + float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else None,
+        has_refresh=store.find(provider.refresh_secret) is not None,
+    )
+    _save_record(home, record)
+    return record
+
+
+async def exchange_code(
+    provider: OAuthProvider,
+    start: LoginStart,
+    code: str,
+    *,
+    client_id: str,
+    client_secret: str | None,
+    store: SecretWriter,
+    home: Path,
+    allow_private_network: bool = False,
+) -> TokenRecord:
+    """Trade the code (with the PKCE verifier) for tokens and store them."""
+    from authlib.oauth2.rfc6749.parameters import prepare_token_request
+
+    body = prepare_token_request(
+        "authorization_code",
+        code=code,
+        redirect_uri=start.redirect_uri,
+        client_id=client_id,
+        client_secret=client_secret,
+        code_verifier=start.code_verifier,
+    )
+    status, data = await _post_form(provider, "token_url", provider.token_url, body,
+                                    allow_private_network=allow_private_network)
+    error = _provider_error(status, data, provider)
+    if error is not None:
+        raise ToolError(
+            f"{provider.display_name} refused the authorization code: {error}",
+            hint=f"run `{provider.setup_command}` again (a code is good for one exchange, within minutes)",
+        )
+    return _store_tokens(store, home, provider, data, scopes=start.scopes, keep_refresh=False)
+
+
+def _client(store: SecretWriter, provider: OAuthProvider) -> tuple[str, str | None]:
+    client_id = store.find(provider.client_id_secret)
+    if not client_id:
+        raise ReauthRequired(
+            f"{provider.display_name}: no OAuth client id is stored ({provider.client_id_secret})",
+            hint=f"run `{provider.setup_command}`",
+        )
+    return client_id, store.find(provider.client_secret_secret)
+
+
+async def refresh_tokens(
+    provider: OAuthProvider, *, store: SecretWriter, home: Path, allow_private_network: bool = False
+) -> TokenRecord:
+    """One refresh; ReauthRequired when there is no refresh token or the provider refuses it."""
+    from authlib.oauth2.rfc6749.parameters import prepare_token_request
+
+    refresh = store.find(provider.refresh_secret)
+    if not refresh:
+        raise ReauthRequired(
+            f"{provider.display_name}: the login has expired and holds no refresh token",
+            hint=f"reconnect with `{provider.setup_command}`",
+        )
+    client_id, client_secret = _client(store, provider)
+    body = prepare_token_request(
+        "refresh_token", refresh_token=refresh, client_id=client_id, client_secret=client_secret
+    )
+    status, data = await _post_form(provider, "token_url", provider.token_url, body,
+                                    allow_private_network=allow_private_network)
+    error = _provider_error(status, data, provider)
+    if error is not None:
+        if error in _REAUTH_ERRORS or status in (400, 401):
+            raise ReauthRequired(
+                f"{provider.display_name} refused the stored login ({error}): it was revoked or expired"
+                + (" (Google revokes the refresh tokens of apps in testing status after 7 days)"
+                   if provider.name == "google" else ""),
+                hint=f"reconnect with `{provider.setup_command}`",
+            )
+        raise ToolError(
+            f"{provider.display_name}: refreshing the login failed ({error})",
+            hint="retry later; if it persists, check [builtins."
+            f"{provider.name}] token_url in config.toml or run `{provider.setup_command}`",
+        )
+    previous = load_record(home, provider.name)
+    scopes = previous.scopes if previous is not None else ()
+    return _store_tokens(store, home, provider, data, scopes=scopes, keep_refresh=True)
+
+
+async def revoke_login(
+    provider: OAuthProvider, *, store: SecretWriter, home: Path, allow_private_network: bool = False
+) -> dict[str, Any]:
+    """Revoke at the provider (the refresh token, which ends the whole grant, else the access
+    token), then forget locally whatever the provider answered; the result says both."""
+    token = store.find(provider.refresh_secret) or store.find(provider.access_secret)
+    revoked: bool | None = None
+    answer: str | None = None
+    if token and provider.revocation_url:
+        from urllib.parse import urlencode
+
+        if provider.slack_style:
+            status, data = await _post_form(provider, "revocation_url", provider.revocation_url, "",
+                                            bearer=store.find(provider.access_secret) or token,
+                                            allow_private_network=allow_private_network)
+        else:
+            status, data = await _post_form(provider, "revocation_url", provider.revocation_url,
+                                            urlencode({"token": token}),
+                                            allow_private_network=allow_private_network)
+        error = _provider_error(status, data, provider)
+        revoked = error is None
+        answer = error
+    forgot = forget_login(store, home, provider)
+    return {"revoked_at_server": revoked, "server_error": answer, "forgot_locally": forgot}
+
+
+# ------------------------------------------------------------------------------ for the tools
+
+
+class TokenKeeper:
+    """Keeps the logins fresh for the tools that inject them: refreshed before expiry
+    (:data:`REFRESH_LEEWAY_S`) and once after a 401; concurrent calls share one refresh."""
+
+    def __init__(self, *, store: SecretWriter, home: Path, settings: Mapping[str, Any],
+                 allow_private_network: bool = False) -> None:
+        self._store = store
+        self._home = Path(home)
+        self._settings = settings
+        self._allow_private = allow_private_network
+        self._locks: dict[str, anyio.Lock] = {}
+
+    def _lock(self, name: str) -> anyio.Lock:
+        return self._locks.setdefault(name, anyio.Lock())
+
+    def stamp(self, name: str) -> float | None:
+        """When the stored access token was obtained (compare before and after a 401)."""
+        record = load_record(self._home, name)
+        return record.obtained_at if record is not None else None
+
+    async def ensure_fresh(self, name: str) -> None:
+        """Refresh the login when its access token expires within the leeway."""
+        record = load_record(self._home, name)
+        if record is None or not record.expires_within(REFRESH_LEEWAY_S):
+            return
+        async with self._lock(name):
+            record = load_record(self._home, name)
+            if record is not None and record.expires_within(REFRESH_LEEWAY_S):
+                await self._refresh(name)
+
+    async def after_unauthorized(self, name: str, stamp: float | None) -> None:
+        """The provider answered 401 to a token obtained at ``stamp``: refresh once, unless
+        another call refreshed it meanwhile. ReauthRequired when the refresh is refused."""
+        async with self._lock(name):
+            if self.stamp(name) != stamp:
+                return
+            await self._refresh(name)
+
+    async def _refresh(self, name: str) -> None:
+        provider = provider_for(name, self._settings)
+        logger.info("%s: refreshing the OAuth login", name)
+        await refresh_tokens(provider, store=self._store, home=self._home,
+                             allow_private_network=self._allow_private)
