@@ -469,9 +469,14 @@ async def revoke_login(
                                             bearer=store.find(provider.access_secret) or token,
                                             allow_private_network=allow_private_network)
         else:
+            # RFC 7009: a confidential client authenticates (client_secret_post); Google's
+            # endpoint needs only the token and ignores the rest.
+            form = {"token": token, "client_id": store.find(provider.client_id_secret) or ""}
+            secret = store.find(provider.client_secret_secret)
+            if secret:
+                form["client_secret"] = secret
             status, data = await _post_form(provider, "revocation_url", provider.revocation_url,
-                                            urlencode({"token": token}),
-                                            allow_private_network=allow_private_network)
+                                            urlencode(form), allow_private_network=allow_private_network)
         error = _provider_error(status, data, provider)
         revoked = error is None
         answer = error
