@@ -179,7 +179,13 @@ class ApiClient:
         from pincer.safety import egress
 
         url = self.base.url(path)
-        pairs = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        # A list value repeats the parameter (Google's repeated parameters: ?labelIds=A&labelIds=B).
+        pairs = [
+            (k, _query_value(item))
+            for k, v in (query or {}).items()
+            if v is not None
+            for item in (v if isinstance(v, list | tuple) else (v,))
+        ]
         if pairs:
             url += "?" + urlencode(pairs, quote_via=quote, safe="")
         out = {**self._headers, **(headers or {})}

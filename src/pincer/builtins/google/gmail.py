@@ -24,6 +24,7 @@ _ME = "/gmail/v1/users/me"
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 25  # each found message is one more request (its headers)
 MAX_HEADER_CHARS = 2_000
+_LISTED = ("From", "To", "Subject", "Date")
 _S = {"type": "string"}
 _EMAILS = {"type": "array", "items": _S, "maxItems": 100, "description": "Email addresses"}
 
@@ -105,13 +106,13 @@ async def search_messages(api: GoogleApi, a: Mapping[str, Any]) -> Any:
     query = {"q": a.get("query"), "maxResults": min(int(a.get("limit") or DEFAULT_LIMIT), MAX_LIMIT),
              "pageToken": a.get("page_token")}
     if a.get("label_ids"):
-        query["labelIds"] = ",".join(a["label_ids"])
+        query["labelIds"] = list(a["label_ids"])
     data = await api.call("GET", f"{_ME}/messages", query=query) or {}
     found = []
     for item in data.get("messages") or ():
         mid = segment(item.get("id"), "message_id")
         meta = await api.call("GET", f"{_ME}/messages/{mid}",
-                              query={"format": "metadata", "metadataHeaders": "From"}) or {}
+                              query={"format": "metadata", "metadataHeaders": list(_LISTED)}) or {}
         found.append({"id": meta.get("id"), "thread_id": meta.get("threadId"), "snippet": meta.get("snippet"),
                       "label_ids": meta.get("labelIds"), "headers": _headers(meta.get("payload") or {})})
     return trim({"messages": found, "count": len(found), "next_page_token": data.get("nextPageToken"),
