@@ -156,6 +156,31 @@ def bundled_key(key: str) -> str | None:
     return name if kind == "tools" and name in BUILTIN_NAMES else None
 
 
+def bundled_bundles() -> dict[str, dict[str, Any]]:
+    """The bundles shipped with pincer, from ``manifests/_bundles.json`` in IronClaw's registry
+    format (``{"bundles": {NAME: {"extensions": ["tools/gmail", ...], "shared_auth", ...}}}``)."""
+    import json
+    from importlib import resources
+
+    text = resources.files("pincer.builtins").joinpath("manifests/_bundles.json").read_text("utf-8")
+    data = json.loads(text).get("bundles") or {}
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
+
+
+def bundle_members(key: str) -> list[str] | None:
+    """The built-ins a bundle key names (``bundles/google``, or an alias such as ``bundles/gws``),
+    each one bundled with pincer; None when ``key`` is not a bundle shipped here."""
+    kind, _, name = key.partition("/")
+    if kind != "bundles":
+        return None
+    for bundle_name, bundle in bundled_bundles().items():
+        aliases = [str(a).lower() for a in bundle.get("aliases") or ()]
+        if name == bundle_name or name.lower() in aliases:
+            members = [bundled_key(str(e)) for e in bundle.get("extensions") or ()]
+            return [m for m in members if m is not None]
+    return None
+
+
 def enable(home: Any, name: str) -> str:
     """Turn ``[builtins.NAME] enabled = true`` on in ``home/config.toml`` (offline: the tool ships
     with pincer). Returns ``installed`` or ``unchanged``. The rest of the file is kept as written;

@@ -270,13 +270,16 @@ def _install_bundled(key: str, as_json: bool, *, explicit: bool) -> None:
     offline; exits. Taken with ``--source bundled``, or without ``--source`` when no [hub] source
     is configured (one that is may offer its own ``tools/github``, e.g. IronClaw's WASM build).
     Anything else returns and goes to the hub."""
-    from pincer.builtins.catalog import bundled_key
+    from pincer.builtins.catalog import bundle_members, bundled_key
     from pincer.config import load_config
 
+    members = bundle_members(key.split("@", 1)[0])
+    if members is not None:
+        _install_bundled_set(key.split("@", 1)[0], members, as_json, explicit=explicit)
     name = bundled_key(key.split("@", 1)[0])
     if name is None:
         if explicit:
-            fail(UsageError(f"{key} is not a bundled tool", hint="bundled: tools/github, tools/web_fetch, tools/web_search, tools/llm_context"), as_json=as_json)
+            fail(UsageError(f"{key} is not a bundled tool", hint="bundled: tools/github, tools/web_fetch, tools/web_search, tools/llm_context, bundles/google"), as_json=as_json)
         return
     if not explicit and _guard(as_json, lambda: load_config(pincer_home())).hub.sources:
         return
@@ -289,6 +292,25 @@ def _install_bundled(key: str, as_json: bool, *, explicit: bool) -> None:
                                             "fingerprint": "", "action": action}]})
     else:
         stderr.print(_e(f"{action} tools/{name}@{pincer.__version__} (bundled with pincer: [builtins.{name}] enabled = true)"))
+    raise typer.Exit(EXIT_OK)
+
+
+def _install_bundled_set(key: str, members: list[str], as_json: bool, *, explicit: bool) -> None:
+    """A bundle of built-ins (``bundles/google``): each member enabled as ``tools/NAME`` is; exits."""
+    from pincer.config import load_config
+
+    if not explicit and _guard(as_json, lambda: load_config(pincer_home())).hub.sources:
+        return
+    import pincer
+    from pincer.builtins.catalog import enable
+
+    results = [{"key": f"tools/{name}", "version": pincer.__version__, "source": "bundled", "fingerprint": "",
+                "action": _guard(as_json, lambda name=name: enable(pincer_home(), name))} for name in members]
+    if as_json:
+        emit_json({"ok": True, "bundle": key, "results": results})
+    else:
+        for row in results:
+            stderr.print(_e(f"{row['action']} {row['key']}@{pincer.__version__} (bundled with pincer, {key})"))
     raise typer.Exit(EXIT_OK)
 
 
