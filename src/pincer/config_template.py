@@ -253,7 +253,10 @@ KEYS: dict[str, KeyHelp] = {
         help="the secret store entry with your publisher token for that hub (publishing only)", example='"hub_token"'
     ),
     "hub.sources.format": KeyHelp(help="what a path holds; auto tells IronClaw folders from server.json documents"),
-    "builtins.*.enabled": KeyHelp(help="register this built-in (github, web_fetch, web_search, llm_context)"),
+    "builtins.*.enabled": KeyHelp(
+        help="register this built-in (github, web_fetch, web_search, llm_context, gmail, google_calendar, "
+        "google_docs, google_drive, google_sheets, google_slides)"
+    ),
     "builtins.*.base_url": KeyHelp(
         help="the API it calls (GitHub Enterprise, a local server); permission for exactly that scheme, host and port",
         example='"https://ghe.example/api/v3"',
@@ -261,6 +264,18 @@ KEYS: dict[str, KeyHelp] = {
     "builtins.*.actions": KeyHelp(help="offer only these actions (unset: all)", example='["get_repo", "list_issues"]'),
     "builtins.*.toolsets": KeyHelp(help="offer only the actions of these families (github: repos, issues, pull_requests, search, actions, webhooks)", example='["issues"]'),
     "builtins.*.read_only": KeyHelp(help="drop every write action, whatever actions and toolsets say"),
+    "builtins.*.authorization_url": KeyHelp(
+        help="[builtins.google] and [builtins.slack]: the OAuth login's consent page (pincer auth setup NAME)",
+        example='"https://accounts.google.com/o/oauth2/v2/auth"',
+    ),
+    "builtins.*.token_url": KeyHelp(
+        help="[builtins.google] and [builtins.slack]: where codes and refresh tokens are exchanged",
+        example='"https://oauth2.googleapis.com/token"',
+    ),
+    "builtins.*.revocation_url": KeyHelp(
+        help="[builtins.google] and [builtins.slack]: where pincer auth revoke NAME revokes the login",
+        example='"https://oauth2.googleapis.com/revoke"',
+    ),
 }
 
 SECTIONS: dict[str, str] = {
@@ -288,7 +303,8 @@ SECTIONS: dict[str, str] = {
     "triggers": "Triggers: commands, schedules and webhooks that start skill runs (README: Triggers).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
-    "builtins": "The bundled tools (github, web_fetch, web_search, llm_context; brave: their shared API); docs/builtins.md.",
+    "builtins": "The bundled tools (github, web_fetch, web_search, llm_context, the six Google tools; brave, google, "
+    "slack: an API or login they share); docs/builtins.md.",
 }
 
 # Names shown for the "*" of a map, in examples.

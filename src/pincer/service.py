@@ -139,7 +139,6 @@ class Pincer:
                 await pincer.add_runtime(builtin_runtime(skill_roots=_skill_root_guard(config)))
                 if config.builtins:  # [builtins.NAME]: github, web_fetch, web_search, llm_context
                     from pincer.builtins.catalog import bundled_runtime
-
                     from pincer.builtins.oauth import TokenKeeper
 
                     tokens = TokenKeeper(store=pincer.secrets, home=home, settings=config.builtins,

@@ -232,7 +232,7 @@ def _authorization_server(state: FakeGoogle) -> AuthorizationServer:
             return None
 
     class CodeGrant(AuthorizationCodeGrant):
-        TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_post"]
+        TOKEN_ENDPOINT_AUTH_METHODS = ("client_secret_post",)
 
         def save_authorization_code(self, code: str, request: Any) -> None:
             data = request.payload.data
@@ -250,7 +250,7 @@ def _authorization_server(state: FakeGoogle) -> AuthorizationServer:
             return USER
 
     class RefreshGrant(RefreshTokenGrant):
-        TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_post"]
+        TOKEN_ENDPOINT_AUTH_METHODS = ("client_secret_post",)
         INCLUDE_NEW_REFRESH_TOKEN = False  # Google keeps the refresh token
 
         def authenticate_refresh_token(self, refresh_token: str) -> Any:
@@ -264,7 +264,7 @@ def _authorization_server(state: FakeGoogle) -> AuthorizationServer:
             return None
 
     class Revocation(RevocationEndpoint):
-        CLIENT_AUTH_METHODS = ["client_secret_post"]
+        CLIENT_AUTH_METHODS = ("client_secret_post",)
 
         def query_token(self, token_string: str, token_type_hint: str | None) -> Any:
             return state.tokens.get(token_string)
@@ -379,7 +379,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _oauth(self, route: str, query: dict[str, str], form: dict[str, str], slack: bool) -> None:
         state = self.state
-        headers = {k: v for k, v in self.headers.items()}
+        headers = dict(self.headers.items())
         request = _Request(self.command, route, query, form, headers)
         if route == "/authorize":
             state.consents.append(dict(query))
@@ -415,7 +415,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.command, self.path, body, self.headers.get("Content-Type", ""))
         with state.lock:
             state.requests.append(Seen(method=self.command, path=self.path, method_id=method_id,
-                                       headers={k: v for k, v in self.headers.items()}, body=body))
+                                       headers=dict(self.headers.items()), body=body))
             token = state.tokens.get(auth.removeprefix("Bearer ")) if auth.startswith("Bearer ") else None
             live = token is not None and not token.is_refresh and not token.is_expired() and not token.is_revoked()
         if not live:
@@ -451,10 +451,9 @@ class _Handler(BaseHTTPRequestHandler):
 def _slack_shape(status: int, payload: Any) -> dict[str, Any]:
     if status != 200:
         return {"ok": False, "error": (payload or {}).get("error", "invalid_code")}
-    out = {"ok": True, "access_token": payload["access_token"], "token_type": "bot",
+    return {"ok": True, "access_token": payload["access_token"], "token_type": "bot",
            "scope": payload.get("scope", "").replace(" ", ","), "bot_user_id": "U0BOT", "app_id": "A0APP",
            "team": {"id": "T0TEAM", "name": "Team"}}
-    return out
 
 
 class _QuietServer(ThreadingHTTPServer):

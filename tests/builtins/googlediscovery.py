@@ -90,7 +90,7 @@ def routes() -> list[Route]:
     return found
 
 
-def find_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None | str:
+def find_route(method: str, path: str) -> tuple[Route, dict[str, str]] | str | None:
     """The route and its path parameters; a string naming the problem when only the method is wrong."""
     matched_path = False
     for route in routes():

@@ -17,8 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pincer.builtins.google import GOOGLE_TOOLS, login_scopes
-from pincer.builtins.google import calendar, docs, drive, gmail, sheets, slides
+from pincer.builtins.google import GOOGLE_TOOLS, calendar, docs, drive, gmail, login_scopes, sheets, slides
 from pincer.builtins.oauth import begin_login, code_from_redirect, exchange_code, provider_for, revoke_login
 from pincer.config import parse_config
 from pincer.core.values import CallRequest
@@ -229,8 +228,7 @@ async def test_one_login_serves_all_six_and_revoking_asks_again(tmp_path: Path, 
     async with google_pincer(fake, tmp_path) as pincer:
         assert len(fake.token_requests) == 1  # one login
         for tool, action in ONE_READ.items():
-            args = {k: v for k, v in CALLS[tool][action][0].items()}
-            result = await pincer.call(CallRequest(tool=tool, args={"action": action, **args}))
+            result = await pincer.call(CallRequest(tool=tool, args={"action": action, **CALLS[tool][action][0]}))
             assert result.ok, (tool, result.error)
         assert len({r.headers["Authorization"] for r in fake.requests}) == 1
         settings = parse_config(fake.config(*GOOGLE_TOOLS), home=tmp_path).builtins
