@@ -303,3 +303,34 @@ def test_the_scopes_are_the_union_of_the_enabled_tools(tmp_path: Path, fake: Fak
         "https://www.googleapis.com/auth/drive",
         "https://www.googleapis.com/auth/spreadsheets.readonly",
     )
+
+
+async def test_concurrent_calls_share_one_refresh(tmp_path: Path, fake: FakeGoogle) -> None:
+    import anyio
+
+    async with google_pincer(fake, tmp_path) as pincer:
+        fake.expire_access_tokens()
+        results = []
+
+        async def call(tool: str, action: str) -> None:
+            results.append(await pincer.call(CallRequest(tool=tool, args={"action": action, **CALLS[tool][action][0]})))
+
+        async with anyio.create_task_group() as group:
+            for tool, action in ONE_READ.items():
+                group.start_soon(call, tool, action)
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert [t["grant_type"] for t in fake.token_requests] == ["authorization_code", "refresh_token"]
+
+
+async def test_an_answer_echoing_the_tokens_is_redacted(tmp_path: Path, fake: FakeGoogle) -> None:
+    """The stand-in puts the access and refresh tokens in a message snippet: neither reaches the
+    output or the audit (the leak scanner knows every stored value, also after a refresh)."""
+    async with google_pincer(fake, tmp_path) as pincer:
+        token = pincer.secrets.get("google_oauth_token")
+        refresh = pincer.secrets.get("google_oauth_refresh_token")
+        fake.answers["gmail.users.messages.get"] = (200, {**fakegoogle.MESSAGE, "snippet": f"{token} and {refresh}"})
+        result = await pincer.call(CallRequest(tool="gmail", args={"action": "get_message", "message_id": "18c1"}))
+        records = pincer.audit.records()
+    assert result.ok, result.error
+    text = json.dumps(result.output) + json.dumps([dataclasses.asdict(r) for r in records], default=str)
+    assert token not in text and refresh not in text and "REDACTED" in json.dumps(result.output)
