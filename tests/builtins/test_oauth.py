@@ -196,3 +196,19 @@ async def test_slack_refusing_a_code_is_an_error_not_a_token(fake: FakeGoogle, t
         await exchange_code(provider, start, "not-a-code", client_id=CLIENT_ID, client_secret=CLIENT_SECRET,
                             store=store, home=tmp_path)
     assert store.find("slack_bot_token") is None
+
+
+async def test_a_declined_consent_ends_the_wait(fake: FakeGoogle, tmp_path: Path) -> None:
+    provider = _provider(fake, tmp_path)
+    async with LoopbackRedirect() as loop:
+        start = begin_login(provider, client_id=CLIENT_ID, scopes=SCOPES, redirect_uri=loop.redirect_uri)
+
+        async def browser() -> None:
+            async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client:
+                await client.get(f"{loop.redirect_uri}?error=access_denied&state={start.state}")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(browser)
+            with pytest.raises(OAuthCallbackRefused, match="access_denied") as caught:
+                await loop.wait(lambda url: code_from_redirect(start, url), timeout_s=HTTP_TIMEOUT_S)
+    assert caught.value.declined and loop.refused == 0

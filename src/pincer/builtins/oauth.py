@@ -274,10 +274,12 @@ def code_from_redirect(start: LoginStart, url: str) -> str:
     query = parse_qs(urlsplit(text).query)
     try:
         if "error" in query and query.get("state", [None])[0] == start.state:
-            raise OAuthCallbackRefused(
-                f"{start.provider} answered the login with {query['error'][0]!r} instead of a code",
+            declined = OAuthCallbackRefused(
+                f"{start.provider} answered the login with {query['error'][0][:100]!r} instead of a code",
                 hint=f"consent to the scopes shown, then run `pincer auth setup {start.provider}` again",
             )
+            declined.declined = True
+            raise declined
         result = parse_authorization_code_response(text, state=start.state)
     except MismatchingStateException:
         raise OAuthCallbackRefused(

@@ -73,7 +73,7 @@ class LoopbackRedirect:
                     try:
                         value = check(f"http://127.0.0.1:{self.port}{target}")
                     except OAuthCallbackRefused as exc:
-                        if "instead of a code" in exc.message:
+                        if exc.declined:  # the provider's answer to this very login: it ends
                             result["error"] = exc
                             await _answer(stream, 400, _REFUSED)
                             done.set()

@@ -440,6 +440,7 @@ class OAuthCallbackRefused(PolicyError):
 
     code = "oauth_callback_refused"
     http_status = 403
+    declined = False  # True: the provider's own error (the person declined), not a forged redirect
 
 
 class ProviderError(PincerError):
