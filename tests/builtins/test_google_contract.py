@@ -334,3 +334,17 @@ async def test_an_answer_echoing_the_tokens_is_redacted(tmp_path: Path, fake: Fa
     assert result.ok, result.error
     text = json.dumps(result.output) + json.dumps([dataclasses.asdict(r) for r in records], default=str)
     assert token not in text and refresh not in text and "REDACTED" in json.dumps(result.output)
+
+
+@pytest.mark.parametrize("tool", GOOGLE_TOOLS)
+def test_read_only_drops_every_write_of_each_google_tool(tmp_path: Path, fake: FakeGoogle, tool: str) -> None:
+    from pincer.builtins.catalog import bundled_tools
+
+    settings = parse_config(fake.config(extra=f"[builtins.{tool}]\nenabled = true\nread_only = true\n"),
+                            home=tmp_path).builtins
+    (built,) = bundled_tools(settings)
+    offered = set(built.spec.input_schema["properties"]["action"]["enum"])
+    assert offered == {a.name for a in MODULES[tool].ACTIONS if not a.writes}
+    assert "external_write" not in {e.value for e in built.spec.effects}
+    assert built.spec.annotations["readOnlyHint"] is True
+    assert all(h.host == f"127.0.0.1:{fake.server.server_address[1]}" for h in built.spec.capabilities.http.allowlist)
