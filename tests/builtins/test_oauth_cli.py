@@ -171,3 +171,22 @@ def test_install_the_google_bundle(tmp_path: Path) -> None:
     assert set(names) <= tools
     again = json.loads(_pincer(home, "install", "bundles/gws", "--json").stdout)  # IronClaw's alias
     assert {r["action"] for r in again["results"]} == {"unchanged"}
+
+
+def test_slack_setup_stores_the_bot_token_the_slack_tool_reads(tmp_path: Path, fake: FakeGoogle) -> None:
+    home = _home(tmp_path, fake)
+    browser = tmp_path / "browser.py"
+    browser.write_text(BROWSER_SCRIPT)
+    env = _env(home, {"BROWSER": f"{sys.executable} {browser} %s", "SLACK_OAUTH_CLIENT_ID": CLIENT_ID,
+                      "SLACK_OAUTH_CLIENT_SECRET": CLIENT_SECRET})
+    done = _pincer(home, "auth", "setup", "slack", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["secret"] == "slack_bot_token"
+    assert "chat:write,channels:read" in fake.consents[-1]["scope"]
+    stored = _secrets(home)
+    assert stored["slack_bot_token"] in fake.live_access_tokens()
+    assert stored["slack_bot_token"] not in done.stdout + done.stderr
+    status = {r["tool"]: r for r in json.loads(_pincer(home, "auth", "status", "--json").stdout)}
+    assert status["slack"]["stored"] and status["slack"]["expires_at"] is None  # Slack's bot tokens do not expire
+    revoked = json.loads(_pincer(home, "auth", "revoke", "slack", "--json").stdout)
+    assert revoked["revoked_at_server"] is True and "slack_bot_token" not in _secrets(home)
