@@ -436,6 +436,8 @@ class BuiltinSettings(_Model):
     actions: tuple[str, ...] | None = Field(default=None, max_length=256)
     toolsets: tuple[str, ...] | None = Field(default=None, max_length=64)
     read_only: bool = False
+    # composio: each enabled action's effects, as the person declares them (no entry: config error).
+    effects: dict[str, tuple[EffectKind, ...]] | None = Field(default=None, max_length=256)
 
 
 class ConfigFile(_Model):
@@ -599,8 +601,8 @@ def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Con
 
 
 # [builtins.NAME] sections: the bundled tools, and an API several of them call (base_url only).
-BUILTIN_TOOLS = ("github", "web_fetch", "web_search", "llm_context")
-BUILTIN_SHARED = ("brave",)
+BUILTIN_TOOLS = ("github", "web_fetch", "web_search", "llm_context", "slack", "telegram", "portfolio", "composio")
+BUILTIN_SHARED = ("brave", "dune")
 
 
 def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:

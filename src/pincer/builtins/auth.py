@@ -59,6 +59,7 @@ def auth_targets(settings: Mapping[str, Any]) -> dict[str, AuthTarget]:
          brave.DEFAULT_HOST),
         ("llm_context", brave._manifest("llm_context"), base_url("llm_context", "brave"), brave.DEFAULT_BASE_URL,
          brave.DEFAULT_HOST),
+        *_chat_sources(base_url),
     )
     for name, caps, configured, default, host in sources:
         auth = caps.auth
@@ -82,6 +83,18 @@ def auth_targets(settings: Mapping[str, Any]) -> dict[str, AuthTarget]:
             prompt=prompt,
         )
     return found
+
+
+def _chat_sources(base_url: Any) -> tuple[tuple[str, Capabilities, str | None, str, str], ...]:
+    from pincer.builtins import composio, portfolio, slack, telegram
+
+    return (
+        ("slack", slack.manifest(), base_url("slack"), slack.DEFAULT_BASE_URL, slack.DEFAULT_HOST),
+        ("telegram", telegram.manifest(), base_url("telegram"), telegram.DEFAULT_BASE_URL, telegram.DEFAULT_HOST),
+        ("portfolio", portfolio.manifest(), base_url("portfolio", "dune"), portfolio.DEFAULT_BASE_URL,
+         portfolio.DEFAULT_HOST),
+        ("composio", composio.manifest(), base_url("composio"), composio.DEFAULT_BASE_URL, composio.DEFAULT_HOST),
+    )
 
 
 def target(settings: Mapping[str, Any], name: str) -> AuthTarget:
@@ -134,13 +147,24 @@ async def validate_token(item: AuthTarget, value: str, *, allow_private_network:
     )
     client = ApiClient(tool=item.name, base=item.base, host=host, headers=dict(endpoint.headers))
     response = await client.request(endpoint.method, path + (f"?{parts.query}" if parts.query else ""))
-    if response.status != endpoint.success_status:
+    if response.status != endpoint.success_status or _refused_in_body(response.body):
         raise ToolError(
             f"{item.display_name} refused the token: {endpoint.method} {item.base.url(path)} answered "
             f"{response.status} (expected {endpoint.success_status})",
             hint=f"check the token ({item.token_hint or 'as issued'}) and run `pincer auth setup {item.name}` again",
         )
     return item.base.url(path)
+
+
+def _refused_in_body(body: bytes) -> bool:
+    """Slack and Telegram answer a refused token with ``{"ok": false}`` (Slack with HTTP 200)."""
+    import json
+
+    try:
+        data = json.loads(body.decode("utf-8")) if body else None
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, Mapping) and data.get("ok") is False
 
 
 def status(settings: Mapping[str, Any], store: Any, environ: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -55,7 +55,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     ├── SecretError                500  secret store: missing key, bad ciphertext, unknown name
     ├── ToolError                  502  the tool itself failed
     │   ├── ToolTimeout            504
-    │   └── ApiRateLimited         429  an external API (GitHub, Brave) rate-limits the tool; says when it resets
+    │   ├── ApiRateLimited         429  an external API (GitHub, Brave) rate-limits the tool; says when it resets
+    │   └── ApiRefused             502  an external API answered a failure in its own terms (Slack's ok: false)
     ├── ProviderError              502  the model provider (an LLM API) failed
     │   ├── ProviderAuthFailed     502  it refused the API key
     │   ├── ModelNotFound          502  it does not know the model
@@ -100,6 +101,7 @@ __all__ = [
     "ToolError",
     "ToolTimeout",
     "ApiRateLimited",
+    "ApiRefused",
     "RuntimeUnavailable",
     "StoreError",
     "AuditChainBroken",
@@ -419,6 +421,21 @@ class ApiRateLimited(ToolError):
 
     code = "api_rate_limited"
     http_status = 429
+
+
+class ApiRefused(ToolError):
+    """An external API answered that the call failed, in its own terms (Slack's HTTP 200 with
+    ``ok: false``); ``api_code`` is the API's own error code (``channel_not_found``)."""
+
+    code = "api_refused"
+    http_status = 502
+
+    def __init__(self, message: str, *, api_code: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.api_code = api_code
+
+    def to_dict(self) -> dict[str, object]:
+        return {**super().to_dict(), "api_code": self.api_code}
 
 
 class ProviderError(PincerError):
