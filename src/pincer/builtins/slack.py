@@ -50,7 +50,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     "timestamp": {**_TS, "description": "Timestamp of the message to react to"},
     "reply_broadcast": {"type": "boolean", "description": "Also post the reply to the channel"},
     "unfurl_links": {"type": "boolean"},
-    "name": {"type": "string", "pattern": r"^[a-z0-9_+\-']+$", "description": "Emoji name without colons"},
+    "name": {"type": "string", "pattern": r"^:?[a-z0-9_+\-']+:?$", "description": "Emoji name, e.g. thumbsup"},
     "types": {
         "type": "array",
         "items": {"type": "string", "enum": ["public_channel", "private_channel", "mpim", "im"]},
@@ -105,14 +105,14 @@ async def _call(api: ApiClient, method: str, form: Mapping[str, Any]) -> dict[st
 
 
 def _message(m: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: m[k] for k in ("ts", "user", "bot_id", "text", "thread_ts", "reply_count", "subtype") if k in m}
+    out = trim({k: m[k] for k in ("ts", "user", "bot_id", "text", "thread_ts", "reply_count", "subtype") if k in m})
     reactions = m.get("reactions")
     if isinstance(reactions, list):
         out["reactions"] = [{"name": r.get("name"), "count": r.get("count")} for r in reactions if isinstance(r, Mapping)]
     files = m.get("files")
     if isinstance(files, list):
         out["files"] = [{"id": f.get("id"), "name": f.get("name")} for f in files if isinstance(f, Mapping)]
-    return trim(out)
+    return out
 
 
 def _page(data: Mapping[str, Any]) -> str | None:
