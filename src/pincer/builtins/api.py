@@ -211,6 +211,7 @@ class ApiClient:
                 f"{self.tool}: {method} {target.display} failed: {type(exc).__name__}",
                 hint="retry later; if it persists, check the base URL under [builtins] in config.toml",
             ) from None
+        response = _scrubbed(response, injected)
         if 300 <= response.status < 400:
             raise EgressDenied(
                 f"{self.tool}: {method} {target.display} answered {response.status} "
@@ -274,6 +275,18 @@ def _without(exc: PincerError, values: tuple[str, ...], display: str) -> PincerE
     PincerError.__init__(clean, message, hint=hint)
     clean.__dict__.update({k: v for k, v in exc.__dict__.items() if k not in ("message", "hint")})
     return clean
+
+
+def _scrubbed(response: HttpResponse, values: tuple[str, ...]) -> HttpResponse:
+    """The response with every injected value in its body replaced by ``[REDACTED:secret]``: an
+    API that echoes the request (its path, with Telegram's token in it) must not hand the token to
+    the tool's own error texts, which a direct caller (``pincer auth setup``) prints unscanned."""
+    body = response.body
+    for value in values:
+        if value:
+            for form in {value, quote(value, safe=""), quote(value, safe="-_.:~")}:
+                body = body.replace(form.encode("utf-8"), REDACTED.encode("ascii"))
+    return response if body == response.body else dataclasses.replace(response, body=body)
 
 
 def _query_value(value: Any) -> str:
