@@ -194,6 +194,8 @@ async def test_a_refused_connection_names_no_token(caplog: pytest.LogCaptureFixt
 
 
 async def test_a_500_echoing_the_path_names_no_token(caplog: pytest.LogCaptureFixture) -> None:
+    """Before the fix the tool's error quoted the answer, "Internal error at /bot<token>/...":
+    the API echoing the request path handed the token to the exception text."""
     caplog.set_level(logging.DEBUG)
     with faketelegram.serve() as fake:
         fake.mode = "500"

@@ -74,7 +74,13 @@ def _declared(actions: Sequence[str] | None, effects: Mapping[str, Sequence[str]
                 hint=f'add {slug} = ["network", "external_write"] (what it does) to [builtins.composio] effects '
                 "in config.toml",
             )
-        out[slug] = frozenset(EffectKind(e) for e in own) | READ_EFFECTS
+        try:
+            out[slug] = frozenset(EffectKind(e) for e in own) | READ_EFFECTS
+        except ValueError:
+            raise ConfigError(
+                f"[builtins.composio] effects of {slug}: {list(own)} names an unknown effect",
+                hint=f"use effects from: {', '.join(e.value for e in EffectKind)}",
+            ) from None
     stray = sorted(set(declared) - set(actions))
     if stray:
         raise ConfigError(
@@ -137,6 +143,11 @@ def composio_tool(
     )
     if read_only:
         chosen = tuple(a for a in chosen if not a.writes)
+        if not chosen:
+            raise ConfigError(
+                "[builtins.composio] read_only = true leaves no action: every enabled action declares a write",
+                hint="enable a read action in [builtins.composio] actions, or drop read_only in config.toml",
+            )
     base = BaseUrl.parse(base_url or DEFAULT_BASE_URL, configured=base_url is not None, key="[builtins.composio] base_url")
     caps = manifest()
     if base.configured:

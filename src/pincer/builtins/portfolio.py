@@ -107,7 +107,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     },
     "plan": {
         "type": "object",
-        "properties": {"from": _MOVE, "to": _MOVE, "max_slippage_bps": {"type": "integer", "minimum": 0}},
+        "properties": {"from": _MOVE, "to": _MOVE, "max_slippage_bps": {"type": "integer", "minimum": 0, "maximum": 10_000}},
         "required": ["from", "to"],
         "description": "One movement of a proposal (its plan)",
     },
@@ -269,18 +269,19 @@ def build_intent(plan: Mapping[str, Any], config: Mapping[str, Any], *, now: dt.
     same_asset = str(source["symbol"]).upper() == str(target["symbol"]).upper()
     minimum = value * (Decimal(10_000 - slippage) / Decimal(10_000)) if same_asset else None
     deadline = (now or dt.datetime.now(dt.UTC)) + dt.timedelta(seconds=int(config.get("deadline_s", DEFAULT_DEADLINE_S)))
-    sent = f"{source['chain']}:{source.get('token', source['symbol'])}"
-    wanted = f"{target['chain']}:{target.get('token', target['symbol'])}"
+
+    def side(move: Mapping[str, Any]) -> dict[str, Any]:
+        return {"chain": move["chain"], "token": move.get("token"), "symbol": move["symbol"]}
+
     return {
         "signed": False,
         "intent": {
-            "intent": "token_diff",
+            "intent": target.get("action") or "move",
             "signer_id": None,  # filled in by the wallet that signs it, never by pincer
             "owner": source.get("wallet"),
-            "diff": {sent: f"-{format(value.normalize(), 'f')}",
-                     wanted: f"+{format(minimum.normalize(), 'f')}" if minimum is not None else "+market"},
+            "give": {**side(source), "amount": format(value.normalize(), "f")},
+            "receive": {**side(target), "min_amount": format(minimum.normalize(), "f") if minimum is not None else None},
             "venue": target.get("venue"),
-            "action": target.get("action"),
             "max_slippage_bps": slippage,
             "deadline": deadline.isoformat().replace("+00:00", "Z"),
             "nonce": pysecrets.token_urlsafe(24),
