@@ -253,7 +253,7 @@ KEYS: dict[str, KeyHelp] = {
         help="the secret store entry with your publisher token for that hub (publishing only)", example='"hub_token"'
     ),
     "hub.sources.format": KeyHelp(help="what a path holds; auto tells IronClaw folders from server.json documents"),
-    "builtins.*.enabled": KeyHelp(help="register this built-in (github, web_fetch, web_search, llm_context)"),
+    "builtins.*.enabled": KeyHelp(help="register this built-in (docs/builtins.md lists them)"),
     "builtins.*.base_url": KeyHelp(
         help="the API it calls (GitHub Enterprise, a local server); permission for exactly that scheme, host and port",
         example='"https://ghe.example/api/v3"',
@@ -261,6 +261,10 @@ KEYS: dict[str, KeyHelp] = {
     "builtins.*.actions": KeyHelp(help="offer only these actions (unset: all)", example='["get_repo", "list_issues"]'),
     "builtins.*.toolsets": KeyHelp(help="offer only the actions of these families (github: repos, issues, pull_requests, search, actions, webhooks)", example='["issues"]'),
     "builtins.*.read_only": KeyHelp(help="drop every write action, whatever actions and toolsets say"),
+    "builtins.*.effects": KeyHelp(
+        help="composio: each enabled action's effects, declared by you (an enabled action without them is an error)",
+        example='{ SLACK_SEND_MESSAGE = ["network", "external_write"] }',
+    ),
 }
 
 SECTIONS: dict[str, str] = {
@@ -288,7 +292,7 @@ SECTIONS: dict[str, str] = {
     "triggers": "Triggers: commands, schedules and webhooks that start skill runs (README: Triggers).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
-    "builtins": "The bundled tools (github, web_fetch, web_search, llm_context; brave: their shared API); docs/builtins.md.",
+    "builtins": "The bundled tools, and the APIs several of them share (brave, dune: base_url only); docs/builtins.md.",
 }
 
 # Names shown for the "*" of a map, in examples.

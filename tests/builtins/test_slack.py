@@ -186,3 +186,24 @@ def test_read_only_drops_every_write() -> None:
     assert tool.spec.input_schema["properties"]["action"]["enum"] == [
         "get_channel_history", "get_thread_replies", "list_channels", "get_user_info"]
     assert tool.spec.annotations["readOnlyHint"] is True
+
+
+def test_pincer_auth_setup_slack_checks_the_token_with_auth_test(tmp_path: Path) -> None:
+    """Slack refuses a token with HTTP 200 and ok: false: the check reads the body, so a refused
+    token is not stored (a status-only check would have stored it)."""
+    from tests.builtins.test_auth_cli import _pincer
+
+    with fakeslack.serve() as fake:
+        home = tmp_path / "home"
+        home.mkdir()
+        (home / "config.toml").write_text(f'[builtins.slack]\nenabled = true\nbase_url = "{fake.origin}"\n')
+        refused = _pincer(home, "auth", "setup", "slack", stdin="xoxb-not-the-token\n")
+        done = _pincer(home, "auth", "setup", "slack", "--json", stdin=TOKEN + "\n")
+        status = {r["tool"]: r for r in json.loads(_pincer(home, "auth", "status", "--json").stdout)}
+    assert refused.returncode == 1 and "refused the token" in refused.stderr
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["checked"] == f"{fake.origin}/api/auth.test"
+    assert status["slack"]["stored"] is True and status["slack"]["secret"] == "slack_bot_token"
+    assert [r.get("method") for r in fake.seen] == ["auth.test", "auth.test"] and fake.violations == []
+    for out in (refused, done):
+        assert TOKEN not in out.stdout + out.stderr and "xoxb-not-the-token" not in out.stdout + out.stderr

@@ -248,3 +248,20 @@ async def test_the_token_check_sends_get_me_and_names_no_token(tmp_path: Path) -
 
 def test_the_mtproto_user_account_tool_is_not_offered() -> None:
     assert "telegram_mtproto" not in BUILTIN_NAMES and "telegram" in BUILTIN_NAMES
+
+
+def test_pincer_auth_setup_telegram_prints_no_token(tmp_path: Path) -> None:
+    from tests.builtins.test_auth_cli import _pincer
+
+    with faketelegram.serve() as fake:
+        home = tmp_path / "home"
+        home.mkdir()
+        (home / "config.toml").write_text(f'[builtins.telegram]\nenabled = true\nbase_url = "{fake.origin}"\n')
+        refused = _pincer(home, "auth", "setup", "telegram", stdin="7000:wrongwrongwrongwrong\n")
+        done = _pincer(home, "auth", "setup", "telegram", "--json", stdin=TOKEN + "\n")
+    assert refused.returncode == 1 and "401" in refused.stderr
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["checked"] == f"{fake.origin}/bot{{TELEGRAM_BOT_TOKEN}}/getMe"
+    for out in (refused, done):
+        _no_token(out.stdout + out.stderr)
+        assert "wrongwrongwrong" not in out.stdout + out.stderr

@@ -147,24 +147,29 @@ async def validate_token(item: AuthTarget, value: str, *, allow_private_network:
     )
     client = ApiClient(tool=item.name, base=item.base, host=host, headers=dict(endpoint.headers))
     response = await client.request(endpoint.method, path + (f"?{parts.query}" if parts.query else ""))
-    if response.status != endpoint.success_status or _refused_in_body(response.body):
+    refusal = _refused_in_body(response.body)
+    if response.status != endpoint.success_status or refusal is not None:
+        answered = f"{response.status}, ok: false ({refusal})" if refusal else str(response.status)
         raise ToolError(
             f"{item.display_name} refused the token: {endpoint.method} {item.base.url(path)} answered "
-            f"{response.status} (expected {endpoint.success_status})",
+            f"{answered} (expected {endpoint.success_status})",
             hint=f"check the token ({item.token_hint or 'as issued'}) and run `pincer auth setup {item.name}` again",
         )
     return item.base.url(path)
 
 
-def _refused_in_body(body: bytes) -> bool:
-    """Slack and Telegram answer a refused token with ``{"ok": false}`` (Slack with HTTP 200)."""
+def _refused_in_body(body: bytes) -> str | None:
+    """The API's own error when it answered ``{"ok": false}`` (Slack refuses a token so, with
+    HTTP 200; Telegram with a 401), else None."""
     import json
 
     try:
         data = json.loads(body.decode("utf-8")) if body else None
     except (UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(data, Mapping) and data.get("ok") is False
+        return None
+    if not isinstance(data, Mapping) or data.get("ok") is not False:
+        return None
+    return str(data.get("error") or data.get("description") or "refused")[:200]
 
 
 def status(settings: Mapping[str, Any], store: Any, environ: Mapping[str, str]) -> list[dict[str, Any]]:
