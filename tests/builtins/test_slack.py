@@ -207,3 +207,15 @@ def test_pincer_auth_setup_slack_checks_the_token_with_auth_test(tmp_path: Path)
     assert [r.get("method") for r in fake.seen] == ["auth.test", "auth.test"] and fake.violations == []
     for out in (refused, done):
         assert TOKEN not in out.stdout + out.stderr and "xoxb-not-the-token" not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("path", ["/upload/../api/chat.postMessage", "/upload/%2e%2e/api/x", "/api/upload/v1/F1"])
+def test_an_upload_url_leaving_the_upload_path_is_refused(path: str) -> None:
+    from pincer.builtins.api import BaseUrl
+    from pincer.builtins.slack import _upload_path
+    from pincer.core.errors import EgressDenied
+
+    base = BaseUrl.parse("https://files.slack.com", configured=False, key="k")
+    assert _upload_path(base, "https://files.slack.com/upload/v1/ABC?x=1") == "/upload/v1/ABC?x=1"
+    with pytest.raises(EgressDenied):
+        _upload_path(base, f"https://files.slack.com{path}")

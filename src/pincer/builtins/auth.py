@@ -101,6 +101,8 @@ def target(settings: Mapping[str, Any], name: str) -> AuthTarget:
     targets = auth_targets(settings)
     if name == "brave":
         name = "web_search"  # one key serves web_search and llm_context
+    elif name == "dune":
+        name = "portfolio"  # the Dune key is portfolio's
     if name not in targets:
         raise UsageError(
             f"no built-in called {name!r} takes a token",

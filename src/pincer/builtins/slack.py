@@ -252,6 +252,7 @@ def _upload_path(base: BaseUrl, url: str) -> str:
         or (parts.hostname or "").lower() != base.host
         or port != base.port
         or not parts.path.startswith(base.path + "/upload/")
+        or any(seg in ("..", ".") or "%" in seg for seg in parts.path.split("/"))
     ):
         raise EgressDenied(
             f"slack: the upload URL Slack answered is not under {base.url('/upload/')} (rule: uploads stay on Slack)",
