@@ -32,7 +32,7 @@ def serve_composio() -> Iterator[Any]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.loads(raw) if raw else None
             state.seen.append((self.command, self.path, dict(self.headers.items()), body))

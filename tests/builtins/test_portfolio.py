@@ -48,7 +48,7 @@ def serve_dune() -> Iterator[Any]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             url = urlsplit(self.path)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
             state.seen.append((self.command, url.path, query, dict(self.headers.items())))
@@ -65,7 +65,7 @@ def serve_dune() -> Iterator[Any]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             state.seen.append((self.command, self.path, {}, dict(self.headers.items())))
             self.send_response(405)
             self.send_header("Content-Length", "0")
@@ -78,7 +78,7 @@ def serve_dune() -> Iterator[Any]:
     server.daemon_threads = True
 
     class State:
-        seen: list[Any] = []
+        seen: list[Any]
         origin = f"http://127.0.0.1:{server.server_address[1]}"
 
     state = State()

@@ -119,7 +119,7 @@ def _post(fake: fakeslack.FakeSlack, path: str, body: bytes, *, verb: str = "POS
           content_type: str = "application/x-www-form-urlencoded") -> dict[str, Any]:
     request = urllib.request.Request(fake.origin + path, data=body if verb == "POST" else None, method=verb,
                                      headers={"Content-Type": content_type, "Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the local stand-in
+    with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 
 

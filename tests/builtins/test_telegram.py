@@ -119,7 +119,7 @@ def _post(fake: faketelegram.FakeTelegram, path: str, body: bytes, *, verb: str 
     request = urllib.request.Request(fake.origin + path, data=body if verb == "POST" else None, method=verb,
                                      headers={"Content-Type": content_type})
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the local stand-in
+        with urllib.request.urlopen(request, timeout=10) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return exc.code

@@ -69,6 +69,11 @@ FIELDS: dict[str, dict[str, Any]] = {
 }
 
 
+
+def _obj(value: Any) -> Mapping[str, Any]:
+    """``value`` when the API sent an object there, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
 def _check(method: str, response: Any) -> dict[str, Any]:
     """Slack's answer to ``method`` as a mapping; its ``ok: false`` (and HTTP errors) raised."""
     if response.status == 429:
@@ -190,8 +195,8 @@ async def add_reaction(api: ApiClient, args: Mapping[str, Any]) -> Any:
 
 async def get_user_info(api: ApiClient, args: Mapping[str, Any]) -> Any:
     data = await _call(api, "users.info", {"user": args["user"]})
-    user = data.get("user") if isinstance(data.get("user"), Mapping) else {}
-    profile = user.get("profile") if isinstance(user.get("profile"), Mapping) else {}
+    user = _obj(data.get("user"))
+    profile = _obj(user.get("profile"))
     return trim(
         {
             "id": user.get("id"),

@@ -57,6 +57,11 @@ FIELDS: dict[str, dict[str, Any]] = {
 }
 
 
+
+def _obj(value: Any) -> Mapping[str, Any]:
+    """``value`` when the API sent an object there, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
 def _check(method: str, response: Any) -> Any:
     """The ``result`` of Telegram's answer; ``ok: false`` raised with Telegram's own description."""
     data = json_body(response, "telegram")
@@ -66,7 +71,7 @@ def _check(method: str, response: Any) -> Any:
         return data.get("result")
     description = str(data.get("description") or f"HTTP {response.status}")[:300]
     code = data.get("error_code", response.status)
-    params = data.get("parameters") if isinstance(data.get("parameters"), Mapping) else {}
+    params = _obj(data.get("parameters"))
     if code == 429 or response.status == 429:
         retry = params.get("retry_after")
         raise ApiRateLimited(
@@ -89,8 +94,8 @@ async def _call(api: ApiClient, method: str, body: Mapping[str, Any]) -> Any:
 def _message(m: Any) -> Any:
     if not isinstance(m, Mapping):
         return m
-    chat = m.get("chat") if isinstance(m.get("chat"), Mapping) else {}
-    sender = m.get("from") if isinstance(m.get("from"), Mapping) else {}
+    chat = _obj(m.get("chat"))
+    sender = _obj(m.get("from"))
     out = {
         "message_id": m.get("message_id"),
         "date": m.get("date"),
