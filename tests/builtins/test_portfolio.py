@@ -234,3 +234,13 @@ def test_propose_ranks_by_gain_and_refuses_unknown_strategies() -> None:
 def test_read_only_drops_build_intent() -> None:
     tool = portfolio.portfolio_tool(read_only=True)
     assert tool.spec.input_schema["properties"]["action"]["enum"] == ["scan", "propose"]
+
+
+def test_pincer_auth_setup_dune_is_portfolios_key(tmp_path: Path) -> None:
+    from pincer.builtins.auth import target
+    from pincer.config import parse_config
+
+    settings = parse_config(_config("http://127.0.0.1:9"), home=tmp_path).builtins
+    item = target(settings, "dune")
+    assert (item.name, item.secret_name, item.env_var) == ("portfolio", "dune_api_key", "DUNE_API_KEY")
+    assert item.base.url("") == "http://127.0.0.1:9"  # [builtins.dune] base_url
