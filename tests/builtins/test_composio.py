@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,7 +102,8 @@ timeout_s = 30
 """
 
 
-async def test_enabled_actions_run_with_their_declared_effects(tmp_path: Path) -> None:
+async def test_enabled_actions_run_with_their_declared_effects(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     asked: list[Any] = []
     with serve_composio() as composio:
         async with pincer_on(tmp_path, _config(composio.origin), secrets={"composio_api_key": KEY}) as pincer:
@@ -127,6 +129,7 @@ async def test_enabled_actions_run_with_their_declared_effects(tmp_path: Path) -
                                                                                        "repo": "hello-world"}}
     assert KEY not in json.dumps([read.output, write.error])
     assert KEY not in json.dumps([dataclasses.asdict(r) for r in records], default=str)
+    assert KEY not in caplog.text
 
 
 async def test_an_action_not_enabled_is_refused_before_anything_is_sent(tmp_path: Path) -> None:

@@ -192,6 +192,9 @@ def enable(home: Any, name: str) -> str:
         flag = re.compile(r"^enabled[ \t]*=.*$", re.M)
         body = flag.sub("enabled = true", body, count=1) if flag.search(body) else "\nenabled = true" + body
         new = text[:start] + body + text[end:]
-    parse_config(new, home=Path(home), source=str(path))
+    parsed = parse_config(new, home=Path(home), source=str(path))
+    # Built too: a tool that needs more than `enabled` (composio's actions) refuses here, not at
+    # the next start.
+    bundled_tools({name: parsed.builtins[name]}, [])
     write_bytes_atomic(path, new.encode("utf-8"))
     return "installed"
