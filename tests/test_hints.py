@@ -109,8 +109,10 @@ def test_the_walker_finds_the_hints() -> None:
 
 
 def _config_problems(text: str) -> list[str]:
-    # [builtins.NAME] is a key of a map of one model (BuiltinSettings): its keys are builtins.KEY.
-    text = re.sub(r"\[builtins\.[A-Za-z_]+\]", "[builtins]", text)
+    from pincer.config import BUILTIN_SHARED, BUILTIN_TOOLS
+
+    # [builtins.NAME] is one entry of the builtins table: its keys are builtins.KEY's.
+    text = re.sub(rf"\bbuiltins\.(?:{'|'.join(BUILTIN_TOOLS + BUILTIN_SHARED)})\b", "builtins", text)
     problems = []
     named: set[str] = set()
     for section, key in re.findall(r"\[+([a-z_.]+)\]+\s+([a-z_]+)", text):

@@ -441,6 +441,8 @@ class BuiltinSettings(_Model):
     authorization_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
     token_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
     revocation_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
+    # composio: each enabled action's effects, as the person declares them (no entry: config error).
+    effects: dict[str, tuple[EffectKind, ...]] | None = Field(default=None, max_length=256)
 
 
 class ConfigFile(_Model):
@@ -608,8 +610,10 @@ def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Con
 BUILTIN_TOOLS = (
     "github", "web_fetch", "web_search", "llm_context",
     "gmail", "google_calendar", "google_docs", "google_drive", "google_sheets", "google_slides",
+    "slack", "telegram", "portfolio", "composio",
 )
-BUILTIN_SHARED = ("brave", "google", "slack")
+# [builtins.slack] is a tool now (the chat tools); its OAuth endpoints live in the same section.
+BUILTIN_SHARED = ("brave", "google", "dune")
 
 
 def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:

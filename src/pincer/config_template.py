@@ -253,10 +253,7 @@ KEYS: dict[str, KeyHelp] = {
         help="the secret store entry with your publisher token for that hub (publishing only)", example='"hub_token"'
     ),
     "hub.sources.format": KeyHelp(help="what a path holds; auto tells IronClaw folders from server.json documents"),
-    "builtins.*.enabled": KeyHelp(
-        help="register this built-in (github, web_fetch, web_search, llm_context, gmail, google_calendar, "
-        "google_docs, google_drive, google_sheets, google_slides)"
-    ),
+    "builtins.*.enabled": KeyHelp(help="register this built-in (docs/builtins.md lists them)"),
     "builtins.*.base_url": KeyHelp(
         help="the API it calls (GitHub Enterprise, a local server); permission for exactly that scheme, host and port",
         example='"https://ghe.example/api/v3"',
@@ -275,6 +272,10 @@ KEYS: dict[str, KeyHelp] = {
     "builtins.*.revocation_url": KeyHelp(
         help="[builtins.google] and [builtins.slack]: where pincer auth revoke NAME revokes the login",
         example='"https://oauth2.googleapis.com/revoke"',
+    ),
+    "builtins.*.effects": KeyHelp(
+        help="composio: each enabled action's effects, declared by you (an enabled action without them is an error)",
+        example='{ SLACK_SEND_MESSAGE = ["network", "external_write"] }',
     ),
 }
 
@@ -303,8 +304,8 @@ SECTIONS: dict[str, str] = {
     "triggers": "Triggers: commands, schedules and webhooks that start skill runs (README: Triggers).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
-    "builtins": "The bundled tools (github, web_fetch, web_search, llm_context, the six Google tools; brave, google, "
-    "slack: an API or login they share); docs/builtins.md.",
+    "builtins": "The bundled tools, and the APIs or logins several of them share (brave, dune: base_url only; google: "
+    "the one login of the six Google tools); docs/builtins.md.",
 }
 
 # Names shown for the "*" of a map, in examples.

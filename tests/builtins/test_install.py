@@ -64,7 +64,9 @@ def test_listing_the_builtins_loads_no_http_stack_or_extractor(tmp_path: Path) -
     when a call makes a request or converts a page, not when tools are listed."""
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text("".join(f"[builtins.{n}]\nenabled = true\n" for n in ("github", "web_fetch", "web_search", "llm_context")))
+    names = ("github", "web_fetch", "web_search", "llm_context", "slack", "telegram", "portfolio")
+    (home / "config.toml").write_text("".join(f"[builtins.{n}]\nenabled = true\n" for n in names)
+                                      + '[builtins.composio]\nenabled = true\nactions = ["A_B"]\neffects = { A_B = ["network"] }\n')
     code = (
         "import sys\nsys.argv = ['pincer', 'tools', 'list', '--json']\nfrom pincer.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
@@ -73,8 +75,21 @@ def test_listing_the_builtins_loads_no_http_stack_or_extractor(tmp_path: Path) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
     env["PINCER_HOME"] = str(home)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    names = {t["name"] for t in json.loads(done.stdout)}
-    assert {"github", "web_fetch", "web_search", "llm_context"} <= names
+    listed = {t["name"] for t in json.loads(done.stdout)}
+    assert {"github", "web_fetch", "web_search", "llm_context", "slack", "telegram", "portfolio", "composio"} <= listed
     loaded = done.stderr.split("MODULES", 1)[1].split()
     heavy = [m for m in loaded if m.split(".")[0] in ("httpx", "httpcore", "trafilatura", "lxml", "jsonschema", "rich")]
     assert not heavy, heavy[:10]
+
+
+def test_installing_composio_without_declared_actions_is_refused(tmp_path: Path) -> None:
+    """composio needs its actions and their effects; `enabled = true` alone would not start, so
+    install refuses and leaves config.toml as it was."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("# mine\n")
+    refused = _pincer(home, "install", "tools/composio")
+    assert refused.returncode != 0 and "[builtins.composio]" in refused.stderr
+    assert (home / "config.toml").read_text() == "# mine\n"
+    assert _pincer(home, "install", "tools/slack").returncode == 0
+    assert tomllib.loads((home / "config.toml").read_text())["builtins"]["slack"]["enabled"] is True

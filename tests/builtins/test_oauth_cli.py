@@ -179,7 +179,7 @@ def test_slack_setup_stores_the_bot_token_the_slack_tool_reads(tmp_path: Path, f
     browser.write_text(BROWSER_SCRIPT)
     env = _env(home, {"BROWSER": f"{sys.executable} {browser} %s", "SLACK_OAUTH_CLIENT_ID": CLIENT_ID,
                       "SLACK_OAUTH_CLIENT_SECRET": CLIENT_SECRET})
-    done = _pincer(home, "auth", "setup", "slack", "--json", env=env)
+    done = _pincer(home, "auth", "setup", "slack", "--oauth", "--json", env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["secret"] == "slack_bot_token"
     assert "chat:write,channels:read" in fake.consents[-1]["scope"]

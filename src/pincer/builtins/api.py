@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from pincer.core.capabilities import Capabilities, CredentialMapping, EndpointPattern
-from pincer.core.errors import EgressDenied, SecretError, ToolError, UsageError
+from pincer.core.errors import EgressDenied, PincerError, SecretError, ToolError, UsageError
 from pincer.core.values import HostContext
 
 if TYPE_CHECKING:  # the HTTP stack loads when a request is made, not when tools are listed
@@ -34,6 +34,7 @@ __all__ = ["ApiClient", "BaseUrl", "ConnectionPool", "rebase_capabilities", "seg
 logger = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
+REDACTED = "[REDACTED:secret]"  # the leak scanner's own marker
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,11 +172,13 @@ class ApiClient:
         *,
         query: Mapping[str, Any] | None = None,
         json: Any = None,
-        headers: Mapping[str, str] | None = None,
+        form: Mapping[str, Any] | None = None,
         content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> HttpResponse:
         """Send one request to ``base + path`` (path already encoded); the raw response, 3xx refused.
-        ``content``: a body already encoded (its Content-Type in ``headers``), instead of ``json``."""
+        The body is ``json`` (JSON), ``form`` (``application/x-www-form-urlencoded``, None values
+        left out) or ``content`` (raw bytes, the caller names its Content-Type)."""
         from pincer.safety import egress
 
         url = self.base.url(path)
@@ -193,13 +196,28 @@ class ApiClient:
         if json is not None:
             body = jsonlib.dumps(json, ensure_ascii=False, allow_nan=False).encode("utf-8")
             out.setdefault("Content-Type", "application/json")
+        elif form is not None:
+            fields = [(k, _query_value(v)) for k, v in form.items() if v is not None]
+            body = urlencode(fields, quote_via=quote, safe="").encode("ascii")
+            out.setdefault("Content-Type", "application/x-www-form-urlencoded")
         policy = self.policy()
         target = policy.check(method, url)
         self._check_grant_hosts(target.host, target.port, target.display)
-        send_url, out = self._inject(method, url, out)
+        send_url, out, injected = self._inject(method, url, out)
         request = egress.HttpRequest(method=method, url=send_url, headers=tuple(out.items()), body=body)
         client = self._pool.client_for(policy) if self._pool is not None else None
-        response = await egress.send(request, policy=policy, client=client)
+        try:
+            response = await egress.send(request, policy=policy, client=client)
+        except PincerError as exc:
+            # A credential in the URL path (Telegram's bot token) would otherwise ride along in
+            # the error text egress builds from the URL: the one place the injected URL is named.
+            raise _without(exc, injected, target.display) from None
+        except Exception as exc:  # noqa: BLE001 - another library's failure, translated at the seam
+            raise ToolError(
+                f"{self.tool}: {method} {target.display} failed: {type(exc).__name__}",
+                hint="retry later; if it persists, check the base URL under [builtins] in config.toml",
+            ) from None
+        response = _scrubbed(response, injected)
         if 300 <= response.status < 400:
             raise EgressDenied(
                 f"{self.tool}: {method} {target.display} answered {response.status} "
@@ -220,12 +238,12 @@ class ApiClient:
                 hint=f"add {host!r} to the grant's hosts in config.toml or drop its hosts list",
             )
 
-    def _inject(self, method: str, url: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+    def _inject(self, method: str, url: str, headers: dict[str, str]) -> tuple[str, dict[str, str], tuple[str, ...]]:
         caps = self.host.capabilities
         http = getattr(caps, "http", None) if caps is not None else None
         credentials: tuple[CredentialMapping, ...] = tuple(getattr(http, "credentials", ()) or ())
         if not credentials:
-            return url, headers
+            return url, headers, ()
         access = self.host.secrets
         if access is None:
             raise SecretError(
@@ -244,7 +262,37 @@ class ApiClient:
             ) from None
         for value in injected.injected:
             access.record(value)
-        return injected.url, dict(injected.headers)
+        return injected.url, dict(injected.headers), tuple(injected.injected)
+
+
+def _without(exc: PincerError, values: tuple[str, ...], display: str) -> PincerError:
+    """``exc`` with every injected value (and its percent-encoded form) replaced by
+    ``[REDACTED:secret]`` in its message and hint; the same class, so its code is kept."""
+    message, hint = exc.message, exc.hint
+    for value in values:
+        if not value:
+            continue
+        for form in {value, quote(value, safe=""), quote(value, safe="-_.:~")}:
+            message = message.replace(form, REDACTED)
+            hint = hint.replace(form, REDACTED) if hint else hint
+    if message == exc.message and hint == exc.hint:
+        return exc
+    clean = type(exc).__new__(type(exc))
+    PincerError.__init__(clean, message, hint=hint)
+    clean.__dict__.update({k: v for k, v in exc.__dict__.items() if k not in ("message", "hint")})
+    return clean
+
+
+def _scrubbed(response: HttpResponse, values: tuple[str, ...]) -> HttpResponse:
+    """The response with every injected value in its body replaced by ``[REDACTED:secret]``: an
+    API that echoes the request (its path, with Telegram's token in it) must not hand the token to
+    the tool's own error texts, which a direct caller (``pincer auth setup``) prints unscanned."""
+    body = response.body
+    for value in values:
+        if value:
+            for form in {value, quote(value, safe=""), quote(value, safe="-_.:~")}:
+                body = body.replace(form.encode("utf-8"), REDACTED.encode("ascii"))
+    return response if body == response.body else dataclasses.replace(response, body=body)
 
 
 def _query_value(value: Any) -> str:

@@ -59,6 +59,7 @@ def auth_targets(settings: Mapping[str, Any]) -> dict[str, AuthTarget]:
          brave.DEFAULT_HOST),
         ("llm_context", brave._manifest("llm_context"), base_url("llm_context", "brave"), brave.DEFAULT_BASE_URL,
          brave.DEFAULT_HOST),
+        *_chat_sources(base_url),
     )
     for name, caps, configured, default, host in sources:
         auth = caps.auth
@@ -84,10 +85,24 @@ def auth_targets(settings: Mapping[str, Any]) -> dict[str, AuthTarget]:
     return found
 
 
+def _chat_sources(base_url: Any) -> tuple[tuple[str, Capabilities, str | None, str, str], ...]:
+    from pincer.builtins import composio, portfolio, slack, telegram
+
+    return (
+        ("slack", slack.manifest(), base_url("slack"), slack.DEFAULT_BASE_URL, slack.DEFAULT_HOST),
+        ("telegram", telegram.manifest(), base_url("telegram"), telegram.DEFAULT_BASE_URL, telegram.DEFAULT_HOST),
+        ("portfolio", portfolio.manifest(), base_url("portfolio", "dune"), portfolio.DEFAULT_BASE_URL,
+         portfolio.DEFAULT_HOST),
+        ("composio", composio.manifest(), base_url("composio"), composio.DEFAULT_BASE_URL, composio.DEFAULT_HOST),
+    )
+
+
 def target(settings: Mapping[str, Any], name: str) -> AuthTarget:
     targets = auth_targets(settings)
     if name == "brave":
         name = "web_search"  # one key serves web_search and llm_context
+    elif name == "dune":
+        name = "portfolio"  # the Dune key is portfolio's
     if name not in targets:
         raise UsageError(
             f"no built-in called {name!r} takes a token",
@@ -134,13 +149,29 @@ async def validate_token(item: AuthTarget, value: str, *, allow_private_network:
     )
     client = ApiClient(tool=item.name, base=item.base, host=host, headers=dict(endpoint.headers))
     response = await client.request(endpoint.method, path + (f"?{parts.query}" if parts.query else ""))
-    if response.status != endpoint.success_status:
+    refusal = _refused_in_body(response.body)
+    if response.status != endpoint.success_status or refusal is not None:
+        answered = f"{response.status}, ok: false ({refusal})" if refusal else str(response.status)
         raise ToolError(
             f"{item.display_name} refused the token: {endpoint.method} {item.base.url(path)} answered "
-            f"{response.status} (expected {endpoint.success_status})",
+            f"{answered} (expected {endpoint.success_status})",
             hint=f"check the token ({item.token_hint or 'as issued'}) and run `pincer auth setup {item.name}` again",
         )
     return item.base.url(path)
+
+
+def _refused_in_body(body: bytes) -> str | None:
+    """The API's own error when it answered ``{"ok": false}`` (Slack refuses a token so, with
+    HTTP 200; Telegram with a 401), else None."""
+    import json
+
+    try:
+        data = json.loads(body.decode("utf-8")) if body else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, Mapping) or data.get("ok") is not False:
+        return None
+    return str(data.get("error") or data.get("description") or "refused")[:200]
 
 
 def status(settings: Mapping[str, Any], store: Any, environ: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -59,11 +59,57 @@ def _llm_context(s: Any, all_settings: Mapping[str, Any], pool: ConnectionPool) 
     return llm_context_tool(base_url=s.base_url or _brave_base(all_settings), pool=pool)
 
 
+def _narrowed(s: Any) -> dict[str, Any]:
+    return {
+        "base_url": s.base_url,
+        "actions": list(s.actions) if s.actions is not None else None,
+        "toolsets": list(s.toolsets) if s.toolsets is not None else None,
+        "read_only": s.read_only,
+    }
+
+
+def _slack(s: Any, _all: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.slack import slack_tool
+
+    return slack_tool(**_narrowed(s), pool=pool)
+
+
+def _telegram(s: Any, _all: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.telegram import telegram_tool
+
+    return telegram_tool(**_narrowed(s), pool=pool)
+
+
+def _portfolio(s: Any, all_settings: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.portfolio import portfolio_tool
+
+    dune = all_settings.get("dune")
+    options = _narrowed(s)
+    options["base_url"] = s.base_url or (dune.base_url if dune is not None else None)
+    return portfolio_tool(**options, pool=pool)
+
+
+def _composio(s: Any, _all: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.composio import composio_tool
+
+    return composio_tool(
+        base_url=s.base_url,
+        actions=list(s.actions) if s.actions is not None else None,
+        effects={k: list(v) for k, v in s.effects.items()} if s.effects is not None else None,
+        read_only=s.read_only,
+        pool=pool,
+    )
+
+
 _FACTORIES: dict[str, Callable[[Any, Mapping[str, Any], ConnectionPool], NativeTool]] = {
     "github": _github,
     "web_fetch": _web_fetch,
     "web_search": _web_search,
     "llm_context": _llm_context,
+    "slack": _slack,
+    "telegram": _telegram,
+    "portfolio": _portfolio,
+    "composio": _composio,
 }
 
 
@@ -213,6 +259,9 @@ def enable(home: Any, name: str) -> str:
         flag = re.compile(r"^enabled[ \t]*=.*$", re.M)
         body = flag.sub("enabled = true", body, count=1) if flag.search(body) else "\nenabled = true" + body
         new = text[:start] + body + text[end:]
-    parse_config(new, home=Path(home), source=str(path))
+    parsed = parse_config(new, home=Path(home), source=str(path))
+    # Built too: a tool that needs more than `enabled` (composio's actions) refuses here, not at
+    # the next start.
+    bundled_tools({name: parsed.builtins[name]}, [])
     write_bytes_atomic(path, new.encode("utf-8"))
     return "installed"

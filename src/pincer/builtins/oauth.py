@@ -132,7 +132,7 @@ PROVIDERS: dict[str, OAuthProvider] = {
 # The bot scopes the slack tool's actions need (post, reply, channels, history, reactions, upload).
 SLACK_SCOPES = (
     "chat:write", "channels:read", "groups:read", "channels:history", "groups:history",
-    "reactions:read", "reactions:write", "files:write",
+    "reactions:read", "reactions:write", "files:write", "users:read",
 )
 
 

@@ -3,9 +3,11 @@
 A token comes from the env var the tool's capabilities name (``--from-env``), stdin, or a hidden
 prompt: never from argv. It is checked against the ``validation_endpoint`` before it is stored.
 
-``google`` and ``slack`` are OAuth logins instead (:mod:`pincer.builtins.oauth`): the browser is
-opened on the provider's consent page (or the URL printed, ``--no-browser``: the person pastes the
-redirect URL back), the scopes are shown first, and the tokens land in the secret store.
+``google`` is an OAuth login instead (:mod:`pincer.builtins.oauth`), and so is ``slack --oauth``
+(Slack's OAuth v2; without it, Slack's bot token from the app's install page is pasted like any
+other): the browser is opened on the provider's consent page (or the URL printed, ``--no-browser``:
+the person pastes the redirect URL back), the scopes are shown first, and the tokens land in the
+secret store.
 """
 
 from __future__ import annotations
@@ -24,6 +26,19 @@ app = typer.Typer(help="Set up, show and revoke the tokens of the built-in tools
 MAX_TOKEN_BYTES = 65_536
 LOGIN_TIMEOUT_S = 300.0  # the person consents in the browser (or pastes the redirect) within this
 OAUTH_LOGINS = ("google", "slack")
+# Always an OAuth login; slack is one only with --oauth (or once it was set up that way): most Slack
+# apps hand out a bot token on their install page, and Slack may refuse a loopback redirect URL.
+OAUTH_ONLY = ("google",)
+
+
+def _is_oauth_login(name: str, *, asked: bool = False) -> bool:
+    if name in OAUTH_ONLY or (name in OAUTH_LOGINS and asked):
+        return True
+    if name not in OAUTH_LOGINS:
+        return False
+    from pincer.builtins.oauth import load_record
+
+    return load_record(pincer_home(), name) is not None
 
 
 def _settings() -> tuple[Any, Any]:
@@ -66,8 +81,10 @@ def _read_token(item: Any, from_env: bool) -> tuple[str, str]:
 @app.command("setup")
 def setup(
     name: str = typer.Argument(
-        ..., help="The built-in: github, web_search, llm_context (brave: web_search's key); google, slack (OAuth)."
+        ..., help="The built-in: github, web_search, llm_context (brave: web_search's key), slack, telegram, "
+        "portfolio, composio; google (OAuth)."
     ),
+    oauth: bool = typer.Option(False, "--oauth", help="slack: log in with Slack's OAuth v2 instead of pasting a bot token."),
     from_env: bool = typer.Option(False, "--from-env", help="Take the token from the env var its capabilities name."),
     no_check: bool = typer.Option(False, "--no-check", help="Store without the validation request."),
     no_browser: bool = typer.Option(
@@ -77,8 +94,8 @@ def setup(
     as_json: bool = JsonOption,
 ) -> None:
     """Store a built-in's token after checking it against its validation endpoint; for google
-    and slack, run the OAuth login (browser, or --no-browser to paste the redirect URL)."""
-    if name in OAUTH_LOGINS:
+    (and slack --oauth), run the OAuth login (browser, or --no-browser to paste the redirect URL)."""
+    if name in OAUTH_ONLY or (oauth and name in OAUTH_LOGINS):
         _oauth_setup(name, no_browser=no_browser, timeout_s=timeout_s, as_json=as_json)
         return
 
@@ -116,7 +133,9 @@ def status(as_json: bool = JsonOption) -> None:
         _config, settings = _settings()
         store = _open_store()
         try:
-            return auth_status(settings, store, os.environ) + _oauth_status(settings, store)
+            logins = _oauth_status(settings, store)
+            by_login = {row["tool"] for row in logins}
+            return [row for row in auth_status(settings, store, os.environ) if row["tool"] not in by_login] + logins
         finally:
             store.close()
 
@@ -140,8 +159,9 @@ def revoke(
     as_json: bool = JsonOption,
 ) -> None:
     """Forget a built-in's token here; revoke it on the provider's site too (the output says where).
-    For google and slack: revoked at the provider's revocation endpoint, then forgotten here."""
-    if name in OAUTH_LOGINS:
+    For an OAuth login (google, slack set up with --oauth): revoked at the provider's revocation
+    endpoint, then forgotten here."""
+    if _is_oauth_login(name):
         _oauth_revoke(name, as_json=as_json)
         return
 
@@ -259,6 +279,8 @@ def _oauth_status(settings: Any, store: Any) -> list[dict[str, Any]]:
     stored = {info.name: info for info in store.names()}
     rows = []
     for name in OAUTH_LOGINS:
+        if not _is_oauth_login(name):
+            continue  # slack with a pasted bot token: the token row shows it
         provider = provider_for(name, settings)
         info = stored.get(provider.access_secret)
         record = load_record(pincer_home(), name)

@@ -58,7 +58,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     ├── ToolError                  502  the tool itself failed
     │   ├── ToolTimeout            504
     │   ├── ApiRateLimited         429  an external API (GitHub, Brave) rate-limits the tool; says when it resets
-    │   └── ReauthRequired         401  an OAuth login is gone (invalid_grant, revoked): names the command to reconnect
+    │   ├── ReauthRequired         401  an OAuth login is gone (invalid_grant, revoked): names the command to reconnect
+    │   └── ApiRefused             502  an external API answered a failure in its own terms (Slack's ok: false)
     ├── ProviderError              502  the model provider (an LLM API) failed
     │   ├── ProviderAuthFailed     502  it refused the API key
     │   ├── ModelNotFound          502  it does not know the model
@@ -105,6 +106,7 @@ __all__ = [
     "ApiRateLimited",
     "ReauthRequired",
     "OAuthCallbackRefused",
+    "ApiRefused",
     "RuntimeUnavailable",
     "StoreError",
     "AuditChainBroken",
@@ -441,6 +443,19 @@ class OAuthCallbackRefused(PolicyError):
     code = "oauth_callback_refused"
     http_status = 403
     declined = False  # True: the provider's own error (the person declined), not a forged redirect
+class ApiRefused(ToolError):
+    """An external API answered that the call failed, in its own terms (Slack's HTTP 200 with
+    ``ok: false``); ``api_code`` is the API's own error code (``channel_not_found``)."""
+
+    code = "api_refused"
+    http_status = 502
+
+    def __init__(self, message: str, *, api_code: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.api_code = api_code
+
+    def to_dict(self) -> dict[str, object]:
+        return {**super().to_dict(), "api_code": self.api_code}
 
 
 class ProviderError(PincerError):

@@ -1,0 +1,144 @@
+"""A local stand-in for Telegram's Bot API on 127.0.0.1:0: ``POST /bot<token>/<method>`` with a
+JSON body, every body checked against the method table derived from ``@grammyjs/types``
+(:mod:`tests.builtins.telegram_methods`); a request that does not fit is answered as Telegram
+does (``400 {"ok": false, "description": "Bad Request: ..."}``) and kept in ``violations``.
+
+``mode`` makes it misbehave for the error paths: ``"500"`` answers a 500 whose body echoes the
+request path (as some proxies do), ``"hang"`` answers only after :data:`HANG_S`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from tests.builtins import telegram_methods
+
+TOKEN = "7012345678:AAHfakeTelegramBotTokenForTests_0123x"
+HANG_S = 3.0
+BOT = {"id": 7012345678, "is_bot": True, "first_name": "pincer", "username": "pincer_test_bot"}
+CHAT = {"id": 424242, "type": "private", "first_name": "Ada", "username": "ada"}
+
+
+def _message(message_id: int, **extra: Any) -> dict[str, Any]:
+    return {"message_id": message_id, "from": BOT, "chat": CHAT, "date": 1712345678, **extra}
+
+
+def answer(method: str, body: dict[str, Any]) -> Any:
+    if method == "sendMessage":
+        return _message(52, text=body["text"])
+    if method == "sendPhoto":
+        sizes = [{"file_id": f"AgACAgQAAx{i}", "file_unique_id": f"AQAD{i}", "width": 90 * (i + 1),
+                  "height": 60 * (i + 1), "file_size": 1000 * (i + 1)} for i in range(3)]
+        return _message(53, photo=sizes, caption=body.get("caption"))
+    if method == "sendDocument":
+        return _message(54, document={"file_name": "report.pdf", "mime_type": "application/pdf",
+                                      "file_id": "BQACAgQAAxk", "file_unique_id": "AgAD", "file_size": 2048})
+    if method == "getUpdates":
+        return [
+            {"update_id": 100, "message": {**_message(50, text="hi bot"), "from": {"id": 1, "is_bot": False,
+                                                                                  "first_name": "Ada", "username": "ada"}}},
+            {"update_id": 101, "edited_message": {**_message(51, text="hi bot!"), "edit_date": 1712345700}},
+        ]
+    if method == "editMessageText":
+        return {**_message(body["message_id"], text=body["text"]), "edit_date": 1712345790}
+    if method == "deleteMessage":
+        return True
+    if method == "getMe":
+        return BOT
+    raise KeyError(method)
+
+
+@dataclass
+class FakeTelegram:
+    server: ThreadingHTTPServer
+    seen: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    mode: str = "ok"
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@contextmanager
+def serve() -> Iterator[FakeTelegram]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _send(self, status: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _handle(self) -> None:
+            url = urlsplit(self.path)
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            record: dict[str, Any] = {"verb": self.command, "path": url.path, "headers": dict(self.headers.items())}
+            state.seen.append(record)
+            if state.mode == "hang":
+                time.sleep(HANG_S)
+            if state.mode == "500":
+                self._send(500, {"ok": False, "error_code": 500, "description": f"Internal error at {url.path}"})
+                return
+            parts = unquote(url.path).split("/")
+            if len(parts) != 3 or not parts[1].startswith("bot"):
+                state.violations.append(f"{self.command} {url.path}: not /bot<token>/<method>")
+                self._send(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+                return
+            token, method = parts[1][3:], parts[2]
+            record["method"] = method
+            problems = []
+            if self.command != "POST":
+                problems.append(f"{method}: verb {self.command}; pincer sends POST with a JSON body")
+            if raw and (self.headers.get("Content-Type") or "").split(";")[0] != "application/json":
+                problems.append(f"{method}: body {self.headers.get('Content-Type')!r}, not application/json")
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError:
+                body = {}
+                problems.append(f"{method}: the body is not JSON")
+            record["body"] = body
+            problems += [f"{method}: {p}" for p in telegram_methods.problems(method, body if isinstance(body, dict) else {})]
+            if problems:
+                state.violations.extend(problems)
+                self._send(400, {"ok": False, "error_code": 400, "description": "Bad Request: " + "; ".join(problems)})
+                return
+            if token != TOKEN:
+                self._send(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+                return
+            if method == "sendMessage" and body.get("chat_id") == 404:
+                self._send(400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
+                return
+            self._send(200, {"ok": True, "result": answer(method, body)})
+
+        do_GET = do_POST = _handle
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            return  # a client that gave up on a "hang" answer: expected, not worth a traceback
+
+    server = Server(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state = FakeTelegram(server=server)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5.0)
