@@ -113,6 +113,7 @@ def _config_problems(text: str) -> list[str]:
 
     # [builtins.NAME] is one entry of the builtins table: its keys are builtins.KEY's.
     text = re.sub(rf"\bbuiltins\.(?:{'|'.join(BUILTIN_TOOLS + BUILTIN_SHARED)})\b", "builtins", text)
+    text = re.sub(r"\[builtins\.[A-Za-z_]+\]", "[builtins]", text)  # a name filled in at run time (X)
     problems = []
     named: set[str] = set()
     for section, key in re.findall(r"\[+([a-z_.]+)\]+\s+([a-z_]+)", text):
