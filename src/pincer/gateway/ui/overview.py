@@ -67,8 +67,8 @@ def _horizontal(rows: list[tuple[str, float, float | None]], unit: str) -> dict[
     row_h = 22
     bars = []
     for i, (label, value, second) in enumerate(rows):
-        bars.append({"label": label, "y": i * row_h, "w": round(420 * value / top, 1), "value": value,
-                     "w2": round(420 * second / top, 1) if second is not None else None, "second": second})  # fmt: skip
+        bars.append({"label": label, "y": i * row_h, "w": round(340 * value / top, 1), "value": value,
+                     "w2": round(340 * second / top, 1) if second is not None else None, "second": second})  # fmt: skip
     return {"bars": bars, "height": max(row_h, len(rows) * row_h), "unit": unit}
 
 
