@@ -87,7 +87,7 @@ async def detail(request: Request) -> Response:
     )
     record = next((r for r in found if r.id == record_id), None)
     if record is None:
-        context = {"record": None, "record_id": record_id, "fields": []}
+        context: dict[str, Any] = {"record": None, "record_id": record_id, "fields": []}
         return pages_of(request).render(request, "audit_record.html", context, status=404)
     pages = pages_of(request)
     fields = [(name, honest_json(pages.redact(value), indent=2) if isinstance(value, (dict, list)) else value)

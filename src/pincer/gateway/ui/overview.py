@@ -48,7 +48,7 @@ def _hourly(records: list[Any], now: float) -> dict[str, Any]:
     bar_w = CHART_W / HOURS
     bars = []
     for h in range(HOURS):
-        y = CHART_H
+        y = float(CHART_H)
         for index, d in enumerate(decisions):
             n = counts[d][h]
             if not n:
@@ -96,7 +96,7 @@ async def page(request: Request) -> Response:
         if a.status is ApprovalStatus.PENDING
     ]
     runs = pincer.runs.list(session=runs_session_filter(identity.session), limit=1000)
-    by_status: dict[str, dict[str, float]] = defaultdict(lambda: {"runs": 0, "tokens": 0, "cost": 0.0})
+    by_status: dict[str, dict[str, float]] = defaultdict(lambda: {"runs": 0.0, "tokens": 0.0, "cost": 0.0})
     for run in runs:
         totals = by_status[run.status]
         totals["runs"] += 1

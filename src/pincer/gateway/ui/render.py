@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pincer.core.display import honest_json, honest_text
+from pincer.gateway.ui.auth import current_identity
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -102,8 +103,6 @@ class Pages:
 
     def render(self, request: Request, template: str, context: Mapping[str, Any], *, status: int = 200,
                headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
-        from pincer.gateway.ui.auth import current_identity
-
         identity = current_identity(request)
         page = self.env.get_template(template).render(
             {
