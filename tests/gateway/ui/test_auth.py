@@ -1,0 +1,81 @@
+"""The dashboard's sign-ins (``gateway/ui/auth.py``) over a real TokenBook and config, with a
+clock the test moves: they expire, and end when their token leaves config.toml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pincer.config import parse_config
+from pincer.gateway.refusals import UnauthenticatedRefusals
+from pincer.gateway.tokens import TokenBook, token_digest
+from pincer.gateway.ui.auth import UI_SESSION_IDLE_S, UI_SESSION_TTL_S, UiAuth
+from pincer.triggers.failures import FailureWindow
+
+PRIMARY = "pcr_primary_token_for_auth_tests_0123456789"
+AGENT = "pcr_agent_token_for_auth_tests_0123456789ab"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "dashboard.md"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _auth(tmp_path: Path, config_text: str, clock: _Clock) -> tuple[UiAuth, list]:
+    holder = [parse_config(config_text, home=tmp_path)]
+    tokens = TokenBook(config=lambda: holder[0], primary_token=PRIMARY)
+    auth = UiAuth(tokens=tokens, refusals=UnauthenticatedRefusals(), failures=FailureWindow(limit=lambda: 3),
+                  max_failures=lambda: 3, clock=clock)  # fmt: skip
+    return auth, holder
+
+
+def test_a_sign_in_ends_after_its_idle_time_and_its_whole_time(tmp_path: Path) -> None:
+    clock = _Clock()
+    auth, _ = _auth(tmp_path, "", clock)
+    made = auth.sign_in(PRIMARY)
+    assert made is not None
+    cookie, identity = made
+    assert identity.is_main and identity.name == "main"
+    clock.now += UI_SESSION_IDLE_S - 1
+    assert auth.identity(cookie) is not None  # used: the idle time starts again
+    clock.now += UI_SESSION_IDLE_S - 1
+    assert auth.identity(cookie) is not None
+    clock.now += UI_SESSION_IDLE_S
+    assert auth.identity(cookie) is None  # idle too long
+    cookie, _ = auth.sign_in(PRIMARY) or ("", None)
+    started = clock.now
+    while clock.now - started < UI_SESSION_TTL_S - UI_SESSION_IDLE_S:
+        clock.now += UI_SESSION_IDLE_S / 2
+        assert auth.identity(cookie) is not None
+    clock.now = started + UI_SESSION_TTL_S
+    assert auth.identity(cookie) is None  # kept busy, but a working day is the most
+
+
+def test_a_sign_in_ends_when_its_token_is_removed_from_the_config(tmp_path: Path) -> None:
+    clock = _Clock()
+    with_agent = f'[[gateway.tokens]]\nsha256 = "{token_digest(AGENT)}"\nsession = "agent"\n'
+    auth, holder = _auth(tmp_path, with_agent, clock)
+    cookie, identity = auth.sign_in(AGENT) or ("", None)
+    assert identity is not None and not identity.is_main and identity.name == "agent"
+    assert auth.identity(cookie) is not None
+    holder[0] = parse_config("", home=tmp_path)
+    assert auth.identity(cookie) is None
+
+
+def test_wrong_tokens_and_unknown_cookies_get_nothing(tmp_path: Path) -> None:
+    auth, _ = _auth(tmp_path, "", _Clock())
+    assert auth.sign_in("pcr_not_a_token_0123456789") is None
+    assert auth.identity("made-up-cookie") is None and auth.identity(None) is None
+    for _ in range(3):
+        auth.failed("203.0.113.9", "/ui/login")
+    assert auth.retry_after("203.0.113.9") is not None and auth.retry_after("203.0.113.10") is None
+    assert auth.refusals.snapshot()["by_code"] == {"ui_sign_in_failed": 3}
+
+
+def test_the_docs_name_the_real_expiry_times() -> None:
+    text = DOCS.read_text()
+    assert UI_SESSION_IDLE_S == 3600 and "after an hour without use" in text
+    assert UI_SESSION_TTL_S == 8 * 3600 and "eight hours in all" in text
