@@ -184,3 +184,41 @@ def test_sign_out_ends_the_session(dashboard_home: Path) -> None:
             assert other.get("/ui/approvals").status_code == 303
 
 
+
+
+def test_grants_are_added_and_revoked_from_the_page_and_every_edit_is_audited(dashboard_home: Path) -> None:
+    with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
+        sign_in(http, server.token)
+        page = http.get("/ui/grants").text
+        form = {"tool": "write_file", "mode": "allow", "effects": ["write_filesystem"], "csrf_token": csrf_of(page)}
+        assert http.post("/ui/grants", data={k: v for k, v in form.items() if k != "csrf_token"}).status_code == 403
+        assert http.post("/ui/grants", data={**form, "effects": []}).status_code == 400
+        added = http.post("/ui/grants", data=form)
+        assert added.status_code == 303
+        # The grant is in force for a call of another process: write_file no longer asks.
+        called = pincer_cli(dashboard_home, "tools", "call", "write_file", "--args", WRITE_ARGS, "--json")
+        assert called.returncode == 0 and json.loads(called.stdout)["ok"] is True
+        listed = http.get("/ui/grants").text
+        grant_id = listed.split('id="grant-', 1)[1].split('"', 1)[0]
+        assert http.post(f"/ui/grants/{grant_id}/revoke", data={"csrf_token": csrf_of(listed)}).status_code == 303
+        assert f'id="grant-{grant_id}"' not in http.get("/ui/grants").text
+    records = json.loads(pincer_cli(dashboard_home, "audit", "list", "--json").stdout)
+    edits = [(r["kind"], r["outcome"], r["effects"], r["caller"]) for r in records if r["kind"] == "grant"]
+    assert edits == [("grant", "added", ["modify_approval"], "ui:main"), ("grant", "revoked", ["modify_approval"], "ui:main")]
+    asking = waiting_call(dashboard_home, "write_file", WRITE_ARGS)
+    try:
+        assert wait_until("write_file asking again after the revoke", lambda: _pending(dashboard_home))
+    finally:
+        asking.kill()
+        asking.communicate(timeout=CLI_TIMEOUT_S)
+
+
+def test_a_non_main_token_cannot_edit_grants(dashboard_home: Path) -> None:
+    with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
+        sign_in(http, AGENT_TOKEN)
+        page = http.get("/ui/grants").text
+        assert "Add a grant" not in page
+        form = {"tool": "*", "mode": "allow", "effects": ["execute_code"], "csrf_token": csrf_of(page)}
+        refused = http.post("/ui/grants", data=form)
+        assert refused.status_code == 403 and "may not edit grants" in refused.text
+    assert all(r["kind"] != "grant" for r in json.loads(pincer_cli(dashboard_home, "audit", "list", "--json").stdout))

@@ -16,6 +16,7 @@ The API other pages use (the canvas pages too), stable::
     identity = require_identity(request)     # UiIdentity; raises SignInRequired -> 303 /ui/login
     identity = current_identity(request)     # UiIdentity | None, never raises
     form = await read_form(request)          # dict[str, str], bounded; FormRefused -> 4xx page
+    pairs = await read_form_pairs(request)   # the same, every (name, value) in order (checkboxes)
     require_csrf(identity, form)             # raises CsrfRefused -> 403, nothing changed
 
 ``identity.session`` is the :class:`~pincer.gateway.tokens.GatewaySession` of the token that
@@ -51,7 +52,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "UI_PREFIX", "UI_AUTH_SCOPE_KEY", "SESSION_COOKIE", "LOGIN_COOKIE", "UI_SESSION_TTL_S", "UI_SESSION_IDLE_S",
     "UI_MAX_FORM_BYTES", "UiIdentity", "UiAuth", "SignInRequired", "CsrfRefused", "FormRefused",
-    "current_identity", "require_identity", "read_form", "require_csrf", "exception_handlers", "with_ui_auth",
+    "current_identity", "require_identity", "read_form", "read_form_pairs", "require_csrf", "exception_handlers", "with_ui_auth",
 ]  # fmt: skip
 
 UI_PREFIX = "/ui"
@@ -215,9 +216,9 @@ def require_identity(request: Request) -> UiIdentity:
     return identity
 
 
-async def read_form(request: Request, *, max_bytes: int = UI_MAX_FORM_BYTES) -> dict[str, str]:
-    """A urlencoded form body, read up to ``max_bytes`` (the guard leaves ``/ui`` bodies to us).
-    A repeated field keeps its first value."""
+async def read_form_pairs(request: Request, *, max_bytes: int = UI_MAX_FORM_BYTES) -> list[tuple[str, str]]:
+    """A urlencoded form body as its (name, value) pairs in order, read up to ``max_bytes`` (the
+    guard leaves ``/ui`` bodies to us): for fields that repeat (checkboxes)."""
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/x-www-form-urlencoded":
         raise FormRefused(415, "the dashboard takes forms (application/x-www-form-urlencoded) only")
@@ -229,8 +230,16 @@ async def read_form(request: Request, *, max_bytes: int = UI_MAX_FORM_BYTES) -> 
         body.extend(chunk)
         if len(body) > max_bytes:
             raise FormRefused(413, f"the form is larger than {max_bytes} bytes")
+    try:
+        return parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=200)
+    except ValueError:  # more fields than max_num_fields
+        raise FormRefused(413, "the form has more than 200 fields") from None
+
+
+async def read_form(request: Request, *, max_bytes: int = UI_MAX_FORM_BYTES) -> dict[str, str]:
+    """A urlencoded form body, read up to ``max_bytes``; a repeated field keeps its first value."""
     form: dict[str, str] = {}
-    for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=200):
+    for key, value in await read_form_pairs(request, max_bytes=max_bytes):
         form.setdefault(key, value)
     return form
 
