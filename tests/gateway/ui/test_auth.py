@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pincer.config import parse_config
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import TokenBook, token_digest
@@ -79,3 +81,29 @@ def test_the_docs_name_the_real_expiry_times() -> None:
     text = DOCS.read_text()
     assert UI_SESSION_IDLE_S == 3600 and "after an hour without use" in text
     assert UI_SESSION_TTL_S == 8 * 3600 and "eight hours in all" in text
+
+
+@pytest.mark.anyio
+async def test_the_cookie_is_secure_when_the_dashboard_is_served_over_https(pincer_home: Path) -> None:
+    """Over https (TLS in front, as ``allow_remote`` asks) the session cookie is Secure."""
+    import re
+
+    import httpx
+
+    from pincer.gateway.app import create_gateway
+    from pincer.service import Pincer
+    from tests.gateway.conftest import SECRET_KEY
+
+    config = parse_config("", home=pincer_home)
+    async with Pincer.open(pincer_home, config=config, secret_key=SECRET_KEY, builtins=False) as pincer:
+        gateway = create_gateway(pincer, settings=config.gateway, token=PRIMARY)
+        transport = httpx.ASGITransport(app=gateway.app, client=("127.0.0.1", 50000))
+        async with httpx.AsyncClient(transport=transport, base_url="https://localhost") as http:
+            form = (await http.get("/ui/login")).text
+            csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
+            assert csrf
+            signed = await http.post("/ui/login", data={"token": PRIMARY, "csrf_token": csrf.group(1)})
+    assert signed.status_code == 303
+    cookie = next(c for c in signed.headers.get_list("set-cookie") if c.startswith("pincer_ui="))
+    parts = {p.strip().lower() for p in cookie.split(";")}
+    assert {"secure", "httponly", "samesite=strict"} <= parts
