@@ -222,3 +222,23 @@ def test_a_non_main_token_cannot_edit_grants(dashboard_home: Path) -> None:
         refused = http.post("/ui/grants", data=form)
         assert refused.status_code == 403 and "may not edit grants" in refused.text
     assert all(r["kind"] != "grant" for r in json.loads(pincer_cli(dashboard_home, "audit", "list", "--json").stdout))
+
+
+def test_skills_show_loaded_shadowed_by_which_and_ineligible_why(dashboard_home: Path) -> None:
+    from tests.skills.conftest import write_skill
+
+    config = dashboard_home / "config.toml"
+    config.write_text(config.read_text() + "\n[skills]\ntrust_workspace = true\n")
+    write_skill(dashboard_home / "workspace" / "skills", "code-review", "activation: {keywords: [review]}", "mine\n")
+    write_skill(dashboard_home / "skills", "needs-a-bin", "requires: {bins: [no-such-bin-here]}")
+    with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
+        sign_in(http, server.token)
+        page = http.get("/ui/skills").text
+        assert 'id="skill-code-review"' in page and 'id="skill-needs-a-bin"' in page
+        assert "no: needs no-such-bin-here on PATH" in page
+        assert "command: /summarize" in page  # a bundled skill's command
+        assert "<b>code-review</b> from bundled" in page and "is shadowed by <b>code-review</b> from workspace" in page
+    with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
+        sign_in(http, AGENT_TOKEN)  # the agent session's sandbox policy withholds the skill tool
+        withheld = http.get("/ui/skills").text
+        assert "sees no skills" in withheld and "code-review" not in withheld

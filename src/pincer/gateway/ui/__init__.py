@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from pincer.gateway.ui import approvals, audit, grants, overview, tools
+from pincer.gateway.ui import approvals, audit, grants, overview, skills, tools
 from pincer.gateway.ui import runs as run_pages
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, exception_handlers, login, login_form, logout, with_ui_auth
 from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
@@ -47,6 +47,7 @@ def create_ui_app(pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Seq
             *run_pages.routes(),
             *tools.routes(),
             *grants.routes(),
+            *skills.routes(),
             Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
             *routes,
         ],
