@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from pincer.gateway.ui import approvals, audit, grants, mcp, overview, skills, tools
+from pincer.gateway.ui import approvals, audit, grants, installed, mcp, overview, skills, tools
 from pincer.gateway.ui import runs as run_pages
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, exception_handlers, login, login_form, logout, with_ui_auth
 from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
@@ -49,6 +49,7 @@ def create_ui_app(pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Seq
             *grants.routes(),
             *skills.routes(),
             *mcp.routes(),
+            *installed.routes(),
             Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
             *routes,
         ],
