@@ -242,3 +242,23 @@ def test_skills_show_loaded_shadowed_by_which_and_ineligible_why(dashboard_home:
         sign_in(http, AGENT_TOKEN)  # the agent session's sandbox policy withholds the skill tool
         withheld = http.get("/ui/skills").text
         assert "sees no skills" in withheld and "code-review" not in withheld
+
+
+def test_the_overview_draws_calls_slow_tools_and_denials_and_counts_only_ones_own(dashboard_home: Path) -> None:
+    for text in ("a", "b"):
+        assert pincer_cli(dashboard_home, "tools", "call", "echo", "--args", json.dumps({"text": text})).returncode == 0
+    config = dashboard_home / "config.toml"
+    config.write_text(config.read_text() + '\n[[grants]]\ntool = "write_file"\ndefault = "deny"\n')
+    assert pincer_cli(dashboard_home, "tools", "call", "write_file", "--args", WRITE_ARGS).returncode == 1
+    with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
+        sign_in(http, server.token)
+        page = http.get("/ui/").text
+        assert "<b>3</b> calls in the last day" in page
+        assert page.count('<rect class="s') >= 3  # hourly bars (two decisions) and the slowest-tools bars
+        assert "allow: 2" in page and "deny: 1" in page
+        assert "<code>echo</code> 2" in page  # busiest tools
+        assert "write_file" in page.split("Denials and refusals", 1)[1]
+    with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
+        sign_in(http, AGENT_TOKEN)
+        mine = http.get("/ui/").text
+        assert "<b>0</b> calls in the last day" in mine and "echo" not in mine
