@@ -107,3 +107,44 @@ async def test_the_cookie_is_secure_when_the_dashboard_is_served_over_https(pinc
     cookie = next(c for c in signed.headers.get_list("set-cookie") if c.startswith("pincer_ui="))
     parts = {p.strip().lower() for p in cookie.split(";")}
     assert {"secure", "httponly", "samesite=strict"} <= parts
+
+
+def test_looking_without_touching_does_not_keep_a_sign_in_alive(tmp_path: Path) -> None:
+    """An open approvals page checks its sign-in on every tick of its event stream; before
+    ``touch=False`` that check kept an unattended tab signed in until the whole time ran out."""
+    clock = _Clock()
+    auth, _ = _auth(tmp_path, "", clock)
+    cookie, _ = auth.sign_in(PRIMARY) or ("", None)
+    for _ in range(3):
+        clock.now += UI_SESSION_IDLE_S / 2
+        looked = auth.identity(cookie, touch=False)
+        if looked is None:
+            break
+    assert looked is None
+
+
+@pytest.mark.anyio
+async def test_after_sign_in_only_a_dashboard_path_is_followed(pincer_home: Path) -> None:
+    """``next`` is the client's text: a sign-in must not send the browser to another site."""
+    import re
+
+    import httpx
+
+    from pincer.gateway.app import create_gateway
+    from pincer.service import Pincer
+    from tests.gateway.conftest import SECRET_KEY
+
+    config = parse_config("", home=pincer_home)
+    landed = {}
+    async with Pincer.open(pincer_home, config=config, secret_key=SECRET_KEY, builtins=False) as pincer:
+        gateway = create_gateway(pincer, settings=config.gateway, token=PRIMARY)
+        transport = httpx.ASGITransport(app=gateway.app, client=("127.0.0.1", 50001))
+        for target in ("//evil.example/x", "https://evil.example", "/ui/../api/v1/tools", "/ui/audit"):
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+                form = (await http.get("/ui/login")).text
+                csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
+                assert csrf
+                signed = await http.post("/ui/login", data={"token": PRIMARY, "csrf_token": csrf.group(1), "next": target})
+                landed[target] = signed.headers["location"]
+    assert landed == {"//evil.example/x": "/ui/", "https://evil.example": "/ui/", "/ui/../api/v1/tools": "/ui/",
+                      "/ui/audit": "/ui/audit"}  # fmt: skip

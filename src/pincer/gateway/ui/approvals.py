@@ -119,7 +119,7 @@ async def events(request: Request) -> Response:
         number = 0
         while True:
             await anyio.sleep(APPROVALS_POLL_S)
-            if current_identity(request) is None:
+            if current_identity(request, touch=False) is None:
                 return  # signed out or expired: the stream ends with the sign-in
             now = _fingerprint(pincer, identity.session)
             if now != seen:

@@ -132,7 +132,9 @@ class UiAuth:
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def identity(self, cookie: str | None) -> UiIdentity | None:
+    def identity(self, cookie: str | None, *, touch: bool = True) -> UiIdentity | None:
+        """The sign-in of ``cookie``, if it holds. ``touch`` False looks without counting as use
+        (an open page's event stream checks its sign-in without keeping it alive)."""
         if not cookie:
             return None
         entry = self._sign_ins.get(cookie)
@@ -146,9 +148,10 @@ class UiAuth:
         if session is None:  # the token was removed from config.toml
             del self._sign_ins[cookie]
             return None
-        entry.last_used = now
-        self._sign_ins.move_to_end(cookie)
-        expires = min(entry.created + UI_SESSION_TTL_S, now + UI_SESSION_IDLE_S)
+        if touch:
+            entry.last_used = now
+            self._sign_ins.move_to_end(cookie)
+        expires = min(entry.created + UI_SESSION_TTL_S, entry.last_used + UI_SESSION_IDLE_S)
         return UiIdentity(session=session, csrf_token=entry.csrf, expires_at=expires)
 
     def sign_in(self, token: str) -> tuple[str, UiIdentity] | None:
@@ -199,12 +202,12 @@ def _auth_of(request: Request) -> UiAuth:
     return auth
 
 
-def current_identity(request: Request) -> UiIdentity | None:
-    """The signed-in identity of this request, or None."""
+def current_identity(request: Request, *, touch: bool = True) -> UiIdentity | None:
+    """The signed-in identity of this request, or None (``touch``: see :meth:`UiAuth.identity`)."""
     auth = request.scope.get(UI_AUTH_SCOPE_KEY)
     if not isinstance(auth, UiAuth):
         return None
-    return auth.identity(request.cookies.get(SESSION_COOKIE))
+    return auth.identity(request.cookies.get(SESSION_COOKIE), touch=touch)
 
 
 def require_identity(request: Request) -> UiIdentity:
@@ -283,7 +286,8 @@ def _login_page(request: Request, *, error: str | None, status: int, next_path: 
 
 
 def _next_of(value: str | None) -> str:
-    return value if value and _NEXT_PATH.match(value) and "//" not in value else UI_PREFIX + "/"
+    fits = value and _NEXT_PATH.match(value) and "//" not in value and ".." not in value
+    return value if fits and value else UI_PREFIX + "/"
 
 
 async def login_form(request: Request) -> Response:
