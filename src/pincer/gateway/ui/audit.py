@@ -4,6 +4,7 @@ applies), filtered by tool, session, decision and time; one record whole; "Verif
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any
 
 from starlette.requests import Request
@@ -31,16 +32,18 @@ def _parse_time(value: str) -> float | None:
     if not value:
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         pass
+    else:
+        return number if math.isfinite(number) else None
     try:
         parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.UTC)
+        return parsed.timestamp()
+    except (ValueError, OverflowError):
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.timestamp()
 
 
 def _filters(request: Request) -> dict[str, str]:
