@@ -1,6 +1,7 @@
 """One ASGI app: MCP streamable HTTP at ``/mcp``, REST under ``/api/v1``, ``/healthz``, webhooks at
-``/hooks/{name}``; all of it behind the guard (Host/Origin, bearer token, body limit), except that
-webhooks authenticate themselves (``gateway/hooks.py``)."""
+``/hooks/{name}``, the dashboard at ``/ui``; all of it behind the guard (Host/Origin, bearer token,
+body limit), except that webhooks authenticate themselves (``gateway/hooks.py``) and the dashboard
+signs people in with a session cookie (``gateway/ui/auth.py``)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.rest import create_rest_app
 from pincer.gateway.tokens import TokenBook
+from pincer.gateway.ui import create_ui_app, redirect_bare_prefix
+from pincer.gateway.ui.auth import UI_PREFIX, UiAuth
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -66,6 +69,13 @@ def create_gateway(
         runs=runs,
     )
     hooks = HooksEndpoint(pincer, refusals=unauthenticated)
+    # Sign-in failures count where wrong bearer tokens are counted, and toward the same
+    # per-address failure window as webhook deliveries.
+    ui_auth = UiAuth(
+        tokens=tokens, refusals=unauthenticated, failures=hooks.failures,
+        max_failures=lambda: pincer.config.triggers.max_failures_per_minute,
+    )  # fmt: skip
+    ui = create_ui_app(pincer, auth=ui_auth, runs=runs)
 
     async def healthz(request: Request) -> JSONResponse:
         # restart_needed: names of settings (never values) that wait for a restart; `pincer doctor` reads it
@@ -81,6 +91,8 @@ def create_gateway(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"]),
             Mount("/api/v1", app=rest),
+            redirect_bare_prefix(),
+            Mount(UI_PREFIX, app=ui),
         ],
         lifespan=lifespan,
     )
@@ -107,7 +119,8 @@ def create_gateway(
         bound_host=bound_host or settings.host,
         allowed_hosts=settings.allowed_hosts,
         allowed_origins=settings.allowed_origins,
-        self_authenticated_prefixes=(HOOKS_PREFIX,),
+        public_paths=("/healthz", UI_PREFIX),
+        self_authenticated_prefixes=(HOOKS_PREFIX, UI_PREFIX + "/"),
         on_refused=record_refusal,
         unauthenticated=unauthenticated,
     )
