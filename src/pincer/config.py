@@ -436,6 +436,19 @@ class BuiltinSettings(_Model):
     actions: tuple[str, ...] | None = Field(default=None, max_length=256)
     toolsets: tuple[str, ...] | None = Field(default=None, max_length=64)
     read_only: bool = False
+    # [builtins.browser] only (unset elsewhere; _to_config refuses them on another built-in).
+    idle_timeout_s: float | None = Field(default=None, gt=0, le=86_400)
+    max_snapshot_chars: int | None = Field(default=None, ge=1_000, le=1_000_000)
+    max_download_bytes: int | None = Field(default=None, ge=1, le=10 * 1024**3)
+    profile_dir: str | None = Field(default=None, min_length=1, max_length=4096)
+
+    @property
+    def profile_root(self) -> Path:
+        """browser: where each launch's fresh profile directory is made (set by _to_config)."""
+        return Path(self.profile_dir or "browser")
+
+
+_BROWSER_ONLY = ("idle_timeout_s", "max_snapshot_chars", "max_download_bytes", "profile_dir")
 
 
 class ConfigFile(_Model):
@@ -599,8 +612,17 @@ def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Con
 
 
 # [builtins.NAME] sections: the bundled tools, and an API several of them call (base_url only).
-BUILTIN_TOOLS = ("github", "web_fetch", "web_search", "llm_context")
+BUILTIN_TOOLS = ("github", "web_fetch", "web_search", "llm_context", "browser")
 BUILTIN_SHARED = ("brave",)
+
+
+def _with_browser_profile(builtins: dict[str, BuiltinSettings], home: Path) -> dict[str, BuiltinSettings]:
+    """``[builtins.browser] profile_dir`` made absolute: relative to $PINCER_HOME, default ``browser``."""
+    browser = builtins.get("browser")
+    if browser is None:
+        return builtins
+    where = str(_under_home(browser.profile_dir or "browser", home))
+    return {**builtins, "browser": browser.model_copy(update={"profile_dir": where})}
 
 
 def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
@@ -609,6 +631,13 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         if name not in BUILTIN_TOOLS + BUILTIN_SHARED:
             known = ", ".join(f"[builtins.{n}]" for n in BUILTIN_TOOLS + BUILTIN_SHARED)
             raise ConfigError(f"{source}: [builtins.{name}] is not a built-in pincer knows", hint=f"use one of {known}")
+        if name != "browser":
+            for key in _BROWSER_ONLY:
+                if getattr(data.builtins[name], key) is not None:
+                    raise ConfigError(
+                        f"{source}: [builtins.{name}] {key} is a setting of the browser only",
+                        hint=f"move {key} to [builtins.browser] or remove it",
+                    )
     grants = []
     for index, g in enumerate(data.grants):
         if not g.effects and g.default is None:
@@ -678,7 +707,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         triggers=data.triggers,
         hooks=data.hooks,
         jobs=data.jobs,
-        builtins=data.builtins,
+        builtins=_with_browser_profile(data.builtins, home),
     )
 
 

@@ -261,6 +261,10 @@ KEYS: dict[str, KeyHelp] = {
     "builtins.*.actions": KeyHelp(help="offer only these actions (unset: all)", example='["get_repo", "list_issues"]'),
     "builtins.*.toolsets": KeyHelp(help="offer only the actions of these families (github: repos, issues, pull_requests, search, actions, webhooks)", example='["issues"]'),
     "builtins.*.read_only": KeyHelp(help="drop every write action, whatever actions and toolsets say"),
+    "builtins.*.idle_timeout_s": KeyHelp(help="browser only: close Chromium after this long without a call (unset: 300)", example="600"),
+    "builtins.*.max_snapshot_chars": KeyHelp(help="browser only: longest snapshot text returned (unset: 20000)", example="40000"),
+    "builtins.*.profile_dir": KeyHelp(help="browser only: where each launch's fresh Chromium profile is made, removed on close (unset: $PINCER_HOME/browser)", example='"browser"'),
+    "builtins.*.max_download_bytes": KeyHelp(help="browser only: largest download kept in the workspace (unset: 50 MiB)", example="10485760"),
 }
 
 SECTIONS: dict[str, str] = {

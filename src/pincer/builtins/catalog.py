@@ -59,11 +59,23 @@ def _llm_context(s: Any, all_settings: Mapping[str, Any], pool: ConnectionPool) 
     return llm_context_tool(base_url=s.base_url or _brave_base(all_settings), pool=pool)
 
 
+def _browser(s: Any, _all: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.browser.host import BrowserHost, BrowserLimits
+    from pincer.builtins.browser.tool import browser_tool
+
+    given = {k: getattr(s, k) for k in ("idle_timeout_s", "max_snapshot_chars", "max_download_bytes")}
+    limits = BrowserLimits(**{k: v for k, v in given.items() if v is not None})
+    browsers = BrowserHost(profile_root=s.profile_root, limits=limits)
+    pool.close_with(browsers.aclose)  # the runtime closes Chromium with pincer
+    return browser_tool(browsers=browsers, base_url=s.base_url)
+
+
 _FACTORIES: dict[str, Callable[[Any, Mapping[str, Any], ConnectionPool], NativeTool]] = {
     "github": _github,
     "web_fetch": _web_fetch,
     "web_search": _web_search,
     "llm_context": _llm_context,
+    "browser": _browser,
 }
 
 
