@@ -20,11 +20,12 @@ from pydantic_core import PydanticCustomError
 
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import ConfigError, ManifestError, PincerError
+from pincer.core.errors import ConfigError, ManifestError, PincerError, UsageError
 from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant
 from pincer.policy.run_budget import RunBudgets
 from pincer.policy.session import SessionKind, SessionPolicy
+from pincer.safety.hosts import HostPattern
 from pincer.safety.limits import DEFAULT_MAX_OUTPUT_BYTES
 
 __all__ = [
@@ -645,6 +646,14 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
                 f"{source}: grants.{index}: grant for {g.tool!r} sets neither effects nor default",
                 hint='add effects = { network = "allow" } or default = "allow"',
             )
+        for host in g.hosts or ():
+            try:
+                HostPattern.parse(host)
+            except UsageError as exc:
+                raise ConfigError(
+                    f"{source}: grants.{index}: hosts entry {host!r} is not a host pattern: {exc.message}",
+                    hint='write hosts = ["api.example.com", "*.example.com", "127.0.0.1:8080"]',
+                ) from None
         expires = g.expires
         if expires is not None and expires.tzinfo is None:
             expires = expires.replace(tzinfo=dt.UTC)

@@ -81,7 +81,11 @@ async def test_a_form_is_filled_and_submitted_by_refs(pincer: Any, site: Site) -
     site.page("/signed-up", "<title>Thanks</title><p>Signed up</p>")
     assert (await call(pincer, action="navigate", url=site.page("/form", FORM))).ok
     snap = (await call(pincer, action="snapshot")).output["snapshot"]
-    name, plan, button = ref_of(snap, 'textbox "Name"'), ref_of(snap, 'combobox "Plan"'), ref_of(snap, 'button "Sign up"')
+    name, plan, button = (
+        ref_of(snap, 'textbox "Name"'),
+        ref_of(snap, 'combobox "Plan"'),
+        ref_of(snap, 'button "Sign up"'),
+    )
     assert (await call(pincer, action="act", kind="fill", ref=name, text="Ada Lovelace")).ok
     assert (await call(pincer, action="act", kind="select", ref=plan, values=["pro"])).ok
     clicked = await call(pincer, action="act", kind="click", ref=button)
@@ -175,8 +179,11 @@ async def test_a_secret_shown_by_a_page_is_redacted(pincer: Any, site: Site) -> 
 
 async def test_two_sessions_do_not_share_cookies(pincer: Any, site: Site) -> None:
     set_cookie = site.page("/login", "<title>in</title>", headers={"Set-Cookie": "sid=alice-session; Path=/"})
-    for session, url in (("alice", set_cookie), ("alice", site.page("/whoami-a", "<title>a</title>")),
-                         ("bob", site.page("/whoami-b", "<title>b</title>"))):
+    for session, url in (
+        ("alice", set_cookie),
+        ("alice", site.page("/whoami-a", "<title>a</title>")),
+        ("bob", site.page("/whoami-b", "<title>b</title>")),
+    ):
         result = await call(pincer, session=session, action="navigate", url=url)
         assert result.ok, result.error
     seen = dict(zip(site.hits, site.cookies, strict=True))

@@ -123,3 +123,31 @@ async def test_file_chrome_and_view_source_urls_are_refused(pincer: Any, url: st
     result = await call(pincer, action="navigate", url=url)
     assert not result.ok and result.error["code"] == "egress_denied"
     assert "only http and https" in result.error["message"]
+
+
+async def test_a_grant_host_with_a_port_allows_only_that_port(tmp_path: Path, site: Site, other_site: Site) -> None:
+    """``hosts = ["127.0.0.1:PORT"]`` with private addresses allowed: the page on that port loads,
+    an image from the same address on another port is refused by the grant, and navigating there
+    is refused before Chromium is asked."""
+    config = f"""
+[network]
+allow_private = true
+
+[builtins.browser]
+enabled = true
+
+[[grants]]
+tool = "browser"
+effects = {{ network = "allow" }}
+hosts = ["127.0.0.1:{site.port}"]
+"""
+    url = site.page("/ported", f'<title>ported</title><img src="{other_site.origin}/pixel.png">')
+    async with pincer_on(tmp_path / "home", config) as opened:
+        loaded = await call(opened, action="navigate", url=url)
+        assert loaded.ok, loaded.error
+        blocked = [b for b in loaded.output["blocked"] if str(other_site.port) in b["request"]]
+        assert blocked and "not in the hosts of the grant" in blocked[0]["reason"]
+        refused = await call(opened, action="navigate", url=f"{other_site.origin}/pixel.png")
+        assert not refused.ok and refused.error["code"] == "egress_denied"
+        assert f"127.0.0.1:{other_site.port}" in refused.error["hint"]
+    assert other_site.hits == []
