@@ -467,6 +467,8 @@ def browser_tool(*, browsers: BrowserHost, base_url: str | None = None) -> Nativ
 
     def wrap(handler: Any) -> Any:
         async def run(call: BrowserCall, args: Mapping[str, Any]) -> Any:
+            if handler is _status:  # asking whether it runs is no use of it: the idle timer goes on
+                return await handler(call, args)
             async with call.browsers.in_use():
                 try:
                     return await handler(call, args)
