@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from pincer.core.values import CallRequest
@@ -195,3 +196,34 @@ async def test_two_sessions_do_not_share_cookies(pincer: Any, site: Site) -> Non
         assert status["sandbox"] is False and "root" in status["sandbox_note"]
     else:
         assert status["sandbox"] is True
+
+
+async def test_a_download_lands_in_the_workspace_and_a_link_opens_a_tab(pincer: Any, site: Site) -> None:
+    site.routes["/file.csv"] = (
+        200,
+        {"Content-Type": "text/csv", "Content-Disposition": 'attachment; filename="../../evil.csv"'},
+        b"a,b\n1,2\n",
+    )
+    site.page("/popped", "<title>Popped</title>")
+    page = '<title>dl</title><a href="/file.csv">Get the data</a> <a href="/popped" target="_blank">New tab</a>'
+    await call(pincer, action="navigate", url=site.page("/dl", page))
+    snap = (await call(pincer, action="snapshot")).output["snapshot"]
+    assert (await call(pincer, action="act", kind="click", ref=ref_of(snap, 'link "Get the data"'))).ok
+    workspace = Path(pincer.config.workspace)
+    with anyio.fail_after(30):  # the download finishes after the click returns
+        while not list((workspace / "downloads").glob("*evil.csv")):
+            await anyio.sleep(0.1)
+    [saved] = (workspace / "downloads").glob("*evil.csv")
+    assert saved.read_bytes() == b"a,b\n1,2\n" and saved.parent == workspace / "downloads"
+    assert not (workspace.parent / "evil.csv").exists()
+    assert f"as downloads/{saved.name} (8 bytes)" in (await call(pincer, action="console")).output["text"]
+    before = len((await call(pincer, action="tabs")).output["tabs"])
+    assert (await call(pincer, action="act", kind="click", ref=ref_of(snap, 'link "New tab"'))).ok
+    tabs: list[dict[str, Any]] = []
+    with anyio.fail_after(30):
+        while not any(t["url"].endswith("/popped") for t in tabs):
+            tabs = (await call(pincer, action="tabs")).output["tabs"]
+            await anyio.sleep(0.1)
+    assert len(tabs) == before + 1
+    popped = next(t for t in tabs if t["url"].endswith("/popped"))
+    assert (await call(pincer, action="close", target_id=popped["id"])).ok

@@ -62,6 +62,13 @@ class SessionBrowser:
     dialog_answer: tuple[bool, str | None] | None = None  # armed by the dialog action
     workspace: Path | None = None
     _next_tab: int = 0
+    _noted: int = 0  # the proxy refusals already written to the console
+
+    def note_refusals(self) -> None:
+        """Write the proxy's refusals not yet in the console to it (once each)."""
+        for refusal in self.proxy.refusals_since(self._noted):
+            self.note("blocked", f"{refusal.target}: {refusal.reason}")
+        self._noted = self.proxy.mark
 
     def tab(self, tab_id: str | None = None) -> Tab:
         wanted = tab_id or self.current
@@ -75,6 +82,10 @@ class SessionBrowser:
         return found
 
     def add_page(self, page: Any) -> Tab:
+        """Track a page as a tab: those the tool opens and those the page opens (popups)."""
+        known = next((t for t in self.tabs if t.page is page), None)
+        if known is not None:
+            return known
         self._next_tab += 1
         tab = Tab(id=f"t{self._next_tab}", page=page)
         self.tabs.append(tab)
@@ -128,7 +139,9 @@ class SessionBrowser:
             self.note("blocked", f"download failed: {exc}")
 
     async def new_tab(self) -> Tab:
-        return self.add_page(await self.context.new_page())
+        tab = self.add_page(await self.context.new_page())
+        self.current = tab.id
+        return tab
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):
@@ -201,6 +214,9 @@ class BrowserHost:
                     await proxy.aclose()
                     raise
                 found = SessionBrowser(session=name, context=context, proxy=proxy, limits=self.limits)
+                context.on(
+                    "page", lambda page: found.add_page(page)
+                )  # a page's popups and target=_blank links become tabs
                 self._sessions[name] = found
             found.proxy.policy = policy
             found.workspace = workspace

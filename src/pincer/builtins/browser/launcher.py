@@ -50,13 +50,13 @@ CHROMIUM_ARGS = (
     "--disable-quic",
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
-    "--disable-features=DnsOverHttps,MediaRouter,OptimizationHints,Translate,AutofillServerCommunication,"
-    "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions",
     "--disable-client-side-phishing-detection",
     "--disable-domain-reliability",
     "--no-pings",
     "--proxy-bypass-list=<-loopback>",
 )
+# No --disable-features here: Chromium keeps only the last one, and Playwright's own list (search
+# preconnect, account checks, translate, ...) is what keeps it from calling Google at start.
 
 
 @dataclass(kw_only=True, slots=True)

@@ -87,10 +87,9 @@ class BrowserCall:
 
 
 def _blocked(browser: SessionBrowser, mark: int) -> list[dict[str, str]]:
-    found = browser.proxy.refusals_since(mark)
-    for refusal in found:
-        browser.note("blocked", f"{refusal.target}: {refusal.reason}")
-    return [r.to_dict() for r in found]
+    """The requests refused since ``mark`` (also written to the session's console)."""
+    browser.note_refusals()
+    return [r.to_dict() for r in browser.proxy.refusals_since(mark)]
 
 
 def _page_state(tab: Tab) -> dict[str, Any]:
@@ -346,7 +345,7 @@ async def _pdf(call: BrowserCall, args: Mapping[str, Any]) -> Any:
 
 async def _console(call: BrowserCall, args: Mapping[str, Any]) -> Any:
     browser = await call.session()
-    _blocked(browser, browser.proxy.mark - len(browser.proxy.refusals))  # refusals not reported yet are noted too
+    browser.note_refusals()  # those made between calls (a page's timers) too
     entries = list(browser.console)[-int(args.get("limit") or 50) :]
     text, cut = _bounded(
         "\n".join(f"[{e['type']}] {e['text']}" for e in entries), browser.limits.max_text_chars, "console"
