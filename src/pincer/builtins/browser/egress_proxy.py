@@ -17,8 +17,9 @@ host:port`` (https, wss) or one absolute-form request (``GET http://host/path``)
 
 A refused request gets a 403 (Chromium shows an error page or fails the subresource) and a
 :class:`Refusal` in :attr:`EgressProxy.refusals`, which the browser tool reports in the action
-result and in ``console``. Plain-http requests are sent upstream with ``Connection: close`` so
-Chromium never reuses one proxied connection for a second, unchecked host.
+result and in ``console``. A plain-http connection carries exactly one request: it goes upstream
+with ``Connection: close``, the response comes back with ``Connection: close``, and anything more
+the browser sends on it is dropped, so no second request ever reaches the first host unchecked.
 
 Public API (also for the canvas): ``proxy = await EgressProxy.start(policy)``, ``proxy.url``
 (``http://127.0.0.1:PORT`` for Chromium's ``--proxy-server`` or Playwright's ``proxy``),
@@ -49,6 +50,10 @@ logger = logging.getLogger(__name__)
 PROXY_HEAD_TIMEOUT_S = 15.0
 PROXY_RESOLVE_TIMEOUT_S = 10.0
 PROXY_CONNECT_TIMEOUT_S = 10.0
+PROXY_RESPONSE_HEAD_TIMEOUT_S = 60.0
+PROXY_BODY_READ_TIMEOUT_S = (
+    60.0  # the longest silence within one body  # a slow page's server may think a while before answering
+)
 MAX_HEAD_BYTES = 64 * 1024
 MAX_REFUSALS_KEPT = 200
 _CHUNK = 65536
@@ -191,6 +196,14 @@ class EgressProxy:
         except ValueError as exc:
             await _refuse(writer, 400, f"malformed proxy request: {exc}")
             return
+        kept = [h for h in header_block.split(b"\r\n") if h and not h.lower().startswith(_HOP_HEADERS)]
+        length = 0
+        if not connect:
+            try:
+                length = _body_length(kept)
+            except ValueError as exc:
+                await _refuse(writer, 411 if "chunked" in str(exc) else 400, f"pincer refused {shown}: {exc}")
+                return
         upstream = await self._connect(writer, host, port, shown)
         if upstream is None:
             return
@@ -199,12 +212,12 @@ class EgressProxy:
             if connect:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 await writer.drain()
+                await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
             else:
-                kept = [h for h in header_block.split(b"\r\n") if h and not h.lower().startswith(_HOP_HEADERS)]
                 request = f"{method} {path} {version}".encode("latin-1")
                 up_writer.write(b"\r\n".join([request, *kept, b"Connection: close"]) + b"\r\n\r\n")
-                await up_writer.drain()
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+                await _copy(reader, up_writer, length)
+                await _answer_once(up_reader, writer, reader, head_only=method.upper() == "HEAD")
         finally:
             up_writer.close()
             with contextlib.suppress(Exception):
@@ -270,7 +283,7 @@ def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
 
 
 async def _refuse(writer: asyncio.StreamWriter, status: int, message: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    reason = {400: "Bad Request", 403: "Forbidden", 411: "Length Required", 502: "Bad Gateway"}[status]
     body = (message + "\n").encode()
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
@@ -279,6 +292,86 @@ async def _refuse(writer: asyncio.StreamWriter, status: int, message: str) -> No
     )
     with contextlib.suppress(ConnectionError):
         await writer.drain()
+
+
+def _body_length(headers: list[bytes]) -> int:
+    """The request body's length from Content-Length; a chunked body is refused (its end could
+    only be found by parsing it, and the proxy forwards exactly one request per connection)."""
+    length = 0
+    for header in headers:
+        name, _, value = header.partition(b":")
+        key = name.strip().lower()
+        if key == b"transfer-encoding":
+            raise ValueError("chunked request bodies are not proxied (send a Content-Length)")
+        if key == b"content-length":
+            text = value.strip()
+            if not (text.isdigit() and len(text) <= 15):
+                raise ValueError("bad Content-Length")
+            length = int(text)
+    return length
+
+
+async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, length: int) -> None:
+    """Exactly ``length`` bytes of request body, then nothing more from the client."""
+    left = length
+    while left > 0:
+        data = await asyncio.wait_for(src.read(min(_CHUNK, left)), PROXY_BODY_READ_TIMEOUT_S)
+        if not data:
+            raise ConnectionError("request body cut short")
+        dst.write(data)
+        await dst.drain()
+        left -= len(data)
+
+
+async def _answer_once(
+    up: asyncio.StreamReader, client: asyncio.StreamWriter, client_in: asyncio.StreamReader, *, head_only: bool
+) -> None:
+    """The one response, its head rewritten to ``Connection: close`` so the browser opens a new
+    (checked) connection for its next request. Whatever the client sends meanwhile is read and
+    dropped, never forwarded: an upstream answering keep-alive cannot receive a request meant
+    for another host. Ends after the body (its Content-Length, else the upstream's close) or
+    when the client closes."""
+    head = await asyncio.wait_for(up.readuntil(b"\r\n\r\n"), PROXY_RESPONSE_HEAD_TIMEOUT_S)
+    if len(head) > MAX_HEAD_BYTES:
+        raise ConnectionError("response head too large")
+    lines = [h for h in head[:-4].split(b"\r\n") if not h.lower().startswith(_HOP_HEADERS)]
+    client.write(b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n")
+    await client.drain()
+    length = _response_length(lines, head_only=head_only)
+    relay = asyncio.ensure_future(_pipe(up, client) if length is None else _copy(up, client, length))
+    drain = asyncio.ensure_future(_discard(client_in))
+    try:
+        await asyncio.wait({relay, drain}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (relay, drain):
+            task.cancel()
+        await asyncio.gather(relay, drain, return_exceptions=True)
+
+
+def _response_length(lines: list[bytes], *, head_only: bool) -> int | None:
+    """A response body's length when the head says it (None: read to the upstream's close)."""
+    parts = lines[0].split(b" ") if lines else []
+    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    if 100 <= status < 200:
+        return None  # an interim response: the final one follows on the same stream
+    if head_only or status in (204, 304):
+        return 0
+    chunked = False
+    length = None
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        key, text = name.strip().lower(), value.strip()
+        if key == b"transfer-encoding":
+            chunked = True
+        elif key == b"content-length" and text.isdigit() and len(text) <= 15:
+            length = int(text)
+    return None if chunked else length
+
+
+async def _discard(src: asyncio.StreamReader) -> None:
+    with contextlib.suppress(ConnectionError, OSError):
+        while await src.read(_CHUNK):
+            pass
 
 
 async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
