@@ -19,7 +19,8 @@ A refused request gets a 403 (Chromium shows an error page or fails the subresou
 :class:`Refusal` in :attr:`EgressProxy.refusals`, which the browser tool reports in the action
 result and in ``console``. A plain-http connection carries exactly one request: it goes upstream
 with ``Connection: close``, the response comes back with ``Connection: close``, and anything more
-the browser sends on it is dropped, so no second request ever reaches the first host unchecked.
+the browser sends after the first body (:mod:`pincer.safety.http_framing`) is dropped, so no
+second request ever reaches the first host unchecked.
 
 Public API (also for the canvas): ``proxy = await EgressProxy.start(policy)``, ``proxy.url``
 (``http://127.0.0.1:PORT`` for Chromium's ``--proxy-server`` or Playwright's ``proxy``),
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 
 from pincer.core.errors import EgressDenied, ToolError, UsageError
 from pincer.safety.hosts import HostPattern, normalise_request_host
+from pincer.safety.http_framing import BodyFramer, FramingError
 from pincer.safety.resolution import checked_addresses
 
 __all__ = ["ProxyPolicy", "Refusal", "EgressProxy", "CLOSED_POLICY"]
@@ -161,7 +163,7 @@ class EgressProxy:
             self._tasks.add(task)
         try:
             await self._serve(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, FramingError):
             pass
         except asyncio.CancelledError:
             # Only aclose cancels these; asyncio's stream callback would log a cancelled handler
@@ -197,12 +199,12 @@ class EgressProxy:
             await _refuse(writer, 400, f"malformed proxy request: {exc}")
             return
         kept = [h for h in header_block.split(b"\r\n") if h and not h.lower().startswith(_HOP_HEADERS)]
-        length = 0
+        framer = None
         if not connect:
             try:
-                length = _body_length(kept)
-            except ValueError as exc:
-                await _refuse(writer, 411 if "chunked" in str(exc) else 400, f"pincer refused {shown}: {exc}")
+                framer = BodyFramer(kept)
+            except FramingError as exc:
+                await _refuse(writer, 400, f"pincer refused {shown}: {exc}")
                 return
         upstream = await self._connect(writer, host, port, shown)
         if upstream is None:
@@ -216,7 +218,8 @@ class EgressProxy:
             else:
                 request = f"{method} {path} {version}".encode("latin-1")
                 up_writer.write(b"\r\n".join([request, *kept, b"Connection: close"]) + b"\r\n\r\n")
-                await _copy(reader, up_writer, length)
+                assert framer is not None
+                await _forward_body(reader, up_writer, framer)
                 await _answer_once(up_reader, writer, reader, head_only=method.upper() == "HEAD")
         finally:
             up_writer.close()
@@ -283,7 +286,7 @@ def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
 
 
 async def _refuse(writer: asyncio.StreamWriter, status: int, message: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden", 411: "Length Required", 502: "Bad Gateway"}[status]
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
     body = (message + "\n").encode()
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
@@ -294,25 +297,19 @@ async def _refuse(writer: asyncio.StreamWriter, status: int, message: str) -> No
         await writer.drain()
 
 
-def _body_length(headers: list[bytes]) -> int:
-    """The request body's length from Content-Length; a chunked body is refused (its end could
-    only be found by parsing it, and the proxy forwards exactly one request per connection)."""
-    length = 0
-    for header in headers:
-        name, _, value = header.partition(b":")
-        key = name.strip().lower()
-        if key == b"transfer-encoding":
-            raise ValueError("chunked request bodies are not proxied (send a Content-Length)")
-        if key == b"content-length":
-            text = value.strip()
-            if not (text.isdigit() and len(text) <= 15):
-                raise ValueError("bad Content-Length")
-            length = int(text)
-    return length
+async def _forward_body(src: asyncio.StreamReader, dst: asyncio.StreamWriter, framer: BodyFramer) -> None:
+    """Exactly the first request's body (:class:`~pincer.safety.http_framing.BodyFramer`), then
+    nothing more from the client."""
+    while not framer.done:
+        data = await asyncio.wait_for(src.read(_CHUNK), PROXY_BODY_READ_TIMEOUT_S)
+        if not data:
+            raise ConnectionError("request body cut short")
+        dst.write(framer.feed(data))
+        await dst.drain()
 
 
 async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, length: int) -> None:
-    """Exactly ``length`` bytes of request body, then nothing more from the client."""
+    """Exactly ``length`` bytes (a response body of known length)."""
     left = length
     while left > 0:
         data = await asyncio.wait_for(src.read(min(_CHUNK, left)), PROXY_BODY_READ_TIMEOUT_S)
