@@ -12,6 +12,7 @@ and reported as blocked.
 
 from __future__ import annotations
 
+import functools
 import mimetypes
 import os
 import re
@@ -41,7 +42,7 @@ async def upload_payloads(workspace: Path | None, paths: Sequence[object]) -> li
     payloads = []
     for raw in paths:
         target = resolve_path(workspace, raw)
-        data, size = await anyio.to_thread.run_sync(lambda t=target: read_bytes(t, offset=0, limit=MAX_UPLOAD_BYTES))
+        data, size = await anyio.to_thread.run_sync(functools.partial(read_bytes, target, offset=0, limit=MAX_UPLOAD_BYTES))
         if size > MAX_UPLOAD_BYTES:
             raise ToolError(f"{target.shown!r} is larger than {MAX_UPLOAD_BYTES} bytes", hint="upload a smaller file")
         name = target.parts[-1]
