@@ -637,7 +637,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
                 if getattr(data.builtins[name], key) is not None:
                     raise ConfigError(
                         f"{source}: [builtins.{name}] {key} is a setting of the browser only",
-                        hint=f"move {key} to [builtins.browser] or remove it",
+                        hint=f"remove {key} here: only the browser built-in has it (docs/browser.md)",
                     )
     grants = []
     for index, g in enumerate(data.grants):

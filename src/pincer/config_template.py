@@ -253,7 +253,7 @@ KEYS: dict[str, KeyHelp] = {
         help="the secret store entry with your publisher token for that hub (publishing only)", example='"hub_token"'
     ),
     "hub.sources.format": KeyHelp(help="what a path holds; auto tells IronClaw folders from server.json documents"),
-    "builtins.*.enabled": KeyHelp(help="register this built-in (github, web_fetch, web_search, llm_context)"),
+    "builtins.*.enabled": KeyHelp(help="register this built-in (github, web_fetch, web_search, llm_context, browser)"),
     "builtins.*.base_url": KeyHelp(
         help="the API it calls (GitHub Enterprise, a local server); permission for exactly that scheme, host and port",
         example='"https://ghe.example/api/v3"',
@@ -292,7 +292,7 @@ SECTIONS: dict[str, str] = {
     "triggers": "Triggers: commands, schedules and webhooks that start skill runs (README: Triggers).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
-    "builtins": "The bundled tools (github, web_fetch, web_search, llm_context; brave: their shared API); docs/builtins.md.",
+    "builtins": "The bundled tools (github, web_fetch, web_search, llm_context, browser; brave: their shared API); docs/builtins.md, docs/browser.md.",
 }
 
 # Names shown for the "*" of a map, in examples.

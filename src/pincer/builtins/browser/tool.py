@@ -122,8 +122,8 @@ async def _goto(call: BrowserCall, browser: SessionBrowser, tab: Tab, url: str) 
         if blocked:
             raise EgressDenied(
                 f"browser: {url[:200]} refused: {blocked[0]['reason']}",
-                hint="add the host to the browser grant's hosts in config.toml (private addresses need "
-                "[network] allow_private = true or [builtins.browser] base_url)",
+                hint="add the host to the browser grant's hosts in config.toml; a private address needs "
+                "[network] allow_private = true (or the site as builtins.base_url of the browser, docs/browser.md)",
             ) from None
         raise ToolError(f"browser: navigating to {url[:200]} failed: {_first_line(exc)}") from None
     blocked = _blocked(browser, mark)
@@ -132,8 +132,8 @@ async def _goto(call: BrowserCall, browser: SessionBrowser, tab: Tab, url: str) 
         # The page itself (after any redirects) was refused: an error, not a blank page.
         raise EgressDenied(
             f"browser: {document['request']} refused: {document['reason']}",
-            hint="add the host to the browser grant's hosts in config.toml (private addresses need "
-            "[network] allow_private = true or [builtins.browser] base_url)",
+            hint="add the host to the browser grant's hosts in config.toml; a private address needs "
+            "[network] allow_private = true (or the site as builtins.base_url of the browser, docs/browser.md)",
         )
     out = {**_page_state(tab), "title": await _title(tab), "status": status}
     if blocked:
