@@ -151,3 +151,19 @@ hosts = ["127.0.0.1:{site.port}"]
         assert not refused.ok and refused.error["code"] == "egress_denied"
         assert f"127.0.0.1:{other_site.port}" in refused.error["hint"]
     assert other_site.hits == []
+
+
+async def test_a_file_url_is_refused_before_anyone_is_asked(tmp_path: Path, site: Site) -> None:
+    """The scheme check runs in the preflight: an asking grant does not put file:// before a person."""
+    config = browser_config(site).replace(
+        'effects = { network = "allow", external_write = "allow" }', 'effects = { network = "ask" }'
+    )
+    asked: list[Any] = []
+
+    async def person(approval: Any) -> None:
+        asked.append(approval)
+
+    async with pincer_on(tmp_path / "home", config) as opened:
+        request = CallRequest(tool="browser", args={"action": "navigate", "url": "file:///etc/passwd"})
+        result = await opened.call(request, on_approval=person)
+    assert not result.ok and result.error["code"] == "egress_denied" and asked == []

@@ -42,7 +42,9 @@ async def upload_payloads(workspace: Path | None, paths: Sequence[object]) -> li
     payloads = []
     for raw in paths:
         target = resolve_path(workspace, raw)
-        data, size = await anyio.to_thread.run_sync(functools.partial(read_bytes, target, offset=0, limit=MAX_UPLOAD_BYTES))
+        data, size = await anyio.to_thread.run_sync(
+            functools.partial(read_bytes, target, offset=0, limit=MAX_UPLOAD_BYTES)
+        )
         if size > MAX_UPLOAD_BYTES:
             raise ToolError(f"{target.shown!r} is larger than {MAX_UPLOAD_BYTES} bytes", hint="upload a smaller file")
         name = target.parts[-1]

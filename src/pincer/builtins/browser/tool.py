@@ -58,17 +58,8 @@ class BrowserCall:
 
     def check_url(self, url: str) -> str:
         """Refuse before Chromium sees it what the proxy would refuse by name or scheme."""
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:
-            raise UsageError(f"browser: url is not a URL: {exc}", hint="pass an absolute https:// URL") from None
+        parts = _check_scheme(url)
         scheme = parts.scheme.lower()
-        if scheme not in _NAV_SCHEMES:
-            raise EgressDenied(
-                f"browser: {scheme or 'a relative'}: URL refused (rule: only http and https pages; "
-                "file://, chrome://, view-source: and the like never open)",
-                hint="pass an absolute https:// URL",
-            )
         if not parts.hostname:
             raise UsageError(f"browser: {url[:200]!r} has no host", hint="pass e.g. https://example.com/")
         from pincer.safety.hosts import normalise_request_host
@@ -84,6 +75,21 @@ class BrowserCall:
                 hint=f"add {parts.hostname}:{port} (or {parts.hostname}) to the browser grant's hosts in config.toml",
             )
         return url
+
+
+def _check_scheme(url: str) -> Any:
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise UsageError(f"browser: url is not a URL: {exc}", hint="pass an absolute https:// URL") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _NAV_SCHEMES:
+        raise EgressDenied(
+            f"browser: {scheme or 'a relative'}: URL refused (rule: only http and https pages; "
+            "file://, chrome://, view-source: and the like never open)",
+            hint="pass an absolute https:// URL",
+        )
+    return parts
 
 
 def _blocked(browser: SessionBrowser, mark: int) -> list[dict[str, str]]:
@@ -489,8 +495,15 @@ def browser_tool(*, browsers: BrowserHost, base_url: str | None = None) -> Nativ
                writes=EffectKind.EXTERNAL_WRITE in effects, effects=effects)
         for name, fn, req, opt, effects, about in _ACTIONS
     )  # fmt: skip
+
+    def check(action: str, args: Mapping[str, Any]) -> None:
+        # In the preflight too: a file:// or chrome:// URL is refused before anyone is asked.
+        if action in ("open", "navigate") and isinstance(args.get("url"), str):
+            _check_scheme(args["url"])
+
     return make_tool(
         name="browser",
+        check=check,
         description="Drive a headless Chromium: navigate, snapshot the page as an accessibility tree with "
         "[ref=eN] element refs, act on refs (click, type, fill, press, hover, select, drag, wait), screenshot, "
         "pdf, console, dialogs, uploads from the workspace, evaluate. Every request passes pincer's network rules.",
