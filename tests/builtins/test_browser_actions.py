@@ -210,13 +210,15 @@ async def test_a_download_lands_in_the_workspace_and_a_link_opens_a_tab(pincer: 
     snap = (await call(pincer, action="snapshot")).output["snapshot"]
     assert (await call(pincer, action="act", kind="click", ref=ref_of(snap, 'link "Get the data"'))).ok
     workspace = Path(pincer.config.workspace)
-    with anyio.fail_after(30):  # the download finishes after the click returns
-        while not list((workspace / "downloads").glob("*evil.csv")):
+    console = ""
+    with anyio.fail_after(30):  # the download finishes after the click returns; console says when
+        while "[download] saved" not in console:
             await anyio.sleep(0.1)
+            console = (await call(pincer, action="console")).output["text"]
     [saved] = (workspace / "downloads").glob("*evil.csv")
     assert saved.read_bytes() == b"a,b\n1,2\n" and saved.parent == workspace / "downloads"
     assert not (workspace.parent / "evil.csv").exists()
-    assert f"as downloads/{saved.name} (8 bytes)" in (await call(pincer, action="console")).output["text"]
+    assert f"as downloads/{saved.name} (8 bytes)" in console
     before = len((await call(pincer, action="tabs")).output["tabs"])
     assert (await call(pincer, action="act", kind="click", ref=ref_of(snap, 'link "New tab"'))).ok
     tabs: list[dict[str, Any]] = []

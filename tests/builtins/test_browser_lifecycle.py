@@ -4,6 +4,7 @@ behind; an idle browser closes by itself; a crashed Chromium is started again on
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -101,6 +102,8 @@ def test_sigkill_of_pincer_leaves_no_chromium(tmp_path: Path, site: Site) -> Non
     child = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert child.stdout is not None
+        ready, _, _ = select.select([child.stdout], [], [], READY_TIMEOUT_S)
+        assert ready, f"pincer did not navigate within {READY_TIMEOUT_S:g} s"
         line = child.stdout.readline().strip()  # the child prints once navigation is done (or failed)
         assert line == "READY", line
         chromium = {pid: cmd for pid, cmd in descendants(child.pid).items() if "chromium" in cmd}
