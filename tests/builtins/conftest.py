@@ -33,11 +33,7 @@ async def pincer_on(home: Path, config_text: str, *, secrets: dict[str, str] | N
 
 
 def github_config(fake: fakegithub.FakeGitHub, extra: str = "", grant: str | None = None) -> str:
-    grant = (
-        grant
-        if grant is not None
-        else 'effects = { network = "allow", use_secret = "allow", external_write = "allow" }'
-    )
+    grant = grant if grant is not None else 'effects = { network = "allow", use_secret = "allow", external_write = "allow" }'
     return f"""
 [builtins.github]
 enabled = true

@@ -28,9 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC_PATH = (
-    ROOT / ".cache" / "npm-openapi" / "node_modules" / "@octokit" / "openapi" / "generated" / "api.github.com.json"
-)
+SPEC_PATH = ROOT / ".cache" / "npm-openapi" / "node_modules" / "@octokit" / "openapi" / "generated" / "api.github.com.json"
 SERVER_URL = "https://api.github.com"
 SERVER_STOP_TIMEOUT_S = 5.0
 SERVER_POLL_INTERVAL_S = 0.02
@@ -101,13 +99,8 @@ def example_answer(op: dict[str, Any]) -> tuple[int, Any]:
     raise AssertionError(f"no example for {op.get('operationId')}")
 
 
-_FORMATS = {
-    "date-time": "2011-01-26T19:01:12Z",
-    "uri": "https://example.com/x",
-    "email": "mona@example.com",
-    "date": "2011-01-26",
-    "uuid": "00000000-0000-4000-8000-000000000000",
-}
+_FORMATS = {"date-time": "2011-01-26T19:01:12Z", "uri": "https://example.com/x", "email": "mona@example.com",
+            "date": "2011-01-26", "uuid": "00000000-0000-4000-8000-000000000000"}
 
 
 def _options(s: dict[str, Any]) -> list[Any]:
@@ -163,9 +156,7 @@ def conform(value: Any, schema: Any) -> Any:
                 ref = raw[0]["$ref"]
                 key = ref.rsplit("/", 1)[-1]
             value = {**value, prop: key}
-        ref = mapping.get(value[prop]) or next(
-            (o["$ref"] for o in raw if o.get("$ref", "").endswith("/" + str(value[prop]))), None
-        )
+        ref = mapping.get(value[prop]) or next((o["$ref"] for o in raw if o.get("$ref", "").endswith("/" + str(value[prop]))), None)
         return conform(value, {"$ref": ref}) if ref else value
     if options:
         if value is None and (s.get("nullable") or any(o.get("type") == "null" or o.get("nullable") for o in options)):
@@ -236,11 +227,7 @@ def validate_exchange(method: str, raw_path: str, body: bytes, status: int, answ
         head = path.split("/")[: fixed + 1]
         path = "/".join(head) + "/" + path[len("/".join(head)) + 1 :].replace("/", "%2F")
     request = MockRequest(
-        SERVER_URL,
-        method.lower(),
-        path,
-        args=args,
-        data=body or None,
+        SERVER_URL, method.lower(), path, args=args, data=body or None,
         content_type="application/json" if body else None,
     )
     problems = _strict_problems(method, url.path, args, body) if found is not None else []
@@ -267,15 +254,10 @@ def _strict_problems(method: str, path: str, args: dict[str, str], body: bytes) 
         for p in [*spec()["paths"][template].get("parameters", []), *op.get("parameters", [])]
         if _resolve(p).get("in") == "query"
     }
-    problems = [
-        f"request {method} {path}: query parameter {name!r} is not in GitHub's description"
-        for name in sorted(set(args) - declared)
-    ]
+    problems = [f"request {method} {path}: query parameter {name!r} is not in GitHub's description"
+                for name in sorted(set(args) - declared)]
     if body:
-        schema = _resolve(
-            ((_resolve(op.get("requestBody") or {}).get("content") or {}).get("application/json") or {}).get("schema")
-            or {}
-        )
+        schema = _resolve(((_resolve(op.get("requestBody") or {}).get("content") or {}).get("application/json") or {}).get("schema") or {})
         props: set[str] = set(schema.get("properties") or {})
         for option in schema.get("oneOf") or schema.get("anyOf") or schema.get("allOf") or []:
             props |= set(_resolve(option).get("properties") or {})
@@ -284,10 +266,7 @@ def _strict_problems(method: str, path: str, args: dict[str, str], body: bytes) 
         except ValueError:
             data = None
         if props and isinstance(data, dict):
-            problems += [
-                f"request {method} {path}: body field {k!r} is not in GitHub's description"
-                for k in sorted(set(data) - props)
-            ]
+            problems += [f"request {method} {path}: body field {k!r} is not in GitHub's description" for k in sorted(set(data) - props)]
     return problems
 
 
@@ -304,14 +283,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         found = operation(self.command, url.path)
-        seen = Seen(
-            self.command,
-            url.path,
-            parse_qs(url.query),
-            dict(self.headers.items()),
-            body,
-            found[1].get("operationId") if found else None,
-        )
+        seen = Seen(self.command, url.path, parse_qs(url.query), dict(self.headers.items()), body,
+                    found[1].get("operationId") if found else None)
         state = self.state
         with state.lock:
             state.requests.append(seen)
@@ -369,9 +342,7 @@ def serve() -> Iterator[FakeGitHub]:
     server = _QuietServer(("127.0.0.1", 0), handler)
     state = FakeGitHub(server=server)
     handler.state = state
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL_INTERVAL_S}, daemon=True
-    )
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL_INTERVAL_S}, daemon=True)
     thread.start()
     try:
         yield state

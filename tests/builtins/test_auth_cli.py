@@ -16,15 +16,11 @@ PINCER = [sys.executable, "-m", "pincer.cli"]
 CLI_TIMEOUT_S = 120
 
 
-def _pincer(
-    home: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
+def _pincer(home: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PINCER_", "GITHUB_", "BRAVE_"))}
     base["PINCER_HOME"] = str(home)
     base.update(env or {})
-    return subprocess.run(
-        [*PINCER, *args], input=stdin, capture_output=True, text=True, env=base, timeout=CLI_TIMEOUT_S
-    )
+    return subprocess.run([*PINCER, *args], input=stdin, capture_output=True, text=True, env=base, timeout=CLI_TIMEOUT_S)
 
 
 def _home(tmp_path: Path, fake: FakeGitHub) -> Path:

@@ -30,33 +30,19 @@ WEB_ANSWER = {
     "web": {
         "type": "search",
         "results": [
-            {
-                "title": "AnyIO documentation",
-                "url": "https://anyio.readthedocs.io/",
-                "is_source_local": False,
-                "description": "AnyIO is an asynchronous networking and concurrency library",
-                "age": "2 days ago",
-                "profile": {"name": "Read the Docs"},
-                "language": "en",
-                "family_friendly": True,
-            },
-            {
-                "title": "agronholm/anyio",
-                "url": "https://github.com/agronholm/anyio",
-                "description": "High level asynchronous concurrency and networking framework",
-                "page_age": "2026-01-02",
-            },
+            {"title": "AnyIO documentation", "url": "https://anyio.readthedocs.io/", "is_source_local": False,
+             "description": "AnyIO is an asynchronous networking and concurrency library", "age": "2 days ago",
+             "profile": {"name": "Read the Docs"}, "language": "en", "family_friendly": True},
+            {"title": "agronholm/anyio", "url": "https://github.com/agronholm/anyio",
+             "description": "High level asynchronous concurrency and networking framework", "page_age": "2026-01-02"},
         ],
     },
 }
 CONTEXT_ANSWER = {
     "grounding": {
         "generic": [
-            {
-                "url": "https://anyio.readthedocs.io/en/stable/tasks.html",
-                "title": "Creating and managing tasks",
-                "snippets": ["A task group is an asynchronous context manager...", "start_soon() schedules a task"],
-            },
+            {"url": "https://anyio.readthedocs.io/en/stable/tasks.html", "title": "Creating and managing tasks",
+             "snippets": ["A task group is an asynchronous context manager...", "start_soon() schedules a task"]},
         ]
     },
     "sources": {"https://anyio.readthedocs.io/en/stable/tasks.html": {"title": "Creating and managing tasks"}},
@@ -88,29 +74,17 @@ def serve_brave() -> Iterator[FakeBrave]:
             if state.script:
                 status, payload = state.script.pop(0)
             elif self.headers.get("X-Subscription-Token") != KEY:
-                status, payload = (
-                    401,
-                    {"type": "ErrorResponse", "error": {"code": "SUBSCRIPTION_TOKEN_INVALID", "detail": "bad token"}},
-                )
+                status, payload = 401, {"type": "ErrorResponse", "error": {"code": "SUBSCRIPTION_TOKEN_INVALID", "detail": "bad token"}}
             elif self.command == "GET" and url.path == "/res/v1/web/search" and parse_qs(url.query).get("q"):
                 status, payload = 200, WEB_ANSWER
-            elif (
-                self.command == "POST"
-                and url.path == "/res/v1/llm/context"
-                and isinstance(body, dict)
-                and body.get("q")
-            ):
+            elif self.command == "POST" and url.path == "/res/v1/llm/context" and isinstance(body, dict) and body.get("q"):
                 status, payload = 200, CONTEXT_ANSWER
             else:
                 status, payload = 422, {"type": "ErrorResponse", "error": {"detail": "unknown request"}}
             if state.echo and status == 200:
                 payload = json.loads(json.dumps(payload))
                 payload.setdefault("web", {"results": []})["results"].append(
-                    {
-                        "title": "echo",
-                        "url": "https://e.example/",
-                        "description": f"key {self.headers.get('X-Subscription-Token')}",
-                    }
+                    {"title": "echo", "url": "https://e.example/", "description": f"key {self.headers.get('X-Subscription-Token')}"}
                 )
             data = json.dumps(payload).encode()
             self.send_response(status)
@@ -161,27 +135,17 @@ effects = {{ network = "allow", use_secret = "allow" }}
 async def test_web_search_and_llm_context_share_one_key(tmp_path: Path) -> None:
     with serve_brave() as fake:
         async with pincer_on(tmp_path, _config(fake), secrets={"brave_api_key": KEY}) as pincer:
-            search = await pincer.call(
-                CallRequest(
-                    tool="web_search", args={"query": "python anyio", "count": 2, "country": "US", "freshness": "pw"}
-                )
-            )
+            search = await pincer.call(CallRequest(tool="web_search", args={"query": "python anyio", "count": 2,
+                                                                             "country": "US", "freshness": "pw"}))
             context = await pincer.call(CallRequest(tool="llm_context", args={"query": "anyio task groups"}))
     assert search.ok, search.error
-    assert search.output["results"][0] == {
-        "title": "AnyIO documentation",
-        "url": "https://anyio.readthedocs.io/",
-        "description": "AnyIO is an asynchronous networking and concurrency library",
-        "age": "2 days ago",
-    }
+    assert search.output["results"][0] == {"title": "AnyIO documentation", "url": "https://anyio.readthedocs.io/",
+                                           "description": "AnyIO is an asynchronous networking and concurrency library",
+                                           "age": "2 days ago"}
     assert context.ok, context.error
     assert context.output["sources"][0]["snippets"][1] == "start_soon() schedules a task"
     (m1, p1, q1, h1, _), (m2, p2, _, h2, b2) = fake.seen
-    assert (m1, p1, q1) == (
-        "GET",
-        "/res/v1/web/search",
-        {"q": ["python anyio"], "count": ["2"], "country": ["US"], "freshness": ["pw"]},
-    )
+    assert (m1, p1, q1) == ("GET", "/res/v1/web/search", {"q": ["python anyio"], "count": ["2"], "country": ["US"], "freshness": ["pw"]})
     assert (m2, p2, b2) == ("POST", "/res/v1/llm/context", {"q": "anyio task groups", "count": 5})
     assert h1["X-Subscription-Token"] == KEY == h2["X-Subscription-Token"]
     assert KEY not in json.dumps([search.output, context.output])

@@ -97,9 +97,7 @@ async def test_pagination_reads_githubs_link_header(tmp_path: Path, fake_github:
     link = f'<{fake_github.base_url}/repos/octocat/hello-world/issues?page=3>; rel="next", <x?page=9>; rel="last"'
     fake_github.script.append((200, {"Link": link}, [{"number": 1, "title": "t", "state": "open"}]))
     async with pincer_on(tmp_path, github_config(fake_github), secrets={"github_token": TOKEN}) as pincer:
-        result = await pincer.call(
-            CallRequest(tool="github", args={"action": "list_issues", **_OR, "page": 2, "limit": 1})
-        )
+        result = await pincer.call(CallRequest(tool="github", args={"action": "list_issues", **_OR, "page": 2, "limit": 1}))
     assert result.ok, result.error
     assert result.output["next_page"] == 3 and result.output["count"] == 1
     assert fake_github.requests[0].query == {"state": ["open"], "per_page": ["1"], "page": ["2"]}
@@ -150,14 +148,8 @@ def test_read_only_leaves_no_write_action_and_wins_over_actions() -> None:
 
 def test_toolsets_narrow_to_their_families() -> None:
     enum = github_tool(toolsets=["issues"]).spec.input_schema["properties"]["action"]["enum"]
-    assert set(enum) == {
-        "list_issues",
-        "get_issue",
-        "create_issue",
-        "close_issue",
-        "list_issue_comments",
-        "create_issue_comment",
-    }
+    assert set(enum) == {"list_issues", "get_issue", "create_issue", "close_issue", "list_issue_comments",
+                         "create_issue_comment"}
 
 
 def test_unknown_actions_toolsets_and_sections_are_config_errors() -> None:

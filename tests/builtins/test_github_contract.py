@@ -26,63 +26,22 @@ _IDENT = {"name": "Mona", "email": "mona@example.com"}
 # description must know it by.
 CALLS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "get_repo": (_OR, ("repos/get",)),
-    "create_repo": (
-        {
-            "name": "infra",
-            "description": "d",
-            "private": True,
-            "auto_init": True,
-            "gitignore_template": "Python",
-            "license_template": "mit",
-        },
-        ("repos/create-for-authenticated-user",),
-    ),
+    "create_repo": ({"name": "infra", "description": "d", "private": True, "auto_init": True,
+                     "gitignore_template": "Python", "license_template": "mit"}, ("repos/create-for-authenticated-user",)),
     "list_repos": ({"username": "octocat", "page": 2, "limit": 5}, ("repos/list-for-user",)),
-    "fork_repo": (
-        {**_OR, "organization": "octo-org", "name": "fork", "default_branch_only": True},
-        ("repos/create-fork",),
-    ),
+    "fork_repo": ({**_OR, "organization": "octo-org", "name": "fork", "default_branch_only": True}, ("repos/create-fork",)),
     "list_branches": ({**_OR, "protected": True, "limit": 10}, ("repos/list-branches",)),
     "create_branch": ({**_OR, "branch": "feature-x", "from_ref": "main"}, ("git/get-ref", "git/create-ref")),
     "get_file_content": ({**_OR, "path": "docs/README.md", "ref": "main"}, ("repos/get-content",)),
-    "create_or_update_file": (
-        {
-            **_OR,
-            "path": "docs/new.md",
-            "message": "docs: add",
-            "content": "hello",
-            "branch": "main",
-            "committer": _IDENT,
-            "author": _IDENT,
-        },
-        ("repos/create-or-update-file-contents",),
-    ),
-    "delete_file": (
-        {
-            **_OR,
-            "path": "docs/old.md",
-            "message": "docs: drop",
-            "sha": "3d21ec53a331a6f037a91c368710b99387d012c1",
-            "branch": "main",
-            "committer": _IDENT,
-        },
-        ("repos/delete-file",),
-    ),
+    "create_or_update_file": ({**_OR, "path": "docs/new.md", "message": "docs: add", "content": "hello",
+                               "branch": "main", "committer": _IDENT, "author": _IDENT},
+                              ("repos/create-or-update-file-contents",)),
+    "delete_file": ({**_OR, "path": "docs/old.md", "message": "docs: drop", "sha": "3d21ec53a331a6f037a91c368710b99387d012c1",
+                     "branch": "main", "committer": _IDENT}, ("repos/delete-file",)),
     "get_combined_status": ({**_OR, "ref": "main"}, ("repos/get-combined-status-for-ref",)),
     "list_releases": ({**_OR, "page": 1, "limit": 2}, ("repos/list-releases",)),
-    "create_release": (
-        {
-            **_OR,
-            "tag_name": "v1.0.0",
-            "target_commitish": "main",
-            "name": "v1",
-            "body": "notes",
-            "draft": False,
-            "prerelease": False,
-            "generate_release_notes": True,
-        },
-        ("repos/create-release",),
-    ),
+    "create_release": ({**_OR, "tag_name": "v1.0.0", "target_commitish": "main", "name": "v1", "body": "notes",
+                        "draft": False, "prerelease": False, "generate_release_notes": True}, ("repos/create-release",)),
     "list_issues": ({**_OR, "state": "all", "limit": 3}, ("issues/list-for-repo",)),
     "get_issue": ({**_OR, "issue_number": 1347}, ("issues/get",)),
     "create_issue": ({**_OR, "title": "Found a bug", "body": "details", "labels": ["bug"]}, ("issues/create",)),
@@ -91,39 +50,25 @@ CALLS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "create_issue_comment": ({**_OR, "issue_number": 1347, "body": "thanks"}, ("issues/create-comment",)),
     "list_pull_requests": ({**_OR, "state": "open"}, ("pulls/list",)),
     "get_pull_request": ({**_OR, "pr_number": 42}, ("pulls/get",)),
-    "create_pull_request": (
-        {**_OR, "title": "Amazing", "head": "octocat:feature", "base": "main", "body": "b", "draft": True},
-        ("pulls/create",),
-    ),
+    "create_pull_request": ({**_OR, "title": "Amazing", "head": "octocat:feature", "base": "main", "body": "b",
+                             "draft": True}, ("pulls/create",)),
     "get_pull_request_files": ({**_OR, "pr_number": 42}, ("pulls/list-files",)),
     "create_pr_review": ({**_OR, "pr_number": 42, "body": "LGTM", "event": "APPROVE"}, ("pulls/create-review",)),
     "list_pull_request_comments": ({**_OR, "pr_number": 42}, ("pulls/list-review-comments",)),
-    "reply_pull_request_comment": (
-        {**_OR, "pr_number": 42, "comment_id": 7, "body": "fixed"},
-        ("pulls/create-reply-for-review-comment",),
-    ),
+    "reply_pull_request_comment": ({**_OR, "pr_number": 42, "comment_id": 7, "body": "fixed"},
+                                   ("pulls/create-reply-for-review-comment",)),
     "get_pull_request_reviews": ({**_OR, "pr_number": 42}, ("pulls/list-reviews",)),
-    "merge_pull_request": (
-        {**_OR, "pr_number": 42, "commit_title": "t", "commit_message": "m", "merge_method": "squash"},
-        ("pulls/merge",),
-    ),
-    "search_repositories": ({"query": "tetris language:assembly", "sort": "stars", "order": "desc"}, ("search/repos",)),
+    "merge_pull_request": ({**_OR, "pr_number": 42, "commit_title": "t", "commit_message": "m",
+                            "merge_method": "squash"}, ("pulls/merge",)),
+    "search_repositories": ({"query": "tetris language:assembly", "sort": "stars", "order": "desc"},
+                            ("search/repos",)),
     "search_code": ({"query": "addClass repo:jquery/jquery", "limit": 5}, ("search/code",)),
     "search_issues_pull_requests": ({"query": "is:pr author:@me", "page": 2}, ("search/issues-and-pull-requests",)),
-    "trigger_workflow": (
-        {**_OR, "workflow_id": "ci.yml", "ref": "main", "inputs": {"debug": "true"}},
-        ("actions/create-workflow-dispatch",),
-    ),
+    "trigger_workflow": ({**_OR, "workflow_id": "ci.yml", "ref": "main", "inputs": {"debug": "true"}},
+                         ("actions/create-workflow-dispatch",)),
     "get_workflow_runs": ({**_OR, "workflow_id": "ci.yml", "limit": 5}, ("actions/list-workflow-runs",)),
-    "handle_webhook": (
-        {
-            "webhook": {
-                "headers": {"X-GitHub-Event": "issues", "X-GitHub-Delivery": "d1"},
-                "body_json": {"action": "opened", "issue": {"number": 1, "title": "t"}},
-            }
-        },
-        (),
-    ),
+    "handle_webhook": ({"webhook": {"headers": {"X-GitHub-Event": "issues", "X-GitHub-Delivery": "d1"},
+                                    "body_json": {"action": "opened", "issue": {"number": 1, "title": "t"}}}}, ()),
 }
 
 
@@ -156,26 +101,11 @@ async def test_each_action_speaks_githubs_api(
 
 def test_the_checker_refuses_a_wrong_shape() -> None:
     """The contract check itself: a wrong path, method, parameter or body fails it."""
-    assert any(
-        "request" in p
-        for p in validate_exchange("POST", "/repos/octocat/hello-world/issues", b'{"titel": "x"}', 201, b"{}")
-    )
-    assert any(
-        "request" in p
-        for p in validate_exchange("GET", "/repos/octocat/hello-world/issues?state=sideways", b"", 200, b"[]")
-    )
+    assert any("request" in p for p in validate_exchange("POST", "/repos/octocat/hello-world/issues", b'{"titel": "x"}', 201, b"{}"))
+    assert any("request" in p for p in validate_exchange("GET", "/repos/octocat/hello-world/issues?state=sideways", b"", 200, b"[]"))
     assert any("request" in p for p in validate_exchange("DELETE", "/search/code?q=x", b"", 200, b"{}"))
-    assert any(
-        "body field 'lables'" in p
-        for p in validate_exchange(
-            "POST", "/repos/octocat/hello-world/issues", b'{"title": "x", "lables": ["bug"]}', 201, b"{}"
-        )
-    )
-    assert any(
-        "query parameter 'perpage'" in p
-        for p in validate_exchange("GET", "/repos/octocat/hello-world/issues?perpage=5", b"", 200, b"[]")
-    )
-    assert any(
-        "response" in p
-        for p in validate_exchange("GET", "/repos/octocat/hello-world", b"", 200, b'{"id": "not a number"}')
-    )
+    assert any("body field 'lables'" in p for p in validate_exchange(
+        "POST", "/repos/octocat/hello-world/issues", b'{"title": "x", "lables": ["bug"]}', 201, b"{}"))
+    assert any("query parameter 'perpage'" in p for p in validate_exchange(
+        "GET", "/repos/octocat/hello-world/issues?perpage=5", b"", 200, b"[]"))
+    assert any("response" in p for p in validate_exchange("GET", "/repos/octocat/hello-world", b"", 200, b'{"id": "not a number"}'))

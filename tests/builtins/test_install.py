@@ -22,9 +22,7 @@ def _pincer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_install_a_builtin_offline(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text(
-        "# my settings\n[builtins.github]\nread_only = true  # only reads\n\n[output]\nmax_bytes = 50000\n"
-    )
+    (home / "config.toml").write_text('# my settings\n[builtins.github]\nread_only = true  # only reads\n\n[output]\nmax_bytes = 50000\n')
     done = _pincer(home, "install", "tools/github", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"][0]["action"] == "installed"
@@ -66,9 +64,7 @@ def test_listing_the_builtins_loads_no_http_stack_or_extractor(tmp_path: Path) -
     when a call makes a request or converts a page, not when tools are listed."""
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text(
-        "".join(f"[builtins.{n}]\nenabled = true\n" for n in ("github", "web_fetch", "web_search", "llm_context"))
-    )
+    (home / "config.toml").write_text("".join(f"[builtins.{n}]\nenabled = true\n" for n in ("github", "web_fetch", "web_search", "llm_context")))
     code = (
         "import sys\nsys.argv = ['pincer', 'tools', 'list', '--json']\nfrom pincer.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"

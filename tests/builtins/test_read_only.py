@@ -22,9 +22,7 @@ from tests.gateway.conftest import live_gateway
 from tests.llm.conftest import llm_config, open_pincer
 
 WRITES = {a.name for a in ACTIONS if a.writes}
-READ_ONLY = (
-    '[builtins.github]\nenabled = true\nread_only = true\nactions = ["get_repo", "create_issue", "list_issues"]\n'
-)
+READ_ONLY = '[builtins.github]\nenabled = true\nread_only = true\nactions = ["get_repo", "create_issue", "list_issues"]\n'
 
 
 def _actions_in(schema: Any) -> set[str]:
@@ -37,24 +35,14 @@ def test_tools_list_shows_no_write_action(tmp_path: Path) -> None:
     (home / "config.toml").write_text(READ_ONLY)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
     env["PINCER_HOME"] = str(home)
-    done = subprocess.run(
-        [sys.executable, "-m", "pincer.cli", "tools", "list", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    done = subprocess.run([sys.executable, "-m", "pincer.cli", "tools", "list", "--json"], capture_output=True,
+                          text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     github = next(t for t in json.loads(done.stdout) if t["name"] == "github")
     assert "external_write" not in github["effects"]
     assert not set(json.dumps(github).split('"')) & WRITES
-    shown = subprocess.run(
-        [sys.executable, "-m", "pincer.cli", "tools", "show", "github", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    shown = subprocess.run([sys.executable, "-m", "pincer.cli", "tools", "show", "github", "--json"],
+                           capture_output=True, text=True, env=env, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert _actions_in(json.loads(shown.stdout)["input_schema"]) == {"get_repo", "list_issues"}
 

@@ -106,39 +106,19 @@ async def _fetch(tmp_path: Path, url: str, base: str | None = None, **extra: Any
 @pytest.mark.parametrize(
     ("page", "kept", "dropped"),
     [
-        (
-            "news-article.html",
-            [
-                "# City council approves riverside bike lanes",
-                "## Shop owners remain divided",
-                "- Utility works start in the summer",
-                "61 percent",
-            ],
-            [
-                "Subscribe today",
-                "Accept all cookies",
-                "All rights reserved",
-                "Privacy policy",
-                "Sunny Holidays",
-                "morning briefing",
-            ],
-        ),
-        (
-            "docs-page.html",
-            ["# Connection pools", "| `max_connections` | 10 |", "from wavelet import Pool", "await pool.aclose()"],
-            ["Search docs", "Changelog", "Built with Sphinx", "« Previous"],
-        ),
-        (
-            "cp1251-news.html",
-            ["# Весенний ледоход на Волге начался раньше обычного", "## Что советуют спасатели", "гидрометцентра"],
-            ["Главная", "Все права защищены"],
-        ),
+        ("news-article.html", ["# City council approves riverside bike lanes", "## Shop owners remain divided",
+                               "- Utility works start in the summer", "61 percent"],
+         ["Subscribe today", "Accept all cookies", "All rights reserved", "Privacy policy", "Sunny Holidays",
+          "morning briefing"]),
+        ("docs-page.html", ["# Connection pools", "| `max_connections` | 10 |", "from wavelet import Pool",
+                            "await pool.aclose()"],
+         ["Search docs", "Changelog", "Built with Sphinx", "« Previous"]),
+        ("cp1251-news.html", ["# Весенний ледоход на Волге начался раньше обычного", "## Что советуют спасатели",
+                              "гидрометцентра"], ["Главная", "Все права защищены"]),
         ("shift_jis-news.html", ["# 東京の桜、平年より五日早く満開に", "靖国神社の標本木"], ["ログイン", "無断転載"]),
     ],
 )
-async def test_saved_pages_become_readable_markdown(
-    tmp_path: Path, page: str, kept: list[str], dropped: list[str]
-) -> None:
+async def test_saved_pages_become_readable_markdown(tmp_path: Path, page: str, kept: list[str], dropped: list[str]) -> None:
     with serve_pages() as pages:
         result = await _fetch(tmp_path, f"{pages.origin}/{page}", base=pages.origin)
     assert result.ok, result.error
@@ -155,9 +135,7 @@ def test_charset_order_header_then_meta_then_detection() -> None:
     assert decode_page(body, "text/html")[1] == "windows-1251"  # from <meta>
     text, charset = decode_page("привет мир, это проверка кодировки".encode("koi8-r") * 20, "text/html; charset=koi8-r")
     assert charset == "koi8-r" and "привет" in text
-    guessed, _ = decode_page(
-        ("Съешь же ещё этих мягких французских булок, да выпей чаю. " * 20).encode("cp1251"), "text/html"
-    )
+    guessed, _ = decode_page(("Съешь же ещё этих мягких французских булок, да выпей чаю. " * 20).encode("cp1251"), "text/html")
     assert "французских" in guessed
 
 
@@ -228,9 +206,7 @@ async def test_the_output_is_untrusted(tmp_path: Path) -> None:
 
 
 async def test_a_grants_hosts_narrow_what_it_may_fetch(tmp_path: Path) -> None:
-    config = _config().replace(
-        'effects = { network = "allow" }', 'effects = { network = "allow" }\nhosts = ["docs.example.org"]'
-    )
+    config = _config().replace('effects = { network = "allow" }', 'effects = { network = "allow" }\nhosts = ["docs.example.org"]')
     async with pincer_on(tmp_path, config) as pincer:
         result = await pincer.call(CallRequest(tool="web_fetch", args={"url": "https://news.example.com/a"}))
     assert not result.ok and "the grant allows only docs.example.org" in result.error["message"]
