@@ -186,9 +186,7 @@ class AllowlistProxy:
         if not any(p.matches(name, port, default_ports=DEFAULT_PORTS) for p in self._patterns):
             await self._deny(client, host, port, "not in the tool's network allowlist")
             return None
-        if self._granted is not None and not any(
-            p.matches(name, port, default_ports=DEFAULT_PORTS) for p in self._granted
-        ):
+        if self._granted is not None and not any(p.matches(name, port, default_ports=DEFAULT_PORTS) for p in self._granted):
             await self._deny(client, host, port, "not in the hosts of the grant for this tool")
             return None
         try:
@@ -270,3 +268,4 @@ async def _pipe(src: ByteStream, dst: ByteStream) -> None:
         await dst.send_eof()
     except (AttributeError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass
+
