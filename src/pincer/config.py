@@ -20,11 +20,12 @@ from pydantic_core import PydanticCustomError
 
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import ConfigError, ManifestError, PincerError
+from pincer.core.errors import ConfigError, ManifestError, PincerError, UsageError
 from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant
 from pincer.policy.run_budget import RunBudgets
 from pincer.policy.session import SessionKind, SessionPolicy
+from pincer.safety.hosts import HostPattern
 from pincer.safety.limits import DEFAULT_MAX_OUTPUT_BYTES
 
 __all__ = [
@@ -443,6 +444,19 @@ class BuiltinSettings(_Model):
     revocation_url: str | None = Field(default=None, min_length=8, max_length=2048, pattern=r"^https?://")
     # composio: each enabled action's effects, as the person declares them (no entry: config error).
     effects: dict[str, tuple[EffectKind, ...]] | None = Field(default=None, max_length=256)
+    # [builtins.browser] only (unset elsewhere; _to_config refuses them on another built-in).
+    idle_timeout_s: float | None = Field(default=None, gt=0, le=86_400)
+    max_snapshot_chars: int | None = Field(default=None, ge=1_000, le=1_000_000)
+    max_download_bytes: int | None = Field(default=None, ge=1, le=10 * 1024**3)
+    profile_dir: str | None = Field(default=None, min_length=1, max_length=4096)
+
+    @property
+    def profile_root(self) -> Path:
+        """browser: where each launch's fresh profile directory is made (set by _to_config)."""
+        return Path(self.profile_dir or "browser")
+
+
+_BROWSER_ONLY = ("idle_timeout_s", "max_snapshot_chars", "max_download_bytes", "profile_dir")
 
 
 class ConfigFile(_Model):
@@ -611,9 +625,19 @@ BUILTIN_TOOLS = (
     "github", "web_fetch", "web_search", "llm_context",
     "gmail", "google_calendar", "google_docs", "google_drive", "google_sheets", "google_slides",
     "slack", "telegram", "portfolio", "composio",
+    "browser",
 )
 # [builtins.slack] is a tool now (the chat tools); its OAuth endpoints live in the same section.
 BUILTIN_SHARED = ("brave", "google", "dune")
+
+
+def _with_browser_profile(builtins: dict[str, BuiltinSettings], home: Path) -> dict[str, BuiltinSettings]:
+    """``[builtins.browser] profile_dir`` made absolute: relative to $PINCER_HOME, default ``browser``."""
+    browser = builtins.get("browser")
+    if browser is None:
+        return builtins
+    where = str(_under_home(browser.profile_dir or "browser", home))
+    return {**builtins, "browser": browser.model_copy(update={"profile_dir": where})}
 
 
 def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
@@ -622,6 +646,13 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         if name not in BUILTIN_TOOLS + BUILTIN_SHARED:
             known = ", ".join(f"[builtins.{n}]" for n in BUILTIN_TOOLS + BUILTIN_SHARED)
             raise ConfigError(f"{source}: [builtins.{name}] is not a built-in pincer knows", hint=f"use one of {known}")
+        if name != "browser":
+            for key in _BROWSER_ONLY:
+                if getattr(data.builtins[name], key) is not None:
+                    raise ConfigError(
+                        f"{source}: [builtins.{name}] {key} is a setting of the browser only",
+                        hint=f"remove {key} here: only the browser built-in has it (docs/browser.md)",
+                    )
     grants = []
     for index, g in enumerate(data.grants):
         if not g.effects and g.default is None:
@@ -629,6 +660,14 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
                 f"{source}: grants.{index}: grant for {g.tool!r} sets neither effects nor default",
                 hint='add effects = { network = "allow" } or default = "allow"',
             )
+        for host in g.hosts or ():
+            try:
+                HostPattern.parse(host)
+            except UsageError as exc:
+                raise ConfigError(
+                    f"{source}: grants.{index}: hosts entry {host!r} is not a host pattern: {exc.message}",
+                    hint='write hosts = ["api.example.com", "*.example.com", "127.0.0.1:8080"]',
+                ) from None
         expires = g.expires
         if expires is not None and expires.tzinfo is None:
             expires = expires.replace(tzinfo=dt.UTC)
@@ -691,7 +730,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         triggers=data.triggers,
         hooks=data.hooks,
         jobs=data.jobs,
-        builtins=data.builtins,
+        builtins=_with_browser_profile(data.builtins, home),
     )
 
 

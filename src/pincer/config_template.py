@@ -277,6 +277,10 @@ KEYS: dict[str, KeyHelp] = {
         help="composio: each enabled action's effects, declared by you (an enabled action without them is an error)",
         example='{ SLACK_SEND_MESSAGE = ["network", "external_write"] }',
     ),
+    "builtins.*.idle_timeout_s": KeyHelp(help="browser only: close Chromium after this long without a call (unset: 300)", example="600"),
+    "builtins.*.max_snapshot_chars": KeyHelp(help="browser only: longest snapshot text returned (unset: 20000)", example="40000"),
+    "builtins.*.profile_dir": KeyHelp(help="browser only: where each launch's fresh Chromium profile is made, removed on close (unset: $PINCER_HOME/browser)", example='"browser"'),
+    "builtins.*.max_download_bytes": KeyHelp(help="browser only: largest download kept in the workspace (unset: 50 MiB)", example="10485760"),
 }
 
 SECTIONS: dict[str, str] = {
@@ -305,7 +309,7 @@ SECTIONS: dict[str, str] = {
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
     "builtins": "The bundled tools, and the APIs or logins several of them share (brave, dune: base_url only; google: "
-    "the one login of the six Google tools); docs/builtins.md.",
+    "the one login of the six Google tools); docs/builtins.md, docs/browser.md.",
 }
 
 # Names shown for the "*" of a map, in examples.

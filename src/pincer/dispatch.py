@@ -118,11 +118,15 @@ def planned_hosts(spec: ToolSpec, args: Mapping[str, Any]) -> tuple[str, ...]:
     url = args.get("url") if isinstance(args, Mapping) else None
     if isinstance(url, str):
         try:
-            host = urlsplit(url).hostname
+            parts = urlsplit(url)
+            host, port = parts.hostname, parts.port
         except ValueError:
-            host = None
+            host = port = None
         if host:
-            hosts.append(host.lower())
+            # An explicit port stays: approving http://127.0.0.1:8080/ approves that port only
+            # (the hosts become the call's allowlist, and an allow_always grant's hosts).
+            shown = f"[{host.lower()}]" if ":" in host else host.lower()
+            hosts.append(f"{shown}:{port}" if port is not None else host.lower())
     return tuple(dict.fromkeys(hosts))
 
 

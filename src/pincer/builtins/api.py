@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json as jsonlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -123,6 +123,11 @@ class ConnectionPool:
 
     def __init__(self) -> None:
         self._client: Any = None
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+
+    def close_with(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Close something else of the built-in with this pool (the browser's Chromium)."""
+        self._closers.append(closer)
 
     def client_for(self, policy: EgressPolicy) -> Any:
         from pincer.safety import egress
@@ -137,6 +142,9 @@ class ConnectionPool:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+        closers, self._closers = self._closers, []
+        for closer in closers:
+            await closer()
 
 
 class ApiClient:

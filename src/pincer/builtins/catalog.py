@@ -101,6 +101,17 @@ def _composio(s: Any, _all: Mapping[str, Any], pool: ConnectionPool) -> NativeTo
     )
 
 
+def _browser(s: Any, _all: Mapping[str, Any], pool: ConnectionPool) -> NativeTool:
+    from pincer.builtins.browser.host import BrowserHost, BrowserLimits
+    from pincer.builtins.browser.tool import browser_tool
+
+    given = {k: getattr(s, k) for k in ("idle_timeout_s", "max_snapshot_chars", "max_download_bytes")}
+    limits = BrowserLimits(**{k: v for k, v in given.items() if v is not None})
+    browsers = BrowserHost(profile_root=s.profile_root, limits=limits)
+    pool.close_with(browsers.aclose)  # the runtime closes Chromium with pincer
+    return browser_tool(browsers=browsers, base_url=s.base_url)
+
+
 _FACTORIES: dict[str, Callable[[Any, Mapping[str, Any], ConnectionPool], NativeTool]] = {
     "github": _github,
     "web_fetch": _web_fetch,
@@ -110,6 +121,7 @@ _FACTORIES: dict[str, Callable[[Any, Mapping[str, Any], ConnectionPool], NativeT
     "telegram": _telegram,
     "portfolio": _portfolio,
     "composio": _composio,
+    "browser": _browser,
 }
 
 

@@ -24,7 +24,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── MethodNotAllowed       405  a webhook takes POST only
     │   ├── ScheduleInvalid        422  a cron expression, time zone, time or interval that does not parse
     │   ├── CredentialInQuery      400  a token or signature sent in the query string
-    │   └── DeliveryMalformed      400  a webhook delivery's headers cannot be read as one delivery
+    │   ├── DeliveryMalformed      400  a webhook delivery's headers cannot be read as one delivery
+    │   └── StaleRef               409  a browser element ref not in the page's last snapshot
     ├── ConfigError                503  config.toml or another settings file is unusable
     │   └── HookSecretMissing      503  a webhook's secret is not in the secret store
     ├── ManifestError              422  a capabilities or registry manifest is malformed
@@ -146,6 +147,7 @@ __all__ = [
     "ScheduleInvalid",
     "CredentialInQuery",
     "DeliveryMalformed",
+    "StaleRef",
     "HookSecretMissing",
     "SignatureInvalid",
     "TooManyFailures",
@@ -334,6 +336,14 @@ class DeliveryMalformed(UsageError):
 
     code = "delivery_malformed"
     http_status = 400
+
+
+class StaleRef(UsageError):
+    """A browser action named an element ref that the tab's last snapshot does not have (the
+    page changed, navigated, or the ref was never shown): snapshot again."""
+
+    code = "stale_ref"
+    http_status = 409
 
 
 class HookSecretMissing(ConfigError):

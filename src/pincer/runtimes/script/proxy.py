@@ -11,7 +11,8 @@ there (``relay.py``) carries the command's proxy connections to it. Each connect
   :func:`pincer.safety.addresses.address_refusal` (:func:`pincer.safety.resolution.checked_addresses`):
   loopback, private, link-local, CGNAT and IPv6 forms embedding them are refused unless the grant
   allows private networks; cloud metadata, unspecified and multicast addresses are refused always;
-- the connection goes to an address that was checked, so DNS cannot change the answer afterwards.
+- the connection goes to an address that was checked, so DNS cannot change the answer afterwards;
+- an absolute-form connection carries exactly one request (:mod:`pincer.safety.http_framing`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from anyio.abc import ByteStream, SocketStream
 
 from pincer.core.errors import EgressDenied, ToolError, UsageError
 from pincer.safety.hosts import HostPattern, normalise_request_host
+from pincer.safety.http_framing import BodyFramer, FramingError
 from pincer.safety.resolution import checked_addresses
 
 __all__ = ["AllowlistProxy", "ProxyEvent", "parse_allowlist"]
@@ -38,7 +40,9 @@ PROXY_RESOLVE_TIMEOUT_S = 10.0
 PROXY_HEAD_TIMEOUT_S = 10.0
 MAX_HEAD_BYTES = 64 * 1024
 DEFAULT_PORTS = (80, 443)
+PROXY_BODY_READ_TIMEOUT_S = 60.0  # the longest silence within one request body
 _CHUNK = 65536
+_HOP_HEADERS = (b"proxy-", b"connection:", b"keep-alive:")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,21 +129,53 @@ class AllowlistProxy:
             except ValueError as exc:
                 await _refuse(client, 400, f"malformed proxy request: {exc}")
                 return
+            kept = [h for h in headers.split(b"\r\n") if h and not h.lower().startswith(_HOP_HEADERS)]
+            framer = None
+            if method.upper() != "CONNECT":
+                try:
+                    framer = BodyFramer(kept)
+                except FramingError as exc:
+                    await _refuse(client, 400, f"malformed proxy request: {exc}")
+                    return
             upstream = await self._connect(client, host, port)
             if upstream is None:
                 return
             async with upstream:
-                if method.upper() == "CONNECT":
+                if framer is None:
                     await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                else:
-                    kept = [h for h in headers.split(b"\r\n") if h and not h.lower().startswith(b"proxy-")]
-                    line = f"{method} {path} {version}".encode("latin-1")
-                    await upstream.send(b"\r\n".join([line, *kept]) + b"\r\n\r\n")
-                if rest:
-                    await upstream.send(rest)
+                    if rest:
+                        await upstream.send(rest)
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(_pipe, client, upstream)
+                        tg.start_soon(_pipe, upstream, client)
+                    return
+                # Exactly one request per connection: its head and its body, then the response.
+                # Bytes after the body (a second request, for any host) are read and dropped, never
+                # forwarded to this upstream (tests/adversarial/test_proxy_smuggling.py).
+                line = f"{method} {path} {version}".encode("latin-1")
+                await upstream.send(b"\r\n".join([line, *kept, b"Connection: close"]) + b"\r\n\r\n")
+                try:
+                    await _send_body(client, upstream, framer, rest)
+                except (
+                    TimeoutError,
+                    FramingError,
+                    anyio.EndOfStream,
+                    anyio.BrokenResourceError,
+                    anyio.ClosedResourceError,
+                ):
+                    return  # a body cut short, too slow or malformed: nothing more is forwarded
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_pipe, client, upstream)
-                    tg.start_soon(_pipe, upstream, client)
+
+                    async def relay() -> None:
+                        await _pipe(upstream, client)
+                        tg.cancel_scope.cancel()
+
+                    async def drop() -> None:
+                        await _discard(client)
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(relay)
+                    tg.start_soon(drop)
 
     async def _connect(self, client: ByteStream, host: str, port: int) -> SocketStream | None:
         try:
@@ -201,6 +237,23 @@ async def _refuse(client: ByteStream, status: int, message: str) -> None:
     try:
         await client.send(response)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+
+
+async def _send_body(client: ByteStream, upstream: ByteStream, framer: BodyFramer, rest: bytes) -> None:
+    if rest:
+        await upstream.send(framer.feed(rest))
+    while not framer.done:
+        with anyio.fail_after(PROXY_BODY_READ_TIMEOUT_S):
+            data = await client.receive(_CHUNK)
+        await upstream.send(framer.feed(data))
+
+
+async def _discard(src: ByteStream) -> None:
+    try:
+        while await src.receive(_CHUNK):
+            pass
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass
 
 
