@@ -182,5 +182,5 @@ def test_anything_else_first_goes_to_the_sdk_server(tmp_path: Path) -> None:
 def test_the_prelude_knows_the_sdks_handshake_versions() -> None:
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
-    assert stdio_prelude.HANDSHAKE_PROTOCOL_VERSIONS == tuple(HANDSHAKE_PROTOCOL_VERSIONS)
+    assert tuple(HANDSHAKE_PROTOCOL_VERSIONS) == stdio_prelude.HANDSHAKE_PROTOCOL_VERSIONS
     assert stdio_prelude.LATEST_HANDSHAKE_VERSION == LATEST_HANDSHAKE_VERSION

@@ -39,10 +39,10 @@ _MODULE_OF = {
     **dict.fromkeys(("Eligibility", "Environment", "check_all", "check_eligibility"), "eligibility"),
     "SkillLibrary": "library",
     **dict.fromkeys(
-        ("Activation", "Capability", "Dialect", "Field", "Issue", "Parameter", "ParamType", "Requires", "Skill",
-         "Trigger", "Trust"),
+        ("Activation", "Capability", "Dialect", "Field", "Issue", "Parameter", "ParamType", "Requires", "Skill"),
         "model",
-    ),  # fmt: skip
+    ),
+    **dict.fromkeys(("Trigger", "Trust"), "model"),
     **dict.fromkeys(("MAX_SKILL_FILE_BYTES", "parse_skill"), "parser"),
     **dict.fromkeys(("Rendered", "coerce_params", "render_skill"), "render"),
     **dict.fromkeys(("LoadError", "LoadReport", "Root", "SkillLoader", "WalkLimits", "default_roots"), "roots"),

@@ -28,10 +28,10 @@ from pincer.skills.roots import WORKSPACE_ROOTS, LoadError, LoadReport, Root, Sk
 from pincer.store.skill_writes import SKILL_WRITES_FILE, folder_key, written_folders
 
 if TYPE_CHECKING:
+    from pincer.config import Config, SkillsSettings
     from pincer.skills.catalog import Catalog
     from pincer.skills.render import Rendered
     from pincer.skills.selection import Selection
-    from pincer.config import Config, SkillsSettings
 
 __all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S", "Invoker"]
 
