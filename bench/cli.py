@@ -94,7 +94,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     runs = parser.parse_args().runs
     home = Path(tempfile.mkdtemp(prefix="pincer-bench-cli-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+    # PYTHONDONTWRITEBYTECODE would compile every module on every start (no .pyc), which no
+    # installed pincer does: the warm-up run writes the .pyc files (they are git-ignored).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["PINCER_HOME"] = str(home)
     pincer = pincer_argv()
     cases: list[tuple[str, float | None, object]] = [
