@@ -184,3 +184,24 @@ def test_the_prelude_knows_the_sdks_handshake_versions() -> None:
 
     assert tuple(HANDSHAKE_PROTOCOL_VERSIONS) == stdio_prelude.HANDSHAKE_PROTOCOL_VERSIONS
     assert stdio_prelude.LATEST_HANDSHAKE_VERSION == LATEST_HANDSHAKE_VERSION
+
+
+def test_a_home_that_cannot_open_after_the_handshake_is_a_clear_error_and_exit_1(tmp_path: Path) -> None:
+    """Failed before claim_stdio unwrapped its task group: the broken audit key surfaced as an
+    ExceptionGroup traceback instead of the error and its hint."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "audit.key").write_text("not a key\n")
+    (home / "audit.key").chmod(0o600)
+    child = _Child(home, tmp_path / "gate")
+    try:
+        child.send(_initialize(1, "2025-11-25"))
+        child.answer(1)  # answered from the config alone, before the home is opened
+        child.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        child.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        code = child.process.wait(timeout=ANSWER_TIMEOUT_S)  # stdin still open: it exits by itself
+    finally:
+        stderr = child.close()
+    assert code == 1
+    assert "audit.key is not a 32-byte key" in stderr and "hint:" in stderr
+    assert "Traceback" not in stderr, stderr

@@ -116,8 +116,16 @@ async def claim_stdio() -> AsyncIterator[StdioWire]:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(wire.read_lines)
-            yield wire
-            tg.cancel_scope.cancel()
+            try:
+                yield wire
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The block's own error (a PincerError the CLI turns into its message and exit code),
+        # not a group of one around it.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     finally:
         wire.release()
 
