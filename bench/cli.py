@@ -4,9 +4,10 @@
 
 Medians over ``--runs`` fresh processes of ``pincer --version``, ``pincer token``, ``pincer tools
 list --json`` (a throwaway PINCER_HOME, so only the built-in, script and exec tools) and ``pincer
-mcp stdio`` until it answers an ``initialize`` written to its stdin, next to ``python -c pass`` and
+mcp stdio`` until it answers an ``initialize`` written to its stdin (and, a second row, the
+``tools/list`` a client sends after it), next to ``python -c pass`` and
 ``python -c "import typer"``. Targets (issue 11 item 3): --version <= 0.25 s, token and tools list
-<= 0.5 s, mcp stdio <= 0.6 s; printed as ratios to ``import typer``, the floor any typer CLI pays.
+<= 0.5 s, mcp stdio <= 0.6 s (issue 23: initialize and tools/list); printed as ratios to ``import typer``, the floor any typer CLI pays.
 """
 
 from __future__ import annotations
@@ -54,21 +55,28 @@ def timed_run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return time.perf_counter() - started, children_cpu_s() - cpu
 
 
-def timed_initialize(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Spawn to the first response line of ``initialize``; then close stdin and reap the child.
-    The CPU time is the whole child's (it includes the shutdown after the answer)."""
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+
+
+def timed_initialize(argv: list[str], env: dict[str, str], *, through_tools_list: bool = False) -> tuple[float, float]:
+    """Spawn to the response line of ``initialize`` (or, ``through_tools_list``, of the
+    ``tools/list`` sent after it and ``notifications/initialized``, as a client does); then close
+    stdin and reap the child. The CPU time is the whole child's (with its shutdown)."""
     cpu, started = children_cpu_s(), time.perf_counter()
     child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert child.stdin is not None and child.stdout is not None
+    messages = [INITIALIZE, INITIALIZED, TOOLS_LIST] if through_tools_list else [INITIALIZE]
+    awaited = 2 if through_tools_list else 1
     try:
-        child.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+        child.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
         child.stdin.flush()
         while True:
             line = child.stdout.readline()
             if not line:
-                raise RuntimeError("pincer mcp stdio exited before answering initialize")
+                raise RuntimeError("pincer mcp stdio exited before answering")
             message = json.loads(line)
-            if message.get("id") == 1:
+            if message.get("id") == awaited:
                 elapsed = time.perf_counter() - started
                 break
     finally:
@@ -86,7 +94,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     runs = parser.parse_args().runs
     home = Path(tempfile.mkdtemp(prefix="pincer-bench-cli-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+    # PYTHONDONTWRITEBYTECODE would compile every module on every start (no .pyc), which no
+    # installed pincer does: the warm-up run writes the .pyc files (they are git-ignored).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["PINCER_HOME"] = str(home)
     pincer = pincer_argv()
     cases: list[tuple[str, float | None, object]] = [
@@ -96,6 +106,11 @@ def main() -> None:
         ("pincer token", 0.5, lambda: timed_run([*pincer, "token"], env)),
         ("pincer tools list --json", 0.5, lambda: timed_run([*pincer, "tools", "list", "--json"], env)),
         ("pincer mcp stdio -> initialize", 0.6, lambda: timed_initialize([*pincer, "mcp", "stdio"], env)),
+        (
+            "pincer mcp stdio -> tools/list",
+            0.6,
+            lambda: timed_initialize([*pincer, "mcp", "stdio"], env, through_tools_list=True),
+        ),
     ]
     try:
         # One warm-up of each fills the OS page cache and pincer's first-start files (token, db).

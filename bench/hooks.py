@@ -19,7 +19,7 @@ The agent loop is not part of this build: the recording starter (``tests.trigger
 stands in for it, through ``tests/triggers/serve_recording.py`` (the real ``pincer serve`` with
 only its run starter swapped); each run is recorded in a SQLite file of its own.
 
-    .venv/bin/python bench/hooks.py [--deliveries 2000] [--clients 32]
+    .venv/bin/python bench/hooks.py [--deliveries 2000] [--clients 32] [--py-spy serve-samples.txt]
 """
 
 from __future__ import annotations
@@ -170,6 +170,21 @@ def _pincer(home: Path, runs: Path, *, start_delay_s: float = 0.0) -> Server:
     return _start([sys.executable, str(LAUNCHER), "--port", "0", "--json"], env)
 
 
+def _sample(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling ``pid`` into ``out`` as collapsed stacks (bench/README.md), until SIGINT."""
+    if out is None:
+        return None
+    argv = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid), "--format", "raw",
+            "--rate", "250", "--nonblocking", "-o", str(out)]  # fmt: skip
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop_sampling(sampler: subprocess.Popen[bytes] | None) -> None:
+    if sampler is not None:
+        sampler.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
+        sampler.wait(timeout=STOP_TIMEOUT_S)
+
+
 # -- the client --------------------------------------------------------------------------------
 
 
@@ -315,6 +330,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deliveries", type=int, default=2_000)
     parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--py-spy", type=Path, default=None, help="write py-spy's samples of the steady pincer serve here")
     args = parser.parse_args()
     count, clients = args.deliveries, args.clients
     problems: list[str] = []
@@ -325,7 +341,11 @@ def main() -> int:
         server = _pincer(home, runs)
         try:
             asyncio.run(_send(server.url, 100, clients, "warm"))
-            steady = asyncio.run(_send(server.url, count, clients, "steady"))
+            sampler = _sample(server.process.pid, args.py_spy)
+            try:
+                steady = asyncio.run(_send(server.url, count, clients, "steady"))
+            finally:
+                _stop_sampling(sampler)
             _wait_for_runs(runs, set(steady.accepted.values()))
         finally:
             _stop(server)

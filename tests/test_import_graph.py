@@ -192,6 +192,16 @@ def test_light_commands_import_no_heavy_dependency(tmp_path: Path, argv: tuple[s
     assert not heavy, heavy[:10]
 
 
+def test_tools_list_imports_no_template_engine_and_no_page_extractor(tmp_path: Path) -> None:
+    """Issue 23 item 1: failed before the skills package loaded its names on first use —
+    `pincer tools list --json` imported jinja2 (the skill renderer, ~25 ms) to list tools that
+    render nothing. The page extractor and FastMCP are not needed to list tools either."""
+    loaded = _modules_after_cli(tmp_path, "tools", "list", "--json")
+    heavy = sorted(m for m in loaded if m.split(".")[0] in ("jinja2", "trafilatura", "fastmcp"))
+    assert not heavy, heavy[:10]
+    assert "pincer.skills.library" in loaded  # the skills are still listed: the library loads
+
+
 def test_tools_list_with_a_model_configured_imports_no_model_sdk(tmp_path: Path) -> None:
     """With [llm] set, run_skill is registered: still without importing openai or anthropic."""
     home = tmp_path / "pincer-home"

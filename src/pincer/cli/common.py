@@ -64,10 +64,10 @@ def audit_key(home: Path) -> bytes:
 
 
 @asynccontextmanager
-async def open_pincer(*, builtins: bool = True, quiet: bool = False) -> AsyncIterator[Any]:
-    """The ``Pincer`` of PINCER_HOME. A start that takes more than a second (MCP servers launched
-    with npx fetch their package first) says what it waits for on stderr, unless ``quiet``
-    (commands pass ``quiet=as_json``)."""
+async def open_pincer(*, builtins: bool = True, quiet: bool = False, config: Any = None) -> AsyncIterator[Any]:
+    """The ``Pincer`` of PINCER_HOME (with ``config`` when the command loaded it already). A start
+    that takes more than a second (MCP servers launched with npx fetch their package first) says
+    what it waits for on stderr, unless ``quiet`` (commands pass ``quiet=as_json``)."""
     from pincer.cli.progress import slow_wait
     from pincer.service import Pincer
 
@@ -76,7 +76,12 @@ async def open_pincer(*, builtins: bool = True, quiet: bool = False) -> AsyncIte
         with slow_wait(lambda: startup_notice(home), enabled=not quiet):
             pincer = await stack.enter_async_context(
                 Pincer.open(
-                    home, secret_key=secret_key(home), audit_key=audit_key(home), builtins=builtins, environ=os.environ
+                    home,
+                    config=config,
+                    secret_key=secret_key(home),
+                    audit_key=audit_key(home),
+                    builtins=builtins,
+                    environ=os.environ,
                 )
             )
         yield pincer

@@ -587,12 +587,47 @@ def stdio(
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     async def body() -> None:
-        from pincer.cli.common import open_pincer
-        from pincer.cli.serve import gateway_extensions
-        from pincer.gateway.stdio import serve_stdio
+        from contextlib import AsyncExitStack
 
-        async with open_pincer() as pincer:
-            extensions = await gateway_extensions(pincer)
-            await serve_stdio(pincer, session=session or pincer.config.gateway.session, extensions=extensions)
+        import pincer.cli.serve as serve_module
+        from pincer.cli.common import open_pincer
+        from pincer.config import load_config
+        from pincer.gateway.stdio_prelude import claim_stdio, handshake_capabilities, run_prelude
+
+        if serve_module.gateway_extensions is not serve_module.GATEWAY_EXTENSIONS:
+            # Extensions installed by a wrapper (the conformance fixtures' launcher): what they add
+            # to the handshake is known only to the SDK server, which then answers all of it.
+            async with open_pincer() as pincer:
+                await _serve_stdio(pincer, session, None)
+            return
+        config = load_config(pincer_home())
+        async with AsyncExitStack() as stack, claim_stdio() as wire:
+            opened: list[Any] = []
+
+            async def ensure_open() -> Any:
+                if not opened:
+                    opened.append(await stack.enter_async_context(open_pincer(config=config, quiet=True)))
+                return opened[0]
+
+            async def list_tools() -> list[dict[str, Any]]:
+                from pincer.gateway.wire import tool_to_wire
+                from pincer.policy.visibility import visible_tools
+
+                pincer = await ensure_open()
+                policy = config.session(session or config.gateway.session)
+                return [tool_to_wire(spec) for spec in visible_tools(policy, pincer.registry.list())]
+
+            capabilities = handshake_capabilities(skills=config.skills.enabled)
+            handover = await run_prelude(wire, capabilities=capabilities, list_tools=list_tools)
+            if handover is not None:
+                await _serve_stdio(await ensure_open(), session, (handover, wire))
 
     run(body)
+
+
+async def _serve_stdio(pincer: Any, session: str | None, handover: Any) -> None:
+    from pincer.cli.serve import gateway_extensions
+    from pincer.gateway.stdio import serve_stdio
+
+    extensions = await gateway_extensions(pincer)
+    await serve_stdio(pincer, session=session or pincer.config.gateway.session, extensions=extensions, handover=handover)

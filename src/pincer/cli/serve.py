@@ -36,6 +36,11 @@ async def gateway_extensions(pincer: Pincer) -> tuple[Any, ...]:
     return tuple(extensions)
 
 
+# The extensions `pincer mcp stdio`'s prelude knows the handshake of (a wrapper that replaces
+# gateway_extensions, as the conformance fixtures' launcher does, turns the prelude off).
+GATEWAY_EXTENSIONS = gateway_extensions
+
+
 def serve(
     host: str = typer.Option(None, "--host", help=f"Address to listen on (default: [gateway] host, {_GATEWAY.host})."),
     port: int = typer.Option(

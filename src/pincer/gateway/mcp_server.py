@@ -62,6 +62,7 @@ from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.sdk_compat import session_connection
 from pincer.gateway.tokens import GatewaySession
+from pincer.gateway.wire import INSTRUCTIONS, SERVER_NAME, tool_to_wire
 from pincer.policy.visibility import as_seen, visible_tools
 from pincer.registry import RegistryEvent
 from pincer.store.approvals import ApprovalRequest
@@ -86,10 +87,6 @@ _CHANGE_EVENTS: dict[str, tuple[Any, str]] = {
     "prompts": (PromptsListChanged, "send_prompt_list_changed"),
     "resources": (ResourcesListChanged, "send_resource_list_changed"),
 }
-INSTRUCTIONS = (
-    "pincer serves governed tools: every call is checked against policy, may wait for a person's "
-    "approval, and is recorded in an audit log. A refused call explains why."
-)
 
 
 class Pincerish(Protocol):
@@ -150,9 +147,9 @@ class McpGateway:
         self._tool_cache: dict[str, tuple[Any, list[dict[str, Any]], dict[str, dict[str, Any]]]] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self.server: Server[Any] = _PincerServer(
-            "pincer",
+            SERVER_NAME,
             version=__version__,
-            title="pincer",
+            title=SERVER_NAME,
             instructions=INSTRUCTIONS,
             # Lists change with the registry and are filtered per session: fresh and private.
             cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
@@ -548,23 +545,6 @@ def _idempotency_key(params: Mapping[str, Any]) -> str | None:
     meta = params.get("_meta")
     key = meta.get(IDEMPOTENCY_META_KEY) if isinstance(meta, Mapping) else None
     return key if isinstance(key, str) else None
-
-
-def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
-    """A registry ToolSpec as an MCP ``Tool`` object."""
-    tool: dict[str, Any] = {"name": spec.name, "description": spec.description, "inputSchema": dict(spec.input_schema)}
-    if spec.output_schema:
-        tool["outputSchema"] = dict(spec.output_schema)
-    annotations = {k: v for k, v in spec.annotations.items() if k in _ANNOTATION_KEYS}
-    if not spec.effects or all(e.value == "read_filesystem" for e in spec.effects):
-        annotations.setdefault("readOnlyHint", True)
-    if annotations:
-        tool["annotations"] = annotations
-    tool["_meta"] = {"pincer/effects": sorted(e.value for e in spec.effects), "pincer/runtime": spec.runtime.value}
-    return tool
-
-
-_ANNOTATION_KEYS = frozenset({"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"})
 
 
 def result_to_wire(result: ToolResult, spec: ToolSpec | None) -> dict[str, Any]:

@@ -3,17 +3,20 @@ their servers as child processes.
 
 There is no token on stdio (whoever can start the process already is the user): calls run
 under ``[gateway] session`` (``main`` by default) or the session passed in. While serving,
-nothing but MCP messages reaches stdout; logs go to stderr.
+nothing but MCP messages reaches stdout; logs go to stderr. ``pincer mcp stdio`` answers
+``initialize`` and ``tools/list`` before this module (and the SDK) is imported, then hands the
+conversation over (``stdio_prelude.py``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.stdio import stdio_server
 
 from pincer.gateway.mcp_server import McpExtension, McpGateway
+from pincer.gateway.stdio_prelude import Handover, SdkStdin, SdkStdout, StdioWire
 from pincer.gateway.tokens import GatewaySession
 
 if TYPE_CHECKING:
@@ -24,9 +27,20 @@ logger = logging.getLogger(__name__)
 __all__ = ["serve_stdio"]
 
 
-async def serve_stdio(pincer: Pincer, *, session: str, extensions: tuple[McpExtension, ...] = ()) -> None:
-    """Serve MCP over this process's stdio until the client closes stdin."""
+async def serve_stdio(
+    pincer: Pincer,
+    *,
+    session: str,
+    extensions: tuple[McpExtension, ...] = (),
+    handover: tuple[Handover, StdioWire] | None = None,
+) -> None:
+    """Serve MCP over this process's stdio until the client closes stdin. ``handover``: the
+    prelude claimed the wire and answered the handshake; the server continues from there."""
     default = GatewaySession(name=session, kind=pincer.config.session(session).kind)
     gateway = McpGateway(pincer, default_session=default, extensions=extensions)
-    async with gateway.running(), stdio_server() as (read_stream, write_stream):
+    streams: dict[str, Any] = {}
+    if handover is not None:
+        state, wire = handover
+        streams = {"stdin": SdkStdin(state, wire), "stdout": SdkStdout(state, wire)}
+    async with gateway.running(), stdio_server(**streams) as (read_stream, write_stream):
         await gateway.server.run(read_stream, write_stream, gateway.server.create_initialization_options())

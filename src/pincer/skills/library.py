@@ -20,18 +20,18 @@ import anyio
 import anyio.abc
 
 from pincer.core.errors import Denied, IntegrityMismatch, SkillNotFound
-from pincer.skills.catalog import Catalog, build_catalog
 from pincer.skills.deps import deps_problem
 from pincer.skills.eligibility import Eligibility, Environment, check_all
 from pincer.skills.model import Issue, Skill, Trust
 from pincer.skills.remote import ORIGIN_FILE, RemoteApprovals, apply_origin
-from pincer.skills.render import Rendered, render_skill
 from pincer.skills.roots import WORKSPACE_ROOTS, LoadError, LoadReport, Root, SkillLoader, WalkLimits, default_roots
-from pincer.skills.selection import Selection, select
 from pincer.store.skill_writes import SKILL_WRITES_FILE, folder_key, written_folders
 
 if TYPE_CHECKING:
     from pincer.config import Config, SkillsSettings
+    from pincer.skills.catalog import Catalog
+    from pincer.skills.render import Rendered
+    from pincer.skills.selection import Selection
 
 __all__ = ["SkillLibrary", "SKILL_WATCH_INTERVAL_S", "Invoker"]
 
@@ -268,6 +268,8 @@ class SkillLibrary:
         return [s for s in self.eligible() if s.user_invocable]
 
     def select(self, message: str) -> list[Selection]:
+        from pincer.skills.selection import select
+
         return select(
             message,
             self.offered(),
@@ -278,6 +280,8 @@ class SkillLibrary:
     def passed_over(self, message: str) -> list[tuple[Selection, str]]:
         """The skills that would score for ``message`` but are not offered to a model, each
         with why not (what it lacks, or ``disable-model-invocation``)."""
+        from pincer.skills.selection import select
+
         offered = {id(s) for s in self.offered()}
         others = [s for s in self.skills if id(s) not in offered]
         found = select(message, others, max_skills=len(others), max_tokens=sys.maxsize)
@@ -289,6 +293,8 @@ class SkillLibrary:
         return result
 
     def catalog(self) -> Catalog:
+        from pincer.skills.catalog import build_catalog
+
         return build_catalog(
             self.offered(), max_skills=self.settings.catalog_max_skills, max_chars=self.settings.catalog_max_chars
         )
@@ -314,6 +320,9 @@ class SkillLibrary:
         return skill
 
     def render(self, name: str, params: Mapping[str, Any] | None = None, *, arguments: str | None = None) -> Rendered:
+        # jinja2 and the sandboxed renderer load with the first render, not with the library.
+        from pincer.skills.render import render_skill
+
         return render_skill(self.get(name), params, arguments=arguments, max_chars=self.settings.max_render_chars)
 
     def issues(self) -> list[tuple[str, Issue]]:

@@ -1,0 +1,38 @@
+"""What pincer's MCP server says on the wire that needs no MCP SDK: its instructions, its server
+identity and a ToolSpec as an MCP ``Tool``. The SDK-backed server (``mcp_server.py``) and the
+stdio prelude (``stdio_prelude.py``, which answers before the SDK is imported) share them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pincer import __version__
+from pincer.core.values import ToolSpec
+
+__all__ = ["INSTRUCTIONS", "SERVER_NAME", "server_info", "tool_to_wire"]
+
+SERVER_NAME = "pincer"
+INSTRUCTIONS = (
+    "pincer serves governed tools: every call is checked against policy, may wait for a person's "
+    "approval, and is recorded in an audit log. A refused call explains why."
+)
+_ANNOTATION_KEYS = frozenset({"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"})
+
+
+def server_info() -> dict[str, str]:
+    """The ``serverInfo`` of ``initialize`` (the SDK server is built with the same values)."""
+    return {"name": SERVER_NAME, "title": SERVER_NAME, "version": __version__}
+
+
+def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
+    """A registry ToolSpec as an MCP ``Tool`` object."""
+    tool: dict[str, Any] = {"name": spec.name, "description": spec.description, "inputSchema": dict(spec.input_schema)}
+    if spec.output_schema:
+        tool["outputSchema"] = dict(spec.output_schema)
+    annotations = {k: v for k, v in spec.annotations.items() if k in _ANNOTATION_KEYS}
+    if not spec.effects or all(e.value == "read_filesystem" for e in spec.effects):
+        annotations.setdefault("readOnlyHint", True)
+    if annotations:
+        tool["annotations"] = annotations
+    tool["_meta"] = {"pincer/effects": sorted(e.value for e in spec.effects), "pincer/runtime": spec.runtime.value}
+    return tool
