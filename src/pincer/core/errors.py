@@ -24,7 +24,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── MethodNotAllowed       405  a webhook takes POST only
     │   ├── ScheduleInvalid        422  a cron expression, time zone, time or interval that does not parse
     │   ├── CredentialInQuery      400  a token or signature sent in the query string
-    │   └── DeliveryMalformed      400  a webhook delivery's headers cannot be read as one delivery
+    │   ├── DeliveryMalformed      400  a webhook delivery's headers cannot be read as one delivery
+    │   └── A2uiInvalid            422  an A2UI message that fails its version's schema (names message, field, rule)
     ├── ConfigError                503  config.toml or another settings file is unusable
     │   └── HookSecretMissing      503  a webhook's secret is not in the secret store
     ├── ManifestError              422  a capabilities or registry manifest is malformed
@@ -139,6 +140,7 @@ __all__ = [
     "ScheduleInvalid",
     "CredentialInQuery",
     "DeliveryMalformed",
+    "A2uiInvalid",
     "HookSecretMissing",
     "SignatureInvalid",
     "TooManyFailures",
@@ -327,6 +329,14 @@ class DeliveryMalformed(UsageError):
 
     code = "delivery_malformed"
     http_status = 400
+
+
+class A2uiInvalid(UsageError):
+    """An A2UI message (v0.8 or v0.9) that is not one its version's published schema allows:
+    the message names which message (its index), the field (a JSON pointer) and the rule."""
+
+    code = "a2ui_invalid"
+    http_status = 422
 
 
 class HookSecretMissing(ConfigError):

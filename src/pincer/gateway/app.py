@@ -20,6 +20,7 @@ from pincer import __version__
 from pincer.config import GatewaySettings
 from pincer.core.errors import Denied
 from pincer.core.values import CallRequest
+from pincer.gateway.canvas_pages import FRAME_PREFIX, canvas_routes
 from pincer.gateway.guard import Guard, Refusal
 from pincer.gateway.hooks import HOOKS_PREFIX, HooksEndpoint
 from pincer.gateway.mcp_server import McpExtension, McpGateway
@@ -42,6 +43,7 @@ class Gateway:
     app: ASGIApp
     mcp: McpGateway
     runs: Any = None  # pincer.llm.runner.RunManager
+    canvas: Any = None  # pincer.canvas.board.CanvasBoard, with [gateway] canvas = true
 
 
 def create_gateway(
@@ -54,12 +56,22 @@ def create_gateway(
 ) -> Gateway:
     """Build the gateway over an open Pincer. ``token`` is the primary bearer token."""
     tokens = TokenBook(config=lambda: pincer.config, primary_token=token)
+    canvas = None
+    if settings.canvas:
+        from pincer.gateway.canvas_mcp import CanvasMcpExtension, open_board
+
+        canvas = open_board(pincer)
+        extensions = (*extensions, CanvasMcpExtension(canvas))
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
     unauthenticated = UnauthenticatedRefusals()
     from pincer.llm.runner import RunManager
 
     runs = RunManager(pincer)
+    if canvas is not None:
+        from pincer.gateway.canvas_mcp import deliver_to_runs
+
+        canvas.sink = deliver_to_runs(runs)
     rest = create_rest_app(
         pincer,
         metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()},
@@ -74,13 +86,24 @@ def create_gateway(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with mcp.running(), manager.run(), runs.running():
-            yield
+            if canvas is None:
+                yield
+                return
+            from pincer.canvas.tool import canvas_runtime
+
+            runtime = canvas_runtime(canvas)
+            await pincer.add_runtime(runtime)
+            try:
+                yield
+            finally:
+                await pincer.remove_runtime(runtime)
 
     inner = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             Route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"]),
             Mount("/api/v1", app=rest),
+            *(canvas_routes(canvas) if canvas is not None else []),
         ],
         lifespan=lifespan,
     )
@@ -107,8 +130,9 @@ def create_gateway(
         bound_host=bound_host or settings.host,
         allowed_hosts=settings.allowed_hosts,
         allowed_origins=settings.allowed_origins,
-        self_authenticated_prefixes=(HOOKS_PREFIX,),
+        self_authenticated_prefixes=(HOOKS_PREFIX, FRAME_PREFIX),
+        opaque_origin_prefixes=(FRAME_PREFIX,),
         on_refused=record_refusal,
         unauthenticated=unauthenticated,
     )
-    return Gateway(app=guarded, mcp=mcp, runs=runs)
+    return Gateway(app=guarded, mcp=mcp, runs=runs, canvas=canvas)

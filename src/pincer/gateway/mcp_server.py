@@ -224,7 +224,7 @@ class McpGateway:
         # A reloaded config.toml may change what the session sees: filter again under it.
         if cached is None or cached[0] is not config:
             policy = config.session(session)
-            tools = [tool_to_wire(spec) for spec in visible_tools(policy, self.pincer.registry.list())]
+            tools = [tool_to_wire(spec, session=session) for spec in visible_tools(policy, self.pincer.registry.list())]
             if len(self._tool_cache) > _MAX_CACHED_SESSIONS:
                 self._tool_cache.clear()
             cached = self._tool_cache[session] = (config, tools, {})
@@ -550,8 +550,10 @@ def _idempotency_key(params: Mapping[str, Any]) -> str | None:
     return key if isinstance(key, str) else None
 
 
-def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
-    """A registry ToolSpec as an MCP ``Tool`` object."""
+def tool_to_wire(spec: ToolSpec, *, session: str | None = None) -> dict[str, Any]:
+    """A registry ToolSpec as an MCP ``Tool`` object. A tool with an MCP Apps view (annotation
+    ``pincer/ui``: ``resourceUri`` with ``{session}``, ``visibility``) gets ``_meta.ui`` with the
+    caller's session filled in."""
     tool: dict[str, Any] = {"name": spec.name, "description": spec.description, "inputSchema": dict(spec.input_schema)}
     if spec.output_schema:
         tool["outputSchema"] = dict(spec.output_schema)
@@ -561,6 +563,11 @@ def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
     if annotations:
         tool["annotations"] = annotations
     tool["_meta"] = {"pincer/effects": sorted(e.value for e in spec.effects), "pincer/runtime": spec.runtime.value}
+    ui = spec.annotations.get("pincer/ui")
+    if isinstance(ui, Mapping) and session is not None and isinstance(ui.get("resourceUri"), str):
+        uri = ui["resourceUri"].replace("{session}", session)
+        tool["_meta"]["ui"] = {**dict(ui), "resourceUri": uri}
+        tool["_meta"]["ui/resourceUri"] = uri  # the ext-apps key of hosts from before _meta.ui
     return tool
 
 
