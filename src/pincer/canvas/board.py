@@ -111,6 +111,7 @@ class Canvas:
         self.evals: list[tuple[str, str]] = []  # (id, script)
         self.owner_run: str | None = None
         self.events: deque[CanvasEvent] = deque(maxlen=MAX_KEPT_EVENTS)
+        self.event_count = 0
         self.changed = anyio.Event()
         self.pushes = _Rate(MAX_PUSHES_PER_MINUTE)
         self.event_rate = _Rate(MAX_EVENTS_PER_MINUTE)
@@ -134,6 +135,7 @@ class Canvas:
             "session": self.session, "revision": self.revision, "content": self.content, "visible": self.visible, "url": self.url,
             "has_html": self.html is not None, "surfaces": sorted(self.surfaces), "run": self.owner_run,
             "waiting": bool(self.waiters),  # a `canvas wait` call waits for a person's action
+            "events": self.event_count,
         }  # fmt: skip
 
 
@@ -306,6 +308,8 @@ class CanvasBoard:
             trusted=event.trusted, source=event.source, at=event.at,
         )  # fmt: skip
         canvas.events.append(event)
+        canvas.event_count += 1
+        canvas.bump(content=False)
         taken = False
         for waiter in list(canvas.waiters):
             if waiter(event):
