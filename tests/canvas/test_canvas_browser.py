@@ -256,3 +256,37 @@ def test_pushed_html_cannot_reach_out_navigate_open_popups_or_read_the_cookie(
         violations = [e for e in canvas_events if e["event"] == "csp_violation"]
         assert any(f"127.0.0.1:{port}" in e["data"].get("blocked-uri", "") for e in violations), violations
         assert all(e["trusted"] is False for e in violations)
+
+
+def test_eval_runs_in_the_open_canvas_and_navigate_shows_an_allowed_url(
+    browser: Any, tmp_path: Path, other_server: tuple[int, list[str]]
+) -> None:
+    """``eval`` (execute_code, allowed here by a grant) runs in the page a person has open and
+    returns its value; ``navigate`` shows a URL the grant's hosts allow, in the sandboxed frame."""
+    port, hits = other_server
+    grants = f"""
+[network]
+allow_private = true
+
+[[grants]]
+tool = "canvas"
+effects = {{ execute_code = "allow", network = "allow" }}
+hosts = ["127.0.0.1:{port}"]
+"""
+    with canvas_server(tmp_path / "home", Plan(steps=[]), extra_config=grants) as server:
+        call = server.client.post
+        assert call("/api/v1/tools/canvas/call", json={"args": {"action": "push", "html": "<p id=p>hello</p>"}}).status_code == 200
+        context, page = _page(browser, server)
+        try:
+            page.frame_locator("#canvas").locator("#p").wait_for()
+            ran = call("/api/v1/tools/canvas/call", json={"args": {"action": "eval", "script": "return document.getElementById('p').textContent + ' ' + self.origin"}})
+            assert ran.status_code == 200, ran.text
+            assert ran.json()["output"]["ran"] is True and ran.json()["output"]["value"] == "hello null"  # an opaque origin
+
+            shown = call("/api/v1/tools/canvas/call", json={"args": {"action": "navigate", "url": f"http://127.0.0.1:{port}/nav"}})
+            assert shown.status_code == 200, shown.text
+            page.wait_for_function(f"document.getElementById('canvas').getAttribute('src') === 'http://127.0.0.1:{port}/nav'")
+            page.frame_locator("#canvas").locator("text=reached").wait_for()
+        finally:
+            context.close()
+        assert "/nav" in hits

@@ -87,14 +87,15 @@ class _Rate:
         self.per_minute = per_minute
         self.times: deque[float] = deque()
 
-    def take(self) -> bool:
+    def take(self) -> float | None:
+        """None when one more fits in the window, else the seconds until one does."""
         now = time.monotonic()
         while self.times and now - self.times[0] > _RATE_WINDOW_S:
             self.times.popleft()
         if len(self.times) >= self.per_minute:
-            return False
+            return max(0.0, _RATE_WINDOW_S - (now - self.times[0]))
         self.times.append(now)
-        return True
+        return None
 
 
 class Canvas:
@@ -181,9 +182,11 @@ class CanvasBoard:
 
     def _draw(self, session: str, run_id: str | None) -> Canvas:
         canvas = self.get(session)
-        if not canvas.pushes.take():
+        wait = canvas.pushes.take()
+        if wait is not None:
             raise BudgetExceeded(
                 f"canvas {session!r}: more than {MAX_PUSHES_PER_MINUTE} changes in a minute",
+                retry_after_s=wait,
                 hint="send fewer, larger updates (one push or one a2ui_push batch holds many changes)",
             )
         if run_id is not None:
@@ -294,9 +297,11 @@ class CanvasBoard:
         """Keep a person's action and deliver it to the canvas's run: to a ``wait`` call if one
         waits, else as the run's next input; always as an event of the run."""
         canvas = self.get(event.session)
-        if not canvas.event_rate.take():
+        wait = canvas.event_rate.take()
+        if wait is not None:
             raise BudgetExceeded(
                 f"canvas {event.session!r}: more than {MAX_EVENTS_PER_MINUTE} events in a minute",
+                retry_after_s=wait,
                 hint="wait a minute; a page should send one event per action",
             )
         body = {"name": event.name, "data": dict(event.data)}

@@ -5,6 +5,7 @@
   session sees only its own canvas; main sees every one.
 - ``GET /ui/canvas/{session}/state?after=N``: waits (at most ``STATE_WAIT_S``) until the
   canvas's revision passes N, then answers its state; the page reloads the frame on a change.
+- ``GET /ui/canvas/{session}/events``: the canvas's recent events (at most ``MAX_KEPT_EVENTS``).
 - ``POST /ui/canvas/{session}/events``: a person's action, forwarded by the page from the
   frame's ``pincer.send``; it reaches the run that drew the canvas, trusted only from a
   signed-in main session.
@@ -165,6 +166,13 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         canvas = await board.wait_change(session, after, STATE_WAIT_S)
         return JSONResponse(canvas.state(), headers={"Cache-Control": "no-store"})
 
+    async def recent(request: Request) -> Response:
+        found = _viewer(request)
+        if isinstance(found, Response):
+            return found
+        _, session = found
+        return JSONResponse({"session": session, "events": [e.to_dict() for e in board.get(session).events]}, headers={"Cache-Control": "no-store"})
+
     async def events(request: Request) -> Response:
         found = _viewer(request)
         if isinstance(found, Response):
@@ -175,7 +183,7 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
             return _error(403, "csrf", "a canvas event must come from the canvas page", "post with the header X-Pincer-Canvas: 1")
         body = await request.body()
         if len(body) > MAX_EVENT_BODY_BYTES:
-            return _error(413, "payload_too_large", f"a canvas event is larger than {MAX_EVENT_BODY_BYTES} bytes", "send less data with the action")
+            return _error(413, "body_too_large", f"a canvas event is larger than {MAX_EVENT_BODY_BYTES} bytes", "send less data with the action")
         try:
             sent = json.loads(body)
         except ValueError:
@@ -221,7 +229,7 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
             return session
         body = await _read_bounded(request, MAX_REPORT_BYTES)
         if body is None:
-            return _error(413, "payload_too_large", f"a CSP report is larger than {MAX_REPORT_BYTES} bytes")
+            return _error(413, "body_too_large", f"a CSP report is larger than {MAX_REPORT_BYTES} bytes")
         token = board.frame_token(session)
         for report in _reports(body):
             # The frame's URL carries its token: a model reading the report needs neither.
@@ -241,6 +249,7 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         Route("/ui/canvas/{session}", page, methods=["GET"]),
         Route("/ui/canvas/{session}/state", state, methods=["GET"]),
         Route("/ui/canvas/{session}/events", events, methods=["POST"]),
+        Route("/ui/canvas/{session}/events", recent, methods=["GET"]),
         Route(FRAME_PREFIX + "{session}/{token}", frame, methods=["GET"]),
         Route(FRAME_PREFIX + "{session}/{token}/csp-report", csp_report, methods=["POST"]),
     ]
