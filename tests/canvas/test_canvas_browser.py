@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -175,9 +175,9 @@ _COUNT_PIXELS = """async (src) => {
 
 
 class _Hits(BaseHTTPRequestHandler):
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.hits.append(self.path)
         self.send_response(200)
         self.send_header("Access-Control-Allow-Origin", "*")
@@ -191,7 +191,7 @@ class _Hits(BaseHTTPRequestHandler):
 @pytest.fixture
 def other_server() -> Iterator[tuple[int, list[str]]]:
     """A server on another port that counts what reaches it (nothing should)."""
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
     handler = type("Hits", (_Hits,), {"hits": hits})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
