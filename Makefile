@@ -117,6 +117,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/mcp_proxy.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/dashboard.py
 	$(BIN)/python bench/wasm.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/cli.py

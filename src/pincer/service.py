@@ -520,6 +520,11 @@ class Pincer:
             self._agent = AgentLoop(self, environ=self.environ)
         return self._agent
 
+    @property
+    def mcp(self) -> Any:
+        """The MCP runtime (``pincer.runtimes.mcp.McpRuntime``), None when no server is configured."""
+        return self._mcp
+
     def scanner(self) -> LeakScanner:
         """The leak scanner over every secret in the store, rebuilt when the store changes."""
         version = self.secrets.version()

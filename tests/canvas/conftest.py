@@ -17,6 +17,7 @@ import pytest
 from pincer.canvas.snapshot import CHROMIUM_ARGS, CHROMIUM_PATH
 from pincer.demo.model_server import ReceivedRequest, ScriptedCall, Turn, serve_models
 from tests.gateway.conftest import ServerProcess, pincer_serve
+from tests.gateway.ui.conftest import sign_in
 
 HTTP_TIMEOUT_S = 60.0
 STEP_TIMEOUT_S = 60.0  # one step of a browser test: a page to show, a run to reach a state
@@ -80,7 +81,8 @@ class Plan:
 @dataclass
 class CanvasServer:
     server: ServerProcess
-    client: httpx.Client
+    client: httpx.Client  # the REST API, with the bearer token
+    ui: httpx.Client  # the pages, signed in to the dashboard (a session cookie)
 
     @property
     def url(self) -> str:
@@ -96,7 +98,7 @@ class CanvasServer:
         return str(started.json()["run_id"])
 
     def state(self, session: str = "main") -> dict[str, Any]:
-        answer = self.client.get(f"/ui/canvas/{session}/state", params={"after": -1})
+        answer = self.ui.get(f"/ui/canvas/{session}/state", params={"after": -1})
         assert answer.status_code == 200, answer.text
         return dict(answer.json())
 
@@ -144,5 +146,8 @@ def canvas_server(home: Path, plan: Plan, *, extra_config: str = "") -> Iterator
         )
         with pincer_serve(home) as server:
             headers = {"Authorization": f"Bearer {server.token}"}
-            with httpx.Client(base_url=server.info["url"], headers=headers, trust_env=False, timeout=HTTP_TIMEOUT_S) as client:
-                yield CanvasServer(server=server, client=client)
+            url = server.info["url"]
+            with httpx.Client(base_url=url, headers=headers, trust_env=False, timeout=HTTP_TIMEOUT_S) as client, \
+                    httpx.Client(base_url=url, trust_env=False, timeout=HTTP_TIMEOUT_S) as ui:  # fmt: skip
+                assert sign_in(ui, server.token).status_code == 303
+                yield CanvasServer(server=server, client=client, ui=ui)

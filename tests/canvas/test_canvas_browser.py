@@ -74,12 +74,15 @@ SURFACE_V09 = [
 ]
 
 
-def _page(browser: Any, server: CanvasServer, **context_options: Any) -> tuple[Any, Any]:
-    # Until the dashboard's sign-in is merged, the page signs in with the gateway's bearer token.
-    context = browser.new_context(extra_http_headers={"Authorization": f"Bearer {server.token}"}, **context_options)
+def _page(browser: Any, server: CanvasServer) -> tuple[Any, Any]:
+    """A browser signed in to the dashboard (``/ui/login`` with the token), on the canvas page."""
+    context = browser.new_context()
     context.set_default_timeout(STEP_TIMEOUT_S * 1000)
     page = context.new_page()
-    page.goto(f"{server.url}/ui/canvas/main")
+    page.goto(f"{server.url}/ui/canvas/main")  # not signed in: the login page, coming back here
+    page.fill("#token", server.token)
+    page.press("#token", "Enter")
+    page.wait_for_url(f"{server.url}/ui/canvas/main")
     return context, page
 
 
@@ -236,7 +239,8 @@ def test_pushed_html_cannot_reach_out_navigate_open_popups_or_read_the_cookie(
         server.wait_for_state(lambda s: s["waiting"] and s["has_html"])
         context, page = _page(browser, server)
         try:
-            context.add_cookies([{"name": "pincer_ui", "value": "cookie-secret-4711", "url": server.url}])
+            cookie = next(c for c in context.cookies() if c["name"] == "pincer_ui")  # the dashboard's sign-in
+            context.add_cookies([{"name": "readable", "value": "cookie-secret-4711", "url": server.url}])
             page.reload()
             run = server.finished_run(run_id)
             assert run["status"] == "done", run
@@ -248,7 +252,8 @@ def test_pushed_html_cannot_reach_out_navigate_open_popups_or_read_the_cookie(
 
         canvas_events = _canvas_events(server.events(run_id))
         results = next(e for e in canvas_events if e["name"] == "escape_results")["data"]
-        assert results["cookie"] == "threw SecurityError" and "cookie-secret-4711" not in json.dumps(canvas_events)
+        assert results["cookie"] == "threw SecurityError"
+        assert "cookie-secret-4711" not in json.dumps(canvas_events) and cookie["value"] not in json.dumps(canvas_events)
         assert results["fetch"].startswith("threw"), results
         assert results["open"] in ("null", "threw SecurityError"), results
         assert results["top"] != "assigned" or hits == [], results

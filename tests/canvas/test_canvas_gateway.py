@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from pincer.canvas.board import MAX_CANVAS_BYTES, MAX_PUSHES_PER_MINUTE
 from pincer.demo.model_server import ScriptedCall, Turn, serve_models
 from tests.gateway.conftest import LiveGateway, live_gateway
+from tests.gateway.ui.conftest import csrf_of
 
 pytestmark = pytest.mark.anyio
 
@@ -32,12 +36,27 @@ async def _call(gateway: LiveGateway, args: dict[str, Any], token: str | None = 
         )
 
 
-async def _get(gateway: LiveGateway, path: str, token: str | None = None, **kwargs: Any) -> Any:
-    headers = {"Authorization": f"Bearer {token}"} if token != "" else {}
-    if token is None:
-        headers = gateway.headers
+@asynccontextmanager
+async def _ui(gateway: LiveGateway, token: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """A client signed in to the dashboard with ``token`` (the gateway's by default)."""
     async with gateway.http(timeout=60) as http:
-        return await http.get(path, headers=headers, **kwargs)
+        form = await http.get("/ui/login")
+        signed = await http.post("/ui/login", data={"token": token or gateway.token, "csrf_token": csrf_of(form.text)})
+        assert signed.status_code == 303, signed.text
+        yield http
+
+
+async def _get(gateway: LiveGateway, path: str, token: str | None = None, **kwargs: Any) -> Any:
+    """GET ``path`` signed in with ``token`` (the gateway's by default); ``token=""``: not signed in."""
+    if token == "":
+        async with gateway.http(timeout=60) as http:
+            return await http.get(path, **kwargs)
+    async with _ui(gateway, token) as http:
+        return await http.get(path, **kwargs)
+
+
+def _csrf(page: str) -> str:
+    return page.split('const csrf = "')[1].split('"')[0]
 
 
 async def test_the_page_frames_the_canvas_sandboxed_and_the_frame_is_its_own_opaque_origin(tmp_path: Path) -> None:
@@ -56,7 +75,12 @@ async def test_the_page_frames_the_canvas_sandboxed_and_the_frame_is_its_own_opa
             assert directive in csp, csp
         assert "allow-same-origin" not in csp and "allow-top-navigation" not in csp and "allow-popups" not in csp
         assert (await _get(gateway, "/ui/canvas-frame/main/" + "0" * 40, token="")).status_code == 404
-        assert (await _get(gateway, "/ui/canvas/main", token="")).status_code == 401
+        unsigned = await _get(gateway, "/ui/canvas/main", token="")
+        assert unsigned.status_code == 303 and unsigned.headers["location"].startswith("/ui/login")
+        assert (await _get(gateway, "/ui/canvas/main/state", token="")).status_code == 401
+        # A bearer token is not a sign-in for the pages: a browser never holds one.
+        async with gateway.http() as http:
+            assert (await http.get("/ui/canvas/main/state", headers=gateway.headers)).status_code == 401
 
 
 async def test_a_non_main_session_sees_only_its_own_canvas_and_its_clicks_are_untrusted(tmp_path: Path) -> None:
@@ -67,17 +91,17 @@ async def test_a_non_main_session_sees_only_its_own_canvas_and_its_clicks_are_un
         pushed = await _call(gateway, {"action": "push", "html": "<b>bob's</b>"}, token=BOB_TOKEN)
         assert pushed.status_code == 200, pushed.text
         assert pushed.json()["output"]["session"] == "bob"
-        async with gateway.http() as http:
-            sent = await http.post(
-                "/ui/canvas/bob/events", headers={"Authorization": f"Bearer {BOB_TOKEN}", "X-Pincer-Canvas": "1"},
-                json={"name": "clicked", "data": {"x": 1}},
-            )  # fmt: skip
+        async with _ui(gateway, BOB_TOKEN) as bob:
+            csrf = _csrf((await bob.get("/ui/canvas/bob")).text)
+            sent = await bob.post("/ui/canvas/bob/events", headers={"X-CSRF-Token": csrf}, json={"name": "clicked", "data": {"x": 1}})
             assert sent.status_code == 202 and sent.json()["trusted"] is False
-            forged = await http.post("/ui/canvas/bob/events", headers={"Authorization": f"Bearer {BOB_TOKEN}"}, json={"name": "clicked"})
+            forged = await bob.post("/ui/canvas/bob/events", json={"name": "clicked"})  # no CSRF token
             assert forged.status_code == 403 and forged.json()["error"]["code"] == "csrf"
-            main = await http.post("/ui/canvas/bob/events", headers={**gateway.headers, "X-Pincer-Canvas": "1"}, json={"name": "seen"})
-            assert main.json()["trusted"] is True  # a signed-in main session's action
-        assert (await _get(gateway, "/ui/canvas/..", token=BOB_TOKEN)).status_code == 404
+        async with _ui(gateway) as main:
+            csrf = _csrf((await main.get("/ui/canvas/bob")).text)
+            seen = await main.post("/ui/canvas/bob/events", headers={"X-CSRF-Token": csrf}, json={"name": "seen"})
+            assert seen.json()["trusted"] is True  # a signed-in main session's action
+        assert (await _get(gateway, "/ui/canvas/a%20b", token=BOB_TOKEN)).status_code == 400
 
 
 async def test_csp_reports_from_the_sandboxed_frame_become_untrusted_events_without_the_token(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """One ASGI app: MCP streamable HTTP at ``/mcp``, REST under ``/api/v1``, ``/healthz``, webhooks at
-``/hooks/{name}``; all of it behind the guard (Host/Origin, bearer token, body limit), except that
-webhooks authenticate themselves (``gateway/hooks.py``)."""
+``/hooks/{name}``, the dashboard at ``/ui``; all of it behind the guard (Host/Origin, bearer token,
+body limit), except that webhooks authenticate themselves (``gateway/hooks.py``) and the dashboard
+signs people in with a session cookie (``gateway/ui/auth.py``)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,15 @@ from pincer import __version__
 from pincer.config import GatewaySettings
 from pincer.core.errors import Denied
 from pincer.core.values import CallRequest
-from pincer.gateway.canvas_pages import FRAME_PREFIX, canvas_routes
+from pincer.gateway.canvas_pages import CANVAS_PATHS, FRAME_PREFIX, canvas_app
 from pincer.gateway.guard import Guard, Refusal
 from pincer.gateway.hooks import HOOKS_PREFIX, HooksEndpoint
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.rest import create_rest_app
 from pincer.gateway.tokens import TokenBook
+from pincer.gateway.ui import create_ui_app, redirect_bare_prefix
+from pincer.gateway.ui.auth import UI_PREFIX, UiAuth
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -78,6 +81,14 @@ def create_gateway(
         runs=runs,
     )
     hooks = HooksEndpoint(pincer, refusals=unauthenticated)
+    # Sign-in failures count where wrong bearer tokens are counted, and toward the same
+    # per-address failure window as webhook deliveries.
+    ui_auth = UiAuth(
+        tokens=tokens, refusals=unauthenticated, failures=hooks.failures,
+        max_failures=lambda: pincer.config.triggers.max_failures_per_minute,
+    )  # fmt: skip
+    ui = create_ui_app(pincer, auth=ui_auth, runs=runs)
+    canvas_pages = canvas_app(canvas, auth=ui_auth) if canvas is not None else None
 
     async def healthz(request: Request) -> JSONResponse:
         # restart_needed: names of settings (never values) that wait for a restart; `pincer doctor` reads it
@@ -103,7 +114,8 @@ def create_gateway(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"]),
             Mount("/api/v1", app=rest),
-            *(canvas_routes(canvas) if canvas is not None else []),
+            redirect_bare_prefix(),
+            Mount(UI_PREFIX, app=ui),
         ],
         lifespan=lifespan,
     )
@@ -120,6 +132,8 @@ def create_gateway(
             await mcp_app(scope, receive, send)
         elif scope["type"] == "http" and scope.get("path", "").startswith(HOOKS_PREFIX):
             await hooks(scope, receive, send)
+        elif canvas_pages is not None and scope["type"] == "http" and scope.get("path", "").startswith(CANVAS_PATHS):
+            await canvas_pages(scope, receive, send)  # its own CSP: not under the dashboard's headers
         else:
             await inner(scope, receive, send)
 
@@ -130,8 +144,9 @@ def create_gateway(
         bound_host=bound_host or settings.host,
         allowed_hosts=settings.allowed_hosts,
         allowed_origins=settings.allowed_origins,
-        self_authenticated_prefixes=(HOOKS_PREFIX, FRAME_PREFIX),
-        opaque_origin_prefixes=(FRAME_PREFIX,),
+        public_paths=("/healthz", UI_PREFIX),
+        self_authenticated_prefixes=(HOOKS_PREFIX, UI_PREFIX + "/"),
+        opaque_origin_prefixes=(FRAME_PREFIX,),  # the canvas frame's CSP reports come from Origin: null
         on_refused=record_refusal,
         unauthenticated=unauthenticated,
     )

@@ -15,9 +15,10 @@
 - ``POST /ui/canvas-frame/{session}/{token}/csp-report``: the browser's CSP violation reports
   (``report-uri`` and ``report-to`` bodies), recorded as untrusted ``csp_violation`` events.
 
-Sign-in: until the dashboard's module (``/ui/login``, a session cookie and CSRF) is merged,
-:func:`signed_in` is the bearer token the guard already checked; it has the shape the
-dashboard's check will have.
+Sign-in is the dashboard's (``gateway/ui/auth.py``): a person signs in at ``/ui/login`` and
+holds a session cookie; the page's posts carry the sign-in's CSRF token in ``X-CSRF-Token``.
+These routes are an app of their own (not under the dashboard's, whose security headers would
+replace the frame's CSP), wrapped with the same sign-in.
 """
 
 from __future__ import annotations
@@ -27,32 +28,42 @@ import logging
 import secrets
 from typing import Any
 
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 from pincer.canvas.board import CanvasBoard, CanvasEvent, check_session_name
 from pincer.canvas.frame import frame_csp, frame_document
 from pincer.core.errors import PincerError, UsageError
-from pincer.gateway.guard import SESSION_SCOPE_KEY
-from pincer.gateway.tokens import GatewaySession
+from pincer.gateway.ui.auth import (
+    CsrfRefused,
+    SignInRequired,
+    UiAuth,
+    UiIdentity,
+    current_identity,
+    exception_handlers,
+    require_csrf,
+    with_ui_auth,
+)
 
-__all__ = ["canvas_routes", "signed_in", "FRAME_PREFIX", "CANVAS_PREFIX", "STATE_WAIT_S", "MAX_REPORT_BYTES"]
+__all__ = ["canvas_app", "canvas_routes", "signed_in", "FRAME_PREFIX", "CANVAS_PREFIX", "CANVAS_PATHS", "STATE_WAIT_S", "MAX_REPORT_BYTES"]
 
 logger = logging.getLogger(__name__)
 
 CANVAS_PREFIX = "/ui/canvas/"
 FRAME_PREFIX = "/ui/canvas-frame/"
+CANVAS_PATHS = (CANVAS_PREFIX, FRAME_PREFIX)  # what the gateway hands to canvas_app
 STATE_WAIT_S = 25.0  # a long poll answers within this, changed or not (proxies drop silent requests)
 MAX_REPORT_BYTES = 16_384
 MAX_EVENT_BODY_BYTES = 32_768
 _EVENT_KINDS = frozenset({"a2ui_action", "eval_result"})
 
 
-def signed_in(request: Request) -> GatewaySession | None:
+def signed_in(request: Request) -> UiIdentity | None:
     """Who is signed in to the gateway's pages (None: nobody)."""
-    session = request.scope.get(SESSION_SCOPE_KEY)
-    return session if isinstance(session, GatewaySession) else None
+    return current_identity(request)
 
 
 def _error(status: int, code: str, message: str, hint: str | None = None) -> JSONResponse:
@@ -62,11 +73,14 @@ def _error(status: int, code: str, message: str, hint: str | None = None) -> JSO
     return JSONResponse({"error": body}, status_code=status)
 
 
-def _viewer(request: Request) -> tuple[GatewaySession, str] | Response:
-    """The signed-in viewer and the canvas session it may see, or the refusal."""
+def _viewer(request: Request, *, page: bool = False) -> tuple[UiIdentity, str] | Response:
+    """The signed-in viewer and the canvas session it may see, or the refusal (for the page
+    itself: SignInRequired, which the sign-in answers with its login page)."""
     viewer = signed_in(request)
     if viewer is None:
-        return _error(401, "unauthorized", "sign in to see a canvas", "open /ui/login, or send 'Authorization: Bearer <token>'")
+        if page:
+            raise SignInRequired(request.url.path)
+        return _error(401, "unauthorized", "sign in to see a canvas", "sign in at /ui/login with the token `pincer token` prints")
     try:
         session = check_session_name(request.path_params["session"])
     except UsageError as exc:
@@ -93,6 +107,7 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
 (function () {{
   const session = {session_json};
   const frameBase = {frame_json};
+  const csrf = {csrf_json};
   const base = "/ui/canvas/" + encodeURIComponent(session);
   const frame = document.getElementById("canvas");
   const status = document.getElementById("status");
@@ -124,7 +139,7 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
     if (!msg || msg.type !== "pincer-canvas" || typeof msg.name !== "string") return;
     fetch(base + "/events", {{
       method: "POST", credentials: "same-origin",
-      headers: {{"Content-Type": "application/json", "X-Pincer-Canvas": "1"}},
+      headers: {{"Content-Type": "application/json", "X-CSRF-Token": csrf}},
       body: JSON.stringify({{name: msg.name, data: msg.data}}),
     }}).catch(() => {{ status.textContent = "(an event was not delivered)"; }});
   }});
@@ -139,14 +154,14 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
     """The canvas routes over ``board`` (mounted at the app's root)."""
 
     async def page(request: Request) -> Response:
-        found = _viewer(request)
+        found = _viewer(request, page=True)
         if isinstance(found, Response):
             return found
-        _, session = found
+        viewer, session = found
         nonce = secrets.token_urlsafe(16)
         frame = f"{FRAME_PREFIX}{session}/{board.frame_token(session)}"
         html = _PAGE.format(
-            title=session, nonce=nonce, session_json=_js(session), frame_json=_js(frame),
+            title=session, nonce=nonce, session_json=_js(session), frame_json=_js(frame), csrf_json=_js(viewer.csrf_token),
         )  # fmt: skip
         csp = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; connect-src 'self'; "
@@ -178,11 +193,12 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         if isinstance(found, Response):
             return found
         viewer, session = found
-        if request.headers.get("x-pincer-canvas") != "1":
-            # A form on another page cannot set this header; fetch from this page does (CSRF).
-            return _error(403, "csrf", "a canvas event must come from the canvas page", "post with the header X-Pincer-Canvas: 1")
-        body = await request.body()
-        if len(body) > MAX_EVENT_BODY_BYTES:
+        try:
+            require_csrf(viewer, {"csrf_token": request.headers.get("x-csrf-token", "")})
+        except CsrfRefused:
+            return _error(403, "csrf", "a canvas event must come from the canvas page", "reload the canvas page (its posts carry the sign-in's X-CSRF-Token)")
+        body = await _read_bounded(request, MAX_EVENT_BODY_BYTES)
+        if body is None:
             return _error(413, "body_too_large", f"a canvas event is larger than {MAX_EVENT_BODY_BYTES} bytes", "send less data with the action")
         try:
             sent = json.loads(body)
@@ -253,6 +269,11 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         Route(FRAME_PREFIX + "{session}/{token}", frame, methods=["GET"]),
         Route(FRAME_PREFIX + "{session}/{token}/csp-report", csp_report, methods=["POST"]),
     ]
+
+
+def canvas_app(board: CanvasBoard, *, auth: UiAuth) -> ASGIApp:
+    """The canvas routes as one app, with the dashboard's sign-in."""
+    return with_ui_auth(Starlette(routes=canvas_routes(board), exception_handlers=exception_handlers()), auth)
 
 
 def _page_headers(csp: str) -> dict[str, str]:

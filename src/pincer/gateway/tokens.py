@@ -97,6 +97,7 @@ class TokenBook:
     def __init__(self, *, config: Config | Callable[[], Config], primary_token: str) -> None:
         self._current: Callable[[], Config] = config if callable(config) else (lambda: config)
         self._primary = primary_token.encode("utf-8")
+        self._primary_digest = hashlib.sha256(self._primary).hexdigest()
         self._seen: Config | None = None
         self._digests: tuple[tuple[str, str], ...] = ()
 
@@ -113,6 +114,18 @@ class TokenBook:
         if hmac.compare_digest(raw, self._primary):
             return self.session_named(config.gateway.session)
         digest = hashlib.sha256(raw).hexdigest()
+        found: str | None = None
+        for candidate, session in self._digests:
+            if hmac.compare_digest(candidate, digest):
+                found = session
+        return self.session_named(found) if found is not None else None
+
+    def session_for_digest(self, digest: str) -> GatewaySession | None:
+        """As :meth:`session_for`, for a token known by its sha256 only (the dashboard keeps no
+        token once it signed someone in, yet ends the sign-in when the token is removed)."""
+        config = self._config()
+        if hmac.compare_digest(digest, self._primary_digest):
+            return self.session_named(config.gateway.session)
         found: str | None = None
         for candidate, session in self._digests:
             if hmac.compare_digest(candidate, digest):

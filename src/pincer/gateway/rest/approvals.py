@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict
 
 from pincer.core.errors import UsageError
+from pincer.gateway.access import ANSWER_FORBIDDEN_HINT, approvals_seen, can_answer_approvals, sees_approval
 from pincer.gateway.approvals import approval_message
 from pincer.gateway.rest.common import PincerDep, Refused, SessionDep, json_body_route, pincer_error_response, refuse
 from pincer.service import Pincer
@@ -45,9 +46,9 @@ def _find_approval(pincer: Pincer, approval_id: str) -> ApprovalRequest:
 async def list_approvals(
     pincer: PincerDep, session: SessionDep, status: Annotated[str, Query(pattern="^(pending|all)$")] = "pending"
 ) -> dict[str, Any]:
-    requests = pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
-    if not session.is_main:
-        requests = [r for r in requests if r.session == session.name]
+    requests = approvals_seen(
+        session, pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
+    )
     return {"approvals": [_shown(r) for r in requests]}
 
 
@@ -56,7 +57,7 @@ async def get_approval(
     pincer: PincerDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)]
 ) -> dict[str, Any]:
     approval = _find_approval(pincer, approval_id)
-    if not session.is_main and approval.session != session.name:
+    if not sees_approval(session, approval):
         raise refuse(404, "not_found", f"no approval request with id {approval_id!r}")
     return _shown(approval)
 
@@ -65,9 +66,10 @@ async def get_approval(
 async def answer_approval(
     pincer: PincerDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)], body: ApprovalBody
 ) -> dict[str, Any]:
-    if not session.is_main:
-        raise refuse(403, "session_forbidden", f"session {session.name!r} may not answer approvals",
-                     "answer with a main session's token, or with `pincer approvals`")  # fmt: skip
+    if not can_answer_approvals(session):
+        raise refuse(
+            403, "session_forbidden", f"session {session.name!r} may not answer approvals", ANSWER_FORBIDDEN_HINT
+        )
     _find_approval(pincer, approval_id)
     answered = pincer.dispatcher.answer(
         approval_id, body.decision, by=f"rest:{session.name}", as_session=session.name, scope=body.scope

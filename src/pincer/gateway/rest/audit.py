@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from pincer.core.errors import PincerError
+from pincer.gateway.access import audit_session_filter, may_read_audit_of
 from pincer.gateway.rest.common import PincerDep, SessionDep, json_body_route, refuse
 
 __all__ = ["MAX_AUDIT_LIMIT", "router"]
@@ -26,11 +27,9 @@ async def audit(
     session_name: Annotated[str | None, Query(alias="session", max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_LIMIT)] = 100,
 ) -> dict[str, Any]:
-    if not session.is_main:
-        if session_name not in (None, session.name):
-            raise refuse(403, "session_forbidden", f"session {session.name!r} may read only its own records")
-        session_name = session.name
-    records = pincer.audit.records(tool=tool, session=session_name, limit=limit)
+    if not may_read_audit_of(session, session_name):
+        raise refuse(403, "session_forbidden", f"session {session.name!r} may read only its own records")
+    records = pincer.audit.records(tool=tool, session=audit_session_filter(session, session_name), limit=limit)
     return {"records": [r.to_dict() for r in records]}
 
 

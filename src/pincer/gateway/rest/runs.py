@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import ServerSentEvent
 
+from pincer.gateway.access import runs_session_filter, sees_run
 from pincer.gateway.rest.common import PincerDep, RunsDep, SessionDep, json_body_route, refuse
 from pincer.gateway.rest.events import event_stream, server_event
 from pincer.gateway.tokens import GatewaySession
@@ -39,7 +40,7 @@ class RunBody(BaseModel):
 
 def _run_row(pincer: Pincer, session: GatewaySession, run_id: str) -> RunRow:
     row = pincer.runs.get(run_id)
-    if not session.is_main and row.session != session.name:
+    if not sees_run(session, row):
         raise refuse(404, "run_not_found", f"no run with id {run_id!r}")
     return row
 
@@ -72,7 +73,7 @@ async def start_run(pincer: PincerDep, session: SessionDep, runs: RunsDep, body:
 
 @router.get("/runs", summary="Runs, newest first")
 async def list_runs(pincer: PincerDep, session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
-    rows = pincer.runs.list(session=None if session.is_main else session.name, limit=limit)
+    rows = pincer.runs.list(session=runs_session_filter(session), limit=limit)
     return {"runs": [r.to_dict() for r in rows]}
 
 

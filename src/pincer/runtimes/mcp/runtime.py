@@ -18,7 +18,7 @@ process takes effect without a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from pincer.core.effects import RuntimeKind
 from pincer.core.errors import Denied, ToolNotFound
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.runtimes.base import ChangeListener, ChangeListeners
-from pincer.runtimes.mcp.assignment import Refused, assign_tools, holds_secret
+from pincer.runtimes.mcp.assignment import Assignment, Refused, assign_tools, holds_secret
 from pincer.runtimes.mcp.config import ServerConfig, ServerStore
 from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
 from pincer.runtimes.mcp.environment import SecretLookup
@@ -232,6 +232,19 @@ class McpRuntime:
             if definition.name not in found and not holds_secret(scanner, definition):
                 found[definition.name] = definition
         return found
+
+    def assignment(self, server: str) -> Assignment:
+        """How the server's offered tools fare against their pins now: trusted, new, changed (with
+        the candidates ``pincer mcp trust`` or the dashboard may pin), refused."""
+        return assign_tools(
+            server, self.pins.pins(server), self._offered.get(server), scanner=self._scanner(), taken=self._taken(server)
+        )
+
+    def trust(self, server: str, definitions: Iterable[ToolDefinition]) -> None:
+        """Pin ``definitions`` as trusted and rebuild the server's tools at once (the dashboard's
+        "Trust changed definition"; the CLI writes the pins file, which a running server follows)."""
+        self.pins.trust(server, definitions)
+        self._rebuild(server, notify=True)
 
     def refused(self, server: str) -> tuple[Refused, ...]:
         """The server's tools that got no registry entry, and why (safe to show)."""

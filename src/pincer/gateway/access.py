@@ -1,0 +1,53 @@
+"""Who sees and answers what, by gateway session: the one copy of the rules REST and the
+dashboard apply (``rest/approvals.py``, ``rest/audit.py``, ``rest/runs.py``, ``ui/``).
+
+A main session sees everything; a non-main session sees only its own approval requests, runs
+and audit records, and may not answer approvals (an agent must not approve its own calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pincer.gateway.tokens import GatewaySession
+from pincer.store.approvals import ApprovalRequest
+from pincer.store.runs import RunRow
+
+__all__ = [
+    "sees_approval", "approvals_seen", "can_answer_approvals", "ANSWER_FORBIDDEN_HINT", "may_read_audit_of", "audit_session_filter",
+    "runs_session_filter", "sees_run",
+]  # fmt: skip
+
+ANSWER_FORBIDDEN_HINT = "answer with a main session's token, or with `pincer approvals`"
+
+
+def sees_approval(session: GatewaySession, approval: ApprovalRequest) -> bool:
+    return session.is_main or approval.session == session.name
+
+
+def approvals_seen(session: GatewaySession, requests: Iterable[ApprovalRequest]) -> list[ApprovalRequest]:
+    return [r for r in requests if sees_approval(session, r)]
+
+
+def can_answer_approvals(session: GatewaySession) -> bool:
+    return session.is_main
+
+
+def may_read_audit_of(session: GatewaySession, asked: str | None) -> bool:
+    """Whether a reader may ask for the audit records of session ``asked`` (None: every one's)."""
+    return session.is_main or asked in (None, "", session.name)
+
+
+def audit_session_filter(session: GatewaySession, asked: str | None) -> str | None:
+    """The session whose audit records a reader gets: what it asked for if main, else its own
+    (after :func:`may_read_audit_of` said yes)."""
+    return (asked or None) if session.is_main else session.name
+
+
+def runs_session_filter(session: GatewaySession) -> str | None:
+    """The session whose runs a reader lists (None: every session's)."""
+    return None if session.is_main else session.name
+
+
+def sees_run(session: GatewaySession, row: RunRow) -> bool:
+    return session.is_main or row.session == session.name

@@ -1,0 +1,125 @@
+"""``/ui/audit``: the audit records (a non-main session reads only its own, by the rule REST
+applies), filtered by tool, session, decision and time; one record whole; "Verify chain"."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pincer.core.display import honest_json
+from pincer.core.errors import AuditChainBroken, PincerError
+from pincer.gateway.access import audit_session_filter, may_read_audit_of
+from pincer.gateway.rest.audit import MAX_AUDIT_LIMIT
+from pincer.gateway.tokens import GatewaySession
+from pincer.gateway.ui.auth import read_form, require_csrf, require_identity
+from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.store.audit import AuditRecord
+
+__all__ = ["AUDIT_PAGE_ROWS", "routes"]
+
+AUDIT_PAGE_ROWS = 200  # newest records a page shows
+_DECISIONS = ("allow", "ask", "deny", "allow_once", "allow_always", "error")
+
+
+def _parse_time(value: str) -> float | None:
+    """A ``datetime-local`` field (``2026-12-02T01:30``, read as UTC) or Unix seconds."""
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        pass
+    else:
+        return number if math.isfinite(number) else None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.UTC)
+        return parsed.timestamp()
+    except (ValueError, OverflowError):
+        return None
+
+
+def _filters(request: Request) -> dict[str, str]:
+    q = request.query_params
+    return {name: q.get(name, "")[:256] for name in ("tool", "session", "decision", "since", "until")}
+
+
+def visible_records(
+    pincer: Any, session: GatewaySession, filters: dict[str, str]
+) -> tuple[list[AuditRecord], str | None]:
+    """The records the filters ask for, as the reader may see them (newest first), or an error."""
+    asked = filters["session"] or None
+    if not may_read_audit_of(session, asked):
+        return [], f"session {session.name!r} may read only its own records"
+    since, until = _parse_time(filters["since"]), _parse_time(filters["until"])
+    decision = filters["decision"]
+    narrowed = bool(decision or since or until)
+    records = pincer.audit.records(
+        tool=filters["tool"] or None, session=audit_session_filter(session, asked),
+        limit=MAX_AUDIT_LIMIT if narrowed else AUDIT_PAGE_ROWS,
+    )  # fmt: skip
+    kept = [
+        r for r in records
+        if (not decision or r.decision == decision) and (since is None or r.ts >= since) and (until is None or r.ts <= until)
+    ]  # fmt: skip
+    return list(reversed(kept[-AUDIT_PAGE_ROWS:])), None
+
+
+async def page(request: Request) -> Response:
+    identity = require_identity(request)
+    filters = _filters(request)
+    records, error = visible_records(pincer_of(request), identity.session, filters)
+    context = {"records": records, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": None}
+    template = "audit_rows.html" if request.headers.get("hx-request") else "audit.html"
+    return pages_of(request).render(request, template, context, status=403 if error else 200)
+
+
+async def detail(request: Request) -> Response:
+    identity = require_identity(request)
+    pincer = pincer_of(request)
+    record_id = int(request.path_params["record_id"])
+    found = pincer.audit.records(
+        after_id=record_id - 1, session=audit_session_filter(identity.session, None), limit=None
+    )
+    record = next((r for r in found if r.id == record_id), None)
+    if record is None:
+        context: dict[str, Any] = {"record": None, "record_id": record_id, "fields": []}
+        return pages_of(request).render(request, "audit_record.html", context, status=404)
+    pages = pages_of(request)
+    fields = [(name, honest_json(pages.redact(value), indent=2) if isinstance(value, (dict, list)) else value)
+              for name, value in record.to_dict().items()]  # fmt: skip
+    return pages.render(request, "audit_record.html", {"record": record, "record_id": record_id, "fields": fields})
+
+
+async def verify(request: Request) -> Response:
+    identity = require_identity(request)
+    require_csrf(identity, await read_form(request))
+    pincer = pincer_of(request)
+    result: dict[str, Any]
+    try:
+        head = pincer.audit.verify_chain()
+    except AuditChainBroken as exc:
+        result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": exc.record_id}
+    except PincerError as exc:
+        result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": None}
+    else:
+        result = {"ok": True, "records": head.records, "head": head.to_dict()}
+    filters = _filters(request)
+    records, error = visible_records(pincer, identity.session, filters)
+    context = {"records": records, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": result}
+    return pages_of(request).render(request, "audit.html", context, status=200 if result["ok"] else 409)
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/audit", page, methods=["GET"]),
+        Route("/audit/verify", verify, methods=["POST"]),
+        Route("/audit/{record_id:int}", detail, methods=["GET"]),
+    ]

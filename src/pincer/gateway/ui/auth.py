@@ -1,0 +1,380 @@
+"""Sign-in for the dashboard: a gateway token exchanged for a session cookie, and CSRF.
+
+A browser cannot hold our bearer token the way a client does, so ``/ui/login`` takes it once (a
+form field labelled "Token", posted as ``token``) and answers with a session cookie: random,
+HttpOnly, ``SameSite=Strict``, ``Secure`` when served over https, scoped to ``/ui``. The server
+keeps the session (never the token: its sha256, so removing the token from config.toml ends the
+sign-in at once), and it expires after ``UI_SESSION_IDLE_S`` without use or ``UI_SESSION_TTL_S``
+in all. Every form carries the session's CSRF token in a hidden ``csrf_token`` field; the login
+form's is bound to a short-lived cookie of its own (a login CSRF would sign a person in as
+someone else). A wrong token is counted where the guard counts wrong bearer tokens
+(``GET /api/v1/metrics``) and toward the gateway's per-address failure limit (the window the
+webhooks use, ``[triggers] max_failures_per_minute``): past it, sign-in answers 429.
+
+The API other pages use (the canvas pages too), stable::
+
+    identity = require_identity(request)     # UiIdentity; raises SignInRequired -> 303 /ui/login
+    identity = current_identity(request)     # UiIdentity | None, never raises
+    form = await read_form(request)          # dict[str, str], bounded; FormRefused -> 4xx page
+    pairs = await read_form_pairs(request)   # the same, every (name, value) in order (checkboxes)
+    require_csrf(identity, form)             # raises CsrfRefused -> 403, nothing changed
+
+``identity.session`` is the :class:`~pincer.gateway.tokens.GatewaySession` of the token that
+signed in (main, or a non-main session that sees only its own things, as on REST).
+``SignInRequired``, ``CsrfRefused`` and ``FormRefused`` are answered by the dashboard app's
+exception handlers (:func:`exception_handlers`); an app of its own mounted under ``/ui`` adds
+those handlers too.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, quote
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pincer.gateway.refusals import UnauthenticatedRefusals
+from pincer.gateway.tokens import GatewaySession, TokenBook, token_digest
+from pincer.triggers.failures import FailureWindow
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "UI_PREFIX", "UI_AUTH_SCOPE_KEY", "SESSION_COOKIE", "LOGIN_COOKIE", "UI_SESSION_TTL_S", "UI_SESSION_IDLE_S",
+    "UI_MAX_FORM_BYTES", "UiIdentity", "UiAuth", "SignInRequired", "CsrfRefused", "FormRefused",
+    "current_identity", "require_identity", "read_form", "read_form_pairs", "require_csrf", "exception_handlers", "with_ui_auth",
+]  # fmt: skip
+
+UI_PREFIX = "/ui"
+UI_AUTH_SCOPE_KEY = "pincer.ui_auth"
+SESSION_COOKIE = "pincer_ui"
+LOGIN_COOKIE = "pincer_ui_login"
+UI_SESSION_TTL_S = 8 * 3600.0  # a sign-in lasts a working day at most
+UI_SESSION_IDLE_S = 3600.0  # and ends after an hour nobody used it
+LOGIN_FORM_TTL_S = 1800.0  # a login form's CSRF cookie
+MAX_UI_SESSIONS = 1_024  # sign-ins kept; past it the least recently used ends
+UI_MAX_FORM_BYTES = 65_536  # a dashboard form is a few fields; the guard does not bound /ui bodies
+_NEXT_PATH = re.compile(r"^/ui(/[A-Za-z0-9_./\-]*)?$")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UiIdentity:
+    """Who is signed in: the gateway session of their token, and this sign-in's CSRF token."""
+
+    session: GatewaySession
+    csrf_token: str
+    expires_at: float
+
+    @property
+    def is_main(self) -> bool:
+        return self.session.is_main
+
+    @property
+    def name(self) -> str:
+        return self.session.name
+
+
+class SignInRequired(Exception):
+    """No valid sign-in: answered with 303 to ``/ui/login`` (``next`` says where to come back)."""
+
+    def __init__(self, next_path: str = UI_PREFIX + "/") -> None:
+        self.next_path = next_path
+
+
+class CsrfRefused(Exception):
+    """A form post without this sign-in's ``csrf_token``: 403, nothing done."""
+
+
+class FormRefused(Exception):
+    """A form body the dashboard will not read (too large, not a form)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+
+
+@dataclass(kw_only=True, slots=True)
+class _SignIn:
+    digest: str
+    csrf: str
+    created: float
+    last_used: float
+
+
+class UiAuth:
+    """The sign-ins of one gateway process (in memory: a restart signs everyone out)."""
+
+    def __init__(
+        self,
+        *,
+        tokens: TokenBook,
+        refusals: UnauthenticatedRefusals,
+        failures: FailureWindow,
+        max_failures: Callable[[], int],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.tokens = tokens
+        self.refusals = refusals
+        self.failures = failures
+        self._max_failures = max_failures
+        self._clock = clock
+        self._sign_ins: OrderedDict[str, _SignIn] = OrderedDict()
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def identity(self, cookie: str | None, *, touch: bool = True) -> UiIdentity | None:
+        """The sign-in of ``cookie``, if it holds. ``touch`` False looks without counting as use
+        (an open page's event stream checks its sign-in without keeping it alive)."""
+        if not cookie:
+            return None
+        entry = self._sign_ins.get(cookie)
+        if entry is None:
+            return None
+        now = self._clock()
+        if now - entry.created >= UI_SESSION_TTL_S or now - entry.last_used >= UI_SESSION_IDLE_S:
+            del self._sign_ins[cookie]
+            return None
+        session = self.tokens.session_for_digest(entry.digest)
+        if session is None:  # the token was removed from config.toml
+            del self._sign_ins[cookie]
+            return None
+        if touch:
+            entry.last_used = now
+            self._sign_ins.move_to_end(cookie)
+        expires = min(entry.created + UI_SESSION_TTL_S, entry.last_used + UI_SESSION_IDLE_S)
+        return UiIdentity(session=session, csrf_token=entry.csrf, expires_at=expires)
+
+    def sign_in(self, token: str) -> tuple[str, UiIdentity] | None:
+        """A new sign-in for ``token`` (its cookie value and identity), or None for a wrong one."""
+        session = self.tokens.session_for(token)
+        if session is None:
+            return None
+        now = self._clock()
+        cookie = secrets.token_urlsafe(32)
+        entry = _SignIn(digest=token_digest(token), csrf=secrets.token_urlsafe(32), created=now, last_used=now)
+        while len(self._sign_ins) >= MAX_UI_SESSIONS:
+            self._sign_ins.popitem(last=False)
+        self._sign_ins[cookie] = entry
+        return cookie, UiIdentity(session=session, csrf_token=entry.csrf, expires_at=now + UI_SESSION_IDLE_S)
+
+    def sign_out(self, cookie: str | None) -> None:
+        if cookie:
+            self._sign_ins.pop(cookie, None)
+
+    # -- failures ----------------------------------------------------------------------------
+
+    def retry_after(self, address: str) -> float | None:
+        return self.failures.retry_after(address)
+
+    def failed(self, address: str, path: str) -> None:
+        self.failures.record(address)
+        self.refusals.record(address=address, method="POST", path=path, code="ui_sign_in_failed")
+
+    @property
+    def max_failures(self) -> int:
+        return self._max_failures()
+
+
+def with_ui_auth(app: ASGIApp, auth: UiAuth) -> ASGIApp:
+    """``app`` with ``auth`` in every request's scope (what :func:`current_identity` reads)."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        scope[UI_AUTH_SCOPE_KEY] = auth
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def _auth_of(request: Request) -> UiAuth:
+    auth = request.scope.get(UI_AUTH_SCOPE_KEY)
+    if not isinstance(auth, UiAuth):
+        raise RuntimeError("the dashboard's sign-in is not installed here (wrap the app with with_ui_auth)")
+    return auth
+
+
+def current_identity(request: Request, *, touch: bool = True) -> UiIdentity | None:
+    """The signed-in identity of this request, or None (``touch``: see :meth:`UiAuth.identity`)."""
+    auth = request.scope.get(UI_AUTH_SCOPE_KEY)
+    if not isinstance(auth, UiAuth):
+        return None
+    return auth.identity(request.cookies.get(SESSION_COOKIE), touch=touch)
+
+
+def require_identity(request: Request) -> UiIdentity:
+    """The signed-in identity; :class:`SignInRequired` (a 303 to the login page) when there is none."""
+    identity = current_identity(request)
+    if identity is None:
+        path = request.url.path
+        raise SignInRequired(path if _NEXT_PATH.match(path) else UI_PREFIX + "/")
+    return identity
+
+
+async def read_form_pairs(request: Request, *, max_bytes: int = UI_MAX_FORM_BYTES) -> list[tuple[str, str]]:
+    """A urlencoded form body as its (name, value) pairs in order, read up to ``max_bytes`` (the
+    guard leaves ``/ui`` bodies to us): for fields that repeat (checkboxes)."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/x-www-form-urlencoded":
+        raise FormRefused(415, "the dashboard takes forms (application/x-www-form-urlencoded) only")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise FormRefused(413, f"the form is larger than {max_bytes} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > max_bytes:
+            raise FormRefused(413, f"the form is larger than {max_bytes} bytes")
+    try:
+        return parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=200)
+    except ValueError:  # more fields than max_num_fields
+        raise FormRefused(413, "the form has more than 200 fields") from None
+
+
+async def read_form(request: Request, *, max_bytes: int = UI_MAX_FORM_BYTES) -> dict[str, str]:
+    """A urlencoded form body, read up to ``max_bytes``; a repeated field keeps its first value."""
+    form: dict[str, str] = {}
+    for key, value in await read_form_pairs(request, max_bytes=max_bytes):
+        form.setdefault(key, value)
+    return form
+
+
+def require_csrf(identity: UiIdentity, form: Mapping[str, str]) -> None:
+    """:class:`CsrfRefused` unless the form carries this sign-in's CSRF token."""
+    presented = form.get("csrf_token", "")
+    if not presented or not hmac.compare_digest(presented.encode(), identity.csrf_token.encode()):
+        raise CsrfRefused()
+
+
+def _is_https(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def set_session_cookie(response: Response, request: Request, cookie: str) -> None:
+    response.set_cookie(
+        SESSION_COOKIE, cookie, max_age=int(UI_SESSION_TTL_S), path=UI_PREFIX, httponly=True,
+        samesite="strict", secure=_is_https(request),
+    )  # fmt: skip
+
+
+# -- the login and logout routes ---------------------------------------------------------------
+
+
+def _client_address(request: Request) -> str:
+    return request.client.host if request.client else "(unknown address)"
+
+
+def _login_page(request: Request, *, error: str | None, status: int, next_path: str) -> Response:
+    pages = request.app.state.pages  # render.Pages (which imports this module)
+    login_csrf = secrets.token_urlsafe(32)
+    response = pages.render(
+        request, "login.html", {"error": error, "login_csrf": login_csrf, "next": next_path}, status=status
+    )
+    response.set_cookie(
+        LOGIN_COOKIE, login_csrf, max_age=int(LOGIN_FORM_TTL_S), path=UI_PREFIX + "/login", httponly=True,
+        samesite="strict", secure=_is_https(request),
+    )  # fmt: skip
+    return response
+
+
+def _next_of(value: str | None) -> str:
+    fits = value and _NEXT_PATH.match(value) and "//" not in value and ".." not in value
+    return value if fits and value else UI_PREFIX + "/"
+
+
+async def login_form(request: Request) -> Response:
+    if current_identity(request) is not None:
+        return RedirectResponse(_next_of(request.query_params.get("next")), status_code=303)
+    return _login_page(request, error=None, status=200, next_path=_next_of(request.query_params.get("next")))
+
+
+async def login(request: Request) -> Response:
+    auth = _auth_of(request)
+    form = await read_form(request)
+    next_path = _next_of(form.get("next"))
+    address = _client_address(request)
+    wait = auth.retry_after(address)
+    if wait is not None:
+        auth.refusals.record(address=address, method="POST", path=request.url.path, code="too_many_failures")
+        seconds = max(1, int(wait + 0.999))
+        return _login_page(
+            request, status=429, next_path=next_path,
+            error=f"{auth.max_failures} failed sign-ins from {address} within a minute; try again in {seconds} s",
+        )  # fmt: skip
+    presented = request.cookies.get(LOGIN_COOKIE, "")
+    sent = form.get("csrf_token", "")
+    if not presented or not sent or not hmac.compare_digest(presented.encode(), sent.encode()):
+        return _login_page(
+            request, status=403, next_path=next_path,
+            error="this sign-in form is stale or came from elsewhere; sign in again from this page",
+        )  # fmt: skip
+    token = form.get("token", "").strip()
+    made = auth.sign_in(token) if token else None
+    if made is None:
+        auth.failed(address, request.url.path)
+        return _login_page(
+            request, status=401, next_path=next_path,
+            error="wrong token; `pincer token` prints the gateway's token" if token else "enter a token",
+        )  # fmt: skip
+    cookie, identity = made
+    logger.info("dashboard sign-in for session %r from %s", identity.name, address)
+    response = RedirectResponse(next_path, status_code=303)
+    set_session_cookie(response, request, cookie)
+    response.delete_cookie(LOGIN_COOKIE, path=UI_PREFIX + "/login", httponly=True, samesite="strict")
+    return response
+
+
+async def logout(request: Request) -> Response:
+    identity = require_identity(request)
+    require_csrf(identity, await read_form(request))
+    _auth_of(request).sign_out(request.cookies.get(SESSION_COOKIE))
+    response = RedirectResponse(UI_PREFIX + "/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path=UI_PREFIX, httponly=True, samesite="strict")
+    return response
+
+
+# -- answers to the exceptions above -----------------------------------------------------------
+
+
+def _plain_page(status: int, title: str, message: str) -> HTMLResponse:
+    from html import escape
+
+    body = (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<link rel="stylesheet" href="{UI_PREFIX}/static/dashboard.css"></head><body><main>'
+        f'<h1>{escape(title)}</h1><p>{escape(message)}</p><p><a href="{UI_PREFIX}/">Back to the dashboard</a></p>'
+        "</main></body></html>"
+    )
+    return HTMLResponse(body, status_code=status)
+
+
+async def _sign_in_required(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SignInRequired)
+    target = UI_PREFIX + "/login"
+    if exc.next_path != UI_PREFIX + "/":
+        target += "?next=" + quote(exc.next_path, safe="/")
+    return RedirectResponse(target, status_code=303)
+
+
+async def _csrf_refused(request: Request, exc: Exception) -> Response:
+    return _plain_page(
+        403, "Form refused", "the form came without this sign-in's csrf_token; reload the page and send it again"
+    )
+
+
+async def _form_refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, FormRefused)
+    return _plain_page(exc.status, "Form refused", exc.message)
+
+
+def exception_handlers() -> dict[Any, Callable[..., Any]]:
+    """The handlers that turn this module's exceptions into answers, for a Starlette app."""
+    return {SignInRequired: _sign_in_required, CsrfRefused: _csrf_refused, FormRefused: _form_refused}

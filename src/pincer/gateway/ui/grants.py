@@ -1,0 +1,131 @@
+"""``/ui/grants``: the grants in force (config.toml's, read-only here, and the stored ones that
+"allow always" answers and this page add), add one, revoke a stored one. Editing takes a main
+session (an agent must not widen its own grants, as it must not answer its own approvals), and
+every edit is an audit record of effect ``modify_approval``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from pincer.core.display import honest_json
+from pincer.core.effects import EffectKind, Mode
+from pincer.gateway.access import can_answer_approvals
+from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, read_form_pairs, require_csrf, require_identity
+from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.policy.grants import Grant, grant_applies_to
+from pincer.service import Pincer
+from pincer.store.audit import AuditEntry
+
+__all__ = ["MAX_GRANT_HOURS", "routes"]
+
+MAX_GRANT_HOURS = 24 * 365
+_TOOL_PATTERN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-*")
+
+
+def _visible_grants(pincer: Pincer, identity: UiIdentity) -> list[tuple[Grant, bool]]:
+    """(grant, stored) pairs the reader may see: all for a main session, else those covering it."""
+    kind = identity.session.kind.value
+    pairs = [(g, False) for g in pincer.config.grants] + [(g, True) for g in pincer.grants.all()]
+    return [(g, stored) for g, stored in pairs if identity.is_main or grant_applies_to(g, identity.name, kind)]
+
+
+def _context(request: Request, identity: UiIdentity, **extra: Any) -> dict[str, Any]:
+    pincer, pages = pincer_of(request), pages_of(request)
+    rows = [{"grant": g, "stored": stored, "body": honest_json(pages.redact(g.to_dict()), indent=2)}
+            for g, stored in _visible_grants(pincer, identity)]  # fmt: skip
+    return {"grants": rows, "can_edit": can_answer_approvals(identity.session), "effects": [e.value for e in EffectKind],
+            "modes": [m.value for m in Mode], "error": None, "notice": None, **extra}  # fmt: skip
+
+
+async def page(request: Request) -> Response:
+    identity = require_identity(request)
+    notice = request.query_params.get("done")
+    shown = {"added": "grant added", "revoked": "grant revoked"}.get(notice or "")
+    return pages_of(request).render(request, "grants.html", _context(request, identity, notice=shown))
+
+
+def _refused(request: Request, identity: UiIdentity, status: int, message: str) -> Response:
+    return pages_of(request).render(request, "grants.html", _context(request, identity, error=message), status=status)
+
+
+def _audit(pincer: Pincer, identity: UiIdentity, grant: Grant, outcome: str) -> None:
+    pincer.audit.append_sync(
+        AuditEntry(
+            session=identity.name, caller=f"ui:{identity.name}", tool=grant.tool, kind="grant", decision="allow",
+            reason=f"grant {grant.id} {outcome} by ui:{identity.name}", outcome=outcome, args=grant.to_dict(),
+            effects=(EffectKind.MODIFY_APPROVAL.value,),
+        )
+    )  # fmt: skip
+
+
+def _grant_from(form: dict[str, str], effects: list[str], who: str) -> Grant | str:
+    """The grant the form describes, or what is wrong with it."""
+    tool = form.get("tool", "").strip()
+    if not tool or len(tool) > 256 or not set(tool) <= _TOOL_PATTERN_CHARS:
+        return "tool: a tool name or a * pattern (letters, digits, _ . - *)"
+    mode = form.get("mode", "")
+    if mode not in {m.value for m in Mode}:
+        return "mode: allow, ask or deny"
+    known = {e.value for e in EffectKind}
+    if not effects or not set(effects) <= known:
+        return "effects: choose at least one effect"
+    sessions = tuple(s.strip() for s in form.get("sessions", "").split(",") if s.strip()) or None
+    hours = form.get("hours", "").strip()
+    expires_at = None
+    if hours:
+        try:
+            value = float(hours)
+        except ValueError:
+            return "expires in: a number of hours"
+        if not 0 < value <= MAX_GRANT_HOURS:
+            return f"expires in: between 0 and {MAX_GRANT_HOURS} hours"
+        expires_at = time.time() + value * 3600
+    return Grant(tool=tool, effects={EffectKind(e): Mode(mode) for e in effects}, sessions=sessions,
+                 expires_at=expires_at, source=f"dashboard ({who})")  # fmt: skip
+
+
+async def add(request: Request) -> Response:
+    identity = require_identity(request)
+    pairs = await read_form_pairs(request)
+    form: dict[str, str] = {}
+    for key, value in pairs:
+        form.setdefault(key, value)
+    require_csrf(identity, form)
+    if not can_answer_approvals(identity.session):
+        return _refused(request, identity, 403, f"session {identity.name!r} may not edit grants; use a main session's token")
+    effects = [value for key, value in pairs if key == "effects"]
+    made = _grant_from(form, effects, f"ui:{identity.name}")
+    if isinstance(made, str):
+        return _refused(request, identity, 400, made)
+    pincer = pincer_of(request)
+    pincer.grants.add(made)
+    _audit(pincer, identity, made, "added")
+    return RedirectResponse(f"{UI_PREFIX}/grants?done=added", status_code=303)
+
+
+async def revoke(request: Request) -> Response:
+    identity = require_identity(request)
+    require_csrf(identity, await read_form(request))
+    if not can_answer_approvals(identity.session):
+        return _refused(request, identity, 403, f"session {identity.name!r} may not edit grants; use a main session's token")
+    pincer = pincer_of(request)
+    grant_id = request.path_params["grant_id"]
+    grant = next((g for g in pincer.grants.all() if g.id == grant_id), None)
+    if grant is None:
+        return _refused(request, identity, 404, f"no stored grant {grant_id!r} (grants in config.toml are edited there)")
+    pincer.grants.remove(grant_id)
+    _audit(pincer, identity, grant, "revoked")
+    return RedirectResponse(f"{UI_PREFIX}/grants?done=revoked", status_code=303)
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/grants", page, methods=["GET"]),
+        Route("/grants", add, methods=["POST"]),
+        Route("/grants/{grant_id:str}/revoke", revoke, methods=["POST"]),
+    ]

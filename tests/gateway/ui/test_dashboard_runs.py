@@ -1,0 +1,74 @@
+"""The dashboard's Runs pages against a real ``pincer serve`` and the local model server (a
+real HTTP server speaking the OpenAI API's shapes): the list, a transcript with its tool call
+linked to the audit record and the tool's output escaped, the live stream, and Cancel."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+
+from pincer.demo.model_server import ScriptedCall, Turn, serve_models
+from tests.gateway.conftest import pincer_serve
+from tests.gateway.ui.conftest import POLL_S, WAIT_S, csrf_of, dashboard_config, sign_in
+
+PAYLOAD = "<script>document.title='pwned'</script>"
+
+
+def _config(url: str) -> str:
+    return dashboard_config() + f'\n[llm]\nmodel = "scripted-model"\nbase_url = "{url}"\n'
+
+
+def _status(http: httpx.Client, token: str, run_id: str) -> str:
+    return http.get(f"/api/v1/runs/{run_id}", headers={"Authorization": f"Bearer {token}"}).json()["status"]
+
+
+def _wait_for(http: httpx.Client, token: str, run_id: str, wanted: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while _status(http, token, run_id) != wanted:
+        assert time.monotonic() < deadline, f"run {run_id} did not become {wanted} within {WAIT_S} s"
+        time.sleep(POLL_S)
+
+
+def test_a_run_shows_its_transcript_with_tool_output_escaped(pincer_home: Path) -> None:
+    script = [Turn(text="Echoing. ", calls=(ScriptedCall(name="echo", arguments={"text": PAYLOAD}),)), Turn(text="Done.")]
+    with serve_models(script) as models:
+        (pincer_home / "config.toml").write_text(_config(models.openai_url))
+        with pincer_serve(pincer_home) as server, httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as http:
+            api = {"Authorization": f"Bearer {server.token}"}
+            run_id = http.post("/api/v1/runs", headers=api, json={"message": "echo it"}).json()["run_id"]
+            _wait_for(http, server.token, run_id, "done")
+            sign_in(http, server.token)
+            listed = http.get("/ui/runs").text
+            assert f'href="/ui/runs/{run_id}"' in listed and "done" in listed
+            page = http.get(f"/ui/runs/{run_id}").text
+            assert "Cancel" not in page  # a finished run
+            for role in ("system", "user", "assistant", "tool"):
+                assert f"· {role} ·" in page, role
+            assert 'href="/ui/audit/' in page  # the tool call links its audit record
+            assert "&lt;script&gt;document.title=" in page and PAYLOAD not in page
+
+
+def test_a_running_run_streams_and_is_cancelled_from_its_page(pincer_home: Path) -> None:
+    with serve_models([Turn(text="slow", delay_s=30)]) as models:
+        (pincer_home / "config.toml").write_text(_config(models.openai_url))
+        with pincer_serve(pincer_home) as server, httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as http:
+            api = {"Authorization": f"Bearer {server.token}"}
+            run_id = http.post("/api/v1/runs", headers=api, json={"message": "wait"}).json()["run_id"]
+            deadline = time.monotonic() + WAIT_S
+            while not models.requests:
+                assert time.monotonic() < deadline, "the run never asked the model"
+                time.sleep(POLL_S)
+            sign_in(http, server.token)
+            page = http.get(f"/ui/runs/{run_id}").text
+            assert "Cancel" in page and f'data-live-source="/ui/runs/{run_id}/events"' in page
+            with http.stream("GET", f"/ui/runs/{run_id}/events") as stream:
+                assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+                assert http.post(f"/ui/runs/{run_id}/cancel", data={"go": "1"}).status_code == 403  # no csrf_token
+                assert _status(http, server.token, run_id) == "running"
+                cancelled = http.post(f"/ui/runs/{run_id}/cancel", data={"csrf_token": csrf_of(page)})
+                assert cancelled.status_code == 303
+                kinds = [line[7:] for line in stream.iter_lines() if line.startswith("event: ")]
+            assert kinds[-1] == "run" and _status(http, server.token, run_id) == "cancelled"
+            assert "cancelled" in http.get(f"/ui/runs/{run_id}").text
