@@ -292,6 +292,14 @@ hosts = ["127.0.0.1:{port}"]
             assert shown.status_code == 200, shown.text
             page.wait_for_function(f"document.getElementById('canvas').getAttribute('src') === 'http://127.0.0.1:{port}/nav'")
             page.frame_locator("#canvas").locator("text=reached").wait_for()
+
+            # Opened on its own, outside the sandboxed iframe, the frame is still an opaque origin
+            # (its CSP's sandbox directive): pushed scripts never get the gateway's origin.
+            frame_url = server.url + page.evaluate("document.getElementById('canvas').dataset.frame")
+            alone = context.new_page()
+            alone.goto(frame_url)
+            assert alone.evaluate("self.origin") == "null"
+            assert alone.evaluate("(() => { try { return document.cookie; } catch (e) { return e.name; } })()") == "SecurityError"
         finally:
             context.close()
         assert "/nav" in hits

@@ -110,6 +110,7 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
   const csrf = {csrf_json};
   const base = "/ui/canvas/" + encodeURIComponent(session);
   const frame = document.getElementById("canvas");
+  frame.dataset.frame = frameBase;
   const status = document.getElementById("status");
   let revision = -1;
   function show(state) {{
