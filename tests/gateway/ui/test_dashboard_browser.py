@@ -124,8 +124,9 @@ def test_an_asking_call_appears_live_is_allowed_with_a_click_and_the_chain_verif
         expect(page.get_by_role("heading", level=1)).to_contain_text("Audit record")
         save_screenshot(page, "audit-record")
 
-        for name, link in (("overview", "Overview"), ("runs", "Runs"), ("grants", "Grants"), ("skills", "Skills"),
-                           ("tools", "Tools")):  # fmt: skip
+        pages = (("overview", "Overview"), ("runs", "Runs"), ("grants", "Grants"), ("skills", "Skills"),
+                 ("mcp-servers", "MCP servers"), ("installed", "Installed"), ("tools", "Tools"))
+        for name, link in pages:
             page.get_by_role("link", name=link, exact=True).click()
             expect(page.get_by_role("heading", level=1)).to_be_visible()
             save_screenshot(page, name)

@@ -56,6 +56,7 @@ def test_every_page_wants_a_sign_in_and_a_token_gets_a_strict_cookie(dashboard_h
         for path in ("/ui/", "/ui/approvals", "/ui/audit", "/ui/runs", "/ui/tools"):
             page = http.get(path)
             assert page.status_code == 200 and "Sign out" in page.text, path
+            assert page.headers["cache-control"] == "no-store" and page.headers["x-frame-options"] == "DENY"
 
 
 def test_a_wrong_token_gets_the_form_again_and_counts_toward_the_failure_limit(pincer_home: Path) -> None:

@@ -275,7 +275,7 @@ def _client_address(request: Request) -> str:
 def _login_page(request: Request, *, error: str | None, status: int, next_path: str) -> Response:
     pages = request.app.state.pages  # render.Pages (which imports this module)
     login_csrf = secrets.token_urlsafe(32)
-    response = pages.render(
+    response: Response = pages.render(
         request, "login.html", {"error": error, "login_csrf": login_csrf, "next": next_path}, status=status
     )
     response.set_cookie(

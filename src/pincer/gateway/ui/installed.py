@@ -45,7 +45,7 @@ def _rows(pincer: Pincer) -> list[dict[str, Any]]:
 async def _page(request: Request, identity: UiIdentity, *, verify: dict[str, Any] | None = None) -> Response:
     pincer = pincer_of(request)
     if not identity.is_main:
-        context = {"rows": [], "error": "installed artifacts are shown to main sessions only", "verify": None}
+        context: dict[str, Any] = {"rows": [], "error": "installed artifacts are shown to main sessions only", "verify": None}
         return pages_of(request).render(request, "installed.html", context, status=403)
     try:
         rows = await anyio.to_thread.run_sync(_rows, pincer)  # reads and hashes files
