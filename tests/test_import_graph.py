@@ -66,7 +66,7 @@ FLOORS: dict[str, int] = {
     "runtimes": 2,
     "dispatch": 3, "approver": 3, "registry": 3, "elicitation": 3, "config_check": 3,
     "skills": 4, "llm": 4,
-    "triggers": 5, "hub": 5, "builder": 5, "builtins": 5, "demo": 5,
+    "triggers": 5, "hub": 5, "builder": 5, "builtins": 5, "demo": 5, "canvas": 5,
     "service": 6, "reload": 6,  # the composition root: one Pincer of every part above
     "gateway": 7, "cli": 7,
 }  # fmt: skip

@@ -189,7 +189,8 @@ class GatewaySettings(_Model):
     ``session`` is the session of the token generated at first start; ``tokens`` map more tokens
     to other sessions. ``allowed_hosts``/``allowed_origins`` extend the loopback names accepted
     in Host and Origin headers (DNS-rebinding protection). A non-loopback ``host`` needs
-    ``allow_remote = true``.
+    ``allow_remote = true``. ``canvas`` turns on the canvas tools (``canvas``, ``a2ui_push``,
+    ``a2ui_reset``) and their pages at ``/ui/canvas/SESSION``.
     """
 
     host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
@@ -200,6 +201,7 @@ class GatewaySettings(_Model):
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     tokens: tuple[GatewayToken, ...] = ()
+    canvas: bool = False
 
     def normalized(self) -> GatewaySettings:
         """These settings with hosts and origins as they are compared: lower-case, no trailing /

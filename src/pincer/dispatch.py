@@ -440,6 +440,7 @@ class Dispatcher:
             invoke=self._nested_invoker(request),
             client=client,
             depth=request.depth,
+            run_id=request.run_id,
             approval=approval,
         )
 

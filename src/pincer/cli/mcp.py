@@ -614,8 +614,9 @@ def stdio(
                 from pincer.policy.visibility import visible_tools
 
                 pincer = await ensure_open()
-                policy = config.session(session or config.gateway.session)
-                return [tool_to_wire(spec) for spec in visible_tools(policy, pincer.registry.list())]
+                name = session or config.gateway.session
+                policy = config.session(name)
+                return [tool_to_wire(spec, session=name) for spec in visible_tools(policy, pincer.registry.list())]
 
             capabilities = handshake_capabilities(skills=config.skills.enabled)
             handover = await run_prelude(wire, capabilities=capabilities, list_tools=list_tools)

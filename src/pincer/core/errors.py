@@ -25,7 +25,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ScheduleInvalid        422  a cron expression, time zone, time or interval that does not parse
     │   ├── CredentialInQuery      400  a token or signature sent in the query string
     │   ├── DeliveryMalformed      400  a webhook delivery's headers cannot be read as one delivery
-    │   └── StaleRef               409  a browser element ref not in the page's last snapshot
+    │   ├── StaleRef               409  a browser element ref not in the page's last snapshot
+    │   └── A2uiInvalid            422  an A2UI message that fails its version's schema (names message, field, rule)
     ├── ConfigError                503  config.toml or another settings file is unusable
     │   └── HookSecretMissing      503  a webhook's secret is not in the secret store
     ├── ManifestError              422  a capabilities or registry manifest is malformed
@@ -148,6 +149,7 @@ __all__ = [
     "CredentialInQuery",
     "DeliveryMalformed",
     "StaleRef",
+    "A2uiInvalid",
     "HookSecretMissing",
     "SignatureInvalid",
     "TooManyFailures",
@@ -344,6 +346,14 @@ class StaleRef(UsageError):
 
     code = "stale_ref"
     http_status = 409
+
+
+class A2uiInvalid(UsageError):
+    """An A2UI message (v0.8 or v0.9) that is not one its version's published schema allows:
+    the message names which message (its index), the field (a JSON pointer) and the rule."""
+
+    code = "a2ui_invalid"
+    http_status = 422
 
 
 class HookSecretMissing(ConfigError):

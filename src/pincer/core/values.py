@@ -326,6 +326,7 @@ class HostContext:
     invoke: InvokeCallback | None = None
     client: ClientChannel | None = None
     depth: int = 0
+    run_id: str | None = None  # the agent run making the call (a canvas delivers people's actions to it)
     # Set when the chain's approval step let this call through: the approval id, or
     # "ask_fallback" when a runtime's own policy allowed it after nobody answered.
     approval: str | None = None

@@ -21,6 +21,7 @@ from pincer import __version__
 from pincer.config import GatewaySettings
 from pincer.core.errors import Denied
 from pincer.core.values import CallRequest
+from pincer.gateway.canvas_pages import CANVAS_PATHS, FRAME_PREFIX, canvas_app
 from pincer.gateway.guard import Guard, Refusal
 from pincer.gateway.hooks import HOOKS_PREFIX, HooksEndpoint
 from pincer.gateway.mcp_server import McpExtension, McpGateway
@@ -45,6 +46,7 @@ class Gateway:
     app: ASGIApp
     mcp: McpGateway
     runs: Any = None  # pincer.llm.runner.RunManager
+    canvas: Any = None  # pincer.canvas.board.CanvasBoard, with [gateway] canvas = true
 
 
 def create_gateway(
@@ -57,12 +59,22 @@ def create_gateway(
 ) -> Gateway:
     """Build the gateway over an open Pincer. ``token`` is the primary bearer token."""
     tokens = TokenBook(config=lambda: pincer.config, primary_token=token)
+    canvas = None
+    if settings.canvas:
+        from pincer.gateway.canvas_mcp import CanvasMcpExtension, open_board
+
+        canvas = open_board(pincer)
+        extensions = (*extensions, CanvasMcpExtension(canvas))
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
     unauthenticated = UnauthenticatedRefusals()
     from pincer.llm.runner import RunManager
 
     runs = RunManager(pincer)
+    if canvas is not None:
+        from pincer.gateway.canvas_mcp import deliver_to_runs
+
+        canvas.sink = deliver_to_runs(runs)
     rest = create_rest_app(
         pincer,
         metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()},
@@ -76,6 +88,7 @@ def create_gateway(
         max_failures=lambda: pincer.config.triggers.max_failures_per_minute,
     )  # fmt: skip
     ui = create_ui_app(pincer, auth=ui_auth, runs=runs)
+    canvas_pages = canvas_app(canvas, auth=ui_auth) if canvas is not None else None
 
     async def healthz(request: Request) -> JSONResponse:
         # restart_needed: names of settings (never values) that wait for a restart; `pincer doctor` reads it
@@ -84,7 +97,17 @@ def create_gateway(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with mcp.running(), manager.run(), runs.running():
-            yield
+            if canvas is None:
+                yield
+                return
+            from pincer.canvas.tool import canvas_runtime
+
+            runtime = canvas_runtime(canvas)
+            await pincer.add_runtime(runtime)
+            try:
+                yield
+            finally:
+                await pincer.remove_runtime(runtime)
 
     inner = Starlette(
         routes=[
@@ -109,6 +132,8 @@ def create_gateway(
             await mcp_app(scope, receive, send)
         elif scope["type"] == "http" and scope.get("path", "").startswith(HOOKS_PREFIX):
             await hooks(scope, receive, send)
+        elif canvas_pages is not None and scope["type"] == "http" and scope.get("path", "").startswith(CANVAS_PATHS):
+            await canvas_pages(scope, receive, send)  # its own CSP: not under the dashboard's headers
         else:
             await inner(scope, receive, send)
 
@@ -121,7 +146,8 @@ def create_gateway(
         allowed_origins=settings.allowed_origins,
         public_paths=("/healthz", UI_PREFIX),
         self_authenticated_prefixes=(HOOKS_PREFIX, UI_PREFIX + "/"),
+        opaque_origin_prefixes=(FRAME_PREFIX,),  # the canvas frame's CSP reports come from Origin: null
         on_refused=record_refusal,
         unauthenticated=unauthenticated,
     )
-    return Gateway(app=guarded, mcp=mcp, runs=runs)
+    return Gateway(app=guarded, mcp=mcp, runs=runs, canvas=canvas)

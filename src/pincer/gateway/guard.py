@@ -130,6 +130,7 @@ class Guard:
         allowed_origins: Iterable[str] = (),
         public_paths: Iterable[str] = ("/healthz",),
         self_authenticated_prefixes: Iterable[str] = (),
+        opaque_origin_prefixes: Iterable[str] = (),
         on_refused: RefusalRecorder | None = None,
         unauthenticated: UnauthenticatedRefusals | None = None,
     ) -> None:
@@ -138,6 +139,9 @@ class Guard:
         self.max_body_bytes = max_body_bytes
         self.public_paths = frozenset(public_paths)
         self.self_authenticated_prefixes = tuple(self_authenticated_prefixes)
+        # Self-authenticated paths a sandboxed document (Origin: null) may reach: the canvas
+        # frame's CSP reports, which carry the frame's own token in their path.
+        self.opaque_origin_prefixes = tuple(p for p in opaque_origin_prefixes if p.startswith(self.self_authenticated_prefixes))
         self.on_refused = on_refused
         self.unauthenticated = unauthenticated if unauthenticated is not None else UnauthenticatedRefusals()
         names = set(LOOPBACK_NAMES)
@@ -168,7 +172,8 @@ class Guard:
             )  # fmt: skip
             return
         origin = headers.get("origin")
-        if origin is not None and not self._origin_allowed(origin):
+        opaque = origin == "null" and bool(self.opaque_origin_prefixes) and scope.get("path", "").startswith(self.opaque_origin_prefixes)
+        if origin is not None and not opaque and not self._origin_allowed(origin):
             await self._refuse_before_auth(
                 scope, receive, send, headers, 403, "foreign_origin",
                 f"Origin {origin!r} may not use this gateway",

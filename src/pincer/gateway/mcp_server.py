@@ -221,7 +221,7 @@ class McpGateway:
         # A reloaded config.toml may change what the session sees: filter again under it.
         if cached is None or cached[0] is not config:
             policy = config.session(session)
-            tools = [tool_to_wire(spec) for spec in visible_tools(policy, self.pincer.registry.list())]
+            tools = [tool_to_wire(spec, session=session) for spec in visible_tools(policy, self.pincer.registry.list())]
             if len(self._tool_cache) > _MAX_CACHED_SESSIONS:
                 self._tool_cache.clear()
             cached = self._tool_cache[session] = (config, tools, {})

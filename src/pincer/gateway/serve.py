@@ -106,6 +106,8 @@ async def serve(
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{bound_port}"
     gateway.mcp.public_url = base
+    if gateway.canvas is not None:
+        gateway.canvas.base_url = base  # canvas snapshots open the frame on this server
     info = ServeInfo(
         host=host,
         port=bound_port,

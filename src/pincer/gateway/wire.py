@@ -4,6 +4,7 @@ stdio prelude (``stdio_prelude.py``, which answers before the SDK is imported) s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pincer import __version__
@@ -24,8 +25,10 @@ def server_info() -> dict[str, str]:
     return {"name": SERVER_NAME, "title": SERVER_NAME, "version": __version__}
 
 
-def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
-    """A registry ToolSpec as an MCP ``Tool`` object."""
+def tool_to_wire(spec: ToolSpec, *, session: str | None = None) -> dict[str, Any]:
+    """A registry ToolSpec as an MCP ``Tool`` object. A tool with an MCP Apps view (annotation
+    ``pincer/ui``: ``resourceUri`` with ``{session}``, ``visibility``) gets ``_meta.ui`` with the
+    caller's session filled in."""
     tool: dict[str, Any] = {"name": spec.name, "description": spec.description, "inputSchema": dict(spec.input_schema)}
     if spec.output_schema:
         tool["outputSchema"] = dict(spec.output_schema)
@@ -35,4 +38,9 @@ def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
     if annotations:
         tool["annotations"] = annotations
     tool["_meta"] = {"pincer/effects": sorted(e.value for e in spec.effects), "pincer/runtime": spec.runtime.value}
+    ui = spec.annotations.get("pincer/ui")
+    if isinstance(ui, Mapping) and session is not None and isinstance(ui.get("resourceUri"), str):
+        uri = ui["resourceUri"].replace("{session}", session)
+        tool["_meta"]["ui"] = {**dict(ui), "resourceUri": uri}
+        tool["_meta"]["ui/resourceUri"] = uri  # the ext-apps key of hosts from before _meta.ui
     return tool

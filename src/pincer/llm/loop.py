@@ -270,7 +270,10 @@ class AgentLoop:
     def _offered(self, skill: Skill | None, session: str) -> list[ToolSpec]:
         """The tools a run may call: the skill's (trust applied) the session may call, plus ``skill``."""
         pincer = self.pincer
-        visible = [s for s in visible_tools(pincer.config.session(session), pincer.registry.list()) if s.name != RUN_SKILL_TOOL]
+        visible = [
+            s for s in visible_tools(pincer.config.session(session), pincer.registry.list())
+            if s.name != RUN_SKILL_TOOL and _model_may_call(s)
+        ]  # fmt: skip
         if skill is None:
             return visible
         from pincer.skills.trust import tools_for_skill
@@ -332,6 +335,7 @@ class AgentRun:
         self._cancelled = False
         self._closed = False
         self._outside: tuple[OutsideData, ...] = ()
+        self._delivered: list[tuple[OutsideData, bool]] = []
 
     # -- setting up -----------------------------------------------------------------------------
 
@@ -453,6 +457,23 @@ class AgentRun:
                 outcome = Outcome(status="budget_exceeded", stop="deadline")
         return outcome
 
+    def deliver(self, note: OutsideData, *, trusted: bool) -> None:
+        """Data from outside that arrived while the run goes (a person's action on its canvas):
+        the model reads it before its next turn, wrapped as tool output; untrusted data taints
+        the run like any untrusted output."""
+        self._delivered.append((note, trusted))
+
+    def _take_delivered(self) -> None:
+        pending, self._delivered = self._delivered, []
+        if not pending:
+            return
+        blocks = [wrap_output(note.tool, f"({note.source})\n{note.content}", trusted=trusted) for note, trusted in pending]
+        self._append(Message(role="user", content="\n\n".join(blocks)))
+        self._flush()
+        for note, trusted in pending:
+            if not trusted:
+                self.taint_with(Taint(tool=note.tool, mode=self.taint_mode, what=f"input from {note.source}"))
+
     async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
         while True:
             await anyio.sleep(CANCEL_POLL_INTERVAL_S)
@@ -466,6 +487,7 @@ class AgentRun:
             spent = self._spent(turns, before_turn=True)
             if spent:
                 return Outcome(status="budget_exceeded", stop=spent)
+            self._take_delivered()
             stop, calls = await self._turn()
             turns += 1
             spent = self._spent(turns, before_turn=False)
@@ -787,6 +809,14 @@ class AgentRun:
             started_at=self.started_at,
             ended_at=time.time(),
         )
+
+
+def _model_may_call(spec: ToolSpec) -> bool:
+    """False for a tool only an MCP Apps view calls (``_meta.ui.visibility`` without "model"),
+    such as ``canvas_event``: a model must not report people's clicks itself."""
+    ui = spec.annotations.get("pincer/ui")
+    visibility = ui.get("visibility") if isinstance(ui, Mapping) else None
+    return not isinstance(visibility, (list, tuple)) or "model" in visibility
 
 
 def _params_source(request: RunRequest, policy: SessionPolicy) -> str:

@@ -29,7 +29,7 @@ from pincer.core.errors import RunNotFound, UsageError
 from pincer.llm.host import AgentHost
 from pincer.llm.loop import AgentLoop, AgentRun, carry_out
 from pincer.llm.prompt import DEFAULT_MESSAGE
-from pincer.llm.run import RunEvent, RunRequest
+from pincer.llm.run import OutsideData, RunEvent, RunRequest
 from pincer.store.runs import RunRow
 
 __all__ = ["RunManager", "RunCursor", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
@@ -133,6 +133,18 @@ class RunManager:
         finally:
             live.ended_at = time.monotonic()
             live.add(RunEvent(kind="closed"))
+
+    def deliver(self, run_id: str, event: RunEvent, note: OutsideData | None = None, *, trusted: bool = False) -> bool:
+        """Something from outside the run while it goes (a person's click on its canvas): ``event``
+        joins the run's events; ``note``, when given, is the input of its next turn (untrusted
+        unless ``trusted``). False when the run is not carried out here or has ended."""
+        live = self._live.get(run_id)
+        if live is None or live.run is None or live.ended_at is not None:
+            return False
+        live.add(event)
+        if note is not None:
+            live.run.deliver(note, trusted=trusted)
+        return True
 
     def cancel(self, run_id: str) -> RunRow:
         live = self._live.get(run_id)

@@ -1,0 +1,132 @@
+"""The canvas on the gateway's wiring: its board, the way people's actions reach runs, and the
+canvas as an MCP Apps UI resource.
+
+MCP Apps (``@modelcontextprotocol/ext-apps`` 2.0.4): the canvas tools carry
+``_meta.ui.resourceUri = "ui://pincer/canvas/{session}"`` (the caller's session filled in, see
+``mcp_server.tool_to_wire``); ``resources/read`` of that URI answers the canvas document with
+mime type ``text/html;profile=mcp-app``. The host renders it in its own sandboxed frame; the
+document speaks ext-apps' postMessage protocol (``ui/initialize``, then ``tools/call`` of
+``canvas_event``, a tool only apps call), so a click in the host's window reaches the run.
+A session reads only its own canvas (main reads every one).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import unquote
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from pincer.canvas.board import CanvasBoard, CanvasEvent, EventSink
+from pincer.canvas.frame import frame_document
+from pincer.core.errors import UsageError
+from pincer.gateway.mcp_server import McpGateway, complete
+from pincer.llm.run import OutsideData, RunEvent
+from pincer.llm.runner import RunManager
+
+__all__ = ["CanvasMcpExtension", "open_board", "deliver_to_runs", "MCP_APP_MIME_TYPE", "CANVAS_URI_PREFIX"]
+
+logger = logging.getLogger(__name__)
+
+MCP_APP_MIME_TYPE = "text/html;profile=mcp-app"
+CANVAS_URI_PREFIX = "ui://pincer/canvas/"
+
+
+def open_board(pincer: Any) -> CanvasBoard:
+    """A board whose pushed content passes the Pincer's leak scanner."""
+    return CanvasBoard(scan=lambda value: pincer.scanner().scan(value))
+
+
+def deliver_to_runs(runs: RunManager) -> EventSink:
+    """People's actions as run events (``canvas_event``) and, unless a ``canvas wait`` took
+    them, as the input of the run's next turn."""
+
+    def sink(run_id: str, event: CanvasEvent, as_input: bool) -> None:
+        data = event.to_dict()
+        note = None
+        if as_input:
+            note = OutsideData(tool=f"canvas:{event.session}", source=event.source, content=json.dumps(data, ensure_ascii=False, default=str))
+        runs.deliver(run_id, RunEvent(kind="canvas_event", data=data), note, trusted=event.trusted)
+
+    return sink
+
+
+def _canvas_session(uri: str) -> str | None:
+    """The session a canvas URI names (checked later by the board), or None for another URI."""
+    if not uri.startswith(CANVAS_URI_PREFIX):
+        return None
+    return unquote(uri[len(CANVAS_URI_PREFIX) :])
+
+
+class CanvasMcpExtension:
+    """Serves ``ui://pincer/canvas/{session}`` over ``resources/list`` and ``resources/read``,
+    keeping the handlers installed before it (skills, fixtures) for every other URI."""
+
+    def __init__(self, board: CanvasBoard) -> None:
+        self.board = board
+        self._previous: dict[str, Any] = {}
+
+    def install(self, server: Server[Any], gateway: McpGateway) -> None:
+        import mcp_types as types
+
+        for method in ("resources/list", "resources/read"):
+            entry = server.get_request_handler(method)
+            if entry is not None:
+                self._previous[method] = entry.handler
+
+        async def list_resources(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+            earlier = await self._earlier("resources/list", ctx, params)
+            session = gateway.session_of(ctx).name
+            resources = [*earlier.get("resources", []), self._resource(session)]
+            return complete(ctx, {**earlier, "resources": resources})
+
+        async def read_resource(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+            uri = str(params.uri)
+            wanted = _canvas_session(uri)
+            if wanted is None:
+                if "resources/read" in self._previous:
+                    return _plain(await self._previous["resources/read"](ctx, params))
+                raise MCPError(INVALID_PARAMS, "Resource not found", data={"uri": uri})
+            viewer = gateway.session_of(ctx)
+            if not viewer.is_main and viewer.name != wanted:
+                raise MCPError(INVALID_PARAMS, f"Resource not found: no canvas {wanted[:60]!r} for this session", data={"uri": uri})
+            try:
+                canvas = self.board.get(wanted)
+            except UsageError as exc:
+                raise MCPError(INVALID_PARAMS, f"Resource not found: {exc.message}", data={"uri": uri}) from None
+            content = {
+                "uri": uri,
+                "mimeType": MCP_APP_MIME_TYPE,
+                "text": frame_document(canvas, mode="mcp-app"),
+                # The view needs no network: the host's CSP for it allows no origin.
+                "_meta": {"ui": {"csp": {"connectDomains": [], "resourceDomains": []}, "prefersBorder": True}},
+            }
+            return complete(ctx, {"contents": [content]})
+
+        server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
+        server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+
+    def _resource(self, session: str) -> dict[str, Any]:
+        return {
+            "uri": CANVAS_URI_PREFIX + session,
+            "name": f"canvas {session}",
+            "description": f"the canvas of session {session} (what the agent drew; an MCP App)",
+            "mimeType": MCP_APP_MIME_TYPE,
+        }
+
+    async def _earlier(self, method: str, ctx: Any, params: Any) -> dict[str, Any]:
+        handler = self._previous.get(method)
+        return _plain(await handler(ctx, params)) if handler is not None else {}
+
+
+def _plain(result: Any) -> dict[str, Any]:
+    from pydantic import BaseModel
+
+    if isinstance(result, BaseModel):
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dict(result) if isinstance(result, dict) else {}
