@@ -1,0 +1,89 @@
+"""Approvals on PostgreSQL: the rules of store/approvals.py, and answers that travel at once.
+
+The store is the SQLite one's code over the portable connection (store/pg/portable.py): one set
+of rules (answer once, an expired request or a gone caller cannot be answered, detached requests
+used once). What PostgreSQL adds is the wake-up: an answer (or an expiry) on any gateway sends
+``NOTIFY pincer_approvals, '<id>'``; in each process one waiting call at a time holds a LISTEN
+connection and wakes every local waiter whose request it names. The waiters still read the row
+every ``APPROVAL_POLL_INTERVAL_S``, so a notification lost with a dying connection delays an
+answer by that much, never loses it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+import anyio
+
+from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
+from pincer.store.pg.connect import CONNECT_TIMEOUT_S, PgPools
+from pincer.store.pg.portable import PortableConnection
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PgApprovalStore", "APPROVAL_CHANNEL", "LISTEN_RETRY_S"]
+
+APPROVAL_CHANNEL = "pincer_approvals"
+LISTEN_RETRY_S = 1.0
+
+
+class PgApprovalStore(ApprovalStore):
+    def __init__(self, pools: PgPools) -> None:
+        super().__init__(cast(Any, PortableConnection(pools)))
+        self._pools = pools
+        self._listening = False
+
+    def answer(
+        self, approval_id: str, answer: Answer | str, *, by: str = "cli", scope: AnswerScope | str | None = None
+    ) -> ApprovalRequest:
+        answered = super().answer(approval_id, answer, by=by, scope=scope)
+        self._notify(approval_id)
+        return answered
+
+    def expire(self, approval_id: str) -> None:
+        super().expire(approval_id)
+        self._notify(approval_id)
+
+    def _notify(self, approval_id: str) -> None:
+        self._conn.execute("SELECT pg_notify(?, ?)", (APPROVAL_CHANNEL, approval_id))
+
+    async def wait(self, approval_id: str, timeout_s: float) -> ApprovalRequest:
+        async with anyio.create_task_group() as tg:
+            if not self._listening:
+                tg.start_soon(self._listen)
+            try:
+                return await super().wait(approval_id, timeout_s)
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _listen(self) -> None:
+        """Wake the local waiters a notification names, until cancelled (its waiter returned;
+        another waiter takes over on its next poll)."""
+        import psycopg
+
+        self._listening = True
+        try:
+            while True:
+                try:
+                    conn = await psycopg.AsyncConnection.connect(
+                        self._pools.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                    )
+                except psycopg.Error as exc:
+                    logger.warning("cannot LISTEN for approval answers (polling instead): %s", type(exc).__name__)
+                    await anyio.sleep(LISTEN_RETRY_S)
+                    continue
+                try:
+                    await conn.execute(f"LISTEN {APPROVAL_CHANNEL}")
+                    async for note in conn.notifies():
+                        event = self._events.get(note.payload)
+                        if event is not None:
+                            event.set()
+                except psycopg.Error as exc:
+                    logger.warning("the approval LISTEN connection failed: %s", type(exc).__name__)
+                    await anyio.sleep(LISTEN_RETRY_S)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await conn.close()
+        finally:
+            self._listening = False

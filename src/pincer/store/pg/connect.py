@@ -1,0 +1,87 @@
+"""Connecting to PostgreSQL: the url as configured, its password from outside it, two pools.
+
+The password never sits in config.toml: ``[store] password_secret`` names a secret in the secret
+store, else libpq reads ``PGPASSFILE`` (or ~/.pgpass) itself. A password written into the url
+anyway still works, but every url this module puts into a log line or an error is redacted.
+
+Two pools over the same database: an async one for what waits (the audit log's group commit,
+LISTEN for approval answers), a sync one for the short statements the stores' synchronous
+methods make from the event-loop thread, as the SQLite stores do (store/db.py says why).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pincer.core.errors import StoreError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PgPools", "redact_url", "store_unreachable", "CONNECT_TIMEOUT_S", "POOL_WAIT_TIMEOUT_S"]
+
+CONNECT_TIMEOUT_S = 10
+POOL_WAIT_TIMEOUT_S = 30.0
+
+_USERINFO = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^@/?#]*)@", re.IGNORECASE)
+_PASSWORD_PARAM = re.compile(r"(?i)([?&]password=)[^&#]*")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password in it (``user:pw@`` or ``?password=``) replaced by ``***``."""
+    match = _USERINFO.match(url)
+    if match is not None:
+        user, has_password, _ = match["userinfo"].partition(":")
+        userinfo = f"{user}:***" if has_password else user
+        url = f"{match['scheme']}{userinfo}@{url[match.end():]}"
+    return _PASSWORD_PARAM.sub(r"\1***", url)
+
+
+def store_unreachable(url: str, exc: BaseException) -> StoreError:
+    # libpq's messages can quote the conninfo; only its first line, redacted, is shown.
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return StoreError(
+        f"cannot reach the PostgreSQL store {redact_url(url)}: {redact_url(first_line)}",
+        hint="check [store] url in config.toml, that the server runs, and the password "
+        "([store] password_secret names a secret; or PGPASSFILE)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PgPools:
+    url: str  # as configured; only ever shown through redact_url
+    sync: Any  # psycopg_pool.ConnectionPool
+    aio: Any  # psycopg_pool.AsyncConnectionPool
+
+    @property
+    def shown_url(self) -> str:
+        return redact_url(self.url)
+
+    @classmethod
+    async def open(cls, url: str, *, password: str | None = None, size: int = 8) -> PgPools:
+        """Open both pools and check that the server answers (StoreError, redacted, if not)."""
+        from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
+        if password is not None:
+            kwargs["password"] = password
+        sync = ConnectionPool(
+            url, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=POOL_WAIT_TIMEOUT_S, name="pincer-sync"
+        )
+        aio = AsyncConnectionPool(
+            url, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=POOL_WAIT_TIMEOUT_S, name="pincer-async"
+        )
+        try:
+            sync.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            await aio.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except Exception as exc:  # psycopg.Error, or the pool's PoolTimeout
+            sync.close()
+            await aio.close()
+            raise store_unreachable(url, exc) from None
+        return cls(url=url, sync=sync, aio=aio)
+
+    async def aclose(self) -> None:
+        self.sync.close()
+        await self.aio.close()
