@@ -21,6 +21,7 @@ from pincer.store.pg.idempotency import PgIdempotencyStore
 from pincer.store.pg.portable import PortableConnection
 from pincer.store.pg.schema import SCHEMA_VERSION, check_schema, upgrade
 from pincer.store.runs import RunStore
+from pincer.store.seam import AuditStore, GrantBackend, IdempotencyBackend
 
 __all__ = ["PgStores", "upgrade_database", "redact_url", "SCHEMA_VERSION"]
 
@@ -45,7 +46,7 @@ class PgStores:
         password: str | None = None,
         pool_size: int = 8,
     ) -> PgStores:
-        pools = await PgPools.open(url, password=password, size=pool_size)
+        pools = PgPools.open(url, password=password, size=pool_size)
         try:
             with pools.sync.connection() as conn:
                 check_schema(conn, pools.shown_url)
@@ -80,3 +81,10 @@ def upgrade_database(url: str, *, password: str | None = None) -> tuple[int, int
         raise store_unreachable(url, exc) from None
     with conn:
         return upgrade(conn)
+
+
+def _conforms(
+    audit: PgAuditLog, grants: PgGrantStore, idempotency: PgIdempotencyStore
+) -> tuple[AuditStore, GrantBackend, IdempotencyBackend]:
+    """Never called: mypy checks here that each PostgreSQL store keeps its seam's contract."""
+    return audit, grants, idempotency

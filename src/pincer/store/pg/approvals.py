@@ -17,7 +17,7 @@ from typing import Any, cast
 import anyio
 
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
-from pincer.store.pg.connect import CONNECT_TIMEOUT_S, PgPools
+from pincer.store.pg.connect import PgPools
 from pincer.store.pg.portable import PortableConnection
 
 logger = logging.getLogger(__name__)
@@ -53,9 +53,10 @@ class PgApprovalStore(ApprovalStore):
             if not self._listening:
                 tg.start_soon(self._listen)
             try:
-                return await super().wait(approval_id, timeout_s)
+                answered = await super().wait(approval_id, timeout_s)
             finally:
                 tg.cancel_scope.cancel()
+        return answered
 
     async def _listen(self) -> None:
         """Wake the local waiters a notification names, until cancelled (its waiter returned;
@@ -66,9 +67,7 @@ class PgApprovalStore(ApprovalStore):
         try:
             while True:
                 try:
-                    conn = await psycopg.AsyncConnection.connect(
-                        self._pools.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
-                    )
+                    conn = await psycopg.AsyncConnection.connect(self._pools.url, **self._pools.connect_kwargs())
                 except psycopg.Error as exc:
                     logger.warning("cannot LISTEN for approval answers (polling instead): %s", type(exc).__name__)
                     await anyio.sleep(LISTEN_RETRY_S)

@@ -136,7 +136,8 @@ class PgAuditLog:
 
     async def _commit(self, batch: list[_Pending]) -> None:
         try:
-            async with self._pools.aio.connection() as conn, conn.transaction():
+            pool = await self._pools.aio()
+            async with pool.connection() as conn, conn.transaction():
                 cursor = await conn.execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1 FOR UPDATE")
                 rows, new_head = self._chain(batch, await cursor.fetchone())
                 await conn.cursor().executemany(_INSERT, rows)
@@ -179,7 +180,8 @@ class PgAuditLog:
         run_id: str | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``."""
-        clauses, params = ["id > %s"], [after_id]
+        clauses: list[str] = ["id > %s"]
+        params: list[Any] = [after_id]
         for column, value in (("tool", tool), ("session", session), ("run_id", run_id)):
             if value:
                 clauses.append(f"{column} = %s")

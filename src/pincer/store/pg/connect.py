@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from pincer.core.errors import StoreError
@@ -49,20 +48,25 @@ def store_unreachable(url: str, exc: BaseException) -> StoreError:
     )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
 class PgPools:
-    url: str  # as configured; only ever shown through redact_url
-    sync: Any  # psycopg_pool.ConnectionPool
-    aio: Any  # psycopg_pool.AsyncConnectionPool
+    """The sync pool, opened at once (its opening checks the server answers), and the async
+    pool, opened on first use inside the event loop that uses it."""
+
+    def __init__(self, url: str, *, kwargs: dict[str, Any], size: int, sync: Any) -> None:
+        self.url = url  # as configured; only ever shown through redact_url
+        self.sync = sync  # psycopg_pool.ConnectionPool
+        self._kwargs = kwargs
+        self._size = size
+        self._aio: Any = None  # psycopg_pool.AsyncConnectionPool
 
     @property
     def shown_url(self) -> str:
         return redact_url(self.url)
 
     @classmethod
-    async def open(cls, url: str, *, password: str | None = None, size: int = 8) -> PgPools:
-        """Open both pools and check that the server answers (StoreError, redacted, if not)."""
-        from psycopg_pool import AsyncConnectionPool, ConnectionPool
+    def open(cls, url: str, *, password: str | None = None, size: int = 8) -> PgPools:
+        """Open the sync pool and check that the server answers (StoreError, redacted, if not)."""
+        from psycopg_pool import ConnectionPool
 
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
         if password is not None:
@@ -70,18 +74,39 @@ class PgPools:
         sync = ConnectionPool(
             url, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=POOL_WAIT_TIMEOUT_S, name="pincer-sync"
         )
-        aio = AsyncConnectionPool(
-            url, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=POOL_WAIT_TIMEOUT_S, name="pincer-async"
-        )
         try:
             sync.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-            await aio.open(wait=True, timeout=CONNECT_TIMEOUT_S)
         except Exception as exc:  # psycopg.Error, or the pool's PoolTimeout
             sync.close()
-            await aio.close()
             raise store_unreachable(url, exc) from None
-        return cls(url=url, sync=sync, aio=aio)
+        return cls(url, kwargs=kwargs, size=size, sync=sync)
+
+    async def aio(self) -> Any:
+        """The async pool (psycopg_pool.AsyncConnectionPool), opened on first use."""
+        if self._aio is None:
+            from psycopg_pool import AsyncConnectionPool
+
+            pool = AsyncConnectionPool(
+                self.url, min_size=1, max_size=self._size, kwargs=self._kwargs, open=False,
+                timeout=POOL_WAIT_TIMEOUT_S, name="pincer-async",
+            )  # fmt: skip
+            try:
+                await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            except Exception as exc:
+                await pool.close()
+                raise store_unreachable(self.url, exc) from None
+            self._aio = pool
+        return self._aio
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """What a dedicated connection (a LISTEN) is opened with: the pools' own settings."""
+        return dict(self._kwargs)
+
+    def close(self) -> None:
+        """Close the sync pool (the async one needs :meth:`aclose`)."""
+        self.sync.close()
 
     async def aclose(self) -> None:
         self.sync.close()
-        await self.aio.close()
+        if self._aio is not None:
+            await self._aio.close()
