@@ -20,7 +20,6 @@ import contextlib
 import glob
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -79,17 +78,28 @@ class RedisServer:
 
 
 _started: dict[str, object] = {}
+# The server processes and their log files live as long as the test session (their objects are
+# kept, so no ResourceWarning says a still-running child was dropped); stopped at exit.
+_children: list[tuple[subprocess.Popen[bytes], object]] = []
+
+
+def _stop_children() -> None:
+    for process, log in _children:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=SERVER_START_TIMEOUT_S)
+        if hasattr(log, "close"):
+            log.close()
+
+
+atexit.register(_stop_children)
 
 
 def _as_postgres_user(argv: list[str]) -> list[str]:
     if os.geteuid() == 0:
         return ["runuser", "-u", "postgres", "--", *argv]
     return argv
-
-
-def _stop(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
 
 
 def postgres_server() -> PostgresServer:
@@ -119,7 +129,7 @@ def postgres_server() -> PostgresServer:
         ]),
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
-    atexit.register(_stop, process.pid)
+    _children.append((process, log))
     atexit.register(shutil.rmtree, root, True)
     server = PostgresServer(host="127.0.0.1", port=port, user=user, pid=process.pid)
     _wait_for(lambda: _pg_ready(server), what=f"PostgreSQL (log: {root / 'postgres.log'})", process=process)
@@ -156,7 +166,7 @@ def redis_server() -> RedisServer:
          "--protected-mode", "yes"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    atexit.register(_stop, process.pid)
+    _children.append((process, None))
     atexit.register(shutil.rmtree, root, True)
     server = RedisServer(host="127.0.0.1", port=port, pid=process.pid)
     _wait_for(lambda: _redis_ready(server), what="Redis", process=process)

@@ -49,13 +49,18 @@ class PgApprovalStore(ApprovalStore):
         self._conn.execute("SELECT pg_notify(?, ?)", (APPROVAL_CHANNEL, approval_id))
 
     async def wait(self, approval_id: str, timeout_s: float) -> ApprovalRequest:
+        failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             if not self._listening:
                 tg.start_soon(self._listen)
             try:
                 answered = await super().wait(approval_id, timeout_s)
+            except Exception as exc:  # raised below, not wrapped in the task group's ExceptionGroup
+                failure = exc
             finally:
                 tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
         return answered
 
     async def _listen(self) -> None:
