@@ -5,6 +5,8 @@ Two stores made from one backend stand for two processes (two gateways) on the s
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import pytest
 
@@ -46,7 +48,7 @@ async def test_two_writers_append_concurrently_onto_one_chain(backend: Backend) 
     assert sorted(ids) == list(range(1, 61))
     assert first.verify() == 60 and second.verify() == 60
     records = first.records()
-    assert all(later.prev_hash == earlier.hash for earlier, later in zip(records, records[1:], strict=False))
+    assert all(later.prev_hash == earlier.hash for earlier, later in itertools.pairwise(records))
     assert first.append_sync(entry(99)) == 61 and second.verify() == 61
 
 

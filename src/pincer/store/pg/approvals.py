@@ -55,7 +55,7 @@ class PgApprovalStore(ApprovalStore):
                 tg.start_soon(self._listen)
             try:
                 answered = await super().wait(approval_id, timeout_s)
-            except Exception as exc:  # raised below, not wrapped in the task group's ExceptionGroup
+            except Exception as exc:  # noqa: BLE001 - raised below, not wrapped in an ExceptionGroup
                 failure = exc
             finally:
                 tg.cancel_scope.cancel()

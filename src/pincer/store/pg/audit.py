@@ -142,7 +142,7 @@ class PgAuditLog:
                 rows, new_head = self._chain(batch, await cursor.fetchone())
                 await conn.cursor().executemany(_INSERT, rows)
                 await conn.execute("UPDATE audit_head SET last_id = %s, last_hash = %s, mac = %s WHERE one = 1", new_head)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets the failure
             logger.error("audit commit failed: %s", exc)
             for pending in batch:
                 pending.error = exc

@@ -76,7 +76,7 @@ class PgPools:
         )
         try:
             sync.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-        except Exception as exc:  # psycopg.Error, or the pool's PoolTimeout
+        except Exception as exc:  # noqa: BLE001 - psycopg.Error, or the pool's PoolTimeout
             sync.close()
             raise store_unreachable(url, exc) from None
         return cls(url, kwargs=kwargs, size=size, sync=sync)
@@ -92,7 +92,7 @@ class PgPools:
             )  # fmt: skip
             try:
                 await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - psycopg.Error, or the pool's PoolTimeout
                 await pool.close()
                 raise store_unreachable(self.url, exc) from None
             self._aio = pool
