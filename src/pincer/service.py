@@ -118,6 +118,11 @@ class Pincer:
             scanner=self.scanner,
             secret_access=self._secret_access,
         )
+        self._shared_limiter: Any = None
+        if config.cache.url is not None:
+            from pincer.store.cache import SharedRateLimiter
+
+            self._shared_limiter = self.dispatcher.shared_limiter = SharedRateLimiter(config.cache.url)
 
     @classmethod
     @asynccontextmanager
@@ -574,6 +579,8 @@ class Pincer:
             self._writer.close()
         if self._shared is not None:
             await self._shared.aclose()
+        if self._shared_limiter is not None:
+            await self._shared_limiter.aclose()
 
 
 async def _open_shared_stores(config: Config, *, secret_key: bytes | None, audit_key: bytes | None) -> Any:
