@@ -106,7 +106,12 @@ async def _drive(urls: list[str], token: str, calls: int, clients: int) -> float
 
         async def client(index: int) -> None:
             for n in numbers:
-                answer = await http.post(f"{urls[(index + n) % len(urls)]}/api/v1/tools/echo/call", json={"args": {"text": str(n)}})
+                url = f"{urls[(index + n) % len(urls)]}/api/v1/tools/echo/call"
+                try:
+                    answer = await http.post(url, json={"args": {"text": str(n)}})
+                except httpx.TransportError:
+                    # A keep-alive connection the server closed as it was reused: once more, anew.
+                    answer = await http.post(url, json={"args": {"text": str(n)}})
                 if answer.status_code != 200:
                     raise SystemExit(f"a call failed: {answer.text}")
 
@@ -148,11 +153,12 @@ def main() -> None:
     cache = redis_server().url(db=2)
     results: dict[str, float] = {}
     results["sqlite, 1 gateway"] = measure(_home(None, None), 1, calls=args.calls, clients=args.clients, rounds=args.rounds)
+    print(f"sqlite, 1 gateway: {results['sqlite, 1 gateway']:.0f} calls/s", file=sys.stderr)
     for count in (1, 2, 3):
         home = _home(server.new_database(), cache)
-        results[f"postgres, {count} gateway{'s' if count > 1 else ''}"] = measure(
-            home, count, calls=args.calls, clients=args.clients, rounds=args.rounds
-        )
+        name = f"postgres, {count} gateway{'s' if count > 1 else ''}"
+        results[name] = measure(home, count, calls=args.calls, clients=args.clients, rounds=args.rounds)
+        print(f"{name}: {results[name]:.0f} calls/s", file=sys.stderr)
     baseline = results["sqlite, 1 gateway"]
     print(f"{args.calls} echo calls over REST from {args.clients} clients, {os.cpu_count()} cores, best of {args.rounds}")
     print(f"{'configuration':<24}{'calls/s':>10}{'vs sqlite':>11}")

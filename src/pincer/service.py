@@ -28,6 +28,7 @@ from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
 from pincer.store.runs import RunStore
+from pincer.store.triggers import TriggerStore
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class Pincer:
             self.grants: GrantStore = shared.grants
             self.idempotency: IdempotencyStore = shared.idempotency
             self.runs: RunStore = shared.runs
+            self.trigger_store: TriggerStore = shared.triggers
         else:
             try:
                 self.audit = AuditLog(self._conn, key=audit_key, writer=self._writer)
@@ -82,6 +84,7 @@ class Pincer:
                 self._conn, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries
             )
             self.runs = RunStore(self._conn)
+            self.trigger_store = TriggerStore(self._conn)
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
         self.wasm: Any = None

@@ -262,3 +262,14 @@ def test_three_gateways_share_one_chain_limits_idempotency_and_approvals(shared_
     report = json.loads(verified.stdout)
     total = _audit_rows(store_url, "SELECT COUNT(*) FROM audit")[0][0]
     assert report["ok"] is True and report["records"] == total >= len(returned) + RATE_LIMITED_CALLS
+
+
+def test_the_documented_example_config_is_read_as_it_says(tmp_path: Path) -> None:
+    from pincer.config import parse_config
+
+    root = Path(__file__).resolve().parents[2]
+    config = parse_config((root / "examples" / "scale-out" / "config.toml").read_text(), home=tmp_path)
+    assert config.store.url == "postgresql://pincer@127.0.0.1:5432/pincer"
+    assert config.store.password_secret == "pg_password" and config.cache.url == "redis://127.0.0.1:6379/0"
+    nginx = (root / "examples" / "scale-out" / "nginx.conf").read_text()
+    assert all(f"server 127.0.0.1:{port}" in nginx for port in (8101, 8102, 8103))

@@ -79,6 +79,15 @@ class Backend:
 
         return RunStore(PortableConnection(self._pg()))  # type: ignore[arg-type]
 
+    def triggers(self) -> Any:
+        if self.kind == "sqlite":
+            from pincer.store.triggers import TriggerStore
+
+            return TriggerStore(self._sqlite())
+        from pincer.store.pg.triggers import PgTriggerStore
+
+        return PgTriggerStore(self._pg())
+
     def tamper(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         """Change the database behind the stores' backs, as someone with write access can."""
         if self.kind == "sqlite":

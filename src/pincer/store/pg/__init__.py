@@ -20,6 +20,7 @@ from pincer.store.pg.grants import PgGrantStore
 from pincer.store.pg.idempotency import PgIdempotencyStore
 from pincer.store.pg.portable import PortableConnection
 from pincer.store.pg.schema import SCHEMA_VERSION, check_schema, upgrade
+from pincer.store.pg.triggers import PgTriggerStore
 from pincer.store.runs import RunStore
 from pincer.store.seam import AuditStore, GrantBackend, IdempotencyBackend
 
@@ -34,6 +35,7 @@ class PgStores:
     grants: PgGrantStore
     idempotency: PgIdempotencyStore
     runs: RunStore
+    triggers: PgTriggerStore
 
     @classmethod
     async def open(
@@ -57,6 +59,7 @@ class PgStores:
                 grants=PgGrantStore(pools),
                 idempotency=PgIdempotencyStore(pools, ttl_s=ttl_s, max_entries=max_entries),
                 runs=RunStore(cast(Any, PortableConnection(pools))),
+                triggers=PgTriggerStore(pools),
             )
         except BaseException:
             await pools.aclose()

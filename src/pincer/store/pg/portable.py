@@ -13,6 +13,7 @@ our StoreError, the URL redacted.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -49,12 +50,23 @@ class _Result:
         return iter(self.fetchall())
 
 
+class _Held(threading.local):
+    """The pool connection of an open ``with`` block, per thread (a worker thread's block and
+    the event loop's never share one)."""
+
+    conn: Any = None
+    conn_cm: Any = None
+    transaction: Any = None
+
+
 class PortableConnection:
     def __init__(self, pools: PgPools) -> None:
         self._pools = pools
-        self._held: Any = None  # the pool connection of an open ``with`` block
-        self._held_cm: Any = None
-        self._transaction: Any = None
+        self._state = _Held()
+
+    @property
+    def _held(self) -> Any:
+        return self._state.conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Result:
         import psycopg
@@ -81,19 +93,23 @@ class PortableConnection:
         return _Result([], -1)
 
     def __enter__(self) -> PortableConnection:
-        self._held_cm = self._pools.sync.connection()
-        self._held = self._held_cm.__enter__()
-        self._transaction = self._held.transaction()
-        self._transaction.__enter__()
+        state = self._state
+        if state.conn is not None:
+            raise StoreError("a store transaction was opened inside another one (a programming error)")
+        state.conn_cm = self._pools.sync.connection()
+        state.conn = state.conn_cm.__enter__()
+        state.transaction = state.conn.transaction()
+        state.transaction.__enter__()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        transaction, held_cm = self._transaction, self._held_cm
-        self._transaction = self._held = self._held_cm = None
+        state = self._state
+        transaction, conn_cm = state.transaction, state.conn_cm
+        state.transaction = state.conn = state.conn_cm = None
         try:
             transaction.__exit__(*exc_info)
         finally:
-            held_cm.__exit__(*exc_info)
+            conn_cm.__exit__(*exc_info)
 
 
 def _read(cursor: Any) -> _Result:

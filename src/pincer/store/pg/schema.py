@@ -142,8 +142,66 @@ CREATE TABLE run_messages (
 )
 """
 
+# v2: triggers (store/triggers.py's tables: jobs, firings, deliveries, the leader's lease row).
+_V2 = """
+CREATE TABLE trigger_jobs (
+    name TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    spec_hash TEXT NOT NULL,
+    paused INTEGER NOT NULL DEFAULT 0,
+    next_run DOUBLE PRECISION,
+    retry_at DOUBLE PRECISION,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    last_run DOUBLE PRECISION,
+    last_status TEXT,
+    last_error TEXT,
+    last_run_id TEXT,
+    run_requested DOUBLE PRECISION,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE trigger_firings (
+    id TEXT PRIMARY KEY,
+    ts DOUBLE PRECISION NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    fired_by TEXT NOT NULL,
+    skill TEXT,
+    session TEXT NOT NULL,
+    params TEXT NOT NULL,
+    payload TEXT,
+    run_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    request TEXT,
+    owner TEXT,
+    audit_id BIGINT,
+    job TEXT,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    ended_at DOUBLE PRECISION
+);
+CREATE INDEX trigger_firings_open ON trigger_firings (status, ts) WHERE status IN ('queued', 'starting', 'started');
+CREATE INDEX trigger_firings_by_name ON trigger_firings (kind, name, ts);
+CREATE TABLE trigger_deliveries (
+    hook TEXT NOT NULL,
+    delivery_id TEXT NOT NULL,
+    received_at DOUBLE PRECISION NOT NULL,
+    event TEXT,
+    status INTEGER NOT NULL,
+    response TEXT NOT NULL,
+    PRIMARY KEY (hook, delivery_id)
+);
+CREATE INDEX trigger_deliveries_received ON trigger_deliveries (received_at);
+CREATE TABLE trigger_lease (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    owner TEXT NOT NULL,
+    heartbeat DOUBLE PRECISION NOT NULL
+)
+"""
+
 # Each step takes the schema from its index to the next version.
-MIGRATIONS: tuple[str, ...] = (_V1,)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _VERSION_TABLE = """
