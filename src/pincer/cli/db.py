@@ -48,7 +48,7 @@ def upgrade(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json(report)
     elif report["backend"] == "sqlite":
-        stderr.print("no [store] url: the SQLite database under PINCER_HOME migrates itself when opened")
+        stderr.print("no \\[store] url: the SQLite database under PINCER_HOME migrates itself when opened")
     elif report["changed"]:
         stderr.print(f"{report['url']}: schema {report['from']} -> {report['to']}")
     else:
@@ -82,7 +82,7 @@ def status(as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json(report)
     elif report["backend"] == "sqlite":
-        stderr.print("store: SQLite under PINCER_HOME (no [store] url)")
+        stderr.print("store: SQLite under PINCER_HOME (no \\[store] url)")
     else:
         hint = " (run `pincer db upgrade`)" if report["needs_upgrade"] else ""
         stderr.print(f"store: {report['url']} at schema {report['schema']} of {report['expected']}{hint}")
