@@ -38,7 +38,7 @@ class PgGrantStore:
 
     def remove(self, grant_id: str) -> bool:
         with self._pools.sync.connection() as conn, conn.transaction():
-            removed = conn.execute("DELETE FROM grants WHERE id = %s", (grant_id,)).rowcount == 1
+            removed = bool(conn.execute("DELETE FROM grants WHERE id = %s", (grant_id,)).rowcount == 1)
             conn.execute(_BUMP)
         self._cache = None
         return removed
