@@ -136,6 +136,10 @@ def test_a_gateway_on_a_database_not_yet_upgraded_refuses_to_start(tmp_path: Pat
     assert done.returncode == 1
     assert "pincer db upgrade" in done.stderr and "has no pincer schema yet" in done.stderr
     assert "pw-not-shown" not in done.stderr + done.stdout
+    status = _cli(home, "db", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert (report["schema"], report["needs_upgrade"]) == (0, True) and "pw-not-shown" not in status.stdout
 
 
 @contextmanager

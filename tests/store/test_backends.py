@@ -25,7 +25,6 @@ from pincer.store.approvals import ApprovalStatus
 from pincer.store.grants import RECHECK_INTERVAL_S
 from tests.store.conftest import Backend
 
-pytestmark = pytest.mark.anyio
 
 
 def entry(i: int, **kw: object) -> AuditEntry:
@@ -35,6 +34,7 @@ def entry(i: int, **kw: object) -> AuditEntry:
     return AuditEntry(**base)  # type: ignore[arg-type]
 
 
+@pytest.mark.anyio
 async def test_two_writers_append_concurrently_onto_one_chain(backend: Backend) -> None:
     first, second = backend.audit(), backend.audit()
     ids: list[int] = []
@@ -52,6 +52,7 @@ async def test_two_writers_append_concurrently_onto_one_chain(backend: Backend) 
     assert first.append_sync(entry(99)) == 61 and second.verify() == 61
 
 
+@pytest.mark.anyio
 async def test_an_altered_record_is_named(backend: Backend) -> None:
     log = backend.audit()
     for i in range(6):
@@ -62,6 +63,7 @@ async def test_an_altered_record_is_named(backend: Backend) -> None:
     assert info.value.record_id == 4 and "altered" in info.value.message
 
 
+@pytest.mark.anyio
 async def test_a_deleted_record_is_named(backend: Backend) -> None:
     log = backend.audit()
     for i in range(6):
@@ -72,6 +74,7 @@ async def test_a_deleted_record_is_named(backend: Backend) -> None:
     assert info.value.record_id == 3 and "missing" in info.value.message
 
 
+@pytest.mark.anyio
 async def test_a_cut_tail_with_the_head_moved_to_match_fails_on_the_head_mac(backend: Backend) -> None:
     log = backend.audit()
     for i in range(6):
@@ -87,12 +90,14 @@ async def test_a_cut_tail_with_the_head_moved_to_match_fails_on_the_head_mac(bac
         backend.audit().verify()
 
 
+@pytest.mark.anyio
 async def test_a_log_begun_under_another_key_is_refused(backend: Backend) -> None:
     await backend.audit().append(entry(0))
     with pytest.raises(StoreError, match="chained under audit key"):
         backend.audit(key=b"b" * 32)
 
 
+@pytest.mark.anyio
 async def test_filters_seeds_and_grant_uses(backend: Backend) -> None:
     log = backend.audit()
     await log.append(entry(0, tool="echo", session="s1", grant_id="g1", run_id="r1"))
@@ -107,6 +112,7 @@ async def test_filters_seeds_and_grant_uses(backend: Backend) -> None:
     assert log.verify() == 3
 
 
+@pytest.mark.anyio
 async def test_a_checkpoint_holds_while_the_log_grows(backend: Backend) -> None:
     log = backend.audit()
     for i in range(3):
@@ -127,6 +133,7 @@ def _ask(store: object, timeout_s: float = 5.0):  # type: ignore[no-untyped-def]
     )  # fmt: skip
 
 
+@pytest.mark.anyio
 async def test_an_answer_on_another_store_wakes_the_waiter(backend: Backend) -> None:
     waiting, answering = backend.approvals(), backend.approvals()
     request = _ask(waiting)
@@ -145,6 +152,7 @@ async def test_an_answer_on_another_store_wakes_the_waiter(backend: Backend) -> 
         waiting.answer(request.id, "deny")
 
 
+@pytest.mark.anyio
 async def test_an_unanswered_request_expires(backend: Backend) -> None:
     store = backend.approvals()
     request = _ask(store, timeout_s=0.1)
@@ -153,6 +161,7 @@ async def test_an_unanswered_request_expires(backend: Backend) -> None:
     assert backend.approvals().get(request.id).status is ApprovalStatus.EXPIRED
 
 
+@pytest.mark.anyio
 async def test_a_detached_answer_is_used_once_across_stores(backend: Backend) -> None:
     first, second = backend.approvals(), backend.approvals()
     request = _ask(first)
@@ -164,6 +173,7 @@ async def test_a_detached_answer_is_used_once_across_stores(backend: Backend) ->
     assert second.consume(request.id) is False
 
 
+@pytest.mark.anyio
 async def test_a_grant_added_on_one_store_shows_on_another(backend: Backend) -> None:
     adding, reading = backend.grants(), backend.grants()
     assert reading.all() == ()
@@ -177,6 +187,7 @@ async def test_a_grant_added_on_one_store_shows_on_another(backend: Backend) -> 
     assert reading.all() == ()
 
 
+@pytest.mark.anyio
 async def test_idempotent_results_replay_per_session_and_conflict_on_other_args(backend: Backend) -> None:
     store = backend.idempotency()
     assert store.lookup("s1", "send", "k", "d1") is None
@@ -190,6 +201,7 @@ async def test_idempotent_results_replay_per_session_and_conflict_on_other_args(
         other.lookup("s1", "send", "k", "d2")
 
 
+@pytest.mark.anyio
 async def test_concurrent_duplicates_on_two_stores_run_once(backend: Backend) -> None:
     stores = [backend.idempotency(), backend.idempotency()]
     runs: list[int] = []
@@ -222,6 +234,7 @@ async def test_concurrent_duplicates_on_two_stores_run_once(backend: Backend) ->
     assert results == [{"ok": True, "output": runs[0]}] * 6
 
 
+@pytest.mark.anyio
 async def test_a_claim_released_without_a_result_lets_the_next_duplicate_run(backend: Backend) -> None:
     first, second = backend.idempotency(), backend.idempotency()
     assert await first.claim("main", "send", "k") is True
@@ -231,6 +244,7 @@ async def test_a_claim_released_without_a_result_lets_the_next_duplicate_run(bac
     second.release("main", "send", "k")
 
 
+@pytest.mark.anyio
 async def test_a_run_and_its_transcript_round_trip(backend: Backend) -> None:
     store = backend.runs()
     store.create(run_id="r1", skill=None, params={"p": 1}, message="hi", trigger="cli", session="main",
@@ -245,3 +259,34 @@ async def test_a_run_and_its_transcript_round_trip(backend: Backend) -> None:
     assert not other.request_cancel("r1").cancel_requested  # it ended
     with pytest.raises(RunNotFound):
         other.get("nope")
+
+
+def test_an_unreachable_store_is_named_without_its_password() -> None:
+    import socket
+
+    from pincer.store.pg.connect import PgPools
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(StoreError) as info:
+        PgPools.open(f"postgresql://pincer:s3cret-pw@127.0.0.1:{port}/pincer?password=s3cret-pw", size=1)
+    shown = f"{info.value.message} {info.value.hint}"
+    assert "s3cret-pw" not in shown and "pincer:***@127.0.0.1" in shown
+    assert "[store] url" in (info.value.hint or "")
+
+
+def test_a_store_that_was_not_upgraded_is_refused_with_the_command_that_fixes_it() -> None:
+    from pincer.store.pg import PgStores
+    from pincer.store.pg.connect import redact_url
+    from tests.backends import postgres_server
+
+    url = postgres_server().new_database()
+
+    async def main() -> None:
+        with pytest.raises(StoreError, match="has no pincer schema yet") as info:
+            await PgStores.open(url, key=b"k" * 32, ttl_s=60, max_entries=10)
+        assert "pincer db upgrade" in (info.value.hint or "")
+
+    anyio.run(main)
+    assert redact_url("postgresql://u:p@h/db?sslmode=require&password=x") == "postgresql://u:***@h/db?sslmode=require&password=***"
