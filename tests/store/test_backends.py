@@ -26,7 +26,6 @@ from pincer.store.grants import RECHECK_INTERVAL_S
 from tests.store.conftest import Backend
 
 
-
 def entry(i: int, **kw: object) -> AuditEntry:
     base: dict[str, object] = {"session": "main", "caller": "test", "tool": f"t{i % 3}", "decision": "allow",
                                "reason": "r", "outcome": "ok", "args": {"i": i}}  # fmt: skip
