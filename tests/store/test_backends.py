@@ -9,6 +9,8 @@ import itertools
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import (
@@ -289,3 +291,20 @@ def test_a_store_that_was_not_upgraded_is_refused_with_the_command_that_fixes_it
 
     anyio.run(main)
     assert redact_url("postgresql://u:p@h/db?sslmode=require&password=x") == "postgresql://u:***@h/db?sslmode=require&password=***"
+
+
+@given(user=st.text(alphabet=st.characters(blacklist_characters=":@/?#"), max_size=12),
+       password=st.text(alphabet=st.characters(blacklist_characters="@/?#&"), min_size=4, max_size=24),
+       rest=st.text(alphabet=st.characters(blacklist_characters="?&"), max_size=40))  # fmt: skip
+def test_a_redacted_url_never_shows_its_password(user: str, password: str, rest: str) -> None:
+    from pincer.store.pg.connect import redact_url
+
+    shown = redact_url(f"postgresql://{user}:{password}@db.example/{rest}")
+    assert shown == f"postgresql://{user}:***@db.example/{rest}"
+
+
+@given(st.text(max_size=200))
+def test_redacting_any_text_only_returns_text(text: str) -> None:
+    from pincer.store.pg.connect import redact_url
+
+    assert isinstance(redact_url(text), str)

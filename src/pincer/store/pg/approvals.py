@@ -3,10 +3,11 @@
 The store is the SQLite one's code over the portable connection (store/pg/portable.py): one set
 of rules (answer once, an expired request or a gone caller cannot be answered, detached requests
 used once). What PostgreSQL adds is the wake-up: an answer (or an expiry) on any gateway sends
-``NOTIFY pincer_approvals, '<id>'``; in each process one waiting call at a time holds a LISTEN
-connection and wakes every local waiter whose request it names. The waiters still read the row
-every ``APPROVAL_POLL_INTERVAL_S``, so a notification lost with a dying connection delays an
-answer by that much, never loses it.
+``NOTIFY pincer_approvals, '<id>'``; in each process the first call that waits while no LISTEN
+runs holds a LISTEN connection for as long as it waits, and wakes every local waiter whose
+request a notification names. Every waiter still reads its row every ``APPROVAL_POLL_INTERVAL_S``,
+so an answer that finds no LISTEN (its holder returned first, or its connection died) is seen
+that much later, never lost.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class PgApprovalStore(ApprovalStore):
 
     async def _listen(self) -> None:
         """Wake the local waiters a notification names, until cancelled (its waiter returned;
-        another waiter takes over on its next poll)."""
+        the next call that waits starts another)."""
         import psycopg
 
         self._listening = True
