@@ -66,11 +66,18 @@ class PgPools:
     @classmethod
     def open(cls, url: str, *, password: str | None = None, size: int = 8) -> PgPools:
         """Open the sync pool and check that the server answers (StoreError, redacted, if not)."""
+        import psycopg
         from psycopg_pool import ConnectionPool
 
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
         if password is not None:
             kwargs["password"] = password
+        try:
+            # One plain connection first: a refusal is reported at once, with libpq's reason
+            # (the pool would retry until its timeout and say only that it timed out).
+            psycopg.connect(url, **kwargs).close()
+        except psycopg.Error as exc:
+            raise store_unreachable(url, exc) from None
         sync = ConnectionPool(
             url, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=POOL_WAIT_TIMEOUT_S, name="pincer-sync"
         )
