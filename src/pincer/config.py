@@ -33,6 +33,8 @@ __all__ = [
     "ConfigFile",
     "ApprovalSettings",
     "AuditSettings",
+    "StoreSettings",
+    "CacheSettings",
     "OutputSettings",
     "IdempotencySettings",
     "NetworkSettings",
@@ -107,6 +109,24 @@ class ApprovalSettings(_Model):
 
 class AuditSettings(_Model):
     synchronous: Literal["normal", "full"] = "normal"
+
+
+class StoreSettings(_Model):
+    """``[store]``: where shared state lives. No url: SQLite under $PINCER_HOME (one machine).
+    A ``postgresql://`` url: PostgreSQL, for several gateways (docs/scale-out.md); its schema is
+    made by ``pincer db upgrade``. Keep the password out of the url: name a secret in
+    ``password_secret`` (``pincer secrets set``), or let libpq read ``PGPASSFILE``."""
+
+    url: str | None = Field(default=None, pattern=r"^postgres(ql)?://", max_length=2_000)
+    password_secret: str | None = Field(default=None, max_length=200)
+    pool_size: int = Field(default=8, ge=1, le=200)
+
+
+class CacheSettings(_Model):
+    """``[cache]``: a ``redis://`` url makes rate limits exact across gateways and carries
+    approval answers between them at once (docs/scale-out.md)."""
+
+    url: str | None = Field(default=None, pattern=r"^rediss?://", max_length=2_000)
 
 
 class OutputSettings(_Model):
@@ -466,6 +486,8 @@ class ConfigFile(_Model):
 
     approvals: ApprovalSettings = ApprovalSettings()
     audit: AuditSettings = AuditSettings()
+    store: StoreSettings = StoreSettings()
+    cache: CacheSettings = CacheSettings()
     output: OutputSettings = OutputSettings()
     idempotency: IdempotencySettings = IdempotencySettings()
     network: NetworkSettings = NetworkSettings()
@@ -496,6 +518,8 @@ class Config:
     workspace: Path
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     audit: AuditSettings = field(default_factory=AuditSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    cache: CacheSettings = field(default_factory=CacheSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
     idempotency: IdempotencySettings = field(default_factory=IdempotencySettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
@@ -711,6 +735,8 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         workspace=workspace,
         approvals=data.approvals,
         audit=data.audit,
+        store=data.store,
+        cache=data.cache,
         output=data.output,
         idempotency=data.idempotency,
         network=data.network,

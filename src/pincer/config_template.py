@@ -61,6 +61,20 @@ KEYS: dict[str, KeyHelp] = {
         help="the whole database's commits: normal survives a crash of pincer, not a power loss; full fsyncs "
         "every commit (survives power loss; audit commits then run in a writer thread, off the event loop)"
     ),
+    "store.url": KeyHelp(
+        help="PostgreSQL for several gateways (audit chain, approvals, grants, idempotency, runs); unset: SQLite "
+        "under PINCER_HOME. Run `pincer db upgrade` before the gateways start; keep the password out of the url",
+        example='url = "postgresql://pincer@127.0.0.1:5432/pincer"',
+    ),
+    "store.password_secret": KeyHelp(
+        help="the secret (`pincer secrets set NAME`) holding the PostgreSQL password; unset: libpq reads PGPASSFILE",
+        example='password_secret = "pg_password"',
+    ),
+    "store.pool_size": KeyHelp(help="PostgreSQL connections per gateway, in each of its two pools"),
+    "cache.url": KeyHelp(
+        help="Redis: rate limits counted exactly across every gateway; unset: each process counts its own",
+        example='url = "redis://127.0.0.1:6379/0"',
+    ),
     "output.max_bytes": KeyHelp(help="larger tool outputs are truncated with a marker"),
     "idempotency.ttl_s": KeyHelp(help="how long a stored result answers a replay of the same idempotency key"),
     "idempotency.max_entries": KeyHelp(help="stored results kept at most; the oldest go first"),
@@ -287,6 +301,8 @@ KEYS: dict[str, KeyHelp] = {
 SECTIONS: dict[str, str] = {
     "approvals": "Calls that need a person's answer.",
     "audit": "The hash-chained audit log in $PINCER_HOME/pincer.db.",
+    "store": "Where shared state lives: SQLite under $PINCER_HOME, or PostgreSQL for several gateways (docs/scale-out.md).",
+    "cache": "Redis shared by several gateways: exact rate limits across them (docs/scale-out.md).",
     "output": "Limits on what a tool returns.",
     "idempotency": "Replays of calls made with an idempotency key.",
     "network": "The http tool's reach.",

@@ -167,6 +167,9 @@ class Dispatcher:
         self._secret_access = secret_access
         self._clock = clock
         self._limiter = RateLimiter(seed=audit.timestamps)
+        # [cache] url: the limits are counted in Redis across every gateway (store/cache.py)
+        # instead of in this process's windows. Set by the service after construction.
+        self.shared_limiter: Any = None
         self._grant_uses: dict[str, int] = {}
         self._in_flight = 0
         # The config is immutable: its per-tool answers are computed once.
@@ -320,7 +323,10 @@ class Dispatcher:
         limit = self._limits.get(spec.name)
         if limit is None:
             limit = self._limits[spec.name] = self.config.rate_limit(spec.name)
-        self._limiter.reserve(spec.name, limit, self._clock())
+        if self.shared_limiter is not None:
+            await self.shared_limiter.reserve(spec.name, limit, self._clock())
+        else:
+            self._limiter.reserve(spec.name, limit, self._clock())
         if decision.grant_id is not None:
             self._grant_uses[decision.grant_id] = self._uses(decision.grant_id) + 1
 

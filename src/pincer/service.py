@@ -28,6 +28,7 @@ from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
 from pincer.store.runs import RunStore
+from pincer.store.triggers import TriggerStore
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,13 @@ class Pincer:
         secret_key: bytes | None,
         audit_key: bytes | None = None,
         environ: Mapping[str, str] | None = None,
+        shared: Any = None,
     ) -> None:
+        """``shared``: the PostgreSQL stores (``pincer.store.pg.PgStores``) when ``[store] url``
+        names one; they then hold the audit log, approvals, grants, idempotency and runs, and
+        the SQLite database under ``home`` keeps the rest (triggers)."""
         self.config = config
+        self._shared = shared
         # Where [llm] api_key_env is looked up: the CLI and the gateway pass os.environ.
         self.environ: Mapping[str, str] = environ if environ is not None else {}
         self.home = config.home
@@ -55,19 +61,30 @@ class Pincer:
         # FULL fsyncs every commit: the audit log commits on a connection of its own in a worker
         # thread then, so the event loop never waits on the disk (store/audit.py).
         self._writer = open_database(config.home, synchronous="FULL") if config.audit_synchronous == "full" else None
-        try:
-            self.audit = AuditLog(self._conn, key=audit_key, writer=self._writer)
-        except BaseException:
-            self._conn.close()
-            if self._writer is not None:
-                self._writer.close()
-            raise
-        self.approvals = ApprovalStore(self._conn)
-        self.grants = GrantStore(self._conn)
-        self.idempotency = IdempotencyStore(
-            self._conn, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries
-        )
-        self.runs = RunStore(self._conn)
+        if shared is not None:
+            # The PostgreSQL stores keep each seam's contract (store/seam.py; mypy checks it in
+            # store/pg/__init__.py): the callers' annotations name the SQLite classes.
+            self.audit: AuditLog = shared.audit
+            self.approvals: ApprovalStore = shared.approvals
+            self.grants: GrantStore = shared.grants
+            self.idempotency: IdempotencyStore = shared.idempotency
+            self.runs: RunStore = shared.runs
+            self.trigger_store: TriggerStore = shared.triggers
+        else:
+            try:
+                self.audit = AuditLog(self._conn, key=audit_key, writer=self._writer)
+            except BaseException:
+                self._conn.close()
+                if self._writer is not None:
+                    self._writer.close()
+                raise
+            self.approvals = ApprovalStore(self._conn)
+            self.grants = GrantStore(self._conn)
+            self.idempotency = IdempotencyStore(
+                self._conn, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries
+            )
+            self.runs = RunStore(self._conn)
+            self.trigger_store = TriggerStore(self._conn)
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
         self.wasm: Any = None
@@ -104,6 +121,11 @@ class Pincer:
             scanner=self.scanner,
             secret_access=self._secret_access,
         )
+        self._shared_limiter: Any = None
+        if config.cache.url is not None:
+            from pincer.store.cache import SharedRateLimiter
+
+            self._shared_limiter = self.dispatcher.shared_limiter = SharedRateLimiter(config.cache.url)
 
     @classmethod
     @asynccontextmanager
@@ -130,7 +152,13 @@ class Pincer:
         component is installed."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
-        pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key, environ=environ)
+        shared = await _open_shared_stores(config, secret_key=secret_key, audit_key=audit_key)
+        try:
+            pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key, environ=environ, shared=shared)
+        except BaseException:
+            if shared is not None:
+                await shared.aclose()
+            raise
         pincer._watches_wasm = wasm
         try:
             if builtins:
@@ -560,6 +588,33 @@ class Pincer:
         self._conn.close()
         if self._writer is not None:
             self._writer.close()
+        if self._shared is not None:
+            await self._shared.aclose()
+        if self._shared_limiter is not None:
+            await self._shared_limiter.aclose()
+
+
+async def _open_shared_stores(config: Config, *, secret_key: bytes | None, audit_key: bytes | None) -> Any:
+    """The PostgreSQL stores ``[store] url`` names (None: SQLite, the default). The password
+    comes from the secret ``[store] password_secret`` names, else libpq's PGPASSFILE."""
+    settings = config.store
+    if settings.url is None:
+        return None
+    from pincer.store.pg import PgStores
+
+    password = None
+    if settings.password_secret is not None:
+        with SecretStore.open(config.home, key=secret_key) as secrets:
+            password = secrets.get(settings.password_secret)
+    key = audit_key if audit_key is not None else load_or_create_key(config.home, None, place=AUDIT_KEY)
+    return await PgStores.open(
+        settings.url,
+        key=key,
+        ttl_s=config.idempotency_ttl_s,
+        max_entries=config.idempotency_max_entries,
+        password=password,
+        pool_size=settings.pool_size,
+    )
 
 
 def _has_wasm_tools(home: Path) -> bool:

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import anyio
 import pytest
 
 from pincer.core.errors import ApprovalAnswered, ApprovalGone, ApprovalTimeout, UsageError
-from pincer.store import Answer, ApprovalStatus, ApprovalStore, open_database
+from pincer.store import Answer, ApprovalStatus, ApprovalStore
+from tests.store.conftest import Backend
 
 
 def make(store: ApprovalStore, timeout_s: float = 5.0):
@@ -17,8 +16,8 @@ def make(store: ApprovalStore, timeout_s: float = 5.0):
 
 
 @pytest.mark.anyio
-async def test_answer_in_process_wakes_waiter(tmp_path: Path) -> None:
-    store = ApprovalStore(open_database(tmp_path))
+async def test_answer_in_process_wakes_waiter(backend: Backend) -> None:
+    store = backend.approvals()
     request = make(store)
     assert [r.id for r in store.list_pending()] == [request.id]
 
@@ -36,9 +35,9 @@ async def test_answer_in_process_wakes_waiter(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_answer_from_another_connection_is_seen(tmp_path: Path) -> None:
-    store = ApprovalStore(open_database(tmp_path))
-    other = ApprovalStore(open_database(tmp_path))
+async def test_answer_from_another_connection_is_seen(backend: Backend) -> None:
+    store = backend.approvals()
+    other = backend.approvals()
     request = make(store)
 
     async def answer_soon() -> None:
@@ -53,8 +52,8 @@ async def test_answer_from_another_connection_is_seen(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_timeout_expires_request(tmp_path: Path) -> None:
-    store = ApprovalStore(open_database(tmp_path))
+async def test_timeout_expires_request(backend: Backend) -> None:
+    store = backend.approvals()
     request = make(store, timeout_s=0.1)
     with pytest.raises(ApprovalTimeout, match="within 0.1 s"):
         await store.wait(request.id, timeout_s=0.1)
@@ -63,8 +62,9 @@ async def test_timeout_expires_request(tmp_path: Path) -> None:
         store.answer(request.id, "allow_once")
 
 
-def test_bad_answers(tmp_path: Path) -> None:
-    store = ApprovalStore(open_database(tmp_path))
+@pytest.mark.anyio
+async def test_bad_answers(backend: Backend) -> None:
+    store = backend.approvals()
     request = make(store)
     with pytest.raises(UsageError, match="unknown approval answer"):
         store.answer(request.id, "maybe")

@@ -71,6 +71,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "builds": LazyCommand(module="pincer.cli.build", attribute="builds_app", help="List and show recorded builds: stages, failures, diffs between iterations."),
     "serve": LazyCommand(module="pincer.cli.serve", attribute="serve", help="Serve every tool over MCP (streamable HTTP at /mcp) and REST (/api/v1) until interrupted."),
     "token": LazyCommand(module="pincer.cli.serve", attribute="token_app", help="Print the gateway's bearer token, or make one for another session."),
+    "db": LazyCommand(module="pincer.cli.db", attribute="app", help="Upgrade and inspect the shared PostgreSQL store ([store] url)."),
     "completion": LazyCommand(module="pincer.cli.completion", attribute="completion", help="Print the shell completion script for bash, zsh or fish."),
 }  # fmt: skip
 

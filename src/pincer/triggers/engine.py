@@ -69,6 +69,9 @@ class EngineHost(Protocol):
     def database(self) -> sqlite3.Connection: ...
 
     @property
+    def trigger_store(self) -> TriggerStore: ...
+
+    @property
     def audit(self) -> AuditLog: ...
 
     @property
@@ -144,7 +147,7 @@ class TriggerEngine:
     @classmethod
     def for_pincer(cls, pincer: EngineHost, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
         return cls(
-            store=TriggerStore(pincer.database),
+            store=pincer.trigger_store,
             audit=pincer.audit,
             starter=starter,
             config=lambda: pincer.config,

@@ -1,0 +1,93 @@
+"""PostgreSQL backends of the store seam (store/seam.py), for several gateways on one database.
+
+    stores = await PgStores.open(url, key=audit_key, ttl_s=300, max_entries=10_000)
+    ... stores.audit, stores.approvals, stores.grants, stores.idempotency, stores.runs ...
+    await stores.aclose()
+
+Opening checks the schema version and refuses an older one with a hint naming
+``pincer db upgrade`` (store/pg/schema.py): gateways never migrate on their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pincer.store.pg.approvals import PgApprovalStore
+from pincer.store.pg.audit import PgAuditLog
+from pincer.store.pg.connect import PgPools, redact_url
+from pincer.store.pg.grants import PgGrantStore
+from pincer.store.pg.idempotency import PgIdempotencyStore
+from pincer.store.pg.portable import PortableConnection
+from pincer.store.pg.schema import SCHEMA_VERSION, check_schema, upgrade
+from pincer.store.pg.triggers import PgTriggerStore
+from pincer.store.runs import RunStore
+from pincer.store.seam import AuditStore, GrantBackend, IdempotencyBackend
+
+__all__ = ["PgStores", "upgrade_database", "redact_url", "SCHEMA_VERSION"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PgStores:
+    pools: PgPools
+    audit: PgAuditLog
+    approvals: PgApprovalStore
+    grants: PgGrantStore
+    idempotency: PgIdempotencyStore
+    runs: RunStore
+    triggers: PgTriggerStore
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        key: bytes,
+        ttl_s: float,
+        max_entries: int,
+        password: str | None = None,
+        pool_size: int = 8,
+    ) -> PgStores:
+        pools = PgPools.open(url, password=password, size=pool_size)
+        try:
+            with pools.sync.connection() as conn:
+                check_schema(conn, pools.shown_url)
+            return cls(
+                pools=pools,
+                audit=PgAuditLog(pools, key=key),
+                approvals=PgApprovalStore(pools),
+                grants=PgGrantStore(pools),
+                idempotency=PgIdempotencyStore(pools, ttl_s=ttl_s, max_entries=max_entries),
+                runs=RunStore(cast(Any, PortableConnection(pools))),
+                triggers=PgTriggerStore(pools),
+            )
+        except BaseException:
+            await pools.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        await self.pools.aclose()
+
+
+def upgrade_database(url: str, *, password: str | None = None) -> tuple[int, int]:
+    """Bring the database at ``url`` to this pincer's schema; (version before, after)."""
+    import psycopg
+
+    from pincer.store.pg.connect import CONNECT_TIMEOUT_S, store_unreachable
+
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
+    if password is not None:
+        kwargs["password"] = password
+    try:
+        conn = psycopg.connect(url, **kwargs)
+    except psycopg.Error as exc:
+        raise store_unreachable(url, exc) from None
+    with conn:
+        return upgrade(conn)
+
+
+def _conforms(
+    audit: PgAuditLog, grants: PgGrantStore, idempotency: PgIdempotencyStore
+) -> tuple[AuditStore, GrantBackend, IdempotencyBackend]:
+    """Never called: mypy checks here that each PostgreSQL store keeps its seam's contract."""
+    return audit, grants, idempotency

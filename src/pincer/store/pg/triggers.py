@@ -1,0 +1,155 @@
+"""Triggers on PostgreSQL: jobs, the queue of firings, webhook deliveries and the scheduler leader.
+
+The rules are store/triggers.py's, run over the portable connection; three things differ.
+
+- Each of its transactions first takes one transaction-scoped advisory lock, which serialises
+  them across gateways as SQLite's ``BEGIN IMMEDIATE`` does across processes: claiming queued
+  firings, recording a delivery and its firings stay all-or-nothing and never race. A webhook
+  delivery answered 202 is in the queue (committed) before the answer, so when the gateway
+  that accepted it dies, whichever gateway runs the queue next starts it.
+- The scheduler's leader holds a session-level advisory lock on a connection of its own: exactly
+  one process fires each cron instant, and when it dies its connection closes and the lock is
+  free at once for the next gateway's tick (the lease row still says who leads, for display).
+- The statements that say ``INSERT OR REPLACE`` or order by ``rowid`` are written for PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, cast
+
+from pincer.core.errors import StoreError, UsageError
+from pincer.store.pg.connect import PgPools
+from pincer.store.pg.portable import PortableConnection
+from pincer.store.triggers import (
+    _FIRING_COLUMNS,
+    DeliveryExists,
+    DeliveryRow,
+    FiringRow,
+    TriggerStore,
+    _dumps,
+    _firing,
+    _firing_values,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PgTriggerStore"]
+
+_STORE_LOCK = 0x70696E64  # every trigger-store transaction ("pind")
+_LEADER_LOCK = 0x70696E65  # held by the scheduler's leader for as long as it leads ("pine")
+
+
+class PgTriggerStore(TriggerStore):
+    def __init__(self, pools: PgPools) -> None:
+        self._portable = PortableConnection(pools)
+        super().__init__(cast(Any, self._portable))
+        self._pools = pools
+        self._leader: Any = None  # the connection holding the leader lock, while this process leads
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        with self._portable as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
+            yield conn
+
+    def add_job(
+        self, *, name: str, source: str, spec: Mapping[str, Any], spec_hash: str, next_run: float | None,
+        paused: bool = False, now: float | None = None, replace: bool = False,
+    ) -> None:  # fmt: skip
+        import time
+
+        now = time.time() if now is None else now
+        conflict = (
+            "ON CONFLICT (name) DO UPDATE SET source = EXCLUDED.source, spec = EXCLUDED.spec, "
+            "spec_hash = EXCLUDED.spec_hash, paused = EXCLUDED.paused, next_run = EXCLUDED.next_run, "
+            "retry_at = NULL, attempt = 0, last_run = NULL, last_status = NULL, last_error = NULL, "
+            "last_run_id = NULL, run_requested = NULL, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at"
+            if replace
+            else "ON CONFLICT (name) DO NOTHING"
+        )
+        added = self._portable.execute(
+            "INSERT INTO trigger_jobs (name, source, spec, spec_hash, paused, next_run, created_at, updated_at) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?) {conflict}",
+            (name, source, _dumps(spec), spec_hash, int(paused), next_run, now, now),
+        ).rowcount
+        if added == 0:
+            raise UsageError(
+                f"a job named {name!r} exists already", hint=f"pick another name, or `pincer cron rm {name}` first"
+            )
+
+    def insert_firings(self, firings: Iterable[FiringRow], *, delivery: DeliveryRow | None = None) -> None:
+        """As the SQLite store's: all or nothing; DeliveryExists for a delivery id seen before."""
+        with self._tx() as conn:
+            if delivery is not None:
+                inserted = conn.execute(
+                    "INSERT INTO trigger_deliveries (hook, delivery_id, received_at, event, status, response) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (delivery.hook, delivery.delivery_id, delivery.received_at, delivery.event,
+                     delivery.status, _dumps(delivery.response)),
+                ).rowcount  # fmt: skip
+                if inserted == 0:
+                    existing = self.delivery(delivery.hook, delivery.delivery_id)
+                    if existing is None:
+                        raise StoreError("a webhook delivery vanished while it was recorded; send it again")
+                    raise DeliveryExists(existing)
+            rows = [_firing_values(f) for f in firings]
+            if rows:
+                conn.executemany(
+                    f"INSERT INTO trigger_firings ({', '.join(_FIRING_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_FIRING_COLUMNS))})",
+                    rows,
+                )
+
+    def firings(self, *, kind: str | None = None, name: str | None = None, limit: int = 100) -> list[FiringRow]:
+        """Newest last (ties in time by id: PostgreSQL has no insertion rowid)."""
+        clauses, params = [], []
+        for column, value in (("kind", kind), ("name", name)):
+            if value:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        rows = self._portable.execute(
+            f"SELECT {', '.join(_FIRING_COLUMNS)} FROM trigger_firings {where}ORDER BY ts DESC, id DESC LIMIT ?",
+            (*params, int(limit)),
+        ).fetchall()
+        return [_firing(row) for row in reversed(rows)]
+
+    # -- the scheduler's leader ------------------------------------------------------------------
+
+    def acquire_lease(self, owner: str, *, now: float, stale_s: float, is_alive: Callable[[str], bool]) -> bool:
+        """True while this process holds the leader lock (taken now if it is free). ``stale_s``
+        and ``is_alive`` are the SQLite lease's rules; here the lock dies with its holder."""
+        import psycopg
+
+        try:
+            if self._leader is None:
+                conn = psycopg.connect(self._pools.url, **self._pools.connect_kwargs())
+                taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LEADER_LOCK,)).fetchone()
+                if taken is None or not taken[0]:
+                    conn.close()
+                    return False
+                self._leader = conn
+                logger.info("this process now runs the scheduler (leader lock taken)")
+            else:
+                self._leader.execute("SELECT 1")  # still connected, so still holding it
+        except psycopg.Error as exc:
+            self._drop_leader()
+            logger.warning("the scheduler's leader lock was lost: %s", type(exc).__name__)
+            return False
+        super().acquire_lease(owner, now=now, stale_s=stale_s, is_alive=lambda _holder: False)
+        return True
+
+    def release_lease(self, owner: str) -> None:
+        super().release_lease(owner)
+        self._drop_leader()
+
+    def _drop_leader(self) -> None:
+        leader, self._leader = self._leader, None
+        if leader is not None:
+            try:
+                leader.close()  # the session ends: its advisory lock is released with it
+            except Exception as exc:  # noqa: BLE001 - closing a broken connection; the lock is gone anyway
+                logger.debug("closing the leader connection failed: %s", exc)

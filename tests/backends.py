@@ -1,0 +1,192 @@
+"""A real PostgreSQL and a real Redis for the tests, started once per test session, lazily.
+
+PostgreSQL comes from Debian's packages (``postgresql``: binaries in /usr/lib/postgresql/N/bin;
+``make setup``'s ``system-deps`` installs it, the service itself stays stopped). PostgreSQL
+refuses to run as root, so as root the cluster is made and run by the ``postgres`` user the
+package creates (``runuser -u postgres``); as anyone else, by that user. It listens on a unix
+socket in its own directory and on a free loopback port, trust authentication, fsync off (a
+test cluster: what is tested is concurrency, not the disk). Redis (``redis-server``) listens
+on a free loopback port without persistence.
+
+Missing binaries fail the tests that need them (with the command that installs them): nothing is
+skipped quietly. Each test gets a database of its own (``CREATE DATABASE`` from a template is
+milliseconds) and a Redis key prefix of its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+__all__ = ["PostgresServer", "RedisServer", "postgres_server", "redis_server"]
+
+SERVER_START_TIMEOUT_S = 60.0
+_INSTALL_HINT = "install Debian's postgresql and redis-server packages: `make system-deps` (as root)"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[4]))
+    return Path(found[-1]).parent if found else None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PostgresServer:
+    host: str
+    port: int
+    user: str
+    pid: int
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database; its URL."""
+        import psycopg
+
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RedisServer:
+    host: str
+    port: int
+    pid: int
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://{self.host}:{self.port}/{db}"
+
+
+_started: dict[str, object] = {}
+# The server processes and their log files live as long as the test session (their objects are
+# kept, so no ResourceWarning says a still-running child was dropped); stopped at exit.
+_children: list[tuple[subprocess.Popen[bytes], object]] = []
+
+
+def _stop_children() -> None:
+    for process, log in _children:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=SERVER_START_TIMEOUT_S)
+        if hasattr(log, "close"):
+            log.close()
+
+
+atexit.register(_stop_children)
+
+
+def _as_postgres_user(argv: list[str]) -> list[str]:
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *argv]
+    return argv
+
+
+def postgres_server() -> PostgresServer:
+    cached = _started.get("postgres")
+    if isinstance(cached, PostgresServer):
+        return cached
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.fail(f"PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): {_INSTALL_HINT}")
+    root = Path(tempfile.mkdtemp(prefix="pincer-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    data, sockets = root / "data", root / "run"
+    user = "postgres" if os.geteuid() == 0 else os.environ.get("USER", "postgres")
+    subprocess.run(
+        _as_postgres_user([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", user, "-E", "UTF8"]),
+        check=True, capture_output=True, timeout=SERVER_START_TIMEOUT_S,
+    )  # fmt: skip
+    _as_postgres_run(["mkdir", "-p", str(sockets)])
+    port = _free_port()
+    log = open(root / "postgres.log", "wb")  # noqa: SIM115 - lives as long as the server
+    process = subprocess.Popen(
+        _as_postgres_user([
+            str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sockets),
+            "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+            "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=64MB",
+        ]),
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    _children.append((process, log))
+    atexit.register(shutil.rmtree, root, True)
+    server = PostgresServer(host="127.0.0.1", port=port, user=user, pid=process.pid)
+    _wait_for(lambda: _pg_ready(server), what=f"PostgreSQL (log: {root / 'postgres.log'})", process=process)
+    _started["postgres"] = server
+    return server
+
+
+def _as_postgres_run(argv: list[str]) -> None:
+    subprocess.run(_as_postgres_user(argv), check=True, timeout=SERVER_START_TIMEOUT_S)
+
+
+def _pg_ready(server: PostgresServer) -> bool:
+    import psycopg
+
+    try:
+        with psycopg.connect(server.url(), connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+def redis_server() -> RedisServer:
+    cached = _started.get("redis")
+    if isinstance(cached, RedisServer):
+        return cached
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail(f"redis-server is not installed: {_INSTALL_HINT}")
+    root = Path(tempfile.mkdtemp(prefix="pincer-redis-"))
+    port = _free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(root),
+         "--protected-mode", "yes"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    _children.append((process, None))
+    atexit.register(shutil.rmtree, root, True)
+    server = RedisServer(host="127.0.0.1", port=port, pid=process.pid)
+    _wait_for(lambda: _redis_ready(server), what="Redis", process=process)
+    _started["redis"] = server
+    return server
+
+
+def _redis_ready(server: RedisServer) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((server.host, server.port), timeout=2) as sock:
+        sock.sendall(b"PING\r\n")
+        return sock.recv(16).startswith(b"+PONG")
+    return False
+
+
+def _wait_for(ready: object, *, what: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"{what} exited at start (code {process.returncode})")
+        if callable(ready) and ready():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{what} did not start within {SERVER_START_TIMEOUT_S:g} s")
