@@ -99,25 +99,16 @@ def normalise_tool(key: ArtifactKey, files_dir: Path) -> list[str]:
 
 
 def _prepare_tool(key: ArtifactKey, files_dir: Path, *, home: Path, step: Step) -> Prepared:
-    from pincer.runtimes.wasm import install as disk
-    from pincer.runtimes.wasm.cache import wasm_digest
+    from pincer.runtimes.wasm import SourceFiles, compile_tool, parse_capabilities, validate_name
 
-    disk.validate_name(key.name, origin=str(key))
+    validate_name(key.name, origin=str(key))
     notes = normalise_tool(key, files_dir)
     wasm = (files_dir / f"{key.name}.wasm").read_bytes()
     caps_path = files_dir / f"{key.name}.capabilities.json"
     caps = caps_path.read_bytes() if caps_path.is_file() else None
-    source = disk.SourceFiles(name=key.name, wasm=wasm, capabilities=caps, origin=str(key))
-    disk.parse_capabilities(source)  # ManifestError before anything is compiled
-    from pincer.runtimes.wasm.runtime import WasmHost
-
-    host = WasmHost(home)
-    digest = wasm_digest(wasm)
-    was_there = host.cache.entry_path(digest).exists()
-    step("compiling")
-    from pincer.runtimes.wasm.runner_tool import read_runner_source
-
-    host.load(source, progress=None, runner=read_runner_source(files_dir / f"{key.name}.wasm", key.name))
+    source = SourceFiles(name=key.name, wasm=wasm, capabilities=caps, origin=str(key))
+    parse_capabilities(source)  # ManifestError before anything is compiled
+    digest, was_there = compile_tool(home, source, wasm_path=files_dir / f"{key.name}.wasm", step=step)
     requested: dict[str, Any] = {}
     if caps is not None:
         try:
@@ -169,7 +160,7 @@ def _prepare_skill(key: ArtifactKey, files_dir: Path) -> Prepared:
 
 
 def _prepare_script(key: ArtifactKey, files_dir: Path) -> Prepared:
-    from pincer.runtimes.script.manifest import load_manifest
+    from pincer.runtimes.script import load_manifest
 
     files = _only_files(files_dir)
     manifests = [p for p in files if p.suffix in SCRIPT_SUFFIXES and p.parent == files_dir]
@@ -187,7 +178,7 @@ def _prepare_script(key: ArtifactKey, files_dir: Path) -> Prepared:
 
 def _prepare_mcp(key: ArtifactKey, files_dir: Path) -> Prepared:
     from pincer.hub.mcp_registry import entry_from_document, is_server_document
-    from pincer.runtimes.mcp.importers import import_data
+    from pincer.runtimes.mcp import import_data
 
     files = [p for p in _only_files(files_dir) if p.suffix == ".json"]
     if len(files) != 1:
@@ -221,9 +212,14 @@ def _prepare_mcp(key: ArtifactKey, files_dir: Path) -> Prepared:
 
 
 def _prepare_openapi(key: ArtifactKey, files_dir: Path) -> Prepared:
-    from pincer.runtimes.openapi import ServiceConfig, extract_operations, load_document, server_urls
-    from pincer.runtimes.openapi.config import parse_auth
-    from pincer.runtimes.openapi.document import Resolver
+    from pincer.runtimes.openapi import (
+        Resolver,
+        ServiceConfig,
+        extract_operations,
+        load_document,
+        parse_auth,
+        server_urls,
+    )
 
     settings: dict[str, Any] = {}
     service_file = files_dir / "service.json"
@@ -429,14 +425,14 @@ def _write_entry(home: Path, key: ArtifactKey, prepared: Prepared, *, force: boo
     if not force:
         check_activation(home, key, force=False, ours=False)
     if key.kind is ArtifactKind.MCP_SERVER:
-        from pincer.runtimes.mcp.config import ServerStore, parse_servers
+        from pincer.runtimes.mcp import ServerStore, parse_servers
 
         store = ServerStore(home)
         undo = _snapshot(store.path)
         config = parse_servers({"schema_version": 1, "servers": [prepared.entry]}, source=str(key))[0]
         store.add(config, replace_existing=True)
         return undo
-    from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore
+    from pincer.runtimes.openapi import ServiceConfig, ServiceStore
 
     services = ServiceStore(home)
     undo = _snapshot(services.path)
@@ -463,13 +459,13 @@ def deactivate(home: Path, key: ArtifactKey) -> Undo:
         if read_entry(home, key.kind, key.name) is None:
             return lambda: None
         if key.kind is ArtifactKind.MCP_SERVER:
-            from pincer.runtimes.mcp.config import ServerStore
+            from pincer.runtimes.mcp import ServerStore
 
             store = ServerStore(home)
             undo = _snapshot(store.path)
             store.remove(key.name)
             return undo
-        from pincer.runtimes.openapi.config import ServiceStore
+        from pincer.runtimes.openapi import ServiceStore
 
         services = ServiceStore(home)
         undo = _snapshot(services.path)
@@ -482,9 +478,8 @@ def drop_compile_cache(home: Path, prepared: Prepared) -> None:
     if prepared.cache_digest is None or prepared.cache_was_there:
         return
     try:
-        from pincer.runtimes.wasm.cache import CompileCache
-        from pincer.runtimes.wasm.install import cache_dir
+        from pincer.runtimes.wasm import drop_compiled
 
-        CompileCache(cache_dir(home), None).drop(prepared.cache_digest)
+        drop_compiled(home, prepared.cache_digest)
     except PincerError:
         pass
