@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -27,6 +27,7 @@ __all__ = [
     "Decision",
     "HostContext",
     "ClientChannel",
+    "HostSecrets",
     "RuntimeAsk",
     "Taint",
     "definition_hash",
@@ -306,6 +307,20 @@ class Decision:
         return self.mode is Mode.ALLOW
 
 
+class HostSecrets(Protocol):
+    """The secrets one call may use, as a runtime sees them (``pincer.secrets.SecretAccess``; the
+    builder's test bench passes throwaway values): ``find`` gives an allowed secret's value or
+    None, and every value a runtime sends is ``record``-ed so the leak scan of the call's output
+    knows it (``injected``)."""
+
+    def find(self, name: str) -> str | None: ...
+
+    def record(self, value: str) -> None: ...
+
+    @property
+    def injected(self) -> Sequence[str]: ...
+
+
 # The dispatcher passes a way back into the call chain (WASM tool-invoke, composite tools).
 InvokeCallback = Callable[[CallRequest], Awaitable["ToolResult"]]
 
@@ -322,7 +337,7 @@ class HostContext:
     timeout_s: float = 30.0
     max_output_bytes: int = 100_000
     capabilities: Capabilities | None = None
-    secrets: Any = None  # pincer.secrets.SecretAccess: resolves allowed names, records injected values
+    secrets: HostSecrets | None = None  # resolves the names this call may use, records injected values
     invoke: InvokeCallback | None = None
     client: ClientChannel | None = None
     depth: int = 0
