@@ -26,6 +26,8 @@ __all__ = [
     "ToolOutput",
     "Decision",
     "HostContext",
+    "DEFAULT_TOOL_TIMEOUT_S",
+    "DEFAULT_MAX_OUTPUT_BYTES",
     "ClientChannel",
     "HostSecrets",
     "RuntimeAsk",
@@ -37,6 +39,11 @@ __all__ = [
 ]
 
 JSON = Any  # a value that json.dumps accepts
+
+# A call's limits when nothing names them: HostContext's defaults, and the config model's for
+# [tools] timeout_s and [output] max_bytes (pincer.config reads them from here, below it).
+DEFAULT_TOOL_TIMEOUT_S = 30.0
+DEFAULT_MAX_OUTPUT_BYTES = 100_000
 
 
 
@@ -334,8 +341,8 @@ class HostContext:
     network_hosts: tuple[str, ...] | None = None  # None: the tool's declared allowlist applies
     allow_private_network: bool = False
     workspace: Path | None = None
-    timeout_s: float = 30.0
-    max_output_bytes: int = 100_000
+    timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     capabilities: Capabilities | None = None
     secrets: HostSecrets | None = None  # resolves the names this call may use, records injected values
     invoke: InvokeCallback | None = None
