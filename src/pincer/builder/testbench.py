@@ -21,7 +21,7 @@ import secrets as _random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -29,6 +29,11 @@ from pincer.builder.code import Submission
 from pincer.builder.fixtures import FixtureServer
 from pincer.core.values import HostContext
 from pincer.runtimes.wasm import RunnerSandbox, RunnerSource, WasmLimits, source_sha256
+
+if TYPE_CHECKING:
+    from pincer.core.capabilities import Capabilities
+    from pincer.runtimes.wasm import RawResponse
+    from pincer.safety.scanner import LeakScanner
 
 __all__ = ["CaseResult", "TestBench", "contains", "GENERATED_CASES"]
 
@@ -123,15 +128,16 @@ class TestBench:
         tool = RunnerSource(source=source, sha256=source_sha256(source), description="")
         raw, logs = await self._execute("describe", tool, {}, None, None, op="describe")
         if raw is None or raw.error is not None:
-            detail = raw.error if raw is not None else "trapped"
+            detail = raw.error if raw is not None and raw.error is not None else "trapped"
             raise ValueError(detail + ("\n" + "\n".join(logs[-3:]) if logs else ""))
         data = json.loads(raw.output or "null")
         if not isinstance(data, dict) or not isinstance(data.get("schema"), dict):
             raise ValueError("schema() did not return a JSON Schema object (pass schema={...} to @tool)")
         return str(data.get("description") or ""), data["schema"]
 
-    async def _execute(self, name: str, tool: RunnerSource, args: Mapping[str, Any], caps: Any, fixtures: FixtureServer | None,
-                       *, op: str = "execute", secrets: _TestSecrets | None = None) -> tuple[Any, tuple[str, ...]]:  # fmt: skip
+    async def _execute(self, name: str, tool: RunnerSource, args: Mapping[str, Any], caps: Capabilities | None,
+                       fixtures: FixtureServer | None, *, op: str = "execute",
+                       secrets: _TestSecrets | None = None) -> tuple[RawResponse | None, tuple[str, ...]]:  # fmt: skip
         from pincer.safety.scanner import LeakScanner
 
         host = HostContext(session="builder", tool=name, workspace=self.workspace, timeout_s=self.limits.timeout_s,
@@ -170,7 +176,8 @@ class TestBench:
         return results, {"requests": seen}
 
 
-def _judge(label: str, args: Mapping[str, Any], expect: Any, strict: bool, raw: Any, logs: tuple[str, ...], scanner: Any) -> CaseResult:
+def _judge(label: str, args: Mapping[str, Any], expect: Any, strict: bool, raw: RawResponse | None, logs: tuple[str, ...],
+           scanner: LeakScanner) -> CaseResult:  # fmt: skip
     def result(ok: bool, problem: str = "", output: Any = None, error: str | None = None) -> CaseResult:
         return CaseResult(label=label, ok=ok, args=args, expect=expect, output=output, error=error, problem=problem,
                           logs=tuple(scanner.scan_text(line)[0] for line in logs))  # fmt: skip

@@ -14,6 +14,7 @@ from pincer.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from pincer.runtimes.wasm.build import build_component, build_key, cached_build
+    from pincer.runtimes.wasm.component import RawResponse
     from pincer.runtimes.wasm.install import SourceFiles, cache_dir, parse_capabilities, read_source, validate_name
     from pincer.runtimes.wasm.limits import WasmLimits
     from pincer.runtimes.wasm.precompile import compile_into, compile_tool, compiled_entry, drop_compiled
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILT_SUFFIX",
     "RUNNER_PROTOCOL",
+    "RawResponse",
     "RunnerSandbox",
     "RunnerSource",
     "SourceFiles",
@@ -48,6 +50,7 @@ _EXPORTS = {
     "build_component": "pincer.runtimes.wasm.build",
     "build_key": "pincer.runtimes.wasm.build",
     "cached_build": "pincer.runtimes.wasm.build",
+    "RawResponse": "pincer.runtimes.wasm.component",
     "SourceFiles": "pincer.runtimes.wasm.install",
     "cache_dir": "pincer.runtimes.wasm.install",
     "parse_capabilities": "pincer.runtimes.wasm.install",
