@@ -54,8 +54,17 @@ system-deps:
 
 # The tool builder's shared runner component, built once per machine into the XDG cache folder
 # (~30 s the first time; a no-op after), so the first `pincer build` does not wait for it.
+# `pincer builds prepare` costs a CLI start (1-2 s) even when the runner is built: a stamp named by
+# the runner's build key, holding the built runner's path, skips it while that file is there.
 builder-runner: $(STAMP)
-	@$(BIN)/pincer builds prepare
+	@key=$$($(BIN)/python -c 'from pincer.builder.runner import runner_key; print(runner_key())') && \
+	stamp="$(VENV)/.runner-$$key" && \
+	if [ -f "$$stamp" ] && [ -f "$$(cat "$$stamp")" ]; then :; else \
+	  $(BIN)/pincer builds prepare && \
+	  $(BIN)/pincer builds prepare --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["runner"])' > "$$stamp.tmp" && \
+	  for old in $(VENV)/.runner-*; do [ "$$old" = "$$stamp.tmp" ] || rm -f "$$old"; done && \
+	  mv "$$stamp.tmp" "$$stamp"; \
+	fi
 
 conformance-deps: $(CONFORMANCE_STAMP)
 

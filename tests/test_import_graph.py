@@ -241,3 +241,40 @@ def test_json_answers_import_no_rich_and_no_http_stack(tmp_path: Path, argv: tup
     heavy += () if argv[0] == "tools" else ("yaml",)
     extra = sorted(m for m in loaded if m.split(".")[0] in heavy)
     assert not extra, extra[:10]
+
+
+def _public_names(package: Path) -> set[str]:
+    """The names in a package's ``__all__`` (read from its ``__init__.py``, not imported)."""
+    for node in ast.parse((package / "__init__.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {str(ast.literal_eval(item)) for item in node.value.elts}  # type: ignore[attr-defined]
+    return set()
+
+
+def test_builder_and_hub_use_only_the_runtimes_public_surface() -> None:
+    """Issue 22 item 1: the builder and the hub reach a runtime only through its package's
+    ``__all__`` (for WASM: read a tool's files, build, compile ahead, the runner sandbox), never
+    its modules. Failed before with 33 imports, among them the test bench's wiring of
+    ``wasm.component``, ``wasm.host``, ``wasm.http`` and ``wasm.runtime`` and the hub's
+    ``wasm.cache``, ``mcp.config`` and ``openapi.document``."""
+    runtimes = SRC / "runtimes"
+    public = {p.name: _public_names(p) for p in runtimes.iterdir() if (p / "__init__.py").is_file()}
+    bad: set[str] = set()
+    for path in sorted([*(SRC / "builder").rglob("*.py"), *(SRC / "hub").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [(alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [(node.module, alias.name) for alias in node.names]
+            else:
+                continue
+            for module, name in targets:
+                parts = module.split(".")
+                if parts[:2] != ["pincer", "runtimes"]:
+                    continue
+                where = f"{path.relative_to(SRC)}:{node.lineno}"
+                if len(parts) != 3 or parts[2] not in public:
+                    bad.add(f"{where} imports {module} (use the runtime package's public names)")
+                elif name is None or name not in public[parts[2]]:
+                    bad.add(f"{where} imports {name!r} from {module}, not in its __all__")
+    assert not bad, sorted(bad)

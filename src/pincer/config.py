@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import ConfigError, ManifestError, PincerError, UsageError
+from pincer.core.values import DEFAULT_TOOL_TIMEOUT_S
 from pincer.policy.budget import RateLimit
 from pincer.policy.grants import Grant
 from pincer.policy.run_budget import RunBudgets
@@ -146,7 +147,7 @@ class NetworkSettings(_Model):
 
 
 class ToolSettings(_Model):
-    timeout_s: float = Field(default=30.0, gt=0, le=3_600)
+    timeout_s: float = Field(default=DEFAULT_TOOL_TIMEOUT_S, gt=0, le=3_600)
     max_depth: int = Field(default=4, ge=0, le=32)
 
 

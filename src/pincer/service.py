@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -164,7 +163,7 @@ class Pincer:
             if builtins:
                 from pincer.runtimes.native.builtins import builtin_runtime
 
-                await pincer.add_runtime(builtin_runtime(skill_roots=_skill_root_guard(config)))
+                await pincer.add_runtime(builtin_runtime(skill_roots=_skill_root_guard(config, pincer.environ)))
                 if config.builtins:  # [builtins.NAME]: github, web_fetch, web_search, llm_context
                     from pincer.builtins.catalog import bundled_runtime
                     from pincer.builtins.oauth import TokenKeeper
@@ -260,7 +259,9 @@ class Pincer:
         def admit(skill: Any) -> str | None:
             return guard.refusal("skill", skill.base_dir.name)
 
-        self.skills = await anyio.to_thread.run_sync(lambda: SkillLibrary.from_config(config, admit=admit))
+        self.skills = await anyio.to_thread.run_sync(
+            lambda: SkillLibrary.from_config(config, environ=self.environ, admit=admit)
+        )
         tools = await anyio.to_thread.run_sync(
             lambda: SkillToolRuntime(
                 self.skills, home=self.home, script_settings=self.script_settings(), separator=config.skills.tool_separator
@@ -629,15 +630,14 @@ def _has_model(config: Config) -> bool:
     return bool(config.llm.default.model or any(p.model for p in config.llm.profiles.values()))
 
 
-def _skill_root_guard(config: Any) -> Any:
+def _skill_root_guard(config: Any, environ: Mapping[str, str]) -> Any:
     """Every root skills are read from, so ``write_file`` into one asks (the same roots the
-    library walks: ``SkillLibrary.from_config``)."""
+    library walks: ``SkillLibrary.from_config`` with the same environ)."""
     from pincer.runtimes.native.skill_roots import SkillRootGuard
-    from pincer.skills.roots import default_roots
+    from pincer.skills.roots import default_roots, user_home_dir
 
-    raw = os.environ.get("HOME")
     roots = default_roots(
-        workspace=config.workspace, home_dir=Path(raw) if raw else None, pincer_home=config.home,
+        workspace=config.workspace, home_dir=user_home_dir(environ), pincer_home=config.home,
         extra_dirs=config.skills.extra_dirs,
     )  # fmt: skip
     return SkillRootGuard.from_roots(roots, config.home)

@@ -179,3 +179,29 @@ async def test_an_untrusted_skill_does_not_fire_on_its_own_schedule_or_webhook_t
             assert "skill:evil-helper" not in [j.name for j in jobs]
             targets = hook_targets(HookSettings(name="gh", auth="github", secret="s"), "github.pr.opened", library)
             assert "evil-helper" not in targets and "code-review" in targets
+
+
+async def test_the_guard_watches_the_skill_roots_of_the_pincers_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failed before: the guard (and the library) read the process's ``HOME``, not the Pincer's
+    environ, so with a Pincer given another HOME a granted ``write_file`` into that HOME's
+    ``.claude/skills`` (a skill root of that user) ran without asking."""
+    from pincer.core.values import CallRequest
+
+    monkeypatch.setenv("HOME", str(tmp_path / "process-home"))
+    home = tmp_path / "home"
+    user_home = home / "workspace" / "user-home"  # inside the workspace, so write_file reaches it
+    config = "[skills]\nenabled = true\n" + _config()
+    async with open_pincer(home, config, environ={"HOME": str(user_home)}) as pincer:
+        asked = []
+
+        async def person(approval) -> None:
+            asked.append(approval)
+            pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
+
+        args = {"path": "user-home/.claude/skills/evil-helper/SKILL.md", "content": HELPER, "make_dirs": True}
+        result = await pincer.call(CallRequest(tool="write_file", args=args), on_approval=person)
+        assert not result.ok and len(asked) == 1, (result, asked)
+        assert "skill root" in asked[0].reason and str(user_home / ".claude" / "skills") in asked[0].reason, asked[0].reason
+        assert not (user_home / ".claude" / "skills" / "evil-helper").exists()
+        pincer.skills.reload()
+        assert "evil-helper" not in {s.name for s in pincer.skills.report.skills}

@@ -20,8 +20,7 @@ from pydantic import Field
 
 from pincer.core.effects import EffectKind
 from pincer.core.values import HostContext, RuntimeAsk
-from pincer.runtimes.native.decorator import tool
-from pincer.runtimes.native.runtime import NativeRuntime
+from pincer.runtimes.native import NativeRuntime, tool
 
 if TYPE_CHECKING:
     from pincer.builder.service import BuilderHost

@@ -38,8 +38,7 @@ from pincer.core.errors import BuildFailed, BuildRefused, PincerError, ToolNameT
 from pincer.core.schema import schema_problem
 from pincer.llm.answers import bound_output
 from pincer.llm.messages import CompletionOptions, Message, TextDelta, TokenUsage, ToolCall, ToolCallReady, UsageReport
-from pincer.runtimes.wasm.limits import WasmLimits
-from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RUNNER_PROTOCOL, source_sha256
+from pincer.runtimes.wasm import BUILT_SUFFIX, RUNNER_PROTOCOL, WasmLimits, source_sha256
 
 __all__ = ["BuildRequest", "BuildReport", "Builder", "PlannedBuild", "StageTime", "DEFAULT_MAX_ITERATIONS", "capabilities_for"]
 
@@ -443,7 +442,7 @@ class Builder:
     def _standalone(self, name: str, source: str) -> bytes:
         import tempfile
 
-        from pincer.runtimes.wasm.build import build_component
+        from pincer.runtimes.wasm import build_component
 
         with tempfile.TemporaryDirectory(prefix="pincer-build-") as tmp:
             module = Path(tmp) / "tool.py"

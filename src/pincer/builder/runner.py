@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from pincer.runtimes.wasm.build import build_key, cached_build
+from pincer.runtimes.wasm import build_key, cached_build
 
 __all__ = ["runner_guest", "ensure_runner", "runner_key", "default_cache_dir", "is_runner_built", "prepare_runner", "RUNNER_CACHE_ENV"]
 
@@ -130,26 +130,24 @@ def _verified_build_locked(cache_dir: Path) -> Path:
 
 def ensure_runner(cache_dir: Path, home: Path) -> Path:
     """The runner component (built now when missing), with its compiled form in ``home``'s cache."""
-    from pincer.runtimes.wasm import install as disk
-    from pincer.runtimes.wasm.cache import CompileCache
-    from pincer.runtimes.wasm.engine import new_engine
+    from pincer.runtimes.wasm import cache_dir as home_cache_dir
+    from pincer.runtimes.wasm import compile_into, compiled_entry
 
     cache_dir = _checked_cache_dir(Path(cache_dir))
     wasm = _verified_build(cache_dir)
     compiled = cache_dir / "compiled"
-    home_cache = disk.cache_dir(home)
-    probe = CompileCache(compiled, None)
+    home_cache = home_cache_dir(home)
     digest = hashlib.sha256(wasm.read_bytes()).hexdigest()
-    entry = probe.entry_path(digest)
+    entry = compiled_entry(compiled, digest)
     if Path(home_cache).resolve() == compiled.resolve():
         if not entry.is_file():
-            CompileCache(compiled, new_engine()).load(wasm.read_bytes(), source="the pincer runner")
+            compile_into(compiled, wasm.read_bytes(), source="the pincer runner")
         return wasm
     target = Path(home_cache) / entry.name
     if target.is_file():
         return wasm
     if not entry.is_file():
-        CompileCache(compiled, new_engine()).load(wasm.read_bytes(), source="the pincer runner")
+        compile_into(compiled, wasm.read_bytes(), source="the pincer runner")
     Path(home_cache).mkdir(parents=True, exist_ok=True)
     for suffix in (".json", ".cwasm"):  # the artifact last: its presence is what a lookup sees
         _link_or_copy(entry.with_suffix(suffix), target.with_suffix(suffix))

@@ -18,20 +18,22 @@ from __future__ import annotations
 
 import json
 import secrets as _random
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from pincer.builder.code import Submission
 from pincer.builder.fixtures import FixtureServer
-from pincer.core.errors import PincerError
 from pincer.core.values import HostContext
-from pincer.runtimes.wasm.limits import WasmLimits
-from pincer.runtimes.wasm.runner_tool import RunnerSource, runner_context, source_sha256
+from pincer.runtimes.wasm import RunnerSandbox, RunnerSource, WasmLimits, source_sha256
+
+if TYPE_CHECKING:
+    from pincer.core.capabilities import Capabilities
+    from pincer.runtimes.wasm import RawResponse
+    from pincer.safety.scanner import LeakScanner
 
 __all__ = ["CaseResult", "TestBench", "contains", "GENERATED_CASES"]
 
@@ -108,24 +110,16 @@ class TestBench:
     limits: WasmLimits
     known_secrets: Sequence[str] = ()
     workspace: Path | None = None
-    _host: Any = field(default=None)
-    _component: Any = field(default=None)
+    _sandbox: RunnerSandbox = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._sandbox = RunnerSandbox(self.home, self.runner_wasm, self.limits)  # loads on first use
 
     def _ensure(self) -> None:
-        if self._component is not None:
-            return
-        from pincer.runtimes.wasm.component import ToolComponent
-        from pincer.runtimes.wasm.runtime import WasmHost
-
-        self._host = WasmHost(self.home, self.limits)
-        component, digest = self._host.cache.load(self.runner_wasm.read_bytes(), source="the pincer runner")
-        self._component = ToolComponent(name="pincer-runner", component=component, digest=digest,
-                                        engine=self._host.engine, linker=self._host.linker)  # fmt: skip
-        self._host.ticker.start()  # the epoch deadline needs it; a daemon thread, stopped by close()
+        self._sandbox.open()
 
     def close(self) -> None:
-        if self._host is not None:
-            self._host.ticker.stop()
+        self._sandbox.close()
 
     async def describe(self, source: str) -> tuple[str, dict[str, Any]]:
         """The source's ``description()`` and ``schema()``, from running it in the runner.
@@ -134,42 +128,25 @@ class TestBench:
         tool = RunnerSource(source=source, sha256=source_sha256(source), description="")
         raw, logs = await self._execute("describe", tool, {}, None, None, op="describe")
         if raw is None or raw.error is not None:
-            detail = raw.error if raw is not None else "trapped"
+            detail = raw.error if raw is not None and raw.error is not None else "trapped"
             raise ValueError(detail + ("\n" + "\n".join(logs[-3:]) if logs else ""))
         data = json.loads(raw.output or "null")
         if not isinstance(data, dict) or not isinstance(data.get("schema"), dict):
             raise ValueError("schema() did not return a JSON Schema object (pass schema={...} to @tool)")
         return str(data.get("description") or ""), data["schema"]
 
-    async def _execute(self, name: str, tool: RunnerSource, args: Mapping[str, Any], caps: Any, fixtures: FixtureServer | None,
-                       *, op: str = "execute", secrets: _TestSecrets | None = None) -> tuple[Any, tuple[str, ...]]:  # fmt: skip
-        from pincer.runtimes.wasm.host import Execution
-        from pincer.runtimes.wasm.http import HttpGateway
-        from pincer.runtimes.wasm.runtime import Redactor
+    async def _execute(self, name: str, tool: RunnerSource, args: Mapping[str, Any], caps: Capabilities | None,
+                       fixtures: FixtureServer | None, *, op: str = "execute",
+                       secrets: _TestSecrets | None = None) -> tuple[RawResponse | None, tuple[str, ...]]:  # fmt: skip
         from pincer.safety.scanner import LeakScanner
 
-        limits = self.limits
-        host = HostContext(session="builder", tool=name, workspace=self.workspace, timeout_s=limits.timeout_s,
+        host = HostContext(session="builder", tool=name, workspace=self.workspace, timeout_s=self.limits.timeout_s,
                            capabilities=caps, secrets=secrets)  # fmt: skip
         base = LeakScanner(tuple(self.known_secrets) + (tuple(secrets.values.values()) if secrets else ()))
-        redactor = Redactor(lambda: base, host)
-        gateway = HttpGateway(limits, redirect=fixtures.redirect) if fixtures is not None else None
-        execution = Execution(
-            tool=name, limits=limits, capabilities=caps, host=host, deadline=time.monotonic() + limits.timeout_s,
-            timeout_s=limits.timeout_s, http=gateway.handle if gateway is not None and caps is not None and caps.http else None,
-            redact=redactor.redact_text, secret_lookup=(lambda n: bool(secrets and secrets.is_allowed(n))), scanner=redactor,
+        return await self._sandbox.run(
+            tool, args, host=host, scanner=base, op=op, redirect=fixtures.redirect if fixtures is not None else None,
+            secret_allowed=lambda n: bool(secrets and secrets.is_allowed(n)),
         )  # fmt: skip
-        try:
-            with self._host.ticker.active():
-                raw = await anyio.to_thread.run_sync(
-                    self._component.execute, execution, json.dumps(dict(args)), runner_context(tool, op=op)
-                )
-        except PincerError as exc:
-            return None, (*execution.log_lines(), f"trap: {exc.message}")
-        finally:
-            if gateway is not None:
-                await gateway.aclose()
-        return raw, execution.log_lines()
 
     async def run(self, name: str, submission: Submission, capabilities: bytes, *, input_schema: Mapping[str, Any],
                   secret_names: Sequence[str], generated: int = GENERATED_CASES,
@@ -199,7 +176,8 @@ class TestBench:
         return results, {"requests": seen}
 
 
-def _judge(label: str, args: Mapping[str, Any], expect: Any, strict: bool, raw: Any, logs: tuple[str, ...], scanner: Any) -> CaseResult:
+def _judge(label: str, args: Mapping[str, Any], expect: Any, strict: bool, raw: RawResponse | None, logs: tuple[str, ...],
+           scanner: LeakScanner) -> CaseResult:  # fmt: skip
     def result(ok: bool, problem: str = "", output: Any = None, error: str | None = None) -> CaseResult:
         return CaseResult(label=label, ok=ok, args=args, expect=expect, output=output, error=error, problem=problem,
                           logs=tuple(scanner.scan_text(line)[0] for line in logs))  # fmt: skip

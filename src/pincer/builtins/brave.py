@@ -107,6 +107,26 @@ def _setup(name: str, base_url: str | None) -> tuple[BaseUrl, Capabilities]:
     return base, caps
 
 
+def _brave_tool(name: str, description: str, action: Action, *, base_url: str | None, pool: ConnectionPool | None) -> NativeTool:
+    """One Brave API as a tool of one action: its manifest (rebased onto ``base_url``), and an API
+    client that sends JSON requests with the key pincer injects."""
+    base, caps = _setup(name, base_url)
+    return make_tool(
+        name=name,
+        description=description,
+        actions=ActionSet(tool=name, actions=(action,), fields=_FIELDS),
+        capabilities=caps,
+        api=lambda host: ApiClient(
+            tool=name,
+            base=base,
+            host=host,
+            headers={"Accept": "application/json"},
+            auth_command=f"pincer auth setup {name}",
+            pool=pool,
+        ),
+    )
+
+
 def _query(args: Mapping[str, Any]) -> str:
     query = str(args.get("query", "")).strip()
     if not query:
@@ -118,7 +138,6 @@ def web_search_tool(
     *, base_url: str | None = None, provider: SearchProvider | None = None, pool: ConnectionPool | None = None
 ) -> NativeTool:
     backend = provider or BraveSearch()
-    base, caps = _setup("web_search", base_url)
 
     async def search(api: ApiClient, args: Mapping[str, Any]) -> Any:
         options = {k: args.get(k) for k in ("offset", "country", "search_lang", "freshness")}
@@ -137,26 +156,17 @@ def web_search_tool(
         effects=READ_EFFECTS,
         description="search the web: titles, URLs, descriptions, ages",
     )
-    return make_tool(
-        name="web_search",
-        description="Search the web (Brave Search). Returns titles, URLs, descriptions and ages of matching pages; "
+    return _brave_tool(
+        "web_search",
+        "Search the web (Brave Search). Returns titles, URLs, descriptions and ages of matching pages; "
         "filter by country, language and freshness. The API key is added by pincer.",
-        actions=ActionSet(tool="web_search", actions=(action,), fields=_FIELDS),
-        capabilities=caps,
-        api=lambda host: ApiClient(
-            tool="web_search",
-            base=base,
-            host=host,
-            headers={"Accept": "application/json"},
-            auth_command="pincer auth setup web_search",
-            pool=pool,
-        ),
+        action,
+        base_url=base_url,
+        pool=pool,
     )
 
 
 def llm_context_tool(*, base_url: str | None = None, pool: ConnectionPool | None = None) -> NativeTool:
-    base, caps = _setup("llm_context", base_url)
-
     async def context(api: ApiClient, args: Mapping[str, Any]) -> Any:
         body = {"q": _query(args), "count": int(args.get("count") or 5)}
         for key, name in (
@@ -184,18 +194,11 @@ def llm_context_tool(*, base_url: str | None = None, pool: ConnectionPool | None
         effects=READ_EFFECTS,
         description="page content relevant to the query, pre-extracted for grounding",
     )
-    return make_tool(
-        name="llm_context",
-        description="Fetch pre-extracted web content (text chunks, tables, code) relevant to a query from Brave "
+    return _brave_tool(
+        "llm_context",
+        "Fetch pre-extracted web content (text chunks, tables, code) relevant to a query from Brave "
         "Search, for grounding answers. Shares web_search's brave_api_key; the key is added by pincer.",
-        actions=ActionSet(tool="llm_context", actions=(action,), fields=_FIELDS),
-        capabilities=caps,
-        api=lambda host: ApiClient(
-            tool="llm_context",
-            base=base,
-            host=host,
-            headers={"Accept": "application/json"},
-            auth_command="pincer auth setup llm_context",
-            pool=pool,
-        ),
+        action,
+        base_url=base_url,
+        pool=pool,
     )

@@ -107,7 +107,7 @@ def list_jobs(as_json: bool = JsonOption) -> None:
         if row["last_error"]:
             status += f": {row['last_error']}"
         if row.get("broken"):
-            runs, status = "-", row["state"]
+            runs = "-"  # the state column says what is broken and the fix; the status stays the last run's
         # a paused job keeps its next run in the store; it does not run then, so none is shown
         next_run = "(paused)" if row["state"] == "paused" else (row["next_run"] or "-")
         cells = (row["name"], row["state"], row["schedule_text"], runs, next_run, row["last_run"] or "-", status, row["source"])

@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -26,7 +26,10 @@ __all__ = [
     "ToolOutput",
     "Decision",
     "HostContext",
+    "DEFAULT_TOOL_TIMEOUT_S",
+    "DEFAULT_MAX_OUTPUT_BYTES",
     "ClientChannel",
+    "HostSecrets",
     "RuntimeAsk",
     "Taint",
     "definition_hash",
@@ -36,6 +39,11 @@ __all__ = [
 ]
 
 JSON = Any  # a value that json.dumps accepts
+
+# A call's limits when nothing names them: HostContext's defaults, and the config model's for
+# [tools] timeout_s and [output] max_bytes (pincer.config reads them from here, below it).
+DEFAULT_TOOL_TIMEOUT_S = 30.0
+DEFAULT_MAX_OUTPUT_BYTES = 100_000
 
 
 
@@ -306,6 +314,20 @@ class Decision:
         return self.mode is Mode.ALLOW
 
 
+class HostSecrets(Protocol):
+    """The secrets one call may use, as a runtime sees them (``pincer.secrets.SecretAccess``; the
+    builder's test bench passes throwaway values): ``find`` gives an allowed secret's value or
+    None, and every value a runtime sends is ``record``-ed so the leak scan of the call's output
+    knows it (``injected``)."""
+
+    def find(self, name: str) -> str | None: ...
+
+    def record(self, value: str) -> None: ...
+
+    @property
+    def injected(self) -> Sequence[str]: ...
+
+
 # The dispatcher passes a way back into the call chain (WASM tool-invoke, composite tools).
 InvokeCallback = Callable[[CallRequest], Awaitable["ToolResult"]]
 
@@ -319,10 +341,10 @@ class HostContext:
     network_hosts: tuple[str, ...] | None = None  # None: the tool's declared allowlist applies
     allow_private_network: bool = False
     workspace: Path | None = None
-    timeout_s: float = 30.0
-    max_output_bytes: int = 100_000
+    timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     capabilities: Capabilities | None = None
-    secrets: Any = None  # pincer.secrets.SecretAccess: resolves allowed names, records injected values
+    secrets: HostSecrets | None = None  # resolves the names this call may use, records injected values
     invoke: InvokeCallback | None = None
     client: ClientChannel | None = None
     depth: int = 0

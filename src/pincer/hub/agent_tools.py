@@ -25,8 +25,7 @@ from pydantic import Field
 from pincer.core.effects import EffectKind
 from pincer.core.errors import ArtifactRefused, ScanBlocked, SignatureRefused, UsageError
 from pincer.core.values import HostContext, RuntimeAsk
-from pincer.runtimes.native.decorator import NativeTool, tool
-from pincer.runtimes.native.runtime import NativeRuntime
+from pincer.runtimes.native import NativeRuntime, NativeTool, tool
 
 if TYPE_CHECKING:
     from pincer.config import Config

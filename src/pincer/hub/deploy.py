@@ -5,7 +5,8 @@ IronClaw tarball's ``github-tool.wasm`` becomes ``github.wasm``), checks them th
 runtime would (a WASM component is compiled and described, a SKILL.md parsed, a script manifest
 loaded, an MCP server entry read, an OpenAPI document's operations extracted) and says what the
 artifact asks for. ``activate`` is the one rename that makes a stored version the one the
-runtime reads; it returns how to undo itself, for a transaction that fails later.
+runtime reads; it records how to undo each change in the step's journal first
+(:mod:`pincer.hub.journal`), for a step that fails later or a process that dies.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from typing import Any
 
 from pincer.core.errors import ArtifactRefused, ManifestError, PincerError, UsageError
 from pincer.hub.artifact import ArtifactKey, ArtifactKind
+from pincer.hub.journal import Journal
 from pincer.hub.layout import FILES_DIR, SCRIPT_SUFFIXES, active_path, artifacts_dir, entry_digest, read_entry
 from pincer.hub.scanner import Finding, scan_command
 from pincer.hub.sources import describe_capabilities
 
-__all__ = ["Prepared", "prepare", "activate", "deactivate", "drop_trash", "drop_compile_cache", "check_activation", "is_ours", "Undo"]
+__all__ = ["Prepared", "prepare", "activate", "deactivate", "drop_compile_cache", "check_activation", "is_ours"]
 
-Undo = Callable[[], None]
 Step = Callable[[str], None]
 
 
@@ -99,25 +100,16 @@ def normalise_tool(key: ArtifactKey, files_dir: Path) -> list[str]:
 
 
 def _prepare_tool(key: ArtifactKey, files_dir: Path, *, home: Path, step: Step) -> Prepared:
-    from pincer.runtimes.wasm import install as disk
-    from pincer.runtimes.wasm.cache import wasm_digest
+    from pincer.runtimes.wasm import SourceFiles, compile_tool, parse_capabilities, validate_name
 
-    disk.validate_name(key.name, origin=str(key))
+    validate_name(key.name, origin=str(key))
     notes = normalise_tool(key, files_dir)
     wasm = (files_dir / f"{key.name}.wasm").read_bytes()
     caps_path = files_dir / f"{key.name}.capabilities.json"
     caps = caps_path.read_bytes() if caps_path.is_file() else None
-    source = disk.SourceFiles(name=key.name, wasm=wasm, capabilities=caps, origin=str(key))
-    disk.parse_capabilities(source)  # ManifestError before anything is compiled
-    from pincer.runtimes.wasm.runtime import WasmHost
-
-    host = WasmHost(home)
-    digest = wasm_digest(wasm)
-    was_there = host.cache.entry_path(digest).exists()
-    step("compiling")
-    from pincer.runtimes.wasm.runner_tool import read_runner_source
-
-    host.load(source, progress=None, runner=read_runner_source(files_dir / f"{key.name}.wasm", key.name))
+    source = SourceFiles(name=key.name, wasm=wasm, capabilities=caps, origin=str(key))
+    parse_capabilities(source)  # ManifestError before anything is compiled
+    digest, was_there = compile_tool(home, source, wasm_path=files_dir / f"{key.name}.wasm", step=step)
     requested: dict[str, Any] = {}
     if caps is not None:
         try:
@@ -169,7 +161,7 @@ def _prepare_skill(key: ArtifactKey, files_dir: Path) -> Prepared:
 
 
 def _prepare_script(key: ArtifactKey, files_dir: Path) -> Prepared:
-    from pincer.runtimes.script.manifest import load_manifest
+    from pincer.runtimes.script import load_manifest
 
     files = _only_files(files_dir)
     manifests = [p for p in files if p.suffix in SCRIPT_SUFFIXES and p.parent == files_dir]
@@ -187,7 +179,7 @@ def _prepare_script(key: ArtifactKey, files_dir: Path) -> Prepared:
 
 def _prepare_mcp(key: ArtifactKey, files_dir: Path) -> Prepared:
     from pincer.hub.mcp_registry import entry_from_document, is_server_document
-    from pincer.runtimes.mcp.importers import import_data
+    from pincer.runtimes.mcp import import_data
 
     files = [p for p in _only_files(files_dir) if p.suffix == ".json"]
     if len(files) != 1:
@@ -221,9 +213,14 @@ def _prepare_mcp(key: ArtifactKey, files_dir: Path) -> Prepared:
 
 
 def _prepare_openapi(key: ArtifactKey, files_dir: Path) -> Prepared:
-    from pincer.runtimes.openapi import ServiceConfig, extract_operations, load_document, server_urls
-    from pincer.runtimes.openapi.config import parse_auth
-    from pincer.runtimes.openapi.document import Resolver
+    from pincer.runtimes.openapi import (
+        Resolver,
+        ServiceConfig,
+        extract_operations,
+        load_document,
+        parse_auth,
+        server_urls,
+    )
 
     settings: dict[str, Any] = {}
     service_file = files_dir / "service.json"
@@ -274,110 +271,65 @@ def is_ours(home: Path, path: Path) -> bool:
     return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(artifacts_dir(home)))
 
 
-def _swap_link(link: Path, target: Path, *, force: bool, home: Path, key: ArtifactKey, trash: list[Path]) -> Undo:
-    """Point ``link`` at ``target`` with one rename; what was there is restored by the undo."""
-    made = []
-    parent = link.parent
-    while not parent.exists():
-        made.append(parent)
-        parent = parent.parent
+def _swap_link(link: Path, target: Path, *, force: bool, home: Path, key: ArtifactKey, journal: Journal) -> None:
+    """Point ``link`` at ``target`` with one rename; the journal can put back what was there."""
+    journal.removes_new_dirs(link.parent)
     link.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     previous: str | None = os.readlink(link) if os.path.islink(link) else None
-    trashed: Path | None = None
     if os.path.lexists(link) and previous is None:
         if not force:
             raise UsageError(
                 f"{link} exists and was not installed from the hub",
                 hint=f"remove it first (`pincer tools remove {key.name}`), or pass --force to replace it",
             )
-        trashed = link.with_name(f".{link.name}.replaced-{uuid.uuid4().hex[:8]}")
-        os.rename(link, trashed)
+        # Kept until the step is done: a rollback puts it back, the commit deletes it.
+        _put_aside(link, journal)
     elif previous is not None and not is_ours(home, link) and not force:
         raise UsageError(f"{link} is a link pincer did not make", hint="pass --force to replace it")
     temp = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.link")
+    journal.removes(temp)
     os.symlink(os.path.relpath(target, link.parent), temp)
-    try:
-        os.replace(temp, link)
-    except BaseException:
-        os.unlink(temp)
-        if trashed is not None:
-            os.rename(trashed, link)
-        raise
-
-    def undo() -> None:
-        if previous is not None:
-            back = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.link")
-            os.symlink(previous, back)
-            os.replace(back, link)
-        elif trashed is not None:
-            if os.path.lexists(link):
-                os.unlink(link)
-            os.rename(trashed, link)
-        elif os.path.lexists(link):
-            os.unlink(link)
-        for folder in made:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    if trashed is not None:
-        # Kept until the transaction is done: the undo puts it back, the commit deletes it.
-        trash.append(trashed)
-    return undo
+    if previous is not None:
+        journal.restores_link(link, previous)
+    elif not os.path.lexists(link):
+        journal.removes(link)
+    os.replace(temp, link)
 
 
-def drop_trash(trash: list[Path]) -> None:
-    while trash:
-        path = trash.pop()
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+def _put_aside(path: Path, journal: Journal) -> None:
+    aside = path.with_name(f".{path.name}.replaced-{uuid.uuid4().hex[:8]}")
+    journal.moves_back(aside, path)
+    os.rename(path, aside)
 
 
-def activate(
-    home: Path, key: ArtifactKey, version_dir: Path, prepared: Prepared, *, force: bool, ours: bool, trash: list[Path]
-) -> Undo:
+def activate(home: Path, key: ArtifactKey, version_dir: Path, prepared: Prepared, *, force: bool, ours: bool, journal: Journal) -> None:
     """Make ``version_dir`` the active version of ``key``. ``ours``: the lock lists ``key`` (what
-    is there may be replaced without --force). Files it displaces go to ``trash`` (restored by
-    the undo, deleted when the transaction commits)."""
+    is there may be replaced without --force). Every change is recorded in ``journal`` first;
+    files it displaces are put aside (restored by a rollback, deleted when the step commits)."""
     files = version_dir / FILES_DIR
     if key.kind is ArtifactKind.TOOL:
         link = active_path(home, key)
         assert link is not None
-        undo = _swap_link(link, files / f"{key.name}.wasm", force=force or ours, home=home, key=key, trash=trash)
+        _swap_link(link, files / f"{key.name}.wasm", force=force or ours, home=home, key=key, journal=journal)
         stale = link.with_name(f"{key.name}.capabilities.json")  # a manual install's, now shadowed
         if stale.is_file():
-            trashed = stale.with_name(f".{stale.name}.replaced-{uuid.uuid4().hex[:8]}")
-            os.rename(stale, trashed)
-            trash.append(trashed)
-
-            def undo_all() -> None:
-                undo()
-                os.rename(trashed, stale)
-                if trashed in trash:
-                    trash.remove(trashed)
-
-            return undo_all
-        return undo
-    if key.kind is ArtifactKind.SKILL:
+            _put_aside(stale, journal)
+    elif key.kind is ArtifactKind.SKILL:
         link = active_path(home, key)
         assert link is not None
-        return _swap_link(link, files, force=force or ours, home=home, key=key, trash=trash)
-    if key.kind is ArtifactKind.SCRIPT:
+        _swap_link(link, files, force=force or ours, home=home, key=key, journal=journal)
+    elif key.kind is ArtifactKind.SCRIPT:
         manifest = next(p for p in files.iterdir() if p.suffix in SCRIPT_SUFFIXES)
         link = home / "tools" / "script" / manifest.name
         others = [home / "tools" / "script" / f"{key.name}{s}" for s in SCRIPT_SUFFIXES if s != manifest.suffix]
         if any(os.path.lexists(o) for o in others) and not (force or ours):
             raise UsageError(f"a script tool named {key.name!r} is installed already", hint=f"`pincer tools remove {key.name}` first, or --force")
-        undo = _swap_link(link, manifest, force=force or ours, home=home, key=key, trash=trash)
+        _swap_link(link, manifest, force=force or ours, home=home, key=key, journal=journal)
         for other in others:
             if os.path.lexists(other):
-                trashed = other.with_name(f".{other.name}.replaced-{uuid.uuid4().hex[:8]}")
-                os.rename(other, trashed)
-                trash.append(trashed)
-        return undo
-    if key.kind in (ArtifactKind.MCP_SERVER, ArtifactKind.OPENAPI):
-        return _write_entry(home, key, prepared, force=force or ours)
-    return lambda: None
+                _put_aside(other, journal)
+    elif key.kind in (ArtifactKind.MCP_SERVER, ArtifactKind.OPENAPI):
+        _write_entry(home, key, prepared, force=force or ours, journal=journal)
 
 
 def check_activation(home: Path, key: ArtifactKey, *, force: bool, ours: bool) -> None:
@@ -401,90 +353,69 @@ def check_activation(home: Path, key: ArtifactKey, *, force: bool, ours: bool) -
         )
 
 
-def _snapshot(path: Path) -> Undo:
-    """Restore ``path`` (and its ``.lock`` sidecar and folder) exactly as they are now."""
-    from pincer.store.jsonfile import write_bytes_atomic
-
-    before = path.read_bytes() if path.exists() else None
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+def _snapshot(path: Path, journal: Journal) -> None:
+    """Record how to restore ``path`` (and its ``.lock`` sidecar and folder) as they are now."""
+    journal.removes_new_dirs(path.parent)
     lock = path.with_name(path.name + ".lock")
-    had_lock = lock.exists()
-    had_dir = path.parent.exists()
-
-    def undo() -> None:
-        if before is not None:
-            write_bytes_atomic(path, before, mode=mode)
-        else:
-            path.unlink(missing_ok=True)
-        if not had_lock:
-            lock.unlink(missing_ok=True)
-        if not had_dir:
-            shutil.rmtree(path.parent, ignore_errors=True)
-
-    return undo
+    if not lock.exists():
+        journal.removes(lock)
+    journal.restores_file(path)
 
 
-def _write_entry(home: Path, key: ArtifactKey, prepared: Prepared, *, force: bool) -> Undo:
+def _write_entry(home: Path, key: ArtifactKey, prepared: Prepared, *, force: bool, journal: Journal) -> None:
     assert prepared.entry is not None
     if not force:
         check_activation(home, key, force=False, ours=False)
     if key.kind is ArtifactKind.MCP_SERVER:
-        from pincer.runtimes.mcp.config import ServerStore, parse_servers
+        from pincer.runtimes.mcp import ServerStore, parse_servers
 
         store = ServerStore(home)
-        undo = _snapshot(store.path)
         config = parse_servers({"schema_version": 1, "servers": [prepared.entry]}, source=str(key))[0]
+        _snapshot(store.path, journal)
         store.add(config, replace_existing=True)
-        return undo
-    from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore
+        return
+    from pincer.runtimes.openapi import ServiceConfig, ServiceStore
 
     services = ServiceStore(home)
-    undo = _snapshot(services.path)
-    services.add(ServiceConfig.from_json(prepared.entry), replace_existing=True)
-    return undo
+    service = ServiceConfig.from_json(prepared.entry)
+    _snapshot(services.path, journal)
+    services.add(service, replace_existing=True)
 
 
-def deactivate(home: Path, key: ArtifactKey) -> Undo:
-    """Take ``key`` out of the runtime's sight (one unlink / one entry removed)."""
+def deactivate(home: Path, key: ArtifactKey, journal: Journal) -> None:
+    """Take ``key`` out of the runtime's sight (one unlink / one entry removed), recorded first."""
     if key.kind in (ArtifactKind.TOOL, ArtifactKind.SKILL, ArtifactKind.SCRIPT):
         link = active_path(home, key)
         if link is None or not os.path.lexists(link):
-            return lambda: None
+            return
         if not os.path.islink(link):
             raise UsageError(f"{link} is not a link pincer made; it is left in place", hint="remove it by hand if it must go")
-        target = os.readlink(link)
+        journal.restores_link(link, os.readlink(link))
         os.unlink(link)
-
-        def relink() -> None:
-            os.symlink(target, link)
-
-        return relink
+        return
     if key.kind in (ArtifactKind.MCP_SERVER, ArtifactKind.OPENAPI):
         if read_entry(home, key.kind, key.name) is None:
-            return lambda: None
+            return
         if key.kind is ArtifactKind.MCP_SERVER:
-            from pincer.runtimes.mcp.config import ServerStore
+            from pincer.runtimes.mcp import ServerStore
 
             store = ServerStore(home)
-            undo = _snapshot(store.path)
+            _snapshot(store.path, journal)
             store.remove(key.name)
-            return undo
-        from pincer.runtimes.openapi.config import ServiceStore
+            return
+        from pincer.runtimes.openapi import ServiceStore
 
         services = ServiceStore(home)
-        undo = _snapshot(services.path)
+        _snapshot(services.path, journal)
         services.remove(key.name)
-        return undo
-    return lambda: None
 
 
 def drop_compile_cache(home: Path, prepared: Prepared) -> None:
     if prepared.cache_digest is None or prepared.cache_was_there:
         return
     try:
-        from pincer.runtimes.wasm.cache import CompileCache
-        from pincer.runtimes.wasm.install import cache_dir
+        from pincer.runtimes.wasm import drop_compiled
 
-        CompileCache(cache_dir(home), None).drop(prepared.cache_digest)
+        drop_compiled(home, prepared.cache_digest)
     except PincerError:
         pass

@@ -1,7 +1,7 @@
 """The lifecycle: install, update, outdated, remove, rollback, pin, unpin, installed, verify.
 
 An install of one artifact (or of a bundle's members, or of a whole workspace lock) is one
-:class:`Transaction`:
+step with one :class:`~pincer.hub.journal.Journal`:
 
 1. **stage**: fetch into a staging folder under ``$PINCER_HOME`` (``.hub-staging-*``): the
    archive within ``[hub] max_archive_bytes``, its sha256 checked *before* anything is unpacked
@@ -15,7 +15,9 @@ An install of one artifact (or of a bundle's members, or of a whole workspace lo
    action audited.
 
 Any failure before the end undoes what the commit did, in reverse, and removes the staging
-folder: the disk is as it was, byte for byte. A running ``pincer serve`` picks the change up
+folder: the disk is as it was, byte for byte. Each change is journaled before it is made, so a
+process killed mid-step leaves a journal the next lifecycle step replays first (back, or forward
+when the step had committed): the disk is as before or as after, never between. A running ``pincer serve`` picks the change up
 (its state watcher); a WASM call in flight finishes on the component it started with.
 """
 
@@ -26,7 +28,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -51,6 +52,7 @@ from pincer.hub.artifact import ArtifactKey, ArtifactKind, fingerprint, is_versi
 from pincer.hub.catalog import Catalog
 from pincer.hub.download import DOWNLOAD_TIMEOUT_S
 from pincer.hub.integrity import Mismatch, check_entry, version_dir_of
+from pincer.hub.journal import Journal, recover
 from pincer.hub.layout import FILES_DIR, META_FILE, hash_folder, read_meta, version_dirs, versions_dir
 from pincer.hub.lockfile import LOCK_FILENAME, LockEntry, Lockfile
 from pincer.hub.scanner import ScanReport, scan_path
@@ -127,27 +129,6 @@ class _Staged:
     unchanged: bool = False
 
 
-class Transaction:
-    """Undo steps of one commit, run in reverse when a later step fails."""
-
-    def __init__(self) -> None:
-        self.undo: list[Callable[[], None]] = []
-        self.trash: list[Path] = []
-
-    def rollback(self) -> None:
-        for step in reversed(self.undo):
-            try:
-                step()
-            except Exception:  # one failed undo must not stop the others
-                logger.exception("undoing an install step failed")
-        self.undo.clear()
-        self.trash.clear()
-
-    def done(self) -> None:
-        deploy.drop_trash(self.trash)
-        self.undo.clear()
-
-
 class Hub:
     """The lifecycle over one ``$PINCER_HOME``. ``audit`` records what changed (the CLI passes
     the audit log's; tests may pass None)."""
@@ -190,10 +171,19 @@ class Hub:
         fd = os.open(self.home, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            self.recover()
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+    def recover(self) -> str | None:
+        """Replay the journal of a step whose process died ("rolled back" / "rolled forward"),
+        or None. Every lifecycle step calls it first, holding the home's lock."""
+        def prune(kind: str, name: str) -> None:
+            _prune(self.home, ArtifactKey(kind=ArtifactKind(kind), name=name))
+
+        return recover(self.home, prune=prune)
 
     def _record(self, action: str, key: str, version: str, reason: str) -> None:
         if self.audit is not None:
@@ -327,7 +317,7 @@ class Hub:
 
     # -- commit ----------------------------------------------------------------------------
 
-    def _commit(self, staged: list[_Staged], options: InstallOptions, lock: Lockfile, tx: Transaction) -> tuple[Lockfile, list[tuple[_Staged, Path, str | None]]]:
+    def _commit(self, staged: list[_Staged], options: InstallOptions, lock: Lockfile, tx: Journal) -> tuple[Lockfile, list[tuple[_Staged, Path, str | None]]]:
         done: list[tuple[_Staged, Path, str | None]] = []
         # Everything that could refuse is asked before the first rename.
         for item in staged:
@@ -346,14 +336,15 @@ class Hub:
             meta = self._meta(item, previous_entry)
             (item.staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             target_parent = versions_dir(self.home, key)
-            tx.undo.append(_remove_dirs(_make_dirs(target_parent)))
+            tx.removes_new_dirs(target_parent)
+            target_parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             target = target_parent / f"{item.resolved.version}@{item.fingerprint[7:19]}-{uuid.uuid4().hex[:6]}"
+            tx.removes(target)
             os.rename(item.staging, target)
-            tx.undo.append(lambda target=target: shutil.rmtree(target, ignore_errors=True))  # type: ignore[misc]
             previous_dir = _active_dir(self.home, key)
-            tx.undo.append(deploy.activate(self.home, key, target, item.prepared, force=options.force,
-                                           ours=previous_entry is not None, trash=tx.trash))  # fmt: skip
-            tx.undo.append(_write_state(self.home, key, active=target.name, previous=previous_dir))
+            deploy.activate(self.home, key, target, item.prepared, force=options.force, ours=previous_entry is not None,
+                            journal=tx)  # fmt: skip
+            _write_state(self.home, key, active=target.name, previous=previous_dir, journal=tx)
             lock = lock.with_entry(
                 LockEntry(
                     kind=key.kind, name=key.name, version=item.resolved.version, source=item.source.name,
@@ -391,21 +382,11 @@ class Hub:
             "replaced": previous.version if previous else None,
         }
 
-    def _write_lock(self, lock: Lockfile, old: Lockfile, tx: Transaction) -> None:
-        previous = self.lock_path.read_bytes() if self.lock_path.exists() else None
+    def _write_lock(self, lock: Lockfile, tx: Journal) -> None:
+        tx.restores_file(self.lock_path)
         lock.write()
 
-        def restore() -> None:
-            from pincer.store.jsonfile import write_bytes_atomic
-
-            if previous is None:
-                self.lock_path.unlink(missing_ok=True)
-            else:
-                write_bytes_atomic(self.lock_path, previous, mode=0o644)
-
-        tx.undo.append(restore)
-
-    def _staging_root(self) -> Path:
+    def _staging_root(self, tx: Journal) -> Path:
         # What a killed install left behind goes first (installs are serialised per home).
         for stale in self.home.glob(".hub-staging-*"):
             try:
@@ -413,7 +394,11 @@ class Hub:
                     shutil.rmtree(stale, ignore_errors=True)
             except OSError:
                 continue
-        return Path(tempfile.mkdtemp(prefix=".hub-staging-", dir=self.home))
+        root = self.home / f".hub-staging-{uuid.uuid4().hex[:12]}"
+        tx.removes(root)  # journaled too: a killed install's staging goes at the next step
+        tx.deletes_at_end(root)
+        root.mkdir(mode=0o700)
+        return root
 
     # -- install ---------------------------------------------------------------------------
 
@@ -427,8 +412,8 @@ class Hub:
 
     def _install_keys(self, wanted: Sequence[tuple[ArtifactKey, str | None, InstallOptions]], *,
                       bundle_options: InstallOptions) -> list[InstallResult]:  # fmt: skip
-        root = self._staging_root()
-        tx = Transaction()
+        tx = Journal(self.home)
+        root = self._staging_root(tx)
         try:
             lock = self.lock()
             staged: list[_Staged] = []
@@ -461,7 +446,8 @@ class Hub:
                 if entry is not None:
                     new_lock = new_lock.with_entry(replace(entry, members=tuple(sorted(set(entry.members) | set(members)))))
             if done or bundles:
-                self._write_lock(new_lock, lock, tx)
+                self._write_lock(new_lock, tx)
+            tx.commit(prune=[(item.key.kind.value, item.key.name) for item, _target, _previous in done])
             results: list[InstallResult] = []
             for item, _target, previous in done:
                 action = "installed" if previous is None else ("reinstalled" if previous == item.resolved.version else "updated")
@@ -476,7 +462,7 @@ class Hub:
                 results.append(_result(item, action, previous))
             for item in unchanged:
                 results.append(_result(item, "unchanged", item.resolved.version))
-            tx.done()
+            tx.finish()
             for item, _target, _previous in done:
                 _prune(self.home, item.key)
             return results + skipped
@@ -591,22 +577,23 @@ class Hub:
             if key.kind is ArtifactKind.BUNDLE:
                 others = {m for e in lock.entries if e.kind is ArtifactKind.BUNDLE and e.key != key for m in e.members}
                 keys = [parse_key(m) for m in entry.members if m not in others and lock.get(parse_key(m))] + [key]
-            tx = Transaction()
+            tx = Journal(self.home)
             try:
                 new_lock = lock
                 for item in keys:
-                    tx.undo.append(deploy.deactivate(self.home, item))
+                    deploy.deactivate(self.home, item, tx)
                     new_lock = new_lock.without(item)
-                self._write_lock(new_lock, lock, tx)
+                    tx.deletes_at_end(versions_dir(self.home, item))
+                self._write_lock(new_lock, tx)
+                tx.commit()
             except BaseException:
                 tx.rollback()
                 raise
-            tx.done()
+            tx.finish()
             results = []
             for item in keys:
                 removed = lock.get(item)
                 assert removed is not None
-                shutil.rmtree(versions_dir(self.home, item), ignore_errors=True)
                 self._record("remove", str(item), removed.version, f"removed {item}@{removed.version}")
                 results.append(InstallResult(key=str(item), version=removed.version, source=removed.source,
                                              fingerprint=removed.fingerprint, action="removed"))  # fmt: skip
@@ -641,21 +628,22 @@ class Hub:
                 )
             stored_entry = meta.get("entry") if isinstance(meta.get("entry"), dict) else None
             prepared = deploy.Prepared(entry=stored_entry, entry_sha256=meta.get("entry_sha256"))
-            tx = Transaction()
+            tx = Journal(self.home)
             try:
                 current_dir = _active_dir(self.home, key)
-                tx.undo.append(deploy.activate(self.home, key, target, prepared, force=True, ours=True, trash=tx.trash))
-                tx.undo.append(_write_state(self.home, key, active=target.name, previous=current_dir))
+                deploy.activate(self.home, key, target, prepared, force=True, ours=True, journal=tx)
+                _write_state(self.home, key, active=target.name, previous=current_dir, journal=tx)
                 new_entry = replace(
                     entry, version=str(meta.get("version")), fingerprint=str(meta.get("fingerprint")),
                     signer=str(meta.get("signer") or ""), signer_key=str(meta.get("signer_key") or ""),
                     allow_unsigned=bool(meta.get("allow_unsigned")), source=str(meta.get("source") or entry.source),
                 )  # fmt: skip
-                self._write_lock(lock.with_entry(new_entry), lock, tx)
+                self._write_lock(lock.with_entry(new_entry), tx)
+                tx.commit()
             except BaseException:
                 tx.rollback()
                 raise
-            tx.done()
+            tx.finish()
             self._record("rollback", str(key), new_entry.version, f"rolled {key} back from {entry.version} to {new_entry.version}")
             return InstallResult(key=str(key), version=new_entry.version, source=new_entry.source, fingerprint=new_entry.fingerprint,
                                  action="rolled back", previous=entry.version, signer=new_entry.signer,
@@ -785,25 +773,6 @@ def _result(item: _Staged, action: str, previous: str | None) -> InstallResult:
     )  # fmt: skip
 
 
-def _make_dirs(path: Path) -> list[Path]:
-    """``mkdir -p``; returns the folders it made, deepest first."""
-    made = []
-    current = path
-    while not current.exists():
-        made.append(current)
-        current = current.parent
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return made
-
-
-def _remove_dirs(made: list[Path]) -> Callable[[], None]:
-    def undo() -> None:
-        for folder in made:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    return undo
-
-
 def _read_state(home: Path, key: ArtifactKey) -> dict[str, Any]:
     try:
         data = json.loads((versions_dir(home, key) / STATE_FILE).read_text(encoding="utf-8"))
@@ -817,20 +786,12 @@ def _active_dir(home: Path, key: ArtifactKey) -> str | None:
     return active if isinstance(active, str) and (versions_dir(home, key) / active).is_dir() else None
 
 
-def _write_state(home: Path, key: ArtifactKey, *, active: str, previous: str | None) -> Callable[[], None]:
+def _write_state(home: Path, key: ArtifactKey, *, active: str, previous: str | None, journal: Journal) -> None:
     from pincer.store.jsonfile import write_bytes_atomic
 
     path = versions_dir(home, key) / STATE_FILE
-    before = path.read_bytes() if path.exists() else None
+    journal.restores_file(path)
     write_bytes_atomic(path, (json.dumps({"active": active, "previous": previous}, indent=2) + "\n").encode())
-
-    def undo() -> None:
-        if before is None:
-            path.unlink(missing_ok=True)
-        else:
-            write_bytes_atomic(path, before)
-
-    return undo
 
 
 def _prune(home: Path, key: ArtifactKey) -> None:

@@ -99,7 +99,7 @@ def _is_openapi(path: Path) -> bool:
 
 
 def _tool_files(path: Path, name: str | None, limits: ArchiveLimits) -> tuple[str, dict[str, PackedFile]]:
-    from pincer.runtimes.wasm.install import read_source
+    from pincer.runtimes.wasm import read_source
 
     if path.is_dir():
         wasm = sorted(path.glob("*.wasm"))

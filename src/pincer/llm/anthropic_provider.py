@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import anthropic
+from anthropic.types import MessageDeltaUsage, Usage
 
 from pincer.config import ModelSettings
 from pincer.core.errors import (
@@ -134,7 +135,7 @@ class AnthropicProvider:
 
     async def _stream(self, stream: Any, model: str) -> AsyncIterator[ModelEvent]:
         blocks: dict[int, dict[str, Any]] = {}
-        start_usage: Any = None
+        start_usage: Usage | None = None
         output_tokens = 0
         stop: str | None = None
         finished = False
@@ -189,7 +190,7 @@ class AnthropicProvider:
         yield TurnEnd(stop=_STOPS.get(stop or "", "other"), raw_stop=stop)
 
 
-def _whole_events(response: Any) -> list[ModelEvent]:
+def _whole_events(response: anthropic.types.Message) -> list[ModelEvent]:
     """A whole message as events; a shape error (SHAPE_ERRORS) when it is not one."""
     events: list[ModelEvent] = []
     for block in response.content:
@@ -208,7 +209,7 @@ def _whole_events(response: Any) -> list[ModelEvent]:
     return events
 
 
-def _usage(usage: Any, final: Any) -> TokenUsage:
+def _usage(usage: Usage | None, final: Usage | MessageDeltaUsage | None) -> TokenUsage:
     if usage is None:
         return TokenUsage()
     cached = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
@@ -220,7 +221,7 @@ def _usage(usage: Any, final: Any) -> TokenUsage:
     )
 
 
-def _message(exc: Any) -> str:
+def _message(exc: anthropic.AnthropicError) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
         inner = body.get("error")

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import openai
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from pincer.config import ModelSettings
 from pincer.core.errors import (
@@ -132,7 +134,7 @@ class OpenAIProvider:
         async for event in self._stream(response):
             yield event
 
-    async def _whole(self, response: Any) -> AsyncIterator[ModelEvent]:
+    async def _whole(self, response: ChatCompletion) -> AsyncIterator[ModelEvent]:
         try:
             events = _whole_events(response)
         except SHAPE_ERRORS:
@@ -140,7 +142,7 @@ class OpenAIProvider:
         for event in events:
             yield event
 
-    async def _stream(self, stream: Any) -> AsyncIterator[ModelEvent]:
+    async def _stream(self, stream: openai.AsyncStream[ChatCompletionChunk]) -> AsyncIterator[ModelEvent]:
         calls: dict[int, dict[str, Any]] = {}
         finish: str | None = None
         usage = TokenUsage()
@@ -180,7 +182,7 @@ class OpenAIProvider:
         return translate_openai_error(exc, model or (self.settings.model or ""))
 
 
-def _whole_events(response: Any) -> list[ModelEvent]:
+def _whole_events(response: ChatCompletion) -> list[ModelEvent]:
     """A whole completion as events; a shape error (SHAPE_ERRORS) when it is not one."""
     if not response.choices:
         raise ProviderUnavailable("the openai server answered without a choice", hint="check the server's logs")
@@ -201,7 +203,7 @@ def _whole_events(response: Any) -> list[ModelEvent]:
     return events
 
 
-def _read_chunk(chunk: Any, calls: dict[int, dict[str, Any]], finish: str | None) -> tuple[list[str], str | None]:
+def _read_chunk(chunk: ChatCompletionChunk, calls: dict[int, dict[str, Any]], finish: str | None) -> tuple[list[str], str | None]:
     """One stream chunk: its texts, tool-call parts gathered into ``calls``, the finish reason."""
     texts: list[str] = []
     for choice in chunk.choices or ():
@@ -225,7 +227,7 @@ def _read_chunk(chunk: Any, calls: dict[int, dict[str, Any]], finish: str | None
     return texts, finish
 
 
-def _usage(usage: Any) -> TokenUsage:
+def _usage(usage: CompletionUsage | None) -> TokenUsage:
     if usage is None:
         return TokenUsage()
     details = getattr(usage, "prompt_tokens_details", None)
@@ -237,7 +239,7 @@ def _usage(usage: Any) -> TokenUsage:
     )
 
 
-def _body_message(exc: Any) -> str:
+def _body_message(exc: openai.OpenAIError) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
         inner = body.get("error") if isinstance(body.get("error"), Mapping) else body
@@ -246,7 +248,7 @@ def _body_message(exc: Any) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
-def _body_code(exc: Any) -> str:
+def _body_code(exc: openai.OpenAIError) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
         inner = body.get("error") if isinstance(body.get("error"), Mapping) else body

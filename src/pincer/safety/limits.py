@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pincer.core.errors import ToolError, UsageError
+from pincer.core.values import DEFAULT_MAX_OUTPUT_BYTES
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["limit_output", "limit_result", "json_size", "DEFAULT_MAX_OUTPUT_BYTES", "MIN_OUTPUT_LIMIT_BYTES"]
 
-DEFAULT_MAX_OUTPUT_BYTES = 100_000
 MIN_OUTPUT_LIMIT_BYTES = 256  # room for the marker and a little of the output
 
 

@@ -122,7 +122,7 @@ def check_size(size: int, what: str) -> None:
         )
 
 
-def weight(value: Any, limit: int | None = None) -> int:
+def weight(value: object, limit: int | None = None) -> int:
     """An upper-bound estimate of the characters of ``value``'s text form, without building it.
     Stops counting once past ``limit`` (the per-value limit by default), so it costs at most
     that many steps however the value shares its parts; the steps are charged to the render's
@@ -139,9 +139,9 @@ def weight(value: Any, limit: int | None = None) -> int:
     return total
 
 
-def _walk(value: Any, cap: int) -> tuple[int, int]:
+def _walk(value: object, cap: int) -> tuple[int, int]:
     total = steps = 0
-    stack: list[Any] = [value]
+    stack: list[object] = [value]
     while stack:
         item = stack.pop()
         steps += 1
@@ -173,15 +173,15 @@ def _walk(value: Any, cap: int) -> tuple[int, int]:
     return total, steps
 
 
-def _length(value: Any) -> int:
+def _length(value: object) -> int:
     return len(value) if isinstance(value, str) else weight(value)
 
 
-def _int_bits(value: Any) -> int:
+def _int_bits(value: object) -> int:
     return value.bit_length() if isinstance(value, int) and not isinstance(value, bool) else 64
 
 
-def _format_size(fmt: str, args: Iterable[Any]) -> int:
+def _format_size(fmt: str, args: Iterable[object]) -> int:
     """Upper bound of ``fmt.format(*args)``: every field may hold the widest argument, padded to
     every width or precision written in its spec. Nested fields (``{:{w}}``) are refused."""
     widest = max((weight(a) for a in args), default=0) + 32
@@ -200,14 +200,14 @@ def _format_size(fmt: str, args: Iterable[Any]) -> int:
     return size
 
 
-def _percent_size(fmt: str, right: Any) -> int:
+def _percent_size(fmt: str, right: object) -> int:
     items = right if isinstance(right, tuple) else (right,)
     widest = max((weight(a) for a in items), default=0) + 32
     stars = sum(abs(a) for a in items if isinstance(a, int)) if "*" in fmt else 0
     return len(fmt) + sum(int(d) for d in _DIGITS.findall(fmt)) + (fmt.count("%") + 1) * widest + stars
 
 
-def _str_method_size(text: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+def _str_method_size(text: str, name: str, args: tuple[object, ...], kwargs: dict[str, object]) -> int:
     if name in ("center", "ljust", "rjust", "zfill"):
         width = args[0] if args else kwargs.get("width", 0)
         return max(len(text), width if isinstance(width, int) else 0)
@@ -234,7 +234,7 @@ def _str_method_size(text: str, name: str, args: tuple[Any, ...], kwargs: dict[s
     return len(text)
 
 
-def guarded_call(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def guarded_call(obj: object, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
     """Before the sandbox calls ``obj``: a string method that grows text is sized first."""
     target = getattr(obj, "__wrapped__", obj)  # the sandbox wraps str.format in its own function
     owner = getattr(target, "__self__", None)
@@ -249,7 +249,7 @@ def guarded_call(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Non
         check_size(_str_method_size(owner, name, args, kwargs), f"str.{name}()")
 
 
-def guarded_binop(operator: str, left: Any, right: Any) -> None:
+def guarded_binop(operator: str, left: object, right: object) -> None:
     """Before ``left OPERATOR right``: sequences and integers sized, so neither can blow up."""
     sequences = (str, list, tuple)
     if operator == "*":
@@ -272,7 +272,7 @@ def guarded_binop(operator: str, left: Any, right: Any) -> None:
         check_size(_percent_size(left, right), "%-formatting")
 
 
-def bounded_iter(value: Any) -> Iterator[Any]:
+def bounded_iter(value: Iterable[object]) -> Iterator[object]:
     """Every ``{% for %}`` iterates through this: all loops of one render share one budget."""
     b = budget()
     for item in value:
@@ -294,7 +294,7 @@ def bounded_range(*args: int) -> range:
     return items
 
 
-def bounded_concat(*parts: Any) -> str:
+def bounded_concat(*parts: object) -> str:
     """The ``~`` operator, sized before it joins (Jinja's own ``str_join`` would not be)."""
     check_size(sum(_length(p) for p in parts), "a concatenation (~)")
     if any(isinstance(p, Markup) for p in parts):
@@ -302,7 +302,7 @@ def bounded_concat(*parts: Any) -> str:
     return "".join(str(p) for p in parts)
 
 
-def finalize(value: Any) -> Any:
+def finalize(value: object) -> object:
     """Every ``{{ }}`` output, also inside a ``{% set %}`` block that captures text."""
     check_size(_length(value), "an output {{ }}")
     return value
@@ -320,7 +320,7 @@ def _sized(name: str, estimate: Callable[..., int], inner: Callable[..., Any]) -
     return wrapper
 
 
-def _value_of(args: tuple[Any, ...], passes_context: bool) -> Any:
+def _value_of(args: tuple[object, ...], passes_context: bool) -> object:
     return args[1] if passes_context else args[0]
 
 

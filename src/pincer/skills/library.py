@@ -9,7 +9,6 @@ skills changed. ``watch`` does that by itself while a gateway runs.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -24,7 +23,16 @@ from pincer.skills.deps import deps_problem
 from pincer.skills.eligibility import Eligibility, Environment, check_all
 from pincer.skills.model import Issue, Skill, Trust
 from pincer.skills.remote import ORIGIN_FILE, RemoteApprovals, apply_origin
-from pincer.skills.roots import WORKSPACE_ROOTS, LoadError, LoadReport, Root, SkillLoader, WalkLimits, default_roots
+from pincer.skills.roots import (
+    WORKSPACE_ROOTS,
+    LoadError,
+    LoadReport,
+    Root,
+    SkillLoader,
+    WalkLimits,
+    default_roots,
+    user_home_dir,
+)
 from pincer.store.skill_writes import SKILL_WRITES_FILE, folder_key, written_folders
 
 if TYPE_CHECKING:
@@ -84,8 +92,7 @@ class SkillLibrary:
     ) -> SkillLibrary:
         settings = config.skills
         if home_dir is None:
-            raw = (environ or os.environ).get("HOME")
-            home_dir = Path(raw) if raw else None
+            home_dir = user_home_dir(environ)
         roots = default_roots(
             workspace=config.workspace,
             home_dir=home_dir,

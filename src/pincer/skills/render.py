@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,7 @@ _CLAUDE_PLACEHOLDER = re.compile(r"\$ARGUMENTS\[(\d+)\]|\$ARGUMENTS\b|\$(\d+)\b|
 class Rendered:
     name: str
     text: str
-    params: Mapping[str, Any]
+    params: Mapping[str, object]
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "text": self.text, "params": dict(self.params)}
@@ -140,7 +140,7 @@ def _environment() -> SandboxedEnvironment:
 
 
 _ENV = _environment()
-_TEMPLATES: dict[tuple[str, str], Any] = {}
+_TEMPLATES: dict[tuple[str, str], jinja2.Template] = {}
 _MAX_CACHED_TEMPLATES = 512
 
 
@@ -181,7 +181,7 @@ def parse_param_pairs(pairs: Sequence[str]) -> dict[str, str]:
     return params
 
 
-def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool = False) -> dict[str, Any]:
+def coerce_params(skill: Skill, given: Mapping[str, object], *, allow_extra: bool = False) -> dict[str, object]:
     """Check ``given`` against the declared parameters: types (CLI strings coerced), enums,
     required ones present, defaults filled in, unknown ones refused."""
     declared = {p.name: p for p in skill.parameters}
@@ -192,7 +192,7 @@ def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool =
             f"skill {skill.name!r} has no parameter {', '.join(repr(u) for u in unknown)}",
             hint=f"its parameters: {known} (`pincer skills show {skill.name}`)",
         )
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for name, param in declared.items():
         if name in given and given[name] is not None:
             values[name] = _coerce(skill, param, given[name])
@@ -209,7 +209,7 @@ def coerce_params(skill: Skill, given: Mapping[str, Any], *, allow_extra: bool =
     return values
 
 
-def _coerce(skill: Skill, param: Parameter, value: Any) -> Any:
+def _coerce(skill: Skill, param: Parameter, value: object) -> object:
     def bad(expected: str) -> ArgumentsInvalid:
         return ArgumentsInvalid(
             f"parameter {param.name!r} of skill {skill.name!r} must be {expected}, got {str(value)[:60]!r}",
@@ -217,7 +217,7 @@ def _coerce(skill: Skill, param: Parameter, value: Any) -> Any:
         )
 
     kind = param.type
-    result: Any = value
+    result: object = value
     if kind is ParamType.STRING:
         if isinstance(value, (dict, list)):
             raise bad("text")
@@ -285,7 +285,7 @@ def _coerce(skill: Skill, param: Parameter, value: Any) -> Any:
 
 def render_skill(
     skill: Skill,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     *,
     arguments: str | None = None,
     max_chars: int = MAX_RENDER_CHARS,
@@ -327,7 +327,7 @@ def is_template(skill: Skill) -> bool:
     return bool(skill.parameters) or skill.dialect in (Dialect.PINCER, Dialect.IRONCLAW)
 
 
-def _render_template(skill: Skill, text: str, values: Mapping[str, Any], *, max_chars: int) -> str:
+def _render_template(skill: Skill, text: str, values: Mapping[str, object], *, max_chars: int) -> str:
     try:
         template = _compiled(skill, text)
         with bounds.rendering(max_chars):
@@ -364,7 +364,7 @@ def _render_template(skill: Skill, text: str, values: Mapping[str, Any], *, max_
         ) from None
 
 
-def _compiled(skill: Skill, text: str) -> Any:
+def _compiled(skill: Skill, text: str) -> jinja2.Template:
     declared = tuple(p.name for p in skill.parameters)
     key = (skill.content_hash, ",".join(declared))
     template = _TEMPLATES.get(key)
@@ -384,10 +384,10 @@ def _compiled(skill: Skill, text: str) -> Any:
     return template
 
 
-_TEXTS: dict[str, Any] = {}
+_TEXTS: dict[str, jinja2.Template] = {}
 
 
-def render_text(text: str, values: Mapping[str, Any], *, source: str) -> str:
+def render_text(text: str, values: Mapping[str, object], *, source: str) -> str:
     """A template that is not a skill body (a webhook's ``params`` mapping, a job's message) in
     the same sandbox, with the same loop and size bounds. A name without a value renders empty;
     ``source`` names the template in errors."""
@@ -424,7 +424,7 @@ def render_text(text: str, values: Mapping[str, Any], *, source: str) -> str:
                          hint="check the template's expressions against the values it gets") from None  # fmt: skip
 
 
-def _join_bounded(chunks: Any, max_chars: int) -> str:
+def _join_bounded(chunks: Iterable[str], max_chars: int) -> str:
     out: list[str] = []
     size = 0
     for chunk in chunks:
@@ -438,13 +438,13 @@ def _join_bounded(chunks: Any, max_chars: int) -> str:
     return "".join(out)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _claude_arguments(text: str, arguments: str, values: Mapping[str, Any]) -> str:
+def _claude_arguments(text: str, arguments: str, values: Mapping[str, object]) -> str:
     if "$" not in text:
         return text + (f"\n\nARGUMENTS: {arguments}\n" if arguments else "")
     positional = arguments.split() if arguments else []

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import stat as stat_module
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from pincer.skills.model import Skill, Trust
 from pincer.skills.parser import MAX_SKILL_FILE_BYTES, parse_skill
 
 __all__ = [
+    "user_home_dir",
     "Root",
     "WalkLimits",
     "LoadError",
@@ -162,6 +163,13 @@ class LoadReport:
 
     def by_name(self) -> dict[str, Skill]:
         return {s.name: s for s in self.skills}
+
+
+def user_home_dir(environ: Mapping[str, str] | None) -> Path | None:
+    """The user's home for the ``~/.agents`` and ``~/.claude`` roots: ``HOME`` of ``environ``
+    (the Pincer's), of the process when it is empty or None."""
+    raw = (environ or os.environ).get("HOME")
+    return Path(raw) if raw else None
 
 
 def default_roots(

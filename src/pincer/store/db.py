@@ -309,9 +309,14 @@ def _create_private(path: Path) -> None:
         ) from None
 
 
-def open_database(home: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
+def open_database(home: Path, *, synchronous: str | None = None) -> sqlite3.Connection:
     """Open (and create or migrate) the database. ``synchronous`` NORMAL makes a commit durable
-    against a crash of pincer; FULL also against power loss, at an fsync per commit."""
+    against a crash of pincer; FULL also against power loss, at an fsync per commit. None: the
+    config model's default for ``[audit] synchronous``."""
+    if synchronous is None:
+        from pincer.config import AuditSettings
+
+        synchronous = AuditSettings().synchronous.upper()
     path = home / DB_FILENAME
     try:
         home.mkdir(parents=True, exist_ok=True)

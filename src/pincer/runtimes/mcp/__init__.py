@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from pincer.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from pincer.runtimes.mcp.config import ServerConfig, ServerStore, tool_name
+    from pincer.runtimes.mcp.config import ServerConfig, ServerStore, parse_servers, tool_name
     from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
+    from pincer.runtimes.mcp.importers import import_data
     from pincer.runtimes.mcp.pins import Pin, PinStore, ToolDefinition, describe_change
     from pincer.runtimes.mcp.runtime import McpRuntime
 
@@ -31,6 +32,8 @@ __all__ = [
     "ServerStore",
     "ToolDefinition",
     "describe_change",
+    "import_data",
+    "parse_servers",
     "tool_name",
 ]
 
@@ -38,7 +41,9 @@ __all__ = [
 _EXPORTS = {
     "ServerConfig": "pincer.runtimes.mcp.config",
     "ServerStore": "pincer.runtimes.mcp.config",
+    "parse_servers": "pincer.runtimes.mcp.config",
     "tool_name": "pincer.runtimes.mcp.config",
+    "import_data": "pincer.runtimes.mcp.importers",
     "ServerConnection": "pincer.runtimes.mcp.connection",
     "ServerStatus": "pincer.runtimes.mcp.connection",
     "Pin": "pincer.runtimes.mcp.pins",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pincer.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore
+    from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, parse_auth
     from pincer.runtimes.openapi.document import Resolver, load_document
     from pincer.runtimes.openapi.operations import Operation, Parameter, extract_operations, server_urls
     from pincer.runtimes.openapi.runtime import OpenApiRuntime
@@ -26,6 +26,7 @@ __all__ = [
     "ServiceStore",
     "extract_operations",
     "load_document",
+    "parse_auth",
     "server_urls",
 ]
 
@@ -33,6 +34,7 @@ __all__ = [
 _EXPORTS = {
     "ServiceConfig": "pincer.runtimes.openapi.config",
     "ServiceStore": "pincer.runtimes.openapi.config",
+    "parse_auth": "pincer.runtimes.openapi.config",
     "Resolver": "pincer.runtimes.openapi.document",
     "load_document": "pincer.runtimes.openapi.document",
     "Operation": "pincer.runtimes.openapi.operations",
