@@ -175,6 +175,54 @@ async def test_a_detached_answer_is_used_once_across_stores(backend: Backend) ->
 
 
 @pytest.mark.anyio
+async def test_an_approval_keeps_its_run_and_taint_across_stores(backend: Backend) -> None:
+    asking, reading = backend.approvals(), backend.approvals()
+    request = asking.create(
+        session="main", tool="write_file", args={"path": "x"}, effects=("write_filesystem",), hosts=(),
+        reason="tainted", timeout_s=5.0, run_id="run-abc", tainted_by="the output of http (audit record 7)",
+    )  # fmt: skip
+    direct = _ask(asking)
+    seen = reading.get(request.id)
+    assert seen.run_id == "run-abc" and seen.tainted_by == "the output of http (audit record 7)"
+    assert seen.to_dict()["run_id"] == "run-abc" and seen.to_dict()["tainted_by"].startswith("the output of http")
+    assert reading.get(direct.id).run_id is None and reading.get(direct.id).tainted_by is None
+
+
+def test_a_postgres_store_of_schema_2_upgrades_and_keeps_its_approvals() -> None:
+    """A PostgreSQL store upgraded before approvals named their run (schema 2): ``pincer db
+    upgrade`` takes it to the current schema, its requests read back with no run."""
+    import psycopg
+
+    from pincer.store.pg.connect import PgPools
+    from pincer.store.pg.approvals import PgApprovalStore
+    from pincer.store.pg.schema import _VERSION_TABLE, _statements, MIGRATIONS, SCHEMA_VERSION, upgrade
+    from tests.backends import postgres_server
+
+    url = postgres_server().new_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(_VERSION_TABLE)
+        for version, script in enumerate(MIGRATIONS[:2], start=1):
+            for statement in _statements(script):
+                conn.execute(statement)
+            conn.execute("INSERT INTO pincer_schema (version) VALUES (%s)", (version,))
+        conn.execute(
+            "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status) "
+            "VALUES ('old1', 1, 9e12, 'main', 'write_file', '{}', '[]', '[]', 'asks by default', 'pending')"
+        )
+        assert upgrade(conn) == (2, SCHEMA_VERSION)
+    pools = PgPools.open(url, size=2)
+    try:
+        store = PgApprovalStore(pools)
+        old = store.get("old1")
+        assert old.run_id is None and old.tainted_by is None and old.tool == "write_file"
+        new = store.create(session="main", tool="http", args={}, effects=(), hosts=(), reason="r", timeout_s=5,
+                           run_id="run-1", tainted_by="the output of http (audit record 3)")  # fmt: skip
+        assert store.get(new.id).run_id == "run-1"
+    finally:
+        pools.close()
+
+
+@pytest.mark.anyio
 async def test_a_grant_added_on_one_store_shows_on_another(backend: Backend) -> None:
     adding, reading = backend.grants(), backend.grants()
     assert reading.all() == ()

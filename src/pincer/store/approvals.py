@@ -86,6 +86,8 @@ class ApprovalRequest:
     waiter: str | None = None
     binding: str | None = None  # the call a detached approval belongs to
     consumed_at: float | None = None
+    run_id: str | None = None  # the agent run that made the call (None: a direct call)
+    tainted_by: str | None = None  # for a tainted run: what tainted it (policy/taint.py), redacted
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +106,8 @@ class ApprovalRequest:
             "answered_by": self.answered_by,
             "scope": self.scope.value if self.scope else None,
             "detail": dict(self.detail),
+            "run_id": self.run_id,
+            "tainted_by": self.tainted_by,
         }
 
 
@@ -160,6 +164,8 @@ class ApprovalStore:
         timeout_s: float,
         session_kind: str = "main",
         detail: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+        tainted_by: str | None = None,
     ) -> ApprovalRequest:
         now = time.time()
         request = ApprovalRequest(
@@ -175,14 +181,16 @@ class ApprovalStore:
             reason=reason,
             detail=dict(detail or {}),
             waiter=process_token(),
+            run_id=run_id,
+            tainted_by=tainted_by,
         )
         self._execute(
             "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
-            "session_kind, detail, waiter) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+            "session_kind, detail, waiter, run_id, tainted_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
             (
                 request.id, now, request.expires_at, session, tool, json.dumps(args),
                 json.dumps(list(effects)), json.dumps(list(hosts)), reason,
-                session_kind, json.dumps(request.detail), request.waiter,
+                session_kind, json.dumps(request.detail), request.waiter, run_id, tainted_by,
             ),
         )
         return request
@@ -331,7 +339,7 @@ class ApprovalStore:
 def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
     (
         rid, created, expires, session, tool, args, effects, hosts, reason, status, answered_at, answered_by,
-        session_kind, scope, detail, waiter, binding, consumed_at,
+        session_kind, scope, detail, waiter, binding, consumed_at, run_id, tainted_by,
     ) = row  # fmt: skip
     return ApprovalRequest(
         id=rid,
@@ -352,4 +360,6 @@ def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
         waiter=waiter,
         binding=binding,
         consumed_at=consumed_at,
+        run_id=run_id,
+        tainted_by=tainted_by,
     )

@@ -266,6 +266,19 @@ def _migrate_v5(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE audit_chain ADD COLUMN head_keyed INTEGER NOT NULL DEFAULT 0")
 
 
+# v6: an approval names the agent run whose call asked and, for a tainted run, what tainted it
+# (the person answering sees which output may be steering the model). Added last, so ``SELECT *``
+# reads them after the older columns.
+_APPROVAL_COLUMNS_V6 = (("run_id", "TEXT"), ("tainted_by", "TEXT"))
+
+
+def _migrate_v6(conn: sqlite3.Connection) -> None:
+    present = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
+    for name, declaration in _APPROVAL_COLUMNS_V6:
+        if name not in present:
+            conn.execute(f"ALTER TABLE approvals ADD COLUMN {name} {declaration}")
+
+
 def _migrate_v1(conn: sqlite3.Connection) -> None:
     for statement in _split_script(_SCHEMA_V1):
         conn.execute(statement)
@@ -291,6 +304,7 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v3,
     _migrate_v4,
     _migrate_v5,
+    _migrate_v6,
 )
 _SCHEMA_VERSION = len(_MIGRATIONS)
 

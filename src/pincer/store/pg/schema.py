@@ -200,8 +200,15 @@ CREATE TABLE trigger_lease (
 )
 """
 
+# v3: an approval names the agent run whose call asked and, for a tainted run, what tainted it.
+# Added last, as on SQLite, so ``SELECT *`` reads the same columns in the same order.
+_V3 = """
+ALTER TABLE approvals ADD COLUMN run_id TEXT;
+ALTER TABLE approvals ADD COLUMN tainted_by TEXT
+"""
+
 # Each step takes the schema from its index to the next version.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _VERSION_TABLE = """
