@@ -89,12 +89,15 @@ class Approver:
         on_approval: ApprovalHook | None,
         on_created: Callable[[ApprovalRequest], None] | None = None,
         binding: str,
+        run_id: str | None = None,
+        tainted_by: str | None = None,
     ) -> Asked:
         """Create the request, tell ``on_approval`` (the gateway), wait for an answer. Raises
         ApprovalDenied, ApprovalTimeout or ApprovalPending; the request is expired when the call
         is cancelled. ``binding`` identifies the call, for a detached request made earlier.
         ``effects`` are the call's (``ToolSpec.effects_for``): what the person is shown and what
-        "allow always" records; the tool's whole set when not given."""
+        "allow always" records; the tool's whole set when not given. ``run_id``: the agent run
+        whose call asks; ``tainted_by``: for a tainted run, what tainted it (already redacted)."""
         call_effects = spec.effects if effects is None else effects
         earlier = self.approvals.find_detached(binding)
         if earlier is not None:
@@ -127,6 +130,8 @@ class Approver:
             reason="; ".join(reasons),
             timeout_s=self.timeout_s,
             detail=runtime_ask.detail if runtime_ask is not None else None,
+            run_id=run_id,
+            tainted_by=tainted_by,
         )
         if on_created is not None:
             on_created(approval)

@@ -44,6 +44,7 @@ from pincer.core.values import (
     Decision,
     HostContext,
     RuntimeAsk,
+    Taint,
     ToolOutput,
     ToolResult,
     ToolSpec,
@@ -106,6 +107,15 @@ def redact_args(args: Any, scanner: Scanner) -> Any:
     """Arguments as they may be stored or shown: known secrets and secret-named keys masked."""
     scanned, _ = scanner.scan(args)
     return _mask_secret_keys(scanned)
+
+
+def _taint_shown(taint: Taint | None, scanner: Scanner) -> str | None:
+    """What tainted the run, as an approval shows it: masked like the arguments (a webhook's
+    parameters or a skill's name are text from outside), None when the rule does not apply."""
+    if taint is None or taint.mode == "off":
+        return None
+    shown, _ = scanner.scan(taint.describe())
+    return str(shown)
 
 
 def planned_hosts(spec: ToolSpec, args: Mapping[str, Any]) -> tuple[str, ...]:
@@ -316,6 +326,8 @@ class Dispatcher:
                 runtime_ask=runtime_ask,
                 on_approval=on_approval,
                 on_created=note,
+                run_id=request.run_id,
+                tainted_by=_taint_shown(request.taint, scanner),
             )
             decision, approval = asked.decision, asked.approval
             trace.decision = decision

@@ -116,6 +116,9 @@ async def test_an_injected_page_cannot_make_the_model_send_mail_without_asking(t
     reason = asked[0].reason
     assert f"the output of http (audit record {http_record.id})" in reason
     assert "untrusted" in reason and "external_write" in reason
+    # The request names the run and what tainted it, as the approver shows it.
+    assert asked[0].run_id == run.id
+    assert asked[0].tainted_by == f"the output of http (audit record {http_record.id})"
     assert runtime.calls["send_email"] == 0
     email = next(c for c in run.tool_calls if c.tool == "send_email")
     assert email.error_code == "approval_denied"

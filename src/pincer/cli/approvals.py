@@ -63,10 +63,12 @@ def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
     lines = [
         f"approval {approval['id']}: {approval['status']}",
         f"session:  {approval['session']} ({approval['session_kind']})",
+        f"run:      {approval['run_id'] or '-'}",
         f"tool:     {approval['tool']}",
         f"effects:  {', '.join(approval['effects']) or 'none'}",
         f"hosts:    {', '.join(approval['hosts']) or '-'}",
         f"why:      {honest_text(approval['reason'])}",
+        *([f"tainted:  {honest_text(approval['tainted_by'])}"] if approval["tainted_by"] else []),
         "arguments:",
         honest_json(approval["args"], indent=2),
     ]

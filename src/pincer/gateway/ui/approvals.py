@@ -48,6 +48,8 @@ def approval_view(pages: Any, approval: ApprovalRequest, now: float) -> dict[str
         "tool": approval.tool,
         "session": approval.session,
         "session_kind": approval.session_kind,
+        "run_id": approval.run_id,
+        "tainted_by": honest_text(pages.redact(approval.tainted_by)) if approval.tainted_by else None,
         "effects": list(approval.effects),
         "hosts": list(approval.hosts),
         "reason": honest_text(approval.reason),
