@@ -193,9 +193,9 @@ def test_a_postgres_store_of_schema_2_upgrades_and_keeps_its_approvals() -> None
     upgrade`` takes it to the current schema, its requests read back with no run."""
     import psycopg
 
-    from pincer.store.pg.connect import PgPools
     from pincer.store.pg.approvals import PgApprovalStore
-    from pincer.store.pg.schema import _VERSION_TABLE, _statements, MIGRATIONS, SCHEMA_VERSION, upgrade
+    from pincer.store.pg.connect import PgPools
+    from pincer.store.pg.schema import _VERSION_TABLE, MIGRATIONS, SCHEMA_VERSION, _statements, upgrade
     from tests.backends import postgres_server
 
     url = postgres_server().new_database()
