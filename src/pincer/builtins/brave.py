@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Protocol
 
 from pincer.builtins.actions import READ_EFFECTS, Action, ActionSet
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, error_message, json_body, rebase_capabilities
-from pincer.builtins.tool import make_tool
+from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.core.capabilities import Capabilities
 from pincer.core.errors import ApiRateLimited, ToolError, UsageError
 from pincer.runtimes.native.decorator import NativeTool
@@ -94,8 +93,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
 
 
 def _manifest(name: str) -> Capabilities:
-    text = resources.files("pincer.builtins").joinpath(f"manifests/{name}.capabilities.json").read_text("utf-8")
-    return Capabilities.from_json(text, source=f"pincer:builtins/{name}.capabilities.json")
+    return bundled_manifest(name)
 
 
 def _setup(name: str, base_url: str | None) -> tuple[BaseUrl, Capabilities]:

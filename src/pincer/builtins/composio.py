@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
 from pincer.builtins.actions import READ_EFFECTS, Action, ActionSet
@@ -34,7 +33,7 @@ from pincer.builtins.api import (
     rebase_capabilities,
     segment,
 )
-from pincer.builtins.tool import make_tool
+from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.builtins.trim import trim
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind
@@ -115,8 +114,7 @@ def _execute(slug: str) -> Any:
 
 
 def manifest() -> Capabilities:
-    text = resources.files("pincer.builtins").joinpath("manifests/composio.capabilities.json").read_text("utf-8")
-    return Capabilities.from_json(text, source="pincer:builtins/composio.capabilities.json")
+    return bundled_manifest("composio")
 
 
 def composio_tool(

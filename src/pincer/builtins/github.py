@@ -13,13 +13,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 from pincer.builtins.actions import Action, ActionSet, select_actions
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, rebase_capabilities, segment
 from pincer.builtins.github_api import GITHUB_HEADERS, GitHubApi
-from pincer.builtins.tool import make_tool
+from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.builtins.trim import trim
 from pincer.core.capabilities import Capabilities
 from pincer.core.errors import UsageError
@@ -684,8 +683,7 @@ DESCRIPTION = (
 
 
 def manifest() -> Capabilities:
-    text = resources.files("pincer.builtins").joinpath("manifests/github.capabilities.json").read_text("utf-8")
-    return Capabilities.from_json(text, source="pincer:builtins/github.capabilities.json")
+    return bundled_manifest("github")
 
 
 def github_tool(

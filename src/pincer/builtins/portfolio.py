@@ -18,12 +18,11 @@ import datetime as dt
 import secrets as pysecrets
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from importlib import resources
 from typing import Any
 
 from pincer.builtins.actions import READ_EFFECTS, Action, ActionSet, select_actions
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, error_message, json_body, rebase_capabilities
-from pincer.builtins.tool import make_tool
+from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind
 from pincer.core.errors import ApiRateLimited, ArgumentsInvalid, ToolError
@@ -318,8 +317,7 @@ DESCRIPTION = (
 
 
 def manifest() -> Capabilities:
-    text = resources.files("pincer.builtins").joinpath("manifests/portfolio.capabilities.json").read_text("utf-8")
-    return Capabilities.from_json(text, source="pincer:builtins/portfolio.capabilities.json")
+    return bundled_manifest("portfolio")
 
 
 def portfolio_tool(

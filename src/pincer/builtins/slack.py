@@ -18,13 +18,12 @@ from __future__ import annotations
 import dataclasses
 import json as jsonlib
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
 from pincer.builtins.actions import Action, ActionSet, select_actions
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, json_body, rebase_capabilities
-from pincer.builtins.tool import make_tool
+from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.builtins.trim import trim
 from pincer.core.capabilities import Capabilities
 from pincer.core.errors import ApiRateLimited, ApiRefused, EgressDenied, ToolError
@@ -297,8 +296,7 @@ DESCRIPTION = (
 
 
 def manifest() -> Capabilities:
-    text = resources.files("pincer.builtins").joinpath("manifests/slack.capabilities.json").read_text("utf-8")
-    return Capabilities.from_json(text, source="pincer:builtins/slack.capabilities.json")
+    return bundled_manifest("slack")
 
 
 def capabilities_for(base: BaseUrl) -> Capabilities:

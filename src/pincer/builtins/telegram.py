@@ -17,12 +17,11 @@ far more authority than a bot that only sees what is sent to it. pincer does not
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 from pincer.builtins.actions import Action, ActionSet, select_actions
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, json_body, rebase_capabilities
-from pincer.builtins.tool import make_tool
+from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.builtins.trim import trim
 from pincer.core.capabilities import Capabilities
 from pincer.core.errors import ApiRateLimited, ApiRefused, ToolError
@@ -189,8 +188,7 @@ DESCRIPTION = (
 
 
 def manifest() -> Capabilities:
-    text = resources.files("pincer.builtins").joinpath("manifests/telegram.capabilities.json").read_text("utf-8")
-    return Capabilities.from_json(text, source="pincer:builtins/telegram.capabilities.json")
+    return bundled_manifest("telegram")
 
 
 def telegram_tool(

@@ -11,6 +11,7 @@ with a bad ref is refused before anyone is asked to approve it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from importlib import resources
 from typing import Any
 
 import pydantic_core
@@ -22,7 +23,7 @@ from pincer.core.effects import RuntimeKind
 from pincer.core.values import CallEffects, HostContext, RuntimeAsk, ToolSpec
 from pincer.runtimes.native.decorator import NativeTool
 
-__all__ = ["make_tool", "HOST_PARAM"]
+__all__ = ["make_tool", "bundled_manifest", "HOST_PARAM"]
 
 # The name the host context travels under to the tool's function; no schema has this field.
 HOST_PARAM = "_pincer_host"
@@ -86,3 +87,9 @@ def make_tool(
         validator=_PASS_THROUGH,
         preflight=preflight,
     )
+
+
+def bundled_manifest(name: str) -> Capabilities:
+    """The capabilities manifest shipped for the built-in ``name`` (``manifests/NAME.capabilities.json``)."""
+    text = resources.files("pincer.builtins").joinpath(f"manifests/{name}.capabilities.json").read_text("utf-8")
+    return Capabilities.from_json(text, source=f"pincer:builtins/{name}.capabilities.json")

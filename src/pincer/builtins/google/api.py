@@ -13,12 +13,11 @@ from __future__ import annotations
 import json as jsonlib
 import logging
 from collections.abc import Callable, Mapping
-from importlib import resources
 from typing import Any
 
 from pincer.builtins.actions import Action, ActionSet, select_actions
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, json_body, rebase_capabilities
-from pincer.builtins.tool import make_tool
+from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.core.capabilities import Capabilities
 from pincer.core.errors import ApiRateLimited, ReauthRequired, ToolError
 from pincer.runtimes.native.decorator import NativeTool
@@ -110,8 +109,7 @@ def _error(tool: str, method: str, path: str, response: Any) -> Exception:
 
 
 def manifest(name: str) -> Capabilities:
-    text = resources.files("pincer.builtins").joinpath(f"manifests/{name}.capabilities.json").read_text("utf-8")
-    return Capabilities.from_json(text, source=f"pincer:builtins/{name}.capabilities.json")
+    return bundled_manifest(name)
 
 
 def google_tool(
