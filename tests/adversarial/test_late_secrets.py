@@ -1,0 +1,94 @@
+"""A value stored as a secret only after a call recorded it: every view of stored history masks it.
+
+The call chain scans a call's output before it records the call, so an argument that becomes a
+secret later (``pincer secrets set NAME X`` after a call with ``X``) sits in the stored audit record
+and approval request as it was. The dashboard masked it at display; the CLI and REST views printed
+it whole. Redaction is at display only: the stored rows and the audit chain's MACs are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import CLI_TIMEOUT_S, PINCER
+from tests.gateway.conftest import SECRET_KEY, live_gateway
+
+# Matches no secret pattern: only the secret store makes it a secret.
+LATE = "plain-words-that-became-a-secret-7f3a9c"
+MARKER = "[REDACTED:"
+APPROVAL_TIMEOUT_CONFIG = "[approvals]\ntimeout_s = 0.5\n"
+
+
+def pincer(home: Path, *args: str, stdin: str | None = None, key: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+    env["PINCER_HOME"] = str(home)
+    if key is not None:
+        env["PINCER_SECRET_KEY"] = key.hex()
+    return subprocess.run(
+        [*PINCER, *args], input=stdin, capture_output=True, text=True, env=env, timeout=CLI_TIMEOUT_S
+    )
+
+
+def _ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def _stored_args(home: Path) -> list[str]:
+    conn = sqlite3.connect(home / "pincer.db")
+    try:
+        return [row[0] for row in conn.execute("SELECT args FROM audit ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def test_cli_audit_list_masks_a_secret_stored_after_the_call(tmp_path: Path) -> None:
+    """Before the fix `pincer audit list --json` printed the record's args with LATE whole."""
+    _ok(pincer(tmp_path, "tools", "call", "echo", "--args", json.dumps({"text": LATE})))
+    _ok(pincer(tmp_path, "secrets", "set", "late_token", stdin=LATE + "\n"))
+
+    listed = _ok(pincer(tmp_path, "audit", "list", "--json"))
+    human = _ok(pincer(tmp_path, "audit", "list"))
+    assert LATE not in listed.stdout + listed.stderr and LATE not in human.stdout + human.stderr
+    records = json.loads(listed.stdout)
+    assert [r["args"] for r in records if r["tool"] == "echo"] == [{"text": "[REDACTED:secret]"}]
+
+    verified = _ok(pincer(tmp_path, "audit", "verify", "--json"))
+    assert json.loads(verified.stdout)["ok"] is True
+    assert any(LATE in args for args in _stored_args(tmp_path))  # stored as recorded, masked only when shown
+
+
+@pytest.mark.anyio
+async def test_rest_and_cli_mask_a_late_secret_in_audit_and_approvals(pincer_home: Path) -> None:
+    """Before the fix `GET /api/v1/audit`, `GET /api/v1/approvals[/{id}]` and `pincer approvals
+    list/show` printed LATE (an argument of a recorded call and of an expired approval request)."""
+    async with live_gateway(pincer_home, config=APPROVAL_TIMEOUT_CONFIG) as live:
+        async with live.http(headers=live.headers) as http:
+            said = await http.post("/api/v1/tools/say/call", json={"args": {"text": LATE}})
+            asked = await http.post("/api/v1/tools/write_note/call", json={"args": {"text": LATE}})
+            assert said.status_code == 200 and asked.status_code == 408
+            live.pincer.secrets.set("late_token", LATE)
+            audit = await http.get("/api/v1/audit")
+            approvals = await http.get("/api/v1/approvals", params={"status": "all"})
+            approval_id = approvals.json()["approvals"][0]["id"]
+            one = await http.get(f"/api/v1/approvals/{approval_id}")
+            verified = await http.get("/api/v1/audit/verify")
+    for response in (audit, approvals, one):
+        assert response.status_code == 200
+        assert LATE not in response.text and MARKER in response.text
+    assert verified.json()["ok"] is True
+
+    listed = _ok(pincer(pincer_home, "approvals", "list", "--all", "--json", key=SECRET_KEY))
+    shown = _ok(pincer(pincer_home, "approvals", "show", approval_id, "--json", key=SECRET_KEY))
+    human = _ok(pincer(pincer_home, "approvals", "show", approval_id, key=SECRET_KEY))
+    for result in (listed, shown, human):
+        assert LATE not in result.stdout + result.stderr
+    assert json.loads(shown.stdout)["args"] == {"text": "[REDACTED:secret]"}
+    assert _ok(pincer(pincer_home, "audit", "verify", "--json", key=SECRET_KEY)).returncode == 0
+    assert any(LATE in args for args in _stored_args(pincer_home))
