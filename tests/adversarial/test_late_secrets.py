@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.cli.test_cli import CLI_TIMEOUT_S, PINCER
@@ -92,3 +93,37 @@ async def test_rest_and_cli_mask_a_late_secret_in_audit_and_approvals(pincer_hom
     assert json.loads(shown.stdout)["args"] == {"text": "[REDACTED:secret]"}
     assert _ok(pincer(pincer_home, "audit", "verify", "--json", key=SECRET_KEY)).returncode == 0
     assert any(LATE in args for args in _stored_args(pincer_home))
+
+
+@pytest.mark.anyio
+async def test_run_transcripts_and_events_mask_a_late_secret(tmp_path: Path) -> None:
+    """Before the fix `GET /api/v1/runs/{id}`, its events, `GET /api/v1/runs` and `pincer runs
+    show/list` printed LATE (the run's message, its tool call's arguments, the model's text)."""
+    from pincer.demo.model_server import ScriptedCall, Turn, serve_models
+    from tests.gateway.test_runs import RUN_TIMEOUT_S, _config, _events
+
+    home = tmp_path / "home"
+    script = [Turn(text=f"Saying {LATE}. ", calls=(ScriptedCall(name="say", arguments={"text": LATE}),)), Turn(text="Said.")]
+    with serve_models(script) as server:
+        async with live_gateway(home, config=_config(server)) as live:
+            async with live.http(headers=live.headers) as http:
+                started = await http.post("/api/v1/runs", json={"message": f"say {LATE}"})
+                assert started.status_code == 202, started.text
+                run_id = started.json()["run_id"]
+                with anyio.fail_after(RUN_TIMEOUT_S):
+                    assert (await _events(live, run_id))[-1]["status"] == "done"
+                live.pincer.secrets.set("late_token", LATE)
+                got = await http.get(f"/api/v1/runs/{run_id}")
+                listed = await http.get("/api/v1/runs")
+                with anyio.fail_after(RUN_TIMEOUT_S):
+                    replayed = await _events(live, run_id)
+    assert got.status_code == 200 and LATE not in got.text and MARKER in got.text
+    assert listed.status_code == 200 and LATE not in listed.text
+    assert replayed and LATE not in json.dumps(replayed) and MARKER in json.dumps(replayed)
+
+    shown = _ok(pincer(home, "runs", "show", run_id, "--json", key=SECRET_KEY))
+    human = _ok(pincer(home, "runs", "show", run_id, key=SECRET_KEY))
+    rows = _ok(pincer(home, "runs", "list", "--json", key=SECRET_KEY))
+    for result in (shown, human, rows):
+        assert LATE not in result.stdout + result.stderr
+    assert MARKER in shown.stdout
