@@ -127,3 +127,19 @@ async def test_run_transcripts_and_events_mask_a_late_secret(tmp_path: Path) -> 
     for result in (shown, human, rows):
         assert LATE not in result.stdout + result.stderr
     assert MARKER in shown.stdout
+
+
+def test_cron_and_trigger_lists_mask_a_late_secret(tmp_path: Path) -> None:
+    """Before the fix `pincer cron list`, `pincer cron pause` and `pincer triggers list` printed
+    LATE, the message of a job stored before LATE became a secret."""
+    _ok(pincer(tmp_path, "cron", "add", "ping", "--every", "30m", "--message", f"check {LATE}"))
+    _ok(pincer(tmp_path, "secrets", "set", "late_token", stdin=LATE + "\n"))
+
+    listed = _ok(pincer(tmp_path, "cron", "list", "--json"))
+    human = _ok(pincer(tmp_path, "cron", "list"))
+    paused = _ok(pincer(tmp_path, "cron", "pause", "ping", "--json"))
+    triggers = _ok(pincer(tmp_path, "triggers", "list", "--json"))
+    for result in (listed, human, paused, triggers):
+        assert LATE not in result.stdout + result.stderr
+    assert json.loads(listed.stdout)["jobs"][0]["message"] == "check [REDACTED:secret]"
+    assert MARKER in triggers.stdout
