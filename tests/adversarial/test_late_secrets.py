@@ -143,3 +143,22 @@ def test_cron_and_trigger_lists_mask_a_late_secret(tmp_path: Path) -> None:
         assert LATE not in result.stdout + result.stderr
     assert json.loads(listed.stdout)["jobs"][0]["message"] == "check [REDACTED:secret]"
     assert MARKER in triggers.stdout
+
+
+@pytest.mark.anyio
+async def test_a_replayed_webhook_answer_masks_a_late_secret(pincer_home: Path) -> None:
+    """Before the fix a delivery sent again got the first delivery's stored answer with LATE whole
+    (the pull request title its refused parameter mapping quoted)."""
+    from tests.triggers.conftest import live_gateway as hooks_gateway
+    from tests.triggers.test_webhooks import CONFIG, PR_OPENED, SECRETS, _github
+
+    config = CONFIG.replace('params = { pr_url = "{{ payload.pull_request.html_url }}" }',
+                            'params = { focus = "{{ payload.pull_request.title }}" }')  # fmt: skip
+    body = json.dumps({**PR_OPENED, "pull_request": {**PR_OPENED["pull_request"], "title": LATE}}).encode()
+    async with hooks_gateway(pincer_home, config=config, secrets=SECRETS) as live, live.http() as http:
+        first = await http.post("/hooks/gh", content=body, headers=_github(body, delivery="d-late"))
+        assert first.status_code == 422 and LATE in first.text  # the sender's own text, before it was a secret
+        live.pincer.secrets.set("late_token", LATE)
+        again = await http.post("/hooks/gh", content=body, headers=_github(body, delivery="d-late"))
+    assert again.status_code == 200 and again.json()["original_status"] == 422
+    assert LATE not in again.text and MARKER in again.text
