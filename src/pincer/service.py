@@ -565,6 +565,15 @@ class Pincer:
             self._scanner_version = version
         return self._scanner
 
+    def shown(self, value: Any) -> Any:
+        """``value`` as every view may print it: each known secret value masked by the leak
+        scanner (``[REDACTED:<kind>]``). Stored history (audit records, approvals, transcripts,
+        deliveries) can hold a value that was stored as a secret only later; the call chain's
+        scan ran before the secret existed, so every view of stored history passes through here
+        at display time. The stored rows, and the audit chain's MACs over them, stay untouched."""
+        scanned, _ = self.scanner().scan(value)
+        return scanned
+
     def _secret_access(self, spec: ToolSpec) -> Any:
         caps = spec.capabilities or self.config.credential_capabilities
         if caps is None:

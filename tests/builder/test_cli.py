@@ -74,7 +74,8 @@ def test_a_running_pincer_serve_picks_up_a_built_tool_without_a_restart(tmp_path
     home = tmp_path / "home"
     home.mkdir()
     schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
-    script = [plan_turn("shout", [], schema=schema), code_turn(SHOUT, [{"args": {"word": "hey"}, "expect": {"shout": "HEY!"}}])]
+    source = SHOUT.replace("Shout a word.", f"Shout a word, like {LATE_SECRET}.")
+    script = [plan_turn("shout", [], schema=schema), code_turn(source, [{"args": {"word": "hey"}, "expect": {"shout": "HEY!"}}])]
     with serve_models(script) as server:
         (home / "config.toml").write_text(f'[llm]\nprovider = "openai"\nmodel = "scripted-model"\nbase_url = "{server.openai_url}"\n')
         with pincer_serve(home) as served:
@@ -91,3 +92,32 @@ def test_a_running_pincer_serve_picks_up_a_built_tool_without_a_restart(tmp_path
             called = httpx.post(url + "/api/v1/tools/shout/call", headers=headers, json={"args": {"word": "served"}},
                                 trust_env=False, timeout=30)  # fmt: skip
             assert called.status_code == 200 and called.json()["output"] == {"shout": "SERVED!"}, called.text
+
+
+LATE_SECRET = "plain-words-that-became-a-secret-7f3a9c"
+
+
+def test_builds_list_and_show_mask_a_secret_stored_after_the_build(tmp_path, runner_cache):
+    """Before the fix `pincer builds list|show` printed the recorded build's description whole, though
+    a value in it had been stored as a secret since (the build ran before it was one)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
+    source = SHOUT.replace("Shout a word.", f"Shout a word, like {LATE_SECRET}.")
+    script = [plan_turn("shout", [], schema=schema), code_turn(source, [{"args": {"word": "hey"}, "expect": {"shout": "HEY!"}}])]
+    with serve_models(script) as server:
+        (home / "config.toml").write_text(f'[llm]\nprovider = "openai"\nmodel = "scripted-model"\nbase_url = "{server.openai_url}"\n')
+        done = _pincer(home, runner_cache, "build", "shout a word", "--json")
+        assert done.returncode == 0, done.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
+    stored = subprocess.run([str(PINCER), "secrets", "set", "late_token"], input=LATE_SECRET, capture_output=True,
+                            text=True, env={**env, "PINCER_HOME": str(home)}, timeout=TIMEOUT_S, check=False)  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+    listed = _pincer(home, runner_cache, "builds", "list", "--json")
+    shown = _pincer(home, runner_cache, "builds", "show", "shout", "--json")
+    human = _pincer(home, runner_cache, "builds", "show", "shout")
+    for result in (listed, shown, human):
+        assert result.returncode == 0, result.stderr
+        assert LATE_SECRET not in result.stdout + result.stderr
+    assert json.loads(shown.stdout)["description"] == "Shout a word, like [REDACTED:secret]."
+    assert LATE_SECRET in (home / "builds" / "shout" / "build.json").read_text()  # masked when shown, kept as recorded

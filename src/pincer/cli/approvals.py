@@ -27,7 +27,9 @@ def list_approvals(
     async def body() -> list[dict[str, Any]]:
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
             requests = pincer.approvals.list(status=None) if all_ else pincer.approvals.list_pending()
-            return [r.to_dict() for r in requests]
+            # A value stored as a secret after a request was made is masked here, at display.
+            shown: list[dict[str, Any]] = pincer.shown([r.to_dict() for r in requests])
+            return shown
 
     requests = run(body, as_json=as_json)
     if as_json:
@@ -54,7 +56,8 @@ def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
     async def body() -> dict[str, Any]:
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
             pincer.approvals.expire_overdue()
-            return pincer.approvals.get(approval_id).to_dict()
+            one: dict[str, Any] = pincer.shown(pincer.approvals.get(approval_id).to_dict())
+            return one
 
     approval = run(body, as_json=as_json)
     if as_json:
@@ -83,7 +86,10 @@ def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
 def _answer(approval_id: str, answer: Answer, as_json: bool, scope: AnswerScope | None = None) -> None:
     async def body() -> dict[str, Any]:
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
-            return pincer.dispatcher.answer(approval_id, answer, by="cli", scope=scope).to_dict()
+            answered: dict[str, Any] = pincer.shown(
+                pincer.dispatcher.answer(approval_id, answer, by="cli", scope=scope).to_dict()
+            )
+            return answered
 
     answered = run(body, as_json=as_json)
     if as_json:

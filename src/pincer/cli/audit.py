@@ -33,7 +33,10 @@ def list_records(
 
     async def body() -> list[dict[str, Any]]:
         async with open_pincer(builtins=False) as pincer:
-            return [r.to_dict() for r in pincer.audit.records(tool=tool, session=session, limit=limit)]
+            records = pincer.audit.records(tool=tool, session=session, limit=limit)
+            # A value stored as a secret after its call was recorded is masked here, at display.
+            shown: list[dict[str, Any]] = pincer.shown([r.to_dict() for r in records])
+            return shown
 
     records = run(body, as_json=as_json)
     if as_json:

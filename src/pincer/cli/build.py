@@ -95,8 +95,15 @@ async def _prepare(prepare_runner: Any, cache_dir: Path) -> Any:
 def list_builds(as_json: bool = JsonOption) -> None:
     """Every recorded build: name, result, version, iterations, time."""
     from pincer.builder.record import list_builds as read
+    from pincer.cli.triggers import open_for_triggers
 
-    rows = read(pincer_home())
+    async def body() -> list[dict[str, Any]]:
+        async with open_for_triggers() as pincer:  # no tools: only the secrets are needed
+            # A value stored as a secret after the build was recorded is masked here, at display.
+            shown: list[dict[str, Any]] = pincer.shown(read(pincer_home()))
+            return shown
+
+    rows = run(body, as_json=as_json)
     if as_json:
         emit_json(rows)
         return
@@ -112,6 +119,7 @@ def list_builds(as_json: bool = JsonOption) -> None:
 def show_build(name: str, as_json: bool = JsonOption) -> None:
     """One build: its stages with their times, failures, and the diffs between iterations."""
     from pincer.builder.record import iteration_diffs, read_build
+    from pincer.cli.triggers import open_for_triggers
 
     home = pincer_home()
 
@@ -121,7 +129,10 @@ def show_build(name: str, as_json: bool = JsonOption) -> None:
         return data
 
     async def wrapped() -> dict[str, Any]:
-        return body()
+        async with open_for_triggers() as pincer:  # no tools: only the secrets are needed
+            # A value stored as a secret after the build was recorded is masked here, at display.
+            shown: dict[str, Any] = pincer.shown(body())
+            return shown
 
     data = run(wrapped, as_json=as_json)
     if as_json:

@@ -72,7 +72,8 @@ def add(
                 name=check_job_name(name), schedule=schedule, skill=skill, params=params, message=message,
                 session=session, source="cli", max_concurrent=max_concurrent, retries=retries, jitter_s=jitter,
             )  # fmt: skip
-            return job_row(engine.scheduler.add(spec, now=engine.clock.now()))
+            added: dict[str, Any] = pincer.shown(job_row(engine.scheduler.add(spec, now=engine.clock.now())))
+            return added
 
     row = run(body, as_json=as_json)
     if as_json:
@@ -89,7 +90,9 @@ def list_jobs(as_json: bool = JsonOption) -> None:
         async with open_for_triggers() as pincer:
             engine = pincer.triggers
             engine.scheduler.sync(engine.clock.now())
-            return [job_row(row) for row in engine.store.jobs()]
+            # A value stored as a secret after the job (or its last error) was stored is masked here.
+            rows: list[dict[str, Any]] = pincer.shown([job_row(row) for row in engine.store.jobs()])
+            return rows
 
     rows = run(body, as_json=as_json)
     if as_json:
@@ -149,7 +152,8 @@ def _set_paused(name: str, paused: bool, as_json: bool) -> None:
                 # A resumed job goes on from now: what came due while it was paused is not made up.
                 changes["next_run"] = first_run(JobSpec.from_dict(row.spec), engine.clock.now())
             engine.store.update_job(name, **changes)
-            return job_row(engine.store.require_job(name))
+            changed: dict[str, Any] = pincer.shown(job_row(engine.store.require_job(name)))
+            return changed
 
     row = run(body, as_json=as_json)
     if as_json:
@@ -191,10 +195,15 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
                     while True:
                         now_row = engine.store.require_job(name)
                         if now_row.run_requested is None and now_row.last_run_id and now_row.last_run_id != row.last_run_id:
-                            return {"ok": True, "where": "pincer serve", "job": job_row(now_row), "run_id": now_row.last_run_id}
+                            picked: dict[str, Any] = pincer.shown(
+                                {"ok": True, "where": "pincer serve", "job": job_row(now_row), "run_id": now_row.last_run_id}
+                            )
+                            return picked
                         await anyio.sleep(_PICKUP_POLL_S)
-                return {"ok": True, "where": "pincer serve", "job": job_row(engine.store.require_job(name)), "run_id": None,
-                        "note": f"queued; pincer serve did not pick it up within {RUN_PICKUP_TIMEOUT_S:g} s"}  # fmt: skip
+                queued: dict[str, Any] = {"ok": True, "where": "pincer serve", "job": job_row(engine.store.require_job(name)), "run_id": None,
+                                          "note": f"queued; pincer serve did not pick it up within {RUN_PICKUP_TIMEOUT_S:g} s"}  # fmt: skip
+                shown: dict[str, Any] = pincer.shown(queued)
+                return shown
             firing = await engine.scheduler.fire(
                 JobSpec.from_dict(row.spec), now=engine.clock.now(), fired_by="pincer cron run", attempt=0, here=True
             )
@@ -204,7 +213,8 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
                       "run_id": firing.run_id, "job": job_row(engine.store.require_job(name))}  # fmt: skip
             if outcome is not None:
                 result["outcome"] = {"status": outcome.status.value, "error": outcome.error}
-            return result
+            ran: dict[str, Any] = pincer.shown(result)
+            return ran
 
     result = run(body, as_json=as_json)
     if as_json:
@@ -251,7 +261,7 @@ def import_jobs(
                 except PincerError as exc:
                     skipped.append({"name": spec.name, "reason": exc.message})
                     continue
-                added.append(job_row(row))
+                added.append(pincer.shown(job_row(row)))
         return {"ok": True, "format": imported.format, "added": added, "skipped": skipped,
                 "problems": list(imported.problems), "unknown_keys": {k: list(v) for k, v in imported.unknown_keys.items()}}  # fmt: skip
 

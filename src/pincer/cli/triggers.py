@@ -223,7 +223,9 @@ def list_triggers(as_json: bool = JsonOption) -> None:
 
     async def body() -> list[dict[str, Any]]:
         async with open_for_triggers() as pincer:
-            return trigger_rows(pincer)
+            # A value stored as a secret after a job (or its last error) was stored is masked here.
+            rows: list[dict[str, Any]] = pincer.shown(trigger_rows(pincer))
+            return rows
 
     rows = run(body, as_json=as_json)
     if as_json:

@@ -215,7 +215,8 @@ class HooksEndpoint:
             self.pincer.triggers, hook, delivery_id=delivery_id or f"gen-{secrets.token_hex(8)}", generated_id=generated,
             event=event, payload=payload, address=address,
         )  # fmt: skip
-        return _json(answer.status, answer.body, answer.headers.items())
+        # A replayed answer is stored history: a value stored as a secret since is masked here.
+        return _json(answer.status, self.pincer.shown(answer.body), answer.headers.items())
 
     def _secret(self, name: str) -> str | None:
         store = self.pincer.secrets

@@ -31,8 +31,10 @@ class ApprovalBody(BaseModel):
     scope: AnswerScope | None = None
 
 
-def _shown(approval: ApprovalRequest) -> dict[str, Any]:
-    return {**approval.to_dict(), "message": approval_message(approval)}
+def _shown(pincer: Pincer, approval: ApprovalRequest) -> dict[str, Any]:
+    # A value stored as a secret after the request was made is masked here, at display.
+    shown: dict[str, Any] = pincer.shown({**approval.to_dict(), "message": approval_message(approval)})
+    return shown
 
 
 def _find_approval(pincer: Pincer, approval_id: str) -> ApprovalRequest:
@@ -49,7 +51,7 @@ async def list_approvals(
     requests = approvals_seen(
         session, pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
     )
-    return {"approvals": [_shown(r) for r in requests]}
+    return {"approvals": [_shown(pincer, r) for r in requests]}
 
 
 @router.get("/approvals/{approval_id}", summary="One approval request")
@@ -59,7 +61,7 @@ async def get_approval(
     approval = _find_approval(pincer, approval_id)
     if not sees_approval(session, approval):
         raise refuse(404, "not_found", f"no approval request with id {approval_id!r}")
-    return _shown(approval)
+    return _shown(pincer, approval)
 
 
 @router.post("/approvals/{approval_id}", summary="Answer an approval request (main sessions only)")
@@ -74,4 +76,5 @@ async def answer_approval(
     answered = pincer.dispatcher.answer(
         approval_id, body.decision, by=f"rest:{session.name}", as_session=session.name, scope=body.scope
     )
-    return answered.to_dict()
+    shown: dict[str, Any] = pincer.shown(answered.to_dict())
+    return shown

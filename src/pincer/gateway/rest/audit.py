@@ -30,7 +30,8 @@ async def audit(
     if not may_read_audit_of(session, session_name):
         raise refuse(403, "session_forbidden", f"session {session.name!r} may read only its own records")
     records = pincer.audit.records(tool=tool, session=audit_session_filter(session, session_name), limit=limit)
-    return {"records": [r.to_dict() for r in records]}
+    # A value stored as a secret after its call was recorded is masked here, at display.
+    return {"records": pincer.shown([r.to_dict() for r in records])}
 
 
 @router.get("/audit/verify", summary="Verify the audit chain")

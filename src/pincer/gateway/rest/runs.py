@@ -74,14 +74,16 @@ async def start_run(pincer: PincerDep, session: SessionDep, runs: RunsDep, body:
 @router.get("/runs", summary="Runs, newest first")
 async def list_runs(pincer: PincerDep, session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
     rows = pincer.runs.list(session=runs_session_filter(session), limit=limit)
-    return {"runs": [r.to_dict() for r in rows]}
+    return {"runs": pincer.shown([r.to_dict() for r in rows])}
 
 
 @router.get("/runs/{run_id}", summary="One run: status, usage, cost, transcript, tool calls with audit ids")
 async def get_run(pincer: PincerDep, session: SessionDep, run_id: Annotated[str, Path(max_length=64)]) -> dict[str, Any]:
     row = _run_row(pincer, session, run_id)
     messages = [m.to_dict() for m in pincer.runs.messages(run_id)]
-    return {**row.to_dict(), "messages": messages}
+    # A value stored as a secret after the run recorded it is masked here, at display.
+    shown: dict[str, Any] = pincer.shown({**row.to_dict(), "messages": messages})
+    return shown
 
 
 @router.get(
@@ -102,7 +104,7 @@ async def run_events(
     async def stream() -> AsyncIterator[ServerSentEvent]:
         # Ends when the run does; a client that hangs up cancels this follower, not the run.
         async for cursor, event in manager.events(run_id, after):
-            yield server_event(event.kind, event.to_dict(), cursor.to_id())
+            yield server_event(event.kind, pincer.shown(event.to_dict()), cursor.to_id())
 
     return event_stream(stream())
 
@@ -113,6 +115,6 @@ async def cancel_run(
 ) -> JSONResponse:
     row = _run_row(pincer, session, run_id)
     if row.is_final:
-        return JSONResponse(row.to_dict(), status_code=200)
+        return JSONResponse(pincer.shown(row.to_dict()), status_code=200)
     cancelled = runs.cancel(run_id) if runs is not None else pincer.runs.request_cancel(run_id)
-    return JSONResponse(cancelled.to_dict(), status_code=202)
+    return JSONResponse(pincer.shown(cancelled.to_dict()), status_code=202)

@@ -92,9 +92,8 @@ class Pages:
         self.env.filters["json"] = lambda v: json.dumps(self.redact(v), ensure_ascii=False, default=str)
 
     def redact(self, value: Any) -> Any:
-        """``value`` with every known secret value masked (the scanner the call chain uses)."""
-        scanned, _ = self._pincer.scanner().scan(value)
-        return scanned
+        """``value`` with every known secret value masked (``Pincer.shown``, as every view)."""
+        return self._pincer.shown(value)
 
     def _redacted(self, value: Any) -> Any:
         if isinstance(value, str) and value:
