@@ -44,7 +44,8 @@ async def snapshot_png(url: str, *, width: int, height: int) -> bytes:
     from pincer.builtins.browser.launcher import launch_browser
 
     parts = urlsplit(url)
-    origin = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    origin = f"{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
     policy = ProxyPolicy(hosts=(origin,), trusted_origins=origins_of([url]))
     root = Path(await anyio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="pincer-canvas-")))
     try:
