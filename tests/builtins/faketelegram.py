@@ -1,5 +1,6 @@
 """A local stand-in for Telegram's Bot API on 127.0.0.1:0: ``POST /bot<token>/<method>`` with a
-JSON body, every body checked against the method table derived from ``@grammyjs/types``
+JSON body or, for a file upload, a ``multipart/form-data`` one (parsed with the standard
+library's MIME parser; the file parts are kept in ``seen[i]["files"]``), every body checked against the method table derived from ``@grammyjs/types``
 (:mod:`tests.builtins.telegram_methods`); a request that does not fit is answered as Telegram
 does (``400 {"ok": false, "description": "Bad Request: ..."}``) and kept in ``violations``.
 
@@ -101,13 +102,22 @@ def serve() -> Iterator[FakeTelegram]:
             problems = []
             if self.command != "POST":
                 problems.append(f"{method}: verb {self.command}; pincer sends POST with a JSON body")
-            if raw and (self.headers.get("Content-Type") or "").split(";")[0] != "application/json":
-                problems.append(f"{method}: body {self.headers.get('Content-Type')!r}, not application/json")
-            try:
-                body = json.loads(raw) if raw else {}
-            except ValueError:
-                body = {}
-                problems.append(f"{method}: the body is not JSON")
+            content_type = self.headers.get("Content-Type") or ""
+            if raw and content_type.split(";")[0].strip() == "multipart/form-data":
+                try:
+                    body, files = telegram_methods.parse_multipart(method, content_type, raw)
+                except ValueError as exc:
+                    body, files = {}, {}
+                    problems.append(f"{method}: {exc}")
+                record["files"] = files
+            else:
+                if raw and content_type.split(";")[0] != "application/json":
+                    problems.append(f"{method}: body {content_type!r}, not application/json or multipart/form-data")
+                try:
+                    body = json.loads(raw) if raw else {}
+                except ValueError:
+                    body = {}
+                    problems.append(f"{method}: the body is not JSON")
             record["body"] = body
             problems += [f"{method}: {p}" for p in telegram_methods.problems(method, body if isinstance(body, dict) else {})]
             if problems:

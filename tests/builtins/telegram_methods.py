@@ -6,14 +6,19 @@
 
 :func:`problems` checks one JSON body against a method: unknown parameters, missing required
 ones, and each value against its declared type (``number``, ``string``, ``boolean``, literal
-unions, arrays, and declared object types, recursively). ``F`` (grammY's file type) counts as
-"a file upload", which a JSON body cannot carry.
+unions, arrays, and declared object types, recursively). ``F`` (grammY's file type) is "a file
+upload": only an :class:`Upload` (a file part of a multipart body, :func:`parse_multipart`) fits
+it, which a JSON body cannot carry.
 """
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import functools
+import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +69,9 @@ def _type_ok(kind: str, value: Any, depth: int = 0) -> bool:
     if kind in ("boolean", "true", "false"):
         return isinstance(value, bool) and (kind == "boolean" or str(value).lower() == kind)
     if kind == "F":
-        return False  # a file upload: multipart only
+        return isinstance(value, Upload)  # a file upload: multipart only
+    if isinstance(value, Upload):
+        return False  # a file part where the method takes no file
     if kind.startswith('"') and kind.endswith('"'):
         return value == kind[1:-1]
     if kind.endswith("[]"):
@@ -95,3 +102,58 @@ def problems(method: str, body: dict[str, Any]) -> list[str]:
     if method not in table:
         return [f"{method} is not a Bot API method"]
     return _object_problems(table[method], body)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Upload:
+    """A file part of a multipart body."""
+
+    filename: str
+    content_type: str
+    data: bytes = field(repr=False)
+
+
+def _declared(method: str, name: str) -> str | None:
+    found = methods().get(method, {}).get(name)
+    return found.type if found is not None else None
+
+
+def _field_value(method: str, name: str, text: str) -> Any:
+    """A multipart text field as the Bot API reads it: the string itself where the parameter
+    takes a string, else its JSON (numbers, booleans, objects such as reply_parameters)."""
+    kind = _declared(method, name)
+    if kind is None or _type_ok(kind, text):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_multipart(method: str, content_type: str, raw: bytes) -> tuple[dict[str, Any], dict[str, Upload]]:
+    """The parameters of a ``multipart/form-data`` body (file parts as :class:`Upload`, also in
+    the second mapping by name); ValueError says what does not fit RFC 7578."""
+    if "boundary=" not in content_type:
+        raise ValueError("multipart/form-data without a boundary")
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    if not message.is_multipart() or message.defects:
+        raise ValueError(f"not a well-formed multipart body ({[type(d).__name__ for d in message.defects]})")
+    body: dict[str, Any] = {}
+    files: dict[str, Upload] = {}
+    for part in message.iter_parts():
+        if part.get_content_disposition() != "form-data" or part.defects:
+            raise ValueError("a part without Content-Disposition: form-data")
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str) or not name:
+            raise ValueError("a part without a name")
+        if name in body:
+            raise ValueError(f"parameter {name!r} sent twice")
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        filename = part.get_filename()
+        if filename is not None:
+            files[name] = body[name] = Upload(filename=filename, content_type=part.get_content_type(), data=data)
+        else:
+            body[name] = _field_value(method, name, data.decode("utf-8"))
+    return body, files

@@ -77,3 +77,23 @@ def test_composio_declarations_build_or_raise_config_errors(actions: list[str], 
         return
     assert tool.spec.input_schema["properties"]["action"]["enum"] == list(dict.fromkeys(actions))
     assert all(effects[a] for a in actions)
+
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60), st.text(max_size=80), st.binary(max_size=600), st.one_of(st.integers(), st.text(max_size=20)))
+def test_a_telegram_upload_body_reads_back_whatever_the_names(caption: str, filename: str, data: bytes,
+                                                              chat_id: int | str) -> None:
+    """Whatever the caption, file name and bytes, the multipart body parses back (the standard
+    library's MIME parser) into exactly the fields and the one file sent: a quote, CR or LF in a
+    file name cannot end its header or add a part."""
+    from tests.builtins.telegram_methods import parse_multipart
+
+    body, kind = telegram.multipart_body({"chat_id": chat_id, "caption": caption}, file_field="document",
+                                         filename=filename, data=data)
+    fields, files = parse_multipart("sendDocument", kind, body)
+    assert set(fields) == {"chat_id", "caption", "document"} and set(files) == {"document"}
+    assert fields["caption"] == caption
+    assert files["document"].data == data
+    assert not any(c in files["document"].filename for c in '"\r\n')

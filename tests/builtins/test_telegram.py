@@ -2,7 +2,8 @@
 request against the method table derived from npm ``@grammyjs/types``. The bot token sits in the
 URL path: it reaches the stand-in, and nothing else (outputs, errors, the audit, log lines at
 DEBUG, the exception texts of a direct call), also when the request fails: connection refused,
-a 500 that echoes the path, a timeout."""
+a 500 that echoes the path, a timeout. A workspace file goes up as ``multipart/form-data``, read
+under the file tools' rules."""
 
 from __future__ import annotations
 
@@ -27,18 +28,24 @@ from tests.builtins.faketelegram import TOKEN
 
 pytestmark = pytest.mark.anyio
 
-GRANT = 'effects = { network = "allow", use_secret = "allow", external_write = "allow" }'
+GRANT = 'effects = { network = "allow", use_secret = "allow", external_write = "allow", read_filesystem = "allow" }'
+PHOTO = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8 + b"\r\n--not-a-boundary\r\n"
+DOCUMENT = b"%PDF-1.7\n" + "r\u00e9sum\u00e9\r\n".encode() * 100
 
 CALLS: dict[str, dict[str, Any]] = {
     "send_message": {"chat_id": 424242, "text": "*hello*", "parse_mode": "MarkdownV2", "reply_to_message_id": 50,
                      "disable_notification": True},
     "send_photo": {"chat_id": "@pincer_channel", "photo": "https://example.org/cat.jpg", "caption": "a cat"},
     "send_document": {"chat_id": 424242, "document": "BQACAgQAAxk", "caption": "the report", "message_thread_id": 7},
+    "send_photo_file": {"chat_id": 424242, "path": "out/cat.png", "caption": "a cat", "reply_to_message_id": 50},
+    "send_document_file": {"chat_id": "@pincer_channel", "path": "report.pdf", "message_thread_id": 7,
+                           "disable_notification": True, "parse_mode": "HTML", "caption": "<b>the</b> report"},
     "get_updates": {"offset": 100, "limit": 10, "allowed_updates": ["message", "edited_message"]},
     "edit_message_text": {"chat_id": 424242, "message_id": 52, "text": "hello again", "parse_mode": "HTML"},
     "delete_message": {"chat_id": 424242, "message_id": 52},
 }
 METHODS = {"send_message": "sendMessage", "send_photo": "sendPhoto", "send_document": "sendDocument",
+           "send_photo_file": "sendPhoto", "send_document_file": "sendDocument",
            "get_updates": "getUpdates", "edit_message_text": "editMessageText", "delete_message": "deleteMessage"}
 
 
@@ -56,6 +63,15 @@ tool = "telegram"
 """
 
 
+def _workspace(home: Path) -> Path:
+    """The default workspace of a pincer at ``home``, with a photo and a document in it."""
+    workspace = home / "workspace"
+    (workspace / "out").mkdir(parents=True, exist_ok=True)
+    (workspace / "out" / "cat.png").write_bytes(PHOTO)
+    (workspace / "report.pdf").write_bytes(DOCUMENT)
+    return workspace
+
+
 def _no_token(*texts: str) -> None:
     for text in texts:
         assert TOKEN not in text
@@ -71,6 +87,7 @@ async def test_each_action_fits_the_bot_api_method_table(
     tmp_path: Path, action: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    _workspace(tmp_path)
     with faketelegram.serve() as fake:
         async with pincer_on(tmp_path, _config(fake.origin), secrets={"telegram_bot_token": TOKEN}) as pincer:
             result = await pincer.call(CallRequest(tool="telegram", args={"action": action, **CALLS[action]}))
@@ -79,6 +96,10 @@ async def test_each_action_fits_the_bot_api_method_table(
     assert fake.violations == []
     (seen,) = fake.seen
     assert seen["method"] == METHODS[action] and seen["path"] == f"/bot{TOKEN}/{METHODS[action]}"
+    if action.endswith("_file"):
+        assert seen["headers"]["Content-Type"].startswith("multipart/form-data; boundary=")
+        (name, upload), = seen["files"].items()
+        assert (upload.filename, upload.data) == (("cat.png", PHOTO) if name == "photo" else ("report.pdf", DOCUMENT))
     _no_token(json.dumps(result.output), json.dumps([dataclasses.asdict(r) for r in records], default=str), caplog.text)
 
 
@@ -265,3 +286,108 @@ def test_pincer_auth_setup_telegram_prints_no_token(tmp_path: Path) -> None:
     for out in (refused, done):
         _no_token(out.stdout + out.stderr)
         assert "wrongwrongwrong" not in out.stdout + out.stderr
+
+
+async def test_an_upload_sends_the_parameters_as_the_bot_api_reads_them(tmp_path: Path) -> None:
+    """The multipart fields carry numbers, booleans and reply_parameters as the Bot API parses
+    them (JSON), strings as they are, and the file under the method's own parameter name."""
+    _workspace(tmp_path)
+    with faketelegram.serve() as fake:
+        async with pincer_on(tmp_path, _config(fake.origin), secrets={"telegram_bot_token": TOKEN}) as pincer:
+            sent = await pincer.call(CallRequest(tool="telegram", args={"action": "send_photo_file", **CALLS["send_photo_file"]}))
+    assert sent.ok, sent.error
+    assert sent.output["photo"] == ["AgACAgQAAx2"] and sent.output["caption"] == "a cat"
+    body = dict(fake.seen[0]["body"])
+    assert body.pop("photo").content_type == "image/png"
+    assert body == {"chat_id": "424242", "caption": "a cat", "reply_parameters": {"message_id": 50}}
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [("../secret.txt", "denied"), ("/etc/passwd", "denied"), ("link/secret.txt", "denied"),
+     ("leak.png", "denied"), ("missing.png", "tool_error"), ("out", "tool_error")],
+)
+async def test_an_upload_reads_only_inside_the_workspace(tmp_path: Path, path: str, code: str) -> None:
+    """``..``, an absolute path and a symlink out of the workspace (a directory link or a file
+    link) are refused as the file tools refuse them, and nothing reaches Telegram."""
+    workspace = _workspace(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not for telegram")
+    (workspace / "link").symlink_to(outside)
+    (workspace / "leak.png").symlink_to(outside / "secret.txt")
+    with faketelegram.serve() as fake:
+        async with pincer_on(tmp_path, _config(fake.origin), secrets={"telegram_bot_token": TOKEN}) as pincer:
+            result = await pincer.call(CallRequest(tool="telegram", args={"action": "send_document_file", "chat_id": 1,
+                                                                          "path": path}))
+    assert not result.ok
+    assert result.error["code"] == code, result.error
+    assert fake.seen == []
+
+
+@pytest.mark.parametrize(("action", "limit_mb"), [("send_photo_file", 10), ("send_document_file", 50)])
+async def test_an_upload_over_telegrams_limit_is_refused_before_it_is_sent(
+    tmp_path: Path, action: str, limit_mb: int
+) -> None:
+    workspace = _workspace(tmp_path)
+    with (workspace / "big.bin").open("wb") as big:
+        big.truncate(limit_mb * 1024 * 1024 + 1)  # sparse: no disk used
+    with faketelegram.serve() as fake:
+        async with pincer_on(tmp_path, _config(fake.origin), secrets={"telegram_bot_token": TOKEN}) as pincer:
+            too_big = await pincer.call(CallRequest(tool="telegram", args={"action": action, "chat_id": 1,
+                                                                           "path": "big.bin"}))
+    assert too_big.error["code"] == "usage_error"
+    assert f"{limit_mb} MB limit" in too_big.error["message"] and "https URL" in too_big.error["hint"]
+    assert fake.seen == []
+
+
+async def test_a_document_at_the_limit_is_sent_whole(tmp_path: Path) -> None:
+    """The egress limit on the request (max_request_bytes in the capabilities file) leaves room for
+    a 50 MB document and its multipart framing."""
+    workspace = _workspace(tmp_path)
+    with (workspace / "big.bin").open("wb") as big:
+        big.truncate(50 * 1024 * 1024)
+    with faketelegram.serve() as fake:
+        async with pincer_on(tmp_path, _config(fake.origin), secrets={"telegram_bot_token": TOKEN}) as pincer:
+            sent = await pincer.call(CallRequest(tool="telegram", args={"action": "send_document_file", "chat_id": 1,
+                                                                        "path": "big.bin", "caption": "x" * 1024}))
+    assert sent.ok, sent.error
+    assert len(fake.seen[0]["files"]["document"].data) == 50 * 1024 * 1024
+
+
+async def test_reading_the_workspace_is_an_effect_the_grant_decides(tmp_path: Path) -> None:
+    """With read_filesystem denied in the grant (it is allowed by default, as for the file tools),
+    a photo by URL still goes and a workspace file does not."""
+    _workspace(tmp_path)
+    grant = GRANT.replace('read_filesystem = "allow"', 'read_filesystem = "deny"')
+    with faketelegram.serve() as fake:
+        config = _config(fake.origin).replace(GRANT, grant)
+        async with pincer_on(tmp_path, config, secrets={"telegram_bot_token": TOKEN}) as pincer:
+            by_url = await pincer.call(CallRequest(tool="telegram", args={"action": "send_photo", **CALLS["send_photo"]}))
+            by_file = await pincer.call(CallRequest(tool="telegram", args={"action": "send_photo_file",
+                                                                           **CALLS["send_photo_file"]}))
+    assert by_url.ok, by_url.error
+    assert not by_file.ok and by_file.error["code"] == "denied", by_file.error
+    assert [s["method"] for s in fake.seen] == ["sendPhoto"]
+
+
+def test_a_wrong_multipart_request_fails_the_contract() -> None:
+    """The stand-in reads a multipart body as the Bot API does: a misspelt parameter, a file where
+    the method takes none, a missing file and a body without a boundary are caught."""
+    from pincer.builtins.telegram import multipart_body
+
+    bot = f"/bot{TOKEN}"
+    with faketelegram.serve() as fake:
+        body, kind = multipart_body({"chat_id": 1, "captoin": "x"}, file_field="photo", filename="a.png", data=b"png")
+        assert _post(fake, f"{bot}/sendPhoto", body, content_type=kind) == 400
+        body, kind = multipart_body({"chat_id": 1}, file_field="caption", filename="a.png", data=b"png")
+        assert _post(fake, f"{bot}/sendPhoto", body, content_type=kind) == 400
+        body, kind = multipart_body({"chat_id": 1}, file_field="document", filename="a.pdf", data=b"pdf")
+        assert _post(fake, f"{bot}/sendPhoto", body, content_type=kind) == 400
+        assert _post(fake, f"{bot}/sendPhoto", body, content_type="multipart/form-data") == 400
+        body, kind = multipart_body({"chat_id": 1}, file_field="photo", filename="a.png", data=b"png")
+        assert _post(fake, f"{bot}/sendPhoto", body, content_type=kind) == 200
+    joined = "\n".join(fake.violations)
+    for expected in ("unknown parameter 'captoin'", "'caption' is not string", "missing required parameter 'photo'",
+                     "without a boundary"):
+        assert expected in joined, expected

@@ -14,24 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from pincer.canvas.snapshot import CHROMIUM_ARGS, CHROMIUM_PATH
 from pincer.demo.model_server import ReceivedRequest, ScriptedCall, Turn, serve_models
+from tests.chromium import launch_chromium
 from tests.gateway.conftest import ServerProcess, pincer_serve
 from tests.gateway.ui.conftest import sign_in
 
 HTTP_TIMEOUT_S = 60.0
 STEP_TIMEOUT_S = 60.0  # one step of a browser test: a page to show, a run to reach a state
 POLL_S = 0.1
-
-
-def launch_chromium(playwright: Any) -> Any:
-    """Chromium with its own sandbox when it starts here; without, only when it cannot."""
-    try:
-        return playwright.chromium.launch(executable_path=CHROMIUM_PATH, args=list(CHROMIUM_ARGS))
-    except Exception as exc:
-        if "sandbox" not in str(exc).lower():
-            raise
-        return playwright.chromium.launch(executable_path=CHROMIUM_PATH, args=[*CHROMIUM_ARGS, "--no-sandbox"])
 
 
 @pytest.fixture(scope="module")

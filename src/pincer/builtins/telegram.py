@@ -2,6 +2,12 @@
 with a JSON body): ``sendMessage``, ``sendPhoto``, ``sendDocument``, ``getUpdates``,
 ``editMessageText``, ``deleteMessage``.
 
+``send_photo_file`` and ``send_document_file`` upload a file of the call's workspace (read under
+the file tools' rules: no absolute path, no ``..``, no symlink out of the workspace) as
+``multipart/form-data``, the way the Bot API takes a new file; they are actions of their own so
+that reading the workspace (``read_filesystem``) is an effect a grant decides apart from sending
+by URL or file_id.
+
 The bot token (secret ``telegram_bot_token``) sits in the URL path. The tool's code only ever
 builds ``/bot{TELEGRAM_BOT_TOKEN}/METHOD``: the egress client puts the token in place of the
 placeholder just before the request leaves, every URL pincer names in an error is the
@@ -16,15 +22,23 @@ far more authority than a bot that only sees what is sent to it. pincer does not
 
 from __future__ import annotations
 
+import functools
+import json
+import mimetypes
+import re
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from pincer.builtins.actions import Action, ActionSet, select_actions
+import anyio.to_thread
+
+from pincer.builtins.actions import WRITE_EFFECTS, Action, ActionSet, select_actions
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, json_body, rebase_capabilities
 from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.builtins.trim import trim
 from pincer.core.capabilities import Capabilities
-from pincer.core.errors import ApiRateLimited, ApiRefused, ToolError
+from pincer.core.effects import EffectKind
+from pincer.core.errors import ApiRateLimited, ApiRefused, ToolError, UsageError
 from pincer.runtimes.native.decorator import NativeTool
 
 __all__ = ["ACTIONS", "FIELDS", "telegram_tool", "manifest", "DEFAULT_BASE_URL", "DEFAULT_HOST", "PLACEHOLDER"]
@@ -35,6 +49,9 @@ PLACEHOLDER = "{TELEGRAM_BOT_TOKEN}"  # the manifest's url_path placeholder
 MAX_TEXT_CHARS = 4096  # Telegram's limit for a message text
 MAX_CAPTION_CHARS = 1024
 MAX_UPDATES = 100  # Telegram's maximum for getUpdates' limit
+MAX_PHOTO_BYTES = 10 * 1024 * 1024  # the Bot API's limits for an uploaded photo and document
+MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
+MAX_FILENAME_CHARS = 200
 
 _CHAT = {"type": ["integer", "string"], "description": "Chat ID, or @channelusername"}
 _PARSE = {"type": "string", "enum": ["MarkdownV2", "HTML", "Markdown"], "description": "Text formatting"}
@@ -49,12 +66,13 @@ FIELDS: dict[str, dict[str, Any]] = {
     "disable_notification": {"type": "boolean"},
     "photo": {"type": "string", "minLength": 1, "description": "Photo as an https URL or a file_id"},
     "document": {"type": "string", "minLength": 1, "description": "File as an https URL or a file_id"},
+    "path": {"type": "string", "minLength": 1,
+             "description": "A file in the workspace to upload, relative to it (e.g. out/chart.png)"},
     "caption": {"type": "string", "maxLength": MAX_CAPTION_CHARS},
     "offset": {"type": "integer", "description": "First update id to return (confirms earlier ones)"},
     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_UPDATES, "description": "Updates to return (default 100)"},
     "allowed_updates": {"type": "array", "items": {"type": "string"}, "description": "Update types, e.g. message"},
 }
-
 
 
 def _obj(value: Any) -> Mapping[str, Any]:
@@ -132,6 +150,70 @@ async def send_document(api: ApiClient, args: Mapping[str, Any]) -> Any:
     return _message(await _call(api, "sendDocument", {**body, "reply_parameters": _reply(args)}))
 
 
+def _form_value(value: Any) -> str:
+    """A Bot API parameter as a multipart field: strings as they are, everything else as JSON
+    (numbers, ``true``/``false``, and objects such as ``reply_parameters``)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _quoted(name: str) -> str:
+    """A filename safe inside ``filename="..."``: no quote, backslash or line break can end the
+    header or start another one."""
+    return re.sub(r'["\\\x00-\x1f\x7f]', "_", name)[:MAX_FILENAME_CHARS] or "file"
+
+
+def multipart_body(fields: Mapping[str, Any], *, file_field: str, filename: str, data: bytes) -> tuple[bytes, str]:
+    """A ``multipart/form-data`` body (RFC 7578): ``fields`` (None left out), then the file under
+    ``file_field``; the body and its Content-Type."""
+    boundary = "pincer-" + secrets.token_hex(16)
+    parts: list[bytes] = []
+    for name, value in fields.items():
+        if value is not None:
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode())
+            parts.append(_form_value(value).encode("utf-8") + b"\r\n")
+    mime = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{_quoted(filename)}"\r\n'
+        f"Content-Type: {mime}\r\n\r\n".encode()
+    )
+    parts += [data, f"\r\n--{boundary}--\r\n".encode()]
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+async def _workspace_file(api: ApiClient, raw: object, *, limit: int, what: str) -> tuple[str, bytes]:
+    """The name and bytes of the workspace file ``raw``, checked by the file tools' rules."""
+    from pincer.runtimes.native.workspace import read_bytes, resolve_path
+
+    target = resolve_path(api.host.workspace, raw)
+    data, size = await anyio.to_thread.run_sync(functools.partial(read_bytes, target, offset=0, limit=limit))
+    if size > limit:
+        raise UsageError(
+            f"telegram: {target.shown!r} is {size} bytes, over the Bot API's {limit // (1024 * 1024)} MB limit for a {what}",
+            hint="send a smaller file, or an https URL of it with send_photo or send_document",
+        )
+    return target.parts[-1], data
+
+
+async def _upload(api: ApiClient, method: str, field: str, args: Mapping[str, Any], *, limit: int) -> Any:
+    filename, data = await _workspace_file(api, args["path"], limit=limit, what=field)
+    fields = {k: args.get(k) for k in ("chat_id", "caption", "parse_mode", "message_thread_id", "disable_notification")}
+    body, content_type = multipart_body(
+        {**fields, "reply_parameters": _reply(args)}, file_field=field, filename=filename, data=data
+    )
+    response = await api.request(
+        "POST", f"/bot{PLACEHOLDER}/{method}", content=body, headers={"Content-Type": content_type}
+    )
+    return _message(_check(method, response))
+
+
+async def send_photo_file(api: ApiClient, args: Mapping[str, Any]) -> Any:
+    return await _upload(api, "sendPhoto", "photo", args, limit=MAX_PHOTO_BYTES)
+
+
+async def send_document_file(api: ApiClient, args: Mapping[str, Any]) -> Any:
+    return await _upload(api, "sendDocument", "document", args, limit=MAX_DOCUMENT_BYTES)
+
+
 async def get_updates(api: ApiClient, args: Mapping[str, Any]) -> Any:
     # timeout 0: a short poll. Long polling would hold a call open for as long as Telegram waits.
     body = {"offset": args.get("offset"), "limit": args.get("limit") or MAX_UPDATES, "timeout": 0,
@@ -160,6 +242,7 @@ async def delete_message(api: ApiClient, args: Mapping[str, Any]) -> Any:
     return {"deleted": done is True, "chat_id": args["chat_id"], "message_id": args["message_id"]}
 
 
+_UPLOAD_EFFECTS = WRITE_EFFECTS | {EffectKind.READ_FILESYSTEM}  # it reads the workspace, then sends
 _SEND = ("parse_mode", "message_thread_id", "disable_notification", "reply_to_message_id")
 
 ACTIONS: tuple[Action, ...] = (
@@ -171,6 +254,12 @@ ACTIONS: tuple[Action, ...] = (
     Action(name="send_document", toolset="messages", handler=send_document, writes=True,
            required=("chat_id", "document"), optional=("caption", *_SEND),
            description="send a file (an https URL or a file_id) with an optional caption"),
+    Action(name="send_photo_file", toolset="messages", handler=send_photo_file, writes=True,
+           effects=_UPLOAD_EFFECTS, required=("chat_id", "path"), optional=("caption", *_SEND),
+           description="upload a photo from the workspace (up to 10 MB) with an optional caption"),
+    Action(name="send_document_file", toolset="messages", handler=send_document_file, writes=True,
+           effects=_UPLOAD_EFFECTS, required=("chat_id", "path"), optional=("caption", *_SEND),
+           description="upload a file from the workspace (up to 50 MB) with an optional caption"),
     Action(name="get_updates", toolset="updates", handler=get_updates,
            optional=("offset", "limit", "allowed_updates"),
            description="new messages and other updates sent to the bot (pass next_offset to confirm them)"),
@@ -182,8 +271,9 @@ ACTIONS: tuple[Action, ...] = (
 )
 
 DESCRIPTION = (
-    "Work in Telegram as a bot (Bot API): send messages, photos and documents, read the updates sent to the "
-    "bot, edit and delete its messages. The bot token is added by pincer."
+    "Work in Telegram as a bot (Bot API): send messages, photos and documents (by URL, file_id, or a "
+    "workspace file), read the updates sent to the bot, edit and delete its messages. The bot token is "
+    "added by pincer."
 )
 
 

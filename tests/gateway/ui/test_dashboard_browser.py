@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from tests.chromium import launch_chromium
 from tests.gateway.conftest import pincer_serve
-from tests.gateway.ui.browser import launch_chromium
 from tests.gateway.ui.conftest import (
     AGENT_TOKEN,
     CLI_TIMEOUT_S,

@@ -35,7 +35,15 @@ from typing import Any
 from pincer.builtins.browser.egress_proxy import CLOSED_POLICY, EgressProxy
 from pincer.core.errors import ToolError
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "LaunchedBrowser", "launch_browser", "LAUNCH_TIMEOUT_S"]
+__all__ = [
+    "CHROMIUM",
+    "CHROMIUM_ARGS",
+    "LaunchedBrowser",
+    "launch_browser",
+    "launch_options",
+    "sandbox_plan",
+    "LAUNCH_TIMEOUT_S",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -103,20 +111,13 @@ async def launch_browser(profile_root: Path, *, headless: bool = True) -> Launch
     profile = await anyio.to_thread.run_sync(_fresh_profile, profile_root)
     proxy = await EgressProxy.start(CLOSED_POLICY)
     playwright = await start_playwright(profile)
-    as_root = os.geteuid() == 0
-    attempts = [False] if as_root else [True, False]
-    note = "running as root: Chromium refuses its sandbox for root, so it runs with --no-sandbox" if as_root else ""
+    attempts, note = sandbox_plan()
     failure: Exception | None = None
     try:
         for sandbox in attempts:
             try:
                 browser = await playwright.chromium.launch(
-                    executable_path=CHROMIUM,
-                    headless=headless,
-                    chromium_sandbox=sandbox,
-                    args=[*CHROMIUM_ARGS, f"--proxy-server={proxy.url}"],
-                    timeout=LAUNCH_TIMEOUT_S * 1000,
-                    env=_chromium_env(),
+                    **launch_options(sandbox=sandbox, proxy_url=proxy.url, headless=headless)
                 )
             except PlaywrightError as exc:
                 failure = exc
@@ -139,6 +140,31 @@ async def launch_browser(profile_root: Path, *, headless: bool = True) -> Launch
         f"chromium did not start: {_first_line(failure)}",
         hint=f"check that `{CHROMIUM} --headless --version` runs on this machine",
     )
+
+
+def sandbox_plan() -> tuple[tuple[bool, ...], str]:
+    """The sandbox settings to try, in order, and the note for ``status`` when the first is
+    already without it: as root only without (Chromium refuses its sandbox for root), otherwise
+    with it first and without only when Chromium cannot start with it."""
+    if os.geteuid() == 0:
+        return (False,), "running as root: Chromium refuses its sandbox for root, so it runs with --no-sandbox"
+    return (True, False), ""
+
+
+def launch_options(*, sandbox: bool, proxy_url: str | None = None, headless: bool = True) -> dict[str, Any]:
+    """Keyword arguments for Playwright's ``chromium.launch`` (async or sync API alike): Debian's
+    Chromium, the quiet flags, the sandbox setting and the short environment; with ``proxy_url``
+    every request of the browser goes through that proxy."""
+    args = [*CHROMIUM_ARGS, f"--proxy-server={proxy_url}"] if proxy_url else list(CHROMIUM_ARGS)
+    return {
+        "executable_path": CHROMIUM,
+        "headless": headless,
+        # Playwright's own default is no sandbox (it adds --no-sandbox): say it every time.
+        "chromium_sandbox": sandbox,
+        "args": args,
+        "timeout": LAUNCH_TIMEOUT_S * 1000,
+        "env": _chromium_env(),
+    }
 
 
 def _fresh_profile(profile_root: Path) -> Path:
