@@ -189,6 +189,23 @@ async def test_what_the_tools_send_and_read(tmp_path: Path, fake: FakeGoogle) ->
     assert rows.output["values"] == [["a", "b"], ["1", "2"]]
 
 
+async def test_an_upload_up_to_drives_limit_is_sent_whole(tmp_path: Path, fake: FakeGoogle) -> None:
+    """A Drive upload near the tool's own limit (MAX_UPLOAD_BYTES) reaches Google whole: before the
+    manifest named a max_request_bytes, egress's 1 MiB default refused every upload over 1 MiB."""
+    import base64
+
+    from pincer.builtins.google.drive import MAX_UPLOAD_BYTES
+
+    content = bytes(range(256)) * ((MAX_UPLOAD_BYTES - 4096) // 256)
+    args = {"action": "upload_file", "name": "big.bin", "mime_type": "application/octet-stream",
+            "content_base64": base64.b64encode(content).decode("ascii")}
+    async with google_pincer(fake, tmp_path) as pincer:
+        result = await pincer.call(CallRequest(tool="google_drive", args=args))
+    assert result.ok, result.error
+    assert [r.method_id for r in fake.requests] == ["drive.files.create"]
+    assert content in fake.requests[0].body and fake.errors == []
+
+
 async def test_a_google_doc_downloads_as_an_export(tmp_path: Path, fake: FakeGoogle) -> None:
     fake.answers["drive.files.get"] = (200, {**fakegoogle.FILE, "mimeType": "application/vnd.google-apps.document"})
     async with google_pincer(fake, tmp_path) as pincer:
