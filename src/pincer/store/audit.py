@@ -457,30 +457,13 @@ class AuditLog:
         run_id: str | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``."""
-        clauses: list[str] = ["id > ?"]
-        params: list[Any] = [after_id]
-        if tool:
-            clauses.append("tool = ?")
-            params.append(tool)
-        if session:
-            clauses.append("session = ?")
-            params.append(session)
-        if run_id:
-            clauses.append("run_id = ?")
-            params.append(run_id)
-        sql = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
+        sql, params = _records_query(tool=tool, session=session, limit=limit, after_id=after_id, run_id=run_id)
         rows = self._conn.execute(sql, params).fetchall()
         return [_to_record(row) for row in reversed(rows)]
 
     def timestamps(self, tool: str, since: float) -> list[float]:
         """Times of executed calls of a tool since ``since``: seeds rate limits across processes."""
-        rows = self._conn.execute(
-            "SELECT ts FROM audit WHERE tool = ? AND ts >= ? AND kind = 'call' AND outcome IN ('ok', 'error') "
-            "AND cached = 0 AND decision = 'allow' ORDER BY ts",
-            (tool, since),
-        ).fetchall()
+        rows = self._conn.execute(_TIMESTAMPS_SQL, (tool, since)).fetchall()
         return [row[0] for row in rows]
 
     def grant_uses(self, grant_id: str) -> int:
@@ -676,3 +659,28 @@ def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:
         usage=json.loads(usage), idempotency_key=idempotency_key, cached=bool(cached),
         approval_id=approval_id, prev_hash=prev_hash, hash=digest, run_id=run_id,
     )  # fmt: skip
+
+
+# Executed calls of a tool since a time (what rate limits count); "?" placeholders, which the
+# PostgreSQL store (store/pg/audit.py) turns into "%s".
+_TIMESTAMPS_SQL = (
+    "SELECT ts FROM audit WHERE tool = ? AND ts >= ? AND kind = 'call' AND outcome IN ('ok', 'error') "
+    "AND cached = 0 AND decision = 'allow' ORDER BY ts"
+)
+
+
+def _records_query(
+    *, tool: str | None, session: str | None, limit: int | None, after_id: int, run_id: str | None, mark: str = "?"
+) -> tuple[str, list[Any]]:
+    """The SELECT of ``records()`` and its parameters, newest first; ``mark`` is the driver's
+    placeholder (SQLite ``?``, psycopg ``%s``), so both stores filter the same way."""
+    clauses: list[str] = [f"id > {mark}"]
+    params: list[Any] = [after_id]
+    for column, value in (("tool", tool), ("session", session), ("run_id", run_id)):
+        if value:
+            clauses.append(f"{column} = {mark}")
+            params.append(value)
+    sql = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
+    if limit:
+        sql += f" LIMIT {int(limit)}"
+    return sql, params

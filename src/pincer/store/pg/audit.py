@@ -28,11 +28,13 @@ from pincer.core.errors import AuditChainBroken, StoreError
 from pincer.store.audit import (
     _COLUMNS,
     _FIELDS,
+    _TIMESTAMPS_SQL,
     AuditEntry,
     AuditRecord,
     ChainHead,
     _hashed,
     _Pending,
+    _records_query,
     _row_values,
     _to_record,
 )
@@ -180,26 +182,16 @@ class PgAuditLog:
         run_id: str | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``."""
-        clauses: list[str] = ["id > %s"]
-        params: list[Any] = [after_id]
-        for column, value in (("tool", tool), ("session", session), ("run_id", run_id)):
-            if value:
-                clauses.append(f"{column} = %s")
-                params.append(value)
-        sql = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
+        sql, params = _records_query(
+            tool=tool, session=session, limit=limit, after_id=after_id, run_id=run_id, mark="%s"
+        )
         with self._pools.sync.connection() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [_to_record(row) for row in reversed(rows)]
 
     def timestamps(self, tool: str, since: float) -> list[float]:
         with self._pools.sync.connection() as conn:
-            rows = conn.execute(
-                "SELECT ts FROM audit WHERE tool = %s AND ts >= %s AND kind = 'call' AND outcome IN ('ok', 'error') "
-                "AND cached = 0 AND decision = 'allow' ORDER BY ts",
-                (tool, since),
-            ).fetchall()
+            rows = conn.execute(_TIMESTAMPS_SQL.replace("?", "%s"), (tool, since)).fetchall()
         return [row[0] for row in rows]
 
     def grant_uses(self, grant_id: str) -> int:
