@@ -7,10 +7,11 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.cli.pending import wait_for_pending
 
 PINCER = [sys.executable, "-m", "pincer.cli"]
 CLI_TIMEOUT_S = 60
@@ -117,11 +118,7 @@ def test_approval_round_trip_between_processes(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + CLI_TIMEOUT_S
-        pending: list = []
-        while not pending and time.monotonic() < deadline:
-            time.sleep(0.3)
-            pending = as_json(pincer(tmp_path, "approvals", "list", "--json"))
+        pending = wait_for_pending(tmp_path, waiting, lambda h: pincer(h, "approvals", "list", "--json"))
         assert len(pending) == 1
         request = pending[0]
         assert request["tool"] == "write_file" and request["effects"] == ["write_filesystem"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 from hypothesis import given
@@ -14,7 +13,8 @@ from hypothesis import strategies as st
 
 from pincer.core.display import MAX_BLANK_LINES, MAX_INDENT_CHARS, MAX_INLINE_RUN, honest_block, honest_json
 from pincer.demo.model_server import Turn, serve_models
-from tests.cli.test_run_cli import CLI_TIMEOUT_S, PINCER, WAIT_S, _env, _home, pincer
+from tests.cli.pending import wait_for_pending
+from tests.cli.test_run_cli import CLI_TIMEOUT_S, PINCER, _env, _home, pincer
 
 CONTENT = "# Notes\n\n- first\n    - nested\nx = 1" + " " * 600 + "rm -rf ~\n\u202eevil"
 
@@ -29,10 +29,7 @@ def test_approvals_show_prints_line_breaks_and_indentation_as_themselves(tmp_pat
     call = subprocess.Popen([*PINCER, "tools", "call", "write_file", "--args", args], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(home))  # fmt: skip
     try:
-        deadline = time.monotonic() + WAIT_S
-        while not (listed := json.loads(pincer(home, "approvals", "list", "--json").stdout)):
-            assert time.monotonic() < deadline, "no approval request"
-            time.sleep(0.1)
+        listed = wait_for_pending(home, call, lambda h: pincer(h, "approvals", "list", "--json"))
         shown = pincer(home, "approvals", "show", listed[0]["id"])
     finally:
         call.kill()
