@@ -36,8 +36,21 @@ CALLS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "upload_file": ({"channel": "C0123ABCD", "filename": "notes.txt", "content": "line one\nline two\n",
                      "initial_comment": "the notes", "thread_ts": "1512085950.000216"},
                     ["files.getUploadURLExternal", None, "files.completeUploadExternal"]),
+    "upload_workspace_file": ({"channel": "C0123ABCD", "path": "out/chart.png", "title": "the chart",
+                               "thread_ts": "1512085950.000216"},
+                              ["files.getUploadURLExternal", None, "files.completeUploadExternal"]),
     "get_user_info": ({"user": "W012A3CDE"}, ["users.info"]),
 }
+
+CHART = bytes(range(256)) * 64 + b"\x00\xff\r\n"  # binary: every byte value, no text encoding survives it
+
+
+def _workspace(home: Path) -> Path:
+    """The default workspace of a pincer at ``home``, with a binary file in it."""
+    workspace = home / "workspace"
+    (workspace / "out").mkdir(parents=True, exist_ok=True)
+    (workspace / "out" / "chart.png").write_bytes(CHART)
+    return workspace
 
 
 def _config(fake: fakeslack.FakeSlack, extra: str = "", grant: str = GRANT) -> str:
@@ -63,6 +76,7 @@ async def test_each_action_fits_slacks_method_table(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     args, methods = CALLS[action]
+    _workspace(tmp_path)
     with fakeslack.serve() as fake:
         async with pincer_on(tmp_path, _config(fake), secrets={"slack_bot_token": TOKEN}) as pincer:
             result = await pincer.call(CallRequest(tool="slack", args={"action": action, **args}))
@@ -219,3 +233,75 @@ def test_an_upload_url_leaving_the_upload_path_is_refused(path: str) -> None:
     assert _upload_path(base, "https://files.slack.com/upload/v1/ABC?x=1") == "/upload/v1/ABC?x=1"
     with pytest.raises(EgressDenied):
         _upload_path(base, f"https://files.slack.com{path}")
+
+
+async def test_a_workspace_file_goes_up_byte_for_byte(tmp_path: Path) -> None:
+    """Before upload_workspace_file only text the model wrote could be uploaded: a chart or a PDF
+    the agent made in its workspace could not reach Slack at all."""
+    _workspace(tmp_path)
+    with fakeslack.serve() as fake:
+        async with pincer_on(tmp_path, _config(fake, grant=UPLOAD_GRANT), secrets={"slack_bot_token": TOKEN}) as pincer:
+            sent = await pincer.call(CallRequest(tool="slack", args={"action": "upload_workspace_file",
+                                                                     "channel": "C0123ABCD", "path": "out/chart.png"}))
+    assert sent.ok, sent.error
+    assert fake.uploads["F0FILE1234"] == CHART
+    ticket = next(r for r in fake.seen if r.get("method") == "files.getUploadURLExternal")
+    assert ticket["form"] == {"filename": "chart.png", "length": str(len(CHART))}
+    done = next(r for r in fake.seen if r.get("method") == "files.completeUploadExternal")
+    assert json.loads(done["form"]["files"]) == [{"id": "F0FILE1234", "title": "chart.png"}]
+
+
+UPLOAD_GRANT = GRANT.replace("}", ', read_filesystem = "allow" }')
+
+
+async def test_reading_the_workspace_is_an_effect_a_grant_decides(tmp_path: Path) -> None:
+    """upload_workspace_file reads the workspace (read_filesystem) besides posting: a grant that
+    denies reading refuses it before anything is sent, and leaves text uploads alone."""
+    _workspace(tmp_path)
+    no_reading = GRANT.replace("}", ', read_filesystem = "deny" }')
+    with fakeslack.serve() as fake:
+        async with pincer_on(tmp_path, _config(fake, grant=no_reading), secrets={"slack_bot_token": TOKEN}) as pincer:
+            refused = await pincer.call(CallRequest(tool="slack", args={"action": "upload_workspace_file",
+                                                                        "channel": "C1", "path": "out/chart.png"}))
+            assert fake.seen == []
+            text = await pincer.call(CallRequest(tool="slack", args={"action": "upload_file", "channel": "C1",
+                                                                     "filename": "a.txt", "content": "x"}))
+    assert not refused.ok and refused.error["code"] == "denied", refused.error
+    assert "read_filesystem" in refused.error["message"]
+    assert text.ok, text.error
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [("../secret.txt", "denied"), ("/etc/passwd", "denied"), ("link/secret.txt", "denied"),
+     ("leak.png", "denied"), ("missing.png", "tool_error"), ("out", "tool_error")],
+)
+async def test_a_workspace_upload_reads_only_inside_the_workspace(tmp_path: Path, path: str, code: str) -> None:
+    workspace = _workspace(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not for slack")
+    (workspace / "link").symlink_to(outside)
+    (workspace / "leak.png").symlink_to(outside / "secret.txt")
+    with fakeslack.serve() as fake:
+        async with pincer_on(tmp_path, _config(fake, grant=UPLOAD_GRANT), secrets={"slack_bot_token": TOKEN}) as pincer:
+            result = await pincer.call(CallRequest(tool="slack", args={"action": "upload_workspace_file",
+                                                                       "channel": "C1", "path": path}))
+    assert not result.ok
+    assert result.error["code"] == code, result.error
+    assert fake.seen == []
+
+
+async def test_a_workspace_file_over_the_limit_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    from pincer.builtins.slack import MAX_WORKSPACE_UPLOAD_BYTES
+
+    workspace = _workspace(tmp_path)
+    with (workspace / "big.bin").open("wb") as big:
+        big.truncate(MAX_WORKSPACE_UPLOAD_BYTES + 1)  # sparse: no disk used
+    with fakeslack.serve() as fake:
+        async with pincer_on(tmp_path, _config(fake, grant=UPLOAD_GRANT), secrets={"slack_bot_token": TOKEN}) as pincer:
+            too_big = await pincer.call(CallRequest(tool="slack", args={"action": "upload_workspace_file",
+                                                                        "channel": "C1", "path": "big.bin"}))
+    assert too_big.error["code"] == "usage_error"
+    assert "50 MB limit" in too_big.error["message"] and "link" in too_big.error["hint"]
+    assert fake.seen == []

@@ -21,11 +21,13 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from pincer.builtins.actions import Action, ActionSet, select_actions
+from pincer.builtins.actions import WRITE_EFFECTS, Action, ActionSet, select_actions
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, json_body, rebase_capabilities
 from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.builtins.trim import trim
+from pincer.builtins.workspace_files import read_workspace_file
 from pincer.core.capabilities import Capabilities
+from pincer.core.effects import EffectKind
 from pincer.core.errors import ApiRateLimited, ApiRefused, EgressDenied, ToolError
 from pincer.runtimes.native.decorator import NativeTool
 
@@ -36,7 +38,10 @@ FILES_HOST = "files.slack.com"
 DEFAULT_BASE_URL = f"https://{DEFAULT_HOST}"
 DEFAULT_LIMIT = 100  # Slack's recommended page size for conversations.*
 MAX_LIMIT = 1000  # Slack's documented maximum for conversations.list/history
-MAX_UPLOAD_CHARS = 1_000_000  # text uploads only; larger files belong in a file store
+MAX_UPLOAD_CHARS = 1_000_000  # upload_file's text, sent as the model wrote it
+# upload_workspace_file's limit: Slack takes up to 1 GB, but the file passes through pincer's memory
+# and its leak scan, and the egress request limit (max_request_bytes in the manifest) matches this.
+MAX_WORKSPACE_UPLOAD_BYTES = 50 * 1024 * 1024
 
 _S = {"type": "string"}
 _CHANNEL = {"type": "string", "minLength": 1, "description": "Channel ID (C..., G... or D...) or name for posting"}
@@ -63,6 +68,8 @@ FIELDS: dict[str, dict[str, Any]] = {
     "user": {"type": "string", "pattern": r"^[UW][A-Z0-9]+$", "description": "User ID, e.g. U012AB3CD"},
     "filename": {"type": "string", "minLength": 1, "maxLength": 255},
     "content": {"type": "string", "maxLength": MAX_UPLOAD_CHARS, "description": "The file's text"},
+    "path": {"type": "string", "minLength": 1,
+             "description": "A file in the workspace to upload, relative to it (e.g. out/report.pdf)"},
     "title": _S,
     "initial_comment": _S,
 }
@@ -211,8 +218,21 @@ async def get_user_info(api: ApiClient, args: Mapping[str, Any]) -> Any:
 
 
 async def upload_file(api: ApiClient, args: Mapping[str, Any]) -> Any:
-    data = str(args["content"]).encode("utf-8")
-    ticket = await _call(api, "files.getUploadURLExternal", {"filename": args["filename"], "length": len(data)})
+    return await _upload(api, str(args["filename"]), str(args["content"]).encode("utf-8"), args)
+
+
+async def upload_workspace_file(api: ApiClient, args: Mapping[str, Any]) -> Any:
+    name, data = await read_workspace_file(
+        api, args["path"], limit=MAX_WORKSPACE_UPLOAD_BYTES,
+        refusal=f"the {MAX_WORKSPACE_UPLOAD_BYTES // (1024 * 1024)} MB limit for a file sent through pincer",
+        hint="share a link to the file instead (send_message), or upload it to Slack directly",
+    )  # fmt: skip
+    return await _upload(api, str(args.get("filename") or name), data, args)
+
+
+async def _upload(api: ApiClient, filename: str, data: bytes, args: Mapping[str, Any]) -> Any:
+    """Slack's external upload: a ticket, the bytes to the ticket's URL, then the share."""
+    ticket = await _call(api, "files.getUploadURLExternal", {"filename": filename, "length": len(data)})
     upload_url, file_id = ticket.get("upload_url"), ticket.get("file_id")
     if not isinstance(upload_url, str) or not isinstance(file_id, str):
         raise ToolError("slack: files.getUploadURLExternal answered without upload_url or file_id", hint="retry later")
@@ -223,7 +243,7 @@ async def upload_file(api: ApiClient, args: Mapping[str, Any]) -> Any:
     )
     if response.status != 200:
         raise ToolError(f"slack: the file upload answered HTTP {response.status}", hint="retry later")
-    files = [{"id": file_id, "title": args.get("title") or args["filename"]}]
+    files = [{"id": file_id, "title": args.get("title") or filename}]
     form = {
         "files": jsonlib.dumps(files),
         "channel_id": args["channel"],
@@ -266,9 +286,12 @@ def _upload_path(base: BaseUrl, url: str) -> str:
 
 
 def _a(name: str, toolset: str, handler: Any, description: str, required: tuple[str, ...], optional: tuple[str, ...] = (),
-       *, writes: bool = False) -> Action:
+       *, writes: bool = False, effects: frozenset[EffectKind] | None = None) -> Action:
     return Action(name=name, toolset=toolset, handler=handler, description=description, required=required,
-                  optional=optional, writes=writes)
+                  optional=optional, writes=writes, effects=effects)
+
+
+_UPLOAD_EFFECTS = WRITE_EFFECTS | {EffectKind.READ_FILESYSTEM}  # it reads the workspace, then sends
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -286,12 +309,16 @@ ACTIONS: tuple[Action, ...] = (
        ("channel", "timestamp", "name"), writes=True),
     _a("upload_file", "files", upload_file, "upload a text file to a channel (or thread)",
        ("channel", "filename", "content"), ("title", "initial_comment", "thread_ts"), writes=True),
+    _a("upload_workspace_file", "files", upload_workspace_file,
+       "upload a file of the workspace (any type, up to 50 MB) to a channel (or thread)",
+       ("channel", "path"), ("filename", "title", "initial_comment", "thread_ts"), writes=True,
+       effects=_UPLOAD_EFFECTS),
     _a("get_user_info", "users", get_user_info, "a user's name, title and time zone", ("user",)),
 )
 
 DESCRIPTION = (
     "Work in Slack as the workspace's bot: post messages and thread replies, list channels, read channel "
-    "history and threads, add reactions, upload text files, look up users. The bot token is added by pincer."
+    "history and threads, add reactions, upload files (text it writes, or a workspace file), look up users. The bot token is added by pincer."
 )
 
 

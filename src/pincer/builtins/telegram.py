@@ -22,7 +22,6 @@ far more authority than a bot that only sees what is sent to it. pincer does not
 
 from __future__ import annotations
 
-import functools
 import json
 import mimetypes
 import re
@@ -30,15 +29,14 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-import anyio.to_thread
-
 from pincer.builtins.actions import WRITE_EFFECTS, Action, ActionSet, select_actions
 from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, json_body, rebase_capabilities
 from pincer.builtins.tool import bundled_manifest, make_tool
 from pincer.builtins.trim import trim
+from pincer.builtins.workspace_files import read_workspace_file
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind
-from pincer.core.errors import ApiRateLimited, ApiRefused, ToolError, UsageError
+from pincer.core.errors import ApiRateLimited, ApiRefused, ToolError
 from pincer.runtimes.native.decorator import NativeTool
 
 __all__ = ["ACTIONS", "FIELDS", "telegram_tool", "manifest", "DEFAULT_BASE_URL", "DEFAULT_HOST", "PLACEHOLDER"]
@@ -180,22 +178,11 @@ def multipart_body(fields: Mapping[str, Any], *, file_field: str, filename: str,
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-async def _workspace_file(api: ApiClient, raw: object, *, limit: int, what: str) -> tuple[str, bytes]:
-    """The name and bytes of the workspace file ``raw``, checked by the file tools' rules."""
-    from pincer.runtimes.native.workspace import read_bytes, resolve_path
-
-    target = resolve_path(api.host.workspace, raw)
-    data, size = await anyio.to_thread.run_sync(functools.partial(read_bytes, target, offset=0, limit=limit))
-    if size > limit:
-        raise UsageError(
-            f"telegram: {target.shown!r} is {size} bytes, over the Bot API's {limit // (1024 * 1024)} MB limit for a {what}",
-            hint="send a smaller file, or an https URL of it with send_photo or send_document",
-        )
-    return target.parts[-1], data
-
-
 async def _upload(api: ApiClient, method: str, field: str, args: Mapping[str, Any], *, limit: int) -> Any:
-    filename, data = await _workspace_file(api, args["path"], limit=limit, what=field)
+    filename, data = await read_workspace_file(
+        api, args["path"], limit=limit, refusal=f"the Bot API's {limit // (1024 * 1024)} MB limit for a {field}",
+        hint="send a smaller file, or an https URL of it with send_photo or send_document",
+    )
     fields = {k: args.get(k) for k in ("chat_id", "caption", "parse_mode", "message_thread_id", "disable_notification")}
     body, content_type = multipart_body(
         {**fields, "reply_parameters": _reply(args)}, file_field=field, filename=filename, data=data
