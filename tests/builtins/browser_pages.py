@@ -23,6 +23,12 @@ class Site:
     hits: list[str] = field(default_factory=list)
     posts: list[dict[str, list[str]]] = field(default_factory=list)
     cookies: list[str] = field(default_factory=list)
+    # path -> headers of an endless body: chunks are written until the client hangs up, and
+    # ``streamed[path]`` counts the bytes that got out (a download that never ends, or lies about
+    # its length, is how a page would fill the disk).
+    endless: dict[str, dict[str, str]] = field(default_factory=dict)
+    streamed: dict[str, int] = field(default_factory=dict)
+    hung_up: set[str] = field(default_factory=set)
     port: int = 0
 
     @property
@@ -47,6 +53,9 @@ def serve_site() -> Iterator[Site]:
             path = urlsplit(self.path).path
             site.hits.append(path)
             site.cookies.append(self.headers.get("Cookie", ""))
+            if path in site.endless:
+                self._stream_forever(path)
+                return
             if path == "/pixel.png":
                 status, headers, body = 200, {"Content-Type": "image/png"}, PNG_1PX
             else:
@@ -57,6 +66,20 @@ def serve_site() -> Iterator[Site]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def _stream_forever(self, path: str) -> None:
+            self.send_response(200)
+            for key, value in site.endless[path].items():
+                self.send_header(key, value)
+            self.end_headers()  # no length: the body ends when the connection does
+            chunk = b"x" * 65536
+            try:
+                while True:
+                    self.wfile.write(chunk)
+                    site.streamed[path] = site.streamed.get(path, 0) + len(chunk)
+            except OSError:
+                site.hung_up.add(path)
+            self.close_connection = True
 
         def do_GET(self) -> None:
             self._answer()

@@ -61,6 +61,7 @@ class SessionBrowser:
     console: deque[dict[str, str]] = field(default_factory=lambda: deque(maxlen=MAX_CONSOLE_ENTRIES))
     dialog_answer: tuple[bool, str | None] | None = None  # armed by the dialog action
     workspace: Path | None = None
+    downloads: Path | None = None  # where Chromium writes this browser's running downloads
     _next_tab: int = 0
     _noted: int = 0  # the proxy refusals already written to the console
 
@@ -132,7 +133,8 @@ class SessionBrowser:
         from pincer.builtins.browser.files import keep_download
 
         try:
-            self.note("download", await keep_download(download, self.workspace, self.limits.max_download_bytes))
+            kept = await keep_download(download, self.workspace, self.limits.max_download_bytes, self.downloads)
+            self.note("download", kept)
         except ToolError as exc:
             self.note("blocked", exc.message)
         except Exception as exc:  # noqa: BLE001 - a failed download must not break the page's events
@@ -213,7 +215,9 @@ class BrowserHost:
                 except BaseException:
                     await proxy.aclose()
                     raise
-                found = SessionBrowser(session=name, context=context, proxy=proxy, limits=self.limits)
+                found = SessionBrowser(
+                    session=name, context=context, proxy=proxy, limits=self.limits, downloads=self._launched.downloads
+                )
                 context.on(
                     "page", lambda page: found.add_page(page)
                 )  # a page's popups and target=_blank links become tabs

@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 15.0
+DOWNLOADS_DIR = "downloads"  # in the launch's profile directory, removed with it
 CHROMIUM_ARGS = (
     "--disable-background-networking",
     "--disable-component-update",
@@ -75,6 +76,11 @@ class LaunchedBrowser:
     profile: Path
     sandbox: bool
     sandbox_note: str
+
+    @property
+    def downloads(self) -> Path:
+        """Where Chromium writes the downloads of this launch while they run (in the profile)."""
+        return self.profile / DOWNLOADS_DIR
 
     def is_alive(self) -> bool:
         try:
@@ -117,7 +123,9 @@ async def launch_browser(profile_root: Path, *, headless: bool = True) -> Launch
         for sandbox in attempts:
             try:
                 browser = await playwright.chromium.launch(
-                    **launch_options(sandbox=sandbox, proxy_url=proxy.url, headless=headless)
+                    **launch_options(
+                        sandbox=sandbox, proxy_url=proxy.url, headless=headless, downloads=profile / DOWNLOADS_DIR
+                    )
                 )
             except PlaywrightError as exc:
                 failure = exc
@@ -151,12 +159,17 @@ def sandbox_plan() -> tuple[tuple[bool, ...], str]:
     return (True, False), ""
 
 
-def launch_options(*, sandbox: bool, proxy_url: str | None = None, headless: bool = True) -> dict[str, Any]:
+def launch_options(
+    *, sandbox: bool, proxy_url: str | None = None, headless: bool = True, downloads: Path | None = None
+) -> dict[str, Any]:
     """Keyword arguments for Playwright's ``chromium.launch`` (async or sync API alike): Debian's
     Chromium, the quiet flags, the sandbox setting and the short environment; with ``proxy_url``
-    every request of the browser goes through that proxy."""
+    every request of the browser goes through that proxy; with ``downloads`` a download is written
+    there while it runs (where :func:`pincer.builtins.browser.files.cut_when_over` watches it)."""
     args = [*CHROMIUM_ARGS, f"--proxy-server={proxy_url}"] if proxy_url else list(CHROMIUM_ARGS)
+    more: dict[str, Any] = {"downloads_path": str(downloads)} if downloads is not None else {}
     return {
+        **more,
         "executable_path": CHROMIUM,
         "headless": headless,
         # Playwright's own default is no sandbox (it adds --no-sandbox): say it every time.
