@@ -27,6 +27,7 @@ from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
 from pincer.store.runs import RunStore
+from pincer.store.sign_ins import SignInStore
 from pincer.store.triggers import TriggerStore
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class Pincer:
             self.idempotency: IdempotencyStore = shared.idempotency
             self.runs: RunStore = shared.runs
             self.trigger_store: TriggerStore = shared.triggers
+            self.sign_ins: SignInStore = shared.sign_ins
         else:
             try:
                 self.audit = AuditLog(self._conn, key=audit_key, writer=self._writer)
@@ -84,6 +86,7 @@ class Pincer:
             )
             self.runs = RunStore(self._conn)
             self.trigger_store = TriggerStore(self._conn)
+            self.sign_ins = SignInStore(self._conn)
         self.secrets = SecretStore.open(config.home, key=secret_key)
         self.registry = Registry()
         self.wasm: Any = None

@@ -79,6 +79,15 @@ class Backend:
 
         return RunStore(PortableConnection(self._pg()))  # type: ignore[arg-type]
 
+    def sign_ins(self) -> Any:
+        from pincer.store.sign_ins import SignInStore
+
+        if self.kind == "sqlite":
+            return SignInStore(self._sqlite())
+        from pincer.store.pg.portable import PortableConnection
+
+        return SignInStore(PortableConnection(self._pg()))
+
     def triggers(self) -> Any:
         if self.kind == "sqlite":
             from pincer.store.triggers import TriggerStore

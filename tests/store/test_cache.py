@@ -34,7 +34,10 @@ async def test_two_gateways_together_let_exactly_the_limit_through() -> None:
         for i in range(40):
             tg.start_soon(call, i)
     assert len(granted) == 7 and len(refused) == 33
-    assert all(0 < retry <= 60 and "per minute" in message for retry, message in refused)
+    # The calls' clocks are 1 ms apart and they reach Redis in any order: a call whose clock is
+    # earlier than that of one granted before it waits up to 60 s plus that difference.
+    spread = 40 * 0.001
+    assert all(0 < retry <= 60 + spread and "per minute" in message for retry, message in refused), refused[:3]
     # A minute later the window has room again; other tools never shared it.
     await gateways[0].reserve("send", limit, 1_061.0)
     await gateways[1].reserve("other", limit, 1_000.0)

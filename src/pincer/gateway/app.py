@@ -84,7 +84,7 @@ def create_gateway(
     # Sign-in failures count where wrong bearer tokens are counted, and toward the same
     # per-address failure window as webhook deliveries.
     ui_auth = UiAuth(
-        tokens=tokens, refusals=unauthenticated, failures=hooks.failures,
+        tokens=tokens, store=pincer.sign_ins, refusals=unauthenticated, failures=hooks.failures,
         max_failures=lambda: pincer.config.triggers.max_failures_per_minute,
     )  # fmt: skip
     ui = create_ui_app(pincer, auth=ui_auth, runs=runs)

@@ -279,6 +279,25 @@ def _migrate_v6(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE approvals ADD COLUMN {name} {declaration}")
 
 
+# v7: dashboard sign-ins (store/sign_ins.py), so every gateway on this home knows them and a
+# restart keeps them.
+_SIGN_INS_V7 = """
+CREATE TABLE IF NOT EXISTS ui_sign_ins (
+    key TEXT PRIMARY KEY,
+    token_digest TEXT NOT NULL,
+    csrf TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    last_used REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ui_sign_ins_used ON ui_sign_ins (last_used)
+"""
+
+
+def _migrate_v7(conn: sqlite3.Connection) -> None:
+    for statement in _split_script(_SIGN_INS_V7):
+        conn.execute(statement)
+
+
 def _migrate_v1(conn: sqlite3.Connection) -> None:
     for statement in _split_script(_SCHEMA_V1):
         conn.execute(statement)
@@ -305,6 +324,7 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v4,
     _migrate_v5,
     _migrate_v6,
+    _migrate_v7,
 )
 _SCHEMA_VERSION = len(_MIGRATIONS)
 

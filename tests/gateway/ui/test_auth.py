@@ -10,7 +10,9 @@ import pytest
 from pincer.config import parse_config
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import TokenBook, token_digest
-from pincer.gateway.ui.auth import UI_SESSION_IDLE_S, UI_SESSION_TTL_S, UiAuth
+from pincer.gateway.ui.auth import TOUCH_EVERY_S, UI_SESSION_IDLE_S, UI_SESSION_TTL_S, UiAuth
+from pincer.store.db import open_database
+from pincer.store.sign_ins import SignInStore
 from pincer.triggers.failures import FailureWindow
 
 PRIMARY = "pcr_primary_token_for_auth_tests_0123456789"
@@ -29,8 +31,9 @@ class _Clock:
 def _auth(tmp_path: Path, config_text: str, clock: _Clock) -> tuple[UiAuth, list]:
     holder = [parse_config(config_text, home=tmp_path)]
     tokens = TokenBook(config=lambda: holder[0], primary_token=PRIMARY)
-    auth = UiAuth(tokens=tokens, refusals=UnauthenticatedRefusals(), failures=FailureWindow(limit=lambda: 3),
-                  max_failures=lambda: 3, clock=clock)  # fmt: skip
+    store = SignInStore(open_database(tmp_path))
+    auth = UiAuth(tokens=tokens, store=store, refusals=UnauthenticatedRefusals(),
+                  failures=FailureWindow(limit=lambda: 3), max_failures=lambda: 3, clock=clock)  # fmt: skip
     return auth, holder
 
 
@@ -81,6 +84,7 @@ def test_the_docs_name_the_real_expiry_times() -> None:
     text = DOCS.read_text()
     assert UI_SESSION_IDLE_S == 3600 and "after an hour without use" in text
     assert UI_SESSION_TTL_S == 8 * 3600 and "eight hours in all" in text
+    assert TOUCH_EVERY_S == 30 and "at most every 30 s" in text
 
 
 @pytest.mark.anyio

@@ -3,8 +3,9 @@
 A browser cannot hold our bearer token the way a client does, so ``/ui/login`` takes it once (a
 form field labelled "Token", posted as ``token``) and answers with a session cookie: random,
 HttpOnly, ``SameSite=Strict``, ``Secure`` when served over https, scoped to ``/ui``. The server
-keeps the session (never the token: its sha256, so removing the token from config.toml ends the
-sign-in at once), and it expires after ``UI_SESSION_IDLE_S`` without use or ``UI_SESSION_TTL_S``
+keeps the session in the store (never the token: its sha256, so removing the token from
+config.toml ends the sign-in at once; never the cookie: its sha256), so every gateway of one store
+accepts it and a restart keeps it; it expires after ``UI_SESSION_IDLE_S`` without use or ``UI_SESSION_TTL_S``
 in all. Every form carries the session's CSRF token in a hidden ``csrf_token`` field; the login
 form's is bound to a short-lived cookie of its own (a login CSRF would sign a person in as
 someone else). A wrong token is counted where the guard counts wrong bearer tokens
@@ -33,7 +34,6 @@ import logging
 import re
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +45,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import GatewaySession, TokenBook, token_digest
+from pincer.store.sign_ins import SignIn, SignInStore, sign_in_key
 from pincer.triggers.failures import FailureWindow
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ UI_SESSION_TTL_S = 8 * 3600.0  # a sign-in lasts a working day at most
 UI_SESSION_IDLE_S = 3600.0  # and ends after an hour nobody used it
 LOGIN_FORM_TTL_S = 1800.0  # a login form's CSRF cookie
 MAX_UI_SESSIONS = 1_024  # sign-ins kept; past it the least recently used ends
+TOUCH_EVERY_S = 30.0  # how stale a sign-in's recorded last use may get before a use is written
+MAX_COOKIE_CHARS = 128  # ours are 43; anything longer is not one of them and is not looked up
 UI_MAX_FORM_BYTES = 65_536  # a dashboard form is a few fields; the guard does not bound /ui bodies
 _NEXT_PATH = re.compile(r"^/ui(/[A-Za-z0-9_./\-]*)?$")
 
@@ -103,55 +106,53 @@ class FormRefused(Exception):
         self.message = message
 
 
-@dataclass(kw_only=True, slots=True)
-class _SignIn:
-    digest: str
-    csrf: str
-    created: float
-    last_used: float
-
-
 class UiAuth:
-    """The sign-ins of one gateway process (in memory: a restart signs everyone out)."""
+    """The dashboard's sign-ins, kept in the store (:mod:`pincer.store.sign_ins`): every gateway
+    of one store knows each of them, and a restart keeps them."""
 
     def __init__(
         self,
         *,
         tokens: TokenBook,
+        store: SignInStore,
         refusals: UnauthenticatedRefusals,
         failures: FailureWindow,
         max_failures: Callable[[], int],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.tokens = tokens
+        self.store = store
         self.refusals = refusals
         self.failures = failures
         self._max_failures = max_failures
         self._clock = clock
-        self._sign_ins: OrderedDict[str, _SignIn] = OrderedDict()
 
     # -- sessions ----------------------------------------------------------------------------
 
     def identity(self, cookie: str | None, *, touch: bool = True) -> UiIdentity | None:
         """The sign-in of ``cookie``, if it holds. ``touch`` False looks without counting as use
         (an open page's event stream checks its sign-in without keeping it alive)."""
-        if not cookie:
+        if not cookie or len(cookie) > MAX_COOKIE_CHARS:
             return None
-        entry = self._sign_ins.get(cookie)
+        key = sign_in_key(cookie)
+        entry = self.store.get(key)
         if entry is None:
             return None
         now = self._clock()
         if now - entry.created >= UI_SESSION_TTL_S or now - entry.last_used >= UI_SESSION_IDLE_S:
-            del self._sign_ins[cookie]
+            self.store.remove(key)
             return None
-        session = self.tokens.session_for_digest(entry.digest)
+        session = self.tokens.session_for_digest(entry.token_digest)
         if session is None:  # the token was removed from config.toml
-            del self._sign_ins[cookie]
+            self.store.remove(key)
             return None
-        if touch:
-            entry.last_used = now
-            self._sign_ins.move_to_end(cookie)
-        expires = min(entry.created + UI_SESSION_TTL_S, entry.last_used + UI_SESSION_IDLE_S)
+        last_used = entry.last_used
+        # A use is written at most every TOUCH_EVERY_S: a page's requests do not each cost a write,
+        # and the idle time is still kept to within that much.
+        if touch and now - last_used >= TOUCH_EVERY_S:
+            self.store.touch(key, now)
+            last_used = now
+        expires = min(entry.created + UI_SESSION_TTL_S, last_used + UI_SESSION_IDLE_S)
         return UiIdentity(session=session, csrf_token=entry.csrf, expires_at=expires)
 
     def sign_in(self, token: str) -> tuple[str, UiIdentity] | None:
@@ -161,15 +162,15 @@ class UiAuth:
             return None
         now = self._clock()
         cookie = secrets.token_urlsafe(32)
-        entry = _SignIn(digest=token_digest(token), csrf=secrets.token_urlsafe(32), created=now, last_used=now)
-        while len(self._sign_ins) >= MAX_UI_SESSIONS:
-            self._sign_ins.popitem(last=False)
-        self._sign_ins[cookie] = entry
+        entry = SignIn(token_digest=token_digest(token), csrf=secrets.token_urlsafe(32), created=now, last_used=now)
+        self.store.prune(created_before=now - UI_SESSION_TTL_S, used_before=now - UI_SESSION_IDLE_S,
+                         keep=MAX_UI_SESSIONS - 1)  # fmt: skip
+        self.store.add(sign_in_key(cookie), entry)
         return cookie, UiIdentity(session=session, csrf_token=entry.csrf, expires_at=now + UI_SESSION_IDLE_S)
 
     def sign_out(self, cookie: str | None) -> None:
-        if cookie:
-            self._sign_ins.pop(cookie, None)
+        if cookie and len(cookie) <= MAX_COOKIE_CHARS:
+            self.store.remove(sign_in_key(cookie))
 
     # -- failures ----------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from pincer.store.pg.schema import SCHEMA_VERSION, check_schema, upgrade
 from pincer.store.pg.triggers import PgTriggerStore
 from pincer.store.runs import RunStore
 from pincer.store.seam import AuditStore, GrantBackend, IdempotencyBackend
+from pincer.store.sign_ins import SignInStore
 
 __all__ = ["PgStores", "upgrade_database", "redact_url", "SCHEMA_VERSION"]
 
@@ -36,6 +37,7 @@ class PgStores:
     idempotency: PgIdempotencyStore
     runs: RunStore
     triggers: PgTriggerStore
+    sign_ins: SignInStore
 
     @classmethod
     async def open(
@@ -60,6 +62,7 @@ class PgStores:
                 idempotency=PgIdempotencyStore(pools, ttl_s=ttl_s, max_entries=max_entries),
                 runs=RunStore(cast(Any, PortableConnection(pools))),
                 triggers=PgTriggerStore(pools),
+                sign_ins=SignInStore(PortableConnection(pools)),
             )
         except BaseException:
             await pools.aclose()

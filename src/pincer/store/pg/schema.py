@@ -207,8 +207,20 @@ ALTER TABLE approvals ADD COLUMN run_id TEXT;
 ALTER TABLE approvals ADD COLUMN tainted_by TEXT
 """
 
+# v4: dashboard sign-ins (store/sign_ins.py): a sign-in on one gateway holds on every other.
+_V4 = """
+CREATE TABLE ui_sign_ins (
+    key TEXT PRIMARY KEY,
+    token_digest TEXT NOT NULL,
+    csrf TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    last_used DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX ui_sign_ins_used ON ui_sign_ins (last_used)
+"""
+
 # Each step takes the schema from its index to the next version.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _VERSION_TABLE = """
