@@ -101,6 +101,11 @@ async def serve(
         lifespan="on",
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         server_header=False,
+        # Off: uvicorn would take X-Forwarded-For from any loopback client as the client's
+        # address, so a local agent naming a new address on every guess would get a fresh
+        # failure window each time (sign-in, bearer tokens, webhooks) and could make the
+        # gateway blame an address of its choosing. The hub server does the same.
+        proxy_headers=False,
     )
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host

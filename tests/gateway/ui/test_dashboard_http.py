@@ -72,6 +72,24 @@ def test_a_wrong_token_gets_the_form_again_and_counts_toward_the_failure_limit(p
         assert metrics["gateway"]["refused_unauthenticated"]["by_code"]["ui_sign_in_failed"] == 3
 
 
+def test_a_forged_forwarded_for_does_not_reset_the_failure_limit(pincer_home: Path) -> None:
+    """A local client naming a new X-Forwarded-For address on every guess must not get a fresh
+    failure window each time (uvicorn believes that header from loopback by default, so before
+    the fix every guess came from "another" address and the limit never applied), nor make the
+    gateway blame an address it names."""
+    (pincer_home / "config.toml").write_text(dashboard_config(max_failures=3))
+    with pincer_serve(pincer_home) as server, _client(server.info["url"]) as http:
+        for n in range(3):
+            form = http.get("/ui/login", headers={"X-Forwarded-For": f"198.51.100.{n}"})
+            wrong = http.post("/ui/login", data={"token": "pcr_not_the_token_at_all_0123456789", "csrf_token": csrf_of(form.text)},
+                              headers={"X-Forwarded-For": f"198.51.100.{n}"})  # fmt: skip
+            assert wrong.status_code == 401
+        form = http.get("/ui/login", headers={"X-Forwarded-For": "198.51.100.77"})
+        limited = http.post("/ui/login", data={"token": server.token, "csrf_token": csrf_of(form.text)},
+                            headers={"X-Forwarded-For": "198.51.100.77"})  # fmt: skip
+        assert limited.status_code == 429 and "127.0.0.1" in limited.text and "198.51.100" not in limited.text
+
+
 def test_a_login_post_without_its_form_cookie_is_refused(dashboard_home: Path) -> None:
     with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
         forged = http.post("/ui/login", data={"token": server.token, "csrf_token": "made-up"})
