@@ -24,6 +24,7 @@ from tests.builtins.conftest import pincer_on
 pytestmark = pytest.mark.anyio
 
 SECRET = "sk-browserTestSecret0123456789abcdef"
+DOWNLOAD_LIMIT = 2 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,7 @@ async def pincer(tmp_path_factory: pytest.TempPathFactory, site: Site) -> AsyncI
 [builtins.browser]
 enabled = true
 base_url = "{site.origin}"
+max_download_bytes = {DOWNLOAD_LIMIT}
 
 [[grants]]
 tool = "browser"
@@ -229,3 +231,32 @@ async def test_a_download_lands_in_the_workspace_and_a_link_opens_a_tab(pincer: 
     assert len(tabs) == before + 1
     popped = next(t for t in tabs if t["url"].endswith("/popped"))
     assert (await call(pincer, action="close", target_id=popped["id"])).ok
+
+
+def _bytes_under(root: Path) -> int:
+    return sum(f.stat().st_size for f in root.iterdir() if f.is_file())
+
+
+async def test_an_endless_download_is_cancelled_at_the_limit(pincer: Any, site: Site) -> None:
+    """A download the page never ends is cut at ``max_download_bytes`` while it runs: before the
+    fix the size was read only from the finished file, so an endless (or lying) body filled the
+    disk under the browser's profile."""
+    site.endless["/forever.bin"] = {"Content-Type": "application/octet-stream",
+                                    "Content-Disposition": 'attachment; filename="forever.bin"'}  # fmt: skip
+    await call(pincer, action="navigate", url=site.page("/dl-forever", '<title>dl</title><a href="/forever.bin">Get it</a>'))
+    snapshot = (await call(pincer, action="snapshot")).output["snapshot"]
+    assert (await call(pincer, action="act", kind="click", ref=ref_of(snapshot, 'link "Get it"'))).ok
+    console = ""
+    with anyio.fail_after(30):
+        while "forever.bin" not in console or "[blocked]" not in console:
+            await anyio.sleep(0.2)
+            console = (await call(pincer, action="console")).output["text"]
+    assert "max_download_bytes" in console, console
+    with anyio.fail_after(30):  # the browser hung up on the server: the stream stopped
+        while "/forever.bin" not in site.hung_up:
+            await anyio.sleep(0.2)
+    workspace = Path(pincer.config.workspace)
+    assert not list(workspace.rglob("*forever*"))
+    # The folder Chromium wrote it to (in the launch's profile) holds no more than the limit.
+    [running] = Path(pincer.home).glob("browser/*/downloads")
+    assert _bytes_under(running) <= DOWNLOAD_LIMIT
