@@ -165,6 +165,21 @@ class TriggerStore:
         except sqlite3.Error as exc:
             raise StoreError(f"the trigger store failed: {exc}") from exc
 
+    def move_next_run(self, name: str, *, due: float, to: float | None, **values: Any) -> bool:
+        """Move a job's next run from ``due`` on to ``to`` (and set ``values`` with it), only if
+        it still says ``due``: True for the one process whose move it was. Whoever moved an
+        instant on is the one that fires it, so an instant fires once even when two processes
+        thought they led at the same moment (a leader whose lock was lost under it)."""
+        unknown = set(values) - _JOB_STATE
+        if unknown:
+            raise ValueError(f"not job state: {sorted(unknown)}")  # a programming error, never user input
+        assignments = "".join(f", {key} = ?" for key in values)
+        moved = self._run(
+            f"UPDATE trigger_jobs SET next_run = ?{assignments}, updated_at = ? WHERE name = ? AND next_run = ?",
+            (to, *values.values(), time.time(), name, due),
+        ).rowcount
+        return moved == 1
+
     def update_job(self, name: str, **values: Any) -> None:
         unknown = set(values) - _JOB_STATE
         if unknown:

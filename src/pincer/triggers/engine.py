@@ -204,13 +204,16 @@ class TriggerEngine:
         attempt: int = 0,
         audit_args: Mapping[str, Any] | None = None,
         here: bool = False,
+        payload: Any = None,
     ) -> Firing:
         """Record, audit and queue one firing; a request that cannot run is recorded (and
         audited) as an error and returned so, never raised. ``here``: the firing is this
-        process's to start (with :meth:`run_here`), never picked up by a queue worker."""
+        process's to start (with :meth:`run_here`), never picked up by a queue worker.
+        ``payload``: what fired it, recorded (redacted, bounded) but not given to the run."""
         prepared = self.prepare(
             kind=kind, name=name, fired_by=fired_by, skill=skill, params=params, message=message, session=session,
             arguments=arguments, budgets=budgets, job=job, attempt=attempt, audit_args=audit_args, here=here,
+            payload=payload,
         )  # fmt: skip
         await self.commit([prepared])
         return prepared.firing

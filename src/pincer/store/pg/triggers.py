@@ -36,7 +36,9 @@ from pincer.store.triggers import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PgTriggerStore"]
+__all__ = ["PgTriggerStore", "LEADER_HANDOVER_S"]
+
+LEADER_HANDOVER_S = 15.0  # the longest an instant waits while the leader lock passes to another gateway
 
 _STORE_LOCK = 0x70696E64  # every trigger-store transaction ("pind")
 _LEADER_LOCK = 0x70696E65  # held by the scheduler's leader for as long as it leads ("pine")
