@@ -81,6 +81,7 @@ def gateways(homes: Sequence[Path]) -> Iterator[list[Gateway]]:
                 info = read_json_document(lines, SERVER_START_TIMEOUT_S)
             except AssertionError:
                 raise AssertionError(f"pincer serve did not start: {''.join(errors)}") from None
+            assert "url" in info, f"pincer serve did not start: {info} {''.join(errors)}"
             found.append(Gateway(process=process, url=info["url"], home=home, errors=errors))
         yield found
     finally:
@@ -114,12 +115,12 @@ def rows(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ..
 def wait_for(
     what: str, found: Callable[[], T | None], *, alive: Sequence[Gateway], timeout_s: float = 60.0, every_s: float = 0.2
 ) -> T:
-    """Poll ``found`` until it gives something (not None, not False); fail at once with a
+    """Poll ``found`` until it gives something true; fail at once with a
     gateway's stderr when one of ``alive`` died, and after ``timeout_s`` saying ``what``."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = found()
-        if value is not None and value is not False:
+        if value:
             return value
         for gateway in alive:
             if gateway.process.poll() is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from itertools import pairwise
 from pathlib import Path
 
 from pincer.store.pg.triggers import LEADER_HANDOVER_S
@@ -79,7 +80,7 @@ def test_a_cron_job_fires_once_per_instant_across_three_gateways_while_its_leade
     first = min(dues)
     assert all(abs((due - first) - round(due - first)) < 1e-6 for due in dues), "an instant off the job's grid"
     ordered = sorted(dues)
-    widest = max(b - a for a, b in zip(ordered, ordered[1:], strict=False))
+    widest = max(b - a for a, b in pairwise(ordered))
     assert widest <= LEADER_HANDOVER_S, f"a gap of {widest:g} s between fired instants: {ordered}"
     # Both leaders started runs: the old one before its death, the new one after.
     owners = {_pid(owner) for _ts, owner, _payload, _id in fired if owner}

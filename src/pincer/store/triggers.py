@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pincer.core.errors import JobNotFound, StoreError, UsageError
+from pincer.store.owners import Owners, local_owners
 
 __all__ = ["TriggerStore", "JobRow", "FiringRow", "DeliveryRow", "DeliveryExists", "OPEN_STATES"]
 
@@ -108,8 +109,11 @@ def _dumps(value: Any) -> str:
 
 
 class TriggerStore:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, owners: Owners | None = None) -> None:
+        """``owners``: the token this process leads and starts firings under, and whether
+        another owner still runs (store/owners.py); the local one by default."""
         self._conn = conn
+        self.owners = owners or local_owners()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

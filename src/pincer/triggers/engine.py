@@ -34,7 +34,6 @@ import anyio.abc
 
 from pincer.core.errors import PincerError, UsageError
 from pincer.safety.limits import limit_output
-from pincer.store.approvals import is_process_alive, process_token
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.triggers import DeliveryRow, FiringRow, TriggerStore
 from pincer.triggers.clock import Clock, SystemClock
@@ -133,7 +132,7 @@ class TriggerEngine:
         self._skills = skills
         self._scanner = scanner
         self.clock: Clock = clock or SystemClock()
-        self.owner = owner or process_token()
+        self.owner = owner or store.owners.token
         self.scheduler = Scheduler(self)
         self._wake = anyio.Event()
         self._inflight: set[str] = set()
@@ -456,7 +455,7 @@ class TriggerEngine:
     async def tick(self) -> None:
         """One look at the lease, the jobs and the queue (also called by tests)."""
         async with self._tick_lock:
-            held = self.store.acquire_lease(self.owner, now=time.time(), stale_s=LEASE_STALE_S, is_alive=is_process_alive)
+            held = self.store.acquire_lease(self.owner, now=time.time(), stale_s=LEASE_STALE_S, is_alive=self.store.owners.is_alive)
             if held and not self._holds_lease:
                 self._holds_lease = True
                 await self._recover()
@@ -512,7 +511,7 @@ class TriggerEngine:
                 found = await self.audit.append(entry)
             self.store.set_audit(row.id, found)
         for row in self.store.open_firings():
-            if row.owner in (None, self.owner) or is_process_alive(row.owner):
+            if row.owner in (None, self.owner) or self.store.owners.is_alive(row.owner):
                 continue
             if row.status == "starting":
                 self.store.requeue(row.id)

@@ -207,8 +207,23 @@ ALTER TABLE approvals ADD COLUMN run_id TEXT;
 ALTER TABLE approvals ADD COLUMN tainted_by TEXT
 """
 
+# v4: a row per process on the store, with a heartbeat (store/pg/instances.py): whether the owner
+# of a claim, an approval wait, a run or the scheduler's leader lock on another machine still runs.
+_V4_INSTANCES = """
+CREATE TABLE pincer_instances (
+    id TEXT PRIMARY KEY,
+    tag TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    heartbeat_at DOUBLE PRECISION NOT NULL,
+    stopped_at DOUBLE PRECISION
+);
+CREATE INDEX pincer_instances_tag ON pincer_instances (tag)
+"""
+
 # Each step takes the schema from its index to the next version.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4_INSTANCES)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _VERSION_TABLE = """
