@@ -1,5 +1,7 @@
 """A cron job on three real ``pincer serve`` processes sharing one PostgreSQL: each instant
-fires once, also while the scheduler's leader is SIGKILLed and another gateway takes over.
+fires once, also while the scheduler's leader is SIGKILLed and another gateway takes over, and
+while the next leader hangs (SIGSTOP: its connection, and so its lock, stays open) and the third
+takes over once its heartbeat is stale, then wakes up.
 
 What issue 29 asks: "a cron job fires once per instant while its leader is killed". The job runs
 every second (the finest ``every`` allows). Each scheduled firing records the instant it stands
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
@@ -60,15 +63,47 @@ def test_a_cron_job_fires_once_per_instant_across_three_gateways_while_its_leade
         killed_at = time.time()
         rest = [g for g in three if g is not leader]
 
-        def new_lease() -> str | None:
-            found = lease()
-            return found if found not in (None, holder) else None
+        def lease_other_than(*old: str) -> Callable[[], str | None]:
+            def found() -> str | None:
+                now = lease()
+                return now if now is not None and now not in old else None
 
-        new_holder = wait_for("a new leader", new_lease, alive=rest)
+            return found
+
+        new_holder = wait_for("a new leader", lease_other_than(holder), alive=rest)
         assert _pid(new_holder) in {g.pid for g in rest}
         wait_for(
             f"{FIRINGS_AFTER_KILL} firings after the kill",
             lambda: sum(1 for f in firings() if f[0] > killed_at) >= FIRINGS_AFTER_KILL,
+            alive=rest,
+        )
+        # The new leader hangs (SIGSTOP): its connection stays open, so only its heartbeat can
+        # say it is gone; the third gateway ends its backend and leads. Stopped between two
+        # instants, so it is not inside a transaction that others would wait on.
+        hung = next(g for g in rest if g.pid == _pid(new_holder))
+        last = max(json.loads(f[2] or "{}").get("due", 0.0) for f in firings())
+        time.sleep(max(0.0, last + 1.5 - time.time()))
+        hung.process.send_signal(signal.SIGSTOP)
+        stopped_at = time.time()
+        try:
+            third = next(g for g in rest if g is not hung)
+            last_holder = wait_for(
+                "a leader after the hang", lease_other_than(holder, new_holder), alive=[third],
+                timeout_s=LEADER_HANDOVER_S * 4,
+            )  # fmt: skip
+            assert _pid(last_holder) == third.pid
+            wait_for(
+                f"{FIRINGS_AFTER_KILL} firings after the hang",
+                lambda: sum(1 for f in firings() if f[0] > stopped_at) >= FIRINGS_AFTER_KILL,
+                alive=[third],
+            )
+        finally:
+            hung.process.send_signal(signal.SIGCONT)
+        # The hung one wakes up believing it leads: it must not fire an instant the third did.
+        resumed_at = time.time()
+        wait_for(
+            f"{FIRINGS_AFTER_KILL} firings after the hung leader woke up",
+            lambda: sum(1 for f in firings() if f[0] > resumed_at) >= FIRINGS_AFTER_KILL,
             alive=rest,
         )
         fired = firings()
@@ -82,9 +117,9 @@ def test_a_cron_job_fires_once_per_instant_across_three_gateways_while_its_leade
     ordered = sorted(dues)
     widest = max(b - a for a, b in pairwise(ordered))
     assert widest <= LEADER_HANDOVER_S, f"a gap of {widest:g} s between fired instants: {ordered}"
-    # Both leaders started runs: the old one before its death, the new one after.
+    # Each leader started runs: the first before its death, the second before its hang, the third after.
     owners = {_pid(owner) for _ts, owner, _payload, _id in fired if owner}
-    assert {_pid(holder), _pid(new_holder)} <= owners
+    assert {_pid(holder), _pid(new_holder), _pid(last_holder)} <= owners
     # Each firing has exactly one audit record (one recorded after the kill by the new leader).
     assert sorted(key for (key,) in audited) == sorted(firing_id for *_, firing_id in fired)
     verified = cli(home, "audit", "verify", "--json")

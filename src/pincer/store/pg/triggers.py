@@ -56,6 +56,7 @@ LEADER_HANDOVER_S = INSTANCE_STALE_S + 5.0
 _STORE_LOCK = 0x70696E64  # every trigger-store transaction ("pind")
 _LEADER_LOCK = 0x70696E65  # held by the scheduler's leader for as long as it leads ("pine")
 _LEADER_APP = "pincer-leader "  # the leader connection's application_name, then its instance's tag
+_TERMINATE_WAIT_MS = 1_000  # how long ending a stale leader's backend waits for it to be gone
 
 
 class PgTriggerStore(TriggerStore):
@@ -147,9 +148,13 @@ class PgTriggerStore(TriggerStore):
                 conn = psycopg.connect(
                     self._pools.url, **self._pools.connect_kwargs(), application_name=f"{_LEADER_APP}{tag}"
                 )
-                taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LEADER_LOCK,)).fetchone()
-                if (taken is None or not taken[0]) and self._end_stale_leader(conn):
+                try:
                     taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LEADER_LOCK,)).fetchone()
+                    if (taken is None or not taken[0]) and self._end_stale_leader(conn):
+                        taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LEADER_LOCK,)).fetchone()
+                except BaseException:
+                    conn.close()
+                    raise
                 if taken is None or not taken[0]:
                     conn.close()
                     return False
@@ -184,10 +189,14 @@ class PgTriggerStore(TriggerStore):
         ).fetchall()
         tags = {str(name)[len(_LEADER_APP) :]: pid for pid, name in holders if str(name or "").startswith(_LEADER_APP)}
         ended = False
-        # pg_terminate_backend signals and returns; the lock is free once that backend has gone,
-        # which the retry below or the next tick sees.
+        # From PostgreSQL 14 pg_terminate_backend can wait (briefly) for the backend to be gone, so
+        # the retry that follows finds the lock free; before, the next tick does.
+        wait = conn.info.server_version >= 140_000
         for tag in self._instances.stale_tags(sorted(tags)):
-            done = conn.execute("SELECT pg_terminate_backend(%s)", (tags[tag],)).fetchone()
+            done = conn.execute(
+                "SELECT pg_terminate_backend(%s, %s)" if wait else "SELECT pg_terminate_backend(%s)",
+                (tags[tag], _TERMINATE_WAIT_MS) if wait else (tags[tag],),
+            ).fetchone()
             if done is not None and done[0]:
                 logger.warning("the scheduler's leader (instance %s) stopped beating; its lock is taken over", tag)
                 ended = True
