@@ -99,6 +99,7 @@ RUN_WAIT_LIMIT_S = 86_400.0  # a run without a deadline of its own is given up o
 RUN_WAIT_GRACE_S = 60.0  # beyond a run's own deadline
 SETTLE_TIMEOUT_S = 30.0
 _PRUNE_EVERY_S = 3_600.0
+_ORPHANS_EVERY_S = 5.0  # the leader looks for firings of dead owners this often (another machine's die late)
 _MAX_ERROR_CHARS = 2_000
 
 
@@ -141,6 +142,7 @@ class TriggerEngine:
         self._tick_lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._last_prune = 0.0
+        self._last_orphans = 0.0
         self._open_estimate = 0  # firings on their way, counted at each tick plus those added since
 
     @classmethod
@@ -464,6 +466,8 @@ class TriggerEngine:
                 return
             now = self.clock.now()
             self._open_estimate = self.store.open_count()
+            if time.monotonic() - self._last_orphans > _ORPHANS_EVERY_S:
+                await self._close_orphans()
             await self.scheduler.tick(now)
             if time.time() - self._last_prune > _PRUNE_EVERY_S:
                 self._last_prune = time.time()
@@ -510,6 +514,13 @@ class TriggerEngine:
                 )  # fmt: skip
                 found = await self.audit.append(entry)
             self.store.set_audit(row.id, found)
+        await self._close_orphans()
+
+    async def _close_orphans(self) -> None:
+        """Put back what a dead process was handing over, and close what it had started. At
+        the takeover, and every ``_ORPHANS_EVERY_S`` after: an owner on another machine is
+        known to be dead only once its heartbeat is stale, which may be after the takeover."""
+        self._last_orphans = time.monotonic()
         for row in self.store.open_firings():
             if row.owner in (None, self.owner) or self.store.owners.is_alive(row.owner):
                 continue
