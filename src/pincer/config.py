@@ -121,6 +121,8 @@ class StoreSettings(_Model):
     url: str | None = Field(default=None, pattern=r"^postgres(ql)?://", max_length=2_000)
     password_secret: str | None = Field(default=None, max_length=200)
     pool_size: int = Field(default=8, ge=1, le=200)
+    # The machine's name in the owner tokens other gateways read (docs/scale-out.md: liveness).
+    host_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[^/\s]+$")
 
 
 class CacheSettings(_Model):

@@ -71,6 +71,11 @@ KEYS: dict[str, KeyHelp] = {
         example='password_secret = "pg_password"',
     ),
     "store.pool_size": KeyHelp(help="PostgreSQL connections per gateway, in each of its two pools"),
+    "store.host_id": KeyHelp(
+        help="this machine's name in the store (default: the host name); give each machine its own, "
+        "and the gateways of one machine the same: a gateway whose heartbeat stops is taken over by the others",
+        example='host_id = "gateway-2"',
+    ),
     "cache.url": KeyHelp(
         help="Redis: rate limits counted exactly across every gateway; unset: each process counts its own",
         example='url = "redis://127.0.0.1:6379/0"',

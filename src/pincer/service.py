@@ -627,6 +627,7 @@ async def _open_shared_stores(config: Config, *, secret_key: bytes | None, audit
         max_entries=config.idempotency_max_entries,
         password=password,
         pool_size=settings.pool_size,
+        host=settings.host_id,
     )
 
 

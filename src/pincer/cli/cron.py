@@ -179,7 +179,6 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
     """Run a job now: in the running `pincer serve` (queued there), else here."""
     import anyio
 
-    from pincer.store.approvals import is_process_alive
     from pincer.triggers.jobs import JobSpec
 
     async def body() -> dict[str, Any]:
@@ -188,7 +187,7 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
             engine.scheduler.sync(engine.clock.now())
             row = engine.store.require_job(name)
             holder = engine.store.lease_holder()
-            if holder is not None and is_process_alive(holder[0]) and time.time() - holder[1] < 30:
+            if holder is not None and engine.store.owners.is_alive(holder[0]) and time.time() - holder[1] < 30:
                 asked = time.time()
                 engine.store.update_job(name, run_requested=asked)
                 with anyio.move_on_after(RUN_PICKUP_TIMEOUT_S):

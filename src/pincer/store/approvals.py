@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import os
 import secrets
 import sqlite3
 import time
@@ -25,6 +24,7 @@ from typing import Any
 import anyio
 
 from pincer.core.errors import ApprovalAnswered, ApprovalGone, ApprovalTimeout, StoreError, UsageError
+from pincer.store.owners import Owners, is_process_alive, local_owners, process_token
 
 __all__ = [
     "Answer",
@@ -111,46 +111,13 @@ class ApprovalRequest:
         }
 
 
-def process_token(pid: int | None = None) -> str:
-    """``pid:start-time`` of a process: unlike a bare pid, never the same for a later process."""
-    pid = os.getpid() if pid is None else pid
-    return f"{pid}:{_start_time(pid)}"
-
-
-def is_process_alive(token: str | None) -> bool:
-    """Whether the process a :func:`process_token` names still runs (True when unsure)."""
-    if not token:
-        return True
-    pid_text, _, started = token.partition(":")
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, under another user
-    current = _start_time(pid)
-    return not (started and current and current != started)
-
-
-def _start_time(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read().decode("ascii", "replace")
-    except OSError:
-        return ""
-    # Field 22 (starttime), counted after the parenthesised command name, which may hold spaces.
-    fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else ""
-
-
 class ApprovalStore:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, owners: Owners | None = None) -> None:
+        """``owners``: this process's owner token (a request's ``waiter``) and whether another
+        waiter still runs (store/owners.py); the local one by default."""
         self._conn = conn
         self._events: dict[str, anyio.Event] = {}
+        self.owners = owners or local_owners()
 
     def create(
         self,
@@ -180,7 +147,7 @@ class ApprovalStore:
             hosts=hosts,
             reason=reason,
             detail=dict(detail or {}),
-            waiter=process_token(),
+            waiter=self.owners.token,
             run_id=run_id,
             tainted_by=tainted_by,
         )
@@ -234,7 +201,7 @@ class ApprovalStore:
             raise UsageError(f"unknown answer scope {scope!r}", hint="use session, kind or all") from None
         current = self.get(approval_id)
         if current.status is ApprovalStatus.PENDING and (
-            current.expires_at < time.time() or not is_process_alive(current.waiter)
+            current.expires_at < time.time() or not self.owners.is_alive(current.waiter)
         ):
             self.expire(approval_id)
             current = self.get(approval_id)
@@ -326,7 +293,7 @@ class ApprovalStore:
             "SELECT id, waiter FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL"
         ).fetchall()
         for approval_id, waiter in rows:
-            if not is_process_alive(waiter):
+            if not self.owners.is_alive(waiter):
                 self.expire(approval_id)
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:

@@ -22,7 +22,7 @@ from typing import Any
 
 from pincer.core.errors import RunNotFound, StoreError
 from pincer.core.values import canonical_json
-from pincer.store.approvals import is_process_alive, process_token
+from pincer.store.owners import Owners, local_owners
 
 __all__ = ["RunRow", "RunMessage", "RunStore", "RUN_STATUSES", "FINAL_STATUSES"]
 
@@ -97,9 +97,12 @@ class RunRow:
 
 
 class RunStore:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, owners: Owners | None = None) -> None:
+        """``owners``: the token a run started here is owned by, and whether another run's
+        owner still runs (store/owners.py); the local one by default."""
         self._conn = conn
-        self._owner = process_token()  # read once: /proc is read for the start time
+        self.owners = owners or local_owners()
+        self._owner = self.owners.token  # read once: /proc is read for the start time
 
     def append_messages(self, run_id: str, messages: list[tuple[int, str, Mapping[str, Any], int | None]]) -> None:
         """Append (seq, role, body, audit_id) messages in one transaction (one commit per turn)."""
@@ -224,7 +227,7 @@ class RunStore:
 
     def _settle(self, row: RunRow, owner: str | None) -> RunRow:
         """A running run whose process is gone did not finish: say so, once, in the table too."""
-        if row.status != "running" or is_process_alive(owner):
+        if row.status != "running" or self.owners.is_alive(owner):
             return row
         error = {"code": "run_orphaned", "message": "the process running this run exited before it finished"}
         self._write(

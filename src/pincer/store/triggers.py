@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pincer.core.errors import JobNotFound, StoreError, UsageError
+from pincer.store.owners import Owners, local_owners
 
 __all__ = ["TriggerStore", "JobRow", "FiringRow", "DeliveryRow", "DeliveryExists", "OPEN_STATES"]
 
@@ -108,8 +109,11 @@ def _dumps(value: Any) -> str:
 
 
 class TriggerStore:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, owners: Owners | None = None) -> None:
+        """``owners``: the token this process leads and starts firings under, and whether
+        another owner still runs (store/owners.py); the local one by default."""
         self._conn = conn
+        self.owners = owners or local_owners()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -164,6 +168,21 @@ class TriggerStore:
             ) from None
         except sqlite3.Error as exc:
             raise StoreError(f"the trigger store failed: {exc}") from exc
+
+    def move_next_run(self, name: str, *, due: float, to: float | None, **values: Any) -> bool:
+        """Move a job's next run from ``due`` on to ``to`` (and set ``values`` with it), only if
+        it still says ``due``: True for the one process whose move it was. Whoever moved an
+        instant on is the one that fires it, so an instant fires once even when two processes
+        thought they led at the same moment (a leader whose lock was lost under it)."""
+        unknown = set(values) - _JOB_STATE
+        if unknown:
+            raise ValueError(f"not job state: {sorted(unknown)}")  # a programming error, never user input
+        assignments = "".join(f", {key} = ?" for key in values)
+        moved = self._run(
+            f"UPDATE trigger_jobs SET next_run = ?{assignments}, updated_at = ? WHERE name = ? AND next_run = ?",
+            (to, *values.values(), time.time(), name, due),
+        ).rowcount
+        return moved == 1
 
     def update_job(self, name: str, **values: Any) -> None:
         unknown = set(values) - _JOB_STATE

@@ -34,7 +34,6 @@ import anyio.abc
 
 from pincer.core.errors import PincerError, UsageError
 from pincer.safety.limits import limit_output
-from pincer.store.approvals import is_process_alive, process_token
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.triggers import DeliveryRow, FiringRow, TriggerStore
 from pincer.triggers.clock import Clock, SystemClock
@@ -100,6 +99,7 @@ RUN_WAIT_LIMIT_S = 86_400.0  # a run without a deadline of its own is given up o
 RUN_WAIT_GRACE_S = 60.0  # beyond a run's own deadline
 SETTLE_TIMEOUT_S = 30.0
 _PRUNE_EVERY_S = 3_600.0
+_ORPHANS_EVERY_S = 5.0  # the leader looks for firings of dead owners this often (another machine's die late)
 _MAX_ERROR_CHARS = 2_000
 
 
@@ -133,7 +133,7 @@ class TriggerEngine:
         self._skills = skills
         self._scanner = scanner
         self.clock: Clock = clock or SystemClock()
-        self.owner = owner or process_token()
+        self.owner = owner or store.owners.token
         self.scheduler = Scheduler(self)
         self._wake = anyio.Event()
         self._inflight: set[str] = set()
@@ -142,6 +142,7 @@ class TriggerEngine:
         self._tick_lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._last_prune = 0.0
+        self._last_orphans = 0.0
         self._open_estimate = 0  # firings on their way, counted at each tick plus those added since
 
     @classmethod
@@ -204,13 +205,16 @@ class TriggerEngine:
         attempt: int = 0,
         audit_args: Mapping[str, Any] | None = None,
         here: bool = False,
+        payload: Any = None,
     ) -> Firing:
         """Record, audit and queue one firing; a request that cannot run is recorded (and
         audited) as an error and returned so, never raised. ``here``: the firing is this
-        process's to start (with :meth:`run_here`), never picked up by a queue worker."""
+        process's to start (with :meth:`run_here`), never picked up by a queue worker.
+        ``payload``: what fired it, recorded (redacted, bounded) but not given to the run."""
         prepared = self.prepare(
             kind=kind, name=name, fired_by=fired_by, skill=skill, params=params, message=message, session=session,
             arguments=arguments, budgets=budgets, job=job, attempt=attempt, audit_args=audit_args, here=here,
+            payload=payload,
         )  # fmt: skip
         await self.commit([prepared])
         return prepared.firing
@@ -453,7 +457,7 @@ class TriggerEngine:
     async def tick(self) -> None:
         """One look at the lease, the jobs and the queue (also called by tests)."""
         async with self._tick_lock:
-            held = self.store.acquire_lease(self.owner, now=time.time(), stale_s=LEASE_STALE_S, is_alive=is_process_alive)
+            held = self.store.acquire_lease(self.owner, now=time.time(), stale_s=LEASE_STALE_S, is_alive=self.store.owners.is_alive)
             if held and not self._holds_lease:
                 self._holds_lease = True
                 await self._recover()
@@ -462,6 +466,8 @@ class TriggerEngine:
                 return
             now = self.clock.now()
             self._open_estimate = self.store.open_count()
+            if time.monotonic() - self._last_orphans > _ORPHANS_EVERY_S:
+                await self._close_orphans()
             await self.scheduler.tick(now)
             if time.time() - self._last_prune > _PRUNE_EVERY_S:
                 self._last_prune = time.time()
@@ -508,8 +514,15 @@ class TriggerEngine:
                 )  # fmt: skip
                 found = await self.audit.append(entry)
             self.store.set_audit(row.id, found)
+        await self._close_orphans()
+
+    async def _close_orphans(self) -> None:
+        """Put back what a dead process was handing over, and close what it had started. At
+        the takeover, and every ``_ORPHANS_EVERY_S`` after: an owner on another machine is
+        known to be dead only once its heartbeat is stale, which may be after the takeover."""
+        self._last_orphans = time.monotonic()
         for row in self.store.open_firings():
-            if row.owner in (None, self.owner) or is_process_alive(row.owner):
+            if row.owner in (None, self.owner) or self.store.owners.is_alive(row.owner):
                 continue
             if row.status == "starting":
                 self.store.requeue(row.id)

@@ -82,6 +82,7 @@ class SchedulerEngine(Protocol):
         attempt: int = 0,
         audit_args: Mapping[str, Any] | None = None,
         here: bool = False,
+        payload: Any = None,
     ) -> Firing: ...
 
 
@@ -185,14 +186,18 @@ class Scheduler:
         settings = self.engine.config.triggers
         late = now - float(row.next_run or now)
         upcoming = first_run(spec, now)
+        due = float(row.next_run or now)
         if late > grace_s:
-            store.update_job(
-                row.name, next_run=upcoming, last_status="missed",
+            store.move_next_run(
+                row.name, due=due, to=upcoming, last_status="missed",
                 last_error=f"the run due at {_iso(row.next_run)} was {late:.0f} s late, past the misfire grace of {grace_s:g} s",
             )  # fmt: skip
             return
-        # Moved on before the firing: whatever happens next, this instant never fires again.
-        store.update_job(row.name, next_run=upcoming)
+        # Moved on before the firing: whatever happens next, this instant never fires again; and
+        # only by the one process whose move it was (another that also thought it led fires none).
+        if not store.move_next_run(row.name, due=due, to=upcoming):
+            logger.info("job %s: the run due at %s was fired by another process", row.name, _iso(due))
+            return
         limit = spec.max_concurrent or settings.max_concurrent
         if store.open_count(job=row.name) >= limit:
             store.update_job(
@@ -201,13 +206,17 @@ class Scheduler:
             )  # fmt: skip
             return
         store.update_job(row.name, retry_at=None, attempt=0)
-        await self.fire(spec, now=now, fired_by="scheduler", attempt=0)
+        await self.fire(spec, now=now, fired_by="scheduler", attempt=0, due=due)
 
-    async def fire(self, spec: JobSpec, *, now: float, fired_by: str, attempt: int, here: bool = False) -> Firing:
+    async def fire(
+        self, spec: JobSpec, *, now: float, fired_by: str, attempt: int, here: bool = False, due: float | None = None
+    ) -> Firing:
+        """Fire ``spec`` once; ``due``: the scheduled instant this firing stands for, recorded as
+        its payload (``{"due": ..., "due_at": ...}``) in the firing and its audit record."""
         firing = await self.engine.fire(
             kind=TriggerKind.SCHEDULE, name=spec.name, fired_by=fired_by, skill=spec.skill, params=spec.params,
             message=spec.message, session=spec.run_session, budgets=spec.budgets, job=spec.name, attempt=attempt,
-            here=here,
+            here=here, payload={"due": due, "due_at": _iso(due)} if due is not None else None,
         )  # fmt: skip
         error = (firing.error or {}).get("message") if firing.error else None
         self.engine.store.update_job(

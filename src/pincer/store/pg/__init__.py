@@ -18,6 +18,7 @@ from pincer.store.pg.audit import PgAuditLog
 from pincer.store.pg.connect import PgPools, redact_url
 from pincer.store.pg.grants import PgGrantStore
 from pincer.store.pg.idempotency import PgIdempotencyStore
+from pincer.store.pg.instances import PgInstances
 from pincer.store.pg.portable import PortableConnection
 from pincer.store.pg.schema import SCHEMA_VERSION, check_schema, upgrade
 from pincer.store.pg.triggers import PgTriggerStore
@@ -38,6 +39,7 @@ class PgStores:
     runs: RunStore
     triggers: PgTriggerStore
     sign_ins: SignInStore
+    instances: PgInstances
 
     @classmethod
     async def open(
@@ -49,27 +51,39 @@ class PgStores:
         max_entries: int,
         password: str | None = None,
         pool_size: int = 8,
+        host: str | None = None,
     ) -> PgStores:
+        """``host``: the machine's name in owner tokens (``[store] host_id``; the host name by
+        default): gateways with another host are read as on another machine."""
         pools = PgPools.open(url, password=password, size=pool_size)
         try:
             with pools.sync.connection() as conn:
                 check_schema(conn, pools.shown_url)
-            return cls(
+            instances = PgInstances(pools, host=host)
+            owners = instances.owners
+            stores = cls(
                 pools=pools,
                 audit=PgAuditLog(pools, key=key),
-                approvals=PgApprovalStore(pools),
+                approvals=PgApprovalStore(pools, owners=owners),
                 grants=PgGrantStore(pools),
-                idempotency=PgIdempotencyStore(pools, ttl_s=ttl_s, max_entries=max_entries),
-                runs=RunStore(cast(Any, PortableConnection(pools))),
-                triggers=PgTriggerStore(pools),
+                idempotency=PgIdempotencyStore(pools, ttl_s=ttl_s, max_entries=max_entries, owners=owners),
+                runs=RunStore(cast(Any, PortableConnection(pools)), owners=owners),
+                triggers=PgTriggerStore(pools, owners=owners, instances=instances),
                 sign_ins=SignInStore(PortableConnection(pools)),
+                instances=instances,
             )
+            instances.start()
+            return stores
         except BaseException:
             await pools.aclose()
             raise
 
     async def aclose(self) -> None:
-        await self.pools.aclose()
+        try:
+            self.triggers.close()
+            self.instances.stop()
+        finally:
+            await self.pools.aclose()
 
 
 def upgrade_database(url: str, *, password: str | None = None) -> tuple[int, int]:

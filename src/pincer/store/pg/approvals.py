@@ -18,6 +18,7 @@ from typing import Any, cast
 import anyio
 
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
+from pincer.store.owners import Owners
 from pincer.store.pg.connect import PgPools
 from pincer.store.pg.portable import PortableConnection
 
@@ -30,8 +31,8 @@ LISTEN_RETRY_S = 1.0
 
 
 class PgApprovalStore(ApprovalStore):
-    def __init__(self, pools: PgPools) -> None:
-        super().__init__(cast(Any, PortableConnection(pools)))
+    def __init__(self, pools: PgPools, *, owners: Owners | None = None) -> None:
+        super().__init__(cast(Any, PortableConnection(pools)), owners=owners)
         self._pools = pools
         self._listening = False
 

@@ -4,23 +4,23 @@ The contract is store/idempotency.py's (keys belong to a session; a stored resul
 other arguments under the same key are a conflict). Folding works in two steps: duplicates in
 one process wait on one in-process event, as with SQLite; across processes the first claims the
 key with a row that has no result yet (``INSERT ... ON CONFLICT DO NOTHING``: one wins), and the
-others poll that row until its result is there. A claim names its process: when that process
-dies (or ``CLAIM_LEASE_S`` passes) without a result, the next duplicate takes the claim over and
-runs the call, since nothing ran to completion. A call that ended without a storable result
+others poll that row until its result is there. A claim names its process (an owner token,
+store/owners.py): when that process dies without a result (on this machine: its pid is gone; on
+another: its instance's heartbeat went stale, store/pg/instances.py), or ``CLAIM_LEASE_S`` passes,
+the next duplicate takes the claim over and runs the call, since nothing ran to completion. A call that ended without a storable result
 (it failed before the tool ran) removes its claim, so a retry runs.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import time
 from typing import Any
 
 import anyio
 
 from pincer.core.errors import IdempotencyConflict
-from pincer.store.approvals import is_process_alive, process_token
+from pincer.store.owners import Owners, local_owners
 from pincer.store.pg.connect import PgPools
 
 __all__ = ["PgIdempotencyStore", "CLAIM_LEASE_S", "CLAIM_POLL_INTERVAL_S"]
@@ -29,24 +29,13 @@ CLAIM_LEASE_S = 3_600.0  # the longest a tool may run ([tools] timeout_s's bound
 CLAIM_POLL_INTERVAL_S = 0.05
 
 
-def _host_token() -> str:
-    return f"{socket.gethostname()}/{process_token()}"
-
-
-def _claim_alive(token: str | None) -> bool:
-    """Whether the process holding a claim runs (True for another machine's: its lease decides)."""
-    if not token:
-        return False
-    host, _, process = token.partition("/")
-    return host != socket.gethostname() or is_process_alive(process)
-
-
 class PgIdempotencyStore:
-    def __init__(self, pools: PgPools, *, ttl_s: float, max_entries: int) -> None:
+    def __init__(self, pools: PgPools, *, ttl_s: float, max_entries: int, owners: Owners | None = None) -> None:
         self._pools = pools
         self.ttl_s = ttl_s
         self.max_entries = max_entries
-        self._token = _host_token()
+        self.owners = owners or local_owners()
+        self._token = self.owners.token
         self._in_flight: dict[tuple[str, str, str], anyio.Event] = {}
 
     def lookup(self, session: str, tool: str, key: str, digest: str) -> dict[str, Any] | None:
@@ -107,7 +96,7 @@ class PgIdempotencyStore:
             result, expires_at, claimed_by, claim_until = row
             if result is not None and expires_at >= now:
                 return "done"
-            if result is None and claim_until >= now and _claim_alive(claimed_by):
+            if result is None and claim_until >= now and claimed_by and self.owners.is_alive(claimed_by):
                 return "wait"
             # Expired, or a claim whose process is gone: nothing finished; take it over.
             conn.execute(

@@ -219,8 +219,23 @@ CREATE TABLE ui_sign_ins (
 CREATE INDEX ui_sign_ins_used ON ui_sign_ins (last_used)
 """
 
+# v5: a row per process on the store, with a heartbeat (store/pg/instances.py): whether the owner
+# of a claim, an approval wait, a run or the scheduler's leader lock on another machine still runs.
+_V5_INSTANCES = """
+CREATE TABLE pincer_instances (
+    id TEXT PRIMARY KEY,
+    tag TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    heartbeat_at DOUBLE PRECISION NOT NULL,
+    stopped_at DOUBLE PRECISION
+);
+CREATE INDEX pincer_instances_tag ON pincer_instances (tag)
+"""
+
 # Each step takes the schema from its index to the next version.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5_INSTANCES)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _VERSION_TABLE = """

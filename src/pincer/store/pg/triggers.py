@@ -7,9 +7,17 @@ The rules are store/triggers.py's, run over the portable connection; three thing
   firings, recording a delivery and its firings stay all-or-nothing and never race. A webhook
   delivery answered 202 is in the queue (committed) before the answer, so when the gateway
   that accepted it dies, whichever gateway runs the queue next starts it.
-- The scheduler's leader holds a session-level advisory lock on a connection of its own: exactly
-  one process fires each cron instant, and when it dies its connection closes and the lock is
-  free at once for the next gateway's tick (the lease row still says who leads, for display).
+- The scheduler's leader holds a session-level advisory lock on a connection of its own: one
+  process leads at a time. When it dies its connection closes and the lock is free at once for
+  the next gateway's tick. When its machine dies or it hangs, the connection may stay open (no
+  FIN reaches the server), but its instance's heartbeat stops (store/pg/instances.py): the next
+  gateway that finds the lock taken by a stale instance ends that backend
+  (``pg_terminate_backend``) and takes the lock. So the lock passes on within
+  ``LEADER_HANDOVER_S``. The leader connection's ``application_name`` names its instance, which
+  is how the holder of the lock is found. (The lease row still says who leads, for display.)
+  Each instant still fires once should two processes think they lead for a moment (a hung one
+  waking up): the scheduler moves a job's next run on with a compare-and-set and only the
+  process whose move it was fires it (``TriggerStore.move_next_run``).
 - The statements that say ``INSERT OR REPLACE`` or order by ``rowid`` are written for PostgreSQL.
 """
 
@@ -21,7 +29,9 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from pincer.core.errors import StoreError, UsageError
+from pincer.store.owners import Owners
 from pincer.store.pg.connect import PgPools
+from pincer.store.pg.instances import INSTANCE_STALE_S, PgInstances
 from pincer.store.pg.portable import PortableConnection
 from pincer.store.triggers import (
     _FIRING_COLUMNS,
@@ -36,17 +46,25 @@ from pincer.store.triggers import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PgTriggerStore"]
+__all__ = ["PgTriggerStore", "LEADER_HANDOVER_S"]
+
+# The longest a cron instant waits while the leader lock passes to another gateway: the holder's
+# heartbeat goes stale, then the next tick (each gateway's, every second) ends its backend and
+# takes the lock; a few seconds more for a busy machine.
+LEADER_HANDOVER_S = INSTANCE_STALE_S + 5.0
 
 _STORE_LOCK = 0x70696E64  # every trigger-store transaction ("pind")
 _LEADER_LOCK = 0x70696E65  # held by the scheduler's leader for as long as it leads ("pine")
+_LEADER_APP = "pincer-leader "  # the leader connection's application_name, then its instance's tag
+_TERMINATE_WAIT_MS = 1_000  # how long ending a stale leader's backend waits for it to be gone
 
 
 class PgTriggerStore(TriggerStore):
-    def __init__(self, pools: PgPools) -> None:
+    def __init__(self, pools: PgPools, *, owners: Owners | None = None, instances: PgInstances | None = None) -> None:
         self._portable = PortableConnection(pools)
-        super().__init__(cast(Any, self._portable))
+        super().__init__(cast(Any, self._portable), owners=owners or (instances.owners if instances else None))
         self._pools = pools
+        self._instances = instances
         self._leader: Any = None  # the connection holding the leader lock, while this process leads
 
     @contextmanager
@@ -126,8 +144,17 @@ class PgTriggerStore(TriggerStore):
 
         try:
             if self._leader is None:
-                conn = psycopg.connect(self._pools.url, **self._pools.connect_kwargs())
-                taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LEADER_LOCK,)).fetchone()
+                tag = self._instances.tag if self._instances is not None else "-"
+                conn = psycopg.connect(
+                    self._pools.url, **self._pools.connect_kwargs(), application_name=f"{_LEADER_APP}{tag}"
+                )
+                try:
+                    taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LEADER_LOCK,)).fetchone()
+                    if (taken is None or not taken[0]) and self._end_stale_leader(conn):
+                        taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LEADER_LOCK,)).fetchone()
+                except BaseException:
+                    conn.close()
+                    raise
                 if taken is None or not taken[0]:
                     conn.close()
                     return False
@@ -145,6 +172,35 @@ class PgTriggerStore(TriggerStore):
     def release_lease(self, owner: str) -> None:
         super().release_lease(owner)
         self._drop_leader()
+
+    def close(self) -> None:
+        """Let go of the leader lock, if held (the stores are closing)."""
+        self._drop_leader()
+
+    def _end_stale_leader(self, conn: Any) -> bool:
+        """End the backend holding the leader lock when its instance no longer beats (its
+        machine died or it hangs); True when one was ended."""
+        if self._instances is None:
+            return False
+        holders = conn.execute(
+            "SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.objid = %s AND l.objsubid = 1 AND l.granted",
+            (_LEADER_LOCK,),
+        ).fetchall()
+        tags = {str(name)[len(_LEADER_APP) :]: pid for pid, name in holders if str(name or "").startswith(_LEADER_APP)}
+        ended = False
+        # From PostgreSQL 14 pg_terminate_backend can wait (briefly) for the backend to be gone, so
+        # the retry that follows finds the lock free; before, the next tick does.
+        wait = conn.info.server_version >= 140_000
+        for tag in self._instances.stale_tags(sorted(tags)):
+            done = conn.execute(
+                "SELECT pg_terminate_backend(%s, %s)" if wait else "SELECT pg_terminate_backend(%s)",
+                (tags[tag], _TERMINATE_WAIT_MS) if wait else (tags[tag],),
+            ).fetchone()
+            if done is not None and done[0]:
+                logger.warning("the scheduler's leader (instance %s) stopped beating; its lock is taken over", tag)
+                ended = True
+        return ended
 
     def _drop_leader(self) -> None:
         leader, self._leader = self._leader, None
