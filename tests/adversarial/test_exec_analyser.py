@@ -417,6 +417,13 @@ def test_exec_a_under_its_own_kind_still_runs_the_program() -> None:
         "zsh -f +f -c ls",
         "zsh -f -o rcs -c ls",
         "zsh -f -o GLOBAL_RCS -c ls",
+        # A dash in front of argv[0] makes a login shell too (found by the oracle property test:
+        # `exec -a -i bash script.sh` ran /etc/profile's `id`): exec -a -NAME, and exec -l.
+        "exec -a -i bash -c ls",
+        "exec -a -sh sh -c ls",
+        "exec -l bash -c ls",
+        "exec -la x bash -c ls",
+        "exec -a -bash bash --norc --noprofile -c ls",
     ],
 )
 def test_item_20_15_a_shell_reading_a_startup_file_is_not_allowed(command: str) -> None:
@@ -431,7 +438,8 @@ def test_item_20_15_a_shell_reading_a_startup_file_is_not_allowed(command: str) 
     assert any(s.problem for s in result.segments), result.reason
 
 
-@pytest.mark.parametrize("command", ["bash -c ls", "bash --norc --noprofile -c ls", "zsh -f -c ls", "sh -c ls"])
+@pytest.mark.parametrize("command", ["bash -c ls", "bash --norc --noprofile -c ls", "zsh -f -c ls", "sh -c ls",
+                                     "exec -a mybash bash -c ls"])
 def test_item_20_15_shells_without_a_startup_file_stay_allowed(command: str) -> None:
     allowed = ExecApprovalPolicy(allowlist=(*policy("bash", "sh", "ls").allowlist, "/usr/bin/zsh"))
     result = evaluate(allowed, command, _resolve_any_shell)

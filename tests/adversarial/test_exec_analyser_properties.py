@@ -72,6 +72,7 @@ class Wrapper:
     replace: str | None = None  # xargs -I R
     appends: bool = False  # xargs without -I
     argv0: str | None = None  # exec -a NAME
+    login: bool = False  # exec -l or exec -a -NAME: a shell it runs is a login shell (runs /etc/profile)
     clears: bool = False  # PATH gone from the command's environment
     strict: bool = False  # harmless here, refused by a documented strict rule
 
@@ -225,6 +226,8 @@ def segment_truth(segment: Segment, *, cleared: bool) -> Truth:
         truth.runs.append(("python3", final.inline))
     else:
         truth.unknown |= final.unknown or touched(final.head) or (final.line is None and touched(final.tail[:1]))
+        # A shell run as a login shell (argv[0] begins with "-") runs /etc/profile first.
+        truth.unknown |= bool(segment.wrappers) and segment.wrappers[-1].login
         truth.runs.append((program_name(final.head[0]), final.stdin))
         if final.line is not None:
             # xargs substitutes into the -c word as text: the line is then code from the input.
@@ -276,7 +279,7 @@ def wrapper_strategy(draw: Any, oracle: bool) -> Wrapper:
     v = value(draw)
     forms: list[Form]
     operands: list[str] = []
-    replace_string, clears, argv0, strict = None, False, None, False
+    replace_string, clears, argv0, strict, login = None, False, None, False, False
     if name == "env":
         choices = [["-u", v], ["-u" + (v or "X")], ["--unset", v], ["--unset=" + v], ["-v"], ["--debug"],
                    ["--default-signal"], ["--default-signal=INT"], ["--ignore-signal=INT"], ["--block-signal"]]
@@ -326,6 +329,7 @@ def wrapper_strategy(draw: Any, oracle: bool) -> Wrapper:
             elif form[0].startswith("-a"):
                 argv0 = form[0][2:]
             clears |= form[0] in ("-c", "-cl")
+            login |= form[0] in ("-l", "-la", "-cl")
         if draw(st.booleans()):
             operands.append("--")
     elif name == "command":
@@ -363,7 +367,7 @@ def wrapper_strategy(draw: Any, oracle: bool) -> Wrapper:
     return Wrapper(
         name="exec" if name == "builtin" else name, words=(*head, *flat(forms), *operands),
         unknown=unknown or unsafe, replace=replace_string, appends=name == "xargs" and replace_string is None,
-        argv0=argv0, clears=clears, strict=strict,
+        argv0=argv0, login=login or (argv0 or "").startswith("-"), clears=clears, strict=strict,
     )  # fmt: skip
 
 

@@ -27,7 +27,7 @@ def wait_for_pending(
     deadline = time.monotonic() + PENDING_WAIT_S
     while True:
         listed = list_approvals(home)
-        assert listed.returncode == 0, listed.stderr
+        assert listed.returncode == 0, f"approvals list exited {listed.returncode}:\n{listed.stdout}\n{listed.stderr}"
         pending = json.loads(listed.stdout)
         if pending:
             return list(pending)

@@ -113,6 +113,7 @@ class _Context:
     env_cleared: bool = False  # PATH is not in the environment this program runs with
     appends: bool = False  # xargs appends its input after these words
     argv0: str | None = None  # exec -a NAME
+    login: bool = False  # exec -l, or exec -a -NAME: argv[0] begins with a dash, which makes a shell a login shell
 
 
 def _base(word: str) -> str:
@@ -274,6 +275,7 @@ def _wrapper(name: str, args: list[_Arg], ctx: _Context, candidates: Sequence[st
     # the shell itself looking the command up.
     search = ctx.search if name in _BUILTIN_WRAPPERS else (EXECVP_DEFAULT_PATH if ctx.env_cleared else None)
     env_cleared, argv0, appends, replace_string = ctx.env_cleared, None, ctx.appends, None
+    login = False
     if name == "env":
         if i < len(rest) and rest[i].text == "-":
             i += 1
@@ -292,6 +294,7 @@ def _wrapper(name: str, args: list[_Arg], ctx: _Context, candidates: Sequence[st
     elif name == "exec":
         argv0 = ([None, *parsed.values("-a")])[-1]  # the last -a wins
         env_cleared = env_cleared or parsed.has("-c")
+        login = parsed.has("-l") or (argv0 or "").startswith("-")
     elif name == "command" and parsed.has("-p"):
         search = EXECVP_DEFAULT_PATH
     elif name == "time" and ctx.env_cleared:
@@ -330,7 +333,7 @@ def _wrapper(name: str, args: list[_Arg], ctx: _Context, candidates: Sequence[st
         ]  # fmt: skip
     inner_ctx = replace(
         ctx, wrappers=(*ctx.wrappers, name), depth=ctx.depth + 1, search=search, env_cleared=env_cleared,
-        appends=appends, argv0=argv0,
+        appends=appends, argv0=argv0, login=login,
     )  # fmt: skip
     return _analyze_args(inner, inner_ctx)
 
@@ -346,6 +349,13 @@ def _shell(table_name: str, args: list[_Arg], ctx: _Context, candidates: Sequenc
     problem = parsed.problem or _refused(table, parsed)
     if problem is None and any(o.key == "-o" and o.sign == "-" and o.value == "keyword" for o in parsed.options):
         problem = "-o keyword puts NAME=VALUE arguments into the environment of the command, unanalysed"
+    if problem is None and ctx.login:
+        # bash, dash and zsh all make a shell whose argv[0] begins with "-" a login shell, which
+        # runs /etc/profile and ~/.profile (or its own) before the command.
+        problem = (
+            f"exec {'-l' if not (ctx.argv0 or '').startswith('-') else '-a ' + repr(ctx.argv0)} makes {name} a login "
+            "shell, which runs the login startup files first (/etc/profile, ~/.profile, ...), unanalysed"
+        )
     if problem is None and table.startup_unless and _reads_startup(table.startup_unless, parsed):
         problem = f"{name} runs a startup file first (~/.zshenv, or $ZDOTDIR/.zshenv), unanalysed: write {name} -f"
     if problem is not None:
@@ -366,7 +376,8 @@ def _shell(table_name: str, args: list[_Arg], ctx: _Context, candidates: Sequenc
                 return [_segment(args, ctx, candidates, problem=f"{name} runs with PATH unset; its default PATH is not known")]
             search = found
         inner_ctx = replace(
-            ctx, wrappers=(*ctx.wrappers, f"{name} -c"), depth=ctx.depth + 1, search=search, appends=False, argv0=None
+            ctx, wrappers=(*ctx.wrappers, f"{name} -c"), depth=ctx.depth + 1, search=search, appends=False, argv0=None,
+            login=False,
         )
         return [_segment(args, ctx, candidates), *_analyze_line(operands[0].text, inner_ctx)]
     # Commands from standard input (sh -s, a bare sh in a pipeline, xargs feeding sh) are code
