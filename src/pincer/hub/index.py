@@ -39,6 +39,7 @@ from typing import Any
 
 from pincer.hub.artifact import ArtifactKind
 from pincer.hub.sources import CatalogEntry
+from pincer.store.open_lock import open_lock
 
 __all__ = ["SearchIndex", "field_score", "CANDIDATES", "open_index", "query_words"]
 
@@ -111,9 +112,10 @@ def _score(name: str, display: str, keywords: Sequence[str], tags: Sequence[str]
 def open_index(path: Path) -> SearchIndex:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA busy_timeout=5000")
-    return SearchIndex(conn)
+    with open_lock(path):  # a new file's switch to WAL, one process at a time (store/open_lock.py)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        return SearchIndex(conn)
 
 
 class SearchIndex:

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pincer.core.errors import SecretError, StoreError, UsageError
 from pincer.secrets.access import SecretAccess
 from pincer.secrets.keys import KEY_BYTES, load_or_create_key, parse_key
+from pincer.store.open_lock import open_lock
 
 logger = logging.getLogger(__name__)
 
@@ -136,13 +137,17 @@ class SecretStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the secret store {path}: {exc}", hint="check PINCER_HOME") from None
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.executescript(_SCHEMA)
+            with open_lock(path):  # a new file's switch to WAL, one process at a time (store/open_lock.py)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.executescript(_SCHEMA)
             return cls(conn=conn, key=key, path=path)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise StoreError(f"the secret store {path} is unreadable: {exc}", hint="restore it from a backup") from None
+        except OSError as exc:
+            conn.close()
+            raise StoreError(f"cannot open the secret store {path}: {exc.strerror or exc}", hint="check PINCER_HOME") from None
         except BaseException:
             conn.close()
             raise

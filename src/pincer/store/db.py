@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pincer.core.errors import StoreError
+from pincer.store.open_lock import open_lock
 
 logger = logging.getLogger(__name__)
 
@@ -355,7 +356,32 @@ def open_database(home: Path, *, synchronous: str | None = None) -> sqlite3.Conn
     try:
         home.mkdir(parents=True, exist_ok=True)
         _create_private(path)
+        with open_lock(path):  # the switch to WAL and the migrations, one process at a time
+            return _set_up(path, synchronous)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open the pincer database {path}: {exc.strerror or exc}",
+            hint="PINCER_HOME must be a directory you can write",
+        ) from None
+
+
+def _set_up(path: Path, synchronous: str) -> sqlite3.Connection:
+    try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(
+            f"cannot open the pincer database {path}: {exc}",
+            hint="check that the file is a pincer database and the directory is writable",
+        ) from exc
+    try:
+        return _migrated(conn, path, synchronous)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _migrated(conn: sqlite3.Connection, path: Path, synchronous: str) -> sqlite3.Connection:
+    try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -371,6 +397,11 @@ def open_database(home: Path, *, synchronous: str | None = None) -> sqlite3.Conn
             # the step before intact.
             conn.execute("BEGIN IMMEDIATE")
             try:
+                # Read again under the write lock: a pincer that does not take the open lock (an
+                # older one) may have migrated since; a step is never run twice.
+                if conn.execute("PRAGMA user_version").fetchone()[0] >= target:
+                    conn.execute("COMMIT")
+                    continue
                 _MIGRATIONS[target - 1](conn)
                 conn.execute(f"PRAGMA user_version={target}")
                 conn.execute("COMMIT")

@@ -41,6 +41,7 @@ from pincer.hub.artifact import ArtifactKey, ArtifactKind, ArtifactManifest, che
 from pincer.hub.index import SearchIndex
 from pincer.hub.scanner import scan_path
 from pincer.hub.sources import CatalogEntry
+from pincer.store.open_lock import open_lock
 
 __all__ = ["HubStore", "Publication", "HUB_DB", "TOKEN_PREFIX", "fold_name", "hash_token"]
 
@@ -105,13 +106,14 @@ class HubStore:
         self.limits = limits or ArchiveLimits()
         try:
             self._conn = sqlite3.connect(self.home / HUB_DB, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA busy_timeout=5000")
-            self._conn.executescript(_SCHEMA)
-            # A hub home made before versions recorded a publish past high findings (--force).
-            if "forced" not in {row[1] for row in self._conn.execute("PRAGMA table_info(versions)")}:
-                self._conn.execute("ALTER TABLE versions ADD COLUMN forced INTEGER NOT NULL DEFAULT 0")
-            self.index = SearchIndex(self._conn)
+            with open_lock(self.home / HUB_DB):  # the switch to WAL and the schema, one process at a time
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA busy_timeout=5000")
+                self._conn.executescript(_SCHEMA)
+                # A hub home made before versions recorded a publish past high findings (--force).
+                if "forced" not in {row[1] for row in self._conn.execute("PRAGMA table_info(versions)")}:
+                    self._conn.execute("ALTER TABLE versions ADD COLUMN forced INTEGER NOT NULL DEFAULT 0")
+                self.index = SearchIndex(self._conn)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.home / HUB_DB}: {exc}", hint="check the hub's home folder") from None
         self._lock = threading.RLock()
