@@ -152,5 +152,12 @@ def main() -> None:
         from typer._completion_classes import completion_init
 
         completion_init()
-    app(prog_name="pincer")
+        app(prog_name="pincer")
+        return
+    import sys
+
+    from pincer.cli.shared_home import synced_home
+
+    with synced_home(sys.argv[1:]):
+        app(prog_name="pincer")
 
