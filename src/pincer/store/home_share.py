@@ -247,9 +247,8 @@ class HomeSync:
                     overridden.append(path)
                     del rows[path]
             pulled, refused = self._materialise(rows.values(), base, local)
-            pushes = [self._read_local(path) for path in sorted(changed_here)]
-            pushes += [SharedFile.of(path, "gone") for path in sorted(gone_here)]
-            pushes = [p for p in pushes if p is not None]
+            read = [self._read_local(path) for path in sorted(changed_here)]
+            pushes = [p for p in read if p is not None] + [SharedFile.of(path, "gone") for path in sorted(gone_here)]
             if pushes:
                 version = self.backend.publish(pushes)
                 for pushed in pushes:
