@@ -99,7 +99,7 @@ class Pincer:
         # What the hub installed is loaded only while it matches pincer.lock (hub/integrity.py).
         from pincer.hub.integrity import IntegrityGuard
 
-        self.integrity = IntegrityGuard(config.home)
+        self.integrity = IntegrityGuard(config.home, check_signatures=shared is not None)
         self._hub_tools: Runtime | None = None
         self._agent_tools: list[Runtime] = []  # run_skill, build_tool: while [llm] names a model
         self._builtins = False  # opened with builtins: the config-dependent tools follow config.toml
