@@ -236,3 +236,46 @@ def test_a_machine_with_another_audit_key_is_refused_and_told_which_key(machines
     assert refused.returncode == 1
     assert "chained under audit key" in refused.stderr and "PINCER_AUDIT_KEY" in refused.stderr, refused.stderr
     assert other not in refused.stderr + refused.stdout
+
+
+def test_a_hub_install_on_one_machine_loads_on_another_only_under_that_machines_trust(tmp_path: Path) -> None:
+    """A signed skill installed from a hub on A arrives on B and C with pincer.lock; at load each
+    checks the lock's fingerprint and the signature against its own trust store (never shared):
+    B, which trusts the publisher, loads it; C, which does not, refuses it and says why."""
+    from tests.hub.conftest import cli, cli_json, running_hub, write_skill
+
+    url = postgres_server().new_database()
+    with running_hub(tmp_path / "hub-home") as hub:
+        publisher = tmp_path / "publisher"
+        publisher.mkdir()
+        (publisher / "config.toml").write_text(
+            f'[[hub.sources]]\nname = "team"\nurl = "{hub.url}"\ntoken_secret = "hub_token"\n'
+        )
+        assert cli(publisher, "secrets", "set", "hub_token", stdin=hub.token("alice")).returncode == 0
+        key = cli_json(publisher, "hub", "keygen")["public_key"]
+        skill = write_skill(tmp_path / "src", "pr-review", description="Reviews pull requests for bugs")
+        assert cli_json(publisher, "hub", "publish", str(skill), "--source", "team")["key"] == "skills/pr-review"
+
+        a, b, c = (_home(tmp_path, name, url) for name in ("a", "b", "c"))
+        with (a / "config.toml").open("a") as config:
+            config.write(f'\n[[hub.sources]]\nname = "team"\nurl = "{hub.url}"\n')
+        assert _cli(a, "db", "upgrade").returncode == 0
+        for home in (a, b):
+            cli_json(home, "hub", "trust", "add", "alice", key)
+        installed = cli_json(a, "install", "skills/pr-review")["results"]
+        assert [(r["key"], r["action"], r["signer"]) for r in installed] == [("skills/pr-review", "installed", "alice")]
+
+    # The hub is gone: B and C load what the store holds, each under its own trust.
+    listed = cli_json(b, "skills", "list")
+    assert "pr-review" in {s["name"] for s in listed["skills"]}, listed
+    assert os.path.islink(b / "installed" / "skills" / "pr-review")
+    assert [r["status"] for r in cli_json(b, "installed")["artifacts"]] == ["ok"]
+    cli_json(b, "verify")
+
+    listed = cli_json(c, "skills", "list")
+    assert "pr-review" not in {s["name"] for s in listed["skills"]}
+    (refused,) = [r["reason"] for r in listed["refused"] if r["name"] == "pr-review"]
+    assert "fails its signature check" in refused and "not in the trust store" in refused, refused
+    assert "pincer hub trust add alice" in refused
+    report = cli_json(c, "verify", expect=1)
+    assert "signature" in json.dumps(report), report
