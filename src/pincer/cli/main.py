@@ -156,8 +156,12 @@ def main() -> None:
         return
     import sys
 
+    argv = sys.argv[1:]
+    if not argv or argv[0].startswith("-") or "--help" in argv:
+        app(prog_name="pincer")  # --version and help read nothing of PINCER_HOME
+        return
     from pincer.cli.shared_home import synced_home
 
-    with synced_home(sys.argv[1:]):
+    with synced_home(argv):  # the registry's files shared with other machines ([store] url)
         app(prog_name="pincer")
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pincer.core.errors import StoreError
-from pincer.store.jsonfile import locked, read_json, write_bytes_atomic, write_json_atomic
+from pincer.store.jsonfile import locked, read_json, set_shared_write, write_bytes_atomic, write_json_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -488,6 +488,7 @@ def share(sync: HomeSync) -> None:
     """Route read-modify-writes of ``sync``'s home through the store (see :func:`shared_write`)."""
     if sync.is_shared:
         _ACTIVE.setdefault(sync.home, []).append(sync)
+        set_shared_write(shared_write)
 
 
 def unshare(sync: HomeSync) -> None:
