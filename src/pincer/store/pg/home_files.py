@@ -19,8 +19,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from pincer.core.errors import StoreError
 from pincer.store.home_share import SharedFile
-from pincer.store.pg.connect import PgPools
+from pincer.store.pg.connect import PgPools, redact_url
 
 __all__ = ["PgHomeFiles"]
 
@@ -44,25 +45,40 @@ class PgHomeFiles:
         self._pools = pools
         self._writer = f"{socket.gethostname()}:{os.getpid()}"
 
+    @contextmanager
+    def _translated(self, doing: str) -> Iterator[None]:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            yield
+        except (psycopg.Error, PoolTimeout) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(
+                f"the registry files could not be {doing} the PostgreSQL store {self._pools.shown_url}: "
+                f"{redact_url(first)}",
+                hint="check that the server runs and [store] url; `pincer db status` shows the store and its schema",
+            ) from None
+
     def version(self) -> int:
-        with self._pools.sync.connection() as conn:
+        with self._translated("read from"), self._pools.sync.connection() as conn:
             return int(conn.execute("SELECT version FROM home_files_version WHERE one = 1").fetchone()[0])
 
     def changes(self, since: int) -> list[SharedFile]:
-        with self._pools.sync.connection() as conn:
+        with self._translated("read from"), self._pools.sync.connection() as conn:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM home_files WHERE version > %s ORDER BY version, path", (since,)
             ).fetchall()
         return [_row(row) for row in rows]
 
     def get(self, path: str) -> SharedFile | None:
-        with self._pools.sync.connection() as conn:
+        with self._translated("read from"), self._pools.sync.connection() as conn:
             row = conn.execute(f"SELECT {_COLUMNS} FROM home_files WHERE path = %s", (path,)).fetchone()
         return _row(row) if row is not None else None
 
     def publish(self, files: Sequence[SharedFile]) -> int:
         now = time.time()
-        with self._pools.sync.connection() as conn, conn.transaction():
+        with self._translated("written to"), self._pools.sync.connection() as conn, conn.transaction():
             version = int(
                 conn.execute("UPDATE home_files_version SET version = version + 1 WHERE one = 1 RETURNING version").fetchone()[0]
             )
@@ -78,9 +94,18 @@ class PgHomeFiles:
 
     @contextmanager
     def lock(self, path: str) -> Iterator[None]:
-        with self._pools.sync.connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(path),))
+        with self._translated("locked in"):
+            conn = self._pools.sync.getconn()
             try:
-                yield
+                conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(path),))
+            except BaseException:
+                self._pools.sync.putconn(conn)
+                raise
+        try:
+            yield  # the body's own errors are not the store's
+        finally:
+            try:
+                with self._translated("unlocked in"):
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(path),))
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(path),))
+                self._pools.sync.putconn(conn)
