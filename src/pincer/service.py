@@ -26,6 +26,7 @@ from pincer.safety.scanner import LeakScanner
 from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
+from pincer.store.home_share import HomeSync, LocalHome, share, unshare
 from pincer.store.runs import RunStore
 from pincer.store.sign_ins import SignInStore
 from pincer.store.triggers import TriggerStore
@@ -88,6 +89,9 @@ class Pincer:
             self.trigger_store = TriggerStore(self._conn)
             self.sign_ins = SignInStore(self._conn)
         self.secrets = SecretStore.open(config.home, key=secret_key)
+        # The registry's files under home, shared with other machines' homes on [store] url.
+        self.home_sync = HomeSync(config.home, shared.home_files if shared is not None else LocalHome())
+        self._sync_failing = False
         self.registry = Registry()
         self.wasm: Any = None
         self._watches_wasm = False
@@ -98,7 +102,7 @@ class Pincer:
         # What the hub installed is loaded only while it matches pincer.lock (hub/integrity.py).
         from pincer.hub.integrity import IntegrityGuard
 
-        self.integrity = IntegrityGuard(config.home)
+        self.integrity = IntegrityGuard(config.home, check_signatures=shared is not None)
         self._hub_tools: Runtime | None = None
         self._agent_tools: list[Runtime] = []  # run_skill, build_tool: while [llm] names a model
         self._builtins = False  # opened with builtins: the config-dependent tools follow config.toml
@@ -163,6 +167,10 @@ class Pincer:
             raise
         pincer._watches_wasm = wasm
         try:
+            if pincer.home_sync.is_shared:
+                # What other machines installed is in place before the runtimes read the home.
+                await pincer.sync_home(always=True)
+                share(pincer.home_sync)
             if builtins:
                 from pincer.runtimes.native.builtins import builtin_runtime
 
@@ -345,7 +353,42 @@ class Pincer:
                     tg.start_soon(self._install_missing_skill_deps)
             if self.config.triggers.enabled:
                 await tg.start(self.triggers.run)
+            if self.home_sync.is_shared:
+                tg.start_soon(self._follow_shared_home)
             await watch_state(self, interval, task_status=task_status)
+
+    async def sync_home(self, *, always: bool = False) -> None:
+        """Sync the registry's files with the other machines' homes ([store] url; see
+        store/home_share.py): ``always``, or when the store's counter moved or a file here changed.
+        What arrives is reloaded by :meth:`watch_state` as any change on this home is. A failure
+        is logged; the next sync retries."""
+        sync = self.home_sync
+        try:
+            report = await anyio.to_thread.run_sync(sync.sync if always else sync.sync_if_needed)
+        except Exception as exc:  # noqa: BLE001 - psycopg's errors too: the store may be away a while
+            if not self._sync_failing:  # said once per outage, not every interval
+                logger.warning("the registry files of %s were not synced with the store: %s; the next sync "
+                               "retries (`pincer db status` checks the store)", self.home, exc)  # fmt: skip
+            self._sync_failing = True
+            return
+        if self._sync_failing:
+            logger.info("the registry files of %s are synced with the store again", self.home)
+        self._sync_failing = False
+        for refusal in report.refused:
+            logger.error("%s", refusal)
+        for path in report.overridden:
+            logger.warning("%s changed here and on another machine since the last sync; this home's change is "
+                           "the one shared now", path)  # fmt: skip
+        if report.changed:
+            logger.info("registry files synced with the store: %d published, %d received",
+                        len(report.pushed), len(report.pulled))  # fmt: skip
+
+    async def _follow_shared_home(self) -> None:
+        from pincer.store.home_share import HOME_SYNC_INTERVAL_S
+
+        while True:
+            await anyio.sleep(HOME_SYNC_INTERVAL_S)
+            await self.sync_home()
 
     watch_installed_tools = watch_state
 
@@ -584,6 +627,7 @@ class Pincer:
         return SecretAccess(self.secrets, caps.is_secret_allowed)
 
     async def aclose(self) -> None:
+        unshare(self.home_sync)
         if self._agent is not None:
             with anyio.move_on_after(RUNTIME_CLOSE_TIMEOUT_S):
                 await self._agent.aclose()

@@ -97,6 +97,17 @@ class Backend:
 
         return PgTriggerStore(self._pg())
 
+    def home_files(self) -> Any:
+        """The backend of the registry's shared files (store/home_share.py): on SQLite the local
+        one, which shares nothing."""
+        if self.kind == "sqlite":
+            from pincer.store.home_share import LocalHome
+
+            return LocalHome()
+        from pincer.store.pg.home_files import PgHomeFiles
+
+        return PgHomeFiles(self._pg())
+
     def tamper(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         """Change the database behind the stores' backs, as someone with write access can."""
         if self.kind == "sqlite":

@@ -30,7 +30,7 @@ def _open_home(home: str, start: float) -> str:
     try:
         open_database(Path(home)).close()
         SecretStore.open(Path(home), key=b"k" * 32).close()
-    except Exception as exc:  # noqa: BLE001 - the test reports whatever went wrong
+    except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "ok"
 
@@ -57,7 +57,7 @@ def test_an_open_waits_while_another_process_sets_the_file_up(tmp_path: Path) ->
     def open_it() -> None:
         try:
             open_database(tmp_path).close()
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
         opened.set()
 

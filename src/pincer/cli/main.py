@@ -152,5 +152,16 @@ def main() -> None:
         from typer._completion_classes import completion_init
 
         completion_init()
-    app(prog_name="pincer")
+        app(prog_name="pincer")
+        return
+    import sys
+
+    argv = sys.argv[1:]
+    if not argv or argv[0].startswith("-") or "--help" in argv:
+        app(prog_name="pincer")  # --version and help read nothing of PINCER_HOME
+        return
+    from pincer.cli.shared_home import synced_home
+
+    with synced_home(argv):  # the registry's files shared with other machines ([store] url)
+        app(prog_name="pincer")
 

@@ -28,8 +28,10 @@ def _library() -> Any:
     from pincer.skills.library import SkillLibrary
 
     home = pincer_home()
-    guard = IntegrityGuard(home)
-    return SkillLibrary.from_config(load_config(home), admit=lambda skill: guard.refusal("skill", skill.base_dir.name))
+    config = load_config(home)
+    # A home whose registry is shared ([store] url) checks signatures too (hub/integrity.py).
+    guard = IntegrityGuard(home, check_signatures=config.store.url is not None)
+    return SkillLibrary.from_config(config, admit=lambda skill: guard.refusal("skill", skill.base_dir.name))
 
 
 @contextmanager

@@ -51,7 +51,7 @@ from pincer.hub.archive import ArchiveLimits, unpack
 from pincer.hub.artifact import ArtifactKey, ArtifactKind, fingerprint, is_version, parse_key, parse_spec, parse_version
 from pincer.hub.catalog import Catalog
 from pincer.hub.download import DOWNLOAD_TIMEOUT_S
-from pincer.hub.integrity import Mismatch, check_entry, version_dir_of
+from pincer.hub.integrity import Mismatch, check_entry, signature_problem
 from pincer.hub.journal import Journal, recover
 from pincer.hub.layout import FILES_DIR, META_FILE, hash_folder, read_meta, version_dirs, versions_dir
 from pincer.hub.lockfile import LOCK_FILENAME, LockEntry, Lockfile
@@ -674,9 +674,6 @@ class Hub:
     def verify(self) -> tuple[list[LockEntry], list[Mismatch]]:
         """Every lock entry checked on disk, and signed ones' signatures checked again against
         the trust store (a key removed from it since the install is reported)."""
-        from pincer.hub.artifact import ArtifactManifest
-        from pincer.hub.signing import verify_manifest
-
         lock = self.lock()
         problems: list[Mismatch] = []
         for entry in lock.entries:
@@ -684,19 +681,10 @@ class Hub:
             if mismatch is not None:
                 problems.append(mismatch)
                 continue
-            if entry.signer and not entry.allow_unsigned:
-                stored = version_dir_of(self.home, entry)
-                meta = read_meta(stored) if stored is not None else {}
-                try:
-                    manifest = ArtifactManifest.from_json(meta.get("manifest"), source=str(entry.key))
-                    verify_manifest(manifest, meta.get("signature"), entry.signer_key)
-                    if manifest.fingerprint != entry.fingerprint:
-                        raise SignatureRefused("the signed fingerprint is not the lock's")
-                    if self.trust.signer_of(entry.signer_key) is None:
-                        raise SignatureRefused(f"its signer {entry.signer!r} is no longer in the trust store")
-                except PincerError as exc:
-                    problems.append(Mismatch(key=entry.key, version=entry.version, problem="signature",
-                                             expected=entry.fingerprint, actual=None, changed=(exc.message,)))  # fmt: skip
+            problem = signature_problem(self.home, entry, lambda key: self.trust.signer_of(key) is not None)
+            if problem is not None:
+                problems.append(Mismatch(key=entry.key, version=entry.version, problem="signature",
+                                         expected=entry.fingerprint, actual=None, changed=(problem,)))  # fmt: skip
         return list(lock.entries), problems
 
     def fix(self, mismatches: list[Mismatch]) -> list[InstallResult]:

@@ -16,6 +16,12 @@ What is compared, per kind:
 
 Artifacts the lock does not list (a ``pincer tools install`` of a local file) are not checked.
 Standard library only: this runs on every start, also of ``pincer tools list``.
+
+A home whose registry files are shared with other machines' homes (``[store] url``,
+store/home_share.py) got its lock and artifacts from the database, which may have been written
+by anyone with access to it; its guard (``check_signatures=True``) also checks each signed
+entry's signature again, against *this* machine's trust store (``hub/trust.json``, never shared):
+:func:`signature_problem`, which imports the signature code only then.
 """
 
 from __future__ import annotations
@@ -41,7 +47,9 @@ from pincer.hub.lockfile import LOCK_FILENAME, LockEntry, Lockfile
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Mismatch", "IntegrityGuard", "active_files", "check_entry", "verify_home", "version_dir_of"]
+__all__ = [
+    "Mismatch", "IntegrityGuard", "active_files", "check_entry", "signature_problem", "verify_home", "version_dir_of",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,6 +63,8 @@ class Mismatch:
 
     @property
     def reason(self) -> str:
+        if self.problem == "signature":
+            return f"{self.key}@{self.version} fails its signature check: {'; '.join(self.changed)}"
         what = {"missing": "is gone from disk", "replaced": "was replaced on disk", "modified": "was edited on disk"}
         files = f" ({', '.join(self.changed[:5])}{', ...' if len(self.changed) > 5 else ''})" if self.changed else ""
         return f"{self.key}@{self.version} {what.get(self.problem, self.problem)} since it was installed{files}"
@@ -146,6 +156,30 @@ def check_entry(home: Path, entry: LockEntry) -> Mismatch | None:
     )  # fmt: skip
 
 
+def signature_problem(home: Path, entry: LockEntry, trusts: Callable[[str], bool]) -> str | None:
+    """Why the signature stored with a signed entry does not hold (None: it holds, or the entry
+    was installed unsigned on purpose, ``--allow-unsigned``): the signature over the manifest, the
+    manifest's fingerprint against the lock's, and ``trusts(signer key)``: the trust store."""
+    if not entry.signer or entry.allow_unsigned or entry.kind is ArtifactKind.BUNDLE:
+        return None
+    from pincer.core.errors import PincerError, SignatureRefused
+    from pincer.hub.artifact import ArtifactManifest
+    from pincer.hub.signing import verify_manifest
+
+    stored = version_dir_of(home, entry)
+    meta = read_meta(stored) if stored is not None else {}
+    try:
+        manifest = ArtifactManifest.from_json(meta.get("manifest"), source=str(entry.key))
+        verify_manifest(manifest, meta.get("signature"), entry.signer_key)
+        if manifest.fingerprint != entry.fingerprint:
+            raise SignatureRefused("the signed fingerprint is not the lock's")
+        if not trusts(entry.signer_key):
+            raise SignatureRefused(f"its signer {entry.signer!r} is not in the trust store of {home}")
+    except PincerError as exc:
+        return exc.message
+    return None
+
+
 def verify_home(home: Path) -> tuple[list[LockEntry], list[Mismatch]]:
     """Every lock entry of ``home`` and the mismatches among them."""
     lock = Lockfile.read(Path(home) / LOCK_FILENAME)
@@ -158,8 +192,11 @@ class IntegrityGuard:
     load it, or the reason it was refused. The lock is re-read when it changes; a result is
     kept while neither the lock nor the files' stamps change."""
 
-    def __init__(self, home: Path, *, on_refusal: Callable[[Mismatch], None] | None = None) -> None:
+    def __init__(
+        self, home: Path, *, on_refusal: Callable[[Mismatch], None] | None = None, check_signatures: bool = False
+    ) -> None:
         self.home = Path(home)
+        self.check_signatures = check_signatures  # a shared home's: see the module docstring
         self._lock_path = self.home / LOCK_FILENAME
         self._lock_stamp: tuple[int, int, int] | None = None
         self._lock = Lockfile(path=self._lock_path)
@@ -195,6 +232,8 @@ class IntegrityGuard:
             mismatch = cached[1]
         else:
             mismatch = check_entry(self.home, entry)
+            if mismatch is None and self.check_signatures:
+                mismatch = self._signature_mismatch(entry)
             self._cache[key] = (stamp, mismatch)
             if mismatch is not None:
                 again = "`pincer skills pull` fetches it again" if entry.source.startswith("mcp:") else "`pincer verify --fix` reinstalls it"
@@ -205,11 +244,24 @@ class IntegrityGuard:
             self.refused.pop(key, None)
             return None
         self.refused[key] = mismatch
+        if mismatch.problem == "signature":
+            return (f"{mismatch.reason} (on every machine whose gateways share the registry, trust the publisher's "
+                    f"key as on the one that installed it: `pincer hub trust add {entry.signer} KEY`)")  # fmt: skip
         if entry.source.startswith("mcp:"):
             from pincer.hub.pulled import repull_hint
 
             return f"{mismatch.reason} ({repull_hint(entry)})"
         return mismatch.reason + " (`pincer verify --fix` reinstalls it)"
+
+    def _signature_mismatch(self, entry: LockEntry) -> Mismatch | None:
+        from pincer.hub.trust import TrustStore
+
+        trust = TrustStore(self.home)
+        problem = signature_problem(self.home, entry, lambda key: trust.signer_of(key) is not None)
+        if problem is None:
+            return None
+        return Mismatch(key=entry.key, version=entry.version, problem="signature", expected=entry.fingerprint,
+                        actual=None, changed=(problem,))  # fmt: skip
 
     def admits(self, kind: ArtifactKind | str, name: str) -> bool:
         return self.refusal(kind, name) is None

@@ -3,7 +3,10 @@
 Writes are atomic: a temporary file in the same directory, fsync, ``os.replace``, fsync of the
 directory, so a crash leaves the old file or the new one, never half of either. Read-modify-write
 cycles hold an exclusive ``flock`` on a sidecar ``.lock`` file, so ``pincer mcp add`` beside a
-running gateway cannot lose the gateway's pin update or the other way round.
+running gateway cannot lose the gateway's pin update or the other way round. When the home's
+registry is shared through ``[store] url`` (store/home_share.py), the cycle also holds the
+store's lock on the file, reads its newest shared copy first and publishes the write at the end,
+so the gateways of other machines cannot lose it either.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +25,17 @@ from pincer.core.errors import ConfigError, StoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["read_json", "write_bytes_atomic", "write_json_atomic", "locked", "MAX_JSON_FILE_BYTES"]
+__all__ = ["read_json", "write_bytes_atomic", "write_json_atomic", "locked", "set_shared_write", "MAX_JSON_FILE_BYTES"]
 
 MAX_JSON_FILE_BYTES = 16 * 1024 * 1024
+# Set by store/home_share.py once a home of this process shares its registry ([store] url):
+# wraps each read-modify-write of :func:`locked` (it decides which paths are shared).
+_shared_write: Callable[[Path], contextlib.AbstractContextManager[None]] | None = None
+
+
+def set_shared_write(hook: Callable[[Path], contextlib.AbstractContextManager[None]] | None) -> None:
+    global _shared_write
+    _shared_write = hook
 
 
 def read_json(path: Path, *, default: Any = None) -> Any:
@@ -89,13 +100,16 @@ def write_json_atomic(path: Path, data: Any, *, mode: int = 0o600) -> None:
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for one read-modify-write of ``path``."""
+    """Hold an exclusive lock for one read-modify-write of ``path`` (and, for a shared registry
+    file, the store's lock on it too: :func:`pincer.store.home_share.shared_write`)."""
+    hook = _shared_write
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     lock_path = path.with_name(path.name + ".lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        with hook(path) if hook is not None else contextlib.nullcontext():
+            yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)

@@ -4,7 +4,10 @@ Two implementations stand behind each: SQLite under $PINCER_HOME (store/audit.py
 grants.py, idempotency.py, runs.py; the default, one machine) and PostgreSQL (store/pg/, several
 gateways on one database, chosen by ``[store] url``). Callers hold these types, never a backend.
 The approval and run stores are one implementation over either connection (store/pg/portable.py),
-so their Protocols are the classes themselves.
+so their Protocols are the classes themselves. The registry's files under PINCER_HOME have their
+own seam, ``SharedHomeBackend`` in store/home_share.py: the local one shares nothing (one
+machine reads the files themselves), the PostgreSQL one (store/pg/home_files.py) shares them
+with the homes of other machines.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from pincer.store.approvals import ApprovalStore
 from pincer.store.audit import AuditEntry, AuditLog, AuditRecord, ChainHead
 from pincer.store.checkpoint import AuditCheckpoint
 from pincer.store.grants import GrantStore
+from pincer.store.home_share import LocalHome, SharedHomeBackend
 from pincer.store.idempotency import IdempotencyStore
 from pincer.store.runs import RunStore
 
-__all__ = ["AuditStore", "GrantBackend", "IdempotencyBackend", "ApprovalStore", "RunStore"]
+__all__ = ["AuditStore", "GrantBackend", "IdempotencyBackend", "ApprovalStore", "RunStore", "SharedHomeBackend"]
 
 
 
@@ -82,7 +86,7 @@ class IdempotencyBackend(Protocol):
 
 
 def _conforms(
-    audit: AuditLog, grants: GrantStore, idempotency: IdempotencyStore
-) -> tuple[AuditStore, GrantBackend, IdempotencyBackend]:
+    audit: AuditLog, grants: GrantStore, idempotency: IdempotencyStore, home: LocalHome
+) -> tuple[AuditStore, GrantBackend, IdempotencyBackend, SharedHomeBackend]:
     """Never called: mypy checks here that the SQLite stores keep the seam's contract."""
-    return audit, grants, idempotency
+    return audit, grants, idempotency, home

@@ -1,7 +1,8 @@
 """PostgreSQL backends of the store seam (store/seam.py), for several gateways on one database.
 
     stores = await PgStores.open(url, key=audit_key, ttl_s=300, max_entries=10_000)
-    ... stores.audit, stores.approvals, stores.grants, stores.idempotency, stores.runs ...
+    ... stores.audit, stores.approvals, stores.grants, stores.idempotency, stores.runs,
+    ... stores.triggers, stores.home_files (the registry's files, store/home_share.py) ...
     await stores.aclose()
 
 Opening checks the schema version and refuses an older one with a hint naming
@@ -13,10 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pincer.store.home_share import SharedHomeBackend
 from pincer.store.pg.approvals import PgApprovalStore
 from pincer.store.pg.audit import PgAuditLog
 from pincer.store.pg.connect import PgPools, redact_url
 from pincer.store.pg.grants import PgGrantStore
+from pincer.store.pg.home_files import PgHomeFiles
 from pincer.store.pg.idempotency import PgIdempotencyStore
 from pincer.store.pg.instances import PgInstances
 from pincer.store.pg.portable import PortableConnection
@@ -40,6 +43,7 @@ class PgStores:
     triggers: PgTriggerStore
     sign_ins: SignInStore
     instances: PgInstances
+    home_files: PgHomeFiles
 
     @classmethod
     async def open(
@@ -71,6 +75,7 @@ class PgStores:
                 triggers=PgTriggerStore(pools, owners=owners, instances=instances),
                 sign_ins=SignInStore(PortableConnection(pools)),
                 instances=instances,
+                home_files=PgHomeFiles(pools),
             )
             instances.start()
             return stores
@@ -104,7 +109,7 @@ def upgrade_database(url: str, *, password: str | None = None) -> tuple[int, int
 
 
 def _conforms(
-    audit: PgAuditLog, grants: PgGrantStore, idempotency: PgIdempotencyStore
-) -> tuple[AuditStore, GrantBackend, IdempotencyBackend]:
+    audit: PgAuditLog, grants: PgGrantStore, idempotency: PgIdempotencyStore, home_files: PgHomeFiles
+) -> tuple[AuditStore, GrantBackend, IdempotencyBackend, SharedHomeBackend]:
     """Never called: mypy checks here that each PostgreSQL store keeps its seam's contract."""
-    return audit, grants, idempotency
+    return audit, grants, idempotency, home_files

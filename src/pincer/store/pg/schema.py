@@ -234,8 +234,29 @@ CREATE TABLE pincer_instances (
 CREATE INDEX pincer_instances_tag ON pincer_instances (tag)
 """
 
+# v6: the registry's files under PINCER_HOME, shared by the homes of several machines
+# (store/home_share.py, store/pg/home_files.py), and their version counter.
+_V6_HOME_FILES = """
+CREATE TABLE home_files (
+    path TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('file', 'link', 'gone')),
+    data BYTEA NOT NULL,
+    sha256 TEXT NOT NULL,
+    mode INTEGER NOT NULL,
+    version BIGINT NOT NULL,
+    written_by TEXT NOT NULL,
+    written_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX home_files_by_version ON home_files (version);
+CREATE TABLE home_files_version (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    version BIGINT NOT NULL
+);
+INSERT INTO home_files_version (one, version) VALUES (1, 0)
+"""
+
 # Each step takes the schema from its index to the next version.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5_INSTANCES)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5_INSTANCES, _V6_HOME_FILES)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _VERSION_TABLE = """
