@@ -6,9 +6,9 @@ webhook delivery, ``pincer cron run`` — goes the same way:
 1. the run request is built and checked (the skill exists and is eligible, its parameters fit
    its types); a request that cannot run is recorded as an ``error`` firing;
 2. the firing is written to the store with its run id and the request (``queued``), together
-   with the webhook delivery it came from, in one transaction;
-3. one audit record says who or what fired it, with the redacted parameters and payload;
-4. the queue worker hands it to the :class:`~pincer.triggers.requests.RunStarter` (at most
+   with the webhook delivery it came from and its audit record (who or what fired it, with the
+   redacted parameters and payload; the firing names it), in one transaction: one commit;
+3. the queue worker hands it to the :class:`~pincer.triggers.requests.RunStarter` (at most
    ``[triggers] max_running`` at a time), marks it ``started``, and records how the run ended.
 
 A caller that got a run id (a webhook's 202) has a persisted firing behind it: if pincer dies
@@ -291,12 +291,12 @@ class TriggerEngine:
         return _Prepared(row=row, request=request, audit=entry, firing=firing)
 
     async def commit(self, prepared: Sequence[_Prepared], *, delivery: DeliveryRow | None = None) -> None:
-        """Write the firings (and their delivery) in one transaction, then audit each. Raises
+        """Write the firings, their audit records and their delivery in one transaction (one
+        durable commit, group-committed with the audit records of the same turn). Raises
         ``DeliveryExists`` for a delivery id stored already (nothing written)."""
-        self.store.insert_firings([p.row for p in prepared], delivery=delivery)
-        for p in prepared:
-            audit_id = await self.audit.append(p.audit)
-            self.store.set_audit(p.row.id, audit_id)
+        await self.store.insert_audited(
+            [p.row for p in prepared], [p.audit for p in prepared], audit=self.audit, delivery=delivery
+        )
         added = sum(1 for p in prepared if p.request is not None)
         if added:
             self._open_estimate += added
