@@ -23,8 +23,8 @@ from typing import Any, cast
 import anyio.to_thread
 
 from pincer.core.errors import StoreError, UsageError
-from pincer.store.pg.connect import PgPools
 from pincer.store.audit import AuditEntry
+from pincer.store.pg.connect import PgPools
 from pincer.store.pg.portable import PortableConnection
 from pincer.store.triggers import (
     _FIRING_COLUMNS,
