@@ -449,6 +449,8 @@ class AuditLog:
         chained onto, and moves the head's MAC with the records when the head it found held."""
         conn = self._writer or self._conn
         try:
+            if self._head_row is not None and self._commit_on_known_head(batch, conn):
+                return
             # One transaction under the write lock: the head is read there (another process may
             # have appended), the records inserted, and the head's MAC moved with them.
             conn.execute("BEGIN IMMEDIATE")
@@ -471,7 +473,65 @@ class AuditLog:
             for pending in batch:
                 pending.error = exc
 
+    def _commit_on_known_head(self, batch: list[_Pending | _Unit], conn: sqlite3.Connection) -> bool:
+        """The batch chained onto the head this log last wrote or checked, in one transaction
+        whose first write checks that head and sets its new MAC in one statement (``UPDATE ...
+        WHERE`` the head is still the one it knew): one statement for what a read of the head and
+        a MAC update did. False, with nothing written, when the head moved (another process
+        appended, or someone changed it): the caller then reads it as it is."""
+        known = self._head_row
+        assert known is not None  # noqa: S101 - the caller checked; narrows the type
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            records: list[_Pending] = []
+            units: list[_Unit] = []
+            for item in batch:
+                if type(item) is _Pending:
+                    records.append(item)
+                    continue
+                unit: _Unit = item  # type: ignore[assignment]
+                unit.refused = None
+                if unit.before is not None:
+                    try:
+                        unit.before(conn)
+                    except sqlite3.Error:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - the unit's own refusal: its answer
+                        unit.refused = exc
+                        continue
+                units.append(unit)
+                records.extend(unit.records)
+            head_id, head_hash = self._head_id, self._head_hash
+            rows = []
+            for pending in records:
+                head_id += 1
+                digest = self._key.record_hash(head_id, _hashed(pending.values, pending.run_id), head_hash)
+                rows.append((head_id, *pending.values, pending.run_id, head_hash, digest))
+                pending.record_id = head_id
+                head_hash = digest
+            mac = self._key.head_mac(last_id=head_id, last_hash=head_hash)
+            moved = conn.execute(
+                "UPDATE audit_head SET mac = ? WHERE one = 1 AND last_id = ? AND last_hash = ? AND mac = ?",
+                (mac, *known),
+            ).rowcount
+            if moved != 1:
+                conn.execute("ROLLBACK")
+                return False
+            conn.executemany(_INSERT, rows)  # the trigger moves last_id and last_hash with them
+            for unit in units:
+                if unit.after is not None:
+                    unit.after(conn, [p.record_id for p in unit.records])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            self._load_head(conn)
+            raise
+        self._head_id, self._head_hash = head_id, head_hash
+        self._head_row = (head_id, head_hash, mac)
+        return True
+
     def _insert_unit(self, unit: _Unit, conn: sqlite3.Connection) -> None:
+        unit.refused = None
         if unit.before is not None:
             try:
                 unit.before(conn)
