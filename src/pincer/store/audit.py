@@ -480,7 +480,7 @@ class AuditLog:
         a MAC update did. False, with nothing written, when the head moved (another process
         appended, or someone changed it): the caller then reads it as it is."""
         known = self._head_row
-        assert known is not None  # noqa: S101 - the caller checked; narrows the type
+        assert known is not None
         conn.execute("BEGIN IMMEDIATE")
         try:
             records: list[_Pending] = []
