@@ -242,6 +242,22 @@ class TriggerStore:
             ).rowcount
         return self.firing(firing_id) if changed else None
 
+    def set_statuses(self, updates: Sequence[tuple[str, str, str | None, float | None]]) -> None:
+        """Several firings' :meth:`mark_started` (status ``started``) and :meth:`finish` (any
+        other status; ``(firing_id, status, error, ended_at)``) in one transaction, in order."""
+        try:
+            with self._tx() as conn:
+                for firing_id, status, error, ended_at in updates:
+                    if status == "started":
+                        conn.execute("UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?", (firing_id,))
+                    else:
+                        conn.execute(
+                            "UPDATE trigger_firings SET status = ?, error = ?, request = NULL, ended_at = ? WHERE id = ?",
+                            (status, error, time.time() if ended_at is None else ended_at, firing_id),
+                        )
+        except sqlite3.Error as exc:
+            raise StoreError(f"the trigger store failed: {exc}", hint="check that pincer.db is writable") from exc
+
     def mark_started(self, firing_id: str) -> None:
         self._run("UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?", (firing_id,))
 
