@@ -202,3 +202,24 @@ async def test_on_sqlite_accepting_a_delivery_is_one_commit(tmp_path: Path) -> N
     conn.set_trace_callback(None)
     assert [s for s in statements if s.strip().upper().startswith(("COMMIT", "BEGIN"))] == ["BEGIN IMMEDIATE", "COMMIT"]
     assert store.firings()[0].audit_id == audit.records()[0].id
+
+
+async def test_with_the_audit_writer_thread_a_delivery_commits_there_with_its_records(tmp_path: Path) -> None:
+    """``[audit] synchronous = "full"``: the batch (the delivery's rows with it) commits on the
+    writer's connection in a worker thread; a replay is still refused with nothing written."""
+    from pincer.store import AuditLog, open_database
+    from pincer.store.triggers import TriggerStore
+
+    conn = open_database(tmp_path, synchronous="FULL")
+    writer = open_database(tmp_path, synchronous="FULL")
+    store, audit = TriggerStore(conn), AuditLog(conn, key=b"a" * 32, writer=writer)
+    with anyio.fail_after(CHILD_TIMEOUT_S):
+        async with anyio.create_task_group() as tg:
+            for n in range(8):
+                tg.start_soon(lambda n=n: store.insert_audited([firing(n, audit_id=None)], [audit_entry(n)], audit=audit,
+                                                               delivery=delivery(f"d-{n}")))  # fmt: skip
+        with pytest.raises(DeliveryExists):
+            await store.insert_audited([firing(99, audit_id=None)], [audit_entry(99)], audit=audit, delivery=delivery("d-1"))
+    keys = {r.id: r.idempotency_key for r in audit.records()}
+    assert {f.id: keys[f.audit_id] for f in store.firings() if f.audit_id is not None} == {f"f{n}": f"f{n}" for n in range(8)}
+    assert audit.verify() == 8
