@@ -128,7 +128,6 @@ bench: setup mcp-deps
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/dashboard.py
 	$(BIN)/python bench/wasm.py
-	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/skills.py
 	$(BIN)/python bench/agent.py

@@ -170,6 +170,15 @@ def _pincer(home: Path, runs: Path, *, start_delay_s: float = 0.0) -> Server:
     return _start([sys.executable, str(LAUNCHER), "--port", "0", "--json"], env)
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _sample(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
     """py-spy sampling ``pid`` into ``out`` as collapsed stacks (bench/README.md), until SIGINT."""
     if out is None:
@@ -342,11 +351,14 @@ def main() -> int:
         try:
             asyncio.run(_send(server.url, 100, clients, "warm"))
             sampler = _sample(server.process.pid, args.py_spy)
+            cpu = _cpu_s(server.process.pid)
             try:
                 steady = asyncio.run(_send(server.url, count, clients, "steady"))
             finally:
                 _stop_sampling(sampler)
             _wait_for_runs(runs, set(steady.accepted.values()))
+            # Until every run has been handed over and recorded: the background work is pincer's too.
+            cpu = _cpu_s(server.process.pid) - cpu
         finally:
             _stop(server)
         problems += _check("steady", steady, runs, home, count)
@@ -354,7 +366,9 @@ def main() -> int:
         baseline_server = _start([sys.executable, __file__, "--baseline-server"], _env(root, root / "none.db"))
         try:
             asyncio.run(_send(baseline_server.url, 100, clients, "warm"))
+            base_cpu = _cpu_s(baseline_server.process.pid)
             baseline = asyncio.run(_send(baseline_server.url, count, clients, "base"))
+            base_cpu = _cpu_s(baseline_server.process.pid) - base_cpu
         finally:
             _stop(baseline_server)
 
@@ -378,9 +392,13 @@ def main() -> int:
 
     rate, base_rate = count / steady.seconds, count / baseline.seconds
     print(f"webhook deliveries: {count} signed (Standard Webhooks), {clients} concurrent clients, loopback")
-    print(f"{'':34} {'deliveries/s':>12} {'ratio':>7}")
-    print(f"{'bare Starlette + HMAC + commit':34} {base_rate:12.0f} {1.0:7.2f}")
-    print(f"{'pincer serve (persist+audit+202)':34} {rate:12.0f} {rate / base_rate:7.2f}")
+    per, base_per = cpu / count * 1e6, base_cpu / count * 1e6
+    print(f"{'':34} {'deliveries/s':>12} {'ratio':>7} {'server CPU us/delivery':>23} {'ratio':>7}")
+    print(f"{'bare Starlette + HMAC + commit':34} {base_rate:12.0f} {1.0:7.2f} {base_per:23.0f} {1.0:7.2f}")
+    print(f"{'pincer serve (persist+audit+202)':34} {rate:12.0f} {rate / base_rate:7.2f} {per:23.0f} "
+          f"{base_per / per if per else 0.0:7.2f}")
+    print(f"(CPU: the server process's user + system time, pincer's until every run was handed over; "
+          f"a busy machine moves it less than wall time; load {Path('/proc/loadavg').read_text().split()[0]})")
     verdict = "every one ran exactly once with one audit record" if not problems else "see the problems below"
     print(f"steady: {len(steady.accepted)} of {count} accepted; {verdict}")
     print(f"SIGKILL at {count // 2} answered: {len(killed.accepted)} accepted before the kill, "

@@ -4,7 +4,8 @@ One upstream, ``mcp-server-time`` over stdio (this venv's binary), behind:
 
 * pincer        ``pincer serve`` with its whole chain on: session policy, a grant, argument
                 validation, the leak scan, an audit record committed to SQLite per call;
-                bearer token; the server started by pincer's MCP runtime;
+                bearer token; the server pinned by ``pincer mcp add`` and started by pincer's MCP
+                runtime at the first call (FastMCP's proxy starts its own at the first call too);
 * contextforge  IBM's ContextForge gateway (PyPI ``mcp-contextforge-gateway``), installed by
                 this script into its own venv under ``.cache/peers/`` with python3.12; run
                 with its documented defaults (SQLite) plus only what it needs to work here
@@ -204,11 +205,17 @@ def _api(method: str, url: str, token: str, body: Any = None) -> Any:
 
 
 def start_pincer(scratch: Path) -> Server:
-    from pincer.runtimes.mcp import ServerConfig, ServerStore
-
     home = scratch / "pincer-home"
     home.mkdir(parents=True)
-    ServerStore(home).add(ServerConfig(name="time", transport="stdio", command=TIME_SERVER, startup="eager"))
+    # As a user adds it: `pincer mcp add` starts the server once and pins its tools, so `pincer
+    # serve` knows them without starting it (startup "lazy", the default): the upstream starts
+    # at the first call, as the FastMCP proxy starts its own, and neither idle figure has one.
+    added = subprocess.run(
+        [PINCER, "mcp", "add", "time", "--command", TIME_SERVER, "--startup", "lazy", "--json"],
+        env={**os.environ, "PINCER_HOME": str(home)}, capture_output=True, text=True, timeout=START_TIMEOUT_S,
+    )  # fmt: skip
+    if added.returncode != 0:
+        raise SystemExit(f"pincer mcp add failed: {added.stderr.strip()}")
     (home / "config.toml").write_text('[[grants]]\ntool = "time_*"\ndefault = "allow"\n', encoding="utf-8")
     log = scratch / "pincer.log"
     process = _spawn(

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -80,6 +81,7 @@ async def test_a_job_name_is_taken_once_unless_replaced(backend: Backend) -> Non
 _HOLDER = """
 import sys, time
 from pathlib import Path
+from typing import Any
 kind, where = sys.argv[1], sys.argv[2]
 if kind == "sqlite":
     from pincer.store.db import open_database
@@ -127,3 +129,97 @@ async def test_one_leader_at_a_time_and_another_takes_over_when_it_is_killed(bac
             child.wait(timeout=CHILD_TIMEOUT_S)
         if child.stdout:
             child.stdout.close()
+
+
+# -- a delivery, its firings and their audit records: one transaction ------------------------------
+
+
+def audit_entry(n: int) -> Any:
+    from pincer.store.audit import AuditEntry
+
+    return AuditEntry(session="main", caller="trigger", tool="webhook:std", kind="trigger", decision="allow",
+                      reason="fired by hook", outcome="ok", args={"firing": f"f{n}"}, idempotency_key=f"f{n}")  # fmt: skip
+
+
+async def test_a_delivery_its_firings_and_their_audit_records_are_written_together(backend: Backend) -> None:
+    store, audit = backend.triggers(), backend.audit()
+    with anyio.fail_after(CHILD_TIMEOUT_S):
+        ids = await store.insert_audited([firing(1, audit_id=None), firing(2, audit_id=None)],
+                                         [audit_entry(1), audit_entry(2)], audit=audit, delivery=delivery("d-1"))  # fmt: skip
+        assert [f.audit_id for f in store.firings()] == ids
+        records = {r.id: r.idempotency_key for r in audit.records()}
+        assert [records[i] for i in ids] == ["f1", "f2"]
+        with pytest.raises(DeliveryExists):
+            await store.insert_audited([firing(3, audit_id=None)], [audit_entry(3)], audit=audit, delivery=delivery("d-1"))
+    assert len(audit.records()) == 2  # the replay wrote no audit record and no firing
+    assert [f.id for f in store.firings()] == ["f1", "f2"]
+    assert audit.verify() == 2
+
+
+async def test_deliveries_calls_and_queue_claims_at_once_keep_one_chain_and_never_wait_on_each_other(
+    backend: Backend,
+) -> None:
+    """Deliveries chained in their own transactions, ordinary appends group-committed and the queue
+    claimed (a synchronous store transaction on the event loop), all interleaved: nothing waits on
+    a lock held across an await, every firing carries its own record's id, and the chain holds."""
+    store, audit = backend.triggers(), backend.audit()
+    firing_ids: dict[str, int] = {}
+
+    async def deliver(n: int) -> None:
+        ids = await store.insert_audited([firing(n, audit_id=None)], [audit_entry(n)], audit=audit,
+                                         delivery=delivery(f"d-{n}"))  # fmt: skip
+        firing_ids[f"f{n}"] = ids[0]
+
+    async def call(n: int) -> None:
+        await audit.append(audit_entry(1000 + n))
+
+    async def claim() -> None:
+        for _ in range(20):
+            store.claim_queued("gw", 5)
+            await anyio.sleep(0)
+
+    with anyio.fail_after(CHILD_TIMEOUT_S):
+        async with anyio.create_task_group() as tg:
+            for n in range(40):
+                tg.start_soon(deliver, n)
+                tg.start_soon(call, n)
+            tg.start_soon(claim)
+    keys = {r.id: r.idempotency_key for r in audit.records()}
+    assert {f: keys[i] for f, i in firing_ids.items()} == {f: f for f in firing_ids}
+    assert {f.id: f.audit_id for f in store.firings(limit=1000)} == firing_ids
+    assert audit.verify() == 80
+
+
+async def test_on_sqlite_accepting_a_delivery_is_one_commit(tmp_path: Path) -> None:
+    from pincer.store import AuditLog, open_database
+    from pincer.store.triggers import TriggerStore
+
+    conn = open_database(tmp_path)
+    store, audit = TriggerStore(conn), AuditLog(conn, key=b"a" * 32)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    await store.insert_audited([firing(1, audit_id=None)], [audit_entry(1)], audit=audit, delivery=delivery("d-1"))
+    conn.set_trace_callback(None)
+    assert [s for s in statements if s.strip().upper().startswith(("COMMIT", "BEGIN"))] == ["BEGIN IMMEDIATE", "COMMIT"]
+    assert store.firings()[0].audit_id == audit.records()[0].id
+
+
+async def test_with_the_audit_writer_thread_a_delivery_commits_there_with_its_records(tmp_path: Path) -> None:
+    """``[audit] synchronous = "full"``: the batch (the delivery's rows with it) commits on the
+    writer's connection in a worker thread; a replay is still refused with nothing written."""
+    from pincer.store import AuditLog, open_database
+    from pincer.store.triggers import TriggerStore
+
+    conn = open_database(tmp_path, synchronous="FULL")
+    writer = open_database(tmp_path, synchronous="FULL")
+    store, audit = TriggerStore(conn), AuditLog(conn, key=b"a" * 32, writer=writer)
+    with anyio.fail_after(CHILD_TIMEOUT_S):
+        async with anyio.create_task_group() as tg:
+            for n in range(8):
+                tg.start_soon(lambda n=n: store.insert_audited([firing(n, audit_id=None)], [audit_entry(n)], audit=audit,
+                                                               delivery=delivery(f"d-{n}")))  # fmt: skip
+        with pytest.raises(DeliveryExists):
+            await store.insert_audited([firing(99, audit_id=None)], [audit_entry(99)], audit=audit, delivery=delivery("d-1"))
+    keys = {r.id: r.idempotency_key for r in audit.records()}
+    assert {f.id: keys[f.audit_id] for f in store.firings() if f.audit_id is not None} == {f"f{n}": f"f{n}" for n in range(8)}
+    assert audit.verify() == 8

@@ -33,7 +33,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,6 +189,29 @@ class _Pending:
         self.done = False
 
 
+# Writes that go with a unit's records in its transaction (on the connection that commits them).
+UnitBefore = Callable[[sqlite3.Connection], None]
+UnitAfter = Callable[[sqlite3.Connection, list[int]], None]
+
+
+class _Unit:
+    """Records committed together with other rows of the same database (a webhook delivery and
+    its firings): ``before`` runs first and may refuse by raising (nothing of the unit is written
+    then, and the others in the batch are not touched: it must refuse before it writes), ``after``
+    writes what needs the records' ids. Both run inside the batch's transaction."""
+
+    __slots__ = ("records", "before", "after", "event", "error", "refused", "done")
+
+    def __init__(self, records: list[_Pending], before: UnitBefore | None, after: UnitAfter | None) -> None:
+        self.records = records
+        self.before = before
+        self.after = after
+        self.event: anyio.Event | None = None
+        self.error: BaseException | None = None
+        self.refused: Exception | None = None
+        self.done = False
+
+
 class AuditLog:
     """The audit records of one database, chained under ``key`` (the 32-byte audit key).
 
@@ -204,7 +227,7 @@ class AuditLog:
         self._writer = writer
         self._write_lock = threading.Lock()
         self._key = ChainKey(key)
-        self._pending: list[_Pending] = []
+        self._pending: list[_Pending | _Unit] = []
         self._flushing = False
         self._crowded, self._alone = True, 0
         self._head_id, self._head_hash = 0, GENESIS_HASH
@@ -333,6 +356,30 @@ class AuditLog:
         decides from what the last yields found: while they gathered others, keep yielding; once
         one found nobody, commit at once and yield again only every ``_PROBE_EVERY`` appends."""
         pending = _Pending(_row_values(entry, time.time()), entry.run_id)
+        await self._submit(pending, gather)
+        if pending.error is not None:
+            raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
+        return pending.record_id
+
+    async def append_with(
+        self, entries: Sequence[AuditEntry], *, before: UnitBefore | None = None, after: UnitAfter | None = None,
+        gather: bool | None = True,
+    ) -> list[int]:  # fmt: skip
+        """Record ``entries`` in one transaction with the rows ``before`` and ``after`` write on its
+        connection (see :class:`_Unit`); returns the records' ids once it committed. What
+        ``before`` raised is raised here, with nothing of the unit written. Group-committed with
+        the other appends like :meth:`append`: one commit for a webhook delivery, its firings and
+        their records, shared with whatever else arrived in the same turn."""
+        now = time.time()
+        unit = _Unit([_Pending(_row_values(e, now), e.run_id) for e in entries], before, after)
+        await self._submit(unit, gather)
+        if unit.error is not None:
+            raise StoreError(f"the audit record could not be written: {unit.error}") from unit.error
+        if unit.refused is not None:
+            raise unit.refused
+        return [p.record_id for p in unit.records]
+
+    async def _submit(self, pending: _Pending | _Unit, gather: bool | None) -> None:
         self._pending.append(pending)
         if self._flushing:
             event = pending.event = anyio.Event()
@@ -356,9 +403,6 @@ class AuditLog:
                 self._crowded, self._alone = committed > 1, 0
             else:
                 self._alone += 1
-        if pending.error is not None:
-            raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
-        return pending.record_id
 
     async def _flush(self) -> int:
         """Commit every pending record, batch after batch; returns how many."""
@@ -387,7 +431,7 @@ class AuditLog:
             committed += len(batch)
         return committed
 
-    def _commit_locked(self, batch: list[_Pending]) -> None:
+    def _commit_locked(self, batch: list[_Pending | _Unit]) -> None:
         with self._write_lock:
             self._commit(batch)
 
@@ -399,19 +443,24 @@ class AuditLog:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
         return pending.record_id
 
-    def _commit(self, batch: list[_Pending]) -> None:
+    def _commit(self, batch: list[_Pending | _Unit]) -> None:
         """Append a batch, hashing each record onto the chain head, in one transaction that reads
         the head (and checks its MAC) under the write lock, so another process's appends are
         chained onto, and moves the head's MAC with the records when the head it found held."""
         conn = self._writer or self._conn
         try:
+            if self._head_row is not None and self._commit_on_known_head(batch, conn):
+                return
             # One transaction under the write lock: the head is read there (another process may
             # have appended), the records inserted, and the head's MAC moved with them.
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._load_head(conn)
                 for pending in batch:
-                    self._insert(pending, conn)
+                    if type(pending) is _Pending:
+                        self._insert(pending, conn)
+                    else:
+                        self._insert_unit(pending, conn)  # type: ignore[arg-type]
                 if self._head_trusted:
                     self._sign_head(conn)
                 conn.execute("COMMIT")
@@ -419,10 +468,82 @@ class AuditLog:
                 conn.execute("ROLLBACK")
                 self._load_head(conn)
                 raise
-        except sqlite3.Error as exc:
+        except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets the failure
             logger.error("audit commit failed: %s", exc)
             for pending in batch:
                 pending.error = exc
+
+    def _commit_on_known_head(self, batch: list[_Pending | _Unit], conn: sqlite3.Connection) -> bool:
+        """The batch chained onto the head this log last wrote or checked, in one transaction
+        whose first write checks that head and sets its new MAC in one statement (``UPDATE ...
+        WHERE`` the head is still the one it knew): one statement for what a read of the head and
+        a MAC update did. False, with nothing written, when the head moved (another process
+        appended, or someone changed it): the caller then reads it as it is."""
+        known = self._head_row
+        assert known is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            records: list[_Pending] = []
+            units: list[_Unit] = []
+            for item in batch:
+                if type(item) is _Pending:
+                    records.append(item)
+                    continue
+                unit: _Unit = item  # type: ignore[assignment]
+                unit.refused = None
+                if unit.before is not None:
+                    try:
+                        unit.before(conn)
+                    except sqlite3.Error:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - the unit's own refusal: its answer
+                        unit.refused = exc
+                        continue
+                units.append(unit)
+                records.extend(unit.records)
+            head_id, head_hash = self._head_id, self._head_hash
+            rows = []
+            for pending in records:
+                head_id += 1
+                digest = self._key.record_hash(head_id, _hashed(pending.values, pending.run_id), head_hash)
+                rows.append((head_id, *pending.values, pending.run_id, head_hash, digest))
+                pending.record_id = head_id
+                head_hash = digest
+            mac = self._key.head_mac(last_id=head_id, last_hash=head_hash)
+            moved = conn.execute(
+                "UPDATE audit_head SET mac = ? WHERE one = 1 AND last_id = ? AND last_hash = ? AND mac = ?",
+                (mac, *known),
+            ).rowcount
+            if moved != 1:
+                conn.execute("ROLLBACK")
+                return False
+            conn.executemany(_INSERT, rows)  # the trigger moves last_id and last_hash with them
+            for unit in units:
+                if unit.after is not None:
+                    unit.after(conn, [p.record_id for p in unit.records])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            self._load_head(conn)
+            raise
+        self._head_id, self._head_hash = head_id, head_hash
+        self._head_row = (head_id, head_hash, mac)
+        return True
+
+    def _insert_unit(self, unit: _Unit, conn: sqlite3.Connection) -> None:
+        unit.refused = None
+        if unit.before is not None:
+            try:
+                unit.before(conn)
+            except sqlite3.Error:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the unit's own refusal (a delivery seen before): its answer
+                unit.refused = exc
+                return
+        for pending in unit.records:
+            self._insert(pending, conn)
+        if unit.after is not None:
+            unit.after(conn, [p.record_id for p in unit.records])
 
     def _insert(self, pending: _Pending, conn: sqlite3.Connection) -> None:
         record_id = self._head_id + 1
@@ -631,7 +752,7 @@ class AuditLog:
             yield from batch
 
 
-def _finish(batch: list[_Pending]) -> None:
+def _finish(batch: list[_Pending] | list[_Pending | _Unit]) -> None:
     for pending in batch:
         pending.done = True
         if pending.event is not None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pincer.core.errors import JobNotFound, StoreError, UsageError
+from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.owners import Owners, local_owners
 
 __all__ = ["TriggerStore", "JobRow", "FiringRow", "DeliveryRow", "DeliveryExists", "OPEN_STATES"]
@@ -208,26 +209,31 @@ class TriggerStore:
         try:
             with self._tx() as conn:
                 if delivery is not None:
-                    try:
-                        conn.execute(
-                            "INSERT INTO trigger_deliveries (hook, delivery_id, received_at, event, status, response) "
-                            "VALUES (?, ?, ?, ?, ?, ?)",
-                            (delivery.hook, delivery.delivery_id, delivery.received_at, delivery.event,
-                             delivery.status, _dumps(delivery.response)),
-                        )  # fmt: skip
-                    except sqlite3.IntegrityError:
-                        existing = self.delivery(delivery.hook, delivery.delivery_id)
-                        if existing is None:
-                            raise
-                        raise DeliveryExists(existing) from None
-                for f in firings:
-                    conn.execute(
-                        f"INSERT INTO trigger_firings ({', '.join(_FIRING_COLUMNS)}) "
-                        f"VALUES ({', '.join('?' * len(_FIRING_COLUMNS))})",
-                        _firing_values(f),
-                    )
+                    _insert_delivery(conn, delivery)
+                conn.executemany(_INSERT_FIRING, [_firing_values(f) for f in firings])
         except sqlite3.Error as exc:
             raise StoreError(f"the trigger store could not record the firing: {exc}") from exc
+
+    async def insert_audited(
+        self, firings: Sequence[FiringRow], entries: Sequence[AuditEntry], *, audit: AuditLog,
+        delivery: DeliveryRow | None = None,
+    ) -> list[int]:  # fmt: skip
+        """The firings, each with its audit record (``entries[i]`` for ``firings[i]``; the
+        firing's ``audit_id`` names it), and the delivery they came with: one transaction, so one
+        durable commit, which ``audit`` group-commits with whatever else it records in that turn
+        (``audit`` is the log of this store's database). Returns the records' ids once committed.
+        Raises :class:`DeliveryExists` when the delivery id is stored already: nothing of it is
+        written then."""
+        rows = list(firings)
+
+        def before(conn: sqlite3.Connection) -> None:
+            if delivery is not None:
+                _insert_delivery(conn, delivery)
+
+        def after(conn: sqlite3.Connection, ids: list[int]) -> None:
+            conn.executemany(_INSERT_FIRING, [_firing_values(f, audit_id) for f, audit_id in zip(rows, ids, strict=True)])
+
+        return await audit.append_with(entries, before=before, after=after)
 
     def set_audit(self, firing_id: str, audit_id: int) -> None:
         self._run("UPDATE trigger_firings SET audit_id = ? WHERE id = ?", (audit_id, firing_id))
@@ -254,6 +260,22 @@ class TriggerStore:
                 (owner, firing_id),
             ).rowcount
         return self.firing(firing_id) if changed else None
+
+    def set_statuses(self, updates: Sequence[tuple[str, str, str | None, float | None]]) -> None:
+        """Several firings' :meth:`mark_started` (status ``started``) and :meth:`finish` (any
+        other status; ``(firing_id, status, error, ended_at)``) in one transaction, in order."""
+        try:
+            with self._tx() as conn:
+                for firing_id, status, error, ended_at in updates:
+                    if status == "started":
+                        conn.execute("UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?", (firing_id,))
+                    else:
+                        conn.execute(
+                            "UPDATE trigger_firings SET status = ?, error = ?, request = NULL, ended_at = ? WHERE id = ?",
+                            (status, error, time.time() if ended_at is None else ended_at, firing_id),
+                        )
+        except sqlite3.Error as exc:
+            raise StoreError(f"the trigger store failed: {exc}", hint="check that pincer.db is writable") from exc
 
     def mark_started(self, firing_id: str) -> None:
         self._run("UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?", (firing_id,))
@@ -326,11 +348,7 @@ class TriggerStore:
             "WHERE hook = ? AND delivery_id = ?",
             (hook, delivery_id),
         ).fetchone()
-        if row is None:
-            return None
-        return DeliveryRow(
-            hook=row[0], delivery_id=row[1], received_at=row[2], event=row[3], status=row[4], response=json.loads(row[5])
-        )
+        return _delivery(row) if row is not None else None
 
     def record_delivery(self, delivery: DeliveryRow) -> DeliveryRow:
         """A delivery that started nothing (ignored); returns the stored row (the first one's
@@ -384,9 +402,43 @@ def _firing(row: Sequence[Any], **override: Any) -> FiringRow:
     return FiringRow(**data)
 
 
-def _firing_values(f: FiringRow) -> tuple[Any, ...]:
+_INSERT_FIRING = (
+    f"INSERT INTO trigger_firings ({', '.join(_FIRING_COLUMNS)}) VALUES ({', '.join('?' * len(_FIRING_COLUMNS))})"
+)
+
+
+def _insert_delivery(conn: sqlite3.Connection, delivery: DeliveryRow) -> None:
+    """Insert ``delivery`` on ``conn`` (inside the caller's transaction); DeliveryExists, with
+    nothing written, when its id is stored already."""
+    try:
+        conn.execute(
+            "INSERT INTO trigger_deliveries (hook, delivery_id, received_at, event, status, response) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (delivery.hook, delivery.delivery_id, delivery.received_at, delivery.event, delivery.status,
+             _dumps(delivery.response)),
+        )  # fmt: skip
+    except sqlite3.IntegrityError:
+        row = conn.execute(
+            "SELECT hook, delivery_id, received_at, event, status, response FROM trigger_deliveries "
+            "WHERE hook = ? AND delivery_id = ?",
+            (delivery.hook, delivery.delivery_id),
+        ).fetchone()
+        if row is None:
+            raise
+        raise DeliveryExists(_delivery(row)) from None
+
+
+def _delivery(row: Sequence[Any]) -> DeliveryRow:
+    return DeliveryRow(
+        hook=row[0], delivery_id=row[1], received_at=row[2], event=row[3], status=row[4], response=json.loads(row[5])
+    )
+
+
+def _firing_values(f: FiringRow, audit_id: int | None = None) -> tuple[Any, ...]:
+    """The row's column values (``audit_id``: the record written with it, in place of its own)."""
     return (
         f.id, f.ts, f.kind, f.name, f.fired_by, f.skill, f.session, _dumps(dict(f.params)),
         _dumps(f.payload) if f.payload is not None else None, f.run_id, f.status, f.error,
-        _dumps(dict(f.request)) if f.request is not None else None, f.owner, f.audit_id, f.job, f.attempt, f.ended_at,
+        _dumps(dict(f.request)) if f.request is not None else None, f.owner,
+        f.audit_id if audit_id is None else audit_id, f.job, f.attempt, f.ended_at,
     )  # fmt: skip

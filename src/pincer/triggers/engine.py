@@ -6,9 +6,9 @@ webhook delivery, ``pincer cron run`` — goes the same way:
 1. the run request is built and checked (the skill exists and is eligible, its parameters fit
    its types); a request that cannot run is recorded as an ``error`` firing;
 2. the firing is written to the store with its run id and the request (``queued``), together
-   with the webhook delivery it came from, in one transaction;
-3. one audit record says who or what fired it, with the redacted parameters and payload;
-4. the queue worker hands it to the :class:`~pincer.triggers.requests.RunStarter` (at most
+   with the webhook delivery it came from and its audit record (who or what fired it, with the
+   redacted parameters and payload; the firing names it), in one transaction: one commit;
+3. the queue worker hands it to the :class:`~pincer.triggers.requests.RunStarter` (at most
    ``[triggers] max_running`` at a time), marks it ``started``, and records how the run ended.
 
 A caller that got a run id (a webhook's 202) has a persisted firing behind it: if pincer dies
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from pincer.core.errors import PincerError, UsageError
 from pincer.safety.limits import limit_output
@@ -103,6 +104,16 @@ _ORPHANS_EVERY_S = 5.0  # the leader looks for firings of dead owners this often
 _MAX_ERROR_CHARS = 2_000
 
 
+class _StatusBatch:
+    """The firing updates being gathered into one transaction, and how writing it went."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.error: Exception | None = None
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Prepared:
     row: FiringRow
@@ -144,6 +155,8 @@ class TriggerEngine:
         self._last_prune = 0.0
         self._last_orphans = 0.0
         self._open_estimate = 0  # firings on their way, counted at each tick plus those added since
+        self._statuses: list[tuple[str, str, str | None, float | None]] = []
+        self._status_batch: _StatusBatch | None = None
 
     @classmethod
     def for_pincer(cls, pincer: EngineHost, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
@@ -233,12 +246,14 @@ class TriggerEngine:
         budgets: Budgets | None = None,
         untrusted: Sequence[UntrustedInput] = (),
         payload: Any = None,
+        payload_redacted: bool = False,
         job: str | None = None,
         attempt: int = 0,
         audit_args: Mapping[str, Any] | None = None,
         here: bool = False,
     ) -> _Prepared:
-        """Build one firing (nothing written yet): its row, its request, its audit entry."""
+        """Build one firing (nothing written yet): its row, its request, its audit entry.
+        ``payload_redacted``: ``payload`` went through :meth:`redact_payload` already."""
         now = self.clock.now()
         firing_id, run_id = new_firing_id(), new_run_id()
         scanner = self._scanner()
@@ -251,7 +266,7 @@ class TriggerEngine:
         except PincerError as exc:
             error = exc
         shown_params = scanner.scan(dict(values))[0]
-        recorded_payload = self.record_payload(payload) if payload is not None else None
+        recorded_payload = self.record_payload(payload, redacted=payload_redacted) if payload is not None else None
         ref = TriggerRef(kind=kind, name=name, firing_id=firing_id, fired_by=fired_by)
         request = None
         if error is None:
@@ -295,12 +310,12 @@ class TriggerEngine:
         return _Prepared(row=row, request=request, audit=entry, firing=firing)
 
     async def commit(self, prepared: Sequence[_Prepared], *, delivery: DeliveryRow | None = None) -> None:
-        """Write the firings (and their delivery) in one transaction, then audit each. Raises
+        """Write the firings, their audit records and their delivery in one transaction (one
+        durable commit, group-committed with the audit records of the same turn). Raises
         ``DeliveryExists`` for a delivery id stored already (nothing written)."""
-        self.store.insert_firings([p.row for p in prepared], delivery=delivery)
-        for p in prepared:
-            audit_id = await self.audit.append(p.audit)
-            self.store.set_audit(p.row.id, audit_id)
+        await self.store.insert_audited(
+            [p.row for p in prepared], [p.audit for p in prepared], audit=self.audit, delivery=delivery
+        )
         added = sum(1 for p in prepared if p.request is not None)
         if added:
             self._open_estimate += added
@@ -335,15 +350,20 @@ class TriggerEngine:
             )
         return coerce_params(found, params)
 
-    def record_payload(self, payload: Any) -> Any:
-        """A payload as the store and the audit log keep it: redacted, then bounded."""
-        scanned = self._scanner().scan(payload)[0]
+    def record_payload(self, payload: Any, *, redacted: bool = False) -> Any:
+        """A payload as the store and the audit log keep it: redacted (``redacted``: it is
+        already, by :meth:`redact_payload`), then bounded."""
+        scanned = payload if redacted else self.redact_payload(payload)
         bounded, _cut, _size = limit_output(scanned, self.config.triggers.payload_record_bytes)
         return bounded
 
-    def untrusted_text(self, payload: Any) -> str:
-        """A payload as the run reads it: redacted, JSON."""
-        return json.dumps(self._scanner().scan(payload)[0], ensure_ascii=False, default=str)
+    def redact_payload(self, payload: Any) -> Any:
+        """A payload with every stored secret value (and known secret pattern) in it masked."""
+        return self._scanner().scan(payload)[0]
+
+    def untrusted_text(self, payload: Any, *, redacted: bool = False) -> str:
+        """A payload as the run reads it: redacted (``redacted``: already), JSON."""
+        return json.dumps(payload if redacted else self.redact_payload(payload), ensure_ascii=False, default=str)
 
     # -- the queue worker ----------------------------------------------------------------------
 
@@ -414,16 +434,40 @@ class TriggerEngine:
                     permanent=permanent,
                 )  # fmt: skip
             return
-        self.store.mark_started(row.id)
+        await self._set_status(row.id, "started")
         limit = (request.budgets.deadline_s + RUN_WAIT_GRACE_S) if request.budgets.deadline_s else RUN_WAIT_LIMIT_S
         outcome: RunOutcome | None = None
         with anyio.move_on_after(limit):
             outcome = await self.starter.wait(request.run_id)
         if outcome is None:
             outcome = RunOutcome(run_id=request.run_id, status=RunStatus.LOST, error=f"no outcome within {limit:g} s")
-        self.store.finish(row.id, outcome.status.value, _short(outcome.error) if outcome.error else None, now=self.clock.now())
+        await self._set_status(row.id, outcome.status.value, _short(outcome.error) if outcome.error else None)
         if row.job:
             await self.scheduler.outcome(row.job, row.attempt, outcome)
+
+    async def _set_status(self, firing_id: str, status: str, error: str | None = None) -> None:
+        """A handed-over firing's ``started`` or how its run ended, written before this returns,
+        in one transaction with the other firings' updates of the same event-loop turn (the
+        first caller yields once to gather them, as the audit log does)."""
+        self._statuses.append((firing_id, status, error, self.clock.now() if status != "started" else None))
+        batch = self._status_batch
+        if batch is not None:
+            await batch.done.wait()
+        else:
+            batch = self._status_batch = _StatusBatch()
+            try:
+                await anyio.lowlevel.checkpoint()
+            finally:
+                # Synchronous from here: nobody joins a batch that is being written.
+                updates, self._statuses, self._status_batch = self._statuses, [], None
+                try:
+                    self.store.set_statuses(updates)
+                except Exception as exc:  # noqa: BLE001 - every caller of the batch gets the failure
+                    batch.error = exc
+                finally:
+                    batch.done.set()
+        if batch.error is not None:
+            raise batch.error
 
     # -- running -------------------------------------------------------------------------------
 

@@ -97,8 +97,11 @@ async def accept_delivery(
                             "hint": "retry later, or raise [triggers] max_queued"}},
             headers={"Retry-After": str(QUEUE_FULL_RETRY_S)},
         )  # fmt: skip
-    prepared = [_prepare(engine, hook, target, delivery=delivery, event=event, payload=payload, address=address)
-                for target in targets]  # fmt: skip
+    # Redacted once for every run it starts: what the runs read and what is recorded and audited.
+    redacted = engine.redact_payload(payload)
+    untrusted = engine.untrusted_text(redacted, redacted=True)
+    prepared = [_prepare(engine, hook, target, delivery=delivery, event=event, payload=payload, redacted=redacted,
+                         untrusted_text=untrusted, address=address) for target in targets]  # fmt: skip
     runs = [{"run_id": p.firing.run_id, "skill": p.firing.skill, "firing_id": p.firing.id} for p in prepared if p.request]
     errors = [{"skill": p.firing.skill, **(p.firing.error or {})} for p in prepared if p.request is None]
     if runs:
@@ -121,8 +124,10 @@ async def accept_delivery(
 
 def _prepare(
     engine: TriggerEngine, hook: HookSettings, skill: str | None, *, delivery: str, event: str | None, payload: Any,
-    address: str,
+    redacted: Any, untrusted_text: str, address: str,
 ) -> _Prepared:  # fmt: skip
+    """``payload`` as it came (the templates see it whole), ``redacted`` as the record keeps it,
+    ``untrusted_text`` as the run reads it."""
     from pincer.skills.render import render_text
 
     context = {"payload": payload, "event": event or "", "hook": hook.name, "delivery": delivery}
@@ -144,11 +149,12 @@ def _prepare(
     if message is None:
         message = f"A webhook delivery arrived on hook {hook.name!r}: event {event or '(none)'}."
     untrusted = UntrustedInput(
-        source=f"webhook {hook.name}, delivery {delivery} ({event or 'no event'})", content=engine.untrusted_text(payload)
+        source=f"webhook {hook.name}, delivery {delivery} ({event or 'no event'})", content=untrusted_text
     )
     prepared = engine.prepare(
         kind=TriggerKind.WEBHOOK, name=hook.name, fired_by=f"webhook from {address}", skill=skill, params=params,
-        message=message, session=hook.session or f"hook:{hook.name}", untrusted=(untrusted,), payload=payload,
+        message=message, session=hook.session or f"hook:{hook.name}", untrusted=(untrusted,), payload=redacted,
+        payload_redacted=True,
         audit_args={"event": event, "delivery": delivery},
     )  # fmt: skip
     if problem is not None:

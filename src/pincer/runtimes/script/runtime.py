@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -41,14 +41,16 @@ from pincer.policy.exec_approvals import (
     evaluate,
     fallback_allows,
 )
-from pincer.runtimes.script.backends import SANDBOX_PATH, Backend, HostBackend
-from pincer.runtimes.script.cgroups import RunCgroup, detect_cgroups
-from pincer.runtimes.script.detect import BackendSelector
 from pincer.runtimes.script.manifest import Limits, NetworkMode, ScriptToolManifest, render_command
-from pincer.runtimes.script.process import Launch, ProcessRun, RunRequest, RunResult, describe
-from pincer.runtimes.script.proxy import AllowlistProxy, ProxyEvent
 from pincer.runtimes.script.settings import ScriptSettings
-from pincer.runtimes.script.workdir import blocking_directory, new_workdir, remove_workdir
+
+if TYPE_CHECKING:
+    # What running a command takes (backends, processes, cgroups, the proxy) is imported when a
+    # tool first runs: listing the tools (`pincer tools list`, `pincer mcp stdio`) never needs it.
+    from pincer.runtimes.script.backends import Backend
+    from pincer.runtimes.script.detect import BackendSelector
+    from pincer.runtimes.script.process import Launch, ProcessRun, RunRequest, RunResult
+    from pincer.runtimes.script.proxy import AllowlistProxy, ProxyEvent
 
 __all__ = ["ScriptRuntime", "EXEC_TOOL", "sandbox_resolver"]
 
@@ -84,6 +86,8 @@ def _exec_spec() -> ToolSpec:
 
 def sandbox_resolver() -> Resolver:
     """Resolve program words the way the sandbox's PATH would; /usr is the host's, read-only."""
+
+    from pincer.runtimes.script.backends import SANDBOX_PATH
 
     def resolve(word: str) -> Sequence[str]:
         if "/" in word:
@@ -154,7 +158,7 @@ class ScriptRuntime:
         if include_exec:
             self._specs.append(_exec_spec())
         self._names = {spec.name for spec in self._specs}
-        self._selector = BackendSelector(self.settings)
+        self._selector: BackendSelector | None = None  # made when a tool first runs
         self._running: set[ProcessRun] = set()
 
     @property
@@ -173,8 +177,14 @@ class ScriptRuntime:
 
     async def backend(self, session: str) -> Backend:
         """The backend a call of ``session`` would use (probing it the first time)."""
+        from pincer.runtimes.script.backends import HostBackend
+
         if self.settings.main_session_on_host and self._is_main(session):
             return HostBackend()
+        if self._selector is None:
+            from pincer.runtimes.script.detect import BackendSelector
+
+            self._selector = BackendSelector(self.settings)
         return await anyio.to_thread.run_sync(self._selector.select)
 
     def _is_exec(self, spec: ToolSpec) -> bool:
@@ -190,6 +200,8 @@ class ScriptRuntime:
             return None
         if evaluation.mode.value == "deny":
             raise _refused(evaluation)
+        from pincer.runtimes.script.backends import HostBackend
+
         backend = await self.backend(host.session)
         sandboxed = not isinstance(backend, HostBackend)
         policy = self._policy
@@ -227,6 +239,8 @@ class ScriptRuntime:
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
                 raise ArgumentsInvalid("timeout_s must be a positive number of seconds")
             limits = replace(limits, timeout_s=min(limits.timeout_s, float(timeout)))
+        from pincer.runtimes.script.process import RunRequest
+
         return RunRequest(
             argv=("/bin/sh", "-c", command),
             workdir=Path("."),  # replaced by the run's workdir
@@ -235,6 +249,8 @@ class ScriptRuntime:
         )
 
     def _manifest_request(self, manifest: ScriptToolManifest, args: Mapping[str, Any], host: HostContext) -> RunRequest:
+        from pincer.runtimes.script.process import RunRequest
+
         argv = render_command(manifest.command, args)
         return RunRequest(
             argv=tuple(argv),
@@ -278,6 +294,12 @@ class ScriptRuntime:
         self, backend: Backend, request: RunRequest, host: HostContext, tool: str
     ) -> tuple[RunResult, list[ProxyEvent], RunRequest]:
         """Run ``request`` in a fresh workdir (or the workspace); returns the request as it ran."""
+        from pincer.runtimes.script.backends import HostBackend
+        from pincer.runtimes.script.cgroups import RunCgroup, detect_cgroups
+        from pincer.runtimes.script.process import ProcessRun
+        from pincer.runtimes.script.proxy import AllowlistProxy
+        from pincer.runtimes.script.workdir import new_workdir, remove_workdir
+
         settings = self.settings
         uid, gid = settings.sandbox_uid, settings.sandbox_gid
         # By default a fresh scratch directory that nothing survives; the session's workspace only
@@ -386,6 +408,8 @@ class ScriptRuntime:
             # A failure is read by people and models as text (``pincer tools call`` prints it);
             # the numbers stay in ``usage``.
             return ToolOutput(value=failure_text(tool, request, result, events), is_error=True, usage=usage)
+        from pincer.runtimes.script.process import describe
+
         value = describe(result)
         value["duration_ms"] = round(result.duration_ms, 3)
         if events:
@@ -424,6 +448,8 @@ def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequ
     refused = [e for e in events if not e.allowed]
     for event in refused:
         parts.append(f"network: {event.host}:{event.port} refused: {event.reason}")
+    from pincer.runtimes.script.process import describe
+
     value = describe(result)
     for stream in ("stderr", "stdout"):
         if value[stream]:
@@ -434,6 +460,8 @@ def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequ
 def _check_reachable_workspace(workspace: Path, uid: int, gid: int) -> None:
     """The sandbox runs as ``uid`` and mounts the workspace by path as that uid (bwrap cannot bind a
     directory it cannot reach, not even by descriptor): say so before starting, naming the key."""
+    from pincer.runtimes.script.workdir import blocking_directory
+
     blocked = blocking_directory(workspace, uid, gid)
     if blocked is not None:
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -135,6 +136,21 @@ class PgAuditLog:
         except Exception as exc:
             raise StoreError(f"the audit record could not be written: {exc}") from exc
         return pending.record_id
+
+    def chain_within(self, conn: Any, entries: Sequence[AuditEntry]) -> list[int]:
+        """Chain ``entries`` inside the caller's open transaction on ``conn`` (a
+        :class:`~pincer.store.pg.portable.PortableConnection` in a ``with`` block, qmark SQL): the
+        head is locked (``FOR UPDATE``) first, so a caller that takes other locks after this never
+        waits on them while holding the head. They commit or roll back with the caller's other
+        rows. Blocking: call it from a worker thread, never on the event loop, where it would
+        wait on the head an appending batch of this process holds across an ``await``."""
+        now = time.time()
+        batch = [_Pending(_row_values(e, now), e.run_id) for e in entries]
+        head = conn.execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1 FOR UPDATE").fetchone()
+        rows, new_head = self._chain(batch, head)
+        conn.executemany(_INSERT.replace("%s", "?"), rows)
+        conn.execute("UPDATE audit_head SET last_id = ?, last_hash = ?, mac = ? WHERE one = 1", new_head)
+        return [p.record_id for p in batch]
 
     async def _commit(self, batch: list[_Pending]) -> None:
         try:

@@ -24,11 +24,14 @@ The rules are store/triggers.py's, run over the portable connection; three thing
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
+import anyio.to_thread
+
 from pincer.core.errors import StoreError, UsageError
+from pincer.store.audit import AuditEntry
 from pincer.store.owners import Owners
 from pincer.store.pg.connect import PgPools
 from pincer.store.pg.instances import INSTANCE_STALE_S, PgInstances
@@ -102,17 +105,7 @@ class PgTriggerStore(TriggerStore):
         """As the SQLite store's: all or nothing; DeliveryExists for a delivery id seen before."""
         with self._tx() as conn:
             if delivery is not None:
-                inserted = conn.execute(
-                    "INSERT INTO trigger_deliveries (hook, delivery_id, received_at, event, status, response) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (delivery.hook, delivery.delivery_id, delivery.received_at, delivery.event,
-                     delivery.status, _dumps(delivery.response)),
-                ).rowcount  # fmt: skip
-                if inserted == 0:
-                    existing = self.delivery(delivery.hook, delivery.delivery_id)
-                    if existing is None:
-                        raise StoreError("a webhook delivery vanished while it was recorded; send it again")
-                    raise DeliveryExists(existing)
+                self._insert_delivery(conn, delivery)
             rows = [_firing_values(f) for f in firings]
             if rows:
                 conn.executemany(
@@ -120,6 +113,51 @@ class PgTriggerStore(TriggerStore):
                     f"VALUES ({', '.join('?' * len(_FIRING_COLUMNS))})",
                     rows,
                 )
+
+    async def insert_audited(
+        self, firings: Sequence[FiringRow], entries: Sequence[AuditEntry], *, audit: Any,
+        delivery: DeliveryRow | None = None,
+    ) -> list[int]:  # fmt: skip
+        """As the SQLite store's: the delivery, its firings and their audit records in one
+        transaction (one commit), DeliveryExists with nothing written for a delivery seen before.
+        It runs in a worker thread: it waits on the audit head, which this process's own
+        appending batch may hold across an ``await`` (store/pg/audit.py), and takes the head
+        before the store lock, so a store transaction on the event loop never waits on it while
+        it waits on the loop."""
+        from pincer.store.pg.audit import PgAuditLog
+
+        if not isinstance(audit, PgAuditLog):
+            raise StoreError("the trigger store on PostgreSQL records with the PostgreSQL audit log (a programming error)")
+        rows = list(firings)
+
+        def write() -> list[int]:
+            with self._portable as conn:
+                ids = audit.chain_within(conn, entries)
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
+                if delivery is not None:
+                    self._insert_delivery(conn, delivery)
+                if rows:
+                    conn.executemany(
+                        f"INSERT INTO trigger_firings ({', '.join(_FIRING_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(_FIRING_COLUMNS))})",
+                        [_firing_values(f, audit_id) for f, audit_id in zip(rows, ids, strict=True)],
+                    )
+                return ids
+
+        return await anyio.to_thread.run_sync(write)
+
+    def _insert_delivery(self, conn: Any, delivery: DeliveryRow) -> None:
+        inserted = conn.execute(
+            "INSERT INTO trigger_deliveries (hook, delivery_id, received_at, event, status, response) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (delivery.hook, delivery.delivery_id, delivery.received_at, delivery.event,
+             delivery.status, _dumps(delivery.response)),
+        ).rowcount  # fmt: skip
+        if inserted == 0:
+            existing = self.delivery(delivery.hook, delivery.delivery_id)
+            if existing is None:
+                raise StoreError("a webhook delivery vanished while it was recorded; send it again")
+            raise DeliveryExists(existing)
 
     def firings(self, *, kind: str | None = None, name: str | None = None, limit: int = 100) -> list[FiringRow]:
         """Newest last (ties in time by id: PostgreSQL has no insertion rowid)."""
