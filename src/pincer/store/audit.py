@@ -490,15 +490,8 @@ class AuditLog:
                     records.append(item)
                     continue
                 unit: _Unit = item  # type: ignore[assignment]
-                unit.refused = None
-                if unit.before is not None:
-                    try:
-                        unit.before(conn)
-                    except sqlite3.Error:
-                        raise
-                    except Exception as exc:  # noqa: BLE001 - the unit's own refusal: its answer
-                        unit.refused = exc
-                        continue
+                if not _unit_admitted(unit, conn):
+                    continue
                 units.append(unit)
                 records.extend(unit.records)
             head_id, head_hash = self._head_id, self._head_hash
@@ -531,15 +524,8 @@ class AuditLog:
         return True
 
     def _insert_unit(self, unit: _Unit, conn: sqlite3.Connection) -> None:
-        unit.refused = None
-        if unit.before is not None:
-            try:
-                unit.before(conn)
-            except sqlite3.Error:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the unit's own refusal (a delivery seen before): its answer
-                unit.refused = exc
-                return
+        if not _unit_admitted(unit, conn):
+            return
         for pending in unit.records:
             self._insert(pending, conn)
         if unit.after is not None:
@@ -805,3 +791,20 @@ def _records_query(
     if limit:
         sql += f" LIMIT {int(limit)}"
     return sql, params
+
+
+def _unit_admitted(unit: _Unit, conn: sqlite3.Connection) -> bool:
+    """Run the unit's ``before`` step in the open transaction. An exception of its own (a delivery
+    seen before) is the unit's answer: kept in ``unit.refused``, and the unit writes nothing. A
+    database error is the transaction's and goes up."""
+    unit.refused = None
+    if unit.before is None:
+        return True
+    try:
+        unit.before(conn)
+    except sqlite3.Error:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the unit's own refusal: its answer
+        unit.refused = exc
+        return False
+    return True
