@@ -456,11 +456,10 @@ class AuditLog:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._load_head(conn)
-                for pending in batch:
-                    if type(pending) is _Pending:
-                        self._insert(pending, conn)
-                    else:
-                        self._insert_unit(pending, conn)  # type: ignore[arg-type]
+                units, rows, head = self._chained(batch, conn)
+                conn.executemany(_INSERT, rows)  # the trigger moves last_id and last_hash with them
+                _write_afters(units, conn)
+                self._head_id, self._head_hash = head
                 if self._head_trusted:
                     self._sign_head(conn)
                 conn.execute("COMMIT")
@@ -483,25 +482,7 @@ class AuditLog:
         assert known is not None
         conn.execute("BEGIN IMMEDIATE")
         try:
-            records: list[_Pending] = []
-            units: list[_Unit] = []
-            for item in batch:
-                if type(item) is _Pending:
-                    records.append(item)
-                    continue
-                unit: _Unit = item  # type: ignore[assignment]
-                if not _unit_admitted(unit, conn):
-                    continue
-                units.append(unit)
-                records.extend(unit.records)
-            head_id, head_hash = self._head_id, self._head_hash
-            rows = []
-            for pending in records:
-                head_id += 1
-                digest = self._key.record_hash(head_id, _hashed(pending.values, pending.run_id), head_hash)
-                rows.append((head_id, *pending.values, pending.run_id, head_hash, digest))
-                pending.record_id = head_id
-                head_hash = digest
+            units, rows, (head_id, head_hash) = self._chained(batch, conn)
             mac = self._key.head_mac(last_id=head_id, last_hash=head_hash)
             moved = conn.execute(
                 "UPDATE audit_head SET mac = ? WHERE one = 1 AND last_id = ? AND last_hash = ? AND mac = ?",
@@ -511,9 +492,7 @@ class AuditLog:
                 conn.execute("ROLLBACK")
                 return False
             conn.executemany(_INSERT, rows)  # the trigger moves last_id and last_hash with them
-            for unit in units:
-                if unit.after is not None:
-                    unit.after(conn, [p.record_id for p in unit.records])
+            _write_afters(units, conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -523,20 +502,29 @@ class AuditLog:
         self._head_row = (head_id, head_hash, mac)
         return True
 
-    def _insert_unit(self, unit: _Unit, conn: sqlite3.Connection) -> None:
-        if not _unit_admitted(unit, conn):
-            return
-        for pending in unit.records:
-            self._insert(pending, conn)
-        if unit.after is not None:
-            unit.after(conn, [p.record_id for p in unit.records])
-
-    def _insert(self, pending: _Pending, conn: sqlite3.Connection) -> None:
-        record_id = self._head_id + 1
-        digest = self._key.record_hash(record_id, _hashed(pending.values, pending.run_id), self._head_hash)
-        conn.execute(_INSERT, (record_id, *pending.values, pending.run_id, self._head_hash, digest))
-        pending.record_id = record_id
-        self._head_id, self._head_hash = record_id, digest
+    def _chained(
+        self, batch: list[_Pending | _Unit], conn: sqlite3.Connection
+    ) -> tuple[list[_Unit], list[tuple[Any, ...]], tuple[int, str]]:
+        """The batch's rows chained onto the head as cached, each record given its id: the units
+        whose ``before`` admitted them (run here, in the open transaction), the rows to insert,
+        and the head after them."""
+        records: list[_Pending] = []
+        units: list[_Unit] = []
+        for item in batch:
+            if isinstance(item, _Pending):
+                records.append(item)
+            elif _unit_admitted(item, conn):
+                units.append(item)
+                records.extend(item.records)
+        head_id, head_hash = self._head_id, self._head_hash
+        rows: list[tuple[Any, ...]] = []
+        for pending in records:
+            head_id += 1
+            digest = self._key.record_hash(head_id, _hashed(pending.values, pending.run_id), head_hash)
+            rows.append((head_id, *pending.values, pending.run_id, head_hash, digest))
+            pending.record_id = head_id
+            head_hash = digest
+        return units, rows, (head_id, head_hash)
 
     def _load_head(self, conn: sqlite3.Connection | None = None) -> None:
         row = (conn or self._conn).execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1").fetchone()
@@ -791,6 +779,13 @@ def _records_query(
     if limit:
         sql += f" LIMIT {int(limit)}"
     return sql, params
+
+
+def _write_afters(units: list[_Unit], conn: sqlite3.Connection) -> None:
+    """Each unit's ``after`` step, once its records have their ids (same transaction)."""
+    for unit in units:
+        if unit.after is not None:
+            unit.after(conn, [p.record_id for p in unit.records])
 
 
 def _unit_admitted(unit: _Unit, conn: sqlite3.Connection) -> bool:
