@@ -268,23 +268,17 @@ class TriggerStore:
             with self._tx() as conn:
                 for firing_id, status, error, ended_at in updates:
                     if status == "started":
-                        conn.execute("UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?", (firing_id,))
+                        conn.execute(_STARTED_SQL, (firing_id,))
                     else:
-                        conn.execute(
-                            "UPDATE trigger_firings SET status = ?, error = ?, request = NULL, ended_at = ? WHERE id = ?",
-                            (status, error, time.time() if ended_at is None else ended_at, firing_id),
-                        )
+                        conn.execute(_FINISH_SQL, (status, error, time.time() if ended_at is None else ended_at, firing_id))
         except sqlite3.Error as exc:
             raise StoreError(f"the trigger store failed: {exc}", hint="check that pincer.db is writable") from exc
 
     def mark_started(self, firing_id: str) -> None:
-        self._run("UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?", (firing_id,))
+        self._run(_STARTED_SQL, (firing_id,))
 
     def finish(self, firing_id: str, status: str, error: str | None = None, *, now: float | None = None) -> None:
-        self._run(
-            "UPDATE trigger_firings SET status = ?, error = ?, request = NULL, ended_at = ? WHERE id = ?",
-            (status, error, time.time() if now is None else now, firing_id),
-        )
+        self._run(_FINISH_SQL, (status, error, time.time() if now is None else now, firing_id))
 
     def requeue(self, firing_id: str) -> None:
         self._run("UPDATE trigger_firings SET status = 'queued', owner = NULL WHERE id = ?", (firing_id,))
@@ -343,11 +337,7 @@ class TriggerStore:
     # -- deliveries ----------------------------------------------------------------------------
 
     def delivery(self, hook: str, delivery_id: str) -> DeliveryRow | None:
-        row = self._run(
-            "SELECT hook, delivery_id, received_at, event, status, response FROM trigger_deliveries "
-            "WHERE hook = ? AND delivery_id = ?",
-            (hook, delivery_id),
-        ).fetchone()
+        row = self._run(_DELIVERY_SQL, (hook, delivery_id)).fetchone()
         return _delivery(row) if row is not None else None
 
     def record_delivery(self, delivery: DeliveryRow) -> DeliveryRow:
@@ -402,6 +392,15 @@ def _firing(row: Sequence[Any], **override: Any) -> FiringRow:
     return FiringRow(**data)
 
 
+# One firing's state moves, alone (mark_started, finish) or several in one transaction (set_statuses).
+_STARTED_SQL = "UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?"
+_FINISH_SQL = "UPDATE trigger_firings SET status = ?, error = ?, request = NULL, ended_at = ? WHERE id = ?"
+
+_DELIVERY_SQL = (
+    "SELECT hook, delivery_id, received_at, event, status, response FROM trigger_deliveries "
+    "WHERE hook = ? AND delivery_id = ?"
+)
+
 _INSERT_FIRING = (
     f"INSERT INTO trigger_firings ({', '.join(_FIRING_COLUMNS)}) VALUES ({', '.join('?' * len(_FIRING_COLUMNS))})"
 )
@@ -418,11 +417,7 @@ def _insert_delivery(conn: sqlite3.Connection, delivery: DeliveryRow) -> None:
              _dumps(delivery.response)),
         )  # fmt: skip
     except sqlite3.IntegrityError:
-        row = conn.execute(
-            "SELECT hook, delivery_id, received_at, event, status, response FROM trigger_deliveries "
-            "WHERE hook = ? AND delivery_id = ?",
-            (delivery.hook, delivery.delivery_id),
-        ).fetchone()
+        row = conn.execute(_DELIVERY_SQL, (delivery.hook, delivery.delivery_id)).fetchone()
         if row is None:
             raise
         raise DeliveryExists(_delivery(row)) from None

@@ -38,6 +38,7 @@ from pincer.store.pg.instances import INSTANCE_STALE_S, PgInstances
 from pincer.store.pg.portable import PortableConnection
 from pincer.store.triggers import (
     _FIRING_COLUMNS,
+    _INSERT_FIRING,
     DeliveryExists,
     DeliveryRow,
     FiringRow,
@@ -108,11 +109,7 @@ class PgTriggerStore(TriggerStore):
                 self._insert_delivery(conn, delivery)
             rows = [_firing_values(f) for f in firings]
             if rows:
-                conn.executemany(
-                    f"INSERT INTO trigger_firings ({', '.join(_FIRING_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_FIRING_COLUMNS))})",
-                    rows,
-                )
+                conn.executemany(_INSERT_FIRING, rows)
 
     async def insert_audited(
         self, firings: Sequence[FiringRow], entries: Sequence[AuditEntry], *, audit: Any,
@@ -138,9 +135,7 @@ class PgTriggerStore(TriggerStore):
                     self._insert_delivery(conn, delivery)
                 if rows:
                     conn.executemany(
-                        f"INSERT INTO trigger_firings ({', '.join(_FIRING_COLUMNS)}) "
-                        f"VALUES ({', '.join('?' * len(_FIRING_COLUMNS))})",
-                        [_firing_values(f, audit_id) for f, audit_id in zip(rows, ids, strict=True)],
+                        _INSERT_FIRING, [_firing_values(f, audit_id) for f, audit_id in zip(rows, ids, strict=True)]
                     )
                 return ids
 
