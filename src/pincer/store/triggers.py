@@ -262,8 +262,9 @@ class TriggerStore:
         return self.firing(firing_id) if changed else None
 
     def set_statuses(self, updates: Sequence[tuple[str, str, str | None, float | None]]) -> None:
-        """Several firings' :meth:`mark_started` (status ``started``) and :meth:`finish` (any
-        other status; ``(firing_id, status, error, ended_at)``) in one transaction, in order."""
+        """Several firings' state moves in one transaction, in order: ``(firing_id, status,
+        error, ended_at)``, status ``started`` (handed to the agent loop) or how its run ended
+        (what :meth:`finish` writes for one)."""
         try:
             with self._tx() as conn:
                 for firing_id, status, error, ended_at in updates:
@@ -273,9 +274,6 @@ class TriggerStore:
                         conn.execute(_FINISH_SQL, (status, error, time.time() if ended_at is None else ended_at, firing_id))
         except sqlite3.Error as exc:
             raise StoreError(f"the trigger store failed: {exc}", hint="check that pincer.db is writable") from exc
-
-    def mark_started(self, firing_id: str) -> None:
-        self._run(_STARTED_SQL, (firing_id,))
 
     def finish(self, firing_id: str, status: str, error: str | None = None, *, now: float | None = None) -> None:
         self._run(_FINISH_SQL, (status, error, time.time() if now is None else now, firing_id))
@@ -392,7 +390,7 @@ def _firing(row: Sequence[Any], **override: Any) -> FiringRow:
     return FiringRow(**data)
 
 
-# One firing's state moves, alone (mark_started, finish) or several in one transaction (set_statuses).
+# A firing's state moves: started (set_statuses), or ended (finish, and set_statuses for several).
 _STARTED_SQL = "UPDATE trigger_firings SET status = 'started', request = NULL WHERE id = ?"
 _FINISH_SQL = "UPDATE trigger_firings SET status = ?, error = ?, request = NULL, ended_at = ? WHERE id = ?"
 
