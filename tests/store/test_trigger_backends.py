@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from pincer.core.errors import UsageError
-from pincer.store.approvals import is_process_alive, process_token
+from pincer.store.owners import is_process_alive, process_token
 from pincer.store.triggers import DeliveryExists, DeliveryRow, FiringRow
 from tests.store.conftest import Backend
 
@@ -91,7 +91,7 @@ else:
     from pincer.store.pg.connect import PgPools
     from pincer.store.pg.triggers import PgTriggerStore
     store = PgTriggerStore(PgPools.open(where, size=1))
-from pincer.store.approvals import is_process_alive, process_token
+from pincer.store.owners import is_process_alive, process_token
 assert store.acquire_lease(process_token(), now=time.time(), stale_s=30.0, is_alive=is_process_alive)
 print("leading", flush=True)
 time.sleep(600)

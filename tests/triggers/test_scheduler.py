@@ -11,7 +11,7 @@ import pytest
 
 from pincer.config import parse_config
 from pincer.schedule import parse_cron, parse_every
-from pincer.store.approvals import process_token
+from pincer.store.owners import process_token
 from pincer.triggers.clock import ManualClock
 from pincer.triggers.engine import TriggerEngine
 from pincer.triggers.jobs import JobSpec

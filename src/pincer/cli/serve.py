@@ -101,7 +101,7 @@ def _write_serve_file(home: Path, info: Any) -> None:
     """``serve.json``: where this gateway listens, for `pincer hooks test` (a port 0 is only known now)."""
     import json
 
-    from pincer.store.approvals import process_token
+    from pincer.store.owners import process_token
 
     path = home / "serve.json"
     try:
@@ -115,7 +115,7 @@ def _write_serve_file(home: Path, info: Any) -> None:
 def _remove_serve_file(home: Path) -> None:
     import json
 
-    from pincer.store.approvals import process_token
+    from pincer.store.owners import process_token
 
     path = home / "serve.json"
     try:
@@ -175,7 +175,7 @@ def running_gateway_url(home: Path) -> str | None:
     """The URL of the `pincer serve` running on ``home`` (its serve.json, its process alive), else None."""
     import json
 
-    from pincer.store.approvals import is_process_alive
+    from pincer.store.owners import is_process_alive
 
     try:
         info = json.loads((home / "serve.json").read_text(encoding="utf-8"))

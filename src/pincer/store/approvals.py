@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from pincer.core.errors import ApprovalAnswered, ApprovalGone, ApprovalTimeout, StoreError, UsageError
-from pincer.store.owners import Owners, is_process_alive, local_owners, process_token
+from pincer.store.owners import Owners, local_owners
 
 __all__ = [
     "Answer",
@@ -33,8 +33,6 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalStore",
     "APPROVAL_POLL_INTERVAL_S",
-    "process_token",
-    "is_process_alive",
 ]
 
 APPROVAL_POLL_INTERVAL_S = 0.2
