@@ -757,7 +757,7 @@ def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:
 
 
 # Executed calls of a tool since a time (what rate limits count); "?" placeholders, which the
-# PostgreSQL store (store/pg/audit.py) turns into "%s".
+# PostgreSQL store (store/pg/audit.py) turns into "%s" with to_format_style.
 _TIMESTAMPS_SQL = (
     "SELECT ts FROM audit WHERE tool = ? AND ts >= ? AND kind = 'call' AND outcome IN ('ok', 'error') "
     "AND cached = 0 AND decision = 'allow' ORDER BY ts"
@@ -765,15 +765,15 @@ _TIMESTAMPS_SQL = (
 
 
 def _records_query(
-    *, tool: str | None, session: str | None, limit: int | None, after_id: int, run_id: str | None, mark: str = "?"
+    *, tool: str | None, session: str | None, limit: int | None, after_id: int, run_id: str | None
 ) -> tuple[str, list[Any]]:
-    """The SELECT of ``records()`` and its parameters, newest first; ``mark`` is the driver's
-    placeholder (SQLite ``?``, psycopg ``%s``), so both stores filter the same way."""
-    clauses: list[str] = [f"id > {mark}"]
+    """The SELECT of ``records()`` and its parameters, newest first, with ``?`` placeholders
+    (the PostgreSQL store runs it through ``to_format_style``), so both stores filter alike."""
+    clauses: list[str] = ["id > ?"]
     params: list[Any] = [after_id]
     for column, value in (("tool", tool), ("session", session), ("run_id", run_id)):
         if value:
-            clauses.append(f"{column} = {mark}")
+            clauses.append(f"{column} = ?")
             params.append(value)
     sql = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
     if limit:

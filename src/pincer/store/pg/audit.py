@@ -42,6 +42,7 @@ from pincer.store.audit import (
 from pincer.store.chain import GENESIS_HASH, ChainKey
 from pincer.store.checkpoint import AuditCheckpoint, sign_checkpoint
 from pincer.store.pg.connect import PgPools
+from pincer.store.pg.portable import to_format_style
 
 logger = logging.getLogger(__name__)
 
@@ -198,16 +199,14 @@ class PgAuditLog:
         run_id: str | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``."""
-        sql, params = _records_query(
-            tool=tool, session=session, limit=limit, after_id=after_id, run_id=run_id, mark="%s"
-        )
+        sql, params = _records_query(tool=tool, session=session, limit=limit, after_id=after_id, run_id=run_id)
         with self._pools.sync.connection() as conn:
-            rows = conn.execute(sql, params).fetchall()
+            rows = conn.execute(to_format_style(sql), params).fetchall()
         return [_to_record(row) for row in reversed(rows)]
 
     def timestamps(self, tool: str, since: float) -> list[float]:
         with self._pools.sync.connection() as conn:
-            rows = conn.execute(_TIMESTAMPS_SQL.replace("?", "%s"), (tool, since)).fetchall()
+            rows = conn.execute(to_format_style(_TIMESTAMPS_SQL), (tool, since)).fetchall()
         return [row[0] for row in rows]
 
     def grant_uses(self, grant_id: str) -> int:
