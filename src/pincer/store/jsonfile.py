@@ -25,7 +25,9 @@ from pincer.core.errors import ConfigError, StoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["read_json", "write_bytes_atomic", "write_json_atomic", "locked", "set_shared_write", "MAX_JSON_FILE_BYTES"]
+__all__ = [
+    "read_json", "write_bytes_atomic", "write_json_atomic", "locked", "flocked", "set_shared_write", "MAX_JSON_FILE_BYTES",
+]  # fmt: skip
 
 MAX_JSON_FILE_BYTES = 16 * 1024 * 1024
 # Set by store/home_share.py once a home of this process shares its registry ([store] url):
@@ -104,12 +106,18 @@ def locked(path: Path) -> Iterator[None]:
     file, the store's lock on it too: :func:`pincer.store.home_share.shared_write`)."""
     hook = _shared_write
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock_path = path.with_name(path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with flocked(path.with_name(path.name + ".lock")):
         with hook(path) if hook is not None else contextlib.nullcontext():
             yield
+
+
+@contextlib.contextmanager
+def flocked(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` (a lock file of its own, created 0600, never
+    opened through a symlink) for the block; its directory must exist. Closing the file lets go."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)

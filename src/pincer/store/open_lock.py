@@ -15,10 +15,10 @@ with POSIX record locks, and where ``flock`` is emulated with those (NFS) the tw
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from pincer.store.jsonfile import flocked
 
 __all__ = ["open_lock"]
 
@@ -26,10 +26,5 @@ __all__ = ["open_lock"]
 @contextlib.contextmanager
 def open_lock(database: Path) -> Iterator[None]:
     """Hold the setup lock of ``database`` (its directory must exist)."""
-    path = database.with_name(f".{database.name}.open-lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with flocked(database.with_name(f".{database.name}.open-lock")):
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
