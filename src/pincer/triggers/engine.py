@@ -21,7 +21,6 @@ Only one process runs the scheduler and the queue worker: the holder of the leas
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import time
@@ -360,10 +359,6 @@ class TriggerEngine:
     def redact_payload(self, payload: Any) -> Any:
         """A payload with every stored secret value (and known secret pattern) in it masked."""
         return self._scanner().scan(payload)[0]
-
-    def untrusted_text(self, payload: Any, *, redacted: bool = False) -> str:
-        """A payload as the run reads it: redacted (``redacted``: already), JSON."""
-        return json.dumps(payload if redacted else self.redact_payload(payload), ensure_ascii=False, default=str)
 
     # -- the queue worker ----------------------------------------------------------------------
 

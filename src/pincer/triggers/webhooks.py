@@ -17,6 +17,7 @@ of the wrong type) is answered 422 with the reason, recorded and audited like an
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -99,7 +100,7 @@ async def accept_delivery(
         )  # fmt: skip
     # Redacted once for every run it starts: what the runs read and what is recorded and audited.
     redacted = engine.redact_payload(payload)
-    untrusted = engine.untrusted_text(redacted, redacted=True)
+    untrusted = json.dumps(redacted, ensure_ascii=False, default=str)
     prepared = [_prepare(engine, hook, target, delivery=delivery, event=event, payload=payload, redacted=redacted,
                          untrusted_text=untrusted, address=address) for target in targets]  # fmt: skip
     runs = [{"run_id": p.firing.run_id, "skill": p.firing.skill, "firing_id": p.firing.id} for p in prepared if p.request]
