@@ -13,26 +13,16 @@ from pincer.config import parse_config
 from pincer.core.values import CallRequest
 from pincer.runtimes.script.installed import install_manifest
 from pincer.service import Pincer
+from tests.processes import SHOUT_MANIFEST
 
 KEY = b"s" * 32
 
-MANIFEST = """
-name = "shout"
-description = "Echo the text back"
-command = ["/bin/echo", "{text}"]
-effects = []
-
-[input_schema]
-type = "object"
-properties.text = { type = "string" }
-required = ["text"]
-"""
 
 
 @pytest.mark.anyio
 async def test_installed_manifest_runs_in_the_sandbox(tmp_path: Path) -> None:
     source = tmp_path / "shout.toml"
-    source.write_text(MANIFEST)
+    source.write_text(SHOUT_MANIFEST)
     home = tmp_path / "home"
     install_manifest(home, source)
     async with Pincer.open(home, secret_key=KEY, external=False) as pincer:

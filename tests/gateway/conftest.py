@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.gateway.serve import ServeInfo, serve
 from pincer.service import Pincer
 from tests.gateway.conformance.fixtures.runtime import FixtureRuntime, FixtureTool, channel_of, fixture
+from tests.processes import interrupt, reap
 
 SERVER_START_TIMEOUT_S = 30.0
 SERVER_STOP_TIMEOUT_S = 15.0
@@ -244,15 +244,5 @@ def pincer_serve(home: Path, *args: str, fixtures: bool = False) -> Iterator[Ser
             raise AssertionError(f"pincer serve did not start: {''.join(errors.queue)}") from None
         yield ServerProcess(process=process, info=info, home=home, stderr_lines=errors)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-        reader.join(timeout=SERVER_STOP_TIMEOUT_S)
-        error_reader.join(timeout=SERVER_STOP_TIMEOUT_S)
-        for stream in (process.stdout, process.stderr):
-            if stream:
-                stream.close()
+        interrupt(process)
+        reap(process, (reader, error_reader), SERVER_STOP_TIMEOUT_S)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from tests.gateway.conftest import read_json_document
+from tests.processes import interrupt, reap
 
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 20.0
@@ -86,19 +86,9 @@ def gateways(homes: Sequence[Path]) -> Iterator[list[Gateway]]:
         yield found
     finally:
         for process, *_ in started:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
+            interrupt(process)
         for process, _, _, readers, _ in started:
-            try:
-                process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-            for reader in readers:
-                reader.join(timeout=SERVER_STOP_TIMEOUT_S)
-            for stream in (process.stdout, process.stderr):
-                if stream:
-                    stream.close()
+            reap(process, readers, SERVER_STOP_TIMEOUT_S)
 
 
 def upgrade(home: Path) -> None:

@@ -30,6 +30,7 @@ import pytest
 
 from tests.backends import postgres_server
 from tests.gateway.conftest import ServerProcess, pincer_serve
+from tests.processes import SHOUT_MANIFEST
 
 CLI_TIMEOUT_S = 120.0
 PICKUP_TIMEOUT_S = 30.0  # a change on A reaches B within about a second; a busy machine gets slack
@@ -39,16 +40,6 @@ PINCER_BIN = Path(sys.executable).with_name("pincer")
 FAULTY_SERVER = Path(__file__).parents[1] / "runtimes" / "mcp" / "faulty_server.py"
 AUDIT_KEY = base64.b64encode(hashlib.sha256(b"one audit key for every machine").digest()).decode()
 
-SHOUT = """
-name = "shout"
-description = "Echo the text back"
-command = ["/bin/echo", "{text}"]
-effects = []
-[input_schema]
-type = "object"
-properties.text = { type = "string" }
-required = ["text"]
-"""
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -129,7 +120,7 @@ def test_installs_removals_and_trusts_on_one_machine_reach_the_gateway_of_anothe
 ) -> None:
     a, b, _ = machines
     manifest = tmp_path / "shout.toml"
-    manifest.write_text(SHOUT)
+    manifest.write_text(SHOUT_MANIFEST)
     description = tmp_path / "description.txt"
     description.write_text("Echo the text back\n")
     with pincer_serve(b) as gateway:
@@ -141,7 +132,7 @@ def test_installs_removals_and_trusts_on_one_machine_reach_the_gateway_of_anothe
             _wait("shout listed on B", lambda: "shout" in rest.names(), gateway)
             result = rest.call("shout", {"text": "from-b"})
             assert result["ok"] is True and result["output"]["stdout"] == "from-b\n", result
-            assert (b / "tools" / "script" / "shout.toml").read_text() == SHOUT
+            assert (b / "tools" / "script" / "shout.toml").read_text() == SHOUT_MANIFEST
 
             # An MCP server added on A (which pins its tools) is served on B with A's pins.
             done = _cli(a, "mcp", "add", "faulty", "--command", sys.executable, "--arg", "-u", "--arg",
@@ -195,14 +186,14 @@ def test_a_shared_file_changed_in_the_database_is_refused_on_the_other_machine(
     sha256): B keeps what it had and says what was refused; a new machine does not get the file."""
     a, b, url = machines
     manifest = tmp_path / "shout.toml"
-    manifest.write_text(SHOUT)
+    manifest.write_text(SHOUT_MANIFEST)
     done = _cli(a, "tools", "install", str(manifest), "--json")
     assert done.returncode == 0, done.stderr
     with pincer_serve(b) as gateway:
         rest = Rest(gateway)
         try:
             assert "shout" in rest.names()
-            evil = SHOUT.replace('"/bin/echo", "{text}"', '"/bin/echo", "PWNED"').encode()
+            evil = SHOUT_MANIFEST.replace('"/bin/echo", "{text}"', '"/bin/echo", "PWNED"').encode()
             with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
                 (version,) = conn.execute(
                     "UPDATE home_files_version SET version = version + 1 RETURNING version"
@@ -214,7 +205,7 @@ def test_a_shared_file_changed_in_the_database_is_refused_on_the_other_machine(
             line = gateway.wait_for_log("tools/script/shout.toml")
             assert "sha256" in line and "refused" in line, line
             assert rest.call("shout", {"text": "still-mine"})["output"]["stdout"] == "still-mine\n"
-            assert (b / "tools" / "script" / "shout.toml").read_text() == SHOUT
+            assert (b / "tools" / "script" / "shout.toml").read_text() == SHOUT_MANIFEST
         finally:
             rest.close()
 

@@ -30,6 +30,7 @@ import pytest
 
 from pincer.triggers.signatures import sign_standard
 from tests.gateway.conftest import read_json_document
+from tests.processes import interrupt, reap
 from tests.triggers.recording import recorded_runs
 
 SERVER_START_TIMEOUT_S = 60.0
@@ -78,18 +79,8 @@ def serve(home: Path, runs: Path, *, agent_loop: bool = False, **extra: str) -> 
             raise AssertionError(f"pincer serve did not start: {''.join(errors)}") from None
         yield Server(process=process, url=info["url"])
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-        for reader in readers:
-            reader.join(timeout=SERVER_STOP_TIMEOUT_S)
-        for stream in (process.stdout, process.stderr):
-            if stream:
-                stream.close()
+        interrupt(process)
+        reap(process, readers, SERVER_STOP_TIMEOUT_S)
 
 
 def cli(home: Path, runs: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,7 @@ import pytest
 from pincer.core.values import CallRequest
 from pincer.runtimes.wasm import install as disk
 from pincer.service import Pincer
+from tests.processes import SHOUT_MANIFEST
 
 pytestmark = pytest.mark.anyio
 
@@ -24,16 +25,6 @@ PICKUP_TIMEOUT_S = 30.0
 PINCER_BIN = Path(sys.executable).parent / "pincer"
 KEY_HEX = "11" * 32
 
-SCRIPT = """
-name = "shout"
-description = "Echo the text back"
-command = ["/bin/echo", "{text}"]
-effects = []
-[input_schema]
-type = "object"
-properties.text = { type = "string" }
-required = ["text"]
-"""
 
 
 def tools(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -53,7 +44,7 @@ async def test_tools_installed_by_another_process_are_served_live(wasm_component
     home.mkdir()
     shutil.copytree(private_compile_cache("echo"), disk.cache_dir(home))
     manifest = tmp_path / "shout.toml"
-    manifest.write_text(SCRIPT)
+    manifest.write_text(SHOUT_MANIFEST)
     async with Pincer.open(home, secret_key=bytes.fromhex(KEY_HEX), external=False) as pincer:
         async with anyio.create_task_group() as tg:
             await tg.start(pincer.watch_installed_tools, 0.1)
