@@ -204,11 +204,14 @@ async def test_each_bad_delivery_gets_its_status_and_no_run(pincer_home: Path) -
 
 
 async def test_twenty_failures_a_minute_then_429(pincer_home: Path) -> None:
+    """Each guess names a new X-Forwarded-For address: the gateway counts the connection's own
+    address all the same (a local sender cannot buy a fresh window per guess)."""
     async with live_gateway(pincer_home, config=CONFIG, secrets=SECRETS) as live, live.http() as http:
         body = b'{"type": "x"}'
         statuses = []
         for n in range(25):
-            answer = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id=f"m{n}", secret="whsec_" + base64.b64encode(b"y" * 32).decode()))
+            forged = {"x-forwarded-for": f"198.51.100.{n}"}
+            answer = await http.post("/hooks/std", content=body, headers={**forged, **_standard(body, msg_id=f"m{n}", secret="whsec_" + base64.b64encode(b"y" * 32).decode())})
             statuses.append(answer.status_code)
             if answer.status_code == 429:
                 assert 1 <= int(answer.headers["retry-after"]) <= 60 and answer.json()["error"]["code"] == "too_many_failures"
