@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pincer.core.errors import ArgumentsInvalid, SkillError
 from pincer.skills import coerce_params, parse_skill, render_skill
-from pincer.skills.render import parse_param_pairs
+from pincer.skills.params import parse_param_pairs
 
 HEAD = """---
 name: demo

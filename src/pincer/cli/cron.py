@@ -54,7 +54,7 @@ def add(
 ) -> None:
     """Add a job: when (--cron/--at/--every), what (--skill with --param, or --message)."""
     from pincer.schedule import schedule_from
-    from pincer.skills.render import parse_param_pairs
+    from pincer.skills.params import parse_param_pairs
     from pincer.triggers.jobs import JobSpec, check_job_name
 
     async def body() -> dict[str, Any]:

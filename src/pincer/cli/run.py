@@ -264,7 +264,7 @@ def run_command(
     """Run a skill with the agent loop: the model's text streams to stdout, each tool call is one line on stderr."""
     from pincer.llm.prompt import DEFAULT_MESSAGE
     from pincer.llm.run import RunRequest
-    from pincer.skills.render import parse_param_pairs
+    from pincer.skills.params import parse_param_pairs
 
     async def body() -> Any:
         request = RunRequest(
@@ -314,7 +314,7 @@ def chat(
     """Talk with the agent loop: each line is a message; /NAME runs a skill's command; /skills, /tools, /exit."""
     from pincer.llm.loop import Outcome
     from pincer.llm.run import RunRequest
-    from pincer.skills.render import parse_param_pairs
+    from pincer.skills.params import parse_param_pairs
 
     async def body() -> Any:
         async with open_pincer() as pincer:

@@ -275,7 +275,7 @@ def render(
     as_json: bool = JsonOption,
 ) -> None:
     """Render a skill's instructions with its parameters (validated, coerced, defaults applied)."""
-    from pincer.skills.render import parse_param_pairs
+    from pincer.skills.params import parse_param_pairs
 
     with _guard(as_json):
         library = _library()

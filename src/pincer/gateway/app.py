@@ -24,12 +24,11 @@ from pincer.core.values import CallRequest
 from pincer.gateway.canvas_pages import CANVAS_PATHS, FRAME_PREFIX, canvas_app
 from pincer.gateway.guard import Guard, Refusal
 from pincer.gateway.hooks import HOOKS_PREFIX, HooksEndpoint
+from pincer.gateway.lazy import LazyApp
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.refusals import UnauthenticatedRefusals
-from pincer.gateway.rest import create_rest_app
 from pincer.gateway.tokens import TokenBook
-from pincer.gateway.ui import create_ui_app, redirect_bare_prefix
-from pincer.gateway.ui.auth import UI_PREFIX, UiAuth
+from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -75,11 +74,15 @@ def create_gateway(
         from pincer.gateway.canvas_mcp import deliver_to_runs
 
         canvas.sink = deliver_to_runs(runs)
-    rest = create_rest_app(
-        pincer,
-        metrics=lambda: {"refused_unauthenticated": unauthenticated.snapshot()},
-        runs=runs,
-    )
+
+    def refusal_metrics() -> dict[str, Any]:
+        return {"refused_unauthenticated": unauthenticated.snapshot()}
+
+    def build_rest() -> ASGIApp:
+        from pincer.gateway.rest import create_rest_app
+
+        return create_rest_app(pincer, metrics=refusal_metrics, runs=runs)
+
     hooks = HooksEndpoint(pincer, refusals=unauthenticated)
     # Sign-in failures count where wrong bearer tokens are counted, and toward the same
     # per-address failure window as webhook deliveries.
@@ -87,7 +90,14 @@ def create_gateway(
         tokens=tokens, store=pincer.sign_ins, refusals=unauthenticated, failures=hooks.failures,
         max_failures=lambda: pincer.config.triggers.max_failures_per_minute,
     )  # fmt: skip
-    ui = create_ui_app(pincer, auth=ui_auth, runs=runs)
+
+    def build_ui() -> ASGIApp:
+        from pincer.gateway.ui.app import create_ui_app
+
+        return create_ui_app(pincer, auth=ui_auth, runs=runs)
+
+    # Built at their first request (lazy.py): a gateway serving only MCP never imports them.
+    rest, ui = LazyApp(build_rest), LazyApp(build_ui)
     canvas_pages = canvas_app(canvas, auth=ui_auth) if canvas is not None else None
 
     async def healthz(request: Request) -> JSONResponse:

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
         Trigger,
         Trust,
     )
+    from pincer.skills.params import coerce_params
     from pincer.skills.parser import MAX_SKILL_FILE_BYTES, parse_skill
-    from pincer.skills.render import Rendered, coerce_params, render_skill
+    from pincer.skills.render import Rendered, render_skill
     from pincer.skills.roots import LoadError, LoadReport, Root, SkillLoader, WalkLimits, default_roots
     from pincer.skills.selection import Selection, select
     from pincer.skills.trust import ToolAccess, tools_for_skill
@@ -44,7 +45,8 @@ _MODULE_OF = {
     ),
     **dict.fromkeys(("Trigger", "Trust"), "model"),
     **dict.fromkeys(("MAX_SKILL_FILE_BYTES", "parse_skill"), "parser"),
-    **dict.fromkeys(("Rendered", "coerce_params", "render_skill"), "render"),
+    **dict.fromkeys(("Rendered", "render_skill"), "render"),
+    "coerce_params": "params",
     **dict.fromkeys(("LoadError", "LoadReport", "Root", "SkillLoader", "WalkLimits", "default_roots"), "roots"),
     **dict.fromkeys(("Selection", "select"), "selection"),
     **dict.fromkeys(("ToolAccess", "tools_for_skill"), "trust"),

@@ -23,7 +23,7 @@ from typing import Any
 
 from pincer.core.errors import ArgumentsInvalid, CommandNotFound
 from pincer.skills.model import ParamType, Skill, Trust
-from pincer.skills.render import coerce_params
+from pincer.skills.params import coerce_params
 
 __all__ = ["CommandCall", "command_table", "parse_command", "command_name", "MAX_COMMAND_CHARS"]
 

@@ -334,7 +334,7 @@ class TriggerEngine:
         and be one people may start unless ``own_trigger``: the skill's own schedule fired)."""
         if skill is None:
             return dict(params)
-        from pincer.skills.render import coerce_params
+        from pincer.skills.params import coerce_params
 
         library = self.skills
         if library is None:

@@ -4,63 +4,8 @@ service, stores and visibility rules as the REST API.
 The guard lets ``/ui/`` past the bearer-token check (a browser holds a session cookie instead,
 ``auth.py``) but never past its Host and Origin rules. Every form works without JavaScript;
 htmx (shipped in ``static/``, 0BSD) and ``static/dashboard.js`` only make lists live.
+
+The app itself is built in ``app.py``; this package imports nothing, so ``ui.auth`` (the
+sign-in, also used by the canvas pages) can be imported without the dashboard's pages, which the
+gateway builds only at the first request under ``/ui`` (``pincer.gateway.lazy``).
 """
-
-from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp
-
-from pincer.gateway.ui import approvals, audit, grants, installed, mcp, overview, skills, tools
-from pincer.gateway.ui import runs as run_pages
-from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, exception_handlers, login, login_form, logout, with_ui_auth
-from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
-
-if TYPE_CHECKING:
-    from pincer.service import Pincer
-
-__all__ = ["UI_PREFIX", "create_ui_app"]
-
-
-async def _to_overview(request: Request) -> Response:
-    return RedirectResponse(UI_PREFIX + "/", status_code=303)
-
-
-def create_ui_app(pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = ()) -> ASGIApp:
-    """The dashboard, to be mounted at ``/ui``. ``runs`` is the gateway's RunManager (live
-    transcripts, Cancel); ``routes`` add pages (they use ``auth.require_identity``)."""
-    app = Starlette(
-        routes=[
-            Route("/", overview.page, methods=["GET"]),
-            Route("/login", login_form, methods=["GET"]),
-            Route("/login", login, methods=["POST"]),
-            Route("/logout", logout, methods=["POST"]),
-            *approvals.routes(),
-            *audit.routes(),
-            *run_pages.routes(),
-            *tools.routes(),
-            *grants.routes(),
-            *skills.routes(),
-            *mcp.routes(),
-            *installed.routes(),
-            Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
-            *routes,
-        ],
-        exception_handlers=exception_handlers(),
-    )
-    app.state.pincer = pincer
-    app.state.pages = Pages(pincer)
-    app.state.runs = runs
-    return security_headers(with_ui_auth(app, auth))
-
-
-def redirect_bare_prefix() -> Route:
-    """``/ui`` itself (no slash) goes to the overview."""
-    return Route(UI_PREFIX, _to_overview, methods=["GET"])

@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl, quote
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pincer.gateway.refusals import UnauthenticatedRefusals
@@ -54,6 +55,7 @@ __all__ = [
     "UI_PREFIX", "UI_AUTH_SCOPE_KEY", "SESSION_COOKIE", "LOGIN_COOKIE", "UI_SESSION_TTL_S", "UI_SESSION_IDLE_S",
     "UI_MAX_FORM_BYTES", "UiIdentity", "UiAuth", "SignInRequired", "CsrfRefused", "FormRefused",
     "current_identity", "require_identity", "read_form", "read_form_pairs", "require_csrf", "exception_handlers", "with_ui_auth",
+    "redirect_bare_prefix",
 ]  # fmt: skip
 
 UI_PREFIX = "/ui"
@@ -379,3 +381,12 @@ async def _form_refused(request: Request, exc: Exception) -> Response:
 def exception_handlers() -> dict[Any, Callable[..., Any]]:
     """The handlers that turn this module's exceptions into answers, for a Starlette app."""
     return {SignInRequired: _sign_in_required, CsrfRefused: _csrf_refused, FormRefused: _form_refused}
+
+
+async def _to_overview(request: Request) -> Response:
+    return RedirectResponse(UI_PREFIX + "/", status_code=303)
+
+
+def redirect_bare_prefix() -> Route:
+    """``/ui`` itself (no slash) goes to the overview."""
+    return Route(UI_PREFIX, _to_overview, methods=["GET"])

@@ -1,0 +1,49 @@
+"""The dashboard's ASGI app: its routes, its static files, its sign-in and security headers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from pincer.gateway.ui import approvals, audit, grants, installed, mcp, overview, skills, tools
+from pincer.gateway.ui import runs as run_pages
+from pincer.gateway.ui.auth import UiAuth, exception_handlers, login, login_form, logout, with_ui_auth
+from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
+
+if TYPE_CHECKING:
+    from pincer.service import Pincer
+
+__all__ = ["create_ui_app"]
+
+
+def create_ui_app(pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = ()) -> ASGIApp:
+    """The dashboard, to be mounted at ``/ui``. ``runs`` is the gateway's RunManager (live
+    transcripts, Cancel); ``routes`` add pages (they use ``auth.require_identity``)."""
+    app = Starlette(
+        routes=[
+            Route("/", overview.page, methods=["GET"]),
+            Route("/login", login_form, methods=["GET"]),
+            Route("/login", login, methods=["POST"]),
+            Route("/logout", logout, methods=["POST"]),
+            *approvals.routes(),
+            *audit.routes(),
+            *run_pages.routes(),
+            *tools.routes(),
+            *grants.routes(),
+            *skills.routes(),
+            *mcp.routes(),
+            *installed.routes(),
+            Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
+            *routes,
+        ],
+        exception_handlers=exception_handlers(),
+    )
+    app.state.pincer = pincer
+    app.state.pages = Pages(pincer)
+    app.state.runs = runs
+    return security_headers(with_ui_auth(app, auth))
