@@ -86,6 +86,23 @@ class Server:
         """Resident memory of every process in the server's trees, in MiB."""
         return sum(_rss_kib(pid) for pid in _tree({p.pid for p in self.roots})) / 1024
 
+    def pss_mib(self) -> float:
+        """The same trees' proportional set size: a page shared by N processes counts 1/N in each
+        (the interpreter's and libraries' pages shared by a gateway, its supervisor and the
+        upstream are counted once instead of once per process, as RSS counts them)."""
+        return sum(_pss_kib(pid) for pid in _tree({p.pid for p in self.roots})) / 1024
+
+    def cpu_s(self) -> tuple[float, float]:
+        """CPU seconds used so far by (the gateway's processes, the upstream ``mcp-server-time``)."""
+        gateway = upstream = 0.0
+        for pid in _tree({p.pid for p in self.roots}):
+            used = _cpu_s(pid)
+            if _is_upstream(pid):
+                upstream += used
+            else:
+                gateway += used
+        return gateway, upstream
+
     def stop(self) -> None:
         for process in self.roots:
             _stop(process)
@@ -162,6 +179,32 @@ def _rss_kib(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (Linux ``/proc``; 0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _is_upstream(pid: int) -> bool:
+    try:
+        return Path(TIME_SERVER).name in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
 
 
 def _free_port() -> int:
@@ -367,7 +410,13 @@ class Figures:
     p50_ms: float
     p95_ms: float
     rss_mib: float
+    pss_mib: float
     errors: int  # calls answered with an error (a peer failing under load), not counted above
+    # CPU per successful call, in microseconds: the SDK clients (this process), the gateway's
+    # processes, the upstream. Read from /proc at 10 ms granularity over the whole cell.
+    client_cpu_us: float
+    gateway_cpu_us: float
+    upstream_cpu_us: float
 
 
 async def measure(server: Server, era: str, clients: int, seconds: float) -> Figures | None:
@@ -412,16 +461,23 @@ async def measure(server: Server, era: str, clients: int, seconds: float) -> Fig
                 else:
                     errors += 1
 
+        client_cpu, (gateway_cpu, upstream_cpu) = time.process_time(), server.cpu_s()
         began = time.perf_counter()
         await asyncio.gather(*(loop(c) for c in sessions))
         elapsed = time.perf_counter() - began
-        rss = server.rss_mib()
+        client_cpu, (gateway_after, upstream_after) = time.process_time() - client_cpu, server.cpu_s()
+        rss, pss = server.rss_mib(), server.pss_mib()
+    per_call = 1e6 / max(len(latencies), 1)
     return Figures(
         calls_per_s=len(latencies) / elapsed,
         p50_ms=statistics.median(latencies) * 1000 if latencies else float("nan"),
         p95_ms=percentile(latencies, 95) * 1000 if latencies else float("nan"),
         rss_mib=rss,
+        pss_mib=pss,
         errors=errors,
+        client_cpu_us=client_cpu * per_call,
+        gateway_cpu_us=(gateway_after - gateway_cpu) * per_call,
+        upstream_cpu_us=(upstream_after - upstream_cpu) * per_call,
     )
 
 
@@ -456,7 +512,7 @@ def main() -> None:
         try:
             for name in names:
                 servers[name] = start(name)
-            idle = {name: server.rss_mib() for name, server in servers.items()}
+            idle = {name: (server.rss_mib(), server.pss_mib()) for name, server in servers.items()}
             # Rounds interleave the peers cell by cell, so a busy neighbour on the machine
             # weighs on all of them alike.
             for _ in range(options.rounds):
@@ -494,7 +550,11 @@ def main() -> None:
             p50_ms=statistics.median(f.p50_ms for f in timed),
             p95_ms=statistics.median(f.p95_ms for f in timed),
             rss_mib=max(f.rss_mib for f in runs),
+            pss_mib=max(f.pss_mib for f in runs),
             errors=sum(f.errors for f in runs),
+            client_cpu_us=statistics.median(f.client_cpu_us for f in runs),
+            gateway_cpu_us=statistics.median(f.gateway_cpu_us for f in runs),
+            upstream_cpu_us=statistics.median(f.upstream_cpu_us for f in runs),
         )
 
     print(
@@ -503,7 +563,7 @@ def main() -> None:
     )
     print(
         f"{'peer':<13}{'era':<11}{'clients':>8} {'calls/s':>9} {'p50 ms':>9} {'p95 ms':>9} {'RSS MiB':>9} "
-        f"{'failed calls':>13}"
+        f"{'PSS MiB':>9} {'failed calls':>13}   CPU us/call: clients gateway upstream"
     )
     for name in names:
         for era, clients in cells:
@@ -513,13 +573,18 @@ def main() -> None:
                 continue
             print(
                 f"{name:<13}{era:<11}{clients:>8} {figures.calls_per_s:>9.1f} {figures.p50_ms:>9.2f} "
-                f"{figures.p95_ms:>9.2f} {figures.rss_mib:>9.0f} {figures.errors:>13}"
+                f"{figures.p95_ms:>9.2f} {figures.rss_mib:>9.0f} {figures.pss_mib:>9.0f} {figures.errors:>13}   "
+                f"{figures.client_cpu_us:>20.0f} {figures.gateway_cpu_us:>7.0f} {figures.upstream_cpu_us:>8.0f}"
             )
-    print("idle RSS before the load (MiB): " + ", ".join(f"{name} {rss:.0f}" for name, rss in idle.items()))
+    print(
+        "idle before the load (MiB): "
+        + ", ".join(f"{name} RSS {rss:.0f} PSS {pss:.0f}" for name, (rss, pss) in idle.items())
+    )
     for name, text in FIRST_ERRORS.items():
         print(f"{name}: first failed call said: {text!r}; restarted {restarts.get(name, 0)} time(s) after failing")
     if "pincer" not in names:
         return
+    _print_bounds(names, cells, median)
     for name in names:
         if name == "pincer":
             continue
@@ -535,6 +600,30 @@ def main() -> None:
                 f"pincer vs {name:<12} {era} {clients:>2} clients: {ours.calls_per_s / theirs.calls_per_s:6.2f}x calls/s, "
                 f"p50 {ours.p50_ms / theirs.p50_ms:5.2f}x  -> {'ahead' if ahead else 'NOT ahead'}"
             )
+
+
+def _print_bounds(
+    names: list[str], cells: list[tuple[str, int]], median: Callable[[str, str, int], Figures | None]
+) -> None:
+    """What a gateway costing no CPU at all could reach on this machine, from the CPU the clients
+    and the upstream used per call in pincer's cells (the same clients and upstream serve every
+    peer). At 1 client the calls are serial, so a call takes at least the clients' and the
+    upstream's CPU for it; at 32 they share the CPUs, and the upstream runs on one thread."""
+    cpus = os.cpu_count() or 1
+    print(f"a gateway that costs nothing, from the clients' and the upstream's CPU per call ({cpus} CPUs):")
+    for era, clients in cells:
+        ours = median("pincer", era, clients)
+        if ours is None or not ours.client_cpu_us + ours.upstream_cpu_us:
+            continue
+        rest = ours.client_cpu_us + ours.upstream_cpu_us
+        bound = 1e6 / rest if clients == 1 else min(cpus * 1e6 / rest, 1e6 / max(ours.upstream_cpu_us, 1e-9))
+        line = f"  {era} {clients:>2} clients: at most {bound:7.0f} calls/s"
+        for name in names:
+            theirs = median(name, era, clients)
+            if name != "pincer" and theirs is not None and theirs.calls_per_s:
+                need = 2 * theirs.calls_per_s
+                line += f"; 2x {name} is {need:.0f} ({'within' if need <= bound else 'beyond'} it)"
+        print(line)
 
 
 if __name__ == "__main__":
