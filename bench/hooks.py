@@ -45,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from _procs import cpu_s  # noqa: E402
 from pincer.triggers.signatures import sign_standard, verify_standard  # noqa: E402
 
 READY_TIMEOUT_S = 60.0
@@ -170,13 +171,6 @@ def _pincer(home: Path, runs: Path, *, start_delay_s: float = 0.0) -> Server:
     return _start([sys.executable, str(LAUNCHER), "--port", "0", "--json"], env)
 
 
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) the process has used so far (Linux ``/proc``; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _sample(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
@@ -351,14 +345,14 @@ def main() -> int:
         try:
             asyncio.run(_send(server.url, 100, clients, "warm"))
             sampler = _sample(server.process.pid, args.py_spy)
-            cpu = _cpu_s(server.process.pid)
+            cpu = cpu_s(server.process.pid)
             try:
                 steady = asyncio.run(_send(server.url, count, clients, "steady"))
             finally:
                 _stop_sampling(sampler)
             _wait_for_runs(runs, set(steady.accepted.values()))
             # Until every run has been handed over and recorded: the background work is pincer's too.
-            cpu = _cpu_s(server.process.pid) - cpu
+            cpu = cpu_s(server.process.pid) - cpu
         finally:
             _stop(server)
         problems += _check("steady", steady, runs, home, count)
@@ -366,9 +360,9 @@ def main() -> int:
         baseline_server = _start([sys.executable, __file__, "--baseline-server"], _env(root, root / "none.db"))
         try:
             asyncio.run(_send(baseline_server.url, 100, clients, "warm"))
-            base_cpu = _cpu_s(baseline_server.process.pid)
+            base_cpu = cpu_s(baseline_server.process.pid)
             baseline = asyncio.run(_send(baseline_server.url, count, clients, "base"))
-            base_cpu = _cpu_s(baseline_server.process.pid) - base_cpu
+            base_cpu = cpu_s(baseline_server.process.pid) - base_cpu
         finally:
             _stop(baseline_server)
 

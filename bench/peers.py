@@ -50,6 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _procs import cpu_s, pss_kib, rss_kib
 from _stats import percentile
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,19 +85,19 @@ class Server:
 
     def rss_mib(self) -> float:
         """Resident memory of every process in the server's trees, in MiB."""
-        return sum(_rss_kib(pid) for pid in _tree({p.pid for p in self.roots})) / 1024
+        return sum(rss_kib(pid) for pid in _tree({p.pid for p in self.roots})) / 1024
 
     def pss_mib(self) -> float:
         """The same trees' proportional set size: a page shared by N processes counts 1/N in each
         (the interpreter's and libraries' pages shared by a gateway, its supervisor and the
         upstream are counted once instead of once per process, as RSS counts them)."""
-        return sum(_pss_kib(pid) for pid in _tree({p.pid for p in self.roots})) / 1024
+        return sum(pss_kib(pid) for pid in _tree({p.pid for p in self.roots})) / 1024
 
     def cpu_s(self) -> tuple[float, float]:
         """CPU seconds used so far by (the gateway's processes, the upstream ``mcp-server-time``)."""
         gateway = upstream = 0.0
         for pid in _tree({p.pid for p in self.roots}):
-            used = _cpu_s(pid)
+            used = cpu_s(pid)
             if _is_upstream(pid):
                 upstream += used
             else:
@@ -171,33 +172,10 @@ def _tree(roots: set[int]) -> set[int]:
         found |= more
 
 
-def _rss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
-def _pss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` (Linux ``/proc``; 0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _is_upstream(pid: int) -> bool:

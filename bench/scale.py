@@ -46,13 +46,14 @@ sys.path.insert(0, str(ROOT))
 
 from tests.backends import postgres_server, redis_server  # noqa: E402 - after the path is set
 
+from _procs import cpu_s  # noqa: E402
+
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 60.0
 WARMUP_CALLS = 100
 LOCK_SAMPLE_S = 0.01
 BUSY_SHARE = 0.85  # cores this busy (of all of them) are what stops the growth
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PINCER_BIN = Path(sys.executable).with_name("pincer")
 
 
@@ -179,14 +180,6 @@ async def _drive(urls: list[str], token: str, calls: int, clients: int) -> float
 # -- what the processes spent ---------------------------------------------------------------------
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of one process (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().decode("ascii", "replace").rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 def _descendants(root: int) -> list[int]:
@@ -273,13 +266,13 @@ def _round(
         # round takes its CPU with it; the gateways' pooled connections live through the round).
         return [p for root in roots for p in _descendants(root)] if name == "postgres" else roots
 
-    before = {(name, pid): _cpu_s(pid) for name, roots in parts.items() for pid in pids_of(name, roots)}
+    before = {(name, pid): cpu_s(pid) for name, roots in parts.items() for pid in pids_of(name, roots)}
     client_before, machine_before, started = time.process_time(), _machine_busy(), time.perf_counter()
     with _LockSampler(store_url) as sampler:
         anyio.run(_drive, urls, token, calls, clients)
     wall = time.perf_counter() - started
     cpu = {
-        name: sum(max(0.0, _cpu_s(pid) - before.get((name, pid), 0.0)) for pid in pids_of(name, roots))
+        name: sum(max(0.0, cpu_s(pid) - before.get((name, pid), 0.0)) for pid in pids_of(name, roots))
         for name, roots in parts.items()
     }
     cpu["client"] = time.process_time() - client_before
