@@ -21,6 +21,7 @@ from pincer.gateway.tokens import token_digest
 
 REPO = Path(__file__).resolve().parents[3]
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+_SESSION_STARTED = time.time()
 PINCER = [sys.executable, "-m", "pincer.cli"]
 CLI_TIMEOUT_S = 60.0
 WAIT_S = 90.0  # the longest any test waits for something to show up (a loaded 2-core machine has needed over 30 s)
@@ -108,7 +109,12 @@ def save_screenshot(page: object, name: str) -> Path:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _saved:
+    # Under `make test` the screenshots are taken in pytest-xdist's worker processes, so this
+    # process lists the files this run wrote rather than what it saved itself.
+    saved = _saved or sorted(
+        (p for p in SCREENSHOTS.glob("*.png") if p.stat().st_mtime >= _SESSION_STARTED), key=lambda p: p.stat().st_mtime
+    )
+    if saved:
         terminalreporter.section("dashboard screenshots")
-        for path in _saved:
+        for path in saved:
             terminalreporter.write_line(str(path))
