@@ -259,4 +259,8 @@ async def test_an_endless_download_is_cancelled_at_the_limit(pincer: Any, site: 
     assert not list(workspace.rglob("*forever*"))
     # The folder Chromium wrote it to (in the launch's profile) holds no more than the limit.
     [running] = Path(pincer.home).glob("browser/*/downloads")
-    assert _bytes_under(running) <= DOWNLOAD_LIMIT
+    # Chromium removes the cancelled file's bytes a moment after the cancel (later on a busy
+    # machine); an uncut download would keep growing past the limit instead.
+    with anyio.fail_after(30):
+        while _bytes_under(running) > DOWNLOAD_LIMIT:
+            await anyio.sleep(0.2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,14 @@ def test_aria_snapshot_takes_a_mode() -> None:
     assert "mode" in inspect.signature(Page.aria_snapshot).parameters
 
 
-async def test_the_driver_makes_chromiums_profile_in_the_directory_given(tmp_path: Path) -> None:
+async def test_the_driver_makes_chromiums_profile_in_the_directory_given() -> None:
+    # A short folder of its own: Chromium puts its singleton socket in it, and a Unix socket's
+    # path has at most 107 characters (pytest-xdist's tmp_path, .../popen-gw0/NAME0/, is too long).
+    with tempfile.TemporaryDirectory(prefix="pw-") as short:
+        await _drive_chromium_in(Path(short))
+
+
+async def _drive_chromium_in(tmp_path: Path) -> None:
     playwright = await start_playwright(tmp_path)
     try:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, chromium_sandbox=False)
