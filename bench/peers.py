@@ -83,20 +83,24 @@ class Server:
     token: str | None
     roots: list[subprocess.Popen[bytes]]
 
+    def pids(self) -> set[int]:
+        """Every process in the server's trees, read from /proc once per call."""
+        return _tree({p.pid for p in self.roots})
+
     def rss_mib(self) -> float:
         """Resident memory of every process in the server's trees, in MiB."""
-        return sum(rss_kib(pid) for pid in _tree({p.pid for p in self.roots})) / 1024
+        return sum(rss_kib(pid) for pid in self.pids()) / 1024
 
     def pss_mib(self) -> float:
         """The same trees' proportional set size: a page shared by N processes counts 1/N in each
         (the interpreter's and libraries' pages shared by a gateway, its supervisor and the
         upstream are counted once instead of once per process, as RSS counts them)."""
-        return sum(pss_kib(pid) for pid in _tree({p.pid for p in self.roots})) / 1024
+        return sum(pss_kib(pid) for pid in self.pids()) / 1024
 
     def cpu_s(self) -> tuple[float, float]:
         """CPU seconds used so far by (the gateway's processes, the upstream ``mcp-server-time``)."""
         gateway = upstream = 0.0
-        for pid in _tree({p.pid for p in self.roots}):
+        for pid in self.pids():
             used = cpu_s(pid)
             if _is_upstream(pid):
                 upstream += used
