@@ -85,3 +85,24 @@ def test_a_model_server_that_cannot_be_reached_is_named_by_its_url(tmp_path: Pat
     done = _pincer(home, "run", "hello")
     assert done.returncode == 1, done.stderr
     assert f"cannot reach the model server at http://127.0.0.1:{port}/v1/chat/completions" in done.stderr
+
+
+def test_a_long_message_is_not_folded_when_stderr_is_piped(tmp_path: Path) -> None:
+    """Failed on main before this test: piped output was folded at 160 columns, so a message
+    naming a long path (``installed notes ... into /tmp/.../notes, recorded in pincer.lock``)
+    broke across lines and a script grepping for its end found nothing (CI, stop 32)."""
+    long_path = "/tmp/" + "deep-folder/" * 20 + "notes"
+    script = (
+        "from pincer.cli.console import stderr\n"
+        "from rich.table import Table\n"
+        f"stderr.print('installed notes (1 files) into {long_path}, recorded in pincer.lock')\n"
+        "table = Table('name', 'why')\n"
+        "table.add_row('x', 'y ' * 200)\n"
+        "stderr.print(table)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    first, *table_lines = done.stderr.splitlines()
+    assert first == f"installed notes (1 files) into {long_path}, recorded in pincer.lock"
+    # Tables still fit the 160 columns piped output is given.
+    assert table_lines and max(len(line) for line in table_lines) <= 160

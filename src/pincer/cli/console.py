@@ -24,8 +24,11 @@ class _StderrConsole:
         if self._console is None:
             from rich.console import Console
 
-            # A terminal gives its own width; piped or logged output gets room for the wide tables.
-            self._console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+            # A terminal gives its own width. Piped or logged output gets room for the wide tables,
+            # and a message is never folded there: a long path would break a line that a script
+            # (or a test) looks for whole.
+            tty = sys.stderr.isatty()
+            self._console = Console(stderr=True, highlight=False, width=None if tty else 160, soft_wrap=not tty)
         return self._console
 
     def __getattr__(self, name: str) -> Any:

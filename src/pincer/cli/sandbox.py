@@ -64,7 +64,7 @@ def _settings(*, bwrap: Path | None, image: str | None) -> ScriptSettings:
 
 
 def _render(report: dict[str, Any]) -> None:
-    console = Console(stderr=True)
+    console = Console(stderr=True)  # its own: this table follows COLUMNS
     table = Table(title="sandbox backends")
     for column in ("backend", "works", "version", "smoke ms", "why"):
         table.add_column(column)
@@ -76,8 +76,9 @@ def _render(report: dict[str, Any]) -> None:
         table.add_row(escape(name), "yes" if b["available"] else "no", escape(b["version"] or ""), smoke, escape(why))
     console.print(table)
     cg = report["cgroups"]
-    console.print(f"cgroups: {cg['version']} ({cg['reason']}); memory and process limits: {report['limits']['memory_and_pids']}")
+    limits = report["limits"]["memory_and_pids"]
+    console.print(escape(f"cgroups: {cg['version']} ({cg['reason']}); memory and process limits: {limits}"))
     sc = report["seccomp"]
-    console.print(f"seccomp deny list: {'yes' if sc['available'] else 'no'} ({sc['detail']})")
-    console.print(f"network allowlist relay: {report['relay_python'] or 'unavailable (needs python3 under /usr)'}")
-    console.print(f"selected: {report['selected'] or 'none: script tools will refuse to run'}")
+    console.print(escape(f"seccomp deny list: {'yes' if sc['available'] else 'no'} ({sc['detail']})"))
+    console.print(escape(f"network allowlist relay: {report['relay_python'] or 'unavailable (needs python3 under /usr)'}"))
+    console.print(escape(f"selected: {report['selected'] or 'none: script tools will refuse to run'}"))
