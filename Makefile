@@ -123,6 +123,7 @@ test: setup mcp-deps conformance-deps builtins-deps lint
 
 bench: setup mcp-deps
 	$(BIN)/python bench/dispatch.py
+	$(BIN)/python bench/deadlines.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/scanner.py
 	$(BIN)/python bench/hooks.py
