@@ -47,6 +47,28 @@ def test_doctor_table_and_a_broken_bwrap(public_dir) -> None:
     assert "selected: bwrap" in result.stderr
 
 
+
+def test_the_report_lines_print_bracketed_reasons_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    """Failed before this test: the lines under the table were printed as rich markup, so a
+    reason that names a config key in brackets (``[sandbox] backend``) lost it."""
+    report = {
+        "backends": [],
+        "cgroups": {"version": "none", "reason": "set [sandbox] memory_max to use cgroups"},
+        "limits": {"memory_and_pids": "off [sandbox]"},
+        "seccomp": {"available": False, "detail": "needs [sandbox] seccomp = true"},
+        "relay_python": "/usr/bin/python3 [relay]",
+        "selected": "bwrap [sandbox] backend",
+    }
+    sandbox._render(report)
+    err = " ".join(capsys.readouterr().err.split())
+    for text in (
+        "(set [sandbox] memory_max to use cgroups); memory and process limits: off [sandbox]",
+        "seccomp deny list: no (needs [sandbox] seccomp = true)",
+        "network allowlist relay: /usr/bin/python3 [relay]",
+        "selected: bwrap [sandbox] backend",
+    ):
+        assert text in err
+
 def test_doctor_follows_config_toml(public_dir, monkeypatch) -> None:
     """The report describes the backend pincer would choose: `[sandbox] backend` is read."""
     home = public_dir / "home"
