@@ -121,8 +121,13 @@ TEST_WORKERS ?= 2
 test: setup mcp-deps conformance-deps builtins-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
+# Every benchmark in bench/ (bench/README.md lists them; tests/test_docs_site.py checks this recipe
+# names each one). Not run: the helpers _procs.py and _stats.py and bench/profile_shares.py, which
+# reads a py-spy profile rather than measuring anything. scale.py starts PostgreSQL and Redis, and
+# browser.py Chromium, the way the tests do (the Debian packages system-deps installs).
 bench: setup mcp-deps
 	$(BIN)/python bench/dispatch.py
+	$(BIN)/python bench/native_invoke.py
 	$(BIN)/python bench/deadlines.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/scanner.py
@@ -138,6 +143,8 @@ bench: setup mcp-deps
 	$(BIN)/python bench/hub.py
 	$(BIN)/python bench/builder.py
 	$(BIN)/python bench/builtins.py
+	$(BIN)/python bench/browser.py
+	$(BIN)/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info
