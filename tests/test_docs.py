@@ -127,9 +127,8 @@ def test_the_guest_examples_named_exist() -> None:
         assert (ROOT / path).is_file(), path
 
 
-def test_the_readme_config_block_is_a_valid_config(tmp_path: Path) -> None:
+def test_the_annotated_config_is_a_valid_config(tmp_path: Path) -> None:
     from pincer.config_check import check_config_text
 
-    readme = (ROOT / "README.md").read_text()
-    block = _blocks(readme.split("## config.toml", 1)[1], "toml")[0].replace("<sha256 of the token>", "0" * 64)
-    assert check_config_text(block, home=tmp_path) == []
+    (block,) = _blocks((DOCS / "config-example.md").read_text(), "toml")
+    assert check_config_text(block.replace("<sha256 of the token>", "0" * 64), home=tmp_path) == []

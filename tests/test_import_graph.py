@@ -1,5 +1,5 @@
-"""The import graph: what a light entry point must not pull in, and DESIGN.md's direction of
-imports (core and policy import nothing with I/O; nothing below the gateway imports it)."""
+"""The import graph: what a light entry point must not pull in, and the direction of
+imports docs/architecture.md describes (core and policy import nothing with I/O; nothing below the gateway imports it)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _imports_of(path: Path) -> set[str]:
     return found
 
 
-# Inner layers and the layers they may not import (DESIGN.md: imports point inward).
+# Inner layers and the layers they may not import (docs/architecture.md: imports point inward).
 _FORBIDDEN = {
     "core": ("pincer.policy", "pincer.store", "pincer.runtimes", "pincer.gateway", "pincer.cli", "pincer.dispatch"),
     "policy": ("pincer.store", "pincer.runtimes", "pincer.gateway", "pincer.cli", "pincer.dispatch"),
@@ -57,7 +57,7 @@ def test_imports_point_inward(layer: str) -> None:
     assert not bad, bad
 
 
-# DESIGN.md's floors, lowest first (issue 22 item 3): a module imports only from its own floor or
+# The floors of docs/architecture.md, lowest first (issue 22 item 3): a module imports only from its own floor or
 # below, lazy imports inside functions included. Every top-level module and package of src/pincer
 # has a floor here, so a new one must be placed.
 FLOORS: dict[str, int] = {

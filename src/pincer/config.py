@@ -632,7 +632,7 @@ def _describe(exc: ValidationError, source: str) -> ConfigError:
     message = first["msg"].replace("valid tuple", "valid list").replace("Tuple should", "List should")
     return ConfigError(
         f"{source}: {key}: {message}{more}",
-        hint="fix that key; the README's config.toml section shows every setting",
+        hint="fix that key; docs/config.md lists every key and docs/config-example.md shows a whole file",
     )
 
 

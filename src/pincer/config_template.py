@@ -327,7 +327,7 @@ SECTIONS: dict[str, str] = {
     "agent.prices": "Prices per model (the table's name is the model, or a prefix of it); built-in ones cover well-known models.",
     "hub": "The hub: where tools and skills are installed from, and what one artifact may weigh (docs/hub.md).",
     "hub.sources": "Catalog sources, searched together: a registry folder (path) or a hub server (url).",
-    "triggers": "Triggers: commands, schedules and webhooks that start skill runs (README: Triggers).",
+    "triggers": "Triggers: commands, schedules and webhooks that start skill runs (docs/triggers.md).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
     "builtins": "The bundled tools, and the APIs or logins several of them share (brave, dune: base_url only; google: "

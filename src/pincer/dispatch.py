@@ -16,7 +16,7 @@
                    the output, its content blocks and forwarded progress/log text; one size limit
    11 audit        one hash-chained record, committed before the result is returned
 
-Validation and preflight run before approval (DESIGN.md has validation after budgets): nobody
+Validation and preflight run before approval (docs/architecture.md, "The call chain"): nobody
 should be asked to approve a call that cannot run. Only step 9 runs a tool; step 11 always
 happens, for denials and failures too. ``call`` never raises for a tool or policy failure: the
 ToolResult says what went wrong.

@@ -244,15 +244,13 @@ def _command_problems(line: str) -> list[str]:
 
 
 def test_every_agent_command_the_docs_show_exists() -> None:
-    """README's "The agent loop" and docs/agent.md show these commands: each word a real
-    subcommand, each --flag a real option of the command it reaches."""
+    """docs/agent.md shows these commands: each word a real subcommand, each --flag a real
+    option of the command it reaches."""
     root = Path(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text().split("## The agent loop", 1)[1].split("\n## ", 1)[0]
     agent_doc = (root / "docs" / "agent.md").read_text()
     lines = [
         line.split("  #", 1)[0].strip()
-        for text in (readme, agent_doc)
-        for block in text.split("```sh\n")[1:]
+        for block in agent_doc.split("```sh\n")[1:]
         for line in block.split("```", 1)[0].splitlines()
         if line.strip().startswith("pincer ")
     ]
@@ -268,13 +266,12 @@ def test_every_agent_command_the_docs_show_exists() -> None:
     assert _command_problems("pincer runs nope") == ["runs has no subcommand 'nope'"]
 
 
-def test_the_agent_config_examples_in_the_readme_are_valid(tmp_path: Path) -> None:
+def test_the_agent_config_examples_in_the_docs_are_valid(tmp_path: Path) -> None:
     from pincer.config_check import check_config_text
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## The agent loop", 1)[1].split("\n## ", 1)[0]
-    blocks = [part.split("```", 1)[0] for part in section.split("```toml\n")[1:]]
-    assert len(blocks) == 2
+    agent_doc = (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text()
+    blocks = [part.split("```", 1)[0] for part in agent_doc.split("```toml\n")[1:]]
+    assert len(blocks) == 2  # [llm] with its profiles, [agent] with a price
     for block in blocks:
         assert check_config_text(block, home=tmp_path) == []
 

@@ -1,4 +1,4 @@
-"""The README and docs/skills.md stay true: their config blocks parse, their commands exist."""
+"""docs/config-example.md, docs/cli.md and docs/skills.md stay true: their config blocks parse,\ntheir commands exist."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def _blocks(text: str, language: str) -> list[str]:
 
 
 def test_the_config_blocks_parse(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    (config_block,) = [b for b in _blocks(readme, "toml") if "[skills]" in b]
+    example = (ROOT / "docs" / "config-example.md").read_text()
+    (config_block,) = [b for b in _blocks(example, "toml") if "[skills]" in b]
     parsed = parse_config(config_block.replace("<sha256 of the token>", "0" * 64), home=tmp_path)
     assert parsed.skills.max_loaded_per_root == 200 and parsed.skills.config == {"channels": {"slack": True}}
     for block in _blocks((ROOT / "docs" / "skills.md").read_text(), "toml"):
@@ -26,7 +26,7 @@ def test_the_config_blocks_parse(tmp_path: Path) -> None:
 
 
 def test_every_skills_command_shown_exists() -> None:
-    text = (ROOT / "README.md").read_text() + (ROOT / "docs" / "skills.md").read_text()
+    text = (ROOT / "docs" / "cli.md").read_text() + (ROOT / "docs" / "skills.md").read_text()
     commands = set(re.findall(r"^pincer skills ([a-z]+)", text, re.MULTILINE))
     assert {"list", "show", "check", "render", "select", "catalog", "deps", "pull", "approve"} <= commands
     for command in sorted(commands):

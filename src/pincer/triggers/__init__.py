@@ -1,5 +1,5 @@
 """Triggers: commands, schedules and webhooks -> run requests, persisted, audited and handed to
-the agent loop through one seam (:class:`RunStarter`). README "Triggers" is the reference.
+the agent loop through one seam (:class:`RunStarter`). docs/triggers.md is the reference.
 
 The engine is ``pincer.triggers.engine.TriggerEngine`` (``Pincer.triggers``); the manual clock
 (``pincer.triggers.clock``) is the in-package stand-in tests use, and the recording starter that

@@ -1,4 +1,4 @@
-"""The effects table of MCP tools (runtimes/mcp/tools.py, README "MCP servers"), row by row.
+"""The effects table of MCP tools (runtimes/mcp/tools.py, docs/mcp-servers.md), row by row.
 
 Issue 10 item 6: a local stdio server's read tools were labelled network + external_write, so
 every call asked; now the effects follow the server entry, per-tool overrides and annotations.

@@ -1,6 +1,6 @@
 """An upstream tool as a pincer ToolSpec: name, effects, and the block of a changed definition.
 
-Effects, decided in this order (README.md, "MCP servers", shows the same table):
+Effects, decided in this order (docs/mcp-servers.md shows the same table):
 
 1. A per-tool override in the server entry (``"tools": {"TOOL": {"effects": [...]}}`` in
    ``servers.json``, ``--tool-effects TOOL=a,b`` on ``pincer mcp add``) is the tool's effect set,
