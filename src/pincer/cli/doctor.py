@@ -50,7 +50,8 @@ def doctor(as_json: bool = JsonOption) -> None:
     """Check this installation; every problem comes with its fix.
 
     Python, PINCER_HOME, the settings files, the secret key, the databases and the audit chain,
-    [llm] (a model, and its key), the sandbox, Node for npx-launched MCP servers, the MCP servers' commands, a running gateway,
+    [llm] (a model, and its key), the sandbox, Node for npx-launched MCP servers, the MCP servers' commands, the registry
+    files shared through [store] url (links that lead out, rows refused), a running gateway,
     and whether `pincer` on PATH is this installation. Exit 1 when a check fails.
     """
     from pincer.cli.progress import Steps
@@ -97,6 +98,7 @@ def run_checks(home: Path, *, on_check: Callable[[Check], None], on_stage: Calla
         ("llm", "checking [llm]", lambda: [_llm(home, config)]),
         ("sandbox", "checking the sandbox (a /bin/true in each backend)", lambda: [_sandbox(config)]),
         ("mcp server", "checking the MCP servers' commands", lambda: _mcp_commands(home)),
+        ("shared home", "checking the registry files shared through [store] url", lambda: [_shared_home(home, config)]),
         ("gateway", "asking a running gateway for /healthz", lambda: [_gateway(config)]),
         ("path", "checking PATH", lambda: [_path()]),
     ]
@@ -253,6 +255,38 @@ def _databases(home: Path) -> list[Check]:
         else:
             checks.append(Check(name="secret store", status="ok", detail=f"{secrets_db} passes quick_check"))
     return checks
+
+
+def _listed(found: dict[str, str], *, most: int = 5) -> str:
+    shown = "; ".join(f"{path}: {why}" for path, why in sorted(found.items())[:most])
+    return shown + (f"; and {len(found) - most} more" if len(found) > most else "")
+
+
+def _shared_home(home: Path, config: Any) -> Check:
+    """Links of the shared roots that lead out of them, and shared rows this home refused
+    (store/home_share.py keeps those in shared-home.json: the sync that met them has passed)."""
+    from pincer.store.home_share import MANIFEST_FILE, links_leading_out, refused_rows
+
+    if config.store.url is None and not (home / MANIFEST_FILE).exists():
+        return Check(name="shared home", status="ok", detail="the registry is not shared ([store] url is unset)")
+    leading_out, refused = links_leading_out(home), refused_rows(home)
+    found = []
+    if leading_out:
+        found.append(f"{len(leading_out)} link(s) of the shared registry files lead out of them: {_listed(leading_out)}")
+    if refused:
+        found.append(f"{len(refused)} shared row(s) refused, this home kept its own copy: {_listed(refused)}")
+    if leading_out:
+        return Check(
+            name="shared home", status="fail", detail=". ".join(found),
+            hint="remove each link that leads out from PINCER_HOME (rm PATH); the next sync (any pincer command) shares the removal",
+        )  # fmt: skip
+    if refused:
+        return Check(
+            name="shared home", status="warn", detail=found[0],
+            hint="the rows were changed in the database, or lead out of the shared files: check who writes the store "
+            "(`pincer db status`), then repeat the change on the machine it came from (e.g. `pincer tools install`)",
+        )  # fmt: skip
+    return Check(name="shared home", status="ok", detail="no link leads out of the shared registry files; no shared row refused")
 
 
 def _sandbox(config: Any) -> Check:

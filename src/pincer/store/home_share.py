@@ -24,8 +24,10 @@ version counter that moves with every change:
 The CLI syncs before and after each command (cli/shared_home.py); ``pincer serve`` at start and
 then whenever the counter moved or a file here changed, checked every ``HOME_SYNC_INTERVAL_S``.
 
-A row is refused (reported; the home keeps what it had) when its bytes do not hash to its
-sha256, its path is not in a shared root, or it is a link pointing out of one. That catches a
+A row is refused (reported, and kept in the manifest for ``pincer doctor``; the home keeps what
+it had) when its bytes do not hash to its sha256, its path is not in a shared root, or it is a
+link that leads out of them, or makes another link of the home lead out, as the kernel resolves
+links (store/home_links.py: a chain of links that each look inside can lead out). That catches a
 row changed or corrupted in the database, not a writer who changes the sha256 too: what the hub
 installed is still checked against pincer.lock at every load, and its signature against this
 machine's trust store (``hub/trust.json`` is not shared). Per machine, never shared: secrets and
@@ -39,7 +41,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import posixpath
 import re
 import shutil
 import uuid
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pincer.core.errors import StoreError
+from pincer.store.home_links import LinkView
 from pincer.store.jsonfile import locked, read_json, set_shared_write, write_bytes_atomic, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -67,20 +69,14 @@ __all__ = [
     "share",
     "unshare",
     "shared_write",
+    "refused_rows",
+    "links_leading_out",
 ]
 
 # Relative to PINCER_HOME: a folder (everything under it) or one file.
-SHARED_ROOTS = (
-    "tools/wasm",
-    "tools/script",
-    "mcp/servers.json",
-    "mcp/pins.json",
-    "openapi",
-    "pincer.lock",
-    "hub/artifacts",
-    "installed/skills",
-    "skills",
-)
+_SHARED_FOLDERS = ("tools/wasm", "tools/script", "openapi", "hub/artifacts", "installed/skills", "skills")
+_SHARED_FILES = ("mcp/servers.json", "mcp/pins.json", "pincer.lock")
+SHARED_ROOTS = _SHARED_FOLDERS + _SHARED_FILES
 MANIFEST_FILE = "shared-home.json"
 HOME_SYNC_INTERVAL_S = 0.5
 MAX_SHARED_FILE_BYTES = 64 * 1024 * 1024
@@ -104,6 +100,11 @@ def _in_roots(rel: str) -> bool:
 
 def _root_of(rel: str) -> str:
     return next(root for root in SHARED_ROOTS if rel == root or rel.startswith(root + "/"))
+
+
+def _target(row: SharedFile) -> str:
+    """A link row's target ("" for any other row; a target that is not UTF-8 is refused first)."""
+    return row.data.decode("utf-8", "replace") if row.kind == "link" else ""
 
 
 def _sha256(data: bytes) -> str:
@@ -193,6 +194,9 @@ class SyncReport:
 class _Manifest:
     version: int = 0
     files: dict[str, tuple[str, int]] = field(default_factory=dict)  # path -> (digest, version)
+    # path -> (version, why): shared rows this home refused and still does not have; kept so that
+    # `pincer doctor` names them after the sync that met them (cleared by a newer copy of the path)
+    refused: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class HomeSync:
@@ -246,13 +250,14 @@ class HomeSync:
                 else:
                     overridden.append(path)
                     del rows[path]
-            pulled, refused = self._materialise(rows.values(), base, local)
+            pulled, refused = self._materialise(rows.values(), manifest, local)
             read = [self._read_local(path) for path in sorted(changed_here)]
             pushes = [p for p in read if p is not None] + [SharedFile.of(path, "gone") for path in sorted(gone_here)]
             if pushes:
                 version = self.backend.publish(pushes)
                 for pushed in pushes:
                     base[pushed.path] = (pushed.digest, version)
+                    manifest.refused.pop(pushed.path, None)  # this home's copy is the shared one now
                 if version == newest + 1:  # nobody else published in between
                     newest = version
             manifest.version = newest
@@ -272,7 +277,7 @@ class HomeSync:
             if row is None or row.version <= manifest.files.get(rel, ("", 0))[1]:
                 return []
             local = {rel: digest} if (digest := self._digest_of(rel)) is not None else {}
-            _, refused = self._materialise([row], manifest.files, local)
+            _, refused = self._materialise([row], manifest, local)
             self._write_manifest(manifest)
             return refused
 
@@ -288,6 +293,7 @@ class HomeSync:
                 return
             version = self.backend.publish([shared])
             manifest.files[rel] = (shared.digest, version)
+            manifest.refused.pop(rel, None)
             if version == manifest.version + 1:
                 manifest.version = version
             self._write_manifest(manifest)
@@ -351,9 +357,10 @@ class HomeSync:
         return SharedFile.of(rel, "file", data, mode=mode)
 
     def _materialise(
-        self, rows: Iterable[SharedFile], base: dict[str, tuple[str, int]], local: dict[str, str]
+        self, rows: Iterable[SharedFile], manifest: _Manifest, local: dict[str, str]
     ) -> tuple[list[str], list[str]]:
-        """Write ``rows`` into the home (``base`` updated for each); (paths written, refusals)."""
+        """Write ``rows`` into the home (the manifest updated for each); (paths written, refusals)."""
+        base = manifest.files
         pulled: list[str] = []
         refused: list[str] = []
 
@@ -364,16 +371,36 @@ class HomeSync:
                 return (0 if os.path.islink(self.home / row.path) else 4, 0, row.path)
             return (1 if row.kind == "file" else 2, 0, row.path)
 
-        for row in sorted(rows, key=order):
-            if row.version <= base.get(row.path, ("", 0))[1]:
-                continue
-            problem = self._problem(row)
+        due = [row for row in sorted(rows, key=order) if row.version > base.get(row.path, ("", 0))[1]]
+        problems = {row.path: why for row in due if (why := self._problem(row)) is not None}
+        # Where each link leads is checked twice: in the home as it is, each row laid over it in
+        # turn (a link already on the disk counts), and in the home as all the rows claim it will
+        # be (a link through another link of the same sync counts, whatever their order).
+        links = LinkView(self.home, folders=_SHARED_FOLDERS, files=_SHARED_FILES)
+        claimed = LinkView(self.home, folders=_SHARED_FOLDERS, files=_SHARED_FILES)
+        # Not counted against a row: links that led out before this sync (`pincer doctor` names
+        # them) and those it removes.
+        known = [*links.problems(), *(row.path for row in due if row.kind == "gone")]
+        for row in due:
+            if row.path not in problems:
+                claimed.lay(row.path, row.kind, _target(row))
+        claimed_problems = claimed.problems()
+        for row in due:
+            problem = problems.get(row.path)
+            if problem is None and row.kind == "link" and row.path in claimed_problems:
+                problem = f"it is a link to {_target(row)!r}, which with the other rows shared {claimed_problems[row.path]}"
+            if problem is None:
+                problem = links.admit(row.path, row.kind, _target(row), known=known)
             if problem is not None:
-                refused.append(
+                if row.kind == "link":
+                    links.refuse(row.path)
+                message = (
                     f"the shared copy of {row.path} (version {row.version}) was refused: {problem}; "
                     f"this home keeps what it had (to share it again, repeat the change on the machine it came "
                     f"from, e.g. `pincer tools install` or `pincer mcp add`)"
                 )
+                refused.append(message)
+                manifest.refused[row.path] = (row.version, message)
                 continue
             if local.get(row.path, "gone") != row.digest:
                 try:
@@ -385,6 +412,7 @@ class HomeSync:
                     ) from None
                 pulled.append(row.path)
             base[row.path] = (row.digest, row.version)
+            manifest.refused.pop(row.path, None)
         return pulled, refused
 
     def _problem(self, row: SharedFile) -> str | None:
@@ -396,6 +424,8 @@ class HomeSync:
             or any(_is_transient(p) for p in parts)
         ):  # fmt: skip
             return "its path is not one of the shared registry files of a home"
+        if row.path in _SHARED_FOLDERS:
+            return f"its path is the shared folder {row.path} itself; only what is inside it is shared"
         if row.kind not in ("file", "link", "gone"):
             return f"its kind {row.kind!r} is none of file, link, gone"
         actual = _sha256(row.data)
@@ -406,14 +436,11 @@ class HomeSync:
             )
         if len(row.data) > MAX_SHARED_FILE_BYTES:
             return f"it is larger than {MAX_SHARED_FILE_BYTES} bytes"
-        if row.kind == "link":
+        if row.kind == "link":  # where it leads: LinkView, over the home as it will be
             try:
-                target = row.data.decode("utf-8")
+                row.data.decode("utf-8")
             except UnicodeDecodeError:
                 return "its link target is not UTF-8"
-            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(row.path), target))
-            if target.startswith("/") or "\x00" in target or resolved.startswith("..") or not _in_roots(resolved):
-                return f"it is a link to {target!r}, outside the shared registry files"
         return None
 
     def _write(self, row: SharedFile) -> None:
@@ -470,13 +497,30 @@ class HomeSync:
             for path, entry in raw["files"].items():
                 if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], int):
                     manifest.files[str(path)] = (entry[0], entry[1])
+            for path, entry in (raw.get("refused") or {}).items():
+                if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int) and isinstance(entry[1], str):
+                    manifest.refused[str(path)] = (entry[0], entry[1])
         self._synced_version = manifest.version
         return manifest
 
     def _write_manifest(self, manifest: _Manifest) -> None:
         files = {path: [digest, version] for path, (digest, version) in sorted(manifest.files.items())}
-        write_json_atomic(self.home / MANIFEST_FILE, {"version": manifest.version, "files": files})
+        document: dict[str, Any] = {"version": manifest.version, "files": files}
+        if manifest.refused:
+            document["refused"] = {path: [version, why] for path, (version, why) in sorted(manifest.refused.items())}
+        write_json_atomic(self.home / MANIFEST_FILE, document)
         self._synced_version = manifest.version
+
+
+def refused_rows(home: Path) -> dict[str, str]:
+    """The shared rows ``home`` refused and still does not have (path -> why), for `pincer doctor`."""
+    return {path: why for path, (_, why) in HomeSync(home, LocalHome())._read_manifest().refused.items()}
+
+
+def links_leading_out(home: Path) -> dict[str, str]:
+    """The links of ``home``'s shared roots that lead out of them now (path -> why), for `pincer doctor`."""
+    view = LinkView(Path(os.path.abspath(home)), folders=_SHARED_FOLDERS, files=_SHARED_FILES)
+    return {path: f"a link to {view.target(path)!r}, {why}" for path, why in view.problems().items()}
 
 
 # -- the homes of this process whose registry is shared ----------------------------------------
