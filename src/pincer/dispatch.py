@@ -451,6 +451,7 @@ class Dispatcher:
             network_hosts=decision.hosts,
             allow_private_network=self.config.allow_private_network,
             workspace=self.config.workspace,
+            home=self.config.home,
             timeout_s=self.config.tool_timeout_s,
             max_output_bytes=self.config.max_output_bytes,
             capabilities=spec.capabilities or self.config.credential_capabilities,

@@ -223,7 +223,7 @@ async def upload_file(api: ApiClient, args: Mapping[str, Any]) -> Any:
 
 async def upload_workspace_file(api: ApiClient, args: Mapping[str, Any]) -> Any:
     name, data = await read_workspace_file(
-        api, args["path"], limit=MAX_WORKSPACE_UPLOAD_BYTES,
+        api.host, args["path"], tool=api.tool, limit=MAX_WORKSPACE_UPLOAD_BYTES,
         refusal=f"the {MAX_WORKSPACE_UPLOAD_BYTES // (1024 * 1024)} MB limit for a file sent through pincer",
         hint="share a link to the file instead (send_message), or upload it to Slack directly",
     )  # fmt: skip

@@ -180,7 +180,7 @@ def multipart_body(fields: Mapping[str, Any], *, file_field: str, filename: str,
 
 async def _upload(api: ApiClient, method: str, field: str, args: Mapping[str, Any], *, limit: int) -> Any:
     filename, data = await read_workspace_file(
-        api, args["path"], limit=limit, refusal=f"the Bot API's {limit // (1024 * 1024)} MB limit for a {field}",
+        api.host, args["path"], tool=api.tool, limit=limit, refusal=f"the Bot API's {limit // (1024 * 1024)} MB limit for a {field}",
         hint="send a smaller file, or an https URL of it with send_photo or send_document",
     )
     fields = {k: args.get(k) for k in ("chat_id", "caption", "parse_mode", "message_thread_id", "disable_notification")}

@@ -341,6 +341,9 @@ class HostContext:
     network_hosts: tuple[str, ...] | None = None  # None: the tool's declared allowlist applies
     allow_private_network: bool = False
     workspace: Path | None = None
+    # PINCER_HOME: the workspace's files are never pincer's own (keys, secrets, databases), and
+    # when the workspace holds PINCER_HOME nothing in it is read or written (runtimes/native/workspace.py)
+    home: Path | None = None
     timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     capabilities: Capabilities | None = None

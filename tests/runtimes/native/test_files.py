@@ -148,7 +148,7 @@ async def test_a_directory_swapped_for_a_symlink_after_the_check_is_refused(layo
     ws, outside = layout
     (ws / "sub").mkdir()
     (ws / "sub" / "secret.txt").write_text("harmless")
-    checked = workspace.resolve_path(ws, "sub/secret.txt")
+    checked = workspace.resolve_path(ws, "sub/secret.txt", home=None)
     (ws / "sub" / "secret.txt").unlink()
     (ws / "sub").rmdir()
     os.symlink(outside, ws / "sub")  # the race: the tree changes between check and open
@@ -162,7 +162,7 @@ async def test_a_directory_swapped_for_a_symlink_after_the_check_is_refused(layo
 async def test_a_file_swapped_for_a_symlink_after_the_check_is_refused(layout: tuple[Path, Path]) -> None:
     ws, outside = layout
     (ws / "f.txt").write_text("harmless")
-    checked = workspace.resolve_path(ws, "f.txt")
+    checked = workspace.resolve_path(ws, "f.txt", home=None)
     (ws / "f.txt").unlink()
     os.symlink(outside / "secret.txt", ws / "f.txt")
     with pytest.raises(Denied, match="symlink appeared"):
@@ -208,7 +208,7 @@ async def test_a_missing_workspace_is_reported(tmp_path: Path) -> None:
 
 async def test_a_target_swapped_for_a_symlink_before_the_write_is_refused(layout: tuple[Path, Path]) -> None:
     ws, outside = layout
-    checked = workspace.resolve_path(ws, "new.txt")
+    checked = workspace.resolve_path(ws, "new.txt", home=None)
     os.symlink(outside / "secret.txt", ws / "new.txt")
     with pytest.raises(Denied, match="symlink appeared"):
         workspace.write_bytes_atomic(checked, b"pwned", make_dirs=False)

@@ -2,8 +2,9 @@
 
 An upload names paths relative to the workspace; each is checked and read by the workspace rules
 of the file built-ins (:mod:`pincer.runtimes.native.workspace`: relative, no ``..``, no symlink
-out, read through ``O_NOFOLLOW``), and the *bytes* go to the page, so nothing outside the
-workspace (``/etc/passwd``) can be named and nothing can be swapped in after the check.
+out, no file with a second name, none of pincer's own files, read through ``O_NOFOLLOW``), and
+the *bytes* go to the page, so nothing outside the workspace (``/etc/passwd``, a hard link to
+``secret.key``) can be named and nothing can be swapped in after the check.
 
 A download is kept as ``downloads/NAME`` in the workspace when it is at most
 ``[builtins.browser] max_download_bytes``; a larger one, or one without a workspace, is deleted
@@ -17,7 +18,6 @@ much more than ``max_download_bytes`` on disk (one poll's worth of writing past 
 from __future__ import annotations
 
 import contextlib
-import functools
 import mimetypes
 import os
 import re
@@ -29,6 +29,7 @@ import anyio
 import anyio.to_thread
 
 from pincer.core.errors import ToolError, UsageError
+from pincer.core.values import HostContext
 
 __all__ = ["upload_payloads", "keep_download", "cut_when_over", "MAX_UPLOAD_FILES", "MAX_UPLOAD_BYTES"]
 
@@ -39,22 +40,19 @@ DOWNLOAD_DIR = "downloads"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
-async def upload_payloads(workspace: Path | None, paths: Sequence[object]) -> list[dict[str, Any]]:
-    """Playwright ``FilePayload``s for ``paths`` (read from the workspace); Denied/UsageError for
-    a path outside it."""
-    from pincer.runtimes.native.workspace import read_bytes, resolve_path
+async def upload_payloads(host: HostContext, paths: Sequence[object]) -> list[dict[str, Any]]:
+    """Playwright ``FilePayload``s for ``paths``, read from the call's workspace by the file tools'
+    one opener; Denied/UsageError for a path outside it (or a file with a second name)."""
+    from pincer.builtins.workspace_files import read_workspace_file
 
     if not paths or len(paths) > MAX_UPLOAD_FILES:
         raise UsageError(f"upload takes 1 to {MAX_UPLOAD_FILES} paths", hint='pass "paths": ["report.pdf"]')
     payloads = []
     for raw in paths:
-        target = resolve_path(workspace, raw)
-        data, size = await anyio.to_thread.run_sync(
-            functools.partial(read_bytes, target, offset=0, limit=MAX_UPLOAD_BYTES)
-        )
-        if size > MAX_UPLOAD_BYTES:
-            raise ToolError(f"{target.shown!r} is larger than {MAX_UPLOAD_BYTES} bytes", hint="upload a smaller file")
-        name = target.parts[-1]
+        name, data = await read_workspace_file(
+            host, raw, tool="browser", limit=MAX_UPLOAD_BYTES, refusal=f"the upload limit of {MAX_UPLOAD_BYTES} bytes",
+            hint="upload a smaller file",
+        )  # fmt: skip
         mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
         payloads.append({"name": name, "mimeType": mime, "buffer": data})
     return payloads
@@ -84,7 +82,9 @@ async def cut_when_over(download: Any, running: Path, max_bytes: int, cut: list[
             return
 
 
-async def keep_download(download: Any, workspace: Path | None, max_bytes: int, running: Path | None = None) -> str:
+async def keep_download(
+    download: Any, workspace: Path | None, max_bytes: int, running: Path | None = None, *, home: Path | None = None
+) -> str:
     """Move a finished download into ``workspace/downloads``; returns what happened. With
     ``running`` (where Chromium writes it), the download is cancelled as soon as the bytes there
     pass ``max_bytes`` (:func:`cut_when_over`)."""
@@ -117,7 +117,7 @@ async def keep_download(download: Any, workspace: Path | None, max_bytes: int, r
             f"download {suggested!r} refused: {size} bytes is over [builtins.browser] max_download_bytes ({max_bytes})"
         )
     name = _UNSAFE_NAME.sub("_", os.path.basename(suggested)).strip(". ") or "download"
-    target = resolve_path(workspace, f"{DOWNLOAD_DIR}/{name[:200]}")
+    target = resolve_path(workspace, f"{DOWNLOAD_DIR}/{name[:200]}", home=home)
     data = await anyio.to_thread.run_sync(lambda: Path(temp).read_bytes())
     await anyio.to_thread.run_sync(lambda: write_bytes_atomic(target, data, make_dirs=True))
     await download.delete()

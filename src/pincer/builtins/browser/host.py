@@ -61,6 +61,7 @@ class SessionBrowser:
     console: deque[dict[str, str]] = field(default_factory=lambda: deque(maxlen=MAX_CONSOLE_ENTRIES))
     dialog_answer: tuple[bool, str | None] | None = None  # armed by the dialog action
     workspace: Path | None = None
+    home: Path | None = None  # PINCER_HOME: a download never lands on one of pincer's own files
     downloads: Path | None = None  # where Chromium writes this browser's running downloads
     _next_tab: int = 0
     _noted: int = 0  # the proxy refusals already written to the console
@@ -133,7 +134,9 @@ class SessionBrowser:
         from pincer.builtins.browser.files import keep_download
 
         try:
-            kept = await keep_download(download, self.workspace, self.limits.max_download_bytes, self.downloads)
+            kept = await keep_download(
+                download, self.workspace, self.limits.max_download_bytes, self.downloads, home=self.home
+            )
             self.note("download", kept)
         except ToolError as exc:
             self.note("blocked", exc.message)
@@ -190,7 +193,9 @@ class BrowserHost:
     def touch(self) -> None:
         self._last_used = time.monotonic()
 
-    async def session(self, name: str, policy: ProxyPolicy, workspace: Path | None) -> SessionBrowser:
+    async def session(
+        self, name: str, policy: ProxyPolicy, workspace: Path | None, home: Path | None = None
+    ) -> SessionBrowser:
         """The session's browser, started (or restarted after a crash) when needed, with ``policy``
         in force on its proxy from now on."""
         async with self._lock:
@@ -224,6 +229,7 @@ class BrowserHost:
                 self._sessions[name] = found
             found.proxy.policy = policy
             found.workspace = workspace
+            found.home = home
             return found
 
     async def stop_session(self, name: str) -> bool:

@@ -54,7 +54,7 @@ class BrowserCall:
         )
 
     async def session(self) -> SessionBrowser:
-        return await self.browsers.session(self.host.session, self.policy, self.host.workspace)
+        return await self.browsers.session(self.host.session, self.policy, self.host.workspace, self.host.home)
 
     def check_url(self, url: str) -> str:
         """Refuse before Chromium sees it what the proxy would refuse by name or scheme."""
@@ -370,7 +370,7 @@ async def _upload(call: BrowserCall, args: Mapping[str, Any]) -> Any:
     from pincer.builtins.browser.files import upload_payloads
 
     _browser, tab = await _current(call, args)
-    payloads = await upload_payloads(call.host.workspace, list(args["paths"]))
+    payloads = await upload_payloads(call.host, list(args["paths"]))
     await _locator(tab, args["ref"]).set_input_files(payloads, timeout=ACTION_TIMEOUT_S * 1000)
     return {**_page_state(tab), "uploaded": [p["name"] for p in payloads]}
 

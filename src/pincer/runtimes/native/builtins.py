@@ -334,8 +334,7 @@ def read_file(path: str, host: HostContext, offset: int = 0, max_bytes: int | No
         raise UsageError(
             f"max_bytes must be between 1 and {MAX_READ_BYTES}", hint="read large files in pieces with offset"
         )
-    target = workspace.resolve_path(host.workspace, path)
-    data, size = workspace.read_bytes(target, offset=offset, limit=limit)
+    target, data, size = workspace.read_in_workspace(host, path, offset=offset, limit=limit)
     truncated = offset + len(data) < size
     text, encoding = _decode_body(data, "", truncated)
     return {
@@ -378,7 +377,7 @@ def write_file(
             ) from None
     if len(data) > MAX_WRITE_BYTES:
         raise UsageError(f"content is {len(data)} bytes; the limit is {MAX_WRITE_BYTES}", hint="write smaller files")
-    target = workspace.resolve_path(host.workspace, path)
+    target = workspace.resolve_path(host.workspace, path, home=host.home)
     workspace.write_bytes_atomic(target, data, make_dirs=make_dirs)
     return {"path": target.shown, "bytes_written": len(data)}
 
@@ -390,7 +389,7 @@ def list_dir(host: HostContext, path: str = ".") -> dict[str, Any]:
     Args:
         path: The directory, relative to the workspace; "." is the workspace itself.
     """
-    target = workspace.resolve_path(host.workspace, path, allow_root=True)
+    target = workspace.resolve_path(host.workspace, path, home=host.home, allow_root=True)
     entries, truncated = workspace.list_entries(target, limit=MAX_LIST_ENTRIES)
     return {
         "path": target.shown,
@@ -413,7 +412,8 @@ def builtin_runtime(*, name: str = "builtin", skill_roots: SkillRootGuard | None
     def guarded_write_file(**kwargs: Any) -> dict[str, Any]:
         result = plain(**kwargs)
         host: HostContext = kwargs["host"]
-        guard.record(workspace.resolve_path(host.workspace, kwargs["path"]).absolute, session=host.session, tool=host.tool)
+        written = workspace.resolve_path(host.workspace, kwargs["path"], home=host.home)
+        guard.record(written.absolute, session=host.session, tool=host.tool)
         return dict(result)
 
     guarded = dataclasses.replace(write_file, fn=guarded_write_file).with_preflight(guard.preflight("write_file"))

@@ -57,7 +57,7 @@ class SkillRootGuard:
         from pincer.runtimes.native import workspace
 
         try:
-            return workspace.resolve_path(host.workspace, args.get("path")).absolute
+            return workspace.resolve_path(host.workspace, args.get("path"), home=host.home).absolute
         except PincerError:  # a bad path is refused by the call itself, with its own message
             return None
 

@@ -309,6 +309,9 @@ class ScriptRuntime:
         if not owned_workdir and sandboxed and os.geteuid() == 0:
             assert host.workspace is not None
             _check_reachable_workspace(Path(host.workspace), uid, gid)
+        if not owned_workdir and sandboxed and host.home is not None:
+            assert host.workspace is not None
+            await anyio.to_thread.run_sync(_check_no_pincer_files, Path(host.workspace), host.home)
         workdir = (
             await anyio.to_thread.run_sync(lambda: new_workdir(settings.scratch(), uid=uid, gid=gid))
             if owned_workdir
@@ -473,6 +476,21 @@ def _check_reachable_workspace(workspace: Path, uid: int, gid: int) -> None:
             f"{blocked} is mode {mode} (the default workspace sits in $PINCER_HOME, which is private)",
             hint="set [workspace] path in config.toml to a directory every parent of which others may traverse "
             "(e.g. /srv/pincer-workspace), or set [sandbox] use_workspace = false",
+        )
+
+
+def _check_no_pincer_files(workspace: Path, home: Path) -> None:
+    """The sandbox sees the whole workspace: refuse to mount one where pincer's own files can be
+    read (the file tools refuse them one by one; a sandbox cannot be asked per file)."""
+    from pincer.runtimes.native.workspace import pincer_files_in
+
+    found = pincer_files_in(workspace, home)
+    if found:
+        raise Denied(
+            f"[sandbox] use_workspace: the workspace {workspace} is not mounted, pincer's own files could be read "
+            f"in it: {'; '.join(found[:5])} (rule: the workspace never reaches pincer's keys, secrets or databases)",
+            hint="remove those names from the workspace (rm), or set [workspace] path to a folder that does not hold "
+            "PINCER_HOME",
         )
 
 

@@ -134,6 +134,11 @@ def _now_millis() -> int:
 
 
 def _workspace_read(path: str) -> str | None:
+    """The file for the guest, or None (missing, refused, not granted): the tool's prefixes here,
+    the rest (symlinks, a second name, pincer's own files) by the file tools' one opener."""
+    from pincer.core.errors import PincerError
+    from pincer.runtimes.native.workspace import read_in_workspace
+
     try:
         ex = current_execution()
         if ex is None or ex.host is None or ex.host.workspace is None or ex.capabilities is None:
@@ -141,14 +146,15 @@ def _workspace_read(path: str) -> str | None:
         prefixes = ex.capabilities.workspace_allowed_prefixes
         if prefixes is None:
             return None
-        target = resolve_workspace_path(Path(ex.host.workspace), path, prefixes)
-        if target is None:
+        if resolve_workspace_path(Path(ex.host.workspace), path, prefixes) is None:
             return None
-        with target.open("rb") as fh:
-            data = fh.read(WORKSPACE_READ_MAX_BYTES + 1)
-        if len(data) > WORKSPACE_READ_MAX_BYTES:
+        _, data, size = read_in_workspace(ex.host, path, limit=WORKSPACE_READ_MAX_BYTES, prefixes=prefixes)
+        if size > WORKSPACE_READ_MAX_BYTES:
             return None
         return ex.redact(data.decode("utf-8", "replace"))
+    except PincerError as exc:  # the guest sees None; the operator sees why
+        logger.warning("workspace-read of %r refused: %s", path, exc.message)
+        return None
     except Exception as exc:  # noqa: BLE001
         logger.debug("workspace-read refused: %s", type(exc).__name__)
         return None
