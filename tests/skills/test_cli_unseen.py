@@ -32,30 +32,31 @@ def test_list_counts_shadowed_skills_and_names_the_command_a_shadowing_skill_tak
     assert "shadowed: `--all`" not in cli(env, "list", "--all").stderr
 
 
-def test_a_collection_one_level_too_deep_and_a_lowercase_skill_md_are_reported(env: dict[str, str]) -> None:
+def test_a_collection_one_level_too_deep_and_a_skill_file_of_another_case_are_reported(env: dict[str, str]) -> None:
     """Before: skills copied one level too deep (``skills/anthropic/<skill>/SKILL.md``) and a
-    ``skill.md`` loaded nothing, and ``skills check`` said "0 warnings, 0 errors"."""
+    ``Skill.md`` loaded nothing, and ``skills check`` said "0 warnings, 0 errors". (A ``skill.md``
+    loads, as the Agent Skills reference validator reads it: tests/skills/test_agentskills_spec.py.)"""
     collection = workspace(env) / "skills" / "anthropic"
     for name in ("pdf", "docx", "mcp-builder", "xlsx"):
         write_skill(collection, name)
-    lower = workspace(env) / "skills" / "lower"
-    lower.mkdir(parents=True)
-    (lower / "skill.md").write_text("---\nname: lower\ndescription: d\n---\nbody\n")
+    odd = workspace(env) / "skills" / "odd"
+    odd.mkdir(parents=True)
+    (odd / "Skill.md").write_text("---\nname: odd\ndescription: d\n---\nbody\n")
     checked = cli(env, "check")
     text = " ".join(checked.stderr.split())
     assert checked.returncode == 0, checked.stderr
     assert f"{collection} holds 4 skill folders one level down (docx, mcp-builder, pdf, ...)" in text
     assert f'add the folder as a root ([skills] extra_dirs = ["{collection}"])' in text  # the markup survives
-    assert f"{lower / 'skill.md'} is named skill.md, and only SKILL.md is read" in text and "rename it to SKILL.md" in text
+    assert f"{odd / 'Skill.md'} is named Skill.md, and only SKILL.md or skill.md is read" in text and "rename it to SKILL.md" in text
     assert "3 skills, 2 warnings, 0 errors" in text
     document = doc(cli(env, "check", "--json"))
-    assert sorted(m["path"] for m in document["misplaced"]) == [str(collection), str(lower / "skill.md")]
+    assert sorted(m["path"] for m in document["misplaced"]) == [str(collection), str(odd / "Skill.md")]
     assert document["warning_count"] == 2
     listed = cli(env, "list")
     assert "holds 4 skill folders one level down" in " ".join(listed.stderr.split())
     # checking the one folder says the same of its file
-    one = doc(cli(env, "check", str(lower), "--json"))
-    assert [m["path"] for m in one["misplaced"]] == [str(lower / "skill.md")]
+    one = doc(cli(env, "check", str(odd), "--json"))
+    assert [m["path"] for m in one["misplaced"]] == [str(odd / "Skill.md")]
     # the advice works: with the folder as a root, its skills load
     (Path(env["PINCER_HOME"]) / "config.toml").write_text(f'[skills]\nextra_dirs = ["{collection}"]\n')
     names = {row["name"] for row in doc(cli(env, "list", "--json"))["skills"]}

@@ -196,13 +196,19 @@ def show_skill(name: str, as_json: bool = JsonOption) -> None:
 @app.command("check")
 def check_skills(
     paths: list[Path] = typer.Argument(None, help="SKILL.md files, skill folders or roots; default: every root."),
+    spec: str | None = typer.Option(
+        None, "--spec", help="Also check against a published spec: agentskills (the Agent Skills spec, as its reference validator)."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Every warning and error of every skill (or of PATHs). Exit 1 when any file cannot be loaded."""
+    """Every warning and error of every skill (or of PATHs). Exit 1 when any file cannot be loaded,
+    or, with --spec, breaks the spec."""
     from pincer.skills.model import Trust
-    from pincer.skills.roots import LoadError, Root, SkillLoader, read_skill
+    from pincer.skills.roots import LoadError, Root, SkillLoader, read_skill, skill_file
 
     with _guard(as_json):
+        if spec not in (None, "agentskills"):
+            raise UsageError(f"--spec {spec!r} is not a spec pincer checks", hint="use `pincer skills check --spec agentskills`")
         if paths:
             skills: list[Any] = []
             errors: list[Any] = []
@@ -215,8 +221,8 @@ def check_skills(
                 if target.is_file():
                     result = read_skill(target, root=root)
                     (errors if isinstance(result, LoadError) else skills).append(result)
-                elif (target / "SKILL.md").is_file():
-                    result = read_skill(target / "SKILL.md", root=root)
+                elif (own_file := skill_file(target)) is not None:
+                    result = read_skill(own_file, root=root)
                     (errors if isinstance(result, LoadError) else skills).append(result)
                 elif target.is_dir():
                     report = loader.load([root])
@@ -248,6 +254,14 @@ def check_skills(
         "misplaced": [m.to_dict() for m in misplaced],
         "warning_count": sum(len(w) for w in warnings.values()) + len(misplaced),
     }
+    spec_findings = _spec_findings([s.path for s in skills] + [e.path for e in errors]) if spec else {}
+    spec_errors = sum(f.severity == "error" for found in spec_findings.values() for f in found)
+    if spec:
+        document["spec"] = {
+            "name": spec,
+            "ok": not spec_errors,
+            "files": [{"path": file, "findings": [f.to_dict() for f in found]} for file, found in spec_findings.items()],
+        }
     if as_json:
         emit_json(document)
     else:
@@ -262,9 +276,35 @@ def check_skills(
             stderr.print(f"[yellow]limit[/] {hit.message}")
         for notice in misplaced:
             stderr.print(f"[yellow]warning[/] {escape(str(notice))}")
+        for checked_file, file_findings in spec_findings.items():
+            if not file_findings:
+                stderr.print("[green]spec ok[/] " + escape(checked_file))
+            for finding in file_findings:
+                colour = "red" if finding.severity == "error" else "yellow"
+                stderr.print(f"[{colour}]spec {finding.severity}[/] " + escape(f"{checked_file}: {finding}"))
         stderr.print(f"{len(skills)} skills, {document['warning_count']} warnings, {len(errors)} errors")
-    if errors:
+        if spec:
+            failing = sum(any(f.severity == "error" for f in found) for found in spec_findings.values())
+            stderr.print(f"{spec}: {len(spec_findings) - failing} of {len(spec_findings)} files pass, {spec_errors} errors")
+    if errors or spec_errors:
         raise typer.Exit(EXIT_FAILURE)
+
+
+def _spec_findings(paths: list[Path]) -> dict[str, tuple[Any, ...]]:
+    """The Agent Skills spec's findings on each file, by path (a file that cannot be read has one)."""
+    from pincer.skills.agentskills import SpecFinding, check_spec
+    from pincer.skills.parser import MAX_SKILL_FILE_BYTES as limit  # the frontmatter is at the top
+
+    found: dict[str, tuple[Any, ...]] = {}
+    for path in dict.fromkeys(paths):
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(limit + 1)
+        except OSError as exc:
+            found[str(path)] = (SpecFinding(rule="frontmatter", message=f"cannot read the file: {exc.strerror}"),)
+            continue
+        found[str(path)] = check_spec(data[:limit], folder=path.parent.name)
+    return found
 
 
 @app.command("render")

@@ -41,9 +41,9 @@ from pydantic import BaseModel
 from pincer.core.errors import PincerError
 from pincer.gateway.mcp_server import McpGateway, complete
 from pincer.policy.visibility import skills_visible
+from pincer.skills.agentskills import MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, is_spec_name
 from pincer.skills.files import MAX_SKILL_BYTES, MAX_SKILL_FILES, is_text, list_files, read_file
 from pincer.skills.model import Skill
-from pincer.skills.parser import MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, NAME_RULE
 from pincer.skills.remote import SKILLS_EXTENSION, skill_uri
 
 logger = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ class SkillsMcpExtension:
     @staticmethod
     def _entry(skill: Skill) -> dict[str, Any] | None:
         """The SEP-2640 entry, or None when the skill cannot be one (Agent Skills rules)."""
-        if len(skill.name) > MAX_NAME_CHARS or not NAME_RULE.match(skill.name):
+        if not is_spec_name(skill.name):
             return None
         if not skill.description.strip() or len(skill.description) > MAX_DESCRIPTION_CHARS:
             return None

@@ -122,21 +122,22 @@ def _prepare_tool(key: ArtifactKey, files_dir: Path, *, home: Path, step: Step) 
 def _prepare_skill(key: ArtifactKey, files_dir: Path) -> Prepared:
     from pincer.skills.model import Trust
     from pincer.skills.parser import parse_skill
+    from pincer.skills.roots import skill_file
 
-    top = files_dir / "SKILL.md"
-    if not top.is_file():
+    if skill_file(files_dir) is None:
         entries = list(files_dir.iterdir())
-        if len(entries) == 1 and entries[0].is_dir() and (entries[0] / "SKILL.md").is_file():
+        if len(entries) == 1 and entries[0].is_dir() and skill_file(entries[0]) is not None:
             inner = entries[0]
             moved = files_dir.parent / f".flatten-{uuid.uuid4().hex[:8]}"
             os.rename(inner, moved)
             os.rmdir(files_dir)
             os.rename(moved, files_dir)
-        else:
-            raise ArtifactRefused(f"{key}: the archive has no SKILL.md at its top", hint="pack the skill folder's contents")
+    top = skill_file(files_dir)
+    if top is None:
+        raise ArtifactRefused(f"{key}: the archive has no SKILL.md at its top", hint="pack the skill folder's contents")
     caps_file = files_dir / "capabilities.json"
     skill = parse_skill(
-        (files_dir / "SKILL.md").read_bytes(),
+        top.read_bytes(),
         path=Path(key.name) / "SKILL.md",
         root="installed",
         trust=Trust.INSTALLED,

@@ -62,8 +62,10 @@ def _metadata(path: Path) -> dict[str, Any]:
 
 
 def _detect(path: Path) -> ArtifactKind:
+    from pincer.skills.roots import skill_file
+
     if path.is_dir():
-        if (path / "SKILL.md").is_file():
+        if skill_file(path) is not None:
             return ArtifactKind.SKILL
         if (path / "bundle.json").is_file():
             return ArtifactKind.BUNDLE
@@ -153,7 +155,10 @@ def build_artifact(
         files.pop(METADATA_FILE, None)
         from pincer.skills.parser import parse_skill
 
-        skill = parse_skill(files["SKILL.md"].data, path=Path(name or path.name) / "SKILL.md")
+        own = files.get("SKILL.md") or files.get("skill.md")
+        if own is None:
+            raise UsageError(f"{path} holds no SKILL.md", hint="publish the skill's folder")
+        skill = parse_skill(own.data, path=Path(name or path.name) / "SKILL.md")
         artifact_name = name or meta.get("name") or skill.name
         found_description = found_description or skill.description
         found_version = found_version or skill.version

@@ -29,6 +29,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 _BUNDLED_ROOT = os.path.realpath(Path(__file__).parent / "bundled")
 
+_SKILL_MD = "SKILL.md"
 MAX_SKILL_FILES = 512
 MAX_SKILL_BYTES = 16 * 1024 * 1024
 _SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".venv", "venv"})
@@ -86,8 +87,10 @@ def _digest(path: Path, st: os.stat_result) -> str:
 
 
 def list_files(skill: Skill, *, max_files: int = MAX_SKILL_FILES, max_bytes: int = MAX_SKILL_BYTES) -> FileListing:
-    """SKILL.md first, then the rest in path order, within the limits."""
+    """SKILL.md first, then the rest in path order, within the limits. A skill whose file is a
+    ``skill.md`` lists it as ``SKILL.md``, the name the Agent Skills spec and MCP clients use."""
     base = skill.base_dir
+    own = skill.path.name
     found: list[tuple[str, Path, os.stat_result]] = []
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIPPED_DIRS)
@@ -104,10 +107,11 @@ def list_files(skill: Skill, *, max_files: int = MAX_SKILL_FILES, max_bytes: int
             if not os.path.isfile(full) or is_shared_link(full, st):
                 continue
             rel = full.relative_to(base).as_posix()
+            rel = _SKILL_MD if rel == own else rel
             found.append((rel, full, st))
         if len(found) > max_files * 4:
             break
-    found.sort(key=lambda row: (row[0] != "SKILL.md", row[0]))
+    found.sort(key=lambda row: (row[0] != _SKILL_MD, row[0]))
     files: list[SkillFile] = []
     total = 0
     truncated = False
@@ -156,7 +160,7 @@ def read_file(skill: Skill, rel: str, *, max_bytes: int = MAX_SKILL_BYTES) -> by
     symlink only when it stays inside), with one link, read through the descriptor it was
     checked on."""
     rel = safe_relative(rel)
-    path = skill.base_dir / rel
+    path = skill.base_dir / (skill.path.name if rel == _SKILL_MD else rel)
     missing = SkillNotFound(f"skill {skill.name!r} has no file {rel!r}", hint=f"`pincer skills show {skill.name}` lists its files")
     if not _inside(skill.base_dir, path) or any(part in _SKIPPED_DIRS for part in rel.split("/")):
         raise missing

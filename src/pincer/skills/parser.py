@@ -19,8 +19,16 @@ from typing import Any
 
 from pincer.config import SkillsSettings
 from pincer.core.errors import SkillError
+from pincer.skills.agentskills import (
+    MAX_COMPATIBILITY_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_NAME_CHARS,
+    SPEC_FIELDS,
+    name_problems,
+    normalize_name,
+)
 from pincer.skills.declared import read_capabilities
-from pincer.skills.frontmatter import split_frontmatter
+from pincer.skills.frontmatter import parse_yaml, split_frontmatter
 from pincer.skills.model import (
     DEFAULT_MAX_CONTEXT_TOKENS,
     Activation,
@@ -38,7 +46,6 @@ from pincer.skills.sections import capability_sections, first_paragraph
 __all__ = [
     "parse_skill",
     "MAX_SKILL_FILE_BYTES",
-    "NAME_RULE",
     "MAX_NAME_CHARS",
     "MAX_DESCRIPTION_CHARS",
     "MAX_COMPATIBILITY_CHARS",
@@ -48,16 +55,14 @@ __all__ = [
 ]
 
 MAX_SKILL_FILE_BYTES = SkillsSettings().max_file_bytes  # [skills] max_file_bytes's default
-MAX_NAME_CHARS = 64
-MAX_DESCRIPTION_CHARS = 1024
-MAX_COMPATIBILITY_CHARS = 500
 MAX_KEYWORDS = 20
 MAX_PATTERNS = 5
 MAX_TAGS = 10
 MAX_PATTERN_CHARS = 256
-NAME_RULE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-# A name pincer can use at all (in tool names, URIs, the CLI); others fall back to the folder's.
-_USABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,127}$")
+# A name pincer can use at all (in file names, URIs, the CLI): Unicode letters and digits too, as
+# the Agent Skills spec allows them; others fall back to the folder's.
+_USABLE_NAME = re.compile(r"\w[\w.:@+-]{0,127}")
+_USABLE_RULE = "letters, digits, '_', '.', ':', '@', '+' and '-', at most 128, not starting with a sign"
 _CAPABILITY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 _PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # A quantified group that itself holds a quantifier: the shape of catastrophic backtracking.
@@ -119,7 +124,8 @@ def parse_skill(
         reader.warn(
             "", "the frontmatter is not strict YAML (an unquoted ': ' in a value?); it was read with those values quoted", 2
         )
-    fm = front.data
+    written = front.data
+    fm = _with_pincer_block(reader, written, source=source)
     body = front.body
     sections = capability_sections(body)
     dialects = _dialects(fm, body, sections=bool(sections), claude_root=claude_root)
@@ -153,7 +159,7 @@ def parse_skill(
         body=body,
         body_line=front.body_line,
         content_hash=hashlib.sha256(data).hexdigest(),
-        version=reader.text(fm, "version"),
+        version=reader.text(fm, "version") or _metadata_version(fm),
         trust=trust,
         root=root,
         tags=_bounded(reader, "tags", reader.strings(fm, "tags"), MAX_TAGS * 5),
@@ -180,9 +186,38 @@ def parse_skill(
         command_tool=reader.text(fm, "command-tool"),
         command_arg_mode=reader.text(fm, "command-arg-mode"),
         metadata=metadata,
-        frontmatter=fm,
+        frontmatter=written or {},
         warnings=tuple(reader.warnings),
     )
+
+
+def _with_pincer_block(reader: FieldReader, fm: dict[str, Any] | None, *, source: str) -> dict[str, Any] | None:
+    """The frontmatter with ``metadata.pincer``'s keys beside its own (its own win). The Agent
+    Skills spec puts a client's fields under ``metadata`` as text, so the block may be a YAML
+    document in a string (``pincer: |``) as well as a mapping; a skill written so passes the
+    spec's reference validator and keeps pincer's parameters, triggers and activation."""
+    metadata = fm.get("metadata") if fm else None
+    if not isinstance(metadata, dict) or "pincer" not in metadata:
+        return fm
+    block = metadata["pincer"]
+    if isinstance(block, str):
+        try:
+            block, _ = parse_yaml(block, source=source)
+        except SkillError as exc:
+            reader.warn("metadata.pincer", f"is not a YAML mapping ({exc.detail}); ignored")
+            return fm
+    if not isinstance(block, dict):
+        reader.warn("metadata.pincer", f"expected a mapping (or YAML text holding one), got {kind_of(block)}; ignored")
+        return fm
+    extension = {key: value for key, value in block.items() if key not in SPEC_FIELDS}
+    return {**extension, **(fm or {})}
+
+
+def _metadata_version(fm: Mapping[str, Any]) -> str | None:
+    """``metadata.version``, where the Agent Skills spec's example keeps a version."""
+    metadata = fm.get("metadata")
+    version = metadata.get("version") if isinstance(metadata, dict) else None
+    return version if isinstance(version, str) and version.strip() else None
 
 
 def _dialects(fm: dict[str, Any] | None, body: str, *, sections: bool, claude_root: bool) -> tuple[Dialect, ...]:
@@ -209,25 +244,37 @@ def _dialects(fm: dict[str, Any] | None, body: str, *, sections: bool, claude_ro
 
 
 def _name(reader: FieldReader, fm: Mapping[str, Any], folder: str, *, has_frontmatter: bool) -> str:
+    """The declared name, NFKC-normalized as the Agent Skills spec compares names; the folder's
+    when there is none or it cannot be used. A skill neither can name is not loaded."""
     raw = fm.get("name")
+    fallback = normalize_name(folder)
     if raw is None or (isinstance(raw, str) and not raw.strip()):
+        if not _USABLE_NAME.fullmatch(fallback):
+            raise _unnamed(None, folder)
         if has_frontmatter:
-            reader.warn("name", f"missing; the folder name {folder!r} is used")
-        return folder
-    name = str(raw).strip() if isinstance(raw, (str, int, float)) and not isinstance(raw, bool) else None
-    if name is None or not _USABLE_NAME.match(name):
-        reader.warn("name", f"{str(raw)[:80]!r} cannot name a skill; the folder name {folder!r} is used")
-        return folder
-    if len(name) > MAX_NAME_CHARS:
-        reader.warn("name", f"is {len(name)} characters; the Agent Skills spec allows at most {MAX_NAME_CHARS}")
-    if not NAME_RULE.match(name):
-        reader.warn(
-            "name",
-            f"{name!r} breaks the Agent Skills rule: lowercase letters, digits and single '-', not at either end",
-        )
-    if name != folder:
+            reader.warn("name", f"missing; the folder name {fallback!r} is used")
+        return fallback
+    name = normalize_name(str(raw)) if isinstance(raw, (str, int, float)) and not isinstance(raw, bool) else None
+    if name is None or not _USABLE_NAME.fullmatch(name):
+        if not _USABLE_NAME.fullmatch(fallback):
+            raise _unnamed(raw, folder)
+        shown = repr(str(raw)[:80]) if name is not None else kind_of(raw)
+        reader.warn("name", f"{shown} cannot name a skill ({_USABLE_RULE}); the folder name {fallback!r} is used")
+        return fallback
+    problems = name_problems(name)
+    if problems:
+        reader.warn("name", f"{name!r} breaks the Agent Skills rules: " + "; ".join(problems))
+    if name != fallback:
         reader.warn("name", f"{name!r} differs from its folder name {folder!r} (the Agent Skills spec wants them equal)")
     return name
+
+
+def _unnamed(raw: Any, folder: str) -> SkillError:
+    given = f"the name {str(raw)[:80]!r} nor " if raw is not None else ""
+    return SkillError(
+        f"neither {given}the folder name {folder[:80]!r} can name a skill ({_USABLE_RULE})",
+        hint="set name: to lowercase letters, digits and '-' (the Agent Skills rule) and give the folder that name",
+    )
 
 
 def _description(reader: FieldReader, fm: Mapping[str, Any], body: str, *, has_frontmatter: bool) -> str:

@@ -159,8 +159,8 @@ async def fetch_remote_skills(
 ) -> tuple[list[FetchedSkill], list[str]]:
     """Fetch, verify and install the server's skills (or only ``names``). Returns what was
     installed and, per refused skill, why."""
+    from pincer.skills.agentskills import is_spec_name
     from pincer.skills.files import safe_relative
-    from pincer.skills.parser import NAME_RULE
 
     entries = await _list_entries(client)
     installed: list[FetchedSkill] = []
@@ -169,7 +169,7 @@ async def fetch_remote_skills(
         uri = str(entry.get("uri", ""))
         try:
             name, segments = _uri_parts(uri)
-            if segments != ["SKILL.md"] or not NAME_RULE.match(name) or len(name) > 64:
+            if segments != ["SKILL.md"] or not is_spec_name(name):
                 raise ValueError(f"{uri!r} is not skill://NAME/SKILL.md with a valid name")
             if names and name not in names:
                 continue

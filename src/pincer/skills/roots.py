@@ -15,7 +15,8 @@ Roots, highest precedence first::
 (*) An agent can write the workspace (``write_file``, scripts), so its roots are trusted only with
 ``[skills] trust_workspace = true`` (or a skill at a time, ``pincer skills approve NAME``).
 
-A skill is a folder ``<root>/<name>/`` holding a ``SKILL.md``. A name found in a higher root
+A skill is a folder ``<root>/<name>/`` holding a ``SKILL.md`` (or ``skill.md``, which the Agent
+Skills reference validator reads too; ``SKILL.md`` wins when both are there). A name found in a higher root
 shadows the same name lower down, except that a name a *trusted* skill holds stays with it: an
 installed (or untrusted workspace) skill of that name is shadowed instead, whatever its root's
 place. The shadowed one is kept in the report with the reason. The
@@ -54,12 +55,17 @@ __all__ = [
     "BUNDLED_DIR",
     "WORKSPACE_ROOTS",
     "SKILL_FILE",
+    "SKILL_FILES",
+    "skill_file",
     "CAPABILITIES_FILE",
 ]
 
 logger = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
+# The names a skill's file may have, the first found wins: the reference validator (skills-ref)
+# prefers SKILL.md and accepts skill.md.
+SKILL_FILES = (SKILL_FILE, "skill.md")
 CAPABILITIES_FILE = "capabilities.json"
 MAX_CAPABILITIES_BYTES = 256 * 1024
 BUNDLED_DIR = Path(__file__).with_name("bundled")
@@ -249,7 +255,7 @@ class SkillLoader:
             if hit is not None:
                 limits.append(hit)
             stamp.append((root.label, tuple(c[0] for c in candidates)))
-            for folder, skill_stat in candidates:
+            for folder, skill_path, skill_stat in candidates:
                 if loaded >= self.limits.max_loaded_per_root:
                     limits.append(
                         LimitHit(
@@ -260,7 +266,7 @@ class SkillLoader:
                         )
                     )
                     break
-                key = (os.path.join(folder, SKILL_FILE), root.label)
+                key = (skill_path, root.label)
                 live.add(key)
                 result, file_stamp = self._read(root, folder, skill_stat, key)
                 stamp.append((key[0], file_stamp))
@@ -308,13 +314,13 @@ class SkillLoader:
         for root in roots:
             candidates, _ = self._candidates(root)
             parts.append((root.label, tuple(c[0] for c in candidates)))
-            for folder, skill_stat in candidates:
-                parts.append((os.path.join(folder, SKILL_FILE), _stamp(skill_stat, folder)))
+            for folder, skill_path, skill_stat in candidates:
+                parts.append((skill_path, _stamp(skill_stat, folder)))
         return tuple(parts)
 
     def _candidates(
         self, root: Root, misplaced: list[Misplaced] | None = None
-    ) -> tuple[list[tuple[str, os.stat_result]], LimitHit | None]:
+    ) -> tuple[list[tuple[str, str, os.stat_result]], LimitHit | None]:
         """The skill folders of ``root``; folders that hold skills where no one looks go into
         ``misplaced`` when it is given."""
         try:
@@ -324,7 +330,7 @@ class SkillLoader:
         except OSError as exc:
             logger.warning("cannot list skills root %s: %s", root.path, exc)
             return [], None
-        found: list[tuple[str, os.stat_result]] = []
+        found: list[tuple[str, str, os.stat_result]] = []
         hit: LimitHit | None = None
         for entry in entries:
             if entry.name.startswith("."):
@@ -332,15 +338,16 @@ class SkillLoader:
             try:
                 if not entry.is_dir():
                     continue
-                skill_stat = os.stat(os.path.join(entry.path, SKILL_FILE))
             except OSError:
-                if misplaced is not None and entry.is_dir():
+                continue
+            located = _skill_file_stat(entry.path)
+            if located is None:
+                if misplaced is not None:
                     notice = self.look_closer(root, entry.path)
                     if notice is not None:
                         misplaced.append(notice)
                 continue
-            if not stat_module.S_ISREG(skill_stat.st_mode):
-                continue
+            skill_path, skill_stat = located
             if len(found) >= self.limits.max_candidates_per_root:
                 hit = LimitHit(
                     root=root.label,
@@ -349,7 +356,7 @@ class SkillLoader:
                     "first ones (by name) are looked at (raise [skills] max_candidates_per_root)",
                 )
                 break
-            found.append((entry.path, skill_stat))
+            found.append((entry.path, skill_path, skill_stat))
         return found, hit
 
     def look_closer(self, root: Root, folder: str) -> Misplaced | None:
@@ -360,14 +367,15 @@ class SkillLoader:
         except OSError:
             return None
         for name in names:
-            if name.lower() == SKILL_FILE.lower() and os.path.isfile(os.path.join(folder, name)):
+            if name.lower() == SKILL_FILE.lower() and name not in SKILL_FILES and os.path.isfile(os.path.join(folder, name)):
                 return Misplaced(
                     path=Path(folder) / name,
-                    message=f"is named {name}, and only {SKILL_FILE} is read (the name the Agent Skills spec gives it)",
+                    message=f"is named {name}, and only {' or '.join(SKILL_FILES)} is read (the names the Agent Skills "
+                    "reference validator reads)",
                     hint=f"rename it to {SKILL_FILE}",
                     root=root.label,
                 )
-        nested = [n for n in names if not n.startswith(".") and os.path.isfile(os.path.join(folder, n, SKILL_FILE))]
+        nested = [n for n in names if not n.startswith(".") and skill_file(os.path.join(folder, n)) is not None]
         if not nested:
             return None
         count = f"{len(nested)} skill folder" + ("s" if len(nested) != 1 else "")
@@ -393,6 +401,24 @@ class SkillLoader:
         )
         self._cache[key] = (file_stamp, result)
         return result, file_stamp
+
+
+def skill_file(folder: str | Path) -> Path | None:
+    """The skill's file in ``folder`` (SKILL.md, else skill.md), or None."""
+    located = _skill_file_stat(str(folder))
+    return Path(located[0]) if located is not None else None
+
+
+def _skill_file_stat(folder: str) -> tuple[str, os.stat_result] | None:
+    for name in SKILL_FILES:
+        path = os.path.join(folder, name)
+        try:
+            found = os.stat(path)
+        except OSError:
+            continue
+        if stat_module.S_ISREG(found.st_mode):
+            return path, found
+    return None
 
 
 def _stamp(skill_stat: os.stat_result, folder: str) -> _Stamp:
