@@ -213,6 +213,30 @@ async def test_nothing_signs_or_submits() -> None:
     assert tool.spec.call_effects.table["build_intent"] == frozenset({EffectKind.FINANCIAL})
 
 
+async def test_propose_from_scans_own_output_says_what_else_each_strategy_needs() -> None:
+    """Before: scan's positions fed to propose as scan returned them gave ``{"proposals": []}``
+    with no word: one strategy needs a ``kind`` scan never emits, the other venues (yields) only
+    the caller can give. Now each says so, and with the venues the same positions propose."""
+    with serve_dune() as dune:
+        tool = portfolio.portfolio_tool(base_url=dune.origin)
+        host = HostContext(session="main", tool="portfolio", capabilities=tool.spec.capabilities, secrets=_Recording())
+        scan = await tool.run({"action": "scan", "addresses": [WALLET]}, host)
+        bare = await tool.run({"action": "propose", "positions": scan["positions"]}, host)
+        with_venues = await tool.run({"action": "propose", "positions": scan["positions"], "config": {"venues": VENUES}}, host)
+    assert {p["kind"] for p in scan["positions"]} == {"wallet"}  # what scan emits
+    assert bare["proposals"] == []
+    why = {n["strategy"]: n["why"] for n in bare["not_proposed"]}
+    assert why["stablecoin-yield-floor"].startswith("config.venues is empty: scan reads balances, not yields")
+    assert why["lending-health-guard"].startswith("no position of kind 'lending' with a health_factor: scan reads wallet")
+    (proposal,) = with_venues["proposals"]
+    assert proposal["plan"]["from"]["amount"] == "25000" and proposal["plan"]["to"]["venue"] == "aave-v3-base"
+    assert [n["strategy"] for n in with_venues["not_proposed"]] == ["lending-health-guard"]
+    # the action's description says the same to a model before it calls
+    described = tool.spec.description + json.dumps(tool.spec.input_schema)
+    assert "stablecoin-yield-floor also needs config.venues" in described
+    assert "lending-health-guard needs positions of kind 'lending' with a health_factor" in described
+
+
 def test_propose_ranks_by_gain_and_refuses_unknown_strategies() -> None:
     positions = [
         {"chain": "base", "token": USDC, "symbol": "USDC", "amount": "1000", "value_usd": 1000.0, "apy": 0.01},

@@ -88,7 +88,8 @@ FIELDS: dict[str, dict[str, Any]] = {
     "addresses": {"type": "array", "items": _ADDRESS, "minItems": 1, "maxItems": MAX_ADDRESSES,
                   "description": "EVM wallet addresses (0x...)"},
     "chains": {"type": "array", "items": {"type": "integer", "minimum": 1}, "description": "Chain ids (default: all)"},
-    "positions": {"type": "array", "items": _POSITION, "maxItems": 2000, "description": "scan's positions"},
+    "positions": {"type": "array", "items": _POSITION, "maxItems": 2000,
+                  "description": "scan's positions as it returned them, plus any lending positions (kind: lending, health_factor)"},
     "strategies": {"type": "array", "items": {"type": "string"}, "description": "Strategy names (default: all)"},
     "config": {
         "type": "object",
@@ -236,8 +237,29 @@ def _health_guard(positions: Sequence[Mapping[str, Any]], config: Mapping[str, A
 STRATEGIES = {"stablecoin-yield-floor": _stable_floor, "lending-health-guard": _health_guard}
 
 
+def _why_no_yield_move(positions: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> str:
+    if not config.get("venues"):
+        return ("config.venues is empty: scan reads balances, not yields, so give the venues where yield is available "
+                "(name, chain, symbol, apy, risk_score)")
+    floor = float(config.get("floor_apy", DEFAULT_FLOOR_APY))
+    return (f"no stablecoin position earning under the {floor:.2%} floor (and worth at least config.min_value_usd) "
+            "has a venue in config.venues of its symbol within config.max_risk_score that pays the floor")
+
+
+def _why_no_health_move(positions: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> str:
+    if not any(p.get("kind") == "lending" and isinstance(p.get("health_factor"), (int, float)) for p in positions):
+        return ("no position of kind 'lending' with a health_factor: scan reads wallet balances only, so add your "
+                "lending positions (kind: lending, venue, health_factor) from the lending market")
+    minimum = float(config.get("min_health_factor", DEFAULT_MIN_HEALTH_FACTOR))
+    return f"every lending position's health factor is at least config.min_health_factor ({minimum:.2f})"
+
+
+STRATEGY_NEEDS = {"stablecoin-yield-floor": _why_no_yield_move, "lending-health-guard": _why_no_health_move}
+
+
 def propose(positions: Sequence[Mapping[str, Any]], strategies: Sequence[str] | None, config: Mapping[str, Any]) -> Any:
-    """Every chosen strategy's proposals, highest ``annual_gain_usd`` first."""
+    """Every chosen strategy's proposals, highest ``annual_gain_usd`` first, and for each strategy
+    that proposed nothing, why (most often what scan's positions cannot tell it)."""
     names = list(strategies or STRATEGIES)
     unknown = sorted(set(names) - set(STRATEGIES))
     if unknown:
@@ -245,9 +267,15 @@ def propose(positions: Sequence[Mapping[str, Any]], strategies: Sequence[str] | 
             f"portfolio.propose: unknown strategy {', '.join(unknown)}",
             hint=f"use some of: {', '.join(STRATEGIES)} (or leave strategies out for all)",
         )
-    found = [item for name in names for item in STRATEGIES[name](positions, config)]
+    found: list[dict[str, Any]] = []
+    not_proposed = []
+    for name in names:
+        items = STRATEGIES[name](positions, config)
+        found += items
+        if not items:
+            not_proposed.append({"strategy": name, "why": STRATEGY_NEEDS[name](positions, config)})
     found.sort(key=lambda p: p["annual_gain_usd"], reverse=True)
-    return {"proposals": [{"rank": i + 1, **p} for i, p in enumerate(found)]}
+    return {"proposals": [{"rank": i + 1, **p} for i, p in enumerate(found)], "not_proposed": not_proposed}
 
 
 def build_intent(plan: Mapping[str, Any], config: Mapping[str, Any], *, now: dt.datetime | None = None) -> Any:
@@ -302,8 +330,10 @@ ACTIONS: tuple[Action, ...] = (
            effects=READ_EFFECTS, description="token positions of EVM wallets, with USD values (Dune Sim)"),
     Action(name="propose", toolset="portfolio", handler=_propose, required=("positions",),
            optional=("strategies", "config"), effects=frozenset(),
-           description="ranked rebalancing proposals from scan's positions (strategies: "
-           + ", ".join(STRATEGIES) + ")"),
+           description="ranked rebalancing proposals from positions as scan returns them, and per strategy that "
+           "proposed nothing, why. stablecoin-yield-floor also needs config.venues (where yield is available: scan "
+           "reads balances, not yields); lending-health-guard needs positions of kind 'lending' with a health_factor "
+           "(scan returns wallet balances only: add them from the lending market)"),
     # ``writes`` so read_only drops it: an intent is the start of moving money.
     Action(name="build_intent", toolset="portfolio", handler=_build_intent, required=("plan",), optional=("config",),
            writes=True, effects=frozenset({EffectKind.FINANCIAL}),
