@@ -37,6 +37,13 @@ OPENAPI_DIR     := .cache/npm-openapi
 # slack and telegram built-ins' contract tests, in the same prefix.
 OCTOKIT_OPENAPI := @octokit/openapi@23.0.2 @slack/web-api@8.2.0 @grammyjs/types@5.0.0
 OPENAPI_STAMP   := $(OPENAPI_DIR)/.installed-$(shell echo '$(OCTOKIT_OPENAPI)' | sha256sum | cut -c1-12)
+# The slack and telegram stand-ins check requests and answers against the TypeScript declarations
+# of @slack/web-api and @grammyjs/types, compiled into JSON Schema by typescript-json-schema (on the
+# system's node, as npm runs): tests/builtins/declared.py. A prefix of their own, since another
+# install into a shared prefix may rewrite its node_modules while the compiler runs.
+DECLARED_DIR      := .cache/npm-declared
+DECLARED_PACKAGES := @slack/web-api@8.2.0 @grammyjs/types@5.0.0 typescript-json-schema@0.68.0 typescript@5.9.3
+DECLARED_STAMP    := $(DECLARED_DIR)/.installed-$(shell echo '$(DECLARED_PACKAGES)' | sha256sum | cut -c1-12)
 
 .PHONY: setup run test lint bench clean lock system-deps mcp-deps conformance-deps builtins-deps builder-runner
 
@@ -68,7 +75,12 @@ builder-runner: $(STAMP)
 
 conformance-deps: $(CONFORMANCE_STAMP)
 
-builtins-deps: $(OPENAPI_STAMP)
+builtins-deps: $(OPENAPI_STAMP) $(DECLARED_STAMP)
+
+$(DECLARED_STAMP):
+	mkdir -p $(DECLARED_DIR)
+	npm install --prefix $(DECLARED_DIR) --no-audit --no-fund --loglevel=error $(DECLARED_PACKAGES)
+	touch $@
 
 $(OPENAPI_STAMP):
 	mkdir -p $(OPENAPI_DIR)

@@ -1,8 +1,9 @@
 """A local stand-in for Slack's Web API on 127.0.0.1:0: a real HTTP server answering in Slack's
-shapes, checking every request against the method table derived from ``@slack/web-api``
-(:mod:`tests.builtins.slack_methods`): the path must name a Slack method, the verb and body
-encoding must be WebClient's, and the arguments must fit the method's declared arguments. A
-request that does not is answered ``ok: false`` and kept in ``violations``."""
+shapes, checking every request and every answer against ``@slack/web-api``
+(:mod:`tests.builtins.declared`): the path must name a method WebClient binds, the verb and body
+encoding must be WebClient's, the arguments must fit the method's argument type, and each answer
+its response type. A request that does not fit is answered ``ok: false``; a request or an answer
+that does not fit is kept in ``violations``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.builtins import slack_methods
+from tests.builtins import declared
 
 TOKEN = "xoxb-1234567890-0987654321-slackTestBotToken0a1b2c"
 TS = "1712345678.000200"
@@ -86,7 +87,9 @@ def serve() -> Iterator[FakeSlack]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def _send(self, status: int, payload: Any) -> None:
+        def _send(self, status: int, payload: Any, method: str | None = None) -> None:
+            if method in declared.SLACK_METHODS:
+                state.violations.extend(f"{method}: {p}" for p in declared.answer_problems("slack", method, payload))
             data = json.dumps(payload).encode() if not isinstance(payload, bytes) else payload
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -109,30 +112,33 @@ def serve() -> Iterator[FakeSlack]:
                 self._send(404, {"ok": False, "error": "unknown_method"})
                 return
             name = url.path[len("/api/"):]
-            try:
-                method = slack_methods.method(name)
-            except KeyError:
+            if name not in declared.slack_method_names():
                 state.violations.append(f"{name}: not a method of @slack/web-api")
                 self._send(200, {"ok": False, "error": "unknown_method"})
                 return
+            if name not in declared.SLACK_METHODS:
+                state.violations.append(f"{name}: no schema here; add it to tests/builtins/declared.py SLACK_METHODS")
+                self._send(200, {"ok": False, "error": "unknown_method"})
+                return
+            verb, encoding = declared.slack_http_shape()
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             problems = []
-            if self.command != method.http_method:
-                problems.append(f"{name}: verb {self.command}, WebClient sends {method.http_method}")
-            if content_type != method.content_type:
-                problems.append(f"{name}: body {content_type!r}, WebClient sends {method.content_type!r}")
+            if self.command != verb:
+                problems.append(f"{name}: verb {self.command}, WebClient sends {verb}")
+            if content_type != encoding:
+                problems.append(f"{name}: body {content_type!r}, WebClient sends {encoding!r}")
             form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8"), keep_blank_values=True).items()}
-            problems += [f"{name}: {p}" for p in method.problems(form)]
+            problems += [f"{name}: {p}" for p in declared.request_problems("slack", name, declared.read_text_values("slack", name, form))]
             record.update(method=name, form=form)
             if problems:
                 state.violations.extend(problems)
-                self._send(200, {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": problems}})
+                self._send(200, {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": problems}}, name)
                 return
             if auth != f"Bearer {TOKEN}":
-                self._send(200, {"ok": False, "error": "not_authed" if auth is None else "invalid_auth"})
+                self._send(200, {"ok": False, "error": "not_authed" if auth is None else "invalid_auth"}, name)
                 return
             if name in state.script:
-                self._send(200, state.script.pop(name))
+                self._send(200, state.script.pop(name), name)
                 return
             if name == "files.getUploadURLExternal":
                 answer = {"ok": True, "upload_url": f"{state.origin}/upload/v1/F0FILE1234", "file_id": "F0FILE1234"}
@@ -140,7 +146,7 @@ def serve() -> Iterator[FakeSlack]:
                 answer = json.loads(json.dumps(ANSWERS[name]))
             if state.echo_token and name == "conversations.history":
                 answer["messages"][0]["text"] = f"the header said {auth}"
-            self._send(200, answer)
+            self._send(200, answer, name)
 
         do_GET = do_POST = _handle
 

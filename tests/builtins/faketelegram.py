@@ -1,8 +1,10 @@
 """A local stand-in for Telegram's Bot API on 127.0.0.1:0: ``POST /bot<token>/<method>`` with a
 JSON body or, for a file upload, a ``multipart/form-data`` one (parsed with the standard
-library's MIME parser; the file parts are kept in ``seen[i]["files"]``), every body checked against the method table derived from ``@grammyjs/types``
-(:mod:`tests.builtins.telegram_methods`); a request that does not fit is answered as Telegram
-does (``400 {"ok": false, "description": "Bad Request: ..."}``) and kept in ``violations``.
+library's MIME parser; the file parts are kept in ``seen[i]["files"]``). Every request is checked
+against the method's parameters and every answer against its result, both as ``@grammyjs/types``
+declares them (:mod:`tests.builtins.declared`); a request that does not fit is answered as
+Telegram does (``400 {"ok": false, "description": "Bad Request: ..."}``), and a request or an
+answer that does not fit is kept in ``violations``.
 
 ``mode`` makes it misbehave for the error paths: ``"500"`` answers a 500 whose body echoes the
 request path (as some proxies do), ``"hang"`` answers only after :data:`HANG_S`.
@@ -10,6 +12,8 @@ request path (as some proxies do), ``"hang"`` answers only after :data:`HANG_S`.
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import json
 import threading
 import time
@@ -20,11 +24,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from tests.builtins import telegram_methods
+from tests.builtins import declared
 
 TOKEN = "7012345678:AAHfakeTelegramBotTokenForTests_0123x"
 HANG_S = 3.0
+# getMe's answer: a bot's own settings are part of it (UserFromGetMe); a bot's mention elsewhere
+# (a message's "from") is a plain User.
 BOT = {"id": 7012345678, "is_bot": True, "first_name": "pincer", "username": "pincer_test_bot"}
+ME = {**BOT, "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False,
+      "can_connect_to_business": False, "has_main_web_app": False, "has_topics_enabled": False,
+      "allows_users_to_create_topics": False, "can_manage_bots": False, "supports_join_request_queries": False}
 CHAT = {"id": 424242, "type": "private", "first_name": "Ada", "username": "ada"}
 
 
@@ -53,8 +62,58 @@ def answer(method: str, body: dict[str, Any]) -> Any:
     if method == "deleteMessage":
         return True
     if method == "getMe":
-        return BOT
+        return ME
     raise KeyError(method)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Upload:
+    """A file part of a multipart body."""
+
+    filename: str
+    content_type: str
+    data: bytes = field(repr=False)
+
+
+def parse_multipart(method: str, content_type: str, raw: bytes) -> tuple[dict[str, Any], dict[str, Upload]]:
+    """The parameters of a ``multipart/form-data`` body as the Bot API reads them (text where the
+    parameter takes text, else its JSON; file parts as :class:`Upload`, also in the second mapping
+    by name); ValueError says what does not fit RFC 7578."""
+    if "boundary=" not in content_type:
+        raise ValueError("multipart/form-data without a boundary")
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    if not message.is_multipart() or message.defects:
+        raise ValueError(f"not a well-formed multipart body ({[type(d).__name__ for d in message.defects]})")
+    texts: dict[str, str] = {}
+    files: dict[str, Upload] = {}
+    for part in message.iter_parts():
+        if part.get_content_disposition() != "form-data" or part.defects:
+            raise ValueError("a part without Content-Disposition: form-data")
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str) or not name:
+            raise ValueError("a part without a name")
+        if name in texts or name in files:
+            raise ValueError(f"parameter {name!r} sent twice")
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        filename = part.get_filename()
+        if filename is not None:
+            files[name] = Upload(filename=filename, content_type=part.get_content_type(), data=data)
+        else:
+            texts[name] = data.decode("utf-8")
+    body: dict[str, Any] = {**declared.read_text_values("telegram", method, texts), **files}
+    return body, files
+
+
+def request_problems(method: str, body: dict[str, Any]) -> list[str]:
+    """Why a request body does not fit the method as @grammyjs/types declares it."""
+    if method not in declared.telegram_methods():
+        return [f"{method} is not a Bot API method"]
+    if method not in declared.TELEGRAM_METHODS:
+        return [f"{method} has no schema here: add it to tests/builtins/declared.py TELEGRAM_METHODS"]
+    as_sent = {k: {declared.UPLOAD_KEY: v.filename} if isinstance(v, Upload) else v for k, v in body.items()}
+    return declared.request_problems("telegram", method, as_sent)
 
 
 @dataclass
@@ -74,7 +133,9 @@ def serve() -> Iterator[FakeTelegram]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def _send(self, status: int, payload: Any) -> None:
+        def _send(self, status: int, payload: Any, method: str | None = None) -> None:
+            if method in declared.TELEGRAM_METHODS:
+                state.violations.extend(f"{method}: {p}" for p in declared.answer_problems("telegram", method, payload))
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -105,7 +166,7 @@ def serve() -> Iterator[FakeTelegram]:
             content_type = self.headers.get("Content-Type") or ""
             if raw and content_type.split(";")[0].strip() == "multipart/form-data":
                 try:
-                    body, files = telegram_methods.parse_multipart(method, content_type, raw)
+                    body, files = parse_multipart(method, content_type, raw)
                 except ValueError as exc:
                     body, files = {}, {}
                     problems.append(f"{method}: {exc}")
@@ -119,18 +180,18 @@ def serve() -> Iterator[FakeTelegram]:
                     body = {}
                     problems.append(f"{method}: the body is not JSON")
             record["body"] = body
-            problems += [f"{method}: {p}" for p in telegram_methods.problems(method, body if isinstance(body, dict) else {})]
+            problems += [f"{method}: {p}" for p in request_problems(method, body if isinstance(body, dict) else {})]
             if problems:
                 state.violations.extend(problems)
-                self._send(400, {"ok": False, "error_code": 400, "description": "Bad Request: " + "; ".join(problems)})
+                self._send(400, {"ok": False, "error_code": 400, "description": "Bad Request: " + "; ".join(problems)}, method)
                 return
             if token != TOKEN:
-                self._send(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+                self._send(401, {"ok": False, "error_code": 401, "description": "Unauthorized"}, method)
                 return
             if method == "sendMessage" and body.get("chat_id") == 404:
-                self._send(400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
+                self._send(400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"}, method)
                 return
-            self._send(200, {"ok": True, "result": answer(method, body)})
+            self._send(200, {"ok": True, "result": answer(method, body)}, method)
 
         do_GET = do_POST = _handle
 

@@ -88,7 +88,7 @@ def test_a_telegram_upload_body_reads_back_whatever_the_names(caption: str, file
     """Whatever the caption, file name and bytes, the multipart body parses back (the standard
     library's MIME parser) into exactly the fields and the one file sent: a quote, CR or LF in a
     file name cannot end its header or add a part."""
-    from tests.builtins.telegram_methods import parse_multipart
+    from tests.builtins.faketelegram import parse_multipart
 
     body, kind = telegram.multipart_body({"chat_id": chat_id, "caption": caption}, file_field="document",
                                          filename=filename, data=data)

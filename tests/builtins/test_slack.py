@@ -1,7 +1,9 @@
 """``slack`` through the real call chain against a local Slack stand-in that checks every request
-against the method table derived from npm ``@slack/web-api`` (tests/builtins/slack_methods.py):
-paths, verb, body encoding, argument names and types. The bot token is injected host-side and is
-absent from every output, log line and audit record."""
+and every answer against npm ``@slack/web-api`` (tests/builtins/declared.py: WebClient's method
+names, verb and body encoding, and each method's argument and response types compiled into JSON
+Schema). Slack publishes no machine-readable description of its Web API in a package registry, so
+the SDK's declarations are the description. The bot token is injected host-side and is absent
+from every output, log line and audit record."""
 
 from __future__ import annotations
 
@@ -149,9 +151,27 @@ def test_a_wrong_request_fails_the_contract() -> None:
         assert _post(fake, "/api/chat.postMesage", b"channel=C1&text=hi")["ok"] is False
         assert _post(fake, "/api/chat.postMessage", b"channel=C1&text=hi")["ok"] is True
     joined = "\n".join(fake.violations)
-    for expected in ("unknown argument 'txt'", "missing required argument 'timestamp'", "'limit' must be a number",
+    for expected in ("unknown parameter 'txt'", "missing required parameter 'timestamp'", "'limit' is \"lots\", not number",
                      "verb GET", "body 'application/json'", "chat.postMesage: not a method"):
         assert expected in joined
+
+
+def test_every_answer_of_the_stand_in_fits_slacks_response_types() -> None:
+    """Before: the answers were written by hand and checked against nothing. Each canned answer
+    fits its method's response type in @slack/web-api, and one that does not is caught."""
+    from tests.builtins import declared
+
+    for method, answer in fakeslack.ANSWERS.items():
+        assert declared.answer_problems("slack", method, answer) == [], method
+    assert set(fakeslack.ANSWERS) | {"files.getUploadURLExternal"} == set(declared.SLACK_METHODS)
+    wrong = {"ok": True, "chanel": "C1", "ts": 1712345678.0002, "message": {"text": "x", "user_name": "ada"}}
+    assert sorted(declared.answer_problems("slack", "chat.postMessage", wrong)) == [
+        "answer: 'ts' is 1712345678.0002, not string", "answer: unknown parameter 'chanel'",
+        "answer: unknown parameter 'message.user_name'"]
+    with fakeslack.serve() as fake:
+        fake.script["chat.postMessage"] = wrong
+        assert _post(fake, "/api/chat.postMessage", b"channel=C1&text=hi") == wrong
+    assert fake.violations == [f"chat.postMessage: {p}" for p in declared.answer_problems("slack", "chat.postMessage", wrong)]
 
 
 async def test_an_upload_url_elsewhere_is_refused(tmp_path: Path) -> None:

@@ -1,5 +1,8 @@
 """``telegram`` through the real call chain against a local Bot API stand-in that checks every
-request against the method table derived from npm ``@grammyjs/types``. The bot token sits in the
+request and every answer against npm ``@grammyjs/types`` (tests/builtins/declared.py: each
+method's parameters and its ``ApiResponse`` compiled into JSON Schema). Telegram publishes no
+machine-readable description of the Bot API in a package registry, so grammY's declarations are
+the description. The bot token sits in the
 URL path: it reaches the stand-in, and nothing else (outputs, errors, the audit, log lines at
 DEBUG, the exception texts of a direct call), also when the request fails: connection refused,
 a 500 that echoes the path, a timeout. A workspace file goes up as ``multipart/form-data``, read
@@ -162,8 +165,9 @@ def test_a_wrong_request_fails_the_contract() -> None:
         assert _post(fake, "/sendMessage", b'{"chat_id": 1, "text": "hi"}') == 404
         assert _post(fake, f"{bot}/sendMessage", b'{"chat_id": 1, "text": "hi"}') == 200
     joined = "\n".join(fake.violations)
-    for expected in ("unknown parameter 'txt'", "missing required parameter 'text'", "'message_id' is not number",
-                     "'parse_mode' is not ParseMode", "'reply_parameters' is not ReplyParameters", "verb GET",
+    for expected in ("unknown parameter 'txt'", "missing required parameter 'text'", "'message_id' is \"5\", not number",
+                     "'parse_mode' is \"XML\", not one of [\"HTML\", \"Markdown\", \"MarkdownV2\"]",
+                     "unknown parameter 'reply_parameters.mesage_id'", "verb GET",
                      "not application/json", "sendMesage is not a Bot API method", "not /bot<token>/<method>"):
         assert expected in joined, expected
 
@@ -371,6 +375,29 @@ async def test_reading_the_workspace_is_an_effect_the_grant_decides(tmp_path: Pa
     assert [s["method"] for s in fake.seen] == ["sendPhoto"]
 
 
+def test_every_answer_of_the_stand_in_fits_the_bot_apis_result_types() -> None:
+    """Before: the answers were written by hand and checked against nothing, and getMe's lacked
+    nine fields grammY declares required (can_join_groups, supports_inline_queries, ...). Each
+    answer fits its method's ApiResponse, and one that does not is caught, also inside
+    getUpdates' messages."""
+    from tests.builtins import declared
+
+    bodies = {"sendMessage": {"text": "hi"}, "sendPhoto": {"caption": "c"}, "sendDocument": {}, "getUpdates": {},
+              "editMessageText": {"message_id": 5, "text": "t"}, "deleteMessage": {}, "getMe": {}}
+    assert set(bodies) == set(declared.TELEGRAM_METHODS)
+    for method, body in bodies.items():
+        assert declared.answer_problems("telegram", method, {"ok": True, "result": faketelegram.answer(method, body)}) == []
+    assert declared.answer_problems("telegram", "getMe", {"ok": True, "result": faketelegram.BOT})[:2] == [
+        "answer: missing required parameter 'result.allows_users_to_create_topics'",
+        "answer: missing required parameter 'result.can_connect_to_business'"]
+    update = faketelegram.answer("getUpdates", {})[0]
+    misspelt = {**update, "message": {**update["message"], "txet": "hi"}}
+    assert declared.answer_problems("telegram", "getUpdates", {"ok": True, "result": [misspelt]}) == [
+        "answer: unknown parameter 'result.0.message.txet'"]
+    assert declared.answer_problems("telegram", "sendMessage", {"ok": False, "description": "Bad Request"}) == [
+        "answer: missing required parameter 'error_code'"]
+
+
 def test_a_wrong_multipart_request_fails_the_contract() -> None:
     """The stand-in reads a multipart body as the Bot API does: a misspelt parameter, a file where
     the method takes none, a missing file and a body without a boundary are caught."""
@@ -388,6 +415,7 @@ def test_a_wrong_multipart_request_fails_the_contract() -> None:
         body, kind = multipart_body({"chat_id": 1}, file_field="photo", filename="a.png", data=b"png")
         assert _post(fake, f"{bot}/sendPhoto", body, content_type=kind) == 200
     joined = "\n".join(fake.violations)
-    for expected in ("unknown parameter 'captoin'", "'caption' is not string", "missing required parameter 'photo'",
+    for expected in ("unknown parameter 'captoin'", "'caption' is {\"pincer_upload\": \"a.png\"}, not string",
+                     "missing required parameter 'photo'",
                      "without a boundary"):
         assert expected in joined, expected
