@@ -1,5 +1,6 @@
-"""The ``composio`` built-in: the Composio actions a person enables, run through Composio's v3 API
-(``POST /api/v3/tools/execute/{slug}``), key ``composio_api_key`` injected as ``x-api-key``.
+"""The ``composio`` built-in: the Composio actions a person enables, run through Composio's v3.1 API
+(``POST /api/v3.1/tools/execute/{slug}``, the path of Composio's own client, ``composio-client``),
+key ``composio_api_key`` injected as ``x-api-key``.
 
 Composio fronts hundreds of apps; what an action does (read a mailbox, send a message, delete a
 file) is known only to the person who picks it. So the configuration names each action and its
@@ -92,7 +93,7 @@ def _declared(actions: Sequence[str] | None, effects: Mapping[str, Sequence[str]
 def _execute(slug: str) -> Any:
     async def run(api: ApiClient, args: Mapping[str, Any]) -> Any:
         body = {"user_id": USER_ID, "arguments": dict(args.get("arguments") or {})}
-        response = await api.request("POST", f"/api/v3/tools/execute/{segment(slug, 'action')}", json=body)
+        response = await api.request("POST", f"/api/v3.1/tools/execute/{segment(slug, 'action')}", json=body)
         if response.status == 429:
             raise ApiRateLimited(f"composio: {slug} is rate-limited", hint="wait and retry")
         if response.status in (401, 403):
