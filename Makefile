@@ -42,7 +42,7 @@ OPENAPI_STAMP   := $(OPENAPI_DIR)/.installed-$(shell echo '$(OCTOKIT_OPENAPI)' |
 # system's node, as npm runs): tests/builtins/declared.py. A prefix of their own, since another
 # install into a shared prefix may rewrite its node_modules while the compiler runs.
 DECLARED_DIR      := .cache/npm-declared
-DECLARED_PACKAGES := @slack/web-api@8.2.0 @grammyjs/types@5.0.0 typescript-json-schema@0.68.0 typescript@5.9.3
+DECLARED_PACKAGES := @slack/web-api@8.2.0 @grammyjs/types@5.0.0 typescript-json-schema@0.68.0 typescript@5.9.3 @brave/brave-search-mcp-server@2.1.4
 DECLARED_STAMP    := $(DECLARED_DIR)/.installed-$(shell echo '$(DECLARED_PACKAGES)' | sha256sum | cut -c1-12)
 
 .PHONY: setup run test lint bench clean lock system-deps mcp-deps conformance-deps builtins-deps builder-runner

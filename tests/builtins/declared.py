@@ -1,5 +1,6 @@
-"""What Slack's and Telegram's stand-ins accept and answer, checked against the descriptions the
-providers' SDKs publish on npm (installed by ``make builtins-deps`` into ``.cache/npm-declared``):
+"""What Slack's, Telegram's and Brave's stand-ins accept and answer, checked against the
+descriptions the providers publish on npm (installed by ``make builtins-deps`` into
+``.cache/npm-declared``):
 
 * Slack: ``@slack/web-api``'s ``WebClient``: each method's argument type and response type
   (``Parameters<WebClient["chat"]["postMessage"]>[0]``, ``Awaited<ReturnType<...>>``), the method
@@ -7,7 +8,10 @@ providers' SDKs publish on npm (installed by ``make builtins-deps`` into ``.cach
 * Telegram: ``@grammyjs/types``'s ``ApiMethods``: each method's parameters and its result in the
   Bot API's ``ApiResponse`` envelope, and the method names (``keyof ApiMethods``).
 
-Neither provider publishes a machine-readable description of these APIs in a package registry:
+* Brave: its own MCP server ``@brave/brave-search-mcp-server``: the LLM context API's parameters
+  and answer as zod schemas (see ``_BRAVE_SCRIPT``).
+
+Neither Slack nor Telegram publishes a machine-readable description of its API in a package registry:
 no OpenAPI document or JSON Schema of Slack's Web API or of the Bot API is on npm or PyPI (Slack's
 OpenAPI files live in a GitHub repository, Telegram documents its API as a web page, and the
 community's generated OpenAPI of it is served from a web page). The TypeScript declarations are
@@ -49,6 +53,22 @@ SLACK_METHODS = (
 )  # fmt: skip
 TELEGRAM_METHODS = ("deleteMessage", "editMessageText", "getMe", "getUpdates", "sendDocument", "sendMessage", "sendPhoto")
 PACKAGES = ("@slack/web-api", "@grammyjs/types", "typescript-json-schema", "typescript")
+BRAVE_PACKAGES = ("@brave/brave-search-mcp-server", "zod")
+# Brave's own MCP server declares, with zod, the parameters of Brave's LLM context API (as query
+# parameters; it renames its "query" to the API's "q") and the API's answer; zod writes them as
+# JSON Schema. Brave's web search answer is declared only as TypeScript types, erased from the
+# package: nothing published describes it.
+_BRAVE_SCRIPT = """
+import { z } from "zod";
+const base = "file://" + process.cwd() + "/node_modules/@brave/brave-search-mcp-server/dist/tools/llm_context/schemas/";
+const input = await import(base + "input.js");
+const output = await import(base + "output.js");
+const options = { unrepresentable: "any", target: "draft-7" };
+process.stdout.write(JSON.stringify({
+  request: z.toJSONSchema(input.RequestParamsSchema, { ...options, io: "input" }),
+  response: z.toJSONSchema(output.LlmContextSearchApiResponseSchema, { ...options, io: "output" }),
+}));
+"""
 
 
 def _ident(method: str) -> str:
@@ -94,9 +114,9 @@ def _bridge() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _versions() -> dict[str, str]:
+def _versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     found = {}
-    for name in PACKAGES:
+    for name in packages:
         manifest = NPM / "node_modules" / name / "package.json"
         found[name] = json.loads(manifest.read_text("utf-8"))["version"]
     return found
@@ -126,6 +146,42 @@ def definitions() -> dict[str, Any]:
             raise RuntimeError(f"typescript-json-schema failed on {source}: {done.stderr[-2000:]}")
         os.replace(partial, output)
     return json.loads(output.read_text("utf-8"))["definitions"]
+
+
+@functools.cache
+def brave_llm_context() -> dict[str, Any]:
+    """``{"request": schema, "response": schema}`` of Brave's LLM context API (cached by input)."""
+    key = hashlib.sha256((_BRAVE_SCRIPT + json.dumps(_versions(BRAVE_PACKAGES), sort_keys=True)).encode()).hexdigest()[:16]
+    folder = NPM / "declared"
+    output = folder / f"brave-{key}.json"
+    if not output.is_file():
+        folder.mkdir(exist_ok=True)
+        done = subprocess.run(["node", "--input-type=module", "-e", _BRAVE_SCRIPT], cwd=NPM, capture_output=True,
+                              text=True, timeout=GENERATE_TIMEOUT_S)  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"zod could not write Brave's schemas: {done.stderr[-2000:]}")
+        partial = folder / f".brave-{key}.{uuid.uuid4().hex}.json"
+        partial.write_text(done.stdout, "utf-8")
+        os.replace(partial, output)
+    schemas = json.loads(output.read_text("utf-8"))
+    # The API's parameters are all the schema names (zod only strips others): a request naming
+    # another one sends something Brave does not read.
+    schemas["request"]["additionalProperties"] = False
+    return schemas
+
+
+def brave_llm_context_problems(body: Any, answer: Any | None = None) -> list[str]:
+    """Why a POST /res/v1/llm/context body (``q`` for the schema's ``query``), or its answer, does
+    not fit what Brave's own MCP server declares."""
+    schemas = brave_llm_context()
+    found: list[str] = []
+    if body is not None:
+        renamed = {("query" if k == "q" else k): v for k, v in body.items()} if isinstance(body, dict) else body
+        errors = _smallest(list(Draft7Validator(schemas["request"]).iter_errors(renamed)))
+        found += [_describe(e).replace("'query'", "'q'") for e in errors]
+    if answer is not None:
+        found += [f"answer: {_describe(e)}" for e in _smallest(list(Draft7Validator(schemas["response"]).iter_errors(answer)))]
+    return found
 
 
 @functools.cache

@@ -1,6 +1,13 @@
 """web_search and llm_context through the call chain against a local server speaking Brave Search's
 API shapes (``GET /res/v1/web/search``, ``POST /res/v1/llm/context``); one ``brave_api_key``
-injected host-side as ``X-Subscription-Token`` for both."""
+injected host-side as ``X-Subscription-Token`` for both.
+
+Brave publishes no OpenAPI document in a package registry. Its own MCP server
+(``@brave/brave-search-mcp-server``, npm) declares the LLM context API's parameters and answer as
+zod schemas: the stand-in checks every llm/context request and answer against them
+(tests/builtins/declared.py). The web search answer is declared there only as TypeScript types,
+which the package does not ship, so the web search stand-in follows Brave's documentation and no
+published description checks it."""
 
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import pytest
 
 from pincer.builtins.brave import SearchHit, web_search_tool
 from pincer.core.values import CallRequest
+from tests.builtins import declared
 from tests.builtins.conftest import pincer_on
 
 pytestmark = pytest.mark.anyio
@@ -43,7 +51,8 @@ CONTEXT_ANSWER = {
         "generic": [
             {"url": "https://anyio.readthedocs.io/en/stable/tasks.html", "title": "Creating and managing tasks",
              "snippets": ["A task group is an asynchronous context manager...", "start_soon() schedules a task"]},
-        ]
+        ],
+        "map": [],
     },
     "sources": {"https://anyio.readthedocs.io/en/stable/tasks.html": {"title": "Creating and managing tasks"}},
 }
@@ -55,6 +64,7 @@ class FakeBrave:
     seen: list[tuple[str, str, dict[str, list[str]], dict[str, str], Any]] = field(default_factory=list)
     script: list[tuple[int, Any]] = field(default_factory=list)
     echo: bool = False
+    violations: list[str] = field(default_factory=list)
 
     @property
     def origin(self) -> str:
@@ -81,6 +91,8 @@ def serve_brave() -> Iterator[FakeBrave]:
                 status, payload = 200, CONTEXT_ANSWER
             else:
                 status, payload = 422, {"type": "ErrorResponse", "error": {"detail": "unknown request"}}
+            if url.path == "/res/v1/llm/context":
+                state.violations += declared.brave_llm_context_problems(body, payload if status == 200 else None)
             if state.echo and status == 200:
                 payload = json.loads(json.dumps(payload))
                 payload.setdefault("web", {"results": []})["results"].append(
@@ -149,6 +161,17 @@ async def test_web_search_and_llm_context_share_one_key(tmp_path: Path) -> None:
     assert (m2, p2, b2) == ("POST", "/res/v1/llm/context", {"q": "anyio task groups", "count": 5})
     assert h1["X-Subscription-Token"] == KEY == h2["X-Subscription-Token"]
     assert KEY not in json.dumps([search.output, context.output])
+    assert fake.violations == []
+
+
+def test_llm_context_requests_and_answers_fit_braves_own_declarations() -> None:
+    """Before: the stand-in followed no published description, and its answer lacked
+    ``grounding.map``, which Brave's declaration requires."""
+    assert declared.brave_llm_context_problems({"q": "anyio", "count": 5, "maximum_number_of_tokens": 4096}, CONTEXT_ANSWER) == []
+    without_map = {**CONTEXT_ANSWER, "grounding": {"generic": CONTEXT_ANSWER["grounding"]["generic"]}}
+    assert declared.brave_llm_context_problems(None, without_map) == ["answer: missing required parameter 'grounding.map'"]
+    assert sorted(declared.brave_llm_context_problems({"q": "", "max_tokens": 9})) == [
+        "'q': '' should be non-empty", "unknown parameter 'max_tokens'"]
 
 
 async def test_a_key_echoed_back_is_redacted_and_limits_are_clear(tmp_path: Path) -> None:

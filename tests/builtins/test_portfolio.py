@@ -2,7 +2,13 @@
 (``GET /v1/evm/balances/{address}``, key in ``X-Sim-Api-Key``). ``scan`` reads, ``propose``
 computes, ``build_intent`` builds an *unsigned* intent and asks first (``financial``) even where a
 grant allows ``network``. Nothing signs or submits: no signing key is ever asked for, and no
-endpoint that could take a signed payload is reachable."""
+endpoint that could take a signed payload is reachable.
+
+Dune publishes no machine-readable description of the Sim API in a package registry (npm
+``@duneanalytics/client-sdk`` and PyPI ``dune-client`` are clients of Dune Analytics' query API, not of
+Sim), so the
+stand-in's pages follow Sim's documented balances answer and are checked against nothing
+published."""
 
 from __future__ import annotations
 
