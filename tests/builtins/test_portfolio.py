@@ -5,10 +5,9 @@ grant allows ``network``. Nothing signs or submits: no signing key is ever asked
 endpoint that could take a signed payload is reachable.
 
 Dune publishes no machine-readable description of the Sim API in a package registry (npm
-``@duneanalytics/client-sdk`` and PyPI ``dune-client`` are clients of Dune Analytics' query API, not of
-Sim), so the
-stand-in's pages follow Sim's documented balances answer and are checked against nothing
-published."""
+``@duneanalytics/client-sdk`` and PyPI ``dune-client`` are clients of Dune Analytics' query API,
+not of Sim), so the stand-in's pages follow Sim's documented balances answer and are checked
+against nothing published."""
 
 from __future__ import annotations
 
