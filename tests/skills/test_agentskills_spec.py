@@ -329,3 +329,16 @@ def test_a_name_pincer_cannot_use_never_gets_a_warning_that_contradicts_itself()
         parse_skill(b"---\nname: two words\ndescription: d\n---\n", path=Path("/s/two words/SKILL.md"))
     assert "neither the name 'two words' nor the folder name 'two words' can name a skill" in caught.value.detail
     assert "set name: to lowercase letters, digits and '-'" in (caught.value.hint or "")
+
+
+def test_a_skill_folder_whose_file_is_skill_md_publishes_with_its_metadata_version(tmp_path: Path) -> None:
+    """The same hole on the hub's path: ``pincer publish`` could not tell what a folder holding
+    ``skill.md`` was ("cannot tell what ... holds")."""
+    from pincer.hub.publish import build_artifact
+
+    folder = tmp_path / "lower"
+    folder.mkdir()
+    (folder / "skill.md").write_text('---\nname: lower\ndescription: The lowercase one\nmetadata:\n  version: "2.1.0"\n---\nbody\n')
+    built = build_artifact(folder)
+    assert (built.manifest.kind.value, built.manifest.name, built.manifest.version) == ("skill", "lower", "2.1.0")
+    assert built.manifest.description == "The lowercase one"
