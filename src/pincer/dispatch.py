@@ -460,6 +460,7 @@ class Dispatcher:
             client=client,
             depth=request.depth,
             run_id=request.run_id,
+            taint=request.taint,
             approval=approval,
         )
 

@@ -126,8 +126,9 @@ class CanvasServer:
 
 
 @contextmanager
-def canvas_server(home: Path, plan: Plan, *, extra_config: str = "") -> Iterator[CanvasServer]:
-    """``pincer serve`` with ``[gateway] canvas = true`` and the plan as its model."""
+def canvas_server(home: Path, plan: Callable[[ReceivedRequest], Turn], *, extra_config: str = "") -> Iterator[CanvasServer]:
+    """``pincer serve`` with ``[gateway] canvas = true`` and the plan (a :class:`Plan`, or any
+    responder) as its model."""
     with serve_models(plan) as models:
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(

@@ -107,19 +107,19 @@ def test_a_run_draws_html_and_a2ui_surfaces_and_hears_typing_and_clicks(browser:
         run_id = server.start_run()
         context, page = _page(browser, server)
         try:
-            frame = page.frame_locator("#canvas")
+            html, a2ui = page.frame_locator("iframe.agent"), page.frame_locator("iframe.a2ui")  # a document each
             server.wait_for_state(lambda s: s["waiting"] and s["has_html"])
-            frame.locator("#name").fill("Ada Lovelace")
-            frame.locator("#send").click()
+            html.locator("#name").fill("Ada Lovelace")
+            html.locator("#send").click()
 
             server.wait_for_state(lambda s: s["waiting"] and "form8" in s["surfaces"])
-            frame.locator("[data-a2ui-id=field] input").fill("Zurich-typed")
-            frame.locator("button[data-component-id=go]").click()
+            a2ui.locator("[data-a2ui-id=field] input").fill("Zurich-typed")
+            a2ui.locator("button[data-component-id=go]").click()
 
             assert plan.held.wait(STEP_TIMEOUT_S)
             before = server.wait_for_state(lambda s: "form9" in s["surfaces"])["events"]
-            frame.locator("[data-a2ui-id=field9] input").fill("Grace-typed")
-            frame.locator("button[data-component-id=go9]").click()
+            a2ui.locator("[data-a2ui-id=field9] input").fill("Grace-typed")
+            a2ui.locator("button[data-component-id=go9]").click()
             server.wait_for_state(lambda s: s["events"] > before)
             plan.release.set()
 
@@ -149,8 +149,10 @@ def test_a_run_draws_html_and_a2ui_surfaces_and_hears_typing_and_clicks(browser:
         assert v08["data"]["message"]["userAction"]["sourceComponentId"] == "go"
         v09 = by_name["book9"]["data"]["message"]
         assert v09["version"] == "v0.9" and v09["action"]["context"] == {"guest": "Grace-typed"}
-        # A signed-in main session's actions are trusted.
+        # A signed-in main person's clicks on pincer's controls are trusted, and so is HTML an
+        # untainted main run pushed (its words are the operator's run's).
         assert all(e["trusted"] is True for e in canvas_events), canvas_events
+        assert all(e["run"] == run_id for e in canvas_events), canvas_events
 
         messages = server.client.get(f"/api/v1/runs/{run_id}").json()["messages"]
         waits = [m["content"] for m in messages if m["role"] == "tool" and "Ada Lovelace" in (m["content"] or "")]
@@ -184,6 +186,7 @@ class _Hits(BaseHTTPRequestHandler):
         self.hits.append(self.path)
         self.send_response(200)
         self.send_header("Access-Control-Allow-Origin", "*")
+        self.send_header("Allow-CSP-From", "*")  # a page that accepts the canvas's required policy
         self.end_headers()
         self.wfile.write(b"reached")
 
@@ -283,19 +286,22 @@ hosts = ["127.0.0.1:{port}"]
         assert call("/api/v1/tools/canvas/call", json={"args": {"action": "push", "html": "<p id=p>hello</p>"}}).status_code == 200
         context, page = _page(browser, server)
         try:
-            page.frame_locator("#canvas").locator("#p").wait_for()
+            page.frame_locator("iframe.agent").locator("#p").wait_for()
             ran = call("/api/v1/tools/canvas/call", json={"args": {"action": "eval", "script": "return document.getElementById('p').textContent + ' ' + self.origin"}})
             assert ran.status_code == 200, ran.text
             assert ran.json()["output"]["ran"] is True and ran.json()["output"]["value"] == "hello null"  # an opaque origin
 
+            frame_url = server.url + page.evaluate("document.querySelector('iframe.agent').getAttribute('src')")
             shown = call("/api/v1/tools/canvas/call", json={"args": {"action": "navigate", "url": f"http://127.0.0.1:{port}/nav"}})
             assert shown.status_code == 200, shown.text
-            page.wait_for_function(f"document.getElementById('canvas').getAttribute('src') === 'http://127.0.0.1:{port}/nav'")
-            page.frame_locator("#canvas").locator("text=reached").wait_for()
+            # The page reloads itself to allow that origin (and only it) in its frame-src.
+            shown_page = page.wait_for_selector(f"iframe.agent[src='http://127.0.0.1:{port}/nav']", state="attached")
+            assert shown_page.get_attribute("sandbox") == "allow-scripts"
+            assert shown_page.get_attribute("csp").startswith(f"default-src http://127.0.0.1:{port};")  # its own origin only
+            page.frame_locator("iframe.agent").locator("text=reached").wait_for()
 
             # Opened on its own, outside the sandboxed iframe, the frame is still an opaque origin
             # (its CSP's sandbox directive): pushed scripts never get the gateway's origin.
-            frame_url = server.url + page.evaluate("document.getElementById('canvas').dataset.frame")
             alone = context.new_page()
             alone.goto(frame_url)
             assert alone.evaluate("self.origin") == "null"

@@ -59,31 +59,67 @@ def _csrf(page: str) -> str:
     return page.split('const csrf = "')[1].split('"')[0]
 
 
-async def test_the_page_frames_the_canvas_sandboxed_and_the_frame_is_its_own_opaque_origin(tmp_path: Path) -> None:
+def _frames(page: str) -> dict[str, str]:
+    """The frame URL prefixes the page loads renderings under, by kind (html, a2ui)."""
+    return dict(json.loads(page.split("const frames = ")[1].split(";\n")[0]))
+
+
+async def _state(http: httpx.AsyncClient, session: str = "main") -> dict[str, Any]:
+    answer = await http.get(f"/ui/canvas/{session}/state", params={"after": -1})
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+async def test_the_page_frames_each_part_sandboxed_and_each_frame_is_its_own_opaque_origin(tmp_path: Path) -> None:
     async with live_gateway(tmp_path / "home", config=CANVAS) as gateway:
         assert (await _call(gateway, {"action": "push", "html": "<p>hi</p>"})).status_code == 200
-        page = await _get(gateway, "/ui/canvas/main")
+        surface = [{"beginRendering": {"surfaceId": "s", "root": "t"}}, {"surfaceUpdate": {"surfaceId": "s", "components": [
+            {"id": "t", "component": {"Text": {"text": {"literalString": "pincer's"}}}}]}}]  # fmt: skip
+        assert (await _call(gateway, {"messages": surface}, tool="a2ui_push")).status_code == 200
+        async with _ui(gateway) as http:
+            page = await http.get("/ui/canvas/main")
+            state = await _state(http)
         assert page.status_code == 200
-        assert '<iframe id="canvas" class="hidden" sandbox="allow-scripts"' in page.text and "allow-same-origin" not in page.text
-        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
-        token = page.text.split("/ui/canvas-frame/main/")[1].split('"')[0]
-        frame = await _get(gateway, f"/ui/canvas-frame/main/{token}", token="")  # a sandboxed frame sends no token
-        assert frame.status_code == 200 and "<p>hi</p>" in frame.text
+        assert "allow-same-origin" not in page.text and 'el.setAttribute("sandbox", "allow-scripts")' in page.text
+        page_csp = page.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in page_csp
+        # Frames: this canvas's own documents only, so no frame navigates itself anywhere else.
+        assert f"frame-src {gateway.info.url}/ui/canvas-frame/main/;" in page_csp, page_csp
+        frames = _frames(page.text)
+        html_url = frames["html"] + state["html_render"]
+        a2ui_url = frames["a2ui"] + state["a2ui_render"]
+        assert frames["html"].split("/")[4] != frames["a2ui"].split("/")[4]  # a token per kind
+        frame = await _get(gateway, html_url, token="")  # a sandboxed frame sends no cookie
+        assert frame.status_code == 200 and "<p>hi</p>" in frame.text and "pincer's" not in frame.text
         csp = frame.headers["content-security-policy"]
-        for directive in ("sandbox allow-scripts", "connect-src 'none'", "form-action 'none'", "default-src 'none'",
-                          f"frame-ancestors {gateway.info.url}", f"report-uri /ui/canvas-frame/main/{token}/csp-report"):  # fmt: skip
+        report = html_url.replace("/html/", "/csp-report/")
+        for directive in ("sandbox allow-scripts", "connect-src 'none'", "form-action 'none'", "default-src 'none'", "frame-src 'none'",
+                          f"frame-ancestors {gateway.info.url}", f"report-uri {report}"):  # fmt: skip
             assert directive in csp, csp
-        assert "allow-same-origin" not in csp and "allow-top-navigation" not in csp and "allow-popups" not in csp
-        assert (await _get(gateway, "/ui/canvas-frame/main/" + "0" * 40, token="")).status_code == 404
+        assert "allow-same-origin" not in csp and "allow-top-navigation" not in csp and "allow-popups" not in csp and "allow-forms" not in csp
+        a2ui = await _get(gateway, a2ui_url, token="")
+        assert a2ui.status_code == 200 and "pincer's" in a2ui.text and "<p>hi</p>" not in a2ui.text
+        a2ui_csp = a2ui.headers["content-security-policy"]
+        assert "sandbox allow-scripts" in a2ui_csp and "'unsafe-inline'" not in a2ui_csp and "script-src 'nonce-" in a2ui_csp
+        # One kind's token opens no other kind's document; an old or made-up rendering is gone.
+        assert (await _get(gateway, frames["html"] + state["a2ui_render"], token="")).status_code == 404
+        assert (await _get(gateway, frames["a2ui"].replace("/a2ui/", "/html/") + state["html_render"], token="")).status_code == 404
+        assert (await _get(gateway, "/ui/canvas-frame/main/" + "0" * 40 + "/html/" + state["html_render"], token="")).status_code == 404
+        # A navigation a sandboxed frame starts itself comes from an opaque origin: refused.
+        opened = await _get(gateway, html_url, token="", headers={"Sec-Fetch-Site": "cross-site"})
+        assert opened.status_code == 403, opened.text
         unsigned = await _get(gateway, "/ui/canvas/main", token="")
         assert unsigned.status_code == 303 and unsigned.headers["location"].startswith("/ui/login")
         assert (await _get(gateway, "/ui/canvas/main/state", token="")).status_code == 401
         # A bearer token is not a sign-in for the pages: a browser never holds one.
         async with gateway.http() as http:
             assert (await http.get("/ui/canvas/main/state", headers=gateway.headers)).status_code == 401
+        # What a tool answers never names a rendering: no agent can write a script that claims one.
+        shown = (await _call(gateway, {"action": "present"})).json()["output"]
+        assert "html_render" not in shown and state["html_render"] not in json.dumps(shown)
 
 
-async def test_a_non_main_session_sees_only_its_own_canvas_and_its_clicks_are_untrusted(tmp_path: Path) -> None:
+async def test_a_non_main_session_sees_only_its_own_canvas_and_no_viewer_makes_its_html_trusted(tmp_path: Path) -> None:
     async with live_gateway(tmp_path / "home", config=CANVAS + _bob()) as gateway:
         assert (await _get(gateway, "/ui/canvas/main", token=BOB_TOKEN)).status_code == 404
         assert (await _get(gateway, "/ui/canvas/bob", token=BOB_TOKEN)).status_code == 200
@@ -93,33 +129,68 @@ async def test_a_non_main_session_sees_only_its_own_canvas_and_its_clicks_are_un
         assert pushed.json()["output"]["session"] == "bob"
         async with _ui(gateway, BOB_TOKEN) as bob:
             csrf = _csrf((await bob.get("/ui/canvas/bob")).text)
-            sent = await bob.post("/ui/canvas/bob/events", headers={"X-CSRF-Token": csrf}, json={"name": "clicked", "data": {"x": 1}})
+            render = (await _state(bob, "bob"))["html_render"]
+            event = {"frame": "html", "render": render, "name": "clicked", "data": {"x": 1}}
+            sent = await bob.post("/ui/canvas/bob/events", headers={"X-CSRF-Token": csrf}, json=event)
             assert sent.status_code == 202 and sent.json()["trusted"] is False
-            forged = await bob.post("/ui/canvas/bob/events", json={"name": "clicked"})  # no CSRF token
+            forged = await bob.post("/ui/canvas/bob/events", json=event)  # no CSRF token
             assert forged.status_code == 403 and forged.json()["error"]["code"] == "csrf"
+            unnamed = await bob.post("/ui/canvas/bob/events", headers={"X-CSRF-Token": csrf}, json={"name": "clicked"})
+            assert unnamed.status_code == 400 and "rendering" in unnamed.json()["error"]["message"]
+            gone = await bob.post("/ui/canvas/bob/events", headers={"X-CSRF-Token": csrf}, json={**event, "render": "not-a-rendering"})
+            assert gone.status_code == 409 and gone.json()["error"]["code"] == "canvas_changed"
         async with _ui(gateway) as main:
             csrf = _csrf((await main.get("/ui/canvas/bob")).text)
-            seen = await main.post("/ui/canvas/bob/events", headers={"X-CSRF-Token": csrf}, json={"name": "seen"})
-            assert seen.json()["trusted"] is True  # a signed-in main session's action
+            seen = await main.post("/ui/canvas/bob/events", headers={"X-CSRF-Token": csrf}, json={**event, "name": "seen"})
+            # Bob's HTML speaks for bob's session whoever views it (before issue 34: trusted).
+            assert seen.status_code == 202 and seen.json()["trusted"] is False
         assert (await _get(gateway, "/ui/canvas/a%20b", token=BOB_TOKEN)).status_code == 400
+
+
+async def test_a_click_counts_only_on_a_control_of_the_rendering_it_names(tmp_path: Path) -> None:
+    """The page names the A2UI rendering a click came from; the gateway accepts it only for a
+    control that rendering has, with that control's action."""
+    surface = [{"beginRendering": {"surfaceId": "s", "root": "b"}}, {"surfaceUpdate": {"surfaceId": "s", "components": [
+        {"id": "b", "component": {"Button": {"child": "l", "action": {"name": "go"}}}},
+        {"id": "l", "component": {"Text": {"text": {"literalString": "Go"}}}}]}}]  # fmt: skip
+    async with live_gateway(tmp_path / "home", config=CANVAS) as gateway:
+        assert (await _call(gateway, {"messages": surface}, tool="a2ui_push")).status_code == 200
+        async with _ui(gateway) as http:
+            csrf = _csrf((await http.get("/ui/canvas/main")).text)
+            render = (await _state(http))["a2ui_render"]
+
+            async def click(name: str, component: str, frame: str = "a2ui", event: str = "a2ui_action") -> httpx.Response:
+                data = {"name": name, "surfaceId": "s", "message": {"userAction": {"name": name, "surfaceId": "s", "sourceComponentId": component}}}
+                body = {"frame": frame, "render": render, "name": event, "data": data}
+                return await http.post("/ui/canvas/main/events", headers={"X-CSRF-Token": csrf}, json=body)
+
+            good = await click("go", "b")
+            assert good.status_code == 202 and good.json()["trusted"] is True and good.json()["event"] == "a2ui_action"
+            for name, component in (("approve_everything", "b"), ("go", "l"), ("go", "missing")):
+                refused = await click(name, component)
+                assert refused.status_code == 409 and refused.json()["error"]["code"] == "canvas_changed", refused.text
+            # The same body from the agent HTML's frame names no HTML rendering: refused too.
+            assert (await click("go", "b", frame="html")).status_code == 409
 
 
 async def test_csp_reports_from_the_sandboxed_frame_become_untrusted_events_without_the_token(tmp_path: Path) -> None:
     async with live_gateway(tmp_path / "home", config=CANVAS) as gateway:
-        page = await _get(gateway, "/ui/canvas/main")
-        token = page.text.split("/ui/canvas-frame/main/")[1].split('"')[0]
+        assert (await _call(gateway, {"action": "push", "html": "<p>hi</p>"})).status_code == 200
+        async with _ui(gateway) as ui:
+            page = await ui.get("/ui/canvas/main")
+            render = (await _state(ui))["html_render"]
+        base = _frames(page.text)["html"].replace("/html/", "/csp-report/")
+        token = base.split("/")[4]
         report = {"csp-report": {"blocked-uri": "http://127.0.0.1:9/x", "violated-directive": "connect-src",
-                                 "document-uri": f"http://127.0.0.1/ui/canvas-frame/main/{token}", "script-sample": "x" * 50}}  # fmt: skip
+                                 "document-uri": f"http://127.0.0.1/ui/canvas-frame/main/{token}/html/{render}", "script-sample": "x" * 50}}  # fmt: skip
         async with gateway.http() as http:
             # A sandboxed document's report comes with Origin: null and neither cookie nor bearer token.
-            sent = await http.post(f"/ui/canvas-frame/main/{token}/csp-report", headers={"Origin": "null", "Content-Type": "application/csp-report"},
-                                   content=json.dumps(report))  # fmt: skip
+            sent = await http.post(base + render, headers={"Origin": "null", "Content-Type": "application/csp-report"}, content=json.dumps(report))
             assert sent.status_code == 204, sent.text
             batch = [{"type": "csp-violation", "body": {"blockedURL": "http://evil.example/", "effectiveDirective": "img-src"}}]
-            sent = await http.post(f"/ui/canvas-frame/main/{token}/csp-report", headers={"Origin": "null", "Content-Type": "application/reports+json"},
-                                   content=json.dumps(batch))  # fmt: skip
+            sent = await http.post(base + render, headers={"Origin": "null", "Content-Type": "application/reports+json"}, content=json.dumps(batch))
             assert sent.status_code == 204
-            wrong = await http.post("/ui/canvas-frame/main/" + "1" * 40 + "/csp-report", headers={"Origin": "null"}, content=json.dumps(report))
+            wrong = await http.post("/ui/canvas-frame/main/" + "1" * 40 + "/csp-report/" + render, headers={"Origin": "null"}, content=json.dumps(report))
             assert wrong.status_code == 404
             # Origin: null is let through for the frame's own paths only.
             elsewhere = await http.get("/api/v1/tools", headers={**gateway.headers, "Origin": "null"})
@@ -144,14 +215,14 @@ async def test_pushed_content_holding_a_secret_is_refused_and_never_shown(tmp_pa
             refused = await _call(gateway, args, tool=tool)
             assert refused.status_code == 403, refused.text
             assert refused.json()["error"]["code"] == "denied" and "secret" in refused.json()["error"]["message"]
-        page = await _get(gateway, "/ui/canvas/main")
-        token = page.text.split("/ui/canvas-frame/main/")[1].split('"')[0]
-        frame = await _get(gateway, f"/ui/canvas-frame/main/{token}", token="")
-        assert "s3cr3t-value" not in frame.text and "ghp_" not in frame.text
+        assert (await _call(gateway, {"action": "push", "html": "<p>clean</p>"})).status_code == 200
         async with _ui(gateway) as http:  # a secret a person types is redacted before any model reads it
-            csrf = _csrf((await http.get("/ui/canvas/main")).text)
-            typed = await http.post("/ui/canvas/main/events", headers={"X-CSRF-Token": csrf},
-                                    json={"name": "typed", "data": {"field": "my s3cr3t-value-for-the-canvas-test"}})  # fmt: skip
+            page = (await http.get("/ui/canvas/main")).text
+            render = (await _state(http))["html_render"]
+            frame = await http.get(_frames(page)["html"] + render)
+            assert "s3cr3t-value" not in frame.text and "ghp_" not in frame.text
+            typed = await http.post("/ui/canvas/main/events", headers={"X-CSRF-Token": _csrf(page)},
+                                    json={"frame": "html", "render": render, "name": "typed", "data": {"field": "my s3cr3t-value-for-the-canvas-test"}})  # fmt: skip
             assert typed.status_code == 202
             listed = (await http.get("/ui/canvas/main/events")).json()["events"]
         assert listed[-1]["name"] == "typed" and "s3cr3t-value" not in json.dumps(listed)

@@ -63,7 +63,7 @@ window.showApp = (html) => { app.srcdoc = html; };
 
 
 def test_an_mcp_apps_host_renders_the_canvas_and_its_click_reaches_the_run(browser: Any, tmp_path: Any) -> None:
-    plan = Plan(steps=[("call", "a2ui_push", {"messages": SURFACE_V09}), ("until", "mcp app (session main)")])
+    plan = Plan(steps=[("call", "a2ui_push", {"messages": SURFACE_V09}), ("until", "an MCP App host (session main)")])
     with canvas_server(tmp_path / "home", plan) as server:
         run_id = server.start_run()
         server.wait_for_state(lambda s: s["waiting"] and "form9" in s["surfaces"])
@@ -105,10 +105,12 @@ def test_an_mcp_apps_host_renders_the_canvas_and_its_click_reaches_the_run(brows
         assert run["status"] == "done", run
         assert log[:2] == ["ui/initialize", "ui/notifications/initialized"], log
         assert calls and calls[0]["name"] == "canvas_event" and calls[0]["arguments"]["session"] == "main"
+        assert calls[0]["arguments"]["frame"] == "a2ui" and calls[0]["arguments"]["render"]  # the rendering it came from
 
         events = [e for e in server.events(run_id) if e["kind"] == "canvas_event"]
         (click,) = events
-        assert click["name"] == "book9" and click["trusted"] is False and click["source"] == "mcp app (session main)"
+        assert click["name"] == "book9" and click["trusted"] is False and "an MCP App host (session main)" in click["source"]
+        assert click["run"] == run_id
         assert click["data"]["message"]["action"]["context"] == {"guest": "Host-typed"}
         assert any(e["kind"] == "tainted" for e in server.events(run_id))
 

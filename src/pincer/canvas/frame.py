@@ -1,29 +1,50 @@
-"""The canvas document: what the agent drew, as one HTML page that runs sandboxed.
+"""The canvas documents, and the policies that keep each in its place.
 
-The page served by the gateway (``page`` mode) is framed by ``/ui/canvas/{session}`` in an
-``<iframe sandbox="allow-scripts">`` and served with :func:`frame_csp`, whose ``sandbox
-allow-scripts`` directive makes it an opaque origin even when opened on its own: pushed scripts
-never run with the gateway's origin, cannot read its cookies or storage, cannot navigate the
-top window or open popups, and reach no network at all (``connect-src 'none'``: the only way
-out is ``pincer.send``, a postMessage to the canvas page, which posts to the gateway's canvas
-endpoint). Violations are reported to the gateway (``report-uri``/``report-to``) and become
-events of the run.
+A canvas is shown as separate documents, never one: what an agent wrote and what pincer rendered
+do not share a document, so no agent script can read what a person types into pincer's controls
+or click them.
 
-In ``mcp-app`` mode the same document is an MCP Apps view (``text/html;profile=mcp-app``):
-``pincer.send`` speaks the ext-apps postMessage protocol to its host (``ui/initialize``, then
-``tools/call`` of ``canvas_event``), and the host's sandbox isolates it.
+- **The agent HTML document** (:func:`html_document`): pushed HTML and ``canvas eval`` scripts,
+  with a bridge whose ``pincer.send`` posts a message to the embedding page. Served under
+  :func:`html_frame_csp`: ``sandbox allow-scripts`` (an opaque origin even when opened alone: no
+  cookies, storage, popups, forms or top navigation), no network at all, violations reported.
+- **pincer's A2UI document** (:func:`a2ui_document`): the renderer (``assets/a2ui-render.js``)
+  and the surfaces as JSON data, nothing an agent wrote as markup or script. Served under
+  :func:`a2ui_frame_csp`: sandboxed, and only scripts carrying the response's nonce run. A click
+  counts only when the browser says a person made it (``event.isTrusted``).
+- **The navigated page** is not pincer's document: the page frames it with a required policy
+  (:func:`url_frame_csp`, the ``csp`` attribute Chromium enforces on the framed page, or refuses
+  to show it) that confines it to its own origin, the one the egress rule let through.
+- **The MCP App** (:func:`app_document`): one document for a host's sandbox, with pincer's A2UI in
+  it and the agent HTML in a nested sandboxed ``srcdoc`` frame of its own.
+- **The snapshot view** (:func:`view_document`): a static document (no script) framing the two.
+
+The embedding page (``gateway/canvas_pages.py``) forbids every frame but these documents
+(``frame-src`` with their path), which also stops a frame from navigating itself anywhere else.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from pincer.canvas.board import Canvas
+from pincer.canvas.drawing import A2uiRender, HtmlRender
 
-__all__ = ["frame_csp", "frame_document", "MCP_APP_PROTOCOL_VERSION", "CANVAS_EVENT_TOOL"]
+__all__ = [
+    "html_frame_csp",
+    "a2ui_frame_csp",
+    "url_frame_csp",
+    "view_csp",
+    "html_document",
+    "a2ui_document",
+    "app_document",
+    "view_document",
+    "MCP_APP_PROTOCOL_VERSION",
+    "CANVAS_EVENT_TOOL",
+]
 
 MCP_APP_PROTOCOL_VERSION = "2026-01-26"  # @modelcontextprotocol/ext-apps 2.0.4 LATEST_PROTOCOL_VERSION
 CANVAS_EVENT_TOOL = "canvas_event"
@@ -41,18 +62,26 @@ body { font: 15px/1.4 system-ui, sans-serif; margin: 12px; color: #111; backgrou
 .a2ui-textfield input, .a2ui-textfield textarea { padding: 4px 6px; font: inherit; }
 """
 
-_PAGE_BRIDGE = """
-window.pincer = {
+# The only way out of a frame: a message to the embedding page, which judges it by the frame.
+_FRAME_BRIDGE = """
+window.pincer = Object.freeze({
   send(name, data) {
     parent.postMessage({type: "pincer-canvas", name: String(name), data: data === undefined ? null : data}, "*");
   },
-};
+});
+"""
+
+# pincer's A2UI document also tells the page how tall it is (the page sizes the frame).
+_A2UI_SIZE = """
+new ResizeObserver(() => parent.postMessage({type: "pincer-size", height: document.documentElement.scrollHeight}, "*"))
+  .observe(document.documentElement);
 """
 
 _APP_BRIDGE = """
 (function () {
   let nextId = 1;
   const pending = {};
+  const renders = RENDERS;
   function request(method, params) {
     const id = nextId++;
     window.parent.postMessage({jsonrpc: "2.0", id: id, method: method, params: params}, "*");
@@ -60,6 +89,12 @@ _APP_BRIDGE = """
   }
   window.addEventListener("message", (event) => {
     const msg = event.data;
+    const html = document.getElementById("pincer-html");
+    if (html && event.source === html.contentWindow) {
+      // The agent HTML's own frame: relayed as its words, never as pincer's controls.
+      if (msg && msg.type === "pincer-canvas" && typeof msg.name === "string" && renders.html) relay("html", renders.html, msg.name, msg.data);
+      return;
+    }
     if (event.source !== window.parent || !msg || msg.jsonrpc !== "2.0" || msg.id === undefined || !(msg.id in pending)) return;
     const waiter = pending[msg.id];
     delete pending[msg.id];
@@ -73,11 +108,11 @@ _APP_BRIDGE = """
     window.parent.postMessage({jsonrpc: "2.0", method: "ui/notifications/initialized", params: {}}, "*");
     return result;
   });
-  window.pincer = {
-    send(name, data) {
-      return ready.then(() => request("tools/call", {name: TOOL, arguments: {session: SESSION, name: String(name), data: data === undefined ? null : data}}));
-    },
-  };
+  function relay(frame, render, name, data) {
+    return ready.then(() => request("tools/call", {name: TOOL, arguments: {
+      session: SESSION, frame: frame, render: render, name: String(name), data: data === undefined ? null : data}}));
+  }
+  window.pincer = Object.freeze({ send(name, data) { return relay("a2ui", renders.a2ui, name, data); } });
 })();
 """
 
@@ -92,25 +127,35 @@ def _script_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def frame_csp(*, report_url: str, frame_ancestors: str) -> str:
-    """The frame's Content-Security-Policy: sandboxed opaque origin, inline scripts and styles
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+_NO_NETWORK = [
+    "default-src 'none'",
+    "img-src data: blob:",
+    "font-src data:",
+    "media-src 'none'",
+    "connect-src 'none'",
+    "object-src 'none'",
+    "frame-src 'none'",
+    "worker-src 'none'",
+    "manifest-src 'none'",
+    "form-action 'none'",
+    "base-uri 'none'",
+]
+
+
+def html_frame_csp(*, report_url: str, frame_ancestors: str) -> str:
+    """The agent HTML document's policy: sandboxed opaque origin (no ``allow-forms``,
+    ``allow-popups``, ``allow-top-navigation``, ``allow-same-origin``), inline scripts and styles
     only, no network, no forms, no frames, and violations reported to ``report_url``."""
     return "; ".join(
         [
             "sandbox allow-scripts",
-            "default-src 'none'",
+            *_NO_NETWORK,
             "script-src 'unsafe-inline'",
             "style-src 'unsafe-inline'",
-            "img-src data: blob:",
-            "font-src data:",
-            "media-src 'none'",
-            "connect-src 'none'",
-            "object-src 'none'",
-            "frame-src 'none'",
-            "worker-src 'none'",
-            "manifest-src 'none'",
-            "form-action 'none'",
-            "base-uri 'none'",
             f"frame-ancestors {frame_ancestors}",
             # report-uri, not report-to: Chromium ignores report-uri when report-to is present,
             # and delivers report-to's reports in batches up to a minute late. The endpoint
@@ -120,36 +165,54 @@ def frame_csp(*, report_url: str, frame_ancestors: str) -> str:
     )
 
 
-def frame_document(canvas: Canvas, *, mode: str = "page") -> str:
-    """The canvas as one document: the bridge (``window.pincer.send``), the A2UI renderer and
-    surfaces, the pushed HTML, and eval scripts last (each reports its result as an
-    ``eval_result`` event)."""
-    if mode == "mcp-app":
-        bridge = (
-            _APP_BRIDGE.replace("PROTOCOL", _script_json(MCP_APP_PROTOCOL_VERSION))
-            .replace("TOOL", _script_json(CANVAS_EVENT_TOOL))
-            .replace("SESSION", _script_json(canvas.session))
-        )
-    else:
-        bridge = _PAGE_BRIDGE
-    parts = [
-        "<!doctype html><html><head><meta charset=\"utf-8\">",
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>pincer canvas: {_html_text(canvas.session)}</title>",
-        f"<style>{_STYLE}</style>",
-        f"<script>{bridge}</script>",
-        "</head><body>",
-    ]
-    messages = [m for batch in canvas.surfaces.values() for m in batch]
-    if messages:
-        parts.append('<div id="pincer-a2ui"></div>')
-        parts.append(f"<script>{_renderer()}</script>")
-        parts.append(
-            f"<script>window.pincerA2ui.show({_script_json(messages)}, document.getElementById('pincer-a2ui'));</script>"
-        )
-    if canvas.html:
-        parts.append(f'<div id="pincer-html">{canvas.html}</div>')
-    for eval_id, script in canvas.evals:
+def a2ui_frame_csp(*, nonce: str, frame_ancestors: str) -> str:
+    """pincer's A2UI document's policy: sandboxed, no network, and only pincer's own scripts
+    (those carrying ``nonce``) run: a surface is data, never markup or script."""
+    return "; ".join(
+        ["sandbox allow-scripts", *_NO_NETWORK, f"script-src 'nonce-{nonce}'", f"style-src 'nonce-{nonce}'", f"frame-ancestors {frame_ancestors}"]
+    )
+
+
+def url_frame_csp(origin: str) -> str:
+    """The policy the page requires of a navigated page (the iframe ``csp`` attribute): its own
+    origin only (the egress rule let that through), no forms, frames, plugins or workers. Chromium
+    shows the page only if it accepts this (``Allow-CSP-From``), and then enforces it."""
+    return "; ".join(
+        [
+            f"default-src {origin}",
+            f"script-src {origin} 'unsafe-inline'",
+            f"style-src {origin} 'unsafe-inline'",
+            f"img-src {origin} data:",
+            f"font-src {origin} data:",
+            "object-src 'none'",
+            "frame-src 'none'",
+            "worker-src 'none'",
+            "form-action 'none'",
+            "base-uri 'none'",
+        ]
+    )
+
+
+def view_csp(*, frame_src: str) -> str:
+    """The snapshot view's policy: no script at all, frames of this canvas only."""
+    return "; ".join(["default-src 'none'", "style-src 'unsafe-inline'", f"frame-src {frame_src}", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'"])
+
+
+def _head(title: str, nonce: str | None = None, csp_meta: str | None = None) -> list[str]:
+    attr = f' nonce="{nonce}"' if nonce else ""
+    head = ['<!doctype html><html><head><meta charset="utf-8">']
+    if csp_meta:
+        head.append(f'<meta http-equiv="Content-Security-Policy" content="{_attr(csp_meta)}">')
+    head += ['<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{_attr(title)}</title>", f"<style{attr}>{_STYLE}</style>"]
+    return head
+
+
+def _agent_body(render: HtmlRender | None) -> list[str]:
+    """The agent's HTML and its eval scripts (each reports its result as ``eval_result``)."""
+    if render is None:
+        return []
+    parts = [f'<div id="pincer-html">{render.html}</div>'] if render.html else []
+    for eval_id, script, _ in render.evals:
         # The agent's script is the body of an async function: `return x` reports x.
         parts.append(
             "<script>(async () => { const id = " + _script_json(eval_id) + "; try { const value = await (async () => {\n"
@@ -157,9 +220,73 @@ def frame_document(canvas: Canvas, *, mode: str = "page") -> str:
             + "\n})(); pincer.send('eval_result', {id: id, value: value === undefined ? null : String(value)}); }"
             " catch (e) { pincer.send('eval_result', {id: id, error: String(e)}); } })();</script>"
         )
+    return parts
+
+
+def html_document(session: str, render: HtmlRender | None, *, csp_meta: str | None = None) -> str:
+    """The agent HTML document: the bridge first (so ``pincer.send`` exists for the agent's
+    scripts), then the pushed HTML, then eval scripts."""
+    parts = [*_head(f"pincer canvas: {session}", csp_meta=csp_meta), f"<script>{_FRAME_BRIDGE}</script>", "</head><body>"]
+    parts += _agent_body(render)
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def _html_text(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+def _surfaces_script(render: A2uiRender | None, nonce: str | None) -> list[str]:
+    attr = f' nonce="{nonce}"' if nonce else ""
+    messages = [m for surface in (render.surfaces.values() if render else ()) for m in surface.messages]
+    return [
+        '<div id="pincer-a2ui"></div>',
+        f"<script{attr}>{_renderer()}</script>",
+        f"<script{attr}>window.pincerA2ui.show({_script_json(messages)}, document.getElementById('pincer-a2ui'));</script>",
+    ]
+
+
+def a2ui_document(session: str, render: A2uiRender | None, *, nonce: str) -> str:
+    """pincer's A2UI document: bridge, renderer and the surfaces' messages as data."""
+    parts = [*_head(f"pincer canvas: {session}", nonce), f'<script nonce="{nonce}">{_FRAME_BRIDGE}{_A2UI_SIZE}</script>', "</head><body>"]
+    parts += _surfaces_script(render, nonce)
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+# The MCP App's own policy (a meta element: the host serves the document). 'unsafe-inline'
+# scripts because a srcdoc frame inherits it and the agent's scripts must run there; no agent
+# markup is parsed in the app document itself (its HTML sits in an escaped attribute).
+_APP_META_CSP = "; ".join([*_NO_NETWORK, "script-src 'unsafe-inline'", "style-src 'unsafe-inline'"])
+
+
+def app_document(session: str, html: HtmlRender | None, a2ui: A2uiRender | None) -> str:
+    """The canvas as an MCP Apps view: the ext-apps bridge, pincer's A2UI, and the agent HTML in
+    a nested ``<iframe sandbox="allow-scripts" srcdoc>`` (an opaque origin of its own, so its
+    scripts neither read the view's text fields nor call its bridge). Each event names the
+    rendering it came from (``frame``, ``render``)."""
+    renders = {"html": html.id if html else None, "a2ui": a2ui.id if a2ui else None}
+    bridge = (
+        _APP_BRIDGE.replace("RENDERS", _script_json(renders))
+        .replace("PROTOCOL", _script_json(MCP_APP_PROTOCOL_VERSION))
+        .replace("TOOL", _script_json(CANVAS_EVENT_TOOL))
+        .replace("SESSION", _script_json(session))
+    )
+    parts = [*_head(f"pincer canvas: {session}", csp_meta=_APP_META_CSP), f"<script>{bridge}</script>", "</head><body>"]
+    if a2ui is not None and a2ui.surfaces:
+        parts += _surfaces_script(a2ui, None)
+    if html is not None:
+        inner = html_document(session, html, csp_meta=_APP_META_CSP)
+        parts.append(
+            f'<iframe id="pincer-html" sandbox="allow-scripts" referrerpolicy="no-referrer" title="agent HTML" '
+            f'style="border:0;width:100%;min-height:60vh" srcdoc="{_attr(inner)}"></iframe>'
+        )
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def view_document(session: str, frames: Mapping[str, str]) -> str:
+    """The snapshot view: ``frames`` (kind -> URL: a2ui first, then html) stacked, no script."""
+    shown = [(kind, url) for kind, url in frames.items() if url]
+    height = f"{100 // max(1, len(shown))}vh"
+    parts = [*_head(f"pincer canvas: {session}"), "<style>body{margin:0} iframe{display:block;border:0;width:100%}</style></head><body>"]
+    for kind, url in shown:
+        parts.append(f'<iframe sandbox="allow-scripts" referrerpolicy="no-referrer" title="{kind}" style="height:{height}" src="{_attr(url)}"></iframe>')
+    parts.append("</body></html>")
+    return "".join(parts)

@@ -14,7 +14,8 @@ import logging
 from typing import Any, Literal
 
 from pincer.canvas.a2ui import parse_messages
-from pincer.canvas.board import CanvasBoard, CanvasEvent
+from pincer.canvas.board import CanvasBoard, Reporter
+from pincer.canvas.drawing import Author
 from pincer.canvas.frame import CANVAS_EVENT_TOOL
 from pincer.core.effects import EffectKind
 from pincer.core.errors import EgressDenied, ToolError, UsageError
@@ -74,6 +75,11 @@ async def _checked_url(url: str, host: HostContext) -> str:
     return str(target.url)
 
 
+def _author(board: CanvasBoard, host: HostContext) -> Author:
+    """Who draws in this call: its run (or none), its session, and what the run had read."""
+    return board.author(host.session, host.run_id, host.taint)
+
+
 def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
     """The canvas tools over ``board``."""
 
@@ -107,21 +113,21 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
         """
         session, run = host.session, host.run_id
         if action == "present":
-            return board.present(session, run).state()
+            return board.present(session).state()
         if action == "hide":
-            return board.hide(session, run).state()
+            return board.hide(session).state()
         if action == "push":
             if html is None:
                 raise UsageError("canvas push needs html", hint='call canvas with {"action": "push", "html": "<p>...</p>"}')
-            return board.push_html(session, html, run).state()
+            return board.push_html(session, html, _author(board, host)).state()
         if action == "navigate":
             if not url:
                 raise UsageError("canvas navigate needs a url", hint='call canvas with {"action": "navigate", "url": "https://..."}')
-            return board.navigate(session, await _checked_url(url, host), run).state()
+            return board.navigate(session, await _checked_url(url, host)).state()
         if action == "eval":
             if not script:
                 raise UsageError("canvas eval needs a script", hint='call canvas with {"action": "eval", "script": "return document.title"}')
-            eval_id = board.add_eval(session, script, run)
+            eval_id = board.add_eval(session, script, _author(board, host))
             result = await board.wait_event(session, EVAL_RESULT_WAIT_S, match=lambda e: e.kind == "eval_result" and e.data.get("id") == eval_id)
             if result is None:
                 return {"id": eval_id, "ran": False, "note": f"no open canvas page reported a result within {EVAL_RESULT_WAIT_S:g}s; the script stays in the canvas and runs when a page shows it"}
@@ -129,9 +135,8 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
         if action == "snapshot":
             return await _snapshot(board, session, width, height)
         wait = min(max(timeout_s, 0.0), MAX_WAIT_S)
-        if run is not None:
-            board.get(session).owner_run = run
-        event = await board.wait_event(session, wait, match=lambda e: e.kind != "eval_result")
+        # Only what comes from a part this run (or this run-less caller) drew is its to hear.
+        event = await board.wait_event(session, wait, match=lambda e: e.run == run and e.kind != "eval_result")
         if event is None:
             return {"event": None, "note": f"nobody acted on the canvas within {wait:g}s"}
         return event.to_dict()
@@ -148,22 +153,25 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
             messages: The A2UI messages, in order.
         """
         parsed = parse_messages(messages)
-        canvas = board.push_a2ui(host.session, parsed, host.run_id)
+        canvas = board.push_a2ui(host.session, parsed, _author(board, host))
         return {**canvas.state(), "applied": [{"version": m.version, "action": m.action, "surfaceId": m.surface_id} for m in parsed]}
 
     @tool(name="a2ui_reset", side_effecting=False, trusted_output=True, annotations={"pincer/ui": _UI_META})
     async def a2ui_reset(host: HostContext) -> dict[str, Any]:
         """Remove every A2UI surface from the canvas (pushed HTML stays)."""
-        return board.reset_a2ui(host.session, host.run_id).state()
+        return board.reset_a2ui(host.session).state()
 
     @tool(name=CANVAS_EVENT_TOOL, side_effecting=False, annotations={"pincer/ui": _APP_ONLY_META})
-    async def canvas_event(session: str, name: str, host: HostContext, data: Any = None) -> dict[str, Any]:
+    async def canvas_event(session: str, name: str, frame: Literal["html", "a2ui"], render: str, host: HostContext, data: Any = None) -> dict[str, Any]:
         """For the canvas MCP App only: report a person's action on the canvas view (a button
-        press, a form submit) to the run that drew it. The event is marked untrusted.
+        press, a form submit) to the run that drew the part it came from. The event is marked
+        untrusted (pincer cannot check the host), and carries the taint of that part's authors.
 
         Args:
             session: The canvas's session (the view's own).
             name: The event's name (for A2UI: a2ui_action).
+            frame: Where it came from: html (the agent's HTML) or a2ui (pincer's A2UI surfaces).
+            render: The id of the rendering it came from (the view names it).
             data: The event's data.
         """
         if session != host.session:
@@ -171,10 +179,8 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
                 f"canvas_event: session {session[:60]!r} is not this connection's session",
                 hint="an MCP App reports events only for its own session's canvas",
             )
-        kind = name if name in ("a2ui_action", "eval_result") else "html_event"
-        label = str(data.get("name", name)) if isinstance(data, dict) and kind == "a2ui_action" else name
-        body = data if isinstance(data, dict) else {"value": data}
-        event = board.record(CanvasEvent(session=session, kind=kind, name=label, data=body, trusted=False, source=f"mcp app (session {session})"))
+        relay = Reporter(label=f"an MCP App host (session {session})", may_trust=False)
+        event = board.act(session, frame=frame, render_id=render, name=name, data=data, reporter=relay)
         return {"recorded": True, "event": event.kind, "name": event.name}
 
     return [canvas, a2ui_push, a2ui_reset, canvas_event]
@@ -187,7 +193,7 @@ async def _snapshot(board: CanvasBoard, session: str, width: int, height: int) -
         raise UsageError(f"canvas snapshot: {width}x{height} is outside 200-4096 pixels", hint="pass width and height between 200 and 4096")
     from pincer.canvas.snapshot import snapshot_png
 
-    url = f"{board.base_url}/ui/canvas-frame/{session}/{board.frame_token(session)}"
+    url = f"{board.base_url}/ui/canvas-frame/{session}/{board.frame_token(session, 'view')}/view"
     png = await snapshot_png(url, width=width, height=height)
     encoded = base64.b64encode(png).decode()
     return ToolOutput(

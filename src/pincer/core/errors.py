@@ -26,6 +26,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── CredentialInQuery      400  a token or signature sent in the query string
     │   ├── DeliveryMalformed      400  a webhook delivery's headers cannot be read as one delivery
     │   ├── StaleRef               409  a browser element ref not in the page's last snapshot
+    │   ├── CanvasChanged          409  a canvas event from a rendering the canvas no longer keeps, or not from a rendered control
     │   └── A2uiInvalid            422  an A2UI message that fails its version's schema (names message, field, rule)
     ├── ConfigError                503  config.toml or another settings file is unusable
     │   └── HookSecretMissing      503  a webhook's secret is not in the secret store
@@ -150,6 +151,7 @@ __all__ = [
     "DeliveryMalformed",
     "StaleRef",
     "A2uiInvalid",
+    "CanvasChanged",
     "HookSecretMissing",
     "SignatureInvalid",
     "TooManyFailures",
@@ -345,6 +347,14 @@ class StaleRef(UsageError):
     page changed, navigated, or the ref was never shown): snapshot again."""
 
     code = "stale_ref"
+    http_status = 409
+
+
+class CanvasChanged(UsageError):
+    """A canvas event names a rendering the canvas no longer keeps, or a control that rendering
+    does not have: the page was older than the canvas (or the event was not a rendered control's)."""
+
+    code = "canvas_changed"
     http_status = 409
 
 

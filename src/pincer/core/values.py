@@ -352,6 +352,9 @@ class HostContext:
     client: ClientChannel | None = None
     depth: int = 0
     run_id: str | None = None  # the agent run making the call (a canvas delivers people's actions to it)
+    # What the run had read when it made this call (None: nothing untrusted): a canvas records it
+    # with what the call drew, so the drawing's events carry their author's trust.
+    taint: Taint | None = None
     # Set when the chain's approval step let this call through: the approval id, or
     # "ask_fallback" when a runtime's own policy allowed it after nobody answered.
     approval: str | None = None

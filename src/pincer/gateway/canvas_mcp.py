@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from pincer.canvas.board import CanvasBoard, CanvasEvent, EventSink
-from pincer.canvas.frame import frame_document
+from pincer.canvas.frame import app_document
 from pincer.core.errors import UsageError
 from pincer.gateway.mcp_server import McpGateway, complete
 from pincer.llm.run import OutsideData, RunEvent
@@ -39,7 +39,12 @@ CANVAS_URI_PREFIX = "ui://pincer/canvas/"
 
 def open_board(pincer: Any) -> CanvasBoard:
     """A board whose pushed content passes the Pincer's leak scanner."""
-    return CanvasBoard(scan=lambda value: pincer.scanner().scan(value))
+    from pincer.policy.session import SessionKind
+
+    def is_main(session: str) -> bool:
+        return bool(pincer.config.session(session).kind is SessionKind.MAIN)
+
+    return CanvasBoard(scan=lambda value: pincer.scanner().scan(value), is_main=is_main)
 
 
 def deliver_to_runs(runs: RunManager) -> EventSink:
@@ -102,7 +107,7 @@ class CanvasMcpExtension:
             content = {
                 "uri": uri,
                 "mimeType": MCP_APP_MIME_TYPE,
-                "text": frame_document(canvas, mode="mcp-app"),
+                "text": app_document(canvas.session, canvas.html, canvas.a2ui),
                 # The view needs no network: the host's CSP for it allows no origin.
                 "_meta": {"ui": {"csp": {"connectDomains": [], "resourceDomains": []}, "prefersBorder": True}},
             }

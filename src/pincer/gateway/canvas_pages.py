@@ -1,24 +1,27 @@
-"""The canvas pages: ``/ui/canvas/{session}`` (behind sign-in) and the sandboxed frame it shows.
+"""The canvas pages: ``/ui/canvas/{session}`` (behind sign-in) and the sandboxed frames it shows.
 
-- ``GET /ui/canvas/{session}``: the page, with the canvas in ``<iframe sandbox="allow-scripts">``
-  (no ``allow-same-origin``: pushed HTML never runs with the gateway's origin). A non-main
-  session sees only its own canvas; main sees every one.
+- ``GET /ui/canvas/{session}``: the page. It shows each part of the canvas in a frame of its
+  own (``canvas/frame.py``): pincer's A2UI surfaces, the agent's HTML, or a navigated URL, each
+  a new ``<iframe sandbox="allow-scripts">`` per rendering. A non-main session sees only its
+  own canvas; main sees every one.
 - ``GET /ui/canvas/{session}/state?after=N``: waits (at most ``STATE_WAIT_S``) until the
-  canvas's revision passes N, then answers its state; the page reloads the frame on a change.
+  canvas's revision passes N, then answers its state with the renderings to show.
 - ``GET /ui/canvas/{session}/events``: the canvas's recent events (at most ``MAX_KEPT_EVENTS``).
-- ``POST /ui/canvas/{session}/events``: a person's action, forwarded by the page from the
-  frame's ``pincer.send``; it reaches the run that drew the canvas, trusted only from a
-  signed-in main session.
-- ``GET /ui/canvas-frame/{session}/{token}``: the canvas document, under the frame CSP
-  (``canvas/frame.py``). A sandboxed document sends no cookie or bearer token, so the frame and
-  its CSP reports authenticate with ``token``, a per-session HMAC only the signed-in page knows.
-- ``POST /ui/canvas-frame/{session}/{token}/csp-report``: the browser's CSP violation reports
-  (``report-uri`` and ``report-to`` bodies), recorded as untrusted ``csp_violation`` events.
+- ``POST /ui/canvas/{session}/events``: an action, relayed by the page from one of its frames,
+  naming the frame and the rendering it showed there (the page knows a message's frame by its
+  window, never by what the message says). The board judges it (``canvas/drawing.py``).
+- ``GET /ui/canvas-frame/{session}/{token}/html/{render}`` (the agent HTML document),
+  ``.../a2ui/{render}`` (pincer's A2UI document) and ``.../view`` (a static view of both, for
+  snapshots): each kind with its own token, since a sandboxed document sends no cookie. A frame
+  document is served only to its embedding page, never to a navigation a frame started itself
+  (``Sec-Fetch-Site`` cross-site: an opaque origin's), so each frame shows what the page put there.
+- ``POST /ui/canvas-frame/{session}/{token}/csp-report/{render}``: the browser's CSP violation
+  reports (``report-uri`` and ``report-to`` bodies), untrusted ``csp_violation`` events.
 
 Sign-in is the dashboard's (``gateway/ui/auth.py``): a person signs in at ``/ui/login`` and
 holds a session cookie; the page's posts carry the sign-in's CSRF token in ``X-CSRF-Token``.
 These routes are an app of their own (not under the dashboard's, whose security headers would
-replace the frame's CSP), wrapped with the same sign-in.
+replace the frames' policies), wrapped with the same sign-in.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import json
 import logging
 import secrets
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -34,8 +38,17 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from pincer.canvas.board import CanvasBoard, CanvasEvent, check_session_name
-from pincer.canvas.frame import frame_csp, frame_document
+from pincer.canvas.board import CanvasBoard, Reporter, check_session_name
+from pincer.canvas.drawing import A2uiRender, HtmlRender
+from pincer.canvas.frame import (
+    a2ui_document,
+    a2ui_frame_csp,
+    html_document,
+    html_frame_csp,
+    url_frame_csp,
+    view_csp,
+    view_document,
+)
 from pincer.core.errors import PincerError, UsageError
 from pincer.gateway.ui.auth import (
     CsrfRefused,
@@ -58,7 +71,8 @@ CANVAS_PATHS = (CANVAS_PREFIX, FRAME_PREFIX)  # what the gateway hands to canvas
 STATE_WAIT_S = 25.0  # a long poll answers within this, changed or not (proxies drop silent requests)
 MAX_REPORT_BYTES = 16_384
 MAX_EVENT_BODY_BYTES = 32_768
-_EVENT_KINDS = frozenset({"a2ui_action", "eval_result"})
+_EVENT_SHAPE = 'send {"frame": "html" or "a2ui", "render": ..., "name": ..., "data": ...}; the canvas page does'
+
 
 
 def signed_in(request: Request) -> UiIdentity | None:
@@ -96,28 +110,81 @@ _PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style nonce="{nonce}">
 html, body {{ margin: 0; height: 100%; font: 14px system-ui, sans-serif; }}
+body {{ display: flex; flex-direction: column; }}
 header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd; }}
-#canvas {{ border: 0; width: 100%; height: calc(100% - 34px); display: block; }}
+#canvas {{ flex: 1; display: flex; flex-direction: column; min-height: 0; }}
+#canvas iframe {{ border: 0; width: 100%; display: block; }}
+#canvas iframe.agent {{ flex: 1; min-height: 240px; }}
+#canvas iframe.a2ui {{ height: 160px; max-height: 70vh; border-bottom: 1px solid #eee; }}
 .hidden {{ display: none !important; }}
 </style></head>
 <body>
 <header>canvas <b>{title}</b> <span id="status"></span></header>
-<iframe id="canvas" class="hidden" sandbox="allow-scripts" referrerpolicy="no-referrer" title="canvas"></iframe>
+<div id="canvas" class="hidden"><div id="a2ui-slot"></div><div id="agent-slot" class="hidden"></div></div>
 <script nonce="{nonce}">
 (function () {{
   const session = {session_json};
-  const frameBase = {frame_json};
+  const frames = {frames_json};
+  const urlOrigin = {url_origin_json} && new URL({url_origin_json}).origin;
   const csrf = {csrf_json};
   const base = "/ui/canvas/" + encodeURIComponent(session);
-  const frame = document.getElementById("canvas");
-  frame.dataset.frame = frameBase;
+  const canvas = document.getElementById("canvas");
+  const slots = {{a2ui: document.getElementById("a2ui-slot"), agent: document.getElementById("agent-slot")}};
   const status = document.getElementById("status");
+  // Which frame a message came from is known by its window, never by what it says. The
+  // navigated page's window is not here: nothing it sends is relayed.
+  const sources = new Map();
+  const shown = {{}};
   let revision = -1;
+  function place(slot, key, make) {{
+    if (shown[slot] && shown[slot].key === key) return;
+    if (shown[slot]) shown[slot].el.remove();
+    shown[slot] = null;
+    slots[slot].textContent = "";
+    if (key === null) return;
+    const el = make();
+    slots[slot].appendChild(el);
+    shown[slot] = {{key: key, el: el}};
+    if (el.tagName === "IFRAME" && el.dataset.frame) {{
+      sources.set(el.contentWindow, {{frame: el.dataset.frame, render: el.dataset.render}});
+      if (sources.size > 64) sources.delete(sources.keys().next().value);
+    }}
+  }}
+  function frame(kind, render) {{
+    const el = document.createElement("iframe");
+    el.setAttribute("sandbox", "allow-scripts");
+    el.setAttribute("referrerpolicy", "no-referrer");
+    el.className = kind === "a2ui" ? "a2ui" : "agent";
+    el.title = kind === "a2ui" ? "pincer's A2UI surfaces" : "the agent's HTML";
+    el.dataset.frame = kind;
+    el.dataset.render = render;
+    el.src = frames[kind] + render;
+    return el;
+  }}
+  function page(url, csp) {{
+    if (!("csp" in HTMLIFrameElement.prototype)) {{
+      // This browser cannot make the page keep to its origin: it is not shown at all.
+      const note = document.createElement("p");
+      note.textContent = "The agent shows " + url + " (this browser cannot confine it, so it is not shown here).";
+      return note;
+    }}
+    const el = document.createElement("iframe");
+    el.setAttribute("sandbox", "allow-scripts");
+    el.setAttribute("referrerpolicy", "no-referrer");
+    el.setAttribute("csp", csp);
+    el.className = "agent";
+    el.title = "a page the agent shows";
+    el.src = url;
+    return el;
+  }}
   function show(state) {{
-    frame.classList.toggle("hidden", !state.visible);
+    if (state.url && new URL(state.url).origin !== urlOrigin) {{ location.reload(); return; }}
+    canvas.classList.toggle("hidden", !state.visible);
     status.textContent = !state.visible ? "(hidden)" : state.waiting ? "(the agent waits for you)" : "";
-    const src = state.url ? state.url : frameBase + "?r=" + state.content;
-    if (frame.getAttribute("src") !== src) frame.setAttribute("src", src);
+    place("a2ui", state.a2ui_render, () => frame("a2ui", state.a2ui_render));
+    const agent = state.url ? "url:" + state.url : state.html_render;
+    place("agent", agent, () => state.url ? page(state.url, state.url_csp) : frame("html", state.html_render));
+    slots.agent.classList.toggle("hidden", agent === null);
     document.body.dataset.revision = String(state.revision);
     document.body.dataset.waiting = String(state.waiting);
   }}
@@ -135,14 +202,21 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
     }}
   }}
   window.addEventListener("message", (event) => {{
-    if (event.source !== frame.contentWindow) return;
+    const from = sources.get(event.source);
     const msg = event.data;
-    if (!msg || msg.type !== "pincer-canvas" || typeof msg.name !== "string") return;
+    if (!from || !msg) return;
+    if (from.frame === "a2ui" && msg.type === "pincer-size" && shown.a2ui && shown.a2ui.el.contentWindow === event.source) {{
+      shown.a2ui.el.style.height = Math.max(40, Math.min(Number(msg.height) || 0, 4000) + 4) + "px";
+      return;
+    }}
+    if (msg.type !== "pincer-canvas" || typeof msg.name !== "string") return;
+    if (from.frame === "a2ui" && msg.name !== "a2ui_action") return;
     fetch(base + "/events", {{
       method: "POST", credentials: "same-origin",
       headers: {{"Content-Type": "application/json", "X-CSRF-Token": csrf}},
-      body: JSON.stringify({{name: msg.name, data: msg.data}}),
-    }}).catch(() => {{ status.textContent = "(an event was not delivered)"; }});
+      body: JSON.stringify({{frame: from.frame, render: from.render, name: msg.name, data: msg.data}}),
+    }}).then((r) => {{ if (!r.ok) status.textContent = "(an action was not delivered: " + r.status + ")"; }})
+      .catch(() => {{ status.textContent = "(an action was not delivered)"; }});
   }});
   follow();
 }})();
@@ -151,8 +225,28 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
 """
 
 
+def _origin(request: Request) -> str:
+    return f"{request.url.scheme}://{request.url.netloc}"
+
+
+def _url_origin(url: str | None) -> str | None:
+    if not url:
+        return None
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _frame_opened_by_a_frame(request: Request) -> bool:
+    """A navigation a sandboxed frame started itself (its origin is opaque, so the browser says
+    cross-site): a frame document is served only to the page that embeds it, or a person."""
+    return request.headers.get("sec-fetch-site", "") in ("cross-site", "same-site")
+
+
 def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
     """The canvas routes over ``board`` (mounted at the app's root)."""
+
+    def frame_base(session: str, kind: str) -> str:
+        return f"{FRAME_PREFIX}{session}/{board.frame_token(session, kind)}"
 
     async def page(request: Request) -> Response:
         found = _viewer(request, page=True)
@@ -160,13 +254,18 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
             return found
         viewer, session = found
         nonce = secrets.token_urlsafe(16)
-        frame = f"{FRAME_PREFIX}{session}/{board.frame_token(session)}"
+        frames = {"html": frame_base(session, "html") + "/html/", "a2ui": frame_base(session, "a2ui") + "/a2ui/"}
+        url_origin = _url_origin(board.get(session).url)
         html = _PAGE.format(
-            title=session, nonce=nonce, session_json=_js(session), frame_json=_js(frame), csrf_json=_js(viewer.csrf_token),
+            title=session, nonce=nonce, session_json=_js_value(session), frames_json=_js_value(frames), url_origin_json=_js_value(url_origin),
+            csrf_json=_js_value(viewer.csrf_token),
         )  # fmt: skip
+        # Frames: this canvas's own documents (their path), and the navigated page's origin.
+        # The same rule stops a frame from navigating itself anywhere else.
+        frame_src = f"{_origin(request)}{FRAME_PREFIX}{session}/" + (f" {url_origin}" if url_origin else "")
         csp = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; connect-src 'self'; "
-            "frame-src 'self' https: http:; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+            f"frame-src {frame_src}; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         )
         return HTMLResponse(html, headers=_page_headers(csp))
 
@@ -180,7 +279,9 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         except ValueError:
             return _error(400, "invalid_request", "after must be a revision number", "send back the revision the last answer had")
         canvas = await board.wait_change(session, after, STATE_WAIT_S)
-        return JSONResponse(canvas.state(), headers={"Cache-Control": "no-store"})
+        origin = _url_origin(canvas.url)
+        answer = {**canvas.page_state(), "url_csp": url_frame_csp(origin) if origin else None}
+        return JSONResponse(answer, headers={"Cache-Control": "no-store"})
 
     async def recent(request: Request) -> Response:
         found = _viewer(request)
@@ -204,60 +305,85 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         try:
             sent = json.loads(body)
         except ValueError:
-            return _error(400, "invalid_request", "a canvas event is a JSON object", 'send {"name": ..., "data": ...}')
+            return _error(400, "invalid_request", "a canvas event is a JSON object", _EVENT_SHAPE)
         if not isinstance(sent, dict) or not isinstance(sent.get("name"), str) or not sent["name"]:
-            return _error(400, "invalid_request", "a canvas event needs a name", 'send {"name": ..., "data": ...}')
-        name, data = sent["name"][:128], sent.get("data")
-        kind = name if name in _EVENT_KINDS else "html_event"
-        label = str(data.get("name", name))[:128] if kind == "a2ui_action" and isinstance(data, dict) else name
-        trusted = viewer.is_main  # only a signed-in main session's actions are trusted
+            return _error(400, "invalid_request", "a canvas event needs a name", _EVENT_SHAPE)
+        if sent.get("frame") not in ("html", "a2ui") or not isinstance(sent.get("render"), str):
+            return _error(400, "invalid_request", "a canvas event names the frame (html or a2ui) and the rendering it came from", _EVENT_SHAPE)
+        # A gesture the page relays from pincer's A2UI frame is this signed-in person's.
+        relay = Reporter(label=f"the canvas page of session {viewer.name}", person_main=viewer.is_main)
         try:
-            event = board.record(
-                CanvasEvent(
-                    session=session, kind=kind, name=label, data=data if isinstance(data, dict) else {"value": data},
-                    trusted=trusted, source=f"canvas page (session {viewer.name})",
-                )
-            )
+            event = board.act(session, frame=sent["frame"], render_id=sent["render"], name=sent["name"][:128], data=sent.get("data"), reporter=relay)
         except PincerError as exc:
             return _error(exc.http_status, exc.code, exc.message, exc.hint)
-        return JSONResponse({"recorded": True, "event": event.kind, "name": event.name, "trusted": event.trusted}, status_code=202)
+        answer = {"recorded": True, "event": event.kind, "name": event.name, "trusted": event.trusted, "run": event.run}
+        return JSONResponse(answer, status_code=202)
 
-    def _frame_session(request: Request) -> str | Response:
+    def _frame_session(request: Request, kind: str) -> str | Response:
         try:
             session = check_session_name(request.path_params["session"])
         except UsageError as exc:
             return _error(400, exc.code, exc.message, exc.hint)
-        if not board.is_frame_token(session, request.path_params["token"]):
+        if not board.is_frame_token(session, kind, request.path_params["token"]):
             return _error(404, "canvas_not_found", "no such canvas frame", "open the canvas page at /ui/canvas/SESSION")
         return session
 
-    async def frame(request: Request) -> Response:
-        session = _frame_session(request)
+    def _frame_document(request: Request, kind: str) -> tuple[str, Any] | Response:
+        session = _frame_session(request, kind)
         if isinstance(session, Response):
             return session
-        report = f"{FRAME_PREFIX}{session}/{board.frame_token(session)}/csp-report"
-        origin = f"{request.url.scheme}://{request.url.netloc}"
-        headers = _page_headers(frame_csp(report_url=report, frame_ancestors=origin))
-        return HTMLResponse(frame_document(board.get(session)), headers=headers)
+        if _frame_opened_by_a_frame(request):
+            return _error(403, "forbidden", "a canvas frame cannot open another canvas document", "open the canvas page at /ui/canvas/SESSION")
+        render = board.render(session, request.path_params["render"])
+        expected = HtmlRender if kind == "html" else A2uiRender
+        if not isinstance(render, expected):
+            return _error(404, "canvas_changed", "the canvas no longer keeps that rendering", "reload the canvas page: it shows the canvas as it is now")
+        return session, render
+
+    async def html_frame(request: Request) -> Response:
+        found = _frame_document(request, "html")
+        if isinstance(found, Response):
+            return found
+        session, render = found
+        report = f"{frame_base(session, 'html')}/csp-report/{render.id}"
+        headers = _page_headers(html_frame_csp(report_url=report, frame_ancestors=_origin(request)))
+        return HTMLResponse(html_document(session, render), headers=headers)
+
+    async def a2ui_frame(request: Request) -> Response:
+        found = _frame_document(request, "a2ui")
+        if isinstance(found, Response):
+            return found
+        session, render = found
+        nonce = secrets.token_urlsafe(16)
+        headers = _page_headers(a2ui_frame_csp(nonce=nonce, frame_ancestors=_origin(request)))
+        return HTMLResponse(a2ui_document(session, render, nonce=nonce), headers=headers)
+
+    async def view(request: Request) -> Response:
+        session = _frame_session(request, "view")
+        if isinstance(session, Response):
+            return session
+        canvas = board.get(session)
+        state = canvas.page_state()
+        frames = {
+            "a2ui": f"{frame_base(session, 'a2ui')}/a2ui/{state['a2ui_render']}" if state["a2ui_render"] else "",
+            "html": f"{frame_base(session, 'html')}/html/{state['html_render']}" if state["html_render"] else "",
+        }
+        csp = view_csp(frame_src=f"{_origin(request)}{FRAME_PREFIX}{session}/")
+        return HTMLResponse(view_document(session, frames), headers=_page_headers(csp))
 
     async def csp_report(request: Request) -> Response:
-        session = _frame_session(request)
+        session = _frame_session(request, "html")
         if isinstance(session, Response):
             return session
         body = await _read_bounded(request, MAX_REPORT_BYTES)
         if body is None:
             return _error(413, "body_too_large", f"a CSP report is larger than {MAX_REPORT_BYTES} bytes")
-        token = board.frame_token(session)
+        token = board.frame_token(session, "html")
         for report in _reports(body):
             # The frame's URL carries its token: a model reading the report needs neither.
             report = {k: v.replace(token, "TOKEN") for k, v in report.items()}
             try:
-                board.record(
-                    CanvasEvent(
-                        session=session, kind="csp_violation", name=str(report.get("violated-directive") or report.get("effective-directive") or "csp"),
-                        data=report, trusted=False, source="the browser's CSP report",
-                    )
-                )
+                board.report(session, request.path_params["render"], report)
             except PincerError as exc:  # over the event rate: the browser is told, nothing else breaks
                 return _error(exc.http_status, exc.code, exc.message, exc.hint)
         return Response(status_code=204)
@@ -267,8 +393,10 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         Route("/ui/canvas/{session}/state", state, methods=["GET"]),
         Route("/ui/canvas/{session}/events", events, methods=["POST"]),
         Route("/ui/canvas/{session}/events", recent, methods=["GET"]),
-        Route(FRAME_PREFIX + "{session}/{token}", frame, methods=["GET"]),
-        Route(FRAME_PREFIX + "{session}/{token}/csp-report", csp_report, methods=["POST"]),
+        Route(FRAME_PREFIX + "{session}/{token}/html/{render}", html_frame, methods=["GET"]),
+        Route(FRAME_PREFIX + "{session}/{token}/a2ui/{render}", a2ui_frame, methods=["GET"]),
+        Route(FRAME_PREFIX + "{session}/{token}/view", view, methods=["GET"]),
+        Route(FRAME_PREFIX + "{session}/{token}/csp-report/{render}", csp_report, methods=["POST"]),
     ]
 
 
@@ -286,7 +414,7 @@ def _page_headers(csp: str) -> dict[str, str]:
     }
 
 
-def _js(value: str) -> str:
+def _js_value(value: Any) -> str:
     return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

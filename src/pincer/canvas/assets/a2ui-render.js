@@ -1,6 +1,8 @@
 // pincer's renderer of the A2UI standard component catalog (v0.8 "standard", v0.9 "basic").
-// It runs inside the canvas frame (sandboxed, opaque origin, no network); the gateway has
-// validated every message against its version's schema before it got here. Text is set with
+// It runs in pincer's own A2UI frame (sandboxed, opaque origin, no network, only nonce-carrying
+// scripts: no agent-written script shares its document); the gateway has validated every message
+// against its version's schema before it got here, and checks that an action names a control of
+// the rendering it came from. Text is set with
 // textContent, never innerHTML: a surface cannot inject markup. A person's action leaves as
 // pincer.send("a2ui_action", {...}) in the shape of the version's client-to-server message.
 (function () {
@@ -173,7 +175,10 @@
         node.dataset.componentId = id;
         if (props.child) node.appendChild(render(surface, props.child, depth + 1));
         if (props.primary || props.variant === "primary") node.classList.add("primary");
-        node.addEventListener("click", () => fire(surface, id, props.action));
+        // Only a person's click counts (a script's synthetic click is not trusted by the browser).
+        node.addEventListener("click", (event) => {
+          if (event.isTrusted) fire(surface, id, props.action);
+        });
         break;
       }
       case "TextField": {
