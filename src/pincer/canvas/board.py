@@ -136,7 +136,9 @@ class Canvas:
         self.event_count = 0
         self.changed = anyio.Event()
         self.pushes = _Rate(MAX_PUSHES_PER_MINUTE)
-        self.event_rate = _Rate(MAX_EVENTS_PER_MINUTE)
+        # A person's clicks and what agent-authored documents send are counted apart: a script
+        # sending on a timer cannot use up the person's budget.
+        self.event_rates = {"person": _Rate(MAX_EVENTS_PER_MINUTE), "agent": _Rate(MAX_EVENTS_PER_MINUTE)}
         self.waiters: list[Callable[[CanvasEvent], bool]] = []
 
     @property
@@ -392,10 +394,11 @@ class CanvasBoard:
         """Keep an action and deliver it to its run: to a ``wait`` call if one takes it, else as
         the run's next input; always as an event of the run."""
         canvas = self.get(event.session)
-        wait = canvas.event_rate.take()
+        whose = "person" if event.kind == "a2ui_action" else "agent"
+        wait = canvas.event_rates[whose].take()
         if wait is not None:
             raise BudgetExceeded(
-                f"canvas {event.session!r}: more than {MAX_EVENTS_PER_MINUTE} events in a minute",
+                f"canvas {event.session!r}: more than {MAX_EVENTS_PER_MINUTE} {whose} events in a minute",
                 retry_after_s=wait,
                 hint="wait a minute; a page should send one event per action",
             )
