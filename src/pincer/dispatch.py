@@ -570,10 +570,13 @@ class Dispatcher:
 
     def _nested_invoker(self, parent: CallRequest) -> Callable[[CallRequest], Awaitable[ToolResult]]:
         async def invoke(child: CallRequest) -> ToolResult:
-            # The child runs under the caller's session, one level deeper, through the whole chain.
-            return await self.call(
-                replace(child, session=parent.session, depth=parent.depth + 1, caller=f"{parent.tool}")
+            # The child runs under the caller's session, one level deeper, through the whole chain,
+            # for the caller's run and with what that run had read (its taint): a tool a tainted
+            # run calls cannot do through another tool what the run's own call would ask for.
+            nested = replace(
+                child, session=parent.session, depth=parent.depth + 1, caller=f"{parent.tool}", run_id=parent.run_id, taint=parent.taint
             )
+            return await self.call(nested)
 
         return invoke
 

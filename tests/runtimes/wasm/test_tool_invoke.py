@@ -85,3 +85,35 @@ async def test_nesting_is_depth_limited(pincer: Pincer):
     assert depth == 3  # main (depth 0) -> 1 -> 2 -> 3, the fourth level is refused
     assert "deeper than" in node["invoke_error"]
     assert json.dumps(out).count("invoke_error") == 1
+
+
+async def test_a_nested_call_carries_the_runs_taint_and_run(pincer_home: Path, wasm_runtime, tmp_path: Path):
+    """A tainted run's WASM tool invokes a tool that sends (``external_write``). Before issue 34
+    the child call was built without the run's taint or run id: it ran where the run's own call
+    would have been refused (failed at ``result.output["invoke_error"]``: the post was sent), and
+    the audit did not name the run. Taint and run follow the call chain down."""
+    from pincer.core.values import Taint
+    from pincer.runtimes.native.decorator import tool
+    from pincer.runtimes.native.runtime import NativeRuntime
+
+    posted: list[str] = []
+
+    @tool(name="post", effects=("external_write",))
+    async def post(text: str) -> str:
+        """Send text somewhere."""
+        posted.append(text)
+        return "sent"
+
+    (pincer_home / "config.toml").write_text(CONFIG)
+    runtime = await wasm_runtime({"secret_echo": {"tool_invoke": {"aliases": {"send": "post"}}}})
+    async with Pincer.open(pincer_home, config=load_config(pincer_home), builtins=False, wasm=False) as service:
+        await service.add_runtime(runtime)
+        await service.add_runtime(NativeRuntime([post], name="senders"))
+        taint = Taint(tool="http", mode="deny", what="the output of http (a hostile page)")
+        request = CallRequest(tool="secret_echo", args={"alias": "send", "alias_params": {"text": "the notes"}}, caller="agent", run_id="run-1", taint=taint)
+        result = await service.call(request)
+        assert result.ok, result.error
+        assert result.output["invoke_error"].startswith("send: denied:"), result.output
+        assert posted == []
+        (nested,) = service.audit.records(tool="post")
+        assert nested.outcome == "denied" and nested.run_id == "run-1" and "taint" in nested.reason
