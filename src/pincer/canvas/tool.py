@@ -103,7 +103,8 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
             action: present shows the canvas; hide hides it; navigate shows a URL; push shows
                 HTML (replacing what was pushed before); eval runs JavaScript in the canvas (the
                 script is the body of an async function; its return value comes back); snapshot
-                returns a PNG of the canvas; wait waits for a person's next action on it.
+                returns a PNG of the canvas; wait waits for a person's next action on what this
+                run drew.
             html: For push: the HTML to show.
             url: For navigate: the https URL to show (a host the grant allows).
             script: For eval: the JavaScript to run.

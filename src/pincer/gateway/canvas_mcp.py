@@ -38,7 +38,8 @@ CANVAS_URI_PREFIX = "ui://pincer/canvas/"
 
 
 def open_board(pincer: Any) -> CanvasBoard:
-    """A board whose pushed content passes the Pincer's leak scanner."""
+    """A board whose pushed content passes the Pincer's leak scanner, and whose main sessions
+    are config's (``[sessions.NAME] kind``, read at each draw so a reload counts)."""
     from pincer.policy.session import SessionKind
 
     def is_main(session: str) -> bool:
