@@ -148,6 +148,12 @@ class NetworkSettings(_Model):
     allow_private: bool = False
 
 
+class OpenApiSettings(_Model):
+    # GitHub's own description (@octokit/openapi) is 13 MB, its dereferenced one 73 MB.
+    max_document_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024, le=1024 * 1024 * 1024)
+    max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+
+
 class ToolSettings(_Model):
     timeout_s: float = Field(default=DEFAULT_TOOL_TIMEOUT_S, gt=0, le=3_600)
     max_depth: int = Field(default=4, ge=0, le=32)
@@ -494,6 +500,7 @@ class ConfigFile(_Model):
     output: OutputSettings = OutputSettings()
     idempotency: IdempotencySettings = IdempotencySettings()
     network: NetworkSettings = NetworkSettings()
+    openapi: OpenApiSettings = OpenApiSettings()
     tools: ToolSettings = ToolSettings()
     workspace: WorkspaceSettings = WorkspaceSettings()
     sandbox: SandboxSettings = SandboxSettings()
@@ -526,6 +533,7 @@ class Config:
     output: OutputSettings = field(default_factory=OutputSettings)
     idempotency: IdempotencySettings = field(default_factory=IdempotencySettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
+    openapi: OpenApiSettings = field(default_factory=OpenApiSettings)
     tools: ToolSettings = field(default_factory=ToolSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     grants: tuple[Grant, ...] = ()
@@ -743,6 +751,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         output=data.output,
         idempotency=data.idempotency,
         network=data.network,
+        openapi=data.openapi,
         tools=data.tools,
         sandbox=data.sandbox,
         grants=tuple(grants),

@@ -88,6 +88,13 @@ KEYS: dict[str, KeyHelp] = {
         "none unless they set _meta pincer/idempotencyKey)"
     ),
     "network.allow_private": KeyHelp(help="let the http tool reach loopback, private and link-local addresses"),
+    "openapi.max_document_bytes": KeyHelp(
+        help="the largest OpenAPI document (and each file it refers to) `pincer openapi add` reads; "
+        "GitHub's description is 13 MB"
+    ),
+    "openapi.max_request_bytes": KeyHelp(
+        help="the largest request an OpenAPI tool sends, an uploaded file included"
+    ),
     "tools.timeout_s": KeyHelp(help="per call, for every runtime; an MCP server's own timeout_s applies within it"),
     "tools.max_depth": KeyHelp(help="how deep tools may call tools (a WASM tool's tool-invoke)"),
     "workspace.path": KeyHelp(
@@ -311,6 +318,7 @@ SECTIONS: dict[str, str] = {
     "output": "Limits on what a tool returns.",
     "idempotency": "Replays of calls made with an idempotency key.",
     "network": "The http tool's reach.",
+    "openapi": "OpenAPI services (`pincer openapi add`; docs/openapi.md).",
     "tools": "Every tool call.",
     "workspace": "The files the file tools see.",
     "sandbox": "Where script tools and exec run.",

@@ -557,7 +557,13 @@ class Pincer:
                 logger.error("OpenAPI service %s not loaded: %s", service.name, refusal)
                 continue
             kept.append(service)
-        return OpenApiRuntime(kept)
+        tokens = None
+        if any(scheme.is_oauth for service in kept for scheme in service.schemes):
+            from pincer.builtins.openapi_oauth import OpenApiTokens
+
+            tokens = OpenApiTokens(store=self.secrets, home=self.home,
+                                   allow_private_network=self.config.allow_private_network)
+        return OpenApiRuntime(kept, tokens=tokens, max_request_bytes=self.config.openapi.max_request_bytes)
 
     async def add_runtime(self, runtime: Runtime) -> None:
         """Start ``runtime`` and register its tools. A runtime with ``subscribe(listener)`` (MCP:

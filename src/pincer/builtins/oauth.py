@@ -41,6 +41,7 @@ __all__ = [
     "code_from_redirect",
     "exchange_code",
     "refresh_tokens",
+    "client_credentials_token",
     "revoke_login",
     "load_record",
     "forget_login",
@@ -88,10 +89,14 @@ class OAuthProvider:
     # token as a bearer header rather than RFC 7009's form field.
     slack_style: bool = False
     configured: frozenset[str] = frozenset()  # which endpoints came from config.toml
+    # An OpenAPI document's endpoints follow the OpenAPI runtime's rule: plain http to loopback
+    # when the operator allows the private network ([network] allow_private), as the API itself.
+    loopback_http: bool = False
+    login_command: str = ""  # how a person logs in again; "" means `pincer auth setup NAME`
 
     @property
     def setup_command(self) -> str:
-        return f"pincer auth setup {self.name}"
+        return self.login_command or f"pincer auth setup {self.name}"
 
 
 PROVIDERS: dict[str, OAuthProvider] = {
@@ -301,9 +306,11 @@ async def _post_form(
     body: str,
     *,
     bearer: str | None = None,
+    basic: tuple[str, str] | None = None,
     allow_private_network: bool = False,
 ) -> tuple[int, Any]:
-    """POST a form to one of the provider's endpoints through the egress client."""
+    """POST a form to one of the provider's endpoints through the egress client; ``basic`` is
+    the client's id and secret as HTTP Basic (RFC 6749 2.3.1's client_secret_basic)."""
     from pincer.safety import egress
     from pincer.safety.egress_policy import EgressPolicy, EgressRule
 
@@ -315,6 +322,7 @@ async def _post_form(
     policy = EgressPolicy(
         rules=(EgressRule(host=pattern, path_prefix=parts.path or "/", methods=frozenset({"POST"})),),
         allow_private_network=allow_private_network,
+        allow_plain_http_loopback=provider.loopback_http and allow_private_network,
         trusted_origins=trusted,
         max_response_bytes=MAX_TOKEN_ANSWER_BYTES,
         timeout_s=OAUTH_HTTP_TIMEOUT_S,
@@ -322,6 +330,13 @@ async def _post_form(
     headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
     if bearer is not None:
         headers.append(("Authorization", f"Bearer {bearer}"))
+    if basic is not None:
+        import base64
+        from urllib.parse import quote
+
+        # RFC 6749 2.3.1: each of id and secret form-encoded before they are joined.
+        pair = f"{quote(basic[0], safe='')}:{quote(basic[1], safe='')}"
+        headers.append(("Authorization", "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")))
     request = egress.HttpRequest(method="POST", url=url, headers=tuple(headers), body=body.encode("utf-8"))
     response = await egress.send(request, policy=policy)
     try:
@@ -406,6 +421,34 @@ async def exchange_code(
             hint=f"run `{provider.setup_command}` again (a code is good for one exchange, within minutes)",
         )
     return _store_tokens(store, home, provider, data, scopes=start.scopes, keep_refresh=False)
+
+
+async def client_credentials_token(
+    provider: OAuthProvider,
+    *,
+    client_id: str,
+    client_secret: str,
+    scopes: Sequence[str] = (),
+    allow_private_network: bool = False,
+) -> tuple[str, float | None]:
+    """RFC 6749 4.4: an access token for the client itself, and when it expires (None: the
+    provider gave no expiry). Nothing is stored: the caller keeps it in memory."""
+    from authlib.oauth2.rfc6749.parameters import prepare_token_request
+
+    body = prepare_token_request("client_credentials", scope=" ".join(scopes) if scopes else None)
+    status, data = await _post_form(provider, "token_url", provider.token_url, body, basic=(client_id, client_secret),
+                                    allow_private_network=allow_private_network)
+    error = _provider_error(status, data, provider)
+    access = data.get("access_token") if isinstance(data, Mapping) else None
+    if error is not None or not isinstance(access, str) or not access:
+        raise ToolError(
+            f"{provider.display_name} refused the client credentials: {error or 'no access_token in the answer'}",
+            hint=f"check the client id and secret: `pincer secrets set {provider.client_id_secret}` and "
+            f"`pincer secrets set {provider.client_secret_secret}`",
+        )
+    expires_in = data.get("expires_in") if isinstance(data, Mapping) else None
+    expires_at = time.time() + float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else None
+    return access, expires_at
 
 
 def _client(store: SecretWriter, provider: OAuthProvider) -> tuple[str, str | None]:

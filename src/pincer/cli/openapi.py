@@ -13,15 +13,18 @@ from pincer.core.errors import ManifestError, ToolError, UsageError
 app = typer.Typer(help="Turn OpenAPI services into tools.", no_args_is_help=True)
 
 FETCH_TIMEOUT_S = 30.0
-MAX_FETCH_BYTES = 8 * 1024 * 1024
 
 
-def fetch_document(url: str) -> bytes:
-    """GET a document for `openapi add`: https, or plain http to this machine only; bounded."""
+def fetch_document(url: str, *, limit: int | None = None) -> bytes:
+    """GET a document for `openapi add`: https, or plain http to this machine only; at most
+    ``limit`` bytes ([openapi] max_document_bytes; its default when None)."""
     import ipaddress
 
     import httpx2
 
+    from pincer.runtimes.openapi.document import MAX_DOCUMENT_BYTES, too_large
+
+    limit = limit or MAX_DOCUMENT_BYTES
     from pincer.safety.egress_transport import default_ssl_context
 
     parts = urlsplit(url)
@@ -40,8 +43,8 @@ def fetch_document(url: str) -> bytes:
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
-                    if size > MAX_FETCH_BYTES:
-                        raise ManifestError(f"larger than {MAX_FETCH_BYTES} bytes", source=url)
+                    if size > limit:
+                        raise too_large(limit, url)
                     chunks.append(chunk)
                 return b"".join(chunks)
     except httpx2.HTTPError as exc:
@@ -73,72 +76,113 @@ async def check_base_url(base: str) -> None:
         stderr.print(f"[yellow]warning:[/] {exc.message}; calls will fail until it resolves")
 
 
+def _parse_secrets(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        scheme, sep, name = pair.partition("=")
+        if not sep or not scheme or not name:
+            raise UsageError(f"--secret {pair!r} is not SCHEME=NAME", hint="for example --secret api_key=github_token")
+        out[scheme] = name
+    return out
+
+
+def scheme_report(service: Any) -> list[dict[str, Any]]:
+    """Each security scheme of a service: what it is, which operations use it, what to set."""
+    rows = []
+    for scheme in service.schemes:
+        used = sum(1 for op in service.operations if any(scheme.key in alt for alt in op.security or ()))
+        rows.append({
+            "scheme": scheme.key,
+            "type": scheme.type,
+            "summary": scheme.summary(),
+            "secret": scheme.secret,
+            "secrets": list(scheme.secret_names()),
+            "operations": used,
+            "supported": scheme.unsupported is None,
+            "how_to_set": scheme.how_to_set(service.name),
+        })
+    return rows
+
+
 @app.command("add")
 def add(
-    name: str = typer.Argument(..., help="Service name; its tools are called NAME_OPERATION."),
+    name: str = typer.Argument(..., help="Service name (1-40 characters); its tools are called NAME_OPERATION."),
     spec: str = typer.Option(..., "--spec", help="OpenAPI 3.0/3.1 document: a file or an https URL (JSON or YAML)."),
     base_url: str | None = typer.Option(None, "--base-url", help="Where to send calls (default: the document's first server)."),
-    auth_secret: str | None = typer.Option(None, "--auth-secret", help="Secret store entry holding the credential."),
-    auth: str | None = typer.Option(None, "--auth", help="bearer | header:NAME | query:NAME"),
+    secret: list[str] = typer.Option([], "--secret", help="SCHEME=NAME: keep security scheme SCHEME's credential in secret NAME (default: SERVICE_SCHEME)."),
+    auth_secret: str | None = typer.Option(None, "--auth-secret", help="Instead of the document's schemes: one secret sent with every operation."),
+    auth: str | None = typer.Option(None, "--auth", help="With --auth-secret: bearer | header:NAME | query:NAME"),
     replace_existing: bool = typer.Option(False, "--replace", help="Replace a service of the same name."),
     force: bool = typer.Option(False, "--force", help="Save even when calls to the base URL would be refused."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Read a document and store one tool per operation (path, query, header and body
-    parameters in one JSON Schema; local and file-relative $refs resolved). A base URL that
-    calls could never reach under the current config is refused (exit 1) unless --force."""
-    from pincer.runtimes.openapi import ServiceConfig, ServiceStore, extract_operations, load_document, server_urls
-    from pincer.runtimes.openapi.config import parse_auth, tool_name
+    """Read a document and store one tool per operation (parameters and body in one JSON
+    Schema; refs resolved), with the document's security schemes mapped to secrets: the output
+    says which schemes it found and which secrets to set. A base URL that calls could never
+    reach under the current config is refused (exit 1) unless --force."""
+    from pincer.runtimes.openapi import ServiceStore, load_document, server_urls
     from pincer.runtimes.openapi.document import Resolver
+    from pincer.runtimes.openapi.importing import read_service
 
     async def body() -> dict[str, Any]:
+        from pincer.config import load_config
+
         if (auth is None) != (auth_secret is None):
             raise UsageError("--auth-secret and --auth go together", hint="--auth-secret NAME --auth bearer")
-        credential = None
-        if auth is not None:
-            kind, param = parse_auth(auth)
-            credential = (kind, param) if param else None
-        fetch = fetch_document
-        document, location = load_document(spec, fetch=fetch)
-        resolver = Resolver(document, location, fetch=fetch)
-        operations = extract_operations(resolver, credential=credential)
-        if not operations:
-            raise ManifestError("the document has no operations", source=str(location))
+        renames = _parse_secrets(secret)
+        if renames and auth is not None:
+            raise UsageError("--secret names a scheme's secret; --auth replaces the schemes", hint="give one or the other")
+        limit = load_config(pincer_home()).openapi.max_document_bytes
+
+        def fetch(url: str) -> bytes:
+            return fetch_document(url, limit=limit)
+
+        document, location = load_document(spec, fetch=fetch, limit=limit)
+        resolver = Resolver(document, location, fetch=fetch, limit=limit)
         base = base_url or next(iter(server_urls(document, location)), None)
         if base is None:
             raise UsageError("the document names no server", hint="give --base-url https://api.example.com")
+        imported = read_service(name, document, location, base_url=base, resolver=resolver, auth=auth,
+                                auth_secret=auth_secret, secrets=renames, fetch=fetch)
         if not force:
             await check_base_url(base)
-        info = document.get("info") if isinstance(document.get("info"), dict) else {}
-        service = ServiceConfig(
-            name=name,
-            spec=str(location),
-            base_url=base,
-            operations=tuple(operations),
-            auth_secret=auth_secret,
-            auth=auth,
-            title=info.get("title") if isinstance(info.get("title"), str) else None,
-        )
+        service = imported.service
         ServiceStore(pincer_home()).add(service, replace_existing=replace_existing)
+        names = service.tool_names()
         return {
             "ok": True,
             "name": name,
             "base_url": base,
-            "tools": [tool_name(name, op.name) for op in operations],
+            "tools": names,
+            "shortened": sum(1 for n, op in zip(names, service.operations, strict=True) if not n.endswith(op.name)),
+            "schemes": scheme_report(service),
+            "anonymous_operations": sum(1 for op in service.operations if not any(alt for alt in op.security or ())),
+            "auth": auth,
+            "notes": list(imported.notes),
         }
 
     result = run(body, as_json=as_json)
     if as_json:
         emit_json(result)
-    else:
-        stderr.print(f"added {len(result['tools'])} tools from {name} ({result['base_url']})")
+        return
+    from rich.markup import escape
+
+    stderr.print(f"added {len(result['tools'])} tools from {name} ({escape(result['base_url'])})", highlight=False)
+    if result["shortened"]:
+        stderr.print(f"{result['shortened']} tool names were shortened to 64 characters (docs/openapi.md)")
+    for row in result["schemes"]:
+        stderr.print(f"scheme {escape(row['scheme'])}: {escape(row['summary'])}, used by {row['operations']} "
+                     f"operations; {escape(row['how_to_set'])}", highlight=False)
+    if result["schemes"] or result["auth"]:
+        stderr.print(f"{result['anonymous_operations']} operations are called without credentials", highlight=False)
+    for note in result["notes"]:
+        stderr.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
 @app.command("list")
 def list_services(as_json: bool = JsonOption) -> None:
     """List the OpenAPI services and their operations: tool name, method, path."""
     from pincer.runtimes.openapi import ServiceStore
-    from pincer.runtimes.openapi.config import tool_name
 
     async def body() -> list[dict[str, Any]]:
         return [
@@ -150,9 +194,11 @@ def list_services(as_json: bool = JsonOption) -> None:
                 "auth": s.auth,
                 "auth_secret": s.auth_secret,
                 "enabled": s.enabled,
+                "schemes": scheme_report(s),
                 "operations": [
-                    {"tool": tool_name(s.name, op.name), "method": op.method, "path": op.path, "description": op.description}
-                    for op in s.operations
+                    {"tool": tool, "method": op.method, "path": op.path, "description": op.description,
+                     "security": [sorted(alt) for alt in op.security] if op.security is not None else None}
+                    for op, tool in zip(s.operations, s.tool_names(), strict=True)
                 ],
             }
             for s in ServiceStore(pincer_home()).load()

@@ -42,13 +42,14 @@ MAX_MANIFEST_BYTES = 1_048_576  # a capabilities file is a few KiB; past this it
 MAX_DESCRIPTION_CHARS = 4096  # IronClaw truncates longer descriptions the same way
 MAX_WRAPPER_DEPTH = 8  # IronClaw stops resolving nested "capabilities" past this depth
 
-LocationType = Literal["bearer", "basic", "header", "query_param", "url_path"]
-_LOCATION_TYPES: tuple[str, ...] = ("bearer", "basic", "header", "query_param", "url_path")
+LocationType = Literal["bearer", "basic", "header", "query_param", "url_path", "cookie"]
+_LOCATION_TYPES: tuple[str, ...] = ("bearer", "basic", "header", "query_param", "url_path", "cookie")
 # location type -> (field it needs, manifest keys that may carry it)
 _LOCATION_NEEDS = {
     "header": ("header_name", ("name", "header_name")),
     "query_param": ("param_name", ("name", "param_name")),
     "url_path": ("placeholder", ("placeholder",)),
+    "cookie": ("param_name", ("name", "param_name")),
 }
 _SECTIONS = ("description", "version", "wit_version", "name", "type", "http", "secrets",
              "tool_invoke", "workspace", "webhook", "auth", "setup")  # fmt: skip
@@ -71,8 +72,8 @@ class EndpointPattern:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CredentialLocation:
-    """Where a secret goes: ``Authorization: Bearer``/``Basic``, a header, a query parameter, or a
-    ``{PLACEHOLDER}`` in the URL. ``basic`` without ``username`` encodes the secret as ``user:pass``."""
+    """Where a secret goes: ``Authorization: Bearer``/``Basic``, a header, a query parameter, a
+    cookie (an OpenAPI ``apiKey`` scheme ``in: cookie``), or a ``{PLACEHOLDER}`` in the URL. ``basic`` without ``username`` encodes the secret as ``user:pass``."""
 
     type: LocationType
     header_name: str | None = None
@@ -97,6 +98,8 @@ class CredentialLocation:
             return f"header:{(self.header_name or '').lower()}"
         if self.type == "query_param":
             return f"query:{self.param_name}"
+        if self.type == "cookie":
+            return f"cookie:{self.param_name}"
         return f"url:{self.placeholder}"
 
 

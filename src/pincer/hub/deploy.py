@@ -214,14 +214,7 @@ def _prepare_mcp(key: ArtifactKey, files_dir: Path) -> Prepared:
 
 
 def _prepare_openapi(key: ArtifactKey, files_dir: Path) -> Prepared:
-    from pincer.runtimes.openapi import (
-        Resolver,
-        ServiceConfig,
-        extract_operations,
-        load_document,
-        parse_auth,
-        server_urls,
-    )
+    from pincer.runtimes.openapi import Resolver, load_document, read_service, server_urls
 
     settings: dict[str, Any] = {}
     service_file = files_dir / "service.json"
@@ -237,29 +230,16 @@ def _prepare_openapi(key: ArtifactKey, files_dir: Path) -> Prepared:
         raise ArtifactRefused(f"{key}: an OpenAPI artifact is one document (+ service.json)", hint="pack openapi.yaml")
     document, location = load_document(documents[0])
     auth = settings.get("auth") if isinstance(settings.get("auth"), str) else None
-    credential = None
-    if auth is not None:
-        kind, param = parse_auth(auth)
-        credential = (kind, param) if param else None
-    operations = extract_operations(Resolver(document, location, fetch=None), credential=credential)
-    if not operations:
-        raise ManifestError("the document has no operations", source=str(key))
     base = settings.get("base_url") if isinstance(settings.get("base_url"), str) else next(iter(server_urls(document, location)), None)
     if base is None:
         raise ManifestError("the document names no server and service.json no base_url", source=str(key))
-    raw_info = document.get("info")
-    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
-    service = ServiceConfig(
-        name=key.name,
-        spec=f"hub:{key}",
-        base_url=base,
-        operations=tuple(operations),
+    service = read_service(
+        key.name, document, location, base_url=base, resolver=Resolver(document, location, fetch=None),
+        spec=f"hub:{key}", auth=auth,
         auth_secret=settings.get("auth_secret") if isinstance(settings.get("auth_secret"), str) else None,
-        auth=auth,
-        title=info.get("title") if isinstance(info.get("title"), str) else None,
-    )
+    ).service
     entry = service.to_json()
-    return Prepared(requested={"base_url": base, "operations": len(operations)}, entry=entry, entry_sha256=entry_digest(entry))
+    return Prepared(requested={"base_url": base, "operations": len(service.operations)}, entry=entry, entry_sha256=entry_digest(entry))
 
 
 # -------------------------------------------------------------------------------- activate

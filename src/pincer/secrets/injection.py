@@ -125,6 +125,16 @@ def _check_header_safe(mapping: CredentialMapping, *parts: str | None) -> None:
         )
 
 
+def _check_cookie_safe(mapping: CredentialMapping, value: str) -> None:
+    # RFC 6265 cookie-octets: no controls, whitespace, '"', ',', ';' or '\\'; one of those would
+    # end the cookie early or smuggle another one in.
+    if any(c in value for c in '";,\\ \t') or any(ord(c) < 0x21 or ord(c) == 0x7F for c in value):
+        raise SecretError(
+            f"secret {mapping.secret_name!r} holds a character a cookie value cannot carry (space, ';', ',', '\"' or a control)",
+            hint=f"store the value again as the API issued it: `pincer secrets set {mapping.secret_name}`",
+        )
+
+
 def _set_header(headers: dict[str, str], name: str, value: str) -> None:
     for existing in [k for k in headers if k.lower() == name.lower()]:
         del headers[existing]
@@ -150,6 +160,14 @@ def _place(
     elif loc.type == "header":
         _check_header_safe(mapping, value, loc.prefix)
         _set_header(headers, loc.header_name or "", f"{loc.prefix or ''}{value}")
+    elif loc.type == "cookie":
+        _check_cookie_safe(mapping, value)
+        name = loc.param_name or ""
+        cookie_header = next((k for k in headers if k.lower() == "cookie"), None)
+        kept = [] if cookie_header is None else [
+            c.strip() for c in headers[cookie_header].split(";") if c.strip() and c.strip().partition("=")[0] != name
+        ]
+        _set_header(headers, "Cookie", "; ".join([*kept, f"{name}={value}"]))
     elif loc.type == "query_param":
         name = loc.param_name or ""
         encoded = quote(value, safe="")

@@ -27,16 +27,18 @@ def test_parameters_body_and_file_relative_refs() -> None:
     assert set(ops) == {"getPet", "delete_pets_petId", "addPet"}
     get = ops["getPet"]
     schema = get.input_schema
-    # Same name in query and header: prefixed by place; the cookie is not a tool argument.
-    assert set(schema["properties"]) == {"petId", "query_id", "header_id"}
+    # Same name in query and header: prefixed by place; a cookie is an argument like the others.
+    assert set(schema["properties"]) == {"petId", "query_id", "header_id", "session"}
     assert schema["required"] == ["petId"] and schema["additionalProperties"] is False
     # 3.0's boolean exclusiveMinimum becomes the 2020-12 number form.
     assert schema["properties"]["petId"] == {"type": "integer", "exclusiveMinimum": 1}
     assert [(p.prop, p.name, p.location) for p in get.parameters] == [
-        ("petId", "petId", "path"), ("query_id", "id", "query"), ("header_id", "id", "header")
+        ("petId", "petId", "path"), ("query_id", "id", "query"), ("header_id", "id", "header"),
+        ("session", "session", "cookie"),
     ]
     add = ops["addPet"]
-    assert add.body_type == "application/json" and add.body_required and add.method == "POST"
+    assert add.body is not None and add.body.media_type == "application/json" and add.body.required
+    assert add.method == "POST"
     body = add.input_schema["properties"]["body"]
     defs = add.input_schema["$defs"]
     assert body == {"$ref": "#/$defs/Pet"} and set(defs) == {"Pet", "Person"}

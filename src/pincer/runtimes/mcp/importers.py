@@ -205,13 +205,14 @@ def _add_service(
     fetch: Fetch | None,
 ) -> None:
     """An entry naming an OpenAPI document: read it now, as ``pincer openapi add`` does."""
-    from pincer.runtimes.openapi import Resolver, extract_operations, load_document, server_urls
+    from pincer.runtimes.openapi import Resolver, load_document, server_urls
+    from pincer.runtimes.openapi.importing import read_service
 
     spec = entry[spec_key]
     key = f"{label}.{spec_key}"
     if not isinstance(spec, str) or not spec.strip():
         raise ManifestError("expected the path or URL of an OpenAPI document", source=source, key=key)
-    name = _SERVICE_NAME.sub("_", raw_name.strip())[:64].lstrip("_-") or "service"
+    name = _SERVICE_NAME.sub("_", raw_name.strip())[:40].lstrip("_-") or "service"
     if name != raw_name:
         result.notes.append(f"{raw_name!r} is imported as {name!r}")
     is_url = spec.startswith(("http://", "https://"))
@@ -226,11 +227,8 @@ def _add_service(
         raise ManifestError(f"the OpenAPI document {location} does not exist or is not a file", source=source, key=key)
     try:
         document, where = load_document(location, fetch=fetch)
-        operations = extract_operations(Resolver(document, where, fetch=fetch))
     except PincerError as exc:
         raise ManifestError(exc.message, source=source, key=key, hint=exc.hint) from None
-    if not operations:
-        raise ManifestError(f"the OpenAPI document {where} has no operations", source=source, key=key)
     base_url = next(iter(server_urls(document, where)), None)
     if base_url is None:
         result.notes.append(
@@ -238,12 +236,16 @@ def _add_service(
             f"pincer openapi add {name} --spec {where} --base-url https://..."
         )
         return
-    info = document.get("info") if isinstance(document.get("info"), Mapping) else {}
-    title = info.get("title") if isinstance(info, Mapping) and isinstance(info.get("title"), str) else None
     try:
-        service = ServiceConfig(name=name, spec=str(where), base_url=base_url, operations=tuple(operations), title=title)
+        imported = read_service(name, document, where, base_url=base_url, resolver=Resolver(document, where, fetch=fetch),
+                                fetch=fetch)
     except UsageError as exc:
         raise ManifestError(exc.message, source=source, key=label, hint=exc.hint) from None
+    except PincerError as exc:
+        raise ManifestError(exc.message, source=source, key=key, hint=exc.hint) from None
+    service = imported.service
+    operations = service.operations
+    result.notes.extend(f"{name}: {note}" for note in imported.notes)
     result.services.append(service)
     result.notes.append(
         f"{name}: an OpenAPI document ({spec_key} {spec}); imported as an OpenAPI service with "

@@ -15,25 +15,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pincer.core.errors import ConfigError, UsageError
+from pincer.runtimes.openapi.naming import assign_tool_names
 from pincer.runtimes.openapi.operations import Operation
+from pincer.runtimes.openapi.security import SecurityScheme
 from pincer.store.jsonfile import locked, read_json, write_json_atomic
 
-__all__ = ["ServiceConfig", "ServiceStore", "parse_auth", "tool_name", "SERVICES_FILE"]
+__all__ = ["ServiceConfig", "ServiceStore", "parse_auth", "SERVICES_FILE", "MAX_SERVICE_NAME"]
 
 SERVICES_FILE = Path("openapi") / "services.json"
 SCHEMA_VERSION = 1
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+# A tool name is "{service}_{operation}" in at most 64 characters (naming.py); a service name of
+# up to 40 leaves room for the operation and keeps every tool's name starting with it.
+MAX_SERVICE_NAME = 40
+_NAME = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_-]{{0,{MAX_SERVICE_NAME - 1}}}$")
 _HEADER = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 _SECRET = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-
-
-_NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_]")
-
-
-def tool_name(service: str, operation: str) -> str:
-    """The registry name of a service's operation: ``{service}_{operation}``, anything but
-    letters, digits and ``_`` made ``_``."""
-    return _NOT_NAME_CHAR.sub("_", f"{service}_{operation}")
 
 
 def parse_auth(auth: str) -> tuple[str, str | None]:
@@ -56,12 +52,13 @@ class ServiceConfig:
     auth: str | None = None  # bearer | header:NAME | query:NAME
     enabled: bool = True
     title: str | None = None
+    schemes: tuple[SecurityScheme, ...] = ()  # the document's securitySchemes (security.py)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise UsageError(
                 f"{self.name!r} is not a usable service name",
-                hint="use 1-64 letters, digits, '_' or '-', starting with a letter or digit",
+                hint=f"use 1-{MAX_SERVICE_NAME} letters, digits, '_' or '-', starting with a letter or digit",
             )
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -77,6 +74,17 @@ class ServiceConfig:
             parse_auth(self.auth)
         if self.auth_secret is not None and not _SECRET.match(self.auth_secret):
             raise UsageError(f"{self.auth_secret!r} is not a secret name")
+        for scheme in self.schemes:
+            if not _SECRET.match(scheme.secret):
+                raise UsageError(f"{scheme.secret!r} (scheme {scheme.key}) is not a secret name",
+                                 hint="use letters, digits, '_', '.' or '-'")
+
+    def tool_names(self) -> list[str]:
+        """The registry name of each operation, in order (naming.py: at most 64 characters)."""
+        return assign_tool_names(self.name, [op.name for op in self.operations])
+
+    def scheme(self, key: str) -> SecurityScheme | None:
+        return next((s for s in self.schemes if s.key == key), None)
 
     @property
     def host_pattern(self) -> str:
@@ -100,6 +108,8 @@ class ServiceConfig:
             data["auth_secret"] = self.auth_secret
             data["auth"] = self.auth
         data["enabled"] = self.enabled
+        if self.schemes:
+            data["schemes"] = [s.to_json() for s in self.schemes]
         data["operations"] = [op.to_json() for op in self.operations]
         return data
 
@@ -114,6 +124,7 @@ class ServiceConfig:
             auth=data.get("auth"),
             enabled=bool(data.get("enabled", True)),
             title=data.get("title"),
+            schemes=tuple(SecurityScheme.from_json(s) for s in data.get("schemes") or ()),
         )
 
 

@@ -6,7 +6,11 @@ local refs (``#/components/schemas/Pet``) and refs relative to the referring doc
 fetched. ``Resolver.schema()`` turns an OpenAPI schema into plain JSON Schema 2020-12: every
 referenced schema moves into ``$defs`` once (so recursive schemas stay finite), 3.0's
 ``nullable`` and boolean ``exclusiveMinimum``/``exclusiveMaximum`` become their 2020-12 forms,
-and OpenAPI-only keywords are dropped.
+and OpenAPI-only keywords are dropped. Schemas are converted for what a caller sends: a
+``readOnly`` property (an ``id`` the server assigns) is left out, and out of ``required``.
+
+A document may be at most ``[openapi] max_document_bytes`` (64 MiB unless set; GitHub's own
+description is 13 MB); each document it refers to, too.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pincer.core.errors import ManifestError
 
 __all__ = ["Location", "load_document", "parse_text", "Resolver", "MAX_DOCUMENT_BYTES", "MAX_REF_DEPTH"]
 
-MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # the default of [openapi] max_document_bytes
 MAX_REF_DEPTH = 64
 MAX_DOCUMENTS = 64
 MAX_SCHEMA_NODES = 200_000  # YAML aliases can make a small file a huge tree: stop walking there
@@ -34,10 +38,18 @@ Location = Path | str  # a file, or an http(s) URL
 Fetch = Callable[[str], bytes]
 
 
-def parse_text(raw: bytes, *, source: str) -> Any:
+def too_large(limit: int, source: str) -> ManifestError:
+    return ManifestError(
+        f"larger than {limit} bytes, the most pincer reads of an OpenAPI document",
+        source=source,
+        hint="raise [openapi] max_document_bytes in config.toml",
+    )
+
+
+def parse_text(raw: bytes, *, source: str, limit: int = MAX_DOCUMENT_BYTES) -> Any:
     """JSON, else YAML (safe loader). Raises ManifestError naming the source."""
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        raise ManifestError(f"larger than {MAX_DOCUMENT_BYTES} bytes", source=source)
+    if len(raw) > limit:
+        raise too_large(limit, source)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -64,10 +76,12 @@ def _is_url(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
-def load_document(source: str | Path, *, fetch: Fetch | None = None) -> tuple[Mapping[str, Any], Location]:
+def load_document(
+    source: str | Path, *, fetch: Fetch | None = None, limit: int = MAX_DOCUMENT_BYTES
+) -> tuple[Mapping[str, Any], Location]:
     """The parsed root document and where it came from."""
     location: Location = source if isinstance(source, str) and _is_url(source) else Path(source).resolve()
-    data = _read(location, fetch)
+    data = _read(location, fetch, limit)
     if not isinstance(data, Mapping):
         raise ManifestError("expected an OpenAPI document (an object)", source=str(location))
     version = data.get("openapi")
@@ -79,11 +93,11 @@ def load_document(source: str | Path, *, fetch: Fetch | None = None) -> tuple[Ma
     return data, location
 
 
-def _read(location: Location, fetch: Fetch | None) -> Any:
+def _read(location: Location, fetch: Fetch | None, limit: int) -> Any:
     if isinstance(location, Path):
         try:
             with location.open("rb") as handle:
-                raw = handle.read(MAX_DOCUMENT_BYTES + 1)
+                raw = handle.read(limit + 1)
         except FileNotFoundError:
             raise ManifestError("the file does not exist", source=str(location)) from None
         except OSError as exc:
@@ -92,7 +106,7 @@ def _read(location: Location, fetch: Fetch | None) -> Any:
         if fetch is None:
             raise ManifestError("fetching documents from URLs is not enabled here", source=location)
         raw = fetch(location)
-    return parse_text(raw, source=str(location))
+    return parse_text(raw, source=str(location), limit=limit)
 
 
 def _pointer(document: Any, pointer: str, *, source: str) -> Any:
@@ -115,10 +129,16 @@ def _pointer(document: Any, pointer: str, *, source: str) -> Any:
 class Resolver:
     """Follows refs across one root document and the files it refers to."""
 
-    def __init__(self, root: Mapping[str, Any], location: Location, *, fetch: Fetch | None = None) -> None:
+    def __init__(
+        self, root: Mapping[str, Any], location: Location, *, fetch: Fetch | None = None,
+        limit: int = MAX_DOCUMENT_BYTES,
+    ) -> None:
         self.root = root
         self.location = location
         self._fetch = fetch
+        self._limit = limit
+        self.for_request = True  # readOnly properties are left out (module doc)
+        self.memo: dict[int, Any] = {}  # per-document results keyed by node (operations._prune_tree)
         self._docs: dict[str, Any] = {self._key(location): root}
         self.defs: dict[str, Any] = {}
         self._def_names: dict[tuple[str, str], str] = {}
@@ -157,7 +177,7 @@ class Resolver:
         if key not in self._docs:
             if len(self._docs) >= MAX_DOCUMENTS:
                 raise ManifestError(f"more than {MAX_DOCUMENTS} documents are referenced", source=str(base))
-            self._docs[key] = _read(location, self._fetch)
+            self._docs[key] = _read(location, self._fetch, self._limit)
         return _pointer(self._docs[key], fragment, source=str(location)), location
 
     def deref(self, value: Any, base: Location) -> tuple[Any, Location]:
@@ -180,6 +200,8 @@ class Resolver:
             raise ManifestError(f"the schemas hold more than {MAX_SCHEMA_NODES} nodes", source=str(base))
         if isinstance(value, bool):
             return value
+        if value is None:  # `schema: null`, as some published documents write "any": taken as {}
+            return {}
         if not isinstance(value, Mapping):
             raise ManifestError(f"expected a schema object, got {type(value).__name__}", source=str(base))
         if "$ref" in value:
@@ -205,12 +227,25 @@ class Resolver:
         self.defs[name] = self.schema(target, target_base, depth=depth + 1)
         return name
 
+    def _read_only(self, value: Any, base: Location) -> bool:
+        """A property the server sets (``readOnly``, on the property or the schema it names)."""
+        try:
+            target, _ = self.deref(value, base)
+        except ManifestError:
+            return False
+        return bool(isinstance(value, Mapping) and value.get("readOnly") is True) or (
+            isinstance(target, Mapping) and target.get("readOnly") is True)
+
     def _convert(self, value: Mapping[str, Any], base: Location, depth: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str) or key in _OPENAPI_ONLY or key.startswith("x-"):
                 continue
-            if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
+            if key == "properties":
+                if isinstance(item, Mapping):
+                    out[key] = {str(k): self.schema(v, base, depth=depth + 1) for k, v in item.items()
+                                if not (self.for_request and self._read_only(v, base))}
+            elif key in ("patternProperties", "$defs", "definitions", "dependentSchemas"):
                 if isinstance(item, Mapping):
                     out[key] = {str(k): self.schema(v, base, depth=depth + 1) for k, v in item.items()}
             elif key in ("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else",
@@ -232,6 +267,12 @@ class Resolver:
             bound = "minimum" if key == "exclusiveMinimum" else "maximum"
             if value.get(key) is True and bound in out:
                 del out[bound]
+        if self.for_request and isinstance(out.get("required"), list) and isinstance(value.get("properties"), Mapping):
+            hidden = {str(k) for k, v in value["properties"].items() if self._read_only(v, base)}
+            if hidden:
+                out["required"] = [r for r in out["required"] if r not in hidden]
+                if not out["required"]:
+                    del out["required"]
         if value.get("nullable") is True:
             kind = out.get("type")
             if isinstance(kind, str):

@@ -3,19 +3,21 @@
 A call follows the HTTP rules every runtime shares (:mod:`pincer.safety.egress`): the service's
 base URL host is the allowlist (a grant's host list narrows it further), https only except to
 loopback when the operator allows the private network, SSRF checks, no redirects, size limits.
-The service's credential is injected from the secret store just before sending
-(:mod:`pincer.secrets.injection`) and every injected value is recorded for the leak scan; the
-arguments never carry it.
+Parameters are serialized as the document's ``style``/``explode`` say (:mod:`.serialize`), the
+body as its media type says (:mod:`.bodies`; files are read from the workspace under the file
+tools' rules). Credentials are placed only where the operation's ``security`` asks
+(:mod:`.security`), from the secret store, just before sending (:mod:`pincer.secrets.injection`),
+and every value placed is recorded for the leak scan; the arguments never carry one.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urlencode
+from typing import Any, Protocol
 
 from pincer.core.capabilities import (
     Capabilities,
@@ -27,133 +29,226 @@ from pincer.core.capabilities import (
 from pincer.core.effects import EffectKind, RuntimeKind
 from pincer.core.errors import SecretError, ToolError, ToolNotFound, UsageError
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
-from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, parse_auth, tool_name
-from pincer.runtimes.openapi.operations import Operation
+from pincer.runtimes.openapi.bodies import FileReader, encode_body
+from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, parse_auth
+from pincer.runtimes.openapi.operations import Operation, Parameter
+from pincer.runtimes.openapi.security import Requirement, SecurityScheme, is_anonymous
+from pincer.runtimes.openapi.serialize import (
+    cookie_pairs,
+    header_value,
+    path_value,
+    protect_dot_segments,
+    query_pairs,
+    scalar_text,
+)
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OpenApiRuntime", "capabilities_for", "build_request"]
+__all__ = ["OpenApiRuntime", "OAuthTokens", "capabilities_for", "build_target", "build_body", "DEFAULT_MAX_REQUEST_BYTES"]
 
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _ERROR_BODY_CHARS = 2_000
+DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024  # the default of [openapi] max_request_bytes
 
 
-def capabilities_for(service: ServiceConfig) -> Capabilities:
-    """The service as a capabilities manifest: its base URL as the allowlist, its credential."""
-    credentials: tuple[CredentialMapping, ...] = ()
-    if service.auth_secret and service.auth:
-        kind, name = parse_auth(service.auth)
-        if kind == "bearer":
-            location = CredentialLocation(type="bearer")
-        elif kind == "header":
-            location = CredentialLocation(type="header", header_name=name)
-        else:
-            location = CredentialLocation(type="query_param", param_name=name)
-        credentials = (
-            CredentialMapping(
-                key=f"{service.name}_auth",
-                secret_name=service.auth_secret,
-                location=location,
-                host_patterns=(service.host_pattern,),
-            ),
-        )
+class OAuthTokens(Protocol):
+    """Access tokens for ``oauth2``/``openIdConnect`` schemes (pincer.builtins.openapi_oauth):
+    a stored login's token, refreshed when it expires, or one fetched with the client
+    credentials. None when the scheme has no usable credential."""
+
+    async def access_token(
+        self, service: ServiceConfig, scheme: SecurityScheme, scopes: Sequence[str], host: HostContext
+    ) -> str | None: ...
+
+
+def _legacy_credentials(service: ServiceConfig) -> tuple[CredentialMapping, ...]:
+    """``--auth``: one credential sent with every operation."""
+    if not (service.auth_secret and service.auth):
+        return ()
+    kind, name = parse_auth(service.auth)
+    if kind == "bearer":
+        location = CredentialLocation(type="bearer")
+    elif kind == "header":
+        location = CredentialLocation(type="header", header_name=name)
+    else:
+        location = CredentialLocation(type="query_param", param_name=name)
+    return (CredentialMapping(key=f"{service.name}_auth", secret_name=service.auth_secret, location=location,
+                              host_patterns=(service.host_pattern,)),)
+
+
+def _schemes_of(service: ServiceConfig, security: Sequence[Requirement] | None) -> list[SecurityScheme]:
+    keys = dict.fromkeys(key for alternative in security or () for key in alternative)
+    return [scheme for key in keys if (scheme := service.scheme(key)) is not None]
+
+
+def capabilities_for(
+    service: ServiceConfig, operation: Operation | None = None, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+) -> Capabilities:
+    """The operation as a capabilities manifest: the service's base URL as the allowlist, the
+    secrets its security schemes may read (or the one ``--auth`` secret)."""
+    credentials = _legacy_credentials(service)
+    if credentials:
+        allowed: tuple[str, ...] = (service.auth_secret,) if service.auth_secret else ()
+    else:
+        security = operation.security if operation is not None else None
+        allowed = tuple(dict.fromkeys(n for s in _schemes_of(service, security) for n in s.secret_names()))
     return Capabilities(
         source=f"openapi:{service.name}",
         description=service.title,
         http=HttpCapability(
             allowlist=(EndpointPattern(host=service.host_pattern, path_prefix=service.path_prefix),),
             credentials=credentials,
+            max_request_bytes=max_request_bytes,
         ),
-        secrets_allowed_names=(service.auth_secret,) if service.auth_secret else (),
+        secrets_allowed_names=allowed,
     )
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return str(value)
+# ------------------------------------------------------------------------------------- requests
 
 
-def build_request(
-    service: ServiceConfig, operation: Operation, args: Mapping[str, Any]
-) -> tuple[str, dict[str, str], bytes | None]:
-    """URL, headers and body for one call (no credentials yet)."""
+def _path_for(operation: Operation, values: Mapping[Parameter, Any]) -> str:
     path = operation.path
-    query: list[tuple[str, str]] = []
-    headers: dict[str, str] = {"Accept": "application/json"}
-    for param in operation.parameters:
-        if param.prop not in args:
+    for param, value in values.items():
+        if param.location != "path":
             continue
-        value = args[param.prop]
-        if param.location == "path":
-            path = path.replace("{" + param.name + "}", quote(_text(value), safe=""))
-        elif param.location == "query":
-            if isinstance(value, list) and param.explode:
-                query.extend((param.name, _text(v)) for v in value)
-            elif isinstance(value, list):
-                query.append((param.name, ",".join(_text(v) for v in value)))
-            else:
-                query.append((param.name, _text(value)))
+        if param.content_type:
+            text = path_value("simple", False, param.name, _content_text(param, value))
         else:
-            headers[param.name] = _text(value)
+            text = path_value(param.wire_style, param.explode, param.name, value)
+        path = path.replace("{" + param.name + "}", text)
     if "{" in path:
         raise UsageError(f"{operation.name}: a path parameter of {operation.path} has no value")
-    url = service.base_url.rstrip("/") + path
+    return protect_dot_segments(path)
+
+
+def _content_text(param: Parameter, value: Any) -> str:
+    """A ``content`` parameter's value as its media type (JSON for a JSON type)."""
+    kind = (param.content_type or "").split(";")[0].strip().lower()
+    if kind == "application/json" or kind.endswith("+json"):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return scalar_text(value)
+
+
+def build_target(service: ServiceConfig, operation: Operation, args: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """The URL and headers of one call (no body, no credentials yet)."""
+    values = {p: args[p.prop] for p in operation.parameters if p.prop in args}
+    query: list[str] = []
+    cookies: list[str] = []
+    headers: dict[str, str] = {"Accept": operation.accept}
+    for param, value in values.items():
+        if param.content_type:
+            value = _content_text(param, value)
+        if param.location == "query":
+            style = "form" if param.content_type else param.wire_style
+            query.extend(query_pairs(style, param.explode, param.name, value, allow_reserved=param.allow_reserved))
+        elif param.location == "header":
+            headers[param.name] = header_value(param.explode, value)
+        elif param.location == "cookie":
+            cookies.extend(cookie_pairs(param.explode, param.name, value))
+    if cookies:
+        headers["Cookie"] = "; ".join(cookies)
+    url = service.base_url.rstrip("/") + _path_for(operation, values)
     if query:
-        url += "?" + urlencode(query)
-    body: bytes | None = None
-    if operation.body_type is not None and "body" in args:
-        value = args["body"]
-        headers["Content-Type"] = operation.body_type
-        if operation.body_type == "application/x-www-form-urlencoded" and isinstance(value, Mapping):
-            body = urlencode({k: _text(v) for k, v in value.items()}).encode()
-        elif operation.body_type == "text/plain":
-            body = _text(value).encode("utf-8")
-        else:
-            body = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    return url, headers, body
+        url += "?" + "&".join(query)
+    return url, headers
+
+
+def _workspace_reader(workspace: Path | None, limit: int) -> FileReader:
+    """Files named in a body, read by the file tools' own rule (no absolute path, no '..', no
+    link out of the workspace), at most ``limit`` bytes."""
+    from pincer.runtimes.native.workspace import read_bytes, resolve_path
+
+    def read(path: str) -> tuple[str, bytes]:
+        target = resolve_path(workspace, path)
+        data, size = read_bytes(target, offset=0, limit=limit)
+        if size > limit:
+            raise UsageError(
+                f"{target.shown!r} is {size} bytes, over the {limit}-byte limit of an OpenAPI request",
+                hint="raise [openapi] max_request_bytes in config.toml",
+            )
+        return target.parts[-1], data
+
+    return read
+
+
+def build_body(operation: Operation, args: Mapping[str, Any], read: FileReader) -> tuple[bytes, str] | None:
+    """The body's bytes and Content-Type, or None when the call sends none."""
+    if operation.body is None or "body" not in args:
+        return None
+    return encode_body(operation.body, args["body"], read)
+
+
+def _pruned(value: Any, tree: Mapping[str, Any] | None) -> Any:
+    """``value`` without the properties the document marks ``writeOnly`` (operations._prune_tree)."""
+    if not tree:
+        return value
+    if isinstance(value, list):
+        items = tree.get("items")
+        return [_pruned(v, items) for v in value] if items else value
+    if not isinstance(value, dict):
+        return value
+    drop = set(tree.get("drop", ()))
+    props = tree.get("properties", {})
+    extra = tree.get("additionalProperties")
+    out = {}
+    for key, item in value.items():
+        if key in drop:
+            continue
+        sub = props.get(key) or (extra if key not in props else None)
+        out[key] = _pruned(item, sub)
+    return out
+
+
+# ------------------------------------------------------------------------------------- runtime
 
 
 class OpenApiRuntime:
     kind = RuntimeKind.OPENAPI
 
-    def __init__(self, services: Sequence[ServiceConfig]) -> None:
+    def __init__(
+        self,
+        services: Sequence[ServiceConfig],
+        *,
+        tokens: OAuthTokens | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    ) -> None:
         self.services = {s.name: s for s in services if s.enabled}
+        self._tokens = tokens
+        self._max_request_bytes = max_request_bytes
         self._specs: dict[str, ToolSpec] = {}
         self._owners: dict[str, tuple[ServiceConfig, Operation]] = {}
         self._clients: dict[tuple[bool, bool], Any] = {}
         for service in self.services.values():
-            caps = capabilities_for(service)
-            for operation in service.operations:
-                name = tool_name(service.name, operation.name)
-                if name in self._specs:
-                    logger.warning("OpenAPI service %s: two operations are named %s; keeping the first",
-                                   service.name, name)
-                    continue
-                effects = {EffectKind.NETWORK}
-                if operation.method not in _READ_METHODS:
-                    effects.add(EffectKind.EXTERNAL_WRITE)
-                if service.auth_secret:
-                    effects.add(EffectKind.USE_SECRET)
-                self._specs[name] = ToolSpec(
-                    name=name,
-                    description=operation.description,
-                    input_schema=operation.input_schema,
-                    effects=frozenset(effects),
-                    runtime=RuntimeKind.OPENAPI,
-                    side_effecting=EffectKind.EXTERNAL_WRITE in effects,
-                    source=f"openapi:{service.name}",
-                    capabilities=caps,
-                    annotations={"service": service.name, "method": operation.method, "path": operation.path,
-                                 **({"deprecated": True} if operation.deprecated else {})},
-                )
+            for operation, name in zip(service.operations, service.tool_names(), strict=True):
+                self._specs[name] = self._spec(service, operation, name)
                 self._owners[name] = (service, operation)
 
+    def _spec(self, service: ServiceConfig, operation: Operation, name: str) -> ToolSpec:
+        caps = capabilities_for(service, operation, max_request_bytes=self._max_request_bytes)
+        effects = {EffectKind.NETWORK}
+        if operation.method not in _READ_METHODS:
+            effects.add(EffectKind.EXTERNAL_WRITE)
+        if caps.secrets_allowed_names:
+            effects.add(EffectKind.USE_SECRET)
+        if operation.body is not None and operation.body.reads_files:
+            effects.add(EffectKind.READ_FILESYSTEM)
+        return ToolSpec(
+            name=name,
+            description=operation.description,
+            input_schema=operation.input_schema,
+            effects=frozenset(effects),
+            runtime=RuntimeKind.OPENAPI,
+            side_effecting=EffectKind.EXTERNAL_WRITE in effects,
+            source=f"openapi:{service.name}",
+            capabilities=caps,
+            annotations={"service": service.name, "method": operation.method, "path": operation.path,
+                         "operation": operation.name, **({"deprecated": True} if operation.deprecated else {})},
+        )
+
     @classmethod
-    def from_home(cls, home: Path) -> OpenApiRuntime:
-        return cls(ServiceStore(home).load())
+    def from_home(cls, home: Path, **settings: Any) -> OpenApiRuntime:
+        return cls(ServiceStore(home).load(), **settings)
 
     async def start(self) -> None:
         return None
@@ -171,17 +266,25 @@ class OpenApiRuntime:
         scheme or address is not allowed (plain http, a private address), a host outside the grant."""
         from pincer.safety import egress
 
-        _service, _operation, _caps, _headers, _body, policy, target = self._prepare(spec, args, host)
+        _service, _operation, _caps, _url, _headers, policy, target = self._prepare(spec, args, host)
         try:
             await egress.resolve_checked(target, policy)
         except ToolError:
             return  # a name that does not resolve now is the call's own failure, reported when it runs
 
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        import anyio
+
         from pincer.safety import egress
 
-        _service, operation, caps, headers, body, policy, target = self._prepare(spec, args, host)
-        send_url, headers = self._inject(operation.method, target.url, headers, caps, host)
+        service, operation, caps, url, headers, policy, _target = self._prepare(spec, args, host)
+        body = None
+        if operation.body is not None and "body" in args:
+            read = _workspace_reader(host.workspace, self._max_request_bytes)
+            encoded = await anyio.to_thread.run_sync(functools.partial(build_body, operation, args, read))
+            if encoded is not None:
+                body, headers["Content-Type"] = encoded
+        send_url, headers = await self._inject(service, operation, url, headers, caps, host)
         request = egress.HttpRequest(method=operation.method, url=send_url, headers=tuple(headers.items()), body=body)
         key = (host.allow_private_network, host.allow_private_network)
         client = self._clients.get(key)
@@ -191,16 +294,16 @@ class OpenApiRuntime:
         return self._output(operation, response)
 
     def _prepare(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> tuple[Any, ...]:
-        """The request a call would send, checked against the egress rule (nothing sent yet)."""
+        """The URL a call would reach, checked against the egress rule (nothing sent yet)."""
         from pincer.safety import egress
 
         owner = self._owners.get(spec.name)
         if owner is None:
             raise ToolNotFound(f"no OpenAPI tool named {spec.name!r}")
         service, operation = owner
-        caps = spec.capabilities or capabilities_for(service)
+        caps = spec.capabilities or capabilities_for(service, operation, max_request_bytes=self._max_request_bytes)
         assert caps.http is not None
-        url, headers, body = build_request(service, operation, args)
+        url, headers = build_target(service, operation, args)
         settings: dict[str, Any] = {
             "allow_private_network": host.allow_private_network,
             # As for the http built-in: whoever may reach loopback at all may do so without TLS.
@@ -215,30 +318,93 @@ class OpenApiRuntime:
         if host.network_hosts is not None:  # a grant's host list narrows the service's own
             egress.EgressPolicy.from_hosts(host.network_hosts, **settings).check(operation.method, url)
         target = policy.check(operation.method, url)  # refused requests never read a secret
-        return service, operation, caps, headers, body, policy, target
+        return service, operation, caps, url, headers, policy, target
 
-    @staticmethod
-    def _inject(
-        method: str, url: str, headers: dict[str, str], caps: Capabilities, host: HostContext
+    # -- credentials ---------------------------------------------------------------------------
+
+    async def _inject(
+        self, service: ServiceConfig, operation: Operation, url: str, headers: dict[str, str],
+        caps: Capabilities, host: HostContext,
     ) -> tuple[str, dict[str, str]]:
         assert caps.http is not None
-        if not caps.http.credentials:
+        if caps.http.credentials:  # --auth: the one credential goes with every operation
+            return self._place(url, headers, caps.http.credentials, {}, host, use_store=True)
+        if operation.security is None or is_anonymous(operation.security):
             return url, headers
+        access = self._access(host)
+        chosen = await self._choose(service, operation, operation.security, access, host)
+        if not chosen:
+            return url, headers
+        mappings = []
+        values: dict[str, str] = {}
+        for scheme, value in chosen:
+            mappings.append(CredentialMapping(key=scheme.key, secret_name=scheme.secret, location=_location(scheme),
+                                              host_patterns=(service.host_pattern,)))
+            values[scheme.secret] = value
+        return self._place(url, headers, tuple(mappings), values, host, use_store=False)
+
+    @staticmethod
+    def _access(host: HostContext) -> Any:
         access = host.secrets
-        # SecretAccess.find: the value of an allowed secret or None, recorded for the leak scan.
-        resolve = getattr(access, "find", None) or getattr(access, "resolve", None)
-        record = getattr(access, "record", None)
-        if not callable(resolve) or not callable(record):
+        if access is None or not callable(getattr(access, "find", None)) or not callable(getattr(access, "record", None)):
             raise SecretError(
-                "this service needs a credential but the call has no access to secrets",
+                "this operation needs a credential but the call has no access to secrets",
                 hint="the dispatcher passes SecretAccess in HostContext.secrets",
             )
+        return access
+
+    async def _choose(
+        self, service: ServiceConfig, operation: Operation, security: Sequence[Requirement], access: Any,
+        host: HostContext,
+    ) -> list[tuple[SecurityScheme, str]]:
+        """The first alternative whose credentials are all there; [] for an anonymous one."""
+        anonymous = False
+        for alternative in security:
+            if not alternative:
+                anonymous = True
+                continue
+            found: list[tuple[SecurityScheme, str]] = []
+            for key, scopes in alternative.items():
+                scheme = service.scheme(key)
+                value = None
+                if scheme is not None and not scheme.unsupported:
+                    value = await self._value(service, scheme, scopes, access, host)
+                if value is None:
+                    break
+                found.append((scheme, value))  # type: ignore[arg-type]
+            else:
+                return found
+        if anonymous:
+            return []
+        raise SecretError(f"{operation.method} {operation.path} needs credentials: {_needs(service, security)}",
+                          hint=_first_hint(service, security))
+
+    async def _value(
+        self, service: ServiceConfig, scheme: SecurityScheme, scopes: Sequence[str], access: Any, host: HostContext
+    ) -> str | None:
+        if scheme.is_oauth and self._tokens is not None:
+            token = await self._tokens.access_token(service, scheme, scopes, host)
+            if token is not None:
+                access.record(token)
+            return token
+        value = access.find(scheme.secret)
+        return value or None
+
+    @staticmethod
+    def _place(
+        url: str, headers: dict[str, str], mappings: tuple[CredentialMapping, ...], values: Mapping[str, str],
+        host: HostContext, *, use_store: bool,
+    ) -> tuple[str, dict[str, str]]:
         from pincer.secrets.injection import inject_credentials
 
-        injected = inject_credentials(method, url, headers, credentials=caps.http.credentials, resolve=resolve)
+        access = OpenApiRuntime._access(host)
+        resolve = access.find if use_store else values.get
+        injected = inject_credentials("", url, headers, credentials=mappings, resolve=resolve)
         for value in injected.injected:
-            record(value)
+            access.record(value)
         return injected.url, dict(injected.headers)
+
+    # -- answers -------------------------------------------------------------------------------
 
     @staticmethod
     def _output(operation: Operation, response: Any) -> ToolOutput:
@@ -247,7 +413,7 @@ class OpenApiRuntime:
         value: Any = text
         if ("json" in content_type or text[:1] in ("{", "[")) and not response.truncated:
             try:
-                value = json.loads(text) if text else None
+                value = _pruned(json.loads(text), operation.write_only) if text else None
             except json.JSONDecodeError:
                 value = text
         usage = {"http_status": response.status, "truncated": response.truncated}
@@ -261,3 +427,40 @@ class OpenApiRuntime:
         if 300 <= response.status < 400:
             value = {"status": response.status, "location": response.header("location"), "redirect_not_followed": True}
         return ToolOutput(value=value, usage=usage)
+
+
+def _location(scheme: SecurityScheme) -> CredentialLocation:
+    if scheme.type == "apiKey":
+        kind = {"header": "header", "query": "query_param", "cookie": "cookie"}[scheme.location or "header"]
+        if kind == "header":
+            return CredentialLocation(type="header", header_name=scheme.param)
+        return CredentialLocation(type=kind, param_name=scheme.param)  # type: ignore[arg-type]
+    if scheme.type == "http" and scheme.http_scheme == "basic":
+        return CredentialLocation(type="basic")
+    return CredentialLocation(type="bearer")  # http bearer, oauth2, openIdConnect
+
+
+def _needs(service: ServiceConfig, security: Sequence[Requirement]) -> str:
+    """The alternatives in words: "secret a and secret b, or secret c"."""
+    ways = []
+    for alternative in security:
+        parts = []
+        for key in alternative:
+            scheme = service.scheme(key)
+            if scheme is None:
+                parts.append(f"scheme {key!r} (not declared by the document)")
+            elif scheme.unsupported:
+                parts.append(f"scheme {key!r} ({scheme.unsupported}, not supported)")
+            else:
+                parts.append(f"{scheme.summary()} from secret {scheme.secret!r}")
+        ways.append(" and ".join(parts))
+    return "; or ".join(ways)
+
+
+def _first_hint(service: ServiceConfig, security: Sequence[Requirement]) -> str:
+    for alternative in security:
+        for key in alternative:
+            scheme = service.scheme(key)
+            if scheme is not None and not scheme.unsupported:
+                return scheme.how_to_set(service.name)
+    return "add the service again after fixing the document's securitySchemes (`pincer openapi add NAME --replace`)"
