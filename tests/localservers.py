@@ -67,6 +67,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: bytes
+    line: str = ""  # the request line as received, e.g. "GET /echo?a=1 HTTP/1.1"
 
 
 @dataclass
@@ -92,7 +93,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         state = self.server_state
-        state.requests.append(Recorded(self.command, self.path, dict(self.headers.items()), body))
+        state.requests.append(Recorded(self.command, self.path, dict(self.headers.items()), body, self.requestline))
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         if url.path.startswith("/echo"):

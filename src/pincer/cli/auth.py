@@ -193,24 +193,68 @@ def revoke(
 
 
 def _client_value(store: Any, secret: str, env: str, *, prompt: str | None, required: bool) -> str | None:
-    value = os.environ.get(env, "").strip() or store.find(secret)
+    value = (os.environ.get(env, "").strip() if env else "") or store.find(secret)
     if not value and prompt is not None and sys.stdin.isatty():
         value = typer.prompt(prompt, hide_input=secret.endswith("secret"), default="" if not required else None)
         value = (value or "").strip()
     if not value and required:
         raise UsageError(
-            f"no OAuth client id: set {env} or store it",
-            hint=f"create an OAuth client (Desktop app), then `pincer secrets set {secret}` or export {env}",
+            f"no OAuth client id: set {env} or store it" if env else f"no OAuth client id: store it in {secret}",
+            hint=f"create an OAuth client (Desktop app), then `pincer secrets set {secret}`" + (f" or export {env}" if env else ""),
         )
     return value or None
 
 
+async def oauth_login(
+    provider: Any, scopes: Any, *, no_browser: bool, timeout_s: float, allow_private_network: bool,
+    client_env: tuple[str, str] | None = None,
+) -> Any:
+    """One OAuth login (authorization code with PKCE on a loopback redirect, or the redirect URL
+    pasted with ``no_browser``), its tokens stored; returns the TokenRecord. The client id and
+    secret come from ``client_env`` (two env var names), the store, or a prompt, and are stored.
+    Shared by ``pincer auth setup`` and ``pincer openapi login``."""
+    import anyio
+
+    from pincer.builtins.oauth import begin_login, code_from_redirect, exchange_code
+    from pincer.builtins.oauth_loopback import LoopbackRedirect
+
+    id_env, secret_env = client_env or ("", "")
+    store = _open_store()
+    try:
+        client_id = _client_value(store, provider.client_id_secret, id_env, required=True,
+                                  prompt=f"{provider.display_name} OAuth client id (from {provider.console_url})") or ""
+        client_secret = _client_value(store, provider.client_secret_secret, secret_env,
+                                      required=False, prompt=f"{provider.display_name} OAuth client secret")
+        store.set(provider.client_id_secret, client_id)
+        if client_secret:
+            store.set(provider.client_secret_secret, client_secret)
+        async with LoopbackRedirect() as loop:
+            start = begin_login(provider, client_id=client_id, scopes=scopes, redirect_uri=loop.redirect_uri)
+            stderr.print(f"{provider.display_name} will ask you to allow these scopes:", highlight=False)
+            for scope in scopes:
+                stderr.print(f"  {scope}", highlight=False)
+            stderr.print(f"open this URL to sign in:\n{start.url}", soft_wrap=True, highlight=False)
+            if no_browser:
+                stderr.print("after consenting, paste the address the browser was sent to (it may show an error):")
+                with anyio.fail_after(timeout_s):
+                    pasted = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+                code = code_from_redirect(start, pasted[:MAX_TOKEN_BYTES])
+            else:
+                import webbrowser
+
+                opened = await anyio.to_thread.run_sync(webbrowser.open, start.url)
+                stderr.print(f"waiting for the redirect on {loop.redirect_uri}"
+                             + ("" if opened else " (no browser could be opened: open the URL yourself)"))
+                code = await loop.wait(lambda url: code_from_redirect(start, url), timeout_s)
+        return await exchange_code(provider, start, code, client_id=client_id, client_secret=client_secret,
+                                   store=store, home=pincer_home(), allow_private_network=allow_private_network)
+    finally:
+        store.close()
+
+
 def _oauth_setup(name: str, *, no_browser: bool, timeout_s: float, as_json: bool) -> None:
     async def body() -> dict[str, Any]:
-        import anyio
-
-        from pincer.builtins.oauth import SLACK_SCOPES, begin_login, code_from_redirect, exchange_code, provider_for
-        from pincer.builtins.oauth_loopback import LoopbackRedirect
+        from pincer.builtins.oauth import SLACK_SCOPES, provider_for
 
         config, settings = _settings()
         provider = provider_for(name, settings)
@@ -220,38 +264,9 @@ def _oauth_setup(name: str, *, no_browser: bool, timeout_s: float, as_json: bool
             scopes = login_scopes(settings)
         else:
             scopes = SLACK_SCOPES
-        store = _open_store()
-        try:
-            client_id = _client_value(store, provider.client_id_secret, provider.client_id_env, required=True,
-                                      prompt=f"{provider.display_name} OAuth client id (from {provider.console_url})") or ""
-            client_secret = _client_value(store, provider.client_secret_secret, provider.client_secret_env,
-                                          required=False, prompt=f"{provider.display_name} OAuth client secret")
-            store.set(provider.client_id_secret, client_id)
-            if client_secret:
-                store.set(provider.client_secret_secret, client_secret)
-            async with LoopbackRedirect() as loop:
-                start = begin_login(provider, client_id=client_id, scopes=scopes, redirect_uri=loop.redirect_uri)
-                stderr.print(f"{provider.display_name} will ask you to allow these scopes:")
-                for scope in scopes:
-                    stderr.print(f"  {scope}")
-                stderr.print(f"open this URL to sign in:\n{start.url}", soft_wrap=True)
-                if no_browser:
-                    stderr.print("after consenting, paste the address the browser was sent to (it may show an error):")
-                    with anyio.fail_after(timeout_s):
-                        pasted = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-                    code = code_from_redirect(start, pasted[:MAX_TOKEN_BYTES])
-                else:
-                    import webbrowser
-
-                    opened = await anyio.to_thread.run_sync(webbrowser.open, start.url)
-                    stderr.print(f"waiting for the redirect on {loop.redirect_uri}"
-                                 + ("" if opened else " (no browser could be opened: open the URL yourself)"))
-                    code = await loop.wait(lambda url: code_from_redirect(start, url), timeout_s)
-            record = await exchange_code(provider, start, code, client_id=client_id, client_secret=client_secret,
-                                         store=store, home=pincer_home(),
-                                         allow_private_network=config.allow_private_network)
-        finally:
-            store.close()
+        record = await oauth_login(provider, scopes, no_browser=no_browser, timeout_s=timeout_s,
+                                   allow_private_network=config.allow_private_network,
+                                   client_env=(provider.client_id_env, provider.client_secret_env))
         return {"ok": True, "login": name, "secret": provider.access_secret, "scopes": list(record.scopes),
                 "expires_at": _iso(record.expires_at), "refreshable": record.has_refresh}
 

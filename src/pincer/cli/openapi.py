@@ -241,3 +241,51 @@ def remove(name: str, as_json: bool = JsonOption) -> None:
         emit_json({"ok": True, "name": name})
     else:
         stderr.print(f"removed OpenAPI service {name}")
+
+
+@app.command("login")
+def login(
+    name: str = typer.Argument(..., help="The service."),
+    scheme: str | None = typer.Option(None, "--scheme", help="Its oauth2 or openIdConnect scheme (default: the only one)."),
+    no_browser: bool = typer.Option(False, "--no-browser", help="Print the URL and read the redirect URL from stdin."),
+    timeout_s: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the consent."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Log in to a service's OAuth 2.0 authorization code flow (an oauth2 scheme's, or an
+    openIdConnect scheme's found by discovery) with PKCE on a loopback redirect: the access and
+    refresh tokens land in the scheme's secrets and are refreshed before they expire."""
+    from pincer.builtins.openapi_oauth import provider_for_scheme
+    from pincer.cli.auth import _iso, oauth_login
+    from pincer.runtimes.openapi import ServiceStore
+
+    async def body() -> dict[str, Any]:
+        from pincer.config import load_config
+
+        service = next((s for s in ServiceStore(pincer_home()).load() if s.name == name), None)
+        if service is None:
+            raise UsageError(f"no OpenAPI service named {name!r}", hint="`pincer openapi list` shows them")
+        logins = [s for s in service.schemes if s.flow("authorizationCode") is not None]
+        chosen = next((s for s in logins if s.key == scheme), None) if scheme else (logins[0] if len(logins) == 1 else None)
+        if chosen is None:
+            found = ", ".join(s.key for s in logins) or "none"
+            raise UsageError(
+                f"{name}: {'no scheme ' + repr(scheme) + ' with' if scheme else 'pick the scheme with'} an authorization "
+                f"code flow (schemes that have one: {found})",
+                hint=f"pincer openapi login {name} --scheme SCHEME" if logins else
+                "`pincer openapi list --json` shows the service's schemes and what each needs",
+            )
+        flow = chosen.flow("authorizationCode")
+        assert flow is not None
+        config = load_config(pincer_home())
+        provider = provider_for_scheme(service.name, chosen)
+        record = await oauth_login(provider, flow.scopes, no_browser=no_browser, timeout_s=timeout_s,
+                                   allow_private_network=config.allow_private_network)
+        return {"ok": True, "service": name, "scheme": chosen.key, "secret": chosen.secret,
+                "scopes": list(record.scopes), "expires_at": _iso(record.expires_at), "refreshable": record.has_refresh}
+
+    result = run(body, as_json=as_json)
+    if as_json:
+        emit_json(result)
+        return
+    stderr.print(f"signed in to {name} ({result['scheme']}): {result['secret']} stored (expires "
+                 f"{result['expires_at'] or 'never'}{', refreshable' if result['refreshable'] else ''})", highlight=False)
