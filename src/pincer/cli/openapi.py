@@ -156,7 +156,7 @@ def add(
             "tools": names,
             "shortened": sum(1 for n, op in zip(names, service.operations, strict=True) if not n.endswith(op.name)),
             "schemes": scheme_report(service),
-            "anonymous_operations": sum(1 for op in service.operations if not any(alt for alt in op.security or ())),
+            "anonymous_operations": sum(1 for op in service.operations if not service.sends_credential(op)),
             "auth": auth,
             "notes": list(imported.notes),
         }

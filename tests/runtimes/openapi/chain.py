@@ -4,11 +4,15 @@ saves it (importing.read_service), a Pincer opened on that home, and calls throu
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import uvicorn
 
 from pincer.config import parse_config
 from pincer.core.values import CallRequest
@@ -18,6 +22,7 @@ from pincer.service import Pincer
 
 KEY = bytes(range(32))
 CALL_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 10.0
 ALLOW_ALL = '[[grants]]\ntool = "*"\ndefault = "allow"\n'
 
 
@@ -47,3 +52,22 @@ def open_pincer(home: Path, grants: str = ALLOW_ALL, extra: str = "") -> Any:
 async def call(p: Pincer, tool: str, args: Mapping[str, Any]) -> Any:
     with anyio.fail_after(CALL_TIMEOUT_S):
         return await p.call(CallRequest(tool=tool, args=dict(args), caller="test"))
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """An ASGI app served by uvicorn on 127.0.0.1 and a free port, in a thread; yields its URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError(f"uvicorn did not start within {START_TIMEOUT_S} s")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=START_TIMEOUT_S)

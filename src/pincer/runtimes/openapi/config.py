@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pincer.core.errors import ConfigError, UsageError
 from pincer.runtimes.openapi.naming import assign_tool_names
 from pincer.runtimes.openapi.operations import Operation
-from pincer.runtimes.openapi.security import SecurityScheme
+from pincer.runtimes.openapi.security import SecurityScheme, is_anonymous
 from pincer.store.jsonfile import locked, read_json, write_json_atomic
 
 __all__ = ["ServiceConfig", "ServiceStore", "parse_auth", "SERVICES_FILE", "MAX_SERVICE_NAME"]
@@ -85,6 +85,14 @@ class ServiceConfig:
 
     def scheme(self, key: str) -> SecurityScheme | None:
         return next((s for s in self.schemes if s.key == key), None)
+
+    def sends_credential(self, operation: Operation) -> bool:
+        """Whether a call of ``operation`` may carry a credential: with ``--auth`` every
+        operation but those the document marks anonymous; otherwise those whose security names
+        a scheme."""
+        if self.auth is not None:
+            return operation.security is None or not is_anonymous(operation.security)
+        return operation.security is not None and not is_anonymous(operation.security)
 
     @property
     def host_pattern(self) -> str:

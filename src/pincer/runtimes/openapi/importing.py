@@ -64,7 +64,8 @@ def read_service(
     fetch: Fetch | None = None,
 ) -> Imported:
     """The service ``name`` for ``document``. ``auth``/``auth_secret`` (``--auth``) send one
-    credential with every operation instead of the document's schemes; ``secrets`` renames a
+    credential instead of the document's schemes, with every operation the document does not
+    mark anonymous; ``secrets`` renames a
     scheme's secret; ``fetch`` reads OpenID Connect discovery documents (None: not read)."""
     notes: list[str] = []
     credential = None
@@ -84,11 +85,12 @@ def read_service(
                                  f"only an access token set with `pincer secrets set {scheme.secret}` can be used")
             discovered.append(scheme)
         schemes = tuple(discovered)
-    operations = extract_operations(resolver, credential=credential, schemes=() if auth else schemes, notes=notes)
+    # With --auth the one credential replaces the schemes (their names are then not checked), but
+    # an operation the document marks anonymous (security [] or [{}]) still goes without it.
+    operations = extract_operations(resolver, credential=credential, schemes=() if auth else schemes,
+                                    notes=None if auth else notes)
     if not operations:
         raise ManifestError("the document has no operations", source=str(location))
-    if auth is not None:  # one credential everywhere: the document's requirements are not used
-        operations = [replace(op, security=None) for op in operations]
     info = document.get("info") if isinstance(document.get("info"), Mapping) else {}
     title = info.get("title") if isinstance(info, Mapping) and isinstance(info.get("title"), str) else None
     service = ServiceConfig(

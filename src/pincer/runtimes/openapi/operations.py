@@ -85,8 +85,8 @@ class Operation:
     parameters: tuple[Parameter, ...] = ()
     body: RequestBody | None = None
     deprecated: bool = False
-    # Alternatives of schemes (``security``); () is anonymous. None: stored before pincer read
-    # security, when the service's --auth applied to every operation.
+    # Alternatives of schemes (``security``, the operation's or the document's); () is anonymous.
+    # None: the document declares none for it (then only --auth sends a credential).
     security: tuple[Requirement, ...] | None = None
     accept: str = "application/json"
     write_only: Mapping[str, Any] | None = None  # what to take out of a JSON answer (_prune_tree)
@@ -387,7 +387,10 @@ def _prune_tree(resolver: Resolver, schema: Any, base: Location, memo: dict[int,
 
 
 def _security(op: Mapping[str, Any], root: Mapping[str, Any], schemes: Mapping[str, SecurityScheme],
-              source: str, where: str, notes: list[str]) -> tuple[Requirement, ...]:
+              source: str, where: str, notes: list[str]) -> tuple[Requirement, ...] | None:
+    """The operation's ``security``, else the document's; None when neither declares one."""
+    if "security" not in op and root.get("security") is None:
+        return None
     raw = op["security"] if "security" in op else root.get("security")
     security = read_requirements(raw, source=source, where=f"{where}.security" if "security" in op else "security")
     for alternative in security:
@@ -410,7 +413,7 @@ def _build_operation(
 ) -> Operation:
     where = f"paths.{path}.{method}"
     security = _security(op, resolver.root, schemes, str(resolver.location), where, notes)
-    injected = _injected_params(security, schemes)
+    injected = _injected_params(security or (), schemes)
     if credential is not None:
         injected.add(_param_key(*credential))
     properties: dict[str, Any] = {}

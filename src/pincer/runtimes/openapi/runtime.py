@@ -87,11 +87,13 @@ def capabilities_for(
     """The operation as a capabilities manifest: the service's base URL as the allowlist, the
     secrets its security schemes may read (or the one ``--auth`` secret)."""
     credentials = _legacy_credentials(service)
-    if credentials:
-        allowed: tuple[str, ...] = (service.auth_secret,) if service.auth_secret else ()
-    else:
-        security = operation.security if operation is not None else None
-        allowed = tuple(dict.fromkeys(n for s in _schemes_of(service, security) for n in s.secret_names()))
+    allowed: tuple[str, ...] = ()
+    if operation is not None and not service.sends_credential(operation):
+        credentials = ()  # the document says this operation is called anonymously
+    elif credentials:
+        allowed = (service.auth_secret,) if service.auth_secret else ()
+    elif operation is not None:
+        allowed = tuple(dict.fromkeys(n for s in _schemes_of(service, operation.security) for n in s.secret_names()))
     return Capabilities(
         source=f"openapi:{service.name}",
         description=service.title,
