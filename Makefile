@@ -37,6 +37,14 @@ OPENAPI_DIR     := .cache/npm-openapi
 # slack and telegram built-ins' contract tests, in the same prefix.
 OCTOKIT_OPENAPI := @octokit/openapi@23.0.2 @slack/web-api@8.2.0 @grammyjs/types@5.0.0
 OPENAPI_STAMP   := $(OPENAPI_DIR)/.installed-$(shell echo '$(OCTOKIT_OPENAPI)' | sha256sum | cut -c1-12)
+# Published OpenAPI descriptions the OpenAPI runtime's tests import as shipped (Figma, Blockfrost,
+# rclone, Directus: tests/runtimes/openapi/test_published.py; GitHub's is @octokit/openapi above)
+# and ReadMe's collection of example documents, the OpenAPI Initiative's among them
+# (tests/runtimes/openapi/test_conformance.py). A prefix of their own, like DECLARED_DIR below.
+OPENAPI_DOCS_DIR      := .cache/npm-openapi-docs
+OPENAPI_DESCRIPTIONS  := @figma/rest-api-spec@0.43.0 @blockfrost/openapi@0.1.93 rclone-openapi@1.75.0 \
+                         @directus/specs@15.2.0 @readme/oas-examples@8.2.2
+OPENAPI_DOCS_STAMP    := $(OPENAPI_DOCS_DIR)/.installed-$(shell echo '$(OPENAPI_DESCRIPTIONS)' | sha256sum | cut -c1-12)
 # The slack and telegram stand-ins check requests and answers against the TypeScript declarations
 # of @slack/web-api and @grammyjs/types, compiled into JSON Schema by typescript-json-schema (on the
 # system's node, as npm runs): tests/builtins/declared.py. A prefix of their own, since another
@@ -75,7 +83,12 @@ builder-runner: $(STAMP)
 
 conformance-deps: $(CONFORMANCE_STAMP)
 
-builtins-deps: $(OPENAPI_STAMP) $(DECLARED_STAMP)
+builtins-deps: $(OPENAPI_STAMP) $(DECLARED_STAMP) $(OPENAPI_DOCS_STAMP)
+
+$(OPENAPI_DOCS_STAMP):
+	mkdir -p $(OPENAPI_DOCS_DIR)
+	npm install --prefix $(OPENAPI_DOCS_DIR) --no-audit --no-fund --loglevel=error $(OPENAPI_DESCRIPTIONS)
+	touch $@
 
 $(DECLARED_STAMP):
 	mkdir -p $(DECLARED_DIR)

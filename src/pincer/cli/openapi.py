@@ -143,7 +143,7 @@ def add(
         if base is None:
             raise UsageError("the document names no server", hint="give --base-url https://api.example.com")
         imported = read_service(name, document, location, base_url=base, resolver=resolver, auth=auth,
-                                auth_secret=auth_secret, secrets=renames, fetch=fetch)
+                                auth_secret=auth_secret, secrets=renames, fetch=fetch, keep_servers=base_url is None)
         if not force:
             await check_base_url(base)
         service = imported.service

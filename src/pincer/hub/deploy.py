@@ -235,7 +235,7 @@ def _prepare_openapi(key: ArtifactKey, files_dir: Path) -> Prepared:
         raise ManifestError("the document names no server and service.json no base_url", source=str(key))
     service = read_service(
         key.name, document, location, base_url=base, resolver=Resolver(document, location, fetch=None),
-        spec=f"hub:{key}", auth=auth,
+        spec=f"hub:{key}", auth=auth, keep_servers=not isinstance(settings.get("base_url"), str),
         auth_secret=settings.get("auth_secret") if isinstance(settings.get("auth_secret"), str) else None,
     ).service
     entry = service.to_json()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from pincer.core.errors import ConfigError, UsageError
 from pincer.runtimes.openapi.naming import assign_tool_names
@@ -40,6 +40,19 @@ def parse_auth(auth: str) -> tuple[str, str | None]:
     if kind in ("header", "query") and name and _HEADER.match(name):
         return kind, name
     raise UsageError(f"--auth {auth!r} is not bearer, header:NAME or query:NAME", hint="for example --auth header:X-Api-Key")
+
+
+def host_pattern_of(url: str) -> str:
+    """An allowlist host for ``url``: its host, with its port when it names one."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def path_prefix_of(url: str) -> str:
+    return (urlsplit(url).path.rstrip("/") or "") + "/"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,16 +110,18 @@ class ServiceConfig:
     @property
     def host_pattern(self) -> str:
         """The allowlist host: the base URL's host, with its port when it names one."""
-        parts = urlsplit(self.base_url)
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        return f"{host}:{parts.port}" if parts.port else host
+        return host_pattern_of(self.base_url)
 
     @property
     def path_prefix(self) -> str:
-        path = urlsplit(self.base_url).path.rstrip("/")
-        return (path or "") + "/"
+        return path_prefix_of(self.base_url)
+
+    def base_for(self, operation: Operation) -> str:
+        """Where ``operation`` is sent: its own ``servers`` entry (path item's or operation's;
+        a relative one against the service's base URL), else the service's base URL."""
+        if not operation.server:
+            return self.base_url
+        return urljoin(self.base_url.rstrip("/") + "/", operation.server)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "spec": self.spec, "base_url": self.base_url}

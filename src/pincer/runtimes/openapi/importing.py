@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from pincer.core.errors import ManifestError, PincerError
 from pincer.runtimes.openapi.config import ServiceConfig, parse_auth
@@ -62,11 +63,14 @@ def read_service(
     auth_secret: str | None = None,
     secrets: Mapping[str, str] | None = None,
     fetch: Fetch | None = None,
+    keep_servers: bool = True,
 ) -> Imported:
     """The service ``name`` for ``document``. ``auth``/``auth_secret`` (``--auth``) send one
     credential instead of the document's schemes, with every operation the document does not
     mark anonymous; ``secrets`` renames a
-    scheme's secret; ``fetch`` reads OpenID Connect discovery documents (None: not read)."""
+    scheme's secret; ``fetch`` reads OpenID Connect discovery documents (None: not read);
+    ``keep_servers`` False (a base URL given by a person) sends every operation there, even one
+    whose ``servers`` name another host."""
     notes: list[str] = []
     credential = None
     if auth is not None:
@@ -90,7 +94,15 @@ def read_service(
     operations = extract_operations(resolver, credential=credential, schemes=() if auth else schemes,
                                     notes=None if auth else notes)
     if not operations:
-        raise ManifestError("the document has no operations", source=str(location))
+        hint = ("its webhooks are requests the API makes, not calls a tool makes" if document.get("webhooks")
+                else "a service needs at least one operation under 'paths'")
+        raise ManifestError("the document has no operations", source=str(location), hint=hint)
+    if not keep_servers:  # the person named the base URL: no operation goes elsewhere
+        moved = [op.name for op in operations if op.server and urlsplit(op.server).scheme]
+        if moved:
+            notes.append(f"{len(moved)} operations name a server of their own ({', '.join(moved[:3])}"
+                         f"{', ...' if len(moved) > 3 else ''}); they are sent to the base URL given instead")
+        operations = [replace(op, server=None) if op.server and urlsplit(op.server).scheme else op for op in operations]
     info = document.get("info") if isinstance(document.get("info"), Mapping) else {}
     title = info.get("title") if isinstance(info, Mapping) and isinstance(info.get("title"), str) else None
     service = ServiceConfig(

@@ -90,6 +90,7 @@ class Operation:
     security: tuple[Requirement, ...] | None = None
     accept: str = "application/json"
     write_only: Mapping[str, Any] | None = None  # what to take out of a JSON answer (_prune_tree)
+    server: str | None = None  # the operation's (or its path item's) own server URL, if it names one
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -110,6 +111,8 @@ class Operation:
             data["accept"] = self.accept
         if self.write_only:
             data["write_only"] = dict(self.write_only)
+        if self.server:
+            data["server"] = self.server
         return data
 
     @classmethod
@@ -133,6 +136,7 @@ class Operation:
             security=None if security is None else tuple({k: tuple(v) for k, v in alt.items()} for alt in security),
             accept=data.get("accept") or "application/json",
             write_only=data.get("write_only"),
+            server=data.get("server"),
         )
 
 
@@ -142,8 +146,9 @@ def operation_name(method: str, path: str, operation_id: Any) -> str:
 
 
 def server_urls(document: Mapping[str, Any], location: Location) -> list[str]:
-    """The document's server URLs, made absolute against the URL it was fetched from, with
-    server variables replaced by their defaults."""
+    """The document's server URLs (or a path item's or operation's, given as ``document``),
+    made absolute against the URL it was fetched from, with server variables replaced by their
+    defaults."""
     urls: list[str] = []
     servers = document.get("servers")
     for server in servers if isinstance(servers, list) else []:
@@ -457,6 +462,8 @@ def _build_operation(
     write_only = None
     if answer_schema is not None:
         write_only = _prune_tree(resolver, answer_schema, answer_base, resolver.memo, set())
+    # 3.x: an operation's servers override its path item's, which override the document's.
+    own = next(iter(server_urls(op, resolver.location) or server_urls(path_item, resolver.location)), None)
     return Operation(
         name=operation_name(method, path, op.get("operationId")),
         method=method.upper(),
@@ -469,6 +476,7 @@ def _build_operation(
         security=security,
         accept=_accept(types),
         write_only=write_only,
+        server=own,
     )
 
 

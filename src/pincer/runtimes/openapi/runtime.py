@@ -30,7 +30,7 @@ from pincer.core.effects import EffectKind, RuntimeKind
 from pincer.core.errors import SecretError, ToolError, ToolNotFound, UsageError
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.runtimes.openapi.bodies import FileReader, encode_body
-from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, parse_auth
+from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, host_pattern_of, parse_auth, path_prefix_of
 from pincer.runtimes.openapi.operations import Operation, Parameter
 from pincer.runtimes.openapi.security import Requirement, SecurityScheme, is_anonymous
 from pincer.runtimes.openapi.serialize import (
@@ -61,7 +61,7 @@ class OAuthTokens(Protocol):
     ) -> str | None: ...
 
 
-def _legacy_credentials(service: ServiceConfig) -> tuple[CredentialMapping, ...]:
+def _legacy_credentials(service: ServiceConfig, host: str) -> tuple[CredentialMapping, ...]:
     """``--auth``: one credential sent with every operation."""
     if not (service.auth_secret and service.auth):
         return ()
@@ -73,7 +73,7 @@ def _legacy_credentials(service: ServiceConfig) -> tuple[CredentialMapping, ...]
     else:
         location = CredentialLocation(type="query_param", param_name=name)
     return (CredentialMapping(key=f"{service.name}_auth", secret_name=service.auth_secret, location=location,
-                              host_patterns=(service.host_pattern,)),)
+                              host_patterns=(host,)),)
 
 
 def _schemes_of(service: ServiceConfig, security: Sequence[Requirement] | None) -> list[SecurityScheme]:
@@ -86,7 +86,8 @@ def capabilities_for(
 ) -> Capabilities:
     """The operation as a capabilities manifest: the service's base URL as the allowlist, the
     secrets its security schemes may read (or the one ``--auth`` secret)."""
-    credentials = _legacy_credentials(service)
+    base = service.base_for(operation) if operation is not None else service.base_url
+    credentials = _legacy_credentials(service, host_pattern_of(base))
     allowed: tuple[str, ...] = ()
     if operation is not None and not service.sends_credential(operation):
         credentials = ()  # the document says this operation is called anonymously
@@ -98,7 +99,7 @@ def capabilities_for(
         source=f"openapi:{service.name}",
         description=service.title,
         http=HttpCapability(
-            allowlist=(EndpointPattern(host=service.host_pattern, path_prefix=service.path_prefix),),
+            allowlist=(EndpointPattern(host=host_pattern_of(base), path_prefix=path_prefix_of(base)),),
             credentials=credentials,
             max_request_bytes=max_request_bytes,
         ),
@@ -150,7 +151,7 @@ def build_target(service: ServiceConfig, operation: Operation, args: Mapping[str
             cookies.extend(cookie_pairs(param.explode, param.name, value))
     if cookies:
         headers["Cookie"] = "; ".join(cookies)
-    url = service.base_url.rstrip("/") + _path_for(operation, values)
+    url = service.base_for(operation).rstrip("/") + _path_for(operation, values)
     if query:
         url += "?" + "&".join(query)
     return url, headers
@@ -341,7 +342,7 @@ class OpenApiRuntime:
         values: dict[str, str] = {}
         for scheme, value in chosen:
             mappings.append(CredentialMapping(key=scheme.key, secret_name=scheme.secret, location=_location(scheme),
-                                              host_patterns=(service.host_pattern,)))
+                                              host_patterns=(host_pattern_of(service.base_for(operation)),)))
             values[scheme.secret] = value
         return self._place(url, headers, tuple(mappings), values, host, use_store=False)
 
