@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from pincer.core.errors import ManifestError
-from pincer.runtimes.openapi import Resolver, extract_operations, load_document, server_urls
+from pincer.core.errors import ManifestError, UsageError
+from pincer.runtimes.openapi import Resolver, extract_operations, load_document, read_service, server_urls
 from pincer.runtimes.openapi.document import parse_text
 
 SPECS = Path(__file__).parent / "specs"
@@ -125,3 +126,96 @@ def test_arbitrary_bytes_parse_or_raise_manifest_error(raw: bytes) -> None:
         parse_text(raw, source="x")
     except ManifestError:
         pass
+
+
+def _service_of(tmp_path: Path, document: dict) -> Any:
+    path = tmp_path / "api.json"
+    path.write_text(json.dumps(document))
+    loaded, location = load_document(str(path))
+    return read_service("svc", loaded, location, base_url="https://api.example.com", resolver=Resolver(loaded, location))
+
+
+def _op(**fields: Any) -> dict:
+    return {"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+            "paths": {"/a/{id}": {"get": {"responses": {"200": {"description": "ok"}}, **fields}}}}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (_op(parameters=[{"name": "id", "in": "path", "style": "form", "schema": {}}]),
+         "style 'form' is not defined for path parameters (allowed: simple, label, matrix)"),
+        (_op(parameters=[{"name": "q", "in": "query", "style": "matrix", "schema": {}}]),
+         "style 'matrix' is not defined for query parameters"),
+        (_op(parameters=[{"name": "q", "in": "body", "schema": {}}]), "'in' must be one of path, query, header, cookie"),
+        (_op(security={"k": []}), "'security' must be a list of requirement objects"),
+        ({**_op(), "components": {"securitySchemes": {"k": {"type": "apiKey", "in": "body", "name": "x"}}}},
+         "an apiKey scheme's 'in' must be header, query or cookie, not 'body'"),
+        ({**_op(), "components": {"securitySchemes": {"k": {"type": "apiKey", "in": "header", "name": "a b"}}}},
+         "an apiKey scheme needs a usable 'name' for its header"),
+        ({**_op(), "components": {"securitySchemes": {"k": {"type": "oauth2"}}}}, "an oauth2 scheme needs 'flows'"),
+        ({**_op(), "components": {"securitySchemes": {"k": {"type": "oauth2", "flows": {"clientCredentials": {}}}}}},
+         "flow clientCredentials has no tokenUrl"),
+        ({**_op(), "components": {"securitySchemes": {"k": {"type": "saml"}}}},
+         "security scheme type 'saml' is not apiKey, http, oauth2, openIdConnect or mutualTLS"),
+        ({**_op(), "components": {"securitySchemes": {"k": {"type": "openIdConnect"}}}},
+         "an openIdConnect scheme needs 'openIdConnectUrl'"),
+    ],
+)
+def test_bad_parameters_and_security_are_clear_errors(tmp_path: Path, document: dict, message: str) -> None:
+    with pytest.raises(ManifestError) as error:
+        _service_of(tmp_path, document)
+    assert message in str(error.value)
+
+
+SCHEME_VALUES = st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["apiKey", "http", "oauth2", "openIdConnect", "mutualTLS", "x"]) | json_values,
+    "in": st.sampled_from(["header", "query", "cookie", "path"]) | json_values,
+    "name": st.sampled_from(["X-Key", "key", "a b", ""]) | json_values,
+    "scheme": st.sampled_from(["basic", "bearer", "digest", ""]) | json_values,
+    "flows": st.fixed_dictionaries({}, optional={
+        "clientCredentials": st.fixed_dictionaries({}, optional={"tokenUrl": st.just("https://a/t") | json_values,
+                                                                 "scopes": json_values}),
+        "authorizationCode": json_values}) | json_values,
+    "openIdConnectUrl": st.just("https://a/.well-known/openid-configuration") | json_values,
+})
+PARAMETER = st.fixed_dictionaries({"name": st.sampled_from(["id", "q", "X-H", "c", "body"]) | json_values}, optional={
+    "in": st.sampled_from(["path", "query", "header", "cookie"]) | json_values,
+    "style": st.sampled_from(["form", "simple", "label", "matrix", "deepObject", "pipeDelimited"]) | json_values,
+    "explode": st.booleans() | json_values,
+    "allowReserved": st.booleans() | json_values,
+    "schema": json_values,
+    "content": st.dictionaries(st.sampled_from(["application/json", "text/plain"]), json_values, max_size=1) | json_values,
+})
+BODY = st.fixed_dictionaries({"content": st.dictionaries(
+    st.sampled_from(["application/json", "multipart/form-data", "application/x-www-form-urlencoded",
+                     "application/octet-stream", "text/plain", "image/*"]),
+    st.fixed_dictionaries({}, optional={"schema": json_values, "encoding": json_values}) | json_values, max_size=3)},
+    optional={"required": st.booleans() | json_values}) | json_values
+
+
+@settings(max_examples=300, suppress_health_check=list(HealthCheck), deadline=None)
+@given(
+    schemes=st.dictionaries(st.sampled_from(["k", "b", "o"]), SCHEME_VALUES | json_values, max_size=3) | json_values,
+    security=st.lists(st.dictionaries(st.sampled_from(["k", "b", "o", "nope"]), st.lists(st.text(max_size=3))
+                                      | json_values, max_size=2), max_size=3) | json_values,
+    parameters=st.lists(PARAMETER, max_size=4) | json_values,
+    body=BODY,
+)
+def test_arbitrary_security_parameters_and_bodies_only_raise_clear_errors(
+    tmp_path_factory: pytest.TempPathFactory, schemes: Any, security: Any, parameters: Any, body: Any
+) -> None:
+    """Documents made of every key pincer reads, each a valid value or junk: either a service
+    with valid 2020-12 input schemas and names, or a ManifestError/UsageError naming the problem."""
+    operation = {"parameters": parameters, "requestBody": body, "security": security,
+                 "responses": {"200": {"description": "ok"}}}
+    document = {"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+                "components": {"securitySchemes": schemes}, "paths": {"/a/{id}": {"post": operation}}}
+    try:
+        service = _service_of(tmp_path_factory.mktemp("doc"), document).service
+    except (ManifestError, UsageError) as exc:
+        assert exc.message
+        return
+    for op in service.operations:
+        Draft202012Validator.check_schema(op.input_schema)
+    assert all(len(name) <= 64 for name in service.tool_names())
