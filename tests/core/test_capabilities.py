@@ -205,7 +205,9 @@ def test_location_value_checks_itself() -> None:
     with pytest.raises(UsageError, match="header_name"):
         CredentialLocation(type="header")
     with pytest.raises(UsageError, match="unknown credential location"):
-        CredentialLocation(type="cookie")  # type: ignore[arg-type]
+        CredentialLocation(type="digest")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="param_name"):
+        CredentialLocation(type="cookie")  # an OpenAPI apiKey cookie needs the cookie's name
 
 
 def test_long_description_truncated() -> None:
@@ -283,7 +285,7 @@ MALFORMED: list[tuple[Any, str, str]] = [
     ({"http": {"allowlist": [{"host": "a.io", "methods": ["G E T"]}]}}, "http.allowlist[0].methods[0]", "method"),
     ({"http": {"allowlist": [{"host": "a.io", "path_prefix": "api/"}]}}, "http.allowlist[0].path_prefix", "'/'"),
     ({"http": {"credentials": []}}, "http.credentials", "expected an object"),
-    (cred(location={"type": "cookie"}), "http.credentials.c.location.type", "one of bearer, basic"),
+    (cred(location={"type": "digest"}), "http.credentials.c.location.type", "one of bearer, basic"),
     (cred(location="bearer"), "http.credentials.c.location", "expected an object"),
     (cred(location={"type": "header"}), "http.credentials.c.location.name", "required"),
     (cred(location={"type": "url_path"}), "http.credentials.c.location.placeholder", "required"),

@@ -338,3 +338,28 @@ def test_header_values_either_placed_whole_or_refused_without_the_value(value: s
         assert value not in str(exc) or value in "secret 'token' (or its prefix) holds a line break"
         return
     assert out.headers == {"Authorization": f"Bearer {value}"} and out.injected == (value,)
+
+
+# ------------------------------------------------------------------------------- cookie
+
+
+def test_a_cookie_joins_the_requests_cookies_and_replaces_its_own_name() -> None:
+    """An OpenAPI apiKey scheme `in: cookie`: one Cookie header, the caller's other cookies kept,
+    a cookie of the same name the tool set replaced (never sent twice)."""
+    cookie = mapping(CredentialLocation(type="cookie", param_name="sid"))
+    out = inject("https://api.example.com/x", cookie, headers={"cookie": "theme=dark; sid=forged"})
+    assert dict(out.headers) == {"Cookie": f"theme=dark; sid={SECRET}"} and SECRET in out.injected
+    assert dict(inject("https://api.example.com/x", cookie).headers) == {"Cookie": f"sid={SECRET}"}
+
+
+@pytest.mark.parametrize("value", ["a;admin=1", "a b", 'a"', "a,b", "a\r\nX: 1", "a\\b"])
+def test_a_cookie_value_that_would_add_a_cookie_is_refused(value: str) -> None:
+    cookie = mapping(CredentialLocation(type="cookie", param_name="sid"))
+    with pytest.raises(SecretError, match="cannot carry") as refused:
+        inject("https://api.example.com/x", cookie, vault=Vault(token=value))
+    assert value not in str(refused.value) and "`pincer secrets set token`" in (refused.value.hint or "")
+
+
+def test_a_cookie_location_needs_its_name() -> None:
+    with pytest.raises(UsageError, match="needs param_name"):
+        CredentialLocation(type="cookie")
