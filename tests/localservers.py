@@ -163,6 +163,21 @@ def serve(*, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> Iter
         thread.join(SERVER_STOP_TIMEOUT_S)
 
 
+@contextmanager
+def running(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
+    """Serve ``server`` in a daemon thread until the block ends (the stand-ins of other tests)."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL_INTERVAL_S}, daemon=True
+    )
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(SERVER_STOP_TIMEOUT_S)
+
+
 @dataclass
 class TestCA:
     """A throwaway CA and a server certificate for the given DNS names, made in the test run."""

@@ -23,10 +23,10 @@ from authlib.oauth2.rfc6749.grants import ClientCredentialsGrant
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 
+from tests.localservers import running
+
 CLIENT_ID = "openapi-cc-client"
 CLIENT_SECRET = "cc-secret-5f0a2b7c9d"
-SERVER_POLL_INTERVAL_S = 0.02
-SERVER_STOP_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -147,11 +147,5 @@ def serve() -> Iterator[TokenServer]:
     state = TokenServer(server=server)
     state.authz = _authorization_server(state)
     handler.state = state
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL_INTERVAL_S}, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(SERVER_STOP_TIMEOUT_S)

@@ -7,14 +7,11 @@ store, is injected as a header by pincer, and never shows in a result, an error 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from pincer.cli.main import app as cli
@@ -25,6 +22,7 @@ from pincer.runtimes.openapi import ServiceStore
 from pincer.secrets.store import SecretStore
 from pincer.service import Pincer
 from tests.runtimes.openapi.app import API_KEY, app
+from tests.runtimes.openapi.chain import serve_app
 
 pytestmark = pytest.mark.anyio
 
@@ -36,20 +34,8 @@ CALL_TIMEOUT_S = 10.0
 @pytest.fixture
 def api_url() -> Iterator[str]:
     """The FastAPI app served by uvicorn on 127.0.0.1 and a free port, in a thread."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("uvicorn did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=START_TIMEOUT_S)
+    with serve_app(app) as url:
+        yield url
 
 
 async def add_service(home: Path, api_url: str, monkeypatch: pytest.MonkeyPatch, *extra: str) -> dict:

@@ -6,7 +6,6 @@ openapi-core reads them, bodies by media type, required security). It answers 20
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,8 +18,7 @@ from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 
-SERVER_POLL_INTERVAL_S = 0.02
-SERVER_STOP_TIMEOUT_S = 5.0
+from tests.localservers import running
 
 
 @dataclass
@@ -97,11 +95,5 @@ def serve(document: Mapping[str, Any]) -> Iterator[ValidatingServer]:
     state = ValidatingServer(server=server)
     state.api = OpenAPI.from_dict({**document, "servers": [{"url": state.base_url}]})
     handler.state = state
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL_INTERVAL_S}, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(SERVER_STOP_TIMEOUT_S)
