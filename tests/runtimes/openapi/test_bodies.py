@@ -82,15 +82,17 @@ async def test_a_multipart_upload_of_a_workspace_file_arrives_byte_for_byte(tmp_
 
 async def test_files_are_read_under_the_file_tools_rules(tmp_path: Path, api: str) -> None:
     """Attack: an upload argument naming a file outside the workspace (absolute, '..', a symlink
-    out) is refused before anything is read or sent."""
+    out, a hard link to it: the one opener of the file tools, issue 34) is refused before
+    anything is read or sent."""
     home = tmp_path / "home"
     await add_uploads(home, api)
     outside = tmp_path / "secret.txt"
     outside.write_text("not for upload")
     async with open_pincer(home) as p:
         os.symlink(outside, p.config.workspace / "link.txt")
+        os.link(outside, p.config.workspace / "hard.txt")
         for path, code in ((str(outside), "denied"), ("../secret.txt", "denied"), ("link.txt", None),
-                           ("missing.bin", None)):
+                           ("hard.txt", None), ("missing.bin", None)):
             result = await call(p, "up_uploadFile", {"body": {"file": {"path": path}, "note": "x"}})
             assert not result.ok, path
             if code:

@@ -157,14 +157,14 @@ def build_target(service: ServiceConfig, operation: Operation, args: Mapping[str
     return url, headers
 
 
-def _workspace_reader(workspace: Path | None, limit: int) -> FileReader:
-    """Files named in a body, read by the file tools' own rule (no absolute path, no '..', no
-    link out of the workspace), at most ``limit`` bytes."""
-    from pincer.runtimes.native.workspace import read_bytes, resolve_path
+def _workspace_reader(host: HostContext, limit: int) -> FileReader:
+    """Files named in a body, read by the one opener of the file tools (no absolute path, no
+    '..', no link out of the workspace, no file with a second name, none of pincer's own
+    files), at most ``limit`` bytes."""
+    from pincer.runtimes.native.workspace import read_in_workspace
 
     def read(path: str) -> tuple[str, bytes]:
-        target = resolve_path(workspace, path)
-        data, size = read_bytes(target, offset=0, limit=limit)
+        target, data, size = read_in_workspace(host, path, limit=limit)
         if size > limit:
             raise UsageError(
                 f"{target.shown!r} is {size} bytes, over the {limit}-byte limit of an OpenAPI request",
@@ -283,7 +283,7 @@ class OpenApiRuntime:
         service, operation, caps, url, headers, policy, _target = self._prepare(spec, args, host)
         body = None
         if operation.body is not None and "body" in args:
-            read = _workspace_reader(host.workspace, self._max_request_bytes)
+            read = _workspace_reader(host, self._max_request_bytes)
             encoded = await anyio.to_thread.run_sync(functools.partial(build_body, operation, args, read))
             if encoded is not None:
                 body, headers["Content-Type"] = encoded
