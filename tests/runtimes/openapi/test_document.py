@@ -219,3 +219,15 @@ def test_arbitrary_security_parameters_and_bodies_only_raise_clear_errors(
     for op in service.operations:
         Draft202012Validator.check_schema(op.input_schema)
     assert all(len(name) <= 64 for name in service.tool_names())
+
+
+def test_an_operation_whose_schema_is_not_json_schema_is_left_out_and_said(tmp_path: Path) -> None:
+    """Found by the property test above: `required: null` was copied into the tool's schema, a
+    tool no call could be validated against. Now it is left out, with a note saying why."""
+    document = _op()
+    document["paths"]["/b"] = {"post": {"operationId": "bad", "responses": {"200": {"description": "ok"}},
+                                        "requestBody": {"content": {"application/json": {"schema": {"required": None}}}}}}
+    imported = _service_of(tmp_path, document)
+    assert [op.path for op in imported.service.operations] == ["/a/{id}"]
+    assert imported.notes == ('paths./b.post: left out, its parameters and body are not a valid JSON Schema '
+                              '(null is not of type "array")',)

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from pincer.core.errors import ManifestError
+from pincer.core.schema import schema_problem
 from pincer.runtimes.openapi.bodies import (
     FILE_SCHEMA,
     PartEncoding,
@@ -517,6 +518,11 @@ def extract_operations(
             operation = _build_operation(resolver, method, path, item, op, item_base, credential, by_key, notes)
             if resolver.defs:
                 operation = replace(operation, input_schema={**operation.input_schema, "$defs": dict(resolver.defs)})
+            problem = schema_problem(operation.input_schema)
+            if problem is not None:  # a keyword holding junk (`required: null`): no tool could validate a call
+                notes.append(f"paths.{path}.{method}: left out, its parameters and body are not a valid JSON Schema "
+                             f"({problem})")
+                continue
             found.append((operation.name, operation))
     # Two operations with one name (two ids that differ in punctuation, or none and one path):
     # the later ones get the first free ``_2``, ``_3``... that no other operation uses.
