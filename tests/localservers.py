@@ -143,27 +143,6 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 @contextmanager
-def serve(*, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> Iterator[LocalServer]:
-    handler = type("Handler", (_Handler,), {})
-    server = _QuietServer((host, 0), handler)
-    if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
-    state = LocalServer(server=server, scheme="https" if tls else "http")
-    handler.server_state = state
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL_INTERVAL_S}, daemon=True
-    )
-    thread.start()
-    try:
-        yield state
-    finally:
-        state.stopping.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(SERVER_STOP_TIMEOUT_S)
-
-
-@contextmanager
 def running(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
     """Serve ``server`` in a daemon thread until the block ends (the stand-ins of other tests)."""
     thread = threading.Thread(
@@ -176,6 +155,21 @@ def running(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
         server.shutdown()
         server.server_close()
         thread.join(SERVER_STOP_TIMEOUT_S)
+
+
+@contextmanager
+def serve(*, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> Iterator[LocalServer]:
+    handler = type("Handler", (_Handler,), {})
+    server = _QuietServer((host, 0), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    state = LocalServer(server=server, scheme="https" if tls else "http")
+    handler.server_state = state
+    with running(server):
+        try:
+            yield state
+        finally:
+            state.stopping.set()  # /slow handlers end before the server waits for them
 
 
 @dataclass
