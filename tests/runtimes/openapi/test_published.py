@@ -23,6 +23,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+from pincer.core.schema import schema_problem
 from pincer.runtimes.openapi import ServiceStore
 from pincer.runtimes.openapi.operations import METHODS
 
@@ -63,6 +64,7 @@ def test_a_published_description_imports_as_shipped(tmp_path: Path, name: str) -
     (service,) = ServiceStore(tmp_path).load()
     for operation in service.operations:
         Draft202012Validator.check_schema(operation.input_schema)
+        assert schema_problem(operation.input_schema) is None, operation.name  # the chain's validator
     listed = pincer(tmp_path, "tools", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert set(tools) <= {t["name"] for t in json.loads(listed.stdout)}

@@ -139,6 +139,8 @@ class Resolver:
         self._limit = limit
         self.for_request = True  # readOnly properties are left out (module doc)
         self.memo: dict[int, Any] = {}  # per-document results keyed by node (operations._prune_tree)
+        self.dropped: list[str] = []  # what the conversion left out, for the caller's notes
+        self._patterns: dict[str, str | None] = {}
         self._docs: dict[str, Any] = {self._key(location): root}
         self.defs: dict[str, Any] = {}
         self._def_names: dict[tuple[str, str], str] = {}
@@ -227,6 +229,13 @@ class Resolver:
         self.defs[name] = self.schema(target, target_base, depth=depth + 1)
         return name
 
+    def _pattern_problem(self, pattern: str) -> str | None:
+        if pattern not in self._patterns:
+            from pincer.core.schema import schema_problem
+
+            self._patterns[pattern] = schema_problem({"pattern": pattern})
+        return self._patterns[pattern]
+
     def _read_only(self, value: Any, base: Location) -> bool:
         """A property the server sets (``readOnly``, on the property or the schema it names)."""
         try:
@@ -261,6 +270,10 @@ class Resolver:
                 bound = "minimum" if key == "exclusiveMinimum" else "maximum"
                 if item and isinstance(value.get(bound), (int, float)):
                     out[key] = value[bound]
+            elif key == "pattern" and isinstance(item, str) and (problem := self._pattern_problem(item)):
+                # An ECMA-262 pattern pincer's validator (Rust regex) cannot read, such as a bare
+                # "{": left out, so the tool stays callable; the API still checks its own pattern.
+                self.dropped.append(f"pattern {item!r} left out ({problem}); the API still checks it")
             else:
                 out[key] = item
         for key in ("exclusiveMinimum", "exclusiveMaximum"):

@@ -516,6 +516,8 @@ def extract_operations(
                                     hint="split the document and add each part as its own service")
             resolver.reset_defs()
             operation = _build_operation(resolver, method, path, item, op, item_base, credential, by_key, notes)
+            notes.extend(f"paths.{path}.{method}: {what}" for what in dict.fromkeys(resolver.dropped))
+            resolver.dropped.clear()
             if resolver.defs:
                 operation = replace(operation, input_schema={**operation.input_schema, "$defs": dict(resolver.defs)})
             problem = schema_problem(operation.input_schema)
