@@ -27,14 +27,15 @@ from pincer.core.schema import schema_problem
 from pincer.runtimes.openapi import ServiceStore
 from pincer.runtimes.openapi.operations import METHODS
 
-NODE_MODULES = Path(__file__).resolve().parents[3] / ".cache" / "npm-openapi" / "node_modules"
-GITHUB = NODE_MODULES / "@octokit" / "openapi" / "generated" / "api.github.com.json"
+CACHE = Path(__file__).resolve().parents[3] / ".cache"
+GITHUB = CACHE / "npm-openapi" / "node_modules" / "@octokit" / "openapi" / "generated" / "api.github.com.json"
+OTHERS = CACHE / "npm-openapi-docs" / "node_modules"
 DESCRIPTIONS = {
     "github": GITHUB,
-    "figma": NODE_MODULES / "@figma" / "rest-api-spec" / "openapi" / "openapi.yaml",
-    "blockfrost": NODE_MODULES / "@blockfrost" / "openapi" / "openapi.yaml",
-    "rclone": NODE_MODULES / "rclone-openapi" / "openapi.json",
-    "directus": NODE_MODULES / "@directus" / "specs" / "dist" / "openapi.json",
+    "figma": OTHERS / "@figma" / "rest-api-spec" / "openapi" / "openapi.yaml",
+    "blockfrost": OTHERS / "@blockfrost" / "openapi" / "openapi.yaml",
+    "rclone": OTHERS / "rclone-openapi" / "openapi.json",
+    "directus": OTHERS / "@directus" / "specs" / "dist" / "openapi.json",
 }
 CLI_TIMEOUT_S = 300
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
