@@ -45,19 +45,31 @@ def is_process_alive(token: str | None) -> bool:
         return False
     except PermissionError:
         pass  # it exists, under another user
-    current = _start_time(pid)
+    state, current = _proc_stat(pid)
+    if state in _EXITED_STATES:
+        return False  # exited, not yet reaped by its parent: kill(pid, 0) still succeeds on it
     return not (started and current and current != started)
 
 
 def _start_time(pid: int) -> str:
+    return _proc_stat(pid)[1]
+
+
+# A zombie (exited, waiting for its parent to collect it) and a process being torn down.
+_EXITED_STATES = frozenset({"Z", "X"})
+
+
+def _proc_stat(pid: int) -> tuple[str, str]:
+    """(state, start time) of ``pid`` from /proc; empty strings when it cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read().decode("ascii", "replace")
     except OSError:
-        return ""
-    # Field 22 (starttime), counted after the parenthesised command name, which may hold spaces.
+        return "", ""
+    # Fields 3 (state) and 22 (starttime), counted after the parenthesised command name, which
+    # may hold spaces.
     fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else ""
+    return (fields[0] if fields else ""), (fields[19] if len(fields) > 19 else "")
 
 
 def this_host() -> str:
