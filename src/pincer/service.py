@@ -7,10 +7,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -26,6 +26,7 @@ from pincer.safety.scanner import LeakScanner
 from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
+from pincer.store.anchor import ANCHOR_FILE, SHARED_ANCHOR_FILE, AnchorFile
 from pincer.store.home_share import HomeSync, LocalHome, share, unshare
 from pincer.store.runs import RunStore
 from pincer.store.sign_ins import SignInStore
@@ -74,7 +75,9 @@ class Pincer:
             self.sign_ins: SignInStore = shared.sign_ins
         else:
             try:
-                self.audit = AuditLog(self._conn, key=audit_key, writer=self._writer)
+                self.audit = AuditLog(
+                    self._conn, key=audit_key, writer=self._writer, anchor=AnchorFile(config.home / ANCHOR_FILE)
+                )
             except BaseException:
                 self._conn.close()
                 if self._writer is not None:
@@ -665,20 +668,52 @@ async def _open_shared_stores(config: Config, *, secret_key: bytes | None, audit
         return None
     from pincer.store.pg import PgStores
 
-    password = None
-    if settings.password_secret is not None:
-        with SecretStore.open(config.home, key=secret_key) as secrets:
-            password = secrets.get(settings.password_secret)
     key = audit_key if audit_key is not None else load_or_create_key(config.home, None, place=AUDIT_KEY)
     return await PgStores.open(
         settings.url,
         key=key,
         ttl_s=config.idempotency_ttl_s,
         max_entries=config.idempotency_max_entries,
-        password=password,
+        password=_store_password(config, secret_key),
         pool_size=settings.pool_size,
         host=settings.host_id,
+        anchor=AnchorFile(config.home / SHARED_ANCHOR_FILE),
     )
+
+
+def _store_password(config: Config, secret_key: bytes | None) -> str | None:
+    """The PostgreSQL password from the secret ``[store] password_secret`` names (None: libpq's
+    PGPASSFILE)."""
+    if config.store.password_secret is None:
+        return None
+    with SecretStore.open(config.home, key=secret_key) as secrets:
+        return secrets.get(config.store.password_secret)
+
+
+@contextmanager
+def home_audit_log(config: Config, *, audit_key: bytes, secret_key: bytes | None) -> Iterator[AuditLog]:
+    """The home's audit log by itself, opened as the gateway opens it, with its anchor: in
+    pincer.db, or in the PostgreSQL store ``[store] url`` names (for `pincer doctor`, which needs
+    nothing else and starts no instance row)."""
+    if config.store.url is None:
+        conn = open_database(config.home)
+        try:
+            yield AuditLog(conn, key=audit_key, anchor=AnchorFile(config.home / ANCHOR_FILE))
+        finally:
+            conn.close()
+        return
+    from pincer.store.pg.audit import PgAuditLog
+    from pincer.store.pg.connect import PgPools
+    from pincer.store.pg.schema import check_schema
+
+    pools = PgPools.open(config.store.url, password=_store_password(config, secret_key), size=1)
+    try:
+        with pools.sync.connection() as conn:
+            check_schema(conn, pools.shown_url)
+        # The PostgreSQL log keeps the SQLite log's contract (store/seam.py).
+        yield cast(AuditLog, PgAuditLog(pools, key=audit_key, anchor=AnchorFile(config.home / SHARED_ANCHOR_FILE)))
+    finally:
+        pools.close()
 
 
 def _has_wasm_tools(home: Path) -> bool:

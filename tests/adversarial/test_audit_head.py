@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
+from pincer.store.anchor import ANCHOR_FILE
 from pincer.store.chain import ChainKey
 from tests.adversarial.test_secrets_and_audit import _calls, _cli
 
@@ -101,9 +102,11 @@ async def test_a_database_of_schema_4_upgrades_and_its_head_is_keyed(tmp_path: P
         db,
         "ALTER TABLE audit_head DROP COLUMN mac",
         "ALTER TABLE audit_chain DROP COLUMN head_keyed",
+        "ALTER TABLE audit_chain DROP COLUMN chain_id",
         f"UPDATE audit_chain SET mac = '{old_mac}'",
         "PRAGMA user_version = 4",
     )
+    (tmp_path / ANCHOR_FILE).unlink()  # anchors came after schema 7
     code, report = _verify(tmp_path)  # opening it upgrades it: schema 5, the head keyed as it stands
     assert code == 0 and report["records"] == 4, report
     conn = sqlite3.connect(db)

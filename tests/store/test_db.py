@@ -47,7 +47,7 @@ def test_a_database_of_schema_5_migrates_and_keeps_its_approvals(tmp_path: Path)
     )
     conn.close()
     conn = open_database(tmp_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
     store = ApprovalStore(conn)
     old = store.get("old1")
     assert old.run_id is None and old.tainted_by is None and old.tool == "write_file"

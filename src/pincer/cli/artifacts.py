@@ -87,12 +87,13 @@ def _audit_sink(home: Path) -> Any:
         from pincer.cli.common import audit_key
         from pincer.config import load_config
         from pincer.store import AuditLog, open_database
+        from pincer.store.anchor import ANCHOR_FILE, AnchorFile
         from pincer.store.audit import AuditEntry
 
         config = load_config(home)
         conn = open_database(home, synchronous=config.audit_synchronous.upper())
         try:
-            AuditLog(conn, key=audit_key(home)).append_sync(
+            AuditLog(conn, key=audit_key(home), anchor=AnchorFile(home / ANCHOR_FILE)).append_sync(
                 AuditEntry(session="cli", caller="cli", tool=key, kind="hub", decision=action, reason=reason, outcome="ok",
                            args={"version": version})
             )

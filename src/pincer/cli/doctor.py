@@ -94,7 +94,7 @@ def run_checks(home: Path, *, on_check: Callable[[Check], None], on_stage: Calla
         ("home", "checking PINCER_HOME", lambda: [_home(home)]),
         ("settings", "checking the settings files", lambda: [_settings(home)]),
         ("secret key", "checking the secret key", lambda: [_secret_key(home)]),
-        ("database", "checking the databases and the audit chain", lambda: _databases(home)),
+        ("database", "checking the databases and the audit chain", lambda: _databases(home, config)),
         ("llm", "checking [llm]", lambda: [_llm(home, config)]),
         ("sandbox", "checking the sandbox (a /bin/true in each backend)", lambda: [_sandbox(config)]),
         ("mcp server", "checking the MCP servers' commands", lambda: _mcp_commands(home)),
@@ -218,15 +218,13 @@ def _llm(home: Path, config: Any) -> Check:
     return Check(name="llm", status="ok", detail=f"{where}, {key}")
 
 
-def _databases(home: Path) -> list[Check]:
-    from pincer.cli.common import audit_key
-    from pincer.core.errors import PincerError
+def _databases(home: Path, config: Any) -> list[Check]:
     from pincer.secrets.store import SECRETS_DB_NAME
-    from pincer.store import AuditLog
-    from pincer.store.db import DB_FILENAME, integrity_problems, open_database
+    from pincer.store.db import DB_FILENAME, integrity_problems
 
     checks = []
     database = home / DB_FILENAME
+    readable = False  # the local log can be verified
     if not database.exists():
         checks.append(Check(name="database", status="ok", detail=f"none yet: {database} is created on first use"))
     elif problems := integrity_problems(database):
@@ -235,16 +233,10 @@ def _databases(home: Path) -> list[Check]:
             hint=f"stop pincer, copy {database} aside and restore a backup (sqlite3's .recover salvages what it can)",
         ))  # fmt: skip
     else:
-        conn = open_database(home)
-        try:
-            records = AuditLog(conn, key=audit_key(home)).verify()
-        except PincerError as exc:  # a broken chain, or an audit key that is not this log's
-            checks.append(Check(name="audit chain", status="fail", detail=exc.message, hint="`pincer audit verify` names the first bad record"))
-        else:
-            checks.append(Check(name="database", status="ok", detail=f"{database} passes quick_check"))
-            checks.append(Check(name="audit chain", status="ok", detail=f"intact over {records} records"))
-        finally:
-            conn.close()
+        checks.append(Check(name="database", status="ok", detail=f"{database} passes quick_check"))
+        readable = True
+    if readable or config.store.url is not None:  # the log the gateway records to
+        checks.append(_audit_chain(home, config))
     secrets_db = home / SECRETS_DB_NAME
     if secrets_db.exists():
         if problems := integrity_problems(secrets_db):
@@ -287,6 +279,23 @@ def _shared_home(home: Path, config: Any) -> Check:
             "(`pincer db status`), then repeat the change on the machine it came from (e.g. `pincer tools install`)",
         )  # fmt: skip
     return Check(name="shared home", status="ok", detail="no link leads out of the shared registry files; no shared row refused")
+
+
+def _audit_chain(home: Path, config: Any) -> Check:
+    """The chain the gateway records to (pincer.db's, or the PostgreSQL store's), verified as
+    `pincer audit verify` verifies it: with the home's anchor."""
+    from pincer.cli.common import audit_key, secret_key
+    from pincer.core.errors import PincerError
+    from pincer.service import home_audit_log
+
+    try:
+        password_key = secret_key(home) if config.store.password_secret is not None else None
+        with home_audit_log(config, audit_key=audit_key(home), secret_key=password_key) as audit:
+            records = audit.verify()
+    except PincerError as exc:  # a broken chain, or an audit key that is not this log's
+        return Check(name="audit chain", status="fail", detail=exc.message, hint="`pincer audit verify` names the first bad record")
+    where = " (in the PostgreSQL store)" if config.store.url is not None else ""
+    return Check(name="audit chain", status="ok", detail=f"intact over {records} records{where}")
 
 
 def _sandbox(config: Any) -> Check:

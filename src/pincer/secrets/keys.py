@@ -31,6 +31,7 @@ __all__ = [
     "parse_key",
     "load_or_create_key",
     "encode_key",
+    "create_once",
 ]
 
 KEY_BYTES = 32
@@ -144,22 +145,33 @@ def _read_key_file(path: Path) -> bytes:
 
 
 def _create_key_file(path: Path, place: KeyPlace) -> None:
+    key_text = (encode_key(secrets.token_bytes(KEY_BYTES)) + "\n").encode("ascii")
+    if create_once(path, key_text, mode=KEY_FILE_MODE):
+        logger.info("created %s file %s", place.purpose, path)
+    else:
+        logger.debug("another process created %s first; using its key", path)
+
+
+def create_once(path: Path, data: bytes, *, mode: int = KEY_FILE_MODE) -> bool:
+    """Create ``path`` holding ``data`` unless it exists; never replace it (a key, or the audit
+    log's anchor beside it). A private temp file is written and fsynced, then hard-linked into
+    place, so no reader sees half of it and of two processes racing exactly one creates it.
+    True when this call created it. Raises OSError."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, KEY_FILE_MODE)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         try:
-            os.write(fd, (encode_key(secrets.token_bytes(KEY_BYTES)) + "\n").encode("ascii"))
+            os.write(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
         try:
             os.link(temp, path)
         except FileExistsError:
-            logger.debug("another process created %s first; using its key", path)
-        else:
-            _fsync_dir(path.parent)
-            logger.info("created %s file %s", place.purpose, path)
+            return False
+        _fsync_dir(path.parent)
+        return True
     finally:
         temp.unlink(missing_ok=True)
 

@@ -43,6 +43,7 @@ import anyio.to_thread
 
 from pincer.core.errors import AuditChainBroken, StoreError
 from pincer.core.values import canonical_json
+from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
 from pincer.store.chain import GENESIS_HASH, ChainKey, plain_chain_hash
 from pincer.store.checkpoint import AuditCheckpoint, sign_checkpoint
 
@@ -153,15 +154,6 @@ def _json(value: Any) -> str:
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Marker:
-    keyed_from: int
-    key_id: str
-    plain_head: str
-    mac: str
-    head_keyed: bool = False
-
-
 # A lone committer still yields once every this many appends, to notice callers queueing up.
 _PROBE_EVERY = 32
 _INSERT = (
@@ -218,15 +210,25 @@ class AuditLog:
     Opening a database whose marker is still pending (new, or written before the key existed)
     fills it in: the keyed chain begins at the next record. A database keyed under another
     key is refused, so no record is ever chained under a key its verifier does not hold.
+    ``anchor``: the log's anchor in its home (store/anchor.py). With one, a pending marker is
+    never filled in over a log the anchor says was keyed, and verify compares the two.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, key: bytes, writer: sqlite3.Connection | None = None) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        key: bytes,
+        writer: sqlite3.Connection | None = None,
+        anchor: AnchorFile | None = None,
+    ) -> None:
         self._conn = conn
         # Commits go through ``writer`` in a worker thread when there is one (see the module
         # docstring); the lock keeps append_sync and a thread's batch from interleaving.
         self._writer = writer
         self._write_lock = threading.Lock()
         self._key = ChainKey(key)
+        self._anchor = anchor
         self._pending: list[_Pending | _Unit] = []
         self._flushing = False
         self._crowded, self._alone = True, 0
@@ -248,27 +250,43 @@ class AuditLog:
         return self._key.key_id
 
     def _adopt(self) -> None:
-        """Fill in a pending marker under this key; refuse a marker made under another key."""
+        """Fill in a pending marker under this key, unless the anchor says the log was keyed;
+        refuse a marker made under another key; anchor the log when it has no anchor yet."""
         marker = self._read_marker()
-        if marker is None or (marker.keyed_from and marker.head_keyed):
+        if marker is not None and not marker.pending:
             self._check_key(marker)
-            return
-        if marker.keyed_from:
+            if not (marker.head_keyed and marker.chain_id) and not self._anchored():
+                self._upgrade_marker()
+        elif marker is not None and self._anchored():
+            logger.error(
+                "the audit chain marker in the database is pending, but this log's anchor %s says it was keyed: "
+                "it is not keyed again, and `pincer audit verify` will name it", self._anchor,
+            )  # fmt: skip
+        elif marker is not None:
+            self._key_log()
+        else:
             self._check_key(marker)
-            self._key_head()
-            return
+        if self._anchor is not None:
+            self._anchor.settle(self._key, self._read_marker())
+
+    def _anchored(self) -> bool:
+        return self._anchor is not None and self._anchor.exists()
+
+    def _key_log(self) -> None:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             marker = self._read_marker()
-            if marker is not None and not marker.keyed_from:
+            if marker is not None and marker.pending:
                 self._load_head()
-                keyed_from, plain_head = self._head_id + 1, self._head_hash
+                keyed_from, plain_head, chain_id = self._head_id + 1, self._head_hash, new_chain_id()
                 conn.execute(
-                    "UPDATE audit_chain SET keyed_from = ?, key_id = ?, plain_head = ?, mac = ?, head_keyed = 1 "
-                    "WHERE one = 1",
+                    "UPDATE audit_chain SET keyed_from = ?, key_id = ?, plain_head = ?, mac = ?, head_keyed = 1, "
+                    "chain_id = ? WHERE one = 1",
                     (keyed_from, self._key.key_id, plain_head,
-                     self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=True)),
+                     self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=True,
+                                          chain_id=chain_id),
+                     chain_id),
                 )  # fmt: skip
                 self._sign_head()
                 if keyed_from > 1:
@@ -283,28 +301,30 @@ class AuditLog:
             raise
         self._check_key(self._read_marker())
 
-    def _key_head(self) -> None:
-        """A log keyed before its head was (schema 4): sign the head as it stands, once, and say
-        so in the marker (under its MAC). Only a marker whose MAC holds is upgraded."""
+    def _upgrade_marker(self) -> None:
+        """A log keyed before its head was (schema 4), or before chains had ids (schema 7): sign
+        the head as it stands and give the chain its id, once, under the marker's MAC. Only a
+        marker whose MAC holds is upgraded."""
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             marker = self._read_marker()
             if (
                 marker is not None
-                and marker.keyed_from
-                and not marker.head_keyed
-                and self._key.matches(
-                    marker.mac, self._key.marker_mac(keyed_from=marker.keyed_from, plain_head=marker.plain_head)
-                )
+                and not marker.pending
+                and not (marker.head_keyed and marker.chain_id)
+                and marker.mac_holds(self._key)
             ):
-                conn.execute(
-                    "UPDATE audit_chain SET head_keyed = 1, mac = ? WHERE one = 1",
-                    (self._key.marker_mac(keyed_from=marker.keyed_from, plain_head=marker.plain_head, head_keyed=True),),
+                chain_id = marker.chain_id or new_chain_id()
+                mac = self._key.marker_mac(
+                    keyed_from=marker.keyed_from, plain_head=marker.plain_head, head_keyed=True, chain_id=chain_id
                 )
-                self._load_head()
-                self._sign_head()
-                logger.info("the audit log's head is now signed under the audit key %s", self._key.key_id)
+                conn.execute("UPDATE audit_chain SET head_keyed = 1, chain_id = ?, mac = ? WHERE one = 1",
+                             (chain_id, mac))  # fmt: skip
+                if not marker.head_keyed:
+                    self._load_head()
+                    self._sign_head()
+                    logger.info("the audit log's head is now signed under the audit key %s", self._key.key_id)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -317,36 +337,26 @@ class AuditLog:
         self._head_trusted = True
         self._head_row = (self._head_id, self._head_hash, mac)
 
-    def _check_key(self, marker: _Marker | None) -> None:
+    def _check_key(self, marker: ChainMarker | None) -> None:
         if marker is None:
             # Not fatal here: verify names it; refusing to open would only stop the recording.
             logger.error("the audit chain marker is missing from the database; `pincer audit verify` will fail")
-        elif marker.key_id != self._key.key_id:
+        elif not marker.pending and marker.key_id != self._key.key_id:
             raise StoreError(
                 f"this audit log is chained under audit key {marker.key_id}, not under this pincer's key "
                 f"{self._key.key_id}",
                 hint="set PINCER_AUDIT_KEY (or restore $PINCER_HOME/audit.key) to the key the log was begun with",
             )
 
-    def _read_marker(self) -> _Marker | None:
+    def _read_marker(self) -> ChainMarker | None:
         """The marker; keyed_from 0 while pending; None when the row (or its table) is gone."""
         try:
             row = self._conn.execute(
-                "SELECT keyed_from, key_id, plain_head, mac, head_keyed FROM audit_chain WHERE one = 1"
+                "SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1"
             ).fetchone()
         except sqlite3.OperationalError:
             return None
-        if row is None:
-            return None
-        keyed_from, key_id, plain_head, mac, head_keyed = row
-        if keyed_from is None:
-            return _Marker(keyed_from=0, key_id="", plain_head="", mac="")
-        if type(keyed_from) is not int or keyed_from < 1:
-            keyed_from = -1  # not a record id: the marker's MAC cannot match, so verify says altered
-        return _Marker(
-            keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac),
-            head_keyed=bool(head_keyed),
-        )  # fmt: skip
+        return marker_of(row)
 
     async def append(self, entry: AuditEntry, *, gather: bool | None = True) -> int:
         """Record one entry; returns its id once the record is committed.
@@ -590,7 +600,9 @@ class AuditLog:
 
     def _walk(self, *, check_head: bool) -> ChainHead:
         marker = self._read_marker()
-        if marker is None or not marker.keyed_from:
+        if self._anchor is not None:
+            self._anchor.check(self._key, marker)
+        if marker is None or marker.pending:
             raise AuditChainBroken(
                 "the audit chain marker (where the keyed chain begins) is missing from the database",
                 record_id=1,
@@ -604,8 +616,7 @@ class AuditLog:
                 hint="verify with the audit key the log was written with (PINCER_AUDIT_KEY or audit.key)",
             )
         keyed_from, plain_head = marker.keyed_from, marker.plain_head
-        expected_mac = self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=marker.head_keyed)
-        if not self._key.matches(marker.mac, expected_mac):
+        if not marker.mac_holds(self._key):
             raise AuditChainBroken(
                 f"the audit chain marker was altered (it says the keyed chain begins at record {keyed_from})",
                 record_id=1,
@@ -652,7 +663,7 @@ class AuditLog:
             self._check_head(marker, count, prev)
         return ChainHead(records=count, last_hash=prev, keyed_from=keyed_from, key_id=self._key.key_id)
 
-    def _check_head(self, marker: _Marker, count: int, prev: str) -> None:
+    def _check_head(self, marker: ChainMarker, count: int, prev: str) -> None:
         head = self._conn.execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1").fetchone()
         if head is None and marker.head_keyed:
             raise AuditChainBroken(
@@ -740,6 +751,22 @@ def _plain_records_altered(keyed_from: int) -> AuditChainBroken:
         record_id=max(keyed_from - 1, 1),
         hint="the log cannot be trusted; verify against a checkpoint and restore pincer.db from a backup",
     )
+
+
+def marker_of(row: Sequence[Any] | None) -> ChainMarker | None:
+    """The marker of an ``audit_chain`` row (keyed_from, key_id, plain_head, mac, head_keyed,
+    chain_id) as either database returns it; None for no row."""
+    if row is None:
+        return None
+    keyed_from, key_id, plain_head, mac, head_keyed, chain_id = row
+    if keyed_from is None:
+        return ChainMarker(keyed_from=0, key_id="", plain_head="", mac="")
+    if type(keyed_from) is not int or keyed_from < 1:
+        keyed_from = -1  # not a record id: the marker's MAC cannot match, so verify says altered
+    return ChainMarker(
+        keyed_from=keyed_from, key_id=str(key_id), plain_head=str(plain_head), mac=str(mac),
+        head_keyed=bool(head_keyed), chain_id=None if chain_id is None else str(chain_id),
+    )  # fmt: skip
 
 
 def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:

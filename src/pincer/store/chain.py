@@ -33,6 +33,7 @@ _MARKER_LABEL = b"pincer audit marker v2\n"
 _CHECKPOINT_LABEL = b"pincer audit checkpoint v1\n"
 _HEAD_LABEL = b"pincer audit head v1\n"
 _KEY_ID_LABEL = b"pincer audit key id\n"
+_ANCHOR_LABEL = b"pincer audit anchor v1\n"
 
 
 def _payload(record_id: int, values: tuple[Any, ...], prev_hash: str) -> bytes:
@@ -73,13 +74,21 @@ class ChainKey:
         outer.update(inner.digest())
         return outer.hexdigest()
 
-    def marker_mac(self, *, keyed_from: int, plain_head: str, head_keyed: bool = False) -> str:
-        """``head_keyed``: the log's head carries a MAC too (schema 5 on); a marker written
-        before that has the same MAC as ever, so the flag cannot be cleared without the key."""
+    def marker_mac(
+        self, *, keyed_from: int, plain_head: str, head_keyed: bool = False, chain_id: str | None = None
+    ) -> str:
+        """``head_keyed``: the log's head carries a MAC too (schema 5 on); ``chain_id``: the log's
+        own random id, which its anchor outside the database names (store/anchor.py). A marker
+        written before either has the same MAC as ever, so neither can be dropped without the key."""
         fields: dict[str, Any] = {"keyed_from": keyed_from, "key_id": self.key_id, "plain_head": plain_head}
         if head_keyed:
             fields["head_keyed"] = True
+        if chain_id is not None:
+            fields["chain_id"] = chain_id
         return hmac.digest(self._key, _MARKER_LABEL + _CANONICAL(fields).encode(), "sha256").hex()
+
+    def anchor_mac(self, fields: dict[str, Any]) -> str:
+        return hmac.digest(self._key, _ANCHOR_LABEL + _CANONICAL(fields).encode(), "sha256").hex()
 
     def head_mac(self, *, last_id: int, last_hash: str) -> str:
         """The MAC of the log's head: its last record (ids run from 1, so also the record count)

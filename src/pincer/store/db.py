@@ -299,6 +299,15 @@ def _migrate_v7(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# v8: the chain's own random id, under the marker's MAC and named by the log's anchor outside the
+# database (store/anchor.py), so a log wiped and keyed afresh is another chain. Filled in by the
+# audit log under its key the first time it opens this.
+def _migrate_v8(conn: sqlite3.Connection) -> None:
+    marker_columns = {row[1] for row in conn.execute("PRAGMA table_info(audit_chain)")}
+    if marker_columns and "chain_id" not in marker_columns:  # no table: its marker was removed
+        conn.execute("ALTER TABLE audit_chain ADD COLUMN chain_id TEXT")
+
+
 def _migrate_v1(conn: sqlite3.Connection) -> None:
     for statement in _split_script(_SCHEMA_V1):
         conn.execute(statement)
@@ -326,6 +335,7 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v5,
     _migrate_v6,
     _migrate_v7,
+    _migrate_v8,
 )
 _SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pincer.store.anchor import AnchorFile
 from pincer.store.home_share import SharedHomeBackend
 from pincer.store.pg.approvals import PgApprovalStore
 from pincer.store.pg.audit import PgAuditLog
@@ -56,9 +57,11 @@ class PgStores:
         password: str | None = None,
         pool_size: int = 8,
         host: str | None = None,
+        anchor: AnchorFile | None = None,
     ) -> PgStores:
         """``host``: the machine's name in owner tokens (``[store] host_id``; the host name by
-        default): gateways with another host are read as on another machine."""
+        default): gateways with another host are read as on another machine. ``anchor``: this
+        home's anchor of the shared audit log (store/anchor.py)."""
         pools = PgPools.open(url, password=password, size=pool_size)
         try:
             with pools.sync.connection() as conn:
@@ -67,7 +70,7 @@ class PgStores:
             owners = instances.owners
             stores = cls(
                 pools=pools,
-                audit=PgAuditLog(pools, key=key),
+                audit=PgAuditLog(pools, key=key, anchor=anchor),
                 approvals=PgApprovalStore(pools, owners=owners),
                 grants=PgGrantStore(pools),
                 idempotency=PgIdempotencyStore(pools, ttl_s=ttl_s, max_entries=max_entries, owners=owners),

@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 
 from pincer.core.errors import AuditChainBroken, StoreError
+from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
 from pincer.store.audit import (
     _COLUMNS,
     _FIELDS,
@@ -38,6 +39,7 @@ from pincer.store.audit import (
     _records_query,
     _row_values,
     _to_record,
+    marker_of,
 )
 from pincer.store.chain import GENESIS_HASH, ChainKey
 from pincer.store.checkpoint import AuditCheckpoint, sign_checkpoint
@@ -49,6 +51,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["PgAuditLog", "VERIFY_BATCH_ROWS"]
 
 VERIFY_BATCH_ROWS = 2_000
+_MARKER_SQL = "SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain"
 _INSERT = (
     f"INSERT INTO audit (id, {', '.join(_FIELDS)}, run_id, prev_hash, hash) "
     f"VALUES ({', '.join(['%s'] * (len(_FIELDS) + 4))})"
@@ -58,9 +61,12 @@ _INSERT = (
 class PgAuditLog:
     """The same contract as :class:`pincer.store.audit.AuditLog`, over a PostgreSQL database."""
 
-    def __init__(self, pools: PgPools, *, key: bytes) -> None:
+    def __init__(self, pools: PgPools, *, key: bytes, anchor: AnchorFile | None = None) -> None:
+        """``anchor``: this home's anchor of the shared log (store/anchor.py): with one, a pending
+        marker is never keyed over a log the anchor says was keyed, and verify compares the two."""
         self._pools = pools
         self._key = ChainKey(key)
+        self._anchor = anchor
         self._pending: list[_Pending] = []
         self._flushing = False
         self._adopt()
@@ -70,18 +76,26 @@ class PgAuditLog:
         return self._key.key_id
 
     def _adopt(self) -> None:
-        """Key a new log's marker under this key; refuse a log keyed under another."""
+        """Key a new log's marker under this key (unless this home's anchor says the log was
+        keyed); refuse a log keyed under another; give a log keyed before chains had ids its id."""
+        anchored = self._anchor is not None and self._anchor.exists()
         with self._pools.sync.connection() as conn, conn.transaction():
-            row = conn.execute("SELECT keyed_from, key_id FROM audit_chain WHERE one = 1 FOR UPDATE").fetchone()
-            if row is None:
+            marker = marker_of(conn.execute(f"{_MARKER_SQL} FOR UPDATE").fetchone())
+            if marker is None:
                 logger.error("the audit chain marker is missing from the database; `pincer audit verify` will fail")
                 return
-            keyed_from, key_id = row
-            if keyed_from is None:
-                mac = self._key.marker_mac(keyed_from=1, plain_head=GENESIS_HASH, head_keyed=True)
+            if marker.pending and anchored:
+                logger.error(
+                    "the audit chain marker in the database is pending, but this home's anchor %s says the log was "
+                    "keyed: it is not keyed again, and `pincer audit verify` will name it", self._anchor,
+                )  # fmt: skip
+            elif marker.pending:
+                chain_id = new_chain_id()
+                mac = self._key.marker_mac(keyed_from=1, plain_head=GENESIS_HASH, head_keyed=True, chain_id=chain_id)
                 conn.execute(
-                    "UPDATE audit_chain SET keyed_from = 1, key_id = %s, plain_head = %s, mac = %s, head_keyed = 1",
-                    (self._key.key_id, GENESIS_HASH, mac),
+                    "UPDATE audit_chain SET keyed_from = 1, key_id = %s, plain_head = %s, mac = %s, head_keyed = 1, "
+                    "chain_id = %s",
+                    (self._key.key_id, GENESIS_HASH, mac, chain_id),
                 )
                 head = conn.execute("SELECT last_id, last_hash FROM audit_head WHERE one = 1").fetchone()
                 if head is not None and head[0] == 0:
@@ -89,13 +103,26 @@ class PgAuditLog:
                         "UPDATE audit_head SET mac = %s WHERE one = 1",
                         (self._key.head_mac(last_id=0, last_hash=GENESIS_HASH),),
                     )
-            elif key_id != self._key.key_id:
+            elif marker.key_id != self._key.key_id:
                 raise StoreError(
-                    f"this audit log is chained under audit key {key_id}, not under this pincer's key "
+                    f"this audit log is chained under audit key {marker.key_id}, not under this pincer's key "
                     f"{self._key.key_id}",
                     hint="give every gateway the same audit key: set PINCER_AUDIT_KEY (or copy "
                     "$PINCER_HOME/audit.key) from the gateway that began the log",
                 )
+            elif marker.chain_id is None and not anchored and marker.mac_holds(self._key):
+                chain_id = new_chain_id()  # a log keyed before chains had ids (schema 6)
+                mac = self._key.marker_mac(
+                    keyed_from=marker.keyed_from, plain_head=marker.plain_head, head_keyed=marker.head_keyed,
+                    chain_id=chain_id,
+                )  # fmt: skip
+                conn.execute("UPDATE audit_chain SET chain_id = %s, mac = %s", (chain_id, mac))
+        if self._anchor is not None:
+            self._anchor.settle(self._key, self._read_marker())
+
+    def _read_marker(self) -> ChainMarker | None:
+        with self._pools.sync.connection() as conn:
+            return marker_of(conn.execute(_MARKER_SQL).fetchone())
 
     # -- appending ------------------------------------------------------------------------
 
@@ -242,24 +269,24 @@ class PgAuditLog:
             ) from exc
 
     def _walk(self, conn: Any, *, check_head: bool) -> ChainHead:
-        marker = conn.execute("SELECT keyed_from, key_id, plain_head, mac, head_keyed FROM audit_chain").fetchone()
-        if marker is None or marker[0] is None:
+        marker = marker_of(conn.execute(_MARKER_SQL).fetchone())
+        if self._anchor is not None:
+            self._anchor.check(self._key, marker)
+        if marker is None or marker.pending:
             raise AuditChainBroken(
                 "the audit chain marker (where the keyed chain begins) is missing from the database",
                 record_id=1,
                 hint="verify against a checkpoint (`pincer audit verify --checkpoint FILE`) and restore from a backup",
             )
-        keyed_from, key_id, plain_head, mac, head_keyed = marker
-        if key_id != self._key.key_id:
+        if marker.key_id != self._key.key_id:
             raise AuditChainBroken(
-                f"the audit chain marker names audit key {key_id}, not this key {self._key.key_id}",
+                f"the audit chain marker names audit key {marker.key_id}, not this key {self._key.key_id}",
                 record_id=1,
                 hint="verify with the audit key the log was written with (PINCER_AUDIT_KEY or audit.key)",
             )
-        expected_mac = self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=bool(head_keyed))
-        if keyed_from != 1 or not self._key.matches(mac, expected_mac):
+        if marker.keyed_from != 1 or not marker.mac_holds(self._key):
             raise AuditChainBroken(
-                f"the audit chain marker was altered (it says the keyed chain begins at record {keyed_from})",
+                f"the audit chain marker was altered (it says the keyed chain begins at record {marker.keyed_from})",
                 record_id=1,
                 hint="the log cannot be trusted; verify against a checkpoint and restore from a backup",
             )

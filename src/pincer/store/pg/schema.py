@@ -255,8 +255,14 @@ CREATE TABLE home_files_version (
 INSERT INTO home_files_version (one, version) VALUES (1, 0)
 """
 
+# v7: the chain's own random id, under the marker's MAC and named by each home's anchor outside
+# the database (store/anchor.py): a log wiped and keyed afresh is another chain.
+_V7_CHAIN_ID = """
+ALTER TABLE audit_chain ADD COLUMN chain_id TEXT
+"""
+
 # Each step takes the schema from its index to the next version.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5_INSTANCES, _V6_HOME_FILES)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5_INSTANCES, _V6_HOME_FILES, _V7_CHAIN_ID)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _VERSION_TABLE = """
