@@ -32,6 +32,7 @@ import anyio
 from pincer.canvas.a2ui import V09, A2uiMessage
 from pincer.canvas.drawing import A2uiRender, Author, Drawing, HtmlRender, Surface, Verdict
 from pincer.core.errors import A2uiInvalid, BudgetExceeded, CanvasChanged, Denied, PayloadTooLarge, UsageError
+from pincer.core.ids import random_id
 from pincer.core.values import Taint
 
 __all__ = [
@@ -298,7 +299,7 @@ class CanvasBoard:
         self._clean(script, "script")
         canvas = self._draw(session)
         self._fits(canvas, len(script))
-        eval_id = secrets.token_hex(6)
+        eval_id = random_id()
         old = canvas.html
         evals = (*(old.evals[-(MAX_EVALS - 1) :] if old else ()), (eval_id, script, author))
         drawing = old.drawing.drawn_by(author) if old else Drawing.by(author)

@@ -34,7 +34,6 @@ import fnmatch
 import hashlib
 import logging
 import re
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -46,6 +45,7 @@ import anyio
 from pincer.approver import ApprovalHook
 from pincer.config import ModelSettings, Price
 from pincer.core.errors import ArgumentsInvalid, ConfigError, ProviderError, SkillNotFound, UsageError
+from pincer.core.ids import random_id
 from pincer.core.values import CallRequest, Taint, ToolResult, ToolSpec
 from pincer.dispatch import redact_args
 from pincer.llm.host import AgentHost
@@ -237,7 +237,7 @@ class AgentLoop:
         if api_key:
             scanner = scanner.with_values((api_key,))
         catalog = pincer.skills.catalog().text if pincer.skills is not None else None
-        run_id = request.run_id or secrets.token_hex(6)
+        run_id = request.run_id or random_id()
         if not _RUN_ID.fullmatch(run_id):
             raise UsageError(f"not a run id: {run_id[:80]!r}", hint="leave the run id out; pincer chooses one")
         run = AgentRun(

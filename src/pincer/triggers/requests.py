@@ -10,11 +10,12 @@ caller (a webhook's 202 carries it), and data from outside that the run must tre
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
+
+from pincer.core.ids import random_id
 
 __all__ = [
     "TriggerKind",
@@ -38,11 +39,11 @@ class TriggerKind(StrEnum):
 
 
 def new_run_id() -> str:
-    return f"run-{secrets.token_hex(8)}"
+    return random_id("run-")
 
 
 def new_firing_id() -> str:
-    return f"fire-{secrets.token_hex(8)}"
+    return random_id("fire-")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
