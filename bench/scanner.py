@@ -6,6 +6,10 @@ Each row is the median over 7 repeats of the mean time per call. ``str.find`` lo
 absent 32-character string in the same text: the cheapest check any scanner could make. The
 ``re alternation`` row is the obvious alternative (one compiled regex over every literal form),
 shown to justify the Aho-Corasick automaton.
+
+The first section compares the normalising scanner with the one before it (issue 34: the
+normalised pass may cost at most 2x the old scan of a megabyte), kept callable in
+``bench/_scanner_baseline.py``: the same texts without a secret, the same store, one run.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import secrets
 import statistics
 import timeit
 from collections.abc import Callable
+from pathlib import Path
 
+from _scanner_baseline import BaselineScanner
 from pincer.safety.encodings import encoded_forms
 from pincer.safety.limits import limit_output
 from pincer.safety.scanner import LeakScanner
@@ -30,6 +36,19 @@ TEXT_100 = "2024-05-01T12:00:00Z INFO request handled in 12 ms path=/api/v1/item
 TEXT_ESCAPED_100 = "2024-05-01T12:00:00Z INFO GET /search?q=caf%C3%A9%20au%20lait&page=2 in 12 ms status=200 ok"
 JSON_100 = {"status": "ok", "count": 3, "items": ["alpha", "beta", "gamma"], "next": None, "took_ms": 12.5}
 TEXT_10K = (TEXT_100 + "\n") * 105
+MB = 1_000_000
+LOG_1M = ((TEXT_100 + "\n") * (MB // len(TEXT_100) + 1))[:MB]
+
+
+def source_text(size: int = MB) -> str:
+    """pincer's own sources: code with backslashes, escapes, some non-ASCII, identifiers galore."""
+    root = Path(__file__).resolve().parents[1] / "src" / "pincer"
+    text = ""
+    for path in sorted(root.rglob("*.py")):
+        text += path.read_text(encoding="utf-8")
+        if len(text) >= size:
+            break
+    return text[:size]
 
 
 def per_call_us(fn: Callable[[], object]) -> float:
@@ -86,7 +105,31 @@ def bench_store(count: int, find_100: float, find_10k: float) -> None:
     row(f"  then scan_text, {len(TEXT_100)}-byte text", per_call_us(lambda: per_call.scan_text(TEXT_100)), find_100)
 
 
+def bench_before_after(count: int) -> None:
+    values = [secrets.token_urlsafe(24) for _ in range(count)]
+    before, after = BaselineScanner(values), LeakScanner(values)
+    build_before = min(timeit.repeat(lambda: BaselineScanner(values), number=1, repeat=3))
+    build_after = min(timeit.repeat(lambda: LeakScanner(values), number=1, repeat=3))
+    print(f"\nbefore and after issue 34, store of {count} secrets, no stored secret in the text")
+    print(f"  {'':46} {'before us':>10} {'after us':>10} {'after/before':>12}")
+    source = source_text()
+    texts = [
+        (f"scan_text, {len(TEXT_100)}-byte log line", lambda s: s.scan_text(TEXT_100)),
+        (f"scan, {len(json.dumps(JSON_100))}-byte JSON object", lambda s: s.scan(JSON_100)),
+        ("scan_text, 1 MB of log lines (ASCII)", lambda s: s.scan_text(LOG_1M)),
+        ("scan_text, 1 MB of pincer's source", lambda s: s.scan_text(source)),
+    ]
+    for name, run in texts:
+        # pincer's source holds one phrase the bearer-token shape matches; both scanners find it.
+        assert run(after)[1] == run(before)[1] <= 1, name
+        old, new = per_call_us(lambda r=run: r(before)), per_call_us(lambda r=run: r(after))
+        print(f"  {name:46} {old:10.1f} {new:10.1f} {new / old:11.2f}x")
+    print(f"  {'building the scanner':46} {build_before * 1e6:10.0f} {build_after * 1e6:10.0f} {build_after / build_before:11.2f}x")
+
+
 def main() -> None:
+    for count in (10, 100):
+        bench_before_after(count)
     absent = secrets.token_urlsafe(24)
     print(f"{'':48} {'us/call':>10} {'vs find':>10}")
     find_100 = per_call_us(lambda: TEXT_100.find(absent))

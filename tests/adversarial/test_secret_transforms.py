@@ -16,7 +16,7 @@ import pytest
 
 from pincer.config import parse_config
 from pincer.core.values import CallRequest
-from pincer.safety.folding import fold
+from pincer.safety.normalising import normalise as fold
 from pincer.safety.scanner import LeakScanner
 from pincer.service import Pincer
 from tests.localservers import TRANSFORMS, serve

@@ -24,11 +24,13 @@ from urllib.parse import quote, quote_plus
 __all__ = [
     "encoded_forms",
     "base64_cores",
+    "base32_cores",
     "percent_decoded",
     "PercentDecoded",
     "RAW",
     "HEX",
     "BASE64",
+    "BASE32",
     "URL",
     "JSON_ESCAPED",
 ]
@@ -38,6 +40,7 @@ URL = "secret_url"
 JSON_ESCAPED = "secret_json"
 HEX = "secret_hex"
 BASE64 = "secret_base64"
+BASE32 = "secret_base32"
 
 _ESCAPE = re.compile(r"%[0-9A-F]{2}")
 _ESCAPE_RUN = re.compile(r"%[0-9A-Fa-f]{2}(?:%[0-9A-Fa-f]{2})*")  # a literal "%" first: sre scans for it fast
@@ -51,6 +54,18 @@ def base64_cores(data: bytes) -> list[str]:
         encoded = base64.b64encode(b"\x00" * offset + data).decode("ascii")
         first = -(-8 * offset // 6)  # first character made only of the value's bits
         end = 8 * (offset + len(data)) // 6  # one past the last such character
+        if end > first:
+            cores.append(encoded[first:end])
+    return cores
+
+
+def base32_cores(data: bytes) -> list[str]:
+    """The stable core of ``data`` base32-encoded at each of the five byte offsets."""
+    cores = []
+    for offset in range(5):
+        encoded = base64.b32encode(b"\x00" * offset + data).decode("ascii")
+        first = -(-8 * offset // 5)  # first character made only of the value's bits
+        end = 8 * (offset + len(data)) // 5
         if end > first:
             cores.append(encoded[first:end])
     return cores

@@ -44,6 +44,7 @@ pass that maps folded text back runs only after a find there.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,8 +52,17 @@ from typing import Any
 from ahocorasick_rs import AhoCorasick, Implementation, MatchKind
 
 from pincer.core.errors import UsageError
-from pincer.safety.encodings import BASE64, RAW, URL, encoded_forms, percent_decoded
-from pincer.safety.folding import BASE32, PART, FoldedForm, fold, fold_mapped, folded_forms
+from pincer.safety.encoded_runs import encoded_runs
+from pincer.safety.encodings import BASE32, BASE64, RAW, URL, encoded_forms, percent_decoded
+from pincer.safety.normalising import (
+    MIN_NORMALISED_LENGTH,
+    PART,
+    NormalForm,
+    normal_forms,
+    normal_views,
+    normalise,
+    normalise_mapped,
+)
 from pincer.safety.patterns import SHAPES, CredentialShape
 
 logger = logging.getLogger(__name__)
@@ -63,7 +73,13 @@ DEFAULT_MIN_ENCODED_LENGTH = 8
 # Rounds of percent-encoding undone (``%2573`` is ``s`` encoded twice); each costs one more
 # decode, and only of text that still holds "%".
 MAX_PERCENT_LAYERS = 3
-MAX_DFA_PATTERNS = 1500  # folded forms (about 14 per secret) searched by a DFA rather than an NFA
+# Normal forms are searched by their first ANCHOR characters (every form has at least that many),
+# so the automaton stays small whatever the forms' length; a hit is checked against whole forms.
+ANCHOR = MIN_NORMALISED_LENGTH
+MAX_DFA_ANCHORS = 8000  # about 60 per secret: stores of up to ~130 secrets get the faster DFA
+# A find in normal text is mapped back by a Python pass over the piece of the text around it:
+# pieces of about this many characters, cut after a space or newline.
+WINDOW = 4096
 MAX_FAST_DEPTH = 64  # deeper (or cyclic) JSON skips the one-pass search for the careful rebuild
 _BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
 # Joins the strings of a JSON value for the one-pass search. Any separator is sound: every
@@ -90,7 +106,7 @@ class LeakScanner:
 
     __slots__ = (
         "_detector", "_finder", "_roles", "_forms", "_fallback", "_extra", "_min_length",
-        "_folded", "_folded_detector", "_folded_finder", "_folded_kinds", "_extra_folded",
+        "_normal", "_anchor_detector", "_anchor_finder", "_anchored", "_extra_normal",
     )  # fmt: skip
 
     def __init__(self, values: Iterable[str], *, min_length: int = DEFAULT_MIN_ENCODED_LENGTH) -> None:
@@ -98,15 +114,15 @@ class LeakScanner:
             raise UsageError(f"min_length must be a positive integer, not {min_length!r}")
         self._min_length = min_length
         self._forms: dict[str, str] = {}
-        self._folded: dict[str, FoldedForm] = {}
+        self._normal: dict[str, NormalForm] = {}
         for value in values:
             if not isinstance(value, str):
                 raise UsageError(f"secret values must be strings, not {type(value).__name__}")
             if value:
                 for form, kind in encoded_forms(value, min_length=min_length).items():
                     self._forms.setdefault(form, kind)
-                for form, meaning in folded_forms(value).items():
-                    self._folded.setdefault(form, meaning)
+                for form, meaning in normal_forms(value).items():
+                    self._normal.setdefault(form, meaning)
         roles: dict[str, _Role] = {form: _Role(kind, ()) for form, kind in self._forms.items()}
         for shape in SHAPES:
             for anchor in shape.anchors:
@@ -122,23 +138,24 @@ class LeakScanner:
         self._finder = AhoCorasick(patterns)
         self._roles = [roles[f] for f in patterns]
         self._extra: dict[str, _Role] = {}
-        self._extra_folded: dict[str, FoldedForm] = {}
-        # Folded text is searched by an automaton of its own: the literal forms above (base64,
-        # the shapes' anchors) are case-sensitive, these are all lower-case.
-        folded = [f for f in self._folded if _is_encodable(f)]
-        self._folded_kinds = [self._folded[f] for f in folded]
-        # A DFA searches about twice as fast as the default NFA but grows with the patterns
-        # (1000 secrets: 2 s to build, 145 MB): used for stores of up to about 100 secrets.
-        implementation = Implementation.DFA if len(folded) <= MAX_DFA_PATTERNS else None
-        self._folded_detector = (
-            AhoCorasick(folded, matchkind=MatchKind.LeftmostLongest, implementation=implementation) if folded else None
+        self._extra_normal: dict[str, NormalForm] = {}
+        # Normal text is searched by an automaton of its own over the forms' anchors.
+        anchored: dict[str, list[tuple[str, NormalForm]]] = {}
+        for form, meaning in self._normal.items():
+            anchored.setdefault(form[:ANCHOR], []).append((form, meaning))
+        anchors = list(anchored)
+        self._anchored = [anchored[a] for a in anchors]
+        # A DFA searches about three times as fast as an NFA but grows with the anchors.
+        implementation = Implementation.DFA if len(anchors) <= MAX_DFA_ANCHORS else None
+        self._anchor_detector = (
+            AhoCorasick(anchors, matchkind=MatchKind.LeftmostLongest, implementation=implementation) if anchors else None
         )
-        self._folded_finder = AhoCorasick(folded) if folded else None
+        self._anchor_finder = AhoCorasick(anchors) if anchors else None
 
     def with_values(self, extra: Iterable[str]) -> LeakScanner:
         """This scanner plus ``extra`` values (those injected during one call). Cheap: no rebuild."""
         added: dict[str, _Role] = {}
-        added_folded: dict[str, FoldedForm] = {}
+        added_normal: dict[str, NormalForm] = {}
         for value in extra:
             # A value the scanner already knows, as a secret or as one of its forms, is covered
             # (the usual case: credentials injected from the store, raw or percent-encoded).
@@ -146,19 +163,19 @@ class LeakScanner:
                 for form, kind in encoded_forms(value, min_length=self._min_length).items():
                     if form not in self._forms and form not in self._extra:
                         added.setdefault(form, _Role(kind, ()))
-                for form, role in folded_forms(value).items():
-                    if form not in self._folded and form not in self._extra_folded:
-                        added_folded.setdefault(form, role)
-        if not added and not added_folded:
+                for form, meaning in normal_forms(value).items():
+                    if form not in self._normal and form not in self._extra_normal:
+                        added_normal.setdefault(form, meaning)
+        if not added and not added_normal:
             return self
         clone = object.__new__(LeakScanner)
         clone._detector, clone._finder = self._detector, self._finder
         clone._roles, clone._forms = self._roles, self._forms
         clone._fallback, clone._min_length = self._fallback, self._min_length
-        clone._folded, clone._folded_kinds = self._folded, self._folded_kinds
-        clone._folded_detector, clone._folded_finder = self._folded_detector, self._folded_finder
+        clone._normal, clone._anchored = self._normal, self._anchored
+        clone._anchor_detector, clone._anchor_finder = self._anchor_detector, self._anchor_finder
         clone._extra = {**self._extra, **added}
-        clone._extra_folded = {**self._extra_folded, **added_folded}
+        clone._extra_normal = {**self._extra_normal, **added_normal}
         return clone
 
     # -- public scanning -------------------------------------------------------------------
@@ -175,8 +192,10 @@ class LeakScanner:
     def scan(self, value: Any) -> tuple[Any, int]:
         """A JSON value with every string (dict keys too) scanned, and the redaction count.
 
-        Returns ``value`` itself when nothing was found. Numbers whose text holds a secret
-        become the redacted text; other objects are judged by ``str()``.
+        The strings are searched as one text, so a secret spread over several of them (a list
+        of its characters) is found; each string redacts its part of the find. Returns ``value``
+        itself when nothing was found. Numbers whose text holds a secret become the redacted
+        text; other objects are judged by ``str()``.
         """
         if isinstance(value, str):
             return self.scan_text(value)
@@ -184,10 +203,18 @@ class LeakScanner:
         try:
             _collect(value, parts)
         except _TooDeep:
-            pass  # rebuild below; it finds what there is, or fails closed on a cycle
-        else:
-            if not self._spans(_JOIN.join(parts)):
-                return value, 0
+            return self._scan_careful(value)
+        spans = self._spans(_JOIN.join(parts))
+        if not spans:
+            return value, 0
+        rebuild = _Rebuild(_spans_by_part(spans, parts))
+        scanned = rebuild.apply(value)
+        return (scanned, rebuild.count) if rebuild.count else (value, 0)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _scan_careful(self, value: Any) -> tuple[Any, int]:
+        """A value too deep (or cyclic) for the one-text search: each string scanned alone."""
         counter = [0]
         try:
             scanned = self._rewrite(value, counter)
@@ -197,9 +224,7 @@ class LeakScanner:
             return _UNSCANNABLE, counter[0] + 1
         return (scanned, counter[0]) if counter[0] else (value, 0)
 
-    # -- internals -------------------------------------------------------------------------
-
-    def _spans(self, text: str, layers: int = MAX_PERCENT_LAYERS) -> list[tuple[int, int, str]]:
+    def _spans(self, text: str, layers: int = MAX_PERCENT_LAYERS, runs: bool = True) -> list[tuple[int, int, str]]:
         spans: list[tuple[int, int, str]] = []
         try:
             found = self._detector.find_matches_as_indexes(text)
@@ -221,59 +246,73 @@ class LeakScanner:
                     _add_spans(spans, text, role, start, start + len(form))
                     start = text.find(form, start + 1)
         if layers and "%" in text:
-            self._add_decoded_spans(spans, text, layers)
-        if self._folded_detector is not None or self._extra_folded:
-            self._add_folded_spans(spans, text)
+            self._add_decoded_spans(spans, text, layers, runs)
+        if self._anchor_detector is not None or self._extra_normal:
+            self._add_normal_spans(spans, text)
+        if runs:
+            self._add_run_spans(spans, text, layers)
         return spans
 
-    def _add_folded_spans(self, spans: list[tuple[int, int, str]], text: str) -> None:
-        """Finds in ``text`` folded (case, spacing, escapes, reversed, base32...: ``folding``) not
-        already inside a literal find, as spans of ``text`` itself."""
-        folded = _searchable(fold(text))
-        if not self._folded_hit(folded):
-            return
-        # A hit: fold again keeping the way back, and search that text (its indexes are the
-        # ones the map describes).
-        mapped, starts, ends = fold_mapped(text)
-        mapped = _searchable(mapped)
-        found: list[tuple[int, int, FoldedForm]] = []
-        if self._folded_finder is not None:
-            kinds = self._folded_kinds
-            for index, start, end in self._folded_finder.find_matches_as_indexes(mapped, overlapping=True):
-                found.append((start, end, kinds[index]))
-        for form, role in self._extra_folded.items():
-            start = mapped.find(form)
+    def _add_normal_spans(self, spans: list[tuple[int, int, str]], text: str) -> None:
+        """Finds in ``text`` normalised (``normalising``: case, width, separators, references,
+        escapes, reversed, rot13, encodings...) not already inside a literal find, as spans of
+        ``text`` itself. Text whose references or escapes were decoded is also searched as it
+        was (an escape taken apart or reversed keeps its letters there)."""
+        for normal, decoded in normal_views(text):
+            normal = _searchable(normal)
+            found = self._normal_finds(normal)
+            if not found:
+                continue
+            # Longest first, so a half inside a whole find adds nothing and the run keeps the
+            # whole find's kind.
+            found = [(*_extend_part(normal, start, end, role), role) for start, end, role in found]
+            found.sort(key=lambda item: (item[0] - item[1], item[2].kind == PART))
+            located = _Locator(text, normal, decode=decoded)
+            for start, end, role in found:
+                first, last = located.span(start, end)
+                if role.kind == BASE64:
+                    first, last = _widen_base64(text, first, last)
+                elif role.kind == BASE32:
+                    first, last = _widen_base32(text, first, last)
+                if not any(a <= first and last <= b for a, b, _ in spans):
+                    spans.append((first, last, role.kind))
+
+    def _normal_finds(self, normal: str) -> list[tuple[int, int, NormalForm]]:
+        found: list[tuple[int, int, NormalForm]] = []
+        if self._anchor_detector is not None and self._anchor_detector.find_matches_as_indexes(normal):
+            assert self._anchor_finder is not None
+            anchored = self._anchored
+            for index, start, _ in self._anchor_finder.find_matches_as_indexes(normal, overlapping=True):
+                for form, role in anchored[index]:
+                    if normal.startswith(form, start):
+                        found.append((start, start + len(form), role))
+        for form, role in self._extra_normal.items():
+            start = normal.find(form)
             while start >= 0:
                 found.append((start, start + len(form), role))
-                start = mapped.find(form, start + 1)
-        # Longest first, so a half inside a whole find adds nothing and the run keeps the
-        # whole find's kind.
-        found = [(*_extend_part(mapped, start, end, role), role) for start, end, role in found]
-        found.sort(key=lambda item: (item[0] - item[1], item[2].kind == PART))
-        for start, end, role in found:
-            first, last = starts[start], ends[end - 1]
-            if role.kind == BASE64:
-                first, last = _widen_base64(text, first, last)
-            elif role.kind == BASE32:
-                first, last = _widen_base32(text, first, last)
-            if not any(a <= first and last <= b for a, b, _ in spans):
-                spans.append((first, last, role.kind))
+                start = normal.find(form, start + 1)
+        return found
 
-    def _folded_hit(self, folded: str) -> bool:
-        if self._folded_detector is not None and self._folded_detector.find_matches_as_indexes(folded):
-            return True
-        if not self._extra_folded:
-            return False
-        return any(form in folded for form in self._extra_folded)
+    def _add_run_spans(self, spans: list[tuple[int, int, str]], text: str, layers: int) -> None:
+        """Finds in what runs of base64, base32 or hex in ``text`` decode to (a secret disguised,
+        then encoded), as the encoded characters of ``text`` that hold them."""
+        runs = encoded_runs(text)
+        if runs is None:
+            return
+        for start, end, _ in self._spans(runs.text, layers, runs=False):
+            for first, last, kind in runs.original_spans(start, end):
+                while last < len(text) and text[last] == "=":
+                    last += 1
+                spans.append((first, last, kind))
 
-    def _add_decoded_spans(self, spans: list[tuple[int, int, str]], text: str, layers: int) -> None:
+    def _add_decoded_spans(self, spans: list[tuple[int, int, str]], text: str, layers: int, runs: bool) -> None:
         """Finds in ``text`` percent-decoded, as spans of ``text`` itself."""
         # Both readings of "+" when there is one: a literal plus, or a form-encoded space.
         for plus in (False, True) if "+" in text else (False,):
             view = percent_decoded(text, plus=plus)
             if view is None:
                 return
-            for start, end, kind in self._spans(view.text, layers - 1):
+            for start, end, kind in self._spans(view.text, layers - 1, runs):
                 first, last = view.original_span(start, end)
                 if kind == RAW and text[first:last] != view.text[start:end]:
                     kind = URL
@@ -299,6 +338,123 @@ class LeakScanner:
         return value
 
 
+class _Locator:
+    """The way back from a span of ``normalise(text)`` to the span of ``text`` it came from.
+
+    ``normalise_mapped`` (a Python pass) runs only on the pieces of ``text`` a find lies in:
+    ``text`` is cut after a space or newline about every ``WINDOW`` characters, where no
+    reference or escape can be cut in two, so the normal forms of the pieces, end to end, are the
+    normal form of ``text``.
+    """
+
+    def __init__(self, text: str, normal: str, *, decode: bool) -> None:
+        self._text = text
+        self._decode = decode
+        self._cuts = _cuts(text)
+        self._offsets = [0]
+        for start, end in zip(self._cuts, self._cuts[1:], strict=False):
+            self._offsets.append(self._offsets[-1] + len(normalise(text[start:end], decode=decode)))
+        if self._offsets[-1] != len(normal):  # cannot happen; if it did, one piece is safe
+            logger.warning("normal text of the pieces differs from the whole's; mapping the whole text")
+            self._cuts, self._offsets = [0, len(text)], [0, len(normal)]
+        self._normal = normal
+        self._mapped: dict[tuple[int, int], tuple[str, list[int], list[int]]] = {}
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        first = bisect_right(self._offsets, start) - 1
+        last = min(bisect_right(self._offsets, end - 1) - 1, len(self._cuts) - 2)
+        base, limit = self._cuts[first], self._cuts[last + 1]
+        key = (first, last)
+        if key not in self._mapped:
+            self._mapped[key] = normalise_mapped(self._text[base:limit], decode=self._decode)
+        mapped, starts, ends = self._mapped[key]
+        local = start - self._offsets[first]
+        if _searchable(mapped[local : local + end - start]) != self._normal[start:end]:
+            # The two normal forms disagree (they never should): redact the whole pieces.
+            logger.warning("a find in normal text could not be mapped exactly; its pieces were redacted whole")
+            return base, limit
+        return base + starts[local], base + ends[local + end - start - 1]
+
+
+def _cuts(text: str) -> list[int]:
+    """Where to cut ``text`` into pieces of about ``WINDOW`` characters: after a space or newline."""
+    cuts = [0]
+    while len(text) - cuts[-1] > 2 * WINDOW:
+        target = cuts[-1] + WINDOW
+        space, newline = text.find(" ", target), text.find("\n", target)
+        cut = min(c for c in (space, newline, len(text) - 1) if c >= 0) + 1
+        if cut >= len(text):
+            break
+        cuts.append(cut)
+    cuts.append(len(text))
+    return cuts
+
+
+class _Rebuild:
+    """Rebuilds a JSON value with the spans found in its joined text applied, walking it in the
+    order ``_collect`` did (each string, key and number is one part)."""
+
+    def __init__(self, spans: dict[int, list[tuple[int, int, str]]]) -> None:
+        self._spans = spans
+        self._index = 0
+        self.count = 0
+
+    def _leaf(self, text: str, original: Any) -> Any:
+        spans = self._spans.get(self._index)
+        self._index += 1
+        if not spans:
+            return original
+        redacted, count = _redact(text, spans)
+        self.count += count
+        return redacted
+
+    def apply(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self._leaf(value, value)
+        if kind is dict or (kind is not list and kind is not tuple and isinstance(value, Mapping)):
+            out = {}
+            for key, child in value.items():
+                new_key = self._leaf(key if type(key) is str else _text(key), key)
+                out[new_key] = self._child(child)
+            return out
+        if kind is list or kind is tuple or isinstance(value, list | tuple):
+            items = [self._child(child) for child in value]
+            return items if isinstance(value, list) else tuple(items)
+        if value is not None and kind is not bool:
+            return self._leaf(_text(value), value)
+        return value
+
+    def _child(self, child: Any) -> Any:
+        kind = type(child)
+        if kind is str:
+            return self._leaf(child, child)
+        if kind is int or kind is float:
+            return self._leaf(_text(child), child)
+        if child is not None and kind is not bool:
+            return self.apply(child)
+        return child
+
+
+def _spans_by_part(spans: list[tuple[int, int, str]], parts: list[str]) -> dict[int, list[tuple[int, int, str]]]:
+    """Spans of the joined text, cut into the spans of each part they touch."""
+    offsets = []
+    position = 0
+    for part in parts:
+        offsets.append(position)
+        position += len(part) + len(_JOIN)
+    by_part: dict[int, list[tuple[int, int, str]]] = {}
+    for start, end, kind in spans:
+        index = max(bisect_right(offsets, start) - 1, 0)
+        while index < len(parts) and offsets[index] < end:
+            first = max(start - offsets[index], 0)
+            last = min(end - offsets[index], len(parts[index]))
+            if last > first:
+                by_part.setdefault(index, []).append((first, last, kind))
+            index += 1
+    return by_part
+
+
 def _add_spans(spans: list[tuple[int, int, str]], text: str, role: _Role, start: int, end: int) -> None:
     if role.kind is not None:
         if role.kind == BASE64:
@@ -322,7 +478,7 @@ def _widen_base64(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _extend_part(text: str, start: int, end: int, role: FoldedForm) -> tuple[int, int]:
+def _extend_part(text: str, start: int, end: int, role: NormalForm) -> tuple[int, int]:
     """A half of a split value found at ``text[start:end]``, extended over as much more of its
     piece as follows it (first half) or precedes it (last half)."""
     whole = role.whole
