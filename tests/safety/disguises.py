@@ -20,6 +20,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable
+from functools import lru_cache
 from html.entities import codepoint2name
 from urllib.parse import quote, unquote
 
@@ -187,15 +188,21 @@ def _hex(chunk: str) -> bytes:
         return b""
 
 
+@lru_cache(maxsize=64)
+def _wanted(secret: str) -> frozenset[str]:
+    assert len(normal(secret)) >= 8, "the oracle is for secrets with at least 8 letters and digits"
+    wanted: set[str] = set()
+    for disguise in DISGUISES.values():
+        for form in (normal(disguise(secret)), letters(disguise(secret))):
+            wanted |= {form, form[::-1], codecs.encode(form, "rot13")}
+    return frozenset(wanted)
+
+
 def revealed(text: str, secret: str) -> bool:
     """Whether ``text`` gives ``secret`` away: the normal form of the secret under any one disguise
     (so also the letters of its escapes or encodings, separated out), reversed or rot13, readable
     in the normal form of ``text`` or of any decoding of it (two layers deep)."""
-    assert len(normal(secret)) >= 8, "the oracle is for secrets with at least 8 letters and digits"
-    wanted = set()
-    for disguise in DISGUISES.values():
-        for form in (normal(disguise(secret)), letters(disguise(secret))):
-            wanted |= {form, form[::-1], codecs.encode(form, "rot13")}
+    wanted = _wanted(secret)
     for layer in _decodings(text):
         for view in [layer, *_decodings(layer)[1:]]:
             for plain in (normal(view), letters(view)):

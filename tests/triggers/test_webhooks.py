@@ -19,6 +19,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from pincer.triggers.signatures import sign_github
+from tests.safety.disguises import revealed
 
 from .conftest import LiveHooks, live_gateway
 
@@ -258,10 +259,14 @@ async def test_hooks_follow_a_reloaded_config_toml(pincer_home: Path) -> None:
 
 
 async def test_payloads_are_recorded_redacted_and_bounded(pincer_home: Path) -> None:
+    """The disguised copies (issue 34 item 3) failed on main: the dash-joined value and the list of
+    its characters were recorded and passed to the run as they came (the \\u-escaped one was not)."""
     config = CONFIG + "\n[triggers]\npayload_record_bytes = 1024\n"
     leaked = "stripe-like-secret-4417-value"
+    disguised = {"dashed": "-".join(leaked), "escaped": "".join(f"\\u{ord(c):04x}" for c in leaked), "chars": list(leaked)}
     async with live_gateway(pincer_home, config=config, secrets={**SECRETS, "stripe_key": leaked}) as live, live.http() as http:
-        body = json.dumps({"type": "x", "data": {"customer": "ACME", "note": f"key {leaked}", "pad": "p" * 4000}}).encode()
+        data = {"customer": "ACME", "note": f"key {leaked}", **disguised, "pad": "p" * 4000}
+        body = json.dumps({"type": "x", "data": data}).encode()
         answer = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id="msg_big"))
         assert answer.status_code == 202, answer.text
         await _settle(live)
@@ -270,6 +275,7 @@ async def test_payloads_are_recorded_redacted_and_bounded(pincer_home: Path) -> 
         assert firing is not None
         for kept in (json.dumps(record.args), json.dumps(firing.payload), live.starter.requests[0].untrusted[0].content):
             assert leaked not in kept and "[REDACTED:secret]" in kept
+            assert disguised["dashed"] not in kept and not revealed(kept, leaked), kept
         assert len(json.dumps(record.args["payload"])) < 1_400 and "truncated" in json.dumps(record.args["payload"])
         assert "p" * 4000 in live.starter.requests[0].untrusted[0].content, "the run reads the whole payload"
 

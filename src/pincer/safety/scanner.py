@@ -16,29 +16,46 @@ What is redacted, each span replaced by ``[REDACTED:<kind>]`` (never any part of
   (``encodings.percent_decoded``: any mix of escaped and plain characters, escapes in upper,
   lower or mixed case, ``+`` or ``%20`` for a space, up to ``MAX_PERCENT_LAYERS`` rounds of
   encoding), and a find there redacts the span of the original it was decoded from.
-- every value of at least ``folding.MIN_FOLDED_LENGTH`` characters (12) in its trivial
-  transforms: the text is also searched *folded* (``folding.fold``: ``\\uXXXX``/``\\xXX``
-  escapes decoded, whitespace and zero-width characters dropped, letters lower-cased) for the
-  folded value, reversed, rot13, base32 and base64 (so also wrapped or spaced) and hex (so also
-  in mixed case); for values of 23+ characters also its first and last halves, so a value split
-  in two with any text between keeps its longer piece (the shorter one, under half the value,
-  is left). A folded find redacts the span of the original it was folded from.
+- every value whose normal form has at least ``normalising.MIN_NORMALISED_LENGTH`` (8)
+  letters and digits, in disguise: the text is also searched *normalised*
+  (``normalising.normalise``: NFKD, HTML character references and ``\\u``/``\\x``/octal escapes
+  decoded after any number of backslashes, case folded, every character but letters and digits
+  dropped), so joined by any separators (``-``, ``.``, ``_``, ``,``, spaces, zero-width and control
+  characters), a JSON list of its characters, fullwidth, in any case, referenced or escaped,
+  reversed or rot13, and the letters of its escapes, hex, base64 and base32 (of the value, of it
+  reversed and of its normal form) however those are broken up, cased, reversed or rot13'd; for
+  values of 19+ letters and digits also its first and last halves, so a value split in two with
+  any text between keeps its longer piece (the shorter one, under half, is left). Text whose
+  escapes were decoded is searched undecoded too (an escape broken apart keeps its letters).
+  A find redacts the span of the original it was normalised from (``normalise_mapped``).
+- all of the above inside runs of base64, base32 or hex (``encoded_runs``: 16+ characters of
+  the alphabet, decoded at every alignment), so an encoding of a disguised value (base64 of it
+  dash-joined, of it reversed, of its base64); a find redacts the encoded characters that hold
+  it, in whole groups.
+- a JSON value's strings are searched as one text, so a value spread over several strings (a
+  list of its characters) is found; each string loses its part of the find.
 
 Overlapping finds are merged, so one secret that contains or overlaps another never leaves a
-piece behind. Not found: a value split into three or more pieces, or into two when it has
-fewer than 23 characters; a value of fewer than 12 characters in any folded form; encodings
-combined (base32 of the reversed value), gzip and other encodings; and a value whose first
-characters form an escape with a literal ``%`` just before it (``%4`` + ``1abc``: a URL decoder
-reads that ``A`` too). A secret that is a substring of a marker (``secret``, ``REDACTED``) can
-of course still be read in the marker.
+piece behind. Not found: a value with fewer than 8 letters and digits in any disguise (it is
+matched only whole); a value split into three or more pieces, or into two when its normal form
+has fewer than 19 characters; a named character reference taken apart, reversed or rot13'd
+(names are not canonical); three transforms combined (base64 of the dash-joined value
+percent-encoded), gzip and other encodings; a value written one character per tool call or per
+progress message; and a value whose first characters form an escape with a literal ``%`` just
+before it (``%4`` + ``1abc``: a URL decoder reads that ``A`` too). A secret that is a substring
+of a marker (``secret``, ``REDACTED``) can of course still be read in the marker.
 
 Speed: all literal forms and shape anchors go into one Aho-Corasick automaton (Rust, via
 ``ahocorasick_rs``), so a miss costs one pass over the text whatever the store holds; a JSON
 value is searched as one joined text and rebuilt only when something was found. Values added
 per call with ``with_values`` are checked with plain substring tests and never rebuild the
-automaton. Text without ``%`` (the common case) costs one ``in`` test more than before. Folding
-is two byte-level passes for ASCII text (``bytes.translate``) and a second automaton; the Python
-pass that maps folded text back runs only after a find there.
+automaton. Text without ``%`` (the common case) costs one ``in`` test more than before.
+Normalising ASCII text without ``\\`` or ``&`` is one byte-level pass (``bytes.translate``); the
+normal forms are searched by a second automaton over their first ``ANCHOR`` characters (a DFA
+for stores of up to ~130 secrets), each hit checked against the whole form; runs of base64 are
+found by two byte-level passes. The Python pass that maps normal text back runs only after a
+find, on the pieces of about ``WINDOW`` characters around it. ``bench/scanner.py`` compares
+this with the scanner before (about 1.1-1.4x on a megabyte without a secret).
 """
 
 from __future__ import annotations
@@ -246,7 +263,7 @@ class LeakScanner:
                     _add_spans(spans, text, role, start, start + len(form))
                     start = text.find(form, start + 1)
         if layers and "%" in text:
-            self._add_decoded_spans(spans, text, layers, runs)
+            self._add_decoded_spans(spans, text, layers)
         if self._anchor_detector is not None or self._extra_normal:
             self._add_normal_spans(spans, text)
         if runs:
@@ -305,14 +322,16 @@ class LeakScanner:
                     last += 1
                 spans.append((first, last, kind))
 
-    def _add_decoded_spans(self, spans: list[tuple[int, int, str]], text: str, layers: int, runs: bool) -> None:
-        """Finds in ``text`` percent-decoded, as spans of ``text`` itself."""
+    def _add_decoded_spans(self, spans: list[tuple[int, int, str]], text: str, layers: int) -> None:
+        """Finds in ``text`` percent-decoded, as spans of ``text`` itself. Runs of base64 in the
+        decoded text are not decoded again: the text itself had them (a ``+`` or ``/`` escaped
+        in a blob is a third transform)."""
         # Both readings of "+" when there is one: a literal plus, or a form-encoded space.
         for plus in (False, True) if "+" in text else (False,):
             view = percent_decoded(text, plus=plus)
             if view is None:
                 return
-            for start, end, kind in self._spans(view.text, layers - 1, runs):
+            for start, end, kind in self._spans(view.text, layers - 1, runs=False):
                 first, last = view.original_span(start, end)
                 if kind == RAW and text[first:last] != view.text[start:end]:
                     kind = URL
