@@ -7,7 +7,7 @@ Telegram does (``400 {"ok": false, "description": "Bad Request: ..."}``), and a 
 answer that does not fit is kept in ``violations``.
 
 ``mode`` makes it misbehave for the error paths: ``"500"`` answers a 500 whose body echoes the
-request path (as some proxies do), ``"hang"`` answers only after :data:`HANG_S`.
+request path (as some proxies do; ``"500-dashed"`` with a dash between its characters), ``"hang"`` answers only after :data:`HANG_S`.
 """
 
 from __future__ import annotations
@@ -150,8 +150,9 @@ def serve() -> Iterator[FakeTelegram]:
             state.seen.append(record)
             if state.mode == "hang":
                 time.sleep(HANG_S)
-            if state.mode == "500":
-                self._send(500, {"ok": False, "error_code": 500, "description": f"Internal error at {url.path}"})
+            if state.mode in ("500", "500-dashed"):
+                path = "-".join(url.path) if state.mode == "500-dashed" else url.path
+                self._send(500, {"ok": False, "error_code": 500, "description": f"Internal error at {path}"})
                 return
             parts = unquote(url.path).split("/")
             if len(parts) != 3 or not parts[1].startswith("bot"):

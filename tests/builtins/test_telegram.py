@@ -28,6 +28,7 @@ from pincer.core.values import CallRequest, HostContext
 from tests.builtins import faketelegram
 from tests.builtins.conftest import pincer_on
 from tests.builtins.faketelegram import TOKEN
+from tests.safety.disguises import revealed
 
 pytestmark = pytest.mark.anyio
 
@@ -227,6 +228,17 @@ async def test_a_500_echoing_the_path_names_no_token(caplog: pytest.LogCaptureFi
         exc = await _direct_failure(fake.origin)
     assert exc.code == "api_refused" and "Internal error" in exc.message
     _no_token(*_texts(exc), caplog.text)
+
+
+async def test_a_500_echoing_the_path_dash_joined_names_no_token(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 34 item 3. Failed on main: the response body's scrub replaced the token's literal forms
+    only, so "Internal error at /-b-o-t-1-2-3-..." carried it into the exception text."""
+    caplog.set_level(logging.DEBUG)
+    with faketelegram.serve() as fake:
+        fake.mode = "500-dashed"
+        exc = await _direct_failure(fake.origin)
+    assert exc.code == "api_refused" and "Internal error" in exc.message
+    assert not any(revealed(text, TOKEN) for text in [*_texts(exc), caplog.text]), exc.message
 
 
 async def test_a_timeout_names_no_token(caplog: pytest.LogCaptureFixture) -> None:

@@ -15,6 +15,7 @@ plain http allowed there, :attr:`EgressPolicy.trusted_origins`), never a wider s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json as jsonlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,6 +29,7 @@ from pincer.core.values import HostContext
 
 if TYPE_CHECKING:  # the HTTP stack loads when a request is made, not when tools are listed
     from pincer.safety.egress import EgressPolicy, HttpResponse
+    from pincer.safety.scanner import LeakScanner
 
 __all__ = ["ApiClient", "BaseUrl", "ConnectionPool", "rebase_capabilities", "segment"]
 
@@ -292,15 +294,23 @@ def _without(exc: PincerError, values: tuple[str, ...], display: str) -> PincerE
 
 
 def _scrubbed(response: HttpResponse, values: tuple[str, ...]) -> HttpResponse:
-    """The response with every injected value in its body replaced by ``[REDACTED:secret]``: an
-    API that echoes the request (its path, with Telegram's token in it) must not hand the token to
-    the tool's own error texts, which a direct caller (``pincer auth setup``) prints unscanned."""
-    body = response.body
-    for value in values:
-        if value:
-            for form in {value, quote(value, safe=""), quote(value, safe="-_.:~")}:
-                body = body.replace(form.encode("utf-8"), REDACTED.encode("ascii"))
-    return response if body == response.body else dataclasses.replace(response, body=body)
+    """The response with every injected value in its body redacted by the leak scanner (its
+    values only, no credential shapes: the tool still parses the body): an API that echoes the
+    request (its path, with Telegram's token in it), in any form the scanner knows, must not hand
+    the token to the tool's own error texts, which a direct caller (``pincer auth setup``) prints
+    unscanned."""
+    if not any(values):
+        return response
+    text = response.body.decode("utf-8", errors="surrogateescape")
+    clean, count = _values_only().with_values(values).scan_text(text)
+    return dataclasses.replace(response, body=clean.encode("utf-8", errors="surrogateescape")) if count else response
+
+
+@functools.cache
+def _values_only() -> LeakScanner:
+    from pincer.safety.scanner import LeakScanner
+
+    return LeakScanner((), shapes=False)
 
 
 def _query_value(value: Any) -> str:

@@ -126,7 +126,11 @@ class LeakScanner:
         "_normal", "_anchor_detector", "_anchor_finder", "_anchored", "_extra_normal",
     )  # fmt: skip
 
-    def __init__(self, values: Iterable[str], *, min_length: int = DEFAULT_MIN_ENCODED_LENGTH) -> None:
+    def __init__(
+        self, values: Iterable[str], *, min_length: int = DEFAULT_MIN_ENCODED_LENGTH, shapes: bool = True
+    ) -> None:
+        """``shapes=False``: the values only, for text a tool parses (an API's response body),
+        where a credential the API hands out on purpose must stay readable."""
         if not isinstance(min_length, int) or min_length < 1:
             raise UsageError(f"min_length must be a positive integer, not {min_length!r}")
         self._min_length = min_length
@@ -141,7 +145,7 @@ class LeakScanner:
                 for form, meaning in normal_forms(value).items():
                     self._normal.setdefault(form, meaning)
         roles: dict[str, _Role] = {form: _Role(kind, ()) for form, kind in self._forms.items()}
-        for shape in SHAPES:
+        for shape in SHAPES if shapes else ():
             for anchor in shape.anchors:
                 role = roles.get(anchor, _Role(None, ()))
                 roles[anchor] = _Role(role.kind, role.shapes + (shape,))
