@@ -29,16 +29,13 @@ from pincer.safety.encodings import (
     encoded_forms,
     percent_decoded,
 )
-from pincer.safety.patterns import SHAPES
 from pincer.safety.scanner import (
     _JOIN,
-    _add_spans,
+    LiteralSearch,
     _collect,
     _extend_part,
     _is_encodable,
     _redact,
-    _replace_surrogates,
-    _Role,
     _searchable,
     _TooDeep,
     _widen_base32,
@@ -147,16 +144,7 @@ class BaselineScanner:
                 forms.setdefault(form, kind)
             for form, meaning in folded_forms(value).items():
                 self._folded.setdefault(form, meaning)
-        roles: dict[str, _Role] = {form: _Role(kind, ()) for form, kind in forms.items()}
-        for shape in SHAPES:
-            for anchor in shape.anchors:
-                role = roles.get(anchor, _Role(None, ()))
-                roles[anchor] = _Role(role.kind, role.shapes + (shape,))
-        self._fallback = {f: r for f, r in roles.items() if not _is_encodable(f)}
-        patterns = [f for f in roles if f not in self._fallback]
-        self._detector = AhoCorasick(patterns, matchkind=MatchKind.LeftmostLongest)
-        self._finder = AhoCorasick(patterns)
-        self._roles = [roles[f] for f in patterns]
+        self._literal = LiteralSearch(forms)
         folded = [f for f in self._folded if _is_encodable(f)]
         self._folded_kinds = [self._folded[f] for f in folded]
         implementation = Implementation.DFA if len(folded) <= MAX_DFA_PATTERNS else None
@@ -182,22 +170,7 @@ class BaselineScanner:
         raise NotImplementedError("the baseline measures text without secrets only")
 
     def _spans(self, text: str, layers: int = MAX_PERCENT_LAYERS) -> list[tuple[int, int, str]]:
-        spans: list[tuple[int, int, str]] = []
-        try:
-            found = self._detector.find_matches_as_indexes(text)
-        except UnicodeEncodeError:
-            text_for_search = _replace_surrogates(text)
-            found = self._detector.find_matches_as_indexes(text_for_search)
-        else:
-            text_for_search = text
-        if found:
-            for index, start, end in self._finder.find_matches_as_indexes(text_for_search, overlapping=True):
-                _add_spans(spans, text, self._roles[index], start, end)
-        for form, role in self._fallback.items():
-            start = text.find(form)
-            while start >= 0:
-                _add_spans(spans, text, role, start, start + len(form))
-                start = text.find(form, start + 1)
+        spans = self._literal.spans(text, {})
         if layers and "%" in text:
             for plus in (False, True) if "+" in text else (False,):
                 view = percent_decoded(text, plus=plus)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pincer.safety.normalising import (
     MIN_NORMALISED_LENGTH,
+    SAFE_CUT,
     letters,
     normal_forms,
     normal_views,
@@ -107,14 +108,14 @@ def test_the_mapped_normal_form_is_the_normal_form_and_points_home(text: str, de
     assert all(c.isalnum() for c in normal_text)
 
 
-@given(_TEXT, _TEXT)
+@given(_TEXT, _TEXT, st.sampled_from(" \n\t,.-_:/\"'()[]=+*!?@<>|~%$"))
 @settings(max_examples=300, deadline=None)
-def test_the_normal_form_of_pieces_cut_after_a_space_is_the_whole_ones(left: str, right: str) -> None:
+def test_the_normal_form_of_pieces_cut_after_a_safe_character_is_the_whole_ones(left: str, right: str, cut: str) -> None:
     """What the scanner's locator relies on to map a find in a long text by its pieces only."""
+    assert SAFE_CUT.fullmatch(cut)
     for decode in (True, False):
-        assert normalise(f"{left} {right}", decode=decode) == normalise(f"{left} ", decode=decode) + normalise(
-            right, decode=decode
-        )
+        whole = normalise(f"{left}{cut}{right}", decode=decode)
+        assert whole == normalise(f"{left}{cut}", decode=decode) + normalise(right, decode=decode)
 
 
 def test_views_of_text_with_and_without_decoding() -> None:
@@ -132,8 +133,19 @@ def test_short_secrets_have_no_normal_forms() -> None:
 
 
 def test_escapes_decode_as_their_writers_mean() -> None:
-    assert normalise("\\u0070\\U00000071\\u{72}\\x73\\164\\\\\\\\u0075") == "pqrstu"
+    assert normalise("\\u0070\\U00000071\\u{72}\\x73\\164\\\\\\\\u0075\\x{76}") == "pqrstuv"
     assert normalise("\\xc3\\xa9 \\303\\251 \\ud835\\udc1a") == "eea"  # UTF-8 bytes, a surrogate pair
     assert normalise("&#112;&#x71;&amp;&popf;&QOPF;&unknown;") == "pqpqunknown"
     assert normalise("\\U0070\\U0071") == "pq"  # an upper-cased \u escape
     assert normalise("\\u005c\\u0075\\u0030\\u0030\\u0037\\u0030") == "p"  # an escaped escape
+
+
+def test_a_find_deep_in_a_long_text_is_redacted_exactly_where_it_stands() -> None:
+    """The locator maps a find back through the pieces around it only; the span is exact."""
+    secret = "pk-Live-Vault-9f3Qz7Wx"
+    scanner = LeakScanner([secret])
+    for filler in ("lorem-ipsum/dolor:sit_amet, " * 2000, "loremipsumdolorsitamet" * 2000):
+        for how in ("u-escaped-doubled", "dash-joined", "fullwidth"):
+            text = filler + DISGUISES[how](secret) + filler
+            output, count = scanner.scan_text(text)
+            assert count == 1 and output == filler + "[REDACTED:secret_normalised]" + filler, how

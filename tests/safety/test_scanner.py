@@ -497,7 +497,7 @@ def test_with_values_reuses_the_automaton() -> None:
     assert base.with_values([]) is base
     assert base.with_values(["stored-secret-1", ""]) is base  # already known: nothing to add
     per_call = base.with_values(["derived-value-9"])
-    assert per_call._detector is base._detector and per_call._finder is base._finder
+    assert per_call._literal is base._literal and per_call._anchor_detector is base._anchor_detector
     assert per_call.scan_text("stored-secret-1 derived-value-9")[1] == 2
     assert base.scan_text("derived-value-9") == ("derived-value-9", 0)  # the base is unchanged
 

@@ -91,6 +91,8 @@ class EncodedRuns:
 
 def encoded_runs(text: str) -> EncodedRuns | None:
     """The decodings of every run of ``text`` at least ``MIN_RUN`` characters long, or None."""
+    if len(text) < MIN_RUN:
+        return None
     # Same length, same indexes: every non-ASCII character becomes one "?" (not in any alphabet).
     data = text.encode("ascii", errors="replace")
     mask = data.translate(_MASK)

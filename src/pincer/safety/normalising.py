@@ -52,6 +52,7 @@ __all__ = [
     "MIN_NORMALISED_LENGTH",
     "MIN_PART_LENGTH",
     "DECODE_ROUNDS",
+    "SAFE_CUT",
     "NORMALISED",
     "REVERSED",
     "ROT13",
@@ -84,13 +85,16 @@ _REFERENCE = re.compile(r"&(?:#[xX](?P<refhex>[0-9a-fA-F]{1,6})|#(?P<refdec>[0-9
 _ESCAPE = re.compile(
     r"\\\\*(?:"
     r"[uU](?P<high>[dD][89abAB][0-9a-fA-F]{2})\\+[uU](?P<low>[dD][c-fC-F][0-9a-fA-F]{2})"
-    r"|[uU]\{(?P<brace>[0-9a-fA-F]{1,6})\}"
+    r"|[uUxX]\{(?P<brace>[0-9a-fA-F]{1,6})\}"
     r"|U(?P<long>[0-9a-fA-F]{8})"
     r"|[uU](?P<short>[0-9a-fA-F]{4})"
     r"|(?P<bytes>(?:[xX][0-9a-fA-F]{2}|[0-3]?[0-7]{1,2})(?:\\+(?:[xX][0-9a-fA-F]{2}|[0-3]?[0-7]{1,2}))*)"
     r"|(?P<control>[nrt])"
     r")"
 )
+# An ASCII character no reference or escape holds: cut after it, a text's normal form is the
+# normal forms of the two pieces end to end (every other step is per character).
+SAFE_CUT = re.compile(r"[\x00-\x22\x24\x25\x27-\x2f\x3a\x3c-\x40\x5b\x5d-\x60\x7c\x7e\x7f]")
 _BYTE = re.compile(r"\\+(?:[xX]([0-9a-fA-F]{2})|([0-7]{1,3}))")
 _CONTROLS = {"n": "\n", "r": "\r", "t": "\t"}
 _NON_ALNUM = re.compile(r"[\W_]+")
@@ -243,9 +247,9 @@ def normal_views(text: str) -> list[tuple[str, bool]]:
 
 
 def _finish(text: str) -> str:
-    if not text.isascii():
-        text = _on_non_ascii(text, _fold)
-    return _ascii_letters(text)
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_LOWER, _ASCII_DROPPED).decode("ascii")
+    return _ascii_letters(_on_non_ascii(text, _fold))
 
 
 def letters(text: str) -> str:
@@ -391,6 +395,8 @@ def normal_forms(value: str) -> dict[str, NormalForm]:
     # Differ from the two above when escapes or letters that decompose to ASCII ("º") are in it.
     add(normalise(value[::-1]), REVERSED)
     add(normalise(value.translate(_ROT13)), ROT13)
+    # Case folding keeps a few letters apart that upper-casing joins (dotless "ı" becomes "I").
+    add(normalise(value.upper()), NORMALISED, variants=True)
     half = -(-len(normal) // 2)
     if half >= MIN_PART_LENGTH:
         add(normal[:half], PART, side=1)

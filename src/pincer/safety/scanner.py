@@ -74,6 +74,7 @@ from pincer.safety.encodings import BASE32, BASE64, RAW, URL, encoded_forms, per
 from pincer.safety.normalising import (
     MIN_NORMALISED_LENGTH,
     PART,
+    SAFE_CUT,
     NormalForm,
     normal_forms,
     normal_views,
@@ -95,7 +96,7 @@ MAX_PERCENT_LAYERS = 3
 ANCHOR = MIN_NORMALISED_LENGTH
 MAX_DFA_ANCHORS = 8000  # about 60 per secret: stores of up to ~130 secrets get the faster DFA
 # A find in normal text is mapped back by a Python pass over the piece of the text around it:
-# pieces of about this many characters, cut after a space or newline.
+# pieces of about this many characters.
 WINDOW = 4096
 MAX_FAST_DEPTH = 64  # deeper (or cyclic) JSON skips the one-pass search for the careful rebuild
 _BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
@@ -122,7 +123,7 @@ class LeakScanner:
     """Immutable and thread-safe; build one per store version, derive one per call."""
 
     __slots__ = (
-        "_detector", "_finder", "_roles", "_forms", "_fallback", "_extra", "_min_length",
+        "_literal", "_forms", "_extra", "_min_length",
         "_normal", "_anchor_detector", "_anchor_finder", "_anchored", "_extra_normal",
     )  # fmt: skip
 
@@ -144,20 +145,7 @@ class LeakScanner:
                     self._forms.setdefault(form, kind)
                 for form, meaning in normal_forms(value).items():
                     self._normal.setdefault(form, meaning)
-        roles: dict[str, _Role] = {form: _Role(kind, ()) for form, kind in self._forms.items()}
-        for shape in SHAPES if shapes else ():
-            for anchor in shape.anchors:
-                role = roles.get(anchor, _Role(None, ()))
-                roles[anchor] = _Role(role.kind, role.shapes + (shape,))
-        # The automaton holds valid Unicode only; a form with a lone surrogate is tested by hand.
-        self._fallback = {f: r for f, r in roles.items() if not _is_encodable(f)}
-        patterns = [f for f in roles if f not in self._fallback]
-        # Two automata over the same patterns: leftmost-longest answers "anything here?" about
-        # three times faster (the crate's prefilters apply); only a hit pays for the
-        # overlapping search, which finds every occurrence so overlaps can be merged.
-        self._detector = AhoCorasick(patterns, matchkind=MatchKind.LeftmostLongest)
-        self._finder = AhoCorasick(patterns)
-        self._roles = [roles[f] for f in patterns]
+        self._literal = LiteralSearch(self._forms, shapes=shapes)
         self._extra: dict[str, _Role] = {}
         self._extra_normal: dict[str, NormalForm] = {}
         # Normal text is searched by an automaton of its own over the forms' anchors.
@@ -190,9 +178,7 @@ class LeakScanner:
         if not added and not added_normal:
             return self
         clone = object.__new__(LeakScanner)
-        clone._detector, clone._finder = self._detector, self._finder
-        clone._roles, clone._forms = self._roles, self._forms
-        clone._fallback, clone._min_length = self._fallback, self._min_length
+        clone._literal, clone._forms, clone._min_length = self._literal, self._forms, self._min_length
         clone._normal, clone._anchored = self._normal, self._anchored
         clone._anchor_detector, clone._anchor_finder = self._anchor_detector, self._anchor_finder
         clone._extra = {**self._extra, **added}
@@ -246,26 +232,7 @@ class LeakScanner:
         return (scanned, counter[0]) if counter[0] else (value, 0)
 
     def _spans(self, text: str, layers: int = MAX_PERCENT_LAYERS, runs: bool = True) -> list[tuple[int, int, str]]:
-        spans: list[tuple[int, int, str]] = []
-        try:
-            found = self._detector.find_matches_as_indexes(text)
-        except UnicodeEncodeError:
-            # Lone surrogates: search a copy with each replaced (same length, same indexes).
-            text_for_search = _replace_surrogates(text)
-            found = self._detector.find_matches_as_indexes(text_for_search)
-        else:
-            text_for_search = text
-        if found:
-            found = self._finder.find_matches_as_indexes(text_for_search, overlapping=True)
-            roles = self._roles
-            for index, start, end in found:
-                _add_spans(spans, text, roles[index], start, end)
-        for table in (self._fallback, self._extra):
-            for form, role in table.items():
-                start = text.find(form)
-                while start >= 0:
-                    _add_spans(spans, text, role, start, start + len(form))
-                    start = text.find(form, start + 1)
+        spans = self._literal.spans(text, self._extra)
         if layers and "%" in text:
             self._add_decoded_spans(spans, text, layers)
         if self._anchor_detector is not None or self._extra_normal:
@@ -365,9 +332,8 @@ class _Locator:
     """The way back from a span of ``normalise(text)`` to the span of ``text`` it came from.
 
     ``normalise_mapped`` (a Python pass) runs only on the pieces of ``text`` a find lies in:
-    ``text`` is cut after a space or newline about every ``WINDOW`` characters, where no
-    reference or escape can be cut in two, so the normal forms of the pieces, end to end, are the
-    normal form of ``text``.
+    ``text`` is cut about every ``WINDOW`` characters after a character no reference or escape
+    can hold, so the normal forms of the pieces, end to end, are the normal form of ``text``.
     """
 
     def __init__(self, text: str, normal: str, *, decode: bool) -> None:
@@ -400,15 +366,14 @@ class _Locator:
 
 
 def _cuts(text: str) -> list[int]:
-    """Where to cut ``text`` into pieces of about ``WINDOW`` characters: after a space or newline."""
+    """Where to cut ``text`` into pieces of about ``WINDOW`` characters: after an ASCII character
+    no reference or escape can hold (``normalising.SAFE_CUT``: a space, most punctuation)."""
     cuts = [0]
     while len(text) - cuts[-1] > 2 * WINDOW:
-        target = cuts[-1] + WINDOW
-        space, newline = text.find(" ", target), text.find("\n", target)
-        cut = min(c for c in (space, newline, len(text) - 1) if c >= 0) + 1
-        if cut >= len(text):
+        found = SAFE_CUT.search(text, cuts[-1] + WINDOW)
+        if found is None or found.end() >= len(text):
             break
-        cuts.append(cut)
+        cuts.append(found.end())
     cuts.append(len(text))
     return cuts
 
@@ -476,6 +441,52 @@ def _spans_by_part(spans: list[tuple[int, int, str]], parts: list[str]) -> dict[
                 by_part.setdefault(index, []).append((first, last, kind))
             index += 1
     return by_part
+
+
+class LiteralSearch:
+    """The literal forms of the values and the credential shapes' anchors, found in text as it is."""
+
+    __slots__ = ("_detector", "_finder", "_roles", "_fallback")
+
+    def __init__(self, forms: Mapping[str, str], *, shapes: bool = True) -> None:
+        roles: dict[str, _Role] = {form: _Role(kind, ()) for form, kind in forms.items()}
+        for shape in SHAPES if shapes else ():
+            for anchor in shape.anchors:
+                role = roles.get(anchor, _Role(None, ()))
+                roles[anchor] = _Role(role.kind, role.shapes + (shape,))
+        # The automaton holds valid Unicode only; a form with a lone surrogate is tested by hand.
+        self._fallback = {f: r for f, r in roles.items() if not _is_encodable(f)}
+        patterns = [f for f in roles if f not in self._fallback]
+        # Two automata over the same patterns: leftmost-longest answers "anything here?" about
+        # three times faster (the crate's prefilters apply); only a hit pays for the
+        # overlapping search, which finds every occurrence so overlaps can be merged.
+        self._detector = AhoCorasick(patterns, matchkind=MatchKind.LeftmostLongest)
+        self._finder = AhoCorasick(patterns)
+        self._roles = [roles[f] for f in patterns]
+
+    def spans(self, text: str, extra: Mapping[str, _Role]) -> list[tuple[int, int, str]]:
+        """Every find in ``text``, and of the ``extra`` forms (tested by hand: no rebuild)."""
+        spans: list[tuple[int, int, str]] = []
+        try:
+            found = self._detector.find_matches_as_indexes(text)
+        except UnicodeEncodeError:
+            # Lone surrogates: search a copy with each replaced (same length, same indexes).
+            text_for_search = _replace_surrogates(text)
+            found = self._detector.find_matches_as_indexes(text_for_search)
+        else:
+            text_for_search = text
+        if found:
+            found = self._finder.find_matches_as_indexes(text_for_search, overlapping=True)
+            roles = self._roles
+            for index, start, end in found:
+                _add_spans(spans, text, roles[index], start, end)
+        for table in (self._fallback, extra):
+            for form, role in table.items():
+                start = text.find(form)
+                while start >= 0:
+                    _add_spans(spans, text, role, start, start + len(form))
+                    start = text.find(form, start + 1)
+        return spans
 
 
 def _add_spans(spans: list[tuple[int, int, str]], text: str, role: _Role, start: int, end: int) -> None:
