@@ -8,9 +8,9 @@ Normalising removes those differences from both sides, the text and the secret:
 1. Unicode NFKD (compatibility decomposition: fullwidth and other compatibility letters become
    plain ones, accents come apart from their letters);
 2. character references (``&#112;``, ``&#x70;``, ``&amp;``, any HTML 5 name) and escapes
-   (``\\u0070``, ``\\U00000070``, ``\\u{70}``, ``\\x70``, ``\\160``, runs of byte escapes read as
-   UTF-8, ``\\n``/``\\r``/``\\t``) decoded, each escape after any number of backslashes, up to
-   ``DECODE_ROUNDS`` times (an escape of an escape);
+   (``\\u0070``, ``\\U00000070``, ``\\u{70}``, ``\\x{70}``, ``\\x70``, ``\\160``, runs of byte
+   escapes read as UTF-8, ``\\n``/``\\r``/``\\t``) decoded, each escape after any number of
+   backslashes, up to ``DECODE_ROUNDS`` times (an escape of an escape);
 3. NFKD again, case folding, NFKD again;
 4. every character that is not a letter or digit (``str.isalnum``) dropped: punctuation,
    spaces, symbols, combining marks, zero-width and control characters.
@@ -20,10 +20,11 @@ punctuation runs together with the separators put between its characters (``a-b-
 ``ab-c`` dash-joined), so only a form without punctuation is the same on both sides.
 
 Every step is per character (decomposition never composes, case folding has no context) except
-the decoding of a reference or escape, which never spans a space or newline. So the normal form
-of a text is the concatenation of the normal forms of its pieces cut after whitespace, and
-:func:`normalise_mapped`, run only after a find, gives the same text with, for each character,
-the span of the original it came from; a find redacts that span of the original.
+the decoding of a reference or escape, which never holds a space or most punctuation
+(``SAFE_CUT``). So the normal form of a text is the concatenation of the normal forms of its
+pieces cut after such a character, and :func:`normalise_mapped`, run only after a find, gives
+the same text with, for each character, the span of the original it came from; a find redacts
+that span of the original.
 
 :func:`normal_forms` lists what of a secret is searched for in normal text (see there).
 """
@@ -107,6 +108,16 @@ _CHARS_PER_RUN = 32
 _ROT13 = str.maketrans(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "nopqrstuvwxyzabcdefghijklmNOPQRSTUVWXYZABCDEFGHIJKLM"
 )
+_ROT13_BYTES = bytes.maketrans(
+    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", b"nopqrstuvwxyzabcdefghijklmNOPQRSTUVWXYZABCDEFGHIJKLM"
+)
+
+
+def _rot13(text: str) -> str:
+    """rot13 of the ASCII letters (a byte-level pass for ASCII text: str.translate is per character)."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ROT13_BYTES).decode("ascii")
+    return text.translate(_ROT13)
 
 # A decoded token: its characters, each with its span relative to the token's start.
 _Pieces = list[tuple[str, int, int]]
@@ -261,14 +272,13 @@ def normalise_mapped(text: str, *, decode: bool = True) -> tuple[str, list[int],
     """``normalise(text, decode=decode)`` and, for each of its characters, the start and end of
     the original span it came from (a decoded escape maps to the whole escape). A Python pass:
     run only after a find, on the piece of the text around it."""
-    chars: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    for index, char in enumerate(text):
-        for part in _nfkd(char) if not char.isascii() else char:
-            chars.append(part)
-            starts.append(index)
-            ends.append(index + 1)
+    if text.isascii() and (not decode or ("\\" not in text and "&" not in text)):
+        kept = [index for index, char in enumerate(text) if char.isalnum()]
+        return _finish(text), kept, [index + 1 for index in kept]
+    if text.isascii():
+        chars, starts, ends = list(text), list(range(len(text))), list(range(1, len(text) + 1))
+    else:
+        chars, starts, ends = _decomposed(list(text), list(range(len(text))), list(range(1, len(text) + 1)))
     for _ in range(DECODE_ROUNDS if decode else 0):
         before = "".join(chars)
         for pattern, needle in ((_REFERENCE, "&"), (_ESCAPE, "\\")):
@@ -282,7 +292,13 @@ def normalise_mapped(text: str, *, decode: bool = True) -> tuple[str, list[int],
     out_starts: list[int] = []
     out_ends: list[int] = []
     for char, start, end in zip(chars, starts, ends, strict=True):
-        for folded in _nfkd(_nfkd(char).casefold()) if not char.isascii() else char:
+        if char.isascii():
+            if char.isalnum():
+                out.append(char.lower())
+                out_starts.append(start)
+                out_ends.append(end)
+            continue
+        for folded in _nfkd(_nfkd(char).casefold()):
             if folded.isalnum():
                 out.append(folded.lower() if folded.isascii() else folded)
                 out_starts.append(start)
@@ -341,26 +357,40 @@ class NormalForm:
     side: int = 0
 
 
-def _escapes(value: str) -> list[str]:
-    """The canonical escaped and referenced forms of ``value`` (what an encoder writes)."""
+_OCTAL = [f"{byte:03o}" for byte in range(256)]
+# One meaning per kind, shared by every form of that kind (a half carries its whole: its own).
+_MEANINGS = {kind: NormalForm(kind=kind) for kind in (NORMALISED, REVERSED, ROT13, ESCAPED, HEX, BASE64, BASE32)}
+
+
+def _escape_letters(value: str) -> list[str]:
+    """The letters and digits of ``value``'s escaped and referenced forms as encoders write them:
+    ``\\u0070`` (UTF-16, as JSON), ``\\x70`` and ``\\160`` (UTF-8 bytes), ``&#112;``, ``&#x70;``,
+    ``html.escape``, ``json.dumps`` (so also a JSON list of the characters), ``quote``. Built with
+    byte-level operations: this runs once per secret and per value injected into a call."""
     data = value.encode("utf-8", errors="surrogatepass")
+    utf16 = value.encode("utf-16-be", errors="surrogatepass")
+    codes = [ord(char) for char in value]
+    # Past the BMP also as \\U0001f600 (Python, C) rather than a UTF-16 pair (JSON, JavaScript).
+    wide = ["".join(f"u{code:04x}" if code <= 0xFFFF else f"u{code:08x}" for code in codes)] if max(codes) > 0xFFFF else []
     return [
-        "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}" for c in value),
-        "".join(f"\\x{b:02x}" for b in data),
-        "".join(f"\\{b:03o}" for b in data),
-        "".join(f"&#{ord(c)};" for c in value),
-        "".join(f"&#x{ord(c):x};" for c in value),
-        html.escape(value),
-        json.dumps(value),  # what a JSON encoder writes, so also a JSON list of the characters
-        quote(value, safe="", errors="surrogatepass"),
+        "u" + utf16.hex("u", 2),
+        *wide,
+        "x" + data.hex("x"),
+        "".join(map(_OCTAL.__getitem__, data)),
+        "".join(map(str, codes)),
+        "x" + "x".join(map("{:x}".format, codes)),
+        letters(html.escape(value)),
+        letters(json.dumps(value)),
+        letters(quote(value, safe="", errors="surrogatepass")),
     ]
 
 
-def _encodings(data: bytes) -> list[tuple[str, str]]:
-    """Hex and the stable base64/base32 cores of ``data``, as letters and digits, with their kind."""
+def _encodings(data: bytes, *, base32: bool = True) -> list[tuple[str, str]]:
+    """Hex and the stable base64 (and base32) cores of ``data``, as letters and digits, with their
+    kind. (Python's base32 encoder is pure Python, 20 us a call: five calls a value only.)"""
     forms = [(data.hex(), HEX)]
     forms += [(letters(core), BASE64) for core in base64_cores(data)]
-    forms += [(letters(core), BASE32) for core in base32_cores(data)]
+    forms += [(letters(core), BASE32) for core in base32_cores(data)] if base32 else []
     return forms
 
 
@@ -383,31 +413,33 @@ def normal_forms(value: str) -> dict[str, NormalForm]:
     forms: dict[str, NormalForm] = {}
 
     def add(form: str, kind: str, *, variants: bool = False, side: int = 0) -> None:
-        if len(form) < MIN_NORMALISED_LENGTH:
+        if len(form) < MIN_NORMALISED_LENGTH or form in forms:
             return
-        forms.setdefault(form, NormalForm(kind=kind, whole=normal if side else "", side=side))
+        forms[form] = NormalForm(kind=kind, whole=normal, side=side) if side else _MEANINGS[kind]
         if variants:
-            forms.setdefault(form[::-1], NormalForm(kind=REVERSED))
-            forms.setdefault(form.translate(_ROT13), NormalForm(kind=ROT13))
+            forms.setdefault(form[::-1], _MEANINGS[REVERSED])
+            forms.setdefault(_rot13(form), _MEANINGS[ROT13])
 
     add(normal, NORMALISED, variants=True)
-    add(normal[::-1].translate(_ROT13), ROT13)
+    add(_rot13(normal[::-1]), ROT13)
     # Differ from the two above when escapes or letters that decompose to ASCII ("º") are in it.
     add(normalise(value[::-1]), REVERSED)
-    add(normalise(value.translate(_ROT13)), ROT13)
+    add(normalise(_rot13(value)), ROT13)
     # Case folding keeps a few letters apart that upper-casing joins (dotless "ı" becomes "I").
     add(normalise(value.upper()), NORMALISED, variants=True)
     half = -(-len(normal) // 2)
     if half >= MIN_PART_LENGTH:
         add(normal[:half], PART, side=1)
         add(normal[-half:], PART, side=-1)
-    for escaped in _escapes(value):
-        add(letters(escaped), ESCAPED, variants=True)
+    for escaped in _escape_letters(value):
+        add(escaped, ESCAPED, variants=True)
     data = value.encode("utf-8", errors="surrogatepass")
     for form, kind in _encodings(data):
         add(form, kind, variants=True)
+    # Of the reversed and the normal value, hex and base64 (alone in a text, any of these is also
+    # found by decoding it: encoded_runs; these forms find them inside a longer blob).
     for other in (value[::-1].encode("utf-8", errors="surrogatepass"), normal.encode("utf-8")):
-        for form, kind in _encodings(other):
+        for form, kind in _encodings(other, base32=False):
             add(form, kind)
     return forms
 
