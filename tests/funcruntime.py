@@ -44,3 +44,16 @@ class FuncRuntime:
         self.calls[spec.name] += 1
         value = await self.funcs[spec.name](dict(args), host)
         return value if isinstance(value, ToolOutput) else ToolOutput(value=value)
+
+
+class RecordingClient:
+    """A client channel that keeps the progress and log text a tool sends (what a caller would see)."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        self.messages.append(message or "")
+
+    async def log(self, level: str, message: str) -> None:
+        self.messages.append(message)

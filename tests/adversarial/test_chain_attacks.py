@@ -17,7 +17,7 @@ from pincer.core.errors import ApprovalGone, Denied
 from pincer.core.values import CallRequest, ToolOutput
 from pincer.service import Pincer
 from pincer.store import ApprovalStatus
-from tests.funcruntime import FuncRuntime
+from tests.funcruntime import FuncRuntime, RecordingClient
 
 pytestmark = pytest.mark.anyio
 
@@ -163,21 +163,10 @@ async def test_one_output_limit_covers_content_blocks(pincer: Pincer) -> None:
     assert "truncated" in result.content[-1]["text"]
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        self.messages.append(message or "")
-
-    async def log(self, level: str, message: str) -> None:
-        self.messages.append(message)
-
-
 async def test_progress_and_log_text_is_leak_scanned(pincer: Pincer) -> None:
     """Item 9 (the chain's part). Failed on main before the fix: report_progress text from a tool
     reached the client unscanned."""
-    client = _Recorder()
+    client = RecordingClient()
     result = await pincer.call(CallRequest(tool="chatty", args={}, client=client))
     assert result.ok
     assert len(client.messages) == 2

@@ -24,7 +24,7 @@ import pytest
 from pincer.core.values import CallRequest, ToolOutput
 from pincer.safety.scanner import LeakScanner
 from pincer.service import Pincer
-from tests.funcruntime import FuncRuntime
+from tests.funcruntime import FuncRuntime, RecordingClient
 from tests.safety.disguises import DISGUISES, normal, revealed
 
 SECRET = "pk-Live-Vault-9f3Qz7Wx"  # 22 characters, 19 letters and digits; no well-known shape
@@ -133,17 +133,6 @@ async def _failing(args: dict[str, Any], host: Any) -> Any:
     return ToolOutput(value=f"auth failed for {DISGUISES['octal-escaped'](SECRET)}", is_error=True)
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        self.messages.append(message or "")
-
-    async def log(self, level: str, message: str) -> None:
-        self.messages.append(message)
-
-
 @pytest.fixture
 async def pincer(tmp_path: Path) -> AsyncIterator[Pincer]:
     runtime = FuncRuntime()
@@ -162,7 +151,7 @@ async def test_the_chain_redacts_disguises_in_values_content_progress_logs_and_e
     """Failed on main: the dash-joined value, the JSON list, the doubled ``\\u`` escapes, the
     fullwidth content block, the HTML-referenced progress text, the dot-joined log line and the
     octal-escaped error all reached the caller."""
-    client = _Recorder()
+    client = RecordingClient()
     value = await pincer.call(CallRequest(tool="value", args={}))
     content = await pincer.call(CallRequest(tool="content", args={}))
     chatty = await pincer.call(CallRequest(tool="chatty", args={}, client=client))
