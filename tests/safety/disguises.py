@@ -172,13 +172,17 @@ def _base64(chunk: str) -> bytes:
 
 def _base32(chunk: str) -> bytes:
     chunk = chunk.upper()
-    for cut in range(8):  # only some lengths of a last group are valid base32
-        piece = chunk[: len(chunk) - cut]
-        try:
-            return base64.b32decode(piece + "=" * (-len(piece) % 8))
-        except binascii.Error:
-            continue
-    return b""
+    if not _BASE32_RUN.fullmatch(chunk):
+        return b""
+    extra = len(chunk) % 8  # a last group of 1, 3 or 6 characters is not base32
+    piece = chunk[: len(chunk) - extra] if extra in (1, 3, 6) else chunk
+    try:
+        return base64.b32decode(piece + "=" * (-len(piece) % 8))
+    except binascii.Error:
+        return b""
+
+
+_BASE32_RUN = re.compile(r"[A-Z2-7]+")
 
 
 def _hex(chunk: str) -> bytes:
@@ -189,13 +193,14 @@ def _hex(chunk: str) -> bytes:
 
 
 @lru_cache(maxsize=64)
-def _wanted(secret: str) -> frozenset[str]:
+def _wanted(secret: str) -> re.Pattern[str]:
+    """One pattern for the normal form of ``secret`` under each disguise, as it is, reversed, rot13."""
     assert len(normal(secret)) >= 8, "the oracle is for secrets with at least 8 letters and digits"
     wanted: set[str] = set()
     for disguise in DISGUISES.values():
         for form in (normal(disguise(secret)), letters(disguise(secret))):
             wanted |= {form, form[::-1], codecs.encode(form, "rot13")}
-    return frozenset(wanted)
+    return re.compile("|".join(map(re.escape, sorted(wanted, key=len, reverse=True))))
 
 
 def revealed(text: str, secret: str) -> bool:
@@ -203,9 +208,12 @@ def revealed(text: str, secret: str) -> bool:
     (so also the letters of its escapes or encodings, separated out), reversed or rot13, readable
     in the normal form of ``text`` or of any decoding of it (two layers deep)."""
     wanted = _wanted(secret)
+    seen: set[str] = set()
     for layer in _decodings(text):
         for view in [layer, *_decodings(layer)[1:]]:
-            for plain in (normal(view), letters(view)):
-                if any(w in plain for w in wanted):
-                    return True
+            if view in seen:
+                continue
+            seen.add(view)
+            if wanted.search(normal(view)) or wanted.search(letters(view)):
+                return True
     return False
