@@ -16,7 +16,7 @@ import pytest
 
 from pincer.config import parse_config
 from pincer.core.values import CallRequest
-from pincer.safety.normalising import normalise as fold
+from pincer.safety.normalising import normalise
 from pincer.safety.scanner import LeakScanner
 from pincer.service import Pincer
 from tests.localservers import TRANSFORMS, serve
@@ -36,8 +36,8 @@ def _visible(output: str, how: str) -> list[str]:
     if how == "split":
         middle = len(SECRET) // 2
         longer = max(SECRET[:middle], SECRET[middle:], key=len)
-        return [longer] if fold(longer) in fold(output) else []
-    return [sent] if sent in output or fold(sent) in fold(output) else []
+        return [longer] if normalise(longer) in normalise(output) else []
+    return [sent] if sent in output or normalise(sent) in normalise(output) else []
 
 
 @pytest.mark.parametrize("how", sorted(TRANSFORMS))
@@ -63,7 +63,7 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
 
 
 def test_short_values_keep_only_their_literal_forms() -> None:
-    """Folding a value under 12 characters would match ordinary text by chance."""
+    """Normalising a value with fewer than 8 letters and digits would match ordinary text by chance."""
     scanner = LeakScanner(["abc123"])
     assert scanner.scan_text("ABC123 and 321cba") == ("ABC123 and 321cba", 0)
     assert scanner.scan_text("x abc123 y") == ("x [REDACTED:secret] y", 1)
