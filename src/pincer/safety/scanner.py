@@ -57,7 +57,7 @@ for stores of up to ~130 secrets), each hit checked against the whole form; runs
 found by two byte-level passes. The Python pass that maps normal text back runs only after a
 find, on the pieces of about ``WINDOW`` characters around it. ``bench/scanner.py`` compares
 this with the scanner before in one run: 0.6-1.2x its time on a megabyte without a secret
-(logs, or pincer's own source), 1.1-1.7x on a 94-byte line (a few microseconds).
+(logs, or pincer's own source), 1.1-1.9x on a 94-byte line (a few microseconds).
 """
 
 from __future__ import annotations
