@@ -275,5 +275,5 @@ async def test_a_cancelled_call_is_still_audited(pincer: Pincer) -> None:
     with anyio.move_on_after(0.05):
         await call(pincer, "slow")
     (record,) = pincer.audit.records(tool="slow")
-    assert record.outcome == "error" and "cancelled by its caller" in record.error
+    assert record.outcome == "cancelled" and "cancelled by its caller" in record.error
     assert pincer.audit.verify() == 1

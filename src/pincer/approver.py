@@ -15,8 +15,9 @@ session, or to every session when the answerer widens it on purpose — and asks
 remember its own part (the exec allowlist).
 
 An approval belongs to its call: when the call is gone (cancelled by its caller, or the wait
-timed out), the request is marked expired in the same step, so a later answer is refused
-instead of pretending somebody acted on it. The one exception is a caller that leaves on
+timed out), the request is marked expired, so a later answer is refused instead of pretending
+somebody acted on it (a cancelled call's request is expired by the chain, in the transaction
+that records the call). The one exception is a caller that leaves on
 purpose: an ``on_approval`` hook that raises :class:`ApprovalPending` (an MCP client that cannot
 be asked, with ``[approvals] when_no_elicitation = "return"``) detaches the request, bound to the
 call; the same call made again (same session, tool, arguments, idempotency key) finds it, waits
@@ -30,6 +31,8 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import ApprovalDenied, ApprovalPending, ApprovalTimeout, Denied, PincerError
@@ -91,6 +94,7 @@ class Approver:
         binding: str,
         run_id: str | None = None,
         tainted_by: str | None = None,
+        caller: str | None = None,
     ) -> Asked:
         """Create the request, tell ``on_approval`` (the gateway), wait for an answer. Raises
         ApprovalDenied, ApprovalTimeout or ApprovalPending; the request is expired when the call
@@ -132,6 +136,7 @@ class Approver:
             detail=runtime_ask.detail if runtime_ask is not None else None,
             run_id=run_id,
             tainted_by=tainted_by,
+            caller=caller,
         )
         if on_created is not None:
             on_created(approval)
@@ -145,11 +150,12 @@ class Approver:
                     raise _pending(approval) from None
                 except Exception:  # the hook is a convenience; the request stays answerable elsewhere
                     logger.exception("approval hook failed for %s", approval.id)
-        except ApprovalPending:
+        except (ApprovalPending, anyio.get_cancelled_exc_class()):
+            # Cancelled while the hook asked (a terminal prompt, an elicitation): the call is
+            # gone, and the chain expires the request with its record (one transaction).
             raise
         except BaseException:
-            # Cancelled while the hook asked (a terminal prompt, an elicitation): the call is gone.
-            self.approvals.expire(approval.id)  # synchronous: a cancellation cannot skip it
+            self.approvals.expire(approval.id)  # synchronous: nothing can skip it
             raise
         try:
             answered = await self.approvals.wait(approval.id, self.timeout_s)
@@ -165,9 +171,13 @@ class Approver:
                     approval="ask_fallback",
                 )
             raise
+        except anyio.get_cancelled_exc_class():
+            # The caller went away (cancelled): nobody will act on an answer any more. The chain
+            # records the call and expires the request in one transaction (Dispatcher._record),
+            # so a kill between the two cannot leave an expired request with no record.
+            raise
         except BaseException:
-            # The caller went away (cancelled): nobody will act on an answer any more.
-            self.approvals.expire(approval.id)  # synchronous: a cancellation cannot skip it
+            self.approvals.expire(approval.id)  # synchronous: nothing can skip it
             raise
         return Asked(decision=self._apply(answered, spec, call_effects, hosts, grant_decision, runtime_ask), approval=approval.id)
 

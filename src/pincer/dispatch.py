@@ -18,7 +18,7 @@
 
 Validation and preflight run before approval (docs/architecture.md, "The call chain"): nobody
 should be asked to approve a call that cannot run. Only step 9 runs a tool; step 11 always
-happens, for denials and failures too. ``call`` never raises for a tool or policy failure: the
+happens, for denials, failures and cancellations too. ``call`` never raises for a tool or policy failure: the
 ToolResult says what went wrong.
 """
 
@@ -35,6 +35,7 @@ import anyio
 
 from pincer.approver import ApprovalHook, Approver
 from pincer.config import Config
+from pincer.core.acts import CANCELLED
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, ToolError, ToolTimeout
 from pincer.core.schema import validate_args
@@ -221,11 +222,12 @@ class Dispatcher:
                 logger.exception("unexpected failure calling %s", request.tool)
                 result = self._failure(ToolError(f"{request.tool} failed unexpectedly: {type(exc).__name__}"), scanner)
             except anyio.get_cancelled_exc_class():
-                # The caller went away (a client disconnected, a task group ended): the call is
-                # still recorded, shielded so the cancellation cannot skip the record.
+                # The caller went away (a client disconnected, a task group ended, SIGTERM): the
+                # call is still recorded, shielded so the cancellation cannot skip the record.
                 cancelled = self._failure(ToolError(f"{request.tool} was cancelled by its caller"), scanner)
+                entry = self._audit_entry(request, trace, cancelled, cancelled.usage, scanner, outcome=CANCELLED)
                 with anyio.CancelScope(shield=True):
-                    await self.audit.append(self._audit_entry(request, trace, cancelled, cancelled.usage, scanner))
+                    await self._record(entry)
                 raise
         finally:
             self._in_flight -= 1
@@ -238,9 +240,7 @@ class Dispatcher:
             extra=usage.extra,
         )
         entry = self._audit_entry(request, trace, result, usage, scanner)
-        # Yielding once lets concurrent callers join this commit (group commit). With another
-        # call in flight it is worth it; else the log decides from what its last yields found.
-        audit_id = await self.audit.append(entry, gather=True if self._in_flight > 0 else None)
+        audit_id = await self._record(entry)
         return ToolResult(
             ok=result.ok,
             output=result.output,
@@ -250,6 +250,16 @@ class Dispatcher:
             audit_id=audit_id,
             cached=result.cached,
         )
+
+    async def _record(self, entry: AuditEntry) -> int | None:
+        """Step 10. A call that never ran after it asked is recorded with its approval marked, in
+        one transaction, so that a process finding this one gone later does not record it again
+        (store/approvals.py); None when such a process already did."""
+        if entry.outcome == CANCELLED and entry.approval_id is not None:
+            return await self.approvals.arecord_gone(entry.approval_id, entry)
+        # Yielding once lets concurrent callers join this commit (group commit). With another
+        # call in flight it is worth it; else the log decides from what its last yields found.
+        return await self.audit.append(entry, gather=True if self._in_flight > 0 else None)
 
     async def reject(self, request: CallRequest, error: PincerError) -> ToolResult:
         """Record a call an entry point refused before it could be built (malformed JSON args)."""
@@ -328,6 +338,7 @@ class Dispatcher:
                 on_created=note,
                 run_id=request.run_id,
                 tainted_by=_taint_shown(request.taint, scanner),
+                caller=request.caller,
             )
             decision, approval = asked.decision, asked.approval
             trace.decision = decision
@@ -462,6 +473,7 @@ class Dispatcher:
             run_id=request.run_id,
             taint=request.taint,
             approval=approval,
+            caller=request.caller,
         )
 
     def _finish(self, spec: ToolSpec, output: ToolOutput, scanner: Scanner, duration_ms: float) -> ToolResult:
@@ -585,17 +597,13 @@ class Dispatcher:
         return ToolResult(ok=False, error=error)
 
     def _audit_entry(
-        self, request: CallRequest, trace: _Trace, result: ToolResult, usage: Usage, scanner: Scanner
-    ) -> AuditEntry:
+        self, request: CallRequest, trace: _Trace, result: ToolResult, usage: Usage, scanner: Scanner,
+        *, outcome: str | None = None,
+    ) -> AuditEntry:  # fmt: skip
         decision = trace.decision
         error = result.error or {}
         code = error.get("code")
-        if code == "approval_pending":
-            outcome = "pending"  # returned at once; the same call made again runs it
-        elif code in ("denied", "approval_denied", "approval_timeout", "budget_exceeded", "egress_denied"):
-            outcome = "denied"
-        else:
-            outcome = "ok" if result.ok else "error"
+        outcome = outcome or _outcome_of(code, ok=result.ok)
         if trace.spec is None:
             args = redact_args(request.args, scanner) if isinstance(request.args, Mapping) else {}
         else:
@@ -619,6 +627,17 @@ class Dispatcher:
             approval_id=trace.approval_id,
             run_id=request.run_id,
         )
+
+
+def _outcome_of(code: Any, *, ok: bool) -> str:
+    """A finished call's audit outcome, from its error code."""
+    if code == "approval_pending":
+        return "pending"  # returned at once; the same call made again runs it
+    if code == "approval_timeout":
+        return CANCELLED  # nobody answered: the call was dropped, not refused by anyone
+    if code in ("denied", "approval_denied", "budget_exceeded", "egress_denied"):
+        return "denied"
+    return "ok" if ok else "error"
 
 
 def _key_required(tool: str, caller: str) -> IdempotencyKeyRequired:

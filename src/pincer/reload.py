@@ -37,7 +37,7 @@ from pincer.core.errors import PincerError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["watch_state", "STATE_WATCH_INTERVAL_S", "live_config_changes"]
+__all__ = ["watch_state", "STATE_WATCH_INTERVAL_S", "live_config_changes", "policy_changes", "POLICY_SECTIONS"]
 
 STATE_WATCH_INTERVAL_S = 1.0
 
@@ -91,6 +91,22 @@ def live_config_changes(old: Config, new: Config) -> list[str]:
     if old.workspace != new.workspace:
         changed.append("[workspace] path")
     return changed
+
+
+# The parts of config.toml that decide what pincer may do: who may call (sessions, tokens,
+# allowed hosts), what a call may do (grants, limits, credentials, network, sandbox, the taint
+# rule, tool limits), how it is asked (approvals), what starts runs (hooks, jobs) and which tools
+# exist (built-ins, hub sources, a model for run_skill and build_tool). A change to any of them
+# is an act (core/acts.py): the gateway that applies it records it.
+POLICY_SECTIONS = (
+    "grants", "sessions", "limits", "credentials", "network", "sandbox", "agent", "tools", "approvals",
+    "idempotency", "gateway", "hooks", "jobs", "builtins", "hub", "llm",
+)  # fmt: skip
+
+
+def policy_changes(old: Config, new: Config) -> list[str]:
+    """The policy sections (:data:`POLICY_SECTIONS`) that differ between two configs."""
+    return [name for name in POLICY_SECTIONS if getattr(old, name) != getattr(new, name)]
 
 
 def _locked_kinds(path: Path) -> set[str]:

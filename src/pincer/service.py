@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 
 from pincer.approver import ApprovalHook
-from pincer.config import Config, load_config
+from pincer.config import CONFIG_FILENAME, Config, load_config
 from pincer.core.errors import PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.dispatch import Dispatcher
@@ -83,7 +83,7 @@ class Pincer:
                 if self._writer is not None:
                     self._writer.close()
                 raise
-            self.approvals = ApprovalStore(self._conn)
+            self.approvals = ApprovalStore(self._conn, audit=self.audit)
             self.grants = GrantStore(self._conn)
             self.idempotency = IdempotencyStore(
                 self._conn, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries
@@ -170,6 +170,9 @@ class Pincer:
             raise
         pincer._watches_wasm = wasm
         try:
+            # Calls whose waiting process died (killed while it waited for an answer) are
+            # recorded by whoever opens the store next, if nobody listed the approvals since.
+            pincer.approvals.expire_overdue()
             if pincer.home_sync.is_shared:
                 # What other machines installed is in place before the runtimes read the home.
                 await pincer.sync_home(always=True)
@@ -418,6 +421,7 @@ class Pincer:
 
         old, self.config = self.config, config
         self.dispatcher.reconfigure(config)
+        await self._record_policy_change(old, config)
         for setting in live_config_changes(old, config):
             logger.warning("config.toml: %s changed; it takes effect when `pincer serve` restarts", setting)
         # against the start, so a setting put back needs no restart any more (`pincer doctor` asks)
@@ -434,6 +438,30 @@ class Pincer:
         )  # fmt: skip
         if any(getattr(old, key) != getattr(config, key) for key in sandbox):
             await self.reload_script_tools()
+
+    async def _record_policy_change(self, old: Config, new: Config) -> None:
+        """A reloaded config.toml that changes policy is an act: one record, by this gateway
+        (``config:<host>``: the file says nothing of who edited it), naming the sections that
+        changed and the sha256 of the file it read."""
+        import hashlib
+
+        from pincer.core.acts import ActKind, Actor
+        from pincer.reload import policy_changes
+        from pincer.store.acts import act_entry
+        from pincer.store.owners import this_host
+
+        changed = policy_changes(old, new)
+        if not changed:
+            return
+        try:
+            digest = hashlib.sha256((self.home / CONFIG_FILENAME).read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        actor = Actor(channel="config", principal=new.store.host_id or this_host())
+        await self.audit.append(
+            act_entry(ActKind.CONFIG, actor=actor, subject=CONFIG_FILENAME, outcome="applied",
+                      reason=f"{CONFIG_FILENAME} reloaded: {', '.join(changed)} changed", args={"changed": changed, "sha256": digest})
+        )  # fmt: skip
 
     async def _follow_config_tools(self, old: Config, new: Config) -> None:
         """The tools that exist because of config.toml come and go with it: run_skill and

@@ -74,7 +74,8 @@ async def test_the_agent_searches_and_installs_a_skill_after_a_person_approves(c
         skill = pincer.skills.get("meeting-notes")
         assert skill.trust.value == "installed" and skill.root == "installed"
         records = [r for r in pincer.audit.records() if r.kind == "hub"]
-        assert [(r.tool, r.decision, r.caller) for r in records] == [("skills/meeting-notes", "installed", "agent")]
+        assert [(r.tool, r.outcome, r.caller) for r in records] == [("skills/meeting-notes", "installed", "agent:main")]
+        assert records[0].approval_id == approval.id  # the approval that let the agent install it
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pincer.secrets.store import SecretStore
+from tests.acts.support import CLI_ACTOR
 from tests.hub.conftest import SECRET_KEY_HEX, RunningHub, cli, cli_json, write_config, write_skill
 
 
@@ -107,7 +108,8 @@ def test_publish_search_install_update_rollback_pin_verify_remove(tmp_path: Path
     assert not (consumer / "installed" / "skills" / "pr-review").exists()
     assert cli_json(consumer, "installed")["artifacts"] == []
     audit = [r for r in json.loads(cli(consumer, "audit", "list", "--json").stdout) if r["kind"] == "hub"]
-    assert [r["decision"] for r in audit] == ["installed", "pin", "unpin", "updated", "rollback", "reinstalled", "remove"]
+    assert [r["outcome"] for r in audit] == ["installed", "pin", "unpin", "updated", "rollback", "reinstalled", "remove"]
+    assert {(r["decision"], r["caller"]) for r in audit} == {("allow", CLI_ACTOR)}
 
 
 def test_tags_and_yanks_steer_what_installs(tmp_path: Path, people: tuple[Path, Path, str]) -> None:

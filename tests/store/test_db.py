@@ -47,10 +47,11 @@ def test_a_database_of_schema_5_migrates_and_keeps_its_approvals(tmp_path: Path)
     )
     conn.close()
     conn = open_database(tmp_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
     store = ApprovalStore(conn)
     old = store.get("old1")
     assert old.run_id is None and old.tainted_by is None and old.tool == "write_file"
+    assert old.caller is None and not old.gone_recorded
     new = store.create(session="main", tool="http", args={}, effects=(), hosts=(), reason="r", timeout_s=5,
                        run_id="run-1", tainted_by="the output of http (audit record 3)")  # fmt: skip
     conn.close()

@@ -88,7 +88,7 @@ def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
             shown_secrets = {str(s.get("name")) for s in shown.get("secrets") or () if isinstance(s, Mapping)}
             request = replace(request, hosts=tuple(h for h in request.hosts if h in set(shown.get("hosts") or ())),
                               secrets=tuple(s for s in request.secrets if s in shown_secrets))  # fmt: skip
-        report = await run_build(pincer, request, planned=planned)
+        report = await run_build(pincer, request, actor=host.actor, planned=planned, approval_id=host.approval)
         data = report.to_json()
         return {k: data[k] for k in ("key", "version", "signer", "description", "hosts", "secrets", "effects", "dropped",
                                      "tests_passed", "tests_total", "iterations", "tokens", "cost_usd", "seconds")}  # fmt: skip

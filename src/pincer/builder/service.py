@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from pincer.config import Config
+    from pincer.core.acts import Actor
     from pincer.registry import Registry
     from pincer.secrets.store import SecretStore
     from pincer.store.approvals import ApprovalStore
@@ -105,11 +106,13 @@ async def plan_build(pincer: BuilderHost, request: BuildRequest, *, profile: str
         return await builder.plan(request)
 
 
-async def run_build(pincer: BuilderHost, request: BuildRequest, *, profile: str | None = None, runner_cache: Path | None = None,
-                    progress: Progress | None = None, limits: Any = None, planned: PlannedBuild | None = None) -> BuildReport:  # fmt: skip
+async def run_build(pincer: BuilderHost, request: BuildRequest, *, actor: Actor, profile: str | None = None,
+                    runner_cache: Path | None = None, progress: Progress | None = None, limits: Any = None,
+                    planned: PlannedBuild | None = None, approval_id: str | None = None) -> BuildReport:  # fmt: skip
     """Build with ``pincer``'s model (``[llm]``, or ``profile``), from ``planned`` on when the
-    plan was made (and approved) already; the tool is registered live."""
-    from pincer.store.audit import AuditEntry
+    plan was made (and approved) already; the tool is registered live. What the build installs
+    is recorded as ``actor``'s act (``approval_id``: the approval that let it)."""
+    from pincer.store.acts import hub_act
 
     records: list[tuple[str, str, str, str]] = []
     try:
@@ -118,7 +121,6 @@ async def run_build(pincer: BuilderHost, request: BuildRequest, *, profile: str 
             report = await builder.build(request, planned=planned)
     finally:
         for action, key, version, reason in records:
-            await pincer.audit.append(AuditEntry(session=request.session, caller="builder", tool=key, kind="hub",
-                                                 decision=action, reason=reason, outcome="ok", args={"version": version}))  # fmt: skip
+            await pincer.audit.append(hub_act(actor, action, key, version, reason, approval_id=approval_id))
     await pincer.reload_hub_artifacts(frozenset({"tool"}))
     return report

@@ -85,9 +85,11 @@ def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
 
 def _answer(approval_id: str, answer: Answer, as_json: bool, scope: AnswerScope | None = None) -> None:
     async def body() -> dict[str, Any]:
+        from pincer.cli.acts import cli_actor
+
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
             answered: dict[str, Any] = pincer.shown(
-                pincer.dispatcher.answer(approval_id, answer, by="cli", scope=scope).to_dict()
+                pincer.dispatcher.answer(approval_id, answer, by=str(cli_actor()), scope=scope).to_dict()
             )
             return answered
 

@@ -80,25 +80,14 @@ class InstallProgress:
 
 
 def _audit_sink(home: Path) -> Any:
-    """Records every change in the audit log; the database opens on the first record, so a
-    refused install touches nothing."""
+    """Records every change in the audit log, as the CLI user's act; the database opens on the
+    first record, so a refused install touches nothing."""
 
     def record(action: str, key: str, version: str, reason: str) -> None:
-        from pincer.cli.common import audit_key
-        from pincer.config import load_config
-        from pincer.store import AuditLog, open_database
-        from pincer.store.anchor import ANCHOR_FILE, AnchorFile
-        from pincer.store.audit import AuditEntry
+        from pincer.cli.acts import cli_actor, record_entries
+        from pincer.store.acts import hub_act
 
-        config = load_config(home)
-        conn = open_database(home, synchronous=config.audit_synchronous.upper())
-        try:
-            AuditLog(conn, key=audit_key(home), anchor=AnchorFile(home / ANCHOR_FILE)).append_sync(
-                AuditEntry(session="cli", caller="cli", tool=key, kind="hub", decision=action, reason=reason, outcome="ok",
-                           args={"version": version})
-            )
-        finally:
-            conn.close()
+        record_entries(home, [hub_act(cli_actor(), action, key, version, reason)])
 
     return record
 
@@ -332,6 +321,7 @@ def _trusted_holder(home: Path, key: str) -> Any:
 
 def _record_replace(home: Path, name: str) -> None:
     """A person said --replace: the installed skill of that name (this SKILL.md) takes it."""
+    from pincer.cli.acts import cli_actor
     from pincer.config import load_config
     from pincer.skills.library import SkillLibrary
 
@@ -339,7 +329,7 @@ def _record_replace(home: Path, name: str) -> None:
     candidates = [*library.report.skills, *(s.skill for s in library.report.shadowed)]
     installed = next((s for s in candidates if s.name == name and s.root == "installed"), None)
     if installed is not None and library.approvals is not None:
-        library.approvals.approve_replace(installed, by="cli")
+        library.approvals.approve_replace(installed, by=str(cli_actor()))
 
 
 def update(

@@ -18,7 +18,9 @@ from typing import Any
 
 import typer
 
+from pincer.cli.acts import record_act
 from pincer.cli.common import JsonOption, emit_json, pincer_home, run, secret_key, stderr
+from pincer.core.acts import ActKind
 from pincer.core.errors import UsageError
 
 app = typer.Typer(help="Set up, show and revoke the tokens of the built-in tools.", no_args_is_help=True)
@@ -113,6 +115,8 @@ def setup(
             store.set(item.secret_name, value)
         finally:
             store.close()
+        record_act(pincer_home(), ActKind.SECRET, subject=item.secret_name, outcome="set",
+                   reason=f"{item.name}'s token stored as secret {item.secret_name}", args={"tool": item.name})  # fmt: skip
         return {"ok": True, "tool": item.name, "secret": item.secret_name, "source": source, "checked": checked}
 
     result = run(body, as_json=as_json)
@@ -177,6 +181,9 @@ def revoke(
                 store.delete(item.secret_name)
         finally:
             store.close()
+        if had:
+            record_act(pincer_home(), ActKind.SECRET, subject=item.secret_name, outcome="removed",
+                       reason=f"{item.name}'s token (secret {item.secret_name}) forgotten", args={"tool": item.name})  # fmt: skip
         return {"ok": True, "tool": item.name, "secret": item.secret_name, "removed": had,
                 "revoke_at": item.setup_url}
 
@@ -267,6 +274,8 @@ def _oauth_setup(name: str, *, no_browser: bool, timeout_s: float, as_json: bool
         record = await oauth_login(provider, scopes, no_browser=no_browser, timeout_s=timeout_s,
                                    allow_private_network=config.allow_private_network,
                                    client_env=(provider.client_id_env, provider.client_secret_env))
+        record_act(pincer_home(), ActKind.SECRET, subject=provider.access_secret, outcome="set",
+                   reason=f"{name} signed in with OAuth; its tokens stored", args={"tool": name, "scopes": list(record.scopes)})  # fmt: skip
         return {"ok": True, "login": name, "secret": provider.access_secret, "scopes": list(record.scopes),
                 "expires_at": _iso(record.expires_at), "refreshable": record.has_refresh}
 
@@ -329,6 +338,9 @@ def _oauth_revoke(name: str, *, as_json: bool) -> None:
                                          allow_private_network=config.allow_private_network)
         finally:
             store.close()
+        if outcome["forgot_locally"]:
+            record_act(pincer_home(), ActKind.SECRET, subject=provider.access_secret, outcome="removed",
+                       reason=f"{name}'s OAuth login revoked and forgotten", args={"tool": name})  # fmt: skip
         return {"ok": True, "tool": name, "secret": provider.access_secret, "removed": outcome["forgot_locally"],
                 "revoked_at_server": outcome["revoked_at_server"], "server_error": outcome["server_error"],
                 "revoke_at": provider.console_url}

@@ -44,6 +44,7 @@ def build(
     """Describe a tool; pincer plans, writes, tests (in WASM), signs and registers it."""
     from pincer.builder.build import BuildRequest
     from pincer.builder.service import run_build
+    from pincer.cli.acts import cli_actor
 
     request = BuildRequest(description=description, name=name or edit, hosts=tuple(allow_host or ()), replace=replace,
                            secrets=tuple(secret or ()), max_iterations=max_iterations, standalone=standalone, edit=edit)  # fmt: skip
@@ -51,8 +52,8 @@ def build(
 
     async def body() -> Any:
         async with open_pincer(quiet=as_json) as pincer:
-            return await run_build(pincer, request, profile=profile, runner_cache=Path(cache) if cache else None,
-                                   progress=_progress(as_json))  # fmt: skip
+            return await run_build(pincer, request, actor=cli_actor(), profile=profile,
+                                   runner_cache=Path(cache) if cache else None, progress=_progress(as_json))  # fmt: skip
 
     report = run(body, as_json=as_json)
     if as_json:

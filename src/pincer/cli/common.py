@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -145,15 +146,58 @@ def fail(error: PincerError, *, as_json: bool = False) -> NoReturn:
     raise typer.Exit(exit_code_for(error))
 
 
-def run(fn: Callable[[], Awaitable[T]], *, as_json: bool = False, backend_options: dict[str, Any] | None = None) -> T:
-    """Run an async command body, turning pincer errors into messages and exit codes."""
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class _Terminated(Exception):
+    """SIGTERM reached a command: its body was cancelled (and recorded what it had to)."""
+
+
+def run(fn: Callable[[], Awaitable[T]], *, as_json: bool = False, backend_options: dict[str, Any] | None = None,
+        on_sigterm: bool = True) -> T:  # fmt: skip
+    """Run an async command body, turning pincer errors into messages and exit codes. SIGTERM
+    cancels the body as Ctrl-C does, so what a cancellation records (a call waiting on an
+    approval: its audit record) is recorded before the command exits 143; ``on_sigterm=False``
+    leaves SIGTERM to the body (``pincer serve``: uvicorn's graceful shutdown)."""
     try:
-        return anyio.run(fn, backend_options=backend_options)
+        if not on_sigterm:
+            return anyio.run(fn, backend_options=backend_options)
+        return anyio.run(_terminable, fn, backend_options=backend_options)
     except PincerError as exc:
         fail(exc, as_json=as_json)
     except KeyboardInterrupt:
         stderr.print("interrupted")
         raise typer.Exit(130) from None
+    except _Terminated:
+        stderr.print("terminated")
+        raise typer.Exit(EXIT_TERMINATED) from None
+
+
+async def _terminable(fn: Callable[[], Awaitable[T]]) -> T:
+    done: list[T] = []
+    failed: list[Exception] = []
+    terminated = anyio.Event()
+    async with anyio.create_task_group() as tg:
+
+        async def on_sigterm() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    terminated.set()
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(on_sigterm)
+        try:
+            done.append(await fn())
+        except Exception as exc:  # noqa: BLE001 - raised below, outside the task group (no ExceptionGroup)
+            failed.append(exc)
+        finally:
+            tg.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
+    if terminated.is_set() and not done:
+        raise _Terminated
+    return done[0]
 
 
 def parse_json_arg(text: str, *, what: str = "--args") -> Any:

@@ -14,7 +14,9 @@ from typing import Any
 
 import typer
 
+from pincer.cli.acts import record_act
 from pincer.cli.common import EXIT_OK, JsonOption, emit_json, fail, pincer_home, run, secret_key, stderr
+from pincer.core.acts import ActKind
 from pincer.core.errors import PincerError, UsageError
 
 app = typer.Typer(help="Run a hub server, publish to one, and manage trusted signing keys.", no_args_is_help=True)
@@ -266,8 +268,12 @@ def trust_add(
     """Accept signatures made by this public key."""
     from pincer.hub.trust import TrustStore
 
+    home = pincer_home()
     try:
-        entry = TrustStore(pincer_home()).add(name, public_key)
+        entry = TrustStore(home).add(name, public_key)
+        record_act(home, ActKind.SIGNER, subject=entry.name, outcome="trusted",
+                   reason=f"hub signing key {entry.key_id} trusted as {entry.name}",
+                   args={"key_id": entry.key_id, "public_key": entry.public_key})  # fmt: skip
     except PincerError as exc:
         fail(exc, as_json=as_json)
     if as_json:
@@ -299,8 +305,12 @@ def trust_rm(name: str = typer.Argument(..., help="The trusted signer to forget.
     """Stop accepting a signer's signatures (`pincer verify` then reports what they signed)."""
     from pincer.hub.trust import TrustStore
 
+    home = pincer_home()
     try:
-        entry = TrustStore(pincer_home()).remove(name)
+        entry = TrustStore(home).remove(name)
+        record_act(home, ActKind.SIGNER, subject=entry.name, outcome="forgotten",
+                   reason=f"hub signing key {entry.key_id} ({entry.name}) no longer trusted",
+                   args={"key_id": entry.key_id, "public_key": entry.public_key})  # fmt: skip
     except PincerError as exc:
         fail(exc, as_json=as_json)
     if as_json:

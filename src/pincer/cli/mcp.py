@@ -19,7 +19,9 @@ import anyio
 import typer
 from rich.table import Table
 
-from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, pincer_home, print_error, run, stderr
+from pincer.cli.acts import record_act
+from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, fail, pincer_home, print_error, run, stderr
+from pincer.core.acts import ActKind
 from pincer.core.errors import PincerError, UsageError
 
 app = typer.Typer(help="Connect external MCP servers as governed tools.", no_args_is_help=True)
@@ -187,6 +189,8 @@ def add(
                 for secret_name, value in secrets.items():
                     holder.store().set(secret_name, value)
             store.add(config, replace_existing=replace_existing)
+            record_act(home, ActKind.EXTENSION, subject=name, outcome="added", reason=f"MCP server {name} added",
+                       args={"transport": config.transport, "replaced": replace_existing, "secrets_stored": sorted(secrets)})  # fmt: skip
             result: dict[str, Any] = {"ok": True, "server": config.to_json(), "notes": notes, "tools": None}
             if connect:
                 try:
@@ -275,6 +279,7 @@ def remove(name: str, as_json: bool = JsonOption) -> None:
         home = pincer_home()
         ServerStore(home).remove(name)
         PinStore(home).forget(name)
+        record_act(home, ActKind.EXTENSION, subject=name, outcome="removed", reason=f"MCP server {name} removed")
 
     run(body, as_json=as_json)
     if as_json:
@@ -501,7 +506,19 @@ def trust(
             raise typer.Exit(EXIT_FAILURE)
         if not typer.confirm(f"trust {len(changes)} tool definition(s) of {name}?", err=True):
             raise typer.Exit(EXIT_FAILURE)
-    PinStore(pincer_home()).trust(name, definitions)
+    home = pincer_home()
+    PinStore(home).trust(name, definitions)
+    from pincer.cli.acts import cli_actor, record_entries
+    from pincer.store.acts import trusted_definition
+
+    actor = cli_actor()
+    try:
+        record_entries(home, [
+            trusted_definition(actor, server=name, tool=change["tool"], change=change["change"], definition_hash=definition.hash)
+            for definition, change in zip(definitions, changes, strict=True)
+        ])  # fmt: skip
+    except PincerError as exc:
+        fail(exc, as_json=as_json)
     if as_json:
         emit_json({"ok": True, "name": name, "trusted": [c["tool"] for c in changes], "changes": changes})
     else:
@@ -549,6 +566,10 @@ def import_servers(
             store.add_many(result.servers, replace_existing=replace_existing)
         for service in result.services:
             services.add(service, replace_existing=replace_existing)
+        record_act(home, ActKind.EXTENSION, subject=f"import:{path.name}", outcome="imported",
+                   reason=f"{len(result.servers)} MCP server(s) and {len(result.services)} OpenAPI service(s) imported from {path.name}",
+                   args={"servers": [s.name for s in result.servers], "openapi_services": [s.name for s in result.services],
+                         "replaced": replace_existing, "secrets_stored": sorted(result.secrets)})  # fmt: skip
         return {
             "ok": True,
             "format": result.format,

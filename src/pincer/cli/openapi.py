@@ -7,7 +7,9 @@ from urllib.parse import urlsplit
 
 import typer
 
+from pincer.cli.acts import record_act
 from pincer.cli.common import JsonOption, emit_json, pincer_home, run, stderr
+from pincer.core.acts import ActKind
 from pincer.core.errors import ManifestError, ToolError, UsageError
 
 app = typer.Typer(help="Turn OpenAPI services into tools.", no_args_is_help=True)
@@ -147,8 +149,11 @@ def add(
         if not force:
             await check_base_url(base)
         service = imported.service
-        ServiceStore(pincer_home()).add(service, replace_existing=replace_existing)
+        home = pincer_home()
+        ServiceStore(home).add(service, replace_existing=replace_existing)
         names = service.tool_names()
+        record_act(home, ActKind.EXTENSION, subject=name, outcome="added", reason=f"OpenAPI service {name} added",
+                   args={"host": urlsplit(service.base_url).hostname, "operations": len(names), "replaced": replace_existing})  # fmt: skip
         return {
             "ok": True,
             "name": name,
@@ -234,7 +239,9 @@ def remove(name: str, as_json: bool = JsonOption) -> None:
     from pincer.runtimes.openapi import ServiceStore
 
     async def body() -> None:
-        ServiceStore(pincer_home()).remove(name)
+        home = pincer_home()
+        ServiceStore(home).remove(name)
+        record_act(home, ActKind.EXTENSION, subject=name, outcome="removed", reason=f"OpenAPI service {name} removed")
 
     run(body, as_json=as_json)
     if as_json:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import typer
 
+from pincer.cli.acts import cli_actor
 from pincer.cli.common import EXIT_FAILURE, EXIT_OK, JsonOption, emit_json, open_pincer, run, stderr
 from pincer.core.errors import PincerError, UsageError
 
@@ -166,7 +167,7 @@ class Prompter:
                 answer = _ANSWERS.get(line.strip().lower())
                 if answer is not None:
                     try:
-                        self.pincer.dispatcher.answer(approval.id, answer, by="cli")
+                        self.pincer.dispatcher.answer(approval.id, answer, by=str(cli_actor()))
                     except PincerError as exc:
                         self.display._line(f"  {exc.message}")
                     return

@@ -7,7 +7,9 @@ from typing import Any
 
 import typer
 
+from pincer.cli.acts import record_act
 from pincer.cli.common import JsonOption, emit_json, pincer_home, run, secret_key, stderr
+from pincer.core.acts import ActKind
 from pincer.core.errors import UsageError
 
 app = typer.Typer(help="Manage the encrypted secret store.", no_args_is_help=True)
@@ -43,9 +45,13 @@ def set_secret(name: str, as_json: bool = JsonOption) -> None:
         value = _read_value(name)
         store = _open_store()
         try:
+            had = any(info.name == name for info in store.names())
             store.set(name, value)
         finally:
             store.close()
+        # Never the value: the record says which secret, and that it changed.
+        record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="replaced" if had else "set",
+                   reason=f"secret {name} {'replaced' if had else 'set'}")  # fmt: skip
 
     run(body, as_json=as_json)
     if as_json:
@@ -94,6 +100,7 @@ def remove_secret(name: str, as_json: bool = JsonOption) -> None:
             store.delete(name)
         finally:
             store.close()
+        record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="removed", reason=f"secret {name} removed")
 
     run(body, as_json=as_json)
     if as_json:

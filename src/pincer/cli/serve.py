@@ -11,7 +11,7 @@ import typer
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, pincer_home, run, stderr
 from pincer.config import GatewaySettings
-from pincer.core.errors import ConfigError, UsageError
+from pincer.core.errors import ConfigError, PincerError, UsageError
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -88,7 +88,7 @@ def serve(
                 _remove_serve_file(pincer.home)
 
     try:
-        run(body, as_json=as_json, backend_options=event_loop_options())
+        run(body, as_json=as_json, backend_options=event_loop_options(), on_sigterm=False)
     except typer.Exit as stop:
         if stop.exit_code != EXIT_INTERRUPTED:
             raise
@@ -192,14 +192,20 @@ def new(
     as_json: bool = JsonOption,
 ) -> None:
     """Make a token for SESSION, record its sha256 in config.toml, print the token once."""
+    from pincer.cli.acts import record_act
     from pincer.cli.common import fail
+    from pincer.core.acts import ActKind
     from pincer.gateway.tokens import new_token, token_digest
 
     home = pincer_home()
     try:
         value = new_token()
-        _append_token(home, token_digest(value), session)
-    except (ConfigError, UsageError) as exc:
+        digest = token_digest(value)
+        _append_token(home, digest, session)
+        # The digest's first 12 hex name the token (config.toml holds it whole); never the token.
+        record_act(home, ActKind.TOKEN, subject=session, outcome="created",
+                   reason=f"a gateway token for session {session!r} made", args={"sha256_prefix": digest[:12]})  # fmt: skip
+    except PincerError as exc:
         fail(exc, as_json=as_json)
     if as_json:
         emit_json({"token": value, "session": session})

@@ -14,7 +14,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from pincer.cli.acts import cli_actor, record_act
 from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, fail, pincer_home, run, stderr
+from pincer.core.acts import ActKind
 from pincer.core.errors import PincerError, SkillError, UsageError
 
 app = typer.Typer(help="Skills: list, show, check, render, select; dependencies; skills from MCP servers.", no_args_is_help=True)
@@ -392,9 +394,11 @@ def approve(name: str, as_json: bool = JsonOption) -> None:
         candidates = [winner, *(s.skill for s in library.report.shadowed if s.skill.name == winner.name)]
         approvals = RemoteApprovals(pincer_home())
         writable = next((s for s in candidates if s.root in WORKSPACE_ROOTS or "pincer/writtenByRun" in s.metadata), None)
+        actor = str(cli_actor())
         if writable is not None and not read_origin(writable.base_dir):
-            entry = approvals.approve_trust(writable, by="cli")
+            entry = approvals.approve_trust(writable, by=actor)
             what = f"approved {name} ({writable.path}) as trusted; a change to it needs approving again"
+            approved = "trusted"
         else:
             origin = read_origin(winner.base_dir)
             if not origin:
@@ -404,8 +408,11 @@ def approve(name: str, as_json: bool = JsonOption) -> None:
                     hint="`pincer skills show " + name + "`",
                 )
             pending = tuple(winner.metadata.get("pincer/pendingTools", ())) or winner.tools
-            entry = approvals.approve(winner, pending, by="cli")
+            entry = approvals.approve(winner, pending, by=actor)
             what = f"approved allowed-tools of {name}: {' '.join(pending) or '(none)'}"
+            approved = "allowed_tools"
+        record_act(pincer_home(), ActKind.SKILL, subject=name, outcome="approved", reason=what,
+                   args={"approved": approved, **entry})  # fmt: skip
     if as_json:
         emit_json({"ok": True, "name": name, **entry})
         return
@@ -437,6 +444,14 @@ def _pull_token(token: str | None, token_secret: str | None, token_stdin: bool) 
         finally:
             store.close()
     return None
+
+
+def _shown_url(url: str) -> str:
+    """The server's address without what a URL may carry besides (user, password, query)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
 @app.command("pull")
@@ -475,6 +490,9 @@ def pull(
                              hint="check the URL and --token-secret") from None  # fmt: skip
         for item in installed:
             lock_pulled_skill(home, item.name, server=url, version=item.version, folder=item.path)
+            record_act(home, ActKind.HUB, subject=f"skills/{item.name}", outcome="pulled",
+                       reason=f"skill {item.name}@{item.version} pulled from an MCP server",
+                       args={"version": item.version, "server": _shown_url(url)})  # fmt: skip
         return {"installed": [i.to_dict() for i in installed], "refused": refused}
 
     result = run(body, as_json=as_json)

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from pincer.cli.acts import record_act
 from pincer.cli.common import (
     EXIT_OK,
     JsonOption,
@@ -21,6 +22,7 @@ from pincer.cli.common import (
     run,
     stderr,
 )
+from pincer.core.acts import ActKind
 from pincer.core.errors import UsageError
 from pincer.core.values import CallRequest
 from pincer.policy.visibility import visible_tool, visible_tools
@@ -151,7 +153,10 @@ def install(
             )
         from pincer.runtimes.script.installed import install_manifest
 
-        manifest = install_manifest(pincer_home(), source)
+        home = pincer_home()
+        manifest = install_manifest(home, source)
+        record_act(home, ActKind.EXTENSION, subject=manifest.name, outcome="installed",
+                   reason=f"script tool {manifest.name} installed from {source.name}", args={"runtime": "script"})  # fmt: skip
         return {"ok": True, "name": manifest.name, "runtime": "script", "description": manifest.description}
 
     data = run(body, as_json=as_json)
@@ -168,7 +173,10 @@ def remove(name: str, as_json: bool = JsonOption) -> None:
     async def body() -> dict[str, Any]:
         from pincer.runtimes.script.installed import remove_manifest
 
-        if remove_manifest(pincer_home(), name):
+        home = pincer_home()
+        if remove_manifest(home, name):
+            record_act(home, ActKind.EXTENSION, subject=name, outcome="removed", reason=f"script tool {name} removed",
+                       args={"runtime": "script"})  # fmt: skip
             return {"ok": True, "name": name, "runtime": "script"}
         from pincer.cli.wasm import remove_tool
 

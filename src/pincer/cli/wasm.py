@@ -14,8 +14,10 @@ from typing import Any
 
 import typer
 
+from pincer.cli.acts import record_act
 from pincer.cli.common import EXIT_OK, JsonOption, emit_json, fail, pincer_home, stderr
 from pincer.cli.progress import Steps
+from pincer.core.acts import ActKind
 from pincer.core.errors import PincerError
 
 __all__ = ["app", "build", "install_tool", "remove_tool"]
@@ -67,6 +69,9 @@ def install_tool(source: Path, capabilities: Path | None = None, *, name: str | 
             steps.stage(f"{message} {source.name}{hint}", completed=done)
 
         result = WasmHost(home).install_sync(source, capabilities, name=name, progress=step)
+    record_act(home, ActKind.EXTENSION, subject=result.name, outcome="replaced" if result.replaced else "installed",
+               reason=f"WASM tool {result.name} {'replaced' if result.replaced else 'installed'} from {source.name}",
+               args={"runtime": "wasm", "sha256": result.digest})  # fmt: skip
     return {
         "ok": True,
         "name": result.name,
@@ -81,7 +86,10 @@ def remove_tool(name: str, *, home: Path | None = None) -> dict[str, Any]:
     """Remove an installed WASM tool and its compile cache entry; raises ToolNotFound."""
     from pincer.runtimes.wasm.install import remove
 
-    path = remove(home or pincer_home(), name)
+    home = home or pincer_home()
+    path = remove(home, name)
+    record_act(home, ActKind.EXTENSION, subject=name, outcome="removed", reason=f"WASM tool {name} removed",
+               args={"runtime": "wasm"})  # fmt: skip
     return {"ok": True, "name": name, "removed": str(path)}
 
 

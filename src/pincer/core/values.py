@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pincer.core.acts import Actor
 from pincer.core.effects import EffectKind, Mode, RuntimeKind
 
 if TYPE_CHECKING:
@@ -358,6 +359,12 @@ class HostContext:
     # Set when the chain's approval step let this call through: the approval id, or
     # "ask_fallback" when a runtime's own policy allowed it after nobody answered.
     approval: str | None = None
+    caller: str = "api"  # the call's CallRequest.caller: who a tool's own act is recorded as (core/acts.py)
+
+    @property
+    def actor(self) -> Actor:
+        """Who an act this call does is recorded as: its caller, in its session."""
+        return Actor(channel=self.caller, principal=self.session)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pincer.core.acts import Actor
 from pincer.core.errors import ConfigError
 from pincer.policy.session import SessionKind
 
@@ -43,6 +44,10 @@ class GatewaySession:
     @property
     def is_main(self) -> bool:
         return self.kind is SessionKind.MAIN
+
+    def actor(self, channel: str) -> Actor:
+        """Who this session's acts on ``channel`` (rest, ui) are recorded as (core/acts.py)."""
+        return Actor(channel=channel, principal=self.name)
 
 
 def new_token() -> str:

@@ -233,10 +233,9 @@ def _install_preflight(pincer: HubHost, item: NativeTool, args: Mapping[str, Any
 
 
 async def _audit(pincer: HubHost, records: list[tuple[str, str, str, str]], host: HostContext | None) -> None:
-    from pincer.store.audit import AuditEntry
+    from pincer.core.acts import Actor
+    from pincer.store.acts import hub_act
 
+    actor = host.actor if host is not None else Actor(channel="agent", principal="main")
     for action, key, version, reason in records:
-        await pincer.audit.append(
-            AuditEntry(session=host.session if host else "main", caller="agent", tool=key, kind="hub", decision=action,
-                       reason=reason, outcome="ok", args={"version": version})
-        )
+        await pincer.audit.append(hub_act(actor, action, key, version, reason, approval_id=host.approval if host else None))

@@ -7,6 +7,14 @@ which the waiter sees by polling the database.
 An approval belongs to the call that asked. The waiting process is recorded (pid and start
 time), so an approval whose caller is gone (the call timed out, was cancelled, or its process
 died) is expired and cannot be answered: nobody would act on the answer.
+
+The call that never ran is recorded too (outcome ``cancelled``, naming the approval), exactly
+once. A caller that is still alive records its own call (:meth:`ApprovalStore.record_gone`). A
+caller that died (SIGKILL: it wrote nothing) is recorded by whoever notices first that its
+process is gone: a listing, an answer, a call that looks for a detached approval, or a pincer
+opening on this home. Either way the record is written in the same transaction that sets the
+approval's ``gone_recorded``, and only when that transaction is the one that set it, so several
+processes (gateways on one store) noticing at once write one record.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from typing import Any
 
 import anyio
 
+from pincer.core.acts import CANCELLED
 from pincer.core.errors import ApprovalAnswered, ApprovalGone, ApprovalTimeout, StoreError, UsageError
+from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.owners import Owners, local_owners
 
 __all__ = [
@@ -89,6 +99,8 @@ class ApprovalRequest:
     consumed_at: float | None = None
     run_id: str | None = None  # the agent run that made the call (None: a direct call)
     tainted_by: str | None = None  # for a tainted run: what tainted it (policy/taint.py), redacted
+    caller: str | None = None  # the call's caller (cli, rest, mcp, agent, ...); None: asked before it was kept
+    gone_recorded: bool = False  # the record of the call, which never ran, is written
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,16 +121,32 @@ class ApprovalRequest:
             "detail": dict(self.detail),
             "run_id": self.run_id,
             "tainted_by": self.tainted_by,
+            "caller": self.caller,
         }
 
 
+# Set by whoever records the call of an approval that never ran: the caller itself (which
+# also expires a request still pending), or the first process that finds the caller dead.
+_CLAIM_GONE = (
+    "UPDATE approvals SET gone_recorded = 1, status = CASE WHEN status = 'pending' THEN 'expired' ELSE status END "
+    "WHERE id = ? AND gone_recorded = 0"
+)
+_CLAIM_ORPHAN = (
+    "UPDATE approvals SET gone_recorded = 1, status = 'expired' "
+    "WHERE id = ? AND status = 'pending' AND waiter = ? AND gone_recorded = 0"
+)
+
+
 class ApprovalStore:
-    def __init__(self, conn: sqlite3.Connection, *, owners: Owners | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, owners: Owners | None = None, audit: AuditLog | None = None) -> None:
         """``owners``: this process's owner token (a request's ``waiter``) and whether another
-        waiter still runs (store/owners.py); the local one by default."""
+        waiter still runs (store/owners.py); the local one by default. ``audit``: the log of
+        the same database, where the calls that never ran are recorded (without one, a request
+        whose caller died is only expired)."""
         self._conn = conn
         self._events: dict[str, anyio.Event] = {}
         self.owners = owners or local_owners()
+        self._audit = audit
 
     def create(
         self,
@@ -134,6 +162,7 @@ class ApprovalStore:
         detail: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         tainted_by: str | None = None,
+        caller: str | None = None,
     ) -> ApprovalRequest:
         now = time.time()
         request = ApprovalRequest(
@@ -151,14 +180,16 @@ class ApprovalStore:
             waiter=self.owners.token,
             run_id=run_id,
             tainted_by=tainted_by,
+            caller=caller,
         )
         self._execute(
             "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
-            "session_kind, detail, waiter, run_id, tainted_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+            "session_kind, detail, waiter, run_id, tainted_by, caller) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
             (
                 request.id, now, request.expires_at, session, tool, json.dumps(args),
                 json.dumps(list(effects)), json.dumps(list(hosts)), reason,
-                session_kind, json.dumps(request.detail), request.waiter, run_id, tainted_by,
+                session_kind, json.dumps(request.detail), request.waiter, run_id, tainted_by, caller,
             ),
         )
         return request
@@ -201,9 +232,10 @@ class ApprovalStore:
         except ValueError:
             raise UsageError(f"unknown answer scope {scope!r}", hint="use session, kind or all") from None
         current = self.get(approval_id)
-        if current.status is ApprovalStatus.PENDING and (
-            current.expires_at < time.time() or not self.owners.is_alive(current.waiter)
-        ):
+        if current.status is ApprovalStatus.PENDING and not self.owners.is_alive(current.waiter):
+            self._close_orphan(current)
+            current = self.get(approval_id)
+        if current.status is ApprovalStatus.PENDING and current.expires_at < time.time():
             self.expire(approval_id)
             current = self.get(approval_id)
         if current.status is ApprovalStatus.EXPIRED:
@@ -281,21 +313,58 @@ class ApprovalStore:
     def expire(self, approval_id: str) -> None:
         """Mark a pending request expired: its call is gone (timed out, cancelled, process ended)."""
         self._execute("UPDATE approvals SET status = 'expired' WHERE id = ? AND status = 'pending'", (approval_id,))
-        event = self._events.get(approval_id)
-        if event is not None:
-            event.set()
+        self._wake(approval_id)
 
     def expire_overdue(self) -> None:
-        """Expire pending requests past their time, and those whose waiting process is gone."""
+        """Expire the pending requests whose waiting process is gone (recording their calls),
+        then those past their time (a live waiter records its own call when it sees that)."""
+        rows = self._conn.execute("SELECT * FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL").fetchall()
+        for row in rows:
+            request = _to_request(row)
+            if not self.owners.is_alive(request.waiter):
+                self._close_orphan(request)
         self._execute(
             "UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at < ?", (time.time(),)
         )
-        rows = self._conn.execute(
-            "SELECT id, waiter FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL"
-        ).fetchall()
-        for approval_id, waiter in rows:
-            if not self.owners.is_alive(waiter):
-                self.expire(approval_id)
+
+    def record_gone(self, approval_id: str, entry: AuditEntry) -> int | None:
+        """Record the call that waited on ``approval_id`` and never ran (its caller cancelled it,
+        or nobody answered in time), expiring the request if it still waits: the record's id,
+        or None when the call's record was written already (by a process that took this caller
+        for dead). Called by the caller itself; blocking (see :meth:`arecord_gone`)."""
+        ids = self._claimed(entry, _CLAIM_GONE, (approval_id,), wait=True)
+        self._wake(approval_id)
+        return ids[0] if ids else None
+
+    async def arecord_gone(self, approval_id: str, entry: AuditEntry) -> int | None:
+        """:meth:`record_gone` from the event loop."""
+        return self.record_gone(approval_id, entry)
+
+    def _close_orphan(self, request: ApprovalRequest) -> None:
+        """Expire a pending request whose waiting process is gone, with the record of its call."""
+        if self._audit is None:
+            self.expire(request.id)
+            return
+        entry = AuditEntry(
+            session=request.session, caller=request.caller or "unknown", tool=request.tool, decision="ask",
+            reason=f"the call waiting on approval {request.id} never ran: its process ({request.waiter}) ended "
+            "before an answer", outcome=CANCELLED, error_code=ApprovalGone.code,
+            error=f"the caller waiting on approval {request.id} is gone", args=request.args, effects=request.effects,
+            approval_id=request.id, run_id=request.run_id,
+        )  # fmt: skip
+        # Not waiting for the audit head: this runs on the event loop (a listing, an answer).
+        if self._claimed(entry, _CLAIM_ORPHAN, (request.id, request.waiter), wait=False) is not None:
+            self._wake(request.id)
+
+    def _claimed(self, entry: AuditEntry, claim: str, params: tuple[Any, ...], *, wait: bool) -> builtins.list[int] | None:
+        if self._audit is None:
+            raise StoreError("the approval store records calls with an audit log it was not given (a programming error)")
+        return self._audit.append_claimed([entry], claim, params)
+
+    def _wake(self, approval_id: str) -> None:
+        event = self._events.get(approval_id)
+        if event is not None:
+            event.set()
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
         try:
@@ -307,7 +376,7 @@ class ApprovalStore:
 def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
     (
         rid, created, expires, session, tool, args, effects, hosts, reason, status, answered_at, answered_by,
-        session_kind, scope, detail, waiter, binding, consumed_at, run_id, tainted_by,
+        session_kind, scope, detail, waiter, binding, consumed_at, run_id, tainted_by, caller, gone_recorded,
     ) = row  # fmt: skip
     return ApprovalRequest(
         id=rid,
@@ -330,4 +399,6 @@ def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
         consumed_at=consumed_at,
         run_id=run_id,
         tainted_by=tainted_by,
+        caller=caller,
+        gone_recorded=bool(gone_recorded),
     )

@@ -186,6 +186,10 @@ UnitBefore = Callable[[sqlite3.Connection], None]
 UnitAfter = Callable[[sqlite3.Connection, list[int]], None]
 
 
+class _Unclaimed(Exception):
+    """An :meth:`AuditLog.append_claimed` whose claim changed no row: someone else claimed it."""
+
+
 class _Unit:
     """Records committed together with other rows of the same database (a webhook delivery and
     its firings): ``before`` runs first and may refuse by raising (nothing of the unit is written
@@ -452,6 +456,24 @@ class AuditLog:
         if pending.error is not None:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
         return pending.record_id
+
+    def append_claimed(self, entries: Sequence[AuditEntry], claim: str, params: tuple[Any, ...]) -> list[int] | None:
+        """Record ``entries`` in one transaction with the statement ``claim`` (an UPDATE, qmark
+        placeholders), only when it changes exactly one row: the records' ids, or None with
+        nothing written. Whoever's claim changes the row writes the records, once, however many
+        processes try (store/approvals.py: the record of a call whose caller is gone)."""
+        def before(conn: sqlite3.Connection) -> None:
+            if conn.execute(claim, params).rowcount != 1:
+                raise _Unclaimed
+
+        now = time.time()
+        unit = _Unit([_Pending(_row_values(e, now), e.run_id) for e in entries], before, None)
+        self._commit_locked([unit])
+        if unit.error is not None:
+            raise StoreError(f"the audit record could not be written: {unit.error}") from unit.error
+        if unit.refused is not None:
+            return None
+        return [p.record_id for p in unit.records]
 
     def _commit(self, batch: list[_Pending | _Unit]) -> None:
         """Append a batch, hashing each record onto the chain head, in one transaction that reads

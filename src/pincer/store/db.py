@@ -308,6 +308,20 @@ def _migrate_v8(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE audit_chain ADD COLUMN chain_id TEXT")
 
 
+# v9: an approval names the caller of the call that asked (cli, rest, mcp, agent, ...), and
+# whether the record of that call was written because it never ran (cancelled, timed out, its
+# process gone): whoever sets the flag writes that record, in the same transaction, so it is
+# written once however many processes find the caller gone (store/approvals.py).
+_APPROVAL_COLUMNS_V9 = (("caller", "TEXT"), ("gone_recorded", "INTEGER NOT NULL DEFAULT 0"))
+
+
+def _migrate_v9(conn: sqlite3.Connection) -> None:
+    present = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
+    for name, declaration in _APPROVAL_COLUMNS_V9:
+        if name not in present:
+            conn.execute(f"ALTER TABLE approvals ADD COLUMN {name} {declaration}")
+
+
 def _migrate_v1(conn: sqlite3.Connection) -> None:
     for statement in _split_script(_SCHEMA_V1):
         conn.execute(statement)
@@ -336,6 +350,7 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v6,
     _migrate_v7,
     _migrate_v8,
+    _migrate_v9,
 )
 _SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -170,9 +170,12 @@ def test_payload_html_is_escaped_and_stored_secrets_are_redacted(dashboard_home:
     for text in (f"{script} {SECRET}", f"{script} {later}"):
         assert pincer_cli(dashboard_home, "tools", "call", "echo", "--args", json.dumps({"text": text})).returncode == 0
     assert pincer_cli(dashboard_home, "secrets", "set", "later_token", stdin=later + "\n").returncode == 0
+    listed = json.loads(pincer_cli(dashboard_home, "audit", "list", "--json").stdout)
+    echoes = [r["id"] for r in listed if r["tool"] == "echo"]
+    assert len(echoes) == 2, listed
     with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
         sign_in(http, server.token)
-        for record_id in (1, 2):
+        for record_id in echoes:
             page = http.get(f"/ui/audit/{record_id}")
             assert page.status_code == 200
             assert "&lt;script&gt;document.title=" in page.text and "<script>document" not in page.text

@@ -78,7 +78,7 @@ def test_a_changed_definition_is_shown_with_its_diff_and_trusted_from_the_page(d
         called = http.post("/api/v1/tools/notes_list_notes/call", json={"args": {}}, headers=api)
         assert called.status_code == 200, called.text
     records = json.loads(pincer_cli(dashboard_home, "audit", "list", "--json").stdout)
-    (trust,) = [r for r in records if r["kind"] == "extension"]
+    (trust,) = [r for r in records if r["kind"] == "extension" and r["outcome"] == "trusted"]
     assert trust["effects"] == ["modify_extension"] and trust["caller"] == "ui:main" and trust["tool"] == "notes/list_notes"
 
 

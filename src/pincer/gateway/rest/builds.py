@@ -59,7 +59,8 @@ async def start_build(pincer: PincerDep, session: SessionDep, body: BuildBody) -
         async def drive() -> None:
             async with send:
                 try:
-                    report = await run_build(pincer, build, profile=body.profile, progress=progress)
+                    report = await run_build(pincer, build, actor=session.actor("rest"), profile=body.profile,
+                                             progress=progress)  # fmt: skip
                     await send.send(("done", report.to_json()))
                 except PincerError as exc:
                     await send.send(("error", exc.to_dict()))

@@ -44,6 +44,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pincer.core.acts import Actor
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import GatewaySession, TokenBook, token_digest
 from pincer.store.sign_ins import SignIn, SignInStore, sign_in_key
@@ -87,6 +88,11 @@ class UiIdentity:
     @property
     def name(self) -> str:
         return self.session.name
+
+    @property
+    def actor(self) -> Actor:
+        """Who this sign-in's acts are recorded as: ``ui:<session>``."""
+        return self.session.actor("ui")
 
 
 class SignInRequired(Exception):

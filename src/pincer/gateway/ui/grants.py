@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from pincer.core.acts import ActKind
 from pincer.core.display import honest_json
 from pincer.core.effects import EffectKind, Mode
 from pincer.gateway.access import can_answer_approvals
@@ -19,7 +20,7 @@ from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, read_form_p
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.policy.grants import Grant, grant_applies_to
 from pincer.service import Pincer
-from pincer.store.audit import AuditEntry
+from pincer.store.acts import act_entry
 
 __all__ = ["MAX_GRANT_HOURS", "routes"]
 
@@ -55,11 +56,8 @@ def _refused(request: Request, identity: UiIdentity, status: int, message: str) 
 
 def _audit(pincer: Pincer, identity: UiIdentity, grant: Grant, outcome: str) -> None:
     pincer.audit.append_sync(
-        AuditEntry(
-            session=identity.name, caller=f"ui:{identity.name}", tool=grant.tool, kind="grant", decision="allow",
-            reason=f"grant {grant.id} {outcome} by ui:{identity.name}", outcome=outcome, args=grant.to_dict(),
-            effects=(EffectKind.MODIFY_APPROVAL.value,),
-        )
+        act_entry(ActKind.GRANT, actor=identity.actor, subject=grant.tool, outcome=outcome,
+                  reason=f"grant {grant.id} {outcome}", args=grant.to_dict())
     )  # fmt: skip
 
 

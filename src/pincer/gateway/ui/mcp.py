@@ -12,12 +12,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from pincer.core.display import honest_json
-from pincer.core.effects import EffectKind
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.runtimes.mcp.pins import describe_change
-from pincer.store.audit import AuditEntry
+from pincer.store.acts import trusted_definition
 
 __all__ = ["routes"]
 
@@ -80,12 +79,8 @@ async def trust(request: Request) -> Response:
         return _page(request, identity, status=409, error=f"{server}/{tool} has no changed definition to trust now")
     runtime.trust(server, [candidate.definition])
     pincer.audit.append_sync(
-        AuditEntry(
-            session=identity.name, caller=f"ui:{identity.name}", tool=f"{server}/{tool}", kind="extension",
-            decision="allow", outcome="trusted", effects=(EffectKind.MODIFY_EXTENSION.value,),
-            reason=f"the {candidate.change.replace('_', ' ')} definition of {server}/{tool} trusted by ui:{identity.name}",
-            args={"server": server, "tool": tool, "change": candidate.change, "definition_hash": candidate.definition.hash},
-        )
+        trusted_definition(identity.actor, server=server, tool=tool, change=candidate.change,
+                           definition_hash=candidate.definition.hash)
     )  # fmt: skip
     return RedirectResponse(f"{UI_PREFIX}/mcp?trusted={server}/{tool}", status_code=303)
 

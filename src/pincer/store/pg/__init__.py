@@ -68,10 +68,11 @@ class PgStores:
                 check_schema(conn, pools.shown_url)
             instances = PgInstances(pools, host=host)
             owners = instances.owners
+            audit = PgAuditLog(pools, key=key, anchor=anchor)
             stores = cls(
                 pools=pools,
-                audit=PgAuditLog(pools, key=key, anchor=anchor),
-                approvals=PgApprovalStore(pools, owners=owners),
+                audit=audit,
+                approvals=PgApprovalStore(pools, owners=owners, audit=audit),
                 grants=PgGrantStore(pools),
                 idempotency=PgIdempotencyStore(pools, ttl_s=ttl_s, max_entries=max_entries, owners=owners),
                 runs=RunStore(cast(Any, PortableConnection(pools)), owners=owners),

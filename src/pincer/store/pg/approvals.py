@@ -18,7 +18,9 @@ from typing import Any, cast
 import anyio
 
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
+from pincer.store.audit import AuditEntry
 from pincer.store.owners import Owners
+from pincer.store.pg.audit import PgAuditLog
 from pincer.store.pg.connect import PgPools
 from pincer.store.pg.portable import PortableConnection
 
@@ -31,10 +33,21 @@ LISTEN_RETRY_S = 1.0
 
 
 class PgApprovalStore(ApprovalStore):
-    def __init__(self, pools: PgPools, *, owners: Owners | None = None) -> None:
-        super().__init__(cast(Any, PortableConnection(pools)), owners=owners)
+    def __init__(self, pools: PgPools, *, owners: Owners | None = None, audit: PgAuditLog | None = None) -> None:
+        super().__init__(cast(Any, PortableConnection(pools)), owners=owners, audit=cast(Any, audit))
         self._pools = pools
+        self._pg_audit = audit
         self._listening = False
+
+    def _claimed(self, entry: AuditEntry, claim: str, params: tuple[Any, ...], *, wait: bool) -> list[int] | None:
+        if self._pg_audit is None:
+            return super()._claimed(entry, claim, params, wait=wait)
+        return self._pg_audit.append_claimed([entry], claim, params, wait=wait)
+
+    async def arecord_gone(self, approval_id: str, entry: AuditEntry) -> int | None:
+        # In a worker thread: it waits on the audit head, which this process's own appending
+        # batch may hold across an ``await`` (store/pg/audit.py).
+        return await anyio.to_thread.run_sync(self.record_gone, approval_id, entry)
 
     def answer(
         self, approval_id: str, answer: Answer | str, *, by: str = "cli", scope: AnswerScope | str | None = None

@@ -165,7 +165,31 @@ class PgAuditLog:
             raise StoreError(f"the audit record could not be written: {exc}") from exc
         return pending.record_id
 
-    def chain_within(self, conn: Any, entries: Sequence[AuditEntry]) -> list[int]:
+    def append_claimed(
+        self, entries: Sequence[AuditEntry], claim: str, params: tuple[Any, ...], *, wait: bool = True
+    ) -> list[int] | None:
+        """As the SQLite log's: ``entries`` recorded in one transaction with ``claim`` (qmark
+        SQL), only when the claim changes exactly one row; None with nothing written otherwise.
+        ``wait=False`` takes the head with ``NOWAIT``: a caller on the event loop, where this
+        process's own appending batch may hold the head across an ``await``, gets None (logged)
+        while the head is taken, instead of waiting on a lock only the loop could free."""
+        from pincer.store.pg.portable import PortableConnection
+
+        try:
+            with PortableConnection(self._pools) as conn:
+                ids = self.chain_within(conn, entries, wait=wait)
+                if conn.execute(claim, params).rowcount != 1:
+                    raise _Unclaimed
+                return ids
+        except _Unclaimed:
+            return None
+        except StoreError as exc:
+            if wait:
+                raise
+            logger.info("the audit head is busy; the claimed record waits for the next try: %s", exc.message)
+            return None
+
+    def chain_within(self, conn: Any, entries: Sequence[AuditEntry], *, wait: bool = True) -> list[int]:
         """Chain ``entries`` inside the caller's open transaction on ``conn`` (a
         :class:`~pincer.store.pg.portable.PortableConnection` in a ``with`` block, qmark SQL): the
         head is locked (``FOR UPDATE``) first, so a caller that takes other locks after this never
@@ -174,7 +198,8 @@ class PgAuditLog:
         wait on the head an appending batch of this process holds across an ``await``."""
         now = time.time()
         batch = [_Pending(_row_values(e, now), e.run_id) for e in entries]
-        head = conn.execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1 FOR UPDATE").fetchone()
+        lock = "FOR UPDATE" if wait else "FOR UPDATE NOWAIT"
+        head = conn.execute(f"SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1 {lock}").fetchone()
         rows, new_head = self._chain(batch, head)
         conn.executemany(_INSERT.replace("%s", "?"), rows)
         conn.execute("UPDATE audit_head SET last_id = ?, last_hash = ?, mac = ? WHERE one = 1", new_head)
@@ -364,6 +389,10 @@ class PgAuditLog:
                     hint="restore the database from a backup",
                 )
         return self.verify_chain()
+
+
+class _Unclaimed(Exception):
+    """An :meth:`PgAuditLog.append_claimed` whose claim changed no row."""
 
 
 def _finish(batch: list[_Pending]) -> None:

@@ -261,8 +261,15 @@ _V7_CHAIN_ID = """
 ALTER TABLE audit_chain ADD COLUMN chain_id TEXT
 """
 
+# v8: an approval names its call's caller, and whether the record of a call that never ran was
+# written (store/approvals.py); added last, as on SQLite.
+_V8_APPROVAL_CALLER = """
+ALTER TABLE approvals ADD COLUMN caller TEXT;
+ALTER TABLE approvals ADD COLUMN gone_recorded INTEGER NOT NULL DEFAULT 0
+"""
+
 # Each step takes the schema from its index to the next version.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5_INSTANCES, _V6_HOME_FILES, _V7_CHAIN_ID)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5_INSTANCES, _V6_HOME_FILES, _V7_CHAIN_ID, _V8_APPROVAL_CALLER)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _VERSION_TABLE = """

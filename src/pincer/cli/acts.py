@@ -1,0 +1,58 @@
+"""A CLI command's act (core/acts.py) recorded in the audit log of PINCER_HOME's store.
+
+Who: the CLI is the operating-system user it runs as, ``cli:<user>``, read from the process's
+uid (an environment variable would let a caller name anyone). The record is written after the
+act took effect, by the command that did it; a record that cannot be written fails the command
+(exit 1), so an act is never left unrecorded in silence.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pincer.core.acts import ActKind, Actor
+
+if TYPE_CHECKING:
+    from pincer.store.audit import AuditEntry
+
+__all__ = ["cli_actor", "record_act", "record_entries"]
+
+
+def cli_actor() -> Actor:
+    return Actor(channel="cli", principal=_user_name())
+
+
+def _user_name() -> str:
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid without a passwd entry (a container's): named by its number
+        return f"uid{uid}"
+
+
+def record_act(home: Path, kind: ActKind, *, subject: str, outcome: str, reason: str, args: Any = None,
+               approval_id: str | None = None) -> int:  # fmt: skip
+    """Append the act's one record (``store/acts.py``) to ``home``'s audit log; its id."""
+    from pincer.store.acts import act_entry
+
+    entry = act_entry(kind, actor=cli_actor(), subject=subject, outcome=outcome, reason=reason, args=args,
+                      approval_id=approval_id)  # fmt: skip
+    return record_entries(home, [entry])[0]
+
+
+def record_entries(home: Path, entries: Sequence[AuditEntry]) -> list[int]:
+    """Append ``entries`` (acts of :func:`cli_actor`) to ``home``'s audit log, in order; their ids."""
+    from pincer.cli.common import audit_key, secret_key
+    from pincer.config import load_config
+    from pincer.service import home_audit_log
+
+    config = load_config(home)
+    # The secret store is opened only for the PostgreSQL password, never made for a record.
+    key = secret_key(home) if config.store.password_secret is not None else None
+    with home_audit_log(config, audit_key=audit_key(home), secret_key=key) as audit:
+        return [audit.append_sync(entry) for entry in entries]

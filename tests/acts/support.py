@@ -1,0 +1,50 @@
+"""What the tests of docs/acts.md share: reading a home's audit records as they are stored, and
+who the CLI is on this machine.
+
+The records are read straight from the database file (read-only), so that reading them writes
+nothing and counts exactly what the act under test wrote."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CLI_ACTOR", "audit_rows", "rows_after", "only_act"]
+
+# Who the CLI is: the name of the user the process runs as (by uid, never by $USER).
+CLI_ACTOR = f"cli:{pwd.getpwuid(os.geteuid()).pw_name}"
+
+_COLUMNS = ("id", "session", "caller", "tool", "kind", "decision", "reason", "outcome", "error_code", "args",
+            "effects", "approval_id")  # fmt: skip
+
+
+def audit_rows(home: Path) -> list[dict[str, Any]]:
+    """Every audit record of ``home``'s SQLite database, oldest first ([] before it exists)."""
+    path = home / "pincer.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM audit ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    return [dict(zip(_COLUMNS, row, strict=True)) for row in rows]
+
+
+def rows_after(home: Path, last_id: int) -> list[dict[str, Any]]:
+    return [row for row in audit_rows(home) if row["id"] > last_id]
+
+
+def last_id(home: Path) -> int:
+    rows = audit_rows(home)
+    return rows[-1]["id"] if rows else 0
+
+
+def only_act(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one record an act wrote; fails naming what was written when it is not exactly one."""
+    acts = [row for row in rows if row["kind"] != "call"]
+    assert len(acts) == 1, f"expected exactly one audit record of the act, found {len(acts)}: {acts}"
+    return acts[0]
