@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 
 from tests.acts.support import CLI_ACTOR, audit_rows, last_id, only_act, rows_after
 from tests.cli.pending import wait_for_pending
-from tests.gateway.ui.conftest import pincer_cli, waiting_call
+from tests.gateway.ui.conftest import PINCER, cli_env, pincer_cli, waiting_call
 from tests.gateway.ui.test_dashboard_mcp import SERVER, _offer
 
 
@@ -40,7 +41,7 @@ def test_pincer_mcp_trust_yes_writes_one_audit_record_naming_the_cli_user(pincer
     assert json.loads(record["effects"]) == ["modify_extension"]
 
 
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["SIGKILL", "SIGTERM", "SIGINT"])
 def test_a_cli_call_killed_while_it_waits_for_an_approval_is_recorded_once_as_cancelled(
     pincer_home: Path, how: signal.Signals
 ) -> None:
@@ -58,8 +59,35 @@ def test_a_cli_call_killed_while_it_waits_for_an_approval_is_recorded_once_as_ca
     calls = [r for r in audit_rows(pincer_home) if r["kind"] == "call" and r["tool"] == "write_file"]
     assert len(calls) == 1, calls
     (call,) = calls
-    assert (call["outcome"], call["approval_id"], call["session"]) == ("cancelled", pending["id"], "main")
-    assert pending["id"] in call["reason"] or pending["id"] in (call["error_code"] or "") or call["approval_id"]
+    assert (call["outcome"], call["approval_id"], call["session"], call["caller"]) == ("cancelled", pending["id"], "main", "cli")
     gone = pincer_cli(pincer_home, "approvals", "approve", pending["id"], "--json")
     assert gone.returncode == 1 and "expired" in gone.stdout + gone.stderr
     assert not (pincer_home / "workspace" / "a.txt").exists()
+
+
+def test_a_call_whose_approval_times_out_is_recorded_as_cancelled_naming_it(pincer_home: Path) -> None:
+    (pincer_home / "config.toml").write_text("[approvals]\ntimeout_s = 0.5\n")
+    done = pincer_cli(pincer_home, "tools", "call", "write_file", "--args", json.dumps({"path": "b", "content": "x"}), "--json")
+    assert done.returncode == 1 and json.loads(done.stdout)["error"]["code"] == "approval_timeout"
+    (approval,) = json.loads(pincer_cli(pincer_home, "approvals", "list", "--all", "--json").stdout)
+    (call,) = [r for r in audit_rows(pincer_home) if r["kind"] == "call"]
+    assert (call["outcome"], call["approval_id"], call["error_code"]) == ("cancelled", approval["id"], "approval_timeout")
+
+
+def test_several_processes_finding_a_killed_caller_at_once_record_its_call_once(pincer_home: Path) -> None:
+    """The record of a SIGKILLed caller is written by whoever notices first; six processes
+    noticing at the same moment (each `pincer approvals list`) write it once."""
+    caller = waiting_call(pincer_home, "write_file", json.dumps({"path": "a.txt", "content": "hello"}))
+    try:
+        (pending,) = wait_for_pending(pincer_home, caller, lambda h: pincer_cli(h, "approvals", "list", "--json"))
+    finally:
+        caller.kill()
+        caller.communicate(timeout=60)
+    listers = [subprocess.Popen([*PINCER, "approvals", "list", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=cli_env(pincer_home)) for _ in range(6)]  # fmt: skip
+    for lister in listers:
+        out, err = lister.communicate(timeout=120)
+        assert lister.returncode == 0 and json.loads(out) == [], err
+    calls = [r for r in audit_rows(pincer_home) if r["kind"] == "call"]
+    assert [(r["outcome"], r["approval_id"], r["caller"]) for r in calls] == [("cancelled", pending["id"], "cli")]
+    assert pincer_cli(pincer_home, "audit", "verify").returncode == 0

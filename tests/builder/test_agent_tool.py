@@ -51,7 +51,8 @@ async def test_build_tool_asks_shows_the_plan_bounds_and_registers_the_tool_live
             called = await pincer.call(CallRequest(tool="shout", args={"word": "live"}, session="main"), on_approval=approve)
             assert called.ok and called.output == {"shout": "LIVE!"}  # registered live, no restart
             assert len(shown) == 2 and shown[1].tool == "shout"  # its network effect asks like any tool's
-            assert any(r.kind == "hub" and r.tool == "tools/shout" and r.caller == "agent:main" for r in pincer.audit.records())
+            built = [r for r in pincer.audit.records() if r.kind == "hub"]
+            assert [(r.tool, r.caller, r.approval_id) for r in built] == [("tools/shout", "agent:main", approval.id)], built
 
 
 async def test_a_refused_plan_is_refused_before_anyone_is_asked(pincer_home, runner_cache, monkeypatch):

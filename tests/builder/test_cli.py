@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from pincer.demo.model_server import serve_models
+from tests.acts.support import CLI_ACTOR, audit_rows
 from tests.builder.helpers import code_turn, plan_turn
 from tests.builder.test_refusals import SHOUT
 
@@ -41,6 +42,9 @@ def test_build_then_list_show_and_edit_from_the_command_line(tmp_path, runner_ca
         report = json.loads(done.stdout)["build"]
         assert report["key"] == "tools/shout" and report["iterations"] == 1 and report["version"] == "0.1.1"
         assert {s["stage"] for s in report["stages"]} >= {"runner", "plan", "generate", "check", "test", "build", "register"}
+        # The build's install is one act, by the CLI's user (docs/acts.md: tool-build).
+        built = [r for r in audit_rows(home) if r["kind"] == "hub"]
+        assert [(r["tool"], r["caller"]) for r in built] == [("tools/shout", CLI_ACTOR)], built
 
         human = _pincer(home, runner_cache, "build", "--edit", "shout", "two exclamation marks", "--max-iterations", "3")
         assert human.returncode == 0, human.stderr[-3000:]

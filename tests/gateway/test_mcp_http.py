@@ -143,6 +143,9 @@ async def test_an_ask_goes_to_the_client_as_an_elicitation(
     assert approval.status.value == ("allow_once" if ok else "deny")
     calls = [r for r in gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]
     assert [(r.approval_id, r.outcome) for r in calls] == [(approval.id, "ok" if ok else "denied")]
+    # The answer is one act (docs/acts.md: approval-answer), by the MCP client's session.
+    answers = [r for r in gateway.pincer.audit.records() if r.kind == "approval"]
+    assert [(r.approval_id, r.caller, r.decision) for r in answers] == [(approval.id, "mcp-elicitation:main", approval.status.value)]
 
 
 async def test_2026_parked_call_answered_over_rest_is_collected_by_the_next_round(gateway: LiveGateway) -> None:

@@ -61,3 +61,6 @@ def test_a_rest_caller_that_hangs_up_expires_its_approval_and_cancels_its_call(t
         audit = _pincer(home, "audit", "list", "--tool", "write_file", "--json")
         assert audit.returncode == 0, audit.stderr
         assert "cancelled by its caller" in audit.stdout
+        # One record of the call, naming the approval it waited on (docs/acts.md: call-cancelled).
+        (call,) = [r for r in json.loads(audit.stdout) if r["kind"] == "call"]
+        assert (call["outcome"], call["approval_id"], call["caller"]) == ("cancelled", approval["id"], "rest")

@@ -58,6 +58,19 @@ class Backend:
 
         return PgApprovalStore(self._pg())
 
+    def audited_approvals(self, key: bytes = KEY) -> tuple[Any, Any]:
+        """An approval store that records the calls of gone callers, and its audit log: what one
+        gateway holds (each pair on connections of its own)."""
+        if self.kind == "sqlite":
+            audit = AuditLog(self._sqlite(), key=key)
+            return ApprovalStore(self._sqlite(), audit=audit), audit
+        from pincer.store.pg.approvals import PgApprovalStore
+        from pincer.store.pg.audit import PgAuditLog
+
+        pools = self._pg()
+        pg_audit = PgAuditLog(pools, key=key)
+        return PgApprovalStore(pools, audit=pg_audit), pg_audit
+
     def grants(self) -> Any:
         if self.kind == "sqlite":
             return GrantStore(self._sqlite())

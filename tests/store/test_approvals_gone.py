@@ -1,0 +1,133 @@
+"""The record of a call that waited on an approval and never ran is written exactly once, on
+both backends: by the caller itself when it is alive (cancelled, timed out), else by whoever
+first finds its process gone, however many gateways find it at the same moment
+(store/approvals.py, docs/acts.md: call-cancelled)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pincer.core.errors import ApprovalGone
+from pincer.store.approvals import ApprovalStatus
+from pincer.store.audit import AuditEntry
+from pincer.store.owners import process_token, this_host
+from tests.store.conftest import Backend
+
+pytestmark = pytest.mark.anyio
+GATEWAYS = 4
+THREAD_TIMEOUT_S = 60.0
+
+
+def _dead_waiter() -> str:
+    """The owner token of a process that ran and is gone (killed, as SIGKILL leaves it)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        token = f"{this_host()}/{process_token(child.pid)}"
+    finally:
+        child.kill()
+        child.wait(timeout=THREAD_TIMEOUT_S)
+    return token
+
+
+def _asked(store: Any, *, waiter: str | None = None) -> Any:
+    request = store.create(session="main", tool="write_file", args={"path": "a.txt"}, effects=("write_filesystem",),
+                           hosts=(), reason="asks by default", timeout_s=300, caller="cli")  # fmt: skip
+    if waiter is not None:
+        store._conn.execute("UPDATE approvals SET waiter = ? WHERE id = ?", (waiter, request.id))
+    return request
+
+
+def _calls(audit: Any) -> list[Any]:
+    return [r for r in audit.records() if r.kind == "call"]
+
+
+async def test_several_gateways_finding_a_dead_caller_at_once_record_its_call_once(backend: Backend) -> None:
+    gateways = [backend.audited_approvals() for _ in range(GATEWAYS)]
+    first, audit = gateways[0]
+    request = _asked(first, waiter=_dead_waiter())
+    start = threading.Barrier(GATEWAYS)
+    failures: list[BaseException] = []
+
+    def sweep(store: Any) -> None:
+        try:
+            start.wait(timeout=THREAD_TIMEOUT_S)
+            store.expire_overdue()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=sweep, args=(store,)) for store, _ in gateways]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=THREAD_TIMEOUT_S)
+    assert not failures, failures
+    (call,) = _calls(audit)
+    assert (call.outcome, call.approval_id, call.caller, call.session, call.error_code) == (
+        "cancelled", request.id, "cli", "main", "approval_gone")  # fmt: skip
+    assert request.id in call.reason and call.args == {"path": "a.txt"} and call.effects == ["write_filesystem"]
+    after = first.get(request.id)
+    assert after.status is ApprovalStatus.EXPIRED and after.gone_recorded
+    for store, _ in gateways:  # looking again writes nothing more
+        store.expire_overdue()
+    assert len(_calls(audit)) == 1
+    assert audit.verify() == 1
+
+
+async def test_answering_a_dead_callers_approval_says_it_is_gone_and_records_the_call_once(backend: Backend) -> None:
+    store, audit = backend.audited_approvals()
+    request = _asked(store, waiter=_dead_waiter())
+    for _ in range(2):
+        with pytest.raises(ApprovalGone, match="has expired"):
+            store.answer(request.id, "allow_once", by="rest:main")
+    assert [(c.outcome, c.approval_id) for c in _calls(audit)] == [("cancelled", request.id)]
+
+
+async def test_a_live_callers_own_record_and_a_sweep_never_both_write(backend: Backend) -> None:
+    store, audit = backend.audited_approvals()
+    other, _ = backend.audited_approvals()
+    entry = AuditEntry(session="main", caller="cli", tool="write_file", decision="ask", reason="cancelled by its caller",
+                       outcome="cancelled")  # fmt: skip
+    # The caller records first: the request is expired with it, and nobody records it again.
+    mine = _asked(store)
+    recorded = await store.arecord_gone(mine.id, AuditEntry(**{**_fields(entry), "approval_id": mine.id}))
+    assert recorded is not None and store.get(mine.id).status is ApprovalStatus.EXPIRED
+    other.expire_overdue()
+    assert await store.arecord_gone(mine.id, AuditEntry(**{**_fields(entry), "approval_id": mine.id})) is None
+    # A caller taken for dead (its token names a gone process) is recorded by the sweep; its own
+    # late record is then refused (None), not written twice.
+    taken = _asked(store, waiter=_dead_waiter())
+    other.expire_overdue()
+    assert await store.arecord_gone(taken.id, AuditEntry(**{**_fields(entry), "approval_id": taken.id})) is None
+    assert sorted(c.approval_id for c in _calls(audit)) == sorted([mine.id, taken.id])
+    assert audit.verify() == 2
+
+
+def _fields(entry: AuditEntry) -> dict[str, Any]:
+    return {name: getattr(entry, name) for name in entry.__slots__}
+
+
+async def test_a_sweep_on_postgresql_does_not_wait_for_a_held_audit_head(tmp_path: Path) -> None:
+    """A sweep runs on the event loop, where this process's own appending batch may hold the
+    audit head across an ``await``: it takes the head with NOWAIT, leaves the request pending
+    while the head is held, and records the call at the next sweep. (PostgreSQL only: SQLite's
+    appends are serialised by one write lock and BEGIN IMMEDIATE, which hold no row.)"""
+    import psycopg
+
+    backend = Backend("postgres", tmp_path)
+    try:
+        store, audit = backend.audited_approvals()
+        request = _asked(store, waiter=_dead_waiter())
+        with psycopg.connect(backend.url) as holder:
+            holder.execute("SELECT last_id FROM audit_head WHERE one = 1 FOR UPDATE")
+            store.expire_overdue()  # returns at once: the head is taken
+            assert store.get(request.id).status is ApprovalStatus.PENDING and _calls(audit) == []
+        store.expire_overdue()
+        assert [(c.outcome, c.approval_id) for c in _calls(audit)] == [("cancelled", request.id)]
+    finally:
+        await backend.aclose()
