@@ -3,7 +3,8 @@
 - Trusting a changed MCP tool definition from the dashboard wrote an audit record;
   ``pincer mcp trust NAME --yes`` wrote none.
 - A CLI call killed while it waited for an approval left its approval expired and no audit
-  record of the call at all (DESIGN.md: step 10 always happens, also for cancellations).
+  record of the call at all (docs/architecture.md: the audit step always happens, also for
+  cancellations).
 """
 
 from __future__ import annotations

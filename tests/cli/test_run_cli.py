@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from pincer.demo.model_server import ScriptedCall, Turn, serve_models
+from tests.acts.support import CLI_ACTOR, audit_rows
 
 PINCER = [sys.executable, "-m", "pincer.cli"]
 CLI_TIMEOUT_S = 60
@@ -66,6 +67,9 @@ def test_run_streams_text_shows_tool_lines_asks_on_stdin_and_sums_up(tmp_path: P
     assert "2 turns, 1 tool calls, 2,200 input / 150 output tokens, $0.0004" in result.stderr
     assert (home / "workspace" / "RELEASE.md").read_text() == "## 1.0"
     assert "Release notes for 1.0" in json.dumps(server.requests[0].body)
+    # The answer at the prompt is one act, by the CLI's user (docs/acts.md: approval-answer).
+    answers = [r for r in audit_rows(home) if r["kind"] == "approval"]
+    assert [(r["caller"], r["decision"], r["tool"]) for r in answers] == [(CLI_ACTOR, "allow_once", "write_file")]
 
 
 def test_run_json_is_one_document_and_a_denied_answer_reaches_the_model(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import IO
 import pytest
 
 from pincer.demo.model_server import ScriptedCall, Turn, serve_models
+from tests.acts.support import CLI_ACTOR
 from tests.cli.test_run_cli import CLI_TIMEOUT_S, PINCER, POLL_S, _env, _home, pincer
 
 PROMPT_WAIT_S = 60.0
@@ -116,5 +117,5 @@ def test_a_prompt_ends_when_its_approval_is_answered_from_another_shell(tmp_path
                     stream.close()
     text = "".join(err)
     assert proc.returncode == 0, text
-    assert f"approval {approval['id']}: allow_once (answered by cli)" in text
+    assert f"approval {approval['id']}: allow_once (answered by {CLI_ACTOR})" in text
     assert (home / "workspace" / "approved.md").read_text() == "x"

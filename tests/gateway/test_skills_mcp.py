@@ -31,6 +31,7 @@ from pincer.gateway.serve import ServeInfo, serve
 from pincer.gateway.skills_mcp import GetSkillParams, ListSkillsParams, SkillsMcpExtension
 from pincer.service import Pincer
 from pincer.skills.remote import fetch_remote_skills
+from tests.acts.support import CLI_ACTOR, audit_rows
 from tests.gateway.conftest import SECRET_KEY, SERVER_START_TIMEOUT_S, SERVER_STOP_TIMEOUT_S, pincer_serve
 from tests.skills.conftest import write_skill
 
@@ -252,6 +253,10 @@ async def test_pincer_pulls_skills_from_an_mcp_server_and_verifies_every_file(pi
         assert pulled.returncode == 0, pulled.stderr + pulled.stdout
         result = json.loads(pulled.stdout)
         assert [i["name"] for i in result["installed"]] == ["remote-helper"] and result["refused"] == []
+    # The pull is one act per skill, by the CLI's user (docs/acts.md: skill-pull); the token is in no record.
+    pulls = [r for r in audit_rows(other) if r["kind"] == "hub"]
+    assert [(r["tool"], r["outcome"], r["caller"]) for r in pulls] == [("skills/remote-helper", "pulled", CLI_ACTOR)]
+    assert token.encode() not in (other / "pincer.db").read_bytes()
     folder = other / "installed" / "skills" / "remote-helper"
     assert (folder / "SKILL.md").read_text().endswith("Help.\n")
     listed = {r["name"]: r for r in json.loads(cli("list", "--json").stdout)["skills"]}
@@ -261,6 +266,9 @@ async def test_pincer_pulls_skills_from_an_mcp_server_and_verifies_every_file(pi
     assert shown["tools"] == []
     approved = cli("approve", "remote-helper", "--json")
     assert approved.returncode == 0 and json.loads(approved.stdout)["allowed_tools"] == ["read_file", "write_file"]
+    (approval,) = [r for r in audit_rows(other) if r["kind"] == "skill"]
+    assert (approval["tool"], approval["outcome"], approval["caller"]) == ("remote-helper", "approved", CLI_ACTOR)
+    assert json.loads(approval["args"])["approved"] == "allowed_tools"
     assert json.loads(cli("show", "remote-helper", "--json").stdout)["tools"] == ["read_file", "write_file"]
     (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text() + "changed\n")
     # edited on disk: refused by every command that shows or runs it, in the words of `pincer verify`
