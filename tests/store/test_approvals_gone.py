@@ -131,3 +131,17 @@ async def test_a_sweep_on_postgresql_does_not_wait_for_a_held_audit_head(tmp_pat
         assert [(c.outcome, c.approval_id) for c in _calls(audit)] == [("cancelled", request.id)]
     finally:
         await backend.aclose()
+
+
+async def test_a_cancelled_call_uses_its_grant_and_rate_limit_only_if_it_got_past_its_approval(backend: Backend) -> None:
+    """A call let through and then cancelled may have run in part: it counts against its
+    grant's max_invocations and its rate limit (before ``cancelled`` existed it was ``error``,
+    and counted). One that timed out or lost its caller while asking never ran: it does not."""
+    audit = backend.audit()
+    outcomes = [("ok", None, "allow"), ("cancelled", "tool_error", "allow"), ("cancelled", "approval_timeout", "ask"),
+                ("cancelled", "approval_gone", "ask"), ("denied", "denied", "deny")]  # fmt: skip
+    for outcome, code, decision in outcomes:
+        await audit.append(AuditEntry(session="main", caller="cli", tool="write_file", decision=decision, reason="r",
+                                      outcome=outcome, error_code=code, grant_id="g-1"))  # fmt: skip
+    assert audit.grant_uses("g-1") == 2
+    assert len(audit.timestamps("write_file", 0.0)) == 2

@@ -594,11 +594,7 @@ class AuditLog:
         return [row[0] for row in rows]
 
     def grant_uses(self, grant_id: str) -> int:
-        row = self._conn.execute(
-            "SELECT COUNT(*) FROM audit WHERE grant_id = ? AND kind = 'call' AND outcome IN ('ok', 'error') "
-            "AND cached = 0",
-            (grant_id,),
-        ).fetchone()
+        row = self._conn.execute(GRANT_USES_SQL, (grant_id,)).fetchone()
         return int(row[0])
 
     def verify(self) -> int:
@@ -805,12 +801,19 @@ def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:
     )  # fmt: skip
 
 
+# A call that used its grant (and its rate limit): it ran, or it was let through and then
+# cancelled by its caller (it may have run in part). One that never got past its approval (timed
+# out, or its caller died waiting: outcome cancelled with those codes) used nothing.
+_USED_SQL = (
+    "(outcome IN ('ok', 'error') OR (outcome = 'cancelled' AND error_code NOT IN ('approval_timeout', 'approval_gone')))"
+)
 # Executed calls of a tool since a time (what rate limits count); "?" placeholders, which the
 # PostgreSQL store (store/pg/audit.py) turns into "%s" with to_format_style.
 _TIMESTAMPS_SQL = (
-    "SELECT ts FROM audit WHERE tool = ? AND ts >= ? AND kind = 'call' AND outcome IN ('ok', 'error') "
+    f"SELECT ts FROM audit WHERE tool = ? AND ts >= ? AND kind = 'call' AND {_USED_SQL} "
     "AND cached = 0 AND decision = 'allow' ORDER BY ts"
 )
+GRANT_USES_SQL = f"SELECT COUNT(*) FROM audit WHERE grant_id = ? AND kind = 'call' AND {_USED_SQL} AND cached = 0"
 
 
 def _records_query(

@@ -31,6 +31,7 @@ from pincer.store.audit import (
     _COLUMNS,
     _FIELDS,
     _TIMESTAMPS_SQL,
+    GRANT_USES_SQL,
     AuditEntry,
     AuditRecord,
     ChainHead,
@@ -263,11 +264,7 @@ class PgAuditLog:
 
     def grant_uses(self, grant_id: str) -> int:
         with self._pools.sync.connection() as conn:
-            row = conn.execute(
-                "SELECT COUNT(*) FROM audit WHERE grant_id = %s AND kind = 'call' AND outcome IN ('ok', 'error') "
-                "AND cached = 0",
-                (grant_id,),
-            ).fetchone()
+            row = conn.execute(to_format_style(GRANT_USES_SQL), (grant_id,)).fetchone()
         return int(row[0])
 
     def verify(self) -> int:
