@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import pwd
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLI_ACTOR", "audit_rows", "rows_after", "only_act"]
+__all__ = ["CLI_ACTOR", "audit_rows", "rows_after", "last_id", "only_act", "notes_server"]
 
 # Who the CLI is: the name of the user the process runs as (by uid, never by $USER).
 CLI_ACTOR = f"cli:{pwd.getpwuid(os.geteuid()).pw_name}"
@@ -48,3 +49,14 @@ def only_act(rows: list[dict[str, Any]]) -> dict[str, Any]:
     acts = [row for row in rows if row["kind"] != "call"]
     assert len(acts) == 1, f"expected exactly one audit record of the act, found {len(acts)}: {acts}"
     return acts[0]
+
+
+def notes_server(tmp: Path, description: str = "Lists the notes") -> tuple[list[str], Path]:
+    """``pincer mcp add NAME`` arguments for a real stdio MCP server offering one tool, and the
+    file its offer is read from (``_offer`` it again to change the definition)."""
+    from tests.gateway.ui.test_dashboard_mcp import SERVER, _offer
+
+    script, offered = tmp / "notes_server.py", tmp / "tools.json"
+    script.write_text(SERVER)
+    _offer(offered, description)
+    return ["--command", sys.executable, "--arg", "-u", "--arg", str(script), "--arg", str(offered)], offered

@@ -17,10 +17,9 @@ import pytest
 
 from pincer.hub.signing import generate_key
 from pincer.runtimes.wasm import install as disk
-from tests.acts.support import CLI_ACTOR, last_id, only_act, rows_after
+from tests.acts.support import CLI_ACTOR, last_id, notes_server, only_act, rows_after
 from tests.cli.pending import wait_for_pending
 from tests.gateway.ui.conftest import pincer_cli, waiting_call
-from tests.gateway.ui.test_dashboard_mcp import SERVER, _offer
 from tests.processes import SHOUT_MANIFEST
 from tests.runtimes.wasm.conftest import private_compile_cache, wasm_compile_cache, wasm_components  # noqa: F401 - fixtures
 
@@ -47,10 +46,7 @@ def _ok(home: Path, *args: str, stdin: str | None = None) -> None:
 
 
 def _notes_server(tmp: Path) -> list[str]:
-    script, offered = tmp / "notes_server.py", tmp / "tools.json"
-    script.write_text(SERVER)
-    _offer(offered, "Lists the notes")
-    return ["--command", sys.executable, "--arg", "-u", "--arg", str(script), "--arg", str(offered)]
+    return notes_server(tmp)[0]
 
 
 def _mcp_add(home: Path, tmp: Path) -> tuple[list[str], str | None]:

@@ -125,6 +125,12 @@ class ApprovalRequest:
         }
 
 
+# Named, not ``*``: a database whose columns were added in another order (put back to an older
+# version by hand, then migrated again) reads the same.
+_COLUMNS = (
+    "id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, answered_at, answered_by, "
+    "session_kind, scope, detail, waiter, binding, consumed_at, run_id, tainted_by, caller, gone_recorded"
+)
 # Set by whoever records the call of an approval that never ran: the caller itself (which
 # also expires a request still pending), or the first process that finds the caller dead.
 _CLAIM_GONE = (
@@ -195,7 +201,7 @@ class ApprovalStore:
         return request
 
     def get(self, approval_id: str) -> ApprovalRequest:
-        row = self._conn.execute("SELECT * FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+        row = self._conn.execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
         if row is None:
             raise UsageError(
                 f"no approval request with id {approval_id!r}",
@@ -206,10 +212,10 @@ class ApprovalStore:
     def list(self, *, status: ApprovalStatus | None = ApprovalStatus.PENDING) -> list[ApprovalRequest]:
         self.expire_overdue()
         if status is None:
-            rows = self._conn.execute("SELECT * FROM approvals ORDER BY created_at").fetchall()
+            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM approvals ORDER BY created_at").fetchall()
         else:
             rows = self._conn.execute(
-                "SELECT * FROM approvals WHERE status = ? ORDER BY created_at", (status.value,)
+                f"SELECT {_COLUMNS} FROM approvals WHERE status = ? ORDER BY created_at", (status.value,)
             ).fetchall()
         return [_to_request(row) for row in rows]
 
@@ -297,7 +303,7 @@ class ApprovalStore:
         """The newest unconsumed, unexpired detached request for this call, if any."""
         self.expire_overdue()
         row = self._conn.execute(
-            "SELECT * FROM approvals WHERE binding = ? AND consumed_at IS NULL AND status != 'expired' "
+            f"SELECT {_COLUMNS} FROM approvals WHERE binding = ? AND consumed_at IS NULL AND status != 'expired' "
             "ORDER BY created_at DESC LIMIT 1",
             (binding,),
         ).fetchone()
@@ -318,7 +324,7 @@ class ApprovalStore:
     def expire_overdue(self) -> None:
         """Expire the pending requests whose waiting process is gone (recording their calls),
         then those past their time (a live waiter records its own call when it sees that)."""
-        rows = self._conn.execute("SELECT * FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL").fetchall()
+        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL").fetchall()
         for row in rows:
             request = _to_request(row)
             if not self.owners.is_alive(request.waiter):

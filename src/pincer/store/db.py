@@ -135,13 +135,17 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE IF EXISTS idempotency")
     conn.execute(_IDEMPOTENCY_V2)
     conn.execute("CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at)")
-    # Column by column, so a database that already has some (put back to version 1 by hand)
-    # still opens.
+    _add_approval_columns(conn, _APPROVAL_COLUMNS_V2)
+    conn.execute("CREATE INDEX IF NOT EXISTS approvals_binding ON approvals (binding)")
+
+
+def _add_approval_columns(conn: sqlite3.Connection, columns: tuple[tuple[str, str], ...]) -> None:
+    """Column by column, so a database that already has some (put back to an older version by
+    hand) still opens."""
     present = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
-    for name, declaration in _APPROVAL_COLUMNS_V2:
+    for name, declaration in columns:
         if name not in present:
             conn.execute(f"ALTER TABLE approvals ADD COLUMN {name} {declaration}")
-    conn.execute("CREATE INDEX IF NOT EXISTS approvals_binding ON approvals (binding)")
 
 
 # v3 (the agent loop): audit records name the run they belong to; runs and their transcripts.
@@ -274,10 +278,7 @@ _APPROVAL_COLUMNS_V6 = (("run_id", "TEXT"), ("tainted_by", "TEXT"))
 
 
 def _migrate_v6(conn: sqlite3.Connection) -> None:
-    present = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
-    for name, declaration in _APPROVAL_COLUMNS_V6:
-        if name not in present:
-            conn.execute(f"ALTER TABLE approvals ADD COLUMN {name} {declaration}")
+    _add_approval_columns(conn, _APPROVAL_COLUMNS_V6)
 
 
 # v7: dashboard sign-ins (store/sign_ins.py), so every gateway on this home knows them and a
@@ -316,10 +317,7 @@ _APPROVAL_COLUMNS_V9 = (("caller", "TEXT"), ("gone_recorded", "INTEGER NOT NULL 
 
 
 def _migrate_v9(conn: sqlite3.Connection) -> None:
-    present = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
-    for name, declaration in _APPROVAL_COLUMNS_V9:
-        if name not in present:
-            conn.execute(f"ALTER TABLE approvals ADD COLUMN {name} {declaration}")
+    _add_approval_columns(conn, _APPROVAL_COLUMNS_V9)
 
 
 def _migrate_v1(conn: sqlite3.Connection) -> None:
