@@ -132,7 +132,7 @@ async def test_an_approval_whose_call_is_gone_cannot_be_answered(pincer: Pincer)
     with pytest.raises(ApprovalGone, match="expired"):
         pincer.dispatcher.answer(pending.id, "allow_once", by="cli")
     record = pincer.audit.records()[-1]
-    assert record.approval_id == pending.id and record.outcome == "error"
+    assert record.approval_id == pending.id and record.outcome == "cancelled"
 
 
 async def test_idempotency_keys_do_not_cross_sessions(pincer: Pincer) -> None:

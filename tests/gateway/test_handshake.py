@@ -231,7 +231,7 @@ async def test_a_cancelled_call_is_answered_as_cancelled_and_recorded(pincer_hom
             "error": {"code": -32800, "message": "Request cancelled"},
         }
         (record,) = [r for r in live.pincer.audit.records(tool="write_note") if r.kind == "call"]
-        assert record.outcome == "error" and "cancelled" in (record.error or "")
+        assert record.outcome == "cancelled" and "cancelled" in (record.error or "")
 
 
 async def test_a_deleted_session_is_not_served(gateway: LiveGateway) -> None:

@@ -127,6 +127,10 @@ async def test_a_sweep_on_postgresql_does_not_wait_for_a_held_audit_head(tmp_pat
             holder.execute("SELECT last_id FROM audit_head WHERE one = 1 FOR UPDATE")
             store.expire_overdue()  # returns at once: the head is taken
             assert store.get(request.id).status is ApprovalStatus.PENDING and _calls(audit) == []
+            # An answer meanwhile is refused all the same: the caller is gone.
+            with pytest.raises(ApprovalGone):
+                store.answer(request.id, "allow_once", by="rest:main")
+            assert store.get(request.id).status is ApprovalStatus.PENDING
         store.expire_overdue()
         assert [(c.outcome, c.approval_id) for c in _calls(audit)] == [("cancelled", request.id)]
     finally:

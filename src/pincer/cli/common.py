@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -160,7 +161,8 @@ def run(fn: Callable[[], Awaitable[T]], *, as_json: bool = False, backend_option
     approval: its audit record) is recorded before the command exits 143; ``on_sigterm=False``
     leaves SIGTERM to the body (``pincer serve``: uvicorn's graceful shutdown)."""
     try:
-        if not on_sigterm:
+        # Signals reach the main thread only (a command run in a worker thread, as tests do, has none).
+        if not on_sigterm or threading.current_thread() is not threading.main_thread():
             return anyio.run(fn, backend_options=backend_options)
         return anyio.run(_terminable, fn, backend_options=backend_options)
     except PincerError as exc:

@@ -66,7 +66,7 @@ def serve(
     async def body() -> None:
         await serve_hub(_server_home(home), host=host, port=port, allow_remote=allow_remote, limits=limits, on_ready=ready)
 
-    run(body, as_json=as_json)
+    run(body, as_json=as_json, on_sigterm=False)  # uvicorn's own graceful shutdown
 
 
 @token_app.command("new")

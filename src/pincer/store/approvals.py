@@ -238,13 +238,16 @@ class ApprovalStore:
         except ValueError:
             raise UsageError(f"unknown answer scope {scope!r}", hint="use session, kind or all") from None
         current = self.get(approval_id)
-        if current.status is ApprovalStatus.PENDING and not self.owners.is_alive(current.waiter):
+        caller_gone = current.status is ApprovalStatus.PENDING and not self.owners.is_alive(current.waiter)
+        if caller_gone:
+            # Still pending after this when the audit head was taken: its record waits for the
+            # next sweep, and the answer is refused all the same.
             self._close_orphan(current)
             current = self.get(approval_id)
         if current.status is ApprovalStatus.PENDING and current.expires_at < time.time():
             self.expire(approval_id)
             current = self.get(approval_id)
-        if current.status is ApprovalStatus.EXPIRED:
+        if current.status is ApprovalStatus.EXPIRED or caller_gone:
             raise ApprovalGone(
                 f"approval {approval_id} for {current.tool} has expired: the call that asked is gone "
                 "(it timed out, was cancelled, or its process ended), so nobody would act on the answer",
