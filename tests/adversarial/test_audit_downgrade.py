@@ -155,8 +155,9 @@ class AttackedHome:
         self.sql("ALTER TABLE audit_chain DROP COLUMN chain_id", "UPDATE audit_chain SET mac = ?", params=(old_mac,))
         if self.kind == "sqlite":
             self.sql("PRAGMA user_version = 7")
-        else:
-            self.sql("DELETE FROM pincer_schema WHERE version = 7")
+        else:  # schema 6: the later steps' columns go too (v8: the approvals' caller)
+            self.sql("ALTER TABLE approvals DROP COLUMN caller", "ALTER TABLE approvals DROP COLUMN gone_recorded",
+                     "DELETE FROM pincer_schema WHERE version >= 7")  # fmt: skip
         self.anchor.unlink()
 
     def marker(self) -> tuple[Any, ...] | None:
