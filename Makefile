@@ -13,8 +13,9 @@ export PINCER_WASM_TEST_CACHE ?= $(CURDIR)/.cache/wasm-test
 SANDBOX_DEBS := libseccomp2 python3-minimal util-linux curl
 # Debian packages the tests start for real: chromium (the browser built-in, the dashboard's and the
 # canvas' Playwright tests: Playwright never downloads a browser of its own), PostgreSQL and Redis
-# (scale-out; the tests start their own servers on loopback ports, the Debian services stay off).
-SYSTEM_DEBS := $(SANDBOX_DEBS) chromium postgresql redis-server
+# (scale-out; the tests start their own servers on loopback ports, the Debian services stay off),
+# and Prometheus (tests/telemetry scrape a real `pincer serve` with it, on a loopback port of their own).
+SYSTEM_DEBS := $(SANDBOX_DEBS) chromium postgresql redis-server prometheus
 
 # Node packages the MCP tests run for real: the reference "everything" server, the official
 # conformance suite, and Node 22 (which the suite needs) as an npm package. Installed once into a
@@ -64,7 +65,7 @@ system-deps:
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing$$missing"; apt-get update -qq && apt-get install -y -qq $$missing; \
-	  else echo "warning: missing Debian packages (the script sandbox, chromium, PostgreSQL, Redis):$$missing" >&2; fi; \
+	  else echo "warning: missing Debian packages (the script sandbox, chromium, PostgreSQL, Redis, Prometheus):$$missing" >&2; fi; \
 	fi
 
 # The tool builder's shared runner component, built once per machine into the XDG cache folder

@@ -63,6 +63,7 @@ def test_imports_point_inward(layer: str) -> None:
 FLOORS: dict[str, int] = {
     "__init__": 0, "core": 0,
     "policy": 1, "safety": 1, "store": 1, "secrets": 1, "config": 1, "config_template": 1, "schedule": 1,
+    "telemetry": 1,
     "runtimes": 2,
     "dispatch": 3, "approver": 3, "registry": 3, "elicitation": 3, "config_check": 3,
     "skills": 4, "llm": 4,

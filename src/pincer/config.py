@@ -490,6 +490,24 @@ class BuiltinSettings(_Model):
 _BROWSER_ONLY = ("idle_timeout_s", "max_snapshot_chars", "max_download_bytes", "profile_dir")
 
 
+class TelemetrySettings(_Model):
+    """``[telemetry]``: OpenTelemetry traces (off by default; the ``OTEL_*`` variables configure the
+    exporter) and the Prometheus ``/metrics`` endpoint (docs/operations.md). Read at start: a
+    change waits for a restart of ``pincer serve``."""
+
+    traces: bool = False
+    # The OTLP/HTTP traces URL; unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT
+    # + /v1/traces, else http://localhost:4318/v1/traces (the official exporter reads them).
+    endpoint: str | None = Field(default=None, pattern=r"^https?://", max_length=2_000)
+    # Tool arguments and results on the execute_tool spans, leak-scanned and cut to content_max_chars.
+    record_content: bool = False
+    content_max_chars: int = Field(default=1_024, ge=16, le=65_536)
+    metrics: bool = True
+    # A second listener on 127.0.0.1 serving /metrics without a token; unset: only the gateway's
+    # /metrics, with a main session's token.
+    metrics_port: int | None = Field(default=None, ge=1, le=65_535)
+
+
 class ConfigFile(_Model):
     """config.toml as written: one model per section (``docs/config.md`` is generated from it)."""
 
@@ -516,6 +534,7 @@ class ConfigFile(_Model):
     agent: AgentSettings = AgentSettings()
     hub: HubSettings = HubSettings()
     triggers: TriggersSettings = TriggersSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     builtins: dict[str, BuiltinSettings] = Field(default_factory=dict, max_length=64)
 
 
@@ -549,6 +568,7 @@ class Config:
     agent: AgentSettings = field(default_factory=AgentSettings)
     hub: HubSettings = field(default_factory=HubSettings)
     triggers: TriggersSettings = field(default_factory=TriggersSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     hooks: tuple[HookSettings, ...] = ()
     jobs: tuple[JobSettings, ...] = ()
     builtins: Mapping[str, BuiltinSettings] = field(default_factory=dict)
@@ -768,6 +788,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         agent=data.agent,
         hub=data.hub,
         triggers=data.triggers,
+        telemetry=data.telemetry,
         hooks=data.hooks,
         jobs=data.jobs,
         builtins=_with_browser_profile(data.builtins, home),

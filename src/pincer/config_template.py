@@ -215,6 +215,25 @@ KEYS: dict[str, KeyHelp] = {
     "agent.prices.*.input_per_mtok": KeyHelp(help="USD per million input tokens", example="2.5"),
     "agent.prices.*.output_per_mtok": KeyHelp(help="USD per million output tokens", example="10"),
     "agent.prices.*.cached_input_per_mtok": KeyHelp(help="USD per million cached input tokens (unset: the input price)", example="1.25"),
+    "telemetry.traces": KeyHelp(
+        help="export OpenTelemetry traces over OTLP/HTTP: a span per tool call, agent run, model request, webhook "
+        "delivery and upstream request (needs pip install 'pincer[telemetry]'; OTEL_* variables set headers, "
+        "sampler and service name)"
+    ),
+    "telemetry.endpoint": KeyHelp(
+        help="the OTLP/HTTP traces URL; unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, "
+        "else http://localhost:4318/v1/traces",
+        example='"http://127.0.0.1:4318/v1/traces"',
+    ),
+    "telemetry.record_content": KeyHelp(
+        help="put tool arguments and results on the spans, leak-scanned and cut short; off: spans never hold them"
+    ),
+    "telemetry.content_max_chars": KeyHelp(help="with record_content: the most of each argument or result a span keeps"),
+    "telemetry.metrics": KeyHelp(help="serve Prometheus metrics at /metrics (a main session's token)"),
+    "telemetry.metrics_port": KeyHelp(
+        help="also serve /metrics on this 127.0.0.1 port, without a token; unset: only the gateway's /metrics",
+        example="9464",
+    ),
     "triggers.enabled": KeyHelp(help="pincer serve runs the scheduler and the run queue, and answers /hooks/NAME"),
     "triggers.hook_max_body_bytes": KeyHelp(help="a webhook delivery larger than this gets 413 before it is read whole"),
     "triggers.signature_tolerance_s": KeyHelp(help="a Standard Webhooks timestamp further than this from now gets 401"),
@@ -336,6 +355,7 @@ SECTIONS: dict[str, str] = {
     "hub": "The hub: where tools and skills are installed from, and what one artifact may weigh (docs/hub.md).",
     "hub.sources": "Catalog sources, searched together: a registry folder (path) or a hub server (url).",
     "triggers": "Triggers: commands, schedules and webhooks that start skill runs (docs/triggers.md).",
+    "telemetry": "Traces and metrics for operators: OpenTelemetry spans over OTLP/HTTP, Prometheus /metrics (docs/operations.md).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",
     "builtins": "The bundled tools, and the APIs or logins several of them share (brave, dune: base_url only; google: "

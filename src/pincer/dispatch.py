@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
@@ -37,7 +38,7 @@ from pincer.approver import ApprovalHook, Approver
 from pincer.config import Config
 from pincer.core.acts import CANCELLED
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, ToolError, ToolTimeout
+from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, StoreError, ToolError, ToolTimeout
 from pincer.core.schema import validate_args
 from pincer.core.values import (
     CallRequest,
@@ -62,9 +63,12 @@ from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, Approva
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.grants import GrantStore
 from pincer.store.idempotency import IdempotencyStore, args_digest, check_key
+from pincer.telemetry import spans
+from pincer.telemetry.tracing import TRACING, error_type
 
 if TYPE_CHECKING:
     from pincer.secrets.store import SecretAccess
+    from pincer.telemetry.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +156,14 @@ class _Trace:
     args: Any = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     cached: bool = False
+    # What operators see of it (telemetry/): the record and its id, the runtime's own time and
+    # the audit append's, and which store failed (a "store_error" result from the rate limiter
+    # is Redis').
+    entry: AuditEntry | None = None
+    audit_id: int | None = None
+    tool_s: float | None = None
+    audit_s: float = 0.0
+    failed_store: str | None = None
 
 
 class Dispatcher:
@@ -181,6 +193,8 @@ class Dispatcher:
         # [cache] url: the limits are counted in Redis across every gateway (store/cache.py)
         # instead of in this process's windows. Set by the service after construction.
         self.shared_limiter: Any = None
+        # The gateway's Prometheus metrics (telemetry/metrics.py), set by the gateway; None: none kept.
+        self.metrics: Metrics | None = None
         self._grant_uses: dict[str, int] = {}
         self._in_flight = 0
         # The config is immutable: its per-tool answers are computed once.
@@ -209,8 +223,21 @@ class Dispatcher:
     # -- the chain ---------------------------------------------------------------------------
 
     async def call(self, request: CallRequest, *, on_approval: ApprovalHook | None = None) -> ToolResult:
-        started = time.perf_counter()
+        if not TRACING.on and self.metrics is None:
+            return await self._call(request, on_approval, _Trace())
+        # Observed: the call's span is current while it runs (nested calls and upstream requests
+        # are its children), and both it and the metrics read the audit record at the end.
         trace = _Trace()
+        span = spans.start_call(request) if TRACING.on else None
+        result: ToolResult | None = None
+        try:
+            result = await self._call(request, on_approval, trace)
+            return result
+        finally:
+            self._observe(trace, result, span)
+
+    async def _call(self, request: CallRequest, on_approval: ApprovalHook | None, trace: _Trace) -> ToolResult:
+        started = time.perf_counter()
         scanner = self._scanner()
         self._in_flight += 1
         try:
@@ -225,9 +252,9 @@ class Dispatcher:
                 # The caller went away (a client disconnected, a task group ended, SIGTERM): the
                 # call is still recorded, shielded so the cancellation cannot skip the record.
                 cancelled = self._failure(ToolError(f"{request.tool} was cancelled by its caller"), scanner)
-                entry = self._audit_entry(request, trace, cancelled, cancelled.usage, scanner, outcome=CANCELLED)
+                entry = trace.entry = self._audit_entry(request, trace, cancelled, cancelled.usage, scanner, outcome=CANCELLED)
                 with anyio.CancelScope(shield=True):
-                    await self._record(entry)
+                    trace.audit_id = await self._record(entry)
                 raise
         finally:
             self._in_flight -= 1
@@ -239,8 +266,14 @@ class Dispatcher:
             redactions=usage.redactions,
             extra=usage.extra,
         )
-        entry = self._audit_entry(request, trace, result, usage, scanner)
-        audit_id = await self._record(entry)
+        entry = trace.entry = self._audit_entry(request, trace, result, usage, scanner)
+        appending = time.perf_counter()
+        try:
+            audit_id = trace.audit_id = await self._record(entry)
+        except StoreError:
+            trace.failed_store = "database"
+            raise
+        trace.audit_s = time.perf_counter() - appending
         return ToolResult(
             ok=result.ok,
             output=result.output,
@@ -265,8 +298,64 @@ class Dispatcher:
         """Record a call an entry point refused before it could be built (malformed JSON args)."""
         scanner = self._scanner()
         result = self._failure(error, scanner)
-        audit_id = await self.audit.append(self._audit_entry(request, _Trace(), result, result.usage, scanner))
+        trace = _Trace()
+        span = spans.start_call(request) if TRACING.on else None
+        try:
+            entry = trace.entry = self._audit_entry(request, trace, result, result.usage, scanner)
+            audit_id = trace.audit_id = await self.audit.append(entry)
+        finally:
+            if span is not None or self.metrics is not None:
+                self._observe(trace, result, span)
         return replace(result, audit_id=audit_id)
+
+    def _observe(self, trace: _Trace, result: ToolResult | None, span: spans.CallSpan | None) -> None:
+        """End the call's span and count it, from its audit record."""
+        entry = trace.entry
+        runtime = trace.spec.runtime.value if trace.spec is not None else None
+        if span is not None:
+            shown = None
+            if result is not None and TRACING.record_content:
+                shown = result.output if result.ok else result.error
+            spans.end_call(span, entry, trace.audit_id, runtime=runtime, result=shown)
+        metrics = self.metrics
+        if metrics is None or entry is None:
+            return
+        metrics.call_finished(
+            tool=entry.tool if trace.spec is not None else None,
+            runtime=runtime,
+            decision=entry.decision,
+            outcome=entry.outcome,
+            seconds=entry.duration_ms / 1000,
+            tool_seconds=trace.tool_s,
+            audit_seconds=trace.audit_s if trace.audit_id is not None else None,
+        )
+        if trace.failed_store is not None or entry.error_code == "store_error":
+            metrics.store_error(trace.failed_store or "database")
+
+    @contextmanager
+    def _approval_observed(self, spec: ToolSpec, trace: _Trace) -> Iterator[None]:
+        """The wait for an answer as operators see it: its own span, the approvals this gateway
+        waits on, how the wait ended and how long it took."""
+        metrics = self.metrics
+        if metrics is None and not TRACING.on:
+            yield
+            return
+        started = time.perf_counter()
+        ended = "allowed"
+        if metrics is not None:
+            metrics.approval_waiting(1)
+        try:
+            with spans.approval_span(spec.name) if TRACING.on else nullcontext():
+                yield
+        except BaseException as exc:
+            ended = error_type(exc)
+            raise
+        finally:
+            if metrics is not None:
+                metrics.approval_waiting(-1)
+                metrics.approval_ended(
+                    ended, tool=spec.name, runtime=spec.runtime.value, seconds=time.perf_counter() - started
+                )
 
     async def _run(
         self, request: CallRequest, trace: _Trace, scanner: Scanner, on_approval: ApprovalHook | None
@@ -325,21 +414,22 @@ class Dispatcher:
             def note(created: ApprovalRequest) -> None:
                 trace.approval_id = created.id
 
-            asked = await self.approver.ask(
-                binding=_call_binding(request),
-                session=request.session,
-                spec=spec,
-                effects=effects,
-                args_shown=trace.args,
-                hosts=hosts,
-                grant_decision=decision,
-                runtime_ask=runtime_ask,
-                on_approval=on_approval,
-                on_created=note,
-                run_id=request.run_id,
-                tainted_by=_taint_shown(request.taint, scanner),
-                caller=request.caller,
-            )
+            with self._approval_observed(spec, trace):
+                asked = await self.approver.ask(
+                    binding=_call_binding(request),
+                    session=request.session,
+                    spec=spec,
+                    effects=effects,
+                    args_shown=trace.args,
+                    hosts=hosts,
+                    grant_decision=decision,
+                    runtime_ask=runtime_ask,
+                    on_approval=on_approval,
+                    on_created=note,
+                    run_id=request.run_id,
+                    tainted_by=_taint_shown(request.taint, scanner),
+                    caller=request.caller,
+                )
             decision, approval = asked.decision, asked.approval
             trace.decision = decision
 
@@ -347,7 +437,11 @@ class Dispatcher:
         if limit is None:
             limit = self._limits[spec.name] = self.config.rate_limit(spec.name)
         if self.shared_limiter is not None:
-            await self.shared_limiter.reserve(spec.name, limit, self._clock())
+            try:
+                await self.shared_limiter.reserve(spec.name, limit, self._clock())
+            except StoreError:
+                trace.failed_store = "redis"
+                raise
         else:
             self._limiter.reserve(spec.name, limit, self._clock())
         if decision.grant_id is not None:
@@ -445,6 +539,7 @@ class Dispatcher:
         if output is None:
             raise ToolError(f"{spec.name} returned nothing", hint="a runtime must return a ToolOutput")
         duration_ms = (time.perf_counter() - started) * 1000
+        trace.tool_s = duration_ms / 1000
         return self._finish(spec, output, scanner.with_values(injected) if injected else scanner, duration_ms)
 
     def _host_context(

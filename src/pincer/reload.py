@@ -90,6 +90,10 @@ def live_config_changes(old: Config, new: Config) -> list[str]:
             changed.append(f"[skills] {key}")
     if old.workspace != new.workspace:
         changed.append("[workspace] path")
+    # the tracer provider and the metrics listener are set up once, when the gateway starts
+    for key in type(new.telemetry).model_fields:
+        if getattr(old.telemetry, key) != getattr(new.telemetry, key):
+            changed.append(f"[telemetry] {key}")
     return changed
 
 

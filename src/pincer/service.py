@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
@@ -31,6 +31,9 @@ from pincer.store.home_share import HomeSync, LocalHome, share, unshare
 from pincer.store.runs import RunStore
 from pincer.store.sign_ins import SignInStore
 from pincer.store.triggers import TriggerStore
+
+if TYPE_CHECKING:
+    from pincer.telemetry.metrics import Metrics, ServerState
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +123,7 @@ class Pincer:
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
         self._agent: Any = None
+        self.metrics: Metrics | None = None  # set by enable_metrics (the gateway)
         self.dispatcher = Dispatcher(
             registry=self.registry,
             config=config,
@@ -639,6 +643,41 @@ class Pincer:
     def mcp(self) -> Any:
         """The MCP runtime (``pincer.runtimes.mcp.McpRuntime``), None when no server is configured."""
         return self._mcp
+
+    def enable_metrics(self) -> Metrics:
+        """Keep Prometheus metrics from now on (``pincer serve`` does, for its ``/metrics``)."""
+        if self.metrics is None:
+            from pincer.telemetry.metrics import Metrics
+
+            self.metrics = self.dispatcher.metrics = Metrics(
+                servers=self._server_states, audit_queue=lambda: self.audit.queue_depth
+            )
+        return self.metrics
+
+    def _server_states(self) -> list[ServerState]:
+        from pincer.telemetry.metrics import ServerState
+
+        mcp = self._mcp
+        statuses = mcp.statuses() if mcp is not None else ()  # type: ignore[attr-defined]
+        return [ServerState(name=s.name, up=s.state == "running", restarts=s.restarts) for s in statuses]
+
+    async def readiness(self) -> dict[str, str]:
+        """What ``GET /readyz`` says of each store, one word each (store/readiness.py)."""
+        from pincer.store.readiness import audit_check, cache_check, database_check
+
+        checks = {"store": "", "audit": audit_check(self.audit.queue_depth)}
+
+        async def store() -> None:
+            checks["store"] = await database_check(self.home, self._shared.pools if self._shared is not None else None)
+
+        async def cache() -> None:
+            checks["cache"] = await cache_check(self._shared_limiter)
+
+        async with anyio.create_task_group() as tg:  # at once: a probe's timeout bounds them both
+            tg.start_soon(store)
+            if self._shared_limiter is not None:
+                tg.start_soon(cache)
+        return checks
 
     def scanner(self) -> LeakScanner:
         """The leak scanner over every secret in the store, rebuilt when the store changes."""

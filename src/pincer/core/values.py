@@ -246,6 +246,7 @@ class CallRequest:
     depth: int = 0  # nesting of tool-invoke calls; the dispatcher refuses past a limit
     run_id: str | None = None  # the agent run the call belongs to, recorded in the audit log
     taint: Taint | None = None  # set by the agent loop once its run has read untrusted output
+    call_id: str | None = None  # the model's id of the tool call (agent runs): traces name it
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,7 +1,9 @@
-"""One ASGI app: MCP streamable HTTP at ``/mcp``, REST under ``/api/v1``, ``/healthz``, webhooks at
-``/hooks/{name}``, the dashboard at ``/ui``; all of it behind the guard (Host/Origin, bearer token,
-body limit), except that webhooks authenticate themselves (``gateway/hooks.py``) and the dashboard
-signs people in with a session cookie (``gateway/ui/auth.py``)."""
+"""One ASGI app: MCP streamable HTTP at ``/mcp``, REST under ``/api/v1``, ``/healthz``, ``/readyz``
+and ``/metrics`` (``gateway/probes.py``), webhooks at ``/hooks/{name}``, the dashboard at ``/ui``;
+all of it behind the guard (Host/Origin, bearer token, body limit), except that webhooks
+authenticate themselves (``gateway/hooks.py``), the dashboard signs people in with a session
+cookie (``gateway/ui/auth.py``) and the probes need no token. While tracing is on, a server span
+per request sits in front of the guard (``gateway/tracing.py``)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pincer import __version__
 from pincer.config import GatewaySettings
 from pincer.core.errors import Denied
 from pincer.core.values import CallRequest
@@ -26,9 +25,11 @@ from pincer.gateway.guard import Guard, Refusal
 from pincer.gateway.hooks import HOOKS_PREFIX, HooksEndpoint
 from pincer.gateway.lazy import LazyApp
 from pincer.gateway.mcp_server import McpExtension, McpGateway
+from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import TokenBook
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
+from pincer.telemetry.tracing import TRACING
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -46,6 +47,7 @@ class Gateway:
     mcp: McpGateway
     runs: Any = None  # pincer.llm.runner.RunManager
     canvas: Any = None  # pincer.canvas.board.CanvasBoard, with [gateway] canvas = true
+    tokens: TokenBook | None = None
 
 
 def create_gateway(
@@ -58,6 +60,8 @@ def create_gateway(
 ) -> Gateway:
     """Build the gateway over an open Pincer. ``token`` is the primary bearer token."""
     tokens = TokenBook(config=lambda: pincer.config, primary_token=token)
+    if pincer.config.telemetry.metrics:
+        pincer.enable_metrics()
     canvas = None
     if settings.canvas:
         from pincer.gateway.canvas_mcp import CanvasMcpExtension, open_board
@@ -100,10 +104,6 @@ def create_gateway(
     rest, ui = LazyApp(build_rest), LazyApp(build_ui)
     canvas_pages = canvas_app(canvas, auth=ui_auth) if canvas is not None else None
 
-    async def healthz(request: Request) -> JSONResponse:
-        # restart_needed: names of settings (never values) that wait for a restart; `pincer doctor` reads it
-        return JSONResponse({"status": "ok", "version": __version__, "restart_needed": list(getattr(pincer, "restart_needed", ()))})
-
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with mcp.running(), manager.run(), runs.running():
@@ -121,7 +121,7 @@ def create_gateway(
 
     inner = Starlette(
         routes=[
-            Route("/healthz", healthz, methods=["GET"]),
+            *probe_routes(pincer),
             Route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"]),
             Mount("/api/v1", app=rest),
             redirect_bare_prefix(),
@@ -154,10 +154,14 @@ def create_gateway(
         bound_host=bound_host or settings.host,
         allowed_hosts=settings.allowed_hosts,
         allowed_origins=settings.allowed_origins,
-        public_paths=("/healthz", UI_PREFIX),
+        public_paths=("/healthz", "/readyz", UI_PREFIX),
         self_authenticated_prefixes=(HOOKS_PREFIX, UI_PREFIX + "/"),
         opaque_origin_prefixes=(FRAME_PREFIX,),  # the canvas frame's CSP reports come from Origin: null
         on_refused=record_refusal,
         unauthenticated=unauthenticated,
     )
-    return Gateway(app=guarded, mcp=mcp, runs=runs, canvas=canvas)
+    if TRACING.on:
+        from pincer.gateway.tracing import TraceRequests
+
+        return Gateway(app=TraceRequests(guarded), mcp=mcp, runs=runs, canvas=canvas, tokens=tokens)
+    return Gateway(app=guarded, mcp=mcp, runs=runs, canvas=canvas, tokens=tokens)

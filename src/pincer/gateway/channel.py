@@ -64,6 +64,7 @@ class McpChannel:
         the direct JSON path), so a call waiting for a person can end with its caller."""
         self.caller_gone = caller_gone
         self.protocol_version = protocol_version
+        self.meta = meta  # the request's _meta (its trace context, when the client sent one)
         self.is_modern = protocol_version in MODERN_PROTOCOL_VERSIONS
         self._session = session
         self._request_id = request_id

@@ -59,6 +59,8 @@ from pincer.core.errors import (
 )
 from pincer.gateway.guard import duplicated_header
 from pincer.gateway.refusals import UnauthenticatedRefusals
+from pincer.telemetry import spans
+from pincer.telemetry.tracing import TRACING
 from pincer.triggers.events import delivery_event
 from pincer.triggers.failures import FailureWindow
 from pincer.triggers.signatures import AUTH_HEADERS, verify
@@ -104,9 +106,28 @@ class HooksEndpoint:
         self._secrets: dict[str, tuple[int, str]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        status, body, headers = await self._answer(scope, receive)
+        metrics = self.pincer.metrics
+        if TRACING.on or metrics is not None:
+            status, body, headers = await self._observed(scope, receive, metrics)
+        else:
+            status, body, headers = await self._answer(scope, receive)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    async def _observed(self, scope: Scope, receive: Receive, metrics: Any) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        """The delivery under its span and counted; a name no ``[[hooks]]`` table has is named
+        neither on the span nor in the metrics (anyone can send those)."""
+        name = str(scope.get("path", ""))[len(HOOKS_PREFIX) :].rstrip("/")
+        hook = name if name and "/" not in name and self.pincer.config.hook(name) is not None else None
+        if TRACING.on:
+            with spans.webhook_span(hook) as span:
+                answer = await self._answer(scope, receive)
+                spans.end_webhook(span, answer[0])
+        else:
+            answer = await self._answer(scope, receive)
+        if metrics is not None:
+            metrics.delivery(hook=hook, status=answer[0])
+        return answer
 
     def _refused(self, scope: Scope, address: str, code: str, *, failure: bool) -> None:
         if failure:

@@ -66,6 +66,8 @@ from pincer.gateway.wire import INSTRUCTIONS, SERVER_NAME, tool_to_wire
 from pincer.policy.visibility import as_seen, visible_tools
 from pincer.registry import RegistryEvent
 from pincer.store.approvals import ApprovalRequest
+from pincer.telemetry import spans
+from pincer.telemetry.tracing import TRACING
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +270,22 @@ class McpGateway:
     ) -> dict[str, Any]:
         """One ``tools/call`` through the dispatcher, as the wire result (both eras, every
         transport). Raises MCPError only for a missing client capability on 2026-07-28."""
+        if TRACING.on:
+            # The MCP server span continues the trace the client put in _meta (the MCP SDKs'
+            # way), else the HTTP request's; the call's own spans are its children.
+            with spans.mcp_server_span(name, meta=channel.meta, protocol_version=channel.protocol_version):
+                return await self._run_call(session, name, arguments, channel, idempotency_key=idempotency_key)
+        return await self._run_call(session, name, arguments, channel, idempotency_key=idempotency_key)
+
+    async def _run_call(
+        self,
+        session: GatewaySession,
+        name: str,
+        arguments: Mapping[str, Any],
+        channel: McpChannel,
+        *,
+        idempotency_key: str | None,
+    ) -> dict[str, Any]:
         request = CallRequest(
             tool=name,
             args=arguments,

@@ -14,10 +14,11 @@ import uvicorn
 
 from pincer.config import GatewaySettings
 from pincer.core.errors import ConfigError, UsageError
-from pincer.gateway.app import create_gateway
+from pincer.gateway.app import Gateway, create_gateway
 from pincer.gateway.guard import is_loopback_host
 from pincer.gateway.mcp_server import McpExtension
 from pincer.gateway.tokens import load_or_create_token
+from pincer.gateway.tracing import tracing_on
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -29,6 +30,7 @@ __all__ = ["ServeInfo", "serve", "check_bind_host", "SHUTDOWN_GRACE_S"]
 # uvicorn waits this long for open connections (SSE streams stay open) before closing them.
 SHUTDOWN_GRACE_S = 3.0
 STARTUP_POLL_S = 0.01
+METRICS_HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,10 +76,14 @@ async def serve(
     on_ready: Callable[[ServeInfo], Awaitable[None] | None] | None = None,
     extensions: tuple[McpExtension, ...] = (),
 ) -> None:
-    """Serve until cancelled or interrupted; ``on_ready`` hears the bound address."""
+    """Serve until cancelled or interrupted; ``on_ready`` hears the bound address. Traces are
+    exported while it serves when ``[telemetry] traces`` says so."""
     check_bind_host(host, settings)
-    token = load_or_create_token(pincer.home)
-    gateway = create_gateway(pincer, settings=settings, token=token, bound_host=host, extensions=extensions)
+    async with tracing_on(pincer.config.telemetry):
+        await _serve(pincer, settings=settings, host=host, port=port, on_ready=on_ready, extensions=extensions)
+
+
+def _bind(host: str, port: int, hint: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio turns Nagle off only on sockets that say they are TCP,
     # and with Nagle on every keep-alive response waits ~40 ms for a delayed ACK.
@@ -88,10 +94,27 @@ async def serve(
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ConfigError(
-            f"cannot listen on {host}:{port}: {exc.strerror}",
-            hint="pick another port with --port (0 picks a free one)",
-        ) from exc
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", hint=hint) from exc
+    return sock
+
+
+async def _serve(
+    pincer: Pincer,
+    *,
+    settings: GatewaySettings,
+    host: str,
+    port: int,
+    on_ready: Callable[[ServeInfo], Awaitable[None] | None] | None,
+    extensions: tuple[McpExtension, ...],
+) -> None:
+    token = load_or_create_token(pincer.home)
+    gateway = create_gateway(pincer, settings=settings, token=token, bound_host=host, extensions=extensions)
+    sock = _bind(host, port, "pick another port with --port (0 picks a free one)")
+    try:
+        metrics_server = _metrics_server(pincer, gateway)
+    except BaseException:
+        sock.close()
+        raise
     bound_port = sock.getsockname()[1]
     pincer.bound = (host, bound_port)
     config = uvicorn.Config(
@@ -141,6 +164,8 @@ async def serve(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_server)
+        if metrics_server is not None:
+            tg.start_soon(_run_metrics, *metrics_server)
         watcher = anyio.CancelScope()
         watch = getattr(pincer, "watch_state", None)
 
@@ -160,4 +185,29 @@ async def serve(
             await finished.wait()
         finally:
             server.should_exit = True
+            if metrics_server is not None:
+                metrics_server[0].should_exit = True
             watcher.cancel()
+
+
+def _metrics_server(pincer: Pincer, gateway: Gateway) -> tuple[uvicorn.Server, socket.socket] | None:
+    """``/metrics`` on ``[telemetry] metrics_port``: 127.0.0.1 only, no token, the guard's Host
+    and Origin checks (a page that rebinds a name to 127.0.0.1 cannot read it)."""
+    port = pincer.config.telemetry.metrics_port
+    if port is None or pincer.metrics is None or gateway.tokens is None:
+        return None
+    from pincer.gateway.guard import Guard
+    from pincer.gateway.probes import metrics_app
+
+    app = Guard(
+        metrics_app(pincer), tokens=gateway.tokens, max_body_bytes=1_024, bound_host=METRICS_HOST,
+        allowed_hosts=(), allowed_origins=(), public_paths=("/metrics",),
+    )  # fmt: skip
+    sock = _bind(METRICS_HOST, port, "pick another [telemetry] metrics_port, or leave it unset")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False, proxy_headers=False)
+    return uvicorn.Server(config), sock
+
+
+async def _run_metrics(server: uvicorn.Server, sock: socket.socket) -> None:
+    with anyio.CancelScope(shield=True):  # stopped by should_exit with the gateway, not torn down
+        await server.serve(sockets=[sock])

@@ -18,6 +18,7 @@ from mcp.server.stdio import stdio_server
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.stdio_prelude import Handover, SdkStdin, SdkStdout, StdioWire
 from pincer.gateway.tokens import GatewaySession
+from pincer.gateway.tracing import tracing_on
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -42,5 +43,5 @@ async def serve_stdio(
     if handover is not None:
         state, wire = handover
         streams = {"stdin": SdkStdin(state, wire), "stdout": SdkStdout(state, wire)}
-    async with gateway.running(), stdio_server(**streams) as (read_stream, write_stream):
+    async with tracing_on(pincer.config.telemetry), gateway.running(), stdio_server(**streams) as (read_stream, write_stream):
         await gateway.server.run(read_stream, write_stream, gateway.server.create_initialization_options())

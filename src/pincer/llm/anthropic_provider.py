@@ -41,6 +41,7 @@ from pincer.llm.messages import (
     parse_arguments,
 )
 from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
+from pincer.telemetry.tracing import TRACING, trace_headers
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ class AnthropicProvider:
                 request["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
         if options.stream:
             request["stream"] = True
+        if TRACING.on:  # the model request is part of the run's trace (its chat span is current)
+            request["extra_headers"] = trace_headers()
         try:
             response = await self._client.messages.create(**request)
         except anthropic.AnthropicError as exc:

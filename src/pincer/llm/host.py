@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pincer.store.audit import AuditLog
     from pincer.store.grants import GrantStore
     from pincer.store.runs import RunStore
+    from pincer.telemetry.metrics import Metrics
 
 __all__ = ["AgentHost"]
 
@@ -53,6 +54,9 @@ class AgentHost(Protocol):
 
     @property
     def skills(self) -> SkillLibrary | None: ...
+
+    @property
+    def metrics(self) -> Metrics | None: ...
 
     def scanner(self) -> LeakScanner: ...
 

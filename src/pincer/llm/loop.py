@@ -36,7 +36,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +83,8 @@ from pincer.policy.taint import LOCAL, asking_effects, output_reach
 from pincer.policy.visibility import visible_tools
 from pincer.store.audit import AuditEntry
 from pincer.store.runs import RunStore
+from pincer.telemetry import spans
+from pincer.telemetry.tracing import TRACING
 
 if TYPE_CHECKING:
     from pincer.policy.session import SessionPolicy
@@ -336,6 +338,13 @@ class AgentRun:
         self._closed = False
         self._outside: tuple[OutsideData, ...] = ()
         self._delivered: list[tuple[OutsideData, bool]] = []
+        # The run's invoke_agent span: current while it works (send), ended by close.
+        self._span: Any = None
+        if TRACING.on:
+            self._span = spans.start_run(
+                agent=skill_name or "chat", run_id=run_id, session=session, provider=settings.provider,
+                model=settings.model or "",
+            )  # fmt: skip
 
     # -- setting up -----------------------------------------------------------------------------
 
@@ -428,6 +437,15 @@ class AgentRun:
 
     async def send(self, text: str) -> Outcome:
         """One message, and as many turns as the model needs (within the budgets)."""
+        if self._span is None:
+            return await self._send(text)
+        token = TRACING.attach(self._span)
+        try:
+            return await self._send(text)
+        finally:
+            TRACING.detach(token)
+
+    async def _send(self, text: str) -> Outcome:
         if self._closed:
             raise UsageError(f"run {self.id} has ended", hint="start a new run")
         if self._outside:
@@ -524,26 +542,33 @@ class AgentRun:
         calls: list[ToolCall] = []
         usage = TokenUsage()
         stop = "other"
-        events = complete_with_retries(
-            self.provider, self.messages, self.definitions(), options, max_retries=self.settings.max_retries
-        )
-        async with aclosing(events):
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    text.append(event.text)
-                    if self.on_event is not None:
-                        self._emit("text", text=self._scan(event.text))
-                elif isinstance(event, ToolCallReady):
-                    calls.append(event.call)
-                elif isinstance(event, UsageReport):
-                    usage = event.usage
-                elif isinstance(event, TurnEnd):
-                    stop = event.stop
-                elif isinstance(event, Retrying):
-                    # What arrived of the failed attempt is dropped; no call of it ever runs.
-                    text.clear()
-                    calls.clear()
-                    self._emit("retrying", attempt=event.attempt, after_s=event.after_s, reason=self._scan(event.reason), code=event.code)
+        traced = spans.chat_span(
+            provider=self.settings.provider, model=options.model, base_url=self.settings.base_url,
+            max_tokens=options.max_output_tokens,
+        ) if TRACING.on else nullcontext()  # fmt: skip
+        with traced as span:
+            events = complete_with_retries(
+                self.provider, self.messages, self.definitions(), options, max_retries=self.settings.max_retries
+            )
+            async with aclosing(events):
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                        if self.on_event is not None:
+                            self._emit("text", text=self._scan(event.text))
+                    elif isinstance(event, ToolCallReady):
+                        calls.append(event.call)
+                    elif isinstance(event, UsageReport):
+                        usage = event.usage
+                    elif isinstance(event, TurnEnd):
+                        stop = event.stop
+                    elif isinstance(event, Retrying):
+                        # What arrived of the failed attempt is dropped; no call of it ever runs.
+                        text.clear()
+                        calls.clear()
+                        self._emit("retrying", attempt=event.attempt, after_s=event.after_s, reason=self._scan(event.reason), code=event.code)
+            if span is not None:
+                spans.end_chat(span, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, finish=stop)
         self.turns += 1
         self.usage = self.usage + usage
         self.cost_usd = cost_of(self.usage, self.price)
@@ -609,6 +634,7 @@ class AgentRun:
             run_id=self.id,
             taint=taint,
             depth=self.request.depth,
+            call_id=call.id,
         )
         dispatcher = self.pincer.dispatcher
         if call.arguments is None:
@@ -792,6 +818,7 @@ class AgentRun:
                 )
             )
             self._emit("ended", status=outcome.status, stop=outcome.stop, error=error, usage=self._usage_dict(), cost_usd=self.cost_usd)
+            self._observe_end(outcome)
         return Run(
             id=self.id,
             status=outcome.status,
@@ -810,6 +837,17 @@ class AgentRun:
             ended_at=time.time(),
         )
 
+
+    def _observe_end(self, outcome: Outcome) -> None:
+        """The run's span ends and the gateway's metrics count it."""
+        tokens = {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens}
+        if self._span is not None:
+            code = str(outcome.error.get("code")) if outcome.error else None
+            spans.end_run(self._span, status=outcome.status, cost_usd=self.cost_usd, error=code, **tokens)
+            self._span = None
+        metrics = self.pincer.metrics
+        if metrics is not None:
+            metrics.run_ended(status=outcome.status, cost_usd=self.cost_usd, **tokens)
 
 def _model_may_call(spec: ToolSpec) -> bool:
     """False for a tool only an MCP Apps view calls (``_meta.ui.visibility`` without "model"),

@@ -41,6 +41,7 @@ from pincer.llm.messages import (
     parse_arguments,
 )
 from pincer.llm.wire import OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
+from pincer.telemetry.tracing import TRACING, trace_headers
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,8 @@ class OpenAIProvider:
         if options.stream:
             request["stream"] = True
             request["stream_options"] = {"include_usage": True}
+        if TRACING.on:  # the model request is part of the run's trace (its chat span is current)
+            request["extra_headers"] = trace_headers()
         return request
 
     async def complete(

@@ -36,6 +36,8 @@ from pincer.core.errors import EgressDenied, ToolError, ToolTimeout, UsageError
 from pincer.safety.egress_policy import TOKEN, EgressPolicy, HttpRequest, HttpResponse
 from pincer.safety.resolution import checked_addresses, resolve_checked
 from pincer.safety.urls import CheckedUrl, IPAddress
+from pincer.telemetry import spans
+from pincer.telemetry.tracing import TRACING, trace_headers
 
 __all__ = ["EgressClient", "send", "default_ssl_context", "resolve_checked", "checked_addresses", "MAX_HEADERS", "READ_CHUNK_BYTES"]
 
@@ -207,6 +209,40 @@ async def send(request: HttpRequest, *, policy: EgressPolicy, client: EgressClie
         )
     if client is not None:
         client._bind(policy)
+    if TRACING.on:
+        return await _traced(method, target, headers, body, policy, client)
+    return await _perform(method, target, headers, body, policy, client)
+
+
+async def _traced(
+    method: str,
+    target: CheckedUrl,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes | None,
+    policy: EgressPolicy,
+    client: EgressClient | None,
+) -> HttpResponse:
+    """The request under a client span, carrying the trace context unless the caller set its own."""
+    with spans.upstream_http_span(method, scheme=target.scheme, host=target.host, port=target.port) as span:
+        names = {name.lower() for name, _ in headers}
+        headers = headers + [
+            (name.encode("ascii"), value.encode("ascii"))
+            for name, value in trace_headers().items()
+            if name.encode("ascii") not in names
+        ]
+        response = await _perform(method, target, headers, body, policy, client)
+        spans.end_upstream_http(span, response.status)
+        return response
+
+
+async def _perform(
+    method: str,
+    target: CheckedUrl,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes | None,
+    policy: EgressPolicy,
+    client: EgressClient | None,
+) -> HttpResponse:
     try:
         with anyio.fail_after(policy.timeout_s):
             addresses = await resolve_checked(target, policy)

@@ -253,6 +253,11 @@ class AuditLog:
     def key_id(self) -> str:
         return self._key.key_id
 
+    @property
+    def queue_depth(self) -> int:
+        """Records handed in and not yet in a commit under way (readiness and metrics read it)."""
+        return len(self._pending)
+
     def _adopt(self) -> None:
         """Fill in a pending marker under this key, unless the anchor says the log was keyed;
         refuse a marker made under another key; anchor the log when it has no anchor yet."""

@@ -103,6 +103,15 @@ class SharedRateLimiter:
         """How many calls of ``tool`` the window holds since ``now - window_s``."""
         return int(await self._client.zcount(f"{self._prefix}rate:{tool}", f"({now - window_s}", "+inf"))
 
+    async def ping(self) -> bool:
+        """Whether Redis answers now (``GET /readyz``)."""
+        import redis
+
+        try:
+            return bool(await self._client.ping())
+        except redis.RedisError:
+            return False
+
     async def aclose(self) -> None:
         await self._client.aclose()
         await self._client.connection_pool.disconnect()

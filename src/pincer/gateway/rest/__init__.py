@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pincer import __version__
@@ -50,6 +51,9 @@ from pincer.service import Pincer
 
 __all__ = ["create_rest_app", "status_for", "session_of", "json_body_route", "CallBody", "ApprovalBody", "RunBody", "MAX_AUDIT_LIMIT"]
 
+_NO_TELEMETRY: TelemetryConfig = {
+    "tracing": False, "metrics": False, "logs": False, "operation_spans": False, "auto_configure": False,
+}  # fmt: skip
 _ROUTERS = (tools_router, approvals_router, audit_router, runs_router, builds_router, metrics_router, commands_router)
 
 
@@ -71,6 +75,10 @@ def create_rest_app(
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        # FastAPI's own OpenTelemetry (0.142+) would add a second server span per request with
+        # the raw path, and log validation failures with what the caller sent: the gateway's
+        # span (gateway/tracing.py) is the one, the same for REST, MCP and webhooks.
+        telemetry=_NO_TELEMETRY,
     )
     app.state.pincer = pincer
     app.state.runs = runs

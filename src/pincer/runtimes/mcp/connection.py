@@ -45,6 +45,7 @@ from pincer.runtimes.mcp.config import ServerConfig
 from pincer.runtimes.mcp.environment import SecretLookup, child_environment, resolve_secret_refs
 from pincer.runtimes.mcp.pins import ToolDefinition
 from pincer.runtimes.mcp.stdio import StdioLaunch, StdioTransport
+from pincer.telemetry.tracing import TRACING
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class ServerStatus:
     failures: int
     last_error: str | None
     retry_in_s: float | None
+    restarts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -147,6 +149,7 @@ class ServerStatus:
             "failures": self.failures,
             "last_error": self.last_error,
             "retry_in_s": self.retry_in_s,
+            "restarts": self.restarts,
         }
 
 
@@ -198,6 +201,10 @@ class _Session:
     # -- the task ------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        if TRACING.on:
+            # The session outlives the call that started it: its own requests (initialize,
+            # probes, tools/list) belong to no caller's trace.
+            TRACING.detach_all()
         try:
             # One scope around the whole life: its deadline bounds the start (connect, handshake,
             # first tools/list) and is lifted once the session is up. A scope around the enter
@@ -365,6 +372,7 @@ class ServerConnection:
         self._session: _Session | None = None
         self._lock = anyio.Lock()
         self._failures = 0
+        self._starts = 0  # sessions that came up: the ones after the first are restarts
         self._retry_at = 0.0
         self._last_error: str | None = None
         self._closed = False
@@ -409,6 +417,7 @@ class ServerConnection:
             failures=self._failures,
             last_error=self._last_error,
             retry_in_s=round(wait, 3) if wait > 0 and state == "failed" else None,
+            restarts=max(self._starts - 1, 0),
         )
 
     def _publish_tools(self, session: _Session, tools: list[ToolDefinition]) -> None:
@@ -485,6 +494,7 @@ class ServerConnection:
                 hint=f"`pincer mcp test {self.name}` shows the error; pincer retries on the next call",
             )
         self._last_error = None
+        self._starts += 1
         return session
 
     def _start_failure(self, session: _Session, error: BaseException | None) -> str:

@@ -76,6 +76,11 @@ class PgAuditLog:
     def key_id(self) -> str:
         return self._key.key_id
 
+    @property
+    def queue_depth(self) -> int:
+        """Records handed in and not yet in a commit under way (readiness and metrics read it)."""
+        return len(self._pending)
+
     def _adopt(self) -> None:
         """Key a new log's marker under this key (unless this home's anchor says the log was
         keyed); refuse a log keyed under another; give a log keyed before chains had ids its id."""
