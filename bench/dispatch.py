@@ -12,6 +12,12 @@ prints the whole chain's sequential p50 as a multiple of that floor's p50, and t
 with 64 concurrent callers (their records group-committed; each result still returns only after its
 record is committed) as a multiple of it too.
 
+Telemetry (issue 35): the same loop, in alternating rounds, with telemetry off (the default of a
+process that is not a gateway), with the gateway's Prometheus metrics kept, and with traces
+exported over OTLP/HTTP too (the official SDK and exporter, to a local sink that answers 200), each
+row the median of its rounds' p50s; and what the off path itself costs: ``Dispatcher.call`` next
+to the chain's body without its one telemetry check (``Dispatcher._call``).
+
 ``--synchronous full`` runs the chain with ``[audit] synchronous = "full"`` (an fsync per commit,
 the commits in pincer's audit writer thread) and the floor with ``PRAGMA synchronous=FULL`` too.
 
@@ -23,10 +29,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +46,15 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _stats import concurrent, report, sequential
-from pincer.config import parse_config
+from pincer.config import TelemetrySettings, parse_config
 from pincer.core.values import CallRequest
 from pincer.runtimes.native import NativeRuntime, tool
 from pincer.service import Pincer
 from pincer.store.db import open_database
+from pincer.telemetry.tracing import TRACING
 
 CONCURRENT_CALLERS = 64
+TELEMETRY_ROUNDS = 5
 
 
 async def noop_fn(text: str = "") -> str:
@@ -111,11 +124,20 @@ async def run(calls: int, mcp_calls: int, synchronous: str = "normal") -> None:
                     "FastMCP in-process client": await concurrent(via_fastmcp, mcp_calls, CONCURRENT_CALLERS),
                     "MCPServer in-process client": await concurrent(via_mcp, mcp_calls, CONCURRENT_CALLERS),
                 }
+            telemetry = await telemetry_rows(pincer, request, through_pincer, calls)
             records = pincer.audit.verify()
             last = pincer.audit.records(limit=1)[-1]
     floor, floor_cpu = commit_floor_cpu(last, calls, synchronous.upper())
     report("sequential (1 caller)", seq, baseline="FastMCP in-process client")
     report(f"concurrent ({CONCURRENT_CALLERS} callers)", conc, baseline="FastMCP in-process client")
+    report(f"telemetry (sequential, median of {TELEMETRY_ROUNDS} alternating rounds)", telemetry, baseline="telemetry off")
+    off, body = telemetry["telemetry off"], telemetry["the chain's body (no telemetry check)"]
+    print(
+        f"\ntelemetry off: p50 {off['p50_us']:.1f} us against {body['p50_us']:.1f} us for the chain's body without "
+        f"call()'s check ({(off['p50_us'] - body['p50_us']) * 1000:+.0f} ns); metrics on "
+        f"{telemetry['metrics on']['p50_us'] - off['p50_us']:+.1f} us, traces + metrics on "
+        f"{telemetry['traces + metrics on']['p50_us'] - off['p50_us']:+.1f} us per call"
+    )
     whole, fast = seq["pincer whole chain"], seq["FastMCP in-process client"]
     bare = seq["FastMCP call_tool (no client)"]
     print(
@@ -136,6 +158,68 @@ async def run(calls: int, mcp_calls: int, synchronous: str = "normal") -> None:
         f"{conc['pincer whole chain']['calls_s'] / conc['FastMCP in-process client']['calls_s']:.1f}x "
         f"FastMCP's in-process client at {CONCURRENT_CALLERS} callers (target >= 15x)"
     )
+
+
+@contextmanager
+def otlp_sink() -> Iterator[str]:
+    """A local OTLP/HTTP endpoint that takes every export and answers 200: the exporter's work
+    (encoding, the request) is real, no collector's is."""
+
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def telemetry_rows(
+    pincer: Pincer, request: CallRequest, through_pincer: Callable[[], Awaitable[None]], calls: int
+) -> dict[str, dict[str, float]]:
+    """The chain with telemetry off, with metrics, with traces and metrics, in alternating rounds
+    (a busy machine's drift falls on every row alike); each row the median of its rounds."""
+    dispatcher = pincer.dispatcher
+
+    async def body_only() -> None:
+        from pincer.dispatch import _Trace
+
+        await dispatcher._call(request, None, _Trace())
+
+    with otlp_sink() as endpoint:
+        TRACING.configure(TelemetrySettings(traces=True, endpoint=endpoint), environ=os.environ)
+        metrics = pincer.enable_metrics()
+        modes: dict[str, tuple[bool, object, Callable[[], Awaitable[None]]]] = {
+            "telemetry off": (False, None, through_pincer),
+            "the chain's body (no telemetry check)": (False, None, body_only),
+            "metrics on": (False, metrics, through_pincer),
+            "traces + metrics on": (True, metrics, through_pincer),
+        }
+        rounds: dict[str, list[dict[str, float]]] = {name: [] for name in modes}
+        per_round = max(calls // TELEMETRY_ROUNDS, 100)
+        try:
+            for _ in range(TELEMETRY_ROUNDS):
+                for name, (traced, kept, fn) in modes.items():
+                    TRACING.on, dispatcher.metrics = traced, kept  # type: ignore[assignment]
+                    rounds[name].append(await sequential(fn, per_round))
+        finally:
+            TRACING.on, dispatcher.metrics = False, None
+            TRACING.shutdown()
+    return {
+        name: {key: statistics.median(r[key] for r in found) for key in ("p50_us", "p95_us", "calls_s")}
+        for name, found in rounds.items()
+    }
 
 
 _FLOOR_COLUMNS = (

@@ -25,12 +25,15 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-__all__ = ["PostgresServer", "RedisServer", "postgres_server", "redis_server"]
+__all__ = ["PostgresServer", "RedisServer", "postgres_server", "private_postgres", "redis_server"]
 
 SERVER_START_TIMEOUT_S = 60.0
 _INSTALL_HINT = "install Debian's postgresql and redis-server packages: `make system-deps` (as root)"
@@ -106,35 +109,86 @@ def postgres_server() -> PostgresServer:
     cached = _started.get("postgres")
     if isinstance(cached, PostgresServer):
         return cached
-    bindir = _pg_bin()
-    if bindir is None:
-        pytest.fail(f"PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): {_INSTALL_HINT}")
-    root = Path(tempfile.mkdtemp(prefix="pincer-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-    data, sockets = root / "data", root / "run"
-    user = "postgres" if os.geteuid() == 0 else os.environ.get("USER", "postgres")
-    subprocess.run(
-        _as_postgres_user([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", user, "-E", "UTF8"]),
-        check=True, capture_output=True, timeout=SERVER_START_TIMEOUT_S,
-    )  # fmt: skip
-    _as_postgres_run(["mkdir", "-p", str(sockets)])
-    port = _free_port()
-    log = open(root / "postgres.log", "wb")  # noqa: SIM115 - lives as long as the server
-    process = subprocess.Popen(
-        _as_postgres_user([
-            str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sockets),
-            "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-            "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=64MB",
-        ]),
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    _children.append((process, log))
-    atexit.register(shutil.rmtree, root, True)
-    server = PostgresServer(host="127.0.0.1", port=port, user=user, pid=process.pid)
-    _wait_for(lambda: _pg_ready(server), what=f"PostgreSQL (log: {root / 'postgres.log'})", process=process)
-    _started["postgres"] = server
-    return server
+    cluster = _PostgresCluster.create()
+    process = cluster.start()
+    _children.append((process, cluster.log))
+    atexit.register(shutil.rmtree, cluster.root, True)
+    _started["postgres"] = cluster.server
+    return cluster.server
+
+
+@dataclass(kw_only=True)
+class _PostgresCluster:
+    """One initdb'd cluster: its directory, its port, and how to start its server."""
+
+    root: Path
+    bindir: Path
+    port: int
+    user: str
+    log: Any = None
+    process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def create(cls) -> _PostgresCluster:
+        bindir = _pg_bin()
+        if bindir is None:
+            pytest.fail(f"PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): {_INSTALL_HINT}")
+        root = Path(tempfile.mkdtemp(prefix="pincer-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(root, "postgres", "postgres")
+        user = "postgres" if os.geteuid() == 0 else os.environ.get("USER", "postgres")
+        subprocess.run(
+            _as_postgres_user([str(bindir / "initdb"), "-D", str(root / "data"), "-A", "trust", "-U", user, "-E", "UTF8"]),
+            check=True, capture_output=True, timeout=SERVER_START_TIMEOUT_S,
+        )  # fmt: skip
+        _as_postgres_run(["mkdir", "-p", str(root / "run")])
+        return cls(root=root, bindir=bindir, port=_free_port(), user=user)
+
+    @property
+    def server(self) -> PostgresServer:
+        assert self.process is not None
+        return PostgresServer(host="127.0.0.1", port=self.port, user=self.user, pid=self.process.pid)
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """Start the server on the cluster's port; returns once it answers."""
+        if self.log is None:
+            self.log = open(self.root / "postgres.log", "ab")  # noqa: SIM115 - lives as long as the server
+        self.process = subprocess.Popen(
+            _as_postgres_user([
+                str(self.bindir / "postgres"), "-D", str(self.root / "data"), "-p", str(self.port), "-k", str(self.root / "run"),
+                "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=64MB",
+            ]),
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        _wait_for(lambda: _pg_ready(self.server), what=f"PostgreSQL (log: {self.root / 'postgres.log'})", process=self.process)
+        return self.process
+
+    def stop(self) -> None:
+        """Stop the server (a fast shutdown: open connections are ended) and wait until it is gone."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            # "fast": open connections (a gateway's pool) are ended instead of waited for
+            subprocess.run(
+                _as_postgres_user([str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "stop", "-m", "fast", "-w"]),
+                check=True, capture_output=True, timeout=SERVER_START_TIMEOUT_S,
+            )  # fmt: skip
+            process.wait(timeout=SERVER_START_TIMEOUT_S)
+
+
+@contextmanager
+def private_postgres() -> Iterator[_PostgresCluster]:
+    """A PostgreSQL cluster of the test's own, which the test may stop and start again (the shared
+    one serves every other test). Removed at the end."""
+    cluster = _PostgresCluster.create()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        if cluster.log is not None:
+            cluster.log.close()
+        shutil.rmtree(cluster.root, ignore_errors=True)
 
 
 def _as_postgres_run(argv: list[str]) -> None:

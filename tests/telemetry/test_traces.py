@@ -224,3 +224,139 @@ def test_rest_mcp_and_agent_traces_cross_every_hop_and_hold_no_argument(tmp_path
         leaking = [s.name for s in everything if value in s.raw]
         assert not leaking, f"{value!r} appears in spans {leaking}"
     assert not any(k.startswith("gen_ai.tool.call.arguments") or k == "gen_ai.tool.call.result" for s in everything for k in s.attributes)
+
+
+def _answer_first_approval(api_url: str, headers: dict[str, str]) -> dict[str, Any]:
+    deadline = time.monotonic() + CALL_TIMEOUT_S
+    while not (pending := httpx.get(f"{api_url}/approvals", headers=headers, trust_env=False).json()["approvals"]):
+        assert time.monotonic() < deadline, f"no approval appeared within {CALL_TIMEOUT_S} s"
+        time.sleep(POLL_S)
+    answered = httpx.post(f"{api_url}/approvals/{pending[0]['id']}", json={"decision": "allow_once"}, headers=headers, trust_env=False)
+    assert answered.status_code == 200, answered.text
+    return pending[0]
+
+
+def test_upstream_http_approval_webhook_spans_and_recorded_content_scanned_and_cut(tmp_path: Path) -> None:
+    """The http tool's request carries the caller's trace to the upstream (a local stand-in) under
+    a client span that names the server, never the path or query; an approval wait is a span of its
+    own; a webhook delivery is a span whose run is its child. With record_content, the arguments and
+    results are on the call's span leak-scanned (a stored secret masked) and cut short."""
+    from tests.localservers import serve as serve_http
+
+    home = tmp_path / "home"
+    home.mkdir()
+    secret = f"sk-live-{secrets.token_hex(12)}"
+    hook_token = secrets.token_hex(16)
+    query_value = f"q-{secrets.token_hex(8)}"
+    with otlp_receiver() as receiver, serve_models([Turn(text="Pong.")]) as model, serve_http() as upstream:
+        (home / "config.toml").write_text(f"""
+[telemetry]
+traces = true
+record_content = true
+content_max_chars = 64
+
+[network]
+allow_private = true
+
+[llm]
+model = "scripted-model"
+base_url = "{model.openai_url}"
+
+[[grants]]
+tool = "echo"
+default = "allow"
+
+[[grants]]
+tool = "http"
+default = "ask"
+
+[[hooks]]
+name = "ping"
+auth = "bearer"
+secret = "ping_token"
+message = "ping"
+""")
+        for name, value in (("api_key", secret), ("ping_token", hook_token)):
+            stored = subprocess.run(
+                [str(PINCER_BIN), "secrets", "set", name], input=value, capture_output=True, text=True,
+                env={**os.environ, "PINCER_HOME": str(home)}, timeout=CLI_TIMEOUT_S,
+            )  # fmt: skip
+            assert stored.returncode == 0, stored.stderr
+        with _traced_serve(home, receiver) as server:
+            info, headers = server.info, {"Authorization": f"Bearer {server.token}"}
+
+            echo_parent, echo_trace, _ = _trace_context()
+            long_text = f"the key is {secret} " + "x" * 200
+            echoed = httpx.post(
+                f"{info['api_url']}/tools/echo/call", json={"args": {"text": long_text}},
+                headers={**headers, "traceparent": echo_parent}, trust_env=False, timeout=CALL_TIMEOUT_S,
+            )  # fmt: skip
+            assert echoed.status_code == 200 and secret not in echoed.text
+
+            http_parent, http_trace, _ = _trace_context()
+            url = upstream.url(f"/echo/private/path?token={query_value}")
+            outcome: dict[str, Any] = {}
+
+            async def call_http() -> None:
+                async with httpx.AsyncClient(trust_env=False, timeout=CALL_TIMEOUT_S) as client:
+                    outcome["response"] = await client.post(
+                        f"{info['api_url']}/tools/http/call", json={"args": {"url": url, "method": "GET"}},
+                        headers={**headers, "traceparent": http_parent},
+                    )  # fmt: skip
+
+            async def call_and_answer() -> None:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call_http)
+                    outcome["approval"] = await anyio.to_thread.run_sync(_answer_first_approval, info["api_url"], headers)
+
+            anyio.run(call_and_answer)
+            assert outcome["response"].status_code == 200, outcome["response"].text
+
+            hook_parent, hook_trace, hook_caller = _trace_context()
+            delivered = httpx.post(
+                f"{info['url']}/hooks/ping", json={"event": "ping"},
+                headers={"Authorization": f"Bearer {hook_token}", "traceparent": hook_parent}, trust_env=False,
+            )  # fmt: skip
+            assert delivered.status_code == 202, delivered.text
+
+            echo = _wait_for_names(receiver, echo_trace, {"execute_tool echo"})
+            http = _wait_for_names(receiver, http_trace, {"execute_tool http", "approval http", "GET"})
+            hook = _wait_for_names(receiver, hook_trace, {"POST /hooks/{name}", "webhook ping", "invoke_agent chat", "chat scripted-model"})
+
+    # record_content: the arguments and the result as the audit log keeps them, scanned and cut.
+    call = _one(echo, "execute_tool echo")
+    arguments, result = call.attributes["gen_ai.tool.call.arguments"], call.attributes["gen_ai.tool.call.result"]
+    assert arguments.startswith('{"text": "the key is [REDACTED') and arguments.endswith("…[truncated]"), arguments
+    assert result.endswith("…[truncated]") and "[REDACTED" in result, result
+    assert len(arguments) == 64 + len("…[truncated]")
+
+    # The upstream request: a client span under the call, its trace context sent in the headers.
+    call = _one(http, "execute_tool http")
+    approval = _one(http, "approval http")
+    assert approval.parent_span_id == call.span_id and approval.attributes["gen_ai.tool.name"] == "http"
+    assert call.attributes["pincer.approval_id"] == outcome["approval"]["id"]
+    assert call.attributes["pincer.decision"] == "allow" and call.attributes["pincer.outcome"] == "ok"
+    request_span = _one(http, "GET")
+    assert (request_span.kind, request_span.parent_span_id) == ("client", call.span_id)
+    assert request_span.attributes == {
+        "http.request.method": "GET", "server.address": "127.0.0.1", "server.port": upstream.port, "url.scheme": "http",
+        "http.response.status_code": 200,
+    }  # fmt: skip
+    (recorded,) = upstream.requests
+    assert recorded.headers["traceparent"].split("-")[1:3] == [http_trace, request_span.span_id]
+
+    # The webhook delivery: its span under the request's, the run it started under it.
+    posted = _one(hook, "POST /hooks/{name}")
+    assert posted.parent_span_id == hook_caller and posted.attributes["http.response.status_code"] == 202
+    delivery = _one(hook, "webhook ping")
+    assert delivery.parent_span_id == posted.span_id and delivery.attributes["pincer.hook"] == "ping"
+    assert _one(hook, "invoke_agent chat").parent_span_id == delivery.span_id
+
+    everything = receiver.snapshot()
+    for value in (secret, hook_token, server.token):
+        leaking = [s.name for s in everything if value in s.raw]
+        assert not leaking, f"{value!r} appears in spans {leaking}"
+    # The URL's path and query are the call's arguments: only record_content's attributes hold them.
+    for value in (query_value, "/private/path"):
+        leaking = [s.name for s in everything if value in s.raw and not s.name.startswith("execute_tool")]
+        assert not leaking, f"{value!r} appears in spans {leaking}"

@@ -71,8 +71,12 @@ class Metrics:
         audit_queue: Callable[[], int] = int,
         max_label_values: int = MAX_LABEL_VALUES,
     ) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
         from prometheus_client.process_collector import ProcessCollector
+
+        # A "_created" series beside every counter and histogram doubles what Prometheus stores
+        # for a start time it knows from process_start_time_seconds.
+        disable_created_metrics()
 
         import pincer
 

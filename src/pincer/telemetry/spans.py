@@ -163,7 +163,8 @@ def end_webhook(span: Any, status: int) -> None:
 
 
 def start_run(*, agent: str, run_id: str, session: str, provider: str, model: str) -> Any:
-    """An ``invoke_agent`` span, not current: the run makes it current while it works."""
+    """An ``invoke_agent`` span, not current: the run makes it current while it works. A run a
+    trigger queued in this process continues the firing's trace (a webhook delivery's span)."""
     return TRACING.start(
         f"invoke_agent {agent}",
         attributes={
@@ -175,6 +176,7 @@ def start_run(*, agent: str, run_id: str, session: str, provider: str, model: st
             "pincer.run_id": run_id,
             "pincer.session": session,
         },
+        parent=TRACING.recall(run_id),
     )
 
 

@@ -34,6 +34,7 @@ __all__ = ["TRACING", "Tracing", "TRACE_CONTEXT_KEYS"]
 # What a carrier (HTTP headers, an MCP request's _meta) may hold of a trace context.
 TRACE_CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
 _TRUNCATED = "…[truncated]"
+REMEMBERED_MAX = 1_024  # contexts kept for queued work (its queue holds at most [triggers] max_queued)
 
 
 class Tracing:
@@ -42,7 +43,7 @@ class Tracing:
     Every method but :meth:`configure` and :meth:`shutdown` may be called only while ``on``."""
 
     __slots__ = ("on", "record_content", "content_max_chars", "_tracer", "_provider", "_trace", "_context",
-                 "_propagate", "_kinds", "_error")  # fmt: skip
+                 "_propagate", "_kinds", "_error", "_remembered")  # fmt: skip
 
     def __init__(self) -> None:
         self.on = False
@@ -50,6 +51,7 @@ class Tracing:
         self.content_max_chars = 1_024
         self._tracer: Any = None
         self._provider: Any = None
+        self._remembered: dict[str, Any] = {}
 
     def configure(self, settings: TelemetrySettings, *, environ: Mapping[str, str]) -> bool:
         """Turn tracing on as ``settings`` say (once per process); whether it is on."""
@@ -154,6 +156,18 @@ class Tracing:
         except (ValueError, TypeError):
             return None
         return context if self._trace.get_current_span(context).get_span_context().is_valid else None
+
+    def remember(self, key: str) -> None:
+        """Keep the current context for the work ``key`` names that starts later in this process
+        (a queued run): :meth:`recall` gives it back once. At most :data:`REMEMBERED_MAX` kept."""
+        remembered = self._remembered
+        if len(remembered) >= REMEMBERED_MAX:
+            remembered.pop(next(iter(remembered)))
+        remembered[key] = self._context.get_current()
+
+    def recall(self, key: str) -> Any:
+        """The context :meth:`remember` kept for ``key`` (None when none: another process queued it)."""
+        return self._remembered.pop(key, None)
 
     def content(self, value: Any) -> str:
         """``value`` as a span may hold it with ``record_content``: JSON, cut to ``content_max_chars``.

@@ -36,6 +36,7 @@ from pincer.core.errors import PincerError, UsageError
 from pincer.safety.limits import limit_output
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.triggers import DeliveryRow, FiringRow, TriggerStore
+from pincer.telemetry.tracing import TRACING
 from pincer.triggers.clock import Clock, SystemClock
 from pincer.triggers.commands import CommandCall, command_table, parse_command
 from pincer.triggers.firing import Firing
@@ -255,6 +256,8 @@ class TriggerEngine:
         ``payload_redacted``: ``payload`` went through :meth:`redact_payload` already."""
         now = self.clock.now()
         firing_id, run_id = new_firing_id(), new_run_id()
+        if TRACING.on:  # the run, when this process starts it, continues the firing's trace
+            TRACING.remember(run_id)
         scanner = self._scanner()
         error: PincerError | None = None
         values: Mapping[str, Any] = dict(params)
