@@ -130,6 +130,19 @@ def test_rest_mcp_and_agent_traces_cross_every_hop_and_hold_no_argument(tmp_path
                 headers={**headers, "traceparent": rest_parent}, trust_env=False, timeout=CALL_TIMEOUT_S,
             )  # fmt: skip
             assert called.status_code == 200, called.text
+            # A name no tool has: the span says execute_tool, the name stays an attribute.
+            unknown_parent, unknown_trace, _ = _trace_context()
+            missing = httpx.post(
+                f"{info['api_url']}/tools/no_such_tool/call", json={"args": {}},
+                headers={**headers, "traceparent": unknown_parent}, trust_env=False, timeout=CALL_TIMEOUT_S,
+            )  # fmt: skip
+            assert missing.status_code == 404
+            # A malformed trace context is no error: the call starts a trace of its own.
+            garbled = httpx.post(
+                f"{info['api_url']}/tools/echo/call", json={"args": {"text": "x"}},
+                headers={**headers, "traceparent": "00-not-a-trace-context"}, trust_env=False, timeout=CALL_TIMEOUT_S,
+            )  # fmt: skip
+            assert garbled.status_code == 200
 
             # MCP: _meta.traceparent is continued, and passed on to the upstream in its _meta.
             mcp_parent, mcp_trace, mcp_caller = _trace_context()
@@ -158,6 +171,7 @@ def test_rest_mcp_and_agent_traces_cross_every_hop_and_hold_no_argument(tmp_path
             assert run["status"] == "done", run
 
             rest = _wait_for_names(receiver, rest_trace, {"POST /api/v1/tools/{name}/call", "execute_tool echo"})
+            unknown = _wait_for_names(receiver, unknown_trace, {"execute_tool"})
             mcp = _wait_for_names(
                 receiver, mcp_trace,
                 {"tools/call up_trace_context", "execute_tool up_trace_context", "MCP send tools/call trace_context",
@@ -180,6 +194,10 @@ def test_rest_mcp_and_agent_traces_cross_every_hop_and_hold_no_argument(tmp_path
     assert (call.attributes["pincer.decision"], call.attributes["pincer.outcome"]) == ("allow", "ok")
     assert call.attributes["pincer.runtime"] == "native" and call.attributes["pincer.effects"] == []
     assert call.attributes["pincer.audit_id"] == called.json()["audit_id"]
+
+    refused = _one(unknown, "execute_tool")
+    assert refused.attributes["gen_ai.tool.name"] == "no_such_tool" and refused.attributes["error.type"] == "tool_not_found"
+    assert "pincer.runtime" not in refused.attributes and refused.status_code == 2  # STATUS_CODE_ERROR
 
     # -- MCP: client -> MCP server span (from _meta) -> call -> SDK client span -> the upstream's span
     served = _one(mcp, "tools/call up_trace_context")
@@ -248,6 +266,7 @@ def test_upstream_http_approval_webhook_spans_and_recorded_content_scanned_and_c
     secret = f"sk-live-{secrets.token_hex(12)}"
     hook_token = secrets.token_hex(16)
     query_value = f"q-{secrets.token_hex(8)}"
+    baggage_value = f"b-{secrets.token_hex(8)}"
     with otlp_receiver() as receiver, serve_models([Turn(text="Pong.")]) as model, serve_http() as upstream:
         (home / "config.toml").write_text(f"""
 [telemetry]
@@ -301,7 +320,7 @@ message = "ping"
                 async with httpx.AsyncClient(trust_env=False, timeout=CALL_TIMEOUT_S) as client:
                     outcome["response"] = await client.post(
                         f"{info['api_url']}/tools/http/call", json={"args": {"url": url, "method": "GET"}},
-                        headers={**headers, "traceparent": http_parent},
+                        headers={**headers, "traceparent": http_parent, "baggage": f"tenant={baggage_value}"},
                     )  # fmt: skip
 
             async def call_and_answer() -> None:
@@ -344,6 +363,8 @@ message = "ping"
     }  # fmt: skip
     (recorded,) = upstream.requests
     assert recorded.headers["traceparent"].split("-")[1:3] == [http_trace, request_span.span_id]
+    # The caller's baggage stays with pincer: only the trace context travels on.
+    assert "baggage" not in {name.lower() for name in recorded.headers} and baggage_value not in str(recorded.headers)
 
     # The webhook delivery: its span under the request's, the run it started under it.
     posted = _one(hook, "POST /hooks/{name}")
@@ -353,7 +374,7 @@ message = "ping"
     assert _one(hook, "invoke_agent chat").parent_span_id == delivery.span_id
 
     everything = receiver.snapshot()
-    for value in (secret, hook_token, server.token):
+    for value in (secret, hook_token, server.token, baggage_value):
         leaking = [s.name for s in everything if value in s.raw]
         assert not leaking, f"{value!r} appears in spans {leaking}"
     # The URL's path and query are the call's arguments: only record_content's attributes hold them.

@@ -273,7 +273,8 @@ class McpGateway:
         if TRACING.on:
             # The MCP server span continues the trace the client put in _meta (the MCP SDKs'
             # way), else the HTTP request's; the call's own spans are its children.
-            with spans.mcp_server_span(name, meta=channel.meta, protocol_version=channel.protocol_version):
+            known = self._spec_or_none(name) is not None
+            with spans.mcp_server_span(name, known=known, meta=channel.meta, protocol_version=channel.protocol_version):
                 return await self._run_call(session, name, arguments, channel, idempotency_key=idempotency_key)
         return await self._run_call(session, name, arguments, channel, idempotency_key=idempotency_key)
 

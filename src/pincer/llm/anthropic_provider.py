@@ -100,8 +100,11 @@ class AnthropicProvider:
         self.settings = settings
         self.base_url = settings.base_url or ANTHROPIC_DEFAULT_URL
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=self.base_url, timeout=settings.timeout_s, max_retries=0
-        )
+            api_key=api_key, base_url=self.base_url, timeout=settings.timeout_s, max_retries=0,
+            # The SDK's own spans and propagation off (and its ANTHROPIC_OPEN_TELEMETRY* variables,
+            # which could record the messages): the run's chat span is the one, for both providers.
+            open_telemetry={"traces": False, "propagation": False},
+        )  # fmt: skip
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -24,7 +24,7 @@ import functools
 import logging
 import re
 import ssl
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -210,7 +210,7 @@ async def send(request: HttpRequest, *, policy: EgressPolicy, client: EgressClie
     if client is not None:
         client._bind(policy)
     if TRACING.on:
-        return await _traced(method, target, headers, body, policy, client)
+        return await _traced(method, target, headers, lambda sent: _perform(method, target, sent, body, policy, client))
     return await _perform(method, target, headers, body, policy, client)
 
 
@@ -218,19 +218,17 @@ async def _traced(
     method: str,
     target: CheckedUrl,
     headers: list[tuple[bytes, bytes]],
-    body: bytes | None,
-    policy: EgressPolicy,
-    client: EgressClient | None,
+    perform: Callable[[list[tuple[bytes, bytes]]], Awaitable[HttpResponse]],
 ) -> HttpResponse:
     """The request under a client span, carrying the trace context unless the caller set its own."""
     with spans.upstream_http_span(method, scheme=target.scheme, host=target.host, port=target.port) as span:
         names = {name.lower() for name, _ in headers}
-        headers = headers + [
+        sent = headers + [
             (name.encode("ascii"), value.encode("ascii"))
             for name, value in trace_headers().items()
             if name.encode("ascii") not in names
         ]
-        response = await _perform(method, target, headers, body, policy, client)
+        response = await perform(sent)
         spans.end_upstream_http(span, response.status)
         return response
 

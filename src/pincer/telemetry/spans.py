@@ -103,6 +103,8 @@ def end_call(
     if runtime is not None:
         span.set_attribute("pincer.runtime", runtime)
         span.set_attribute(TOOL_TYPE, "extension" if runtime in _EXTENSION_RUNTIMES else "function")
+    else:  # no tool has the name the caller gave: it stays an attribute, out of the span's name
+        span.update_name("execute_tool")
     if audit_id is not None:
         span.set_attribute("pincer.audit_id", audit_id)
     if entry is None:
@@ -134,13 +136,17 @@ def approval_span(tool: str) -> Iterator[Any]:
 
 
 @contextmanager
-def mcp_server_span(tool: str, *, meta: Mapping[str, Any] | None, protocol_version: str | None) -> Iterator[Any]:
+def mcp_server_span(
+    tool: str, *, known: bool, meta: Mapping[str, Any] | None, protocol_version: str | None
+) -> Iterator[Any]:
     """A ``tools/call`` pincer serves over MCP: the parent is the trace context in the request's
-    ``_meta`` when the client sent one (SEP-414, as the MCP SDKs do), else the current span."""
+    ``_meta`` when the client sent one (SEP-414, as the MCP SDKs do), else the current span. A
+    name no tool has stays out of the span's name (``known`` False)."""
     attributes: dict[str, Any] = {"mcp.method.name": "tools/call", TOOL_NAME: tool}
     if protocol_version:
         attributes["mcp.protocol.version"] = protocol_version
-    with TRACING.span(f"tools/call {tool}", kind="server", attributes=attributes, parent=TRACING.extract(meta)) as span:
+    name = f"tools/call {tool}" if known else "tools/call"
+    with TRACING.span(name, kind="server", attributes=attributes, parent=TRACING.extract(meta)) as span:
         yield span
 
 

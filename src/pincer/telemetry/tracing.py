@@ -10,8 +10,9 @@ which reads the standard ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, headers, 
 compression); the SDK reads ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
 ``OTEL_TRACES_SAMPLER`` and ``OTEL_BSP_*``. ``[telemetry] endpoint`` wins over the endpoint
 variables when it is set; ``OTEL_SDK_DISABLED=true`` keeps tracing off whatever the config says.
-Trace context comes in and goes out through the global propagator (W3C ``traceparent`` and
-``tracestate`` unless ``OTEL_PROPAGATORS`` says otherwise), the one the MCP SDK uses for ``_meta``.
+Trace context comes in and goes out through the global propagator (W3C trace context unless
+``OTEL_PROPAGATORS`` says otherwise), the one the MCP SDK uses for ``_meta``; of what a caller
+sends only ``traceparent`` and ``tracestate`` are read.
 
 A span never holds an exception's message (it may quote an argument): a failure is its
 ``error.type``, a code or a class name.
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TRACING", "Tracing", "TRACE_CONTEXT_KEYS"]
 
-# What a carrier (HTTP headers, an MCP request's _meta) may hold of a trace context.
-TRACE_CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
+# What is read of a carrier (HTTP headers, an MCP request's _meta): the W3C trace context alone.
+# A caller's baggage is not taken in, so it never rides along to the upstreams pincer calls.
+TRACE_CONTEXT_KEYS = ("traceparent", "tracestate")
 _TRUNCATED = "…[truncated]"
 REMEMBERED_MAX = 1_024  # contexts kept for queued work (its queue holds at most [triggers] max_queued)
 
