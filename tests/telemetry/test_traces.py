@@ -146,15 +146,28 @@ def test_rest_mcp_and_agent_traces_cross_every_hop_and_hold_no_argument(tmp_path
 
             # MCP: _meta.traceparent is continued, and passed on to the upstream in its _meta.
             mcp_parent, mcp_trace, mcp_caller = _trace_context()
+            legacy_parent, legacy_trace, legacy_caller = _trace_context()
+            sdk_parent, sdk_trace, sdk_caller = _trace_context()
 
-            async def mcp_call() -> Any:
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                pass
+
+            async def mcp_call(mode: str, parent: str, *, streamed: bool = False) -> Any:
                 async with httpx2.AsyncClient(headers=headers, trust_env=False) as http:
-                    async with Client(streamable_http_client(info["mcp_url"], http_client=http)) as client:
+                    async with Client(streamable_http_client(info["mcp_url"], http_client=http), mode=mode) as client:
                         with anyio.fail_after(CALL_TIMEOUT_S):
-                            return await client.call_tool("up_trace_context", {"text": mcp_arg}, meta={"traceparent": mcp_parent})
+                            return await client.call_tool(
+                                "up_trace_context", {"text": mcp_arg}, meta={"traceparent": parent},
+                                progress_callback=progress if streamed else None,
+                            )  # fmt: skip
 
-            upstream_answer = anyio.run(mcp_call)
+            upstream_answer = anyio.run(mcp_call, "auto", mcp_parent)  # 2026-07-28: the direct JSON path
             assert not upstream_answer.is_error, upstream_answer
+            legacy_answer = anyio.run(mcp_call, "legacy", legacy_parent)  # the handshake era's direct path
+            assert not legacy_answer.is_error, legacy_answer
+            # A progress token sends the call the SDK's own way (its handler, its middleware).
+            sdk_answer = anyio.run(lambda: mcp_call("legacy", sdk_parent, streamed=True))
+            assert not sdk_answer.is_error, sdk_answer
 
             # An agent run started over REST: its model requests and tool calls are one trace.
             run_parent, run_trace, run_caller = _trace_context()
@@ -177,6 +190,10 @@ def test_rest_mcp_and_agent_traces_cross_every_hop_and_hold_no_argument(tmp_path
                 {"tools/call up_trace_context", "execute_tool up_trace_context", "MCP send tools/call trace_context",
                  "tools/call trace_context"},
             )  # fmt: skip
+            legacy, through_sdk = (
+                _wait_for_names(receiver, trace, {"tools/call up_trace_context", "execute_tool up_trace_context", "tools/call trace_context"})
+                for trace in (legacy_trace, sdk_trace)
+            )
             agent = _wait_for_names(
                 receiver, run_trace, {"POST /api/v1/runs", "invoke_agent chat", "chat scripted-model", "execute_tool echo"}
             )
@@ -213,6 +230,11 @@ def test_rest_mcp_and_agent_traces_cross_every_hop_and_hold_no_argument(tmp_path
     # What the upstream itself read from its request's _meta: the caller's trace, pincer's span.
     carried = json.loads(upstream_answer.content[0].text)["meta"]["traceparent"]
     assert carried.split("-")[1:3] == [mcp_trace, sent.span_id]
+    for spans, caller, answer, trace in ((legacy, legacy_caller, legacy_answer, legacy_trace), (through_sdk, sdk_caller, sdk_answer, sdk_trace)):
+        served_here = _one(spans, "tools/call up_trace_context")
+        assert served_here.parent_span_id == caller
+        assert _one(spans, "execute_tool up_trace_context").parent_span_id == served_here.span_id
+        assert json.loads(answer.content[0].text)["meta"]["traceparent"].split("-")[1] == trace
     # The POST that carried it has its own span (its headers named no trace): _meta decides.
     assert not [s for s in mcp if s.name == "POST /mcp"]
 

@@ -196,6 +196,7 @@ class HandshakeFastPath:
             client_capabilities=connection.client_capabilities,
             session=ServerSession(reply, connection),
             request_id=request_id,
+            meta=meta if isinstance(meta := params.get("_meta"), Mapping) else None,  # its trace context
             caller_gone=_disconnect_of(receive),
         )
         key = (session_id, request_id)
