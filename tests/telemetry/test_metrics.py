@@ -203,7 +203,9 @@ message = "ping"
     assert _value(samples, "pincer_approvals_expired_total") == 1
     assert _value(samples, "pincer_approvals_pending") == 0
     assert _value(samples, "pincer_approval_wait_seconds_count", tool="write_note", runtime="native") == 3
-    assert _value(samples, "pincer_tool_calls_total", tool="write_note", decision="ask", outcome="denied") == 2
+    # one call denied by the person, one whose approval timed out (recorded as cancelled: docs/acts.md)
+    assert _value(samples, "pincer_tool_calls_total", tool="write_note", decision="ask", outcome="denied") == 1
+    assert _value(samples, "pincer_tool_calls_total", tool="write_note", decision="ask", outcome="cancelled") == 1
     assert _value(samples, "pincer_tool_calls_total", tool="write_note", decision="allow", outcome="ok") == 1
     assert _value(samples, "pincer_runs_total", status="done") == 2
     tokens_in = _value(samples, "pincer_run_tokens_total", direction="input")
