@@ -3,7 +3,10 @@
 Who: the CLI is the operating-system user it runs as, ``cli:<user>``, read from the process's
 uid (an environment variable would let a caller name anyone). The record is written after the
 act took effect, by the command that did it; a record that cannot be written fails the command
-(exit 1), so an act is never left unrecorded in silence.
+(exit 1), so an act is never left unrecorded in silence. One exception: a shared (PostgreSQL)
+store without its schema yet cannot take a record, and some acts must come first (the store's
+password is a secret ``pincer db upgrade`` needs): their records wait in PINCER_HOME
+(store/pending_acts.py) and ``pincer db upgrade`` writes them.
 """
 
 from __future__ import annotations
@@ -36,23 +39,34 @@ def _user_name() -> str:
 
 
 def record_act(home: Path, kind: ActKind, *, subject: str, outcome: str, reason: str, args: Any = None,
-               approval_id: str | None = None) -> int:  # fmt: skip
-    """Append the act's one record (``store/acts.py``) to ``home``'s audit log; its id."""
+               approval_id: str | None = None) -> int | None:  # fmt: skip
+    """Append the act's one record (``store/acts.py``) to ``home``'s audit log; its id (None while
+    it waits for the store's schema)."""
     from pincer.store.acts import act_entry
 
     entry = act_entry(kind, actor=cli_actor(), subject=subject, outcome=outcome, reason=reason, args=args,
                       approval_id=approval_id)  # fmt: skip
-    return record_entries(home, [entry])[0]
+    ids = record_entries(home, [entry])
+    return ids[0] if ids else None
 
 
 def record_entries(home: Path, entries: Sequence[AuditEntry]) -> list[int]:
-    """Append ``entries`` (acts of :func:`cli_actor`) to ``home``'s audit log, in order; their ids."""
+    """Append ``entries`` (acts of :func:`cli_actor`) to ``home``'s audit log, in order; their ids
+    (none while they wait for a shared store's schema: then a note says so)."""
     from pincer.cli.common import audit_key, secret_key
+    from pincer.cli.console import stderr
     from pincer.config import load_config
+    from pincer.core.errors import SchemaBehind
     from pincer.service import home_audit_log
+    from pincer.store.pending_acts import hold
 
     config = load_config(home)
     # The secret store is opened only for the PostgreSQL password, never made for a record.
     key = secret_key(home) if config.store.password_secret is not None else None
-    with home_audit_log(config, audit_key=audit_key(home), secret_key=key) as audit:
-        return [audit.append_sync(entry) for entry in entries]
+    try:
+        with home_audit_log(config, audit_key=audit_key(home), secret_key=key) as audit:
+            return [audit.append_sync(entry) for entry in entries]
+    except SchemaBehind:
+        hold(home, entries)
+        stderr.print("note: the shared store has no pincer schema yet; this act is recorded in its audit log by `pincer db upgrade`")
+        return []

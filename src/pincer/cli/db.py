@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from pincer.cli.common import JsonOption, emit_json, pincer_home, run, secret_key, stderr
+from pincer.cli.common import JsonOption, audit_key, emit_json, pincer_home, run, secret_key, stderr
 
 app = typer.Typer(help="Upgrade and inspect the shared PostgreSQL store ([store] url).", no_args_is_help=True)
 
@@ -30,6 +30,25 @@ def _store() -> tuple[str | None, str | None]:
         return settings.url, secrets.get(settings.password_secret)
 
 
+def _record_pending_acts() -> int:
+    """The acts CLI commands did before the schema existed (store/pending_acts.py), appended now
+    in the order they happened; how many."""
+    from pincer.config import load_config
+    from pincer.service import home_audit_log
+    from pincer.store.pending_acts import draining
+
+    home = pincer_home()
+    with draining(home) as entries:
+        if not entries:
+            return 0
+        config = load_config(home)
+        key = secret_key(home) if config.store.password_secret is not None else None
+        with home_audit_log(config, audit_key=audit_key(home), secret_key=key) as audit:
+            for entry in entries:
+                audit.append_sync(entry)
+        return len(entries)
+
+
 @app.command("upgrade")
 def upgrade(as_json: bool = JsonOption) -> None:
     """Bring the PostgreSQL store to this pincer's schema (safe to run again, and from several hosts)."""
@@ -41,8 +60,9 @@ def upgrade(as_json: bool = JsonOption) -> None:
         if url is None:
             return {"ok": True, "backend": "sqlite", "changed": False, "schema": None}
         before, after = upgrade_database(url, password=password)
+        recorded = _record_pending_acts()
         return {"ok": True, "backend": "postgresql", "url": redact_url(url), "from": before, "to": after,
-                "changed": before != after, "schema": SCHEMA_VERSION}  # fmt: skip
+                "changed": before != after, "schema": SCHEMA_VERSION, "acts_recorded": recorded}  # fmt: skip
 
     report = run(body, as_json=as_json)
     if as_json:
@@ -53,6 +73,8 @@ def upgrade(as_json: bool = JsonOption) -> None:
         stderr.print(f"{report['url']}: schema {report['from']} -> {report['to']}")
     else:
         stderr.print(f"{report['url']}: already at schema {report['to']}")
+    if not as_json and report.get("acts_recorded"):
+        stderr.print(f"recorded {report['acts_recorded']} act(s) done before the schema existed in the audit log")
 
 
 @app.command("status")

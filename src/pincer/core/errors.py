@@ -74,7 +74,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     ├── RuntimeUnavailable         503  a runtime cannot start here (missing binary, bad component)
     └── StoreError                 500  the embedded database failed
         ├── AuditChainBroken       409  ``audit verify`` found a record that does not chain
-        └── CheckpointInvalid      422  an audit checkpoint is malformed or not signed by this key
+        ├── CheckpointInvalid      422  an audit checkpoint is malformed or not signed by this key
+        └── SchemaBehind           503  the shared store is not at this pincer's schema yet (``pincer db upgrade``)
 
 Each class carries a stable ``code`` used in JSON output, the ``http_status`` the REST API
 answers it with (so a new error cannot fall through to a generic 500), and an optional ``hint``
@@ -113,6 +114,7 @@ __all__ = [
     "RuntimeUnavailable",
     "StoreError",
     "AuditChainBroken",
+    "SchemaBehind",
     "ApprovalGone",
     "ApprovalAnswered",
     "ApprovalPending",
@@ -561,6 +563,14 @@ class AuditChainBroken(StoreError):
     def __init__(self, message: str, *, record_id: int, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.record_id = record_id
+
+
+class SchemaBehind(StoreError):
+    """The shared (PostgreSQL) store has no pincer schema yet, or an older one: nothing can be
+    written to it until ``pincer db upgrade`` has run."""
+
+    code = "schema_behind"
+    http_status = 503
 
 
 class CheckpointInvalid(StoreError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pincer.core.errors import StoreError
+from pincer.core.errors import SchemaBehind, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +313,7 @@ def check_schema(conn: Any, shown_url: str) -> None:
     _refuse_newer(version)
     if version < SCHEMA_VERSION:
         state = "has no pincer schema yet" if version == 0 else f"is at schema {version}"
-        raise StoreError(
+        raise SchemaBehind(
             f"the PostgreSQL store {shown_url} {state}; this pincer needs schema {SCHEMA_VERSION}",
             hint="run `pincer db upgrade` once (with the same [store] url), then start the gateways",
         )
