@@ -35,7 +35,7 @@ import pytest
 
 __all__ = ["PostgresServer", "RedisServer", "postgres_server", "private_postgres", "redis_server"]
 
-SERVER_START_TIMEOUT_S = 60.0
+SERVER_START_TIMEOUT_S = 120.0
 _INSTALL_HINT = "install Debian's postgresql and redis-server packages: `make system-deps` (as root)"
 
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests must not depend on the machine being idle: no per-example deadline and no
+# "generation too slow" check (both measure wall time, which a loaded 2-core CI machine
+# stretches tenfold). The number of examples is what each test asks for, as before.
+settings.register_profile("pincer", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("pincer")
 
 
 def _find_corpus() -> Path:

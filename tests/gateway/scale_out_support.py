@@ -21,7 +21,7 @@ import psycopg
 from tests.gateway.conftest import read_json_document
 from tests.processes import interrupt, reap
 
-SERVER_START_TIMEOUT_S = 60.0
+SERVER_START_TIMEOUT_S = 120.0
 SERVER_STOP_TIMEOUT_S = 20.0
 CLI_TIMEOUT_S = 120.0
 PINCER_BIN = Path(sys.executable).with_name("pincer")

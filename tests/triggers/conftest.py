@@ -22,7 +22,7 @@ from tests.triggers.recording import RecordingStarter
 
 SECRET_KEY = b"t" * 32
 AUDIT_KEY = b"a" * 32
-SERVER_START_TIMEOUT_S = 30.0
+SERVER_START_TIMEOUT_S = 120.0  # a loaded 2-core machine starts a gateway in ~1-2 s idle, 30+ s at load 15
 SERVER_STOP_TIMEOUT_S = 15.0
 
 

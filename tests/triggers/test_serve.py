@@ -33,7 +33,7 @@ from tests.gateway.conftest import read_json_document
 from tests.processes import interrupt, reap
 from tests.triggers.recording import recorded_runs
 
-SERVER_START_TIMEOUT_S = 60.0
+SERVER_START_TIMEOUT_S = 120.0
 SERVER_STOP_TIMEOUT_S = 20.0
 CLI_TIMEOUT_S = 120.0
 RUNS_AFTER_RESTART_TIMEOUT_S = 90.0

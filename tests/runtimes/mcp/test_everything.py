@@ -19,7 +19,7 @@ from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, NODE22, WAIT_S, npm_read
 
 pytestmark = pytest.mark.anyio
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 120.0
 
 
 def free_port() -> int:
