@@ -39,7 +39,7 @@ from pincer.config import Config
 from pincer.core.acts import CANCELLED
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, StoreError, ToolError, ToolTimeout
-from pincer.core.schema import validate_args
+from pincer.core.schema import validate_args, with_defaults
 from pincer.core.values import (
     CallRequest,
     ClientChannel,
@@ -362,6 +362,11 @@ class Dispatcher:
     ) -> ToolResult:
         spec, runtime = self.registry.resolve(request.tool)
         trace.spec = spec
+        # The schema's defaults for required arguments left out: decided, validated, approved,
+        # recorded and sent with them (core/schema.py says why only required ones).
+        args = with_defaults(spec, request.args)
+        if args is not request.args:
+            request = replace(request, args=args)
         trace.args = redact_args(request.args, scanner) if isinstance(request.args, Mapping) else {}
         if request.idempotency_key is not None:
             check_key(request.idempotency_key)

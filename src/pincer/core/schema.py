@@ -13,7 +13,9 @@ included, so a schema or a value one path accepts is never refused by another.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema_rs
@@ -21,12 +23,29 @@ import jsonschema_rs
 from pincer.core.errors import ArgumentsInvalid, UsageError
 from pincer.core.values import ToolSpec
 
-__all__ = ["validate_args", "validator_for", "describe_schema_error", "compile_schema", "schema_problem", "value_problem"]
+__all__ = [
+    "validate_args", "with_defaults", "validator_for", "describe_schema_error", "compile_schema", "schema_problem",
+    "value_problem",
+]  # fmt: skip
 
 _MAX_REPORTED = 3
 _MAX_CACHED = 4096  # bound memory when tools churn (MCP servers reloading)
 
 _cache: dict[str, Any] = {}
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Fill:
+    """One property of a schema's defaults plan: its ``default`` (when the property is required)
+    and the plan of the object it holds."""
+
+    key: str
+    default: Any
+    nested: tuple[_Fill, ...]
+
+
+_plans: dict[str, tuple[_Fill, ...]] = {}
 
 
 def validator_for(spec: ToolSpec) -> Any:
@@ -88,6 +107,64 @@ def describe_schema_error(error: Any) -> str:
     path = "args" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
     rule = next((str(p) for p in reversed(error.schema_path) if not isinstance(p, int)), "schema")
     return f"{path}: {error.message} (rule: {rule})"
+
+
+def _plan(schema: Any, depth: int = 0) -> tuple[_Fill, ...]:
+    """What :func:`with_defaults` fills in objects of ``schema``: required properties with a
+    ``default``, at any depth of ``properties`` (``$ref``, ``allOf`` and the like are not followed)."""
+    if not isinstance(schema, Mapping) or depth > 32:
+        return ()
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return ()
+    required = schema.get("required")
+    required = set(required) if isinstance(required, list) else set()
+    fills: list[_Fill] = []
+    for key, sub in properties.items():
+        if not isinstance(key, str) or not isinstance(sub, Mapping):
+            continue
+        default = copy.deepcopy(sub["default"]) if key in required and "default" in sub else _MISSING
+        nested = _plan(sub, depth + 1)
+        if default is not _MISSING or nested:
+            fills.append(_Fill(key=key, default=default, nested=nested))
+    return tuple(fills)
+
+
+def _fill(args: Mapping[str, Any], fills: tuple[_Fill, ...]) -> Mapping[str, Any]:
+    filled: dict[str, Any] | None = None
+    for fill in fills:
+        if fill.key not in args:
+            if fill.default is not _MISSING:
+                filled = dict(args) if filled is None else filled
+                filled[fill.key] = copy.deepcopy(fill.default)
+            continue
+        value = args[fill.key]
+        if fill.nested and isinstance(value, Mapping):
+            inner = _fill(value, fill.nested)
+            if inner is not value:
+                filled = dict(args) if filled is None else filled
+                filled[fill.key] = inner
+    return args if filled is None else filled
+
+
+def with_defaults(spec: ToolSpec, args: Any) -> Any:
+    """``args`` with the ``default`` of every *required* property it leaves out, so the call is
+    validated and sent with them (``args`` itself, unchanged, when nothing is missing).
+
+    A schema that marks a property required and gives it a default says the server accepts the
+    call without it (``@playwright/mcp`` does, from zod's ``.default()``); validating the bare
+    call would refuse it. Optional properties are left out as given: the server applies their
+    defaults itself, and a default that does not match its own type (``"default": null`` on a
+    string, common in generated schemas) would turn a valid call into a refused one."""
+    if not isinstance(args, Mapping):
+        return args
+    plan = _plans.get(spec.definition_hash)
+    if plan is None:
+        plan = _plan(spec.input_schema)
+        if len(_plans) >= _MAX_CACHED:
+            _plans.clear()
+        _plans[spec.definition_hash] = plan
+    return _fill(args, plan) if plan else args
 
 
 def validate_args(spec: ToolSpec, args: Any) -> None:
