@@ -351,3 +351,25 @@ def test_a_server_without_a_version_is_named_without_a_stray_space(pincer_home: 
     assert code == 0 and report["server"] == "faulty"
     code, _, err = invoke("mcp", "test", "notes")
     assert code == 0 and "notes: faulty, protocol 2025-11-25" in err
+
+
+def test_tools_show_has_an_mcp_tools_annotations_and_output_schema_and_call_keeps_its_content(pincer_home: Path) -> None:
+    """Issue 36. Failed before: `pincer tools show` printed neither the server's annotations nor
+    the output schema, and `pincer tools call --json` dropped the content blocks."""
+    time_server = str(Path(sys.executable).with_name("mcp-server-time"))
+    code, _, err = invoke("mcp", "add", "time", "--command", time_server, "--arg", "--local-timezone", "--arg", "UTC", "--json")
+    assert code == 0, err
+    code, shown, _ = invoke("tools", "show", "time_get_current_time", "--json")
+    assert code == 0
+    assert shown["annotations"]["mcp"] == {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                                           "openWorldHint": False}  # fmt: skip
+    assert shown["output_schema"]["properties"]["timezone"] == {"title": "Timezone", "type": "string"}
+    code, _, human = invoke("tools", "show", "time_get_current_time")
+    assert code == 0
+    assert "MCP annotations (server time, tool get_current_time)" in human and '"idempotentHint": true' in human
+    assert "output schema:" in human and '"day_of_week"' in human
+    code, called, _ = invoke("tools", "call", "time_get_current_time", "--args", '{"timezone": "UTC"}', "--json")
+    assert code == 0 and called["ok"]
+    assert called["output"]["timezone"] == "UTC"  # the structured content ...
+    (block,) = called["content"]  # ... and the content blocks the server sent with it
+    assert block["type"] == "text" and '"timezone": "UTC"' in block["text"]

@@ -122,7 +122,7 @@ def add(
         None, "--effects", help="What its tools do, e.g. read_filesystem,write_filesystem (replaces the default)."
     ),
     tool_effects: list[str] = typer.Option(
-        [], "--tool-effects", help="TOOL=EFFECT[,EFFECT]: one tool's effects, exactly (repeatable)."
+        [], "--tool-effects", help="TOOL=EFFECT[,EFFECT]: one tool's effects, exactly; TOOL may be a pattern with * (repeatable)."
     ),
     capability: list[str] = typer.Option([], "--capability", help="A label shown and filtered by (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Save it even if its command is not found now."),

@@ -68,7 +68,7 @@ def list_tools(
 
 @app.command("show")
 def show_tool(name: str, session: str = SessionOption, as_json: bool = JsonOption) -> None:
-    """Show one tool with its input schema."""
+    """Show one tool: effects, input and output schema, an MCP tool's annotations as its server sent them."""
 
     async def body() -> dict[str, Any]:
         async with open_pincer(quiet=as_json) as pincer:
@@ -82,8 +82,20 @@ def show_tool(name: str, session: str = SessionOption, as_json: bool = JsonOptio
     stderr.print(tool["description"])
     stderr.print(f"effects: {', '.join(tool['effects']) or 'none'}")
     stderr.print(f"side effecting: {tool['side_effecting']}")
+    annotations = tool["annotations"]
+    upstream = annotations.get("mcp")
+    if isinstance(upstream, dict):
+        # An MCP server's own hints, as it sent them (the effects above are pincer's decision).
+        stderr.print(f"MCP annotations (server {annotations.get('server')}, tool {annotations.get('upstream_name')}):")
+        stderr.print_json(json.dumps(upstream))
+        if annotations.get("mcp_meta"):
+            stderr.print("MCP _meta:")
+            stderr.print_json(json.dumps(annotations["mcp_meta"]))
     stderr.print("input schema:")
     stderr.print_json(json.dumps(tool["input_schema"]))
+    if tool["output_schema"]:
+        stderr.print("output schema:")
+        stderr.print_json(json.dumps(tool["output_schema"]))
 
 
 @app.command("call")

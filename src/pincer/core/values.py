@@ -198,6 +198,8 @@ class ToolSpec:
             "policy_hash": self.policy_hash,
             "output_trusted": self.output_trusted,
             "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "annotations": dict(self.annotations),
         }
 
 
@@ -297,6 +299,9 @@ class ToolResult:
             data["output"] = self.output
         else:
             data["error"] = dict(self.error or {})
+        if self.content:
+            # The MCP content blocks (an MCP tool's text, images, resources) beside the value.
+            data["content"] = [dict(block) for block in self.content]
         data["cached"] = self.cached
         data["audit_id"] = self.audit_id
         return data

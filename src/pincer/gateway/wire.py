@@ -28,16 +28,34 @@ def server_info() -> dict[str, str]:
 def tool_to_wire(spec: ToolSpec, *, session: str | None = None) -> dict[str, Any]:
     """A registry ToolSpec as an MCP ``Tool`` object. A tool with an MCP Apps view (annotation
     ``pincer/ui``: ``resourceUri`` with ``{session}``, ``visibility``) gets ``_meta.ui`` with the
-    caller's session filled in."""
+    caller's session filled in.
+
+    An upstream MCP server's tool (``annotations["mcp"]``) is passed on whole: its annotations
+    exactly as the server sent them (pincer adds none and removes none), its title, and its
+    ``_meta`` (an MCP App's ``ui`` among it, ``runtimes/mcp/uris.py``). pincer's decision sits
+    beside them under ``_meta["pincer/effects"]``: hints are the server's claims, shown to the
+    client, never what the call chain decides by."""
     tool: dict[str, Any] = {"name": spec.name, "description": spec.description, "inputSchema": dict(spec.input_schema)}
     if spec.output_schema:
         tool["outputSchema"] = dict(spec.output_schema)
-    annotations = {k: v for k, v in spec.annotations.items() if k in _ANNOTATION_KEYS}
-    if not spec.effects or all(e.value == "read_filesystem" for e in spec.effects):
-        annotations.setdefault("readOnlyHint", True)
+    upstream = spec.annotations.get("mcp")
+    meta: dict[str, Any] = {}
+    if isinstance(upstream, Mapping):
+        if isinstance(spec.annotations.get("title"), str):
+            tool["title"] = spec.annotations["title"]
+        annotations = dict(upstream)
+        upstream_meta = spec.annotations.get("mcp_meta")
+        if isinstance(upstream_meta, Mapping):
+            meta.update(upstream_meta)
+    else:
+        annotations = {k: v for k, v in spec.annotations.items() if k in _ANNOTATION_KEYS}
+        if not spec.effects or all(e.value == "read_filesystem" for e in spec.effects):
+            annotations.setdefault("readOnlyHint", True)
     if annotations:
         tool["annotations"] = annotations
-    tool["_meta"] = {"pincer/effects": sorted(e.value for e in spec.effects), "pincer/runtime": spec.runtime.value}
+    meta["pincer/effects"] = sorted(e.value for e in spec.effects)
+    meta["pincer/runtime"] = spec.runtime.value
+    tool["_meta"] = meta
     ui = spec.annotations.get("pincer/ui")
     if isinstance(ui, Mapping) and session is not None and isinstance(ui.get("resourceUri"), str):
         uri = ui["resourceUri"].replace("{session}", session)

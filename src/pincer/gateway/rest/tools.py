@@ -85,8 +85,6 @@ async def call_tool(
     # As GET /tools/{name}: a tool the session may not see is answered as a missing one.
     result = as_seen(pincer.config.session(target), name, result)
     data = result.to_dict()
-    if result.content:
-        data["content"] = [dict(block) for block in result.content]
     if result.ok:
         return JSONResponse(data)
     status = status_for(result.error)

@@ -100,6 +100,7 @@ def _redacted(scanner: LeakScanner, definition: ToolDefinition) -> ToolDefinitio
         annotations=clean["annotations"] if isinstance(clean["annotations"], Mapping) else {},
         output_schema=clean["output_schema"] if isinstance(clean["output_schema"], Mapping) else None,
         title=clean["title"] if isinstance(clean["title"], str) else None,
+        meta=clean["meta"] if isinstance(clean["meta"], Mapping) else None,
     )
 
 

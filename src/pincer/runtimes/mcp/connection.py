@@ -124,6 +124,7 @@ def to_definition(tool: types.Tool) -> ToolDefinition:
         annotations=annotations,
         output_schema=tool.output_schema,
         title=tool.title,
+        meta=dict(tool.meta) if tool.meta else None,
     )
 
 

@@ -60,6 +60,10 @@ class ToolDefinition:
     annotations: Mapping[str, Any] = field(default_factory=dict)
     output_schema: Mapping[str, Any] | None = None
     title: str | None = None
+    # The tool's ``_meta`` (an MCP App's ``ui``): shown to clients, kept in the pin so a lazy
+    # server's App is known before it starts, but not compared (it decides no policy: the App's
+    # page is read through the chain like any resource).
+    meta: Mapping[str, Any] | None = None
 
     @property
     def hash(self) -> str:
@@ -86,6 +90,7 @@ class ToolDefinition:
             "input_schema": self.input_schema,
             "output_schema": self.output_schema,
             "annotations": self.annotations,
+            "meta": self.meta,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +106,8 @@ class ToolDefinition:
             data["output_schema"] = dict(self.output_schema)
         if self.title:
             data["title"] = self.title
+        if self.meta:
+            data["meta"] = dict(self.meta)
         return data
 
     @classmethod
@@ -112,6 +119,7 @@ class ToolDefinition:
             annotations=dict(data.get("annotations") or {}),
             output_schema=dict(data["output_schema"]) if isinstance(data.get("output_schema"), Mapping) else None,
             title=data.get("title") if isinstance(data.get("title"), str) else None,
+            meta=dict(data["meta"]) if isinstance(data.get("meta"), Mapping) else None,
         )
 
 
