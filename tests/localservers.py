@@ -8,6 +8,7 @@ Each server records the requests it received. Routes:
 * ``/binary``: bytes 0..255
 * ``/mirror?header=NAME&how=HOW``: the request's NAME header transformed (``TRANSFORMS``), as text
 * ``/slow``: waits until the server stops (bounded by SLOW_HANDLER_MAX_WAIT_S), then 200
+* ``/page``: a small HTML page (``PAGE_HTML``: a title, a heading, a button), for browsers and fetchers
 * anything else: 404
 """
 
@@ -34,6 +35,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 SLOW_HANDLER_MAX_WAIT_S = 10.0
+PAGE_TITLE = "Pincer test page"
+PAGE_HTML = (
+    f"<!doctype html><html><head><title>{PAGE_TITLE}</title></head>"
+    "<body><h1>Hello from the page</h1><p>One paragraph of text.</p><button>Press me</button></body></html>"
+)
 SERVER_STOP_TIMEOUT_S = 5.0
 SERVER_POLL_INTERVAL_S = 0.02  # how quickly shutdown() is noticed
 
@@ -111,6 +117,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/mirror":
             value = self.headers.get(query["header"][0], "")
             self._reply(200, TRANSFORMS[query["how"][0]](value).encode(), "text/plain; charset=utf-8")
+        elif url.path == "/page":
+            self._reply(200, PAGE_HTML.encode(), "text/html; charset=utf-8")
         elif url.path == "/binary":
             self._reply(200, bytes(range(256)), "application/octet-stream")
         elif url.path == "/slow":

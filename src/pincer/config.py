@@ -29,6 +29,8 @@ from pincer.policy.session import SessionKind, SessionPolicy
 from pincer.safety.hosts import HostPattern
 from pincer.safety.limits import DEFAULT_MAX_OUTPUT_BYTES
 
+DEFAULT_MAX_RESOURCE_BYTES = 8_000_000
+
 __all__ = [
     "Config",
     "ConfigFile",
@@ -135,6 +137,9 @@ class CacheSettings(_Model):
 class OutputSettings(_Model):
     # The safety layer's limit when nothing names one (below this one), so written once there.
     max_bytes: int = Field(default=DEFAULT_MAX_OUTPUT_BYTES, ge=1_000, le=100_000_000)
+    # An upstream MCP server's resources and prompts read through the gateway: an MCP App's page
+    # is one bundled HTML file (the ext-apps examples' run to ~220 KB), a document may be larger.
+    max_resource_bytes: int = Field(default=DEFAULT_MAX_RESOURCE_BYTES, ge=1_000, le=100_000_000)
 
 
 class IdempotencySettings(_Model):

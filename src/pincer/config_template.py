@@ -81,6 +81,10 @@ KEYS: dict[str, KeyHelp] = {
         example='url = "redis://127.0.0.1:6379/0"',
     ),
     "output.max_bytes": KeyHelp(help="larger tool outputs are truncated with a marker"),
+    "output.max_resource_bytes": KeyHelp(
+        help="the most an upstream MCP server's resource or prompt read through the gateway may hold "
+        "(an MCP App's page, a document); past it the content is replaced by a note"
+    ),
     "idempotency.ttl_s": KeyHelp(help="how long a stored result answers a replay of the same idempotency key"),
     "idempotency.max_entries": KeyHelp(help="stored results kept at most; the oldest go first"),
     "idempotency.required": KeyHelp(

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Dispatcher", "ApprovalHook", "redact_args"]
+__all__ = ["Dispatcher", "ApprovalHook", "Operation", "redact_args"]
 
 _SECRET_KEY_WORDS = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "private_key")
 _REDACTED = "[REDACTED]"
@@ -143,6 +143,19 @@ def planned_hosts(spec: ToolSpec, args: Mapping[str, Any]) -> tuple[str, ...]:
             shown = f"[{host.lower()}]" if ":" in host else host.lower()
             hosts.append(f"{shown}:{port}" if port is not None else host.lower())
     return tuple(dict.fromkeys(hosts))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Operation:
+    """A call through the chain to something the registry does not list as a tool: an upstream
+    MCP server's ``resources/read`` or ``prompts/get`` (``runtimes/mcp/operations.py``). It runs
+    every step as a tool of ``spec.name`` would (session policy, grants, approval, budget,
+    leak scan, audit); its output is limited by ``[output] max_resource_bytes`` instead of
+    ``max_bytes``, since what it returns goes to a client (an MCP App's page, a document), not
+    into a model's context by itself."""
+
+    spec: ToolSpec
+    runtime: Runtime
 
 
 @dataclass(kw_only=True, slots=True)
@@ -222,27 +235,31 @@ class Dispatcher:
 
     # -- the chain ---------------------------------------------------------------------------
 
-    async def call(self, request: CallRequest, *, on_approval: ApprovalHook | None = None) -> ToolResult:
+    async def call(
+        self, request: CallRequest, *, on_approval: ApprovalHook | None = None, operation: Operation | None = None
+    ) -> ToolResult:
         if not TRACING.on and self.metrics is None:
-            return await self._call(request, on_approval, _Trace())
+            return await self._call(request, on_approval, _Trace(), operation)
         # Observed: the call's span is current while it runs (nested calls and upstream requests
         # are its children), and both it and the metrics read the audit record at the end.
         trace = _Trace()
         span = spans.start_call(request) if TRACING.on else None
         result: ToolResult | None = None
         try:
-            result = await self._call(request, on_approval, trace)
+            result = await self._call(request, on_approval, trace, operation)
             return result
         finally:
             self._observe(trace, result, span)
 
-    async def _call(self, request: CallRequest, on_approval: ApprovalHook | None, trace: _Trace) -> ToolResult:
+    async def _call(
+        self, request: CallRequest, on_approval: ApprovalHook | None, trace: _Trace, operation: Operation | None
+    ) -> ToolResult:
         started = time.perf_counter()
         scanner = self._scanner()
         self._in_flight += 1
         try:
             try:
-                result = await self._run(request, trace, scanner, on_approval)
+                result = await self._run(request, trace, scanner, on_approval, operation)
             except PincerError as exc:
                 result = self._failure(exc, scanner)
             except Exception as exc:  # a bug in a runtime must not take the caller down unrecorded
@@ -358,9 +375,14 @@ class Dispatcher:
                 )
 
     async def _run(
-        self, request: CallRequest, trace: _Trace, scanner: Scanner, on_approval: ApprovalHook | None
+        self,
+        request: CallRequest,
+        trace: _Trace,
+        scanner: Scanner,
+        on_approval: ApprovalHook | None,
+        operation: Operation | None = None,
     ) -> ToolResult:
-        spec, runtime = self.registry.resolve(request.tool)
+        spec, runtime = (operation.spec, operation.runtime) if operation else self.registry.resolve(request.tool)
         trace.spec = spec
         # The schema's defaults for required arguments left out: decided, validated, approved,
         # recorded and sent with them (core/schema.py says why only required ones).
@@ -452,9 +474,10 @@ class Dispatcher:
         if decision.grant_id is not None:
             self._grant_uses[decision.grant_id] = self._uses(decision.grant_id) + 1
 
+        max_bytes = self.config.output.max_resource_bytes if operation is not None else self.config.max_output_bytes
         if key is not None and spec.side_effecting:
-            return await self._run_once(request, spec, runtime, decision, key, trace, scanner, approval)
-        return await self._execute(request, spec, runtime, decision, trace, scanner, approval, host)
+            return await self._run_once(request, spec, runtime, decision, key, trace, scanner, approval, max_bytes)
+        return await self._execute(request, spec, runtime, decision, trace, scanner, approval, max_bytes, host)
 
     async def _preflight(
         self,
@@ -484,6 +507,7 @@ class Dispatcher:
         trace: _Trace,
         scanner: Scanner,
         approval: str | None,
+        max_bytes: int,
     ) -> ToolResult:
         digest = args_digest(request.args)
         session = request.session
@@ -495,7 +519,7 @@ class Dispatcher:
             if await self.idempotency.claim(session, spec.name, key):
                 break
         try:
-            result = await self._execute(request, spec, runtime, decision, trace, scanner, approval)
+            result = await self._execute(request, spec, runtime, decision, trace, scanner, approval, max_bytes)
             if result.ok or (result.error and result.error.get("code") == "tool_error"):
                 self.idempotency.store(
                     session,
@@ -522,6 +546,7 @@ class Dispatcher:
         trace: _Trace,
         scanner: Scanner,
         approval: str | None,
+        max_bytes: int,
         host: HostContext | None = None,
     ) -> ToolResult:
         if host is None:
@@ -545,7 +570,7 @@ class Dispatcher:
             raise ToolError(f"{spec.name} returned nothing", hint="a runtime must return a ToolOutput")
         duration_ms = (time.perf_counter() - started) * 1000
         trace.tool_s = duration_ms / 1000
-        return self._finish(spec, output, scanner.with_values(injected) if injected else scanner, duration_ms)
+        return self._finish(output, scanner.with_values(injected) if injected else scanner, duration_ms, max_bytes)
 
     def _host_context(
         self, request: CallRequest, spec: ToolSpec, decision: Decision, approval: str | None, scanner: Scanner
@@ -576,7 +601,7 @@ class Dispatcher:
             caller=request.caller,
         )
 
-    def _finish(self, spec: ToolSpec, output: ToolOutput, scanner: Scanner, duration_ms: float) -> ToolResult:
+    def _finish(self, output: ToolOutput, scanner: Scanner, duration_ms: float, max_bytes: int) -> ToolResult:
         from pincer.safety.limits import limit_result
 
         value, redactions = scanner.scan(output.value)
@@ -586,7 +611,7 @@ class Dispatcher:
             content = tuple(scanned_content)
             redactions += more
         # One limit over everything the result carries: its value and its content blocks.
-        value, content, truncated, size = limit_result(value, content, self.config.max_output_bytes)
+        value, content, truncated, size = limit_result(value, content, max_bytes)
         usage = Usage(
             duration_ms=duration_ms,
             output_bytes=size,

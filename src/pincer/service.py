@@ -19,7 +19,7 @@ from pincer.approver import ApprovalHook
 from pincer.config import CONFIG_FILENAME, Config, load_config
 from pincer.core.errors import PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
-from pincer.dispatch import Dispatcher
+from pincer.dispatch import Dispatcher, Operation
 from pincer.registry import Registry
 from pincer.runtimes.base import Runtime
 from pincer.safety.scanner import LeakScanner
@@ -626,8 +626,10 @@ class Pincer:
         with anyio.CancelScope(shield=True), anyio.move_on_after(RUNTIME_CLOSE_TIMEOUT_S):
             await runtime.aclose()
 
-    async def call(self, request: CallRequest, *, on_approval: ApprovalHook | None = None) -> ToolResult:
-        return await self.dispatcher.call(request, on_approval=on_approval)
+    async def call(
+        self, request: CallRequest, *, on_approval: ApprovalHook | None = None, operation: Operation | None = None
+    ) -> ToolResult:
+        return await self.dispatcher.call(request, on_approval=on_approval, operation=operation)
 
     @property
     def agent(self) -> Any:

@@ -639,7 +639,7 @@ def stdio(
                 policy = config.session(name)
                 return [tool_to_wire(spec, session=name) for spec in visible_tools(policy, pincer.registry.list())]
 
-            capabilities = handshake_capabilities(skills=config.skills.enabled)
+            capabilities = handshake_capabilities()
             handover = await run_prelude(wire, capabilities=capabilities, list_tools=list_tools)
             if handover is not None:
                 await _serve_stdio(await ensure_open(), session, (handover, wire))

@@ -29,6 +29,7 @@ from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import TokenBook
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
+from pincer.gateway.upstream_mcp import UpstreamMcpExtension
 from pincer.telemetry.tracing import TRACING
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ def create_gateway(
 
         canvas = open_board(pincer)
         extensions = (*extensions, CanvasMcpExtension(canvas))
+    # The upstream MCP servers' resources and prompts first: the extensions keep them for what is not theirs.
+    extensions = (UpstreamMcpExtension(), *extensions)
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
     unauthenticated = UnauthenticatedRefusals()

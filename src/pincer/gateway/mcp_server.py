@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -69,6 +69,9 @@ from pincer.store.approvals import ApprovalRequest
 from pincer.telemetry import spans
 from pincer.telemetry.tracing import TRACING
 
+if TYPE_CHECKING:
+    from pincer.dispatch import Operation
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["McpGateway", "McpExtension", "IDEMPOTENCY_META_KEY", "NOTIFY_TIMEOUT_S", "APPROVAL_DECISION_SCHEMA"]
@@ -98,7 +101,7 @@ class Pincerish(Protocol):
     dispatcher: Any
     config: Any
 
-    async def call(self, request: CallRequest, *, on_approval: Any = None) -> ToolResult: ...
+    async def call(self, request: CallRequest, *, on_approval: Any = None, operation: Any = None) -> ToolResult: ...
 
 
 class McpExtension(Protocol):
@@ -320,13 +323,21 @@ class McpGateway:
             wire["resultType"] = "complete"
         return wire
 
+    async def run_operation(
+        self, request: CallRequest, channel: McpChannel, session: GatewaySession, operation: Operation
+    ) -> ToolResult:
+        """An upstream server's resources/read or prompts/get through the chain, any approval it
+        needs asked as for a ``tools/call`` in the handshake era (``upstream_mcp.py``)."""
+        return await self._call_asking_mid_call(request, channel, session, operation)
+
     async def _call_asking_mid_call(
-        self, request: CallRequest, channel: McpChannel, session: GatewaySession
+        self, request: CallRequest, channel: McpChannel, session: GatewaySession, operation: Operation | None = None
     ) -> ToolResult:
         """The call, with any approval it needs put to the client as an elicitation right away
         (handshake era, main sessions) and left answerable over REST and the CLI as well. While
         it waits, progress notifications say how to answer (and keep a client's timeout alive);
-        a client nobody can ask gets the approval id at once with when_no_elicitation = "return"."""
+        a client nobody can ask gets the approval id at once with when_no_elicitation = "return".
+        ``operation``: an upstream server's resources/read or prompts/get (``upstream_mcp.py``)."""
         asks: list[anyio.CancelScope] = []
         call_scope = anyio.CancelScope()
 
@@ -351,7 +362,7 @@ class McpGateway:
 
         try:
             with call_scope:
-                return await self.pincer.call(request, on_approval=put_to_client)
+                return await self.pincer.call(request, on_approval=put_to_client, operation=operation)
             # The client hung up while the call waited: the chain recorded the cancellation and
             # expired the approval; this answer goes nowhere. A hang-up is normal: one quiet line.
             logger.debug("tools/call %s of session %s: the client hung up; the call was cancelled", request.tool, session.name)

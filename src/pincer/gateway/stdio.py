@@ -19,6 +19,7 @@ from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.stdio_prelude import Handover, SdkStdin, SdkStdout, StdioWire
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.tracing import tracing_on
+from pincer.gateway.upstream_mcp import UpstreamMcpExtension
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -38,7 +39,8 @@ async def serve_stdio(
     """Serve MCP over this process's stdio until the client closes stdin. ``handover``: the
     prelude claimed the wire and answered the handshake; the server continues from there."""
     default = GatewaySession(name=session, kind=pincer.config.session(session).kind)
-    gateway = McpGateway(pincer, default_session=default, extensions=extensions)
+    # The upstream MCP servers' resources and prompts first: the extensions keep them for what is not theirs.
+    gateway = McpGateway(pincer, default_session=default, extensions=(UpstreamMcpExtension(), *extensions))
     streams: dict[str, Any] = {}
     if handover is not None:
         state, wire = handover

@@ -50,14 +50,15 @@ HANDSHAKE_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-1
 LATEST_HANDSHAKE_VERSION = "2025-11-25"
 
 
-def handshake_capabilities(*, skills: bool) -> dict[str, Any]:
-    """The ``capabilities`` of pincer's ``initialize`` answer in the handshake era: tools always;
-    prompts and resources when the skills' extensions are installed (skills enabled)."""
-    capabilities: dict[str, Any] = {"tools": {"listChanged": True}}
-    if skills:
-        capabilities["prompts"] = {"listChanged": True}
-        capabilities["resources"] = {"listChanged": True, "subscribe": False}
-    return capabilities
+def handshake_capabilities() -> dict[str, Any]:
+    """The ``capabilities`` of pincer's ``initialize`` answer in the handshake era: tools, and
+    prompts and resources (the upstream MCP servers' ones are served whether or not any server or
+    skill is configured, ``upstream_mcp.py``)."""
+    return {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": False},
+    }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,6 +18,11 @@ NPM_CACHE = Path(os.environ.get("PINCER_NPM_CACHE", REPO / ".cache" / "npm"))
 EVERYTHING_JS = NPM_CACHE / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 NODE22 = NPM_CACHE / "node_modules" / ".bin" / "node"
 
+# Published servers the pass-through tests run (`make mcp-deps` installs them, see the Makefile).
+MCP_SERVERS = REPO / ".cache" / "npm-mcp-servers" / "node_modules"
+PLAYWRIGHT_MCP_JS = MCP_SERVERS / "@playwright" / "mcp" / "cli.js"
+APPS_SERVER_JS = MCP_SERVERS / "@modelcontextprotocol" / "server-basic-vanillajs" / "dist" / "index.js"
+
 CALL_TIMEOUT_S = 10.0  # a real call to a local server answers in milliseconds
 WAIT_S = 10.0  # any other bounded wait in these tests
 
@@ -45,6 +50,14 @@ def npm_ready() -> Path:
     if not EVERYTHING_JS.is_file() or not shutil.which("node"):
         pytest.fail(f"{EVERYTHING_JS} is missing: run `make mcp-deps` (make test does)")
     return EVERYTHING_JS
+
+
+def published_ready() -> None:
+    """The published npm servers of the pass-through tests are installed by `make mcp-deps`."""
+    npm_ready()
+    for path in (PLAYWRIGHT_MCP_JS, APPS_SERVER_JS):
+        if not path.is_file():
+            pytest.fail(f"{path} is missing: run `make mcp-deps` (make test does)")
 
 
 @pytest.fixture

@@ -60,6 +60,8 @@ async def test_every_content_kind_passes_through_and_is_error_is_kept(pins: PinS
         assert kinds == ["text", "image", "audio", "resource", "resource_link"]
         assert out.content[1] == {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
         assert out.content[3]["resource"]["text"] == "doc body"
+        # Resource URIs as the gateway serves them (runtimes/mcp/uris.py), so a client can read them.
+        assert out.content[3]["resource"]["uri"] == "test://f/doc" and out.content[4]["uri"] == "test://f/other"
         assert out.value == {"answer": 42}
         failed = await call(runtime, "f_fail")
         assert failed.is_error and failed.value == "it went wrong"

@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -71,7 +71,10 @@ MAX_TOOL_PAGES = 100
 HTTP_READ_TIMEOUT_S = 300.0
 
 ToolsListener = Callable[["ServerConnection", list[ToolDefinition]], None]
+# Told that the server's ``resources`` or ``prompts`` list changed (its own notification).
+ListsListener = Callable[["ServerConnection", str], None]
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+T = TypeVar("T")
 
 
 def backoff_delay(failures: int) -> float:
@@ -287,20 +290,44 @@ class _Session:
         return streamable_http_client(url, http_client=http)
 
     @staticmethod
-    def _can_listen(client: Client) -> bool:
-        tools = client.server_capabilities.tools
-        return bool(tools is not None and getattr(tools, "list_changed", False))
+    def _changing_lists(client: Client) -> dict[str, bool]:
+        """Which of its lists the server says it announces changes of."""
+        capabilities = client.server_capabilities
+        return {
+            kind: bool(getattr(getattr(capabilities, kind, None), "list_changed", False))
+            for kind in ("tools", "resources", "prompts")
+        }
+
+    @classmethod
+    def _can_listen(cls, client: Client) -> bool:
+        return any(cls._changing_lists(client).values())
 
     async def _listen(self, client: Client) -> None:
         """2026-07-28 servers send list changes only to a listening client."""
+        from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+
+        lists = self._changing_lists(client)
         with suppress(Exception):
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    self.tools_changed()
+            async with client.listen(
+                tools_list_changed=lists["tools"],
+                resources_list_changed=lists["resources"],
+                prompts_list_changed=lists["prompts"],
+            ) as subscription:
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        self.tools_changed()
+                    elif isinstance(event, ResourcesListChanged):
+                        self.conn._publish_list(self, "resources")
+                    elif isinstance(event, PromptsListChanged):
+                        self.conn._publish_list(self, "prompts")
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.tools_changed()
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self.conn._publish_list(self, "resources")
+        elif isinstance(message, types.PromptListChangedNotification):
+            self.conn._publish_list(self, "prompts")
         elif isinstance(message, Exception):
             logger.warning("MCP server %s: transport error: %s", self.config.name, type(message).__name__)
 
@@ -343,16 +370,30 @@ class _Session:
 
     @staticmethod
     async def _list_tools(client: Client, timeout_s: float) -> list[ToolDefinition]:
-        tools: list[ToolDefinition] = []
-        cursor: str | None = None
         with anyio.fail_after(timeout_s):
-            for _ in range(MAX_TOOL_PAGES):
-                page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-                tools.extend(to_definition(t) for t in page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-        return tools
+            return [to_definition(t) for t in await _all_pages(client.list_tools, "tools")]
+
+
+async def _all_pages(fetch: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    """Every item of a paginated list (``MAX_TOOL_PAGES`` pages at most)."""
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        page = await fetch(cursor=cursor, cache_mode="bypass")
+        items.extend(getattr(page, field))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return items
+
+
+# Per listing: the client's method, the field of its result holding the items, the server
+# capability that offers them and the wire method (for messages).
+_LISTINGS = {
+    "resources": ("list_resources", "resources", "resources", "resources/list"),
+    "resource_templates": ("list_resource_templates", "resource_templates", "resources", "resources/templates/list"),
+    "prompts": ("list_prompts", "prompts", "prompts", "prompts/list"),
+}
 
 
 class ServerConnection:
@@ -364,11 +405,13 @@ class ServerConnection:
         *,
         secrets: SecretLookup | None = None,
         on_tools: ToolsListener | None = None,
+        on_lists: ListsListener | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.secrets = secrets
         self._on_tools = on_tools
+        self._on_lists = on_lists
         self._clock = clock
         self._session: _Session | None = None
         self._lock = anyio.Lock()
@@ -428,6 +471,18 @@ class ServerConnection:
             self._on_tools(self, list(tools))
         except Exception:
             logger.exception("MCP server %s: tool listener failed", self.name)
+
+    @property
+    def _offers_hint(self) -> str:
+        return f"`pincer mcp test {self.name}` shows whether the server runs; check the name or URI against its list"
+
+    def _publish_list(self, session: _Session, kind: str) -> None:
+        if session is not self._session or self._on_lists is None:
+            return
+        try:
+            self._on_lists(self, kind)
+        except Exception:
+            logger.exception("MCP server %s: %s listener failed", self.name, kind)
 
     # -- starting ----------------------------------------------------------------------------
 
@@ -557,6 +612,34 @@ class ServerConnection:
         assert session.client is not None
         return await session._list_tools(session.client, timeout_s)
 
+    async def listing(self, kind: str, *, timeout_s: float = LIST_TIMEOUT_S) -> list[Any]:
+        """The server's ``resources``, ``resource_templates`` or ``prompts`` (mcp_types models),
+        starting it if need be; empty when its capabilities offer none."""
+        method, field, capability, wire = _LISTINGS[kind]
+
+        async def fetch(client: Client, remaining: float) -> list[Any]:
+            if getattr(client.server_capabilities, capability, None) is None:
+                return []
+            return await _all_pages(getattr(client, method), field)
+
+        return await self._request(f"{self.name} {wire}", wire, timeout_s, fetch, hint=self._offers_hint)
+
+    async def read_resource(self, uri: str, *, timeout_s: float) -> types.ReadResourceResult:
+        """One ``resources/read`` of the server's own URI."""
+        return await self._request(
+            f"{self.name} resources/read of {uri}", f"resources/read of {uri}", timeout_s,
+            lambda client, _: client.read_resource(uri, cache_mode="bypass"),
+            hint=self._offers_hint,
+        )  # fmt: skip
+
+    async def get_prompt(self, name: str, arguments: Mapping[str, str], *, timeout_s: float) -> types.GetPromptResult:
+        """One ``prompts/get`` of the server's own prompt name."""
+        return await self._request(
+            f"{self.name} prompts/get of {name}", f"prompts/get of {name}", timeout_s,
+            lambda client, _: client.get_prompt(name, dict(arguments)),
+            hint=self._offers_hint,
+        )  # fmt: skip
+
     # -- calling -----------------------------------------------------------------------------
 
     async def call_tool(
@@ -568,6 +651,29 @@ class ServerConnection:
         progress: ProgressFn | None = None,
     ) -> types.CallToolResult:
         """One ``tools/call``; every failure is a PincerError saying what happened."""
+
+        async def send(client: Client, remaining: float) -> types.CallToolResult:
+            return await client.call_tool(tool, dict(arguments), read_timeout_seconds=remaining, progress_callback=progress)
+
+        return await self._request(
+            f"{self.name}/{tool}", f"the call to {tool}", timeout_s, send, sdk_timeout=True,
+            hint="check the tool name and arguments against `pincer tools show`",
+        )  # fmt: skip
+
+    async def _request(
+        self,
+        what: str,
+        during: str,
+        timeout_s: float,
+        send: Callable[[Client, float], Awaitable[T]],
+        *,
+        hint: str,
+        sdk_timeout: bool = False,
+    ) -> T:
+        """One request on the running session (started if need be) within ``timeout_s``; every
+        failure is a PincerError saying what happened to ``what`` (``during``: the same, said
+        after the server's name, for a broken connection). ``sdk_timeout``: ``send``
+        passes the remaining time to the SDK, whose timeout then fires first."""
         started = self._clock()
         deadline = started + timeout_s
         session = await self._ready_session(deadline)
@@ -575,48 +681,46 @@ class ServerConnection:
         assert client is not None
         remaining = deadline - self._clock()
         if remaining <= 0:
-            raise ToolTimeout(f"{self.name}/{tool}: the server took the whole {timeout_s:g} s to start")
+            raise ToolTimeout(f"{what}: the server took the whole {timeout_s:g} s to start")
         try:
-            with anyio.fail_after(remaining + 1.0):  # the SDK's own timeout fires first
-                return await client.call_tool(
-                    tool, dict(arguments), read_timeout_seconds=remaining, progress_callback=progress
-                )
+            with anyio.fail_after(remaining + (1.0 if sdk_timeout else 0.0)):
+                return await send(client, remaining)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 session.request_probe()
                 raise ToolTimeout(
-                    f"{self.name}/{tool} did not answer within {timeout_s:g} s",
+                    f"{what} did not answer within {timeout_s:g} s",
                     hint="the server is checked and restarted if it hangs; raise its timeout_s if the tool is slow",
                 ) from None
             if exc.code == CONNECTION_CLOSED:
-                raise self._broken(session, tool) from None
+                raise self._broken(session, during) from None
             raise ToolError(
-                f"{self.name}/{tool}: the server refused the call: {exc.message} (MCP error {exc.code})",
-                hint="check the tool name and arguments against `pincer tools show`",
+                f"{what}: the server refused the request: {exc.message} (MCP error {exc.code})", hint=hint
             ) from None
         except TimeoutError:
             session.request_probe()
-            raise ToolTimeout(f"{self.name}/{tool} did not answer within {timeout_s:g} s") from None
+            raise ToolTimeout(f"{what} did not answer within {timeout_s:g} s") from None
         except ValidationError as exc:
             raise ToolError(
-                f"{self.name}/{tool}: the server's answer is not a valid MCP result: {exc.error_count()} problem(s)",
+                f"{what}: the server's answer is not a valid MCP result: {exc.error_count()} problem(s)",
                 hint="the server is broken or speaks another protocol version",
             ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             session.request_stop(f"its connection failed: {describe_exception(exc)}")
-            raise self._broken(session, tool) from None
+            raise self._broken(session, during) from None
         except Exception as exc:
             if self.config.transport != "stdio" and type(exc).__module__.startswith("httpx"):
                 session.request_stop(f"its connection failed: {describe_exception(exc)}")
-                raise self._broken(session, tool) from None
+                raise self._broken(session, during) from None
             raise
 
-    def _broken(self, session: _Session, tool: str) -> ToolError:
+    def _broken(self, session: _Session, what: str) -> ToolError:
+        """``what``: the request it broke, as "the call to TOOL" or "resources/read of URI"."""
         transport_reason = session.transport.failure if session.transport is not None else None
         reason = session.reason or transport_reason or "closed the connection"
         session.request_stop(reason)
         self._note_session_end(session, reason)
-        message = f"MCP server {self.name!r} {reason} during the call to {tool}"
+        message = f"MCP server {self.name!r} {reason} during {what}"
         if session.transport is not None:
             tail = session.transport.stderr_tail()
             if tail:

@@ -2,9 +2,9 @@
 
 The content blocks (text, image, audio, resource links, embedded resources) pass through in
 their MCP wire shape, so the gateway hands them to its own clients unchanged (after the leak
-scan). ``value`` is what the CLI and REST show: the structured content when the server sent
-one, else the text blocks joined, else a short line per non-text block. ``isError`` becomes
-``is_error``.
+scan) but for their resource URIs, given as the gateway serves them. ``value`` is what the CLI
+and REST show: the structured content when the server sent one, else the text blocks joined,
+else a short line per non-text block. ``isError`` becomes ``is_error``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import mcp_types as types
 
 from pincer.core.values import ToolOutput
+from pincer.runtimes.mcp.uris import namespaced_blocks
 
 __all__ = ["to_tool_output", "describe_block"]
 
@@ -45,10 +46,14 @@ def describe_block(block: Mapping[str, Any]) -> str:
     return f"[{kind} block]"
 
 
-def to_tool_output(result: types.CallToolResult) -> ToolOutput:
-    blocks = tuple(
+def to_tool_output(result: types.CallToolResult, *, server: str | None = None) -> ToolOutput:
+    """``server``: the server that answered, whose resource links and embedded resources are
+    given the URIs the gateway serves them under (:mod:`.uris`)."""
+    blocks: tuple[Mapping[str, Any], ...] = tuple(
         block.model_dump(by_alias=True, exclude_none=True, mode="json") for block in result.content
     )
+    if server is not None:
+        blocks = tuple(namespaced_blocks(server, blocks))
     texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
     value: Any
     if result.structured_content is not None and not result.is_error:

@@ -29,9 +29,20 @@ from pincer.core.errors import Denied, ToolNotFound
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.runtimes.base import ChangeListener, ChangeListeners
 from pincer.runtimes.mcp.assignment import Assignment, Refused, assign_tools, holds_secret
-from pincer.runtimes.mcp.config import ServerConfig, ServerStore
+from pincer.runtimes.mcp.config import ServerConfig, ServerStore, tool_name
 from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
 from pincer.runtimes.mcp.environment import SecretLookup
+from pincer.runtimes.mcp.operations import (
+    OPERATION_KEY,
+    RESOURCES_READ,
+    listed_prompt,
+    listed_resource,
+    listed_template,
+    operation_args,
+    operation_spec,
+    prompt_output,
+    resource_output,
+)
 from pincer.runtimes.mcp.pins import PinStore, ToolDefinition
 from pincer.runtimes.mcp.results import to_tool_output
 from pincer.runtimes.mcp.tools import build_spec
@@ -62,6 +73,7 @@ def secret_lookup(secrets: Any) -> SecretLookup | None:
 
 
 ScannerFactory = Callable[[], LeakScanner]
+ListsListener = Callable[[str], None]
 
 
 class McpRuntime:
@@ -86,8 +98,7 @@ class McpRuntime:
         self._scanner = scanner
         self.servers: dict[str, ServerConfig] = {s.name: s for s in servers if s.enabled}
         self.connections: dict[str, ServerConnection] = {
-            name: ServerConnection(config, secrets=self._lookup, on_tools=self._on_tools)
-            for name, config in self.servers.items()
+            name: self._connection(config) for name, config in self.servers.items()
         }
         self._offered: dict[str, list[ToolDefinition]] = {}
         self._refused: dict[str, tuple[Refused, ...]] = {}
@@ -95,8 +106,12 @@ class McpRuntime:
         self._owners: dict[str, tuple[str, str]] = {}  # registry name -> (server, upstream tool)
         self._blocked: dict[str, str] = {}  # registry name -> reason
         self._changes = ChangeListeners("the MCP runtime")
+        self._list_listeners: list[ListsListener] = []
         for name in self.servers:
             self._rebuild(name)
+
+    def _connection(self, config: ServerConfig) -> ServerConnection:
+        return ServerConnection(config, secrets=self._lookup, on_tools=self._on_tools, on_lists=self._on_lists)
 
     @classmethod
     def from_home(cls, home: Path, *, secrets: Any = None, scanner: ScannerFactory | None = None) -> McpRuntime:
@@ -130,9 +145,11 @@ class McpRuntime:
                 await conn.aclose()
         for name in fresh:
             self.servers[name] = wanted[name]
-            self.connections[name] = ServerConnection(wanted[name], secrets=self._lookup, on_tools=self._on_tools)
+            self.connections[name] = self._connection(wanted[name])
             self._rebuild(name)
         self._changes.notify()
+        for kind in ("resources", "prompts"):
+            self._notify_list(kind)
         await self._start_wanted(fresh)
 
     async def _start_wanted(self, names: list[str]) -> None:
@@ -169,9 +186,14 @@ class McpRuntime:
     async def preflight(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> None:
         """Refuse a blocked tool before anyone is asked to approve it: the server is started if
         it is not running (its listing is what shows a changed definition), the tool is not run."""
+        if OPERATION_KEY in spec.annotations:
+            self._operation_server(spec)
+            return
         await self._ready(spec, host)
 
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        if OPERATION_KEY in spec.annotations:
+            return await self._invoke_operation(spec, args, host)
         conn, upstream, timeout_s = await self._ready(spec, host)
         progress = None
         if host.client is not None:
@@ -181,7 +203,71 @@ class McpRuntime:
                 await channel.progress(value, total, message)
 
         result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
-        return to_tool_output(result)
+        return to_tool_output(result, server=conn.name)
+
+    # -- resources and prompts (operations.py) -------------------------------------------------
+
+    def operation(self, server: str, method: str) -> ToolSpec:
+        """The spec of ``server``'s ``resources/read`` or ``prompts/get``, for ``dispatch.Operation``."""
+        config = self.servers.get(server)
+        if config is None:
+            raise ToolNotFound(f"no MCP server named {server!r}", hint="`pincer mcp list` shows the configured servers")
+        return operation_spec(config, method)
+
+    async def listing(self, server: str, kind: str, *, timeout_s: float) -> list[dict[str, Any]]:
+        """``server``'s resources, resource templates or prompts as the gateway lists them:
+        namespaced, leak-scanned (starting the server if need be)."""
+        shapes: dict[str, Callable[[str, Any], dict[str, Any] | None]] = {
+            "resources": listed_resource, "resource_templates": listed_template, "prompts": listed_prompt,
+        }  # fmt: skip
+        shape = shapes[kind]
+        items = [shape(server, item) for item in await self.connections[server].listing(kind, timeout_s=timeout_s)]
+        scanned, _ = self._scanner().scan([item for item in items if item is not None])
+        return list(scanned)
+
+    async def find_prompt(self, server: str, name: str, *, timeout_s: float) -> str | None:
+        """The server's own name of the prompt listed as ``name``, if it lists one."""
+        for prompt in await self.connections[server].listing("prompts", timeout_s=timeout_s):
+            if tool_name(server, prompt.name) == name:
+                return str(prompt.name)
+        return None
+
+    def _operation_server(self, spec: ToolSpec) -> ServerConnection:
+        conn = self.connections.get(str(spec.annotations.get("server")))
+        if conn is None:
+            raise ToolNotFound(f"no MCP server serves {spec.name}", hint="`pincer mcp list` shows the configured servers")
+        return conn
+
+    async def _invoke_operation(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        conn = self._operation_server(spec)
+        limit = max(host.timeout_s - min(TIMEOUT_MARGIN_S, host.timeout_s * 0.1), 0.001)
+        timeout_s = min(conn.config.timeout_s or limit, limit)
+        method = str(spec.annotations[OPERATION_KEY])
+        target, arguments = operation_args(method, args)
+        if method == RESOURCES_READ:
+            return resource_output(conn.name, await conn.read_resource(target, timeout_s=timeout_s))
+        return prompt_output(conn.name, await conn.get_prompt(target, arguments, timeout_s=timeout_s))
+
+    def subscribe_lists(self, listener: ListsListener) -> Callable[[], None]:
+        """``listener(kind)`` runs when a server says its ``resources`` or ``prompts`` changed,
+        and when servers come or go."""
+        self._list_listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._list_listeners:
+                self._list_listeners.remove(listener)
+
+        return unsubscribe
+
+    def _on_lists(self, conn: ServerConnection, kind: str) -> None:
+        self._notify_list(kind)
+
+    def _notify_list(self, kind: str) -> None:
+        for listener in list(self._list_listeners):
+            try:
+                listener(kind)
+            except Exception:  # one broken listener must not keep the change from the others
+                logger.exception("MCP %s listener failed", kind)
 
     async def _ready(self, spec: ToolSpec, host: HostContext) -> tuple[Any, str, float]:
         """The running connection, the server's name for the tool and the call's timeout; raises
