@@ -17,10 +17,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pincer.config import CONFIG_FILENAME, MAX_CONFIG_BYTES, ConfigFile, parse_config
+from pincer.config import CONFIG_FILENAME, MAX_CONFIG_BYTES, Config, ConfigFile, parse_config
 from pincer.core.errors import PincerError
 
-__all__ = ["FileReport", "Problem", "check_config_file", "check_config_text", "check_home", "settings_files"]
+__all__ = [
+    "FileReport", "Problem", "check_config_file", "check_config_text", "check_home", "settings_files",
+    "configured_extras", "missing_extras",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,7 +98,10 @@ def check_config_file(path: Path, *, home: Path) -> FileReport:
         return _one("config", path, "", "not UTF-8 text", "save it as UTF-8")
     except OSError as exc:
         return _one("config", path, "", f"cannot be read: {exc.strerror}", "check its permissions")
-    return FileReport(kind="config", path=path, exists=True, problems=tuple(check_config_text(text, home=home, source=str(path))))
+    problems = check_config_text(text, home=home, source=str(path))
+    if not problems:  # a valid file: does this installation have what it turns on?
+        problems = missing_extras(parse_config(text, home=home, source=str(path)))
+    return FileReport(kind="config", path=path, exists=True, problems=tuple(problems))
 
 
 def check_config_text(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> list[Problem]:
@@ -115,6 +121,39 @@ def check_config_text(text: str, *, home: Path, source: str = CONFIG_FILENAME) -
         key, _, message = exc.message.removeprefix(f"{source}: ").partition(": ")
         return [Problem(key=key, message=message or key, hint=exc.hint)]
     return []
+
+
+# The built-ins that need an extra besides pincer itself (the rest use only the core).
+_BUILTIN_EXTRAS = {"browser": "browser", "web_fetch": "web"} | dict.fromkeys(("gmail", "google_calendar", "google_docs", "google_drive", "google_sheets", "google_slides"), "oauth")
+
+
+def configured_extras(config: Config) -> list[tuple[str, str]]:
+    """(extra, config key) for every optional part config.toml turns on (core/extras.py)."""
+    wanted: list[tuple[str, str]] = []
+    if config.store.url is not None:
+        wanted.append(("postgres", "store.url"))
+    if config.cache.url is not None:
+        wanted.append(("redis", "cache.url"))
+    if config.llm.default.model:
+        wanted.append(("agent", "llm.model"))
+    wanted += [("agent", f"llm.profiles.{n}.model") for n, p in config.llm.profiles.items() if p.model]
+    wanted += [
+        (_BUILTIN_EXTRAS[name], f"builtins.{name}.enabled")
+        for name, item in config.builtins.items()
+        if item.enabled and name in _BUILTIN_EXTRAS
+    ]
+    return wanted
+
+
+def missing_extras(config: Config) -> list[Problem]:
+    """A problem for each part config.toml turns on whose extra is not installed, naming it."""
+    from pincer.core.extras import EXTRAS, available, install_hint
+
+    return [
+        Problem(key=key, message=f"needs {EXTRAS[extra].feature}, which is not installed", hint=install_hint(extra))
+        for extra, key in configured_extras(config)
+        if not available(extra)
+    ]
 
 
 def _schema_problem(error: Any) -> Problem:

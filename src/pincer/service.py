@@ -17,7 +17,7 @@ import anyio.abc
 
 from pincer.approver import ApprovalHook
 from pincer.config import CONFIG_FILENAME, Config, load_config
-from pincer.core.errors import PincerError, UsageError
+from pincer.core.errors import ExtraMissing, PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.dispatch import Dispatcher, Operation
 from pincer.registry import Registry
@@ -101,6 +101,7 @@ class Pincer:
         self.registry = Registry()
         self.wasm: Any = None
         self._watches_wasm = False
+        self._wasm_missing_said = False  # the warning that wasmtime is missing, once
         self._scripts: Runtime | None = None
         self._mcp: Runtime | None = None
         self._openapi: Runtime | None = None
@@ -214,7 +215,13 @@ class Pincer:
                 await pincer.aclose()
 
     async def _add_wasm_runtime(self) -> None:
-        from pincer.runtimes.wasm import WasmRuntime
+        try:
+            from pincer.runtimes.wasm import WasmRuntime
+        except ExtraMissing as exc:  # the gateway serves the rest; doctor and config check name the extra
+            if not self._wasm_missing_said:
+                logger.warning("the installed WASM tools are not served: %s; %s", exc.message, exc.hint)
+                self._wasm_missing_said = True
+            return
 
         guard = self.integrity
         self.wasm = WasmRuntime(self.home, scanner=self.scanner, admit=lambda name: guard.refusal("tool", name))

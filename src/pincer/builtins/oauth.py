@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from pincer.core.errors import OAuthCallbackRefused, ReauthRequired, ToolError, UsageError
+from pincer.core.extras import require
 
 __all__ = [
     "PROVIDERS",
@@ -240,9 +241,9 @@ class LoginStart:
 
 def begin_login(provider: OAuthProvider, *, client_id: str, scopes: Sequence[str], redirect_uri: str) -> LoginStart:
     """The authorization URL with a fresh ``state`` and an S256 PKCE challenge (authlib's)."""
-    from authlib.common.security import generate_token
-    from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
-    from authlib.oauth2.rfc7636 import create_s256_code_challenge
+    generate_token = require("oauth", "authlib.common.security").generate_token
+    prepare_grant_uri = require("oauth", "authlib.oauth2.rfc6749.parameters").prepare_grant_uri
+    create_s256_code_challenge = require("oauth", "authlib.oauth2.rfc7636").create_s256_code_challenge
 
     state = generate_token(32)
     verifier = generate_token(64)  # RFC 7636: 43-128 characters of [A-Za-z0-9-._~]
@@ -264,8 +265,9 @@ def begin_login(provider: OAuthProvider, *, client_id: str, scopes: Sequence[str
 def code_from_redirect(start: LoginStart, url: str) -> str:
     """The authorization code of a redirect URL; OAuthCallbackRefused when its ``state`` is not
     this login's (a forged or stale redirect), or when it carries the provider's error."""
-    from authlib.oauth2.rfc6749.errors import MismatchingStateException, MissingCodeException
-    from authlib.oauth2.rfc6749.parameters import parse_authorization_code_response
+    MismatchingStateException = require("oauth", "authlib.oauth2.rfc6749.errors").MismatchingStateException
+    MissingCodeException = require("oauth", "authlib.oauth2.rfc6749.errors").MissingCodeException
+    parse_authorization_code_response = require("oauth", "authlib.oauth2.rfc6749.parameters").parse_authorization_code_response
 
     text = url.strip()
     if not text.startswith(("http://", "https://")) or urlsplit(text).query == "":
@@ -402,7 +404,7 @@ async def exchange_code(
     allow_private_network: bool = False,
 ) -> TokenRecord:
     """Trade the code (with the PKCE verifier) for tokens and store them."""
-    from authlib.oauth2.rfc6749.parameters import prepare_token_request
+    prepare_token_request = require("oauth", "authlib.oauth2.rfc6749.parameters").prepare_token_request
 
     body = prepare_token_request(
         "authorization_code",
@@ -433,7 +435,7 @@ async def client_credentials_token(
 ) -> tuple[str, float | None]:
     """RFC 6749 4.4: an access token for the client itself, and when it expires (None: the
     provider gave no expiry). Nothing is stored: the caller keeps it in memory."""
-    from authlib.oauth2.rfc6749.parameters import prepare_token_request
+    prepare_token_request = require("oauth", "authlib.oauth2.rfc6749.parameters").prepare_token_request
 
     body = prepare_token_request("client_credentials", scope=" ".join(scopes) if scopes else None)
     status, data = await _post_form(provider, "token_url", provider.token_url, body, basic=(client_id, client_secret),
@@ -465,7 +467,7 @@ async def refresh_tokens(
     provider: OAuthProvider, *, store: SecretWriter, home: Path, allow_private_network: bool = False
 ) -> TokenRecord:
     """One refresh; ReauthRequired when there is no refresh token or the provider refuses it."""
-    from authlib.oauth2.rfc6749.parameters import prepare_token_request
+    prepare_token_request = require("oauth", "authlib.oauth2.rfc6749.parameters").prepare_token_request
 
     refresh = store.find(provider.refresh_secret)
     if not refresh:

@@ -78,7 +78,9 @@ def decode_page(body: bytes, content_type: str) -> tuple[str, str]:
 
 def html_to_markdown(html: str, *, url: str | None = None) -> tuple[str, str | None]:
     """Main content as Markdown and the page title (trafilatura); blocking, run in a thread."""
-    import trafilatura
+    from pincer.core.extras import require
+
+    trafilatura = require("web")
 
     markdown = trafilatura.extract(
         html,

@@ -38,10 +38,11 @@ RENDER_SETTLE_S = 0.3  # after load: let the canvas's scripts draw before the pi
 async def snapshot_png(url: str, *, width: int, height: int) -> bytes:
     """The PNG of ``url`` (the gateway's canvas frame) in a ``width`` x ``height`` viewport;
     ToolError when it cannot be had."""
-    from playwright.async_api import Error as PlaywrightError
-
     from pincer.builtins.browser.egress_proxy import EgressProxy, ProxyPolicy, origins_of
     from pincer.builtins.browser.launcher import launch_browser
+    from pincer.builtins.browser.playwright_compat import playwright_error
+
+    PlaywrightError = playwright_error()
 
     parts = urlsplit(url)
     host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from pincer.cli.common import JsonOption, audit_key, emit_json, pincer_home, run, secret_key, stderr
+from pincer.core.extras import require
 
 app = typer.Typer(help="Upgrade and inspect the shared PostgreSQL store ([store] url).", no_args_is_help=True)
 
@@ -82,7 +83,7 @@ def status(as_json: bool = JsonOption) -> None:
     """Which store is configured and the schema version it is at."""
 
     async def body() -> dict[str, Any]:
-        import psycopg
+        psycopg = require("postgres", "psycopg")
 
         from pincer.store.pg import SCHEMA_VERSION, redact_url
         from pincer.store.pg.connect import CONNECT_TIMEOUT_S, store_unreachable

@@ -96,6 +96,7 @@ def run_checks(home: Path, *, on_check: Callable[[Check], None], on_stage: Calla
         ("secret key", "checking the secret key", lambda: [_secret_key(home)]),
         ("database", "checking the databases and the audit chain", lambda: _databases(home, config)),
         ("llm", "checking [llm]", lambda: [_llm(home, config)]),
+        ("extras", "checking the optional parts (extras)", lambda: [_extras(home, config)]),
         ("sandbox", "checking the sandbox (a /bin/true in each backend)", lambda: [_sandbox(config)]),
         ("mcp server", "checking the MCP servers' commands", lambda: _mcp_commands(home)),
         ("shared home", "checking the registry files shared through [store] url", lambda: [_shared_home(home, config)]),
@@ -216,6 +217,26 @@ def _llm(home: Path, config: Any) -> Check:
                          hint=f"`pincer secrets set {chosen.api_key_secret}`")  # fmt: skip
     key = f"key from ${chosen.api_key_env}" if chosen.api_key_env else (f"key from secret {chosen.api_key_secret!r}" if chosen.api_key_secret else "no key")
     return Check(name="llm", status="ok", detail=f"{where}, {key}")
+
+
+def _extras(home: Path, config: Any) -> Check:
+    """Each optional part config.toml turns on (and installed WASM tools) has its extra."""
+    from pincer.config_check import configured_extras
+    from pincer.core.extras import EXTRAS, available, install_hint
+    from pincer.runtimes.wasm.install import installed_names
+
+    wanted = configured_extras(config)
+    if installed_names(home):
+        wanted.append(("wasm", "installed WASM tools"))
+    missing = [(extra, why) for extra, why in wanted if not available(extra)]
+    if missing:
+        names = sorted({extra for extra, _ in missing})
+        detail = "; ".join(f"{why} needs {EXTRAS[extra].feature}, not installed" for extra, why in missing)
+        return Check(name="extras", status="fail", detail=detail, hint=install_hint(",".join(names)))
+    present = [name for name in EXTRAS if available(name)]
+    absent = [name for name in EXTRAS if name not in present]
+    detail = f"installed: {', '.join(present) or 'none'}"
+    return Check(name="extras", status="ok", detail=detail + (f"; not installed (nothing here needs them): {', '.join(absent)}" if absent else ""))
 
 
 def _databases(home: Path, config: Any) -> list[Check]:

@@ -127,11 +127,9 @@ def _remove_serve_file(home: Path) -> None:
 
 def event_loop_options() -> dict[str, Any]:
     """uvloop when installed: the gateway's event loop does the HTTP work, and uvloop does it faster."""
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return {}
-    return {"use_uvloop": True}
+    from pincer.core.extras import available
+
+    return {"use_uvloop": True} if available("fast") else {}
 
 
 token_app = typer.Typer(

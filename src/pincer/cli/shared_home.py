@@ -20,8 +20,10 @@ from typing import Any
 __all__ = ["synced_home", "UNSYNCED_COMMANDS"]
 
 # serve syncs itself (store/home_share.py), db must work on a store not yet upgraded, the rest
-# never touch the registry of PINCER_HOME.
-UNSYNCED_COMMANDS = frozenset({"serve", "db", "init", "completion", "demo", "token"})
+# never touch the registry of PINCER_HOME: secrets and auth write this machine's secret store
+# (never shared), and syncing first would make `pincer secrets set pg_password` warn that the
+# store's password is missing, telling the person to run the command they are running.
+UNSYNCED_COMMANDS = frozenset({"serve", "db", "init", "completion", "demo", "token", "secrets", "auth"})
 POOL_SIZE = 2  # one connection holds a read-modify-write's lock, one does its reads and writes
 
 

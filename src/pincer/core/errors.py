@@ -72,6 +72,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ProviderRateLimited    429  it rate-limits us (retried with backoff first)
     │   └── ProviderUnavailable    503  5xx, a dropped connection or stream, a timeout (retried first)
     ├── RuntimeUnavailable         503  a runtime cannot start here (missing binary, bad component)
+    │   └── ExtraMissing           503  an optional part whose extra is not installed (names `pip install 'pincer[NAME]'`)
     └── StoreError                 500  the embedded database failed
         ├── AuditChainBroken       409  ``audit verify`` found a record that does not chain
         ├── CheckpointInvalid      422  an audit checkpoint is malformed or not signed by this key
@@ -112,6 +113,7 @@ __all__ = [
     "OAuthCallbackRefused",
     "ApiRefused",
     "RuntimeUnavailable",
+    "ExtraMissing",
     "StoreError",
     "AuditChainBroken",
     "SchemaBehind",
@@ -548,6 +550,13 @@ class ProviderUnavailable(ProviderError):
 
 class RuntimeUnavailable(PincerError):
     code = "runtime_unavailable"
+    http_status = 503
+
+
+class ExtraMissing(RuntimeUnavailable):
+    """An optional part (core/extras.py) whose packages are not installed; the hint installs them."""
+
+    code = "extra_missing"
     http_status = 503
 
 

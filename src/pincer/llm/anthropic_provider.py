@@ -11,10 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
-
-import anthropic
-from anthropic.types import MessageDeltaUsage, Usage
+from typing import TYPE_CHECKING, Any
 
 from pincer.config import ModelSettings
 from pincer.core.errors import (
@@ -25,6 +22,7 @@ from pincer.core.errors import (
     ProviderRateLimited,
     ProviderUnavailable,
 )
+from pincer.core.extras import require
 from pincer.llm.answers import SHAPE_ERRORS, answer_invalid, text_of
 from pincer.llm.messages import (
     CompletionOptions,
@@ -42,6 +40,14 @@ from pincer.llm.messages import (
 )
 from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
 from pincer.telemetry.tracing import TRACING, trace_headers
+
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types import MessageDeltaUsage, Usage
+else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
+    anthropic = require("agent", "anthropic")
+    _types = require("agent", "anthropic.types")
+    MessageDeltaUsage, Usage = _types.MessageDeltaUsage, _types.Usage
 
 logger = logging.getLogger(__name__)
 

@@ -10,11 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
-
-import openai
-from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from typing import TYPE_CHECKING, Any
 
 from pincer.config import ModelSettings
 from pincer.core.errors import (
@@ -25,6 +21,7 @@ from pincer.core.errors import (
     ProviderRateLimited,
     ProviderUnavailable,
 )
+from pincer.core.extras import require
 from pincer.llm.answers import SHAPE_ERRORS, answer_invalid, text_of
 from pincer.llm.messages import (
     CompletionOptions,
@@ -42,6 +39,16 @@ from pincer.llm.messages import (
 )
 from pincer.llm.wire import OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
 from pincer.telemetry.tracing import TRACING, trace_headers
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
+    openai = require("agent", "openai")
+    CompletionUsage = require("agent", "openai.types").CompletionUsage
+    _chat = require("agent", "openai.types.chat")
+    ChatCompletion, ChatCompletionChunk = _chat.ChatCompletion, _chat.ChatCompletionChunk
 
 logger = logging.getLogger(__name__)
 

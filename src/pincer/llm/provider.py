@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pincer.config import ModelSettings
 from pincer.core.errors import ConfigError, SecretError
+from pincer.core.extras import require
 from pincer.llm.messages import CompletionOptions, Message, ModelEvent, ToolDefinition
 from pincer.llm.wire import (
     ANTHROPIC_DEFAULT_URL,
@@ -98,6 +99,8 @@ def open_provider(settings: ModelSettings, api_key: str | None) -> Provider:
             "no model is configured for the agent loop",
             hint='set [llm] model in config.toml (and [llm] provider, base_url, api_key_secret), e.g. model = "gpt-4o-mini"',
         )
+    if settings.provider in ("anthropic", "openai"):
+        require("agent", settings.provider)  # the SDK the adapter below imports: ExtraMissing names pincer[agent]
     if settings.provider == "anthropic":
         from pincer.llm.anthropic_provider import AnthropicProvider
 

@@ -18,6 +18,7 @@ import secrets
 from typing import Any
 
 from pincer.core.errors import BudgetExceeded, StoreError
+from pincer.core.extras import require
 from pincer.policy.budget import HOUR_S, MINUTE_S, RateLimit
 from pincer.store.pg.connect import redact_url
 
@@ -63,11 +64,11 @@ class SharedRateLimiter:
     """The per-tool limits of ``[limits]``, counted in Redis across every gateway."""
 
     def __init__(self, url: str, *, prefix: str = KEY_PREFIX) -> None:
-        import redis.asyncio
+        redis_asyncio = require("redis", "redis.asyncio")
 
         self._url = url
         self._prefix = prefix
-        self._client: Any = redis.asyncio.Redis.from_url(
+        self._client: Any = redis_asyncio.Redis.from_url(
             url, socket_timeout=CACHE_TIMEOUT_S, socket_connect_timeout=CACHE_TIMEOUT_S
         )
         self._script: Any = self._client.register_script(_RESERVE)
@@ -76,7 +77,7 @@ class SharedRateLimiter:
         """Count one call now, or raise BudgetExceeded with the time until a slot frees."""
         if limit.is_unlimited:
             return
-        import redis
+        redis = require("redis")
 
         member = f"{now:.6f}:{secrets.token_hex(6)}"
         try:

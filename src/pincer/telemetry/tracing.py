@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from pincer.core.errors import ConfigError
+from pincer.core.extras import require
 
 if TYPE_CHECKING:
     from pincer.config import TelemetrySettings
@@ -61,17 +61,15 @@ class Tracing:
             return self.on
         if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
             return False
-        try:
-            from opentelemetry import context, propagate, trace
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        except ImportError as exc:
-            raise ConfigError(
-                f"[telemetry] traces = true needs the OpenTelemetry SDK and its OTLP exporter ({exc.name} is not installed)",
-                hint="install them with pip install 'pincer[telemetry]', or set [telemetry] traces = false",
-            ) from None
+        # The SDK and exporter are the telemetry extra (core/extras.py names it when missing).
+        require("telemetry", "opentelemetry.sdk.trace")
+        require("telemetry", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
+        from opentelemetry import context, propagate, trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
         import pincer
 
         resource = Resource.create({"service.version": pincer.__version__})

@@ -110,10 +110,10 @@ async def launch_browser(profile_root: Path, *, headless: bool = True) -> Launch
     directory per launch, removed on close: the driver's temporary directory, where it makes
     Chromium's ``--user-data-dir``)."""
     import anyio.to_thread
-    from playwright.async_api import Error as PlaywrightError
 
-    from pincer.builtins.browser.playwright_compat import start_playwright
+    from pincer.builtins.browser.playwright_compat import playwright_error, start_playwright
 
+    PlaywrightError = playwright_error()
     profile = await anyio.to_thread.run_sync(_fresh_profile, profile_root)
     proxy = await EgressProxy.start(CLOSED_POLICY)
     playwright = await start_playwright(profile)

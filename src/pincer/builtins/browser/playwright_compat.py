@@ -18,22 +18,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["start_playwright", "driver_env_hook"]
+__all__ = ["start_playwright", "driver_env_hook", "playwright_error"]
+
+
+def playwright_error() -> type[Exception]:
+    """Playwright's base error class (ExtraMissing naming ``pincer[browser]`` without Playwright)."""
+    from pincer.core.extras import require
+
+    error: type[Exception] = require("browser", "playwright.async_api").Error
+    return error
 
 
 def driver_env_hook() -> tuple[Any, str]:
     """The module and attribute name of the function that makes the driver's environment."""
-    from playwright._impl import transport
+    from pincer.core.extras import require
 
-    return transport, "get_driver_env"
+    return require("browser", "playwright._impl.transport"), "get_driver_env"
 
 
 async def start_playwright(tmp_dir: Path) -> Any:
     """``async_playwright().start()`` with the driver's ``TMPDIR`` (and so Chromium's profile)
     under ``tmp_dir``. The driver is spawned inside ``start()``; the hook is put back right after,
     and asyncio runs nothing else in between that could start another driver."""
-    from playwright.async_api import async_playwright
+    from pincer.core.extras import require
 
+    async_playwright = require("browser", "playwright.async_api").async_playwright
     module, name = driver_env_hook()
     original: Callable[[], dict[str, str]] = getattr(module, name)
 

@@ -116,7 +116,9 @@ def _bounded(text: str, limit: int, what: str) -> tuple[str, bool]:
 
 
 async def _goto(call: BrowserCall, browser: SessionBrowser, tab: Tab, url: str) -> dict[str, Any]:
-    from playwright.async_api import Error as PlaywrightError
+    from pincer.builtins.browser.playwright_compat import playwright_error
+
+    PlaywrightError = playwright_error()
 
     mark = browser.proxy.mark
     status = None
@@ -250,7 +252,9 @@ def _locator(tab: Tab, ref: object) -> Any:
 
 
 async def _act(call: BrowserCall, args: Mapping[str, Any]) -> Any:
-    from playwright.async_api import Error as PlaywrightError
+    from pincer.builtins.browser.playwright_compat import playwright_error
+
+    PlaywrightError = playwright_error()
 
     kind = args["kind"]
     browser, tab = await _current(call, args)
@@ -378,7 +382,9 @@ async def _upload(call: BrowserCall, args: Mapping[str, Any]) -> Any:
 async def _evaluate(call: BrowserCall, args: Mapping[str, Any]) -> Any:
     import json
 
-    from playwright.async_api import Error as PlaywrightError
+    from pincer.builtins.browser.playwright_compat import playwright_error
+
+    PlaywrightError = playwright_error()
 
     browser, tab = await _current(call, args)
     mark = browser.proxy.mark
@@ -480,7 +486,9 @@ def browser_tool(*, browsers: BrowserHost, base_url: str | None = None) -> Nativ
                 except PincerError:
                     raise
                 except Exception as exc:  # Playwright's own errors, a closed page, a crashed browser
-                    from playwright.async_api import Error as PlaywrightError
+                    from pincer.builtins.browser.playwright_compat import playwright_error
+
+                    PlaywrightError = playwright_error()
 
                     if isinstance(exc, PlaywrightError):
                         raise ToolError(

@@ -19,14 +19,25 @@ import ctypes
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
-
-import wasmtime
-from wasmtime import _ffi as ffi
-from wasmtime.component import U8, ListType, OptionType, RecordType, ResultType, ValType, Variant
-from wasmtime.component._types import FuncType
+from typing import TYPE_CHECKING, Any
 
 from pincer.core.errors import RuntimeUnavailable
+from pincer.core.extras import require
+
+if TYPE_CHECKING:
+    import wasmtime
+    from wasmtime import _ffi as ffi
+    from wasmtime.component import U8, ListType, OptionType, RecordType, ResultType, ValType, Variant
+    from wasmtime.component._types import FuncType
+else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
+    wasmtime = require("wasm", "wasmtime")
+    ffi = require("wasm", "wasmtime._ffi")
+    _component = require("wasm", "wasmtime.component")
+    U8, ListType, OptionType = _component.U8, _component.ListType, _component.OptionType
+    RecordType, ResultType, ValType, Variant = (
+        _component.RecordType, _component.ResultType, _component.ValType, _component.Variant
+    )
+    FuncType = require("wasm", "wasmtime.component._types").FuncType
 
 __all__ = ["add_host_func", "set_fast_bytes", "lift_bytes", "lower_bytes", "VAL_SIZE", "WASMTIME_INTERNALS"]
 

@@ -18,13 +18,19 @@ import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import wasmtime
-from wasmtime.component import Component
+from typing import TYPE_CHECKING
 
 from pincer.core.errors import RuntimeUnavailable, StoreError
+from pincer.core.extras import require
 from pincer.runtimes.wasm.engine import engine_fingerprint
 from pincer.store.jsonfile import write_bytes_atomic
+
+if TYPE_CHECKING:
+    import wasmtime
+    from wasmtime.component import Component
+else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
+    wasmtime = require("wasm", "wasmtime")
+    Component = require("wasm", "wasmtime.component").Component
 
 __all__ = ["CompileCache", "CacheStats", "wasm_digest"]
 

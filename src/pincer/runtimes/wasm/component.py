@@ -15,15 +15,21 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
-
-import wasmtime
-from wasmtime.component import Component, Linker, Record
+from typing import TYPE_CHECKING, Any
 
 from pincer.core.errors import RuntimeUnavailable, ToolError, ToolTimeout
+from pincer.core.extras import require
 from pincer.runtimes.wasm.host import Execution, activate
 from pincer.runtimes.wasm.limits import MIB, WasmLimits
 from pincer.runtimes.wasm.wit import TOOL_INTERFACE, check_component_interfaces
+
+if TYPE_CHECKING:
+    import wasmtime
+    from wasmtime.component import Component, Linker, Record
+else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
+    wasmtime = require("wasm", "wasmtime")
+    _component = require("wasm", "wasmtime.component")
+    Component, Linker, Record = _component.Component, _component.Linker, _component.Record
 
 __all__ = ["ToolComponent", "RawResponse", "classify_trap"]
 

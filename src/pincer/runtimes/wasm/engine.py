@@ -13,8 +13,15 @@ import logging
 import platform
 import threading
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-import wasmtime
+from pincer.core.extras import require
+
+if TYPE_CHECKING:
+    import wasmtime
+else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
+    wasmtime = require("wasm", "wasmtime")
+
 
 __all__ = ["WASMTIME_VERSION", "ENGINE_SETTINGS", "new_engine", "engine_fingerprint", "EpochTicker"]
 

@@ -23,12 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-import wasmtime
-from wasmtime.component import Linker, Variant
-
+from pincer.core.extras import require
 from pincer.runtimes.wasm.abi import add_host_func
 from pincer.runtimes.wasm.limits import WasmLimits
 from pincer.runtimes.wasm.wit import HOST_INTERFACE
+
+if TYPE_CHECKING:
+    import wasmtime
+    from wasmtime.component import Linker, Variant
+else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
+    wasmtime = require("wasm", "wasmtime")
+    _component = require("wasm", "wasmtime.component")
+    Linker, Variant = _component.Linker, _component.Variant
 
 if TYPE_CHECKING:
     from pincer.core.capabilities import Capabilities

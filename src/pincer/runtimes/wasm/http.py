@@ -34,18 +34,24 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
-from wasmtime.component import Record, Variant
 
 from pincer.core.errors import EgressDenied, PincerError, ToolError
+from pincer.core.extras import require
 from pincer.policy.budget import RateLimit, RateLimiter
 from pincer.runtimes.wasm.host import Execution, decode_headers
 from pincer.runtimes.wasm.limits import WasmLimits
 from pincer.safety.egress import EgressClient, EgressPolicy, EgressRule, HttpRequest, send
 from pincer.secrets.injection import inject_credentials
+
+if TYPE_CHECKING:
+    from wasmtime.component import Record, Variant
+else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
+    _component = require("wasm", "wasmtime.component")
+    Record, Variant = _component.Record, _component.Variant
 
 __all__ = ["HttpGateway", "DEFAULT_TIMEOUT_MS"]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pincer.core.extras import require
 from pincer.store.anchor import AnchorFile
 from pincer.store.home_share import SharedHomeBackend
 from pincer.store.pg.approvals import PgApprovalStore
@@ -97,7 +98,7 @@ class PgStores:
 
 def upgrade_database(url: str, *, password: str | None = None) -> tuple[int, int]:
     """Bring the database at ``url`` to this pincer's schema; (version before, after)."""
-    import psycopg
+    psycopg = require("postgres", "psycopg")
 
     from pincer.store.pg.connect import CONNECT_TIMEOUT_S, store_unreachable
 

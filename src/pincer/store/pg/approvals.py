@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import anyio
 
+from pincer.core.extras import require
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStore
 from pincer.store.audit import AuditEntry
 from pincer.store.owners import Owners
@@ -81,7 +82,7 @@ class PgApprovalStore(ApprovalStore):
     async def _listen(self) -> None:
         """Wake the local waiters a notification names, until cancelled (its waiter returned;
         the next call that waits starts another)."""
-        import psycopg
+        psycopg = require("postgres", "psycopg")
 
         self._listening = True
         try:

@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 
 from pincer.core.errors import AuditChainBroken, StoreError
+from pincer.core.extras import require
 from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
 from pincer.store.audit import (
     _COLUMNS,
@@ -278,7 +279,7 @@ class PgAuditLog:
     def verify_chain(self, *, check_head: bool = True) -> ChainHead:
         """Walk the whole chain in one snapshot (REPEATABLE READ: appends made meanwhile by any
         gateway are not seen, the head read is the one of the same instant)."""
-        import psycopg
+        psycopg = require("postgres", "psycopg")
 
         try:
             with self._pools.sync.connection() as conn:

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from pincer.core.errors import StoreError
+from pincer.core.extras import require
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,8 @@ class PgPools:
     @classmethod
     def open(cls, url: str, *, password: str | None = None, size: int = 8) -> PgPools:
         """Open the sync pool and check that the server answers (StoreError, redacted, if not)."""
-        import psycopg
-        from psycopg_pool import ConnectionPool
+        psycopg = require("postgres", "psycopg")
+        ConnectionPool = require("postgres", "psycopg_pool").ConnectionPool
 
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
         if password is not None:
@@ -91,7 +92,7 @@ class PgPools:
     async def aio(self) -> Any:
         """The async pool (psycopg_pool.AsyncConnectionPool), opened on first use."""
         if self._aio is None:
-            from psycopg_pool import AsyncConnectionPool
+            AsyncConnectionPool = require("postgres", "psycopg_pool").AsyncConnectionPool
 
             pool = AsyncConnectionPool(
                 self.url, min_size=1, max_size=self._size, kwargs=self._kwargs, open=False,

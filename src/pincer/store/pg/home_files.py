@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pincer.core.errors import StoreError
+from pincer.core.extras import require
 from pincer.store.home_share import SharedFile
 from pincer.store.pg.connect import PgPools, redact_url
 
@@ -47,8 +48,8 @@ class PgHomeFiles:
 
     @contextmanager
     def _translated(self, doing: str) -> Iterator[None]:
-        import psycopg
-        from psycopg_pool import PoolTimeout
+        psycopg = require("postgres", "psycopg")
+        PoolTimeout = require("postgres", "psycopg_pool").PoolTimeout
 
         try:
             yield

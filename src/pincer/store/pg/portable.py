@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pincer.core.errors import StoreError
+from pincer.core.extras import require
 from pincer.store.pg.connect import PgPools, redact_url
 
 __all__ = ["PortableConnection", "to_format_style"]
@@ -69,7 +70,7 @@ class PortableConnection:
         return self._state.conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Result:
-        import psycopg
+        psycopg = require("postgres", "psycopg")
 
         try:
             if self._held is not None:
@@ -80,7 +81,7 @@ class PortableConnection:
             raise _translated(exc, self._pools.url) from None
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> _Result:
-        import psycopg
+        psycopg = require("postgres", "psycopg")
 
         try:
             if self._held is not None:

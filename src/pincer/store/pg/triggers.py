@@ -31,6 +31,7 @@ from typing import Any, cast
 import anyio.to_thread
 
 from pincer.core.errors import StoreError, UsageError
+from pincer.core.extras import require
 from pincer.store.audit import AuditEntry
 from pincer.store.owners import Owners
 from pincer.store.pg.connect import PgPools
@@ -173,7 +174,7 @@ class PgTriggerStore(TriggerStore):
     def acquire_lease(self, owner: str, *, now: float, stale_s: float, is_alive: Callable[[str], bool]) -> bool:
         """True while this process holds the leader lock (taken now if it is free). ``stale_s``
         and ``is_alive`` are the SQLite lease's rules; here the lock dies with its holder."""
-        import psycopg
+        psycopg = require("postgres", "psycopg")
 
         try:
             if self._leader is None:
