@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from pincer.config import CONFIG_FILENAME, MAX_CONFIG_BYTES, Config, ConfigFile, parse_config
 from pincer.core.errors import PincerError
+from pincer.core.extras import BUILTIN_EXTRAS
 
 __all__ = [
     "FileReport", "Problem", "check_config_file", "check_config_text", "check_home", "settings_files",
@@ -123,10 +124,6 @@ def check_config_text(text: str, *, home: Path, source: str = CONFIG_FILENAME) -
     return []
 
 
-# The built-ins that need an extra besides pincer itself (the rest use only the core).
-_BUILTIN_EXTRAS = {"browser": "browser", "web_fetch": "web"} | dict.fromkeys(("gmail", "google_calendar", "google_docs", "google_drive", "google_sheets", "google_slides"), "oauth")
-
-
 def configured_extras(config: Config) -> list[tuple[str, str]]:
     """(extra, config key) for every optional part config.toml turns on (core/extras.py)."""
     wanted: list[tuple[str, str]] = []
@@ -138,9 +135,9 @@ def configured_extras(config: Config) -> list[tuple[str, str]]:
         wanted.append(("agent", "llm.model"))
     wanted += [("agent", f"llm.profiles.{n}.model") for n, p in config.llm.profiles.items() if p.model]
     wanted += [
-        (_BUILTIN_EXTRAS[name], f"builtins.{name}.enabled")
+        (BUILTIN_EXTRAS[name], f"builtins.{name}.enabled")
         for name, item in config.builtins.items()
-        if item.enabled and name in _BUILTIN_EXTRAS
+        if item.enabled and name in BUILTIN_EXTRAS
     ]
     return wanted
 

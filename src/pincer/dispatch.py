@@ -38,7 +38,7 @@ from pincer.approver import ApprovalHook, Approver
 from pincer.config import Config
 from pincer.core.acts import CANCELLED
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, StoreError, ToolError, ToolTimeout
+from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, SecretError, StoreError, ToolError, ToolTimeout
 from pincer.core.schema import validate_args, with_defaults
 from pincer.core.values import (
     CallRequest,
@@ -156,6 +156,27 @@ class Operation:
 
     spec: ToolSpec
     runtime: Runtime
+
+
+def _refuse_unset_credential(tool: str, args: Mapping[str, Any], host: HostContext) -> None:
+    """Step 5 for every tool with declared credentials (the built-ins' tokens, an OpenAPI
+    service's --auth, [[credentials]] for http): one that its call would miss is refused here,
+    before anyone is asked to approve a call that cannot run."""
+    http = getattr(host.capabilities, "http", None)
+    credentials = tuple(getattr(http, "credentials", ()) or ())
+    if not credentials or host.secrets is None:
+        return
+    url = args.get("url") if isinstance(args, Mapping) else None
+    targets = [url] if isinstance(url, str) else [p.host for p in http.allowlist]
+    from pincer.secrets.injection import unset_credential
+
+    missing = unset_credential(credentials, targets, has=host.secrets.has)
+    if missing is None:
+        return
+    auth = getattr(host.capabilities, "auth", None)
+    setup = f"`pincer auth setup {tool}` (or `pincer secrets set {missing}`)" if auth is not None else f"`pincer secrets set {missing}`"
+    raise SecretError(f"{tool}: its credential is not set up: secret {missing!r} is not set, so the call cannot run",
+                      hint=f"set it with {setup}, then call again")  # fmt: skip
 
 
 @dataclass(kw_only=True, slots=True)
@@ -495,6 +516,7 @@ class Dispatcher:
             decision = replace(decision, hosts=hosts or None)
         host = self._host_context(request, spec, decision, None, scanner)
         asked = await runtime.preflight(spec, request.args, host)
+        _refuse_unset_credential(spec.name, request.args, host)  # after the runtime's egress refusals
         return (asked if isinstance(asked, RuntimeAsk) else None), host
 
     async def _run_once(

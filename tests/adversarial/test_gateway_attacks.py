@@ -58,6 +58,10 @@ async def test_a_non_main_session_is_never_asked_to_approve_its_own_call(pincer_
     assert grants == ()
 
 
+def _as_if_missing(error: dict[str, str], missing: str, hidden: str) -> dict[str, str]:
+    return {k: v.replace(f"'{missing}'", f"'{hidden}'") for k, v in error.items()}
+
+
 async def test_rest_does_not_describe_a_tool_the_session_policy_denies(pincer_home: Path) -> None:
     """Item 8. Failed on main before the fix: GET /api/v1/tools/{name} described tools the
     caller's session policy denies (schema, effects), though the list hid them."""
@@ -68,7 +72,9 @@ async def test_rest_does_not_describe_a_tool_the_session_policy_denies(pincer_ho
             allowed = await http.get("/api/v1/tools/say")
             listing = (await http.get("/api/v1/tools")).json()
     assert hidden.status_code == 404 and missing.status_code == 404
-    assert hidden.json()["error"]["message"] == "no tool named 'report'"  # the same answer as for a missing tool
+    # the same answer as for a missing tool (issue 38: it names the session's own list and key)
+    assert hidden.json()["error"] == _as_if_missing(missing.json()["error"], "no_such_tool", "report")
+    assert hidden.json()["error"]["message"].startswith("no tool named 'report' in session 'ci-bot'")
     assert allowed.status_code == 200
     assert {t["name"] for t in listing["tools"]} == {"say", "write_note"}
 
@@ -86,8 +92,10 @@ async def test_calling_a_tool_the_session_may_not_see_is_the_same_404_as_a_missi
         records = [r for r in live.pincer.audit.records() if r.tool == "report"]
     assert hidden.status_code == 404 and missing.status_code == 404, hidden.text
     assert hidden.json()["error"]["code"] == missing.json()["error"]["code"] == "tool_not_found"
-    assert hidden.json()["error"]["message"] == "no tool named 'report'"
-    assert "policy" not in hidden.text and "ci-bot" not in hidden.text
+    # Word for word what a missing tool gets: the session learns nothing of the hidden one (the
+    # message says that a policy hides what it does not allow, for every name alike).
+    assert hidden.json()["error"] == _as_if_missing(missing.json()["error"], "no_such_tool", "report")
+    assert "report" not in hidden.text.replace("'report'", "")  # no schema, no effects, no description
     assert allowed.status_code == 200, allowed.text
     assert [r.decision for r in records] == ["deny"], "the refused call is still audited"
 
@@ -103,5 +111,6 @@ async def test_an_mcp_call_to_a_tool_the_session_may_not_see_reads_as_a_missing_
                 hidden = await client.call_tool("report", {})
                 missing = await client.call_tool("no_such_tool", {})
     assert hidden.is_error and missing.is_error
-    assert hidden.content[0].text == "no tool named 'report' (hint: `pincer tools list` shows the tools there are)"
-    assert missing.content[0].text == "no tool named 'no_such_tool' (hint: `pincer tools list` shows the tools there are)"
+    assert hidden.content[0].text == missing.content[0].text.replace("'no_such_tool'", "'report'")
+    assert hidden.content[0].text.startswith("no tool named 'report' in session 'ci-bot'")
+    assert "`pincer tools list --session ci-bot`" in hidden.content[0].text

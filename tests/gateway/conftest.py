@@ -216,12 +216,13 @@ def read_json_document(lines: queue.Queue[str], timeout_s: float) -> dict[str, A
 
 
 @contextmanager
-def pincer_serve(home: Path, *args: str, fixtures: bool = False) -> Iterator[ServerProcess]:
+def pincer_serve(home: Path, *args: str, fixtures: bool = False, pincer: Path = PINCER_BIN) -> Iterator[ServerProcess]:
     """``pincer serve --port 0 --json ARGS`` under ``home`` (with the conformance fixtures when
-    ``fixtures``); stopped with SIGINT at the end."""
+    ``fixtures``; ``pincer``: the executable, another venv's); stopped with SIGINT at the end."""
     env = {**os.environ, "PINCER_HOME": str(home)}
+    argv = ("serve", "--port", "0", "--json", *args)
     process = subprocess.Popen(
-        pincer_command("serve", "--port", "0", "--json", *args, fixtures=fixtures),
+        pincer_command(*argv, fixtures=True) if fixtures else [str(pincer), *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

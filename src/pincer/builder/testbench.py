@@ -90,6 +90,9 @@ class _TestSecrets:
     def find(self, name: str) -> str | None:
         return self.values.get(name)
 
+    def has(self, name: str) -> bool:
+        return bool(self.values.get(name))
+
     def get(self, name: str) -> str:
         return self.values[name]
 

@@ -122,6 +122,9 @@ class _Candidate:
     def find(self, name: str) -> str | None:
         return self._value if name == self._name else None
 
+    def has(self, name: str) -> bool:
+        return name == self._name
+
     def record(self, value: str) -> None:
         self.injected.append(value)
 
@@ -148,7 +151,13 @@ async def validate_token(item: AuthTarget, value: str, *, allow_private_network:
         timeout_s=30.0,
     )
     client = ApiClient(tool=item.name, base=item.base, host=host, headers=dict(endpoint.headers))
-    response = await client.request(endpoint.method, path + (f"?{parts.query}" if parts.query else ""))
+    try:
+        response = await client.request(endpoint.method, path + (f"?{parts.query}" if parts.query else ""))
+    except ToolError as exc:  # not reached (no name, no route, a timeout): the token is not the problem
+        raise ToolError(
+            f"could not check the token: {endpoint.method} {item.base.url(path)} failed: {exc.message}",
+            hint=f"check the network connection; offline, store it unchecked: `pincer auth setup {item.name} --no-check`",
+        ) from None
     refusal = _refused_in_body(response.body)
     if response.status != endpoint.success_status or refusal is not None:
         answered = f"{response.status}, ok: false ({refusal})" if refusal else str(response.status)

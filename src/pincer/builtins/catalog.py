@@ -14,6 +14,8 @@ from typing import Any
 from pincer.builtins.api import ConnectionPool
 from pincer.config import BUILTIN_SHARED, BUILTIN_TOOLS
 from pincer.core.errors import ConfigError
+from pincer.core.extras import BUILTIN_EXTRAS, refuse_if_missing
+from pincer.core.values import HostContext, RuntimeAsk
 from pincer.runtimes.native.decorator import NativeTool
 from pincer.runtimes.native.runtime import NativeRuntime
 
@@ -180,10 +182,23 @@ def bundled_tools(
             if pools is not None:
                 pools.append(pool)
             if name in _OAUTH_FACTORIES:
-                tools.append(_OAUTH_FACTORIES[name](item, settings, pool, tokens))
+                tool = _OAUTH_FACTORIES[name](item, settings, pool, tokens)
             else:
-                tools.append(_FACTORIES[name](item, settings, pool))
+                tool = _FACTORIES[name](item, settings, pool)
+            tools.append(_needing_extra(tool, BUILTIN_EXTRAS[name]) if name in BUILTIN_EXTRAS else tool)
     return tools
+
+
+def _needing_extra(tool: NativeTool, extra: str) -> NativeTool:
+    """The tool with its extra checked in the chain's preflight: without it, the call is refused
+    (ExtraMissing naming the pip command) before anyone is asked to approve it."""
+    before = tool.preflight
+
+    async def check(args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
+        refuse_if_missing(extra)
+        return await before(args, host) if before is not None else None
+
+    return tool.with_preflight(check)
 
 
 class BundledRuntime(NativeRuntime):
@@ -244,6 +259,17 @@ def enable(home: Any, name: str) -> str:
     with pincer). Returns ``installed`` or ``unchanged``. The rest of the file is kept as written;
     the result is parsed before it replaces the file, so a config that would not load is never
     written."""
+    return "installed" if _set_enabled(home, name, on=True) else "unchanged"
+
+
+def disable(home: Any, name: str) -> str:
+    """``pincer remove tools/NAME`` of a bundled built-in: ``[builtins.NAME] enabled = false``, the
+    rest of its section kept. Returns ``removed``, or ``unchanged`` when it was not enabled."""
+    return "removed" if _set_enabled(home, name, on=False) else "unchanged"
+
+
+def _set_enabled(home: Any, name: str, *, on: bool) -> bool:
+    """Write ``enabled`` of ``[builtins.NAME]``; False when it already was so (nothing written)."""
     import re
     import tomllib
     from pathlib import Path
@@ -253,27 +279,30 @@ def enable(home: Any, name: str) -> str:
 
     path = Path(home) / CONFIG_FILENAME
     text = path.read_text("utf-8") if path.exists() else ""
+    again = "install" if on else "remove"
     try:
         current = tomllib.loads(text).get("builtins", {}).get(name)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}", hint="fix it, then run `pincer install` again") from None
-    if isinstance(current, dict) and current.get("enabled") is True:
-        return "unchanged"
+        raise ConfigError(f"{path} is not valid TOML: {exc}", hint=f"fix it, then run `pincer {again}` again") from None
+    if (isinstance(current, dict) and current.get("enabled") is True) is on:
+        return False
+    value = "true" if on else "false"
     header = re.compile(rf"^\[builtins\.{re.escape(name)}\][ \t]*(#.*)?$", re.M)
     match = header.search(text)
     if match is None:
-        new = text + ("" if text.endswith("\n") or not text else "\n") + f"\n[builtins.{name}]\nenabled = true\n"
+        new = text + ("" if text.endswith("\n") or not text else "\n") + f"\n[builtins.{name}]\nenabled = {value}\n"
     else:
         start = match.end()
         following = re.compile(r"^\[", re.M).search(text, start)
         end = following.start() if following else len(text)
         body = text[start:end]
         flag = re.compile(r"^enabled[ \t]*=.*$", re.M)
-        body = flag.sub("enabled = true", body, count=1) if flag.search(body) else "\nenabled = true" + body
+        body = flag.sub(f"enabled = {value}", body, count=1) if flag.search(body) else f"\nenabled = {value}" + body
         new = text[:start] + body + text[end:]
     parsed = parse_config(new, home=Path(home), source=str(path))
-    # Built too: a tool that needs more than `enabled` (composio's actions) refuses here, not at
-    # the next start.
-    bundled_tools({name: parsed.builtins[name]}, [])
+    if on:
+        # Built too: a tool that needs more than `enabled` (composio's actions) refuses here, not at
+        # the next start.
+        bundled_tools({name: parsed.builtins[name]}, [])
     write_bytes_atomic(path, new.encode("utf-8"))
-    return "installed"
+    return True

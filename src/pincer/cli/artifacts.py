@@ -304,6 +304,29 @@ def _install_bundled_set(key: str, members: list[str], as_json: bool, *, explici
     raise typer.Exit(EXIT_OK)
 
 
+def _remove_bundled(key: str, as_json: bool) -> None:
+    """``tools/NAME`` or a bundle of built-ins that ``pincer install`` enabled (not in the hub's
+    lock): ``[builtins.NAME] enabled = false``; exits. Anything else returns and goes to the hub."""
+    from pincer.builtins.catalog import bundle_members, bundled_key, disable
+
+    plain = key.split("@", 1)[0]
+    name = bundled_key(plain)
+    members = bundle_members(plain) or ([name] if name is not None else None)
+    if members is None:
+        return
+    results = [{"key": f"tools/{member}", "source": "bundled",
+                "action": _guard(as_json, lambda member=member: disable(pincer_home(), member))} for member in members]  # fmt: skip
+    if as_json:
+        emit_json({"ok": True, "results": results})
+    else:
+        for row, member in zip(results, members, strict=True):
+            if row["action"] == "removed":
+                stderr.print(_e(f"removed tools/{member} (bundled with pincer: [builtins.{member}] enabled = false)"))
+            else:
+                stderr.print(_e(f"nothing to remove: tools/{member} is not enabled"))
+    raise typer.Exit(EXIT_OK)
+
+
 def _trusted_holder(home: Path, key: str) -> Any:
     """The trusted skill (not an installed one) that holds the name ``skills/NAME`` would take."""
     from pincer.config import load_config
@@ -386,7 +409,10 @@ def outdated(as_json: bool = JsonOption) -> None:
 def remove(key: str = typer.Argument(..., help="The artifact to remove (a bundle: with the members it installed)."),
            as_json: bool = JsonOption) -> None:
     """Remove an installed artifact; a running pincer serve drops it within a second."""
-    results = _guard(as_json, lambda: open_hub(as_json=as_json).remove(key))
+    hub = open_hub(as_json=as_json)
+    if _guard(as_json, lambda: hub.lock().get(hub.key_of(key))) is None:
+        _remove_bundled(key, as_json)  # `pincer install tools/browser` enabled a built-in: disable it
+    results = _guard(as_json, lambda: hub.remove(key))
     if as_json:
         emit_json({"ok": True, "results": [r.to_json() for r in results]})
     else:

@@ -123,7 +123,8 @@ def setup(
     if as_json:
         emit_json(result)
         return
-    checked = f", checked against {result['checked']}" if result["checked"] else " (no validation endpoint)"
+    checked = (f", checked against {result['checked']}" if result["checked"]
+               else " (not checked: --no-check)" if no_check else " (no validation endpoint)")  # fmt: skip
     stderr.print(f"stored {result['secret']} for {result['tool']} from {result['source']}{checked}")
 
 

@@ -47,7 +47,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "sandbox": LazyCommand(module="pincer.cli.sandbox", attribute="app", help="Inspect the sandbox that script tools run in."),
     "mcp": LazyCommand(module="pincer.cli.mcp", attribute="app", help="Connect external MCP servers as governed tools."),
     "openapi": LazyCommand(module="pincer.cli.openapi", attribute="app", help="Turn OpenAPI services into tools."),
-    "run": LazyCommand(module="pincer.cli.run", attribute="run_command", help="Run a skill with the agent loop: the model's text streams to stdout, each tool call is one line on stderr."),
+    "run": LazyCommand(module="pincer.cli.run", attribute="run_command", help="Run a skill, or a prompt (--message), with the agent loop: the model's text streams to stdout, each tool call is one line on stderr."),
     "chat": LazyCommand(module="pincer.cli.run", attribute="chat", help="Talk with the agent loop: each line is a message; /NAME runs a skill's command; /skills, /tools, /exit."),
     "runs": LazyCommand(module="pincer.cli.runs", attribute="app", help="List, show and cancel agent runs."),
     "skills": LazyCommand(module="pincer.cli.skills", attribute="app", help="Skills: list, show, check, render, select; dependencies; skills from MCP servers."),

@@ -21,7 +21,7 @@ import anyio
 import typer
 
 from pincer.cli.acts import cli_actor
-from pincer.cli.common import EXIT_FAILURE, EXIT_OK, JsonOption, emit_json, open_pincer, run, stderr
+from pincer.cli.common import EXIT_FAILURE, EXIT_OK, JsonOption, emit_json, fail, open_pincer, run, stderr
 from pincer.core.errors import PincerError, UsageError
 
 if TYPE_CHECKING:
@@ -254,18 +254,34 @@ async def drive(agent_run: Any, message: str, on_cancel: Callable[[], None] | No
 
 
 def run_command(
-    skill: str = typer.Argument(..., help="The skill to run (`pincer skills list`)."),
+    skill: str | None = typer.Argument(
+        None, help="The skill to run (`pincer skills list`); leave it out to run a plain prompt given with --message."
+    ),
     param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE for a declared parameter (repeatable)."),
-    message: str | None = typer.Option(None, "--message", "-m", help="What to do, in your words (default: carry out the skill)."),
+    message: str | None = typer.Option(
+        None, "--message", "-m",
+        help="What to do, in your words; without a skill, the prompt itself (with one, default: carry it out).",
+    ),
     profile: str | None = typer.Option(None, "--profile", help="A [llm.profiles.NAME] of config.toml."),
     session: str | None = typer.Option(None, "--session", help="The session the run's calls go through (default: [agent] session)."),
     budget: list[str] = typer.Option(None, "--budget", help="NAME=VALUE: turns, tool_calls, input_tokens, output_tokens, cost_usd, deadline_s."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Run a skill with the agent loop: the model's text streams to stdout, each tool call is one line on stderr."""
+    """Run a skill, or a plain prompt (--message without a skill), with the agent loop: the model's
+    text streams to stdout, each tool call is one line on stderr."""
     from pincer.llm.prompt import DEFAULT_MESSAGE
     from pincer.llm.run import RunRequest
     from pincer.skills.params import parse_param_pairs
+
+    if skill is None and not (message or "").strip():
+        fail(UsageError(
+            "nothing to run: name a skill, or give the prompt with --message",
+            hint="`pincer run --message 'what to do'` runs a plain prompt; `pincer run SKILL` runs a skill "
+            "(`pincer skills list` lists them)",
+        ), as_json=as_json)  # fmt: skip
+    if skill is None and param:
+        fail(UsageError("--param sets a skill's parameters, and no skill is named", hint="`pincer run SKILL --param KEY=VALUE`"),
+             as_json=as_json)  # fmt: skip
 
     async def body() -> Any:
         request = RunRequest(

@@ -19,7 +19,7 @@ from types import ModuleType
 
 from pincer.core.errors import ExtraMissing
 
-__all__ = ["EXTRAS", "Extra", "available", "install_hint", "require"]
+__all__ = ["BUILTIN_EXTRAS", "EXTRAS", "Extra", "available", "install_hint", "require", "refuse_if_missing"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,6 +48,14 @@ EXTRAS: dict[str, Extra] = {
 }  # fmt: skip
 
 
+# The built-ins (``[builtins.NAME]``) that need an extra besides pincer itself; the rest use the core.
+BUILTIN_EXTRAS: dict[str, str] = {"browser": "browser", "web_fetch": "web"} | dict.fromkeys(
+    ("gmail", "google_calendar", "google_docs", "google_drive", "google_sheets", "google_slides"), "oauth"
+)
+
+_FOUND: set[str] = set()  # extras found once: an installed package does not go away while pincer runs
+
+
 def install_hint(name: str) -> str:
     """The command that installs extra ``name`` (what every message about a missing one says)."""
     return f"pip install 'pincer[{name}]'"
@@ -55,7 +63,19 @@ def install_hint(name: str) -> str:
 
 def available(name: str) -> bool:
     """Whether every package of extra ``name`` can be imported here (found, not imported)."""
-    return all(importlib.util.find_spec(module) is not None for module in EXTRAS[name].modules)
+    if name in _FOUND:
+        return True
+    found = all(importlib.util.find_spec(module) is not None for module in EXTRAS[name].modules)
+    if found:
+        _FOUND.add(name)
+    return found
+
+
+def refuse_if_missing(name: str) -> None:
+    """ExtraMissing when extra ``name`` is not installed, without importing it: a call's
+    preflight, so that nobody is asked to approve a call that cannot run."""
+    if not available(name):
+        require(name)
 
 
 def require(name: str, module: str | None = None) -> ModuleType:

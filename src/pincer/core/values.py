@@ -324,10 +324,14 @@ class Decision:
 class HostSecrets(Protocol):
     """The secrets one call may use, as a runtime sees them (``pincer.secrets.SecretAccess``; the
     builder's test bench passes throwaway values): ``find`` gives an allowed secret's value or
-    None, and every value a runtime sends is ``record``-ed so the leak scan of the call's output
+    None (``has``: whether it would), and every value a runtime sends is ``record``-ed so the leak scan of the call's output
     knows it (``injected``)."""
 
     def find(self, name: str) -> str | None: ...
+
+    def has(self, name: str) -> bool:
+        """Whether ``find`` would give a value, without handing it out (the chain's preflight)."""
+        ...
 
     def record(self, value: str) -> None: ...
 

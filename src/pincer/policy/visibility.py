@@ -31,15 +31,28 @@ def visible_tools(policy: SessionPolicy, specs: Iterable[ToolSpec]) -> list[Tool
     return [spec for spec in specs if can_see(policy, spec.name)]
 
 
-def _not_found(name: str) -> ToolNotFound:
-    return ToolNotFound(f"no tool named {name!r}", hint="`pincer tools list` shows the tools there are")
+def _not_found(name: str, policy: SessionPolicy) -> ToolNotFound:
+    """The same answer for a hidden tool as for a missing one (the caller may be the agent the
+    policy keeps away from it), true for both: it names the session's own list and the key
+    that opens a tool to it. A bare `pincer tools list` lists main's tools, the hidden ones too."""
+    if policy.name == "main":
+        return ToolNotFound(f"no tool named {name!r}", hint="`pincer tools list` shows the tools there are")
+    session = policy.name
+    return ToolNotFound(
+        f"no tool named {name!r} in session {session!r} (its session policy hides the tools it does not allow)",
+        hint=f"`pincer tools list --session {session}` lists what it sees; to open a tool to it, add the tool's "
+        f"name to [sessions.{session}] allow in config.toml",
+    )
 
 
 def visible_tool(policy: SessionPolicy, lookup: Callable[[str], ToolSpec], name: str) -> ToolSpec:
     """The tool, if the session may see it; ToolNotFound (the same as for a missing tool) if not."""
     if not can_see(policy, name):
-        raise _not_found(name)
-    return lookup(name)
+        raise _not_found(name, policy)
+    try:
+        return lookup(name)
+    except ToolNotFound:
+        raise _not_found(name, policy) from None
 
 
 def as_seen(policy: SessionPolicy, name: str, result: ToolResult) -> ToolResult:
@@ -47,7 +60,7 @@ def as_seen(policy: SessionPolicy, name: str, result: ToolResult) -> ToolResult:
     refused (and audited) by the session step, and is answered as for a missing tool."""
     if result.ok or can_see(policy, name):
         return result
-    return replace(result, error=_not_found(name).to_dict(), content=None)
+    return replace(result, error=_not_found(name, policy).to_dict(), content=None)
 
 
 def skills_visible(policy: SessionPolicy) -> bool:

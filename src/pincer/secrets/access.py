@@ -54,6 +54,10 @@ class SecretAccess:
         value = self._store.find(name)
         return None if value is None else self._record(value)
 
+    def has(self, name: str) -> bool:
+        """Whether an allowed secret is set; nothing is handed out or recorded."""
+        return self.is_allowed(name) and bool(self._store.find(name))
+
     def record(self, value: str) -> None:
         """Mark a value derived from a secret (e.g. ``Basic <base64>``) for redaction too."""
         if isinstance(value, str) and value:

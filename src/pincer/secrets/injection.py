@@ -23,7 +23,7 @@ from pincer.core.capabilities import CredentialMapping
 from pincer.core.errors import SecretError, UsageError
 from pincer.safety.hosts import host_pattern_rank
 
-__all__ = ["InjectedRequest", "inject_credentials"]
+__all__ = ["InjectedRequest", "inject_credentials", "unset_credential"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,39 @@ def inject_credentials(
 
     unique = tuple(dict.fromkeys(v for v in injected if v))
     return InjectedRequest(url=urlunsplit(parts), headers=out_headers, injected=unique)
+
+
+def unset_credential(
+    credentials: Sequence[CredentialMapping], targets: Sequence[str], *, has: Callable[[str], bool]
+) -> str | None:
+    """The secret a call would miss before it is run, for the chain's preflight: every target it
+    may reach (``host``, ``host:port``, or a whole URL, whose path and placeholder count) needs a
+    required credential and none of that target's secrets is set. None when a target needs none or
+    has one: a call is never refused for a credential it may not use."""
+    required = [m for m in credentials if not m.optional]
+    if not required or not targets:
+        return None
+    lacking: str | None = None
+    for target in targets:
+        try:
+            parts = urlsplit(target if "://" in target else f"//{target}")
+            host, port = parts.hostname or "", parts.port
+        except ValueError:
+            return None  # not a target this can judge: the call's own checks say what is wrong
+        whole = "://" in target
+        if whole and port is None:
+            port = _DEFAULT_PORTS.get(parts.scheme.lower())
+        needed = [
+            m for m in required
+            if any(host_pattern_rank(host, p, port=port) is not None for p in m.host_patterns)
+            and (not whole or m.path_match_length(parts.path or "/") is not None)
+            and (not whole or m.location.type != "url_path"
+                 or _placeholder_in(parts.path, parts.query, m.location.placeholder or ""))
+        ]  # fmt: skip
+        if not needed or any(has(m.secret_name) for m in needed):
+            return None
+        lacking = lacking or needed[0].secret_name
+    return lacking
 
 
 def _candidates(

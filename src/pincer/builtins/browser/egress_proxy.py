@@ -107,6 +107,7 @@ class Refusal:
     reason: str
     at: float  # time.monotonic()
     seq: int
+    origin: tuple[str, int] | None = None  # (host, port) as normalised: whose request it was is told by it
 
     def to_dict(self) -> dict[str, str]:
         return {"request": self.target, "reason": self.reason}
@@ -235,9 +236,10 @@ class EgressProxy:
         except EgressDenied as exc:
             await self._deny(writer, shown, exc.message)
             return None
+        origin = (host, port)
         refusal = policy.host_refusal(host, port)
         if refusal is not None:
-            await self._deny(writer, shown, refusal)
+            await self._deny(writer, shown, refusal, origin=origin)
             return None
         try:
             addresses = await asyncio.wait_for(
@@ -248,23 +250,26 @@ class EgressProxy:
             )
         except EgressDenied as exc:
             reason = exc.message.split(" refused: ", 1)[-1]
-            await self._deny(writer, shown, f"{reason}; {exc.hint}" if exc.hint else reason)
+            await self._deny(writer, shown, f"{reason}; {exc.hint}" if exc.hint else reason, origin=origin)
             return None
         except (ToolError, TimeoutError) as exc:
             why = exc.message if isinstance(exc, ToolError) else f"resolving took over {PROXY_RESOLVE_TIMEOUT_S:g} s"
-            await self._deny(writer, shown, f"cannot resolve: {why}", status=502)
+            await self._deny(writer, shown, f"cannot resolve: {why}", status=502, origin=origin)
             return None
         for address in addresses:
             try:
                 return await asyncio.wait_for(asyncio.open_connection(str(address), port), PROXY_CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError):
                 continue
-        await self._deny(writer, shown, "connection failed", status=502)
+        await self._deny(writer, shown, "connection failed", status=502, origin=origin)
         return None
 
-    async def _deny(self, writer: asyncio.StreamWriter, shown: str, reason: str, status: int = 403) -> None:
+    async def _deny(
+        self, writer: asyncio.StreamWriter, shown: str, reason: str, status: int = 403,
+        origin: tuple[str, int] | None = None,
+    ) -> None:  # fmt: skip
         self._seq += 1
-        self.refusals.append(Refusal(target=shown, reason=reason, at=time.monotonic(), seq=self._seq))
+        self.refusals.append(Refusal(target=shown, reason=reason, at=time.monotonic(), seq=self._seq, origin=origin))
         logger.info("browser egress refused: %s (%s)", shown, reason)
         await _refuse(writer, status, f"pincer refused {shown}: {reason}")
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pincer.builtins.browser.egress_proxy import CLOSED_POLICY, EgressProxy, ProxyPolicy
+from pincer.builtins.browser.egress_proxy import CLOSED_POLICY, EgressProxy, ProxyPolicy, Refusal, origins_of
 from pincer.builtins.browser.launcher import LaunchedBrowser, launch_browser
-from pincer.core.errors import ToolError
+from pincer.core.errors import EgressDenied, ToolError
 
 __all__ = ["BrowserHost", "BrowserLimits", "SessionBrowser", "Tab"]
 
@@ -65,10 +65,25 @@ class SessionBrowser:
     downloads: Path | None = None  # where Chromium writes this browser's running downloads
     _next_tab: int = 0
     _noted: int = 0  # the proxy refusals already written to the console
+    # (host, port) of every request this context's pages made: a refusal of anything else is
+    # Chromium's own background traffic (component updates, safe browsing), no page's and no
+    # agent's doing, and is not reported as blocked.
+    _requested: set[tuple[str, int]] = field(default_factory=set)
+
+    def saw_request(self, url: str) -> None:
+        """A page of this context asks for ``url`` (Playwright's ``request`` event)."""
+        try:
+            self._requested.update(origins_of([url]))
+        except (ValueError, EgressDenied):
+            pass  # not an http(s) URL with a host (data:, blob:): never goes through the proxy
+
+    def page_refusals(self, mark: int) -> list[Refusal]:
+        """The proxy's refusals since ``mark`` of requests this context's pages made."""
+        return [r for r in self.proxy.refusals_since(mark) if r.origin is None or r.origin in self._requested]
 
     def note_refusals(self) -> None:
-        """Write the proxy's refusals not yet in the console to it (once each)."""
-        for refusal in self.proxy.refusals_since(self._noted):
+        """Write the pages' refusals not yet in the console to it (once each)."""
+        for refusal in self.page_refusals(self._noted):
             self.note("blocked", f"{refusal.target}: {refusal.reason}")
         self._noted = self.proxy.mark
 
@@ -226,6 +241,7 @@ class BrowserHost:
                 context.on(
                     "page", lambda page: found.add_page(page)
                 )  # a page's popups and target=_blank links become tabs
+                context.on("request", lambda request: found.saw_request(request.url))
                 self._sessions[name] = found
             found.proxy.policy = policy
             found.workspace = workspace

@@ -72,9 +72,34 @@ class BrowserCall:
         if refusal is not None:
             raise EgressDenied(
                 f"browser: {url[:200]} refused: {refusal}",
-                hint=f"add {parts.hostname}:{port} (or {parts.hostname}) to the browser grant's hosts in config.toml",
+                hint=refusal_hint(parts.hostname, port, grant_refused=True, allow_private=self.policy.allow_private),
             )
         return url
+
+
+def refusal_hint(host: str, port: int, *, grant_refused: bool, allow_private: bool) -> str:
+    """What opens ``host:port`` to the browser, all of it at once: a loopback or private address
+    needs [network] allow_private as well as the grant's hosts, and hinting only at the grant (the
+    first refusal) led to a second refusal after the person followed it."""
+    import ipaddress
+
+    from pincer.safety.addresses import address_refusal
+
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        ip = None  # a name: only "localhost" is known to be local without resolving it
+    local = host.lower() == "localhost" or host.lower().endswith(".localhost")
+    address = address_refusal(ip, allow_private_network=allow_private) if ip is not None else None
+    grant = f"{host}:{port} (or {host}) in the browser grant's hosts"
+    if address is not None and address.always:
+        return f"{host} is {address.reason}: never reachable from tools, whatever the settings"
+    if (address is not None or local) and not allow_private:
+        needs = f"[network] allow_private = true in config.toml ({host} is a loopback or private address)"
+        return f"set {needs}" + (f" and put {grant}" if grant_refused else "")
+    if grant_refused:
+        return f"put {grant} in config.toml"
+    return "check the host name and that the site answers"
 
 
 def _check_scheme(url: str) -> Any:
@@ -95,7 +120,7 @@ def _check_scheme(url: str) -> Any:
 def _blocked(browser: SessionBrowser, mark: int) -> list[dict[str, str]]:
     """The requests refused since ``mark`` (also written to the session's console)."""
     browser.note_refusals()
-    return [r.to_dict() for r in browser.proxy.refusals_since(mark)]
+    return [r.to_dict() for r in browser.page_refusals(mark)]
 
 
 def _page_state(tab: Tab) -> dict[str, Any]:
@@ -130,8 +155,7 @@ async def _goto(call: BrowserCall, browser: SessionBrowser, tab: Tab, url: str) 
         if blocked:
             raise EgressDenied(
                 f"browser: {url[:200]} refused: {blocked[0]['reason']}",
-                hint="add the host to the browser grant's hosts in config.toml; a private address needs "
-                "[network] allow_private = true (or the site as builtins.base_url of the browser, docs/browser.md)",
+                hint=_blocked_hint(call, blocked[0]),
             ) from None
         raise ToolError(f"browser: navigating to {url[:200]} failed: {_first_line(exc)}") from None
     blocked = _blocked(browser, mark)
@@ -140,13 +164,21 @@ async def _goto(call: BrowserCall, browser: SessionBrowser, tab: Tab, url: str) 
         # The page itself (after any redirects) was refused: an error, not a blank page.
         raise EgressDenied(
             f"browser: {document['request']} refused: {document['reason']}",
-            hint="add the host to the browser grant's hosts in config.toml; a private address needs "
-            "[network] allow_private = true (or the site as builtins.base_url of the browser, docs/browser.md)",
+            hint=_blocked_hint(call, document),
         )
     out = {**_page_state(tab), "title": await _title(tab), "status": status}
     if blocked:
         out["blocked"] = blocked
     return out
+
+
+def _blocked_hint(call: BrowserCall, blocked: dict[str, str]) -> str:
+    """The hint for a refusal the proxy reported (``{"request": "host:port" or "GET url", "reason"}``)."""
+    target = blocked["request"]
+    parts = urlsplit(target.split(" ", 1)[1] if " " in target else f"//{target}")
+    host, port = parts.hostname or "", parts.port or (80 if " " in target else 443)
+    grant_refused = "not in the hosts of the grant" in blocked["reason"]
+    return refusal_hint(host, port, grant_refused=grant_refused, allow_private=call.policy.allow_private)
 
 
 def _document_refusal(blocked: list[dict[str, str]], final_url: str) -> dict[str, str] | None:

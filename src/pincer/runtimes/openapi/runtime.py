@@ -269,11 +269,13 @@ class OpenApiRuntime:
         scheme or address is not allowed (plain http, a private address), a host outside the grant."""
         from pincer.safety import egress
 
-        _service, _operation, _caps, _url, _headers, policy, target = self._prepare(spec, args, host)
+        service, operation, caps, _url, _headers, policy, target = self._prepare(spec, args, host)
         try:
             await egress.resolve_checked(target, policy)
         except ToolError:
-            return  # a name that does not resolve now is the call's own failure, reported when it runs
+            pass  # a name that does not resolve now is the call's own failure, reported when it runs
+        if not (caps.http and caps.http.credentials):  # --auth's one credential is the chain's own preflight
+            self._refuse_unset_security(service, operation, host)
 
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         import anyio
@@ -345,6 +347,24 @@ class OpenApiRuntime:
                                               host_patterns=(host_pattern_of(service.base_for(operation)),)))
             values[scheme.secret] = value
         return self._place(url, headers, tuple(mappings), values, host, use_store=False)
+
+    def _refuse_unset_security(self, service: ServiceConfig, operation: Operation, host: HostContext) -> None:
+        """What ``_choose`` would refuse when the call runs, refused before anyone is asked: no
+        alternative of the operation's security has every secret set. An OAuth scheme with a
+        token keeper counts as set (its token is fetched or refreshed only when the call runs)."""
+        security = operation.security
+        if security is None or is_anonymous(security) or host.secrets is None:
+            return
+        for alternative in security:
+            schemes = [service.scheme(key) for key in alternative]
+            if all(
+                scheme is not None and not scheme.unsupported
+                and ((scheme.is_oauth and self._tokens is not None) or host.secrets.has(scheme.secret))
+                for scheme in schemes
+            ):  # fmt: skip
+                return
+        raise SecretError(f"{operation.method} {operation.path} needs credentials: {_needs(service, security)}",
+                          hint=_first_hint(service, security))
 
     @staticmethod
     def _access(host: HostContext) -> Any:
