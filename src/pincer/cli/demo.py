@@ -78,8 +78,14 @@ def _review_script() -> list[Any]:
 
 async def _skill_run(pincer: Pincer) -> None:
     from pincer.cli.run import Display, Prompter, summary
+    from pincer.core.extras import available, install_hint
     from pincer.llm.run import RunRequest
 
+    if not available("agent"):  # the rest of the tour needs only the core
+        from rich.markup import escape
+
+        stderr.print(f"[bold]skill run[/]: left out: the agent loop is not installed here ({escape(install_hint('agent'))})")
+        return
     stderr.print("[bold]skill run[/]: code-review path=notes (the model is the local scripted server)")
     display = Display()
     run = await pincer.agent.run(

@@ -267,8 +267,9 @@ def run_command(
     budget: list[str] = typer.Option(None, "--budget", help="NAME=VALUE: turns, tool_calls, input_tokens, output_tokens, cost_usd, deadline_s."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Run a skill, or a plain prompt (--message without a skill), with the agent loop: the model's
-    text streams to stdout, each tool call is one line on stderr."""
+    """Run a skill, or a prompt (--message), with the agent loop: the model's text streams to stdout, each tool call is one line on stderr.
+
+    Without a skill, --message is the prompt itself (as one turn of `pincer chat`)."""
     from pincer.llm.prompt import DEFAULT_MESSAGE
     from pincer.llm.run import RunRequest
     from pincer.skills.params import parse_param_pairs
