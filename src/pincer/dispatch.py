@@ -164,7 +164,7 @@ def _refuse_unset_credential(tool: str, args: Mapping[str, Any], host: HostConte
     before anyone is asked to approve a call that cannot run."""
     http = getattr(host.capabilities, "http", None)
     credentials = tuple(getattr(http, "credentials", ()) or ())
-    if not credentials or host.secrets is None:
+    if http is None or not credentials or host.secrets is None:
         return
     url = args.get("url") if isinstance(args, Mapping) else None
     targets = [url] if isinstance(url, str) else [p.host for p in http.allowlist]
