@@ -38,7 +38,15 @@ from pincer.approver import ApprovalHook, Approver
 from pincer.config import Config
 from pincer.core.acts import CANCELLED
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import Denied, IdempotencyKeyRequired, PincerError, SecretError, StoreError, ToolError, ToolTimeout
+from pincer.core.errors import (
+    Denied,
+    IdempotencyKeyRequired,
+    PincerError,
+    SecretError,
+    StoreError,
+    ToolError,
+    ToolTimeout,
+)
 from pincer.core.schema import validate_args, with_defaults
 from pincer.core.values import (
     CallRequest,
