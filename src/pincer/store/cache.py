@@ -106,8 +106,7 @@ class SharedRateLimiter:
 
     async def ping(self) -> bool:
         """Whether Redis answers now (``GET /readyz``)."""
-        import redis
-
+        redis = require("redis")
         try:
             return bool(await self._client.ping())
         except redis.RedisError:
