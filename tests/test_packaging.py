@@ -154,6 +154,7 @@ _CONFIGURED = {
     "postgres": ('[store]\nurl = "postgresql://pincer@127.0.0.1:1/pincer"\n', "store.url"),
     "redis": ('[cache]\nurl = "redis://127.0.0.1:1/0"\n', "cache.url"),
     "agent": ('[llm]\nmodel = "gpt-4o-mini"\n', "llm.model"),
+    "telemetry": ("[telemetry]\ntraces = true\n", "telemetry.traces"),
 }
 
 
@@ -166,7 +167,7 @@ def test_config_check_and_doctor_name_the_extra_of_each_configured_part(core_ven
         assert f"hint: pip install 'pincer[{extra}]'" in check.stderr
     doctor = _pincer(core_venv, user_home, "doctor", "--json")
     extras = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "extras")
-    assert extras["status"] == "fail" and extras["hint"] == "pip install 'pincer[agent,browser,oauth,postgres,redis,web]'"
+    assert extras["status"] == "fail" and extras["hint"] == "pip install 'pincer[agent,browser,oauth,postgres,redis,telemetry,web]'"
     assert "Traceback" not in check.stderr + doctor.stderr
 
 
@@ -196,6 +197,8 @@ _EXERCISE = {
     "wasm": "from pincer.runtimes.wasm.engine import new_engine\nprint(type(new_engine()).__name__)",
     "fast": "from pincer.cli.serve import event_loop_options\nfrom pincer.core.extras import require\n"
             "print(type(require('fast', 'uvloop').new_event_loop()).__name__, event_loop_options())",
+    "telemetry": "from pincer.config import TelemetrySettings\nfrom pincer.telemetry.tracing import TRACING\n"
+                 "print(TRACING.configure(TelemetrySettings(traces=True), environ={}))",
 }  # fmt: skip
 
 

@@ -131,6 +131,8 @@ def configured_extras(config: Config) -> list[tuple[str, str]]:
         wanted.append(("postgres", "store.url"))
     if config.cache.url is not None:
         wanted.append(("redis", "cache.url"))
+    if config.telemetry.traces:
+        wanted.append(("telemetry", "telemetry.traces"))
     if config.llm.default.model:
         wanted.append(("agent", "llm.model"))
     wanted += [("agent", f"llm.profiles.{n}.model") for n, p in config.llm.profiles.items() if p.model]
