@@ -63,7 +63,14 @@ DECLARED_DIR      := .cache/npm-declared
 DECLARED_PACKAGES := @slack/web-api@8.2.0 @grammyjs/types@5.0.0 typescript-json-schema@0.68.0 typescript@5.9.3 @brave/brave-search-mcp-server@2.1.4
 DECLARED_STAMP    := $(DECLARED_DIR)/.installed-$(shell echo '$(DECLARED_PACKAGES)' | sha256sum | cut -c1-12)
 
-.PHONY: setup run test lint bench clean lock system-deps mcp-deps conformance-deps builtins-deps builder-runner
+# pincer's A2UI renderer (docs/canvas.md): the A2UI project's Lit renderer on @a2ui/web_core and
+# pincer's glue (canvas-renderer/glue.js), bundled by esbuild into one script the wheel ships: no
+# Node when pincer runs. The npm packages are the ones canvas-renderer/package-lock.json pins,
+# installed by `npm ci` in a prefix named by that lock; the script is rebuilt when the lock, the
+# glue or the build script change.
+A2UI_LOCK     := canvas-renderer/package-lock.json
+A2UI_DIR      := .cache/npm-a2ui-$(shell sha256sum $(A2UI_LOCK) | cut -c1-12)
+A2UI_RENDERER := src/pincer/canvas/assets/a2ui-renderer.js
 
 # Where `pincer` is, when the shell would not find this one.
 define path_hint
@@ -71,7 +78,7 @@ define path_hint
 	  echo "pincer is installed in $(CURDIR)/$(BIN); to run it as 'pincer': . $(BIN)/activate   (or: export PATH=\"$(CURDIR)/$(BIN):\$$PATH\")"
 endef
 
-setup: $(STAMP) system-deps builder-runner
+setup: $(STAMP) system-deps builder-runner a2ui-renderer
 	$(path_hint)
 
 system-deps:
@@ -97,6 +104,18 @@ builder-runner: $(STAMP)
 	fi
 
 conformance-deps: $(CONFORMANCE_STAMP)
+
+a2ui-renderer: $(A2UI_RENDERER)
+
+$(A2UI_DIR)/.installed: canvas-renderer/package.json $(A2UI_LOCK)
+	mkdir -p $(A2UI_DIR)
+	cp canvas-renderer/package.json $(A2UI_LOCK) $(A2UI_DIR)/
+	cd $(A2UI_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(A2UI_RENDERER): $(A2UI_DIR)/.installed canvas-renderer/glue.js canvas-renderer/build.mjs
+	node canvas-renderer/build.mjs $(A2UI_DIR)/node_modules $@.tmp
+	mv $@.tmp $@
 
 builtins-deps: $(OPENAPI_STAMP) $(DECLARED_STAMP) $(OPENAPI_DOCS_STAMP)
 
@@ -152,7 +171,7 @@ lock:
 
 # The runtime lock only (pincer[all]): no test tools. The builder's runner component is built on
 # the first `pincer build` instead (its componentize-py is in pincer[builder], not pincer[all]).
-run: $(RUN_STAMP) system-deps
+run: $(RUN_STAMP) system-deps a2ui-renderer
 	$(path_hint)
 	@echo "starting the gateway; for its bearer token run '$(BIN)/pincer token' (a guided tour: '$(BIN)/pincer demo')"
 	$(BIN)/pincer serve

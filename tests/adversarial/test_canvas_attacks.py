@@ -417,7 +417,7 @@ def test_a_click_on_a_surface_a_tainted_run_drew_too_makes_the_next_post_ask(
         _, run_b = _a_then_b(server, b)
         context, page = _page(browser, server)
         try:
-            _frame_with(page, "button[data-component-id=shared_button]").click("button[data-component-id=shared_button]")
+            _frame_with(page, "#shared_button button").click("#shared_button button")
             _wait("the click", lambda: any(e["name"] == "operator_approves_the_post" for e in _canvas_events(server)))
             gate.set()
             asked = _finish_denying(server, run_b)
@@ -484,8 +484,8 @@ def test_each_click_goes_to_the_run_that_drew_what_was_clicked(browser: Any, tmp
         server.wait_for_state(lambda s: "b_form" in s["surfaces"])
         context, page = _page(browser, server)
         try:
-            for selector, name in (("button[data-component-id=a_form_button]", "a_go"), ("#a_html", "a_html_click"),
-                                   ("button[data-component-id=b_form_button]", "b_go")):  # fmt: skip
+            for selector, name in (("#a_form_button button", "a_go"), ("#a_html", "a_html_click"),
+                                   ("#b_form_button button", "b_go")):  # fmt: skip
                 _frame_with(page, selector).click(selector)
                 _wait(f"the click {name}", lambda name=name: any(e["name"] == name for e in _canvas_events(server)))
         finally:
@@ -614,7 +614,7 @@ def test_a_navigated_foreign_page_relays_nothing_and_reaches_no_other_host(brows
             # they would be recorded by now.
             pushed = server.client.post("/api/v1/tools/a2ui_push/call", json={"args": {"messages": _surface("after", "after_go")}})
             assert pushed.status_code == 200, pushed.text
-            _frame_with(page, "button[data-component-id=after_button]").click("button[data-component-id=after_button]")
+            _frame_with(page, "#after_button button").click("#after_button button")
             _wait("a person's click after the forged messages", lambda: any(e["name"] == "after_go" for e in _canvas_events(server)), page)
         finally:
             context.close()
@@ -633,7 +633,7 @@ function values(doc) {
 }
 setInterval(() => {
   const seen = values(document);
-  for (const button of document.querySelectorAll("button[data-component-id]")) button.click();
+  for (const button of document.querySelectorAll("button")) button.click();
   for (let i = 0; i < parent.frames.length; i++) {
     try { seen.push(...values(parent.frames[i].document)); } catch (e) {}
   }
@@ -675,7 +675,7 @@ def test_agent_html_neither_reads_nor_clicks_pincers_controls(browser: Any, tmp_
         assert call("/api/v1/tools/a2ui_push/call", json={"args": {"messages": SNOOPED_SURFACE}}).status_code == 200
         assert call("/api/v1/tools/canvas/call", json={"args": {"action": "push", "html": SNOOP_HTML}}).status_code == 200
         with _viewing(browser, server, where) as (page, _):
-            _frame_with(page, "[data-a2ui-id=field] input").fill("[data-a2ui-id=field] input", typed)
+            _frame_with(page, "#field input").fill("#field input", typed)
             after = len(_snoops(server))
             _wait("three snoops after the typing", lambda: len(_snoops(server)) >= after + 3, page)
         events = _canvas_events(server)

@@ -114,13 +114,13 @@ def test_a_run_draws_html_and_a2ui_surfaces_and_hears_typing_and_clicks(browser:
             html.locator("#send").click()
 
             server.wait_for_state(lambda s: s["waiting"] and "form8" in s["surfaces"])
-            a2ui.locator("[data-a2ui-id=field] input").fill("Zurich-typed")
-            a2ui.locator("button[data-component-id=go]").click()
+            a2ui.locator("#field input").fill("Zurich-typed")  # v0.8 elements carry their component's id
+            a2ui.locator("#go button").click()
 
             assert plan.held.wait(STEP_TIMEOUT_S)
             before = server.wait_for_state(lambda s: "form9" in s["surfaces"])["events"]
-            a2ui.locator("[data-a2ui-id=field9] input").fill("Grace-typed")
-            a2ui.locator("button[data-component-id=go9]").click()
+            a2ui.locator("a2ui-basic-textfield:has-text('Guest') input").fill("Grace-typed")
+            a2ui.get_by_role("button", name="Confirm").click()
             server.wait_for_state(lambda s: s["events"] > before)
             plan.release.set()
 

@@ -96,8 +96,8 @@ def test_an_mcp_apps_host_renders_the_canvas_and_its_click_reaches_the_run(brows
             page.set_content(_HOST)
             page.evaluate("html => window.showApp(html)", content["text"])
             frame = page.frame_locator("#app")
-            frame.locator("[data-a2ui-id=field9] input").fill("Host-typed")
-            frame.locator("button[data-component-id=go9]").click()
+            frame.locator("a2ui-basic-textfield:has-text('Guest') input").fill("Host-typed")
+            frame.locator("a2ui-basic-button button").click()
             run = server.finished_run(run_id)
             log = page.evaluate("window.hostLog")
         finally:

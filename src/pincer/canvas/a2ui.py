@@ -1,9 +1,16 @@
 """A2UI messages, v0.8 and v0.9, recognised per message and checked against that version's
-published JSON Schema (vendored from ``@a2ui/web_core`` 0.11.0 under ``schemas/``).
+published JSON Schema (shipped from ``@a2ui/web_core`` 0.11.0 under ``schemas/``) and against the
+catalog the message's surface names (``canvas/catalogs.py``).
 
 A message's version is what it says: ``"version": "v0.9"`` is v0.9; a message without
 ``version`` whose one action key is v0.8's (``beginRendering``, ``surfaceUpdate``,
 ``dataModelUpdate``, ``deleteSurface``) is v0.8. Anything else is refused.
+
+A surface's catalog is the one it names: v0.9's ``createSurface.catalogId``; v0.8's
+``beginRendering.catalogId`` (the standard catalog when it names none), which may come after the
+surface's components, in the same batch or a later one: when it changes the surface's catalog,
+the components drawn before are checked again against it. A catalog the canvas does not know is
+refused, with the config key that registers one.
 
 Every refusal is an :class:`~pincer.core.errors.A2uiInvalid` that names the message (its index
 in the batch and its action), the field (a JSON pointer into the message) and the rule that
@@ -16,15 +23,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import jsonschema_rs
 
+from pincer.canvas.catalogs import (
+    BASIC_V09,
+    STANDARD_V08,
+    Catalog,
+    CatalogSet,
+    default_catalogs,
+    no_retrieval,
+    unknown_catalog,
+    v08_envelope,
+)
 from pincer.core.errors import A2uiInvalid
 
-__all__ = ["A2uiMessage", "V08", "V09", "V08_ACTIONS", "V09_ACTIONS", "parse_messages", "component_names"]
+__all__ = ["A2uiMessage", "V08", "V09", "V08_ACTIONS", "V09_ACTIONS", "parse_messages", "component_names", "catalog_of"]
 
 V08 = "v0.8"
 V09 = "v0.9"
@@ -36,71 +51,57 @@ _V09_DEFS = {
     "updateDataModel": "UpdateDataModelMessage",
     "deleteSurface": "DeleteSurfaceMessage",
 }
-_V09_BASE = "https://a2ui.org/specification/v0_9/"
-_HINT = "fix that field and send the batch again; docs/canvas.md lists the messages and components"
+_HINT = "fix that field and send the batch again; docs/canvas.md lists the messages, catalogs and components"
 # Errors that only repeat a deeper one (a oneOf, or unevaluatedProperties losing its annotations
 # when a property inside failed): the deeper one names the field.
 _SUMMARY_KEYWORDS = frozenset({"oneOf", "anyOf", "unevaluatedProperties", "allOf", "$ref"})
+_LABELS = {STANDARD_V08: "the standard catalog", BASIC_V09: "the basic catalog"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class A2uiMessage:
-    """One valid message: its place in the batch, version, action and surface."""
+    """One valid message: its place in the batch, version, action, surface and the catalog the
+    surface uses (its id)."""
 
     index: int
     version: str
     action: str
     surface_id: str
     body: Mapping[str, Any]  # the whole message, as sent
+    catalog_id: str | None = None
 
 
-def _load(path: str) -> dict[str, Any]:
-    text = resources.files("pincer.canvas").joinpath("schemas", path).read_text(encoding="utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+def catalog_of(version: str, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The catalog id a surface's messages name: v0.9's createSurface, v0.8's last
+    beginRendering (None: none named yet)."""
+    found: str | None = None
+    key = "createSurface" if version == V09 else "beginRendering"
+    for message in messages:
+        body = message.get(key)
+        if isinstance(body, Mapping):
+            named = body.get("catalogId")
+            if isinstance(named, str):
+                found = named
+            elif version == V08:
+                found = STANDARD_V08
+    return found
 
 
-@cache
-def _v08_schema() -> dict[str, Any]:
-    return _load("v0_8/server_to_client_with_standard_catalog.json")
+def component_names(version: str, catalog_id: str | None = None) -> tuple[str, ...]:
+    """A built-in catalog's component names: v0.8's standard, v0.9's basic by default."""
+    catalog = default_catalogs().find(version, catalog_id or (STANDARD_V08 if version == V08 else BASIC_V09))
+    return catalog.component_names if catalog is not None else ()
 
 
-@cache
-def _v09_registry() -> jsonschema_rs.Registry:
-    catalog = _load("v0_9/basic_catalog.json")
-    # server_to_client.json refers to "catalog.json": the catalog in use, here the basic one.
-    as_catalog = {**catalog, "$id": _V09_BASE + "catalog.json"}
-    return jsonschema_rs.Registry(
-        [
-            (_V09_BASE + "server_to_client.json", _load("v0_9/server_to_client.json")),
-            (_V09_BASE + "common_types.json", _load("v0_9/common_types.json")),
-            (_V09_BASE + "catalog.json", as_catalog),
-            (_V09_BASE + "catalogs/basic/catalog.json", catalog),
-        ]
-    )
+def _basic(catalogs: CatalogSet) -> Catalog:
+    found = catalogs.find(V09, BASIC_V09)
+    if found is None:  # built in: always there
+        raise A2uiInvalid("the basic catalog is missing", hint="reinstall pincer")
+    return found
 
 
-@cache
-def _validator(version: str, pointer: str) -> Any:
-    """A compiled validator for one part of a version's schema (``pointer`` into its document)."""
-    if version == V08:
-        root = _v08_schema()
-        if not pointer:
-            return jsonschema_rs.validator_for(root)
-        part: Any = root
-        for key in pointer.strip("/").split("/"):
-            part = part[key]
-        return jsonschema_rs.validator_for(part)
-    return jsonschema_rs.validator_for({"$ref": _V09_BASE + pointer}, registry=_v09_registry())
-
-
-@cache
-def component_names(version: str) -> tuple[str, ...]:
-    """The standard (v0.8) or basic (v0.9) catalog's component names."""
-    if version == V08:
-        items = _v08_schema()["properties"]["surfaceUpdate"]["properties"]["components"]["items"]
-        return tuple(items["properties"]["component"]["properties"])
-    return tuple(_load("v0_9/basic_catalog.json")["components"])
+def _label(catalog: Catalog) -> str:
+    return _LABELS.get(catalog.catalog_id) or ("the minimal catalog" if catalog.catalog_id.endswith("/minimal/catalog.json") else f"catalog {catalog.catalog_id!r}")
 
 
 def _pointer(path: Sequence[Any]) -> str:
@@ -148,47 +149,147 @@ def _version_of(index: int, message: Mapping[str, Any]) -> tuple[str, str]:
     return (V09 if declared is not None else V08), actions[0]
 
 
-def _check_components(index: int, version: str, action: str, body: Mapping[str, Any]) -> None:
-    """Name an unknown component type before the whole schema does (its oneOf says only
-    that nothing matched), and check each component alone so the error points into it."""
+_V08_ENVELOPE: list[Any] = []
+
+
+def _v08_envelope_validator() -> Any:
+    if not _V08_ENVELOPE:
+        _V08_ENVELOPE.append(jsonschema_rs.validator_for(v08_envelope(), validate_formats=True, retriever=no_retrieval))
+    return _V08_ENVELOPE[0]
+
+
+def _check_components(catalogs: CatalogSet, catalog: Catalog, *, index: int, action: str, body: Mapping[str, Any]) -> None:
+    """Name an unknown component type before the whole schema does (its oneOf says only that
+    nothing matched), and check each component alone against its catalog, so the error points
+    into it."""
     components = body.get("components")
     if not isinstance(components, list):
         return  # the schema names the field
-    known = component_names(version)
+    known = catalog.component_names
     for position, component in enumerate(components):
         prefix = [action, "components", position]
         if not isinstance(component, dict):
             continue
         kind_value = component.get("component")
-        if version == V09:
+        if catalog.version == V09:
             if not isinstance(kind_value, str):
                 continue  # the schema says what is missing or of the wrong type
             if kind_value not in known:
-                raise _refuse(index, action, _pointer([*prefix, "component"]), f"unknown component {kind_value[:60]!r} (rule: the basic catalog has {', '.join(known)})")
-            _check(_validator(V09, f"catalog.json#/components/{kind_value}"), component, index=index, action=action, prefix=prefix)
+                raise _refuse(index, action, _pointer([*prefix, "component"]), f"unknown component {kind_value[:60]!r} (rule: {_label(catalog)} has {', '.join(known)})")
+            _check(catalogs.validator(catalog, f"catalog.json#/components/{kind_value}"), component, index=index, action=action, prefix=prefix)
         elif isinstance(kind_value, dict):
-            for name in kind_value:
+            for name, props in kind_value.items():
                 if name not in known:
-                    raise _refuse(index, action, _pointer([*prefix, "component", name]), f"unknown component {name[:60]!r} (rule: the standard catalog has {', '.join(known)})")
+                    raise _refuse(index, action, _pointer([*prefix, "component", name]), f"unknown component {name[:60]!r} (rule: {_label(catalog)} has {', '.join(known)})")
+                _check(catalogs.validator(catalog, f"components/{name}"), props, index=index, action=action, prefix=[*prefix, "component", name])
 
 
-def parse_messages(messages: Any) -> list[A2uiMessage]:
+def _check_v08(catalogs: CatalogSet, catalog: Catalog, *, index: int, action: str, message: Mapping[str, Any]) -> None:
+    body = message[action]
+    _check(_v08_envelope_validator(), message, index=index, action=action, prefix=[])
+    if action == "surfaceUpdate":
+        _check_components(catalogs, catalog, index=index, action=action, body=body)
+    styles = body.get("styles") if action == "beginRendering" else None
+    if styles is not None and catalog.styles is not None:
+        _check(catalogs.validator(catalog, "styles"), styles, index=index, action=action, prefix=[action, "styles"])
+
+
+def _check_v09(catalogs: CatalogSet, catalog: Catalog, *, index: int, action: str, message: Mapping[str, Any]) -> None:
+    body = message[action]
+    if isinstance(body, dict):
+        _check_components(catalogs, catalog, index=index, action=action, body=body)
+    _check(catalogs.validator(catalog, f"server_to_client.json#/$defs/{_V09_DEFS[action]}"), message, index=index, action=action, prefix=[])
+
+
+def _surface_catalogs(
+    batch: Sequence[tuple[int, str, str, Mapping[str, Any]]], catalogs: CatalogSet, prior: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> dict[tuple[str, str], tuple[Catalog, int, str, str]]:
+    """Per (version, surface): its catalog, and where it was named (index, action, field). A v0.8
+    surface's catalog is its batch's last beginRendering's, else the one it had, else standard."""
+    chosen: dict[tuple[str, str], tuple[str | None, int, str, str]] = {}
+    for sid, messages in prior.items():
+        version = V09 if any("version" in m for m in messages) else V08
+        chosen[(version, sid)] = (catalog_of(version, messages), -1, "", "")
+    for index, version, action, message in batch:
+        body = message[action]
+        sid = body.get("surfaceId") if isinstance(body, Mapping) else None
+        if not isinstance(sid, str):
+            continue
+        if (version == V09 and action == "createSurface") or (version == V08 and action == "beginRendering"):
+            named = body.get("catalogId")
+            chosen[(version, sid)] = (named if isinstance(named, str) else None, index, action, f"/{action}/catalogId")
+        elif (version, sid) not in chosen:
+            chosen[(version, sid)] = (None, -1, "", "")
+    resolved: dict[tuple[str, str], tuple[Catalog, int, str, str]] = {}
+    for (version, sid), (catalog_id, index, action, field) in chosen.items():
+        fallback = catalog_id if catalog_id is not None else (STANDARD_V08 if version == V08 else BASIC_V09)
+        catalog = catalogs.find(version, fallback)
+        if catalog is None:
+            if index >= 0:
+                raise unknown_catalog(index, action, field, fallback, catalogs.known(version))
+            # a surface drawn before under a catalog since removed from config: the default one
+            catalog = catalogs.find(V08, STANDARD_V08) if version == V08 else _basic(catalogs)
+            if catalog is None:
+                raise unknown_catalog(0, "beginRendering", "/beginRendering/catalogId", fallback, catalogs.known(version))
+        resolved[(version, sid)] = (catalog, index, action, field)
+    return resolved
+
+
+def parse_messages(
+    messages: Any, *, catalogs: CatalogSet | None = None, prior: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+) -> list[A2uiMessage]:
     """Check a batch (a list of messages, or one message) and return it as values; raises
-    A2uiInvalid for the first message that fails, naming it, its field and the rule."""
+    A2uiInvalid for the first message that fails, naming it, its field and the rule.
+
+    ``catalogs`` are the catalogs the canvas knows (the built-in ones by default); ``prior`` the
+    messages each surface already on the canvas was drawn with, which say its catalog (a v0.9
+    update of a surface this batch does not create is checked against that surface's catalog,
+    or the basic one)."""
+    catalogs = catalogs if catalogs is not None else default_catalogs()
+    prior = prior or {}
     batch = messages if isinstance(messages, list) else [messages]
     if not batch:
         raise A2uiInvalid("no A2UI messages were given", hint="send a list of one or more A2UI messages")
-    parsed = []
+    shaped: list[tuple[int, str, str, Mapping[str, Any]]] = []
     for index, message in enumerate(batch):
         if not isinstance(message, dict):
             raise _refuse(index, None, "/", f"an A2UI message is a JSON object, not {type(message).__name__} (rule: type object)")
         version, action = _version_of(index, message)
-        body = message[action]
-        if isinstance(body, dict):
-            _check_components(index, version, action, body)
         if version == V08:
-            _check(_validator(V08, ""), message, index=index, action=action, prefix=[])
+            _check(_v08_envelope_validator(), message, index=index, action=action, prefix=[])
+        elif not isinstance(message[action], dict) or not isinstance(message[action].get("surfaceId"), str):
+            # no surface, so no catalog: the message schema (with the basic catalog) says what is wrong
+            _check_v09(catalogs, _basic(catalogs), index=index, action=action, message=message)
+        shaped.append((index, version, action, message))
+    chosen = _surface_catalogs(shaped, catalogs, prior)
+    parsed = []
+    for index, version, action, message in shaped:
+        body = message[action]
+        catalog, _, _, _ = chosen[(version, str(body["surfaceId"]))]
+        if version == V08:
+            _check_v08(catalogs, catalog, index=index, action=action, message=message)
         else:
-            _check(_validator(V09, f"server_to_client.json#/$defs/{_V09_DEFS[action]}"), message, index=index, action=action, prefix=[])
-        parsed.append(A2uiMessage(index=index, version=version, action=action, surface_id=str(body["surfaceId"]), body=message))
+            _check_v09(catalogs, catalog, index=index, action=action, message=message)
+        parsed.append(A2uiMessage(index=index, version=version, action=action, surface_id=str(body["surfaceId"]), body=message, catalog_id=catalog.catalog_id))
+    _recheck_earlier(chosen, catalogs, prior)
     return parsed
+
+
+def _recheck_earlier(chosen: Mapping[tuple[str, str], tuple[Catalog, int, str, str]], catalogs: CatalogSet, prior: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+    """A v0.8 beginRendering that gives a surface another catalog than its earlier components
+    were checked against: those components must fit the new one too."""
+    for (version, sid), (catalog, index, action, _) in chosen.items():
+        earlier = prior.get(sid, ())
+        if version != V08 or index < 0 or not earlier or catalog_of(V08, earlier) == catalog.catalog_id:
+            continue
+        for message in earlier:
+            if "surfaceUpdate" not in message:
+                continue
+            try:
+                _check_components(catalogs, catalog, index=index, action="surfaceUpdate", body=message["surfaceUpdate"])
+            except A2uiInvalid as exc:
+                raise A2uiInvalid(
+                    f"A2UI message {index} ({action}): field /{action}/catalogId: surface {sid[:60]!r} was drawn before with "
+                    f"components that {_label(catalog)} refuses: {exc.message}",
+                    hint="delete the surface first (deleteSurface), or keep to a catalog its components fit",
+                ) from None

@@ -8,8 +8,8 @@ or click them.
   with a bridge whose ``pincer.send`` posts a message to the embedding page. Served under
   :func:`html_frame_csp`: ``sandbox allow-scripts`` (an opaque origin even when opened alone: no
   cookies, storage, popups, forms or top navigation), no network at all, violations reported.
-- **pincer's A2UI document** (:func:`a2ui_document`): the renderer (``assets/a2ui-render.js``)
-  and the surfaces as JSON data, nothing an agent wrote as markup or script. Served under
+- **pincer's A2UI document** (:func:`a2ui_document`): the renderer (:func:`renderer_script`, the
+  A2UI project's, bundled at build time) and the surfaces as JSON data, nothing an agent wrote as markup or script. Served under
   :func:`a2ui_frame_csp`: sandboxed, and only scripts carrying the response's nonce run. A click
   counts only when the browser says a person made it (``event.isTrusted``).
 - **The navigated page** is not pincer's document: the page frames it with a required policy
@@ -32,6 +32,7 @@ from importlib import resources
 from typing import Any
 
 from pincer.canvas.drawing import A2uiRender, HtmlRender
+from pincer.core.errors import ConfigError
 
 __all__ = [
     "html_frame_csp",
@@ -44,22 +45,17 @@ __all__ = [
     "view_document",
     "MCP_APP_PROTOCOL_VERSION",
     "CANVAS_EVENT_TOOL",
+    "renderer_script",
 ]
 
 MCP_APP_PROTOCOL_VERSION = "2026-01-26"  # @modelcontextprotocol/ext-apps 2.0.4 LATEST_PROTOCOL_VERSION
 CANVAS_EVENT_TOOL = "canvas_event"
 
 _STYLE = """
+:root { --a2ui-color-primary: #1a56db; }
 body { font: 15px/1.4 system-ui, sans-serif; margin: 12px; color: #111; background: #fff; }
-.a2ui-surface { border: 1px solid #ddd; border-radius: 8px; padding: 12px; margin: 8px 0; }
-.a2ui-row { display: flex; flex-direction: row; gap: 8px; align-items: center; }
-.a2ui-column, .a2ui-list, .a2ui-card, .a2ui-modal { display: flex; flex-direction: column; gap: 8px; }
-.a2ui-card { border: 1px solid #ccc; border-radius: 6px; padding: 8px; }
-.a2ui-button { padding: 6px 14px; border-radius: 6px; border: 1px solid #888; background: #eee; cursor: pointer; }
-.a2ui-button.primary { background: #1a56db; color: #fff; border-color: #1a56db; }
-.a2ui-button p { margin: 0; }
-.a2ui-textfield { display: flex; flex-direction: column; gap: 4px; }
-.a2ui-textfield input, .a2ui-textfield textarea { padding: 4px 6px; font: inherit; }
+.a2ui-surface { display: block; border: 1px solid #ddd; border-radius: 8px; padding: 12px; margin: 8px 0; }
+.a2ui-error { color: #9b1c1c; }
 """
 
 # The only way out of a frame: a message to the embedding page, which judges it by the frame.
@@ -117,9 +113,22 @@ _APP_BRIDGE = """
 """
 
 
+RENDERER_ASSET = "a2ui-renderer.js"
+
+
 @cache
-def _renderer() -> str:
-    return resources.files("pincer.canvas").joinpath("assets", "a2ui-render.js").read_text(encoding="utf-8")
+def renderer_script() -> str:
+    """The A2UI renderer: the A2UI project's Lit renderer on ``@a2ui/web_core`` and pincer's glue
+    (``canvas-renderer/``), bundled at build time (``make a2ui-renderer``, part of ``make setup``)
+    and shipped in the wheel. ConfigError when this installation lacks it."""
+    asset = resources.files("pincer.canvas").joinpath("assets", RENDERER_ASSET)
+    if not asset.is_file():
+        raise ConfigError(
+            f"pincer's A2UI renderer (canvas/assets/{RENDERER_ASSET}) is not built in this installation",
+            hint="run `make setup` (or `make a2ui-renderer`) in pincer's checkout, or install pincer from a wheel; "
+            "or set [gateway] canvas = false",
+        )
+    return asset.read_text(encoding="utf-8")
 
 
 def _script_json(value: Any) -> str:
@@ -165,11 +174,22 @@ def html_frame_csp(*, report_url: str, frame_ancestors: str) -> str:
     )
 
 
+# Lit's styleMap writes its first value as a style attribute, an empty one where a surface sets no
+# style: that one attribute value is allowed (its hash), no other inline style.
+_EMPTY_STYLE = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+
+
 def a2ui_frame_csp(*, nonce: str, frame_ancestors: str) -> str:
     """pincer's A2UI document's policy: sandboxed, no network, and only pincer's own scripts
     (those carrying ``nonce``) run: a surface is data, never markup or script."""
     return "; ".join(
-        ["sandbox allow-scripts", *_NO_NETWORK, f"script-src 'nonce-{nonce}'", f"style-src 'nonce-{nonce}'", f"frame-ancestors {frame_ancestors}"]
+        [
+            "sandbox allow-scripts",
+            *_NO_NETWORK,
+            f"script-src 'nonce-{nonce}'",
+            f"style-src 'nonce-{nonce}' 'unsafe-hashes' '{_EMPTY_STYLE}'",
+            f"frame-ancestors {frame_ancestors}",
+        ]
     )
 
 
@@ -237,7 +257,7 @@ def _surfaces_script(render: A2uiRender | None, nonce: str | None) -> list[str]:
     messages = [m for surface in (render.surfaces.values() if render else ()) for m in surface.messages]
     return [
         '<div id="pincer-a2ui"></div>',
-        f"<script{attr}>{_renderer()}</script>",
+        f"<script{attr}>{renderer_script()}</script>",
         f"<script{attr}>window.pincerA2ui.show({_script_json(messages)}, document.getElementById('pincer-a2ui'));</script>",
     ]
 

@@ -65,8 +65,10 @@ def create_gateway(
         pincer.enable_metrics()
     canvas = None
     if settings.canvas:
+        from pincer.canvas.frame import renderer_script
         from pincer.gateway.canvas_mcp import CanvasMcpExtension, open_board
 
+        renderer_script()  # a checkout without the built renderer: refused now, with the hint
         canvas = open_board(pincer)
         extensions = (*extensions, CanvasMcpExtension(canvas))
     # The upstream MCP servers' resources and prompts first: the extensions keep them for what is not theirs.
