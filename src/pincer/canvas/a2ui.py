@@ -207,9 +207,9 @@ def _surface_catalogs(
     """Per (version, surface): its catalog, and where it was named (index, action, field). A v0.8
     surface's catalog is its batch's last beginRendering's, else the one it had, else standard."""
     chosen: dict[tuple[str, str], tuple[str | None, int, str, str]] = {}
-    for sid, messages in prior.items():
-        version = V09 if any("version" in m for m in messages) else V08
-        chosen[(version, sid)] = (catalog_of(version, messages), -1, "", "")
+    for earlier_sid, messages in prior.items():
+        earlier_version = V09 if any("version" in m for m in messages) else V08
+        chosen[(earlier_version, earlier_sid)] = (catalog_of(earlier_version, messages), -1, "", "")
     for index, version, action, message in batch:
         body = message[action]
         sid = body.get("surfaceId") if isinstance(body, Mapping) else None
