@@ -224,7 +224,8 @@ class GatewaySettings(_Model):
     to other sessions. ``allowed_hosts``/``allowed_origins`` extend the loopback names accepted
     in Host and Origin headers (DNS-rebinding protection). A non-loopback ``host`` needs
     ``allow_remote = true``. ``canvas`` turns on the canvas tools (``canvas``, ``a2ui_push``,
-    ``a2ui_reset``) and their pages at ``/ui/canvas/SESSION``.
+    ``a2ui_reset``) and their pages at ``/ui/canvas/SESSION``; ``a2ui_catalogs`` registers more
+    A2UI catalogs (files, relative to the pincer home, or https URLs) besides the built-in ones.
     """
 
     host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
@@ -236,6 +237,7 @@ class GatewaySettings(_Model):
     allowed_origins: tuple[str, ...] = ()
     tokens: tuple[GatewayToken, ...] = ()
     canvas: bool = False
+    a2ui_catalogs: tuple[str, ...] = Field(default=(), max_length=64)
 
     def normalized(self) -> GatewaySettings:
         """These settings with hosts and origins as they are compared: lower-case, no trailing /

@@ -285,6 +285,7 @@ KEYS: dict[str, KeyHelp] = {
     "gateway.max_body_bytes": KeyHelp(help="larger request bodies get 413"),
     "gateway.allowed_hosts": KeyHelp(help="Host names accepted besides 127.0.0.1, localhost and [::1]"),
     "gateway.allowed_origins": KeyHelp(help='browser Origins accepted, e.g. "https://console.example"'),
+    "gateway.a2ui_catalogs": KeyHelp(help="more A2UI catalogs a canvas surface may name in catalogId: files (relative to the pincer home) or https URLs (docs/canvas.md)"),
     "gateway.canvas": KeyHelp(help="turn on the canvas tools (canvas, a2ui_push, a2ui_reset) and their pages at /ui/canvas/SESSION (docs/canvas.md)"),
     "gateway.tokens.sha256": KeyHelp(help="the sha256 of a token, never the token (`pincer token new` adds one)", example='"<64 hex digits>"'),
     "gateway.tokens.session": KeyHelp(help="the session the token's calls run under", example='"ci-bot"'),

@@ -23,13 +23,14 @@ import logging
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from pincer.canvas.a2ui import V09, A2uiMessage
+from pincer.canvas.a2ui import V09, A2uiMessage, parse_messages
+from pincer.canvas.catalogs import CatalogSet, default_catalogs
 from pincer.canvas.drawing import A2uiRender, Author, Drawing, HtmlRender, Surface, Verdict
 from pincer.core.errors import A2uiInvalid, BudgetExceeded, CanvasChanged, Denied, PayloadTooLarge, UsageError
 from pincer.core.ids import random_id
@@ -187,12 +188,21 @@ class Canvas:
 class CanvasBoard:
     """Every canvas of this gateway. ``scan`` is the leak scanner (pushed content holding a
     secret is refused); ``sink`` delivers people's actions to runs; ``is_main`` says whether a
-    session is a main session (its untainted runs' words are the operator's)."""
+    session is a main session (its untainted runs' words are the operator's); ``catalogs`` gives
+    the A2UI catalogs surfaces may name (the built-in ones by default)."""
 
-    def __init__(self, *, scan: Scanner, sink: EventSink | None = None, is_main: Callable[[str], bool] = lambda _: False) -> None:
+    def __init__(
+        self,
+        *,
+        scan: Scanner,
+        sink: EventSink | None = None,
+        is_main: Callable[[str], bool] = lambda _: False,
+        catalogs: Callable[[], Awaitable[CatalogSet]] | None = None,
+    ) -> None:
         self._scan = scan
         self.sink = sink
         self.is_main = is_main
+        self._catalogs = catalogs
         self._canvases: dict[str, Canvas] = {}
         self._key = secrets.token_bytes(32)
         self.base_url: str | None = None  # the gateway's own URL, once it serves
@@ -306,6 +316,13 @@ class CanvasBoard:
         canvas.html = HtmlRender(html=old.html if old else None, evals=evals, drawing=drawing)
         canvas.show(canvas.html)
         return eval_id
+
+    async def check_a2ui(self, session: str, messages: Any) -> list[A2uiMessage]:
+        """``messages`` checked against their version's schema and the catalog each surface
+        names, with the surfaces already on ``session``'s canvas (A2uiInvalid otherwise)."""
+        catalogs = await self._catalogs() if self._catalogs is not None else default_catalogs()
+        prior = {sid: surface.messages for sid, surface in self.get(session).surfaces.items()}
+        return parse_messages(messages, catalogs=catalogs, prior=prior)
 
     def push_a2ui(self, session: str, messages: list[A2uiMessage], author: Author) -> Canvas:
         """Apply a checked batch. A v0.9 update for a surface no ``createSurface`` made is

@@ -27,6 +27,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import anyio
 import jsonschema_rs
 
 from pincer.core.errors import A2uiInvalid, ConfigError
@@ -35,6 +36,7 @@ __all__ = [
     "Catalog",
     "CatalogSet",
     "load_catalog",
+    "load_catalogs",
     "builtin_catalogs",
     "STANDARD_V08",
     "BASIC_V09",
@@ -242,3 +244,58 @@ def unknown_catalog(index: int, action: str, field_path: str, catalog_id: str, k
         f"(rule: a catalog this canvas knows: {', '.join(known)})",
         hint=f"use one of those, or register the catalog's file or https URL in {CATALOGS_KEY} in config.toml",
     )
+
+
+MAX_CATALOG_BYTES = 4_194_304
+
+
+async def _fetch(url: str, *, allow_private: bool) -> bytes:
+    """A catalog URL's body, through the egress rule: https (plain http to loopback only with
+    ``[network] allow_private``), the URL's own host, no private or metadata address."""
+    from pincer.core.errors import EgressDenied, PincerError
+    from pincer.safety import egress
+
+    hint = f"give an https URL whose host resolves to a public address, or a file, in {CATALOGS_KEY}"
+    try:
+        target = egress.check_url(url, allow_plain_http=allow_private)
+        policy = egress.EgressPolicy.from_hosts(
+            [target.authority], allow_private_network=allow_private, allow_plain_http_loopback=allow_private, max_response_bytes=MAX_CATALOG_BYTES
+        )
+        response = await egress.send(egress.HttpRequest(method="GET", url=url, headers=(("Accept", "application/json"),)), policy=policy)
+    except EgressDenied as exc:
+        raise ConfigError(f"A2UI catalog {url}: the egress rule refuses it: {exc.message}", hint=exc.hint or hint) from None
+    except PincerError as exc:
+        raise ConfigError(f"A2UI catalog {url}: could not fetch it: {exc.message}", hint=hint) from None
+    if response.status != 200:
+        raise ConfigError(f"A2UI catalog {url}: the server answered HTTP {response.status}", hint=hint)
+    if response.truncated:
+        raise ConfigError(f"A2UI catalog {url}: larger than {MAX_CATALOG_BYTES} bytes", hint=hint)
+    return response.body
+
+
+def _read_file(source: str, home: Any) -> bytes:
+    from pathlib import Path
+
+    path = Path(source).expanduser()
+    path = path if path.is_absolute() else Path(home) / path
+    try:
+        if path.stat().st_size > MAX_CATALOG_BYTES:
+            raise ConfigError(f"A2UI catalog {path}: larger than {MAX_CATALOG_BYTES} bytes", hint=f"remove it from {CATALOGS_KEY}")
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"A2UI catalog {path}: cannot read it ({exc.strerror})", hint=f"fix the path in {CATALOGS_KEY} (relative paths start at the pincer home)"
+        ) from None
+
+
+async def load_catalogs(sources: Sequence[str], *, home: Any, allow_private: bool) -> CatalogSet:
+    """The built-in catalogs and those ``sources`` name (``[gateway] a2ui_catalogs``: files,
+    relative to the pincer home, or URLs). ConfigError for the first that cannot be had."""
+    extra = []
+    for source in sources:
+        if source.startswith(("https://", "http://")):
+            text: str | bytes = await _fetch(source, allow_private=allow_private)
+        else:
+            text = await anyio.to_thread.run_sync(_read_file, source, home)
+        extra.append(load_catalog(text, source))
+    return CatalogSet(extra)

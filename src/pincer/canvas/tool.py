@@ -13,7 +13,6 @@ import base64
 import logging
 from typing import Any, Literal
 
-from pincer.canvas.a2ui import parse_messages
 from pincer.canvas.board import CanvasBoard, Reporter
 from pincer.canvas.drawing import Author
 from pincer.canvas.frame import CANVAS_EVENT_TOOL
@@ -153,7 +152,7 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
         Args:
             messages: The A2UI messages, in order.
         """
-        parsed = parse_messages(messages)
+        parsed = await board.check_a2ui(host.session, messages)
         canvas = board.push_a2ui(host.session, parsed, _author(board, host))
         return {**canvas.state(), "applied": [{"version": m.version, "action": m.action, "surfaceId": m.surface_id} for m in parsed]}
 

@@ -17,6 +17,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote
 
+import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -38,14 +39,30 @@ CANVAS_URI_PREFIX = "ui://pincer/canvas/"
 
 
 def open_board(pincer: Any) -> CanvasBoard:
-    """A board whose pushed content passes the Pincer's leak scanner, and whose main sessions
-    are config's (``[sessions.NAME] kind``, read at each draw so a reload counts)."""
+    """A board whose pushed content passes the Pincer's leak scanner, whose main sessions are
+    config's (``[sessions.NAME] kind``, read at each draw so a reload counts), and whose A2UI
+    catalogs are the built-in ones and ``[gateway] a2ui_catalogs`` (loaded when first needed,
+    again after a reload changes the list)."""
+    from pincer.canvas.catalogs import CatalogSet, load_catalogs
     from pincer.policy.session import SessionKind
 
     def is_main(session: str) -> bool:
         return bool(pincer.config.session(session).kind is SessionKind.MAIN)
 
-    return CanvasBoard(scan=lambda value: pincer.scanner().scan(value), is_main=is_main)
+    loaded: dict[tuple[Any, ...], CatalogSet] = {}
+    lock = anyio.Lock()
+
+    async def catalogs() -> CatalogSet:
+        config = pincer.config
+        key = (config.home, config.gateway.a2ui_catalogs, config.allow_private_network)
+        async with lock:
+            if key not in loaded:
+                found = await load_catalogs(config.gateway.a2ui_catalogs, home=config.home, allow_private=config.allow_private_network)
+                loaded.clear()
+                loaded[key] = found
+            return loaded[key]
+
+    return CanvasBoard(scan=lambda value: pincer.scanner().scan(value), is_main=is_main, catalogs=catalogs)
 
 
 def deliver_to_runs(runs: RunManager) -> EventSink:
