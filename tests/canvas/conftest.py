@@ -126,13 +126,15 @@ class CanvasServer:
 
 
 @contextmanager
-def canvas_server(home: Path, plan: Callable[[ReceivedRequest], Turn], *, extra_config: str = "") -> Iterator[CanvasServer]:
-    """``pincer serve`` with ``[gateway] canvas = true`` and the plan (a :class:`Plan`, or any
-    responder) as its model."""
+def canvas_server(
+    home: Path, plan: Callable[[ReceivedRequest], Turn], *, extra_config: str = "", gateway_config: str = ""
+) -> Iterator[CanvasServer]:
+    """``pincer serve`` with ``[gateway] canvas = true`` (and ``gateway_config``'s keys) and the
+    plan (a :class:`Plan`, or any responder) as its model."""
     with serve_models(plan) as models:
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(
-            f'[gateway]\ncanvas = true\n\n[llm]\nmodel = "scripted-model"\nbase_url = "{models.openai_url}"\n\n'
+            f'[gateway]\ncanvas = true\n{gateway_config}\n[llm]\nmodel = "scripted-model"\nbase_url = "{models.openai_url}"\n\n'
             f"[approvals]\ntimeout_s = 30\n{extra_config}"
         )
         with pincer_serve(home) as server:
