@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -139,8 +139,8 @@ def _badge(label: Any) -> list[dict[str, Any]]:
 
 
 class _Site(BaseHTTPRequestHandler):
-    routes: dict[str, bytes] = {}
-    hits: list[str] = []
+    routes: ClassVar[dict[str, bytes]] = {}
+    hits: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         self.hits.append(self.path)
