@@ -128,3 +128,94 @@ def test_a_canvas_uri_that_names_no_session_is_refused(tmp_path: Any) -> None:
         answer = server.client.post("/mcp", headers=headers, json=body)
         text = answer.text
         assert "Resource not found" in text and "not a canvas session name" in text, text
+
+
+_CACHING_HOST = """<!doctype html><html><body>
+<div id="views"></div>
+<script>
+// A host that read the view's template once and shows it anew for each tool call (MCP Apps
+// allows it to cache the template): what the call drew reaches the view only as notifications.
+window.hostLog = [];
+window.showCall = (html, args, result) => new Promise((done) => {
+  const app = document.createElement("iframe");
+  app.setAttribute("sandbox", "allow-scripts");
+  app.style.width = "800px"; app.style.height = "400px";
+  document.getElementById("views").replaceChildren(app);
+  const send = (message) => app.contentWindow.postMessage(message, "*");
+  window.addEventListener("message", async (event) => {
+    if (event.source !== app.contentWindow) return;
+    const msg = event.data;
+    window.hostLog.push(msg.method || "response");
+    if (msg.method === "ui/initialize") {
+      send({jsonrpc: "2.0", id: msg.id, result: {protocolVersion: msg.params.protocolVersion, hostInfo: {name: "caching-host", version: "1"},
+            hostCapabilities: {serverTools: {}}, hostContext: {displayMode: "inline"}}});
+    } else if (msg.method === "ui/notifications/initialized") {
+      send({jsonrpc: "2.0", method: "ui/notifications/tool-input", params: {arguments: args}});
+      window.sendResult = () => send({jsonrpc: "2.0", method: "ui/notifications/tool-result", params: result});
+      done();
+    } else if (msg.method === "tools/call") {
+      send({jsonrpc: "2.0", id: msg.id, result: await window.hostCallTool(msg.params)});
+    }
+  });
+  app.srcdoc = html;
+});
+</script></body></html>"""
+
+
+def test_a_host_that_caches_the_view_shows_what_each_call_drew(browser: Any, tmp_path: Any) -> None:
+    """The host reads ``ui://pincer/canvas/main`` once, while the canvas is empty, and shows that
+    template for each later call. Before the change the view showed the canvas as it was when
+    read, whatever the call drew, and ignored the notifications (failed at ``first["_meta"][...]``:
+    the result carried nothing for the view); now each call's result carries the view's state
+    and the view shows it on ``ui/notifications/tool-result``."""
+    with canvas_server(tmp_path / "home", Plan(steps=[])) as server:
+        (cached,) = _rpc(server, "resources/read", {"uri": "ui://pincer/canvas/main"}, name="ui://pincer/canvas/main")["contents"]
+
+        def call_tool(params: dict[str, Any]) -> dict[str, Any]:
+            return _rpc(server, "tools/call", {"name": params["name"], "arguments": params["arguments"]}, name=params["name"])
+
+        first_args = {"messages": SURFACE_V09}
+        first = call_tool({"name": "a2ui_push", "arguments": first_args})
+        view = first["_meta"]["pincer/canvas-view"]
+        assert view["session"] == "main" and view["renders"]["a2ui"] and len(view["messages"]) == 3
+        context = browser.new_context()
+        context.set_default_timeout(STEP_TIMEOUT_S * 1000)
+        try:
+            page = context.new_page()
+            page.expose_function("hostCallTool", call_tool)
+            page.set_content(_CACHING_HOST)
+            page.evaluate("([html, args, result]) => window.showCall(html, args, result)", [cached["text"], first_args, first])
+            frame = page.frame_locator("#views iframe")
+            frame.locator("#pincer-status", has_text="the agent is drawing").wait_for()  # tool-input heard
+            assert frame.locator("a2ui-basic-button").count() == 0  # the cached template alone shows nothing
+            page.evaluate("window.sendResult()")
+            frame.locator("a2ui-basic-textfield:has-text('Guest') input").fill("Cached-typed")
+            frame.get_by_role("button", name="Confirm").click()
+            clicked = _wait_for_event(server, "book9")
+            assert clicked["data"]["message"]["action"]["context"] == {"guest": "Cached-typed"}
+            assert clicked["trusted"] is False and "an MCP App host" in clicked["source"]
+
+            # The next call, shown from the same cached template: the view shows that call's canvas.
+            relabel = [{"version": "v0.9", "updateComponents": {"surfaceId": "form9", "components": [
+                {"id": "go9_label", "component": "Text", "text": "Reconfirm"}]}}]  # fmt: skip
+            second = call_tool({"name": "a2ui_push", "arguments": {"messages": relabel}})
+            page.evaluate("([html, args, result]) => window.showCall(html, args, result)", [cached["text"], {"messages": relabel}, second])
+            page.evaluate("window.sendResult()")
+            frame.get_by_role("button", name="Reconfirm").wait_for()
+            log = page.evaluate("window.hostLog")
+        finally:
+            context.close()
+        assert log.count("ui/initialize") == 2 and "tools/call" in log
+
+
+def _wait_for_event(server: CanvasServer, name: str) -> dict[str, Any]:
+    import time
+
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        events = server.ui.get("/ui/canvas/main/events").json()["events"]
+        found = [e for e in events if e["name"] == name]
+        if found:
+            return dict(found[0])
+        time.sleep(0.1)
+    raise AssertionError(f"no canvas event {name!r} within {STEP_TIMEOUT_S}s")

@@ -26,6 +26,7 @@ The embedding page (``gateway/canvas_pages.py``) forbids every frame but these d
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
@@ -44,6 +45,8 @@ __all__ = [
     "app_document",
     "view_document",
     "MCP_APP_PROTOCOL_VERSION",
+    "VIEW_META_KEY",
+    "view_state",
     "CANVAS_EVENT_TOOL",
     "renderer_script",
 ]
@@ -77,21 +80,63 @@ _APP_BRIDGE = """
 (function () {
   let nextId = 1;
   const pending = {};
-  const renders = RENDERS;
+  let view = @@VIEW@@;
   function request(method, params) {
     const id = nextId++;
     window.parent.postMessage({jsonrpc: "2.0", id: id, method: method, params: params}, "*");
     return new Promise((resolve, reject) => { pending[id] = {resolve: resolve, reject: reject}; });
+  }
+  function status(text) {
+    const line = document.getElementById("pincer-status");
+    if (line) line.textContent = text;
+    document.body.dataset.status = text ? "busy" : "";
+  }
+  // The view as a state says: A2UI surfaces (the renderer draws them anew) and the agent HTML in
+  // a sandboxed srcdoc frame of its own. A host may cache this document: the state of each tool
+  // call arrives with its result (ui/notifications/tool-result, _meta "pincer/canvas-view").
+  function show(state) {
+    view = state;
+    const surfaces = document.getElementById("pincer-a2ui");
+    if (window.pincerA2ui) window.pincerA2ui.show(state.messages || [], surfaces);
+    let frame = document.getElementById("pincer-html");
+    if (state.html === null || state.html === undefined) {
+      if (frame) frame.remove();
+    } else {
+      if (!frame) {
+        frame = document.createElement("iframe");
+        frame.id = "pincer-html";
+        frame.setAttribute("sandbox", "allow-scripts");
+        frame.setAttribute("referrerpolicy", "no-referrer");
+        frame.title = "agent HTML";
+        frame.className = "pincer-html";
+        document.body.appendChild(frame);
+      }
+      if (frame.dataset.render !== state.renders.html) {
+        frame.dataset.render = state.renders.html;
+        frame.srcdoc = state.html;
+      }
+    }
+    document.body.dataset.revision = String(state.revision);
   }
   window.addEventListener("message", (event) => {
     const msg = event.data;
     const html = document.getElementById("pincer-html");
     if (html && event.source === html.contentWindow) {
       // The agent HTML's own frame: relayed as its words, never as pincer's controls.
-      if (msg && msg.type === "pincer-canvas" && typeof msg.name === "string" && renders.html) relay("html", renders.html, msg.name, msg.data);
+      if (msg && msg.type === "pincer-canvas" && typeof msg.name === "string" && view.renders.html) relay("html", view.renders.html, msg.name, msg.data);
       return;
     }
-    if (event.source !== window.parent || !msg || msg.jsonrpc !== "2.0" || msg.id === undefined || !(msg.id in pending)) return;
+    if (event.source !== window.parent || !msg || msg.jsonrpc !== "2.0") return;
+    if (msg.method === "ui/notifications/tool-input") { status("the agent is drawing..."); return; }
+    if (msg.method === "ui/notifications/tool-cancelled") { status(""); return; }
+    if (msg.method === "ui/notifications/tool-result") {
+      const params = msg.params || {};
+      const state = params._meta && params._meta[@@VIEW_KEY@@];
+      if (state && typeof state === "object" && state.session === @@SESSION@@) { show(state); status(""); }
+      else if (params.isError) status("the agent's last drawing was refused");
+      return;
+    }
+    if (msg.id === undefined || !(msg.id in pending)) return;
     const waiter = pending[msg.id];
     delete pending[msg.id];
     if (msg.error) waiter.reject(msg.error); else waiter.resolve(msg.result);
@@ -99,16 +144,17 @@ _APP_BRIDGE = """
   const ready = request("ui/initialize", {
     appInfo: {name: "pincer-canvas", version: "1"},
     appCapabilities: {},
-    protocolVersion: PROTOCOL,
+    protocolVersion: @@PROTOCOL@@,
   }).then((result) => {
     window.parent.postMessage({jsonrpc: "2.0", method: "ui/notifications/initialized", params: {}}, "*");
     return result;
   });
   function relay(frame, render, name, data) {
-    return ready.then(() => request("tools/call", {name: TOOL, arguments: {
-      session: SESSION, frame: frame, render: render, name: String(name), data: data === undefined ? null : data}}));
+    return ready.then(() => request("tools/call", {name: @@TOOL@@, arguments: {
+      session: @@SESSION@@, frame: frame, render: render, name: String(name), data: data === undefined ? null : data}}));
   }
-  window.pincer = Object.freeze({ send(name, data) { return relay("a2ui", renders.a2ui, name, data); } });
+  window.pincer = Object.freeze({ send(name, data) { return relay("a2ui", view.renders.a2ui, name, data); } });
+  document.addEventListener("DOMContentLoaded", () => show(view));
 })();
 """
 
@@ -128,7 +174,10 @@ def renderer_script() -> str:
             hint="run `make setup` (or `make a2ui-renderer`) in pincer's checkout, or install pincer from a wheel; "
             "or set [gateway] canvas = false",
         )
-    return asset.read_text(encoding="utf-8")
+    script = asset.read_text(encoding="utf-8")
+    if "</script" in script.lower() or "<!--" in script:  # it is inlined in a <script> element
+        raise ConfigError(f"pincer's A2UI renderer (canvas/assets/{RENDERER_ASSET}) cannot be inlined", hint="run `make a2ui-renderer` again")
+    return script
 
 
 def _script_json(value: Any) -> str:
@@ -276,28 +325,37 @@ def a2ui_document(session: str, render: A2uiRender | None, *, nonce: str) -> str
 _APP_META_CSP = "; ".join([*_NO_NETWORK, "script-src 'unsafe-inline'", "style-src 'unsafe-inline'"])
 
 
-def app_document(session: str, html: HtmlRender | None, a2ui: A2uiRender | None) -> str:
-    """The canvas as an MCP Apps view: the ext-apps bridge, pincer's A2UI, and the agent HTML in
-    a nested ``<iframe sandbox="allow-scripts" srcdoc>`` (an opaque origin of its own, so its
-    scripts neither read the view's text fields nor call its bridge). Each event names the
-    rendering it came from (``frame``, ``render``)."""
-    renders = {"html": html.id if html else None, "a2ui": a2ui.id if a2ui else None}
-    bridge = (
-        _APP_BRIDGE.replace("RENDERS", _script_json(renders))
-        .replace("PROTOCOL", _script_json(MCP_APP_PROTOCOL_VERSION))
-        .replace("TOOL", _script_json(CANVAS_EVENT_TOOL))
-        .replace("SESSION", _script_json(session))
-    )
-    parts = [*_head(f"pincer canvas: {session}", csp_meta=_APP_META_CSP), f"<script>{bridge}</script>", "</head><body>"]
-    if a2ui is not None and a2ui.surfaces:
-        parts += _surfaces_script(a2ui, None)
-    if html is not None:
-        inner = html_document(session, html, csp_meta=_APP_META_CSP)
-        parts.append(
-            f'<iframe id="pincer-html" sandbox="allow-scripts" referrerpolicy="no-referrer" title="agent HTML" '
-            f'style="border:0;width:100%;min-height:60vh" srcdoc="{_attr(inner)}"></iframe>'
-        )
-    parts.append("</body></html>")
+VIEW_META_KEY = "pincer/canvas-view"  # a canvas tool result's _meta key: the view's state
+
+
+def view_state(session: str, revision: int, html: HtmlRender | None, a2ui: A2uiRender | None) -> dict[str, Any]:
+    """What the MCP Apps view shows: the renderings (their ids name the events they send), the
+    A2UI messages, and the agent HTML as the document its sandboxed frame loads."""
+    return {
+        "session": session,
+        "revision": revision,
+        "renders": {"html": html.id if html else None, "a2ui": a2ui.id if a2ui and a2ui.surfaces else None},
+        "messages": [m for surface in (a2ui.surfaces.values() if a2ui else ()) for m in surface.messages],
+        "html": html_document(session, html, csp_meta=_APP_META_CSP) if html is not None else None,
+    }
+
+
+def app_document(session: str, state: Mapping[str, Any]) -> str:
+    """The canvas as an MCP Apps view: the ext-apps bridge, the renderer, and the canvas as
+    ``state`` (:func:`view_state`) says: pincer's A2UI in the view's document, the agent HTML in a
+    nested ``<iframe sandbox="allow-scripts" srcdoc>`` (an opaque origin of its own, so its
+    scripts neither read the view's text fields nor call its bridge). A host may cache this
+    document: each canvas tool's result carries the state anew (``_meta`` ``pincer/canvas-view``)
+    and the view shows it when the host sends ``ui/notifications/tool-result``. Each event names
+    the rendering it came from (``frame``, ``render``)."""
+    values = {
+        "VIEW_KEY": VIEW_META_KEY, "VIEW": dict(state), "PROTOCOL": MCP_APP_PROTOCOL_VERSION, "TOOL": CANVAS_EVENT_TOOL, "SESSION": session,
+    }  # fmt: skip
+    # One pass: what a value holds (the agent's HTML) is never read as a placeholder.
+    bridge = re.sub(r"@@([A-Z_]+)@@", lambda m: _script_json(values[m.group(1)]), _APP_BRIDGE)
+    style = "<style>iframe.pincer-html{border:0;width:100%;min-height:60vh} #pincer-status:empty{display:none}</style>"
+    parts = [*_head(f"pincer canvas: {session}", csp_meta=_APP_META_CSP), style, f"<script>{renderer_script()}</script>", f"<script>{bridge}</script>"]
+    parts += ["</head><body>", '<p id="pincer-status"></p>', '<div id="pincer-a2ui"></div>', "</body></html>"]
     return "".join(parts)
 
 

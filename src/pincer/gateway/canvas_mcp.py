@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from pincer.canvas.board import CanvasBoard, CanvasEvent, EventSink
-from pincer.canvas.frame import app_document
+from pincer.canvas.frame import VIEW_META_KEY, app_document, view_state
 from pincer.core.errors import UsageError
 from pincer.gateway.mcp_server import McpGateway, complete
 from pincer.llm.run import OutsideData, RunEvent
@@ -35,6 +35,7 @@ __all__ = ["CanvasMcpExtension", "open_board", "deliver_to_runs", "MCP_APP_MIME_
 logger = logging.getLogger(__name__)
 
 MCP_APP_MIME_TYPE = "text/html;profile=mcp-app"
+VIEW_TOOLS = frozenset({"canvas", "a2ui_push", "a2ui_reset"})  # the tools whose _meta.ui names the view
 CANVAS_URI_PREFIX = "ui://pincer/canvas/"
 
 
@@ -125,7 +126,7 @@ class CanvasMcpExtension:
             content = {
                 "uri": uri,
                 "mimeType": MCP_APP_MIME_TYPE,
-                "text": app_document(canvas.session, canvas.html, canvas.a2ui),
+                "text": app_document(canvas.session, view_state(canvas.session, canvas.revision, canvas.html, canvas.a2ui)),
                 # The view needs no network: the host's CSP for it allows no origin.
                 "_meta": {"ui": {"csp": {"connectDomains": [], "resourceDomains": []}, "prefersBorder": True}},
             }
@@ -133,6 +134,20 @@ class CanvasMcpExtension:
 
         server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
         server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+        gateway.result_hooks.append(self._with_view)
+
+    def _with_view(self, session: str, tool: str, wire: dict[str, Any]) -> None:
+        """A canvas tool's result carries the view's state (``_meta`` ``pincer/canvas-view``): a
+        host that cached the view's document shows the canvas as this call left it, from
+        ``ui/notifications/tool-result``. ``_meta`` is the host's, not the model's (MCP Apps)."""
+        if tool not in VIEW_TOOLS:
+            return
+        try:
+            canvas = self.board.get(session)
+        except UsageError:
+            return
+        meta = wire.setdefault("_meta", {})
+        meta[VIEW_META_KEY] = view_state(canvas.session, canvas.revision, canvas.html, canvas.a2ui)
 
     def _resource(self, session: str) -> dict[str, Any]:
         return {

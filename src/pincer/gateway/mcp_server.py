@@ -151,6 +151,8 @@ class McpGateway:
         # and the serialized tools/list result per protocol version).
         self._tool_cache: dict[str, tuple[Any, list[dict[str, Any]], dict[str, dict[str, Any]]]] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
+        # What extensions add to a final tools/call result: (session, tool name, wire result).
+        self.result_hooks: list[Callable[[str, str, dict[str, Any]], None]] = []
         self.server: Server[Any] = _PincerServer(
             SERVER_NAME,
             version=__version__,
@@ -319,6 +321,9 @@ class McpGateway:
         seen = as_seen(self.pincer.config.session(session.name), name, result)
         # A tool the session may not see is answered as a missing one, its definition unsaid.
         wire = result_to_wire(seen, self._spec_or_none(name) if seen is result else None)
+        if seen is result:
+            for hook in self.result_hooks:
+                hook(session.name, name, wire)
         if channel.is_modern:
             wire["resultType"] = "complete"
         return wire
