@@ -702,7 +702,7 @@ def test_a_script_flooding_the_canvas_cannot_use_up_a_persons_clicks(tmp_path: P
         flood = {"frame": "html", "render": state.get("html_render"), "name": "flood", "data": {}}
         answers = [server.ui.post("/ui/canvas/main/events", headers=csrf, json=flood).status_code for _ in range(MAX_EVENTS_PER_MINUTE + 1)]
         assert answers[:MAX_EVENTS_PER_MINUTE] == [202] * MAX_EVENTS_PER_MINUTE and answers[-1] == 429, answers[-3:]
-        message = {"userAction": {"name": "go", "surfaceId": "s", "sourceComponentId": "s_button"}}
+        message = {"userAction": {"name": "go", "surfaceId": "s", "sourceComponentId": "s_button", "timestamp": "2026-01-01T00:00:00Z", "context": {}}}
         body = {"frame": "a2ui", "render": state.get("a2ui_render"), "name": "a2ui_action", "data": {"name": "go", "surfaceId": "s", "message": message}}
         click = server.ui.post("/ui/canvas/main/events", headers=csrf, json=body)
         assert click.status_code == 202, click.text

@@ -159,8 +159,9 @@ async def test_a_click_counts_only_on_a_control_of_the_rendering_it_names(tmp_pa
             csrf = _csrf((await http.get("/ui/canvas/main")).text)
             render = (await _state(http))["a2ui_render"]
 
-            async def click(name: str, component: str, frame: str = "a2ui", event: str = "a2ui_action") -> httpx.Response:
-                data = {"name": name, "surfaceId": "s", "message": {"userAction": {"name": name, "surfaceId": "s", "sourceComponentId": component}}}
+            async def click(name: str, component: str, frame: str = "a2ui", event: str = "a2ui_action", **extra: Any) -> httpx.Response:
+                action = {"name": name, "surfaceId": "s", "sourceComponentId": component, "timestamp": "2026-12-06T10:00:00Z", "context": {}, **extra}
+                data = {"name": name, "surfaceId": "s", "message": {"userAction": {k: v for k, v in action.items() if v is not None}}}
                 body = {"frame": frame, "render": render, "name": event, "data": data}
                 return await http.post("/ui/canvas/main/events", headers={"X-CSRF-Token": csrf}, json=body)
 
@@ -171,6 +172,10 @@ async def test_a_click_counts_only_on_a_control_of_the_rendering_it_names(tmp_pa
                 assert refused.status_code == 409 and refused.json()["error"]["code"] == "canvas_changed", refused.text
             # The same body from the agent HTML's frame names no HTML rendering: refused too.
             assert (await click("go", "b", frame="html")).status_code == 409
+            # A control's click whose message is not A2UI's client-to-server shape is refused.
+            for bad in ({"timestamp": None}, {"timestamp": "yesterday"}, {"context": ["a"]}):
+                refused = await click("go", "b", **bad)
+                assert refused.status_code == 422 and refused.json()["error"]["code"] == "a2ui_invalid", refused.text
 
 
 async def test_csp_reports_from_the_sandboxed_frame_become_untrusted_events_without_the_token(tmp_path: Path) -> None:

@@ -39,7 +39,9 @@ from pincer.canvas.catalogs import (
 )
 from pincer.core.errors import A2uiInvalid
 
-__all__ = ["A2uiMessage", "V08", "V09", "V08_ACTIONS", "V09_ACTIONS", "parse_messages", "component_names", "catalog_of"]
+__all__ = [
+    "A2uiMessage", "V08", "V09", "V08_ACTIONS", "V09_ACTIONS", "parse_messages", "component_names", "catalog_of", "check_client_message",
+]  # fmt: skip
 
 V08 = "v0.8"
 V09 = "v0.9"
@@ -293,3 +295,24 @@ def _recheck_earlier(chosen: Mapping[tuple[str, str], tuple[Catalog, int, str, s
                     f"components that {_label(catalog)} refuses: {exc.message}",
                     hint="delete the surface first (deleteSurface), or keep to a catalog its components fit",
                 ) from None
+
+
+_CLIENT: dict[str, Any] = {}
+
+
+def check_client_message(message: Any) -> str:
+    """An A2UI client-to-server message (what a person's action sends back: v0.9
+    ``{"version": "v0.9", "action": ...}`` or ``"error"``, v0.8 ``{"userAction": ...}`` or
+    ``"error"``) checked against its version's published schema; its version, or A2uiInvalid
+    naming the field and the rule."""
+    if not isinstance(message, Mapping):
+        raise A2uiInvalid("an A2UI client message is a JSON object", hint="send the client-to-server message the renderer built")
+    version = V09 if "version" in message else V08
+    if version not in _CLIENT:
+        from pincer.canvas.catalogs import shipped_schema
+
+        path = "v0_9/client_to_server.json" if version == V09 else "v0_8/client_to_server.json"
+        _CLIENT[version] = jsonschema_rs.validator_for(shipped_schema(path), validate_formats=True, retriever=no_retrieval)
+    action = next((k for k in ("action", "userAction", "error") if k in message), "message")
+    _check(_CLIENT[version], dict(message), index=0, action=action, prefix=[])
+    return version

@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from pincer.canvas.a2ui import V09, A2uiMessage, parse_messages
+from pincer.canvas.a2ui import V09, A2uiMessage, check_client_message, parse_messages
 from pincer.canvas.catalogs import CatalogSet, default_catalogs
 from pincer.canvas.drawing import A2uiRender, Author, Drawing, HtmlRender, Surface, Verdict
 from pincer.core.errors import A2uiInvalid, BudgetExceeded, CanvasChanged, Denied, PayloadTooLarge, UsageError
@@ -481,6 +481,7 @@ def _control(render: A2uiRender, name: str, body: Mapping[str, Any]) -> tuple[Su
             f"no control of that rendering sends this action (surface {str(body.get('surfaceId'))[:60]!r}, name {str(body.get('name'))[:60]!r})",
             hint="reload the canvas page; a click counts only on a control pincer rendered",
         )
+    check_client_message(message)  # the action in its version's client-to-server shape, as published
     return surface, action
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "MINIMAL_V09",
     "CATALOGS_KEY",
     "no_retrieval",
+    "shipped_schema",
 ]
 
 V08 = "v0.8"
@@ -58,6 +59,11 @@ _V09_NEEDS = ("anyComponent", "anyFunction", "theme")
 def no_retrieval(uri: str) -> Any:
     """The retriever of every validator: a schema is never fetched while validating."""
     raise ValueError(f"{uri} is neither A2UI's nor in this catalog: pincer fetches no schema while validating")
+
+
+def shipped_schema(path: str) -> dict[str, Any]:
+    """One of the A2UI schemas shipped under ``schemas/`` (``v0_9/client_to_server.json``...)."""
+    return _shipped(path)
 
 
 def _shipped(path: str) -> dict[str, Any]:
