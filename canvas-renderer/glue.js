@@ -9,7 +9,8 @@
 //   says a person made (event.isTrusted): a script's synthetic click sends nothing;
 // - the minimal catalog's capitalize function, and custom catalogs drawn with the basic
 //   catalog's components (the gateway has checked them against their own schema);
-// - text stays text: no markdown renderer, so no markup from a surface.
+// - text stays text: no markdown renderer, so no markup from a surface;
+// - style bindings through CSSOM, so the frame's policy allows no inline style at all.
 // It listens to no message from any window.
 import { ContextProvider } from "@lit/context";
 import { z } from "zod";
@@ -38,6 +39,18 @@ const capitalize = createFunctionImplementation(
 );
 const minimalCatalog = new Catalog(MINIMAL_CATALOG, [A2uiText, A2uiRow, A2uiColumn, A2uiButton, A2uiTextField], [capitalize]);
 const basicComponents = [...basicCatalog.components.values()];
+
+// Lit writes a style binding's first value as a style attribute, which this document's policy
+// (styles by nonce only) blocks; the same declarations set through CSSOM are not: only this
+// document's own nonce'd scripts can set them, and a surface's values still pass its catalog.
+const setAttribute = Element.prototype.setAttribute;
+Element.prototype.setAttribute = function (name, value) {
+  if (String(name).toLowerCase() === "style" && this.style) {
+    this.style.cssText = String(value);
+    return;
+  }
+  setAttribute.call(this, name, value);
+};
 
 // A click counts while the browser dispatches it: set in the capture phase at the window (before
 // any element's listener), cleared once the dispatch and the microtasks it queued are over.

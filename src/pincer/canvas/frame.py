@@ -223,11 +223,6 @@ def html_frame_csp(*, report_url: str, frame_ancestors: str) -> str:
     )
 
 
-# Lit's styleMap writes its first value as a style attribute, an empty one where a surface sets no
-# style: that one attribute value is allowed (its hash), no other inline style.
-_EMPTY_STYLE = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
-
-
 def a2ui_frame_csp(*, nonce: str, frame_ancestors: str) -> str:
     """pincer's A2UI document's policy: sandboxed, no network, and only pincer's own scripts
     (those carrying ``nonce``) run: a surface is data, never markup or script."""
@@ -236,7 +231,7 @@ def a2ui_frame_csp(*, nonce: str, frame_ancestors: str) -> str:
             "sandbox allow-scripts",
             *_NO_NETWORK,
             f"script-src 'nonce-{nonce}'",
-            f"style-src 'nonce-{nonce}' 'unsafe-hashes' '{_EMPTY_STYLE}'",
+            f"style-src 'nonce-{nonce}'",
             f"frame-ancestors {frame_ancestors}",
         ]
     )
