@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.canvas.conftest import STEP_TIMEOUT_S, POLL_S, CanvasServer, Plan, canvas_server
+from tests.canvas.conftest import POLL_S, STEP_TIMEOUT_S, CanvasServer, Plan, canvas_server
 from tests.canvas.test_a2ui_spec import SPEC, _messages, _spec, _web_core
 from tests.canvas.test_canvas_browser import SURFACE_V08, SURFACE_V09, _page
 
