@@ -17,8 +17,10 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pincer.canvas.a2ui import parse_messages
+from pincer.canvas.a2ui import check_client_message, parse_messages
 from pincer.canvas.catalogs import BASIC_V09, MINIMAL_V09, CatalogSet, load_catalog, load_catalogs
 from pincer.core.errors import A2uiInvalid, ConfigError
 from tests.canvas.conftest import Plan, canvas_server
@@ -225,3 +227,36 @@ def test_the_gateway_judges_surfaces_by_the_catalogs_config_registers(tmp_path: 
 
 def _push(server: Any, messages: list[dict[str, Any]]) -> Any:
     return server.client.post("/api/v1/tools/a2ui_push/call", json={"args": {"messages": messages}})
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=10), children, max_size=3),
+    max_leaves=15,
+)
+_catalog_keys = st.sampled_from(["catalogId", "components", "styles", "$schema", "$id", "$defs", "functions", "anyComponent", "type", "$ref"])
+_catalog_shaped = st.recursive(
+    st.none() | st.text(max_size=8) | st.sampled_from([CUSTOM_ID, "object", "#/components/X", f"{COMMON}#/$defs/DynamicString"]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(_catalog_keys, children, max_size=5),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_json, _catalog_shaped))
+def test_any_catalog_document_loads_or_is_refused_with_our_error(value: Any) -> None:
+    try:
+        catalog = load_catalog(json.dumps(value), "fuzzed.json")
+    except ConfigError as exc:
+        assert exc.message.startswith("A2UI catalog fuzzed.json: ") and "[gateway] a2ui_catalogs" in (exc.hint or "")
+        return
+    assert catalog.catalog_id and catalog.components
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_json, st.fixed_dictionaries({"userAction": _json}), st.fixed_dictionaries({"version": st.just("v0.9"), "action": _json})))
+def test_any_client_message_is_checked_or_refused_with_our_error(value: Any) -> None:
+    try:
+        assert check_client_message(value) in ("v0.8", "v0.9")
+    except A2uiInvalid as exc:
+        assert exc.code == "a2ui_invalid"
