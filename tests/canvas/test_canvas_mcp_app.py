@@ -6,6 +6,8 @@ and proxies its ``tools/call``; a click in that window reaches the run, marked u
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -88,20 +90,13 @@ def test_an_mcp_apps_host_renders_the_canvas_and_its_click_reaches_the_run(brows
             calls.append(params)
             return _rpc(server, "tools/call", {"name": params["name"], "arguments": params["arguments"]}, name=params["name"])
 
-        context = browser.new_context()
-        context.set_default_timeout(STEP_TIMEOUT_S * 1000)
-        try:
-            page = context.new_page()
-            page.expose_function("hostCallTool", call_tool)
-            page.set_content(_HOST)
+        with _host_page(browser, _HOST, call_tool) as page:
             page.evaluate("html => window.showApp(html)", content["text"])
             frame = page.frame_locator("#app")
             frame.locator("a2ui-basic-textfield:has-text('Guest') input").fill("Host-typed")
             frame.locator("a2ui-basic-button button").click()
             run = server.finished_run(run_id)
             log = page.evaluate("window.hostLog")
-        finally:
-            context.close()
         assert run["status"] == "done", run
         assert log[:2] == ["ui/initialize", "ui/notifications/initialized"], log
         assert calls and calls[0]["name"] == "canvas_event" and calls[0]["arguments"]["session"] == "main"
@@ -178,12 +173,7 @@ def test_a_host_that_caches_the_view_shows_what_each_call_drew(browser: Any, tmp
         first = call_tool({"name": "a2ui_push", "arguments": first_args})
         view = first["_meta"]["pincer/canvas-view"]
         assert view["session"] == "main" and view["renders"]["a2ui"] and len(view["messages"]) == 3
-        context = browser.new_context()
-        context.set_default_timeout(STEP_TIMEOUT_S * 1000)
-        try:
-            page = context.new_page()
-            page.expose_function("hostCallTool", call_tool)
-            page.set_content(_CACHING_HOST)
+        with _host_page(browser, _CACHING_HOST, call_tool) as page:
             page.evaluate("([html, args, result]) => window.showCall(html, args, result)", [cached["text"], first_args, first])
             frame = page.frame_locator("#views iframe")
             frame.locator("#pincer-status", has_text="the agent is drawing").wait_for()  # tool-input heard
@@ -191,7 +181,7 @@ def test_a_host_that_caches_the_view_shows_what_each_call_drew(browser: Any, tmp
             page.evaluate("window.sendResult()")
             frame.locator("a2ui-basic-textfield:has-text('Guest') input").fill("Cached-typed")
             frame.get_by_role("button", name="Confirm").click()
-            clicked = _wait_for_event(server, "book9")
+            clicked = _wait_for_event(server, "book9", page)
             assert clicked["data"]["message"]["action"]["context"] == {"guest": "Cached-typed"}
             assert clicked["trusted"] is False and "an MCP App host" in clicked["source"]
 
@@ -203,12 +193,26 @@ def test_a_host_that_caches_the_view_shows_what_each_call_drew(browser: Any, tmp
             page.evaluate("window.sendResult()")
             frame.get_by_role("button", name="Reconfirm").wait_for()
             log = page.evaluate("window.hostLog")
-        finally:
-            context.close()
         assert log.count("ui/initialize") == 2 and "tools/call" in log
 
 
-def _wait_for_event(server: CanvasServer, name: str) -> dict[str, Any]:
+@contextmanager
+def _host_page(browser: Any, host_html: str, call_tool: Any) -> Iterator[Any]:
+    """A host's page (``host_html``) whose ``hostCallTool`` proxies the view's tool calls."""
+    context = browser.new_context()
+    context.set_default_timeout(STEP_TIMEOUT_S * 1000)
+    try:
+        page = context.new_page()
+        page.expose_function("hostCallTool", call_tool)
+        page.set_content(host_html)
+        yield page
+    finally:
+        context.close()
+
+
+def _wait_for_event(server: CanvasServer, name: str, page: Any) -> dict[str, Any]:
+    """The canvas's event ``name``, waited for through Playwright (the host's tool calls are
+    served meanwhile)."""
     import time
 
     deadline = time.monotonic() + STEP_TIMEOUT_S
@@ -217,5 +221,5 @@ def _wait_for_event(server: CanvasServer, name: str) -> dict[str, Any]:
         found = [e for e in events if e["name"] == name]
         if found:
             return dict(found[0])
-        time.sleep(0.1)
+        page.wait_for_timeout(100)
     raise AssertionError(f"no canvas event {name!r} within {STEP_TIMEOUT_S}s")
