@@ -4,7 +4,6 @@ every example of the specification without an error or a blocked script or style
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.canvas.conftest import POLL_S, STEP_TIMEOUT_S, CanvasServer, Plan, canvas_server
-from tests.canvas.test_a2ui_spec import SPEC, _messages, _spec, _web_core
+from tests.canvas.test_a2ui_spec import _messages, _web_core
 from tests.canvas.test_canvas_browser import SURFACE_V08, SURFACE_V09, _page
 
 pytestmark = pytest.mark.slow
@@ -110,14 +109,4 @@ def test_the_renderer_shows_every_v09_example_the_published_package_ships(browse
     examples = [(f"{f.parent.parent.name}/{f.name}", _messages(f)) for f in files]
     assert len(examples) >= 40
     with canvas_server(tmp_path / "home", Plan(steps=[])) as server:
-        assert _show_each(browser, server, examples) == {}
-
-
-def test_the_renderer_shows_every_v08_example_of_the_specification(browser: Any, tmp_path: Path) -> None:
-    catalogs = _spec("v0_8", "json", "catalogs")
-    files = sorted(catalogs.glob("*/examples/*.json"))
-    examples = [(f"{f.parent.parent.name}/{f.name}", _messages(f)) for f in files]
-    assert len(examples) >= 35 and SPEC.is_dir()
-    minimal = json.dumps(str(catalogs / "minimal" / "minimal_catalog.json"))
-    with canvas_server(tmp_path / "home", Plan(steps=[]), gateway_config=f"a2ui_catalogs = [{minimal}]\n") as server:
         assert _show_each(browser, server, examples) == {}
