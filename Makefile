@@ -72,6 +72,8 @@ A2UI_LOCK     := canvas-renderer/package-lock.json
 A2UI_DIR      := .cache/npm-a2ui-$(shell sha256sum $(A2UI_LOCK) | cut -c1-12)
 A2UI_RENDERER := src/pincer/canvas/assets/a2ui-renderer.js
 
+.PHONY: setup run test lint bench clean lock system-deps mcp-deps conformance-deps builtins-deps builder-runner a2ui-renderer
+
 # Where `pincer` is, when the shell would not find this one.
 define path_hint
 @command -v pincer >/dev/null 2>&1 && [ "$$(command -v pincer)" = "$(CURDIR)/$(BIN)/pincer" ] || \
