@@ -182,7 +182,9 @@ def _refuse_unset_credential(tool: str, args: Mapping[str, Any], host: HostConte
     if missing is None:
         return
     auth = getattr(host.capabilities, "auth", None)
-    setup = f"`pincer auth setup {tool}` (or `pincer secrets set {missing}`)" if auth is not None else f"`pincer secrets set {missing}`"
+    # One login may serve several tools (``provider``: the six Google tools share ``google``).
+    login = getattr(auth, "provider", None) or tool
+    setup = f"`pincer auth setup {login}` (or `pincer secrets set {missing}`)" if auth is not None else f"`pincer secrets set {missing}`"
     raise SecretError(f"{tool}: its credential is not set up: secret {missing!r} is not set, so the call cannot run",
                       hint=f"set it with {setup}, then call again")  # fmt: skip
 

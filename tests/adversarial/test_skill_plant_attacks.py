@@ -12,6 +12,7 @@ installed-level unless ``[skills] trust_workspace = true``; a skill a run wrote 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ from pincer.skills.model import Trust
 from pincer.store import Answer
 from pincer.triggers.commands import command_table
 from tests.funcruntime import FuncRuntime
-from tests.llm.conftest import llm_config, open_pincer
+from tests.llm.conftest import KEY, llm_config, open_pincer
 
 pytestmark = pytest.mark.anyio
 
@@ -144,7 +145,10 @@ async def test_trust_workspace_still_leaves_a_skill_a_run_wrote_untrusted_until_
             assert pincer.skills.get("mine").trust is Trust.TRUSTED
             assert pincer.skills.get("evil-helper").trust is Trust.INSTALLED
             env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")}
-            env |= {"PINCER_HOME": str(home), "HOME": str(tmp_path / "user-home")}
+            # The CLI is the same pincer: the keys the log and the secrets were begun with.
+            keys = base64.b64encode(KEY).decode()
+            env |= {"PINCER_HOME": str(home), "HOME": str(tmp_path / "user-home"),
+                    "PINCER_AUDIT_KEY": keys, "PINCER_SECRET_KEY": keys}  # fmt: skip
             approved = subprocess.run([sys.executable, "-m", "pincer.cli", "skills", "approve", "evil-helper", "--json"],
                                       capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
             assert approved.returncode == 0, approved.stderr + approved.stdout

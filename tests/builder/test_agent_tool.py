@@ -48,6 +48,11 @@ async def test_build_tool_asks_shows_the_plan_bounds_and_registers_the_tool_live
             assert any("evil.example" in line for line in detail["dropped"]) and "financial" in detail["refused"]
             assert "'shout'" in approval.reason and "api.example.com" in approval.reason
             assert len(server.requests) == 2  # the plan once (before the approval), the code once: no second plan
+            # It declared a credential: until that is set, a call is refused before anyone is asked.
+            unset = await pincer.call(CallRequest(tool="shout", args={"word": "live"}, session="main"), on_approval=approve)
+            assert not unset.ok and unset.error["code"] == "secret_error" and len(shown) == 1, unset.error
+            assert "pincer secrets set weather_key" in unset.error["hint"], unset.error
+            pincer.secrets.set("weather_key", "weather-key-value-1234")
             called = await pincer.call(CallRequest(tool="shout", args={"word": "live"}, session="main"), on_approval=approve)
             assert called.ok and called.output == {"shout": "LIVE!"}  # registered live, no restart
             assert len(shown) == 2 and shown[1].tool == "shout"  # its network effect asks like any tool's
