@@ -1,5 +1,6 @@
 """The agent loop's own cost per turn, next to pydantic-ai's Agent over the same local model server,
-and the tokens a turn costs with and without find_tools for a 300-tool registry.
+and the input tokens a task costs with and without find_tools for a 300-tool registry (the first
+turn alone, and the whole task with the model turns find_tools adds: search, load, then call).
 
 Both loops run the same two-turn conversation against ``pincer.demo.model_server`` (a real HTTP
 server on 127.0.0.1 that answers at once): turn 1 calls a no-op tool, turn 2 answers. The model's
@@ -227,30 +228,71 @@ def registry_tools() -> list[Any]:
     return made
 
 
+# What the scripted model does for the task "open an issue", turn by turn: with every definition
+# sent it calls the tool at once; with find_tools it must search, then load the definition it
+# found, then call: two more model turns, each sending the whole conversation again.
+TASK_TOOL = "github_create_issue"
+TASK_STEPS = {
+    "every definition": [ScriptedCall(name=TASK_TOOL, arguments={"query": "crash on start"})],
+    "find_tools (default 40)": [
+        ScriptedCall(name="find_tools", arguments={"query": "open a github issue"}),
+        ScriptedCall(name="load_tools", arguments={"names": [TASK_TOOL]}),
+        ScriptedCall(name=TASK_TOOL, arguments={"query": "crash on start"}),
+    ],
+}
+
+
 async def tokens_per_turn() -> None:
+    """Input tokens of the first turn alone, and of the whole task with every turn it takes
+    (the turns find_tools adds counted: each sends the conversation again)."""
+    label_of: dict[str, str] = {}  # the run's model name -> its label (the two runs share one server)
+
     def answer(request: ReceivedRequest) -> Turn:
-        return Turn(text="ok", output_tokens=1)
+        steps = TASK_STEPS[label_of[request.body["model"]]]
+        done = sum(1 for m in request.body.get("messages") or [] if m.get("role") == "tool")
+        if done < len(steps):
+            return Turn(calls=(steps[done],), output_tokens=10)
+        return Turn(text="Opened it.", output_tokens=3)
 
     figures = {}
     with serve_models(answer) as server, tempfile.TemporaryDirectory(prefix="pincer-bench-") as tmp:
-        for label, threshold in (("every definition", 10_000), ("find_tools (default 40)", 40)):
+        for n, (label, threshold) in enumerate((("every definition", 10_000), ("find_tools (default 40)", 40))):
             home = Path(tmp) / label.split()[0]
+            model = f"bench-model-{n}"
+            label_of[model] = label
             config = parse_config(
-                f'[llm]\nmodel = "gpt-4o-mini"\nbase_url = "{server.openai_url}"\n[agent]\nmax_tool_definitions = {threshold}\n',
+                f'[llm]\nmodel = "{model}"\nbase_url = "{server.openai_url}"\n[agent]\nmax_tool_definitions = {threshold}\n',
                 home=home,
             )
             async with Pincer.open(home, config=config, secret_key=b"b" * 32, builtins=False, skills=False, scripts=False) as pincer:
                 await pincer.add_runtime(NativeRuntime(registry_tools(), name="big"))
                 before = len(server.requests)
                 run = await pincer.agent.run(RunRequest(message="open an issue"))
-                body = server.requests[before].body
-                figures[label] = (run.usage.input_tokens, len(json.dumps(body.get("tools") or [])) // 4, len(body.get("tools") or []))
-    print(f"\ninput tokens of one turn with {TOOLS_IN_REGISTRY} tools in the registry (4 characters a token)")
-    print(f"  {'':28} {'request':>10} {'tool definitions':>18} {'definitions sent':>18}")
-    for label, (total, tools, count) in figures.items():
-        print(f"  {label:28} {total:10,} {tools:18,} {count:18}")
-    every, lazy = figures["every definition"][0], figures["find_tools (default 40)"][0]
-    print(f"  find_tools sends {every / lazy:.0f}x fewer input tokens per turn")
+                sent = server.requests[before:]
+                if run.status != "done" or run.turns != len(TASK_STEPS[label]) + 1:
+                    raise SystemExit(f"{label}: the task ran {run.turns} turns ({run.status}), not the scripted ones")
+                tools = sent[0].body.get("tools") or []
+                figures[label] = {
+                    "first": _estimate(sent[0].body),
+                    "tools": len(json.dumps(tools)) // 4,
+                    "count": len(tools),
+                    "turns": run.turns,
+                    "task": run.usage.input_tokens,
+                }
+    print(f'\ninput tokens with {TOOLS_IN_REGISTRY} tools in the registry (4 characters a token), task "open an issue"')
+    print(f"  {'':26} {'first turn':>11} {'tool definitions':>17} {'definitions':>12} {'turns':>6} {'whole task':>11}")
+    for label, f in figures.items():
+        print(f"  {label:26} {f['first']:11,} {f['tools']:17,} {f['count']:12} {f['turns']:6} {f['task']:11,}")
+    every, lazy = figures["every definition"], figures["find_tools (default 40)"]
+    print(
+        f"  find_tools: {every['first'] / lazy['first']:.0f}x fewer input tokens in the first turn; over the whole "
+        f"task, its {lazy['turns'] - every['turns']} extra model turns counted, {every['task'] / lazy['task']:.1f}x fewer"
+    )
+
+
+def _estimate(body: dict[str, Any]) -> int:
+    """As the model server estimates a request it is not told the tokens of: 4 characters a token."""
+    return len(json.dumps(body)) // 4
 
 
 async def main(runs: int) -> None:

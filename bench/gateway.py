@@ -2,8 +2,11 @@
 
 Both servers expose the same no-op function and run in their own process under the same
 uvicorn on the same event loop (uvloop when installed, as ``pincer serve`` uses); the client runs
-here. pincer's call goes through the whole governed chain (policy,
-validation, audit record committed to SQLite); MCPServer's straight to the function.
+here. Both run the tool the same way: inline on the event loop by default (pincer's
+``tool(inline=True)``, an ``async def`` for MCPServer, which sends a plain ``def`` to a worker
+thread), or both on a worker thread with ``--tool thread``. pincer's call goes through the whole
+governed chain (policy, validation, audit record committed to SQLite); MCPServer's straight to the
+function.
 
 The client speaks HTTP/1.1 on raw keep-alive sockets, one connection per simulated client, so
 that the client's own cost stays small against the servers'. Each era is measured:
@@ -13,7 +16,7 @@ with an SSE stream by default, so MCPServer is measured twice: as it comes (SSE)
 ``json_response=True`` (the same response mode as pincer). For 1 and 32 concurrent clients it
 prints p50, p95 and calls/s, next to both baselines measured in the same run, as ratios.
 
-    .venv/bin/python bench/gateway.py [--seconds 3] [--rounds 3]
+    .venv/bin/python bench/gateway.py [--seconds 3] [--rounds 3] [--tool inline|thread]
 """
 
 from __future__ import annotations
@@ -39,12 +42,22 @@ CONCURRENCY = (1, 32)
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 # pincer, and the SDK's MCPServer answering as it comes (SSE) and with json_response=True
 MODES = ("mcpserver", "mcpserver-json", "pincer")
+TOOL_KINDS = ("inline", "thread")
 
 
 # -- the servers (run as subprocesses of this script) --------------------------------------------
 
 
 def noop(value: str = "") -> str:
+    """Return the value unchanged.
+
+    Args:
+        value: anything
+    """
+    return value
+
+
+async def noop_async(value: str = "") -> str:
     """Return the value unchanged.
 
     Args:
@@ -68,7 +81,7 @@ def event_loop_options() -> dict[str, Any]:
     return options()
 
 
-def serve_pincer() -> None:
+def serve_pincer(*, inline: bool) -> None:
     import anyio
 
     from pincer.config import parse_config
@@ -82,7 +95,7 @@ def serve_pincer() -> None:
     async def main() -> None:
         config = parse_config("", home=home)
         async with Pincer.open(home, config=config, secret_key=b"b" * 32, builtins=False) as pincer:
-            await pincer.add_runtime(NativeRuntime([tool(inline=True)(noop)], name="bench"))
+            await pincer.add_runtime(NativeRuntime([tool(inline=inline)(noop)], name="bench"))
 
             def ready(info: Any) -> None:
                 token = (home / "gateway.token").read_text().strip()
@@ -93,7 +106,7 @@ def serve_pincer() -> None:
     anyio.run(main, backend_options=event_loop_options())
 
 
-def serve_mcpserver(*, json_response: bool) -> None:
+def serve_mcpserver(*, json_response: bool, inline: bool) -> None:
     import logging
 
     import anyio
@@ -101,7 +114,8 @@ def serve_mcpserver(*, json_response: bool) -> None:
     from mcp.server import MCPServer
 
     server = MCPServer("baseline")
-    server.tool()(noop)
+    # MCPServer runs a plain ``def`` on a worker thread and an ``async def`` on the event loop.
+    server.tool(name="noop")(noop_async if inline else noop)
     # MCPServer logs each new session at INFO; a session is opened once per simulated client.
     logging.getLogger("mcp").setLevel(logging.WARNING)
     app = server.streamable_http_app(json_response=json_response)
@@ -257,9 +271,12 @@ async def measure(url: str, token: str | None, era: str, clients: int, seconds: 
     return Figures(p50_ms=cuts[49] * 1000, p95_ms=cuts[94] * 1000, calls_per_s=len(latencies) / elapsed)
 
 
-def start(mode: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+def start(mode: str, tool_kind: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
     process = subprocess.Popen(
-        [sys.executable, __file__, "--serve", mode], stdout=subprocess.PIPE, text=True, env={**os.environ}
+        [sys.executable, __file__, "--serve", mode, "--tool", tool_kind],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
     )
     assert process.stdout is not None
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -277,13 +294,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each cell reports the median")
+    parser.add_argument(
+        "--tool", choices=TOOL_KINDS, default="inline", help="where both servers run the tool (default inline)"
+    )
     parser.add_argument("--serve", choices=list(MODES), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    inline = options.tool == "inline"
     if options.serve == "pincer":
-        serve_pincer()
+        serve_pincer(inline=inline)
         return
     if options.serve in ("mcpserver", "mcpserver-json"):
-        serve_mcpserver(json_response=options.serve == "mcpserver-json")
+        serve_mcpserver(json_response=options.serve == "mcpserver-json", inline=inline)
         return
 
     # Rounds alternate the two servers so that a busy neighbour on the machine hits both; each
@@ -293,7 +314,7 @@ def main() -> None:
     samples: dict[tuple[str, str, int, str], list[Figures]] = {}
     for _ in range(options.rounds):
         for mode in MODES:
-            process, info = start(mode)
+            process, info = start(mode, options.tool)
             try:
                 for era, clients, method in cells:
                     figures = asyncio.run(measure(info["url"], info["token"], era, clients, options.seconds, method))
@@ -312,7 +333,8 @@ def main() -> None:
 
     print(
         f"MCP over streamable HTTP: median of {options.rounds} rounds x {options.seconds:g} s per cell, "
-        f"{os.cpu_count()} CPUs, every server on {'uvloop' if event_loop_options() else 'asyncio'}"
+        f"{os.cpu_count()} CPUs, every server on {'uvloop' if event_loop_options() else 'asyncio'}, "
+        f"the tool {'inline on the event loop' if inline else 'on a worker thread'} in both"
     )
     print(
         f"{'era':<11}{'method':<11}{'clients':>8}  {'pincer p50/p95 ms':>18} {'calls/s':>8}   "
