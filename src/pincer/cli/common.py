@@ -71,6 +71,7 @@ async def open_pincer(*, builtins: bool = True, quiet: bool = False, config: Any
     that takes more than a second (MCP servers launched with npx fetch their package first) says
     what it waits for on stderr, unless ``quiet`` (commands pass ``quiet=as_json``)."""
     from pincer.cli.progress import slow_wait
+    from pincer.cli.startup_gc import startup_done
     from pincer.service import Pincer
 
     home = pincer_home()
@@ -86,6 +87,7 @@ async def open_pincer(*, builtins: bool = True, quiet: bool = False, config: Any
                     environ=os.environ,
                 )
             )
+        startup_done()  # the start-up's objects are made: the collector's thresholds come back
         yield pincer
 
 

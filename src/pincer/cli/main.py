@@ -161,7 +161,9 @@ def main() -> None:
         app(prog_name="pincer")  # --version and help read nothing of PINCER_HOME
         return
     from pincer.cli.shared_home import synced_home
+    from pincer.cli.startup_gc import begin_startup
 
+    begin_startup()  # until the command's Pincer is open (cli/startup_gc.py says why)
     with synced_home(argv):  # the registry's files shared with other machines ([store] url)
         app(prog_name="pincer")
 
