@@ -162,3 +162,28 @@ async def test_a_replayed_webhook_answer_masks_a_late_secret(pincer_home: Path) 
         again = await http.post("/hooks/gh", content=body, headers=_github(body, delivery="d-late"))
     assert again.status_code == 200 and again.json()["original_status"] == 422
     assert LATE not in again.text and MARKER in again.text
+
+
+@pytest.mark.anyio
+async def test_a_fresh_webhook_answer_masks_a_stored_secret_and_keeps_the_run_ids_it_made(pincer_home: Path) -> None:
+    """A fresh answer's run and firing ids are left out of the leak scan (they are random hex pincer
+    just made); everything else in it is still masked: here the sender's own delivery id, which
+    holds a value stored as a secret before the delivery came."""
+    import re
+
+    from tests.triggers.conftest import live_gateway as hooks_gateway
+    from tests.triggers.test_webhooks import CONFIG, SECRETS, _standard
+
+    body = json.dumps({"type": "invoice.paid", "data": {"customer": "ACME"}}).encode()
+    async with hooks_gateway(pincer_home, config=CONFIG, secrets=SECRETS) as live, live.http() as http:
+        live.pincer.secrets.set("late_token", LATE)
+        answer = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id=f"msg_{LATE}"))
+        await live.pincer.triggers.settle()
+        data = answer.json()
+        assert answer.status_code == 202 and LATE not in answer.text and data["delivery"].startswith("msg_" + MARKER)
+        (run,) = data["runs"]
+        assert data["run_id"] == run["run_id"] and re.fullmatch(r"run-[0-9a-f]{32}", run["run_id"])
+        assert re.fullmatch(r"fire-[0-9a-f]{32}", run["firing_id"])
+        firing = live.pincer.triggers.store.firing(run["firing_id"])
+        assert firing is not None and firing.run_id == run["run_id"]
+        assert [request.run_id for request in live.starter.requests] == [run["run_id"]]

@@ -237,7 +237,7 @@ class HooksEndpoint:
             event=event, payload=payload, address=address,
         )  # fmt: skip
         # A replayed answer is stored history: a value stored as a secret since is masked here.
-        return _json(answer.status, self.pincer.shown(answer.body), answer.headers.items())
+        return _json(answer.status, answer.shown(self.pincer.shown), answer.headers.items())
 
     def _secret(self, name: str) -> str | None:
         store = self.pincer.secrets
