@@ -208,6 +208,7 @@ class _Trace:
     tool_s: float | None = None
     audit_s: float = 0.0
     failed_store: str | None = None
+    approval_wait_ms: float = 0.0  # how long the call waited for a person's answer (part of its duration)
 
 
 class Dispatcher:
@@ -472,22 +473,26 @@ class Dispatcher:
             def note(created: ApprovalRequest) -> None:
                 trace.approval_id = created.id
 
-            with self._approval_observed(spec, trace):
-                asked = await self.approver.ask(
-                    binding=_call_binding(request),
-                    session=request.session,
-                    spec=spec,
-                    effects=effects,
-                    args_shown=trace.args,
-                    hosts=hosts,
-                    grant_decision=decision,
-                    runtime_ask=runtime_ask,
-                    on_approval=on_approval,
-                    on_created=note,
-                    run_id=request.run_id,
-                    tainted_by=_taint_shown(request.taint, scanner),
-                    caller=request.caller,
-                )
+            asking = time.perf_counter()
+            try:
+                with self._approval_observed(spec, trace):
+                    asked = await self.approver.ask(
+                        binding=_call_binding(request),
+                        session=request.session,
+                        spec=spec,
+                        effects=effects,
+                        args_shown=trace.args,
+                        hosts=hosts,
+                        grant_decision=decision,
+                        runtime_ask=runtime_ask,
+                        on_approval=on_approval,
+                        on_created=note,
+                        run_id=request.run_id,
+                        tainted_by=_taint_shown(request.taint, scanner),
+                        caller=request.caller,
+                    )
+            finally:
+                trace.approval_wait_ms = (time.perf_counter() - asking) * 1000
             decision, approval = asked.decision, asked.approval
             trace.decision = decision
 
@@ -778,7 +783,7 @@ class Dispatcher:
             args=args,
             effects=_effect_names(trace.effects if trace.effects is not None else trace.spec.effects) if trace.spec else (),
             duration_ms=usage.duration_ms,
-            usage=usage.to_dict(),
+            usage=_usage_record(usage, trace),
             idempotency_key=request.idempotency_key,
             cached=result.cached,
             approval_id=trace.approval_id,
@@ -795,6 +800,16 @@ def _outcome_of(code: Any, *, ok: bool) -> str:
     if code in ("denied", "approval_denied", "budget_exceeded", "egress_denied"):
         return "denied"
     return "ok" if ok else "error"
+
+
+def _usage_record(usage: Usage, trace: _Trace) -> dict[str, Any]:
+    """The audit record's usage: ``duration_ms`` is the whole call as its caller waited for it;
+    ``approval_wait_ms``, when a person was asked, is the part of it spent waiting for the answer
+    (the tool's own time is the difference), so no view mistakes a person's pause for a slow tool."""
+    data = usage.to_dict()
+    if trace.approval_id is not None:
+        data["approval_wait_ms"] = round(trace.approval_wait_ms, 3)
+    return data
 
 
 def _key_required(tool: str, caller: str) -> IdempotencyKeyRequired:

@@ -29,6 +29,7 @@ from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import TokenBook
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
+from pincer.gateway.ui.favicon import FAVICON_PATH, favicon_route
 from pincer.gateway.upstream_mcp import UpstreamMcpExtension
 from pincer.telemetry.tracing import TRACING
 
@@ -103,7 +104,7 @@ def create_gateway(
     def build_ui() -> ASGIApp:
         from pincer.gateway.ui.app import create_ui_app
 
-        return create_ui_app(pincer, auth=ui_auth, runs=runs)
+        return create_ui_app(pincer, auth=ui_auth, runs=runs, canvas=canvas is not None)
 
     # Built at their first request (lazy.py): a gateway serving only MCP never imports them.
     rest, ui = LazyApp(build_rest), LazyApp(build_ui)
@@ -127,6 +128,7 @@ def create_gateway(
     inner = Starlette(
         routes=[
             *probe_routes(pincer),
+            favicon_route(),
             Route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"]),
             Mount("/api/v1", app=rest),
             redirect_bare_prefix(),
@@ -159,7 +161,7 @@ def create_gateway(
         bound_host=bound_host or settings.host,
         allowed_hosts=settings.allowed_hosts,
         allowed_origins=settings.allowed_origins,
-        public_paths=("/healthz", "/readyz", UI_PREFIX),
+        public_paths=("/healthz", "/readyz", UI_PREFIX, FAVICON_PATH),
         self_authenticated_prefixes=(HOOKS_PREFIX, UI_PREFIX + "/"),
         opaque_origin_prefixes=(FRAME_PREFIX,),  # the canvas frame's CSP reports come from Origin: null
         on_refused=record_refusal,

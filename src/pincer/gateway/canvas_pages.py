@@ -119,7 +119,7 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
 .hidden {{ display: none !important; }}
 </style></head>
 <body>
-<header>canvas <b>{title}</b> <span id="status"></span></header>
+<header>canvas <b>{title}</b> <span id="status" role="status"></span></header>
 <div id="canvas" class="hidden"><div id="a2ui-slot"></div><div id="agent-slot" class="hidden"></div></div>
 <script nonce="{nonce}">
 (function () {{
@@ -215,7 +215,7 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
       method: "POST", credentials: "same-origin",
       headers: {{"Content-Type": "application/json", "X-CSRF-Token": csrf}},
       body: JSON.stringify({{frame: from.frame, render: from.render, name: msg.name, data: msg.data}}),
-    }}).then((r) => {{ if (!r.ok) status.textContent = "(an action was not delivered: " + r.status + ")"; }})
+    }}).then((r) => {{ status.textContent = r.ok ? "(sent: " + msg.name + ")" : "(an action was not delivered: " + r.status + ")"; }})
       .catch(() => {{ status.textContent = "(an action was not delivered)"; }});
   }});
   follow();

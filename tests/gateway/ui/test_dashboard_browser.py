@@ -94,7 +94,7 @@ def test_an_asking_call_appears_live_is_allowed_with_a_click_and_the_chain_verif
         expect(card).to_have_count(1, timeout=WAIT_MS)
         assert page.evaluate("window.__notReloaded") is True  # it came over SSE, not a reload
         expect(card).to_contain_text("write_file")
-        expect(card.locator("pre.args")).to_contain_text('"content": "from the browser"')
+        expect(card.locator("div.args")).to_contain_text("from the browser")
         save_screenshot(page, "approvals-waiting")
 
         # A form post without csrf_token (same cookies, same origin) is refused and changes nothing.
@@ -183,7 +183,7 @@ def test_script_in_a_payload_shows_as_text_and_a_stored_secret_is_redacted(
         errors = _watched(page)
         _sign_in(page, server.info["url"], server.token)
         page.goto(server.info["url"] + f"/ui/audit/{echoed}")
-        args = page.locator("dl.record pre").filter(has_text="<script>")
+        args = page.locator("div.args").filter(has_text="<script>")
         expect(args).to_have_count(1)
         assert page.title() != "pwned" and page.locator("img[src=x]").count() == 0
         assert SECRET not in page.content()

@@ -28,7 +28,7 @@ def test_installed_artifacts_show_signer_and_state_and_verify_names_an_edited_on
         page = http.get("/ui/installed")
         assert page.status_code == 200
         row = page.text.split('id="artifact-skills-good"', 1)[1].split("</tr>", 1)[0]
-        assert "skills/good" in row and "1.0.0" in row and "alice" in row and '<td class="state">ok' in row
+        assert "skills/good" in row and "1.0.0" in row and "alice" in row and 'class="wide state">ok' in row
         verified = http.post("/ui/installed/verify", data={"csrf_token": csrf_of(page.text)})
         assert verified.status_code == 200 and "1 installed artifacts match pincer.lock" in verified.text
         edited = (dashboard_home / "installed" / "skills" / "good" / "SKILL.md").resolve()

@@ -44,8 +44,8 @@ def test_a_run_shows_its_transcript_with_tool_output_escaped(pincer_home: Path) 
             assert f'href="/ui/runs/{run_id}"' in listed and "done" in listed
             page = http.get(f"/ui/runs/{run_id}").text
             assert "Cancel" not in page  # a finished run
-            for role in ("system", "user", "assistant", "tool"):
-                assert f"· {role} ·" in page, role
+            assert "<summary>System prompt" in page and ">User</span>" in page and ">Assistant</span>" in page
+            assert 'class="card accent tool-call' in page  # the tool's answer is on its call's card
             assert 'href="/ui/audit/' in page  # the tool call links its audit record
             assert "&lt;script&gt;document.title=" in page and PAYLOAD not in page
 

@@ -21,9 +21,12 @@ if TYPE_CHECKING:
 __all__ = ["create_ui_app"]
 
 
-def create_ui_app(pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = ()) -> ASGIApp:
+def create_ui_app(
+    pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = (), canvas: bool = False
+) -> ASGIApp:
     """The dashboard, to be mounted at ``/ui``. ``runs`` is the gateway's RunManager (live
-    transcripts, Cancel); ``routes`` add pages (they use ``auth.require_identity``)."""
+    transcripts, Cancel); ``routes`` add pages (they use ``auth.require_identity``); ``canvas``
+    puts the canvas pages (served beside, ``gateway/canvas_pages.py``) in the menu."""
     app = Starlette(
         routes=[
             Route("/", overview.page, methods=["GET"]),
@@ -46,4 +49,5 @@ def create_ui_app(pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Seq
     app.state.pincer = pincer
     app.state.pages = Pages(pincer)
     app.state.runs = runs
+    app.state.canvas = canvas
     return security_headers(with_ui_auth(app, auth))

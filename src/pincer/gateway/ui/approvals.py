@@ -10,9 +10,12 @@ stream reads the store every ``APPROVALS_POLL_S``.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 from sse_starlette import ServerSentEvent
@@ -26,6 +29,7 @@ from pincer.gateway.access import ANSWER_FORBIDDEN_HINT, approvals_seen, can_ans
 from pincer.gateway.rest.events import event_stream
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, current_identity, read_form, require_csrf, require_identity
+from pincer.gateway.ui.paging import page_request, paged
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.service import Pincer
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
@@ -33,7 +37,10 @@ from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, Approva
 __all__ = ["APPROVALS_POLL_S", "RECENT_ANSWERED", "routes", "approval_view"]
 
 APPROVALS_POLL_S = 0.2  # how often an open page's stream reads the store (as the CLI's waiters do)
-RECENT_ANSWERED = 20  # answered and expired requests shown under the waiting ones
+RECENT_ANSWERED = 20  # answered and expired requests a page shows under the waiting ones
+MAX_WAITING_SHOWN = 200
+ANSWERED_STATUSES = ("allow_once", "allow_always", "deny", "expired")
+_NEXT = re.compile(r"^/ui/runs/[A-Za-z0-9_-]{1,64}$")  # where an answer from a run's page goes back to
 
 
 def approval_view(pages: Any, approval: ApprovalRequest, now: float) -> dict[str, Any]:
@@ -54,7 +61,8 @@ def approval_view(pages: Any, approval: ApprovalRequest, now: float) -> dict[str
         "hosts": list(approval.hosts),
         "reason": honest_text(approval.reason),
         "args": honest_json(pages.redact(approval.args), indent=2),
-        "detail": honest_json(pages.redact(dict(approval.detail)), indent=2) if approval.detail else "",
+        "args_value": pages.redact(approval.args),
+        "detail_value": pages.redact(dict(approval.detail)) if approval.detail else None,
         "created_at": approval.created_at,
         "expires_at": approval.expires_at,
         "answered_by": approval.answered_by,
@@ -67,16 +75,49 @@ def _visible(pincer: Pincer, session: GatewaySession) -> tuple[list[ApprovalRequ
     waiting = [a for a in seen if a.status is ApprovalStatus.PENDING]
     answered = sorted((a for a in seen if a.status is not ApprovalStatus.PENDING),
                       key=lambda a: a.answered_at or a.expires_at, reverse=True)  # fmt: skip
-    return waiting, answered[:RECENT_ANSWERED]
+    return waiting, answered
+
+
+def _filters(request: Request, session: GatewaySession) -> dict[str, str]:
+    q = request.query_params
+    status = q.get("status", "")
+    return {
+        "status": status if status in ANSWERED_STATUSES else "",
+        "tool": q.get("tool", "")[:256].strip(),
+        "session": q.get("session", "")[:256].strip() if session.is_main else "",
+    }
+
+
+def _matches(approval: ApprovalRequest, filters: dict[str, str], now: float) -> bool:
+    if filters["tool"] and not fnmatch.fnmatchcase(approval.tool, filters["tool"]):
+        return False
+    if filters["session"] and approval.session != filters["session"]:
+        return False
+    if filters["status"]:
+        expired = approval.status is ApprovalStatus.EXPIRED or approval.expires_at <= now
+        status = "expired" if expired and approval.status in (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED) else approval.status.value
+        return status == filters["status"]
+    return True
 
 
 def _context(request: Request, session: GatewaySession, **extra: Any) -> dict[str, Any]:
     pincer, pages = pincer_of(request), pages_of(request)
+    filters = _filters(request, session)
     waiting, answered = _visible(pincer, session)
     now = time.time()
+    waiting = [a for a in waiting if _matches(a, {**filters, "status": ""}, now)]
+    answered = [a for a in answered if _matches(a, filters, now)]
+    shown = paged(answered, page_request(request, per=RECENT_ANSWERED), f"{UI_PREFIX}/approvals", filters,
+                  default_per=RECENT_ANSWERED, noun="answered requests")  # fmt: skip
+    query = urlencode({k: v for k, v in request.query_params.items() if k in ("status", "tool", "session", "page", "per")})
     return {
-        "waiting": [approval_view(pages, a, now) for a in waiting],
-        "answered": [approval_view(pages, a, now) for a in answered],
+        "waiting": [approval_view(pages, a, now) for a in waiting[:MAX_WAITING_SHOWN]],
+        "waiting_more": max(0, len(waiting) - MAX_WAITING_SHOWN),
+        "answered": [approval_view(pages, a, now) for a in shown.rows],
+        "answered_page": shown,
+        "filters": filters,
+        "statuses": ANSWERED_STATUSES,
+        "rows_url": f"{UI_PREFIX}/approvals/rows" + (f"?{query}" if query else ""),
         "can_answer": can_answer_approvals(session),
         "answer_hint": ANSWER_FORBIDDEN_HINT,
         "scopes": [s.value for s in AnswerScope],
@@ -108,6 +149,7 @@ async def rows(request: Request) -> Response:
 def _fingerprint(pincer: Pincer, session: GatewaySession) -> tuple[tuple[str, str], ...]:
     now = time.time()
     waiting, answered = _visible(pincer, session)
+    answered = answered[:RECENT_ANSWERED]
     return tuple((a.id, "expired" if a.expires_at <= now and a.status is ApprovalStatus.PENDING else a.status.value)
                  for a in (*waiting, *answered))  # fmt: skip
 
@@ -165,7 +207,9 @@ async def answer(request: Request) -> Response:
         message = f"approval {approval_id} ({approval.tool}): {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
         return pages_of(request).render(request, "approvals.html", _context(request, identity.session, error=message),
                                         status=409)  # fmt: skip
-    return RedirectResponse(f"{UI_PREFIX}/approvals?answered={approval_id}", status_code=303)
+    back = form.get("next", "")
+    target = back if _NEXT.match(back) else f"{UI_PREFIX}/approvals"
+    return RedirectResponse(f"{target}?answered={approval_id}", status_code=303)
 
 
 def routes() -> list[Route]:

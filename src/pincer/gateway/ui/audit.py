@@ -16,14 +16,28 @@ from pincer.core.errors import AuditChainBroken, PincerError
 from pincer.gateway.access import audit_session_filter, may_read_audit_of
 from pincer.gateway.rest.audit import MAX_AUDIT_LIMIT
 from pincer.gateway.tokens import GatewaySession
-from pincer.gateway.ui.auth import read_form, require_csrf, require_identity
+from pincer.gateway.ui.auth import UI_PREFIX, read_form, require_csrf, require_identity
+from pincer.gateway.ui.conversation import approval_wait_ms
+from pincer.gateway.ui.paging import page_request, paged
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.store.audit import AuditRecord
 
-__all__ = ["AUDIT_PAGE_ROWS", "routes"]
+__all__ = ["AUDIT_PER_PAGE", "DECISION_MEANINGS", "routes", "visible_records"]
 
-AUDIT_PAGE_ROWS = 200  # newest records a page shows
-_DECISIONS = ("allow", "ask", "deny", "allow_once", "allow_always", "error")
+AUDIT_PER_PAGE = 50  # records a page shows
+_DECISIONS = ("allow", "ask", "deny", "none", "allow_once", "allow_always")
+
+
+# What each decision of an audit record means, where the dashboard shows decisions (legends, records).
+DECISION_MEANINGS = {
+    "allow": "ran: a grant or the default policy allows it, or a person allowed it",
+    "ask": "a person was asked and has not allowed it: still waiting, denied, or no answer in time",
+    "deny": "refused by the policy before it ran",
+    "none": "no decision was reached: the call failed before the policy looked at it (an unknown tool, "
+    "arguments that are not an object, a request the gateway refused)",
+    "allow_once": "a person allowed this one call",
+    "allow_always": "a person allowed it and added a grant",
+}
 
 
 def _parse_time(value: str) -> float | None:
@@ -52,9 +66,10 @@ def _filters(request: Request) -> dict[str, str]:
 
 
 def visible_records(
-    pincer: Any, session: GatewaySession, filters: dict[str, str]
+    pincer: Any, session: GatewaySession, filters: dict[str, str], *, wanted: int = AUDIT_PER_PAGE
 ) -> tuple[list[AuditRecord], str | None]:
-    """The records the filters ask for, as the reader may see them (newest first), or an error."""
+    """The records the filters ask for, as the reader may see them (newest first), or an error:
+    at least ``wanted`` of them when there are that many, at most ``MAX_AUDIT_LIMIT``."""
     asked = filters["session"] or None
     if not may_read_audit_of(session, asked):
         return [], f"session {session.name!r} may read only its own records"
@@ -63,22 +78,30 @@ def visible_records(
     narrowed = bool(decision or since or until)
     records = pincer.audit.records(
         tool=filters["tool"] or None, session=audit_session_filter(session, asked),
-        limit=MAX_AUDIT_LIMIT if narrowed else AUDIT_PAGE_ROWS,
+        limit=MAX_AUDIT_LIMIT if narrowed else min(MAX_AUDIT_LIMIT, wanted),
     )  # fmt: skip
     kept = [
         r for r in records
         if (not decision or r.decision == decision) and (since is None or r.ts >= since) and (until is None or r.ts <= until)
     ]  # fmt: skip
-    return list(reversed(kept[-AUDIT_PAGE_ROWS:])), None
+    return list(reversed(kept)), None
+
+
+def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[str, Any], int]:
+    filters = _filters(request)
+    wanted = page_request(request, per=AUDIT_PER_PAGE)
+    records, error = visible_records(pincer_of(request), identity.session, filters, wanted=wanted.wanted)
+    shown = paged(records, wanted, f"{UI_PREFIX}/audit", filters, default_per=AUDIT_PER_PAGE, noun="records")
+    context = {"records": shown, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": None,
+               "window_full": len(records) >= MAX_AUDIT_LIMIT, "max_records": MAX_AUDIT_LIMIT, **extra}  # fmt: skip
+    return context, 403 if error else 200
 
 
 async def page(request: Request) -> Response:
     identity = require_identity(request)
-    filters = _filters(request)
-    records, error = visible_records(pincer_of(request), identity.session, filters)
-    context = {"records": records, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": None}
+    context, status = _listing(request, identity)
     template = "audit_rows.html" if request.headers.get("hx-request") else "audit.html"
-    return pages_of(request).render(request, template, context, status=403 if error else 200)
+    return pages_of(request).render(request, template, context, status=status)
 
 
 async def detail(request: Request) -> Response:
@@ -90,12 +113,18 @@ async def detail(request: Request) -> Response:
     )
     record = next((r for r in found if r.id == record_id), None)
     if record is None:
-        context: dict[str, Any] = {"record": None, "record_id": record_id, "fields": []}
+        context: dict[str, Any] = {"record": None, "record_id": record_id}
         return pages_of(request).render(request, "audit_record.html", context, status=404)
     pages = pages_of(request)
-    fields = [(name, honest_json(pages.redact(value), indent=2) if isinstance(value, (dict, list)) else value)
-              for name, value in record.to_dict().items()]  # fmt: skip
-    return pages.render(request, "audit_record.html", {"record": record, "record_id": record_id, "fields": fields})
+    shown = pages.redact(record.to_dict())
+    usage = shown.get("usage") if isinstance(shown.get("usage"), dict) else {}
+    wait = approval_wait_ms(record)
+    context = {
+        "record": record, "record_id": record_id, "args": shown.get("args"), "usage": usage,
+        "wait_ms": wait, "tool_ms": max(0.0, record.duration_ms - wait),
+        "raw": honest_json(shown, indent=2), "decision_meaning": DECISION_MEANINGS.get(record.decision, ""),
+    }  # fmt: skip
+    return pages.render(request, "audit_record.html", context)
 
 
 async def verify(request: Request) -> Response:
@@ -111,9 +140,7 @@ async def verify(request: Request) -> Response:
         result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": None}
     else:
         result = {"ok": True, "records": head.records, "head": head.to_dict()}
-    filters = _filters(request)
-    records, error = visible_records(pincer, identity.session, filters)
-    context = {"records": records, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": result}
+    context, _ = _listing(request, identity, verify=result)
     return pages_of(request).render(request, "audit.html", context, status=200 if result["ok"] else 409)
 
 

@@ -15,16 +15,20 @@ from starlette.routing import Route
 from pincer.core.acts import ActKind
 from pincer.core.display import honest_json
 from pincer.core.effects import EffectKind, Mode
+from pincer.core.errors import UsageError
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, read_form_pairs, require_csrf, require_identity
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.policy.grants import Grant, grant_applies_to
+from pincer.safety.hosts import HostPattern
 from pincer.service import Pincer
 from pincer.store.acts import act_entry
 
 __all__ = ["MAX_GRANT_HOURS", "routes"]
 
 MAX_GRANT_HOURS = 24 * 365
+MAX_GRANT_HOSTS = 64
+HOUR_CHOICES = ((1, "1 hour"), (8, "8 hours"), (24, "1 day"), (168, "7 days"), (720, "30 days"))
 _TOOL_PATTERN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-*")
 
 
@@ -37,10 +41,12 @@ def _visible_grants(pincer: Pincer, identity: UiIdentity) -> list[tuple[Grant, b
 
 def _context(request: Request, identity: UiIdentity, **extra: Any) -> dict[str, Any]:
     pincer, pages = pincer_of(request), pages_of(request)
-    rows = [{"grant": g, "stored": stored, "body": honest_json(pages.redact(g.to_dict()), indent=2)}
+    rows = [{"grant": g, "stored": stored, "effects": sorted((k.value, v.value) for k, v in g.effects.items()),
+             "raw": honest_json(pages.redact(g.to_dict()), indent=2)}
             for g, stored in _visible_grants(pincer, identity)]  # fmt: skip
     return {"grants": rows, "can_edit": can_answer_approvals(identity.session), "effects": [e.value for e in EffectKind],
-            "modes": [m.value for m in Mode], "error": None, "notice": None, **extra}  # fmt: skip
+            "modes": [m.value for m in Mode], "error": None, "notice": None, "form": {}, "chosen": [],
+            "hour_choices": HOUR_CHOICES, **extra}  # fmt: skip
 
 
 async def page(request: Request) -> Response:
@@ -50,8 +56,10 @@ async def page(request: Request) -> Response:
     return pages_of(request).render(request, "grants.html", _context(request, identity, notice=shown))
 
 
-def _refused(request: Request, identity: UiIdentity, status: int, message: str) -> Response:
-    return pages_of(request).render(request, "grants.html", _context(request, identity, error=message), status=status)
+def _refused(request: Request, identity: UiIdentity, status: int, message: str, **kept: Any) -> Response:
+    """The page again with ``message``; ``kept`` (form, chosen) fills the form in as it was sent."""
+    return pages_of(request).render(request, "grants.html", _context(request, identity, error=message, **kept),
+                                    status=status)  # fmt: skip
 
 
 def _audit(pincer: Pincer, identity: UiIdentity, grant: Grant, outcome: str) -> None:
@@ -73,6 +81,14 @@ def _grant_from(form: dict[str, str], effects: list[str], who: str) -> Grant | s
     if not effects or not set(effects) <= known:
         return "effects: choose at least one effect"
     sessions = tuple(s.strip() for s in form.get("sessions", "").split(",") if s.strip()) or None
+    hosts = tuple(h.strip().lower() for h in form.get("hosts", "").replace("\n", ",").split(",") if h.strip()) or None
+    for host in hosts or ():
+        try:
+            HostPattern.parse(host)
+        except UsageError as exc:
+            return f"hosts: {host!r} is not a host pattern ({exc.message}); write api.example.com, *.example.com or 127.0.0.1:8080"
+    if hosts and len(hosts) > MAX_GRANT_HOSTS:
+        return f"hosts: at most {MAX_GRANT_HOSTS} patterns"
     hours = form.get("hours", "").strip()
     expires_at = None
     if hours:
@@ -83,7 +99,7 @@ def _grant_from(form: dict[str, str], effects: list[str], who: str) -> Grant | s
         if not 0 < value <= MAX_GRANT_HOURS:
             return f"expires in: between 0 and {MAX_GRANT_HOURS} hours"
         expires_at = time.time() + value * 3600
-    return Grant(tool=tool, effects={EffectKind(e): Mode(mode) for e in effects}, sessions=sessions,
+    return Grant(tool=tool, effects={EffectKind(e): Mode(mode) for e in effects}, sessions=sessions, hosts=hosts,
                  expires_at=expires_at, source=f"dashboard ({who})")  # fmt: skip
 
 
@@ -99,7 +115,7 @@ async def add(request: Request) -> Response:
     effects = [value for key, value in pairs if key == "effects"]
     made = _grant_from(form, effects, f"ui:{identity.name}")
     if isinstance(made, str):
-        return _refused(request, identity, 400, made)
+        return _refused(request, identity, 400, made, form=form, chosen=effects)
     pincer = pincer_of(request)
     pincer.grants.add(made)
     _audit(pincer, identity, made, "added")

@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pincer.core.display import honest_json, honest_text
+from pincer.core.display import honest_block, honest_json, honest_text
 from pincer.gateway.ui.auth import current_identity
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
 
-__all__ = ["CSP", "SECURITY_HEADERS", "Pages", "security_headers", "pincer_of", "pages_of"]
+__all__ = [
+    "CSP", "SECURITY_HEADERS", "Pages", "security_headers", "pincer_of", "pages_of", "when", "duration", "count", "age",
+    "iso_utc", "shown_value",
+]  # fmt: skip
 
 _HERE = Path(__file__).resolve().parent
 TEMPLATES_DIR = _HERE / "templates"
@@ -67,10 +72,70 @@ def security_headers(app: ASGIApp) -> ASGIApp:
     return wrapped
 
 
-def _when(value: float | None) -> str:
+def iso_utc(value: float) -> str:
+    return dt.datetime.fromtimestamp(float(value), tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def age(seconds: float) -> str:
+    """How long ``seconds`` is, in the largest unit that fits: "40 s", "3 min", "2 h", "5 days"."""
+    seconds = abs(seconds)
+    if seconds < 60:
+        return f"{int(seconds)} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min"
+    if seconds < 86_400:
+        return f"{int(seconds // 3600)} h"
+    days = int(seconds // 86_400)
+    return f"{days} day" + ("" if days == 1 else "s")
+
+
+def when(value: float | None, now: float | None = None) -> Markup:
+    """A moment as the page shows it: ``<time datetime>`` holding the UTC time (what a page
+    without JavaScript shows; ``dashboard.js`` rewrites it into the viewer's local time) and its
+    age ("3 min ago", "in 2 h")."""
     if value is None:
-        return "-"
-    return dt.datetime.fromtimestamp(float(value), tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return Markup('<span class="none">—</span>')
+    now = time.time() if now is None else now
+    delta = now - float(value)
+    relative = "just now" if abs(delta) < 1 else (f"{age(delta)} ago" if delta > 0 else f"in {age(delta)}")
+    utc = dt.datetime.fromtimestamp(float(value), tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time datetime="{}" class="when">{}</time> <small class="age">{}</small>').format(
+        iso_utc(value), utc, relative
+    )
+
+
+def duration(ms: float | None) -> str:
+    """A duration for people: "0.4 ms", "12 ms", "1.5 s", "2 min 5 s"."""
+    if ms is None:
+        return "—"
+    ms = float(ms)
+    if ms < 10:
+        return f"{ms:.1f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(int(ms // 1000), 60)
+    return f"{minutes} min {seconds} s"
+
+
+def count(value: float | int | None) -> str:
+    """A count as an integer with thousands separated ("1,204"), never "1.0"."""
+    return f"{int(value or 0):,}"
+
+
+def shown_value(value: Any) -> Any:
+    """What ``{{ value }}`` prints for values Python would print its own way: no ``None``,
+    ``True`` or ``False`` on a page, and a structure as JSON (only raw toggles hold JSON)."""
+    if value is None:
+        return "—"
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    if isinstance(value, (dict, list, tuple)):
+        return honest_json(value)
+    return value
 
 
 class Pages:
@@ -86,8 +151,11 @@ class Pages:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.filters["when"] = _when
-        self.env.filters["honest"] = lambda v: honest_text(str(v))
+        self.env.filters["when"] = when
+        self.env.filters["duration"] = duration
+        self.env.filters["count"] = count
+        self.env.filters["honest"] = lambda v: "—" if v is None else honest_text(str(v))
+        self.env.filters["honest_block"] = lambda v: "—" if v is None else honest_block(str(v))
         self.env.filters["honest_json"] = lambda v: honest_json(self.redact(v), indent=2)
         self.env.filters["json"] = lambda v: json.dumps(self.redact(v), ensure_ascii=False, default=str)
 
@@ -96,6 +164,9 @@ class Pages:
         return self._pincer.shown(value)
 
     def _redacted(self, value: Any) -> Any:
+        if isinstance(value, Markup):
+            return value  # built here from values that were escaped and redacted on the way in
+        value = shown_value(value)
         if isinstance(value, str) and value:
             return self.redact(value)
         return value
@@ -108,6 +179,8 @@ class Pages:
                 "identity": identity,
                 "csrf_token": identity.csrf_token if identity else "",
                 "path": request.url.path,
+                "canvas_on": bool(getattr(request.app.state, "canvas", False)),
+                "now": time.time(),
                 **context,
             }
         )

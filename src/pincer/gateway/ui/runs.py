@@ -1,8 +1,11 @@
-"""``/ui/runs``: runs (a non-main session sees only its own, by the rule REST applies), one
-run's transcript (live over server-sent events while it runs), and Cancel."""
+"""``/ui/runs``: runs (a non-main session sees only its own, by the rule REST applies), filtered
+by status, skill and session, a page at a time; one run as a conversation (``conversation.py``),
+live over server-sent events while it runs, with the approvals it waits on answerable in place;
+and Cancel, offered only while the run can be cancelled."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,15 +16,28 @@ from starlette.routing import Route
 
 from pincer.core.display import honest_json
 from pincer.core.errors import PincerError
-from pincer.gateway.access import runs_session_filter, sees_run
+from pincer.gateway.access import (
+    ANSWER_FORBIDDEN_HINT,
+    approvals_seen,
+    audit_session_filter,
+    can_answer_approvals,
+    runs_session_filter,
+    sees_approval,
+    sees_run,
+)  # fmt: skip
 from pincer.gateway.rest.events import event_stream
-from pincer.gateway.ui.auth import UI_PREFIX, read_form, require_csrf, require_identity
+from pincer.gateway.ui.approvals import approval_view
+from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
+from pincer.gateway.ui.conversation import conversation
+from pincer.gateway.ui.paging import page_request, paged
 from pincer.gateway.ui.render import pages_of, pincer_of
-from pincer.store.runs import RunRow
+from pincer.store.approvals import AnswerScope, ApprovalStatus
+from pincer.store.runs import RUN_STATUSES, RunRow
 
-__all__ = ["RUNS_PAGE_ROWS", "routes"]
+__all__ = ["RUNS_PER_PAGE", "MAX_RUNS_LISTED", "routes"]
 
-RUNS_PAGE_ROWS = 100
+RUNS_PER_PAGE = 50
+MAX_RUNS_LISTED = 5_000  # newest runs a filtered list looks through
 
 
 def _row(request: Request, run_id: str) -> RunRow | None:
@@ -33,30 +49,78 @@ def _row(request: Request, run_id: str) -> RunRow | None:
     return row if sees_run(identity.session, row) else None
 
 
+def _filters(request: Request, identity: UiIdentity) -> dict[str, str]:
+    q = request.query_params
+    status = q.get("status", "")
+    return {
+        "status": status if status in RUN_STATUSES else "",
+        "skill": q.get("skill", "")[:256].strip(),
+        "session": q.get("session", "")[:256].strip() if identity.is_main else "",
+    }
+
+
 async def page(request: Request) -> Response:
     identity = require_identity(request)
-    rows = pincer_of(request).runs.list(session=runs_session_filter(identity.session), limit=RUNS_PAGE_ROWS)
-    return pages_of(request).render(request, "runs.html", {"runs": rows})
+    filters = _filters(request, identity)
+    wanted = page_request(request, per=RUNS_PER_PAGE)
+    narrowed = bool(filters["status"] or filters["skill"])
+    session = filters["session"] or runs_session_filter(identity.session)
+    rows = pincer_of(request).runs.list(session=session, limit=MAX_RUNS_LISTED if narrowed else wanted.wanted)
+    kept = [r for r in rows if (not filters["status"] or r.status == filters["status"])
+            and (not filters["skill"] or (r.skill or "") == filters["skill"])]  # fmt: skip
+    shown = paged(kept, wanted, f"{UI_PREFIX}/runs", filters, default_per=RUNS_PER_PAGE, noun="runs")
+    context = {"runs": shown, "filters": filters, "statuses": RUN_STATUSES}
+    return pages_of(request).render(request, "runs.html", context)
 
 
-def _transcript(request: Request, row: RunRow) -> dict[str, Any]:
-    pages = pages_of(request)
-    messages = [
-        {"seq": m.seq, "ts": m.ts, "role": m.role, "audit_id": m.audit_id, "body": honest_json(pages.redact(dict(m.body)), indent=2)}
-        for m in pincer_of(request).runs.messages(row.id)
-    ]  # fmt: skip
-    return {"run": row, "messages": messages, "usage": honest_json(pages.redact(dict(row.usage)), indent=2),
-            "error": honest_json(pages.redact(dict(row.error)), indent=2) if row.error else ""}  # fmt: skip
+def _waiting(request: Request, identity: UiIdentity, row: RunRow) -> list[dict[str, Any]]:
+    if row.is_final:
+        return []
+    pincer, pages, now = pincer_of(request), pages_of(request), time.time()
+    return [approval_view(pages, a, now) for a in approvals_seen(identity.session, pincer.approvals.list_pending())
+            if a.run_id == row.id and a.status is ApprovalStatus.PENDING and a.expires_at > now]  # fmt: skip
+
+
+def _transcript(request: Request, identity: UiIdentity, row: RunRow) -> dict[str, Any]:
+    pincer, pages = pincer_of(request), pages_of(request)
+    records = pincer.audit.records(run_id=row.id, session=audit_session_filter(identity.session, None))
+    waiting = _waiting(request, identity, row)
+    turns, unplaced = conversation(pincer.runs.messages(row.id), records, waiting, pages.redact)
+    usage = dict(row.usage)
+    return {
+        "run": row, "turns": turns, "waiting": waiting, "unplaced": unplaced, "usage": usage,
+        "tokens_in": int(usage.get("input_tokens", 0) or 0), "tokens_out": int(usage.get("output_tokens", 0) or 0),
+        "error": pages.redact(dict(row.error)) if row.error else None,
+        "raw_usage": honest_json(pages.redact(usage), indent=2),
+        "can_answer": can_answer_approvals(identity.session), "answer_hint": ANSWER_FORBIDDEN_HINT,
+        "scopes": [s.value for s in AnswerScope], "notice": _answered_notice(request, identity),
+    }  # fmt: skip
+
+
+def _answered_notice(request: Request, identity: UiIdentity) -> str | None:
+    done = request.query_params.get("answered")
+    if not done:
+        return None
+    try:
+        answered = pincer_of(request).approvals.get(done)
+    except PincerError:
+        return None
+    if not sees_approval(identity.session, answered):
+        return None
+    return f"approval {answered.id} ({answered.tool}): {answered.status.value.replace('_', ' ')}"
+
+
+def _not_found(request: Request) -> Response:
+    return pages_of(request).render(request, "run.html", {"run": None}, status=404)
 
 
 async def detail(request: Request) -> Response:
+    identity = require_identity(request)
     row = _row(request, request.path_params["run_id"])
     if row is None:
-        return pages_of(request).render(
-            request, "run.html", {"run": None, "messages": [], "usage": "", "error": ""}, status=404
-        )
+        return _not_found(request)
     template = "run_transcript.html" if request.headers.get("hx-request") else "run.html"
-    return pages_of(request).render(request, template, _transcript(request, row))
+    return pages_of(request).render(request, template, _transcript(request, identity, row))
 
 
 async def events(request: Request) -> Response:
@@ -78,9 +142,7 @@ async def cancel(request: Request) -> Response:
     require_csrf(identity, await read_form(request))
     row = _row(request, request.path_params["run_id"])
     if row is None:
-        return pages_of(request).render(
-            request, "run.html", {"run": None, "messages": [], "usage": "", "error": ""}, status=404
-        )
+        return _not_found(request)
     if not row.is_final:
         runs = request.app.state.runs
         if runs is not None:
