@@ -72,7 +72,13 @@ A2UI_LOCK     := canvas-renderer/package-lock.json
 A2UI_DIR      := .cache/npm-a2ui-$(shell sha256sum $(A2UI_LOCK) | cut -c1-12)
 A2UI_RENDERER := src/pincer/canvas/assets/a2ui-renderer.js
 
-.PHONY: setup run test lint bench clean lock system-deps mcp-deps conformance-deps builtins-deps builder-runner a2ui-renderer
+# axe-core, the accessibility engine the dashboard's Playwright tests run on every page
+# (tests/gateway/ui/test_dashboard_pages.py), in a prefix of its own like the ones above.
+UI_DIR      := .cache/npm-ui
+UI_PACKAGES := axe-core@4.14.1
+UI_STAMP    := $(UI_DIR)/.installed-$(shell echo '$(UI_PACKAGES)' | sha256sum | cut -c1-12)
+
+.PHONY: setup run test lint bench clean lock system-deps mcp-deps conformance-deps builtins-deps ui-deps builder-runner a2ui-renderer
 
 # Where `pincer` is, when the shell would not find this one.
 define path_hint
@@ -118,6 +124,13 @@ $(A2UI_DIR)/.installed: canvas-renderer/package.json $(A2UI_LOCK)
 $(A2UI_RENDERER): $(A2UI_DIR)/.installed canvas-renderer/glue.js canvas-renderer/build.mjs
 	node canvas-renderer/build.mjs $(A2UI_DIR)/node_modules $@.tmp
 	mv $@.tmp $@
+
+ui-deps: $(UI_STAMP)
+
+$(UI_STAMP):
+	mkdir -p $(UI_DIR)
+	npm install --prefix $(UI_DIR) --no-audit --no-fund --loglevel=error $(UI_PACKAGES)
+	touch $@
 
 builtins-deps: $(OPENAPI_STAMP) $(DECLARED_STAMP) $(OPENAPI_DOCS_STAMP)
 
@@ -199,7 +212,7 @@ lint: setup
 # Two test processes (pytest-xdist), a file at a time on each: one process keeps one core of two
 # busy (the suite measured 58 min on a slower machine that way); TEST_WORKERS=0 runs them in one.
 TEST_WORKERS ?= 2
-test: setup mcp-deps conformance-deps builtins-deps lint
+test: setup mcp-deps conformance-deps builtins-deps ui-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Every benchmark in bench/ (bench/README.md lists them; tests/test_docs_site.py checks this recipe

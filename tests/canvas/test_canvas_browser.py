@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from playwright.sync_api import expect
 
 from pincer.canvas.a2ui import parse_messages
 from tests.canvas.conftest import STEP_TIMEOUT_S, CanvasServer, Plan, canvas_server
@@ -122,6 +123,8 @@ def test_a_run_draws_html_and_a2ui_surfaces_and_hears_typing_and_clicks(browser:
             a2ui.locator("a2ui-basic-textfield:has-text('Guest') input").fill("Grace-typed")
             a2ui.get_by_role("button", name="Confirm").click()
             server.wait_for_state(lambda s: s["events"] > before)
+            # The person sees that the click went out (before, nothing on the page changed).
+            expect(page.locator("#status")).to_contain_text("(sent: a2ui_action)")
             plan.release.set()
 
             run = server.finished_run(run_id)

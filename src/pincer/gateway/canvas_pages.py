@@ -131,6 +131,9 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
   const canvas = document.getElementById("canvas");
   const slots = {{a2ui: document.getElementById("a2ui-slot"), agent: document.getElementById("agent-slot")}};
   const status = document.getElementById("status");
+  // The canvas' state, and what became of the last action the page sent (a click's feedback).
+  let mood = "", note = "";
+  function tell() {{ status.textContent = [mood, note].filter(Boolean).join(" "); }}
   // Which frame a message came from is known by its window, never by what it says. The
   // navigated page's window is not here: nothing it sends is relayed.
   const sources = new Map();
@@ -180,7 +183,8 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
   function show(state) {{
     if (state.url && new URL(state.url).origin !== urlOrigin) {{ location.reload(); return; }}
     canvas.classList.toggle("hidden", !state.visible);
-    status.textContent = !state.visible ? "(hidden)" : state.waiting ? "(the agent waits for you)" : "";
+    mood = !state.visible ? "(hidden)" : state.waiting ? "(the agent waits for you)" : "";
+    tell();
     place("a2ui", state.a2ui_render, () => frame("a2ui", state.a2ui_render));
     const agent = state.url ? "url:" + state.url : state.html_render;
     place("agent", agent, () => state.url ? page(state.url, state.url_csp) : frame("html", state.html_render));
@@ -196,7 +200,8 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
         const state = await response.json();
         if (state.revision !== revision) {{ revision = state.revision; show(state); }}
       }} catch (e) {{
-        status.textContent = "(reconnecting)";
+        mood = "(reconnecting)";
+        tell();
         await new Promise((r) => setTimeout(r, 2000));
       }}
     }}
@@ -215,8 +220,8 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
       method: "POST", credentials: "same-origin",
       headers: {{"Content-Type": "application/json", "X-CSRF-Token": csrf}},
       body: JSON.stringify({{frame: from.frame, render: from.render, name: msg.name, data: msg.data}}),
-    }}).then((r) => {{ status.textContent = r.ok ? "(sent: " + msg.name + ")" : "(an action was not delivered: " + r.status + ")"; }})
-      .catch(() => {{ status.textContent = "(an action was not delivered)"; }});
+    }}).then((r) => {{ note = r.ok ? "(sent: " + msg.name + ")" : "(an action was not delivered: " + r.status + ")"; tell(); }})
+      .catch(() => {{ note = "(an action was not delivered)"; tell(); }});
   }});
   follow();
 }})();

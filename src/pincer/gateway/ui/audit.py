@@ -92,7 +92,8 @@ def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[str, A
     wanted = page_request(request, per=AUDIT_PER_PAGE)
     records, error = visible_records(pincer_of(request), identity.session, filters, wanted=wanted.wanted)
     shown = paged(records, wanted, f"{UI_PREFIX}/audit", filters, default_per=AUDIT_PER_PAGE, noun="records")
-    context = {"records": shown, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": None,
+    waits = {r.id: wait for r in shown.rows if (wait := approval_wait_ms(r))}
+    context = {"records": shown, "waits": waits, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": None,
                "window_full": len(records) >= MAX_AUDIT_LIMIT, "max_records": MAX_AUDIT_LIMIT, **extra}  # fmt: skip
     return context, 403 if error else 200
 

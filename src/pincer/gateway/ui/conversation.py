@@ -30,7 +30,6 @@ _ENVELOPE = re.compile(
     r'\A<tool_output tool="[^"]*" trusted="(?P<trusted>true|false)"(?P<error> error="true")?>\n(?P<body>.*)\n</tool_output>\Z',
     re.DOTALL,
 )
-_DEFUSED = "&lt;"  # how llm/prompt.py's defuse() writes a "<" that would open one of pincer's tags
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -100,7 +99,7 @@ def tool_result(content: str, *, is_error: bool) -> ToolResult:
     found = _ENVELOPE.match(content)
     if found is None:
         return ToolResult(value=content, is_text=True, trusted=None, is_error=is_error)
-    body = found.group("body").replace(_DEFUSED, "<")
+    body = found.group("body")  # as the model read it (a "<" that would open one of pincer's tags defused)
     trusted = found.group("trusted") == "true"
     error = is_error or bool(found.group("error"))
     if body[:1] in "[{":
