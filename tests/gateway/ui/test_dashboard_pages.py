@@ -34,6 +34,7 @@ TALLEST_BLOCK = 1.5  # screens: a value longer than this is folded or scrolls in
 BLOCKING = ("serious", "critical")
 
 _GEOMETRY = """() => {
+  const TALLEST = TALLEST_BLOCK_HERE;
   const W = window.innerWidth, H = window.innerHeight;
   const clipped = (el) => {
     for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
@@ -51,7 +52,7 @@ _GEOMETRY = """() => {
     const left = r.left + window.scrollX, right = r.right + window.scrollX;
     if (right <= 0 || left >= W) continue;  // entirely off screen on purpose (the skip link, a hidden header row)
     if ((left < -0.5 || right > W + 0.5) && !clipped(el)) across.push(el.tagName + "." + el.className + " " + Math.round(left) + ".." + Math.round(right));
-    if (["PRE", "P", "TD", "DD", "LI", "DIV"].includes(el.tagName) && r.height > H * %(tall)s
+    if (["PRE", "P", "TD", "DD", "LI", "DIV"].includes(el.tagName) && r.height > H * TALLEST
         && el.scrollHeight <= el.clientHeight + 1 && !el.querySelector("article, section, table, pre.scroll"))
       tall.push(el.tagName + "." + el.className + " " + Math.round(r.height) + "px");
   }
@@ -61,7 +62,7 @@ _GEOMETRY = """() => {
   const padding = parseFloat(getComputedStyle(main).paddingBottom) || 0;
   return {scrollWidth: document.documentElement.scrollWidth, width: W, height: document.documentElement.scrollHeight,
           contentBottom: Math.ceil(bottom + padding), viewport: H, across: across.slice(0, 10), tall: tall.slice(0, 10)};
-}""" % {"tall": TALLEST_BLOCK}
+}""".replace("TALLEST_BLOCK_HERE", str(TALLEST_BLOCK))
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +102,12 @@ def _main_pages(seeded: Seeded) -> list[tuple[str, str]]:
 
 AGENT_PAGES = [("agent-overview", "/ui/"), ("agent-approvals", "/ui/approvals"), ("agent-audit", "/ui/audit"),
                ("agent-runs", "/ui/runs"), ("agent-skills", "/ui/skills"), ("agent-grants", "/ui/grants")]  # fmt: skip
+
+
+def _watch(page: Page, errors: list[str]) -> None:
+    """Console errors of ``page`` (a CSP violation, a script error), as they come."""
+    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
 
 
 def _sign_in(page: Page, url: str, token: str) -> None:
@@ -144,8 +151,7 @@ def test_every_page_is_accessible_and_fits_the_screen(seeded: Seeded, browser: B
         context.set_default_timeout(WAIT_S * 1000)
         try:
             page = context.new_page()
-            page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+            _watch(page, errors)
             page.goto(seeded.url + "/ui/login")
             problems += _check(page, "login" if token == seeded.token else "login-agent", width, axe_source)
             _sign_in(page, seeded.url, token)
