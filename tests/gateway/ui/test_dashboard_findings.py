@@ -46,7 +46,8 @@ def http(seeded: Seeded) -> Iterator[httpx.Client]:
 
 class _Text(HTMLParser):
     """The text a person sees, leaving out what sits in a <details class="raw"> toggle (closed
-    by default), <script> and <style>, and attribute values."""
+    by default), <script>, <style> and <title> (an SVG tooltip, the tab's name), and attribute
+    values."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -60,13 +61,13 @@ class _Text(HTMLParser):
             raw = "raw" in (dict(attrs).get("class") or "").split()
             self._stack.append(raw)
             self._raw_depth += raw
-        elif tag in ("script", "style"):
+        elif tag in ("script", "style", "title"):
             self._skip += 1
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "details" and self._stack:
             self._raw_depth -= self._stack.pop()
-        elif tag in ("script", "style"):
+        elif tag in ("script", "style", "title"):
             self._skip -= 1
 
     def handle_data(self, data: str) -> None:
@@ -304,3 +305,20 @@ def test_the_grants_page_of_a_fresh_home_needs_no_json(pincer_home: Path) -> Non
         assert added.status_code == 303
         text = visible_text(http.get("/ui/grants").text)
         assert "Hosts 127.0.0.1:8080" in text and "Expires never" in text
+
+
+def test_a_non_main_overview_shows_its_labels_whole(pincer_home: Path) -> None:
+    from tests.gateway.conftest import pincer_serve
+    from tests.gateway.ui.conftest import AGENT_TOKEN, dashboard_config
+
+    grant = '\n[[grants]]\ntool = "write_file"\ndefault = "deny"\nsessions = ["agent"]\n'
+    (pincer_home / "config.toml").write_text(dashboard_config() + grant)
+    with pincer_serve(pincer_home) as server, httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as http:
+        agent = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+        refused = http.post("/api/v1/tools/write_file/call", headers=agent, json={"args": {"path": "x.txt", "content": "x"}})
+        assert refused.status_code == 403, refused.text
+        reason = json.loads(pincer_cli(pincer_home, "audit", "list", "--json").stdout)[-1]["reason"]
+        assert len(reason) > 40, reason  # longer than the old chart's label could hold
+        sign_in(http, AGENT_TOKEN)
+        text = visible_text(http.get("/ui/").text)
+        assert reason in text, (reason, text)  # whole: no label is cut
