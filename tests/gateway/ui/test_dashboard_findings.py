@@ -175,6 +175,9 @@ def test_the_approval_wait_is_kept_apart_from_the_tools_time(seeded: Seeded, htt
     asked = next(r for r in records if r["tool"] == "write_file" and r["kind"] == "call" and r["outcome"] == "ok")
     wait = asked["usage"]["approval_wait_ms"]
     assert wait >= APPROVAL_WAIT_S * 1000 * 0.9 and asked["duration_ms"] >= wait
+    timed_out = next(r for r in records if r["error_code"] == "approval_timeout")
+    assert timed_out["usage"]["approval_wait_ms"] >= 400  # the 0.5 s it waited before the request expired
+    assert "approval_wait_ms" not in next(r for r in records if r["tool"] == "echo")["usage"]  # nobody was asked
     page = http.get("/ui/").text
     slowest = page.split('id="slowest"', 1)[1].split("</section>", 1)[0]
     shown = re.search(r">write_file</th>.*?<td class=\"value\">([^<]+)</td>", slowest, re.DOTALL)
