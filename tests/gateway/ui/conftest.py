@@ -16,11 +16,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, sync_playwright
 
 from pincer.gateway.tokens import token_digest
 
 REPO = Path(__file__).resolve().parents[3]
-SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+SCREENSHOTS = REPO / "test-artifacts" / "dashboard"  # CI keeps test-artifacts/
 _SESSION_STARTED = time.time()
 PINCER = [sys.executable, "-m", "pincer.cli"]
 CLI_TIMEOUT_S = 60.0
@@ -83,6 +84,31 @@ def tamper_audit(home: Path, record_id: int, reason: str = "rewritten later") ->
         conn.execute("UPDATE audit SET reason = ? WHERE id = ?", (reason, record_id))
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium (tests/chromium.py), one for a test module."""
+    from tests.chromium import launch_chromium
+
+    with sync_playwright() as playwright:
+        launched = launch_chromium(playwright)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A ``pincer serve`` over a home with something on every page (``seeded.py``), one for a
+    test module."""
+    from tests.gateway.ui.seeded import seeded_dashboard
+
+    home = tmp_path_factory.mktemp("dashboard") / "home"
+    home.mkdir()
+    with seeded_dashboard(home) as made:
+        yield made
+
+
 @pytest.fixture
 def dashboard_home(pincer_home: Path) -> Path:
     (pincer_home / "config.toml").write_text(dashboard_config())
@@ -102,7 +128,7 @@ def stopped_calls() -> Iterator[list[subprocess.Popen[str]]]:
 
 def save_screenshot(page: object, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
+    path = SCREENSHOTS / f"flow-{name}.png"
     page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
     _saved.append(path)
     return path

@@ -2,7 +2,7 @@
 ``pincer tools call write_file`` that asks shows up on the approvals page without a reload and
 is allowed with a click, the audit page and "Verify chain" (intact, then a tampered database's
 first bad record), CSRF, a non-main token, escaping and redaction. Each page is saved as a
-screenshot under ``test-artifacts/screenshots/`` (the paths close pytest's summary)."""
+screenshot under ``test-artifacts/dashboard/flow-*.png`` (the paths close pytest's summary)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.chromium import launch_chromium
 from tests.gateway.conftest import pincer_serve
 from tests.gateway.ui.conftest import (
     AGENT_TOKEN,
@@ -29,16 +28,6 @@ from tests.gateway.ui.conftest import (
 )  # fmt: skip
 
 WAIT_MS = WAIT_S * 1000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = launch_chromium(playwright)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture

@@ -26,15 +26,7 @@ import httpx
 import pytest
 
 from tests.gateway.ui.conftest import WAIT_S, csrf_of, pincer_cli, sign_in
-from tests.gateway.ui.seeded import APPROVAL_WAIT_S, BLOCKED_URL, ECHOED, Seeded, seeded_dashboard
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
-    home = tmp_path_factory.mktemp("dashboard") / "home"
-    home.mkdir()
-    with seeded_dashboard(home) as made:
-        yield made
+from tests.gateway.ui.seeded import APPROVAL_WAIT_S, BLOCKED_URL, ECHOED, Seeded
 
 
 @pytest.fixture

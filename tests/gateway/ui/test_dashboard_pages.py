@@ -14,18 +14,15 @@ seeded the way a user fills one (``seeded.py``), signed in as main and as a non-
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
-from tests.chromium import launch_chromium
-from tests.gateway.ui.conftest import AGENT_TOKEN, REPO, WAIT_S
-from tests.gateway.ui.seeded import Seeded, seeded_dashboard
+from tests.gateway.ui.conftest import AGENT_TOKEN, REPO, SCREENSHOTS, WAIT_S
+from tests.gateway.ui.seeded import Seeded
 
-ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 AXE = Path(os.environ.get("PINCER_AXE_JS", REPO / ".cache" / "npm-ui" / "node_modules" / "axe-core" / "axe.min.js"))
 WIDTHS = (1280, 390)
 VIEWPORT_H = 800
@@ -66,24 +63,6 @@ _GEOMETRY = """() => {
 
 
 @pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
-    home = tmp_path_factory.mktemp("dashboard-pages") / "home"
-    home.mkdir()
-    with seeded_dashboard(home) as made:
-        yield made
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = launch_chromium(playwright)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture(scope="module")
 def axe_source() -> str:
     if not AXE.is_file():
         pytest.fail(f"axe-core is not installed at {AXE}: run `make ui-deps` (make test does)")
@@ -121,8 +100,8 @@ def _check(page: Page, name: str, width: int, axe_source: str | None) -> list[st
     """What is wrong with the page shown now (an empty list: nothing), its screenshot written."""
     problems: list[str] = []
     page.evaluate("document.fonts.ready")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
     shape: dict[str, Any] = page.evaluate(_GEOMETRY)
     if shape["scrollWidth"] > shape["width"]:
         problems.append(f"{name}@{width}: {shape['scrollWidth']} px wide in a {shape['width']} px screen")
