@@ -106,12 +106,15 @@ def _viewer(request: Request, *, page: bool = False) -> tuple[UiIdentity, str] |
 
 
 _PAGE = """<!doctype html>
-<html><head><meta charset="utf-8"><title>canvas: {title}</title>
+<html lang="en"><head><meta charset="utf-8"><title>canvas: {title}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style nonce="{nonce}">
 html, body {{ margin: 0; height: 100%; font: 14px system-ui, sans-serif; }}
 body {{ display: flex; flex-direction: column; }}
 header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd; }}
+header a {{ color: #1d4ed8; margin-right: 12px; }}
+h1 {{ display: inline; font-size: inherit; font-weight: normal; }}
+noscript p {{ margin: 12px; }}
 #canvas {{ flex: 1; display: flex; flex-direction: column; min-height: 0; }}
 #canvas iframe {{ border: 0; width: 100%; display: block; }}
 #canvas iframe.agent {{ flex: 1; min-height: 240px; }}
@@ -119,7 +122,8 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
 .hidden {{ display: none !important; }}
 </style></head>
 <body>
-<header>canvas <b>{title}</b> <span id="status" role="status"></span></header>
+<header><a href="/ui/">Dashboard</a><h1>canvas <b>{title}</b></h1> <span id="status" role="status"></span></header>
+<noscript><p>The canvas shows what an agent draws by script: turn JavaScript on for this page.</p></noscript>
 <div id="canvas" class="hidden"><div id="a2ui-slot"></div><div id="agent-slot" class="hidden"></div></div>
 <script nonce="{nonce}">
 (function () {{
@@ -183,7 +187,7 @@ header {{ padding: 6px 12px; background: #f3f4f6; border-bottom: 1px solid #ddd;
   function show(state) {{
     if (state.url && new URL(state.url).origin !== urlOrigin) {{ location.reload(); return; }}
     canvas.classList.toggle("hidden", !state.visible);
-    mood = !state.visible ? "(hidden)" : state.waiting ? "(the agent waits for you)" : "";
+    mood = !state.visible ? "(nothing shown: the agent has not presented the canvas)" : state.waiting ? "(the agent waits for you)" : "";
     tell();
     place("a2ui", state.a2ui_render, () => frame("a2ui", state.a2ui_render));
     const agent = state.url ? "url:" + state.url : state.html_render;
