@@ -178,3 +178,45 @@ def test_script_in_a_payload_shows_as_text_and_a_stored_secret_is_redacted(
         assert SECRET not in page.content()
         save_screenshot(page, "audit-record-escaped")
         assert errors == []
+
+
+def test_every_form_works_without_javascript(
+    dashboard_home: Path, browser: Browser, stopped_calls: list[subprocess.Popen[str]]
+) -> None:
+    """Deny a waiting call, add a grant with hosts and an expiry, revoke it: plain form posts."""
+    context = browser.new_context(java_script_enabled=False)
+    context.set_default_timeout(WAIT_MS)
+    try:
+        with pincer_serve(dashboard_home) as server:
+            url = server.info["url"]
+            page = context.new_page()
+            _sign_in(page, url, server.token)
+            call = waiting_call(dashboard_home, "write_file", '{"path": "nojs.txt", "content": "never"}')
+            stopped_calls.append(call)
+            wait_until("the call to ask", lambda: _pending(dashboard_home))
+            page.goto(url + "/ui/approvals")  # no live updates without a script: a reload shows it
+            card = page.locator("article.approval.status-pending")
+            expect(card).to_have_count(1)
+            card.get_by_role("button", name="Deny").click()
+            expect(page.get_by_role("status")).to_contain_text("deny")
+            out, _ = call.communicate(timeout=CLI_TIMEOUT_S)
+            assert json.loads(out)["ok"] is False
+            assert not (dashboard_home / "workspace" / "nojs.txt").exists()
+
+            page.goto(url + "/ui/grants")
+            form = page.locator("form.grant-form")
+            form.locator("input[name=tool]").fill("http")  # "Tool" is also in the hosts field's hint
+            form.get_by_label("network", exact=True).check()
+            form.get_by_label("Hosts").fill("api.example.com")
+            form.get_by_label("Expires in (hours)").fill("2")
+            form.get_by_role("button", name="Add grant").click()
+            expect(page.get_by_role("status")).to_have_text("grant added")
+            added = page.locator("article.grant").filter(has_text="stored")
+            expect(added).to_have_count(1)
+            expect(added).to_contain_text("api.example.com")
+            expect(added.locator("time.when")).to_have_count(1)  # the expiry, as a time
+            added.get_by_role("button", name="Revoke").click()
+            expect(page.get_by_role("status")).to_have_text("grant revoked")
+            expect(page.locator("article.grant").filter(has_text="stored")).to_have_count(0)
+    finally:
+        context.close()
