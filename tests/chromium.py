@@ -6,7 +6,10 @@ so without the launcher's proxy (these pages are the test's own gateway on loopb
 
 from __future__ import annotations
 
-from playwright.sync_api import Browser, Error, Playwright
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from playwright.sync_api import Browser, Error, Playwright, sync_playwright
 
 from pincer.builtins.browser.launcher import launch_options, sandbox_plan
 
@@ -20,3 +23,14 @@ def launch_chromium(playwright: Playwright) -> Browser:
         except Error:
             continue
     return playwright.chromium.launch(**launch_options(sandbox=attempts[-1]))
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    """One Chromium from its own Playwright, closed on the way out (a module fixture's)."""
+    with sync_playwright() as playwright:
+        launched = launch_chromium(playwright)
+        try:
+            yield launched
+        finally:
+            launched.close()

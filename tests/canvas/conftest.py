@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from pincer.demo.model_server import ReceivedRequest, ScriptedCall, Turn, serve_models
-from tests.chromium import launch_chromium
+from tests.chromium import chromium
 from tests.gateway.conftest import ServerProcess, pincer_serve
 from tests.gateway.ui.conftest import sign_in
 
@@ -26,14 +26,8 @@ POLL_S = 0.1
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch_chromium(playwright)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 @dataclass

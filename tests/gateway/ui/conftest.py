@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
 from pincer.gateway.tokens import token_digest
 
@@ -87,14 +87,10 @@ def tamper_audit(home: Path, record_id: int, reason: str = "rewritten later") ->
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Debian's Chromium (tests/chromium.py), one for a test module."""
-    from tests.chromium import launch_chromium
+    from tests.chromium import chromium
 
-    with sync_playwright() as playwright:
-        launched = launch_chromium(playwright)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")

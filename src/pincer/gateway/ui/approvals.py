@@ -29,7 +29,7 @@ from pincer.gateway.access import ANSWER_FORBIDDEN_HINT, approvals_seen, can_ans
 from pincer.gateway.rest.events import event_stream
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, current_identity, read_form, require_csrf, require_identity
-from pincer.gateway.ui.paging import page_request, paged
+from pincer.gateway.ui.paging import filter_value, page_request, paged
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.service import Pincer
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
@@ -79,12 +79,11 @@ def _visible(pincer: Pincer, session: GatewaySession) -> tuple[list[ApprovalRequ
 
 
 def _filters(request: Request, session: GatewaySession) -> dict[str, str]:
-    q = request.query_params
-    status = q.get("status", "")
+    status = request.query_params.get("status", "")
     return {
         "status": status if status in ANSWERED_STATUSES else "",
-        "tool": q.get("tool", "")[:256].strip(),
-        "session": q.get("session", "")[:256].strip() if session.is_main else "",
+        "tool": filter_value(request, "tool"),
+        "session": filter_value(request, "session") if session.is_main else "",
     }
 
 

@@ -18,7 +18,7 @@ from pincer.gateway.rest.audit import MAX_AUDIT_LIMIT
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, read_form, require_csrf, require_identity
 from pincer.gateway.ui.conversation import approval_wait_ms
-from pincer.gateway.ui.paging import page_request, paged
+from pincer.gateway.ui.paging import filter_value, page_request, paged
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.store.audit import AuditRecord
 
@@ -61,8 +61,7 @@ def _parse_time(value: str) -> float | None:
 
 
 def _filters(request: Request) -> dict[str, str]:
-    q = request.query_params
-    return {name: q.get(name, "")[:256] for name in ("tool", "session", "decision", "since", "until")}
+    return {name: filter_value(request, name) for name in ("tool", "session", "decision", "since", "until")}
 
 
 def visible_records(

@@ -10,10 +10,11 @@ from urllib.parse import urlencode
 
 from starlette.requests import Request
 
-__all__ = ["MAX_PER_PAGE", "Paged", "page_request", "paged"]
+__all__ = ["MAX_PER_PAGE", "Paged", "filter_value", "page_request", "paged"]
 
 MAX_PER_PAGE = 200
 MAX_PAGE = 10_000
+MAX_FILTER_CHARS = 256  # a filter longer than any tool, session or skill name matches nothing anyway
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,6 +43,11 @@ def _int(value: str | None, default: int, low: int, high: int) -> int:
     except ValueError:
         return default
     return min(high, max(low, number))
+
+
+def filter_value(request: Request, name: str) -> str:
+    """The list filter ``?name=`` as typed, cut to a bounded length, empty when absent."""
+    return request.query_params.get(name, "")[:MAX_FILTER_CHARS].strip()
 
 
 def page_request(request: Request, *, per: int) -> PageRequest:

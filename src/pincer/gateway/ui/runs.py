@@ -29,7 +29,7 @@ from pincer.gateway.rest.events import event_stream
 from pincer.gateway.ui.approvals import approval_view
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.conversation import conversation
-from pincer.gateway.ui.paging import page_request, paged
+from pincer.gateway.ui.paging import filter_value, page_request, paged
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.store.approvals import AnswerScope, ApprovalStatus
 from pincer.store.runs import RUN_STATUSES, RunRow
@@ -50,12 +50,11 @@ def _row(request: Request, run_id: str) -> RunRow | None:
 
 
 def _filters(request: Request, identity: UiIdentity) -> dict[str, str]:
-    q = request.query_params
-    status = q.get("status", "")
+    status = request.query_params.get("status", "")
     return {
         "status": status if status in RUN_STATUSES else "",
-        "skill": q.get("skill", "")[:256].strip(),
-        "session": q.get("session", "")[:256].strip() if identity.is_main else "",
+        "skill": filter_value(request, "skill"),
+        "session": filter_value(request, "session") if identity.is_main else "",
     }
 
 
