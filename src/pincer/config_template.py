@@ -44,10 +44,16 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class KeyHelp:
-    """What a key does; ``example`` is TOML for a key that has no default to show."""
+    """What a key does; ``example`` is TOML for a key that has no default to show (a value, never
+    ``key = value``: the template writes the key). ``table``: the name of the example table a
+    ``[section.NAME]`` key is shown in when it belongs to one entry only (the browser's keys
+    under ``[builtins.browser]``); ``one_of``: the keys of an array table one of which an entry
+    needs (a job's schedule), shown so that uncommenting a table's lines makes a valid one."""
 
     help: str
     example: str | None = None
+    table: str | None = None
+    one_of: tuple[str, ...] = ()
 
 
 # One line per key; "*" stands for a name of the user's (a session, a tool pattern).
@@ -64,21 +70,21 @@ KEYS: dict[str, KeyHelp] = {
     "store.url": KeyHelp(
         help="PostgreSQL for several gateways (audit chain, approvals, grants, idempotency, runs); unset: SQLite "
         "under PINCER_HOME. Run `pincer db upgrade` before the gateways start; keep the password out of the url",
-        example='url = "postgresql://pincer@127.0.0.1:5432/pincer"',
+        example='"postgresql://pincer@127.0.0.1:5432/pincer"',
     ),
     "store.password_secret": KeyHelp(
         help="the secret (`pincer secrets set NAME`) holding the PostgreSQL password; unset: libpq reads PGPASSFILE",
-        example='password_secret = "pg_password"',
+        example='"pg_password"',
     ),
     "store.pool_size": KeyHelp(help="PostgreSQL connections per gateway, in each of its two pools"),
     "store.host_id": KeyHelp(
         help="this machine's name in the store (default: the host name); give each machine its own, "
         "and the gateways of one machine the same: a gateway whose heartbeat stops is taken over by the others",
-        example='host_id = "gateway-2"',
+        example='"gateway-2"',
     ),
     "cache.url": KeyHelp(
         help="Redis: rate limits counted exactly across every gateway; unset: each process counts its own",
-        example='url = "redis://127.0.0.1:6379/0"',
+        example='"redis://127.0.0.1:6379/0"',
     ),
     "output.max_bytes": KeyHelp(help="larger tool outputs are truncated with a marker"),
     "output.max_resource_bytes": KeyHelp(
@@ -121,9 +127,9 @@ KEYS: dict[str, KeyHelp] = {
     "grants.tool": KeyHelp(help="a tool name or a * pattern, case-insensitive", example='"http"'),
     "grants.effects": KeyHelp(
         help=f"effect -> allow | ask | deny; the effects: {', '.join(EffectKind)}",
-        example='{ network = "allow", use_secret = "allow" }',
+        example='{ network = "allow", use_secret = "allow" }', one_of=("effects", "default"),
     ),
-    "grants.default": KeyHelp(help="allow | ask | deny for every effect the map does not name", example='"ask"'),
+    "grants.default": KeyHelp(help="allow | ask | deny for every effect the map does not name", example='"ask"', one_of=("effects", "default")),
     "grants.hosts": KeyHelp(help="hosts a network effect may reach (* wildcards)", example='["api.github.com", "*.githubusercontent.com"]'),
     "grants.expires": KeyHelp(help="after this time the grant no longer applies", example="2027-01-01T00:00:00Z"),
     "grants.max_invocations": KeyHelp(help="the grant is used up after this many calls", example="500"),
@@ -266,12 +272,12 @@ KEYS: dict[str, KeyHelp] = {
     "hooks.session": KeyHelp(help="the session its runs use (default hook:NAME, a non-main session)", example='"hook:gh"'),
     "hooks.max_body_bytes": KeyHelp(help="this hook's body limit instead of [triggers] hook_max_body_bytes", example="1048576"),
     "jobs.name": KeyHelp(help="the job's name (pincer cron list shows it)", example='"morning-brief"'),
-    "jobs.cron": KeyHelp(help="a cron expression: 5 fields, 6 with seconds first, or @daily, @hourly...", example='"0 9 * * 1-5"'),
-    "jobs.at": KeyHelp(help="or one run at this ISO 8601 time (UTC unless it says otherwise)", example='"2027-01-01T09:00:00Z"'),
-    "jobs.every": KeyHelp(help="or a run every interval", example='"30m"'),
+    "jobs.cron": KeyHelp(help="a cron expression: 5 fields, 6 with seconds first, or @daily, @hourly...", example='"0 9 * * 1-5"', one_of=("cron", "at", "every")),
+    "jobs.at": KeyHelp(help="or one run at this ISO 8601 time (UTC unless it says otherwise)", example='"2027-01-01T09:00:00Z"', one_of=("cron", "at", "every")),
+    "jobs.every": KeyHelp(help="or a run every interval", example='"30m"', one_of=("cron", "at", "every")),
     "jobs.tz": KeyHelp(help="the IANA time zone of the cron fields (default: this machine's)", example='"Europe/Berlin"'),
-    "jobs.skill": KeyHelp(help="the skill to run", example='"release-notes"'),
-    "jobs.message": KeyHelp(help="the message the run starts with (alone: a plain agent turn)", example='"Summarize what changed yesterday"'),
+    "jobs.skill": KeyHelp(help="the skill to run", example='"release-notes"', one_of=("skill", "message")),
+    "jobs.message": KeyHelp(help="the message the run starts with (alone: a plain agent turn)", example='"Summarize what changed yesterday"', one_of=("skill", "message")),
     "jobs.params": KeyHelp(help="the skill's parameters", example='{ since = "yesterday" }'),
     "jobs.session": KeyHelp(help="the session its runs use (default cron:NAME, a non-main session)", example='"main"'),
     "jobs.max_concurrent": KeyHelp(help="this job's limit instead of [triggers] max_concurrent", example="1"),
@@ -287,7 +293,7 @@ KEYS: dict[str, KeyHelp] = {
     "gateway.allowed_origins": KeyHelp(help='browser Origins accepted, e.g. "https://console.example"'),
     "gateway.a2ui_catalogs": KeyHelp(help="more A2UI catalogs a canvas surface may name in catalogId: files (relative to the pincer home) or https URLs (docs/canvas.md)"),
     "gateway.canvas": KeyHelp(help="turn on the canvas tools (canvas, a2ui_push, a2ui_reset) and their pages at /ui/canvas/SESSION (docs/canvas.md)"),
-    "gateway.tokens.sha256": KeyHelp(help="the sha256 of a token, never the token (`pincer token new` adds one)", example='"<64 hex digits>"'),
+    "gateway.tokens.sha256": KeyHelp(help="the sha256 of a token, never the token (`pincer token new` adds one)", example='"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"'),
     "gateway.tokens.session": KeyHelp(help="the session the token's calls run under", example='"ci-bot"'),
     "hub.max_archive_bytes": KeyHelp(help="a larger artifact download is stopped and refused"),
     "hub.max_unpacked_bytes": KeyHelp(help="an archive that unpacks to more is refused (zip bombs)"),
@@ -297,9 +303,9 @@ KEYS: dict[str, KeyHelp] = {
     "hub.sources.name": KeyHelp(help="how commands name the source (--source NAME)", example='"local"'),
     "hub.sources.path": KeyHelp(
         help="an IronClaw registry folder or MCP-Registry server.json documents (relative: to $PINCER_HOME)",
-        example='"/path/to/registry"',
+        example='"/path/to/registry"', one_of=("path", "url"),
     ),
-    "hub.sources.url": KeyHelp(help="a pincer hub server (`pincer hub serve`)", example='"https://hub.example.com"'),
+    "hub.sources.url": KeyHelp(help="a pincer hub server (`pincer hub serve`)", example='"https://hub.example.com"', one_of=("path", "url")),
     "hub.sources.token_secret": KeyHelp(
         help="the secret store entry with your publisher token for that hub (publishing only)", example='"hub_token"'
     ),
@@ -314,24 +320,24 @@ KEYS: dict[str, KeyHelp] = {
     "builtins.*.read_only": KeyHelp(help="drop every write action, whatever actions and toolsets say"),
     "builtins.*.authorization_url": KeyHelp(
         help="[builtins.google] and [builtins.slack]: the OAuth login's consent page (pincer auth setup NAME)",
-        example='"https://accounts.google.com/o/oauth2/v2/auth"',
+        example='"https://accounts.google.com/o/oauth2/v2/auth"', table="google",
     ),
     "builtins.*.token_url": KeyHelp(
         help="[builtins.google] and [builtins.slack]: where codes and refresh tokens are exchanged",
-        example='"https://oauth2.googleapis.com/token"',
+        example='"https://oauth2.googleapis.com/token"', table="google",
     ),
     "builtins.*.revocation_url": KeyHelp(
         help="[builtins.google] and [builtins.slack]: where pincer auth revoke NAME revokes the login",
-        example='"https://oauth2.googleapis.com/revoke"',
+        example='"https://oauth2.googleapis.com/revoke"', table="google",
     ),
     "builtins.*.effects": KeyHelp(
         help="composio: each enabled action's effects, declared by you (an enabled action without them is an error)",
-        example='{ SLACK_SEND_MESSAGE = ["network", "external_write"] }',
+        example='{ SLACK_SEND_MESSAGE = ["network", "external_write"] }', table="composio",
     ),
-    "builtins.*.idle_timeout_s": KeyHelp(help="browser only: close Chromium after this long without a call (unset: 300)", example="600"),
-    "builtins.*.max_snapshot_chars": KeyHelp(help="browser only: longest snapshot text returned (unset: 20000)", example="40000"),
-    "builtins.*.profile_dir": KeyHelp(help="browser only: where each launch's fresh Chromium profile is made, removed on close (unset: $PINCER_HOME/browser)", example='"browser"'),
-    "builtins.*.max_download_bytes": KeyHelp(help="browser only: largest download kept in the workspace (unset: 50 MiB)", example="10485760"),
+    "builtins.*.idle_timeout_s": KeyHelp(help="browser only: close Chromium after this long without a call (unset: 300)", example="600", table="browser"),
+    "builtins.*.max_snapshot_chars": KeyHelp(help="browser only: longest snapshot text returned (unset: 20000)", example="40000", table="browser"),
+    "builtins.*.profile_dir": KeyHelp(help="browser only: where each launch's fresh Chromium profile is made, removed on close (unset: $PINCER_HOME/browser)", example='"browser"', table="browser"),
+    "builtins.*.max_download_bytes": KeyHelp(help="browser only: largest download kept in the workspace (unset: 50 MiB)", example="10485760", table="browser"),
 }
 
 SECTIONS: dict[str, str] = {
@@ -385,6 +391,8 @@ class SchemaKey:
     bounds: str  # "> 0, <= 86400" or ""
     help: str
     example: str | None
+    table: str | None = None  # KeyHelp.table
+    one_of: tuple[str, ...] = ()  # KeyHelp.one_of
 
     @property
     def is_required(self) -> bool:
@@ -415,6 +423,7 @@ def _walk(model: type[BaseModel], *, prefix: str, section: str, shape: str) -> I
         yield SchemaKey(
             path=path, section=section, shape=shape, name=name, type=_type_name(field.annotation),
             default=_default(field), bounds=_bounds(field), help=described.help, example=described.example,
+            table=described.table, one_of=described.one_of,
         )  # fmt: skip
     for name, inner, kind in nested:
         here = f"{prefix}{name}"
@@ -583,11 +592,16 @@ def render_template() -> str:
                 value = key.default_toml if key.default_toml is not None else key.example
                 lines.append(_with_comment(f"# {key.name} = {value}", _describe(key)))
         else:
-            header = f"[[{section}]]" if shape == "array" else f"[{section}.{_MAP_EXAMPLE_NAMES.get(section, 'NAME')}]"
-            lines.append(f"# {header}")
-            for key in group:
-                value = key.example if key.example is not None else key.default_toml
-                lines.append(_with_comment(f"# {key.name} = {value}", _describe(key)))
+            # A map's keys that belong to one entry only get an example table of that entry, so
+            # that each line uncommented with its table header makes a valid file.
+            name = _MAP_EXAMPLE_NAMES.get(section, "NAME")
+            for table in dict.fromkeys(k.table or name for k in group):
+                header = f"[[{section}]]" if shape == "array" else f"[{section}.{table}]"
+                lines.append(f"# {header}" if table == name else f"#\n# {header}")
+                for key in group:
+                    if (key.table or name) == table:
+                        value = key.example if key.example is not None else key.default_toml
+                        lines.append(_with_comment(f"# {key.name} = {value}", _describe(key)))
     return "\n".join(lines) + "\n"
 
 
@@ -595,6 +609,8 @@ def _describe(key: SchemaKey) -> str:
     text = key.help
     if key.is_required:
         text = f"(required) {text}"
+    elif key.one_of:
+        text = f"(one of {', '.join(key.one_of)}) {text}"
     elif key.default is None and key.shape == "table":
         text = f"{text}; unset by default"
     return text
