@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -104,6 +104,7 @@ class Pincer:
         self._wasm_missing_said = False  # the warning that wasmtime is missing, once
         self._scripts: Runtime | None = None
         self._mcp: Runtime | None = None
+        self._mcp_starts: Callable[[str], bool] | None = None  # Pincer.open's mcp_starts
         self._openapi: Runtime | None = None
         self.skills: Any = None  # pincer.skills.SkillLibrary when skills are enabled
         # What the hub installed is loaded only while it matches pincer.lock (hub/integrity.py).
@@ -156,6 +157,7 @@ class Pincer:
         wasm: bool = True,
         skills: bool = True,
         environ: Mapping[str, str] | None = None,
+        mcp_starts: Callable[[str], bool] | None = None,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``.
@@ -163,7 +165,10 @@ class Pincer:
 
         A runtime whose kind has nothing configured is not added, so its dependencies (wasmtime,
         the MCP SDK) are not imported; :meth:`watch_state` adds the WASM runtime when the first
-        component is installed."""
+        component is installed. ``mcp_starts``: which MCP servers may start with it, by name (a
+        one-shot ``pincer tools call`` starts only the ones that may own its tool, so a broken
+        server says nothing to calls of other tools); default: the eager ones and those whose
+        tools are not pinned yet."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
         shared = await _open_shared_stores(config, secret_key=secret_key, audit_key=audit_key)
@@ -174,6 +179,7 @@ class Pincer:
                 await shared.aclose()
             raise
         pincer._watches_wasm = wasm
+        pincer._mcp_starts = mcp_starts
         try:
             # Calls whose waiting process died (killed while it waited for an answer) are
             # recorded by whoever opens the store next, if nobody listed the approvals since.
@@ -587,7 +593,9 @@ class Pincer:
         from pincer.runtimes.mcp import McpRuntime, PinStore, ServerStore
 
         servers = self._admitted_servers(ServerStore(self.home).load())
-        return McpRuntime(servers, pins=PinStore(self.home), secrets=self.secrets, scanner=self.scanner)
+        return McpRuntime(
+            servers, pins=PinStore(self.home), secrets=self.secrets, scanner=self.scanner, starts=self._mcp_starts
+        )
 
     def _openapi_runtime(self) -> Any:
         from pincer.runtimes.openapi import OpenApiRuntime, ServiceStore

@@ -66,17 +66,21 @@ def audit_key(home: Path) -> bytes:
 
 
 @asynccontextmanager
-async def open_pincer(*, builtins: bool = True, quiet: bool = False, config: Any = None) -> AsyncIterator[Any]:
+async def open_pincer(
+    *, builtins: bool = True, quiet: bool = False, config: Any = None, for_tool: str | None = None
+) -> AsyncIterator[Any]:
     """The ``Pincer`` of PINCER_HOME (with ``config`` when the command loaded it already). A start
     that takes more than a second (MCP servers launched with npx fetch their package first) says
-    what it waits for on stderr, unless ``quiet`` (commands pass ``quiet=as_json``)."""
+    what it waits for on stderr, unless ``quiet`` (commands pass ``quiet=as_json``). ``for_tool``:
+    the one tool the command calls; only the MCP servers that may own it start."""
     from pincer.cli.progress import slow_wait
     from pincer.cli.startup_gc import startup_done
     from pincer.service import Pincer
 
     home = pincer_home()
     async with AsyncExitStack() as stack:
-        with slow_wait(lambda: startup_notice(home), enabled=not quiet):
+        starts = _starts_for(for_tool)
+        with slow_wait(lambda: startup_notice(home, starts=starts), enabled=not quiet):
             pincer = await stack.enter_async_context(
                 Pincer.open(
                     home,
@@ -85,19 +89,29 @@ async def open_pincer(*, builtins: bool = True, quiet: bool = False, config: Any
                     audit_key=audit_key(home),
                     builtins=builtins,
                     environ=os.environ,
+                    mcp_starts=starts,
                 )
             )
         startup_done()  # the start-up's objects are made: the collector's thresholds come back
         yield pincer
 
 
-def startup_notice(home: Path) -> str:
+def _starts_for(tool: str | None) -> Callable[[str], bool] | None:
+    if tool is None:
+        return None
+    from pincer.runtimes.mcp.config import may_own_tool
+
+    return lambda server: may_own_tool(server, tool)
+
+
+def startup_notice(home: Path, *, starts: Callable[[str], bool] | None = None) -> str:
     """What a slow start is waiting for: the MCP servers started with pincer, if any."""
     try:
         from pincer.runtimes.mcp import PinStore, ServerStore
 
         pins = PinStore(home)
-        starting = [s for s in ServerStore(home).load() if s.startup == "eager" or not pins.pins(s.name)]
+        starting = [s for s in ServerStore(home).load()
+                    if (s.startup == "eager" or not pins.pins(s.name)) and (starts is None or starts(s.name))]  # fmt: skip
     except PincerError:
         starting = []
     if not starting:

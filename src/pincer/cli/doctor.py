@@ -340,19 +340,30 @@ def _sandbox(config: Any) -> Check:
 
 def _mcp_commands(home: Path) -> list[Check]:
     from pincer.runtimes.mcp.config import ServerStore
+    from pincer.runtimes.mcp.pins import PinStore
 
     try:
-        servers = [s for s in ServerStore(home).load() if s.transport == "stdio"]
+        servers = [s for s in ServerStore(home).load() if s.enabled]
+        pins = PinStore(home)
     except PincerError:
         return []  # the settings check reports the broken file
-    checks = [_node(needed_by=[s.name for s in servers if Path(s.command or "").name in _NODE_LAUNCHERS])]
+    stdio = [s for s in servers if s.transport == "stdio"]
+    checks = [_node(needed_by=[s.name for s in stdio if Path(s.command or "").name in _NODE_LAUNCHERS])]
     for server in servers:
         command = server.command or ""
-        found = shutil.which(command) if os.sep not in command else (command if os.access(command, os.X_OK) else None)
+        found = server.url if server.transport != "stdio" else (
+            shutil.which(command) if os.sep not in command else (command if os.access(command, os.X_OK) else None))  # fmt: skip
         if found is None:
             checks.append(Check(
                 name="mcp server", status="fail", detail=f"{server.name}: its command {command!r} is not found or not executable",
                 hint=f"install it, or fix the entry: `pincer mcp remove {server.name}` then `pincer mcp add`",
+            ))  # fmt: skip
+        elif not pins.pins(server.name):  # it never answered: its tools are not offered (the others are)
+            checks.append(Check(
+                name="mcp server", status="warn",
+                detail=f"{server.name}: {found} has no tools pinned: it has never answered (or offers no tools); "
+                "every other tool works without it",
+                hint=f"`pincer mcp test {server.name}` starts it and shows why it fails; `pincer mcp remove {server.name}` drops it",
             ))  # fmt: skip
         else:
             checks.append(Check(name="mcp server", status="ok", detail=f"{server.name}: {found}"))

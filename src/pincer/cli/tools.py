@@ -110,7 +110,7 @@ def call_tool(
     2 on a usage error."""
 
     async def body() -> dict[str, Any]:
-        async with open_pincer(quiet=as_json) as pincer:
+        async with open_pincer(quiet=as_json, for_tool=name) as pincer:
             request = CallRequest(tool=name, args={}, session=session, idempotency_key=idempotency_key, caller="cli")
             try:
                 request = replace(request, args=parse_json_arg(args))

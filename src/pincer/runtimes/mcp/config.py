@@ -42,6 +42,7 @@ __all__ = [
     "CONNECT_TIMEOUT_S",
     "SERVERS_FILE",
     "check_server_name",
+    "may_own_tool",
     "check_url",
     "check_header",
     "check_capability",
@@ -74,6 +75,11 @@ def sanitize(text: str) -> str:
 def tool_name(server: str, tool: str) -> str:
     """The registry name of an upstream tool: ``{server}_{tool}``, sanitized."""
     return sanitize(f"{server}_{tool}")
+
+
+def may_own_tool(server: str, tool: str) -> bool:
+    """Whether ``tool`` can be one of ``server``'s registry names (every one is ``{server}_...``)."""
+    return tool.startswith(sanitize(server) + "_")
 
 
 def check_server_name(name: object) -> str:

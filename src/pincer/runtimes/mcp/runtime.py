@@ -89,8 +89,12 @@ class McpRuntime:
         pins: PinStore,
         secrets: Any = None,
         scanner: ScannerFactory | None = None,
+        starts: Callable[[str], bool] | None = None,
     ) -> None:
+        """``starts``: which of the servers ``start`` may start (by name; default: all it would);
+        a one-shot command starts only the servers that may own the tool it calls."""
         self.pins = pins
+        self._starts = starts
         self._lookup = secret_lookup(secrets)
         if scanner is None:
             shapes_only = LeakScanner(())
@@ -122,7 +126,8 @@ class McpRuntime:
     async def start(self) -> None:
         """Start eager servers and the ones with no pinned tools; a failure is logged, never
         fatal (the server is tried again on its first call)."""
-        await self._start_wanted(list(self.connections))
+        starts = self._starts
+        await self._start_wanted([name for name in self.connections if starts is None or starts(name)])
 
     async def reconcile(self, servers: Sequence[ServerConfig]) -> None:
         """Follow an edited server list (``pincer mcp add/remove`` by another process): servers
