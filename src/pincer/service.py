@@ -62,10 +62,10 @@ class Pincer:
         self.home = config.home
         if audit_key is None:
             audit_key = load_or_create_key(config.home, None, place=AUDIT_KEY)
-        self._conn = open_database(config.home, synchronous=config.audit_synchronous.upper())
-        # FULL fsyncs every commit: the audit log commits on a connection of its own in a worker
-        # thread then, so the event loop never waits on the disk (store/audit.py).
-        self._writer = open_database(config.home, synchronous="FULL") if config.audit_synchronous == "full" else None
+        # pincer.db only without PostgreSQL: a PostgreSQL home keeps nothing in it, so a stale or
+        # broken file beside the store never stops its gateway (nor does `pincer doctor` read it).
+        self._conn: Any = None
+        self._writer: Any = None
         if shared is not None:
             # The PostgreSQL stores keep each seam's contract (store/seam.py; mypy checks it in
             # store/pg/__init__.py): the callers' annotations name the SQLite classes.
@@ -77,6 +77,11 @@ class Pincer:
             self.trigger_store: TriggerStore = shared.triggers
             self.sign_ins: SignInStore = shared.sign_ins
         else:
+            self._conn = open_database(config.home, synchronous=config.audit_synchronous.upper())
+            # FULL fsyncs every commit: the audit log commits on a connection of its own in a worker
+            # thread then, so the event loop never waits on the disk (store/audit.py).
+            if config.audit_synchronous == "full":
+                self._writer = open_database(config.home, synchronous="FULL")
             try:
                 self.audit = AuditLog(
                     self._conn, key=audit_key, writer=self._writer, anchor=AnchorFile(config.home / ANCHOR_FILE)
@@ -417,7 +422,8 @@ class Pincer:
 
     @property
     def database(self) -> Any:
-        """The SQLite connection of PINCER_HOME (for the stores in ``pincer.store``)."""
+        """The SQLite connection of PINCER_HOME (for the stores in ``pincer.store``); None on a
+        PostgreSQL home."""
         return self._conn
 
     @property
@@ -735,7 +741,8 @@ class Pincer:
                 except Exception:
                     logger.exception("closing runtime %s failed", runtime)
         self.secrets.close()
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
         if self._writer is not None:
             self._writer.close()
         if self._shared is not None:

@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from pincer.core.errors import PincerError
 __all__ = ["Check", "doctor", "run_checks"]
 
 GATEWAY_PROBE_TIMEOUT_S = 2.0
+STORE_PROBE_TIMEOUT_S = 5  # PostgreSQL's connect_timeout and Redis's socket timeouts, in seconds
+REDIS_SLOW_MS = 50.0  # a PING slower than this is worth a warning: every rate-limited call pays it
 NODE_VERSION_TIMEOUT_S = 10.0
 MIN_PYTHON = (3, 11)
 MIN_NODE_MAJOR = 18  # the MCP reference servers' floor
@@ -100,7 +103,7 @@ def run_checks(home: Path, *, on_check: Callable[[Check], None], on_stage: Calla
         ("sandbox", "checking the sandbox (a /bin/true in each backend)", lambda: [_sandbox(config)]),
         ("mcp server", "checking the MCP servers' commands", lambda: _mcp_commands(home)),
         ("shared home", "checking the registry files shared through [store] url", lambda: [_shared_home(home, config)]),
-        ("gateway", "asking a running gateway for /healthz", lambda: [_gateway(config)]),
+        ("gateway", "asking a running gateway for /healthz", lambda: [_gateway(home, config)]),
         ("path", "checking PATH", lambda: [_path()]),
     ]
     for name, stage, check in stages:
@@ -240,7 +243,28 @@ def _extras(home: Path, config: Any) -> Check:
 
 
 def _databases(home: Path, config: Any) -> list[Check]:
+    """The store config.toml names (pincer.db, or PostgreSQL and the Redis of [cache] url), its
+    audit chain, and the secret store. A PostgreSQL home's pincer.db holds nothing the gateway
+    reads: it is neither opened nor reported."""
     from pincer.secrets.store import SECRETS_DB_NAME
+    from pincer.store.db import integrity_problems
+
+    checks = _sqlite(home, config) if config.store.url is None else _postgres(home, config)
+    if config.cache.url is not None:
+        checks.append(_redis(config.cache.url))
+    secrets_db = home / SECRETS_DB_NAME
+    if secrets_db.exists():
+        if problems := integrity_problems(secrets_db):
+            checks.append(Check(
+                name="secret store", status="fail", detail=f"{secrets_db} fails SQLite's quick_check: {problems[0]}",
+                hint="restore it from a backup, or remove it and set the secrets again with `pincer secrets set NAME`",
+            ))  # fmt: skip
+        else:
+            checks.append(Check(name="secret store", status="ok", detail=f"{secrets_db} passes quick_check"))
+    return checks
+
+
+def _sqlite(home: Path, config: Any) -> list[Check]:
     from pincer.store.db import DB_FILENAME, integrity_problems
 
     checks = []
@@ -256,18 +280,91 @@ def _databases(home: Path, config: Any) -> list[Check]:
     else:
         checks.append(Check(name="database", status="ok", detail=f"{database} passes quick_check"))
         readable = True
-    if readable or config.store.url is not None:  # the log the gateway records to
+    if readable:  # the log the gateway records to
         checks.append(_audit_chain(home, config))
-    secrets_db = home / SECRETS_DB_NAME
-    if secrets_db.exists():
-        if problems := integrity_problems(secrets_db):
-            checks.append(Check(
-                name="secret store", status="fail", detail=f"{secrets_db} fails SQLite's quick_check: {problems[0]}",
-                hint="restore it from a backup, or remove it and set the secrets again with `pincer secrets set NAME`",
-            ))  # fmt: skip
-        else:
-            checks.append(Check(name="secret store", status="ok", detail=f"{secrets_db} passes quick_check"))
     return checks
+
+
+def _postgres(home: Path, config: Any) -> list[Check]:
+    """The PostgreSQL store: it answers, at this pincer's schema; its audit chain; the pincer
+    processes (gateways, commands) that beat on it now."""
+    from pincer.core.extras import require
+    from pincer.store.pg import SCHEMA_VERSION, redact_url
+    from pincer.store.pg.connect import store_unreachable
+    from pincer.store.pg.instances import INSTANCE_STALE_S
+    from pincer.store.pg.schema import schema_version
+
+    psycopg = require("postgres", "psycopg")
+    url = config.store.url
+    shown = redact_url(url)
+    password = _store_password(home, config)
+    extra: dict[str, Any] = {"password": password} if password is not None else {}
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=STORE_PROBE_TIMEOUT_S, **extra) as conn:
+            version = schema_version(conn)
+            live = conn.execute(
+                "SELECT host, pid FROM pincer_instances WHERE stopped_at IS NULL AND heartbeat_at >= "
+                "EXTRACT(EPOCH FROM clock_timestamp())::double precision - %s ORDER BY started_at",
+                (INSTANCE_STALE_S,),
+            ).fetchall() if version > 0 else []  # fmt: skip
+    except psycopg.Error as exc:
+        error = store_unreachable(url, exc)
+        return [Check(name="database", status="fail", detail=error.message, hint=error.hint)]
+    if version != SCHEMA_VERSION:
+        older = version < SCHEMA_VERSION
+        return [Check(
+            name="database", status="fail",
+            detail=f"{shown} is at schema {version}, this pincer's is {SCHEMA_VERSION}"
+            + (" (never upgraded)" if version == 0 else "" if older else ": a newer pincer upgraded it"),
+            hint="`pincer db upgrade`" if older else "upgrade this pincer to the version the other gateways run",
+        )]  # fmt: skip
+    checks = [Check(name="database", status="ok", detail=f"PostgreSQL {shown} answers, at schema {version}")]
+    checks.append(_audit_chain(home, config))
+    running = [f"{host}/pid {pid}" for host, pid in live]
+    checks.append(Check(
+        name="instances", status="ok",
+        detail=f"{len(running)} pincer process(es) live on the store (gateways and running commands): {', '.join(running[:10])}"
+        + (f" and {len(running) - 10} more" if len(running) > 10 else "")
+        if running else "no pincer process is live on the store now (no gateway of any home runs on it)",
+    ))  # fmt: skip
+    return checks
+
+
+def _store_password(home: Path, config: Any) -> str | None:
+    if config.store.password_secret is None:
+        return None
+    from pincer.cli.common import secret_key
+    from pincer.secrets.store import SecretStore
+
+    with SecretStore.open(home, key=secret_key(home)) as secrets:
+        return secrets.get(config.store.password_secret)
+
+
+def _redis(url: str) -> Check:
+    """``[cache] url``: a PING, and how long it took."""
+    from pincer.core.extras import require
+    from pincer.store.pg import redact_url
+
+    redis = require("redis", "redis")
+    shown = redact_url(url)
+    client = redis.Redis.from_url(url, socket_timeout=STORE_PROBE_TIMEOUT_S, socket_connect_timeout=STORE_PROBE_TIMEOUT_S)
+    try:
+        started = time.perf_counter()
+        client.ping()
+        took_ms = (time.perf_counter() - started) * 1000
+    except redis.RedisError as exc:
+        reason = redact_url(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__
+        return Check(
+            name="redis", status="fail", detail=f"{shown} does not answer: {reason}",
+            hint="check [cache] url in config.toml and that redis-server runs there; without it rate limits are refused",
+        )  # fmt: skip
+    finally:
+        client.close()
+    status = "ok" if took_ms < REDIS_SLOW_MS else "warn"
+    return Check(
+        name="redis", status=status, detail=f"{shown} answers PING in {took_ms:.1f} ms",
+        hint=None if status == "ok" else "every rate-limited call waits this long: put Redis near the gateways ([cache] url)",
+    )  # fmt: skip
 
 
 def _listed(found: dict[str, str], *, most: int = 5) -> str:
@@ -394,7 +491,7 @@ def _node(*, needed_by: list[str]) -> Check:
     return Check(name="node", status="ok", detail=f"Node {version}, npx at {npx}{users}")
 
 
-def _gateway(config: Any) -> Check:
+def _gateway(home: Path, config: Any) -> Check:
     settings = config.gateway
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
     url = f"http://{f'[{host}]' if ':' in host else host}:{settings.port}/healthz"
@@ -414,6 +511,13 @@ def _gateway(config: Any) -> Check:
         return _port_taken(url, "it does not answer JSON")
     if not isinstance(body, dict) or body.get("status") != "ok":
         return _port_taken(url, "its /healthz is not pincer's")
+    if not _accepts_this_homes_token(home, url.removesuffix("/healthz")):
+        return Check(
+            name="gateway", status="fail",
+            detail=f"the pincer serve at {url} is another home's: it refuses the token in {home / 'gateway.token'}, "
+            "so this home's gateway cannot listen there",
+            hint="stop that gateway, or give this home another [gateway] port in config.toml",
+        )  # fmt: skip
     waiting = [str(s) for s in body.get("restart_needed") or () if isinstance(s, str)][:20]
     if waiting:
         return Check(
@@ -423,6 +527,23 @@ def _gateway(config: Any) -> Check:
             hint="restart `pincer serve` (Ctrl-C, then `pincer serve` or `make run`)",
         )  # fmt: skip
     return Check(name="gateway", status="ok", detail=f"pincer serve {body.get('version', '?')} answers at {url}")
+
+
+def _accepts_this_homes_token(home: Path, base: str) -> bool:
+    """Whether the gateway at ``base`` takes this home's bearer token (another home's gateway on
+    the same port answers /healthz too, but never knows this token)."""
+    try:
+        token = (home / "gateway.token").read_text(encoding="utf-8").strip()
+    except OSError:
+        return False  # this home never started a gateway: whatever answers is someone else's
+    request = urllib.request.Request(f"{base}/api/v1/metrics", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=GATEWAY_PROBE_TIMEOUT_S):
+            return True
+    except urllib.error.HTTPError as exc:
+        return exc.code != 401  # 403: a token of a session that may not read metrics, still ours
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return True  # it answered /healthz a moment ago; the next doctor run tells
 
 
 def _port_taken(url: str, why: str) -> Check:
