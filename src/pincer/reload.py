@@ -9,9 +9,11 @@
   logged with the key at fault; a good one is applied live (grants, sessions, ``[network]``,
   gateway tokens, limits, approvals, sandbox...), and the tools that exist because of it come
   and go with it (``run_skill`` and ``build_tool`` with a model in ``[llm]``, ``skills_search``
-  and ``skills_install`` with ``[[hub.sources]]``). What cannot change while serving (the
-  listening address, the Host/Origin names, the body limit, audit durability, the skill roots)
-  is named in a warning, and in ``/healthz`` as ``restart_needed`` for ``pincer doctor``.
+  and ``skills_install`` with ``[[hub.sources]]``, the built-ins of ``[builtins.NAME]``, which
+  ``pincer install``/``remove tools/NAME`` edit). What cannot change while serving (the
+  listening address, the Host/Origin names, the body limit, the canvas, audit durability, the
+  skill roots, the store and the cache, the scheduler) is named in a warning, in ``/healthz``
+  as ``restart_needed`` for ``pincer doctor``, and on the dashboard's overview.
 - installed WASM tools: rescanned; installed script tools and ``exec-approvals.json``: the
   script runtime is rebuilt;
 - MCP servers and OpenAPI services: their runtime is rebuilt from the file;
@@ -79,9 +81,18 @@ def _stamp(path: Path) -> Stamp:
 def live_config_changes(old: Config, new: Config) -> list[str]:
     """The settings that changed but take effect only when ``pincer serve`` restarts."""
     changed = []
-    for key in ("host", "port", "allow_remote", "max_body_bytes", "allowed_hosts", "allowed_origins"):
+    # the canvas's pages, MCP resource and tools are assembled with the gateway (gateway/app.py)
+    for key in ("host", "port", "allow_remote", "max_body_bytes", "allowed_hosts", "allowed_origins", "canvas"):
         if getattr(old.gateway, key) != getattr(new.gateway, key):
             changed.append(f"[gateway] {key}")
+    # the stores are opened once: PostgreSQL's pools and instance row, Redis's client
+    for key in ("url", "password_secret", "pool_size", "host_id"):
+        if getattr(old.store, key) != getattr(new.store, key):
+            changed.append(f"[store] {key}")
+    if old.cache.url != new.cache.url:
+        changed.append("[cache] url")
+    if old.triggers.enabled != new.triggers.enabled:  # the scheduler and the run queue start with serve
+        changed.append("[triggers] enabled")
     if old.audit_synchronous != new.audit_synchronous:
         changed.append("[audit] synchronous")
     # the skill library's roots are fixed when it is made

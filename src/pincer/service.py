@@ -117,6 +117,7 @@ class Pincer:
 
         self.integrity = IntegrityGuard(config.home, check_signatures=shared is not None)
         self._hub_tools: Runtime | None = None
+        self._bundled: Runtime | None = None  # the enabled [builtins.NAME]: follows config.toml
         self._agent_tools: list[Runtime] = []  # run_skill, build_tool: while [llm] names a model
         self._builtins = False  # opened with builtins: the config-dependent tools follow config.toml
         self._started_config = config  # what restart_needed compares with
@@ -197,15 +198,9 @@ class Pincer:
                 from pincer.runtimes.native.builtins import builtin_runtime
 
                 await pincer.add_runtime(builtin_runtime(skill_roots=_skill_root_guard(config, pincer.environ)))
-                if config.builtins:  # [builtins.NAME]: github, web_fetch, web_search, llm_context
-                    from pincer.builtins.catalog import bundled_runtime
-                    from pincer.builtins.oauth import TokenKeeper
-
-                    tokens = TokenKeeper(store=pincer.secrets, home=home, settings=config.builtins,
-                                         allow_private_network=config.allow_private_network)
-                    bundled = bundled_runtime(config.builtins, tokens=tokens)
-                    if bundled is not None:
-                        await pincer.add_runtime(bundled)
+                pincer._bundled = pincer._bundled_runtime(config)  # [builtins.NAME]: github, web_fetch...
+                if pincer._bundled is not None:
+                    await pincer.add_runtime(pincer._bundled)
             if scripts:
                 pincer._scripts = pincer._script_runtime()
                 await pincer.add_runtime(pincer._scripts)
@@ -237,6 +232,35 @@ class Pincer:
         guard = self.integrity
         self.wasm = WasmRuntime(self.home, scanner=self.scanner, admit=lambda name: guard.refusal("tool", name))
         await self.add_runtime(self.wasm)
+
+    def _bundled_runtime(self, config: Config) -> Runtime | None:
+        """The built-ins ``[builtins.NAME]`` enables (None when none is)."""
+        if not config.builtins:
+            return None
+        from pincer.builtins.catalog import bundled_runtime
+        from pincer.builtins.oauth import TokenKeeper
+
+        tokens = TokenKeeper(store=self.secrets, home=self.home, settings=config.builtins,
+                             allow_private_network=config.allow_private_network)  # fmt: skip
+        return bundled_runtime(config.builtins, tokens=tokens)
+
+    async def _follow_builtins(self, old: Config, new: Config) -> None:
+        """``[builtins.NAME]`` edited (by hand, or by `pincer install`/`remove tools/NAME`): the
+        bundled runtime is made again from the new settings and replaces the old one, so tools
+        come and go at once (MCP clients hear tools/list_changed). Settings that cannot be
+        served (an extra not installed) keep the built-ins as they were, and say why."""
+        if (old.builtins, old.allow_private_network) == (new.builtins, new.allow_private_network):
+            return
+        try:
+            fresh = self._bundled_runtime(new)
+        except PincerError as exc:
+            logger.error("config.toml: [builtins] not applied, the built-ins stay as they were: %s%s",
+                         exc.message, f"; {exc.hint}" if exc.hint else "")  # fmt: skip
+            return
+        stale, self._bundled = self._bundled, fresh
+        await self._swap(stale, fresh)
+        names = sorted(spec.name for spec in fresh.tools()) if fresh is not None else []
+        logger.info("config.toml: [builtins] applied; the built-ins offered now: %s", ", ".join(names) or "none")
 
     async def _add_agent_tools(self) -> None:
         """``run_skill``: other agents delegate a skill to the agent loop (llm/delegate.py);
@@ -492,6 +516,7 @@ class Pincer:
         (the registry's change reaches MCP clients as tools/list_changed)."""
         if not self._builtins:
             return
+        await self._follow_builtins(old, new)
         if _has_model(new) and not self._agent_tools:
             await self._add_agent_tools()
             logger.info("config.toml: [llm] names a model; run_skill and build_tool are offered")

@@ -172,5 +172,7 @@ async def page(request: Request) -> Response:
         "run_totals": sorted(by_status.items()),
         "runs_by_status": bars([(s, float(t["runs"]), None) for s, t in sorted(by_status.items())],
                                links=[f"{UI_PREFIX}/runs?status={s}" for s, _ in sorted(by_status.items())]),
+        # settings config.toml changed that wait for a restart (reload.py); names, never values
+        "restart_needed": list(getattr(pincer, "restart_needed", ())),
     }  # fmt: skip
     return pages_of(request).render(request, "overview.html", context)
