@@ -10,9 +10,9 @@
   gateway tokens, limits, approvals, sandbox...), and the tools that exist because of it come
   and go with it (``run_skill`` and ``build_tool`` with a model in ``[llm]``, ``skills_search``
   and ``skills_install`` with ``[[hub.sources]]``, the built-ins of ``[builtins.NAME]``, which
-  ``pincer install``/``remove tools/NAME`` edit). What cannot change while serving (the
-  listening address, the Host/Origin names, the body limit, the canvas, audit durability, the
-  skill roots, the store and the cache, the scheduler) is named in a warning, in ``/healthz``
+  ``pincer install``/``remove tools/NAME`` edit, and the canvas of ``[gateway] canvas``). What
+  cannot change while serving (the listening address, the Host/Origin names, the body limit,
+  audit durability, the skill roots, the store and the cache, the scheduler) is named in a warning, in ``/healthz``
   as ``restart_needed`` for ``pincer doctor``, and on the dashboard's overview.
 - installed WASM tools: rescanned; installed script tools and ``exec-approvals.json``: the
   script runtime is rebuilt;
@@ -81,8 +81,7 @@ def _stamp(path: Path) -> Stamp:
 def live_config_changes(old: Config, new: Config) -> list[str]:
     """The settings that changed but take effect only when ``pincer serve`` restarts."""
     changed = []
-    # the canvas's pages, MCP resource and tools are assembled with the gateway (gateway/app.py)
-    for key in ("host", "port", "allow_remote", "max_body_bytes", "allowed_hosts", "allowed_origins", "canvas"):
+    for key in ("host", "port", "allow_remote", "max_body_bytes", "allowed_hosts", "allowed_origins"):
         if getattr(old.gateway, key) != getattr(new.gateway, key):
             changed.append(f"[gateway] {key}")
     # the stores are opened once: PostgreSQL's pools and instance row, Redis's client

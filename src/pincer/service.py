@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -122,6 +122,8 @@ class Pincer:
         self._builtins = False  # opened with builtins: the config-dependent tools follow config.toml
         self._started_config = config  # what restart_needed compares with
         self.restart_needed: tuple[str, ...] = ()  # settings changed since start that wait for a restart
+        # What else follows a reloaded config.toml (the gateway's canvas): called after apply_config.
+        self.config_followers: list[Callable[[Config], Awaitable[None]]] = []
         self.bound: tuple[str, int] | None = None  # where pincer serve listens (--host/--port win over config)
         # The RunStarter firings are handed to (commands, schedules, webhooks); None: the default
         # of pincer.triggers.starter. Set it before ``triggers`` is first used.
@@ -478,6 +480,8 @@ class Pincer:
                        and not (w == "[gateway] host" and config.gateway.host == self.bound[0])]  # fmt: skip
         self.restart_needed = tuple(waiting)
         await self._follow_config_tools(old, config)
+        for follow in list(self.config_followers):
+            await follow(config)
         config.workspace.mkdir(parents=True, exist_ok=True)
         sandbox = (
             "sandbox_backend", "sandbox_main_session_on_host", "sandbox_use_workspace", "sandbox_container_image",

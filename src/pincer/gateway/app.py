@@ -20,7 +20,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pincer.config import GatewaySettings
 from pincer.core.errors import Denied
 from pincer.core.values import CallRequest
-from pincer.gateway.canvas_pages import CANVAS_PATHS, FRAME_PREFIX, canvas_app
+from pincer.gateway.canvas_live import LiveCanvas
+from pincer.gateway.canvas_pages import CANVAS_PATHS, FRAME_PREFIX
 from pincer.gateway.guard import Guard, Refusal
 from pincer.gateway.hooks import HOOKS_PREFIX, HooksEndpoint
 from pincer.gateway.lazy import LazyApp
@@ -48,7 +49,7 @@ class Gateway:
     app: ASGIApp
     mcp: McpGateway
     runs: Any = None  # pincer.llm.runner.RunManager
-    canvas: Any = None  # pincer.canvas.board.CanvasBoard, with [gateway] canvas = true
+    canvas: Any = None  # gateway/canvas_live.LiveCanvas: the canvas while [gateway] canvas = true
     tokens: TokenBook | None = None
 
 
@@ -64,14 +65,10 @@ def create_gateway(
     tokens = TokenBook(config=lambda: pincer.config, primary_token=token)
     if pincer.config.telemetry.metrics:
         pincer.enable_metrics()
-    canvas = None
     if settings.canvas:
         from pincer.canvas.frame import renderer_script
-        from pincer.gateway.canvas_mcp import CanvasMcpExtension, open_board
 
         renderer_script()  # a checkout without the built renderer: refused now, with the hint
-        canvas = open_board(pincer)
-        extensions = (*extensions, CanvasMcpExtension(canvas))
     # The upstream MCP servers' resources and prompts first: the extensions keep them for what is not theirs.
     extensions = (UpstreamMcpExtension(), *extensions)
     mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
@@ -80,10 +77,6 @@ def create_gateway(
     from pincer.llm.runner import RunManager
 
     runs = RunManager(pincer)
-    if canvas is not None:
-        from pincer.gateway.canvas_mcp import deliver_to_runs
-
-        canvas.sink = deliver_to_runs(runs)
 
     def refusal_metrics() -> dict[str, Any]:
         return {"refused_unauthenticated": unauthenticated.snapshot()}
@@ -108,22 +101,22 @@ def create_gateway(
 
     # Built at their first request (lazy.py): a gateway serving only MCP never imports them.
     rest, ui = LazyApp(build_rest), LazyApp(build_ui)
-    canvas_pages = canvas_app(canvas, auth=ui_auth) if canvas is not None else None
+    canvas = LiveCanvas(pincer, runs=runs, auth=ui_auth)
+    canvas.attach(mcp)
+
+    async def follow_canvas(config: Any) -> None:
+        await canvas.follow(config.gateway.canvas)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with mcp.running(), manager.run(), runs.running():
-            if canvas is None:
-                yield
-                return
-            from pincer.canvas.tool import canvas_runtime
-
-            runtime = canvas_runtime(canvas)
-            await pincer.add_runtime(runtime)
+            await canvas.follow(settings.canvas)
+            pincer.config_followers.append(follow_canvas)  # [gateway] canvas edited: on or off at once
             try:
                 yield
             finally:
-                await pincer.remove_runtime(runtime)
+                pincer.config_followers.remove(follow_canvas)
+                await canvas.follow(False)
 
     inner = Starlette(
         routes=[
@@ -149,8 +142,8 @@ def create_gateway(
             await mcp_app(scope, receive, send)
         elif scope["type"] == "http" and scope.get("path", "").startswith(HOOKS_PREFIX):
             await hooks(scope, receive, send)
-        elif canvas_pages is not None and scope["type"] == "http" and scope.get("path", "").startswith(CANVAS_PATHS):
-            await canvas_pages(scope, receive, send)  # its own CSP: not under the dashboard's headers
+        elif (pages := canvas.pages) is not None and scope["type"] == "http" and scope.get("path", "").startswith(CANVAS_PATHS):
+            await pages(scope, receive, send)  # its own CSP: not under the dashboard's headers
         else:
             await inner(scope, receive, send)
 

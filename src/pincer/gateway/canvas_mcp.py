@@ -94,6 +94,7 @@ class CanvasMcpExtension:
     def __init__(self, board: CanvasBoard) -> None:
         self.board = board
         self._previous: dict[str, Any] = {}
+        self._entries: dict[str, Any] = {}  # the handler entries it replaced, for uninstall
 
     def install(self, server: Server[Any], gateway: McpGateway) -> None:
         import mcp_types as types
@@ -102,6 +103,7 @@ class CanvasMcpExtension:
             entry = server.get_request_handler(method)
             if entry is not None:
                 self._previous[method] = entry.handler
+                self._entries[method] = entry
 
         async def list_resources(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
             earlier = await self._earlier("resources/list", ctx, params)
@@ -135,6 +137,14 @@ class CanvasMcpExtension:
         server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
         server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
         gateway.result_hooks.append(self._with_view)
+
+    def uninstall(self, server: Server[Any], gateway: McpGateway) -> None:
+        """Put back the handlers ``install`` wrapped (``[gateway] canvas`` turned off live; the
+        gateway's upstream extension always installs both, so there is always one to put back)."""
+        for method, entry in self._entries.items():
+            server.add_request_handler(method, entry.params_type, entry.handler)
+        if self._with_view in gateway.result_hooks:
+            gateway.result_hooks.remove(self._with_view)
 
     def _with_view(self, session: str, tool: str, wire: dict[str, Any]) -> None:
         """A canvas tool's result carries the view's state (``_meta`` ``pincer/canvas-view``): a

@@ -1,0 +1,98 @@
+"""The canvas follows ``[gateway] canvas`` while the gateway serves.
+
+Turned on (at start, or by an edit of config.toml under a running gateway): a board is opened,
+its MCP resource (``ui://pincer/canvas/{session}``, gateway/canvas_mcp.py) is installed on the
+gateway's MCP server, its tools (``canvas``, ``a2ui_push``, ``a2ui_reset``) are registered (MCP
+clients hear ``notifications/tools/list_changed``) and its pages answer under ``/ui/canvas``.
+Turned off: the tools leave, the resource handlers are put back as they were and the pages
+answer as if the canvas had never been on. The canvas modules are imported only when it is on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp
+
+from pincer.core.errors import PincerError
+
+if TYPE_CHECKING:
+    from pincer.gateway.mcp_server import McpGateway
+    from pincer.service import Pincer
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LiveCanvas"]
+
+
+class LiveCanvas:
+    """The canvas's parts while it is on; ``follow`` turns it on or off."""
+
+    def __init__(self, pincer: Pincer, *, runs: Any, auth: Any) -> None:
+        self._pincer = pincer
+        self._runs = runs
+        self._auth = auth
+        self._mcp: McpGateway | None = None
+        self._base_url: str | None = None
+        self.board: Any = None  # pincer.canvas.board.CanvasBoard while on
+        self.pages: ASGIApp | None = None  # the /ui/canvas routes while on
+        self._runtime: Any = None
+        self._extension: Any = None
+
+    def attach(self, mcp: McpGateway) -> None:
+        self._mcp = mcp
+
+    @property
+    def base_url(self) -> str | None:
+        return self._base_url
+
+    @base_url.setter
+    def base_url(self, url: str | None) -> None:
+        """The gateway's own URL (canvas snapshots open the frame on it)."""
+        self._base_url = url
+        if self.board is not None:
+            self.board.base_url = url
+
+    async def follow(self, on: bool) -> None:
+        """Turn the canvas on or off; a canvas that cannot start (its renderer is not built)
+        stays off and the log says why and what fixes it."""
+        if on and self.board is None:
+            try:
+                await self._start()
+            except PincerError as exc:
+                logger.error("[gateway] canvas = true not applied, the canvas stays off: %s%s",
+                             exc.message, f"; {exc.hint}" if exc.hint else "")  # fmt: skip
+        elif not on and self.board is not None:
+            await self._stop()
+
+    async def _start(self) -> None:
+        from pincer.canvas.frame import renderer_script
+        from pincer.canvas.tool import canvas_runtime
+        from pincer.gateway.canvas_mcp import CanvasMcpExtension, deliver_to_runs, open_board
+        from pincer.gateway.canvas_pages import canvas_app
+
+        assert self._mcp is not None, "attach the MCP gateway first"
+        renderer_script()  # a checkout without the built renderer: refused, with the hint
+        board = open_board(self._pincer)
+        board.sink = deliver_to_runs(self._runs)
+        board.base_url = self._base_url
+        extension = CanvasMcpExtension(board)
+        extension.install(self._mcp.server, self._mcp)
+        runtime = canvas_runtime(board)
+        try:
+            await self._pincer.add_runtime(runtime)
+        except BaseException:
+            extension.uninstall(self._mcp.server, self._mcp)
+            raise
+        self.board, self._extension, self._runtime = board, extension, runtime
+        self.pages = canvas_app(board, auth=self._auth)
+        logger.info("the canvas is on: its tools, its MCP resource and its pages at /ui/canvas/SESSION")
+
+    async def _stop(self) -> None:
+        assert self._mcp is not None
+        runtime, extension = self._runtime, self._extension
+        self.board = self.pages = self._runtime = self._extension = None
+        extension.uninstall(self._mcp.server, self._mcp)
+        await self._pincer.remove_runtime(runtime)
+        logger.info("the canvas is off: its tools and pages are withdrawn")
