@@ -104,9 +104,11 @@ def test_builtins_and_the_canvas_follow_config_and_clients_hear_list_changed(tmp
             assert sign_in(http, server.token).status_code in (200, 303)
             page = http.get("/ui/canvas/main")
             assert page.status_code == 200 and "canvas" in page.text.lower()
+            assert 'href="/ui/canvas/main"' in http.get("/ui/").text  # in the dashboard's menu
             off = [("[gateway] canvas = false", canvas, False, lambda: edit("canvas = true", "canvas = false"))]
             anyio.run(_follow, server.info["mcp_url"], server.token, off)
             assert http.get("/ui/canvas/main").status_code == 404
+            assert 'href="/ui/canvas/main"' not in http.get("/ui/").text
             assert 'id="restart-needed"' not in http.get("/ui/").text
 
             # What truly waits for a restart is named: in the log, in `pincer doctor`, on the dashboard.

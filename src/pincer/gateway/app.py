@@ -97,7 +97,7 @@ def create_gateway(
     def build_ui() -> ASGIApp:
         from pincer.gateway.ui.app import create_ui_app
 
-        return create_ui_app(pincer, auth=ui_auth, runs=runs, canvas=canvas is not None)
+        return create_ui_app(pincer, auth=ui_auth, runs=runs, canvas=lambda: canvas.board is not None)
 
     # Built at their first request (lazy.py): a gateway serving only MCP never imports them.
     rest, ui = LazyApp(build_rest), LazyApp(build_ui)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -22,11 +22,13 @@ __all__ = ["create_ui_app"]
 
 
 def create_ui_app(
-    pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = (), canvas: bool = False
+    pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = (),
+    canvas: bool | Callable[[], bool] = False,
 ) -> ASGIApp:
     """The dashboard, to be mounted at ``/ui``. ``runs`` is the gateway's RunManager (live
     transcripts, Cancel); ``routes`` add pages (they use ``auth.require_identity``); ``canvas``
-    puts the canvas pages (served beside, ``gateway/canvas_pages.py``) in the menu."""
+    puts the canvas pages (served beside, ``gateway/canvas_pages.py``) in the menu (a function:
+    asked at each page, since ``[gateway] canvas`` follows config.toml)."""
     app = Starlette(
         routes=[
             Route("/", overview.page, methods=["GET"]),

@@ -179,7 +179,7 @@ class Pages:
                 "identity": identity,
                 "csrf_token": identity.csrf_token if identity else "",
                 "path": request.url.path,
-                "canvas_on": bool(getattr(request.app.state, "canvas", False)),
+                "canvas_on": _canvas_on(getattr(request.app.state, "canvas", False)),
                 "now": time.time(),
                 **context,
             }
@@ -195,3 +195,8 @@ def pincer_of(request: Request) -> Pincer:
 def pages_of(request: Request) -> Pages:
     pages: Pages = request.app.state.pages
     return pages
+
+
+def _canvas_on(canvas: Any) -> bool:
+    """``create_ui_app``'s ``canvas``: a flag, or a function the live canvas answers."""
+    return bool(canvas()) if callable(canvas) else bool(canvas)
