@@ -60,7 +60,7 @@ def test_a_configured_hub_source_keeps_its_own_tools_github(tmp_path: Path) -> N
 
 
 def test_listing_the_builtins_loads_no_http_stack_or_extractor(tmp_path: Path) -> None:
-    """`pincer tools list` with every built-in on stays light: httpcore, trafilatura and lxml load
+    """`pincer tools list` with every built-in on stays light: httpcore2, trafilatura and lxml load
     when a call makes a request or converts a page, not when tools are listed."""
     home = tmp_path / "home"
     home.mkdir()
@@ -78,7 +78,7 @@ def test_listing_the_builtins_loads_no_http_stack_or_extractor(tmp_path: Path) -
     listed = {t["name"] for t in json.loads(done.stdout)}
     assert {"github", "web_fetch", "web_search", "llm_context", "slack", "telegram", "portfolio", "composio"} <= listed
     loaded = done.stderr.split("MODULES", 1)[1].split()
-    heavy = [m for m in loaded if m.split(".")[0] in ("httpx", "httpcore", "trafilatura", "lxml", "jsonschema", "rich")]
+    heavy = [m for m in loaded if m.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "trafilatura", "lxml", "jsonschema", "rich")]
     assert not heavy, heavy[:10]
 
 

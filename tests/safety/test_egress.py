@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-import httpcore
+import httpcore2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -459,6 +459,7 @@ async def test_tls_with_a_certificate_for_another_name_fails(tmp_path: Path) -> 
     assert server.requests == []
 
 
-def test_httpcore_is_the_transport() -> None:
-    # The pinned backend depends on httpcore opening connections in the requesting task.
-    assert httpcore.__version__.startswith("1.")
+def test_httpcore2_is_the_transport() -> None:
+    # The pinned backend depends on httpcore2 (httpx2's own, so no second HTTP core in the core
+    # install) opening connections in the requesting task, as its 2.x pools do.
+    assert httpcore2.__version__.startswith("2.")

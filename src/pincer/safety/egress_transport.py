@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 import certifi
-import httpcore
+import httpcore2
 
 import pincer
 from pincer.core.errors import EgressDenied, ToolError, ToolTimeout, UsageError
@@ -69,16 +69,16 @@ _USER_AGENT = f"pincer/{pincer.__version__}"
 
 
 # The addresses each (host, port) may connect to during one send(), set by send() in its own task.
-# httpcore opens connections in the task that makes the request, so the pinned backend sees them;
+# httpcore2 opens connections in the task that makes the request, so the pinned backend sees them;
 # a connection attempt with no pin (anything not coming through send) is refused.
 _PINS: contextvars.ContextVar[Mapping[tuple[str, int], Sequence[IPAddress]] | None] = contextvars.ContextVar(
     "pincer_egress_pins", default=None
 )
 
 
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
+class _PinnedBackend(httpcore2.AsyncNetworkBackend):
     def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
+        self._inner = httpcore2.AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -87,7 +87,7 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> httpcore2.AsyncNetworkStream:
         pins = _PINS.get()
         addresses = pins.get((host.lower(), port)) if pins else None
         if not addresses:
@@ -101,7 +101,7 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
                 return await self._inner.connect_tcp(
                     str(address), port, timeout=timeout, local_address=local_address, socket_options=socket_options
                 )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
                 last = exc
         raise last or EgressDenied(f"no address to connect to for {host}:{port}")
 
@@ -128,7 +128,7 @@ class EgressClient:
     """
 
     def __init__(self, *, ssl_context: ssl.SSLContext | None = None, max_connections: int = 10) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
+        self._pool = httpcore2.AsyncConnectionPool(
             ssl_context=ssl_context or default_ssl_context(),
             max_connections=max_connections,
             max_keepalive_connections=max_connections,
@@ -264,7 +264,7 @@ async def _exchange(
     addresses: tuple[IPAddress, ...],
     policy: EgressPolicy,
 ) -> HttpResponse:
-    url = httpcore.URL(
+    url = httpcore2.URL(
         scheme=target.scheme.encode("ascii"),
         host=target.host.encode("ascii"),
         port=target.port,
@@ -294,16 +294,16 @@ async def _exchange(
                 body=b"".join(chunks),
                 truncated=truncated,
             )
-    except httpcore.TimeoutException:
+    except httpcore2.TimeoutException:
         raise ToolTimeout(
             f"{method} {target.display} timed out after {policy.timeout_s:g} s", hint="retry later"
         ) from None
-    except httpcore.ConnectError as exc:
+    except httpcore2.ConnectError as exc:
         raise ToolError(
             f"{method} {target.display}: could not connect or TLS failed: {exc}",
             hint="check that the service is up and its certificate is valid for the host",
         ) from None
-    except (httpcore.ProtocolError, httpcore.NetworkError) as exc:
+    except (httpcore2.ProtocolError, httpcore2.NetworkError) as exc:
         raise ToolError(
             f"{method} {target.display}: the connection failed: {type(exc).__name__}: {exc}",
             hint="the server closed the connection or spoke invalid HTTP; retry later",

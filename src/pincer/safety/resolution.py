@@ -1,6 +1,6 @@
 """Resolving a host for egress: once, with every address it has checked by the one address rule.
 
-Kept apart from the transport (``egress_transport``: httpcore, TLS) so that what only needs to
+Kept apart from the transport (``egress_transport``: httpcore2, TLS) so that what only needs to
 decide where a connection may go — the sandbox's proxy, a call's preflight — loads no HTTP stack.
 """
 

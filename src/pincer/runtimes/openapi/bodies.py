@@ -189,12 +189,13 @@ def _form(spec: RequestBody, value: Any) -> bytes:
 
 
 def _multipart(spec: RequestBody, value: Any, read: FileReader) -> tuple[bytes, str]:
-    from urllib3.fields import RequestField
-    from urllib3.filepost import encode_multipart_formdata
+    # httpx2's RFC 7578 encoder (the MCP SDK's client, so no second HTTP library for it): parts
+    # in the order given, a filename only on file parts, a Content-Type only where one is set
+    from httpx2 import Request
 
     if not isinstance(value, Mapping):
         raise UsageError("a multipart body must be an object", hint="pass body as an object of parts")
-    fields: list[RequestField] = []
+    parts: list[tuple[str, tuple[str | None, bytes, str | None]]] = []
     for prop, item in value.items():
         enc = spec.encoding.get(prop, PartEncoding())
         if prop in spec.files:
@@ -202,17 +203,15 @@ def _multipart(spec: RequestBody, value: Any, read: FileReader) -> tuple[bytes, 
             items = item if many and isinstance(item, list) else [item]
             for index, one in enumerate(items):
                 filename, data, given_type = _file(one, read, f"body.{prop}" + (f"[{index}]" if many else ""))
-                part = RequestField(name=prop, data=data, filename=filename)
-                part.make_multipart(content_type=given_type or _concrete(enc.content_type)
-                                    or mimetypes.guess_type(filename)[0] or "application/octet-stream")
-                fields.append(part)
+                parts.append((prop, (filename, data, given_type or _concrete(enc.content_type)
+                                     or mimetypes.guess_type(filename)[0] or "application/octet-stream")))
             continue
         for one in item if isinstance(item, list) else [item]:
             content_type = enc.content_type or ("application/json" if isinstance(one, Mapping | list) else None)
-            part = RequestField(name=prop, data=_as_media(one, content_type or "text/plain"))
-            part.make_multipart(content_type=content_type)  # none: RFC 7578's default, text/plain
-            fields.append(part)
-    return encode_multipart_formdata(fields)
+            # none: RFC 7578's default, text/plain
+            parts.append((prop, (None, _as_media(one, content_type or "text/plain"), content_type)))
+    encoded = Request("POST", "http://multipart.invalid/", files=parts)
+    return encoded.read(), encoded.headers["Content-Type"]
 
 
 def encode_body(spec: RequestBody, value: Any, read: FileReader) -> tuple[bytes, str]:
