@@ -199,8 +199,10 @@ def _nfkd(text: str) -> str:
 
 
 def _fold(text: str) -> str:
-    """Case folded between decompositions, everything but letters and digits dropped (non-ASCII)."""
-    return _NON_ALNUM.sub("", _nfkd(_nfkd(text).casefold()))
+    """Case folded between decompositions, everything but letters and digits dropped (non-ASCII).
+    Upper-cased before the fold: a letter whose capital is another letter's (dotless ``ı`` and
+    ``I``, long ``ſ`` and ``S``) folds like it, since ``upper()`` on the way out makes them one."""
+    return _NON_ALNUM.sub("", _nfkd(_nfkd(text).upper().casefold()))
 
 
 def _on_non_ascii(text: str, change: Callable[[str], str]) -> str:
@@ -298,7 +300,7 @@ def normalise_mapped(text: str, *, decode: bool = True) -> tuple[str, list[int],
                 out_starts.append(start)
                 out_ends.append(end)
             continue
-        for folded in _nfkd(_nfkd(char).casefold()):
+        for folded in _nfkd(_nfkd(char).upper().casefold()):  # as _fold
             if folded.isalnum():
                 out.append(folded.lower() if folded.isascii() else folded)
                 out_starts.append(start)
