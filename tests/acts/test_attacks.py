@@ -21,6 +21,8 @@ from tests.cli.pending import wait_for_pending
 from tests.gateway.ui.conftest import PINCER, cli_env, pincer_cli, waiting_call
 from tests.gateway.ui.test_dashboard_mcp import _offer
 
+CALLER_ENDS_WITHIN_S = 120.0  # a CLI ending on a busy 2-core machine
+
 
 def test_pincer_mcp_trust_yes_writes_one_audit_record_naming_the_cli_user(pincer_home: Path, tmp_path: Path) -> None:
     """Before the fix: the pins changed and the audit log said nothing of it."""
@@ -38,6 +40,17 @@ def test_pincer_mcp_trust_yes_writes_one_audit_record_naming_the_cli_user(pincer
     assert json.loads(record["effects"]) == ["modify_extension"]
 
 
+def _ended(caller: subprocess.Popen[str], what: str) -> None:
+    """Wait (bounded) for ``caller`` to end; if it does not, kill it, so no process outlives
+    this test, and fail naming ``what``."""
+    try:
+        caller.communicate(timeout=CALLER_ENDS_WITHIN_S)
+    except subprocess.TimeoutExpired:
+        caller.kill()
+        _, err = caller.communicate(timeout=CALLER_ENDS_WITHIN_S)
+        raise AssertionError(f"waited {CALLER_ENDS_WITHIN_S:g} s for {what}; its stderr: {err[-2000:]!r}") from None
+
+
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["SIGKILL", "SIGTERM", "SIGINT"])
 def test_a_cli_call_killed_while_it_waits_for_an_approval_is_recorded_once_as_cancelled(
     pincer_home: Path, how: signal.Signals
@@ -48,7 +61,7 @@ def test_a_cli_call_killed_while_it_waits_for_an_approval_is_recorded_once_as_ca
         (pending,) = wait_for_pending(pincer_home, caller, lambda h: pincer_cli(h, "approvals", "list", "--json"))
     finally:
         caller.send_signal(how)
-        caller.communicate(timeout=60)
+        _ended(caller, f"the caller to end after {how.name}")
     # Whoever looks next (here: a listing) finds the caller gone; its record is written once.
     for _ in range(3):
         listed = pincer_cli(pincer_home, "approvals", "list", "--json")
@@ -79,7 +92,7 @@ def test_several_processes_finding_a_killed_caller_at_once_record_its_call_once(
         (pending,) = wait_for_pending(pincer_home, caller, lambda h: pincer_cli(h, "approvals", "list", "--json"))
     finally:
         caller.kill()
-        caller.communicate(timeout=60)
+        _ended(caller, "the killed caller to be reaped")
     listers = [subprocess.Popen([*PINCER, "approvals", "list", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=cli_env(pincer_home)) for _ in range(6)]  # fmt: skip
     for lister in listers:

@@ -32,6 +32,7 @@ from tests.processes import interrupt, reap
 
 SERVER_START_TIMEOUT_S = 120.0  # a loaded 2-core machine starts a gateway in ~1-2 s idle, 30+ s at load 15
 SERVER_STOP_TIMEOUT_S = 15.0
+LIVE_HTTP_TIMEOUT_S = 60.0  # one request to a live gateway, on a busy machine
 SECRET_KEY = b"k" * 32
 PINCER_BIN = Path(sys.executable).with_name("pincer")
 # `pincer serve` / `pincer mcp stdio` with the conformance fixtures installed (they are not in the wheel).
@@ -54,6 +55,8 @@ class LiveGateway:
         return {"Authorization": f"Bearer {self.token}"}
 
     def http(self, **kwargs: Any) -> httpx.AsyncClient:
+        # httpx's own default (5 s) is shorter than a busy machine's answer to a run's start.
+        kwargs.setdefault("timeout", LIVE_HTTP_TIMEOUT_S)
         return httpx.AsyncClient(base_url=self.info.url, trust_env=False, **kwargs)
 
     @asynccontextmanager

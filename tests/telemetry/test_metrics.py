@@ -69,8 +69,11 @@ default = "deny"
                 calls = f'pincer_tool_calls_total{{job="{job}",tool="echo",decision="allow",outcome="ok"}}'
                 prom.wait_for(calls, lambda v: v == ECHO_CALLS, what=f"the echo calls counted ({job})")
             selector = 'job="gateway",tool="echo",runtime="native"'
-            assert prom.value('pincer_tool_calls_total{job="gateway",tool="write_file",decision="deny",outcome="denied"}') == DENIED_CALLS
-            assert prom.value(f'pincer_tool_calls_total{{job="gateway",tool="{UNKNOWN}"}}') == UNKNOWN_CALLS
+            # Each count is waited for: a scrape may fall between the echo calls and the last call.
+            prom.wait_for('pincer_tool_calls_total{job="gateway",tool="write_file",decision="deny",outcome="denied"}',
+                          lambda v: v == DENIED_CALLS, what="the denied calls counted")
+            prom.wait_for(f'pincer_tool_calls_total{{job="gateway",tool="{UNKNOWN}"}}',
+                          lambda v: v == UNKNOWN_CALLS, what="the calls of unknown tools counted")  # fmt: skip
             # The caller's word for a tool name never becomes a label value.
             assert prom.query(f'{{__name__=~"pincer_.+",tool="{unknown_name}"}}') == []
             for histogram in ("pincer_tool_call_duration_seconds", "pincer_tool_execution_duration_seconds"):

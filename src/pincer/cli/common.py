@@ -192,15 +192,21 @@ def run(fn: Callable[[], Awaitable[T]], *, as_json: bool = False, backend_option
 
 
 async def _terminable(fn: Callable[[], Awaitable[T]]) -> T:
+    """``fn()`` cancelled through anyio's own cancel scope on SIGTERM or the first Ctrl-C. Left to
+    asyncio, Ctrl-C cancels the task natively, and a native cancel that lands while one of the
+    body's own deadlines fires (an approval wait polls under ``move_on_after``) can be taken for
+    that deadline's and lost: the command then waited on, for the whole approval timeout. A
+    second Ctrl-C meets Python's default handler and ends the program at once."""
     done: list[T] = []
     failed: list[Exception] = []
     terminated = anyio.Event()
+    interrupted = anyio.Event()
     async with anyio.create_task_group() as tg:
 
         async def on_sigterm() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-                async for _ in signals:
-                    terminated.set()
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for received in signals:
+                    (interrupted if received == signal.SIGINT else terminated).set()
                     tg.cancel_scope.cancel()
                     return
 
@@ -213,6 +219,8 @@ async def _terminable(fn: Callable[[], Awaitable[T]]) -> T:
             tg.cancel_scope.cancel()
     if failed:
         raise failed[0]
+    if interrupted.is_set() and not done:
+        raise KeyboardInterrupt
     if terminated.is_set() and not done:
         raise _Terminated
     return done[0]

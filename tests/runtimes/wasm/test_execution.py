@@ -92,10 +92,11 @@ async def test_per_tool_limits_from_the_capabilities_file_apply(wasm_runtime):
 
 
 async def test_logs_are_returned_capped_at_1000_entries_of_4kb(wasm_runtime):
-    runtime = await wasm_runtime({"spin": None})
+    # 1,005 logs of 5 kB take seconds on a busy machine: the deadline is not what is tested here.
+    runtime = await wasm_runtime({"spin": None}, WasmLimits(timeout_s=120))
     out = await call(runtime, "spin", {"logs": 3, "log_bytes": 5, "n": 1})
     assert out.logs == ("info: 0:xxxxx", "info: 1:xxxxx", "info: 2:xxxxx")
-    out = await call(runtime, "spin", {"logs": 1005, "log_bytes": 5000, "n": 1})
+    out = await call(runtime, "spin", {"logs": 1005, "log_bytes": 5000, "n": 1}, timeout_s=120)
     assert len(out.logs) == 1001
     assert out.logs[-1] == "warn: 5 more log entries dropped (limit 1000)"
     first = out.logs[0]
