@@ -13,7 +13,10 @@ One upstream, ``mcp-server-time`` over stdio (this venv's binary), behind:
                 upstream, ``RATE_LIMITING_ENABLED=false`` instead of 100 calls/min); it cannot
                 spawn stdio servers, so its own bridge ``mcpgateway.translate`` runs the
                 upstream and exposes it over streamable HTTP; a JWT bearer token;
-* fastmcp       a FastMCP proxy server over streamable HTTP (uvicorn), no auth.
+* fastmcp       a FastMCP proxy server over streamable HTTP (uvicorn), no auth;
+* pincer-lean   pincer as above with ``[tools] mcp_lean_calls = true``: ``tools/call`` to the
+                upstream speaks JSON-RPC itself instead of through the SDK's client session
+                (``runtimes/mcp/lean.py``); in the same run as ``pincer``, so the two compare.
 
 Each is driven by the same load: the official SDK client (``mcp.Client`` over streamable
 HTTP) calling ``get_current_time``, with 1 and 32 concurrent clients, in the 2026-07-28 era
@@ -22,6 +25,8 @@ peers in rounds and each figure is the median over the rounds: calls/s, p50/p95 
 the resident memory (RSS) of the server's whole process tree (its upstream included).
 
     .venv/bin/python bench/peers.py [--seconds 5] [--rounds 3] [--peers pincer,contextforge,fastmcp]
+
+Each cell also shows the 1-minute load average read at its end (the machine is shared).
 
 Run by hand (``make bench`` does); never from ``make test``.
 """
@@ -229,7 +234,7 @@ def _api(method: str, url: str, token: str, body: Any = None) -> Any:
 # -- the peers ---------------------------------------------------------------------------------
 
 
-def start_pincer(scratch: Path) -> Server:
+def start_pincer(scratch: Path, *, lean: bool = False) -> Server:
     home = scratch / "pincer-home"
     home.mkdir(parents=True)
     # As a user adds it: `pincer mcp add` starts the server once and pins its tools, so `pincer
@@ -241,14 +246,19 @@ def start_pincer(scratch: Path) -> Server:
     )  # fmt: skip
     if added.returncode != 0:
         raise SystemExit(f"pincer mcp add failed: {added.stderr.strip()}")
-    (home / "config.toml").write_text('[[grants]]\ntool = "time_*"\ndefault = "allow"\n', encoding="utf-8")
+    tools = "[tools]\nmcp_lean_calls = true\n\n" if lean else ""
+    (home / "config.toml").write_text(f'{tools}[[grants]]\ntool = "time_*"\ndefault = "allow"\n', encoding="utf-8")
     log = scratch / "pincer.log"
     process = _spawn(
         [PINCER, "serve", "--port", "0", "--json"], env={**os.environ, "PINCER_HOME": str(home)}, cwd=scratch, log=log
     )
     info = _announced(process, "pincer serve", log)
     token = (home / "gateway.token").read_text(encoding="utf-8").strip()
-    return Server("pincer", info["mcp_url"], "time_get_current_time", token, [process])
+    return Server("pincer-lean" if lean else "pincer", info["mcp_url"], "time_get_current_time", token, [process])
+
+
+def start_pincer_lean(scratch: Path) -> Server:
+    return start_pincer(scratch, lean=True)
 
 
 def start_fastmcp(scratch: Path) -> Server:
@@ -377,6 +387,7 @@ STARTERS: dict[str, Callable[[Path], Server]] = {
     "pincer": start_pincer,
     "contextforge": start_contextforge,
     "fastmcp": start_fastmcp,
+    "pincer-lean": start_pincer_lean,
 }
 
 
@@ -399,6 +410,7 @@ class Figures:
     client_cpu_us: float
     gateway_cpu_us: float
     upstream_cpu_us: float
+    load1: float = 0.0  # the 1-minute load average at the cell's end
 
 
 async def measure(server: Server, era: str, clients: int, seconds: float) -> Figures | None:
@@ -460,6 +472,7 @@ async def measure(server: Server, era: str, clients: int, seconds: float) -> Fig
         client_cpu_us=client_cpu * per_call,
         gateway_cpu_us=(gateway_after - gateway_cpu) * per_call,
         upstream_cpu_us=(upstream_after - upstream_cpu) * per_call,
+        load1=os.getloadavg()[0],
     )
 
 
@@ -537,6 +550,7 @@ def main() -> None:
             client_cpu_us=statistics.median(f.client_cpu_us for f in runs),
             gateway_cpu_us=statistics.median(f.gateway_cpu_us for f in runs),
             upstream_cpu_us=statistics.median(f.upstream_cpu_us for f in runs),
+            load1=statistics.median(f.load1 for f in runs),
         )
 
     print(
@@ -545,7 +559,7 @@ def main() -> None:
     )
     print(
         f"{'peer':<13}{'era':<11}{'clients':>8} {'calls/s':>9} {'p50 ms':>9} {'p95 ms':>9} {'RSS MiB':>9} "
-        f"{'PSS MiB':>9} {'failed calls':>13}   CPU us/call: clients gateway upstream"
+        f"{'PSS MiB':>9} {'failed calls':>13}   CPU us/call: clients gateway upstream   load"
     )
     for name in names:
         for era, clients in cells:
@@ -557,6 +571,7 @@ def main() -> None:
                 f"{name:<13}{era:<11}{clients:>8} {figures.calls_per_s:>9.1f} {figures.p50_ms:>9.2f} "
                 f"{figures.p95_ms:>9.2f} {figures.rss_mib:>9.0f} {figures.pss_mib:>9.0f} {figures.errors:>13}   "
                 f"{figures.client_cpu_us:>20.0f} {figures.gateway_cpu_us:>7.0f} {figures.upstream_cpu_us:>8.0f}"
+                f"   {figures.load1:4.1f}"
             )
     print(
         "idle before the load (MiB): "
@@ -564,6 +579,7 @@ def main() -> None:
     )
     for name, text in FIRST_ERRORS.items():
         print(f"{name}: first failed call said: {text!r}; restarted {restarts.get(name, 0)} time(s) after failing")
+    _print_gateway_cpu(names, cells, median)
     if "pincer" not in names:
         return
     _print_bounds(names, cells, median)
@@ -581,6 +597,25 @@ def main() -> None:
             print(
                 f"pincer vs {name:<12} {era} {clients:>2} clients: {ours.calls_per_s / theirs.calls_per_s:6.2f}x calls/s, "
                 f"p50 {ours.p50_ms / theirs.p50_ms:5.2f}x  -> {'ahead' if ahead else 'NOT ahead'}"
+            )
+
+
+def _print_gateway_cpu(
+    names: list[str], cells: list[tuple[str, int]], median: Callable[[str, str, int], Figures | None]
+) -> None:
+    """The figure issue 39 targets: each pincer's gateway CPU per proxied call over FastMCP's
+    (target <= 0.3x), with the load average of both cells."""
+    if "fastmcp" not in names:
+        return
+    for name in (n for n in names if n.startswith("pincer")):
+        for era, clients in cells:
+            ours, theirs = median(name, era, clients), median("fastmcp", era, clients)
+            if ours is None or theirs is None or not theirs.gateway_cpu_us:
+                continue
+            print(
+                f"{name} gateway CPU per call vs fastmcp {era} {clients:>2} clients: "
+                f"{ours.gateway_cpu_us:.0f} / {theirs.gateway_cpu_us:.0f} us = "
+                f"{ours.gateway_cpu_us / theirs.gateway_cpu_us:.2f}x (load {ours.load1:.1f} / {theirs.load1:.1f})"
             )
 
 

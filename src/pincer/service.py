@@ -629,8 +629,9 @@ class Pincer:
 
         servers = self._admitted_servers(ServerStore(self.home).load())
         return McpRuntime(
-            servers, pins=PinStore(self.home), secrets=self.secrets, scanner=self.scanner, starts=self._mcp_starts
-        )
+            servers, pins=PinStore(self.home), secrets=self.secrets, scanner=self.scanner, starts=self._mcp_starts,
+            lean_calls=self.config.tools.mcp_lean_calls,
+        )  # fmt: skip
 
     def _openapi_runtime(self) -> Any:
         from pincer.runtimes.openapi import OpenApiRuntime, ServiceStore

@@ -3,12 +3,17 @@
 Tools: echo, pid, spawn_child, crash (exits mid-call), hang (never answers that call), freeze
 (stops answering anything), garbage (writes a non-JSON line on stdout), set_description
 (changes echo's description and sends tools/list_changed), mixed (every content block kind and
-structured content), fail (an isError result), slow.
+structured content), fail (an isError result), slow; for the lean path's attacks: progress (three
+updates, then the answer), flood (``count`` progress updates and log messages before the answer),
+wrong_id (answers another id), duplicate_id (answers twice), oversized (one line of ``bytes``
+bytes), bad_envelope (a result that is not an object), elicit (asks the client, answers with
+its reply), request_id (the call's own JSON-RPC id).
 
 Flags: ``--silent-if FILE`` never answers initialize while FILE exists; ``--secret-env NAME``
 makes the ``env`` tool report NAME's value; ``--description-file FILE`` reads echo's description
 from FILE at start (a change that survives restarts); ``--die-saying-env NAME`` writes NAME's
-value to stderr and exits at once; ``--no-version`` sends an empty ``serverInfo.version``.
+value to stderr and exits at once; ``--no-version`` sends an empty ``serverInfo.version``;
+``--cancel-log FILE`` appends the params of every ``notifications/cancelled`` to FILE.
 """
 
 import json
@@ -19,6 +24,7 @@ import threading
 import time
 
 STATE = {"description": "Echo the text back"}
+CURRENT = {"meta": {}}  # the _meta of the call being answered
 LOCK = threading.Lock()
 
 
@@ -46,6 +52,16 @@ def tools():
         {"name": "env", "description": "Environment report", "inputSchema": empty},
         {"name": "delete_all", "description": "Pretend to delete everything", "inputSchema": empty,
          "annotations": {"destructiveHint": True, "readOnlyHint": False}},
+        {"name": "progress", "description": "Three progress updates, then the answer", "inputSchema": empty},
+        {"name": "flood", "description": "Many notifications, then the answer",
+         "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}}},
+        {"name": "wrong_id", "description": "Answer another id", "inputSchema": empty},
+        {"name": "duplicate_id", "description": "Answer twice", "inputSchema": empty},
+        {"name": "oversized", "description": "One very long line",
+         "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}}},
+        {"name": "bad_envelope", "description": "A result that is not an object", "inputSchema": empty},
+        {"name": "elicit", "description": "Ask the client, answer with its reply", "inputSchema": empty},
+        {"name": "request_id", "description": "The JSON-RPC id of this call", "inputSchema": empty},
         {"name": "slow", "description": "Sleep then answer",
          "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}, "marker": {"type": "string"}}}},
     ]
@@ -55,7 +71,52 @@ def text(value):
     return {"content": [{"type": "text", "text": value}]}
 
 
+def progress_token(request_id):
+    return CURRENT["meta"].get("progressToken")
+
+
 def call(request_id, name, args):
+    if name == "progress":
+        token = progress_token(request_id)
+        for step in (1, 2, 3):
+            if token is not None:
+                send({"jsonrpc": "2.0", "method": "notifications/progress",
+                      "params": {"progressToken": token, "progress": step, "total": 3, "message": f"step {step}"}})
+        return text("done 3")
+    if name == "flood":
+        token = progress_token(request_id)
+        count = int(args.get("count", 1000))
+        for step in range(count):
+            if token is not None:
+                send({"jsonrpc": "2.0", "method": "notifications/progress",
+                      "params": {"progressToken": token, "progress": step}})
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": step}})
+        return text(f"flooded {count}")
+    if name == "wrong_id":
+        send({"jsonrpc": "2.0", "id": 999_999_999, "result": text("for nobody")})
+        return None
+    if name == "duplicate_id":
+        send({"jsonrpc": "2.0", "id": request_id, "result": text("first")})
+        return text("second")
+    if name == "oversized":
+        with LOCK:
+            sys.stdout.write("x" * int(args.get("bytes", 1024)) + "\n")
+            sys.stdout.flush()
+        return text("wrote a long line")
+    if name == "bad_envelope":
+        send({"jsonrpc": "2.0", "id": request_id, "result": 5})
+        return None
+    if name == "elicit":
+        send({"jsonrpc": "2.0", "id": "elicit-1", "method": "elicitation/create", "params": {
+            "message": "Your name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}})
+        for line in sys.stdin:
+            reply = json.loads(line)
+            if reply.get("id") == "elicit-1" and "method" not in reply:
+                return text(json.dumps({key: reply[key] for key in ("result", "error") if key in reply}))
+            note_cancel(reply)
+        return None
+    if name == "request_id":
+        return text(json.dumps(request_id))
     if name == "echo":
         return text(args.get("text", ""))
     if name == "pid":
@@ -105,6 +166,12 @@ def call(request_id, name, args):
     raise KeyError(name)
 
 
+def note_cancel(message):
+    if message.get("method") == "notifications/cancelled" and "--cancel-log" in sys.argv:
+        with open(sys.argv[sys.argv.index("--cancel-log") + 1], "a") as log:
+            log.write(json.dumps(message.get("params")) + "\n")
+
+
 def silent():
     if "--silent-if" in sys.argv:
         return os.path.exists(sys.argv[sys.argv.index("--silent-if") + 1])
@@ -126,6 +193,7 @@ def main():
         method = message.get("method")
         request_id = message.get("id")
         if request_id is None:
+            note_cancel(message)
             continue
         if method == "initialize":
             if silent():
@@ -142,6 +210,7 @@ def main():
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
         elif method == "tools/call":
             params = message["params"]
+            CURRENT["meta"] = params.get("_meta") or {}
             try:
                 result = call(request_id, params["name"], params.get("arguments") or {})
             except KeyError:

@@ -1,5 +1,6 @@
 """Fault tests against a real misbehaving server: each failure is a clear error within its
-timeout, and the next call succeeds once the server is back."""
+timeout, and the next call succeeds once the server is back. The mid-call faults run on both
+paths of ``tools/call``: the SDK's client session and the lean path (runtimes/mcp/lean.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.anyio
 
 SHORT_TIMEOUT_S = 1.0  # the per-call timeout of the hang tests
 PROBE_TIMEOUT_S = 1.0
+BOTH_PATHS = pytest.mark.parametrize("lean", [False, True], ids=["sdk", "lean"])
 
 
 async def text_of(conn: ServerConnection, tool: str, args: dict | None = None, timeout_s: float = CALL_TIMEOUT_S) -> str:
@@ -33,8 +35,9 @@ async def wait_for_file(path: Path) -> None:
             await anyio.sleep(0.01)
 
 
-async def test_kill_9_mid_call_fails_the_call_and_the_next_call_restarts(tmp_path: Path) -> None:
-    conn = ServerConnection(faulty_config())
+@BOTH_PATHS
+async def test_kill_9_mid_call_fails_the_call_and_the_next_call_restarts(lean: bool, tmp_path: Path) -> None:
+    conn = ServerConnection(faulty_config(), lean=lean)
     try:
         first_pid = int(await text_of(conn, "pid"))
         marker = tmp_path / "arrived"
@@ -62,8 +65,9 @@ async def test_kill_9_mid_call_fails_the_call_and_the_next_call_restarts(tmp_pat
         await conn.aclose()
 
 
-async def test_crash_mid_call_reports_the_exit_status(tmp_path: Path) -> None:
-    conn = ServerConnection(faulty_config())
+@BOTH_PATHS
+async def test_crash_mid_call_reports_the_exit_status(lean: bool, tmp_path: Path) -> None:
+    conn = ServerConnection(faulty_config(), lean=lean)
     try:
         with anyio.fail_after(WAIT_S), pytest.raises(ToolError, match="exited with status 3 during the call to crash"):
             await text_of(conn, "crash")
@@ -73,9 +77,10 @@ async def test_crash_mid_call_reports_the_exit_status(tmp_path: Path) -> None:
         await conn.aclose()
 
 
-async def test_a_hung_call_times_out_and_the_live_server_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+@BOTH_PATHS
+async def test_a_hung_call_times_out_and_the_live_server_is_kept(lean: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(connection_module, "PROBE_TIMEOUT_S", PROBE_TIMEOUT_S)
-    conn = ServerConnection(faulty_config())
+    conn = ServerConnection(faulty_config(), lean=lean)
     try:
         pid = int(await text_of(conn, "pid"))
         with anyio.fail_after(SHORT_TIMEOUT_S + WAIT_S), pytest.raises(ToolTimeout, match="hang did not answer within 1 s"):
@@ -86,9 +91,10 @@ async def test_a_hung_call_times_out_and_the_live_server_is_kept(monkeypatch: py
         await conn.aclose()
 
 
-async def test_a_frozen_server_is_restarted_after_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+@BOTH_PATHS
+async def test_a_frozen_server_is_restarted_after_the_probe(lean: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(connection_module, "PROBE_TIMEOUT_S", PROBE_TIMEOUT_S)
-    conn = ServerConnection(faulty_config())
+    conn = ServerConnection(faulty_config(), lean=lean)
     try:
         pid = int(await text_of(conn, "pid"))
         with anyio.fail_after(SHORT_TIMEOUT_S + WAIT_S), pytest.raises(ToolTimeout):
@@ -103,8 +109,9 @@ async def test_a_frozen_server_is_restarted_after_the_probe(monkeypatch: pytest.
         await conn.aclose()
 
 
-async def test_garbage_on_stdout_ends_the_connection_with_the_line_in_the_error() -> None:
-    conn = ServerConnection(faulty_config())
+@BOTH_PATHS
+async def test_garbage_on_stdout_ends_the_connection_with_the_line_in_the_error(lean: bool) -> None:
+    conn = ServerConnection(faulty_config(), lean=lean)
     try:
         pid = int(await text_of(conn, "pid"))
         with anyio.fail_after(WAIT_S), pytest.raises(ToolError, match="not JSON-RPC on stdout: 'this is not json-rpc'"):

@@ -41,8 +41,10 @@ from pydantic import ValidationError
 
 import pincer
 from pincer.core.errors import PincerError, RuntimeUnavailable, SecretError, ToolError, ToolTimeout
+from pincer.runtimes.mcp import sdk_compat
 from pincer.runtimes.mcp.config import ServerConfig
 from pincer.runtimes.mcp.environment import SecretLookup, child_environment, resolve_secret_refs
+from pincer.runtimes.mcp.lean import LeanCalls
 from pincer.runtimes.mcp.pins import ToolDefinition
 from pincer.runtimes.mcp.stdio import StdioLaunch, StdioTransport
 from pincer.telemetry.tracing import TRACING
@@ -254,6 +256,7 @@ class _Session:
                     cwd=config.cwd,
                 ),
                 on_closed=lambda reason: self.request_stop(reason),
+                lean=self.conn.lean,
             )
             transport: Any = self.transport
         else:
@@ -397,7 +400,9 @@ _LISTINGS = {
 
 
 class ServerConnection:
-    """The connection to one configured server. ``secrets`` resolves ``${secret:NAME}``."""
+    """The connection to one configured server. ``secrets`` resolves ``${secret:NAME}``.
+    ``lean``: ``tools/call`` on a running stdio session goes the lean path (:mod:`.lean`)
+    instead of through the SDK's client session (``[tools] mcp_lean_calls``)."""
 
     def __init__(
         self,
@@ -407,8 +412,10 @@ class ServerConnection:
         on_tools: ToolsListener | None = None,
         on_lists: ListsListener | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lean: bool = False,
     ) -> None:
         self.config = config
+        self.lean = lean and config.transport == "stdio"
         self.secrets = secrets
         self._on_tools = on_tools
         self._on_lists = on_lists
@@ -653,7 +660,15 @@ class ServerConnection:
         """One ``tools/call``; every failure is a PincerError saying what happened."""
 
         async def send(client: Client, remaining: float) -> types.CallToolResult:
-            return await client.call_tool(tool, dict(arguments), read_timeout_seconds=remaining, progress_callback=progress)
+            lean = self._lean_calls()
+            if lean is None:
+                return await client.call_tool(
+                    tool, dict(arguments), read_timeout_seconds=remaining, progress_callback=progress
+                )
+            raw = await lean.request(
+                "tools/call", sdk_compat.call_params(client, tool, arguments), timeout_s=remaining, on_progress=progress
+            )
+            return await sdk_compat.finish_call(client, tool, arguments, raw, timeout_s=remaining, progress=progress)
 
         return await self._request(
             f"{self.name}/{tool}", f"the call to {tool}", timeout_s, send, sdk_timeout=True,
@@ -713,6 +728,22 @@ class ServerConnection:
                 session.request_stop(f"its connection failed: {describe_exception(exc)}")
                 raise self._broken(session, during) from None
             raise
+
+    @property
+    def lean_in_flight(self) -> int | None:
+        """Lean calls waiting for their answer on the running session (None: no lean table)."""
+        session = self._session
+        if session is None or session.transport is None or session.transport.lean is None:
+            return None
+        return session.transport.lean.in_flight
+
+    def _lean_calls(self) -> LeanCalls | None:
+        """The running session's lean table, when this connection takes the lean path: not while
+        tracing (the SDK's path makes the client span and carries the trace context)."""
+        session = self._session
+        if not self.lean or TRACING.on or session is None or not session.alive or session.transport is None:
+            return None
+        return session.transport.lean
 
     def _broken(self, session: _Session, what: str) -> ToolError:
         """``what``: the request it broke, as "the call to TOOL" or "resources/read of URI"."""

@@ -90,11 +90,13 @@ class McpRuntime:
         secrets: Any = None,
         scanner: ScannerFactory | None = None,
         starts: Callable[[str], bool] | None = None,
+        lean_calls: bool = False,
     ) -> None:
         """``starts``: which of the servers ``start`` may start (by name; default: all it would);
         a one-shot command starts only the servers that may own the tool it calls."""
         self.pins = pins
         self._starts = starts
+        self._lean_calls = lean_calls
         self._lookup = secret_lookup(secrets)
         if scanner is None:
             shapes_only = LeakScanner(())
@@ -115,7 +117,9 @@ class McpRuntime:
             self._rebuild(name)
 
     def _connection(self, config: ServerConfig) -> ServerConnection:
-        return ServerConnection(config, secrets=self._lookup, on_tools=self._on_tools, on_lists=self._on_lists)
+        return ServerConnection(
+            config, secrets=self._lookup, on_tools=self._on_tools, on_lists=self._on_lists, lean=self._lean_calls
+        )
 
     @classmethod
     def from_home(cls, home: Path, *, secrets: Any = None, scanner: ScannerFactory | None = None) -> McpRuntime:

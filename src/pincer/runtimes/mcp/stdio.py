@@ -30,8 +30,11 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
+import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
+
+from pincer.runtimes.mcp.lean import LeanCalls
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +78,17 @@ class StdioTransport:
     """``async with StdioTransport(launch) as (read_stream, write_stream)``.
 
     ``failure`` says why the connection ended when the server ended it (exit, garbage, a line
-    too long); ``stderr_tail()`` the last lines the server wrote to stderr."""
+    too long); ``stderr_tail()`` the last lines the server wrote to stderr. ``lean`` (with
+    ``lean=True``) sends pincer's own requests past the SDK (:mod:`.lean`): its answers are
+    taken off the one reader task before the SDK sees a line, its writes share the one writer."""
 
-    def __init__(self, launch: StdioLaunch, *, on_closed: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, launch: StdioLaunch, *, on_closed: Callable[[str], None] | None = None, lean: bool = False
+    ) -> None:
         self.launch = launch
         self.failure: str | None = None
+        self._write_lock = anyio.Lock()
+        self.lean = LeanCalls(self.send_line) if lean else None
         self._on_closed = on_closed
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._process: anyio.abc.Process | None = None
@@ -238,6 +247,8 @@ class StdioTransport:
                     line, buffer = buffer[:newline], buffer[newline + 1 :]
                     if not line.strip():
                         continue
+                    if self.lean is not None and self.lean.in_flight and self._lean_claims(line):
+                        continue
                     try:
                         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                     except ValueError:
@@ -254,7 +265,18 @@ class StdioTransport:
             # The reason first, then EOF: the calls that EOF fails read the reason.
             with anyio.CancelScope(shield=True):
                 await self._note_exit()
+            if self.lean is not None:
+                self.lean.close(self.failure or "closed the connection")
             sink.close()
+
+    def _lean_claims(self, line: bytes) -> bool:
+        # Parsed by the same JSON parser the SDK's validation uses; what the lean table does not
+        # take is validated from the line again below, exactly as without the lean path.
+        try:
+            parsed = pydantic_core.from_json(line)
+        except ValueError:
+            return False
+        return self.lean is not None and self.lean.claim(parsed)
 
     async def _note_exit(self) -> None:
         """stdout ended: say why, waiting briefly for the exit status to make the reason useful."""
@@ -278,9 +300,22 @@ class StdioTransport:
             async with source:
                 async for message in source:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await stdin.send(data.encode("utf-8"))
+                    async with self._write_lock:
+                        await stdin.send(data.encode("utf-8"))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             self._closed("closed its stdin")
+
+    async def send_line(self, data: bytes) -> None:
+        """One line of pincer's own (the lean path's) on the server's stdin; the SDK's messages
+        wait for it, so no two writes interleave."""
+        if self._process is None or self._process.stdin is None or self.failure is not None:
+            raise anyio.ClosedResourceError
+        try:
+            async with self._write_lock:
+                await self._process.stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            self._closed("closed its stdin")
+            raise
 
     async def _read_stderr(self) -> None:
         assert self._process is not None and self._process.stderr is not None

@@ -1,0 +1,84 @@
+"""Every use of the MCP SDK client's private internals, in one place (the lean path, :mod:`.lean`).
+
+A lean ``tools/call`` must go out and come back exactly as the SDK's ``Client.call_tool`` would
+send and read it, so it reuses the SDK's own steps rather than copies of them:
+
+- ``call_params``: the request's ``params`` as ``ClientSession.send_request`` builds them: the
+  model dump of ``CallToolRequest``, then the session's ``_stamp`` (on a 2026-07-28 connection it
+  adds the protocol version, client info and capabilities to ``_meta``; on a handshake
+  connection it only sets HTTP headers, which stdio has none of);
+- ``finish_call``: the raw result read as ``send_request`` reads it (``_clamp_inbound_ttl``,
+  ``mcp_types.methods.validate_server_result``, ``_later_revision_fields``, the session's
+  ``_call_tool_adapter``), its structured content checked against the tool's output schema
+  (the public ``validate_tool_result``), and an ``InputRequiredResult`` handed to the client's
+  own driver (``Client._drive_input_required``), whose later rounds go the SDK's way.
+
+``tests/runtimes/mcp/test_sdk_client_compat.py`` checks that each still exists with the shape
+used here, so an SDK upgrade that moves one fails that test by name instead of failing calls.
+When it fails: find the new home of the internal, change it here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+from mcp.client import session as client_session
+from mcp.client.extension import UnexpectedClaimedResult
+from mcp_types import methods as wire_methods
+
+__all__ = ["call_params", "finish_call", "negotiated_version"]
+
+
+def negotiated_version(client: Client) -> str | None:
+    return client.session._negotiated_version
+
+
+def call_params(client: Client, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=dict(arguments)))
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    client.session._stamp(data, {})
+    params: dict[str, Any] = data.get("params") or {}
+    return params
+
+
+async def finish_call(
+    client: Client,
+    tool: str,
+    arguments: Mapping[str, Any],
+    raw: dict[str, Any],
+    *,
+    timeout_s: float,
+    progress: Any,  # a ProgressFnT; pincer's callables match its call shape, not its Protocol name
+) -> types.CallToolResult:
+    session = client.session
+    client_session._clamp_inbound_ttl(raw)
+    version = session._negotiated_version or "2025-11-25"
+    try:
+        wire_methods.validate_server_result("tools/call", version, raw)
+    except KeyError:
+        pass
+    foreign = client_session._later_revision_fields("tools/call", version)
+    if not foreign.isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    result = session._call_tool_adapter.validate_python(raw, by_name=False)
+    if isinstance(result, types.CallToolResult):
+        if not result.is_error:
+            await session.validate_tool_result(tool, result)
+        return result
+    if isinstance(result, types.InputRequiredResult):
+
+        async def retry(responses: Any, state: str | None) -> Any:
+            return await session.call_tool(
+                tool, dict(arguments), read_timeout_seconds=timeout_s, progress_callback=progress,
+                input_responses=responses, request_state=state, allow_input_required=True, allow_claimed=True,
+            )  # fmt: skip
+
+        final = await client._drive_input_required(result, retry)
+        if isinstance(final, types.CallToolResult):
+            return final
+        result = final
+    # pincer's client claims no extension result shapes: the SDK refuses these the same way.
+    raise UnexpectedClaimedResult(result)
