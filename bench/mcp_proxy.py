@@ -5,6 +5,9 @@ falls on every path alike:
 
 * direct      the official SDK ``mcp.Client`` talking to the server (the baseline);
 * runtime     ``McpRuntime.invoke`` alone: pincer's MCP path without the call chain;
+* runtime-lean the same with the lean path (``[tools] mcp_lean_calls``: ``tools/call`` speaks
+              JSON-RPC itself instead of through the SDK's client session, runtimes/mcp/lean.py);
+* pincer-lean ``Pincer.call`` as below, on the lean path;
 * pincer      ``Pincer.call`` in-process: the whole call chain (policy, validation, leak scan,
               audit record in SQLite) and the MCP runtime's long-lived connection;
 * gateway     an SDK client -> ``pincer serve`` (its own process, streamable HTTP, bearer token,
@@ -18,7 +21,9 @@ falls on every path alike:
               paths share this script's one loop.
 
 Targets (issue 11): pincer <= 1.15x direct; the gateway, in either era, no slower than the FastMCP
-proxy over HTTP and within 1.2x of FastMCP's in-process proxy. Run: ``make bench`` or
+proxy over HTTP and within 1.2x of FastMCP's in-process proxy. ``CPU us`` is this process's CPU per
+call: the whole path for the in-process ones, only the SDK client for those over HTTP; the load
+average is printed with it. Run: ``make bench`` or
 ``.venv/bin/python bench/mcp_proxy.py [--calls N]``.
 """
 
@@ -68,14 +73,15 @@ async def direct_path(stack: AsyncExitStack) -> Call:
     return call
 
 
-async def pincer_path(stack: AsyncExitStack, home: Path) -> Call:
+async def pincer_path(stack: AsyncExitStack, home: Path, *, lean: bool = False) -> Call:
     from pincer.config import parse_config
     from pincer.core.values import CallRequest
     from pincer.runtimes.mcp import ServerConfig, ServerStore
     from pincer.service import Pincer
 
     ServerStore(home).add(ServerConfig(name="time", transport="stdio", command=TIME_SERVER, startup="eager"))
-    config = parse_config('[[grants]]\ntool = "time_*"\ndefault = "allow"\n', home=home)
+    tools = "[tools]\nmcp_lean_calls = true\n\n" if lean else ""
+    config = parse_config(f'{tools}[[grants]]\ntool = "time_*"\ndefault = "allow"\n', home=home)
     pincer = await stack.enter_async_context(
         Pincer.open(home, config=config, secret_key=bytes(range(32)), builtins=False)
     )
@@ -90,11 +96,13 @@ async def pincer_path(stack: AsyncExitStack, home: Path) -> Call:
     return call
 
 
-async def runtime_path(stack: AsyncExitStack, home: Path) -> Call:
+async def runtime_path(stack: AsyncExitStack, home: Path, *, lean: bool = False) -> Call:
     from pincer.core.values import HostContext
     from pincer.runtimes.mcp import McpRuntime, PinStore, ServerConfig
 
-    runtime = McpRuntime([ServerConfig(name="time", transport="stdio", command=TIME_SERVER)], pins=PinStore(home))
+    runtime = McpRuntime(
+        [ServerConfig(name="time", transport="stdio", command=TIME_SERVER)], pins=PinStore(home), lean_calls=lean
+    )
     await runtime.start()
     stack.push_async_callback(runtime.aclose)
     spec = next(s for s in runtime.tools() if s.name == "time_get_current_time")
@@ -225,6 +233,9 @@ def serve_fastmcp_proxy() -> None:
         pass
 
 
+CPU_US: dict[str, list[float]] = {}  # this process's CPU per call, per round
+
+
 async def measure(paths: dict[str, Call], calls: int) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in paths}
     for call in paths.values():
@@ -233,10 +244,12 @@ async def measure(paths: dict[str, Call], calls: int) -> dict[str, list[float]]:
     rounds = max(1, calls // ROUND_CALLS)
     for _ in range(rounds):
         for name, call in paths.items():
+            cpu = time.process_time()
             for _ in range(ROUND_CALLS):
                 started = time.perf_counter()
                 await call()
                 samples[name].append((time.perf_counter() - started) * 1000)
+            CPU_US.setdefault(name, []).append((time.process_time() - cpu) * 1e6 / ROUND_CALLS)
     return samples
 
 
@@ -245,19 +258,27 @@ async def main(calls: int) -> None:
         async with AsyncExitStack() as stack:
             paths: dict[str, Call] = {"direct": await direct_path(stack)}
             paths["runtime"] = await runtime_path(stack, Path(tmp) / "rt")
+            paths["runtime-lean"] = await runtime_path(stack, Path(tmp) / "rt-lean", lean=True)
             paths["pincer"] = await pincer_path(stack, Path(tmp) / "home")
+            paths["pincer-lean"] = await pincer_path(stack, Path(tmp) / "home-lean", lean=True)
             paths["gateway"] = await gateway_path(stack, "gateway", Path(tmp) / "gw", mode="auto")
             paths["gw-legacy"] = await gateway_path(stack, "gw-legacy", Path(tmp) / "gw-legacy", mode="legacy")
             paths["fastmcp"] = await fastmcp_path(stack)
             paths["fastmcp-http"] = await fastmcp_http_path(stack, "fastmcp-http", Path(tmp) / "fastmcp")
             samples = await measure(paths, calls)
     base = statistics.median(samples["direct"])
-    print(f"tools/call get_current_time -> mcp-server-time (stdio), {len(samples['direct'])} calls per path")
-    print(f"{'path':<13} {'p50 ms':>8} {'p90 ms':>8} {'vs direct':>10}  MCP over HTTP")
+    print(f"tools/call get_current_time -> mcp-server-time (stdio), {len(samples['direct'])} calls per path; "
+          f"load average at the end {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(f"{'path':<13} {'p50 ms':>8} {'p90 ms':>8} {'vs direct':>10} {'CPU us':>8}  MCP over HTTP")
     for name, values in samples.items():
         p50 = statistics.median(values)
         era = ERAS.get(name, "-")
-        print(f"{name:<13} {p50:8.3f} {percentile(values, 90):8.3f} {p50 / base:9.2f}x  {era}")
+        cpu = statistics.median(CPU_US[name])
+        print(f"{name:<13} {p50:8.3f} {percentile(values, 90):8.3f} {p50 / base:9.2f}x {cpu:8.0f}  {era}")
+    cpu_of = {name: statistics.median(values) for name, values in CPU_US.items()}
+    for plain, lean in (("runtime", "runtime-lean"), ("pincer", "pincer-lean")):
+        print(f"{lean} CPU per call: {cpu_of[lean]:.0f} us vs {plain} {cpu_of[plain]:.0f} us "
+              f"({cpu_of[lean] / cpu_of[plain]:.2f}x; direct SDK client {cpu_of['direct']:.0f} us)")  # fmt: skip
     p50 = {name: statistics.median(values) for name, values in samples.items()}
     print(f"target pincer <= 1.15x direct: {'met' if p50['pincer'] <= 1.15 * base else 'NOT met'} "
           f"({p50['pincer'] / base:.2f}x)")

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -59,7 +60,8 @@ def _command_of(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
-def test_an_sdk_client_calls_an_upstream_server_through_pincer_serve(pincer_home: Path) -> None:
+@pytest.mark.parametrize("lean", [False, True], ids=["sdk", "lean"])
+def test_an_sdk_client_calls_an_upstream_server_through_pincer_serve(lean: bool, pincer_home: Path) -> None:
     # Both tools are read-only and closed-world (no effect by the table); the per-tool overrides
     # give them network, so the default policy asks for the one the grant does not cover.
     added = _pincer(
@@ -69,7 +71,9 @@ def test_an_sdk_client_calls_an_upstream_server_through_pincer_serve(pincer_home
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     assert {t["name"] for t in json.loads(added.stdout)["tools"]} == {"get_current_time", "convert_time"}
-    (pincer_home / "config.toml").write_text(GRANT, encoding="utf-8")
+    # lean: tools/call to the upstream past the SDK's client session (runtimes/mcp/lean.py)
+    tools = "[tools]\nmcp_lean_calls = true\n\n" if lean else ""
+    (pincer_home / "config.toml").write_text(tools + GRANT, encoding="utf-8")
     token = _pincer(pincer_home, "token").stdout.strip()
 
     with pincer_serve(pincer_home) as server:

@@ -1,4 +1,6 @@
-"""MCP tools through the whole call chain: Pincer.open loads the servers under PINCER_HOME."""
+"""MCP tools through the whole call chain: Pincer.open loads the servers under PINCER_HOME. The
+chain's guarantees (the leak scan, the audit record, pinned definitions) are checked on both paths
+of ``tools/call``: the SDK's client session and the lean path ([tools] mcp_lean_calls)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 from pincer.config import parse_config
 from pincer.core.values import CallRequest
 from pincer.runtimes.mcp import ServerStore
+from pincer.runtimes.mcp.lean import FIRST_ID
 from pincer.secrets.store import SecretStore
 from pincer.service import Pincer
 from tests.runtimes.mcp.conftest import WAIT_S, faulty_config
@@ -22,8 +25,11 @@ KEY = bytes(range(32))
 SECRET = "sk-live-7f3a9c1e55b2d4480a6b"
 
 
-def open_pincer(home: Path, grants: str = '[[grants]]\ntool = "f_*"\ndefault = "allow"\n'):
-    config = parse_config(grants + "[tools]\ntimeout_s = 10\n", home=home)
+BOTH_PATHS = pytest.mark.parametrize("lean", [False, True], ids=["sdk", "lean"])
+
+
+def open_pincer(home: Path, grants: str = '[[grants]]\ntool = "f_*"\ndefault = "allow"\n', *, lean: bool = False):
+    config = parse_config(grants + f"[tools]\ntimeout_s = 10\nmcp_lean_calls = {str(lean).lower()}\n", home=home)
     return Pincer.open(home, config=config, secret_key=KEY, builtins=False)
 
 
@@ -32,13 +38,16 @@ async def call(p: Pincer, tool: str, args: dict | None = None):
         return await p.call(CallRequest(tool=tool, args=args or {}, caller="test"))
 
 
-async def test_calls_results_errors_and_the_leak_scan(tmp_path: Path) -> None:
+@BOTH_PATHS
+async def test_calls_results_errors_and_the_leak_scan(lean: bool, tmp_path: Path) -> None:
     config = faulty_config("f", "--secret-env", "UPSTREAM_TOKEN", env={"UPSTREAM_TOKEN": "${secret:upstream}"})
     ServerStore(tmp_path).add(config)
     with SecretStore.open(tmp_path, key=KEY) as store:
         store.set("upstream", SECRET)
-    async with open_pincer(tmp_path) as p:
+    async with open_pincer(tmp_path, lean=lean) as p:
         assert {"f_echo", "f_mixed", "f_env"} <= {s.name for s in p.registry.list()}
+        request_id = int((await call(p, "f_request_id")).output)
+        assert (request_id >= FIRST_ID) is lean, "the call did not take the path under test"
         result = await call(p, "f_echo", {"text": "hello"})
         assert result.ok and result.output == "hello" and result.audit_id is not None
         mixed = await call(p, "f_mixed")
@@ -74,9 +83,10 @@ async def test_default_policy_asks_and_a_denial_never_reaches_the_server(tmp_pat
         assert p.registry.get("f_delete_all").annotations["destructive"] is True
 
 
-async def test_a_changed_definition_is_blocked_live_in_the_registry(tmp_path: Path) -> None:
+@BOTH_PATHS
+async def test_a_changed_definition_is_blocked_live_in_the_registry(lean: bool, tmp_path: Path) -> None:
     ServerStore(tmp_path).add(faulty_config("f"))
-    async with open_pincer(tmp_path) as p:
+    async with open_pincer(tmp_path, lean=lean) as p:
         events = []
         p.registry.subscribe(events.append)
         assert (await call(p, "f_set_description", {"text": "new words"})).ok
