@@ -660,7 +660,7 @@ class ServerConnection:
         """One ``tools/call``; every failure is a PincerError saying what happened."""
 
         async def send(client: Client, remaining: float) -> types.CallToolResult:
-            lean = self._lean_calls()
+            lean = self._lean_calls(client)
             if lean is None:
                 return await client.call_tool(
                     tool, dict(arguments), read_timeout_seconds=remaining, progress_callback=progress
@@ -737,11 +737,14 @@ class ServerConnection:
             return None
         return session.transport.lean.in_flight
 
-    def _lean_calls(self) -> LeanCalls | None:
-        """The running session's lean table, when this connection takes the lean path: not while
-        tracing (the SDK's path makes the client span and carries the trace context)."""
+    def _lean_calls(self, client: Client) -> LeanCalls | None:
+        """The lean table of the running session of ``client``, when this connection takes the
+        lean path: not while tracing (the SDK's path makes the client span and carries the trace
+        context), not before the session is initialized, not on a session already replaced."""
         session = self._session
-        if not self.lean or TRACING.on or session is None or not session.alive or session.transport is None:
+        if not self.lean or TRACING.on or session is None or session.client is not client or not session.alive:
+            return None
+        if session.transport is None:
             return None
         return session.transport.lean
 
