@@ -132,14 +132,24 @@ async def test_a_connection_ending_answer_fails_the_call_clearly_and_leaves_no_p
         await conn.aclose()
 
 
+Update = tuple[float, float | None, str | None]
+
+
+def recorder(delay_s: float = 0.0) -> tuple[list[Update], Any]:
+    """The updates a progress callback was given, and the callback (taking ``delay_s`` each)."""
+    seen: list[Update] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append((value, total, message))
+        if delay_s:
+            await anyio.sleep(delay_s)
+
+    return seen, progress
+
+
 async def test_a_notification_flood_is_bounded_and_the_answer_still_arrives() -> None:
     conn = lean_connection()
-    seen: list[tuple[float, float | None, str | None]] = []
-
-    async def slow_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append((progress, total, message))
-        await anyio.sleep(0.001)  # a client slower than the server
-
+    seen, slow_progress = recorder(0.001)  # a client slower than the server
     try:
         with anyio.fail_after(WAIT_S * 3):
             assert await text_of(conn, "flood", {"count": 5000}, progress=slow_progress) == "flooded 5000"
@@ -157,11 +167,7 @@ async def test_a_notification_flood_is_bounded_and_the_answer_still_arrives() ->
 
 async def test_progress_passes_through_in_order() -> None:
     conn = lean_connection()
-    seen: list[tuple[float, float | None, str | None]] = []
-
-    async def progress(value: float, total: float | None, message: str | None) -> None:
-        seen.append((value, total, message))
-
+    seen, progress = recorder()
     try:
         assert await text_of(conn, "progress", progress=progress) == "done 3"
         assert seen == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
