@@ -12,7 +12,7 @@
   and ``skills_install`` with ``[[hub.sources]]``, the built-ins of ``[builtins.NAME]``, which
   ``pincer install``/``remove tools/NAME`` edit, and the canvas of ``[gateway] canvas``). What
   cannot change while serving (the listening address, the Host/Origin names, the body limit,
-  audit durability, the skill roots, the store and the cache, the scheduler) is named in a warning, in ``/healthz``
+  audit durability, the skill roots, the store and the cache, the scheduler, the MCP lean path) is named in a warning, in ``/healthz``
   as ``restart_needed`` for ``pincer doctor``, and on the dashboard's overview.
 - installed WASM tools: rescanned; installed script tools and ``exec-approvals.json``: the
   script runtime is rebuilt;
@@ -94,6 +94,10 @@ def live_config_changes(old: Config, new: Config) -> list[str]:
         changed.append("[triggers] enabled")
     if old.audit_synchronous != new.audit_synchronous:
         changed.append("[audit] synchronous")
+    # an MCP server's connection keeps the path it was started on; a rebuilt runtime keeps
+    # running servers (reload_mcp_servers), so the new path needs new connections
+    if old.tools.mcp_lean_calls != new.tools.mcp_lean_calls:
+        changed.append("[tools] mcp_lean_calls")
     # the skill library's roots are fixed when it is made
     for key in ("enabled", "extra_dirs"):
         if getattr(old.skills, key) != getattr(new.skills, key):

@@ -277,3 +277,14 @@ async def test_claim_leaves_other_ids_and_methods_to_the_sdk() -> None:
     assert not calls.claim({"jsonrpc": "2.0", "id": FIRST_ID, "result": {}}), "nothing is pending"
     assert not calls.claim({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}})
     assert PROGRESS_BACKLOG >= 1
+
+
+def test_turning_the_lean_path_on_under_a_running_gateway_is_named_for_a_restart(tmp_path: Path) -> None:
+    from pincer.config import parse_config
+    from pincer.reload import live_config_changes
+
+    off = parse_config("", home=tmp_path)
+    on = parse_config("[tools]\nmcp_lean_calls = true\n", home=tmp_path)
+    assert off.tools.mcp_lean_calls is False, "the lean path must stay off by default"
+    assert live_config_changes(off, on) == ["[tools] mcp_lean_calls"]
+    assert live_config_changes(on, on) == []
