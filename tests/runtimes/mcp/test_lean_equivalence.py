@@ -5,11 +5,13 @@ update and every error must be equal.
 
 Servers and eras: faulty_server.py (stdlib, 2025-11-25), mcp-server-time (the Python SDK, in
 the 2026-07-28 era and in the handshake era), @modelcontextprotocol/server-everything (Node,
-2025-11-25). Calls whose answer depends on the clock (get_current_time, the apps server's
-get-time) are left out: two processes cannot agree on them."""
+2025-11-25), @playwright/mcp (Node, a headless Chromium, on a local page). Calls whose answer depends on the clock (get_current_time, the apps server's
+get-time) are left out: two processes cannot agree on them; Playwright's file names hold the time
+of day, which is compared as such (``PLAYWRIGHT_STAMP``)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,9 @@ import pytest
 from pincer.core.errors import PincerError
 from pincer.runtimes.mcp import ServerConfig, ServerConnection
 from pincer.runtimes.mcp.results import to_tool_output
+from tests.localservers import serve
 from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, NODE22, faulty_config, npm_ready, time_server_config
+from tests.runtimes.mcp.test_passthrough import _playwright, published_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +88,13 @@ async def outcome(conn: ServerConnection, tool: str, args: dict[str, Any]) -> tu
     return ("result", result.model_dump_json(by_alias=True, exclude_unset=True), output, updates)
 
 
-async def compare(config: ServerConfig, calls: list[Call]) -> None:
+# @playwright/mcp names the files it writes by the time of day to the millisecond.
+PLAYWRIGHT_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z")
+
+
+async def compare(config: ServerConfig, calls: list[Call], *, stamp: re.Pattern[str] | None = None) -> None:
+    """``stamp``: a clock reading the server writes into its answers, the one part compared as
+    "a time stands here" instead of byte for byte."""
     sdk, lean = ServerConnection(config), ServerConnection(config, lean=True)
     try:
         with anyio.fail_after(START_TIMEOUT_S):
@@ -92,6 +102,8 @@ async def compare(config: ServerConfig, calls: list[Call]) -> None:
         assert sdk.status().protocol_version == lean.status().protocol_version
         for tool, args in calls:
             expected, got = await outcome(sdk, tool, args), await outcome(lean, tool, args)
+            if stamp is not None:
+                expected, got = (stamp.sub("<time>", repr(expected)),), (stamp.sub("<time>", repr(got)),)
             assert got == expected, f"{config.name} {tool}({args}) differs on the lean path"
             assert lean.lean_in_flight == 0
         assert sdk.lean_in_flight is None
@@ -112,6 +124,20 @@ async def test_mcp_server_time_answers_alike_on_both_paths(protocol: str) -> Non
 
 async def test_server_everything_answers_alike_on_both_paths() -> None:
     await compare(everything_config(), EVERYTHING_CALLS)
+
+
+def test_playwright_mcp_answers_alike_on_both_paths(tmp_path: Path) -> None:
+    published_ready()
+    with serve() as site:
+        calls: list[Call] = [
+            ("browser_navigate", {"url": site.url("/page")}),
+            ("browser_snapshot", {}),
+            ("browser_console_messages", {"level": "info"}),
+            ("browser_navigate", {"url": "notascheme://nowhere"}),
+            ("browser_close", {}),
+        ]
+        config = _playwright(tmp_path).with_changes(connect_timeout_s=START_TIMEOUT_S)
+        anyio.run(lambda: compare(config, calls, stamp=PLAYWRIGHT_STAMP))
 
 
 async def test_the_suite_compares_real_answers(tmp_path: Path) -> None:
