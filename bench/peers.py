@@ -24,7 +24,7 @@ HTTP) calling ``get_current_time``, with 1 and 32 concurrent clients, in the 202
 peers in rounds and each figure is the median over the rounds: calls/s, p50/p95 latency, and
 the resident memory (RSS) of the server's whole process tree (its upstream included).
 
-    .venv/bin/python bench/peers.py [--seconds 5] [--rounds 3] [--peers pincer,contextforge,fastmcp]
+    .venv/bin/python bench/peers.py [--seconds 5] [--rounds 3] [--peers pincer,pincer-lean,contextforge,fastmcp]
 
 Each cell also shows the 1-minute load average read at its end (the machine is shared).
 
@@ -486,7 +486,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per cell and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each figure is the median over them")
-    parser.add_argument("--peers", default="pincer,contextforge,fastmcp", help="comma-separated subset")
+    parser.add_argument("--peers", default="pincer,pincer-lean,contextforge,fastmcp", help="comma-separated subset")
     options = parser.parse_args()
     names = [name.strip() for name in options.peers.split(",") if name.strip()]
     unknown = sorted(set(names) - set(STARTERS))
