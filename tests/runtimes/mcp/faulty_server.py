@@ -7,7 +7,8 @@ structured content), fail (an isError result), slow; for the lean path's attacks
 updates, then the answer), flood (``count`` progress updates and log messages before the answer),
 wrong_id (answers another id), duplicate_id (answers twice), oversized (one line of ``bytes``
 bytes), bad_envelope (a result that is not an object), elicit (asks the client, answers with
-its reply), request_id (the call's own JSON-RPC id).
+its reply), request_id (the call's own JSON-RPC id), input_required (a 2026-07-28 style
+``InputRequiredResult``, then the input it is sent back with).
 
 Flags: ``--silent-if FILE`` never answers initialize while FILE exists; ``--secret-env NAME``
 makes the ``env`` tool report NAME's value; ``--description-file FILE`` reads echo's description
@@ -24,7 +25,7 @@ import threading
 import time
 
 STATE = {"description": "Echo the text back"}
-CURRENT = {"meta": {}}  # the _meta of the call being answered
+CURRENT = {"meta": {}, "params": {}}  # the call being answered: its params and their _meta
 LOCK = threading.Lock()
 
 
@@ -62,6 +63,8 @@ def tools():
         {"name": "bad_envelope", "description": "A result that is not an object", "inputSchema": empty},
         {"name": "elicit", "description": "Ask the client, answer with its reply", "inputSchema": empty},
         {"name": "request_id", "description": "The JSON-RPC id of this call", "inputSchema": empty},
+        {"name": "input_required", "description": "Ask for input inside the result, then answer with it",
+         "inputSchema": empty},
         {"name": "slow", "description": "Sleep then answer",
          "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}, "marker": {"type": "string"}}}},
     ]
@@ -117,6 +120,12 @@ def call(request_id, name, args):
         return None
     if name == "request_id":
         return text(json.dumps(request_id))
+    if name == "input_required":
+        if "inputResponses" in CURRENT["params"]:
+            return text(json.dumps({key: CURRENT["params"].get(key) for key in ("inputResponses", "requestState")}))
+        return {"resultType": "input_required", "requestState": "state-1", "inputRequests": {"name": {
+            "method": "elicitation/create", "params": {"message": "Your name?", "requestedSchema": {
+                "type": "object", "properties": {"name": {"type": "string"}}}}}}}
     if name == "echo":
         return text(args.get("text", ""))
     if name == "pid":
@@ -211,6 +220,7 @@ def main():
         elif method == "tools/call":
             params = message["params"]
             CURRENT["meta"] = params.get("_meta") or {}
+            CURRENT["params"] = params
             try:
                 result = call(request_id, params["name"], params.get("arguments") or {})
             except KeyError:

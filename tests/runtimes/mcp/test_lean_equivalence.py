@@ -3,7 +3,9 @@ with: the same calls go to two processes of each server, one connection on each 
 result (its JSON as the SDK models it, and the ToolOutput the gateway hands on), every progress
 update and every error must be equal.
 
-Servers and eras: faulty_server.py (stdlib, 2025-11-25), mcp-server-time (the Python SDK, in
+Servers and eras: faulty_server.py (stdlib, 2025-11-25), modern_server.py (the SDK's MCPServer:
+structured content checked against an output schema, progress, elicitation refused since pincer
+declares none; in both eras), mcp-server-time (the Python SDK, in
 the 2026-07-28 era and in the handshake era), @modelcontextprotocol/server-everything (Node,
 2025-11-25), @playwright/mcp (Node, a headless Chromium, on a local page). Calls whose answer depends on the clock (get_current_time, the apps server's
 get-time) are left out: two processes cannot agree on them; Playwright's file names hold the time
@@ -12,6 +14,7 @@ of day, which is compared as such (``PLAYWRIGHT_STAMP``)."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from tests.runtimes.mcp.test_passthrough import _playwright, published_ready
 pytestmark = pytest.mark.anyio
 
 START_TIMEOUT_S = 120.0
+MODERN_SERVER = Path(__file__).with_name("modern_server.py")
 
 Call = tuple[str, dict[str, Any]]
 
@@ -39,6 +43,7 @@ FAULTY_CALLS: list[Call] = [
     ("fail", {}),
     ("progress", {}),
     ("elicit", {}),
+    ("input_required", {}),  # not a valid result in the handshake era: the same error on both paths
     ("no_such_tool", {}),
     ("echo", {}),
 ]
@@ -47,6 +52,14 @@ TIME_CALLS: list[Call] = [
     ("convert_time", {"source_timezone": "America/New_York", "time": "23:59", "target_timezone": "Asia/Tokyo"}),
     ("convert_time", {"source_timezone": "Nowhere/Atlantis", "time": "12:00", "target_timezone": "UTC"}),
     ("convert_time", {"source_timezone": "UTC", "time": "25:99", "target_timezone": "UTC"}),
+    ("no_such_tool", {}),
+]
+MODERN_CALLS: list[Call] = [
+    ("count", {"steps": 3}),
+    ("count", {"steps": 0}),
+    ("count", {"steps": "many"}),
+    ("greet", {}),
+    ("greet_resolved", {}),
     ("no_such_tool", {}),
 ]
 EVERYTHING_CALLS: list[Call] = [
@@ -114,6 +127,14 @@ async def compare(config: ServerConfig, calls: list[Call], *, stamp: re.Pattern[
 
 async def test_the_faulty_server_answers_alike_on_both_paths() -> None:
     await compare(faulty_config(), FAULTY_CALLS)
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+async def test_an_sdk_mcpserver_answers_alike_on_both_paths(protocol: str) -> None:
+    config = ServerConfig(
+        name="modern", transport="stdio", command=sys.executable, args=(str(MODERN_SERVER),), protocol=protocol
+    )
+    await compare(config, MODERN_CALLS)
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
