@@ -19,7 +19,7 @@ from pincer.core.errors import ToolError, ToolTimeout
 from pincer.runtimes.mcp import ServerConnection
 from pincer.runtimes.mcp import connection as connection_module
 from pincer.runtimes.mcp import stdio as stdio_module
-from pincer.runtimes.mcp.lean import FIRST_ID, PROGRESS_BACKLOG, LeanCalls
+from pincer.runtimes.mcp.lean import FIRST_ID, PROGRESS_BACKLOG, LeanCalls, encode_line
 from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, WAIT_S, faulty_config
 
 pytestmark = pytest.mark.anyio
@@ -233,8 +233,8 @@ MESSAGES = JSON | st.dictionaries(KEYS, JSON | st.just(FIRST_ID) | st.just("2.0"
 async def _claim_then_answer(message: Any) -> None:
     lines: list[bytes] = []
 
-    async def write(line: bytes) -> None:
-        lines.append(line)
+    async def write(message: dict, headers: Any) -> None:
+        lines.append(encode_line(message))
 
     calls = LeanCalls(write)
     outcome: dict[str, Any] = {}
@@ -273,7 +273,7 @@ def test_claim_takes_only_well_formed_answers_to_its_own_ids(message: Any) -> No
 
 
 async def test_claim_leaves_other_ids_and_methods_to_the_sdk() -> None:
-    calls = LeanCalls(lambda line: anyio.sleep(0))
+    calls = LeanCalls(lambda message, headers: anyio.sleep(0))
     assert not calls.claim({"jsonrpc": "2.0", "id": FIRST_ID, "result": {}}), "nothing is pending"
     assert not calls.claim({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}})
     assert PROGRESS_BACKLOG >= 1

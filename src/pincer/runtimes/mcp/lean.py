@@ -37,7 +37,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LeanCalls", "MAX_IN_FLIGHT", "PROGRESS_BACKLOG", "FIRST_ID", "CANCEL_WRITE_TIMEOUT_S"]
+__all__ = ["LeanCalls", "encode_line", "MAX_IN_FLIGHT", "PROGRESS_BACKLOG", "FIRST_ID", "CANCEL_WRITE_TIMEOUT_S"]
 
 # Ids of lean requests start here, far above the SDK's own counter (it counts up from 0 on the
 # same connection), and stay within a signed 32-bit integer for servers that parse ids so.
@@ -48,7 +48,8 @@ PROGRESS_BACKLOG = 16
 CANCEL_WRITE_TIMEOUT_S = 2.0  # the courtesy cancel must not hang a caller on a stuck pipe
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
-Write = Callable[[bytes], Awaitable[None]]
+# Sends one JSON-RPC message (a dict) with the HTTP headers it needs (None on stdio).
+Send = Callable[[dict[str, Any], Mapping[str, str] | None], Awaitable[None]]
 _CLOSED = object()
 
 
@@ -73,12 +74,19 @@ class _Call:
         self.on_progress = on_progress
 
 
-class LeanCalls:
-    """The table of pincer's own requests on one connection. ``write`` sends one line (the
-    transport's writer, under its lock, shared with the SDK's messages)."""
+def encode_line(message: Mapping[str, Any]) -> bytes:
+    """One message as a stdio line: compact UTF-8 JSON, as the SDK's pydantic dump writes it."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", errors="surrogatepass") + b"\n"
 
-    def __init__(self, write: Write) -> None:
-        self._write = write
+
+class LeanCalls:
+    """The table of pincer's own requests on one connection. ``send`` writes one message on the
+    transport (stdio: a line through its one writer; HTTP: into the SDK transport's write stream,
+    which posts it)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
         self._pending: dict[int, _Call] = {}
         self._next = FIRST_ID
         self.closed: str | None = None
@@ -166,10 +174,11 @@ class LeanCalls:
         *,
         timeout_s: float,
         on_progress: ProgressFn | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Send one request and wait for its result (a dict). Raises ``MCPError``: the server's
         error, ``REQUEST_TIMEOUT`` after ``timeout_s``, ``CONNECTION_CLOSED`` when the connection
-        ends (or has ended)."""
+        ends (or has ended). ``headers``: the HTTP headers the request goes with."""
         if self.closed is not None:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
         if len(self._pending) >= MAX_IN_FLIGHT:
@@ -180,14 +189,7 @@ class LeanCalls:
         out = dict(params)
         if on_progress is not None:
             out["_meta"] = {**(out.get("_meta") or {}), "progressToken": key}
-        line = (
-            json.dumps(
-                {"jsonrpc": "2.0", "id": key, "method": method, "params": out},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            ).encode("utf-8", errors="surrogatepass")
-            + b"\n"
-        )
+        message = {"jsonrpc": "2.0", "id": key, "method": method, "params": out}
         call = _Call(on_progress)
         self._pending[key] = call
         written = False
@@ -195,7 +197,7 @@ class LeanCalls:
             with anyio.fail_after(timeout_s):
                 written = True  # a write cut short may still have been read: it counts as sent
                 try:
-                    await self._write(line)
+                    await self._send(message, headers)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                     raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
                 return await self._outcome(call)
@@ -237,15 +239,9 @@ class LeanCalls:
         """The courtesy ``notifications/cancelled``, so the server stops the work (best effort)."""
         if self.closed is not None:
             return
-        line = (
-            json.dumps(
-                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": reason}},
-                separators=(",", ":"),
-            ).encode()
-            + b"\n"
-        )
+        message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": reason}}
         with anyio.move_on_after(CANCEL_WRITE_TIMEOUT_S):
             try:
-                await self._write(line)
+                await self._send(message, None)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 logger.debug("courtesy cancel for lean request %d not sent: %s", key, type(exc).__name__)

@@ -34,7 +34,7 @@ import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from pincer.runtimes.mcp.lean import LeanCalls
+from pincer.runtimes.mcp.lean import LeanCalls, encode_line
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class StdioTransport:
         self.launch = launch
         self.failure: str | None = None
         self._write_lock = anyio.Lock()
-        self.lean = LeanCalls(self.send_line) if lean else None
+        self.lean = LeanCalls(self._send_message) if lean else None
         self._on_closed = on_closed
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._process: anyio.abc.Process | None = None
@@ -304,6 +304,9 @@ class StdioTransport:
                         await stdin.send(data.encode("utf-8"))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             self._closed("closed its stdin")
+
+    async def _send_message(self, message: Mapping[str, Any], headers: Mapping[str, str] | None) -> None:
+        await self.send_line(encode_line(message))
 
     async def send_line(self, data: bytes) -> None:
         """One line of pincer's own (the lean path's) on the server's stdin; the SDK's messages
