@@ -13,7 +13,7 @@ from mcp.client.session import ClientSession
 from mcp_types import methods as wire_methods
 
 from pincer.runtimes.mcp import ServerConnection
-from pincer.runtimes.mcp.sdk_compat import call_params, negotiated_version
+from pincer.runtimes.mcp.sdk_compat import call_request, negotiated_version
 from tests.runtimes.mcp.conftest import WAIT_S, faulty_config, time_server_config
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +37,7 @@ def test_each_function_still_exists_with_its_parameters(owner: object, name: str
 
 def test_send_request_still_stamps_and_reads_results_the_way_the_lean_path_copies() -> None:
     source = inspect.getsource(ClientSession.send_request)
-    for step in ("self._stamp(data, opts)", "_clamp_inbound_ttl(raw)", "_methods.validate_server_result(method, version, raw)",
+    for step in ("self._stamp(data, opts)", "(key := type(request).name_param) is not None and MCP_NAME_HEADER not in headers", "_clamp_inbound_ttl(raw)", "_methods.validate_server_result(method, version, raw)",
                  "_later_revision_fields(method, version)", 'self._negotiated_version or "2025-11-25"'):  # fmt: skip
         assert step in source, f"ClientSession.send_request no longer does {step}: update runtimes/mcp/sdk_compat.py"
     assert "self._call_tool_adapter" in inspect.getsource(ClientSession.call_tool)
@@ -61,8 +61,10 @@ async def test_a_live_session_still_has_what_the_lean_path_reads(config, version
         client = session.client
         assert negotiated_version(client) == version
         assert hasattr(client.session, "_call_tool_adapter")
-        params = call_params(client, "echo", {"text": "x"})
+        params, headers = call_request(client, "echo", {"text": "x"})
         assert params["name"] == "echo" and params["arguments"] == {"text": "x"}
+        assert headers["mcp-protocol-version"] == version, headers
+        assert headers.get("mcp-name") == ("echo" if meta_keys else None), headers
         assert meta_keys <= set(params.get("_meta", {})), params
     finally:
         await conn.aclose()

@@ -665,9 +665,8 @@ class ServerConnection:
                 return await client.call_tool(
                     tool, dict(arguments), read_timeout_seconds=remaining, progress_callback=progress
                 )
-            raw = await lean.request(
-                "tools/call", sdk_compat.call_params(client, tool, arguments), timeout_s=remaining, on_progress=progress
-            )
+            params, headers = sdk_compat.call_request(client, tool, arguments)
+            raw = await lean.request("tools/call", params, headers=headers, timeout_s=remaining, on_progress=progress)
             return await sdk_compat.finish_call(client, tool, arguments, raw, timeout_s=remaining, progress=progress)
 
         return await self._request(

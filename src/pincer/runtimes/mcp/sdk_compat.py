@@ -3,10 +3,12 @@
 A lean ``tools/call`` must go out and come back exactly as the SDK's ``Client.call_tool`` would
 send and read it, so it reuses the SDK's own steps rather than copies of them:
 
-- ``call_params``: the request's ``params`` as ``ClientSession.send_request`` builds them: the
-  model dump of ``CallToolRequest``, then the session's ``_stamp`` (on a 2026-07-28 connection it
-  adds the protocol version, client info and capabilities to ``_meta``; on a handshake
-  connection it only sets HTTP headers, which stdio has none of);
+- ``call_request``: the request's ``params`` and HTTP headers as ``ClientSession.send_request``
+  builds them: the model dump of ``CallToolRequest``, then the session's ``_stamp`` (on a
+  2026-07-28 connection it adds the protocol version, client info and capabilities to ``_meta``
+  and the ``Mcp-*`` headers; on a handshake connection only the protocol version header), then
+  ``Mcp-Name`` if the request type names a ``name_param`` and the stamp set none (stdio ignores
+  the headers);
 - ``finish_call``: the raw result read as ``send_request`` reads it (``_clamp_inbound_ttl``,
   ``mcp_types.methods.validate_server_result``, ``_later_revision_fields``, the session's
   ``_call_tool_adapter``), its structured content checked against the tool's output schema
@@ -27,21 +29,26 @@ import mcp_types as types
 from mcp import Client
 from mcp.client import session as client_session
 from mcp.client.extension import UnexpectedClaimedResult
+from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
 from mcp_types import methods as wire_methods
 
-__all__ = ["call_params", "finish_call", "negotiated_version"]
+__all__ = ["call_request", "finish_call", "negotiated_version"]
 
 
 def negotiated_version(client: Client) -> str | None:
     return client.session._negotiated_version
 
 
-def call_params(client: Client, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def call_request(client: Client, tool: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=dict(arguments)))
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-    client.session._stamp(data, {})
+    opts: dict[str, Any] = {}
+    client.session._stamp(data, opts)  # type: ignore[arg-type]  # CallOptions is a TypedDict
     params: dict[str, Any] = data.get("params") or {}
-    return params
+    headers: dict[str, str] = opts.setdefault("headers", {})
+    if type(request).name_param is not None and MCP_NAME_HEADER not in headers:
+        headers[MCP_NAME_HEADER] = encode_header_value(tool)
+    return params, headers
 
 
 async def finish_call(
