@@ -162,8 +162,8 @@ class OpenApiSettings(_Model):
 class ToolSettings(_Model):
     timeout_s: float = Field(default=DEFAULT_TOOL_TIMEOUT_S, gt=0, le=3_600)
     max_depth: int = Field(default=4, ge=0, le=32)
-    # tools/call to stdio MCP servers past the SDK's client session (runtimes/mcp/lean.py); off
-    # until the equivalence suite has run against every server pincer is tested with.
+    # tools/call to stdio and streamable HTTP MCP servers past the SDK's client session
+    # (runtimes/mcp/lean.py); off until the whole suite has run with it on.
     mcp_lean_calls: bool = False
 
 

@@ -108,7 +108,7 @@ KEYS: dict[str, KeyHelp] = {
     "tools.timeout_s": KeyHelp(help="per call, for every runtime; an MCP server's own timeout_s applies within it"),
     "tools.max_depth": KeyHelp(help="how deep tools may call tools (a WASM tool's tool-invoke)"),
     "tools.mcp_lean_calls": KeyHelp(
-        help="`tools/call` to a running stdio MCP server speaks JSON-RPC itself instead of through the MCP SDK's "
+        help="`tools/call` to a running stdio or streamable HTTP MCP server goes past the MCP SDK's "
         "client session (less CPU per call; the same results, checked by `tests/runtimes/mcp/test_lean_equivalence.py`)"
     ),
     "workspace.path": KeyHelp(

@@ -1,7 +1,9 @@
-"""A stdio MCP server on the SDK's MCPServer, which speaks the 2026-07-28 protocol: a tool that
-asks the client for input (an ``InputRequiredResult`` on that protocol, an elicitation request
-on the handshake one), and one that reports progress."""
+"""An MCP server on the SDK's MCPServer, which speaks the 2026-07-28 protocol: tools that ask the
+client for input, one that reports progress with structured content under an output schema, one
+that answers with its own request id, one that sleeps. stdio; ``--http PORT`` serves streamable HTTP on
+127.0.0.1:PORT (``--json`` with JSON answers instead of SSE streams)."""
 
+import sys
 from typing import Annotated
 
 from mcp.server.elicitation import ElicitationResult
@@ -41,5 +43,26 @@ async def count(ctx: Context, steps: int = 3) -> dict[str, int]:
     return {"steps": steps}
 
 
+@app.tool()
+async def sleep(seconds: float, marker: str = "") -> str:
+    """Sleep, then answer; ``marker``: a file created when the call arrives."""
+    import anyio
+
+    if marker:
+        open(marker, "w").close()  # a test's signal that the call arrived
+    await anyio.sleep(seconds)
+    return "slept"
+
+
+@app.tool()
+async def request_id(ctx: Context) -> str:
+    """The JSON-RPC id of this call."""
+    return str(ctx.request_id)
+
+
 if __name__ == "__main__":
-    app.run()
+    if "--http" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        app.run("streamable-http", host="127.0.0.1", port=port, json_response="--json" in sys.argv)
+    else:
+        app.run()

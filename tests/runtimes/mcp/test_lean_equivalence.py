@@ -105,10 +105,17 @@ async def outcome(conn: ServerConnection, tool: str, args: dict[str, Any]) -> tu
 PLAYWRIGHT_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z")
 
 
-async def compare(config: ServerConfig, calls: list[Call], *, stamp: re.Pattern[str] | None = None) -> None:
+async def compare(
+    config: ServerConfig,
+    calls: list[Call],
+    *,
+    stamp: re.Pattern[str] | None = None,
+    lean_config: ServerConfig | None = None,
+) -> None:
     """``stamp``: a clock reading the server writes into its answers, the one part compared as
-    "a time stands here" instead of byte for byte."""
-    sdk, lean = ServerConnection(config), ServerConnection(config, lean=True)
+    "a time stands here" instead of byte for byte. ``lean_config``: the lean path's server, when
+    it is not started from ``config`` (an HTTP server of its own)."""
+    sdk, lean = ServerConnection(config), ServerConnection(lean_config or config, lean=True)
     try:
         with anyio.fail_after(START_TIMEOUT_S):
             assert await sdk.start() == await lean.start(), "the two processes list different tools"

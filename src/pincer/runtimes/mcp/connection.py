@@ -45,6 +45,7 @@ from pincer.runtimes.mcp import sdk_compat
 from pincer.runtimes.mcp.config import ServerConfig
 from pincer.runtimes.mcp.environment import SecretLookup, child_environment, resolve_secret_refs
 from pincer.runtimes.mcp.lean import LeanCalls
+from pincer.runtimes.mcp.lean_streams import LeanStreams
 from pincer.runtimes.mcp.pins import ToolDefinition
 from pincer.runtimes.mcp.stdio import StdioLaunch, StdioTransport
 from pincer.telemetry.tracing import TRACING
@@ -167,6 +168,7 @@ class _Session:
         self.config = conn.config
         self.client: Client | None = None
         self.transport: StdioTransport | None = None
+        self.lean_streams: LeanStreams | None = None  # the lean path over streamable HTTP
         self.tools: list[ToolDefinition] = []
         self.ready = anyio.Event()
         self.stopped = anyio.Event()
@@ -180,6 +182,13 @@ class _Session:
         self._probe_requested = False
         self.probe_done: anyio.Event | None = None
         self.counted = False  # its end was counted as a failure
+
+    @property
+    def lean(self) -> LeanCalls | None:
+        """The table of lean requests on this session's transport, if it takes the lean path."""
+        if self.transport is not None:
+            return self.transport.lean
+        return self.lean_streams.lean if self.lean_streams is not None else None
 
     @property
     def alive(self) -> bool:
@@ -265,6 +274,8 @@ class _Session:
                 for name, value in config.headers.items()
             }
             transport = await self._http_transport(stack, headers)
+            if self.conn.lean and config.transport == "http":
+                transport = self.lean_streams = LeanStreams(transport)
         client = Client(
             transport,
             mode=config.protocol,
@@ -401,8 +412,9 @@ _LISTINGS = {
 
 class ServerConnection:
     """The connection to one configured server. ``secrets`` resolves ``${secret:NAME}``.
-    ``lean``: ``tools/call`` on a running stdio session goes the lean path (:mod:`.lean`)
-    instead of through the SDK's client session (``[tools] mcp_lean_calls``)."""
+    ``lean``: ``tools/call`` on a running stdio or streamable HTTP session goes the lean path
+    (:mod:`.lean`, :mod:`.lean_streams`) instead of through the SDK's client session
+    (``[tools] mcp_lean_calls``)."""
 
     def __init__(
         self,
@@ -415,7 +427,7 @@ class ServerConnection:
         lean: bool = False,
     ) -> None:
         self.config = config
-        self.lean = lean and config.transport == "stdio"
+        self.lean = lean and config.transport in ("stdio", "http")
         self.secrets = secrets
         self._on_tools = on_tools
         self._on_lists = on_lists
@@ -731,10 +743,8 @@ class ServerConnection:
     @property
     def lean_in_flight(self) -> int | None:
         """Lean calls waiting for their answer on the running session (None: no lean table)."""
-        session = self._session
-        if session is None or session.transport is None or session.transport.lean is None:
-            return None
-        return session.transport.lean.in_flight
+        lean = self._session.lean if self._session is not None else None
+        return lean.in_flight if lean is not None else None
 
     def _lean_calls(self, client: Client) -> LeanCalls | None:
         """The lean table of the running session of ``client``, when this connection takes the
@@ -743,9 +753,7 @@ class ServerConnection:
         session = self._session
         if not self.lean or TRACING.on or session is None or session.client is not client or not session.alive:
             return None
-        if session.transport is None:
-            return None
-        return session.transport.lean
+        return session.lean
 
     def _broken(self, session: _Session, what: str) -> ToolError:
         """``what``: the request it broke, as "the call to TOOL" or "resources/read of URI"."""
