@@ -2,7 +2,8 @@
 
 The suite starts a scenario server, runs this with its URL appended and the scenario name in
 ``MCP_CONFORMANCE_SCENARIO``, then checks what the server saw. Everything goes through pincer's
-own runtime (ServerConfig -> McpRuntime -> invoke), not the SDK client directly.
+own runtime (ServerConfig -> McpRuntime -> invoke), not the SDK client directly; with
+``PINCER_CONFORMANCE_LEAN=1`` its ``tools/call`` takes the lean path ([tools] mcp_lean_calls).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ async def main(url: str, scenario: str) -> int:
         runtime = McpRuntime(
             [ServerConfig(name="conformance", transport="http", url=url, connect_timeout_s=CALL_TIMEOUT_S)],
             pins=PinStore(Path(home)),
+            lean_calls=os.environ.get("PINCER_CONFORMANCE_LEAN") == "1",
         )
         try:
             await runtime.start()

@@ -8,6 +8,7 @@ fail, and 1 (a stale baseline) if one starts passing.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ BASELINE = HERE / "conformance-baseline.yml"
 SCENARIO_TIMEOUT_S = 60
 
 
-def run_scenario(scenario: str, out: Path) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+def run_scenario(scenario: str, out: Path, *, lean: bool = False) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
     npm_ready()
     if not SUITE.is_file():
         pytest.fail(f"{SUITE} is missing: run `make mcp-deps`")
@@ -39,15 +40,17 @@ def run_scenario(scenario: str, out: Path) -> tuple[subprocess.CompletedProcess[
         capture_output=True,
         text=True,
         timeout=SCENARIO_TIMEOUT_S,
+        env={**os.environ, "PINCER_CONFORMANCE_LEAN": "1" if lean else "0"},
     )
     results = list(out.glob("*/checks.json"))
     checks = json.loads(results[0].read_text()) if results else []
     return process, checks
 
 
+@pytest.mark.parametrize("lean", [False, True], ids=["sdk", "lean"])
 @pytest.mark.parametrize("scenario", ["initialize", "tools_call", "sse-retry"])
-def test_client_scenario_passes(scenario: str, tmp_path: Path) -> None:
-    process, checks = run_scenario(scenario, tmp_path)
+def test_client_scenario_passes(scenario: str, lean: bool, tmp_path: Path) -> None:
+    process, checks = run_scenario(scenario, tmp_path, lean=lean)
     assert process.returncode == 0, process.stderr[-3000:]
     verdicts = [c for c in checks if c["status"] in ("SUCCESS", "FAILURE", "WARNING")]
     assert verdicts and all(c["status"] == "SUCCESS" for c in verdicts), verdicts
