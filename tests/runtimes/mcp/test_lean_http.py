@@ -34,12 +34,15 @@ STOP_TIMEOUT_S = 10.0
 
 
 @contextmanager
-def running(command: list[str]) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    """A server listening on a free local port (``{port}`` in ``command``); the port and process."""
+def running(command: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """A server listening on a free local port (``{port}`` in ``command`` or ``env``); the port
+    and the process."""
     port = free_port()
     process = subprocess.Popen(
-        [part.replace("{port}", str(port)) for part in command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+        [part.replace("{port}", str(port)) for part in command],
+        env={name: value.replace("{port}", str(port)) for name, value in env.items()} if env is not None else None,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
     try:
         wait_for_port(port, process)
         yield port, process
@@ -68,26 +71,10 @@ async def test_server_everything_over_http_answers_alike_on_both_paths() -> None
     script = npm_ready()
     command = [str(NODE22), str(script), "streamableHttp"]
     env = {"PORT": "{port}", "PATH": str(NODE22.parent)}
-    with running_env(command, env) as sdk_port, running_env(command, env) as lean_port:
+    with running(command, env) as (sdk_port, _), running(command, env) as (lean_port, _):
         # get-env shows each server its own PORT
         calls = [(tool, args) for tool, args in EVERYTHING_CALLS if tool != "get-env"]
         await compare(http_config("everything", sdk_port), calls, lean_config=http_config("everything", lean_port))
-
-
-@contextmanager
-def running_env(command: list[str], env: dict[str, str]) -> Iterator[int]:
-    """``running`` for a server that takes its port from the environment."""
-    port = free_port()
-    process = subprocess.Popen(
-        command, env={k: v.replace("{port}", str(port)) for k, v in env.items()},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for_port(port, process)
-        yield port
-    finally:
-        process.kill()
-        process.wait(timeout=STOP_TIMEOUT_S)
 
 
 @ERAS
