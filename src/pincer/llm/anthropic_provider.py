@@ -10,18 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pincer.config import ModelSettings
-from pincer.core.errors import (
-    ContextTooLong,
-    ModelNotFound,
-    ProviderAuthFailed,
-    ProviderError,
-    ProviderRateLimited,
-    ProviderUnavailable,
-)
+from pincer.core.errors import ProviderError
 from pincer.core.extras import require
 from pincer.llm.answers import SHAPE_ERRORS, answer_invalid, text_of
 from pincer.llm.messages import (
@@ -38,7 +31,8 @@ from pincer.llm.messages import (
     UsageReport,
     parse_arguments,
 )
-from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
+from pincer.llm.sdk_errors import SdkDialect, translate_sdk_error
+from pincer.llm.wire import ANTHROPIC_DEFAULT_URL, stream_broken
 from pincer.telemetry.tracing import TRACING, trace_headers
 
 if TYPE_CHECKING:
@@ -51,7 +45,21 @@ else:  # ExtraMissing naming the extra, never an ImportError, when it is not ins
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AnthropicProvider", "to_anthropic_messages", "translate_anthropic_error"]
+__all__ = ["ANTHROPIC_ERRORS", "AnthropicProvider", "to_anthropic_messages"]
+
+ANTHROPIC_ERRORS = SdkDialect(
+    sdk=anthropic,
+    name="anthropic",
+    server="the Anthropic API",
+    context_statuses=frozenset({400, 413}),
+    context_words=(("too long",), ("context", "limit")),
+    hints={
+        "not_found": "check [llm] model (for example claude-sonnet-4-5) and [llm] base_url",
+        "rate_limited": "retried with backoff up to [llm] max_retries times; wait, or raise the account's limits",
+        "refused": "check [llm] model; the API's message says what it did not accept",
+        "unreachable": "check [llm] base_url and the network",
+    },
+)
 
 _STOPS: dict[str, StopReason] = {
     "end_turn": "end",
@@ -133,7 +141,7 @@ class AnthropicProvider:
         try:
             response = await self._client.messages.create(**request)
         except anthropic.AnthropicError as exc:
-            raise translate_anthropic_error(exc, options.model) from None
+            raise translate_sdk_error(exc, options.model, ANTHROPIC_ERRORS) from None
         if options.stream:
             async for event in self._stream(response, options.model):
                 yield event
@@ -181,7 +189,7 @@ class AnthropicProvider:
         except ProviderError:
             raise
         except anthropic.AnthropicError as exc:
-            raise translate_anthropic_error(exc, model) from None
+            raise translate_sdk_error(exc, model, ANTHROPIC_ERRORS) from None
         except SHAPE_ERRORS:  # the SDK could not decode an event (not JSON)
             raise answer_invalid("anthropic", "a stream event that is not JSON") from None
         except Exception as exc:  # noqa: BLE001 - the HTTP stack's own errors mid-stream (a dropped connection)
@@ -231,62 +239,3 @@ def _usage(usage: Usage | None, final: Usage | MessageDeltaUsage | None) -> Toke
         output_tokens=int(getattr(final, "output_tokens", 0) or 0) if final is not None else 0,
         cached_input_tokens=cached,
     )
-
-
-def _message(exc: anthropic.AnthropicError) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        inner = body.get("error")
-        if isinstance(inner, Mapping) and inner.get("message"):
-            return str(inner["message"])
-    return str(getattr(exc, "message", "") or exc)
-
-
-def translate_anthropic_error(exc: anthropic.AnthropicError, model: str) -> ProviderError:
-    """An SDK error as one of ours; a refused key is never quoted."""
-    if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
-        return ProviderAuthFailed(
-            f"the Anthropic API refused the API key (HTTP {exc.status_code})",
-            hint="store the right key with `pincer secrets set NAME` and name it in [llm] api_key_secret",
-            status=exc.status_code,
-        )
-    if isinstance(exc, anthropic.NotFoundError):
-        return ModelNotFound(
-            f"the Anthropic API does not know the model {model!r} (HTTP 404): {shorten(_message(exc))}",
-            hint="check [llm] model (for example claude-sonnet-4-5) and [llm] base_url",
-            status=404,
-        )
-    if isinstance(exc, anthropic.RateLimitError):
-        return ProviderRateLimited(
-            f"the Anthropic API rate-limits requests (HTTP 429): {shorten(_message(exc))}",
-            hint="retried with backoff up to [llm] max_retries times; wait, or raise the account's limits",
-            retry_after_s=parse_retry_after(exc.response.headers),
-            status=429,
-        )
-    if isinstance(exc, anthropic.APIStatusError):
-        text = _message(exc).lower()
-        if exc.status_code in (400, 413) and ("too long" in text or ("context" in text and "limit" in text)):
-            return ContextTooLong(
-                f"the conversation is longer than {model!r} takes: {shorten(_message(exc))}",
-                hint="start a new run with less text, lower [output] max_bytes, or use a model with a longer context",
-                status=exc.status_code,
-            )
-        if exc.status_code >= 500 or exc.status_code == 408:
-            return ProviderUnavailable(
-                f"the Anthropic API failed (HTTP {exc.status_code}): {shorten(_message(exc))}",
-                hint="retried with backoff up to [llm] max_retries times",
-                retry_after_s=parse_retry_after(exc.response.headers),
-                status=exc.status_code,
-            )
-        return ProviderError(
-            f"the Anthropic API refused the request (HTTP {exc.status_code}): {shorten(_message(exc))}",
-            hint="check [llm] model; the API's message says what it did not accept",
-            status=exc.status_code,
-        )
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ProviderUnavailable(f"the Anthropic API{tried_url(exc)} did not answer in time", hint="retried; raise [llm] timeout_s")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ProviderUnavailable(
-            f"cannot reach the Anthropic API{tried_url(exc)} (connection failed)", hint="check [llm] base_url and the network"
-        )
-    return ProviderError(f"the anthropic SDK failed: {type(exc).__name__}", hint="check [llm] in config.toml")

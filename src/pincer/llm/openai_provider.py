@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pincer.config import ModelSettings
 from pincer.core.errors import (
-    ContextTooLong,
-    ModelNotFound,
-    ProviderAuthFailed,
     ProviderError,
-    ProviderRateLimited,
     ProviderUnavailable,
 )
 from pincer.core.extras import require
@@ -37,7 +33,8 @@ from pincer.llm.messages import (
     UsageReport,
     parse_arguments,
 )
-from pincer.llm.wire import OPENAI_DEFAULT_URL, parse_retry_after, shorten, stream_broken, tried_url
+from pincer.llm.sdk_errors import SdkDialect, translate_sdk_error
+from pincer.llm.wire import OPENAI_DEFAULT_URL, stream_broken
 from pincer.telemetry.tracing import TRACING, trace_headers
 
 if TYPE_CHECKING:
@@ -52,7 +49,7 @@ else:  # ExtraMissing naming the extra, never an ImportError, when it is not ins
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OpenAIProvider", "to_openai_messages", "translate_openai_error"]
+__all__ = ["OPENAI_ERRORS", "OpenAIProvider", "to_openai_messages"]
 
 _STOPS: dict[str, StopReason] = {
     "stop": "end",
@@ -61,7 +58,18 @@ _STOPS: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "refusal",
 }
-_CONTEXT_WORDS = ("context_length", "context length", "maximum context", "too many tokens", "prompt is too long")
+OPENAI_ERRORS = SdkDialect(
+    sdk=openai,
+    name="openai",
+    server="the model server",
+    context_statuses=frozenset({400, 413, 422}),
+    context_words=(("context_length",), ("context length",), ("maximum context",), ("too many tokens",), ("prompt is too long",)),
+    hints={
+        "not_found": "check [llm] model (the server lists its models), and [llm] base_url",
+        "refused": "check [llm] model and base_url; the server's message says what it did not accept",
+        "timeout": "retried; raise [llm] timeout_s for slow local models",
+    },
+)
 
 
 def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -189,7 +197,7 @@ class OpenAIProvider:
         yield TurnEnd(stop=_STOPS.get(finish, "other"), raw_stop=finish)
 
     def _translate(self, exc: openai.OpenAIError, model: str) -> ProviderError:
-        return translate_openai_error(exc, model or (self.settings.model or ""))
+        return translate_sdk_error(exc, model or (self.settings.model or ""), OPENAI_ERRORS)
 
 
 def _whole_events(response: ChatCompletion) -> list[ModelEvent]:
@@ -247,75 +255,3 @@ def _usage(usage: CompletionUsage | None) -> TokenUsage:
         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cached_input_tokens=int(cached),
     )
-
-
-def _body_message(exc: openai.OpenAIError) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        inner = body.get("error") if isinstance(body.get("error"), Mapping) else body
-        if isinstance(inner, Mapping) and inner.get("message"):
-            return str(inner["message"])
-    return str(getattr(exc, "message", "") or exc)
-
-
-def _body_code(exc: openai.OpenAIError) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        inner = body.get("error") if isinstance(body.get("error"), Mapping) else body
-        if isinstance(inner, Mapping):
-            return str(inner.get("code") or inner.get("type") or "")
-    return str(getattr(exc, "code", "") or "")
-
-
-def translate_openai_error(exc: openai.OpenAIError, model: str) -> ProviderError:
-    """An SDK error as one of ours. The provider's message is repeated shortened and without
-    key-like strings; for a refused key not at all (providers quote the key they got)."""
-    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-        return ProviderAuthFailed(
-            f"the openai-compatible server refused the API key (HTTP {exc.status_code})",
-            hint="store the right key with `pincer secrets set NAME` and name it in [llm] api_key_secret",
-            status=exc.status_code,
-        )
-    if isinstance(exc, openai.NotFoundError):
-        return ModelNotFound(
-            f"the server does not know the model {model!r} (HTTP 404): {shorten(_body_message(exc))}",
-            hint="check [llm] model (the server lists its models), and [llm] base_url",
-            status=404,
-        )
-    if isinstance(exc, openai.RateLimitError):
-        return ProviderRateLimited(
-            f"the server rate-limits requests (HTTP 429): {shorten(_body_message(exc))}",
-            hint="retried with backoff up to [llm] max_retries times; wait, or raise the provider's limits",
-            retry_after_s=parse_retry_after(exc.response.headers),
-            status=429,
-        )
-    if isinstance(exc, openai.APIStatusError):
-        text = f"{_body_code(exc)} {_body_message(exc)}".lower()
-        if exc.status_code in (400, 413, 422) and any(word in text for word in _CONTEXT_WORDS):
-            return ContextTooLong(
-                f"the conversation is longer than {model!r} takes: {shorten(_body_message(exc))}",
-                hint="start a new run with less text, lower [output] max_bytes, or use a model with a longer context",
-                status=exc.status_code,
-            )
-        if exc.status_code >= 500 or exc.status_code == 408:
-            return ProviderUnavailable(
-                f"the server failed (HTTP {exc.status_code}): {shorten(_body_message(exc))}",
-                hint="retried with backoff up to [llm] max_retries times",
-                retry_after_s=parse_retry_after(exc.response.headers),
-                status=exc.status_code,
-            )
-        return ProviderError(
-            f"the server refused the request (HTTP {exc.status_code}): {shorten(_body_message(exc))}",
-            hint="check [llm] model and base_url; the server's message says what it did not accept",
-            status=exc.status_code,
-        )
-    if isinstance(exc, openai.APITimeoutError):
-        return ProviderUnavailable(
-            f"the server{tried_url(exc)} did not answer in time", hint="retried; raise [llm] timeout_s for slow local models"
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderUnavailable(
-            f"cannot reach the model server{tried_url(exc)} (connection failed)",
-            hint="check [llm] base_url and that the server runs",
-        )
-    return ProviderError(f"the openai SDK failed: {type(exc).__name__}", hint="check [llm] in config.toml")
