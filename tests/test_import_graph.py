@@ -61,7 +61,7 @@ def test_imports_point_inward(layer: str) -> None:
 # below, lazy imports inside functions included. Every top-level module and package of src/pincer
 # has a floor here, so a new one must be placed.
 FLOORS: dict[str, int] = {
-    "__init__": 0, "core": 0,
+    "core": 0,
     "policy": 1, "safety": 1, "store": 1, "secrets": 1, "config": 1, "config_template": 1, "schedule": 1,
     "telemetry": 1,
     "runtimes": 2,
@@ -70,6 +70,7 @@ FLOORS: dict[str, int] = {
     "triggers": 5, "hub": 5, "builder": 5, "builtins": 5, "demo": 5, "canvas": 5,
     "service": 6, "reload": 6,  # the composition root: one Pincer of every part above
     "gateway": 7, "cli": 7,
+    "__init__": 8,  # the public face: names of every floor, imported on first use (__init__.pyi)
 }  # fmt: skip
 
 
