@@ -27,6 +27,7 @@ import anyio
 
 from pincer.builder.code import Submission
 from pincer.builder.fixtures import FixtureServer
+from pincer.core.schema import compile_schema, value_problem
 from pincer.core.values import HostContext
 from pincer.runtimes.wasm import RunnerSandbox, RunnerSource, WasmLimits, source_sha256
 
@@ -216,13 +217,11 @@ def _conforms(result: CaseResult, output_schema: Mapping[str, Any] | None) -> Ca
         return result
     from dataclasses import replace
 
-    from jsonschema import Draft202012Validator
-
-    errors = sorted(Draft202012Validator(dict(output_schema)).iter_errors(result.output), key=lambda e: list(e.path))
-    if not errors:
+    problem = value_problem(compile_schema(output_schema), result.output)
+    if problem is None:
         return result
-    where = "/".join(map(str, errors[0].path)) or "(top level)"
-    return replace(result, ok=False, problem=f"the output does not match the plan's output schema at {where}: {errors[0].message[:300]}")
+    where, _, message = problem.partition(": ")
+    return replace(result, ok=False, problem=f"the output does not match the plan's output schema at {where}: {message[:300]}")
 
 
 _PLAIN_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "description", "title", "$schema"})

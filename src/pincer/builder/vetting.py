@@ -60,14 +60,12 @@ def vacuous_expectation(expect: Any) -> bool:
 
 def output_schema_of(output: Any) -> dict[str, Any] | None:
     """The plan's ``output`` when it is a JSON Schema (an object using schema words, valid as
-    one); a free-form description of the output is not checked."""
+    one under the draft it names, as the chain reads it: core/schema.py); a free-form
+    description of the output is not checked."""
     if not isinstance(output, Mapping) or not (_SCHEMA_WORDS & set(output)):
         return None
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
+    from pincer.core.schema import schema_problem
 
-    try:
-        Draft202012Validator.check_schema(dict(output))
-    except SchemaError:
+    if schema_problem(output) is not None:
         return None
     return dict(output)
