@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import json as jsonlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -100,19 +100,23 @@ def segment(value: object, field: str) -> str:
     return quote(text, safe="-_.")
 
 
-def rebase_capabilities(caps: Capabilities, base: BaseUrl, *, default_host: str) -> Capabilities:
+def rebase_capabilities(
+    caps: Capabilities, base: BaseUrl, *, default_host: str, other_hosts: Iterable[str] = ()
+) -> Capabilities:
     """The manifest with its allowlist and credential host patterns moved from ``default_host``
-    (``api.github.com``) to the base URL's exact host and port, under its path."""
+    (``api.github.com``) and ``other_hosts`` (slack's ``files.slack.com``) to the base URL's exact
+    host and port, under its path; entries for any other host are dropped."""
     if caps.http is None:
         return caps
     pattern = base.authority
+    moved = {default_host, *other_hosts}
     allowlist = tuple(
         EndpointPattern(host=pattern, path_prefix=(base.path + e.path_prefix) or "/", methods=e.methods)
         for e in caps.http.allowlist
-        if e.host == default_host
+        if e.host in moved
     )
     credentials = tuple(
-        dataclasses.replace(c, host_patterns=tuple(pattern if h == default_host else h for h in c.host_patterns))
+        dataclasses.replace(c, host_patterns=tuple(dict.fromkeys(pattern if h in moved else h for h in c.host_patterns)))
         for c in caps.http.credentials
     )
     return dataclasses.replace(caps, http=dataclasses.replace(caps.http, allowlist=allowlist, credentials=credentials))

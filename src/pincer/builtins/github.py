@@ -15,14 +15,14 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from pincer.builtins.actions import Action, ActionSet, select_actions
-from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, rebase_capabilities, segment
+from pincer.builtins.actions import Action
+from pincer.builtins.api import segment
+from pincer.builtins.api_tool import ApiTool
 from pincer.builtins.github_api import GITHUB_HEADERS, GitHubApi
-from pincer.builtins.tool import bundled_manifest, make_tool
+from pincer.builtins.tool import bundled_manifest
 from pincer.builtins.trim import trim
 from pincer.core.capabilities import Capabilities
 from pincer.core.errors import UsageError
-from pincer.runtimes.native.decorator import NativeTool
 
 __all__ = ["ACTIONS", "FIELDS", "github_tool", "check_args", "DEFAULT_BASE_URL"]
 
@@ -686,28 +686,8 @@ def manifest() -> Capabilities:
     return bundled_manifest("github")
 
 
-def github_tool(
-    *,
-    base_url: str | None = None,
-    actions: list[str] | None = None,
-    toolsets: list[str] | None = None,
-    read_only: bool = False,
-    pool: ConnectionPool | None = None,
-) -> NativeTool:
-    """The github tool, narrowed as configured; ``base_url`` from ``[builtins.github]``; ``pool``
-    keeps connections between calls (the runtime that registers the tool closes it)."""
-    chosen = select_actions(ACTIONS, tool="github", names=actions, toolsets=toolsets, read_only=read_only)
-    action_set = ActionSet(tool="github", actions=chosen, fields=FIELDS)
-    base = BaseUrl.parse(
-        base_url or DEFAULT_BASE_URL, configured=base_url is not None, key="[builtins.github] base_url"
-    )
-    caps = manifest()
-    if base_url is not None:
-        caps = rebase_capabilities(caps, base, default_host=DEFAULT_HOST)
-
-    def api(host: Any) -> GitHubApi:
-        return GitHubApi(ApiClient(tool="github", base=base, host=host, headers=GITHUB_HEADERS, pool=pool))
-
-    return make_tool(
-        name="github", description=DESCRIPTION, actions=action_set, capabilities=caps, api=api, check=check_args
-    )
+GITHUB = ApiTool(
+    name="github", description=DESCRIPTION, actions=ACTIONS, fields=FIELDS, hosts=(DEFAULT_HOST,),
+    base_url_key="[builtins.github] base_url", headers=GITHUB_HEADERS, client=GitHubApi, check=check_args,
+)  # fmt: skip
+github_tool = GITHUB.tool

@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from pincer.builtins.actions import READ_EFFECTS, Action, ActionSet, select_actions
-from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, error_message, json_body, rebase_capabilities
-from pincer.builtins.tool import bundled_manifest, make_tool
+from pincer.builtins.actions import READ_EFFECTS, Action
+from pincer.builtins.api import ApiClient, error_message, json_body
+from pincer.builtins.api_tool import ApiTool
+from pincer.builtins.tool import bundled_manifest
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind
 from pincer.core.errors import ApiRateLimited, ArgumentsInvalid, ToolError
-from pincer.runtimes.native.decorator import NativeTool
 
 __all__ = ["ACTIONS", "FIELDS", "STRATEGIES", "portfolio_tool", "manifest", "propose", "build_intent", "DEFAULT_BASE_URL"]
 
@@ -350,29 +350,8 @@ def manifest() -> Capabilities:
     return bundled_manifest("portfolio")
 
 
-def portfolio_tool(
-    *,
-    base_url: str | None = None,
-    actions: list[str] | None = None,
-    toolsets: list[str] | None = None,
-    read_only: bool = False,
-    pool: ConnectionPool | None = None,
-) -> NativeTool:
-    chosen = select_actions(ACTIONS, tool="portfolio", names=actions, toolsets=toolsets, read_only=read_only)
-    key = "[builtins.portfolio] base_url (or [builtins.dune] base_url)"
-    base = BaseUrl.parse(base_url or DEFAULT_BASE_URL, configured=base_url is not None, key=key)
-    caps = manifest()
-    if base.configured:
-        caps = rebase_capabilities(caps, base, default_host=DEFAULT_HOST)
-
-    def api(host: Any) -> ApiClient:
-        return ApiClient(tool="portfolio", base=base, host=host, headers={"Accept": "application/json"},
-                         auth_command="pincer auth setup portfolio", pool=pool)
-
-    return make_tool(
-        name="portfolio",
-        description=DESCRIPTION,
-        actions=ActionSet(tool="portfolio", actions=chosen, fields=FIELDS),
-        capabilities=caps,
-        api=api,
-    )
+PORTFOLIO = ApiTool(
+    name="portfolio", description=DESCRIPTION, actions=ACTIONS, fields=FIELDS, hosts=(DEFAULT_HOST,),
+    base_url_key="[builtins.portfolio] base_url (or [builtins.dune] base_url)",
+)  # fmt: skip
+portfolio_tool = PORTFOLIO.tool

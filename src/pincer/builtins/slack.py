@@ -15,21 +15,20 @@ An upload follows Slack's external-upload flow: ``files.getUploadURLExternal``, 
 
 from __future__ import annotations
 
-import dataclasses
 import json as jsonlib
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from pincer.builtins.actions import WRITE_EFFECTS, Action, ActionSet, select_actions
-from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, json_body, rebase_capabilities
-from pincer.builtins.tool import bundled_manifest, make_tool
+from pincer.builtins.actions import WRITE_EFFECTS, Action
+from pincer.builtins.api import ApiClient, BaseUrl, json_body
+from pincer.builtins.api_tool import ApiTool
+from pincer.builtins.tool import bundled_manifest
 from pincer.builtins.trim import trim
 from pincer.builtins.workspace_files import read_workspace_file
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind
 from pincer.core.errors import ApiRateLimited, ApiRefused, EgressDenied, ToolError
-from pincer.runtimes.native.decorator import NativeTool
 
 __all__ = ["ACTIONS", "FIELDS", "slack_tool", "manifest", "DEFAULT_BASE_URL", "DEFAULT_HOST"]
 
@@ -326,41 +325,8 @@ def manifest() -> Capabilities:
     return bundled_manifest("slack")
 
 
-def capabilities_for(base: BaseUrl) -> Capabilities:
-    """The manifest as the base URL leaves it: a configured base carries the API and the uploads."""
-    caps = manifest()
-    if not base.configured or caps.http is None:
-        return caps
-    api = rebase_capabilities(caps, base, default_host=DEFAULT_HOST)
-    files = rebase_capabilities(caps, base, default_host=FILES_HOST)
-    if api.http is None or files.http is None:
-        return api
-    allowlist = api.http.allowlist + files.http.allowlist
-    return dataclasses.replace(api, http=dataclasses.replace(api.http, allowlist=allowlist))
-
-
-def slack_tool(
-    *,
-    base_url: str | None = None,
-    actions: list[str] | None = None,
-    toolsets: list[str] | None = None,
-    read_only: bool = False,
-    pool: ConnectionPool | None = None,
-) -> NativeTool:
-    chosen = select_actions(ACTIONS, tool="slack", names=actions, toolsets=toolsets, read_only=read_only)
-    base = BaseUrl.parse(base_url or DEFAULT_BASE_URL, configured=base_url is not None, key="[builtins.slack] base_url")
-    caps = capabilities_for(base)
-
-    def api(host: Any) -> ApiClient:
-        return ApiClient(
-            tool="slack", base=base, host=host, headers={"Accept": "application/json"},
-            auth_command="pincer auth setup slack", pool=pool,
-        )
-
-    return make_tool(
-        name="slack",
-        description=DESCRIPTION,
-        actions=ActionSet(tool="slack", actions=chosen, fields=FIELDS),
-        capabilities=caps,
-        api=api,
-    )
+SLACK = ApiTool(
+    name="slack", description=DESCRIPTION, actions=ACTIONS, fields=FIELDS, hosts=(DEFAULT_HOST, FILES_HOST),
+    base_url_key="[builtins.slack] base_url",
+)  # fmt: skip
+slack_tool = SLACK.tool

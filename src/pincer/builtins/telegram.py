@@ -29,15 +29,15 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from pincer.builtins.actions import WRITE_EFFECTS, Action, ActionSet, select_actions
-from pincer.builtins.api import ApiClient, BaseUrl, ConnectionPool, json_body, rebase_capabilities
-from pincer.builtins.tool import bundled_manifest, make_tool
+from pincer.builtins.actions import WRITE_EFFECTS, Action
+from pincer.builtins.api import ApiClient, json_body
+from pincer.builtins.api_tool import ApiTool
+from pincer.builtins.tool import bundled_manifest
 from pincer.builtins.trim import trim
 from pincer.builtins.workspace_files import read_workspace_file
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind
 from pincer.core.errors import ApiRateLimited, ApiRefused, ToolError
-from pincer.runtimes.native.decorator import NativeTool
 
 __all__ = ["ACTIONS", "FIELDS", "telegram_tool", "manifest", "DEFAULT_BASE_URL", "DEFAULT_HOST", "PLACEHOLDER"]
 
@@ -268,32 +268,8 @@ def manifest() -> Capabilities:
     return bundled_manifest("telegram")
 
 
-def telegram_tool(
-    *,
-    base_url: str | None = None,
-    actions: list[str] | None = None,
-    toolsets: list[str] | None = None,
-    read_only: bool = False,
-    pool: ConnectionPool | None = None,
-) -> NativeTool:
-    chosen = select_actions(ACTIONS, tool="telegram", names=actions, toolsets=toolsets, read_only=read_only)
-    base = BaseUrl.parse(
-        base_url or DEFAULT_BASE_URL, configured=base_url is not None, key="[builtins.telegram] base_url"
-    )
-    caps = manifest()
-    if base.configured:
-        caps = rebase_capabilities(caps, base, default_host=DEFAULT_HOST)
-
-    def api(host: Any) -> ApiClient:
-        return ApiClient(
-            tool="telegram", base=base, host=host, headers={"Accept": "application/json"},
-            auth_command="pincer auth setup telegram", pool=pool,
-        )
-
-    return make_tool(
-        name="telegram",
-        description=DESCRIPTION,
-        actions=ActionSet(tool="telegram", actions=chosen, fields=FIELDS),
-        capabilities=caps,
-        api=api,
-    )
+TELEGRAM = ApiTool(
+    name="telegram", description=DESCRIPTION, actions=ACTIONS, fields=FIELDS, hosts=(DEFAULT_HOST,),
+    base_url_key="[builtins.telegram] base_url",
+)  # fmt: skip
+telegram_tool = TELEGRAM.tool
