@@ -211,9 +211,15 @@ lint: setup
 
 # Two test processes (pytest-xdist), a file at a time on each: one process keeps one core of two
 # busy (the suite measured 58 min on a slower machine that way); TEST_WORKERS=0 runs them in one.
+# Branch coverage across the workers and the processes the tests start ([tool.coverage] in
+# pyproject.toml), printed per package and gated by tools/coverage_gate.py; COVERAGE=0 leaves it off.
 TEST_WORKERS ?= 2
+COVERAGE ?= 1
+COVERAGE_ARGS := $(if $(filter 1,$(COVERAGE)),--cov --cov-report=,)
 test: setup mcp-deps conformance-deps builtins-deps ui-deps lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	rm -rf .coverage-data
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(COVERAGE_ARGS)
+	$(if $(filter 1,$(COVERAGE)),$(BIN)/python tools/coverage_gate.py,)
 
 # Every benchmark in bench/ (bench/README.md lists them; tests/test_docs_site.py checks this recipe
 # names each one). Not run: the helpers _procs.py and _stats.py and bench/profile_shares.py, which

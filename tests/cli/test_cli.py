@@ -83,7 +83,10 @@ def test_corrupt_config_is_a_usage_error_naming_the_key(tmp_path: Path) -> None:
     result = pincer(tmp_path, "tools", "list")
     assert result.returncode == 2
     assert "grants.0.effects.network" in result.stderr
-    assert not (tmp_path / "pincer.db").exists() or True  # nothing half-written: no tool ran
+    # Nothing half-written: no store opened, no workspace made, no tool ran (the keys may be made
+    # before the config is read). Was `... or True`, which could not fail (issue 40).
+    left = {path.name for path in tmp_path.iterdir()}
+    assert left <= {"config.toml", "audit.key", "secret.key"}, sorted(left)
     (tmp_path / "config.toml").write_text("this is = = not toml")
     result = pincer(tmp_path, "policy", "show", "--json")
     assert result.returncode == 2 and as_json(result)["error"]["code"] == "config_error"
