@@ -38,3 +38,24 @@ def test_no_data_is_said_not_passed(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(GATE), "--data-file", str(tmp_path / "none")], capture_output=True,
                           text=True, cwd=ROOT, env=_env(), timeout=RUN_TIMEOUT_S)  # fmt: skip
     assert done.returncode == 2 and "run the tests with --cov first" in done.stderr
+
+
+def test_data_already_combined_is_read_as_make_test_leaves_it(tmp_path: Path) -> None:
+    """`make test` runs the gate without --data-file, on the one file pytest-cov combined
+    ([tool.coverage.run] data_file, relative to where it runs). The gate handed coverage
+    data_file=None, which means "no file": it said "no data" (exit 2) after a green suite
+    (found on the first fresh-clone run with coverage)."""
+    data = tmp_path / ".coverage-data" / "coverage"
+    data.parent.mkdir()
+    ran = subprocess.run(
+        [sys.executable, "-m", "coverage", "run", f"--data-file={data}", "-m", "pincer.cli", "--version"],
+        capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=RUN_TIMEOUT_S,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    combined = subprocess.run([sys.executable, "-m", "coverage", "combine", f"--data-file={data}"], capture_output=True,
+                              text=True, cwd=ROOT, env=_env(), timeout=RUN_TIMEOUT_S)  # fmt: skip
+    assert combined.returncode == 0 and data.exists() and not list(data.parent.glob("coverage.*")), combined.stderr
+    done = subprocess.run([sys.executable, str(GATE)], capture_output=True, text=True, cwd=tmp_path, env=_env(),
+                          timeout=RUN_TIMEOUT_S)  # fmt: skip
+    assert done.returncode == 1 and "run the tests with --cov first" not in done.stderr, done.stdout + done.stderr
+    assert any(line.split()[0] == "cli" for line in done.stdout.splitlines()[1:]), done.stdout

@@ -8,7 +8,7 @@ figure is under its floor in ``FLOORS``.
 
 The figure gated is **branch** coverage (covered branch destinations over all of them), the one
 the issue names; the statement figure is printed beside it. The floors are what the suite measured
-when the gate was set, rounded down: they may only rise (issue 40 asks for 90% overall and 95% for
+when the gate was set, less a point for timing: they may only rise (issue 40 asks for 90% overall and 95% for
 core, policy, safety, store and dispatch; docs/architecture.md#coverage keeps the figures).
 
     .venv/bin/python tools/coverage_gate.py            # after a run with --cov
@@ -34,13 +34,16 @@ WHOLE = "src/pincer"
 # Branch coverage floors, in percent, rounded down from a measured run (docs/architecture.md#coverage
 # has the figures and the run). "src/pincer" is the whole package; the others are its top-level
 # packages and modules. They may only rise.
+# The full suite on 2026-12-07 (branches): src/pincer 82.3, core 93.6, policy 96.3, safety 93.8,
+# store 86.2, dispatch 89.2; each floor one point under, since a branch that depends on timing
+# (a retry, a race the tests provoke) is worth 0.8 points of dispatch's 130.
 FLOORS: dict[str, float] = {
-    WHOLE: 18,
-    "core": 44,
-    "policy": 85,
-    "safety": 62,
-    "store": 32,
-    "dispatch": 66,
+    WHOLE: 81,
+    "core": 92,
+    "policy": 95,
+    "safety": 92,
+    "store": 85,
+    "dispatch": 88,
 }
 
 
@@ -108,9 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-file", help="coverage data file (default: [tool.coverage.run] data_file)")
     args = parser.parse_args(argv)
-    cov = coverage.Coverage(data_file=args.data_file, config_file=str(ROOT / "pyproject.toml"))
-    cov.combine(keep=False)  # the parallel files pytest-cov did not combine (a run that was cut short)
-    cov.load()
+    # data_file=None would mean "no file at all" to coverage: pass it only when given.
+    where = {"data_file": args.data_file} if args.data_file else {}
+    cov = coverage.Coverage(config_file=str(ROOT / "pyproject.toml"), **where)
+    cov.load()  # what pytest-cov combined at the end of the run
+    data_file = Path(cov.get_data().data_filename())
+    if any(data_file.parent.glob(f"{data_file.name}.*")):
+        # Parallel files nobody combined (a run cut short): added to what was loaded. Combining
+        # with none there would start from empty data and report nothing.
+        cov.combine(keep=False)
     if not cov.get_data().measured_files():
         print("coverage: no data; run the tests with --cov first (make test does)", file=sys.stderr)
         return 2
