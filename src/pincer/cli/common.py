@@ -199,18 +199,17 @@ async def _terminable(fn: Callable[[], Awaitable[T]]) -> T:
     second Ctrl-C meets Python's default handler and ends the program at once."""
     done: list[T] = []
     failed: list[Exception] = []
-    terminated = anyio.Event()
-    interrupted = anyio.Event()
+    stopped_by: list[int] = []  # the signal that cancelled the body, if one did
     async with anyio.create_task_group() as tg:
 
-        async def on_sigterm() -> None:
+        async def on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for received in signals:
-                    (interrupted if received == signal.SIGINT else terminated).set()
+                    stopped_by.append(received)
                     tg.cancel_scope.cancel()
                     return
 
-        tg.start_soon(on_sigterm)
+        tg.start_soon(on_signal)
         try:
             done.append(await fn())
         except Exception as exc:  # noqa: BLE001 - raised below, outside the task group (no ExceptionGroup)
@@ -219,10 +218,8 @@ async def _terminable(fn: Callable[[], Awaitable[T]]) -> T:
             tg.cancel_scope.cancel()
     if failed:
         raise failed[0]
-    if interrupted.is_set() and not done:
-        raise KeyboardInterrupt
-    if terminated.is_set() and not done:
-        raise _Terminated
+    if stopped_by and not done:
+        raise KeyboardInterrupt if stopped_by[0] == signal.SIGINT else _Terminated
     return done[0]
 
 
