@@ -70,10 +70,13 @@ async def _follow(url: str, token: str, steps: list[tuple[str, set[str], bool, o
                 assert await state(tools) is (not present), what
                 before = heard
                 await anyio.to_thread.run_sync(action)  # type: ignore[arg-type]
-                with anyio.fail_after(PICKUP_TIMEOUT_S):  # waits for: the gateway's watcher to apply `what`
-                    while await state(tools) is not present:
+                # The list and the notification travel on different streams (the POST's answer, the
+                # standalone GET stream), so either may arrive first: wait for both.
+                with anyio.move_on_after(PICKUP_TIMEOUT_S):  # waits for: the watcher to apply `what`, and its list_changed
+                    while await state(tools) is not present or heard == before:
                         await changed.wait()
                         changed = anyio.Event()
+                assert await state(tools) is present, f"{what}: not applied within {PICKUP_TIMEOUT_S} s"
                 assert heard > before, f"{what}: no notifications/tools/list_changed"  # told, not polled
 
 
