@@ -72,7 +72,8 @@ async def _follow(url: str, token: str, steps: list[tuple[str, set[str], bool, o
                 await anyio.to_thread.run_sync(action)  # type: ignore[arg-type]
                 # The list and the notification travel on different streams (the POST's answer, the
                 # standalone GET stream), so either may arrive first: wait for both.
-                with anyio.move_on_after(PICKUP_TIMEOUT_S):  # waits for: the watcher to apply `what`, and its list_changed
+                # waits for: the watcher to apply `what`, and its list_changed
+                with anyio.move_on_after(PICKUP_TIMEOUT_S):
                     while await state(tools) is not present or heard == before:
                         await changed.wait()
                         changed = anyio.Event()
