@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pincer.core.capabilities import Capabilities
 from pincer.core.errors import ToolError, UsageError
 from pincer.core.values import HostContext
+
+if TYPE_CHECKING:
+    from pincer.builtins.api import BaseUrl
 
 __all__ = ["AuthTarget", "auth_targets", "target", "validate_token", "status"]
 
@@ -31,7 +34,7 @@ class AuthTarget:
     secret_name: str
     display_name: str
     capabilities: Capabilities
-    base: Any  # pincer.builtins.api.BaseUrl
+    base: BaseUrl
     default_host: str
     env_var: str | None = None
     instructions: str | None = None

@@ -24,7 +24,7 @@ from pincer.builtins.actions import WRITE_EFFECTS, Action
 from pincer.builtins.api import ApiClient, BaseUrl, json_body
 from pincer.builtins.api_tool import ApiTool
 from pincer.builtins.tool import bundled_manifest
-from pincer.builtins.trim import trim
+from pincer.builtins.trim import trim, trim_fields
 from pincer.builtins.workspace_files import read_workspace_file
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind
@@ -115,7 +115,7 @@ async def _call(api: ApiClient, method: str, form: Mapping[str, Any]) -> dict[st
 
 
 def _message(m: Mapping[str, Any]) -> dict[str, Any]:
-    out = trim({k: m[k] for k in ("ts", "user", "bot_id", "text", "thread_ts", "reply_count", "subtype") if k in m})
+    out = trim_fields({k: m[k] for k in ("ts", "user", "bot_id", "text", "thread_ts", "reply_count", "subtype") if k in m})
     reactions = m.get("reactions")
     if isinstance(reactions, list):
         out["reactions"] = [{"name": r.get("name"), "count": r.get("count")} for r in reactions if isinstance(r, Mapping)]

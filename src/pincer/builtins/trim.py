@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["trim", "MAX_TEXT_CHARS"]
+__all__ = ["trim", "trim_fields", "MAX_TEXT_CHARS"]
 
 MAX_TEXT_CHARS = 20_000
 _KEEP_URLS = frozenset({"html_url", "download_url"})
@@ -27,14 +27,24 @@ def trim(value: Any, *, depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         if "login" in value and "id" in value and ("avatar_url" in value or "type" in value):
             return value.get("login")
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if key in _DROP or (key.endswith("_url") and key not in _KEEP_URLS):
-                continue
-            out[key] = trim(item, depth=depth + 1)
-        return out
+        return _fields(value, depth)
     if isinstance(value, list):
         return [trim(item, depth=depth + 1) for item in value]
     if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
         return value[:MAX_TEXT_CHARS] + f"… [cut: {len(value) - MAX_TEXT_CHARS} more characters]"
     return value
+
+
+def trim_fields(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A record a built-in assembled from the fields it chose, trimmed field by field: always a
+    mapping (never folded into a login, as a user object met inside an answer is)."""
+    return _fields(value, 0)
+
+
+def _fields(value: Mapping[str, Any], depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key in _DROP or (key.endswith("_url") and key not in _KEEP_URLS):
+            continue
+        out[key] = trim(item, depth=depth + 1)
+    return out

@@ -63,7 +63,8 @@ async def snapshot_png(url: str, *, width: int, height: int) -> bytes:
                 page = await context.new_page()
                 await page.goto(url, wait_until="load")
                 await anyio.sleep(RENDER_SETTLE_S)
-                return await page.screenshot(type="png", full_page=False)
+                png: bytes = await page.screenshot(type="png", full_page=False)
+                return png
         finally:
             with anyio.CancelScope(shield=True):
                 if launched is not None:

@@ -64,7 +64,7 @@ class RemoteSource:
     # -- HTTP ------------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None,
-                 auth: bool = False) -> Any:  # fmt: skip
+                 auth: bool = False) -> dict[str, Any]:  # fmt: skip
         import httpx2
 
         headers = {}

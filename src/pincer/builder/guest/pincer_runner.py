@@ -19,6 +19,7 @@ import json
 import sys
 import traceback
 import types
+from typing import Any
 
 import pincer_guest
 from pincer_guest import Tool as _Unused  # noqa: F401  (keeps the helper's export bound)
@@ -29,7 +30,7 @@ RUNNER_PROTOCOL = 1
 _TRACEBACK_CHARS = 3000
 
 
-def _traceback(exc, source):
+def _traceback(exc: BaseException, source: str) -> str:
     """The traceback without linecache: WASI is stubbed, so reading a file (as the standard
     formatter does for each frame's line) would trap. Lines of tool.py come from the source."""
     lines = source.splitlines()
@@ -43,11 +44,11 @@ def _traceback(exc, source):
     return "\n".join(out)[-_TRACEBACK_CHARS:]
 
 
-def _response(output=None, error=None):
+def _response(output: str | None = None, error: str | None = None) -> Any:
     return _tool_types.Response(output=output, error=error)
 
 
-def _load(source):
+def _load(source: str) -> tuple[dict[str, Any] | None, str | None]:
     """Exec ``source`` as module ``tool``; returns the registered tool or an error string."""
     pincer_guest._TOOL.clear()
     module = types.ModuleType("tool")
@@ -65,7 +66,7 @@ def _load(source):
 
 
 class Tool:
-    def execute(self, req):
+    def execute(self, req: Any) -> Any:
         try:
             context = json.loads(req.context) if req.context else None
         except ValueError:
@@ -77,7 +78,7 @@ class Tool:
         if hashlib.sha256(source.encode("utf-8")).hexdigest() != job.get("sha256"):
             return _response(error="pincer runner: the source does not match its sha256; refusing to run it")
         found, error = _load(source)
-        if error is not None:
+        if found is None:
             return _response(error=error)
         if job.get("op") == "describe":
             try:
@@ -95,8 +96,8 @@ class Tool:
             log("error", _traceback(exc, source))
             return _response(error=f"{type(exc).__name__}: {exc}")
 
-    def schema(self):
+    def schema(self) -> str:
         return json.dumps({"type": "object"})
 
-    def description(self):
+    def description(self) -> str:
         return f"pincer's shared runner component (protocol {RUNNER_PROTOCOL}); runs built tools' sources"

@@ -11,7 +11,7 @@ from typing import Any
 from pincer.builtins.actions import Action
 from pincer.builtins.api import ConnectionPool, segment
 from pincer.builtins.google.api import GoogleApi, google_tool
-from pincer.builtins.trim import trim
+from pincer.builtins.trim import trim_fields
 from pincer.core.errors import UsageError
 from pincer.runtimes.native.decorator import NativeTool
 
@@ -74,7 +74,7 @@ def _event_body(a: Mapping[str, Any]) -> dict[str, Any]:
 def _event(item: Mapping[str, Any]) -> dict[str, Any]:
     keep = ("id", "status", "summary", "description", "location", "start", "end", "htmlLink", "organizer",
             "attendees", "recurringEventId")
-    return trim({k: item.get(k) for k in keep if item.get(k) is not None})
+    return trim_fields({k: item.get(k) for k in keep if item.get(k) is not None})
 
 
 async def list_calendars(api: GoogleApi, a: Mapping[str, Any]) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 from pincer.builtins.actions import Action
 from pincer.builtins.api import ConnectionPool, segment
 from pincer.builtins.google.api import GoogleApi, google_tool
-from pincer.builtins.trim import trim
+from pincer.builtins.trim import trim_fields
 from pincer.core.errors import UsageError
 from pincer.runtimes.native.decorator import NativeTool
 
@@ -63,7 +63,7 @@ def check_args(action: str, args: Mapping[str, Any]) -> None:
 
 
 def _file(item: Mapping[str, Any]) -> dict[str, Any]:
-    return trim({k: item.get(k) for k in ("id", "name", "mimeType", "size", "modifiedTime", "parents",
+    return trim_fields({k: item.get(k) for k in ("id", "name", "mimeType", "size", "modifiedTime", "parents",
                                           "webViewLink", "trashed") if item.get(k) is not None})
 
 
