@@ -135,7 +135,7 @@ async def loop_overhead(runs: int) -> None:
                     if run.status != "done" or run.turns != 2:
                         raise SystemExit(f"bench run failed: {run.status} {run.error}")
                     bodies = [dict(r.body) for r in server.requests[before:]]
-                    tool_s = sum(r.duration_ms for r in pincer.audit.records(run_id=run.id) if r.kind == "call") / 1000
+                    tool_s = sum(r.duration_ms for r in await pincer.audit.records(run_id=run.id) if r.kind == "call") / 1000
                     return took, await replay(sdk, bodies), tool_s
 
                 async def pydantic_once(agent: Any = agent, stream: bool = stream, toolset: Any = toolset) -> tuple[float, float, float]:

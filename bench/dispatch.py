@@ -9,7 +9,8 @@ argument validation and result conversion, no JSON-RPC): like for like. The in-p
 figures follow it, for what a caller of an MCP server in the same process pays.
 
 It also measures the floor under the chain: a bare SQLite insert-and-commit of a row like an audit
-record (the same schema, trigger and pragmas, via ``open_database``), one after another, and
+record (the same schema and pragmas, the file made as pincer makes it), one after another, on the
+event loop's thread with no hop to pincer's writer thread, and
 prints the whole chain's sequential p50 as a multiple of that floor's p50, and the time per call
 with 64 concurrent callers (their records group-committed; each result still returns only after its
 record is committed) as a multiple of it too.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -52,7 +54,7 @@ from pincer.config import TelemetrySettings, parse_config
 from pincer.core.values import CallRequest
 from pincer.runtimes.native import NativeRuntime, tool
 from pincer.service import Pincer
-from pincer.store.db import open_database
+from pincer.store.sql.migrate import prepare_sqlite
 from pincer.telemetry.tracing import TRACING
 
 CONCURRENT_CALLERS = 64
@@ -130,8 +132,8 @@ async def run(calls: int, mcp_calls: int, synchronous: str = "normal") -> None:
                     "MCPServer in-process client": await concurrent(via_mcp, mcp_calls, CONCURRENT_CALLERS),
                 }
             telemetry = await telemetry_rows(pincer, request, through_pincer, calls)
-            records = pincer.audit.verify()
-            last = pincer.audit.records(limit=1)[-1]
+            records = await pincer.audit.verify()
+            last = (await pincer.audit.records(limit=1))[-1]
     floor, floor_cpu = commit_floor_cpu(last, calls, synchronous.upper())
     report("sequential (1 caller)", seq, baseline=BASELINE)
     report(f"concurrent ({CONCURRENT_CALLERS} callers)", conc, baseline=BASELINE)
@@ -248,7 +250,9 @@ def commit_floor_cpu(record: Any, calls: int, synchronous: str = "NORMAL") -> tu
     sql = f"INSERT INTO audit (id, {_FLOOR_COLUMNS}) VALUES ({', '.join('?' * 21)})"
     samples = []
     with tempfile.TemporaryDirectory(prefix="pincer-floor-") as tmp:
-        conn = open_database(Path(tmp), synchronous=synchronous)
+        prepare_sqlite(Path(tmp) / "pincer.db")
+        conn = sqlite3.connect(Path(tmp) / "pincer.db", isolation_level=None)
+        conn.execute(f"PRAGMA synchronous={synchronous}")
         try:
             cpu = time.process_time()
             for record_id in range(1, calls + 1):

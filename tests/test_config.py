@@ -193,18 +193,20 @@ def test_array_errors_speak_of_lists_and_strings(tmp_path: Path, text: str, need
     assert needle in str(info.value)
 
 
-def test_a_calls_limits_and_the_databases_durability_default_to_the_config_models(tmp_path: Path) -> None:
-    """Issue 22 item 2: HostContext wrote its own 30 s and 100,000 bytes and ``open_database`` its
-    own NORMAL; now each default is written once and a caller that names none gets the model's."""
+@pytest.mark.anyio
+async def test_a_calls_limits_and_the_databases_durability_default_to_the_config_models(tmp_path: Path) -> None:
+    """Issue 22 item 2: HostContext wrote its own 30 s and 100,000 bytes and the database's open
+    its own NORMAL; now each default is written once and a caller that names none gets the model's."""
     from pincer.core.values import HostContext
-    from pincer.store.db import open_database
+    from pincer.store.sql import Sql, open_sqlite
 
     config = load_config(tmp_path)
     host = HostContext(session="main", tool="t")
     assert (host.timeout_s, host.max_output_bytes) == (config.tools.timeout_s, config.output.max_bytes)
-    conn = open_database(tmp_path)
+    db = await open_sqlite(tmp_path)
     try:
         levels = {0: "off", 1: "normal", 2: "full", 3: "extra"}
-        assert levels[conn.execute("PRAGMA synchronous").fetchone()[0]] == config.audit.synchronous
+        row = await db.fetch_one(Sql("PRAGMA synchronous"))
+        assert row is not None and levels[row[0]] == config.audit.synchronous
     finally:
-        conn.close()
+        await db.aclose()

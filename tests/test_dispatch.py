@@ -99,9 +99,9 @@ async def call(p: Pincer, tool: str, args: Any = None, **kw):
 async def test_allowed_call_is_audited(pincer: Pincer) -> None:
     result = await call(pincer, "echo", {"text": "hi"})
     assert result.ok and result.output == "hi" and result.audit_id == 1
-    record = pincer.audit.records()[-1]
+    record = (await pincer.audit.records())[-1]
     assert (record.tool, record.decision, record.outcome) == ("echo", "allow", "ok")
-    assert pincer.audit.verify() == 1
+    assert await pincer.audit.verify() == 1
 
 
 @pytest.mark.anyio
@@ -114,7 +114,7 @@ async def test_unknown_tool_and_invalid_args_are_audited(pincer: Pincer) -> None
     assert pincer.test_runtime.calls["echo"] == 0
     long_key = await call(pincer, "writer", {}, idempotency_key="k" * 257)
     assert long_key.error["code"] == "usage_error" and "256" in long_key.error["message"]
-    outcomes = [(r.tool, r.outcome, r.error_code) for r in pincer.audit.records()]
+    outcomes = [(r.tool, r.outcome, r.error_code) for r in await pincer.audit.records()]
     assert outcomes == [
         ("nope", "error", "tool_not_found"),
         ("echo", "error", "invalid_arguments"),
@@ -132,7 +132,7 @@ async def test_session_and_grant_denials(pincer: Pincer) -> None:
     stranger = await call(pincer, "echo", {"text": "x"}, session="some-channel")
     assert stranger.error["code"] == "denied"  # unconfigured sessions get the sandbox default
     assert pincer.test_runtime.calls["denied_tool"] == 0
-    assert [r.outcome for r in pincer.audit.records()] == ["denied", "ok", "denied", "denied"]
+    assert [r.outcome for r in await pincer.audit.records()] == ["denied", "ok", "denied", "denied"]
 
 
 @pytest.mark.anyio
@@ -155,7 +155,7 @@ async def test_ask_allow_once_then_allow_always(pincer: Pincer) -> None:
     async def answer(approval, decision):
         asked.append(approval.id)
         assert approval.tool == "asks" and approval.effects == ("write_filesystem",)
-        pincer.dispatcher.answer(approval.id, decision, by="test")
+        await pincer.dispatcher.answer(approval.id, decision, by="test")
 
     once = await pincer.call(
         CallRequest(tool="asks", args={"text": "1"}), on_approval=lambda a: answer(a, "allow_once")
@@ -167,9 +167,9 @@ async def test_ask_allow_once_then_allow_always(pincer: Pincer) -> None:
     assert always.ok and len(asked) == 2
     third = await pincer.call(CallRequest(tool="asks", args={"text": "3"}), on_approval=lambda a: answer(a, "deny"))
     assert third.ok and len(asked) == 2  # the recorded grant answers now
-    kinds = [(r.kind, r.decision) for r in pincer.audit.records()]
+    kinds = [(r.kind, r.decision) for r in await pincer.audit.records()]
     assert ("approval", "allow_once") in kinds and ("approval", "allow_always") in kinds
-    assert pincer.audit.verify() == len(kinds)
+    assert await pincer.audit.verify() == len(kinds)
 
 
 @pytest.mark.anyio
@@ -182,11 +182,11 @@ async def test_ask_denied_and_timed_out(pincer: Pincer) -> None:
     timed_out = await call(pincer, "asks", {})
     assert timed_out.error["code"] == "approval_timeout" and "within 2 s" in timed_out.error["message"]
     assert pincer.test_runtime.calls["asks"] == 0
-    assert [r.status for r in pincer.approvals.list(status=None)] == [ApprovalStatus.DENY, ApprovalStatus.EXPIRED]
+    assert [r.status for r in await pincer.approvals.list(status=None)] == [ApprovalStatus.DENY, ApprovalStatus.EXPIRED]
 
 
 async def _answer_later(p: Pincer, approval_id: str, decision: str) -> None:
-    p.dispatcher.answer(approval_id, decision, by="test")
+    await p.dispatcher.answer(approval_id, decision, by="test")
 
 
 @pytest.mark.anyio
@@ -205,7 +205,7 @@ async def test_max_invocations_then_falls_back_to_asking(pincer: Pincer) -> None
     assert (await call(pincer, "capped")).ok
     third = await pincer.call(CallRequest(tool="capped", args={}), on_approval=lambda a: _answer_later(pincer, a.id, "deny"))
     assert third.error["code"] == "approval_denied"
-    assert "used all 2" in pincer.approvals.list(status=None)[-1].reason
+    assert "used all 2" in (await pincer.approvals.list(status=None))[-1].reason
 
 
 @pytest.mark.anyio
@@ -236,7 +236,7 @@ async def test_idempotency_replays_and_folds_concurrent_duplicates(pincer: Pince
     assert conflict.error["code"] == "idempotency_conflict"
     fresh = await call(pincer, "writer", {"text": "x"}, idempotency_key="order-2")
     assert not fresh.cached and runs == 2
-    assert sum(r.cached for r in pincer.audit.records()) == 5
+    assert sum(r.cached for r in await pincer.audit.records()) == 5
 
 
 @pytest.mark.anyio
@@ -245,7 +245,7 @@ async def test_secrets_never_leave_in_output_error_or_audit(pincer: Pincer) -> N
     assert result.ok
     assert SECRET not in str(result.output)
     assert result.usage.redactions >= 2
-    record = pincer.audit.records()[-1]
+    record = (await pincer.audit.records())[-1]
     assert SECRET not in str(record.to_dict())
     db = (pincer.home / "pincer.db").read_bytes() + (pincer.home / "pincer.db-wal").read_bytes()
     assert SECRET.encode() not in db
@@ -267,13 +267,13 @@ async def test_nested_invocation_is_depth_limited(pincer: Pincer) -> None:
     result = await call(pincer, "nested")
     text = str(result.output)
     assert "nesting deeper than 3" in text
-    assert len(pincer.audit.records(tool="nested")) == 5  # depth 0..3 ran, depth 4 refused
+    assert len(await pincer.audit.records(tool="nested")) == 5  # depth 0..3 ran, depth 4 refused
 
 
 @pytest.mark.anyio
 async def test_a_cancelled_call_is_still_audited(pincer: Pincer) -> None:
     with anyio.move_on_after(0.05):
         await call(pincer, "slow")
-    (record,) = pincer.audit.records(tool="slow")
+    (record,) = await pincer.audit.records(tool="slow")
     assert record.outcome == "cancelled" and "cancelled by its caller" in record.error
-    assert pincer.audit.verify() == 1
+    assert await pincer.audit.verify() == 1

@@ -13,6 +13,7 @@ from pincer.core.effects import EffectKind as E
 from pincer.core.values import CallRequest, Taint
 from pincer.service import Pincer
 from pincer.store import Answer
+from pincer.store.sql import Sql
 from tests.funcruntime import FuncRuntime
 
 KEY = b"k" * 32
@@ -52,16 +53,16 @@ async def test_a_run_id_is_recorded_in_the_audit_record_and_chained(tmp_path: Pa
         result = await pincer.call(CallRequest(tool="lookup", args={}, caller="agent", run_id="run-1"))
         assert result.ok
         await pincer.call(CallRequest(tool="lookup", args={}))
-        records = pincer.audit.records(run_id="run-1")
+        records = await pincer.audit.records(run_id="run-1")
         assert [r.id for r in records] == [result.audit_id] and records[0].caller == "agent"
-        assert pincer.audit.records()[-1].run_id is None
-        assert pincer.audit.verify() == 2
+        assert (await pincer.audit.records())[-1].run_id is None
+        assert await pincer.audit.verify() == 2
         # Clearing (or moving) the run id breaks the chain at that record.
-        pincer.audit._conn.execute("UPDATE audit SET run_id = NULL WHERE id = ?", (result.audit_id,))
+        await pincer.db.execute(Sql("UPDATE audit SET run_id = NULL WHERE id = :id"), {"id": result.audit_id})
         from pincer.core.errors import AuditChainBroken
 
         with pytest.raises(AuditChainBroken) as info:
-            pincer.audit.verify()
+            await pincer.audit.verify()
         assert info.value.record_id == result.audit_id
 
 
@@ -76,7 +77,7 @@ async def test_a_tainted_call_with_a_sensitive_effect_asks_although_a_grant_allo
 
         async def deny(approval):
             asked.append(approval)
-            pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
+            await pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
 
         taint = Taint(tool="http", audit_id=41, call_id="call_1", mode="ask")
         result = await pincer.call(
@@ -90,7 +91,7 @@ async def test_a_tainted_call_with_a_sensitive_effect_asks_although_a_grant_allo
         # A tool without a sensitive effect is not held up by the taint.
         assert (await pincer.call(CallRequest(tool="lookup", args={}, taint=taint))).ok
         # write_filesystem is not one of the effects the rule names; its grant decides (ask).
-        assert "untrusted" not in (pincer.dispatcher._grant_decision(runtime.specs["note"], "main", runtime.specs["note"].effects).reason)
+        assert "untrusted" not in (pincer.dispatcher._grant_decision(runtime.specs["note"], await pincer.dispatcher._all_grants(), "main", runtime.specs["note"].effects).reason)
 
 
 @pytest.mark.anyio
@@ -108,7 +109,7 @@ async def test_taint_deny_refuses_without_asking_and_says_how_to_be_asked(tmp_pa
         assert "the output of http (audit record 7)" in result.error["message"]
         assert '[agent] taint = "ask"' in result.error["hint"]
         assert runtime.calls["send_email"] == 0
-        assert pincer.audit.records()[-1].outcome == "denied"
+        assert (await pincer.audit.records())[-1].outcome == "denied"
 
 
 @pytest.mark.anyio

@@ -55,7 +55,7 @@ async def test_a_grant_for_reads_lets_reads_run_and_keeps_writes_asking(pincer: 
 
     async def deny(approval):
         asked.append(approval.effects)
-        pincer.dispatcher.answer(approval.id, "deny", by="test")
+        await pincer.dispatcher.answer(approval.id, "deny", by="test")
 
     write = await pincer.call(CallRequest(tool="api", args={"action": "create"}), on_approval=deny)
     assert write.error["code"] == "approval_denied"
@@ -63,7 +63,7 @@ async def test_a_grant_for_reads_lets_reads_run_and_keeps_writes_asking(pincer: 
     # A value the table does not know is decided as the tool's whole set: it asks too.
     unknown = await pincer.call(CallRequest(tool="api", args={"action": "creat"}), on_approval=deny)
     assert unknown.error["code"] == "approval_denied" and len(asked) == 2
-    records = [r for r in pincer.audit.records() if r.tool == "api"]
+    records = [r for r in await pincer.audit.records() if r.tool == "api"]
     calls = [r.effects for r in records if r.kind == "call"]
     assert calls[0] == ["network"] and calls[1] == ["external_write", "network"]  # each call's own
 
@@ -88,7 +88,7 @@ async def test_taint_reads_the_calls_effects(pincer: Pincer) -> None:
 @pytest.mark.anyio
 async def test_allow_always_on_a_read_records_a_grant_for_reads_only(pincer: Pincer) -> None:
     async def always(approval):
-        pincer.dispatcher.answer(approval.id, "allow_always", by="test")
+        await pincer.dispatcher.answer(approval.id, "allow_always", by="test")
 
     first = await pincer.call(CallRequest(tool="api2", args={"action": "get"}), on_approval=always)
     assert first.ok, first.error

@@ -57,14 +57,14 @@ async def test_an_approved_call_and_its_remembered_grant_carry_the_port(tmp_path
 
         async def always(approval: Any) -> None:
             assert approval.hosts == ("127.0.0.1:8080",)
-            pincer.dispatcher.answer(approval.id, "allow_always", by="test")
+            await pincer.dispatcher.answer(approval.id, "allow_always", by="test")
 
         result = await pincer.call(
             CallRequest(tool="fetch", args={"url": "http://127.0.0.1:8080/a"}), on_approval=always
         )
         assert result.ok, result.error
         assert seen == [("127.0.0.1:8080",)]
-        remembered = [g for g in pincer.grants.all() if g.tool == "fetch"]
+        remembered = [g for g in await pincer.grants.all() if g.tool == "fetch"]
         assert [g.hosts for g in remembered] == [("127.0.0.1:8080",)]
 
 

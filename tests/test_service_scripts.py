@@ -41,11 +41,11 @@ async def test_exec_asks_through_the_approval_store_and_remembers_allow_always(t
 
         async def answer_when_asked(decision: str) -> None:
             with anyio.fail_after(10):
-                while not pincer.approvals.list_pending():
+                while not await pincer.approvals.list_pending():
                     await anyio.sleep(0.02)
-            (pending,) = pincer.approvals.list_pending()
+            (pending,) = await pincer.approvals.list_pending()
             assert pending.tool == "exec" and "echo" in pending.args["command"]
-            pincer.dispatcher.answer(pending.id, decision, by="test")
+            await pincer.dispatcher.answer(pending.id, decision, by="test")
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(answer_when_asked, "deny")
@@ -58,6 +58,6 @@ async def test_exec_asks_through_the_approval_store_and_remembers_allow_always(t
         assert allowed.ok and allowed.output["stdout"].strip() == "two"
 
         again = await pincer.call(CallRequest(tool="exec", args={"command": "echo three"}))
-        assert again.ok and not pincer.approvals.list_pending()
+        assert again.ok and not await pincer.approvals.list_pending()
     saved = json.loads((home / "exec-approvals.json").read_text())
     assert any("echo" in entry for entry in saved["allowlist"])

@@ -103,18 +103,18 @@ class Approver:
         "allow always" records; the tool's whole set when not given. ``run_id``: the agent run
         whose call asks; ``tainted_by``: for a tainted run, what tainted it (already redacted)."""
         call_effects = spec.effects if effects is None else effects
-        earlier = self.approvals.find_detached(binding)
+        earlier = await self.approvals.find_detached(binding)
         if earlier is not None:
             if on_created is not None:
                 on_created(earlier)
             if earlier.status is ApprovalStatus.PENDING:
                 raise _pending(earlier)
-            if not self.approvals.consume(earlier.id):
+            if not await self.approvals.consume(earlier.id):
                 raise ApprovalDenied(
                     f"approval {earlier.id} was already used by another call",
                     hint="call again without the earlier approval: a new one is asked",
                 )
-            return Asked(decision=self._apply(earlier, spec, call_effects, hosts, grant_decision, runtime_ask), approval=earlier.id)
+            return Asked(decision=await self._apply(earlier, spec, call_effects, hosts, grant_decision, runtime_ask), approval=earlier.id)
         reasons = []
         if grant_decision.mode is Mode.ASK:
             reasons.append(grant_decision.reason)
@@ -124,7 +124,7 @@ class Approver:
         if runtime_ask is not None:
             shown.update(runtime_ask.effects)
         kind = self._session_kind(session)
-        approval = self.approvals.create(
+        approval = await self.approvals.create(
             session=session,
             session_kind=kind.value,
             tool=spec.name,
@@ -146,7 +146,7 @@ class Approver:
                     await on_approval(approval)
                 except ApprovalPending:
                     # The caller leaves now and calls again after the answer: keep the request.
-                    self.approvals.detach(approval.id, binding)
+                    await self.approvals.detach(approval.id, binding)
                     raise _pending(approval) from None
                 except Exception:  # the hook is a convenience; the request stays answerable elsewhere
                     logger.exception("approval hook failed for %s", approval.id)
@@ -155,7 +155,8 @@ class Approver:
             # gone, and the chain expires the request with its record (one transaction).
             raise
         except BaseException:
-            self.approvals.expire(approval.id)  # synchronous: nothing can skip it
+            with anyio.CancelScope(shield=True):  # nothing can skip it
+                await self.approvals.expire(approval.id)
             raise
         try:
             answered = await self.approvals.wait(approval.id, self.timeout_s)
@@ -177,11 +178,12 @@ class Approver:
             # so a kill between the two cannot leave an expired request with no record.
             raise
         except BaseException:
-            self.approvals.expire(approval.id)  # synchronous: nothing can skip it
+            with anyio.CancelScope(shield=True):  # nothing can skip it
+                await self.approvals.expire(approval.id)
             raise
-        return Asked(decision=self._apply(answered, spec, call_effects, hosts, grant_decision, runtime_ask), approval=approval.id)
+        return Asked(decision=await self._apply(answered, spec, call_effects, hosts, grant_decision, runtime_ask), approval=approval.id)
 
-    def _apply(
+    async def _apply(
         self,
         answered: ApprovalRequest,
         spec: ToolSpec,
@@ -213,7 +215,7 @@ class Approver:
                     sessions=_scope_sessions(answered),
                     source=f"approval {answered.id}",
                 )
-                self.grants.add(grant)
+                await self.grants.add(grant)
                 return Decision(
                     mode=Mode.ALLOW,
                     reason=f"allowed always by {who} (approval {answered.id}, {_scope_text(answered)})",
@@ -227,7 +229,7 @@ class Approver:
             hosts=(hosts or None) if grant_decision.mode is Mode.ASK else grant_decision.hosts,
         )
 
-    def answer(
+    async def answer(
         self,
         approval_id: str,
         answer: Answer | str,
@@ -244,8 +246,8 @@ class Approver:
                 "(an agent must not approve its own calls)",
                 hint="answer with `pincer approvals approve ID`, or with a main session's token",
             )
-        answered = self.approvals.answer(approval_id, answer, by=by, scope=scope)
-        self.audit.append_sync(
+        answered = await self.approvals.answer(approval_id, answer, by=by, scope=scope)
+        await self.audit.append(
             AuditEntry(
                 session=answered.session,
                 caller=by,
@@ -263,13 +265,13 @@ class Approver:
         return answered
 
 
-def approved_detail(approvals: ApprovalStore, host: HostContext | None) -> Mapping[str, Any]:
+async def approved_detail(approvals: ApprovalStore, host: HostContext | None) -> Mapping[str, Any]:
     """What the approval that let this call through showed (its ``RuntimeAsk.detail``), so a
     tool can do exactly what was approved; empty when no person approved this call."""
     if host is None or not host.approval or host.approval == "ask_fallback":
         return {}
     try:
-        detail = approvals.get(host.approval).detail
+        detail = (await approvals.get(host.approval)).detail
     except PincerError:
         return {}
     return detail if isinstance(detail, Mapping) else {}

@@ -61,7 +61,7 @@ from pincer.core.values import (
     Usage,
     canonical_json,
 )
-from pincer.policy.budget import RateLimit, RateLimiter
+from pincer.policy.budget import HOUR_S, RateLimit, RateLimiter
 from pincer.policy.grants import Grant, evaluate_grants, grant_matches
 from pincer.policy.session import SessionKind, evaluate_session
 from pincer.policy.taint import apply_taint
@@ -234,7 +234,7 @@ class Dispatcher:
         self._scanner = scanner
         self._secret_access = secret_access
         self._clock = clock
-        self._limiter = RateLimiter(seed=audit.timestamps)
+        self._limiter = RateLimiter()
         # [cache] url: the limits are counted in Redis across every gateway (store/cache.py)
         # instead of in this process's windows. Set by the service after construction.
         self.shared_limiter: Any = None
@@ -338,7 +338,7 @@ class Dispatcher:
         one transaction, so that a process finding this one gone later does not record it again
         (store/approvals.py); None when such a process already did."""
         if entry.outcome == CANCELLED and entry.approval_id is not None:
-            return await self.approvals.arecord_gone(entry.approval_id, entry)
+            return await self.approvals.record_gone(entry.approval_id, entry)
         # Yielding once lets concurrent callers join this commit (group commit). With another
         # call in flight it is worth it; else the log decides from what its last yields found.
         return await self.audit.append(entry, gather=True if self._in_flight > 0 else None)
@@ -438,7 +438,9 @@ class Dispatcher:
         # The call's own effects (an http GET reads, a POST writes) decide from here on: grants,
         # taint, the approval and the audit record all see the same set.
         effects = trace.effects = spec.effects_for(request.args)
-        decision = self._grant_decision(spec, request.session, effects)
+        grants = await self._all_grants()
+        await self._count_uses(grants, spec.name)
+        decision = self._grant_decision(spec, grants, request.session, effects)
         denial_hint = "a grant in config.toml denies this; change it to allow or ask"
         if request.taint is not None:
             tainted = apply_taint(decision, effects, request.taint)
@@ -456,7 +458,7 @@ class Dispatcher:
         key = request.idempotency_key
         if key is not None and spec.side_effecting:
             # A replay runs nothing: it needs no approval (and is this session's own result).
-            stored = self.idempotency.lookup(request.session, spec.name, key, args_digest(request.args))
+            stored = await self.idempotency.lookup(request.session, spec.name, key, args_digest(request.args))
             if stored is not None:
                 trace.cached = True
                 return _replayed(stored)
@@ -506,6 +508,8 @@ class Dispatcher:
                 trace.failed_store = "redis"
                 raise
         else:
+            if not limit.is_unlimited and not self._limiter.knows(spec.name):
+                self._limiter.seed(spec.name, await self.audit.timestamps(spec.name, self._clock() - HOUR_S))
             self._limiter.reserve(spec.name, limit, self._clock())
         if decision.grant_id is not None:
             self._grant_uses[decision.grant_id] = self._uses(decision.grant_id) + 1
@@ -549,7 +553,7 @@ class Dispatcher:
         digest = args_digest(request.args)
         session = request.session
         while True:
-            stored = self.idempotency.lookup(session, spec.name, key, digest)
+            stored = await self.idempotency.lookup(session, spec.name, key, digest)
             if stored is not None:
                 trace.cached = True
                 return _replayed(stored)
@@ -558,7 +562,7 @@ class Dispatcher:
         try:
             result = await self._execute(request, spec, runtime, decision, trace, scanner, approval, max_bytes)
             if result.ok or (result.error and result.error.get("code") == "tool_error"):
-                self.idempotency.store(
+                await self.idempotency.store(
                     session,
                     spec.name,
                     key,
@@ -572,7 +576,8 @@ class Dispatcher:
                 )
             return result
         finally:
-            self.idempotency.release(session, spec.name, key)
+            with anyio.CancelScope(shield=True):  # a cancelled call's claim must still go
+                await self.idempotency.release(session, spec.name, key)
 
     async def _execute(
         self,
@@ -666,7 +671,7 @@ class Dispatcher:
 
     # -- approvals ---------------------------------------------------------------------------
 
-    def answer(
+    async def answer(
         self,
         approval_id: str,
         answer: Answer | str,
@@ -677,7 +682,7 @@ class Dispatcher:
     ) -> ApprovalRequest:
         """Answer an approval (audited). ``as_session``: the gateway session answering, which
         must be a main session; None for a person at the CLI."""
-        return self.approver.answer(approval_id, answer, by=by, as_session=as_session, scope=scope)
+        return await self.approver.answer(approval_id, answer, by=by, as_session=as_session, scope=scope)
 
     def is_main_session(self, session: str) -> bool:
         return self.config.session(session).kind is SessionKind.MAIN
@@ -698,12 +703,13 @@ class Dispatcher:
             self._sessions[key] = verdict
         return verdict
 
-    def _grant_decision(self, spec: ToolSpec, session: str, effects: frozenset[EffectKind]) -> Decision:
+    def _grant_decision(
+        self, spec: ToolSpec, grants: tuple[Grant, ...], session: str, effects: frozenset[EffectKind]
+    ) -> Decision:
         """Grants decide per call; the answer is reused while the grant set is the same object
         and no matching grant can expire or run out (those depend on the clock and the count).
         The cache key is the tool's policy hash and the call's effects: a tool whose effects
         change is decided anew, and a write of a tool is never answered from one of its reads."""
-        grants = self._all_grants()
         cache_key = (spec.policy_hash, session, effects)
         cached = self._grant_cache.get(cache_key)
         if cached is not None and cached[0] is grants:
@@ -727,20 +733,23 @@ class Dispatcher:
             self._grant_cache[cache_key] = (grants, decision)
         return decision
 
-    def _all_grants(self) -> tuple[Grant, ...]:
-        stored = self.grants.all()
+    async def _all_grants(self) -> tuple[Grant, ...]:
+        stored = await self.grants.all()
         if not stored:
             return self._config_grants
         if self._merged_grants[0] is not stored:  # one merged tuple per version of the store
             self._merged_grants = (stored, self._config_grants + stored)
         return self._merged_grants[1]
 
+    async def _count_uses(self, grants: tuple[Grant, ...], tool: str) -> None:
+        """The uses of every grant with a use limit that matches ``tool``, read from the audit log
+        once per process and counted here after (what ``evaluate_grants`` checks)."""
+        for grant in grants:
+            if grant.max_invocations is not None and grant.id not in self._grant_uses and grant_matches(grant, tool):
+                self._grant_uses[grant.id] = await self.audit.grant_uses(grant.id)
+
     def _uses(self, grant_id: str) -> int:
-        count = self._grant_uses.get(grant_id)
-        if count is None:
-            count = self.audit.grant_uses(grant_id)
-            self._grant_uses[grant_id] = count
-        return count
+        return self._grant_uses.get(grant_id, 0)
 
     def _nested_invoker(self, parent: CallRequest) -> Callable[[CallRequest], Awaitable[ToolResult]]:
         async def invoke(child: CallRequest) -> ToolResult:

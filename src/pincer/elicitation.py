@@ -83,11 +83,11 @@ def answer_from_reply(reply: Any) -> Answer | None:
     return None
 
 
-def answer_elicited(dispatcher: Any, approval_id: str, answer: Answer, *, session: str) -> bool:
+async def answer_elicited(dispatcher: Any, approval_id: str, answer: Answer, *, session: str) -> bool:
     """Answer ``approval_id`` as ``session``'s client did; False (logged) when it was answered
     meanwhile or expired, so that the caller falls back to saying how else to answer."""
     try:
-        dispatcher.answer(approval_id, answer, by=f"{ELICITATION_SOURCE}:{session}", as_session=session)
+        await dispatcher.answer(approval_id, answer, by=f"{ELICITATION_SOURCE}:{session}", as_session=session)
     except PincerError as exc:  # answered meanwhile, or expired
         logger.info("elicitation answer for %s not applied: %s", approval_id, exc.message)
         return False

@@ -7,10 +7,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import ExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -25,11 +26,13 @@ from pincer.runtimes.base import Runtime
 from pincer.safety.scanner import LeakScanner
 from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.secrets.store import SecretAccess, SecretStore
-from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
+from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore
 from pincer.store.anchor import ANCHOR_FILE, SHARED_ANCHOR_FILE, AnchorFile
-from pincer.store.home_share import HomeSync, LocalHome, share, unshare
+from pincer.store.home_share import HomeSync, LocalHome, SharedHomeBackend, share, unshare
+from pincer.store.instances import Instances
 from pincer.store.runs import RunStore
 from pincer.store.sign_ins import SignInStore
+from pincer.store.sql import Database, open_postgres, open_sqlite
 from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Pincer", "RUNTIME_CLOSE_TIMEOUT_S"]
+__all__ = ["Pincer", "OpenedStores", "open_stores", "home_audit_log", "RUNTIME_CLOSE_TIMEOUT_S"]
 
 RUNTIME_CLOSE_TIMEOUT_S = 10.0
 
@@ -48,60 +51,31 @@ class Pincer:
         *,
         config: Config,
         secret_key: bytes | None,
-        audit_key: bytes | None = None,
+        stores: OpenedStores,
         environ: Mapping[str, str] | None = None,
-        shared: Any = None,
     ) -> None:
-        """``shared``: the PostgreSQL stores (``pincer.store.pg.PgStores``) when ``[store] url``
-        names one; they then hold the audit log, approvals, grants, idempotency and runs, and
-        the SQLite database under ``home`` keeps the rest (triggers)."""
+        """``stores``: what :func:`open_stores` opened (the database of the stores, SQLite under
+        ``home`` or the PostgreSQL one ``[store] url`` names, with its audit log)."""
         self.config = config
-        self._shared = shared
+        self._stores = stores
+        self.db: Database = stores.db
         # Where [llm] api_key_env is looked up: the CLI and the gateway pass os.environ.
         self.environ: Mapping[str, str] = environ if environ is not None else {}
         self.home = config.home
-        if audit_key is None:
-            audit_key = load_or_create_key(config.home, None, place=AUDIT_KEY)
-        # pincer.db only without PostgreSQL: a PostgreSQL home keeps nothing in it, so a stale or
-        # broken file beside the store never stops its gateway (nor does `pincer doctor` read it).
-        self._conn: Any = None
-        self._writer: Any = None
-        if shared is not None:
-            # The PostgreSQL stores keep each seam's contract (store/seam.py; mypy checks it in
-            # store/pg/__init__.py): the callers' annotations name the SQLite classes.
-            self.audit: AuditLog = shared.audit
-            self.approvals: ApprovalStore = shared.approvals
-            self.grants: GrantStore = shared.grants
-            self.idempotency: IdempotencyStore = shared.idempotency
-            self.runs: RunStore = shared.runs
-            self.trigger_store: TriggerStore = shared.triggers
-            self.sign_ins: SignInStore = shared.sign_ins
-        else:
-            self._conn = open_database(config.home, synchronous=config.audit_synchronous.upper())
-            # FULL fsyncs every commit: the audit log commits on a connection of its own in a worker
-            # thread then, so the event loop never waits on the disk (store/audit.py).
-            if config.audit_synchronous == "full":
-                self._writer = open_database(config.home, synchronous="FULL")
-            try:
-                self.audit = AuditLog(
-                    self._conn, key=audit_key, writer=self._writer, anchor=AnchorFile(config.home / ANCHOR_FILE)
-                )
-            except BaseException:
-                self._conn.close()
-                if self._writer is not None:
-                    self._writer.close()
-                raise
-            self.approvals = ApprovalStore(self._conn, audit=self.audit)
-            self.grants = GrantStore(self._conn)
-            self.idempotency = IdempotencyStore(
-                self._conn, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries
-            )
-            self.runs = RunStore(self._conn)
-            self.trigger_store = TriggerStore(self._conn)
-            self.sign_ins = SignInStore(self._conn)
+        db, instances = stores.db, stores.instances
+        owners = instances.owners if instances is not None else None
+        self.audit: AuditLog = stores.audit
+        self.approvals = ApprovalStore(db, owners=owners, audit=self.audit)
+        self.grants = GrantStore(db)
+        self.idempotency = IdempotencyStore(
+            db, ttl_s=config.idempotency_ttl_s, max_entries=config.idempotency_max_entries, owners=owners
+        )
+        self.runs = RunStore(db, owners=owners)
+        self.sign_ins = SignInStore(db)
+        self.trigger_store = TriggerStore(db, owners=owners, instances=instances)
         self.secrets = SecretStore.open(config.home, key=secret_key)
         # The registry's files under home, shared with other machines' homes on [store] url.
-        self.home_sync = HomeSync(config.home, shared.home_files if shared is not None else LocalHome())
+        self.home_sync = HomeSync(config.home, stores.home_files or LocalHome())
         self._sync_failing = False
         self.registry = Registry()
         self.wasm: Any = None
@@ -115,7 +89,7 @@ class Pincer:
         # What the hub installed is loaded only while it matches pincer.lock (hub/integrity.py).
         from pincer.hub.integrity import IntegrityGuard
 
-        self.integrity = IntegrityGuard(config.home, check_signatures=shared is not None)
+        self.integrity = IntegrityGuard(config.home, check_signatures=instances is not None)
         self._hub_tools: Runtime | None = None
         self._bundled: Runtime | None = None  # the enabled [builtins.NAME]: follows config.toml
         self._agent_tools: list[Runtime] = []  # run_skill, build_tool: while [llm] names a model
@@ -179,48 +153,48 @@ class Pincer:
         tools are not pinned yet."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
-        shared = await _open_shared_stores(config, secret_key=secret_key, audit_key=audit_key)
-        try:
-            pincer = cls(config=config, secret_key=secret_key, audit_key=audit_key, environ=environ, shared=shared)
-        except BaseException:
-            if shared is not None:
-                await shared.aclose()
-            raise
-        pincer._watches_wasm = wasm
-        pincer._mcp_starts = mcp_starts
-        try:
-            # Calls whose waiting process died (killed while it waited for an answer) are
-            # recorded by whoever opens the store next, if nobody listed the approvals since.
-            pincer.approvals.expire_overdue()
-            if pincer.home_sync.is_shared:
-                # What other machines installed is in place before the runtimes read the home.
-                await pincer.sync_home(always=True)
-                share(pincer.home_sync)
-            if builtins:
-                from pincer.runtimes.native.builtins import builtin_runtime
+        async with open_stores(config, secret_key=secret_key, audit_key=audit_key) as stores:
+            pincer = cls(config=config, secret_key=secret_key, stores=stores, environ=environ)
+            try:
+                pincer._mcp_starts = mcp_starts
+                await pincer._open(builtins=builtins, external=external, scripts=scripts, wasm=wasm, skills=skills)
+                yield pincer
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await pincer.aclose()
 
-                await pincer.add_runtime(builtin_runtime(skill_roots=_skill_root_guard(config, pincer.environ)))
-                pincer._bundled = pincer._bundled_runtime(config)  # [builtins.NAME]: github, web_fetch...
-                if pincer._bundled is not None:
-                    await pincer.add_runtime(pincer._bundled)
-            if scripts:
-                pincer._scripts = pincer._script_runtime()
-                await pincer.add_runtime(pincer._scripts)
-            if wasm and _has_wasm_tools(home):
-                await pincer._add_wasm_runtime()
-            if external:
-                await pincer._add_external_runtimes()
-            if skills and config.skills.enabled:
-                await pincer._add_skills()
-            pincer._builtins = builtins
-            if builtins and _has_model(config):
-                await pincer._add_agent_tools()
-            if builtins and config.hub.sources:
-                await pincer._add_hub_tools()
-            yield pincer
-        finally:
-            with anyio.CancelScope(shield=True):
-                await pincer.aclose()
+    async def _open(self, *, builtins: bool, external: bool, scripts: bool, wasm: bool, skills: bool) -> None:
+        """Bring up what a Pincer serves (the runtimes, the skills, the hub's and the agent's tools)."""
+        pincer, config, home = self, self.config, self.home
+        pincer._watches_wasm = wasm
+        # Calls whose waiting process died (killed while it waited for an answer) are
+        # recorded by whoever opens the store next, if nobody listed the approvals since.
+        await pincer.approvals.expire_overdue()
+        if pincer.home_sync.is_shared:
+            # What other machines installed is in place before the runtimes read the home.
+            await pincer.sync_home(always=True)
+            share(pincer.home_sync)
+        if builtins:
+            from pincer.runtimes.native.builtins import builtin_runtime
+
+            await pincer.add_runtime(builtin_runtime(skill_roots=_skill_root_guard(config, pincer.environ)))
+            pincer._bundled = pincer._bundled_runtime(config)  # [builtins.NAME]: github, web_fetch...
+            if pincer._bundled is not None:
+                await pincer.add_runtime(pincer._bundled)
+        if scripts:
+            pincer._scripts = pincer._script_runtime()
+            await pincer.add_runtime(pincer._scripts)
+        if wasm and _has_wasm_tools(home):
+            await pincer._add_wasm_runtime()
+        if external:
+            await pincer._add_external_runtimes()
+        if skills and config.skills.enabled:
+            await pincer._add_skills()
+        pincer._builtins = builtins
+        if builtins and _has_model(config):
+            await pincer._add_agent_tools()
+        if builtins and config.hub.sources:
+            await pincer._add_hub_tools()
 
     async def _add_wasm_runtime(self) -> None:
         try:
@@ -332,8 +306,8 @@ class Pincer:
                 self.skills, home=self.home, script_settings=self.script_settings(), separator=config.skills.tool_separator
             )
         )
-        def grants() -> tuple[Any, ...]:
-            return config.grants + tuple(self.grants.all())
+        async def grants() -> tuple[Any, ...]:
+            return config.grants + await self.grants.all()
 
         for runtime in (SkillTool(self.skills, specs=self.registry.list, grants=grants), tools):
             try:
@@ -445,12 +419,6 @@ class Pincer:
             await self.sync_home()
 
     watch_installed_tools = watch_state
-
-    @property
-    def database(self) -> Any:
-        """The SQLite connection of PINCER_HOME (for the stores in ``pincer.store``); None on a
-        PostgreSQL home."""
-        return self._conn
 
     @property
     def triggers(self) -> Any:
@@ -721,7 +689,7 @@ class Pincer:
         checks = {"store": "", "audit": audit_check(self.audit.queue_depth)}
 
         async def store() -> None:
-            checks["store"] = await database_check(self.home, self._shared.pools if self._shared is not None else None)
+            checks["store"] = await database_check(self.db)
 
         async def cache() -> None:
             checks["cache"] = await cache_check(self._shared_limiter)
@@ -771,35 +739,72 @@ class Pincer:
                 except Exception:
                     logger.exception("closing runtime %s failed", runtime)
         self.secrets.close()
-        if self._conn is not None:
-            self._conn.close()
-        if self._writer is not None:
-            self._writer.close()
-        if self._shared is not None:
-            await self._shared.aclose()
+        await self.trigger_store.close()  # the scheduler's lead, if this process held it
         if self._shared_limiter is not None:
             await self._shared_limiter.aclose()
 
 
-async def _open_shared_stores(config: Config, *, secret_key: bytes | None, audit_key: bytes | None) -> Any:
-    """The PostgreSQL stores ``[store] url`` names (None: SQLite, the default). The password
-    comes from the secret ``[store] password_secret`` names, else libpq's PGPASSFILE."""
-    settings = config.store
-    if settings.url is None:
-        return None
-    from pincer.store.pg import PgStores
+@dataclass(kw_only=True)
+class OpenedStores:
+    """What :func:`open_stores` opened: the database, its audit log, and on a shared store the
+    instances (the heartbeat) and the registry's shared files."""
 
+    db: Database
+    audit: AuditLog
+    instances: Instances | None = None
+    home_files: SharedHomeBackend | None = None
+
+
+@asynccontextmanager
+async def open_stores(
+    config: Config, *, secret_key: bytes | None, audit_key: bytes | None = None
+) -> AsyncIterator[OpenedStores]:
+    """The stores' database for the block: PostgreSQL when ``[store] url`` names one (refused
+    unless at this pincer's schema; this process registered among its instances, beating, and
+    the registry's shared files), else SQLite under the home (made or migrated first). The
+    password comes from the secret ``[store] password_secret`` names, else libpq's PGPASSFILE."""
     key = audit_key if audit_key is not None else load_or_create_key(config.home, None, place=AUDIT_KEY)
-    return await PgStores.open(
-        settings.url,
-        key=key,
-        ttl_s=config.idempotency_ttl_s,
-        max_entries=config.idempotency_max_entries,
-        password=_store_password(config, secret_key),
-        pool_size=settings.pool_size,
-        host=settings.host_id,
-        anchor=AnchorFile(config.home / SHARED_ANCHOR_FILE),
-    )
+    settings = config.store
+    with ExitStack() as closing:
+        async with _database(config, secret_key) as db:
+            if settings.url is None:
+                audit = await AuditLog.open(db, key=key, anchor=AnchorFile(config.home / ANCHOR_FILE))
+                yield OpenedStores(db=db, audit=audit)
+                return
+            from pincer.store.home_files import shared_home_files
+
+            instances = Instances(db, host=settings.host_id)
+            await instances.register()
+            try:
+                audit = await AuditLog.open(db, key=key, anchor=AnchorFile(config.home / SHARED_ANCHOR_FILE))
+                files = await anyio.to_thread.run_sync(
+                    closing.enter_context, shared_home_files(settings.url, password=_store_password(config, secret_key))
+                )
+                async with anyio.create_task_group() as background:
+                    background.start_soon(instances.heartbeat)
+                    try:
+                        yield OpenedStores(db=db, audit=audit, instances=instances, home_files=files)
+                    finally:
+                        background.cancel_scope.cancel()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await instances.stop()
+                    await anyio.to_thread.run_sync(closing.close)  # the shared files' thread ends
+
+
+@asynccontextmanager
+async def _database(config: Config, secret_key: bytes | None) -> AsyncIterator[Database]:
+    if config.store.url is None:
+        db = await open_sqlite(config.home, synchronous=config.audit_synchronous.upper())
+    else:
+        db = await open_postgres(
+            config.store.url, password=_store_password(config, secret_key), size=config.store.pool_size
+        )
+    try:
+        yield db
+    finally:
+        with anyio.CancelScope(shield=True):
+            await db.aclose()
 
 
 def _store_password(config: Config, secret_key: bytes | None) -> str | None:
@@ -811,30 +816,14 @@ def _store_password(config: Config, secret_key: bytes | None) -> str | None:
         return secrets.get(config.store.password_secret)
 
 
-@contextmanager
-def home_audit_log(config: Config, *, audit_key: bytes, secret_key: bytes | None) -> Iterator[AuditLog]:
+@asynccontextmanager
+async def home_audit_log(config: Config, *, audit_key: bytes, secret_key: bytes | None) -> AsyncIterator[AuditLog]:
     """The home's audit log by itself, opened as the gateway opens it, with its anchor: in
-    pincer.db, or in the PostgreSQL store ``[store] url`` names (for `pincer doctor`, which needs
-    nothing else and starts no instance row)."""
-    if config.store.url is None:
-        conn = open_database(config.home)
-        try:
-            yield AuditLog(conn, key=audit_key, anchor=AnchorFile(config.home / ANCHOR_FILE))
-        finally:
-            conn.close()
-        return
-    from pincer.store.pg.audit import PgAuditLog
-    from pincer.store.pg.connect import PgPools
-    from pincer.store.pg.schema import check_schema
-
-    pools = PgPools.open(config.store.url, password=_store_password(config, secret_key), size=1)
-    try:
-        with pools.sync.connection() as conn:
-            check_schema(conn, pools.shown_url)
-        # The PostgreSQL log keeps the SQLite log's contract (store/seam.py).
-        yield cast(AuditLog, PgAuditLog(pools, key=audit_key, anchor=AnchorFile(config.home / SHARED_ANCHOR_FILE)))
-    finally:
-        pools.close()
+    pincer.db, or in the PostgreSQL store ``[store] url`` names (for `pincer doctor` and the
+    CLI's acts, which need nothing else and start no instance row)."""
+    async with _database(config, secret_key) as db:
+        anchor = AnchorFile(config.home / (ANCHOR_FILE if config.store.url is None else SHARED_ANCHOR_FILE))
+        yield await AuditLog.open(db, key=audit_key, anchor=anchor)
 
 
 def _has_wasm_tools(home: Path) -> bool:

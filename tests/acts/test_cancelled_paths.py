@@ -28,14 +28,14 @@ async def test_an_mcp_client_that_goes_away_while_its_call_waits_leaves_one_canc
                         await client.call_tool("write_note", {"text": "nobody waits for this"})
 
                 tg.start_soon(call)
-                while not live.pincer.approvals.list():
+                while not await live.pincer.approvals.list():
                     await anyio.sleep(POLL_S)
                 tg.cancel_scope.cancel()  # the client goes away: its connection closes
         assert not gave_up.cancelled_caught, "the call never asked"
-        (approval,) = live.pincer.approvals.list(status=None)
+        (approval,) = await live.pincer.approvals.list(status=None)
         with anyio.fail_after(WAIT_S):
-            while not [r for r in live.pincer.audit.records(tool="write_note") if r.kind == "call"]:
+            while not [r for r in await live.pincer.audit.records(tool="write_note") if r.kind == "call"]:
                 await anyio.sleep(POLL_S)
-        calls = [r for r in live.pincer.audit.records(tool="write_note") if r.kind == "call"]
+        calls = [r for r in await live.pincer.audit.records(tool="write_note") if r.kind == "call"]
         assert [(r.outcome, r.approval_id, r.caller) for r in calls] == [("cancelled", approval.id, "mcp")]
-        assert live.pincer.approvals.get(approval.id).status.value == "expired"
+        assert (await live.pincer.approvals.get(approval.id)).status.value == "expired"

@@ -151,7 +151,7 @@ async def test_calls_for_tools_the_run_was_not_offered_never_reach_the_chain(tmp
                 run = await pincer.agent.run(RunRequest(message="try everything"))
             offered = {t["function"]["name"] for t in server.requests[0].body.get("tools", [])}
             answers = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
-            records = pincer.audit.records(run_id=run.id)
+            records = await pincer.audit.records(run_id=run.id)
     assert run.status == "done"
     assert "code_lint" in offered and "secret_tool" not in offered and "run_skill" not in offered
     assert len(answers) == 4 and all("tool_not_found" in a["content"] for a in answers)

@@ -27,8 +27,9 @@ import pytest
 
 from pincer.core.errors import UsageError
 from pincer.gateway.tokens import load_or_create_token
-from pincer.store import ApprovalStore, open_database
+from pincer.store import ApprovalStore
 from pincer.store.owners import is_process_alive, process_token
+from pincer.store.sql import open_postgres, open_sqlite
 from tests.backends import postgres_server
 from tests.gateway.scale_out_support import Gateway, cli, gateways, upgrade, wait_for
 from tests.gateway.ui.conftest import csrf_of, sign_in
@@ -131,30 +132,29 @@ def test_a_zombie_process_is_not_alive() -> None:
         child.wait(timeout=CALL_TIMEOUT_S)
 
 
-def _requests(store: Any, count: int) -> list[str]:
+async def _requests(store: Any, count: int) -> list[str]:
     return [
-        store.create(session="main", tool="write_file", args={}, effects=(), hosts=(), reason="asks", timeout_s=60).id
+        (await store.create(session="main", tool="write_file", args={}, effects=(), hosts=(), reason="asks",
+                            timeout_s=60)).id
         for _ in range(count)
-    ]
+    ]  # fmt: skip
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_approval_ids_carry_128_bits_and_only_the_whole_id_finds_one(kind: str, tmp_path: Path) -> None:
+async def test_approval_ids_carry_128_bits_and_only_the_whole_id_finds_one(kind: str, tmp_path: Path) -> None:
     """Failed on main: ids were 8 hex characters (32 bits)."""
-    pools = None
     if kind == "sqlite":
-        store: Any = ApprovalStore(open_database(tmp_path))
+        db = await open_sqlite(tmp_path)
     else:
-        from pincer.store.pg import upgrade_database
-        from pincer.store.pg.approvals import PgApprovalStore
-        from pincer.store.pg.connect import PgPools
+        from pincer.store.sql.migrate import upgrade_postgres
 
         url = postgres_server().new_database()
-        upgrade_database(url)
-        pools = PgPools.open(url, size=2)
-        store = PgApprovalStore(pools)
+        upgrade_postgres(url)
+        db = await open_postgres(url, size=2)
+    store = ApprovalStore(db)
     try:
-        ids = _requests(store, 200)
+        ids = await _requests(store, 200)
         assert len(set(ids)) == len(ids)
         for approval_id in ids:
             assert len(approval_id) == APPROVAL_ID_HEX_CHARS and int(approval_id, 16) >= 0, approval_id
@@ -163,23 +163,24 @@ def test_approval_ids_carry_128_bits_and_only_the_whole_id_finds_one(kind: str, 
         assert all(any(b >> i & 1 for b in bits) and not all(b >> i & 1 for b in bits) for i in range(128))
         for prefix in (ids[0][:8], ids[0][:16], ids[0][:-1]):
             with pytest.raises(UsageError, match="no approval request"):
-                store.get(prefix)
-        assert store.get(ids[0]).id == ids[0]
+                await store.get(prefix)
+        assert (await store.get(ids[0])).id == ids[0]
     finally:
-        if pools is not None:
-            import anyio
-
-            anyio.run(pools.aclose)
+        await db.aclose()
 
 
-def test_no_path_answers_an_approval_by_a_prefix_of_its_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.anyio
+async def test_no_path_answers_an_approval_by_a_prefix_of_its_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """REST, the dashboard and the CLI look an approval up by its whole id only."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text("[triggers]\nenabled = false\n")
     token = load_or_create_token(home)
-    store = ApprovalStore(open_database(home))
-    (approval_id,) = _requests(store, 1)
+    db = await open_sqlite(home)
+    try:
+        (approval_id,) = await _requests(ApprovalStore(db), 1)
+    finally:
+        await db.aclose()
     prefix = approval_id[:8]
     by_cli = cli(home, "approvals", "approve", prefix, "--json")
     assert by_cli.returncode != 0 and "no approval request" in by_cli.stdout + by_cli.stderr, by_cli

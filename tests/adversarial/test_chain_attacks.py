@@ -72,9 +72,9 @@ async def pincer(tmp_path: Path):
 
 async def _wait_pending(p: Pincer):
     with anyio.fail_after(10):
-        while not p.approvals.list_pending():
+        while not await p.approvals.list_pending():
             await anyio.sleep(0.02)
-    return p.approvals.list_pending()[0]
+    return (await p.approvals.list_pending())[0]
 
 
 async def test_a_non_main_session_cannot_answer_approvals(pincer: Pincer) -> None:
@@ -91,11 +91,11 @@ async def test_a_non_main_session_cannot_answer_approvals(pincer: Pincer) -> Non
         pending = await _wait_pending(pincer)
         assert pending.session_kind == "non-main"
         with pytest.raises(Denied, match="not a main session"):
-            pincer.dispatcher.answer(pending.id, "allow_always", by="mcp-elicitation:ci-bot", as_session="ci-bot")
-        assert pincer.approvals.get(pending.id).status is ApprovalStatus.PENDING
-        pincer.dispatcher.answer(pending.id, "allow_once", by="rest:main", as_session="main")
+            await pincer.dispatcher.answer(pending.id, "allow_always", by="mcp-elicitation:ci-bot", as_session="ci-bot")
+        assert (await pincer.approvals.get(pending.id)).status is ApprovalStatus.PENDING
+        await pincer.dispatcher.answer(pending.id, "allow_once", by="rest:main", as_session="main")
     assert results[0].ok
-    assert not pincer.grants.all()
+    assert not await pincer.grants.all()
 
 
 async def test_allow_always_is_scoped_to_the_kind_of_session_that_asked(pincer: Pincer) -> None:
@@ -104,8 +104,8 @@ async def test_allow_always_is_scoped_to_the_kind_of_session_that_asked(pincer: 
     async with anyio.create_task_group() as tg:
         tg.start_soon(pincer.call, CallRequest(tool="write_thing", args={"text": "a"}, session="ci-bot"))
         pending = await _wait_pending(pincer)
-        pincer.dispatcher.answer(pending.id, "allow_always", by="cli")
-    (grant,) = pincer.grants.all()
+        await pincer.dispatcher.answer(pending.id, "allow_always", by="cli")
+    (grant,) = await pincer.grants.all()
     assert grant.sessions == ("kind:non-main",)
     # Another non-main session is covered now ...
     other = await pincer.call(CallRequest(tool="write_thing", args={"text": "b"}, session="other-bot"))
@@ -116,8 +116,8 @@ async def test_allow_always_is_scoped_to_the_kind_of_session_that_asked(pincer: 
         pending = await _wait_pending(pincer)
         assert pending.session == "main"
         # The answerer widens on purpose: every session.
-        pincer.dispatcher.answer(pending.id, "allow_always", by="cli", scope="all")
-    assert any(g.sessions is None for g in pincer.grants.all())
+        await pincer.dispatcher.answer(pending.id, "allow_always", by="cli", scope="all")
+    assert any(g.sessions is None for g in await pincer.grants.all())
 
 
 async def test_an_approval_whose_call_is_gone_cannot_be_answered(pincer: Pincer) -> None:
@@ -128,10 +128,10 @@ async def test_an_approval_whose_call_is_gone_cannot_be_answered(pincer: Pincer)
             tg.start_soon(pincer.call, CallRequest(tool="write_thing", args={"text": "a"}))
             pending = await _wait_pending(pincer)
             tg.cancel_scope.cancel()  # the caller goes away
-    assert pincer.approvals.get(pending.id).status is ApprovalStatus.EXPIRED
+    assert (await pincer.approvals.get(pending.id)).status is ApprovalStatus.EXPIRED
     with pytest.raises(ApprovalGone, match="expired"):
-        pincer.dispatcher.answer(pending.id, "allow_once", by="cli")
-    record = pincer.audit.records()[-1]
+        await pincer.dispatcher.answer(pending.id, "allow_once", by="cli")
+    record = (await pincer.audit.records())[-1]
     assert record.approval_id == pending.id and record.outcome == "cancelled"
 
 
@@ -194,12 +194,12 @@ async def test_an_exec_approval_waits_the_approval_timeout_not_the_tool_timeout(
             assert pending.reason.startswith("exec approval:") and pending.detail["command"] == "echo approved"
             assert set(pending.effects) >= {"execute_code", "spawn_process"}
             await anyio.sleep(6)  # past the tool timeout: the approval still waits
-            assert p.approvals.get(pending.id).status is ApprovalStatus.PENDING
-            p.dispatcher.answer(pending.id, "allow_once", by="cli")
+            assert (await p.approvals.get(pending.id)).status is ApprovalStatus.PENDING
+            await p.dispatcher.answer(pending.id, "allow_once", by="cli")
         (result,) = results
         assert result.ok, result.error
         assert result.output["stdout"].strip() == "approved"
-        calls = [r for r in p.audit.records(tool="exec") if r.kind == "call"]
+        calls = [r for r in await p.audit.records(tool="exec") if r.kind == "call"]
         assert [r.approval_id for r in calls] == [pending.id]
 
 
@@ -213,7 +213,7 @@ async def test_a_refused_exec_is_refused_before_anyone_is_asked(tmp_path: Path) 
     async with Pincer.open(home, config=config, secret_key=KEY, external=False, wasm=False) as p:
         result = await p.call(CallRequest(tool="exec", args={"command": "id"}))
         assert result.error["code"] == "denied" and "exec refused" in result.error["message"]
-        assert p.approvals.list(status=None) == []
+        assert await p.approvals.list(status=None) == []
 
 
 @pytest.mark.parametrize(
@@ -227,4 +227,4 @@ async def test_an_http_call_the_egress_rule_refuses_is_refused_before_anyone_is_
     async with Pincer.open(home, secret_key=KEY, external=False, scripts=False, wasm=False) as p:
         result = await p.call(CallRequest(tool="http", args={"url": url}))
         assert result.error["code"] == "egress_denied", result.error
-        assert p.approvals.list(status=None) == []
+        assert await p.approvals.list(status=None) == []

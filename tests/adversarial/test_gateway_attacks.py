@@ -48,8 +48,8 @@ async def test_a_non_main_session_is_never_asked_to_approve_its_own_call(pincer_
         async with live.mcp(mode=mode, token=BOT_TOKEN, elicitation_callback=approve_everything) as client:
             with anyio.fail_after(CALL_TIMEOUT_S):
                 result = await client.call_tool("write_note", {"text": "self-approved?"})
-        approvals = live.pincer.approvals.list(status=None)
-        grants = live.pincer.grants.all()
+        approvals = await live.pincer.approvals.list(status=None)
+        grants = await live.pincer.grants.all()
     assert asked == []
     assert result.is_error  # nobody answered within approvals.timeout_s
     (approval,) = approvals
@@ -89,7 +89,7 @@ async def test_calling_a_tool_the_session_may_not_see_is_the_same_404_as_a_missi
             hidden = await http.post("/api/v1/tools/report/call", json={"args": {}})
             missing = await http.post("/api/v1/tools/no_such_tool/call", json={"args": {}})
             allowed = await http.post("/api/v1/tools/say/call", json={"args": {"text": "hi"}})
-        records = [r for r in live.pincer.audit.records() if r.tool == "report"]
+        records = [r for r in await live.pincer.audit.records() if r.tool == "report"]
     assert hidden.status_code == 404 and missing.status_code == 404, hidden.text
     assert hidden.json()["error"]["code"] == missing.json()["error"]["code"] == "tool_not_found"
     # Word for word what a missing tool gets: the session learns nothing of the hidden one (the

@@ -184,6 +184,6 @@ async def test_a_fresh_webhook_answer_masks_a_stored_secret_and_keeps_the_run_id
         (run,) = data["runs"]
         assert data["run_id"] == run["run_id"] and re.fullmatch(r"run-[0-9a-f]{32}", run["run_id"])
         assert re.fullmatch(r"fire-[0-9a-f]{32}", run["firing_id"])
-        firing = live.pincer.triggers.store.firing(run["firing_id"])
+        firing = await live.pincer.triggers.store.firing(run["firing_id"])
         assert firing is not None and firing.run_id == run["run_id"]
         assert [request.run_id for request in live.starter.requests] == [run["run_id"]]

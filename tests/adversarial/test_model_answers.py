@@ -70,8 +70,8 @@ async def _run(tmp_path: Path, script: list[Turn], *, provider: str, stream: boo
         async with open_pincer(tmp_path / "home", _config(server, provider, stream)) as pincer:
             with anyio.fail_after(RUN_LIMIT_S):
                 run = await pincer.agent.run(RunRequest(message="hello"))
-            row = pincer.runs.get(run.id)
-            stored = pincer.runs.messages(run.id)
+            row = await pincer.runs.get(run.id)
+            stored = await pincer.runs.messages(run.id)
     return run, row, stored
 
 

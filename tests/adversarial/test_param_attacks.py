@@ -116,7 +116,7 @@ async def _ended(live, run_id: str):
     with anyio.fail_after(RUN_TIMEOUT_S):
         while True:
             await pincer.triggers.settle(RUN_TIMEOUT_S)
-            row = pincer.runs.get(run_id)
+            row = await pincer.runs.get(run_id)
             if row is not None and row.is_final:
                 return row
             await anyio.sleep(0.05)
@@ -135,7 +135,7 @@ async def test_a_non_main_token_s_command_params_are_data_and_taint_the_run(pinc
             assert answer.status_code == 202, answer.text
             row = await _ended(live, answer.json()["run_id"])
             system = model.requests[0].body["messages"][0]["content"]
-            [write] = [r for r in live.pincer.audit.records(run_id=row.id) if r.tool == "write_file"]
+            [write] = [r for r in await live.pincer.audit.records(run_id=row.id) if r.tool == "write_file"]
     _assert_contained(system)
     assert row.session == "ci-bot"
     assert write.outcome == "denied" and "the parameters given by session ci-bot" in write.reason, write.reason
@@ -155,7 +155,7 @@ async def test_a_webhook_mapping_s_params_cannot_open_a_system_block(pincer_home
             assert answer.status_code == 202, answer.text
             row = await _ended(live, answer.json()["run_id"])
             system = model.requests[0].body["messages"][0]["content"]
-            [write] = [r for r in live.pincer.audit.records(run_id=row.id) if r.tool == "write_file"]
+            [write] = [r for r in await live.pincer.audit.records(run_id=row.id) if r.tool == "write_file"]
     _assert_contained(system)
     assert write.outcome == "denied" and "taint" in write.reason
 

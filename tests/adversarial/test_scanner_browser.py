@@ -93,7 +93,7 @@ async def test_an_escaped_secret_read_by_evaluate_is_redacted(pincer: Any, site:
     await _snapshot_of(pincer, site, "/evaluate", f"<title>t</title><p id=t>{escaped}</p>")
 
     async def yes(approval: Any) -> None:
-        pincer.dispatcher.answer(approval.id, Answer.ALLOW_ONCE, by="test")
+        await pincer.dispatcher.answer(approval.id, Answer.ALLOW_ONCE, by="test")
 
     args = {"action": "evaluate", "expression": "JSON.stringify([document.getElementById('t').textContent])"}
     result = await pincer.call(CallRequest(tool="browser", args=args), on_approval=yes)

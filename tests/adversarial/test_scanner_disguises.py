@@ -174,7 +174,7 @@ async def test_views_of_stored_history_redact_a_disguise_stored_before_the_secre
         await opened.add_runtime(runtime)
         assert (await opened.call(CallRequest(tool="echo", args={"text": DISGUISED}))).ok
         opened.secrets.set("vault_key", SECRET)
-        [record] = [r for r in opened.audit.records() if r.tool == "echo"]
+        [record] = [r for r in await opened.audit.records() if r.tool == "echo"]
         assert DISGUISED in json.dumps(record.to_dict()), "the stored row is untouched"
         shown = json.dumps(opened.shown(record.to_dict()), ensure_ascii=False)
     assert not revealed(shown, SECRET), shown
@@ -199,5 +199,5 @@ async def test_an_agent_transcript_redacts_a_disguise_the_model_wrote(tmp_path: 
             with anyio.fail_after(60):
                 run = await opened.agent.run(RunRequest(message="say it"))
             assert run.status == "done"
-            stored = json.dumps([m.to_dict() for m in opened.runs.messages(run.id)], ensure_ascii=False)
+            stored = json.dumps([m.to_dict() for m in await opened.runs.messages(run.id)], ensure_ascii=False)
     assert "[REDACTED:" in stored and not revealed(stored, SECRET), stored

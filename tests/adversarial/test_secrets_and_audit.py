@@ -178,7 +178,7 @@ async def test_unauthenticated_posts_from_a_foreign_origin_add_no_audit_records(
     ``/api/v1/tools/X/call`` without a token and from a foreign Origin (what any web page can
     send) appended a hash-chained audit record: 20 requests, 20 records."""
     async with live_gateway(pincer_home) as live:
-        before = len(live.pincer.audit.records())
+        before = len(await live.pincer.audit.records())
         with caplog.at_level(logging.WARNING, logger="pincer.gateway"):
             async with live.http(headers={"Origin": "http://evil.example"}) as http:
                 for i in range(FLOOD):
@@ -187,8 +187,8 @@ async def test_unauthenticated_posts_from_a_foreign_origin_add_no_audit_records(
                     assert response.json()["error"]["code"] == "foreign_origin"
                 async with live.http(headers=live.headers) as main:
                     metrics = (await main.get("/api/v1/metrics")).json()
-        assert len(live.pincer.audit.records()) == before
-        assert live.pincer.audit.verify() == before
+        assert len(await live.pincer.audit.records()) == before
+        assert await live.pincer.audit.verify() == before
     refused = metrics["gateway"]["refused_unauthenticated"]
     assert refused["total"] == FLOOD and refused["by_code"] == {"foreign_origin": FLOOD}
     # Logged, but not once per request: one line per address, then a count of the rest.
@@ -220,4 +220,4 @@ async def test_the_front_door_still_refuses_and_records_nothing(
             mcp = await http.post("/mcp", json=rpc, headers=mcp_headers)
         assert rest.status_code == status and rest.json()["error"]["code"] == code
         assert mcp.status_code == status and mcp.json()["error"]["data"]["code"] == code
-        assert live.pincer.audit.records() == []
+        assert await live.pincer.audit.records() == []

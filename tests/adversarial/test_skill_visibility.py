@@ -152,7 +152,7 @@ async def test_rest_runs_and_commands_refuse_a_skill_people_may_not_start(pincer
             run = await http.post("/api/v1/runs", json={"skill": "nouser"})
             command = await http.post("/api/v1/commands", json={"text": "/nouser"})
             listed = (await http.get("/api/v1/commands")).json()
-        runs = live.pincer.runs.list() if hasattr(live.pincer, "runs") else []
+        runs = await live.pincer.runs.list() if hasattr(live.pincer, "runs") else []
     assert run.status_code == 403, run.text
     assert "user-invocable: false" in run.json()["error"]["message"]
     assert command.status_code == 404, command.text

@@ -136,12 +136,12 @@ async def _attack(tmp_path: Path, source: str, taint: str, answer: Answer | None
                 async def person(approval) -> None:
                     asked.append(approval)
                     if answer is not None:
-                        pincer.dispatcher.answer(approval.id, answer, by="test")
+                        await pincer.dispatcher.answer(approval.id, answer, by="test")
 
                 request = RunRequest(message="summarize the page", outside=outside, session=session)
                 with anyio.fail_after(RUN_TIMEOUT_S):
                     run = await pincer.agent.run(request, on_approval=person)
-                records = pincer.audit.records(run_id=run.id)
+                records = await pincer.audit.records(run_id=run.id)
         written = (home / "workspace" / "notes" / "evil.sh").exists()
         return run, asked, records, written, list(posts)
 
@@ -184,7 +184,7 @@ async def test_a_local_file_taints_sending_but_not_workspace_edits(tmp_path: Pat
 
                 async def person(approval) -> None:
                     asked.append(approval)
-                    pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
+                    await pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
 
                 with anyio.fail_after(RUN_TIMEOUT_S):
                     await pincer.agent.run(RunRequest(message="fix it"), on_approval=person, on_event=events.append)

@@ -93,7 +93,7 @@ async def test_read_file_refuses_a_second_name_of_a_key(tmp_path: Path, key: str
         secret = _hard_link(tmp_path, tmp_path / "workspace", key, "report.txt")
         result = await pincer.call(CallRequest(tool="read_file", args={"path": "report.txt"}))
         _refused(result, secret)
-        records = json.dumps([dataclasses.asdict(r) for r in pincer.audit.records()], default=str)
+        records = json.dumps([dataclasses.asdict(r) for r in await pincer.audit.records()], default=str)
     assert secret.strip().decode() not in records
 
 

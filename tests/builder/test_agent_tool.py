@@ -32,7 +32,7 @@ async def test_build_tool_asks_shows_the_plan_bounds_and_registers_the_tool_live
 
             async def approve(approval: Any) -> None:
                 shown.append(approval)
-                pincer.dispatcher.answer(approval.id, "allow_once", by="test")
+                await pincer.dispatcher.answer(approval.id, "allow_once", by="test")
 
             args = {"description": "shout a word", "hosts": ["api.example.com"], "secrets": ["weather_key"]}
             result = await pincer.call(CallRequest(tool="build_tool", args=args, caller="agent"), on_approval=approve)
@@ -56,7 +56,7 @@ async def test_build_tool_asks_shows_the_plan_bounds_and_registers_the_tool_live
             called = await pincer.call(CallRequest(tool="shout", args={"word": "live"}, session="main"), on_approval=approve)
             assert called.ok and called.output == {"shout": "LIVE!"}  # registered live, no restart
             assert len(shown) == 2 and shown[1].tool == "shout"  # its network effect asks like any tool's
-            built = [r for r in pincer.audit.records() if r.kind == "hub"]
+            built = [r for r in await pincer.audit.records() if r.kind == "hub"]
             assert [(r.tool, r.caller, r.approval_id) for r in built] == [("tools/shout", "agent:main", approval.id)], built
 
 
@@ -72,7 +72,7 @@ async def test_a_refused_plan_is_refused_before_anyone_is_asked(pincer_home, run
 
             async def approve(approval: Any) -> None:
                 shown.append(approval)
-                pincer.dispatcher.answer(approval.id, "allow_once", by="test")
+                await pincer.dispatcher.answer(approval.id, "allow_once", by="test")
 
             args = {"description": "pay an invoice", "hosts": ["api.example.com"]}
             result = await pincer.call(CallRequest(tool="build_tool", args=args, caller="agent"), on_approval=approve)

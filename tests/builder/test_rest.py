@@ -46,5 +46,5 @@ async def test_post_builds_streams_stages_then_the_report_and_the_tool_is_served
                 assert called.status_code == 200, called.text
                 assert called.json()["output"] == {"shout": "REST!"}
             # The build's install is one act, by the REST caller's session (docs/acts.md: tool-build).
-            built = [r for r in gateway.pincer.audit.records() if r.kind == "hub"]
+            built = [r for r in await gateway.pincer.audit.records() if r.kind == "hub"]
             assert [(r.tool, r.caller) for r in built] == [("tools/shout", "rest:main")], built

@@ -41,11 +41,11 @@ async def test_an_issue_body_cannot_make_the_model_close_issues_without_asking(t
 
             async def person(approval: Any) -> None:
                 asked.append(approval)
-                pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
+                await pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
 
             with anyio.fail_after(60):
                 run = await pincer.agent.run(RunRequest(message="triage issue 1347"), on_approval=person)
-            records = pincer.audit.records(run_id=run.id)
+            records = await pincer.audit.records(run_id=run.id)
     read = next(r for r in records if r.tool == "github" and r.outcome == "ok")
     assert [a.tool for a in asked] == ["github"]
     assert f"the output of github (audit record {read.id})" in asked[0].reason

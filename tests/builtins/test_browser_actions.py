@@ -161,14 +161,14 @@ async def test_evaluate_asks_by_default(pincer: Any, site: Site) -> None:
 
     async def person(approval: Any) -> None:
         asked.append(approval)
-        pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
+        await pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
 
     result = await call(pincer, on_approval=person, action="evaluate", expression="document.title")
     assert [a.tool for a in asked] == ["browser"] and "execute_code" in asked[0].reason
     assert not result.ok and result.error["code"] == "approval_denied"
 
     async def yes(approval: Any) -> None:
-        pincer.dispatcher.answer(approval.id, Answer.ALLOW_ONCE, by="test")
+        await pincer.dispatcher.answer(approval.id, Answer.ALLOW_ONCE, by="test")
 
     allowed = await call(pincer, on_approval=yes, action="evaluate", expression="document.title")
     assert allowed.ok and allowed.output["result"] == "eval"

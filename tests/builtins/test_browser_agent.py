@@ -75,7 +75,7 @@ async def test_the_click_after_reading_the_page_asks(tmp_path: Path, site: Site)
 
     async def person(pincer: Any, approval: Any) -> None:
         asked.append(approval)
-        pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
+        await pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
 
     url = site.page("/account", PAGE)
     run, server = await run_agent(tmp_path / "home", site, browser_section(site), script(url), person)
@@ -109,7 +109,7 @@ async def test_on_the_trusted_site_the_click_runs_and_other_sites_stay_closed(tm
 
     async def person(pincer: Any, approval: Any) -> None:
         asked.append(approval)
-        pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
+        await pincer.dispatcher.answer(approval.id, Answer.DENY, by="test")
 
     url = site.page("/account", PAGE)
     config = browser_section(

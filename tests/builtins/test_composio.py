@@ -150,13 +150,13 @@ async def test_enabled_actions_run_with_their_declared_effects(tmp_path: Path, c
 
             async def deny(approval: Any) -> None:
                 asked.append(approval)
-                pincer.dispatcher.answer(approval.id, "deny", by="test")
+                await pincer.dispatcher.answer(approval.id, "deny", by="test")
 
             read = await pincer.call(CallRequest(tool="composio", args={
                 "action": GET, "arguments": {"owner": "octocat", "repo": "hello-world"}}), on_approval=deny)
             write = await pincer.call(CallRequest(tool="composio", args={
                 "action": STAR, "arguments": {"owner": "octocat", "repo": "hello-world"}}), on_approval=deny)
-            records = pincer.audit.records()
+            records = await pincer.audit.records()
     assert read.ok, read.error
     assert read.output == {"action": GET, "data": {"echo": {"owner": "octocat", "repo": "hello-world"},
                                                    "details": {"ok": True}}}

@@ -180,7 +180,7 @@ async def test_a_read_grant_lets_reads_run_and_writes_ask(tmp_path: Path, fake_g
 
         async def deny(approval: Any) -> None:
             asked.append(approval)
-            pincer.dispatcher.answer(approval.id, "deny", by="test")
+            await pincer.dispatcher.answer(approval.id, "deny", by="test")
 
         read = await pincer.call(CallRequest(tool="github", args={"action": "get_repo", **_OR}), on_approval=deny)
         write = await pincer.call(

@@ -85,7 +85,7 @@ async def test_each_action_speaks_githubs_api(
     args, operations = CALLS[action]
     async with pincer_on(tmp_path, github_config(fake_github), secrets={"github_token": TOKEN}) as pincer:
         result = await pincer.call(CallRequest(tool="github", args={"action": action, **args}))
-        records = pincer.audit.records()
+        records = await pincer.audit.records()
     assert result.ok, result.error
     assert fake_github.errors == []
     assert tuple(r.operation_id for r in fake_github.requests) == operations

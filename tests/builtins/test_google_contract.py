@@ -150,7 +150,7 @@ async def test_each_action_speaks_googles_api(
     async with google_pincer(fake, tmp_path) as pincer:
         token = pincer.secrets.get("google_oauth_token")
         result = await pincer.call(CallRequest(tool=tool, args={"action": action, **args}))
-        records = pincer.audit.records()
+        records = await pincer.audit.records()
     assert result.ok, result.error
     assert fake.errors == []
     assert tuple(r.method_id for r in fake.requests) == method_ids
@@ -265,7 +265,7 @@ async def test_a_401_triggers_one_refresh_and_a_retry(tmp_path: Path, fake: Fake
         fake.expire_access_tokens()  # Google stopped taking it; the record here still says valid
         result = await pincer.call(CallRequest(tool="gmail", args={"action": "list_labels"}))
         new = pincer.secrets.get("google_oauth_token")
-        records = pincer.audit.records()
+        records = await pincer.audit.records()
     assert result.ok, result.error
     assert [t["grant_type"] for t in fake.token_requests] == ["authorization_code", "refresh_token"]
     assert [r.headers["Authorization"] for r in fake.requests] == [f"Bearer {old}", f"Bearer {new}"]
@@ -347,7 +347,7 @@ async def test_an_answer_echoing_the_tokens_is_redacted(tmp_path: Path, fake: Fa
         refresh = pincer.secrets.get("google_oauth_refresh_token")
         fake.answers["gmail.users.messages.get"] = (200, {**fakegoogle.MESSAGE, "snippet": f"{token} and {refresh}"})
         result = await pincer.call(CallRequest(tool="gmail", args={"action": "get_message", "message_id": "18c1"}))
-        records = pincer.audit.records()
+        records = await pincer.audit.records()
     assert result.ok, result.error
     text = json.dumps(result.output) + json.dumps([dataclasses.asdict(r) for r in records], default=str)
     assert token not in text and refresh not in text and "REDACTED" in json.dumps(result.output)

@@ -131,7 +131,7 @@ async def test_scan_propose_and_an_asked_unsigned_intent(tmp_path: Path, caplog:
 
             async def allow(approval: Any) -> None:
                 asked.append(approval)
-                pincer.dispatcher.answer(approval.id, "allow_once", by="test")
+                await pincer.dispatcher.answer(approval.id, "allow_once", by="test")
 
             scan = await pincer.call(CallRequest(tool="portfolio", args={"action": "scan", "addresses": [WALLET],
                                                                          "chains": [1, 8453]}), on_approval=allow)
@@ -142,7 +142,7 @@ async def test_scan_propose_and_an_asked_unsigned_intent(tmp_path: Path, caplog:
             plan = proposal.output["proposals"][0]["plan"]
             intent = await pincer.call(CallRequest(tool="portfolio", args={"action": "build_intent", "plan": plan}),
                                        on_approval=allow)
-            records = pincer.audit.records()
+            records = await pincer.audit.records()
     assert scan.ok, scan.error
     assert [(p["symbol"], p["amount"], p["chain"]) for p in scan.output["positions"]] == [
         ("ETH", "605.371497350928252303", "ethereum"), ("USDC", "25000", "base")]
@@ -174,7 +174,7 @@ async def test_build_intent_is_denied_when_nobody_allows_it(tmp_path: Path) -> N
         async with pincer_on(tmp_path, _config(dune.origin), secrets={"dune_api_key": KEY}) as pincer:
 
             async def deny(approval: Any) -> None:
-                pincer.dispatcher.answer(approval.id, "deny", by="test")
+                await pincer.dispatcher.answer(approval.id, "deny", by="test")
 
             result = await pincer.call(CallRequest(tool="portfolio", args={"action": "build_intent", "plan": plan}),
                                        on_approval=deny)

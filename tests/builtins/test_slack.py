@@ -82,7 +82,7 @@ async def test_each_action_fits_slacks_method_table(
     with fakeslack.serve() as fake:
         async with pincer_on(tmp_path, _config(fake), secrets={"slack_bot_token": TOKEN}) as pincer:
             result = await pincer.call(CallRequest(tool="slack", args={"action": action, **args}))
-            records = pincer.audit.records()
+            records = await pincer.audit.records()
     assert result.ok, result.error
     assert fake.violations == []
     assert [r.get("method") for r in fake.seen] == methods
@@ -204,7 +204,7 @@ async def test_reads_run_and_writes_ask_under_a_read_grant(tmp_path: Path) -> No
 
             async def deny(approval: Any) -> None:
                 asked.append(approval)
-                pincer.dispatcher.answer(approval.id, "deny", by="test")
+                await pincer.dispatcher.answer(approval.id, "deny", by="test")
 
             read = await pincer.call(CallRequest(tool="slack", args={"action": "list_channels"}), on_approval=deny)
             write = await pincer.call(CallRequest(tool="slack", args={"action": "send_message", "channel": "C1",

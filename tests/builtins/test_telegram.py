@@ -95,7 +95,7 @@ async def test_each_action_fits_the_bot_api_method_table(
     with faketelegram.serve() as fake:
         async with pincer_on(tmp_path, _config(fake.origin), secrets={"telegram_bot_token": TOKEN}) as pincer:
             result = await pincer.call(CallRequest(tool="telegram", args={"action": action, **CALLS[action]}))
-            records = pincer.audit.records()
+            records = await pincer.audit.records()
     assert result.ok, result.error
     assert fake.violations == []
     (seen,) = fake.seen
@@ -263,7 +263,7 @@ async def test_failures_through_the_chain_name_no_token(
         async with pincer_on(tmp_path, config, secrets={"telegram_bot_token": TOKEN}) as pincer:
             result = await pincer.call(CallRequest(tool="telegram", args={"action": "send_message", "chat_id": 1,
                                                                           "text": "x"}))
-            records = pincer.audit.records()
+            records = await pincer.audit.records()
     assert not result.ok
     _no_token(json.dumps(result.error), json.dumps([dataclasses.asdict(r) for r in records], default=str), caplog.text)
 

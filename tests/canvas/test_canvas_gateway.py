@@ -302,7 +302,7 @@ async def test_a_model_is_offered_the_canvas_tools_but_never_canvas_event(tmp_pa
             import anyio
 
             with anyio.fail_after(60):
-                while gateway.pincer.runs.get(started.json()["run_id"]).status == "running":
+                while (await gateway.pincer.runs.get(started.json()["run_id"])).status == "running":
                     await anyio.sleep(0.05)
         offered = set(server.requests[0].tool_names)
         assert {"canvas", "a2ui_push", "a2ui_reset"} <= offered and "canvas_event" not in offered

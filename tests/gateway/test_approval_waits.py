@@ -31,8 +31,8 @@ async def test_a_waiting_call_reports_how_to_answer_it(pincer_home: Path, mode: 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
             progress.append((value, total, message))
             if len(progress) == 2:
-                (pending,) = live.pincer.approvals.list_pending()
-                live.pincer.dispatcher.answer(pending.id, "allow_once", by="cli")
+                (pending,) = await live.pincer.approvals.list_pending()
+                await live.pincer.dispatcher.answer(pending.id, "allow_once", by="cli")
 
         async with live.mcp(mode=mode) as client:  # no elicitation callback: it cannot be asked
             with anyio.fail_after(CALL_TIMEOUT_S):
@@ -61,15 +61,15 @@ async def test_when_no_elicitation_return_answers_at_once_and_a_retry_runs_after
             assert error["code"] == "approval_pending"
             approval_id = error["approval_id"]
             assert approval_id in error["hint"] and "same" in error["hint"]
-            assert live.pincer.approvals.get(approval_id).status is ApprovalStatus.PENDING
+            assert (await live.pincer.approvals.get(approval_id)).status is ApprovalStatus.PENDING
 
             # Asked again before anyone answered: the same approval, still pending, no second one.
             with anyio.fail_after(CALL_TIMEOUT_S):
                 again = await client.call_tool("write_note", {"text": "later"}, meta=meta)
             assert again.meta["pincer/error"]["approval_id"] == approval_id
-            assert len(live.pincer.approvals.list(status=None)) == 1
+            assert len(await live.pincer.approvals.list(status=None)) == 1
 
-            live.pincer.dispatcher.answer(approval_id, "allow_once", by="cli")
+            await live.pincer.dispatcher.answer(approval_id, "allow_once", by="cli")
             with anyio.fail_after(CALL_TIMEOUT_S):
                 retry = await client.call_tool("write_note", {"text": "later"}, meta=meta)
             assert not retry.is_error, retry
@@ -81,7 +81,7 @@ async def test_when_no_elicitation_return_answers_at_once_and_a_retry_runs_after
             with anyio.fail_after(CALL_TIMEOUT_S):
                 fresh = await client.call_tool("write_note", {"text": "later"}, meta={"pincer/idempotencyKey": "note-2"})
             assert fresh.meta["pincer/error"]["approval_id"] != approval_id
-        calls = [r for r in live.pincer.audit.records(tool="write_note") if r.kind == "call"]
+        calls = [r for r in await live.pincer.audit.records(tool="write_note") if r.kind == "call"]
         assert [(r.outcome, r.cached) for r in calls] == [
             ("pending", False), ("pending", False), ("ok", False), ("ok", True), ("pending", False),
         ]  # fmt: skip
@@ -94,7 +94,7 @@ async def test_the_other_kind_of_arguments_is_another_call(pincer_home: Path) ->
         async with live.mcp(mode="legacy") as client:
             first = await client.call_tool("write_note", {"text": "a"})
             approval_id = first.meta["pincer/error"]["approval_id"]
-            live.pincer.dispatcher.answer(approval_id, "allow_once", by="cli")
+            await live.pincer.dispatcher.answer(approval_id, "allow_once", by="cli")
             other = await client.call_tool("write_note", {"text": "b"})
     assert other.is_error and other.meta["pincer/error"]["approval_id"] != approval_id
 
@@ -107,15 +107,15 @@ async def test_an_approval_expires_when_its_mcp_caller_leaves(pincer_home: Path,
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, "write_note", {"text": "abandoned"})
                 with anyio.fail_after(CALL_TIMEOUT_S):
-                    while not live.pincer.approvals.list_pending():
+                    while not await live.pincer.approvals.list_pending():
                         await anyio.sleep(0.05)
-                (pending,) = live.pincer.approvals.list_pending()
+                (pending,) = await live.pincer.approvals.list_pending()
                 tg.cancel_scope.cancel()
         # The client session is closed: the gateway's call is cancelled and its approval expires.
         with anyio.fail_after(CALL_TIMEOUT_S):
-            while live.pincer.approvals.get(pending.id).status is ApprovalStatus.PENDING:
+            while (await live.pincer.approvals.get(pending.id)).status is ApprovalStatus.PENDING:
                 await anyio.sleep(0.05)
-        assert live.pincer.approvals.get(pending.id).status is ApprovalStatus.EXPIRED
+        assert (await live.pincer.approvals.get(pending.id)).status is ApprovalStatus.EXPIRED
     # Approving it now, from another process, says the caller is gone and exits 1.
     approve = subprocess.run(
         [sys.executable, "-m", "pincer.cli", "approvals", "approve", pending.id],

@@ -66,7 +66,7 @@ async def test_a_plain_call_is_answered_as_json_like_the_sdk_would(gateway: Live
         result["_meta"].pop("pincer/auditId")
     assert fast == sdk
     assert fast["resultType"] == "complete" and fast["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "pincer"
-    assert [r.caller for r in gateway.pincer.audit.records()] == ["mcp", "mcp"]
+    assert [r.caller for r in await gateway.pincer.audit.records()] == ["mcp", "mcp"]
 
 
 async def test_a_call_asking_for_progress_is_streamed(gateway: LiveGateway) -> None:
@@ -107,7 +107,7 @@ async def test_what_the_ladder_rejects_gets_the_sdks_answer(
         response = await http.post("/mcp", headers=_headers(**headers), json=_call("say", {"text": "x"}, meta, 7))
     body = response.json()
     assert response.status_code == status and body["error"]["code"] == code and body["id"] == 7
-    assert all(r.tool != "say" or r.outcome != "ok" for r in gateway.pincer.audit.records())
+    assert all(r.tool != "say" or r.outcome != "ok" for r in await gateway.pincer.audit.records())
 
 
 async def test_sse_only_accept_header_is_refused_by_the_sdk(gateway: LiveGateway) -> None:

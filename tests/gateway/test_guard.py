@@ -45,8 +45,8 @@ async def _still_serving(live: LiveGateway) -> None:
     assert response.status_code == 200 and response.json()["output"] == "still here"
 
 
-def _last_record(live: LiveGateway) -> Any:
-    return live.pincer.audit.records()[-1]
+async def _last_record(live: LiveGateway) -> Any:
+    return (await live.pincer.audit.records())[-1]
 
 
 # -- tokens ------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ async def test_rest_call_without_the_right_token_is_401_and_counted_not_audited(
     assert response.headers["www-authenticate"].startswith("Bearer")
     error = response.json()["error"]
     assert error["code"] == "unauthorized" and "pincer token" in error["hint"]
-    assert gateway.pincer.audit.records() == []
+    assert await gateway.pincer.audit.records() == []
     assert await _unauthenticated_refusals(gateway) == {"total": 1, "by_code": {"unauthorized": 1}}
     await _still_serving(gateway)
 
@@ -82,7 +82,7 @@ async def test_mcp_call_without_a_token_is_a_jsonrpc_error_and_counted_not_audit
     body = response.json()
     assert body["jsonrpc"] == "2.0" and body["error"]["data"]["code"] == "unauthorized"
     assert "bearer token" in body["error"]["message"]
-    assert gateway.pincer.audit.records() == []
+    assert await gateway.pincer.audit.records() == []
     assert (await _unauthenticated_refusals(gateway))["total"] == 1
     await _still_serving(gateway)
 
@@ -100,12 +100,12 @@ async def test_metrics_are_for_main_sessions(pincer_home: Path) -> None:
 
 
 async def test_a_refused_request_that_is_not_a_call_leaves_no_record(gateway: LiveGateway) -> None:
-    before = len(gateway.pincer.audit.records())
+    before = len(await gateway.pincer.audit.records())
     async with gateway.http() as http:
         assert (await http.get("/api/v1/tools")).status_code == 401
         listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
         assert (await http.post("/mcp", headers=LEGACY, json=listing)).status_code == 401
-    assert len(gateway.pincer.audit.records()) == before
+    assert len(await gateway.pincer.audit.records()) == before
 
 
 async def test_healthz_needs_no_token_but_still_a_local_host(gateway: LiveGateway) -> None:
@@ -157,7 +157,7 @@ async def test_foreign_host_or_origin_is_refused_and_audited_when_the_token_is_v
         mcp = await http.post("/mcp", headers=LEGACY, json=_rpc_call())
     assert rest.status_code == status and rest.json()["error"]["code"] == code
     assert mcp.status_code == status and mcp.json()["error"]["data"]["code"] == code
-    records = gateway.pincer.audit.records()[-2:]
+    records = (await gateway.pincer.audit.records())[-2:]
     assert [(r.caller, r.tool, r.session, r.outcome) for r in records] == [
         ("rest", "say", "main", "denied"),
         ("mcp", "say", "main", "denied"),
@@ -177,7 +177,7 @@ async def test_foreign_host_or_origin_without_a_valid_token_is_counted_not_audit
         rest = await http.post("/api/v1/tools/say/call", json={"args": {"text": "hi"}})
         mcp = await http.post("/mcp", headers=LEGACY, json=_rpc_call())
     assert rest.status_code == status and mcp.status_code == status
-    assert gateway.pincer.audit.records() == []
+    assert await gateway.pincer.audit.records() == []
     assert await _unauthenticated_refusals(gateway) == {"total": 2, "by_code": {code: 2}}
 
 
@@ -232,7 +232,7 @@ async def test_oversized_bodies_are_413_and_audited(pincer_home: Path, chunked: 
                 headers={"Content-Type": "application/json"},
             )
             mcp = await http.post("/mcp", headers=LEGACY, content=body(_rpc_call("say", big_args)))
-        records = live.pincer.audit.records()[-2:]
+        records = (await live.pincer.audit.records())[-2:]
         await _still_serving(live)
     assert rest.status_code == 413 and rest.json()["error"]["code"] == "body_too_large"
     assert "4096 bytes" in rest.json()["error"]["message"] and "max_body_bytes" in rest.json()["error"]["hint"]
@@ -269,7 +269,7 @@ async def test_tools_call_with_non_object_arguments_is_invalid_params_and_audite
     body = response.json()
     assert body["id"] == 9 and body["error"]["code"] == -32602
     assert "must be a JSON object" in body["error"]["message"]
-    record = _last_record(gateway)
+    record = await _last_record(gateway)
     assert (record.id, record.caller, record.tool, record.error_code) == (
         body["error"]["data"]["auditId"], "mcp", "say", "invalid_arguments",
     )  # fmt: skip
@@ -293,7 +293,7 @@ async def test_malformed_rest_bodies_are_clear_errors_and_audited(
     error = response.json()["error"]
     assert response.status_code == status and error["code"] == code
     assert error["message"].startswith("request body:") and error["hint"]
-    record = _last_record(gateway)
+    record = await _last_record(gateway)
     assert (record.caller, record.tool, record.outcome, record.error_code) == (
         "rest",
         "say",

@@ -103,7 +103,7 @@ async def test_a_plain_call_is_answered_as_json_with_what_the_sdk_path_answers(g
     assert _without_audit_id(_message(direct)["result"]) == _without_audit_id(_message(reference)["result"])
     assert _message(failed)["result"]["isError"] is True
     assert _without_audit_id(_message(failed)["result"]) == _without_audit_id(_message(failed_reference)["result"])
-    assert [(r.caller, r.tool, r.outcome) for r in gateway.pincer.audit.records()] == [
+    assert [(r.caller, r.tool, r.outcome) for r in await gateway.pincer.audit.records()] == [
         ("mcp", "say", "ok"),
         ("mcp", "say", "ok"),
         ("mcp", "say", "error"),
@@ -135,7 +135,7 @@ async def test_another_principal_cannot_use_the_session(pincer_home: Path) -> No
                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "say", "arguments": {}}},
             )
         assert stolen.status_code == 404  # as if the session did not exist (the SDK's answer)
-        assert [r for r in live.pincer.audit.records() if r.tool == "say"] == []
+        assert [r for r in await live.pincer.audit.records() if r.tool == "say"] == []
 
 
 async def test_what_the_path_is_not_sure_of_goes_to_the_sdk(gateway: LiveGateway) -> None:
@@ -156,7 +156,7 @@ async def test_what_the_path_is_not_sure_of_goes_to_the_sdk(gateway: LiveGateway
     refusal = _message(malformed)
     assert refusal["error"]["code"] == -32602 and refusal["error"]["data"]["auditId"]
     assert unknown.status_code == 404
-    rejected = gateway.pincer.audit.records()[-1]
+    rejected = (await gateway.pincer.audit.records())[-1]
     assert (rejected.id, rejected.outcome) == (refusal["error"]["data"]["auditId"], "error")
 
 
@@ -194,7 +194,7 @@ async def test_an_approval_is_asked_by_elicitation_on_the_direct_path(gateway: L
             # The same answer from another session is not taken as the answer.
             elsewhere = await intruder.post(answer)
             assert elsewhere.status_code == 202  # the SDK acknowledges a response it cannot place
-            assert gateway.pincer.approvals.list_pending()
+            assert await gateway.pincer.approvals.list_pending()
             accepted = await s.post(answer)
             assert accepted.status_code == 202
             with anyio.fail_after(CALL_TIMEOUT_S):
@@ -203,7 +203,7 @@ async def test_an_approval_is_asked_by_elicitation_on_the_direct_path(gateway: L
                         final = json.loads(line[5:])
                         break
     assert final["id"] == 7 and not final["result"].get("isError"), final
-    approval = gateway.pincer.approvals.list(status=None)[-1]
+    approval = (await gateway.pincer.approvals.list(status=None))[-1]
     assert (approval.answered_by, approval.status.value) == ("mcp-elicitation:main", "allow_once")
 
 
@@ -220,7 +220,7 @@ async def test_a_cancelled_call_is_answered_as_cancelled_and_recorded(pincer_hom
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)
             with anyio.fail_after(CALL_TIMEOUT_S):
-                while not live.pincer.approvals.list_pending():
+                while not await live.pincer.approvals.list_pending():
                     await anyio.sleep(POLL_S)
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
             assert (await s.post(cancel)).status_code == 202
@@ -230,7 +230,7 @@ async def test_a_cancelled_call_is_answered_as_cancelled_and_recorded(pincer_hom
             "id": 1,
             "error": {"code": -32800, "message": "Request cancelled"},
         }
-        (record,) = [r for r in live.pincer.audit.records(tool="write_note") if r.kind == "call"]
+        (record,) = [r for r in await live.pincer.audit.records(tool="write_note") if r.kind == "call"]
         assert record.outcome == "cancelled" and "cancelled" in (record.error or "")
 
 
@@ -241,7 +241,7 @@ async def test_a_deleted_session_is_not_served(gateway: LiveGateway) -> None:
         assert deleted.status_code == 200
         after = await s.call("say", {"text": "after"})
     assert after.status_code == 404
-    assert [r.tool for r in gateway.pincer.audit.records()] == ["say"]
+    assert [r.tool for r in await gateway.pincer.audit.records()] == ["say"]
 
 
 async def test_a_call_in_flight_ends_with_its_session(pincer_home: Path) -> None:
@@ -259,14 +259,14 @@ async def test_a_call_in_flight_ends_with_its_session(pincer_home: Path) -> None
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)
             with anyio.fail_after(CALL_TIMEOUT_S):
-                while not live.pincer.approvals.list_pending():
+                while not await live.pincer.approvals.list_pending():
                     await anyio.sleep(POLL_S)
-            (pending,) = live.pincer.approvals.list_pending()
+            (pending,) = await live.pincer.approvals.list_pending()
             assert (await s.http.delete("/mcp", headers=s.headers())).status_code == 200
         (answer,) = answers
         assert answer.headers["content-type"].startswith("text/event-stream") and _sse_messages(answer.text) == []
-        assert live.pincer.approvals.get(pending.id).status.value == "expired"
-        (record,) = [r for r in live.pincer.audit.records(tool="write_note") if r.kind == "call"]
+        assert (await live.pincer.approvals.get(pending.id)).status.value == "expired"
+        (record,) = [r for r in await live.pincer.audit.records(tool="write_note") if r.kind == "call"]
         assert "cancelled" in (record.error or "")
 
 

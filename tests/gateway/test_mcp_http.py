@@ -40,7 +40,7 @@ async def test_tools_list_and_call_go_through_the_dispatcher(gateway: LiveGatewa
     assert not result.is_error
     assert _text(result) == "hello"
     audit_id = result.meta["pincer/auditId"]
-    record = gateway.pincer.audit.records()[-1]
+    record = (await gateway.pincer.audit.records())[-1]
     assert (record.id, record.caller, record.session, record.tool, record.outcome) == (
         audit_id,
         "mcp",
@@ -59,7 +59,7 @@ async def test_a_failing_call_is_a_tool_error_with_what_went_wrong(gateway: Live
     assert "text" in _text(wrong_args) and "hint:" in _text(wrong_args)
     assert wrong_args.meta["pincer/error"]["code"] == "invalid_arguments"
     assert missing.is_error and missing.meta["pincer/error"]["code"] == "tool_not_found"
-    outcomes = [(r.tool, r.outcome) for r in gateway.pincer.audit.records()[-2:]]
+    outcomes = [(r.tool, r.outcome) for r in (await gateway.pincer.audit.records())[-2:]]
     assert outcomes == [("say", "error"), ("no_such_tool", "error")]
 
 
@@ -69,7 +69,7 @@ async def test_a_denial_carries_its_reason(pincer_home: Path, mode: str) -> None
     async with live_gateway(pincer_home, config=config) as live:
         async with live.mcp(mode=mode) as client:
             result = await client.call_tool("write_note", {"text": "x"})
-        assert live.pincer.audit.records()[-1].outcome == "denied"
+        assert (await live.pincer.audit.records())[-1].outcome == "denied"
     assert result.is_error
     assert result.meta["pincer/error"]["code"] == "denied"
     assert "denied" in _text(result) and "by grant" in _text(result)
@@ -81,7 +81,7 @@ async def test_session_policy_hides_and_refuses_denied_tools(pincer_home: Path, 
     async with live_gateway(pincer_home, config=config) as live, live.mcp(mode=mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         result = await client.call_tool("say", {"text": "hi"})
-        decisions = [r.decision for r in live.pincer.audit.records() if r.tool == "say"]
+        decisions = [r.decision for r in await live.pincer.audit.records() if r.tool == "say"]
     assert "say" not in names and "report" in names
     # Refused and audited as a denial, answered as for a missing tool (README: 404 for REST).
     assert result.is_error and result.meta["pincer/error"]["code"] == "tool_not_found"
@@ -113,7 +113,7 @@ async def test_idempotency_key_in_meta_replays_the_first_result(gateway: LiveGat
         first = await client.call_tool("write_note", {"text": "once"}, meta=meta)
         second = await client.call_tool("write_note", {"text": "once"}, meta=meta)
     assert not first.is_error and not second.is_error
-    calls = [r for r in gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]
+    calls = [r for r in await gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]
     assert [r.cached for r in calls] == [False, True]
 
 
@@ -138,13 +138,13 @@ async def test_an_ask_goes_to_the_client_as_an_elicitation(
         with anyio.fail_after(CALL_TIMEOUT_S):
             result = await client.call_tool("write_note", {"text": "hi"})
     assert result.is_error is not ok
-    approval = gateway.pincer.approvals.list(status=None)[-1]
+    approval = (await gateway.pincer.approvals.list(status=None))[-1]
     assert approval.answered_by == "mcp-elicitation:main"
     assert approval.status.value == ("allow_once" if ok else "deny")
-    calls = [r for r in gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]
+    calls = [r for r in await gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]
     assert [(r.approval_id, r.outcome) for r in calls] == [(approval.id, "ok" if ok else "denied")]
     # The answer is one act (docs/acts.md: approval-answer), by the MCP client's session.
-    answers = [r for r in gateway.pincer.audit.records() if r.kind == "approval"]
+    answers = [r for r in await gateway.pincer.audit.records() if r.kind == "approval"]
     assert [(r.approval_id, r.caller, r.decision) for r in answers] == [(approval.id, "mcp-elicitation:main", approval.status.value)]
 
 
@@ -163,7 +163,7 @@ async def test_2026_parked_call_answered_over_rest_is_collected_by_the_next_roun
         with anyio.fail_after(CALL_TIMEOUT_S):
             result = await client.call_tool("write_note", {"text": "via rest"})
     assert answered.is_set() and not result.is_error
-    assert gateway.pincer.approvals.list(status=None)[-1].answered_by == "rest:main"
+    assert (await gateway.pincer.approvals.list(status=None))[-1].answered_by == "rest:main"
 
 
 @ERAS
@@ -195,7 +195,7 @@ async def test_approval_round_trip_over_rest_while_the_mcp_call_waits(gateway: L
     (result,) = results
     assert not result.is_error
     assert result.structured_content is None and "needs a yes" in _text(result)
-    record = gateway.pincer.audit.records(tool="write_note")[-1]
+    record = (await gateway.pincer.audit.records(tool="write_note"))[-1]
     assert record.approval_id == approval["id"] and record.outcome == "ok"
 
 
@@ -258,6 +258,6 @@ async def test_2026_multi_round_input_is_answered_by_the_client_callbacks(pincer
         async with live.mcp(mode="auto", elicitation_callback=elicit) as client:
             result = await client.call_tool("test_input_required_result_multi_round", {})
         # Each round is one governed call in the audit log.
-        records = live.pincer.audit.records(tool="test_input_required_result_multi_round")
+        records = await live.pincer.audit.records(tool="test_input_required_result_multi_round")
     assert _text(result) == "Ada likes teal"
     assert [r.error_code for r in records] == ["input_required", "input_required", None]

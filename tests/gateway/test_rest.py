@@ -9,6 +9,7 @@ import pytest
 
 from pincer.core.effects import Mode
 from pincer.policy.grants import Grant
+from pincer.store.sql import Sql
 from tests.gateway.conftest import LiveGateway, live_gateway
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +34,7 @@ async def test_call_returns_the_result_and_its_audit_id(gateway: LiveGateway) ->
     data = response.json()
     assert response.status_code == 200
     assert data == {"ok": True, "output": "hi", "cached": False, "audit_id": data["audit_id"]}
-    assert gateway.pincer.audit.records()[-1].caller == "rest"
+    assert (await gateway.pincer.audit.records())[-1].caller == "rest"
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ async def test_failed_calls_map_to_statuses(
 
 
 async def test_idempotency_key_header_replays(gateway: LiveGateway) -> None:
-    gateway.pincer.dispatcher.grants.add(Grant(tool="write_note", default=Mode.ALLOW, source="tests"))
+    await gateway.pincer.dispatcher.grants.add(Grant(tool="write_note", default=Mode.ALLOW, source="tests"))
     async with gateway.http(headers=gateway.headers) as http:
         first = await http.post(
             "/api/v1/tools/write_note/call", json={"args": {"text": "a"}}, headers={"Idempotency-Key": "k-1"}
@@ -144,14 +145,14 @@ async def test_audit_checkpoint_is_for_main_sessions_and_verifies(pincer_home: P
             refused = await http.get("/api/v1/audit/checkpoint")
         assert made.status_code == 200
         checkpoint = AuditCheckpoint.from_text(made.text)
-        assert checkpoint.records == 1 and live.pincer.audit.verify_checkpoint(checkpoint).records == 1
+        assert checkpoint.records == 1 and (await live.pincer.audit.verify_checkpoint(checkpoint)).records == 1
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "session_forbidden"
 
 
 async def test_audit_verify_reports_a_broken_chain(gateway: LiveGateway) -> None:
     async with gateway.http(headers=gateway.headers) as http:
         await http.post("/api/v1/tools/say/call", json={"args": {"text": "a"}})
-        gateway.pincer.audit._conn.execute("UPDATE audit SET tool = 'tampered' WHERE id = 1")
+        await gateway.pincer.db.execute(Sql("UPDATE audit SET tool = 'tampered' WHERE id = 1"))
         verified = await http.get("/api/v1/audit/verify")
     assert verified.status_code == 409 and verified.json()["error"]["code"] == "audit_chain_broken"
 

@@ -37,7 +37,7 @@ async def test_a_body_that_is_not_json_is_415_and_audited(gateway: LiveGateway) 
     assert error["code"] == "unsupported_media_type"
     assert "not JSON" in error["message"] and "application/x-www-form-urlencoded" in error["message"]
     assert "content-type: application/json" in error["hint"]
-    record = gateway.pincer.audit.records()[-1]
+    record = (await gateway.pincer.audit.records())[-1]
     assert record.tool == "say" and record.error_code == "unsupported_media_type"
 
 

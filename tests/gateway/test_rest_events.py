@@ -72,7 +72,7 @@ async def test_every_event_has_an_id_and_last_event_id_resumes_after_it(tmp_path
                 after_end = [e for e in await _stream(gateway, run_id, last_event_id=ids[-1]) if "event" in e]
             assert after_end == []
             # An id told from the store (SEQ): the stored messages after that one, then the end.
-            messages = gateway.pincer.runs.messages(run_id)
+            messages = await gateway.pincer.runs.messages(run_id)
             with anyio.fail_after(RUN_TIMEOUT_S):
                 stored = [e for e in await _stream(gateway, run_id, last_event_id=str(messages[1].seq)) if "event" in e]
             assert [e["data"]["seq"] for e in stored if e["event"] == "message"] == [m.seq for m in messages[2:]]
@@ -99,9 +99,9 @@ async def test_a_quiet_stream_sends_keep_alive_comments_and_a_follower_that_leav
                                 break  # hang up mid-run
                 assert comments >= 2
             with anyio.fail_after(RUN_TIMEOUT_S):
-                while not gateway.pincer.runs.get(run_id).is_final:
+                while not (await gateway.pincer.runs.get(run_id)).is_final:
                     await anyio.sleep(0.05)
-            assert gateway.pincer.runs.get(run_id).status == "done"
+            assert (await gateway.pincer.runs.get(run_id)).status == "done"
 
 
 @given(st.text(max_size=80))

@@ -72,7 +72,7 @@ async def test_a_rest_run_answers_202_streams_its_events_and_is_recorded(tmp_pat
                 assert got["status"] == "done" and got["trigger"] == "rest" and got["session"] == "main"
                 assert [m["role"] for m in got["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
                 audit_id = next(m["audit_id"] for m in got["messages"] if m["role"] == "tool")
-                assert gateway.pincer.audit.records(run_id=run_id)[1].id == audit_id
+                assert (await gateway.pincer.audit.records(run_id=run_id))[1].id == audit_id
                 listed = (await http.get("/api/v1/runs", headers=gateway.headers)).json()["runs"]
                 assert [r["id"] for r in listed] == [run_id]
                 # A finished run's events are still there to read.
@@ -86,7 +86,7 @@ async def test_a_rest_run_answers_202_streams_its_events_and_is_recorded(tmp_pat
                 assert params.status_code == 422 and params.json()["error"]["code"] == "invalid_arguments"
                 budget = await http.post("/api/v1/runs", headers=gateway.headers, json={"message": "x", "budgets": {"turn": 1}})
                 assert budget.status_code == 400 and "unknown budget" in budget.json()["error"]["message"]
-                assert len(gateway.pincer.runs.list()) == 1  # refused requests started nothing
+                assert len(await gateway.pincer.runs.list()) == 1  # refused requests started nothing
 
 
 async def test_without_a_model_a_run_is_refused_with_503_naming_the_setting(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ async def test_a_rest_run_can_be_cancelled(tmp_path: Path) -> None:
                 with anyio.fail_after(RUN_TIMEOUT_S):
                     events = await _events(gateway, run_id)
                 assert events[-1]["status"] == "cancelled"
-                assert gateway.pincer.runs.get(run_id).status == "cancelled"
+                assert (await gateway.pincer.runs.get(run_id)).status == "cancelled"
 
 
 async def test_another_session_cannot_see_a_run(tmp_path: Path) -> None:
@@ -164,9 +164,9 @@ async def test_run_skill_over_mcp_delegates_a_skill_to_the_loop(tmp_path: Path) 
             assert not result.is_error, result
             answer = json.loads(result.content[0].text)
             assert answer["status"] == "done" and answer["text"] == "Greeted."
-            row = gateway.pincer.runs.get(answer["run_id"])
+            row = await gateway.pincer.runs.get(answer["run_id"])
             assert row.trigger == "run_skill" and row.skill == "greet"
-            inner = [r for r in gateway.pincer.audit.records(run_id=answer["run_id"]) if r.kind == "call"]
+            inner = [r for r in await gateway.pincer.audit.records(run_id=answer["run_id"]) if r.kind == "call"]
             assert [(r.tool, r.caller) for r in inner] == [("say", "agent")]
             # The model of a run is never offered run_skill itself.
             assert "run_skill" not in server.requests[0].tool_names
@@ -195,7 +195,7 @@ async def test_run_skill_puts_the_runs_approvals_to_the_mcp_client(tmp_path: Pat
             answer = json.loads(result.content[0].text)
             assert answer["status"] == "done" and answer["text"] == "Noted."
             assert len(asked) == 1 and "write_note" in asked[0]
-            answers = [r for r in gateway.pincer.audit.records() if r.kind == "approval"]
+            answers = [r for r in await gateway.pincer.audit.records() if r.kind == "approval"]
             assert answers and answers[0].caller.startswith("mcp-elicitation:")
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
-from pincer.store.pg.triggers import LEADER_HANDOVER_S
+from pincer.store.triggers import LEADER_HANDOVER_S
 from tests.backends import postgres_server
 from tests.gateway.scale_out_support import cli, gateways, rows, upgrade, wait_for
 

@@ -124,7 +124,7 @@ def _in_thread(target: Any) -> threading.Thread:
 
 
 def test_a_dead_gateway_on_another_machine_is_taken_over_after_its_heartbeat_goes_stale(tmp_path: Path) -> None:
-    from pincer.store.pg.instances import INSTANCE_STALE_S
+    from pincer.store.instances import INSTANCE_STALE_S
 
     url = postgres_server().new_database()
     here, there = tmp_path / "here", tmp_path / "there"

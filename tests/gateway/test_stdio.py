@@ -42,14 +42,14 @@ async def test_stdio_serves_the_registry_through_the_dispatcher(pincer_home: Pat
     assert failed.is_error and failed.meta["pincer/error"]["code"] == "invalid_arguments"
     # The audit log is the same SQLite file any other entry point writes.
     from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
-    from pincer.store import open_database
     from pincer.store.audit import AuditLog
+    from pincer.store.sql import open_sqlite
 
-    conn = open_database(pincer_home)
+    db = await open_sqlite(pincer_home)
     try:
-        records = AuditLog(conn, key=load_or_create_key(pincer_home, None, place=AUDIT_KEY)).records()
+        records = await (await AuditLog.open(db, key=load_or_create_key(pincer_home, None, place=AUDIT_KEY))).records()
     finally:
-        conn.close()
+        await db.aclose()
     assert [(r.caller, r.session, r.tool, r.outcome) for r in records] == [
         ("mcp", "main", "test_simple_text", "ok"),
         ("mcp", "main", "test_sampling", "error"),

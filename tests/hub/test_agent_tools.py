@@ -57,7 +57,7 @@ async def test_the_agent_searches_and_installs_a_skill_after_a_person_approves(c
 
         async def approve(approval: Any) -> None:
             shown.append(approval)
-            pincer.dispatcher.answer(approval.id, "allow_once", by="test")
+            await pincer.dispatcher.answer(approval.id, "allow_once", by="test")
 
         installed = await pincer.call(CallRequest(tool="skills_install", args={"key": "meeting-notes"}, caller="agent"),
                                       on_approval=approve)  # fmt: skip
@@ -73,7 +73,7 @@ async def test_the_agent_searches_and_installs_a_skill_after_a_person_approves(c
         assert detail["fingerprint"].startswith("sha256:")
         skill = pincer.skills.get("meeting-notes")
         assert skill.trust.value == "installed" and skill.root == "installed"
-        records = [r for r in pincer.audit.records() if r.kind == "hub"]
+        records = [r for r in await pincer.audit.records() if r.kind == "hub"]
         assert [(r.tool, r.outcome, r.caller) for r in records] == [("skills/meeting-notes", "installed", "agent:main")]
         assert records[0].approval_id == approval.id  # the approval that let the agent install it
 
@@ -95,7 +95,7 @@ async def test_what_an_agent_may_not_install_is_refused_before_anyone_is_asked(c
 
         result = await pincer.call(CallRequest(tool="skills_install", args={"key": key}, caller="agent"), on_approval=hook)
         assert not result.ok and result.error["code"] == code and says in result.error["message"], result.error
-        assert asked == [] and pincer.approvals.list(status=None) == []
+        assert asked == [] and await pincer.approvals.list(status=None) == []
         assert not (catalog / "installed" / "skills" / key).exists()
 
 
@@ -105,7 +105,7 @@ async def test_a_grant_for_skills_install_lets_it_run_without_asking(catalog: Pa
     async with Pincer.open(catalog, config=config, secret_key=b"k" * 32) as pincer:
         result = await pincer.call(CallRequest(tool="skills_install", args={"key": "skills/meeting-notes", "version": "1.0.0"}))
         assert result.ok and result.output["version"] == "1.0.0", result.error
-        assert pincer.approvals.list(status=None) == []
+        assert await pincer.approvals.list(status=None) == []
 
 
 async def test_no_hub_sources_no_hub_tools(tmp_path: Path) -> None:

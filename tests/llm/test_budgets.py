@@ -41,7 +41,7 @@ async def _run(tmp_path: Path, script: list[Turn], budgets: dict):
             await pincer.add_runtime(runtime)
             with anyio.fail_after(60):
                 run = await pincer.agent.run(RunRequest(message="go", budgets=budgets))
-            return run, runtime, pincer.runs.get(run.id), pincer.runs.messages(run.id), pincer.audit.records(run_id=run.id)
+            return run, runtime, await pincer.runs.get(run.id), await pincer.runs.messages(run.id), await pincer.audit.records(run_id=run.id)
 
 
 @pytest.mark.anyio
@@ -84,7 +84,7 @@ async def test_a_cost_budget_for_a_model_without_a_price_refuses_to_start(tmp_pa
             with pytest.raises(ConfigError) as info:
                 await pincer.agent.run(RunRequest(message="go", budgets={"cost_usd": 1}))
             assert "[agent.prices]" in (info.value.hint or "")
-            assert pincer.runs.list() == [] and server.requests == []
+            assert await pincer.runs.list() == [] and server.requests == []
             # Without a cost budget the same model runs, counting tokens only.
             run = await pincer.agent.run(RunRequest(message="go"))
             assert run.status == "done" and run.cost_usd is None and run.usage.output_tokens > 0

@@ -38,7 +38,7 @@ async def _run(tmp_path: Path, script: list[Turn], provider: str = "openai", str
             events = []
             with anyio.fail_after(RUN_LIMIT_S):
                 run = await pincer.agent.run(RunRequest(message="send the email"), on_event=events.append)
-            records = pincer.audit.records(run_id=run.id)
+            records = await pincer.audit.records(run_id=run.id)
             return run, events, runtime, server, records
 
 

@@ -61,7 +61,7 @@ async def test_a_scripted_run_reads_a_skill_calls_tools_in_parallel_is_denied_on
 
             async def approve(approval):
                 asked.append(approval)
-                pincer.dispatcher.answer(approval.id, Answer.ALLOW_ONCE, by="test")
+                await pincer.dispatcher.answer(approval.id, Answer.ALLOW_ONCE, by="test")
 
             events = []
             with anyio.fail_after(60):
@@ -81,10 +81,10 @@ async def test_a_scripted_run_reads_a_skill_calls_tools_in_parallel_is_denied_on
 
             # Token counts: the scripted usage, the run, its row and its end record agree.
             assert (run.usage.input_tokens, run.usage.output_tokens, run.usage.cached_input_tokens) == (1340, 86, 100)
-            row = pincer.runs.get(run.id)
+            row = await pincer.runs.get(run.id)
             assert row.status == "done" and row.usage["input_tokens"] == 1340 and row.usage["output_tokens"] == 86
             assert row.usage["turns"] == 4 and row.usage["tool_calls"] == 4
-            records = pincer.audit.records(run_id=run.id)
+            records = await pincer.audit.records(run_id=run.id)
             kinds = [(r.kind, r.tool, r.outcome) for r in records]
             assert kinds[0] == ("run", "run:triage", "started") and kinds[-1] == ("run", "run:triage", "done")
             assert records[-1].usage["input_tokens"] == 1340 and records[-1].usage["output_tokens"] == 86
@@ -92,10 +92,10 @@ async def test_a_scripted_run_reads_a_skill_calls_tools_in_parallel_is_denied_on
             assert set(calls) == {"skill", "echo", "write_file", "send_email"}
             assert all(r.caller == "agent" and r.idempotency_key.startswith(f"run:{run.id}:") for r in calls.values())
             assert calls["send_email"].outcome == "denied" and calls["write_file"].approval_id == asked[0].id
-            assert pincer.audit.verify() >= len(records)
+            assert await pincer.audit.verify() >= len(records)
 
             # The transcript: every message, each tool result linked to its audit record.
-            messages = pincer.runs.messages(run.id)
+            messages = await pincer.runs.messages(run.id)
             roles = [m.role for m in messages]
             assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "tool", "assistant", "tool", "assistant"]
             tool_audit = {m.body["name"]: m.audit_id for m in messages if m.role == "tool"}

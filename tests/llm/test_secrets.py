@@ -47,8 +47,8 @@ async def test_the_key_from_the_secret_store_reaches_the_server_and_nothing_else
             assert run.status == "done"
             sent = server.requests[0].headers
             assert API_KEY in (sent.get("x-api-key") or sent["authorization"])
-            rows = [r.to_dict() for r in pincer.runs.list()] + [m.to_dict() for m in pincer.runs.messages(run.id)]
-            records = [r.to_dict() for r in pincer.audit.records()]
+            rows = [r.to_dict() for r in await pincer.runs.list()] + [m.to_dict() for m in await pincer.runs.messages(run.id)]
+            records = [r.to_dict() for r in await pincer.audit.records()]
         written = _everything_written(home, caplog, run) + repr(rows) + repr(records)
         assert API_KEY not in written
 
@@ -67,8 +67,8 @@ async def test_a_refused_key_quoted_back_by_the_server_stays_out_of_errors_and_l
                 run = await pincer.agent.run(RunRequest(message="hi"))
             assert run.status == "failed" and run.error["code"] == "provider_auth_failed"
             assert "api_key_secret" in run.error["hint"]
-            records = [r.to_dict() for r in pincer.audit.records()]
-            rows = [r.to_dict() for r in pincer.runs.list()]
+            records = [r.to_dict() for r in await pincer.audit.records()]
+            rows = [r.to_dict() for r in await pincer.runs.list()]
     written = _everything_written(home, caplog, run) + repr(records) + repr(rows)
     assert WRONG_KEY not in written and API_KEY not in written
 
@@ -81,7 +81,7 @@ async def test_a_missing_key_names_the_setting_and_writes_nothing(tmp_path: Path
             with pytest.raises(ConfigError) as info:
                 await pincer.agent.run(RunRequest(message="hi"))
             assert "api_key_secret" in info.value.message and "pincer secrets set nope" in (info.value.hint or "")
-            assert pincer.runs.list() == [] and pincer.audit.records() == [] and server.requests == []
+            assert await pincer.runs.list() == [] and await pincer.audit.records() == [] and server.requests == []
         config = llm_config(server).replace('max_retries = 3', 'max_retries = 3\napi_key_env = "UNSET_MODEL_KEY"')
         async with open_pincer(tmp_path / "home2", config, environ={}) as pincer:
             with pytest.raises(ConfigError) as info:

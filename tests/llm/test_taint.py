@@ -100,11 +100,11 @@ async def _run(tmp_path: Path, taint: str, answer: Answer | None):
                 async def person(approval):
                     asked.append(approval)
                     if answer is not None:
-                        pincer.dispatcher.answer(approval.id, answer, by="test")
+                        await pincer.dispatcher.answer(approval.id, answer, by="test")
 
                 with anyio.fail_after(60):
                     run = await pincer.agent.run(RunRequest(message=f"summarize {page}"), on_approval=person)
-                return run, asked, runtime, server, pincer.audit.records(run_id=run.id)
+                return run, asked, runtime, server, await pincer.audit.records(run_id=run.id)
 
 
 @pytest.mark.anyio

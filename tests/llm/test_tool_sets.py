@@ -60,7 +60,7 @@ async def test_past_the_threshold_the_model_finds_and_loads_tools_instead_of_get
             loaded = json.loads(server.requests[2].body["messages"][-1]["content"].split("\n", 1)[1].rsplit("\n", 1)[0])
             assert loaded == {"loaded": ["gh_issue_create"], "unknown": ["no_such_tool"]}
             assert runtime.calls["gh.issue_create"] == 1
-            audited = [r.tool for r in pincer.audit.records(run_id=run.id) if r.kind == "call"]
+            audited = [r.tool for r in await pincer.audit.records(run_id=run.id) if r.kind == "call"]
             assert audited == ["gh.issue_create"]  # find_tools and load_tools run in the loop, not as tools
 
 

@@ -72,7 +72,7 @@ async def test_a_skill_tool_runs_in_the_sandbox_through_the_call_chain_and_is_au
         assert out["uid"] == 65534 or out["uid"] != 0
         denied = await pincer.call(CallRequest(tool="words.word_count", args={"text": 5}))
         assert not denied.ok and denied.error["code"] == "invalid_arguments"
-        records = [r for r in pincer.audit.records() if r.tool == "words.word_count"]
+        records = [r for r in await pincer.audit.records() if r.tool == "words.word_count"]
         assert [r.outcome for r in records] == ["ok", "error"] and records[0].session == "main"
 
 
@@ -103,7 +103,7 @@ async def test_the_skill_tool_returns_instructions_files_and_attenuated_tools(tm
         assert ineligible.error["code"] == "denied" and "definitely-not-installed-here on PATH" in ineligible.error["message"]
         unknown = await pincer.call(CallRequest(tool="skill", args={"name": "ghost"}))
         assert unknown.error["code"] == "skill_not_found"
-        assert [r.tool for r in pincer.audit.records()] == ["skill"] * 4
+        assert [r.tool for r in await pincer.audit.records()] == ["skill"] * 4
 
 
 NPM_SKILL = """

@@ -3,20 +3,26 @@
 ``backend.audit()``, ``backend.approvals()`` and the rest each return a store on a connection
 of its own, so a second one stands for another process (another gateway) on the same state.
 PostgreSQL is a real server this test session starts once (tests/backends.py); each test gets a
-fresh database, upgraded with ``upgrade_database`` as ``pincer db upgrade`` does.
+fresh database, upgraded as ``pincer db upgrade`` does. The stores are async; each method here
+that makes one is too.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 
-from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore, open_database
+from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore
 from pincer.store.runs import RunStore
+from pincer.store.sign_ins import SignInStore
+from pincer.store.sql import Database, open_postgres, open_sqlite
+from pincer.store.triggers import TriggerStore
 from tests.backends import postgres_server
 
 KEY = b"a" * 32
@@ -26,103 +32,68 @@ class Backend:
     def __init__(self, kind: str, tmp_path: Path) -> None:
         self.kind = kind
         self._tmp = tmp_path
-        self._pools: list[Any] = []
+        self._databases: list[Any] = []
+        self._closing = ExitStack()
         self.url = ""
         if kind == "postgres":
-            from pincer.store.pg import upgrade_database
+            from pincer.store.sql.migrate import upgrade_postgres
 
             self.url = postgres_server().new_database()
-            upgrade_database(self.url)
+            upgrade_postgres(self.url)
 
-    def _pg(self) -> Any:
-        from pincer.store.pg.connect import PgPools
-
-        pools = PgPools.open(self.url, size=4)
-        self._pools.append(pools)
-        return pools
-
-    def _sqlite(self) -> sqlite3.Connection:
-        return open_database(self._tmp)
-
-    def audit(self, key: bytes = KEY) -> Any:
+    async def db(self) -> Database:
+        """A database object of its own on the backend's one database (another process's, when
+        a test makes two)."""
         if self.kind == "sqlite":
-            return AuditLog(self._sqlite(), key=key)
-        from pincer.store.pg.audit import PgAuditLog
+            made = await open_sqlite(self._tmp)
+        else:
+            made = await open_postgres(self.url, size=4)
+        self._databases.append(made)
+        return made
 
-        return PgAuditLog(self._pg(), key=key)
+    async def audit(self, key: bytes = KEY) -> AuditLog:
+        return await AuditLog.open(await self.db(), key=key)
 
-    def approvals(self) -> Any:
-        if self.kind == "sqlite":
-            return ApprovalStore(self._sqlite())
-        from pincer.store.pg.approvals import PgApprovalStore
+    async def approvals(self) -> ApprovalStore:
+        return ApprovalStore(await self.db())
 
-        return PgApprovalStore(self._pg())
-
-    def audited_approvals(self, key: bytes = KEY) -> tuple[Any, Any]:
+    async def audited_approvals(self, key: bytes = KEY) -> tuple[ApprovalStore, AuditLog]:
         """An approval store that records the calls of gone callers, and its audit log: what one
-        gateway holds (each pair on connections of its own)."""
-        if self.kind == "sqlite":
-            audit = AuditLog(self._sqlite(), key=key)
-            return ApprovalStore(self._sqlite(), audit=audit), audit
-        from pincer.store.pg.approvals import PgApprovalStore
-        from pincer.store.pg.audit import PgAuditLog
+        gateway holds (each pair on a database object of its own)."""
+        db = await self.db()
+        audit = await AuditLog.open(db, key=key)
+        return ApprovalStore(db, audit=audit), audit
 
-        pools = self._pg()
-        pg_audit = PgAuditLog(pools, key=key)
-        return PgApprovalStore(pools, audit=pg_audit), pg_audit
+    async def grants(self) -> GrantStore:
+        return GrantStore(await self.db())
 
-    def grants(self) -> Any:
-        if self.kind == "sqlite":
-            return GrantStore(self._sqlite())
-        from pincer.store.pg.grants import PgGrantStore
+    async def idempotency(self, *, ttl_s: float = 60.0, max_entries: int = 100) -> IdempotencyStore:
+        return IdempotencyStore(await self.db(), ttl_s=ttl_s, max_entries=max_entries)
 
-        return PgGrantStore(self._pg())
+    async def runs(self) -> RunStore:
+        return RunStore(await self.db())
 
-    def idempotency(self, *, ttl_s: float = 60.0, max_entries: int = 100) -> Any:
-        if self.kind == "sqlite":
-            return IdempotencyStore(self._sqlite(), ttl_s=ttl_s, max_entries=max_entries)
-        from pincer.store.pg.idempotency import PgIdempotencyStore
+    async def sign_ins(self) -> SignInStore:
+        return SignInStore(await self.db())
 
-        return PgIdempotencyStore(self._pg(), ttl_s=ttl_s, max_entries=max_entries)
-
-    def runs(self) -> Any:
-        if self.kind == "sqlite":
-            return RunStore(self._sqlite())
-        from pincer.store.pg.portable import PortableConnection
-
-        return RunStore(PortableConnection(self._pg()))  # type: ignore[arg-type]
-
-    def sign_ins(self) -> Any:
-        from pincer.store.sign_ins import SignInStore
-
-        if self.kind == "sqlite":
-            return SignInStore(self._sqlite())
-        from pincer.store.pg.portable import PortableConnection
-
-        return SignInStore(PortableConnection(self._pg()))
-
-    def triggers(self) -> Any:
-        if self.kind == "sqlite":
-            from pincer.store.triggers import TriggerStore
-
-            return TriggerStore(self._sqlite())
-        from pincer.store.pg.triggers import PgTriggerStore
-
-        return PgTriggerStore(self._pg())
+    async def triggers(self) -> TriggerStore:
+        return TriggerStore(await self.db())
 
     def home_files(self) -> Any:
         """The backend of the registry's shared files (store/home_share.py): on SQLite the local
-        one, which shares nothing."""
+        one, which shares nothing; on PostgreSQL the store's, through a thread of its own (as a
+        home reaches it)."""
         if self.kind == "sqlite":
             from pincer.store.home_share import LocalHome
 
             return LocalHome()
-        from pincer.store.pg.home_files import PgHomeFiles
+        from pincer.store.home_files import shared_home_files
 
-        return PgHomeFiles(self._pg())
+        return self._closing.enter_context(shared_home_files(self.url))
 
     def tamper(self, sql: str, params: tuple[Any, ...] = ()) -> None:
-        """Change the database behind the stores' backs, as someone with write access can."""
+        """Change the database behind the stores' backs, as someone with write access can
+        (``sql`` with ``?`` placeholders, on either database)."""
         if self.kind == "sqlite":
             conn = sqlite3.connect(self._tmp / "pincer.db")
             conn.execute(sql, params)
@@ -131,19 +102,47 @@ class Backend:
             return
         import psycopg
 
-        from pincer.store.pg.portable import to_format_style
-
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(to_format_style(sql), params)
+            conn.execute(sql.replace("%", "%%").replace("?", "%s"), params)
 
     async def aclose(self) -> None:
-        for pools in self._pools:
-            await pools.aclose()
+        await anyio.to_thread.run_sync(self._closing.close)
+        for made in self._databases:
+            await made.aclose()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     made = Backend(request.param, tmp_path)
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
+class Opener:
+    """SQLite databases a test opens (each one another process's view of its file), closed at
+    its end: ``await opened.db(path)``, ``await opened.audit(path, key=...)``."""
+
+    def __init__(self) -> None:
+        self._made: list[Database] = []
+
+    async def db(self, home: Path, **kwargs: Any) -> Database:
+        made = await open_sqlite(home, **kwargs)
+        self._made.append(made)
+        return made
+
+    async def audit(self, home: Path, *, key: bytes = KEY, anchor: Any = None, **kwargs: Any) -> AuditLog:
+        return await AuditLog.open(await self.db(home, **kwargs), key=key, anchor=anchor)
+
+    async def aclose(self) -> None:
+        while self._made:
+            await self._made.pop().aclose()
+
+
+@pytest.fixture
+async def opened() -> AsyncIterator[Opener]:
+    made = Opener()
     try:
         yield made
     finally:

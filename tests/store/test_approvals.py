@@ -8,8 +8,8 @@ from pincer.store import Answer, ApprovalStatus, ApprovalStore
 from tests.store.conftest import Backend
 
 
-def make(store: ApprovalStore, timeout_s: float = 5.0):
-    return store.create(
+async def make(store: ApprovalStore, timeout_s: float = 5.0):  # type: ignore[no-untyped-def]
+    return await store.create(
         session="main", tool="http", args={"url": "https://x.test"}, effects=("network",),
         hosts=("x.test",), reason="asks by default", timeout_s=timeout_s,
     )  # fmt: skip
@@ -17,13 +17,13 @@ def make(store: ApprovalStore, timeout_s: float = 5.0):
 
 @pytest.mark.anyio
 async def test_answer_in_process_wakes_waiter(backend: Backend) -> None:
-    store = backend.approvals()
-    request = make(store)
-    assert [r.id for r in store.list_pending()] == [request.id]
+    store = await backend.approvals()
+    request = await make(store)
+    assert [r.id for r in await store.list_pending()] == [request.id]
 
     async def answer_soon() -> None:
         await anyio.sleep(0.01)
-        store.answer(request.id, "allow_once", by="test")
+        await store.answer(request.id, "allow_once", by="test")
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(answer_soon)
@@ -31,18 +31,18 @@ async def test_answer_in_process_wakes_waiter(backend: Backend) -> None:
             answered = await store.wait(request.id, timeout_s=5)
     assert answered.status is ApprovalStatus.ALLOW_ONCE
     assert answered.answered_by == "test"
-    assert store.list_pending() == []
+    assert await store.list_pending() == []
 
 
 @pytest.mark.anyio
 async def test_answer_from_another_connection_is_seen(backend: Backend) -> None:
-    store = backend.approvals()
-    other = backend.approvals()
-    request = make(store)
+    store = await backend.approvals()
+    other = await backend.approvals()
+    request = await make(store)
 
     async def answer_soon() -> None:
         await anyio.sleep(0.05)
-        other.answer(request.id, Answer.DENY, by="cli")
+        await other.answer(request.id, Answer.DENY, by="cli")
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(answer_soon)
@@ -53,23 +53,23 @@ async def test_answer_from_another_connection_is_seen(backend: Backend) -> None:
 
 @pytest.mark.anyio
 async def test_timeout_expires_request(backend: Backend) -> None:
-    store = backend.approvals()
-    request = make(store, timeout_s=0.1)
+    store = await backend.approvals()
+    request = await make(store, timeout_s=0.1)
     with pytest.raises(ApprovalTimeout, match="within 0.1 s"):
         await store.wait(request.id, timeout_s=0.1)
-    assert store.get(request.id).status is ApprovalStatus.EXPIRED
+    assert (await store.get(request.id)).status is ApprovalStatus.EXPIRED
     with pytest.raises(ApprovalGone, match="has expired"):
-        store.answer(request.id, "allow_once")
+        await store.answer(request.id, "allow_once")
 
 
 @pytest.mark.anyio
 async def test_bad_answers(backend: Backend) -> None:
-    store = backend.approvals()
-    request = make(store)
+    store = await backend.approvals()
+    request = await make(store)
     with pytest.raises(UsageError, match="unknown approval answer"):
-        store.answer(request.id, "maybe")
+        await store.answer(request.id, "maybe")
     with pytest.raises(UsageError, match="no approval request"):
-        store.answer("nope", "deny")
-    store.answer(request.id, "deny")
+        await store.answer("nope", "deny")
+    await store.answer(request.id, "deny")
     with pytest.raises(ApprovalAnswered, match=r"already answered \(deny\)"):
-        store.answer(request.id, "allow_once")
+        await store.answer(request.id, "allow_once")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from pincer.core.errors import ApprovalGone
@@ -35,104 +35,110 @@ def _dead_waiter() -> str:
     return token
 
 
-def _asked(store: Any, *, waiter: str | None = None) -> Any:
-    request = store.create(session="main", tool="write_file", args={"path": "a.txt"}, effects=("write_filesystem",),
-                           hosts=(), reason="asks by default", timeout_s=300, caller="cli")  # fmt: skip
+async def _asked(backend: Backend, store: Any, *, waiter: str | None = None) -> Any:
+    request = await store.create(session="main", tool="write_file", args={"path": "a.txt"}, effects=("write_filesystem",),
+                                 hosts=(), reason="asks by default", timeout_s=300, caller="cli")  # fmt: skip
     if waiter is not None:
-        store._conn.execute("UPDATE approvals SET waiter = ? WHERE id = ?", (waiter, request.id))
+        backend.tamper("UPDATE approvals SET waiter = ? WHERE id = ?", (waiter, request.id))
     return request
 
 
-def _calls(audit: Any) -> list[Any]:
-    return [r for r in audit.records() if r.kind == "call"]
+async def _calls(audit: Any) -> list[Any]:
+    return [r for r in await audit.records() if r.kind == "call"]
 
 
 async def test_several_gateways_finding_a_dead_caller_at_once_record_its_call_once(backend: Backend) -> None:
-    gateways = [backend.audited_approvals() for _ in range(GATEWAYS)]
+    gateways = [await backend.audited_approvals() for _ in range(GATEWAYS)]
     first, audit = gateways[0]
-    request = _asked(first, waiter=_dead_waiter())
-    start = threading.Barrier(GATEWAYS)
-    failures: list[BaseException] = []
+    request = await _asked(backend, first, waiter=_dead_waiter())
+    start = anyio.Event()
 
-    def sweep(store: Any) -> None:
-        try:
-            start.wait(timeout=THREAD_TIMEOUT_S)
-            store.expire_overdue()
-        except BaseException as exc:
-            failures.append(exc)
+    async def sweep(store: Any) -> None:
+        await start.wait()
+        await store.expire_overdue()
 
-    threads = [threading.Thread(target=sweep, args=(store,)) for store, _ in gateways]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=THREAD_TIMEOUT_S)
-    assert not failures, failures
-    (call,) = _calls(audit)
+    with anyio.fail_after(THREAD_TIMEOUT_S):
+        async with anyio.create_task_group() as tg:
+            for store, _ in gateways:
+                tg.start_soon(sweep, store)
+            await anyio.sleep(0)
+            start.set()
+    (call,) = await _calls(audit)
     assert (call.outcome, call.approval_id, call.caller, call.session, call.error_code) == (
         "cancelled", request.id, "cli", "main", "approval_gone")  # fmt: skip
     assert request.id in call.reason and call.args == {"path": "a.txt"} and call.effects == ["write_filesystem"]
-    after = first.get(request.id)
+    after = await first.get(request.id)
     assert after.status is ApprovalStatus.EXPIRED and after.gone_recorded
     for store, _ in gateways:  # looking again writes nothing more
-        store.expire_overdue()
-    assert len(_calls(audit)) == 1
-    assert audit.verify() == 1
+        await store.expire_overdue()
+    assert len(await _calls(audit)) == 1
+    assert await audit.verify() == 1
 
 
 async def test_answering_a_dead_callers_approval_says_it_is_gone_and_records_the_call_once(backend: Backend) -> None:
-    store, audit = backend.audited_approvals()
-    request = _asked(store, waiter=_dead_waiter())
+    store, audit = await backend.audited_approvals()
+    request = await _asked(backend, store, waiter=_dead_waiter())
     for _ in range(2):
         with pytest.raises(ApprovalGone, match="has expired"):
-            store.answer(request.id, "allow_once", by="rest:main")
-    assert [(c.outcome, c.approval_id) for c in _calls(audit)] == [("cancelled", request.id)]
+            await store.answer(request.id, "allow_once", by="rest:main")
+    assert [(c.outcome, c.approval_id) for c in await _calls(audit)] == [("cancelled", request.id)]
 
 
 async def test_a_live_callers_own_record_and_a_sweep_never_both_write(backend: Backend) -> None:
-    store, audit = backend.audited_approvals()
-    other, _ = backend.audited_approvals()
+    store, audit = await backend.audited_approvals()
+    other, _ = await backend.audited_approvals()
     entry = AuditEntry(session="main", caller="cli", tool="write_file", decision="ask", reason="cancelled by its caller",
                        outcome="cancelled")  # fmt: skip
     # The caller records first: the request is expired with it, and nobody records it again.
-    mine = _asked(store)
-    recorded = await store.arecord_gone(mine.id, AuditEntry(**{**_fields(entry), "approval_id": mine.id}))
-    assert recorded is not None and store.get(mine.id).status is ApprovalStatus.EXPIRED
-    other.expire_overdue()
-    assert await store.arecord_gone(mine.id, AuditEntry(**{**_fields(entry), "approval_id": mine.id})) is None
+    mine = await _asked(backend, store)
+    recorded = await store.record_gone(mine.id, AuditEntry(**{**_fields(entry), "approval_id": mine.id}))
+    assert recorded is not None and (await store.get(mine.id)).status is ApprovalStatus.EXPIRED
+    await other.expire_overdue()
+    assert await store.record_gone(mine.id, AuditEntry(**{**_fields(entry), "approval_id": mine.id})) is None
     # A caller taken for dead (its token names a gone process) is recorded by the sweep; its own
     # late record is then refused (None), not written twice.
-    taken = _asked(store, waiter=_dead_waiter())
-    other.expire_overdue()
-    assert await store.arecord_gone(taken.id, AuditEntry(**{**_fields(entry), "approval_id": taken.id})) is None
-    assert sorted(c.approval_id for c in _calls(audit)) == sorted([mine.id, taken.id])
-    assert audit.verify() == 2
+    taken = await _asked(backend, store, waiter=_dead_waiter())
+    await other.expire_overdue()
+    assert await store.record_gone(taken.id, AuditEntry(**{**_fields(entry), "approval_id": taken.id})) is None
+    assert sorted(c.approval_id for c in await _calls(audit)) == sorted([mine.id, taken.id])
+    assert await audit.verify() == 2
 
 
 def _fields(entry: AuditEntry) -> dict[str, Any]:
     return {name: getattr(entry, name) for name in entry.__slots__}
 
 
-async def test_a_sweep_on_postgresql_does_not_wait_for_a_held_audit_head(tmp_path: Path) -> None:
-    """A sweep runs on the event loop, where this process's own appending batch may hold the
-    audit head across an ``await``: it takes the head with NOWAIT, leaves the request pending
-    while the head is held, and records the call at the next sweep. (PostgreSQL only: SQLite's
-    appends are serialised by one write lock and BEGIN IMMEDIATE, which hold no row.)"""
+async def test_a_sweep_waits_for_a_held_audit_head_without_holding_the_event_loop(tmp_path: Path) -> None:
+    """Another gateway holds the audit head (its batch is committing): the sweep's record waits
+    for it, the event loop goes on meanwhile (before the store went async, the sweep ran on the
+    loop and had to give up with NOWAIT), and the call is recorded once the head is free."""
     import psycopg
 
     backend = Backend("postgres", tmp_path)
     try:
-        store, audit = backend.audited_approvals()
-        request = _asked(store, waiter=_dead_waiter())
+        store, audit = await backend.audited_approvals()
+        request = await _asked(backend, store, waiter=_dead_waiter())
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await anyio.sleep(0.01)
+
         with psycopg.connect(backend.url) as holder:
             holder.execute("SELECT last_id FROM audit_head WHERE one = 1 FOR UPDATE")
-            store.expire_overdue()  # returns at once: the head is taken
-            assert store.get(request.id).status is ApprovalStatus.PENDING and _calls(audit) == []
-            # An answer meanwhile is refused all the same: the caller is gone.
-            with pytest.raises(ApprovalGone):
-                store.answer(request.id, "allow_once", by="rest:main")
-            assert store.get(request.id).status is ApprovalStatus.PENDING
-        store.expire_overdue()
-        assert [(c.outcome, c.approval_id) for c in _calls(audit)] == [("cancelled", request.id)]
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(tick)
+                with anyio.fail_after(THREAD_TIMEOUT_S):
+                    async with anyio.create_task_group() as sweeping:
+                        sweeping.start_soon(store.expire_overdue)
+                        await anyio.sleep(0.3)
+                        assert ticks > 5 and await _calls(audit) == []  # the loop ran; nothing recorded yet
+                        holder.rollback()  # the other gateway's batch ends: the head is free
+                tg.cancel_scope.cancel()
+        assert [(c.outcome, c.approval_id) for c in await _calls(audit)] == [("cancelled", request.id)]
+        assert (await store.get(request.id)).status is ApprovalStatus.EXPIRED
     finally:
         await backend.aclose()
 
@@ -141,11 +147,11 @@ async def test_a_cancelled_call_uses_its_grant_and_rate_limit_only_if_it_got_pas
     """A call let through and then cancelled may have run in part: it counts against its
     grant's max_invocations and its rate limit (before ``cancelled`` existed it was ``error``,
     and counted). One that timed out or lost its caller while asking never ran: it does not."""
-    audit = backend.audit()
+    audit = await backend.audit()
     outcomes = [("ok", None, "allow"), ("cancelled", "tool_error", "allow"), ("cancelled", "approval_timeout", "ask"),
                 ("cancelled", "approval_gone", "ask"), ("denied", "denied", "deny")]  # fmt: skip
     for outcome, code, decision in outcomes:
         await audit.append(AuditEntry(session="main", caller="cli", tool="write_file", decision=decision, reason="r",
                                       outcome=outcome, error_code=code, grant_id="g-1"))  # fmt: skip
-    assert audit.grant_uses("g-1") == 2
-    assert len(audit.timestamps("write_file", 0.0)) == 2
+    assert await audit.grant_uses("g-1") == 2
+    assert len(await audit.timestamps("write_file", 0.0)) == 2

@@ -22,7 +22,9 @@ from pincer.config import parse_config
 from pincer.core.values import CallRequest
 from pincer.secrets.keys import AUDIT_KEY, load_or_create_key
 from pincer.service import Pincer
-from pincer.store import AuditLog, open_database
+from pincer.store import AuditLog
+from pincer.store.sql import Sql, open_sqlite
+from pincer.store.sql.sqlite import SqliteDatabase
 from tests.funcruntime import FuncRuntime
 
 CALLERS = 64
@@ -53,8 +55,8 @@ async def test_every_concurrent_result_returns_after_its_record_is_committed(tmp
     async with Pincer.open(tmp_path, config=config, secret_key=b"k" * 32, builtins=False, scripts=False, wasm=False) as pincer:
         await pincer.add_runtime(runtime)
         begins: list[str] = []
-        if synchronous == "normal":  # (with "full" the commits run on the writer's own connection)
-            pincer.database.set_trace_callback(lambda sql: begins.append(sql) if sql.startswith("BEGIN") else None)
+        assert isinstance(pincer.db, SqliteDatabase)
+        await pincer.db.trace(lambda sql: begins.append(sql) if sql.startswith("BEGIN") else None)
 
         async def caller(i: int) -> None:
             for j in range(CALLS_PER_CALLER):
@@ -66,15 +68,14 @@ async def test_every_concurrent_result_returns_after_its_record_is_committed(tmp
         async with anyio.create_task_group() as group:
             for i in range(CALLERS):
                 group.start_soon(caller, i)
-        pincer.database.set_trace_callback(None)
+        await pincer.db.trace(None)
         records = reader.execute("SELECT COUNT(*) FROM audit").fetchone()[0]
-        assert pincer.audit.verify() == CALLERS * CALLS_PER_CALLER
+        assert await pincer.audit.verify() == CALLERS * CALLS_PER_CALLER
     reader.close()
     assert not missing, f"{len(missing)} results returned before their record was committed: {missing[:5]}"
     assert sorted(seen) == list(range(1, CALLERS * CALLS_PER_CALLER + 1))
     assert records == CALLERS * CALLS_PER_CALLER
-    if synchronous == "normal":
-        assert len(begins) < CALLERS * CALLS_PER_CALLER / 4, "concurrent calls should share transactions"
+    assert len(begins) < CALLERS * CALLS_PER_CALLER / 4, "concurrent calls should share transactions"
 
 
 _CHILD = """
@@ -109,8 +110,9 @@ anyio.run(main)
 """
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("synchronous", ["normal", "full"])
-def test_a_killed_process_kept_every_record_whose_result_it_returned(tmp_path: Path, synchronous: str) -> None:
+async def test_a_killed_process_kept_every_record_whose_result_it_returned(tmp_path: Path, synchronous: str) -> None:
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     child = subprocess.Popen(
@@ -133,12 +135,12 @@ def test_a_killed_process_kept_every_record_whose_result_it_returned(tmp_path: P
             if stream is not None:
                 stream.close()
     assert len(returned) == KILL_AFTER_RESULTS, stderr
-    conn = open_database(tmp_path)
+    db = await open_sqlite(tmp_path)
     try:
-        kept = {row[0] for row in conn.execute("SELECT id FROM audit")}
-        log = AuditLog(conn, key=load_or_create_key(tmp_path, None, place=AUDIT_KEY))
-        assert log.verify() == len(kept)  # whatever was in flight at the kill left no torn record
+        kept = {row[0] for row in await db.fetch_all(Sql("SELECT id FROM audit"))}
+        log = await AuditLog.open(db, key=load_or_create_key(tmp_path, None, place=AUDIT_KEY))
+        assert await log.verify() == len(kept)  # whatever was in flight at the kill left no torn record
     finally:
-        conn.close()
+        await db.aclose()
     lost = sorted(set(returned) - kept)
     assert not lost, f"results returned for records the killed process never committed: {lost[:5]}"

@@ -9,43 +9,37 @@ from pathlib import Path
 import anyio
 import pytest
 
-from pincer.store import AuditEntry, AuditLog, open_database
+from pincer.store import AuditEntry
+from tests.store.conftest import Opener
 
 pytestmark = pytest.mark.anyio
 
 PROBE_EVERY = 32  # store/audit.py _PROBE_EVERY
+KEY = b"g" * 32
 
 
 def _entry(i: int) -> AuditEntry:
     return AuditEntry(session="main", caller="test", tool="t", decision="allow", reason="r", outcome="ok", args={"i": i})
 
 
-async def test_a_lone_caller_stops_yielding_once_a_yield_found_nobody(tmp_path: Path) -> None:
-    """Failed on main before the adaptive gather: every append yielded to the event loop once,
-    also for a caller that was alone (a loop turn on every call's hot path)."""
-    log = AuditLog(open_database(tmp_path), key=b"g" * 32)
-    await log.append(_entry(0), gather=None)  # yields (nothing known yet) and finds nobody
-    ran: list[int] = []
-
-    async def other() -> None:
-        ran.append(1)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(other)
-        for i in range(1, PROBE_EVERY + 1):
-            await log.append(_entry(i), gather=None)
-        assert ran == []  # none of those appends let the other task run
-        await log.append(_entry(PROBE_EVERY + 1), gather=None)  # the probe yields once
-        assert ran == [1]
-    assert log.verify() == PROBE_EVERY + 2
-
-
-async def test_callers_queueing_up_are_noticed_and_share_a_transaction(tmp_path: Path) -> None:
-    conn = open_database(tmp_path)
+async def test_a_lone_caller_commits_each_record_in_a_transaction_of_its_own(tmp_path: Path, opened: Opener) -> None:
+    """Alone, nobody is waited for: each append is its own transaction, committed before it
+    returns (every append waits for the writer thread's answer, so it yields to the loop then
+    anyway; the gather only decides whether to wait one more turn before committing)."""
     transactions: list[str] = []
-    conn.set_trace_callback(lambda sql: transactions.append(sql) if sql.startswith("BEGIN") else None)
-    log = AuditLog(conn, key=b"g" * 32)
+    log = await opened.audit(tmp_path, key=KEY, trace=lambda sql: transactions.append(sql) if sql.startswith("BEGIN") else None)
+    transactions.clear()
+    for i in range(PROBE_EVERY + 2):
+        assert await log.append(_entry(i), gather=None) == i + 1
+    assert len(transactions) == PROBE_EVERY + 2
+    assert await log.verify() == PROBE_EVERY + 2
+
+
+async def test_callers_queueing_up_are_noticed_and_share_a_transaction(tmp_path: Path, opened: Opener) -> None:
+    transactions: list[str] = []
+    log = await opened.audit(tmp_path, key=KEY, trace=lambda sql: transactions.append(sql) if sql.startswith("BEGIN") else None)
     await log.append(_entry(0), gather=None)  # from now on it believes it is alone
+    transactions.clear()
     ids: list[int] = []
 
     async def one(i: int) -> None:
@@ -55,5 +49,5 @@ async def test_callers_queueing_up_are_noticed_and_share_a_transaction(tmp_path:
         for i in range(1, 65):
             tg.start_soon(one, i)
     assert sorted(ids) == list(range(2, 66))
-    assert transactions, "the probe should have gathered the callers queued behind it into one transaction"
-    assert AuditLog(open_database(tmp_path), key=b"g" * 32).verify() == 65  # all committed, as another process sees it
+    assert 0 < len(transactions) < 64, "the probe should have gathered the callers queued behind it into one transaction"
+    assert await (await opened.audit(tmp_path, key=KEY)).verify() == 65  # all committed, as another process sees it

@@ -1,7 +1,8 @@
-"""With a writer connection (``[audit] synchronous = "full"``), audit commits run in a worker
-thread: never on the event loop's thread, concurrent callers still share a transaction, every
-append returns only once its record is committed (another connection reads it), and the chain
-stays in order and verifies."""
+"""Audit commits run in the database's writer thread, never on the event loop's: concurrent
+callers still share a transaction, every append returns only once its record is committed
+(another connection reads it), the chain stays in order and verifies, and a leader cancelled
+while it gathers still commits for the callers waiting on it. ``[audit] synchronous = "full"``
+makes every commit durable against power loss (an fsync each) on the same path."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import pytest
 from pincer.config import parse_config
 from pincer.core.values import CallRequest
 from pincer.service import Pincer
-from pincer.store import AuditEntry, AuditLog, open_database
+from pincer.store import AuditEntry
 from tests.funcruntime import FuncRuntime
+from tests.store.conftest import Opener
 
 pytestmark = pytest.mark.anyio
 
@@ -36,8 +38,7 @@ def _committed(db: Path, record_id: int) -> bool:
         conn.close()
 
 
-async def test_commits_run_off_the_loop_thread_grouped_and_in_order(tmp_path: Path) -> None:
-    writer = open_database(tmp_path, synchronous="FULL")
+async def test_commits_run_off_the_loop_thread_grouped_and_in_order(tmp_path: Path, opened: Opener) -> None:
     threads: list[int] = []
     begins: list[str] = []
 
@@ -47,8 +48,8 @@ async def test_commits_run_off_the_loop_thread_grouped_and_in_order(tmp_path: Pa
         elif statement.startswith("BEGIN"):
             begins.append(statement)
 
-    writer.set_trace_callback(trace)
-    log = AuditLog(open_database(tmp_path), key=KEY, writer=writer)
+    log = await opened.audit(tmp_path, key=KEY, synchronous="FULL", trace=trace)
+    begins.clear()
     loop_thread = threading.get_ident()
     ids: list[int] = []
 
@@ -63,12 +64,12 @@ async def test_commits_run_off_the_loop_thread_grouped_and_in_order(tmp_path: Pa
     assert sorted(ids) == list(range(1, CALLERS + 1))
     assert threads and loop_thread not in threads
     assert len(begins) < CALLERS  # callers arriving together shared transactions
-    assert log.verify() == CALLERS
-    assert log.append_sync(_entry(99)) == CALLERS + 1 and log.verify() == CALLERS + 1
+    assert await log.verify() == CALLERS
+    assert await log.append(_entry(99)) == CALLERS + 1 and await log.verify() == CALLERS + 1
 
 
-async def test_a_cancelled_leader_still_commits_for_the_callers_waiting_on_it(tmp_path: Path) -> None:
-    log = AuditLog(open_database(tmp_path), key=KEY, writer=open_database(tmp_path, synchronous="FULL"))
+async def test_a_cancelled_leader_still_commits_for_the_callers_waiting_on_it(tmp_path: Path, opened: Opener) -> None:
+    log = await opened.audit(tmp_path, key=KEY)
     done: list[int] = []
 
     async def follower(i: int) -> None:
@@ -81,10 +82,10 @@ async def test_a_cancelled_leader_still_commits_for_the_callers_waiting_on_it(tm
             scope.cancel()
             await log.append(_entry(0))  # cancelled at its gather; still commits
     assert sorted(done) == [2, 3]  # the leader (the cancelled main task) took id 1
-    assert log.verify() == 3
+    assert await log.verify() == 3
 
 
-async def test_synchronous_full_in_config_puts_the_chain_s_commits_off_the_loop(tmp_path: Path) -> None:
+async def test_synchronous_full_in_config_commits_every_record_before_its_call_returns(tmp_path: Path) -> None:
     config = parse_config('[audit]\nsynchronous = "full"\n', home=tmp_path)
     runtime = FuncRuntime()
 
@@ -94,13 +95,14 @@ async def test_synchronous_full_in_config_puts_the_chain_s_commits_off_the_loop(
     runtime.add("echo", echo)
     async with Pincer.open(tmp_path, config=config, secret_key=b"k" * 32, builtins=False, scripts=False, wasm=False) as pincer:
         await pincer.add_runtime(runtime)
-        assert pincer._writer is not None
+        with sqlite3.connect(tmp_path / "pincer.db") as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         results = []
         async with anyio.create_task_group() as group:
             for _ in range(8):
                 group.start_soon(lambda: _call(pincer, results))
         assert all(r.ok for r in results) and len(results) == 8
-        assert pincer.audit.verify() == 8
+        assert await pincer.audit.verify() == 8
 
 
 async def _call(pincer: Pincer, results: list[object]) -> None:

@@ -10,14 +10,19 @@ together). store/open_lock.py makes the set-up of a file one process at a time.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
+import anyio
+
 from pincer.secrets.store import SecretStore
-from pincer.store.db import DB_FILENAME, open_database
+from pincer.store.db import DB_FILENAME
 from pincer.store.open_lock import open_lock
+from pincer.store.sql import Sql, open_sqlite
+from pincer.store.sql.migrate import prepare_sqlite
 
 PROCESSES = 8
 ROUNDS = 12
@@ -28,11 +33,19 @@ def _open_home(home: str, start: float) -> str:
     while time.time() < start:  # every process begins at the same instant
         pass
     try:
-        open_database(Path(home)).close()
+        anyio.run(_open_and_write, Path(home))
         SecretStore.open(Path(home), key=b"k" * 32).close()
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "ok"
+
+
+async def _open_and_write(home: Path) -> None:
+    db = await open_sqlite(home)
+    try:
+        await db.execute(Sql("INSERT INTO grants (id, created_at, body) VALUES (:id, 0, '{}')"), {"id": str(os.getpid())})
+    finally:
+        await db.aclose()
 
 
 def test_processes_opening_a_new_home_at_once_all_get_it(tmp_path: Path) -> None:
@@ -48,6 +61,8 @@ def test_processes_opening_a_new_home_at_once_all_get_it(tmp_path: Path) -> None
     assert failures == []
     conn = sqlite3.connect(tmp_path / "home-0" / DB_FILENAME)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("SELECT COUNT(*) FROM grants").fetchone()[0] == PROCESSES
+    conn.close()
 
 
 def test_an_open_waits_while_another_process_sets_the_file_up(tmp_path: Path) -> None:
@@ -56,7 +71,7 @@ def test_an_open_waits_while_another_process_sets_the_file_up(tmp_path: Path) ->
 
     def open_it() -> None:
         try:
-            open_database(tmp_path).close()
+            prepare_sqlite(tmp_path / DB_FILENAME)
         except BaseException as exc:
             errors.append(exc)
         opened.set()

@@ -2,8 +2,8 @@
 
 Two stores from one backend stand for two gateways. A firing queued with its delivery is there
 for any of them after the one that accepted it is gone; two gateways claiming the queue at
-once never start one firing twice; exactly one holds the scheduler's lease, and when its
-process is SIGKILLed another takes it over.
+once never start one firing twice; exactly one leads the scheduler, and when its process is
+SIGKILLed another takes the lead over.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ import anyio
 import pytest
 
 from pincer.core.errors import UsageError
-from pincer.store.owners import is_process_alive, process_token
-from pincer.store.triggers import DeliveryExists, DeliveryRow, FiringRow
-from tests.store.conftest import Backend
+from pincer.store.audit import AuditLog
+from pincer.store.owners import process_token
+from pincer.store.sql.sqlite import SqliteDatabase
+from pincer.store.triggers import DeliveryExists, DeliveryRow, FiringRow, TriggerStore
+from tests.store.conftest import Backend, Opener
 
 pytestmark = pytest.mark.anyio
 CHILD_TIMEOUT_S = 60.0
-LEASE_STALE_S = 30.0
 
 
 def firing(n: int, **kw: object) -> FiringRow:
@@ -42,24 +43,24 @@ def delivery(delivery_id: str) -> DeliveryRow:
 
 
 async def test_a_delivery_and_its_firings_are_recorded_once_and_queued_for_any_gateway(backend: Backend) -> None:
-    accepting, other = backend.triggers(), backend.triggers()
-    accepting.insert_firings([firing(1), firing(2)], delivery=delivery("d-1"))
+    accepting, other = await backend.triggers(), await backend.triggers()
+    await accepting.insert_firings([firing(1), firing(2)], delivery=delivery("d-1"))
     with pytest.raises(DeliveryExists) as info:
-        other.insert_firings([firing(3)], delivery=delivery("d-1"))
+        await other.insert_firings([firing(3)], delivery=delivery("d-1"))
     assert info.value.row.response == {"run_id": "r"}
-    assert [f.id for f in other.firings()] == ["f1", "f2"]  # nothing of the replay was written
-    assert other.record_delivery(delivery("d-2")).delivery_id == "d-2"
-    assert other.delivery("std", "d-2") is not None
+    assert [f.id for f in await other.firings()] == ["f1", "f2"]  # nothing of the replay was written
+    assert (await other.record_delivery(delivery("d-2"))).delivery_id == "d-2"
+    assert await other.delivery("std", "d-2") is not None
 
 
 async def test_two_gateways_claiming_the_queue_at_once_never_start_a_firing_twice(backend: Backend) -> None:
-    stores = [backend.triggers() for _ in range(4)]  # one connection each, as gateways have
-    stores[0].insert_firings([firing(n) for n in range(40)])
+    stores = [await backend.triggers() for _ in range(4)]  # one connection each, as gateways have
+    await stores[0].insert_firings([firing(n) for n in range(40)])
     claimed: list[str] = []
 
     async def claim(index: int) -> None:
         store = stores[index]
-        while rows := await anyio.to_thread.run_sync(lambda: store.claim_queued(f"gw{index}", 3)):
+        while rows := await store.claim_queued(f"gw{index}", 3):
             claimed.extend(row.id for row in rows)
 
     async with anyio.create_task_group() as tg:
@@ -69,32 +70,32 @@ async def test_two_gateways_claiming_the_queue_at_once_never_start_a_firing_twic
 
 
 async def test_a_job_name_is_taken_once_unless_replaced(backend: Backend) -> None:
-    store = backend.triggers()
-    store.add_job(name="nightly", source="cli", spec={"cron": "0 3 * * *"}, spec_hash="h1", next_run=10.0)
+    store = await backend.triggers()
+    await store.add_job(name="nightly", source="cli", spec={"cron": "0 3 * * *"}, spec_hash="h1", next_run=10.0)
     with pytest.raises(UsageError, match="exists already"):
-        backend.triggers().add_job(name="nightly", source="cli", spec={}, spec_hash="h2", next_run=None)
-    store.add_job(name="nightly", source="cli", spec={"cron": "0 4 * * *"}, spec_hash="h3", next_run=20.0, replace=True)
-    job = backend.triggers().require_job("nightly")
+        await (await backend.triggers()).add_job(name="nightly", source="cli", spec={}, spec_hash="h2", next_run=None)
+    await store.add_job(name="nightly", source="cli", spec={"cron": "0 4 * * *"}, spec_hash="h3", next_run=20.0, replace=True)
+    job = await (await backend.triggers()).require_job("nightly")
     assert (job.spec_hash, job.next_run, job.spec) == ("h3", 20.0, {"cron": "0 4 * * *"})
 
 
 _HOLDER = """
-import sys, time
+import sys
 from pathlib import Path
-from typing import Any
+import anyio
+from pincer.store.owners import process_token
+from pincer.store.sql import open_postgres, open_sqlite
+from pincer.store.triggers import TriggerStore
 kind, where = sys.argv[1], sys.argv[2]
-if kind == "sqlite":
-    from pincer.store.db import open_database
-    from pincer.store.triggers import TriggerStore
-    store = TriggerStore(open_database(Path(where)))
-else:
-    from pincer.store.pg.connect import PgPools
-    from pincer.store.pg.triggers import PgTriggerStore
-    store = PgTriggerStore(PgPools.open(where, size=1))
-from pincer.store.owners import is_process_alive, process_token
-assert store.acquire_lease(process_token(), now=time.time(), stale_s=30.0, is_alive=is_process_alive)
-print("leading", flush=True)
-time.sleep(600)
+
+async def main():
+    db = await (open_sqlite(Path(where)) if kind == "sqlite" else open_postgres(where, size=1))
+    store = TriggerStore(db)  # held: the lead lives as long as the store holds it
+    assert await store.acquire_lease(process_token())
+    print("leading", flush=True)
+    await anyio.sleep(600)
+
+anyio.run(main)
 """
 
 
@@ -107,22 +108,24 @@ async def test_one_leader_at_a_time_and_another_takes_over_when_it_is_killed(bac
     )  # fmt: skip
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "leading"
-        mine = backend.triggers()
+        mine = await backend.triggers()
         me = process_token()
-        assert not mine.acquire_lease(me, now=time.time(), stale_s=LEASE_STALE_S, is_alive=is_process_alive)
+        assert not await mine.acquire_lease(me)
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=CHILD_TIMEOUT_S)
-        # Well within the lease's staleness: the holder's death itself frees it.
+        # The holder's death itself frees the lead (its flock, its connection's lock).
         with anyio.fail_after(CHILD_TIMEOUT_S):
-            while not mine.acquire_lease(me, now=time.time(), stale_s=LEASE_STALE_S, is_alive=is_process_alive):
+            while not await mine.acquire_lease(me):
                 await anyio.sleep(0.05)
-        assert mine.lease_holder() is not None and mine.lease_holder()[0] == me
-        assert mine.acquire_lease(me, now=time.time(), stale_s=LEASE_STALE_S, is_alive=is_process_alive)  # renewal
-        other = backend.triggers()
-        assert not other.acquire_lease("someone-else:1", now=time.time(), stale_s=LEASE_STALE_S, is_alive=lambda _t: True)
-        mine.release_lease(me)
-        assert other.acquire_lease("someone-else:1", now=time.time(), stale_s=LEASE_STALE_S, is_alive=lambda _t: True)
-        other.release_lease("someone-else:1")
+        holder = await mine.lease_holder()
+        assert holder is not None and holder[0] == me
+        assert await mine.acquire_lease(me)  # renewal
+        other = await backend.triggers()
+        assert not await other.acquire_lease("someone-else:1")
+        await mine.release_lease(me)
+        assert await mine.lease_holder() is None
+        assert await other.acquire_lease("someone-else:1")
+        await other.release_lease("someone-else:1")
     finally:
         if child.poll() is None:
             child.kill()
@@ -142,18 +145,18 @@ def audit_entry(n: int) -> Any:
 
 
 async def test_a_delivery_its_firings_and_their_audit_records_are_written_together(backend: Backend) -> None:
-    store, audit = backend.triggers(), backend.audit()
+    store, audit = await backend.triggers(), await backend.audit()
     with anyio.fail_after(CHILD_TIMEOUT_S):
         ids = await store.insert_audited([firing(1, audit_id=None), firing(2, audit_id=None)],
                                          [audit_entry(1), audit_entry(2)], audit=audit, delivery=delivery("d-1"))  # fmt: skip
-        assert [f.audit_id for f in store.firings()] == ids
-        records = {r.id: r.idempotency_key for r in audit.records()}
+        assert [f.audit_id for f in await store.firings()] == ids
+        records = {r.id: r.idempotency_key for r in await audit.records()}
         assert [records[i] for i in ids] == ["f1", "f2"]
         with pytest.raises(DeliveryExists):
             await store.insert_audited([firing(3, audit_id=None)], [audit_entry(3)], audit=audit, delivery=delivery("d-1"))
-    assert len(audit.records()) == 2  # the replay wrote no audit record and no firing
-    assert [f.id for f in store.firings()] == ["f1", "f2"]
-    assert audit.verify() == 2
+    assert len(await audit.records()) == 2  # the replay wrote no audit record and no firing
+    assert [f.id for f in await store.firings()] == ["f1", "f2"]
+    assert await audit.verify() == 2
 
 
 async def test_deliveries_calls_and_queue_claims_at_once_keep_one_chain_and_never_wait_on_each_other(
@@ -162,7 +165,7 @@ async def test_deliveries_calls_and_queue_claims_at_once_keep_one_chain_and_neve
     """Deliveries chained in their own transactions, ordinary appends group-committed and the queue
     claimed (a synchronous store transaction on the event loop), all interleaved: nothing waits on
     a lock held across an await, every firing carries its own record's id, and the chain holds."""
-    store, audit = backend.triggers(), backend.audit()
+    store, audit = await backend.triggers(), await backend.audit()
     firing_ids: dict[str, int] = {}
 
     async def deliver(n: int) -> None:
@@ -175,7 +178,7 @@ async def test_deliveries_calls_and_queue_claims_at_once_keep_one_chain_and_neve
 
     async def claim() -> None:
         for _ in range(20):
-            store.claim_queued("gw", 5)
+            await store.claim_queued("gw", 5)
             await anyio.sleep(0)
 
     with anyio.fail_after(CHILD_TIMEOUT_S):
@@ -184,42 +187,39 @@ async def test_deliveries_calls_and_queue_claims_at_once_keep_one_chain_and_neve
                 tg.start_soon(deliver, n)
                 tg.start_soon(call, n)
             tg.start_soon(claim)
-    keys = {r.id: r.idempotency_key for r in audit.records()}
+    keys = {r.id: r.idempotency_key for r in await audit.records()}
     assert {f: keys[i] for f, i in firing_ids.items()} == {f: f for f in firing_ids}
-    assert {f.id: f.audit_id for f in store.firings(limit=1000)} == firing_ids
-    assert audit.verify() == 80
+    assert {f.id: f.audit_id for f in await store.firings(limit=1000)} == firing_ids
+    assert await audit.verify() == 80
 
 
-async def test_on_sqlite_accepting_a_delivery_is_one_commit(tmp_path: Path) -> None:
-    from pincer.store import AuditLog, open_database
-    from pincer.store.triggers import TriggerStore
-
-    conn = open_database(tmp_path)
-    store, audit = TriggerStore(conn), AuditLog(conn, key=b"a" * 32)
+async def test_on_sqlite_accepting_a_delivery_is_one_commit(tmp_path: Path, opened: Opener) -> None:
     statements: list[str] = []
-    conn.set_trace_callback(statements.append)
+    db = await opened.db(tmp_path)
+    store, audit = TriggerStore(db), await AuditLog.open(db, key=b"a" * 32)
+    assert isinstance(db, SqliteDatabase)
+    await db.trace(statements.append)
     await store.insert_audited([firing(1, audit_id=None)], [audit_entry(1)], audit=audit, delivery=delivery("d-1"))
-    conn.set_trace_callback(None)
+    await db.trace(None)
     assert [s for s in statements if s.strip().upper().startswith(("COMMIT", "BEGIN"))] == ["BEGIN IMMEDIATE", "COMMIT"]
-    assert store.firings()[0].audit_id == audit.records()[0].id
+    assert (await store.firings())[0].audit_id == (await audit.records())[0].id
 
 
-async def test_with_the_audit_writer_thread_a_delivery_commits_there_with_its_records(tmp_path: Path) -> None:
-    """``[audit] synchronous = "full"``: the batch (the delivery's rows with it) commits on the
-    writer's connection in a worker thread; a replay is still refused with nothing written."""
-    from pincer.store import AuditLog, open_database
-    from pincer.store.triggers import TriggerStore
+async def test_deliveries_committing_together_each_keep_their_records(tmp_path: Path, opened: Opener) -> None:
+    """``[audit] synchronous = "full"``: several deliveries at once share commits (an fsync
+    each); each firing names its own record, and a replay is still refused with nothing written."""
+    db = await opened.db(tmp_path, synchronous="FULL")
+    store, audit = TriggerStore(db), await AuditLog.open(db, key=b"a" * 32)
 
-    conn = open_database(tmp_path, synchronous="FULL")
-    writer = open_database(tmp_path, synchronous="FULL")
-    store, audit = TriggerStore(conn), AuditLog(conn, key=b"a" * 32, writer=writer)
+    async def deliver(n: int) -> None:
+        await store.insert_audited([firing(n, audit_id=None)], [audit_entry(n)], audit=audit, delivery=delivery(f"d-{n}"))
+
     with anyio.fail_after(CHILD_TIMEOUT_S):
         async with anyio.create_task_group() as tg:
             for n in range(8):
-                tg.start_soon(lambda n=n: store.insert_audited([firing(n, audit_id=None)], [audit_entry(n)], audit=audit,
-                                                               delivery=delivery(f"d-{n}")))  # fmt: skip
+                tg.start_soon(deliver, n)
         with pytest.raises(DeliveryExists):
             await store.insert_audited([firing(99, audit_id=None)], [audit_entry(99)], audit=audit, delivery=delivery("d-1"))
-    keys = {r.id: r.idempotency_key for r in audit.records()}
-    assert {f.id: keys[f.audit_id] for f in store.firings() if f.audit_id is not None} == {f"f{n}": f"f{n}" for n in range(8)}
-    assert audit.verify() == 8
+    keys = {r.id: r.idempotency_key for r in await audit.records()}
+    assert {f.id: keys[f.audit_id] for f in await store.firings() if f.audit_id is not None} == {f"f{n}": f"f{n}" for n in range(8)}
+    assert await audit.verify() == 8

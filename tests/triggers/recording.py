@@ -83,7 +83,7 @@ class RecordingStarter:
         event = self._ended.setdefault(run_id, anyio.Event())
         event.set()
 
-    def is_running(self, run_id: str) -> bool:
+    async def is_running(self, run_id: str) -> bool:
         return run_id in self.started and run_id not in self._outcomes
 
     async def wait(self, run_id: str) -> RunOutcome:

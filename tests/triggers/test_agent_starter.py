@@ -80,9 +80,9 @@ async def _ended(live: LiveHooks, answer: httpx.Response) -> RunRow:
     with anyio.fail_after(RUN_TIMEOUT_S):
         while True:
             await pincer.triggers.settle(RUN_TIMEOUT_S)
-            firing = pincer.triggers.store.firing(firing_id)
+            firing = await pincer.triggers.store.firing(firing_id)
             if firing is not None and firing.status not in ("queued", "starting", "started"):
-                row: RunRow = pincer.runs.get(run_id)
+                row: RunRow = await pincer.runs.get(run_id)
                 assert row.is_final and firing.run_id == run_id
                 return row
             await anyio.sleep(0.05)
@@ -110,7 +110,7 @@ async def test_a_standard_webhooks_delivery_starts_a_run_of_the_agent_loop(pince
             run_id = answer.json()["run_id"]
             row = await _ended(live, answer)  # the run id the 202 promised is the run's own
             assert row.status == "done" and row.trigger == "webhook:std" and row.session == "hook:std"
-            firing = live.pincer.triggers.store.firing(answer.json()["runs"][0]["firing_id"])
+            firing = await live.pincer.triggers.store.firing(answer.json()["runs"][0]["firing_id"])
             assert firing is not None and firing.status == "done"
             # The model got the message, and the payload as untrusted output under the hook's name.
             [sent] = model.requests
@@ -120,7 +120,7 @@ async def test_a_standard_webhooks_delivery_starts_a_run_of_the_agent_loop(pince
             # REST tells the run as any other.
             got = await http.get(f"/api/v1/runs/{run_id}", headers=live.headers)
             assert got.status_code == 200 and got.json()["status"] == "done" and got.json()["trigger"] == "webhook:std"
-            kinds = [r.kind for r in live.pincer.audit.records(run_id=run_id)]
+            kinds = [r.kind for r in await live.pincer.audit.records(run_id=run_id)]
             assert kinds[0] == "run" and kinds[-1] == "run"
 
 
@@ -144,7 +144,7 @@ async def test_a_github_pull_request_runs_code_review_with_its_pr_url(pincer_hom
             assert "The change under review is the pull request https://github.com/acme/app/pull/7" in system
             # The skill's own tools are offered; list_dir (read_filesystem) ran without asking.
             assert "list_dir" in model.requests[0].tool_names
-            listed = [r for r in live.pincer.audit.records(run_id=run_id) if r.tool == "list_dir"]
+            listed = [r for r in await live.pincer.audit.records(run_id=run_id) if r.tool == "list_dir"]
             assert [r.outcome for r in listed] == ["ok"]
 
 
@@ -182,7 +182,7 @@ sessions = ["hook:std"]
             answer = await http.post("/hooks/std", content=body, headers=_standard(body, "msg_agent_2"))
             assert answer.status_code == 202, answer.text
             row = await _ended(live, answer)
-            [sent] = [r for r in live.pincer.audit.records(run_id=row.id) if r.tool == "send_email"]
+            [sent] = [r for r in await live.pincer.audit.records(run_id=row.id) if r.tool == "send_email"]
             assert sent.outcome == "denied" and "the output of webhook:std" in sent.reason
             assert mail.calls["send_email"] == 0 and row.status == "done"
 
@@ -202,11 +202,11 @@ async def test_start_is_idempotent_on_the_run_id_and_wait_reports_the_end(pincer
             request = _request()
             assert await starter.start(request) == request.run_id
             assert await starter.start(request) == request.run_id  # handed again after a crash
-            assert starter.is_running(request.run_id)
+            assert await starter.is_running(request.run_id)
             outcome = await starter.wait(request.run_id)
             assert outcome.status is RunStatus.DONE and outcome.error is None
             assert await starter.start(request) == request.run_id  # known to the store: nothing starts
-            assert len(model.requests) == 1 and [r.id for r in pincer.runs.list()] == [request.run_id]
+            assert len(model.requests) == 1 and [r.id for r in await pincer.runs.list()] == [request.run_id]
             # A starter that never saw the run (another process's) reads how it ended.
             assert (await AgentStarter(pincer).wait(request.run_id)).status is RunStatus.DONE
             lost = await starter.wait("run-0000000000000000")
@@ -224,7 +224,7 @@ async def test_bad_requests_fail_before_anything_is_written(pincer_home: Path) -
             ]:
                 with pytest.raises(Exception, match=says):
                     await starter.start(request)
-            assert pincer.runs.list() == [] and model.requests == []
+            assert await pincer.runs.list() == [] and model.requests == []
 
 
 async def test_budgets_of_a_trigger_reach_the_run(pincer_home: Path) -> None:

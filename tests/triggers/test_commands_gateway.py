@@ -33,7 +33,7 @@ async def test_post_commands_starts_the_skill_run(pincer_home: Path) -> None:
         [request] = live.starter.requests
         assert request.run_id == data["run_id"] and request.session == "main" and request.message == "/review src/app.py security"
         assert str(request.trigger) == "command:/review" and request.trigger.fired_by == "rest:main"
-        [record] = [r for r in live.pincer.audit.records() if r.kind == "trigger"]
+        [record] = [r for r in await live.pincer.audit.records() if r.kind == "trigger"]
         assert record.tool == "command:/review" and record.caller == "trigger" and record.args["run_id"] == data["run_id"]
 
         unknown = await http.post("/api/v1/commands", json={"text": "/deploy prod"}, headers=live.headers)

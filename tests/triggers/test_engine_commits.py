@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from pincer.store.sql.sqlite import SqliteDatabase
 from pincer.triggers.clock import ManualClock
 from pincer.triggers.requests import TriggerKind
 from tests.triggers.conftest import open_pincer, running_engine, utc
@@ -27,7 +28,8 @@ async def test_firings_handed_over_together_record_their_states_in_shared_transa
         starter = RecordingStarter()
         async with running_engine(pincer, starter, ManualClock(utc(2026, 12, 2, 6))) as engine:
             statements: list[str] = []
-            pincer.database.set_trace_callback(statements.append)
+            assert isinstance(pincer.db, SqliteDatabase)
+            await pincer.db.trace(statements.append)
             try:
                 with anyio.fail_after(SETTLE_TIMEOUT_S):
                     async with anyio.create_task_group() as tg:
@@ -37,10 +39,10 @@ async def test_firings_handed_over_together_record_their_states_in_shared_transa
                                 message="hello", session="main"))  # fmt: skip
                     await engine.settle()
             finally:
-                pincer.database.set_trace_callback(None)
-        firings = pincer.trigger_store.firings(limit=100)
+                await pincer.db.trace(None)
+        firings = await pincer.trigger_store.firings(limit=100)
         assert len(firings) == FIRINGS and all(f.status == "done" for f in firings)
-        records = {r.id: r.idempotency_key for r in pincer.audit.records()}
+        records = {r.id: r.idempotency_key for r in await pincer.audit.records()}
         assert all(records[f.audit_id] == f.id for f in firings if f.audit_id is not None)
         assert all(f.audit_id is not None for f in firings)
         assert _state_commits(statements) < 2 * FIRINGS, statements

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from pincer.schedule import parse_every
-from pincer.store.pg import upgrade_database
-from pincer.store.pg.triggers import _LEADER_LOCK
+from pincer.store.sql.migrate import upgrade_postgres
+from pincer.store.sql.postgres import lock_number
 from pincer.triggers.clock import ManualClock
 from pincer.triggers.engine import TriggerEngine
 from pincer.triggers.jobs import JobSpec
@@ -30,17 +30,19 @@ pytestmark = pytest.mark.anyio
 
 def _kill_leader_connection(url: str) -> int:
     """Terminate the backend holding the leader lock, as the death of its process would."""
+    number = lock_number("triggers-leader")
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND granted",
-            (_LEADER_LOCK,),
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+            "AND objid = %s AND granted",
+            (number >> 32, number & 0xFFFFFFFF),
         ).fetchall()
     return len(rows)
 
 
 async def test_each_instant_fires_once_across_two_gateways_while_the_leader_dies(tmp_path: Path) -> None:
     url = postgres_server().new_database()
-    upgrade_database(url)
+    upgrade_postgres(url)
     config = f'[store]\nurl = "{url}"\n'
     homes = [tmp_path / "a", tmp_path / "b"]
     for home in homes:
@@ -50,7 +52,7 @@ async def test_each_instant_fires_once_across_two_gateways_while_the_leader_dies
     async with open_pincer(homes[0], config) as one, open_pincer(homes[1], config) as two:
         engine_one = TriggerEngine.for_pincer(one, starter=first, clock=clock)
         engine_two = TriggerEngine.for_pincer(two, starter=second, clock=clock)
-        engine_one.scheduler.add(JobSpec(name="x", schedule=parse_every("1m"), message="m"), now=clock.now())
+        await engine_one.scheduler.add(JobSpec(name="x", schedule=parse_every("1m"), message="m"), now=clock.now())
         async with anyio.create_task_group() as tg:
             await tg.start(engine_one.run)
             await tg.start(engine_two.run)

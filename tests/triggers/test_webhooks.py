@@ -81,8 +81,8 @@ def _github(body: bytes, *, event: str = "pull_request", delivery: str = "d-1", 
             "content-type": "application/json"}  # fmt: skip
 
 
-def _trigger_records(live: LiveHooks) -> list[Any]:
-    return [r for r in live.pincer.audit.records() if r.kind == "trigger"]
+async def _trigger_records(live: LiveHooks) -> list[Any]:
+    return [r for r in await live.pincer.audit.records() if r.kind == "trigger"]
 
 
 async def _settle(live: LiveHooks) -> None:
@@ -103,10 +103,10 @@ async def test_a_standard_webhooks_delivery_starts_a_run(pincer_home: Path) -> N
         assert str(request.trigger) == "webhook:std" and request.trigger.fired_by == "webhook from 127.0.0.1"
         [untrusted] = request.untrusted
         assert "delivery msg_a (invoice.paid)" in untrusted.source and json.loads(untrusted.content)["data"]["customer"] == "ACME"
-        [record] = _trigger_records(live)
+        [record] = await _trigger_records(live)
         assert record.tool == "webhook:std" and record.outcome == "ok" and record.args["run_id"] == data["run_id"]
         assert record.args["payload"]["type"] == "invoice.paid" and record.session == "hook:std"
-        firing = live.pincer.triggers.store.firing(data["runs"][0]["firing_id"])
+        firing = await live.pincer.triggers.store.firing(data["runs"][0]["firing_id"])
         assert firing is not None and firing.status == "done" and firing.audit_id == record.id
 
 
@@ -128,7 +128,7 @@ async def test_a_github_pull_request_starts_code_review_with_pr_url(pincer_home:
         ping = await http.post("/hooks/gh", content=b"{}", headers=_github(b"{}", event="ping", delivery="d-3"))
         assert ping.status_code == 200 and ping.json()["pong"] is True
         await _settle(live)
-        assert len(live.starter.requests) == 1 and len(_trigger_records(live)) == 1
+        assert len(live.starter.requests) == 1 and len(await _trigger_records(live)) == 1
 
 
 async def test_a_hook_without_skill_runs_the_skills_whose_webhook_trigger_matches(pincer_home: Path) -> None:
@@ -199,7 +199,7 @@ async def test_each_bad_delivery_gets_its_status_and_no_run(pincer_home: Path) -
 
         await _settle(live)
         assert len(live.starter.requests) == 2, "only the accepted delivery and the token delivery ran"
-        assert [r.tool for r in _trigger_records(live)] == ["webhook:std", "webhook:tok"]
+        assert [r.tool for r in await _trigger_records(live)] == ["webhook:std", "webhook:tok"]
         metrics = (await http.get("/api/v1/metrics", headers=live.headers)).json()["gateway"]["refused_unauthenticated"]
         assert metrics["by_code"]["signature_invalid"] == 7 and metrics["by_code"]["body_too_large"] == 2
 
@@ -220,7 +220,7 @@ async def test_twenty_failures_a_minute_then_429(pincer_home: Path) -> None:
         good = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id="late"))
         assert good.status_code == 429, "blocked for everyone from that address until the window passes"
         await _settle(live)
-        assert live.starter.requests == [] and _trigger_records(live) == []
+        assert live.starter.requests == [] and await _trigger_records(live) == []
 
 
 async def test_a_mapping_that_does_not_fit_is_422_recorded_and_replayable(pincer_home: Path) -> None:
@@ -234,7 +234,7 @@ async def test_a_mapping_that_does_not_fit_is_422_recorded_and_replayable(pincer
         assert again.status_code == 200 and again.json()["original_status"] == 422
         await _settle(live)
         assert live.starter.requests == []
-        [record] = _trigger_records(live)
+        [record] = await _trigger_records(live)
         assert record.outcome == "error" and record.error_code == "invalid_arguments"
 
 
@@ -270,8 +270,8 @@ async def test_payloads_are_recorded_redacted_and_bounded(pincer_home: Path) -> 
         answer = await http.post("/hooks/std", content=body, headers=_standard(body, msg_id="msg_big"))
         assert answer.status_code == 202, answer.text
         await _settle(live)
-        [record] = _trigger_records(live)
-        firing = live.pincer.triggers.store.firing(answer.json()["runs"][0]["firing_id"])
+        [record] = await _trigger_records(live)
+        firing = await live.pincer.triggers.store.firing(answer.json()["runs"][0]["firing_id"])
         assert firing is not None
         for kept in (json.dumps(record.args), json.dumps(firing.payload), live.starter.requests[0].untrusted[0].content):
             assert leaked not in kept and "[REDACTED:secret]" in kept

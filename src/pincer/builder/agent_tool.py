@@ -45,11 +45,11 @@ def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
         while len(pending) >= MAX_PENDING_PLANS:
             del pending[next(iter(pending))]
 
-    def approved_plan(host: HostContext) -> tuple[Any, Mapping[str, Any] | None]:
+    async def approved_plan(host: HostContext) -> tuple[Any, Mapping[str, Any] | None]:
         """The planned build the approval of this call showed (or None), and what it showed."""
         from pincer.approver import approved_detail
 
-        detail = approved_detail(pincer.approvals, host)
+        detail = await approved_detail(pincer.approvals, host)
         plan_id = detail.get("plan_id")
         if not isinstance(plan_id, str):
             return None, None
@@ -79,7 +79,7 @@ def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
         from pincer.builder.service import run_build
 
         request = _request(description, name, hosts, secrets, max_iterations, host.session)
-        planned, shown = approved_plan(host)
+        planned, shown = await approved_plan(host)
         if planned is None and shown is not None:
             # The approval showed a plan this process no longer holds (it restarted, or the plan
             # aged out): build anew, allowed no more than what the approval showed.
@@ -97,7 +97,7 @@ def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
         from pincer.builder.service import plan_build
         from pincer.policy.grants import evaluate_grants
 
-        grants = tuple(pincer.config.grants) + tuple(pincer.grants.all())
+        grants = tuple(pincer.config.grants) + await pincer.grants.all()
         decision = evaluate_grants(build_tool.spec, grants, now=time.time(), session=host.session,
                                    session_kind=pincer.config.session(host.session).kind.value)  # fmt: skip
         if decision.mode.value == "allow":

@@ -11,10 +11,14 @@ password is a secret ``pincer db upgrade`` needs): their records wait in PINCER_
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from pincer.core.acts import ActKind, Actor
 
@@ -51,8 +55,19 @@ def record_act(home: Path, kind: ActKind, *, subject: str, outcome: str, reason:
 
 
 def record_entries(home: Path, entries: Sequence[AuditEntry]) -> list[int]:
-    """Append ``entries`` (acts of :func:`cli_actor`) to ``home``'s audit log, in order; their ids
-    (none while they wait for a shared store's schema: then a note says so)."""
+    """Append ``entries`` (acts of :func:`cli_actor`) to ``home``'s audit log, in order; their
+    ids (none while they wait for a shared store's schema: then a note says so). From a command's
+    synchronous code; a command that runs an event loop already records from a thread of its own
+    (the log's database is opened and closed for the records)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(_record, home, entries)
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(anyio.run, _record, home, entries).result()
+
+
+async def _record(home: Path, entries: Sequence[AuditEntry]) -> list[int]:
     from pincer.cli.common import audit_key, secret_key
     from pincer.cli.console import stderr
     from pincer.config import load_config
@@ -64,8 +79,8 @@ def record_entries(home: Path, entries: Sequence[AuditEntry]) -> list[int]:
     # The secret store is opened only for the PostgreSQL password, never made for a record.
     key = secret_key(home) if config.store.password_secret is not None else None
     try:
-        with home_audit_log(config, audit_key=audit_key(home), secret_key=key) as audit:
-            return [audit.append_sync(entry) for entry in entries]
+        async with home_audit_log(config, audit_key=audit_key(home), secret_key=key) as audit:
+            return [await audit.append(entry, gather=False) for entry in entries]
     except SchemaBehind:
         hold(home, entries)
         stderr.print("note: the shared store has no pincer schema yet; this act is recorded in its audit log by `pincer db upgrade`")

@@ -26,7 +26,7 @@ def list_approvals(
 
     async def body() -> list[dict[str, Any]]:
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
-            requests = pincer.approvals.list(status=None) if all_ else pincer.approvals.list_pending()
+            requests = await pincer.approvals.list(status=None) if all_ else await pincer.approvals.list_pending()
             # A value stored as a secret after a request was made is masked here, at display.
             shown: list[dict[str, Any]] = pincer.shown([r.to_dict() for r in requests])
             return shown
@@ -55,8 +55,8 @@ def show_approval(approval_id: str, as_json: bool = JsonOption) -> None:
 
     async def body() -> dict[str, Any]:
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
-            pincer.approvals.expire_overdue()
-            one: dict[str, Any] = pincer.shown(pincer.approvals.get(approval_id).to_dict())
+            await pincer.approvals.expire_overdue()
+            one: dict[str, Any] = pincer.shown((await pincer.approvals.get(approval_id)).to_dict())
             return one
 
     approval = run(body, as_json=as_json)
@@ -89,7 +89,7 @@ def _answer(approval_id: str, answer: Answer, as_json: bool, scope: AnswerScope 
 
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
             answered: dict[str, Any] = pincer.shown(
-                pincer.dispatcher.answer(approval_id, answer, by=str(cli_actor()), scope=scope).to_dict()
+                (await pincer.dispatcher.answer(approval_id, answer, by=str(cli_actor()), scope=scope)).to_dict()
             )
             return answered
 

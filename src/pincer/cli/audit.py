@@ -33,7 +33,7 @@ def list_records(
 
     async def body() -> list[dict[str, Any]]:
         async with open_pincer(builtins=False) as pincer:
-            records = pincer.audit.records(tool=tool, session=session, limit=limit)
+            records = await pincer.audit.records(tool=tool, session=session, limit=limit)
             # A value stored as a secret after its call was recorded is masked here, at display.
             shown: list[dict[str, Any]] = pincer.shown([r.to_dict() for r in records])
             return shown
@@ -94,7 +94,7 @@ def verify(
         async with open_pincer(builtins=False) as pincer:
             try:
                 audit = pincer.audit
-                head = audit.verify_chain() if expected is None else audit.verify_checkpoint(expected)
+                head = await audit.verify_chain() if expected is None else await audit.verify_checkpoint(expected)
             except AuditChainBroken as exc:
                 return _broken(exc)
         report: dict[str, Any] = {"ok": True, **head.to_dict()}
@@ -143,7 +143,7 @@ def checkpoint(
 
     async def body() -> str:
         async with open_pincer(builtins=False) as pincer:
-            text = pincer.audit.checkpoint().to_json()
+            text = (await pincer.audit.checkpoint()).to_json()
         if output is not None:
             try:
                 write_bytes_atomic(output, text.encode(), mode=0o644)  # not a secret: a MAC and counts

@@ -72,7 +72,7 @@ def add(
                 name=check_job_name(name), schedule=schedule, skill=skill, params=params, message=message,
                 session=session, source="cli", max_concurrent=max_concurrent, retries=retries, jitter_s=jitter,
             )  # fmt: skip
-            added: dict[str, Any] = pincer.shown(job_row(engine.scheduler.add(spec, now=engine.clock.now())))
+            added: dict[str, Any] = pincer.shown(job_row(await engine.scheduler.add(spec, now=engine.clock.now())))
             return added
 
     row = run(body, as_json=as_json)
@@ -89,9 +89,9 @@ def list_jobs(as_json: bool = JsonOption) -> None:
     async def body() -> list[dict[str, Any]]:
         async with open_for_triggers() as pincer:
             engine = pincer.triggers
-            engine.scheduler.sync(engine.clock.now())
+            await engine.scheduler.sync(engine.clock.now())
             # A value stored as a secret after the job (or its last error) was stored is masked here.
-            rows: list[dict[str, Any]] = pincer.shown([job_row(row) for row in engine.store.jobs()])
+            rows: list[dict[str, Any]] = pincer.shown([job_row(row) for row in await engine.store.jobs()])
             return rows
 
     rows = run(body, as_json=as_json)
@@ -126,10 +126,10 @@ def remove(name: str = typer.Argument(..., help="The job's name."), as_json: boo
     async def body() -> None:
         async with open_for_triggers() as pincer:
             store = pincer.triggers.store
-            row = store.require_job(name)
+            row = await store.require_job(name)
             if is_managed(row.source):
                 raise _managed_refusal(row, "remove")
-            store.remove_job(name)
+            await store.remove_job(name)
 
     run(body, as_json=as_json)
     if as_json:
@@ -145,14 +145,14 @@ def _set_paused(name: str, paused: bool, as_json: bool) -> None:
     async def body() -> dict[str, Any]:
         async with open_for_triggers() as pincer:
             engine = pincer.triggers
-            engine.scheduler.sync(engine.clock.now())
-            row = engine.store.require_job(name)
+            await engine.scheduler.sync(engine.clock.now())
+            row = await engine.store.require_job(name)
             changes: dict[str, Any] = {"paused": paused}
             if not paused:
                 # A resumed job goes on from now: what came due while it was paused is not made up.
                 changes["next_run"] = first_run(JobSpec.from_dict(row.spec), engine.clock.now())
-            engine.store.update_job(name, **changes)
-            changed: dict[str, Any] = pincer.shown(job_row(engine.store.require_job(name)))
+            await engine.store.update_job(name, **changes)
+            changed: dict[str, Any] = pincer.shown(job_row(await engine.store.require_job(name)))
             return changed
 
     row = run(body, as_json=as_json)
@@ -184,22 +184,22 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
     async def body() -> dict[str, Any]:
         async with open_for_triggers() as pincer:
             engine = pincer.triggers
-            engine.scheduler.sync(engine.clock.now())
-            row = engine.store.require_job(name)
-            holder = engine.store.lease_holder()
-            if holder is not None and engine.store.owners.is_alive(holder[0]) and time.time() - holder[1] < 30:
+            await engine.scheduler.sync(engine.clock.now())
+            row = await engine.store.require_job(name)
+            holder = await engine.store.lease_holder()
+            if holder is not None and await engine.store.owners.is_alive(holder[0]) and time.time() - holder[1] < 30:
                 asked = time.time()
-                engine.store.update_job(name, run_requested=asked)
+                await engine.store.update_job(name, run_requested=asked)
                 with anyio.move_on_after(RUN_PICKUP_TIMEOUT_S):
                     while True:
-                        now_row = engine.store.require_job(name)
+                        now_row = await engine.store.require_job(name)
                         if now_row.run_requested is None and now_row.last_run_id and now_row.last_run_id != row.last_run_id:
                             picked: dict[str, Any] = pincer.shown(
                                 {"ok": True, "where": "pincer serve", "job": job_row(now_row), "run_id": now_row.last_run_id}
                             )
                             return picked
                         await anyio.sleep(_PICKUP_POLL_S)
-                queued: dict[str, Any] = {"ok": True, "where": "pincer serve", "job": job_row(engine.store.require_job(name)), "run_id": None,
+                queued: dict[str, Any] = {"ok": True, "where": "pincer serve", "job": job_row(await engine.store.require_job(name)), "run_id": None,
                                           "note": f"queued; pincer serve did not pick it up within {RUN_PICKUP_TIMEOUT_S:g} s"}  # fmt: skip
                 shown: dict[str, Any] = pincer.shown(queued)
                 return shown
@@ -209,7 +209,7 @@ def run_now(name: str = typer.Argument(..., help="The job's name."), as_json: bo
             outcome = await engine.run_here(firing.id) if firing.status == "queued" else None
             result = {"ok": firing.status == "queued" and outcome is not None and not outcome.is_failure,
                       "where": "here (no pincer serve is running)", "firing": firing.to_dict(),
-                      "run_id": firing.run_id, "job": job_row(engine.store.require_job(name))}  # fmt: skip
+                      "run_id": firing.run_id, "job": job_row(await engine.store.require_job(name))}  # fmt: skip
             if outcome is not None:
                 result["outcome"] = {"status": outcome.status.value, "error": outcome.error}
             ran: dict[str, Any] = pincer.shown(result)
@@ -249,13 +249,13 @@ def import_jobs(
             engine = pincer.triggers
             now = engine.clock.now()
             for spec in imported.jobs:
-                existing = engine.store.job(spec.name)
+                existing = await engine.store.job(spec.name)
                 if existing is not None and not replace:
                     skipped.append({"name": spec.name, "reason": "a job of that name exists (--replace replaces it)"})
                     continue
                 upcoming = imported.next_runs.get(spec.name)
                 try:
-                    row = engine.scheduler.add(spec, now=now, next_run=upcoming if upcoming and upcoming > now else None,
+                    row = await engine.scheduler.add(spec, now=now, next_run=upcoming if upcoming and upcoming > now else None,
                                                replace=existing is not None)  # fmt: skip
                 except PincerError as exc:
                     skipped.append({"name": spec.name, "reason": exc.message})

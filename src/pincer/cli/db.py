@@ -12,7 +12,6 @@ from typing import Any
 import typer
 
 from pincer.cli.common import JsonOption, audit_key, emit_json, pincer_home, run, secret_key, stderr
-from pincer.core.extras import require
 
 app = typer.Typer(help="Upgrade and inspect the shared PostgreSQL store ([store] url).", no_args_is_help=True)
 
@@ -31,7 +30,7 @@ def _store() -> tuple[str | None, str | None]:
         return settings.url, secrets.get(settings.password_secret)
 
 
-def _record_pending_acts() -> int:
+async def _record_pending_acts() -> int:
     """The acts CLI commands did before the schema existed (store/pending_acts.py), appended now
     in the order they happened; how many."""
     from pincer.config import load_config
@@ -44,9 +43,9 @@ def _record_pending_acts() -> int:
             return 0
         config = load_config(home)
         key = secret_key(home) if config.store.password_secret is not None else None
-        with home_audit_log(config, audit_key=audit_key(home), secret_key=key) as audit:
+        async with home_audit_log(config, audit_key=audit_key(home), secret_key=key) as audit:
             for entry in entries:
-                audit.append_sync(entry)
+                await audit.append(entry, gather=False)
         return len(entries)
 
 
@@ -55,15 +54,19 @@ def upgrade(as_json: bool = JsonOption) -> None:
     """Bring the PostgreSQL store to this pincer's schema (safe to run again, and from several hosts)."""
 
     async def body() -> dict[str, Any]:
-        from pincer.store.pg import SCHEMA_VERSION, redact_url, upgrade_database
+        import anyio.to_thread
+
+        from pincer.store.sql.migrate import HEAD, upgrade_postgres
+        from pincer.store.sql.postgres import redact_url
 
         url, password = _store()
         if url is None:
             return {"ok": True, "backend": "sqlite", "changed": False, "schema": None}
-        before, after = upgrade_database(url, password=password)
-        recorded = _record_pending_acts()
-        return {"ok": True, "backend": "postgresql", "url": redact_url(url), "from": before, "to": after,
-                "changed": before != after, "schema": SCHEMA_VERSION, "acts_recorded": recorded}  # fmt: skip
+        before, after = await anyio.to_thread.run_sync(lambda: upgrade_postgres(url, password=password))
+        recorded = await _record_pending_acts()
+        return {"ok": True, "backend": "postgresql", "url": redact_url(url), "from": before.revision,
+                "from_legacy": before.legacy or None, "to": after.revision, "changed": not before.at_head,
+                "schema": HEAD, "acts_recorded": recorded}  # fmt: skip
 
     report = run(body, as_json=as_json)
     if as_json:
@@ -71,7 +74,8 @@ def upgrade(as_json: bool = JsonOption) -> None:
     elif report["backend"] == "sqlite":
         stderr.print("no \\[store] url: the SQLite database under PINCER_HOME migrates itself when opened")
     elif report["changed"]:
-        stderr.print(f"{report['url']}: schema {report['from']} -> {report['to']}")
+        was = report["from"] or (f"an older pincer's {report['from_legacy']}" if report["from_legacy"] else "none")
+        stderr.print(f"{report['url']}: schema {was} -> {report['to']}")
     else:
         stderr.print(f"{report['url']}: already at schema {report['to']}")
     if not as_json and report.get("acts_recorded"):
@@ -80,26 +84,23 @@ def upgrade(as_json: bool = JsonOption) -> None:
 
 @app.command("status")
 def status(as_json: bool = JsonOption) -> None:
-    """Which store is configured and the schema version it is at."""
+    """Which store is configured and the schema it is at."""
 
     async def body() -> dict[str, Any]:
-        psycopg = require("postgres", "psycopg")
-
-        from pincer.store.pg import SCHEMA_VERSION, redact_url
-        from pincer.store.pg.connect import CONNECT_TIMEOUT_S, store_unreachable
-        from pincer.store.pg.schema import schema_version
+        from pincer.store.sql import open_postgres
+        from pincer.store.sql.migrate import HEAD, read_state
 
         url, password = _store()
         if url is None:
             return {"ok": True, "backend": "sqlite"}
-        extra: dict[str, Any] = {"password": password} if password is not None else {}
+        db = await open_postgres(url, password=password, size=1, check_schema=False)
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **extra) as conn:
-                version = schema_version(conn)
-        except psycopg.Error as exc:
-            raise store_unreachable(url, exc) from None
-        return {"ok": True, "backend": "postgresql", "url": redact_url(url), "schema": version,
-                "needs_upgrade": version < SCHEMA_VERSION, "expected": SCHEMA_VERSION}  # fmt: skip
+            state = await read_state(db)
+        finally:
+            await db.aclose()
+        return {"ok": True, "backend": "postgresql", "url": db.shown, "schema": state.revision,
+                "legacy_schema": state.legacy or None, "needs_upgrade": not state.at_head,
+                "expected": HEAD}  # fmt: skip
 
     report = run(body, as_json=as_json)
     if as_json:
@@ -108,4 +109,4 @@ def status(as_json: bool = JsonOption) -> None:
         stderr.print("store: SQLite under PINCER_HOME (no \\[store] url)")
     else:
         hint = " (run `pincer db upgrade`)" if report["needs_upgrade"] else ""
-        stderr.print(f"store: {report['url']} at schema {report['schema']} of {report['expected']}{hint}")
+        stderr.print(f"store: {report['url']} at schema {report['schema'] or 'none'} of {report['expected']}{hint}")

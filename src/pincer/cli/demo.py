@@ -140,7 +140,7 @@ host_patterns = ["127.0.0.1"]
 
         async def approve(approval: Any) -> None:
             stderr.print(f"[yellow]approval {approval.id}[/]: {approval.reason}; the demo answers allow-once")
-            pincer.dispatcher.answer(approval.id, Answer.ALLOW_ONCE, by="demo")
+            await pincer.dispatcher.answer(approval.id, Answer.ALLOW_ONCE, by="demo")
 
         result = await pincer.call(
             CallRequest(tool="write_file", args={"path": "notes/hello.txt", "content": "hi"}, caller="demo"),
@@ -154,8 +154,8 @@ host_patterns = ["127.0.0.1"]
         await call("read_file", {"path": "../../etc/passwd"}, "read_file escaping the workspace")
         await _skill_run(pincer)
 
-        stderr.print(render_records([r.to_dict() for r in pincer.audit.records()]))
-        stderr.print(f"audit verify: chain intact over {pincer.audit.verify()} records")
+        stderr.print(render_records([r.to_dict() for r in await pincer.audit.records()]))
+        stderr.print(f"audit verify: chain intact over {await pincer.audit.verify()} records")
 
 
 def demo() -> None:

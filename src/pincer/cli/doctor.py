@@ -402,14 +402,19 @@ def _shared_home(home: Path, config: Any) -> Check:
 def _audit_chain(home: Path, config: Any) -> Check:
     """The chain the gateway records to (pincer.db's, or the PostgreSQL store's), verified as
     `pincer audit verify` verifies it: with the home's anchor."""
+    import anyio
+
     from pincer.cli.common import audit_key, secret_key
     from pincer.core.errors import PincerError
     from pincer.service import home_audit_log
 
-    try:
+    async def verify() -> int:
         password_key = secret_key(home) if config.store.password_secret is not None else None
-        with home_audit_log(config, audit_key=audit_key(home), secret_key=password_key) as audit:
-            records = audit.verify()
+        async with home_audit_log(config, audit_key=audit_key(home), secret_key=password_key) as audit:
+            return await audit.verify()
+
+    try:
+        records = anyio.run(verify)
     except PincerError as exc:  # a broken chain, or an audit key that is not this log's
         return Check(name="audit chain", status="fail", detail=exc.message, hint="`pincer audit verify` names the first bad record")
     where = " (in the PostgreSQL store)" if config.store.url is not None else ""

@@ -28,7 +28,7 @@ def show(as_json: bool = JsonOption) -> None:
                     "sandbox_allow": list(SANDBOX_DEFAULT_ALLOW),
                     "sandbox_deny": list(SANDBOX_DEFAULT_DENY),
                 },
-                "grants": [g.to_dict() for g in config.grants + pincer.grants.all()],
+                "grants": [g.to_dict() for g in config.grants + await pincer.grants.all()],
                 "sessions": {name: s.to_dict() for name, s in config.sessions.items()},
                 "limits": {
                     pattern: {"calls_per_minute": lim.calls_per_minute, "calls_per_hour": lim.calls_per_hour}

@@ -167,7 +167,7 @@ class Prompter:
                 answer = _ANSWERS.get(line.strip().lower())
                 if answer is not None:
                     try:
-                        self.pincer.dispatcher.answer(approval.id, answer, by=str(cli_actor()))
+                        await self.pincer.dispatcher.answer(approval.id, answer, by=str(cli_actor()))
                     except PincerError as exc:
                         self.display._line(f"  {exc.message}")
                     return
@@ -190,10 +190,10 @@ class Prompter:
 
             async def settled() -> None:
                 while True:
-                    current = self.pincer.approvals.get(approval.id)
+                    current = await self.pincer.approvals.get(approval.id)
                     if current.status is ApprovalStatus.PENDING and current.expires_at <= time.time():
-                        self.pincer.approvals.expire(approval.id)
-                        current = self.pincer.approvals.get(approval.id)
+                        await self.pincer.approvals.expire(approval.id)
+                        current = await self.pincer.approvals.get(approval.id)
                     if current.status is not ApprovalStatus.PENDING:
                         got.append(_SETTLED)
                         self.display._line(f"\n  approval {approval.id}: {current.status.value} (answered by {current.answered_by})"
@@ -444,7 +444,7 @@ async def _command(pincer: Pincer, text: str, display: Display, prompter: Prompt
     finally:
         display.finish_text()
     try:
-        stderr.print(summary(pincer.runs.get(firing.run_id)), markup=False, highlight=False)
+        stderr.print(summary(await pincer.runs.get(firing.run_id)), markup=False, highlight=False)
     except PincerError:  # the run never started: the firing says why
         why = (outcome.error if outcome is not None else None) or "the run did not start"
         stderr.print(f"run {firing.run_id} did not start: {why}", markup=False)

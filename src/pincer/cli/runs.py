@@ -30,7 +30,7 @@ def list_runs(
 
     async def body() -> list[dict[str, Any]]:
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
-            rows: list[dict[str, Any]] = pincer.shown([r.to_dict() for r in pincer.runs.list(limit=limit)])
+            rows: list[dict[str, Any]] = pincer.shown([r.to_dict() for r in await pincer.runs.list(limit=limit)])
             return rows
 
     rows = run(body, as_json=as_json)
@@ -55,8 +55,8 @@ def show_run(run_id: str, as_json: bool = JsonOption) -> None:
 
     async def body() -> dict[str, Any]:
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
-            row = pincer.runs.get(run_id).to_dict()
-            row["messages"] = [m.to_dict() for m in pincer.runs.messages(run_id)]
+            row = (await pincer.runs.get(run_id)).to_dict()
+            row["messages"] = [m.to_dict() for m in await pincer.runs.messages(run_id)]
             # A value stored as a secret after the run recorded it is masked here, at display.
             shown: dict[str, Any] = pincer.shown(row)
             return shown
@@ -97,7 +97,7 @@ def cancel_run(run_id: str, as_json: bool = JsonOption) -> None:
 
     async def body() -> dict[str, Any]:
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
-            cancelled: dict[str, Any] = pincer.shown(pincer.runs.request_cancel(run_id).to_dict())
+            cancelled: dict[str, Any] = pincer.shown((await pincer.runs.request_cancel(run_id)).to_dict())
             return cancelled
 
     data = run(body, as_json=as_json)

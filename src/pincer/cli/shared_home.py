@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ __all__ = ["synced_home", "UNSYNCED_COMMANDS"]
 # (never shared), and syncing first would make `pincer secrets set pg_password` warn that the
 # store's password is missing, telling the person to run the command they are running.
 UNSYNCED_COMMANDS = frozenset({"serve", "db", "init", "completion", "demo", "token", "secrets", "auth"})
-POOL_SIZE = 2  # one connection holds a read-modify-write's lock, one does its reads and writes
 
 
 def _say(text: str) -> None:
@@ -39,26 +38,26 @@ def synced_home(argv: Sequence[str]) -> Iterator[None]:
     if not command or command.startswith("-") or command in UNSYNCED_COMMANDS or "--help" in argv:
         yield
         return
-    opened = _open()
-    if opened is None:
-        yield
-        return
-    sync, pools = opened
-    from pincer.store.home_share import share, unshare
+    with ExitStack() as stack:
+        sync = _open(stack)
+        if sync is None:
+            yield
+            return
+        from pincer.store.home_share import share, unshare
 
-    try:
-        _sync(sync, "before the command")
-        share(sync)
-        yield
-    finally:
-        unshare(sync)
-        _sync(sync, "after the command")
-        pools.close()
+        try:
+            _sync(sync, "before the command")
+            share(sync)
+            yield
+        finally:
+            unshare(sync)
+            _sync(sync, "after the command")
 
 
-def _open() -> tuple[Any, Any] | None:
-    """The home's sync over the configured store; None without ``[store] url``, and whenever the
-    store cannot be used (the command itself reports a bad config.toml or store)."""
+def _open(stack: ExitStack) -> Any:
+    """The home's sync over the configured store (its connection closed with ``stack``); None
+    without ``[store] url``, and whenever the store cannot be used (the command itself reports a
+    bad config.toml or store)."""
     raw = os.environ.get("PINCER_HOME")
     home = Path(raw).expanduser() if raw else Path.home() / ".pincer"
     if not (home / "config.toml").is_file():
@@ -73,9 +72,8 @@ def _open() -> tuple[Any, Any] | None:
     settings = config.store
     if settings.url is None:
         return None
+    from pincer.store.home_files import shared_home_files
     from pincer.store.home_share import HomeSync
-    from pincer.store.pg.connect import PgPools
-    from pincer.store.pg.home_files import PgHomeFiles
 
     try:
         password = None
@@ -85,20 +83,13 @@ def _open() -> tuple[Any, Any] | None:
 
             with SecretStore.open(home, key=secret_key(home)) as secrets:
                 password = secrets.get(settings.password_secret)
-        pools = PgPools.open(settings.url, password=password, size=POOL_SIZE)
+        files = stack.enter_context(shared_home_files(settings.url, password=password))
     except PincerError as exc:
         _say(f"warning: the registry files of {home} were not synced with the store: {exc}")
         return None
-    try:
-        with pools.sync.connection() as conn:
-            if not conn.execute("SELECT to_regclass('home_files') IS NOT NULL").fetchone()[0]:
-                pools.close()  # not upgraded yet: the command (or a gateway) names `pincer db upgrade`
-                return None
-    except Exception as exc:  # noqa: BLE001 - psycopg's errors: the store went away
-        pools.close()
-        _say(f"warning: the registry files of {home} were not synced with the store: {exc}")
+    if files is None:  # not upgraded yet: the command (or a gateway) names `pincer db upgrade`
         return None
-    return HomeSync(config.home, PgHomeFiles(pools)), pools
+    return HomeSync(config.home, files)
 
 
 def _sync(sync: Any, when: str) -> None:

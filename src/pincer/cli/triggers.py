@@ -139,7 +139,7 @@ def _derived_targets(pincer: Pincer, hook: Any) -> list[str]:
     return found
 
 
-def trigger_rows(pincer: Pincer) -> list[dict[str, Any]]:
+async def trigger_rows(pincer: Pincer) -> list[dict[str, Any]]:
     """One row per trigger: skills' own (command, schedule, webhook, manual), then the jobs and
     hooks configured by hand."""
     from pincer.triggers.commands import command_name, command_table
@@ -147,8 +147,8 @@ def trigger_rows(pincer: Pincer) -> list[dict[str, Any]]:
 
     library = pincer.skills
     engine = pincer.triggers
-    engine.scheduler.sync(engine.clock.now())
-    jobs = {row.name: row for row in engine.store.jobs()}
+    await engine.scheduler.sync(engine.clock.now())
+    jobs = {row.name: row for row in await engine.store.jobs()}
     hooks = pincer.config.hooks
     table = command_table(library.user_invocable()) if library is not None else {}
     rows: list[dict[str, Any]] = []
@@ -224,7 +224,7 @@ def list_triggers(as_json: bool = JsonOption) -> None:
     async def body() -> list[dict[str, Any]]:
         async with open_for_triggers() as pincer:
             # A value stored as a secret after a job (or its last error) was stored is masked here.
-            rows: list[dict[str, Any]] = pincer.shown(trigger_rows(pincer))
+            rows: list[dict[str, Any]] = pincer.shown(await trigger_rows(pincer))
             return rows
 
     rows = run(body, as_json=as_json)

@@ -76,7 +76,8 @@ translated at the seam (``raise PincerError(...) from exc``)::
     └── StoreError                 500  the embedded database failed
         ├── AuditChainBroken       409  ``audit verify`` found a record that does not chain
         ├── CheckpointInvalid      422  an audit checkpoint is malformed or not signed by this key
-        └── SchemaBehind           503  the shared store is not at this pincer's schema yet (``pincer db upgrade``)
+        ├── SchemaBehind           503  the shared store is not at this pincer's schema yet (``pincer db upgrade``)
+        └── StoreConflict          409  a guarded write found its row changed by another writer first
 
 Each class carries a stable ``code`` used in JSON output, the ``http_status`` the REST API
 answers it with (so a new error cannot fall through to a generic 500), and an optional ``hint``
@@ -117,6 +118,7 @@ __all__ = [
     "StoreError",
     "AuditChainBroken",
     "SchemaBehind",
+    "StoreConflict",
     "ApprovalGone",
     "ApprovalAnswered",
     "ApprovalPending",
@@ -580,6 +582,14 @@ class SchemaBehind(StoreError):
 
     code = "schema_behind"
     http_status = 503
+
+
+class StoreConflict(StoreError):
+    """A write that must change an exact number of rows (``Transaction.add(..., rows=N)``) found
+    another count: another writer changed them first. Its transaction was rolled back."""
+
+    code = "store_conflict"
+    http_status = 409
 
 
 class CheckpointInvalid(StoreError):

@@ -78,8 +78,8 @@ def waiting_message(approval: ApprovalRequest, base_url: str | None) -> str:
     )
 
 
-def answer_approval(dispatcher: Any, approval_id: str, answer: Answer, session: GatewaySession) -> None:
-    answer_elicited(dispatcher, approval_id, answer, session=session.name)
+async def answer_approval(dispatcher: Any, approval_id: str, answer: Answer, session: GatewaySession) -> None:
+    await answer_elicited(dispatcher, approval_id, answer, session=session.name)
 
 
 @dataclass(kw_only=True)
@@ -170,7 +170,7 @@ class ApprovalRounds:
             return _gone(f"approval {approval_id} belongs to another session", "answer it with the session that asked")
         answer = answer_from_reply(channel.answer(_key(approval_id)))
         if answer is not None:
-            answer_approval(self._pincer.dispatcher, approval_id, answer, session)
+            await answer_approval(self._pincer.dispatcher, approval_id, answer, session)
         with anyio.move_on_after(self._pincer.config.approval_timeout_s + COLLECT_MARGIN_S):
             await parked.done.wait()
         if parked.result is None:

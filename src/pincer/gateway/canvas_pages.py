@@ -75,9 +75,9 @@ _EVENT_SHAPE = 'send {"frame": "html" or "a2ui", "render": ..., "name": ..., "da
 
 
 
-def signed_in(request: Request) -> UiIdentity | None:
+async def signed_in(request: Request) -> UiIdentity | None:
     """Who is signed in to the gateway's pages (None: nobody)."""
-    return current_identity(request)
+    return await current_identity(request)
 
 
 def _error(status: int, code: str, message: str, hint: str | None = None) -> JSONResponse:
@@ -87,10 +87,10 @@ def _error(status: int, code: str, message: str, hint: str | None = None) -> JSO
     return JSONResponse({"error": body}, status_code=status)
 
 
-def _viewer(request: Request, *, page: bool = False) -> tuple[UiIdentity, str] | Response:
+async def _viewer(request: Request, *, page: bool = False) -> tuple[UiIdentity, str] | Response:
     """The signed-in viewer and the canvas session it may see, or the refusal (for the page
     itself: SignInRequired, which the sign-in answers with its login page)."""
-    viewer = signed_in(request)
+    viewer = await signed_in(request)
     if viewer is None:
         if page:
             raise SignInRequired(request.url.path)
@@ -258,7 +258,7 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         return f"{FRAME_PREFIX}{session}/{board.frame_token(session, kind)}"
 
     async def page(request: Request) -> Response:
-        found = _viewer(request, page=True)
+        found = await _viewer(request, page=True)
         if isinstance(found, Response):
             return found
         viewer, session = found
@@ -279,7 +279,7 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         return HTMLResponse(html, headers=_page_headers(csp))
 
     async def state(request: Request) -> Response:
-        found = _viewer(request)
+        found = await _viewer(request)
         if isinstance(found, Response):
             return found
         _, session = found
@@ -293,14 +293,14 @@ def canvas_routes(board: CanvasBoard) -> list[BaseRoute]:
         return JSONResponse(answer, headers={"Cache-Control": "no-store"})
 
     async def recent(request: Request) -> Response:
-        found = _viewer(request)
+        found = await _viewer(request)
         if isinstance(found, Response):
             return found
         _, session = found
         return JSONResponse({"session": session, "events": [e.to_dict() for e in board.get(session).events]}, headers={"Cache-Control": "no-store"})
 
     async def events(request: Request) -> Response:
-        found = _viewer(request)
+        found = await _viewer(request)
         if isinstance(found, Response):
             return found
         viewer, session = found

@@ -402,7 +402,7 @@ class McpGateway:
                 logger.info("approval %s could not be put to the client: %s", approval.id, exc)
         answer = answer_from_reply(reply)
         if answer is not None:
-            answer_approval(self.pincer.dispatcher, approval.id, answer, session)
+            await answer_approval(self.pincer.dispatcher, approval.id, answer, session)
 
     def _spec_or_none(self, name: str) -> ToolSpec | None:
         try:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pincer.config import Config
     from pincer.hub.artifact import ArtifactKey
     from pincer.hub.installer import Hub
+    from pincer.policy.grants import Grant
     from pincer.store.approvals import ApprovalStore
     from pincer.store.audit import AuditLog
     from pincer.store.grants import GrantStore
@@ -128,7 +129,7 @@ def hub_runtime(pincer: HubHost) -> NativeRuntime:
             key: The skill, as skills/NAME or NAME (from skills_search).
             version: A version or tag; the newest when left out.
         """
-        wanted = _approved(pincer, host)
+        wanted = await _approved(pincer, host)
         skill = _skill_key(key)
         spec = f"{skill}@{wanted['version']}" if wanted else (f"{skill}@{version}" if version else str(skill))
         records: list[tuple[str, str, str, str]] = []
@@ -154,21 +155,24 @@ def hub_runtime(pincer: HubHost) -> NativeRuntime:
                 "source": result.source, "trust": "installed (its tools are limited to read-only unless a grant names it)"}  # fmt: skip
 
     async def preflight(args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
-        return await anyio.to_thread.run_sync(lambda: _install_preflight(pincer, skills_install, args, host))
+        stored = await pincer.grants.all()  # read here: the rest blocks (a catalog lookup) in a thread
+        return await anyio.to_thread.run_sync(lambda: _install_preflight(pincer, skills_install, args, host, stored))
 
     tools: list[NativeTool] = [skills_search, skills_install.with_preflight(preflight)]
     return NativeRuntime(tools, name=RUNTIME_NAME)
 
 
-def _approved(pincer: HubHost, host: HostContext | None) -> dict[str, Any]:
+async def _approved(pincer: HubHost, host: HostContext | None) -> dict[str, Any]:
     """What the approval of this call showed (version, source, fingerprint), to install exactly that."""
     from pincer.approver import approved_detail
 
-    detail = approved_detail(pincer.approvals, host)
+    detail = await approved_detail(pincer.approvals, host)
     return dict(detail) if detail.get("fingerprint") else {}
 
 
-def _install_preflight(pincer: HubHost, item: NativeTool, args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
+def _install_preflight(
+    pincer: HubHost, item: NativeTool, args: Mapping[str, Any], host: HostContext, stored: tuple[Grant, ...]
+) -> RuntimeAsk | None:
     """Refuse what an agent may not install; otherwise what the approval shows."""
     from pincer.hub.catalog import with_signer_names
     from pincer.hub.sources import CatalogEntry
@@ -206,7 +210,7 @@ def _install_preflight(pincer: HubHost, item: NativeTool, args: Mapping[str, Any
         )
     if resolved.yanked:
         raise ArtifactRefused(f"{resolved.label} was yanked", hint="install another version")
-    grants = tuple(pincer.config.grants) + tuple(pincer.grants.all())
+    grants = tuple(pincer.config.grants) + stored
     decision = evaluate_grants(
         item.spec, grants, now=time.time(), session=host.session, session_kind=pincer.config.session(host.session).kind.value
     )

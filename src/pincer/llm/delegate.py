@@ -66,7 +66,7 @@ def run_skill_runtime(pincer: RunnerHost) -> NativeRuntime:
                     logger.info("approval %s could not be put to the client: %s", approval.id, exc)
                     reply = None
                 answer = answer_from_reply(reply)
-                if answer is not None and answer_elicited(pincer.dispatcher, approval.id, answer, session=host.session):
+                if answer is not None and await answer_elicited(pincer.dispatcher, approval.id, answer, session=host.session):
                     return
             if client is not None:
                 await client.progress(

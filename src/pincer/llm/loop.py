@@ -256,11 +256,11 @@ class AgentLoop:
             on_event=on_event,
             on_approval=on_approval,
         )
-        run.offer(self._offered(skill, session), skill)
+        run.offer(await self._offered(skill, session), skill)
         policy = config.session(session)
         params_from = _params_source(request, policy)
         prompt = system_prompt(skill_name=run.skill_name, skill_text=skill_text, catalog=catalog, params=params, params_from=params_from)
-        run.begin(prompt, params)
+        await run.begin(prompt, params)
         if request.outside:
             run.taint_from_outside(request.outside)
         if (request.params or request.arguments) and _is_strangers(request, policy):
@@ -269,7 +269,7 @@ class AgentLoop:
             run.taint_with(Taint(tool=params_from, mode=run.taint_mode, what=f"the parameters given by {params_from}"))
         return run
 
-    def _offered(self, skill: Skill | None, session: str) -> list[ToolSpec]:
+    async def _offered(self, skill: Skill | None, session: str) -> list[ToolSpec]:
         """The tools a run may call: the skill's (trust applied) the session may call, plus ``skill``."""
         pincer = self.pincer
         visible = [
@@ -280,7 +280,7 @@ class AgentLoop:
             return visible
         from pincer.skills.trust import tools_for_skill
 
-        grants = tuple(pincer.config.grants) + tuple(pincer.grants.all())
+        grants = tuple(pincer.config.grants) + await pincer.grants.all()
         allowed = set(tools_for_skill(skill, visible, grants).allowed)
         return [s for s in visible if s.name in allowed or s.name == SKILL_TOOL]
 
@@ -377,10 +377,10 @@ class AgentRun:
             tools += [find_tools_definition(len(self.offered) - len(self._definitions)), load_tools_definition()]
         return tools
 
-    def begin(self, system: str, params: Mapping[str, Any]) -> None:
+    async def begin(self, system: str, params: Mapping[str, Any]) -> None:
         """Write the run's row and its start record; nothing failed before this point wrote any."""
         shown = redact_args(dict(params), self.scanner)
-        self.store.create(
+        await self.store.create(
             run_id=self.id,
             skill=self.skill_name,
             params=shown,
@@ -390,7 +390,7 @@ class AgentRun:
             provider=self.settings.provider,
             model=self.settings.model or "",
         )
-        self.pincer.audit.append_sync(
+        await self.pincer.audit.append(
             AuditEntry(
                 session=self.session,
                 caller="agent",
@@ -405,7 +405,7 @@ class AgentRun:
             )
         )
         self._append(Message(role="system", content=system))
-        self._flush()
+        await self._flush()
         self._emit(
             "started",
             run_id=self.id, skill=self.skill_name, session=self.session, provider=self.settings.provider,
@@ -453,7 +453,7 @@ class AgentRun:
             text = "\n\n".join([text, *blocks])
             self._outside = ()
         self._append(Message(role="user", content=text))
-        self._flush()
+        await self._flush()
         self._cancelled = False
         outcome: Outcome | None = None
         with anyio.CancelScope(deadline=anyio.current_time() + self.budgets.deadline_s) as scope:
@@ -481,13 +481,13 @@ class AgentRun:
         the run like any untrusted output."""
         self._delivered.append((note, trusted))
 
-    def _take_delivered(self) -> None:
+    async def _take_delivered(self) -> None:
         pending, self._delivered = self._delivered, []
         if not pending:
             return
         blocks = [wrap_output(note.tool, f"({note.source})\n{note.content}", trusted=trusted) for note, trusted in pending]
         self._append(Message(role="user", content="\n\n".join(blocks)))
-        self._flush()
+        await self._flush()
         for note, trusted in pending:
             if not trusted:
                 self.taint_with(Taint(tool=note.tool, mode=self.taint_mode, what=f"input from {note.source}"))
@@ -495,7 +495,7 @@ class AgentRun:
     async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
         while True:
             await anyio.sleep(CANCEL_POLL_INTERVAL_S)
-            if self.store.is_cancel_requested(self.id):
+            if await self.store.is_cancel_requested(self.id):
                 self.cancel()
                 return
 
@@ -505,7 +505,7 @@ class AgentRun:
             spent = self._spent(turns, before_turn=True)
             if spent:
                 return Outcome(status="budget_exceeded", stop=spent)
-            self._take_delivered()
+            await self._take_delivered()
             stop, calls = await self._turn()
             turns += 1
             spent = self._spent(turns, before_turn=False)
@@ -575,8 +575,8 @@ class AgentRun:
         calls = _unique_ids(calls)
         self.text = "".join(text)
         self._append(Message(role="assistant", content=self.text, tool_calls=tuple(calls)))
-        self._flush()
-        self.store.update(self.id, usage=self._usage_dict(), cost_usd=self.cost_usd)
+        await self._flush()
+        await self.store.update(self.id, usage=self._usage_dict(), cost_usd=self.cost_usd)
         self._emit("turn", turn=self.turns, stop=stop, usage=usage.to_dict(), cost_usd=self.cost_usd)
         return stop, calls
 
@@ -602,7 +602,7 @@ class AgentRun:
             self._append(message, audit_id=audit_id)
             if tainted_by is not None:
                 self.taint_with(tainted_by)
-        self._flush()
+        await self._flush()
 
     def taint_with(self, taint: Taint) -> None:
         """Taint the run (the first output that did names it), or widen a local taint to an
@@ -778,10 +778,10 @@ class AgentRun:
         self._unwritten.append((self._seq, message.role, body, audit_id))
         self._seq += 1
 
-    def _flush(self) -> None:
+    async def _flush(self) -> None:
         """Write the messages added since the last flush: one commit per step, not per message."""
         pending, self._unwritten = self._unwritten, []
-        self.store.append_messages(self.id, pending)
+        await self.store.append_messages(self.id, pending)
 
     def _usage_dict(self) -> dict[str, Any]:
         return {**self.usage.to_dict(), "turns": self.turns, "tool_calls": len(self.records)}
@@ -791,14 +791,14 @@ class AgentRun:
         next run (the loop closes it with the Pincer)."""
         if not self._closed:
             self._closed = True
-            self._flush()
+            await self._flush()
             error = dict(outcome.error) if outcome.error else None
-            self.store.update(
+            await self.store.update(
                 self.id, usage=self._usage_dict(), cost_usd=self.cost_usd, status=outcome.status, stop=outcome.stop,
                 error=error,
             )  # fmt: skip
             cost = f", ${self.cost_usd:.6f}" if self.cost_usd is not None else ""
-            self.pincer.audit.append_sync(
+            await self.pincer.audit.append(
                 AuditEntry(
                     session=self.session,
                     caller="agent",

@@ -146,11 +146,11 @@ class RunManager:
             live.run.deliver(note, trusted=trusted)
         return True
 
-    def cancel(self, run_id: str) -> RunRow:
+    async def cancel(self, run_id: str) -> RunRow:
         live = self._live.get(run_id)
         if live is not None and live.run is not None and live.ended_at is None:
             live.run.cancel()
-        return self.pincer.runs.request_cancel(run_id)
+        return await self.pincer.runs.request_cancel(run_id)
 
     def _forget_old(self) -> None:
         now = time.monotonic()
@@ -181,24 +181,24 @@ class RunManager:
 
     async def _from_store(self, run_id: str, *, after_seq: int) -> AsyncIterator[tuple[RunCursor, RunEvent]]:
         store = self.pincer.runs
-        row = store.get(run_id)  # RunNotFound for an unknown id
+        row = await store.get(run_id)  # RunNotFound for an unknown id
         seq = after_seq
         while True:
-            for message in store.messages(run_id, after_seq=seq):
+            for message in await store.messages(run_id, after_seq=seq):
                 seq = message.seq
                 yield RunCursor(seq=seq), RunEvent(kind="message", data=message.to_dict())
-            row = store.get(run_id)
+            row = await store.get(run_id)
             if row.is_final:
                 ended = {"status": row.status, "stop": row.stop, "error": row.error, "usage": dict(row.usage), "cost_usd": row.cost_usd}
                 yield RunCursor(seq=seq), RunEvent(kind="ended", data=ended)
                 return
             await anyio.sleep(STORE_POLL_INTERVAL_S)
 
-    def is_known(self, run_id: str) -> bool:
+    async def is_known(self, run_id: str) -> bool:
         if run_id in self._live:
             return True
         try:
-            self.pincer.runs.get(run_id)
+            await self.pincer.runs.get(run_id)
         except RunNotFound:
             return False
         return True

@@ -33,6 +33,15 @@ class RateLimiter:
         self._windows: dict[str, deque[float]] = {}
         self._seed = seed
 
+    def knows(self, tool: str) -> bool:
+        """Whether ``tool`` has its window already (else :meth:`seed` it first, or it starts empty)."""
+        return tool in self._windows
+
+    def seed(self, tool: str, timestamps: list[float]) -> None:
+        """Start ``tool``'s window with the times of its calls in the last hour (read from the
+        audit log: the calls other processes made count too)."""
+        self._windows.setdefault(tool, deque(timestamps))
+
     def reserve(self, tool: str, limit: RateLimit, now: float) -> None:
         """Count one call now, or raise BudgetExceeded with the time until a slot frees."""
         if limit.is_unlimited:

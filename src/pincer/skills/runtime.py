@@ -10,7 +10,7 @@ library, so the registry changes when skills do.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,10 @@ def _skill_spec() -> ToolSpec:
     )
 
 
+async def _no_grants() -> Sequence[Grant]:
+    return ()
+
+
 class SkillTool:
     """The ``skill`` tool over a library. ``specs`` and ``grants`` give the trust rule its inputs."""
 
@@ -69,7 +73,7 @@ class SkillTool:
         library: SkillLibrary,
         *,
         specs: Callable[[], Sequence[ToolSpec]] = list,
-        grants: Callable[[], Sequence[Grant]] = tuple,
+        grants: Callable[[], Awaitable[Sequence[Grant]]] = _no_grants,
     ) -> None:
         self.library = library
         self._specs = specs
@@ -91,9 +95,9 @@ class SkillTool:
     async def invoke(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         if spec.name != SKILL_TOOL:
             raise ToolNotFound(f"no tool {spec.name!r} here")
-        return ToolOutput(value=self.describe(args))
+        return ToolOutput(value=await self.describe(args))
 
-    def describe(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    async def describe(self, args: Mapping[str, Any]) -> dict[str, Any]:
         name = args.get("name")
         if not isinstance(name, str):
             raise ArgumentsInvalid("skill needs a 'name'", hint='e.g. {"name": "code-review"}')
@@ -105,7 +109,7 @@ class SkillTool:
         arguments = args.get("arguments")
         rendered = self.library.render(name, params, arguments=arguments if isinstance(arguments, str) else None)
         listing = list_files(skill)
-        access = tools_for_skill(skill, self._specs(), self._grants())
+        access = tools_for_skill(skill, self._specs(), await self._grants())
         return {
             "name": skill.name,
             "description": skill.description,

@@ -1,8 +1,8 @@
-"""Embedded state (SQLite): audit chain, approvals, idempotency, grants."""
+"""State: the audit chain, approvals, grants, idempotency, runs, triggers and sign-ins, each one
+store written once over the database seam (store/sql/: SQLite under PINCER_HOME, or PostgreSQL)."""
 
 from pincer.store.approvals import Answer, ApprovalRequest, ApprovalStatus, ApprovalStore
 from pincer.store.audit import AuditEntry, AuditLog, AuditRecord
-from pincer.store.db import open_database
 from pincer.store.grants import GrantStore
 from pincer.store.idempotency import IdempotencyStore
 
@@ -16,5 +16,4 @@ __all__ = [
     "AuditRecord",
     "GrantStore",
     "IdempotencyStore",
-    "open_database",
 ]

@@ -1,8 +1,13 @@
 """Approval requests: an ``ask`` becomes a persisted request that a person answers.
 
-Approvals are data. The call that asked waits on ``wait``; an answer may come from this process
-(REST, MCP elicitation) which wakes the waiter at once, or from another process (the CLI),
-which the waiter sees by polling the database.
+Approvals are data. The call that asked waits on ``wait``. Every change of a request (made,
+answered, expired, used, its caller gone) is announced on the store's notifications, channel
+:data:`APPROVAL_CHANNEL`, payload the request's id, once its transaction committed
+(store/sql/database.py: LISTEN/NOTIFY across every process on PostgreSQL; on SQLite an
+in-process signal). A waiter wakes on its id at once; it also reads its row every
+``APPROVAL_POLL_INTERVAL_S``, so an answer from another process on a SQLite home (the CLI) is
+seen that much later. A page that shows the approvals follows the same channel instead of
+reading the table again and again.
 
 An approval belongs to the call that asked. The waiting process is recorded (pid and start
 time), so an approval whose caller is gone (the call timed out, was cancelled, or its process
@@ -22,7 +27,6 @@ from __future__ import annotations
 import builtins
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +39,7 @@ from pincer.core.acts import CANCELLED
 from pincer.core.errors import ApprovalAnswered, ApprovalGone, ApprovalTimeout, StoreError, UsageError
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.owners import Owners, local_owners
+from pincer.store.sql import RESYNC, Database, Sql
 
 __all__ = [
     "Answer",
@@ -43,9 +48,11 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalStore",
     "APPROVAL_POLL_INTERVAL_S",
+    "APPROVAL_CHANNEL",
 ]
 
 APPROVAL_POLL_INTERVAL_S = 0.2
+APPROVAL_CHANNEL = "pincer_approvals"  # the store's notifications of a changed request (payload: its id)
 # 128 random bits: an id never collides (a 32-bit one did among ~77,000 requests, the birthday
 # bound) and cannot be guessed. The whole id is the lookup key everywhere; no prefix finds one.
 APPROVAL_ID_BYTES = 16
@@ -131,30 +138,50 @@ _COLUMNS = (
     "id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, answered_at, answered_by, "
     "session_kind, scope, detail, waiter, binding, consumed_at, run_id, tainted_by, caller, gone_recorded"
 )
+_CREATE = Sql(
+    "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
+    "session_kind, detail, waiter, run_id, tainted_by, caller) VALUES (:id, :created_at, :expires_at, :session, "
+    ":tool, :args, :effects, :hosts, :reason, 'pending', :session_kind, :detail, :waiter, :run_id, :tainted_by, :caller)"
+)
+_GET = Sql(f"SELECT {_COLUMNS} FROM approvals WHERE id = :id")
+_ALL = Sql(f"SELECT {_COLUMNS} FROM approvals ORDER BY created_at")
+_BY_STATUS = Sql(f"SELECT {_COLUMNS} FROM approvals WHERE status = :status ORDER BY created_at")
+_ANSWER = Sql(
+    "UPDATE approvals SET status = :status, answered_at = :answered_at, answered_by = :answered_by, scope = :scope "
+    "WHERE id = :id AND status = 'pending'"
+)
+_EXPIRE = Sql("UPDATE approvals SET status = 'expired' WHERE id = :id AND status = 'pending'")
+_EXPIRE_OVERDUE = Sql("UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at < :now RETURNING id")
+_WAITING = Sql(f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL")
+_DETACH = Sql("UPDATE approvals SET waiter = NULL, binding = :binding WHERE id = :id")
+_DETACHED = Sql(
+    f"SELECT {_COLUMNS} FROM approvals WHERE binding = :binding AND consumed_at IS NULL AND status != 'expired' "
+    "ORDER BY created_at DESC LIMIT 1"
+)
+_CONSUME = Sql("UPDATE approvals SET consumed_at = :now WHERE id = :id AND consumed_at IS NULL")
 # Set by whoever records the call of an approval that never ran: the caller itself (which
 # also expires a request still pending), or the first process that finds the caller dead.
-_CLAIM_GONE = (
+_CLAIM_GONE = Sql(
     "UPDATE approvals SET gone_recorded = 1, status = CASE WHEN status = 'pending' THEN 'expired' ELSE status END "
-    "WHERE id = ? AND gone_recorded = 0"
+    "WHERE id = :id AND gone_recorded = 0"
 )
-_CLAIM_ORPHAN = (
+_CLAIM_ORPHAN = Sql(
     "UPDATE approvals SET gone_recorded = 1, status = 'expired' "
-    "WHERE id = ? AND status = 'pending' AND waiter = ? AND gone_recorded = 0"
+    "WHERE id = :id AND status = 'pending' AND waiter = :waiter AND gone_recorded = 0"
 )
 
 
 class ApprovalStore:
-    def __init__(self, conn: sqlite3.Connection, *, owners: Owners | None = None, audit: AuditLog | None = None) -> None:
+    def __init__(self, db: Database, *, owners: Owners | None = None, audit: AuditLog | None = None) -> None:
         """``owners``: this process's owner token (a request's ``waiter``) and whether another
         waiter still runs (store/owners.py); the local one by default. ``audit``: the log of
         the same database, where the calls that never ran are recorded (without one, a request
         whose caller died is only expired)."""
-        self._conn = conn
-        self._events: dict[str, anyio.Event] = {}
+        self._db = db
         self.owners = owners or local_owners()
         self._audit = audit
 
-    def create(
+    async def create(
         self,
         *,
         session: str,
@@ -188,20 +215,19 @@ class ApprovalStore:
             tainted_by=tainted_by,
             caller=caller,
         )
-        self._execute(
-            "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
-            "session_kind, detail, waiter, run_id, tainted_by, caller) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
-            (
-                request.id, now, request.expires_at, session, tool, json.dumps(args),
-                json.dumps(list(effects)), json.dumps(list(hosts)), reason,
-                session_kind, json.dumps(request.detail), request.waiter, run_id, tainted_by, caller,
-            ),
-        )
+        async with self._db.transaction() as tx:
+            tx.add(_CREATE, {
+                "id": request.id, "created_at": now, "expires_at": request.expires_at, "session": session,
+                "tool": tool, "args": json.dumps(args), "effects": json.dumps(list(effects)),
+                "hosts": json.dumps(list(hosts)), "reason": reason, "session_kind": session_kind,
+                "detail": json.dumps(request.detail), "waiter": request.waiter, "run_id": run_id,
+                "tainted_by": tainted_by, "caller": caller,
+            })  # fmt: skip
+            tx.notify(APPROVAL_CHANNEL, request.id)
         return request
 
-    def get(self, approval_id: str) -> ApprovalRequest:
-        row = self._conn.execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+    async def get(self, approval_id: str) -> ApprovalRequest:
+        row = await self._db.fetch_one(_GET, {"id": approval_id})
         if row is None:
             raise UsageError(
                 f"no approval request with id {approval_id!r}",
@@ -209,20 +235,18 @@ class ApprovalStore:
             )
         return _to_request(row)
 
-    def list(self, *, status: ApprovalStatus | None = ApprovalStatus.PENDING) -> list[ApprovalRequest]:
-        self.expire_overdue()
+    async def list(self, *, status: ApprovalStatus | None = ApprovalStatus.PENDING) -> builtins.list[ApprovalRequest]:
+        await self.expire_overdue()
         if status is None:
-            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM approvals ORDER BY created_at").fetchall()
+            rows = await self._db.fetch_all(_ALL)
         else:
-            rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM approvals WHERE status = ? ORDER BY created_at", (status.value,)
-            ).fetchall()
+            rows = await self._db.fetch_all(_BY_STATUS, {"status": status.value})
         return [_to_request(row) for row in rows]
 
-    def list_pending(self) -> builtins.list[ApprovalRequest]:
-        return self.list(status=ApprovalStatus.PENDING)
+    async def list_pending(self) -> builtins.list[ApprovalRequest]:
+        return await self.list(status=ApprovalStatus.PENDING)
 
-    def answer(
+    async def answer(
         self, approval_id: str, answer: Answer | str, *, by: str = "cli", scope: AnswerScope | str | None = None
     ) -> ApprovalRequest:
         """Answer a pending request once. A second answer, an expired request, or one whose
@@ -237,16 +261,14 @@ class ApprovalStore:
             scope = AnswerScope(scope) if scope is not None else None
         except ValueError:
             raise UsageError(f"unknown answer scope {scope!r}", hint="use session, kind or all") from None
-        current = self.get(approval_id)
-        caller_gone = current.status is ApprovalStatus.PENDING and not self.owners.is_alive(current.waiter)
+        current = await self.get(approval_id)
+        caller_gone = current.status is ApprovalStatus.PENDING and not await self.owners.is_alive(current.waiter)
         if caller_gone:
-            # Still pending after this when the audit head was taken: its record waits for the
-            # next sweep, and the answer is refused all the same.
-            self._close_orphan(current)
-            current = self.get(approval_id)
+            await self._close_orphan(current)
+            current = await self.get(approval_id)
         if current.status is ApprovalStatus.PENDING and current.expires_at < time.time():
-            self.expire(approval_id)
-            current = self.get(approval_id)
+            await self.expire(approval_id)
+            current = await self.get(approval_id)
         if current.status is ApprovalStatus.EXPIRED or caller_gone:
             raise ApprovalGone(
                 f"approval {approval_id} for {current.tool} has expired: the call that asked is gone "
@@ -258,101 +280,81 @@ class ApprovalStore:
                 f"approval {approval_id} was already answered ({current.status.value})",
                 hint="only pending requests can be answered; `pincer approvals list` shows them",
             )
-        cursor = self._execute(
-            "UPDATE approvals SET status = ?, answered_at = ?, answered_by = ?, scope = ? "
-            "WHERE id = ? AND status = 'pending'",
-            (answer.value, time.time(), by, scope.value if scope else None, approval_id),
-        )
-        if cursor.rowcount != 1:
+        async with self._db.transaction() as tx:
+            changed = await tx.execute(_ANSWER, {"status": answer.value, "answered_at": time.time(), "answered_by": by,
+                                                 "scope": scope.value if scope else None, "id": approval_id})  # fmt: skip
+            tx.notify(APPROVAL_CHANNEL, approval_id)
+        if changed != 1:
             raise ApprovalAnswered(
                 f"approval {approval_id} was answered by someone else first",
                 hint="`pincer approvals show ID` shows who answered",
             )
-        event = self._events.get(approval_id)
-        if event is not None:
-            event.set()
-        return self.get(approval_id)
+        return await self.get(approval_id)
 
     async def wait(self, approval_id: str, timeout_s: float) -> ApprovalRequest:
         """Wait for an answer; on timeout the request is marked expired and ApprovalTimeout raised."""
-        event = self._events.setdefault(approval_id, anyio.Event())
-        try:
+        async with self._db.listen(APPROVAL_CHANNEL) as notes:  # in place before the first read
             with anyio.move_on_after(timeout_s):
                 while True:
-                    request = self.get(approval_id)
+                    request = await self.get(approval_id)
                     if request.status is not ApprovalStatus.PENDING:
                         return request
                     with anyio.move_on_after(APPROVAL_POLL_INTERVAL_S):
-                        await event.wait()
-            self._execute(
-                "UPDATE approvals SET status = 'expired' WHERE id = ? AND status = 'pending'", (approval_id,)
-            )
-            request = self.get(approval_id)
-            if request.status is not ApprovalStatus.EXPIRED:
-                return request  # answered in the last instant
-            raise ApprovalTimeout(
-                f"nobody answered approval {approval_id} for {request.tool} within {timeout_s:g} s",
-                hint="answer sooner with `pincer approvals approve ID`, or raise approvals.timeout_s in config.toml",
-            )
-        finally:
-            self._events.pop(approval_id, None)
+                        async for changed in notes:
+                            if changed in (approval_id, RESYNC):
+                                break
+        await self.expire(approval_id)
+        request = await self.get(approval_id)
+        if request.status is not ApprovalStatus.EXPIRED:
+            return request  # answered in the last instant
+        raise ApprovalTimeout(
+            f"nobody answered approval {approval_id} for {request.tool} within {timeout_s:g} s",
+            hint="answer sooner with `pincer approvals approve ID`, or raise approvals.timeout_s in config.toml",
+        )
 
-    def detach(self, approval_id: str, binding: str) -> None:
+    async def detach(self, approval_id: str, binding: str) -> None:
         """The caller left on purpose and will call again: the request stays pending (until it
         expires) without a waiting process, bound to the call that made it."""
-        self._execute("UPDATE approvals SET waiter = NULL, binding = ? WHERE id = ?", (binding, approval_id))
+        await self._changed(_DETACH, {"binding": binding, "id": approval_id}, approval_id)
 
-    def find_detached(self, binding: str) -> ApprovalRequest | None:
+    async def find_detached(self, binding: str) -> ApprovalRequest | None:
         """The newest unconsumed, unexpired detached request for this call, if any."""
-        self.expire_overdue()
-        row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM approvals WHERE binding = ? AND consumed_at IS NULL AND status != 'expired' "
-            "ORDER BY created_at DESC LIMIT 1",
-            (binding,),
-        ).fetchone()
+        await self.expire_overdue()
+        row = await self._db.fetch_one(_DETACHED, {"binding": binding})
         return _to_request(row) if row is not None else None
 
-    def consume(self, approval_id: str) -> bool:
+    async def consume(self, approval_id: str) -> bool:
         """Use a detached request's answer once; False when another call used it first."""
-        cursor = self._execute(
-            "UPDATE approvals SET consumed_at = ? WHERE id = ? AND consumed_at IS NULL", (time.time(), approval_id)
-        )
-        return cursor.rowcount == 1
+        return await self._changed(_CONSUME, {"now": time.time(), "id": approval_id}, approval_id) == 1
 
-    def expire(self, approval_id: str) -> None:
+    async def expire(self, approval_id: str) -> None:
         """Mark a pending request expired: its call is gone (timed out, cancelled, process ended)."""
-        self._execute("UPDATE approvals SET status = 'expired' WHERE id = ? AND status = 'pending'", (approval_id,))
-        self._wake(approval_id)
+        await self._changed(_EXPIRE, {"id": approval_id}, approval_id)
 
-    def expire_overdue(self) -> None:
+    async def expire_overdue(self) -> None:
         """Expire the pending requests whose waiting process is gone (recording their calls),
         then those past their time (a live waiter records its own call when it sees that)."""
-        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL").fetchall()
-        for row in rows:
+        for row in await self._db.fetch_all(_WAITING):
             request = _to_request(row)
-            if not self.owners.is_alive(request.waiter):
-                self._close_orphan(request)
-        self._execute(
-            "UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at < ?", (time.time(),)
-        )
+            if not await self.owners.is_alive(request.waiter):
+                await self._close_orphan(request)
+        async with self._db.transaction() as tx:
+            for (expired,) in await tx.fetch_all(_EXPIRE_OVERDUE, {"now": time.time()}):
+                tx.notify(APPROVAL_CHANNEL, str(expired))
 
-    def record_gone(self, approval_id: str, entry: AuditEntry) -> int | None:
+    async def record_gone(self, approval_id: str, entry: AuditEntry) -> int | None:
         """Record the call that waited on ``approval_id`` and never ran (its caller cancelled it,
         or nobody answered in time), expiring the request if it still waits: the record's id,
         or None when the call's record was written already (by a process that took this caller
-        for dead). Called by the caller itself; blocking (see :meth:`arecord_gone`)."""
-        ids = self._claimed(entry, _CLAIM_GONE, (approval_id,), wait=True)
-        self._wake(approval_id)
+        for dead). Called by the caller itself."""
+        ids = await self._claimed(entry, _CLAIM_GONE, {"id": approval_id})
+        await self._db.notify(APPROVAL_CHANNEL, approval_id)
         return ids[0] if ids else None
 
-    async def arecord_gone(self, approval_id: str, entry: AuditEntry) -> int | None:
-        """:meth:`record_gone` from the event loop."""
-        return self.record_gone(approval_id, entry)
-
-    def _close_orphan(self, request: ApprovalRequest) -> None:
+    async def _close_orphan(self, request: ApprovalRequest) -> None:
         """Expire a pending request whose waiting process is gone, with the record of its call."""
         if self._audit is None:
-            self.expire(request.id)
+            await self.expire(request.id)
             return
         entry = AuditEntry(
             session=request.session, caller=request.caller or "unknown", tool=request.tool, decision="ask",
@@ -361,25 +363,21 @@ class ApprovalStore:
             error=f"the caller waiting on approval {request.id} is gone", args=request.args, effects=request.effects,
             approval_id=request.id, run_id=request.run_id,
         )  # fmt: skip
-        # Not waiting for the audit head: this runs on the event loop (a listing, an answer).
-        if self._claimed(entry, _CLAIM_ORPHAN, (request.id, request.waiter), wait=False) is not None:
-            self._wake(request.id)
+        if await self._claimed(entry, _CLAIM_ORPHAN, {"id": request.id, "waiter": request.waiter}) is not None:
+            await self._db.notify(APPROVAL_CHANNEL, request.id)
 
-    def _claimed(self, entry: AuditEntry, claim: str, params: tuple[Any, ...], *, wait: bool) -> builtins.list[int] | None:
+    async def _claimed(self, entry: AuditEntry, claim: Sql, params: dict[str, Any]) -> builtins.list[int] | None:
         if self._audit is None:
             raise StoreError("the approval store records calls with an audit log it was not given (a programming error)")
-        return self._audit.append_claimed([entry], claim, params)
+        return await self._audit.append_claimed([entry], claim, params)
 
-    def _wake(self, approval_id: str) -> None:
-        event = self._events.get(approval_id)
-        if event is not None:
-            event.set()
-
-    def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
-        try:
-            return self._conn.execute(sql, params)
-        except sqlite3.Error as exc:
-            raise StoreError(f"the approvals table could not be updated: {exc}") from exc
+    async def _changed(self, sql: Sql, params: dict[str, Any], approval_id: str) -> int:
+        """Run one change of a request and announce it; the number of rows changed."""
+        async with self._db.transaction() as tx:
+            changed = await tx.execute(sql, params)
+            if changed:
+                tx.notify(APPROVAL_CHANNEL, approval_id)
+        return changed
 
 
 def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:

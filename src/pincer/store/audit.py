@@ -17,35 +17,43 @@ v3), so it is hashed only when set: records without it, older ones included, cha
 they did before, and setting or clearing it on a record breaks the chain there.
 
 Group commit: concurrent callers that reach the log in the same event-loop turn share one
-transaction; nobody gets a result before the transaction holding its record has committed.
+transaction, and every record that arrives while a batch commits joins the next one; nobody gets
+a result before the transaction holding its record has committed.
 
-Where commits run: with a ``writer`` connection (``[audit] synchronous = "full"``: an fsync per
-commit, milliseconds on a disk) each batch commits in a worker thread, one batch at a time, on a
-connection of its own, and every record that arrives meanwhile joins the next batch, so the
-event loop never waits on an fsync. Without one (NORMAL, the default: a commit costs ~20 us with
-no fsync, less than the hop to a thread) batches commit on the event loop as before.
+One log for both databases (store/sql/). Every process on the database may append: a batch's
+transaction moves the head row with the records, and only from the head it read, so there is one
+chain with no gap and no fork however many processes (gateways) append. The head this log last
+wrote is kept: a batch chained onto it is one round trip (one hop to the SQLite writer thread,
+one pipeline on PostgreSQL), whose first write moves the head only if it is still that head
+(``UPDATE ... WHERE`` it is, a guard: store/sql/database.py); when another process moved it, the
+transaction rolls back and the batch is chained again onto the head as it is, read under the
+write lock (``FOR UPDATE`` on PostgreSQL). Nothing of a commit runs on the event loop but the
+HMACs.
+
+A log in a SQLite database may begin with records of the plain chain (written before the key
+existed); a PostgreSQL log is keyed from its first record, and its marker must say so.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import anyio
 import anyio.lowlevel
-import anyio.to_thread
 
-from pincer.core.errors import AuditChainBroken, StoreError
+from pincer.core.errors import AuditChainBroken, StoreConflict, StoreError
 from pincer.core.values import canonical_json
 from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
 from pincer.store.chain import GENESIS_HASH, ChainKey, plain_chain_hash
 from pincer.store.checkpoint import AuditCheckpoint, sign_checkpoint
+from pincer.store.sql import Database, Sql, Transaction
+from pincer.store.sql.dialects import locking
 
 logger = logging.getLogger(__name__)
 
@@ -151,16 +159,31 @@ def _json(value: Any) -> str:
     return canonical_json(value)
 
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 # A lone committer still yields once every this many appends, to notice callers queueing up.
 _PROBE_EVERY = 32
-_INSERT = (
-    f"INSERT INTO audit (id, {', '.join(_FIELDS)}, run_id, prev_hash, hash) "
-    f"VALUES ({', '.join('?' * (len(_FIELDS) + 4))})"
-)
+VERIFY_BATCH_ROWS = 1_000  # the records a chain walk reads at a time
 _COLUMNS = ", ".join(("id", *_FIELDS, "prev_hash", "hash", "run_id"))
+_INSERT = Sql(
+    f"INSERT INTO audit ({_COLUMNS}) VALUES ({', '.join(':' + c for c in ('id', *_FIELDS, 'prev_hash', 'hash', 'run_id'))})"
+)
+_MARKER = Sql("SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1")
+_MARKER_LOCKED = locking("SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1")
+_KEY_LOG = Sql(
+    "UPDATE audit_chain SET keyed_from = :keyed_from, key_id = :key_id, plain_head = :plain_head, mac = :mac, "
+    "head_keyed = 1, chain_id = :chain_id WHERE one = 1"
+)
+_UPGRADE_MARKER = Sql("UPDATE audit_chain SET head_keyed = 1, chain_id = :chain_id, mac = :mac WHERE one = 1")
+_HEAD = Sql("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1")
+_HEAD_LOCKED = locking("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1")
+_SIGN_HEAD = Sql("UPDATE audit_head SET mac = :mac WHERE one = 1")
+_MOVE_HEAD = Sql("UPDATE audit_head SET last_id = :last_id, last_hash = :last_hash, mac = :mac WHERE one = 1")
+# The head moved only if it is still the one this log wrote last: a guard (rows=1).
+_MOVE_KNOWN_HEAD = Sql(
+    "UPDATE audit_head SET last_id = :last_id, last_hash = :last_hash, mac = :mac "
+    "WHERE one = 1 AND last_id = :was_id AND last_hash = :was_hash AND mac = :was_mac"
+)
+_ALL_ROWS = Sql(f"SELECT {_COLUMNS} FROM audit ORDER BY id")
+_HASH_OF = Sql("SELECT hash FROM audit WHERE id = :id")
 
 
 def _hashed(values: tuple[Any, ...], run_id: str | None) -> tuple[Any, ...]:
@@ -181,9 +204,10 @@ class _Pending:
         self.done = False
 
 
-# Writes that go with a unit's records in its transaction (on the connection that commits them).
-UnitBefore = Callable[[sqlite3.Connection], None]
-UnitAfter = Callable[[sqlite3.Connection, list[int]], None]
+# Writes that go with a unit's records in its transaction: ``before`` may read (and refuse by
+# raising), ``after`` queues what needs the records' ids.
+UnitBefore = Callable[[Transaction], Awaitable[None]]
+UnitAfter = Callable[[Transaction, list[int]], None]
 
 
 class _Unclaimed(Exception):
@@ -209,45 +233,39 @@ class _Unit:
 
 
 class AuditLog:
-    """The audit records of one database, chained under ``key`` (the 32-byte audit key).
+    """The audit records of one database, chained under ``key`` (the 32-byte audit key); made
+    with :meth:`open`.
 
     Opening a database whose marker is still pending (new, or written before the key existed)
     fills it in: the keyed chain begins at the next record. A database keyed under another
     key is refused, so no record is ever chained under a key its verifier does not hold.
     ``anchor``: the log's anchor in its home (store/anchor.py). With one, a pending marker is
     never filled in over a log the anchor says was keyed, and verify compares the two.
+    ``plain_prefix``: whether the log may begin with plain-chained records (a SQLite log written
+    before the key existed); a log that may not is refused by verify unless keyed from record 1.
     """
 
     def __init__(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        key: bytes,
-        writer: sqlite3.Connection | None = None,
-        anchor: AnchorFile | None = None,
+        self, db: Database, *, key: bytes, anchor: AnchorFile | None = None, plain_prefix: bool = True
     ) -> None:
-        self._conn = conn
-        # Commits go through ``writer`` in a worker thread when there is one (see the module
-        # docstring); the lock keeps append_sync and a thread's batch from interleaving.
-        self._writer = writer
-        self._write_lock = threading.Lock()
+        self._db = db
         self._key = ChainKey(key)
         self._anchor = anchor
+        self._plain_prefix = plain_prefix
         self._pending: list[_Pending | _Unit] = []
         self._flushing = False
         self._crowded, self._alone = True, 0
-        self._head_id, self._head_hash = 0, GENESIS_HASH
-        self._head_trusted = False  # whether the head as last read matched its MAC
-        self._head_row: tuple[Any, ...] | None = None  # the head row as this log last signed or checked it
-        try:
-            self._adopt()
-        except sqlite3.Error as exc:
-            raise StoreError(
-                f"cannot read the audit chain marker: {exc}", hint="check that pincer.db is a pincer database"
-            ) from exc
-        self._load_head()
-        if not self._head_trusted:
+        # The head as this log last wrote or checked it, while its MAC held: (id, hash, mac).
+        self._head_row: tuple[int, str, str] | None = None
+
+    @classmethod
+    async def open(cls, db: Database, *, key: bytes, anchor: AnchorFile | None = None) -> AuditLog:
+        """The log of ``db``: its marker keyed under ``key`` if it was pending, and its head read."""
+        log = cls(db, key=key, anchor=anchor, plain_prefix=db.dialect == "sqlite")
+        await log._adopt()
+        if not await log._load_head():
             logger.error("the audit head does not match its MAC; `pincer audit verify` will name it")
+        return log
 
     @property
     def key_id(self) -> str:
@@ -258,66 +276,61 @@ class AuditLog:
         """Records handed in and not yet in a commit under way (readiness and metrics read it)."""
         return len(self._pending)
 
-    def _adopt(self) -> None:
+    async def _adopt(self) -> None:
         """Fill in a pending marker under this key, unless the anchor says the log was keyed;
         refuse a marker made under another key; anchor the log when it has no anchor yet."""
-        marker = self._read_marker()
+        marker = await self._read_marker()
         if marker is not None and not marker.pending:
             self._check_key(marker)
             if not (marker.head_keyed and marker.chain_id) and not self._anchored():
-                self._upgrade_marker()
+                await self._upgrade_marker()
         elif marker is not None and self._anchored():
             logger.error(
                 "the audit chain marker in the database is pending, but this log's anchor %s says it was keyed: "
                 "it is not keyed again, and `pincer audit verify` will name it", self._anchor,
             )  # fmt: skip
         elif marker is not None:
-            self._key_log()
+            await self._key_log()
         else:
             self._check_key(marker)
         if self._anchor is not None:
-            self._anchor.settle(self._key, self._read_marker())
+            self._anchor.settle(self._key, await self._read_marker())
 
     def _anchored(self) -> bool:
         return self._anchor is not None and self._anchor.exists()
 
-    def _key_log(self) -> None:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            marker = self._read_marker()
+    async def _key_log(self) -> None:
+        async with self._db.transaction() as tx:
+            marker = marker_of(await tx.fetch_one(_MARKER_LOCKED))
             if marker is not None and marker.pending:
-                self._load_head()
-                keyed_from, plain_head, chain_id = self._head_id + 1, self._head_hash, new_chain_id()
-                conn.execute(
-                    "UPDATE audit_chain SET keyed_from = ?, key_id = ?, plain_head = ?, mac = ?, head_keyed = 1, "
-                    "chain_id = ? WHERE one = 1",
-                    (keyed_from, self._key.key_id, plain_head,
-                     self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=True,
-                                          chain_id=chain_id),
-                     chain_id),
-                )  # fmt: skip
-                self._sign_head()
+                head = await tx.fetch_one(_HEAD_LOCKED)
+                head_id, head_hash = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
+                keyed_from, plain_head, sign_head = head_id + 1, head_hash, True
+                if not self._plain_prefix and head_id:
+                    # A log that began keyed has no plain records: it is keyed from its first
+                    # record whatever its head says, and a head with records is never signed here.
+                    keyed_from, plain_head, sign_head = 1, GENESIS_HASH, False
+                chain_id = new_chain_id()
+                mac = self._key.marker_mac(keyed_from=keyed_from, plain_head=plain_head, head_keyed=True,
+                                           chain_id=chain_id)  # fmt: skip
+                tx.add(_KEY_LOG, {"keyed_from": keyed_from, "key_id": self._key.key_id, "plain_head": plain_head,
+                                  "mac": mac, "chain_id": chain_id})  # fmt: skip
+                if sign_head:
+                    tx.add(_SIGN_HEAD, {"mac": self._key.head_mac(last_id=head_id, last_hash=head_hash)})
                 if keyed_from > 1:
                     logger.warning(
                         "the audit log's %d records before record %d carry the plain SHA-256 chain of an older "
                         "pincer; from record %d on, records are chained under the audit key %s",
                         keyed_from - 1, keyed_from, keyed_from, self._key.key_id,
                     )  # fmt: skip
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        self._check_key(self._read_marker())
+        self._check_key(await self._read_marker())
 
-    def _upgrade_marker(self) -> None:
+    async def _upgrade_marker(self) -> None:
         """A log keyed before its head was (schema 4), or before chains had ids (schema 7): sign
         the head as it stands and give the chain its id, once, under the marker's MAC. Only a
         marker whose MAC holds is upgraded."""
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            marker = self._read_marker()
+        async with self._db.transaction() as tx:
+            marker = marker_of(await tx.fetch_one(_MARKER_LOCKED))
             if (
                 marker is not None
                 and not marker.pending
@@ -328,23 +341,12 @@ class AuditLog:
                 mac = self._key.marker_mac(
                     keyed_from=marker.keyed_from, plain_head=marker.plain_head, head_keyed=True, chain_id=chain_id
                 )
-                conn.execute("UPDATE audit_chain SET head_keyed = 1, chain_id = ?, mac = ? WHERE one = 1",
-                             (chain_id, mac))  # fmt: skip
+                tx.add(_UPGRADE_MARKER, {"chain_id": chain_id, "mac": mac})
                 if not marker.head_keyed:
-                    self._load_head()
-                    self._sign_head()
+                    head = await tx.fetch_one(_HEAD_LOCKED)
+                    head_id, head_hash = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
+                    tx.add(_SIGN_HEAD, {"mac": self._key.head_mac(last_id=head_id, last_hash=head_hash)})
                     logger.info("the audit log's head is now signed under the audit key %s", self._key.key_id)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-    def _sign_head(self, conn: sqlite3.Connection | None = None) -> None:
-        """Set the head's MAC to the head as cached (inside the caller's transaction)."""
-        mac = self._key.head_mac(last_id=self._head_id, last_hash=self._head_hash)
-        (conn or self._conn).execute("UPDATE audit_head SET mac = ? WHERE one = 1", (mac,))
-        self._head_trusted = True
-        self._head_row = (self._head_id, self._head_hash, mac)
 
     def _check_key(self, marker: ChainMarker | None) -> None:
         if marker is None:
@@ -354,18 +356,28 @@ class AuditLog:
             raise StoreError(
                 f"this audit log is chained under audit key {marker.key_id}, not under this pincer's key "
                 f"{self._key.key_id}",
-                hint="set PINCER_AUDIT_KEY (or restore $PINCER_HOME/audit.key) to the key the log was begun with",
+                hint="set PINCER_AUDIT_KEY (or restore $PINCER_HOME/audit.key) to the key the log was begun with; "
+                "gateways sharing a store need the same key",
             )
 
-    def _read_marker(self) -> ChainMarker | None:
+    async def _read_marker(self) -> ChainMarker | None:
         """The marker; keyed_from 0 while pending; None when the row (or its table) is gone."""
         try:
-            row = self._conn.execute(
-                "SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1"
-            ).fetchone()
-        except sqlite3.OperationalError:
-            return None
-        return marker_of(row)
+            return marker_of(await self._db.fetch_one(_MARKER))
+        except StoreError:
+            return None  # no such table: the marker was removed with it
+
+    async def _load_head(self) -> bool:
+        """Read the head; whether its MAC holds (then it is the head this log chains onto)."""
+        row = await self._db.fetch_one(_HEAD)
+        trusted = row is not None and self._trusted(row)
+        self._head_row = (int(row[0]), str(row[1]), str(row[2])) if row is not None and trusted else None
+        return trusted
+
+    def _trusted(self, head: Sequence[Any]) -> bool:
+        return self._key.matches(head[2], self._key.head_mac(last_id=int(head[0]), last_hash=str(head[1])))
+
+    # -- appending -----------------------------------------------------------------------
 
     async def append(self, entry: AuditEntry, *, gather: bool | None = True) -> int:
         """Record one entry; returns its id once the record is committed.
@@ -384,11 +396,11 @@ class AuditLog:
         self, entries: Sequence[AuditEntry], *, before: UnitBefore | None = None, after: UnitAfter | None = None,
         gather: bool | None = True,
     ) -> list[int]:  # fmt: skip
-        """Record ``entries`` in one transaction with the rows ``before`` and ``after`` write on its
-        connection (see :class:`_Unit`); returns the records' ids once it committed. What
-        ``before`` raised is raised here, with nothing of the unit written. Group-committed with
-        the other appends like :meth:`append`: one commit for a webhook delivery, its firings and
-        their records, shared with whatever else arrived in the same turn."""
+        """Record ``entries`` in one transaction with the rows ``before`` and ``after`` write in
+        it (see :class:`_Unit`); returns the records' ids once it committed. What ``before``
+        raised is raised here, with nothing of the unit written. Group-committed with the other
+        appends like :meth:`append`: one commit for a webhook delivery, its firings and their
+        records, shared with whatever else arrived in the same turn."""
         now = time.time()
         unit = _Unit([_Pending(_row_values(e, now), e.run_id) for e in entries], before, after)
         await self._submit(unit, gather)
@@ -397,6 +409,23 @@ class AuditLog:
         if unit.refused is not None:
             raise unit.refused
         return [p.record_id for p in unit.records]
+
+    async def append_claimed(
+        self, entries: Sequence[AuditEntry], claim: Sql, params: dict[str, Any]
+    ) -> list[int] | None:
+        """Record ``entries`` in one transaction with the statement ``claim`` (an UPDATE), only
+        when it changes exactly one row: the records' ids, or None with nothing written. Whoever's
+        claim changes the row writes the records, once, however many processes try
+        (store/approvals.py: the record of a call whose caller is gone)."""
+
+        async def claimed(tx: Transaction) -> None:
+            if await tx.execute(claim, params) != 1:
+                raise _Unclaimed
+
+        try:
+            return await self.append_with(entries, before=claimed)
+        except _Unclaimed:
+            return None
 
     async def _submit(self, pending: _Pending | _Unit, gather: bool | None) -> None:
         self._pending.append(pending)
@@ -424,162 +453,83 @@ class AuditLog:
                 self._alone += 1
 
     async def _flush(self) -> int:
-        """Commit every pending record, batch after batch; returns how many."""
-        if self._writer is None:
-            return self._drain()
+        """Commit every pending record, batch after batch; returns how many. Whatever arrives
+        while a batch commits waits for the next one."""
         committed = 0
         # Shielded: the callers waiting on these records get their answer whoever is cancelled.
         with anyio.CancelScope(shield=True):
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
-                    await anyio.to_thread.run_sync(self._commit_locked, batch)
+                    await self._commit(batch)
                 finally:
-                    _finish(batch)  # events are set here, on the loop: anyio.Event is not thread-safe
+                    _finish(batch)
                 committed += len(batch)
         return committed
 
-    def _drain(self) -> int:
-        committed = 0
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                self._commit_locked(batch)
-            finally:
-                _finish(batch)
-            committed += len(batch)
-        return committed
-
-    def _commit_locked(self, batch: list[_Pending | _Unit]) -> None:
-        with self._write_lock:
-            self._commit(batch)
-
-    def append_sync(self, entry: AuditEntry) -> int:
-        """For synchronous callers (the CLI answering an approval)."""
-        pending = _Pending(_row_values(entry, time.time()), entry.run_id)
-        self._commit_locked([pending])
-        if pending.error is not None:
-            raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
-        return pending.record_id
-
-    def append_claimed(self, entries: Sequence[AuditEntry], claim: str, params: tuple[Any, ...]) -> list[int] | None:
-        """Record ``entries`` in one transaction with the statement ``claim`` (an UPDATE, qmark
-        placeholders), only when it changes exactly one row: the records' ids, or None with
-        nothing written. Whoever's claim changes the row writes the records, once, however many
-        processes try (store/approvals.py: the record of a call whose caller is gone)."""
-        def before(conn: sqlite3.Connection) -> None:
-            if conn.execute(claim, params).rowcount != 1:
-                raise _Unclaimed
-
-        now = time.time()
-        unit = _Unit([_Pending(_row_values(e, now), e.run_id) for e in entries], before, None)
-        self._commit_locked([unit])
-        if unit.error is not None:
-            raise StoreError(f"the audit record could not be written: {unit.error}") from unit.error
-        if unit.refused is not None:
-            return None
-        return [p.record_id for p in unit.records]
-
-    def _commit(self, batch: list[_Pending | _Unit]) -> None:
-        """Append a batch, hashing each record onto the chain head, in one transaction that reads
-        the head (and checks its MAC) under the write lock, so another process's appends are
-        chained onto, and moves the head's MAC with the records when the head it found held."""
-        conn = self._writer or self._conn
+    async def _commit(self, batch: list[_Pending | _Unit]) -> None:
+        """Append a batch in one transaction: onto the head this log wrote last when it is still
+        the head (one round trip), else onto the head as it is (read under the write lock). A
+        head that does not match its MAC is chained onto but never re-signed, so an append cannot
+        launder a cut; ``pincer audit verify`` names it."""
         try:
-            if self._head_row is not None and self._commit_on_known_head(batch, conn):
-                return
-            # One transaction under the write lock: the head is read there (another process may
-            # have appended), the records inserted, and the head's MAC moved with them.
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._load_head(conn)
-                units, rows, head = self._chained(batch, conn)
-                conn.executemany(_INSERT, rows)  # the trigger moves last_id and last_hash with them
-                _write_afters(units, conn)
-                self._head_id, self._head_hash = head
-                if self._head_trusted:
-                    self._sign_head(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                self._load_head(conn)
-                raise
+            known = self._head_row
+            if known is not None:
+                try:
+                    await self._commit_onto(batch, known)
+                    return
+                except StoreConflict:
+                    self._head_row = None  # another process appended (or the head was changed)
+            await self._commit_onto(batch, None)
         except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets the failure
             logger.error("audit commit failed: %s", exc)
             for pending in batch:
                 pending.error = exc
 
-    def _commit_on_known_head(self, batch: list[_Pending | _Unit], conn: sqlite3.Connection) -> bool:
-        """The batch chained onto the head this log last wrote or checked, in one transaction
-        whose first write checks that head and sets its new MAC in one statement (``UPDATE ...
-        WHERE`` the head is still the one it knew): one statement for what a read of the head and
-        a MAC update did. False, with nothing written, when the head moved (another process
-        appended, or someone changed it): the caller then reads it as it is."""
-        known = self._head_row
-        assert known is not None
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            units, rows, (head_id, head_hash) = self._chained(batch, conn)
-            mac = self._key.head_mac(last_id=head_id, last_hash=head_hash)
-            moved = conn.execute(
-                "UPDATE audit_head SET mac = ? WHERE one = 1 AND last_id = ? AND last_hash = ? AND mac = ?",
-                (mac, *known),
-            ).rowcount
-            if moved != 1:
-                conn.execute("ROLLBACK")
-                return False
-            conn.executemany(_INSERT, rows)  # the trigger moves last_id and last_hash with them
-            _write_afters(units, conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            self._load_head(conn)
-            raise
-        self._head_id, self._head_hash = head_id, head_hash
-        self._head_row = (head_id, head_hash, mac)
-        return True
+    async def _commit_onto(self, batch: list[_Pending | _Unit], known: tuple[int, str, str] | None) -> None:
+        async with self._db.transaction() as tx:
+            records, units = await _admitted(batch, tx)
+            if known is None:
+                head = await tx.fetch_one(_HEAD_LOCKED)
+                if head is None:
+                    raise StoreError("the audit head row is missing", hint="run `pincer audit verify` to see what was removed")
+                was_id, was_hash, was_mac = int(head[0]), str(head[1]), head[2]
+                trusted = self._trusted(head)
+                if not trusted:
+                    logger.error("the audit head does not match its MAC; `pincer audit verify` will name it")
+            else:
+                (was_id, was_hash, was_mac), trusted = known, True
+            rows, head_id, head_hash = self._chained(records, was_id, was_hash)
+            mac = self._key.head_mac(last_id=head_id, last_hash=head_hash) if trusted else was_mac
+            if rows:
+                moved = {"last_id": head_id, "last_hash": head_hash, "mac": mac}
+                if known is not None:
+                    tx.add(_MOVE_KNOWN_HEAD, {**moved, "was_id": was_id, "was_hash": was_hash, "was_mac": was_mac}, rows=1)
+                else:
+                    tx.add(_MOVE_HEAD, moved)
+                tx.add_many(_INSERT, rows)
+            for unit in units:
+                if unit.after is not None:
+                    unit.after(tx, [p.record_id for p in unit.records])
+        self._head_row = (head_id, head_hash, mac) if trusted else None
 
-    def _chained(
-        self, batch: list[_Pending | _Unit], conn: sqlite3.Connection
-    ) -> tuple[list[_Unit], list[tuple[Any, ...]], tuple[int, str]]:
-        """The batch's rows chained onto the head as cached, each record given its id: the units
-        whose ``before`` admitted them (run here, in the open transaction), the rows to insert,
-        and the head after them."""
-        records: list[_Pending] = []
-        units: list[_Unit] = []
-        for item in batch:
-            if isinstance(item, _Pending):
-                records.append(item)
-            elif _unit_admitted(item, conn):
-                units.append(item)
-                records.extend(item.records)
-        head_id, head_hash = self._head_id, self._head_hash
-        rows: list[tuple[Any, ...]] = []
+    def _chained(self, records: list[_Pending], head_id: int, head_hash: str) -> tuple[list[dict[str, Any]], int, str]:
+        """The rows of ``records`` chained onto the head (each record given its id), and the head
+        after them."""
+        rows: list[dict[str, Any]] = []
         for pending in records:
             head_id += 1
             digest = self._key.record_hash(head_id, _hashed(pending.values, pending.run_id), head_hash)
-            rows.append((head_id, *pending.values, pending.run_id, head_hash, digest))
+            row = dict(zip(_FIELDS, pending.values, strict=True))
+            row.update(id=head_id, run_id=pending.run_id, prev_hash=head_hash, hash=digest)
+            rows.append(row)
             pending.record_id = head_id
             head_hash = digest
-        return units, rows, (head_id, head_hash)
-
-    def _load_head(self, conn: sqlite3.Connection | None = None) -> None:
-        row = (conn or self._conn).execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1").fetchone()
-        if row is None:
-            self._head_id, self._head_hash, self._head_trusted = 0, GENESIS_HASH, False
-            return
-        self._head_id, self._head_hash, mac = row
-        if row == self._head_row:
-            return  # the head this log wrote (or checked) last: its MAC was right then
-        trusted = self._key.matches(mac, self._key.head_mac(last_id=self._head_id, last_hash=self._head_hash))
-        self._head_row = tuple(row) if trusted else None
-        if self._head_trusted and not trusted:
-            logger.error("the audit head does not match its MAC; `pincer audit verify` will name it")
-        self._head_trusted = trusted
+        return rows, head_id, head_hash
 
     # -- reading -------------------------------------------------------------------------
 
-    def records(
+    async def records(
         self,
         *,
         tool: str | None = None,
@@ -589,40 +539,37 @@ class AuditLog:
         run_id: str | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``."""
-        sql, params = _records_query(tool=tool, session=session, limit=limit, after_id=after_id, run_id=run_id)
-        rows = self._conn.execute(sql, params).fetchall()
+        sql = _records_query(bool(tool), bool(session), bool(run_id), bool(limit))
+        params = {"after_id": after_id, "tool": tool, "session": session, "run_id": run_id, "limit": int(limit or 0)}
+        rows = await self._db.fetch_all(sql, params)
         return [_to_record(row) for row in reversed(rows)]
 
-    def timestamps(self, tool: str, since: float) -> list[float]:
+    async def timestamps(self, tool: str, since: float) -> list[float]:
         """Times of executed calls of a tool since ``since``: seeds rate limits across processes."""
-        rows = self._conn.execute(_TIMESTAMPS_SQL, (tool, since)).fetchall()
-        return [row[0] for row in rows]
+        rows = await self._db.fetch_all(_TIMESTAMPS, {"tool": tool, "since": since})
+        return [float(row[0]) for row in rows]
 
-    def grant_uses(self, grant_id: str) -> int:
-        row = self._conn.execute(GRANT_USES_SQL, (grant_id,)).fetchone()
-        return int(row[0])
+    async def grant_uses(self, grant_id: str) -> int:
+        row = await self._db.fetch_one(GRANT_USES, {"grant_id": grant_id})
+        return int(row[0]) if row else 0
 
-    def verify(self) -> int:
+    async def verify(self) -> int:
         """Walk the chain; returns the number of records, raises AuditChainBroken at the first bad one."""
-        return self.verify_chain().records
+        return (await self.verify_chain()).records
 
-    def verify_chain(self, *, check_head: bool = True) -> ChainHead:
-        """Walk the whole chain in one read snapshot; raise AuditChainBroken at the first fault.
-        ``check_head`` False leaves out the head (for a checkpoint, which says more about a cut)."""
-        conn = self._conn
+    async def verify_chain(self, *, check_head: bool = True) -> ChainHead:
+        """Walk the whole chain in one read snapshot (what any process appends meanwhile is not
+        seen; the head read is the one of the same instant); raise AuditChainBroken at the first
+        fault. ``check_head`` False leaves out the head (for a checkpoint, which says more about a
+        cut)."""
+        async with self._db.snapshot() as snap:
+            return await self._walk(snap, check_head=check_head)
+
+    async def _walk(self, snap: Transaction, *, check_head: bool) -> ChainHead:
         try:
-            conn.execute("BEGIN")
-            try:
-                return self._walk(check_head=check_head)
-            finally:
-                conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StoreError(
-                f"the audit log could not be read: {exc}", hint="check that pincer.db is a pincer database"
-            ) from exc
-
-    def _walk(self, *, check_head: bool) -> ChainHead:
-        marker = self._read_marker()
+            marker = marker_of(await snap.fetch_one(_MARKER))
+        except StoreError:
+            marker = None
         if self._anchor is not None:
             self._anchor.check(self._key, marker)
         if marker is None or marker.pending:
@@ -639,41 +586,42 @@ class AuditLog:
                 hint="verify with the audit key the log was written with (PINCER_AUDIT_KEY or audit.key)",
             )
         keyed_from, plain_head = marker.keyed_from, marker.plain_head
-        if not marker.mac_holds(self._key):
+        if not marker.mac_holds(self._key) or (not self._plain_prefix and keyed_from != 1):
             raise AuditChainBroken(
                 f"the audit chain marker was altered (it says the keyed chain begins at record {keyed_from})",
                 record_id=1,
                 hint="the log cannot be trusted; verify against a checkpoint and restore pincer.db from a backup",
             )
         prev, expected_id, count = GENESIS_HASH, 1, 0
-        for row in self._iter_rows():
-            record_id = row[0]
-            values = _hashed(tuple(row[1 : 1 + len(_FIELDS)]), row[-1])
-            stored_prev, stored_hash = row[-3], row[-2]
-            if record_id != expected_id:
-                raise AuditChainBroken(
-                    f"audit record {expected_id} is missing (next present is {record_id})",
-                    record_id=expected_id,
-                    hint="a record was deleted; the log cannot be trusted from this point",
-                )
-            if record_id == keyed_from and prev != plain_head:
-                raise _plain_records_altered(keyed_from)
-            if stored_prev != prev:
-                raise AuditChainBroken(
-                    f"audit record {record_id} does not follow record {record_id - 1} (previous hash differs)",
-                    record_id=record_id,
-                    hint="records were deleted, reordered or rewritten before this one",
-                )
-            if record_id < keyed_from:
-                expected = plain_chain_hash(record_id, values, prev)
-            else:
-                expected = self._key.record_hash(record_id, values, prev)
-            if not self._key.matches(stored_hash, expected):
-                raise AuditChainBroken(
-                    f"audit record {record_id} was altered (its hash does not match its content)",
-                    record_id=record_id,
-                )
-            prev, expected_id, count = stored_hash, expected_id + 1, count + 1
+        async for batch in snap.batches(_ALL_ROWS, size=VERIFY_BATCH_ROWS):
+            for row in batch:
+                record_id = row[0]
+                values = _hashed(tuple(row[1 : 1 + len(_FIELDS)]), row[-1])
+                stored_prev, stored_hash = row[-3], row[-2]
+                if record_id != expected_id:
+                    raise AuditChainBroken(
+                        f"audit record {expected_id} is missing (next present is {record_id})",
+                        record_id=expected_id,
+                        hint="a record was deleted; the log cannot be trusted from this point",
+                    )
+                if record_id == keyed_from and prev != plain_head:
+                    raise _plain_records_altered(keyed_from)
+                if stored_prev != prev:
+                    raise AuditChainBroken(
+                        f"audit record {record_id} does not follow record {record_id - 1} (previous hash differs)",
+                        record_id=record_id,
+                        hint="records were deleted, reordered or rewritten before this one",
+                    )
+                if record_id < keyed_from:
+                    expected = plain_chain_hash(record_id, values, prev)
+                else:
+                    expected = self._key.record_hash(record_id, values, prev)
+                if not self._key.matches(stored_hash, expected):
+                    raise AuditChainBroken(
+                        f"audit record {record_id} was altered (its hash does not match its content)",
+                        record_id=record_id,
+                    )
+                prev, expected_id, count = stored_hash, expected_id + 1, count + 1
         if count < keyed_from - 1:
             raise AuditChainBroken(
                 f"the audit log ends at record {count}, but {keyed_from - 1} records were there when it was keyed",
@@ -683,11 +631,10 @@ class AuditLog:
         if count == keyed_from - 1 and prev != plain_head:
             raise _plain_records_altered(keyed_from)
         if check_head:
-            self._check_head(marker, count, prev)
+            self._check_head(marker, await snap.fetch_one(_HEAD), count, prev)
         return ChainHead(records=count, last_hash=prev, keyed_from=keyed_from, key_id=self._key.key_id)
 
-    def _check_head(self, marker: ChainMarker, count: int, prev: str) -> None:
-        head = self._conn.execute("SELECT last_id, last_hash, mac FROM audit_head WHERE one = 1").fetchone()
+    def _check_head(self, marker: ChainMarker, head: Sequence[Any] | None, count: int, prev: str) -> None:
         if head is None and marker.head_keyed:
             raise AuditChainBroken(
                 f"the audit head is missing from the database (the log holds {count} records)",
@@ -715,20 +662,20 @@ class AuditLog:
 
     # -- checkpoints -----------------------------------------------------------------------
 
-    def checkpoint(self) -> AuditCheckpoint:
+    async def checkpoint(self) -> AuditCheckpoint:
         """A signed head of the log as it is now; refused (AuditChainBroken) for a broken chain."""
-        head = self.verify_chain()
+        head = await self.verify_chain()
         return sign_checkpoint(
             self._key, records=head.records, last_hash=head.last_hash, keyed_from=head.keyed_from, now=time.time()
         )
 
-    def verify_checkpoint(self, checkpoint: AuditCheckpoint) -> ChainHead:
+    async def verify_checkpoint(self, checkpoint: AuditCheckpoint) -> ChainHead:
         """Prove that no record up to ``checkpoint`` changed and none of them is gone.
 
         Raises CheckpointInvalid for a checkpoint this key did not sign, AuditChainBroken when the
         log is broken, shorter than the checkpoint, or differs from it at its last record."""
         checkpoint.check_signature(self._key)
-        head = self.verify_chain(check_head=False)
+        head = await self.verify_chain(check_head=False)
         made = f"the checkpoint of {checkpoint.created_at}"
         if head.records < checkpoint.records:
             raise AuditChainBroken(
@@ -745,19 +692,38 @@ class AuditLog:
                 hint="restore pincer.db from a backup",
             )
         if checkpoint.records:
-            row = self._conn.execute("SELECT hash FROM audit WHERE id = ?", (checkpoint.last_id,)).fetchone()
+            row = await self._db.fetch_one(_HASH_OF, {"id": checkpoint.last_id})
             if row is None or not self._key.matches(row[0], checkpoint.last_hash):
                 raise AuditChainBroken(
                     f"audit record {checkpoint.last_id} is not the one {made} saw: the log up to it was rewritten",
                     record_id=checkpoint.last_id,
                     hint="restore pincer.db from a backup",
                 )
-        return self.verify_chain()  # the head too, now that the checkpoint's own findings are out
+        return await self.verify_chain()  # the head too, now that the checkpoint's own findings are out
 
-    def _iter_rows(self) -> Iterator[tuple[Any, ...]]:
-        cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM audit ORDER BY rowid")
-        while batch := cursor.fetchmany(1000):
-            yield from batch
+
+async def _admitted(batch: list[_Pending | _Unit], tx: Transaction) -> tuple[list[_Pending], list[_Unit]]:
+    """The batch's records and the units whose ``before`` admitted them (run here, in the open
+    transaction). An exception of a unit's own (a delivery seen before) is its answer: kept in
+    ``unit.refused``, and the unit writes nothing. A store error is the transaction's and goes up."""
+    records: list[_Pending] = []
+    units: list[_Unit] = []
+    for item in batch:
+        if isinstance(item, _Pending):
+            records.append(item)
+            continue
+        item.refused = None
+        if item.before is not None:
+            try:
+                await item.before(tx)
+            except StoreError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the unit's own refusal: its answer
+                item.refused = exc
+                continue
+        units.append(item)
+        records.extend(item.records)
+    return records, units
 
 
 def _finish(batch: list[_Pending] | list[_Pending | _Unit]) -> None:
@@ -792,7 +758,7 @@ def marker_of(row: Sequence[Any] | None) -> ChainMarker | None:
     )  # fmt: skip
 
 
-def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:
+def _to_record(row: Sequence[Any]) -> AuditRecord:
     (
         record_id, ts, session, caller, tool, kind, decision, reason, grant_id, outcome, error_code,
         error, args, effects, duration_ms, usage, idempotency_key, cached, approval_id, prev_hash, digest, run_id,
@@ -812,51 +778,19 @@ def _to_record(row: sqlite3.Row | tuple[Any, ...]) -> AuditRecord:
 _USED_SQL = (
     "(outcome IN ('ok', 'error') OR (outcome = 'cancelled' AND error_code NOT IN ('approval_timeout', 'approval_gone')))"
 )
-# Executed calls of a tool since a time (what rate limits count); "?" placeholders, which the
-# PostgreSQL store (store/pg/audit.py) turns into "%s" with to_format_style.
-_TIMESTAMPS_SQL = (
-    f"SELECT ts FROM audit WHERE tool = ? AND ts >= ? AND kind = 'call' AND {_USED_SQL} "
+# Executed calls of a tool since a time (what rate limits count).
+_TIMESTAMPS = Sql(
+    f"SELECT ts FROM audit WHERE tool = :tool AND ts >= :since AND kind = 'call' AND {_USED_SQL} "
     "AND cached = 0 AND decision = 'allow' ORDER BY ts"
 )
-GRANT_USES_SQL = f"SELECT COUNT(*) FROM audit WHERE grant_id = ? AND kind = 'call' AND {_USED_SQL} AND cached = 0"
+GRANT_USES = Sql(
+    f"SELECT COUNT(*) FROM audit WHERE grant_id = :grant_id AND kind = 'call' AND {_USED_SQL} AND cached = 0"
+)
 
 
-def _records_query(
-    *, tool: str | None, session: str | None, limit: int | None, after_id: int, run_id: str | None
-) -> tuple[str, list[Any]]:
-    """The SELECT of ``records()`` and its parameters, newest first, with ``?`` placeholders
-    (the PostgreSQL store runs it through ``to_format_style``), so both stores filter alike."""
-    clauses: list[str] = ["id > ?"]
-    params: list[Any] = [after_id]
-    for column, value in (("tool", tool), ("session", session), ("run_id", run_id)):
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    sql = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
-    if limit:
-        sql += f" LIMIT {int(limit)}"
-    return sql, params
-
-
-def _write_afters(units: list[_Unit], conn: sqlite3.Connection) -> None:
-    """Each unit's ``after`` step, once its records have their ids (same transaction)."""
-    for unit in units:
-        if unit.after is not None:
-            unit.after(conn, [p.record_id for p in unit.records])
-
-
-def _unit_admitted(unit: _Unit, conn: sqlite3.Connection) -> bool:
-    """Run the unit's ``before`` step in the open transaction. An exception of its own (a delivery
-    seen before) is the unit's answer: kept in ``unit.refused``, and the unit writes nothing. A
-    database error is the transaction's and goes up."""
-    unit.refused = None
-    if unit.before is None:
-        return True
-    try:
-        unit.before(conn)
-    except sqlite3.Error:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the unit's own refusal: its answer
-        unit.refused = exc
-        return False
-    return True
+@cache
+def _records_query(tool: bool, session: bool, run_id: bool, limit: bool) -> Sql:
+    """The SELECT of ``records()`` for the filters it has, newest first (one statement each)."""
+    clauses = ["id > :after_id"] + [f"{c} = :{c}" for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on]
+    text = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
+    return Sql(text + " LIMIT :limit" if limit else text)

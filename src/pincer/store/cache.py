@@ -20,7 +20,7 @@ from typing import Any
 from pincer.core.errors import BudgetExceeded, StoreError
 from pincer.core.extras import require
 from pincer.policy.budget import HOUR_S, MINUTE_S, RateLimit
-from pincer.store.pg.connect import redact_url
+from pincer.store.sql.postgres import redact_url
 
 logger = logging.getLogger(__name__)
 

@@ -1,57 +1,77 @@
-"""Grants recorded by ``allow always`` answers, kept beside the ones in config.toml."""
+"""Grants recorded by ``allow always`` answers, kept beside the ones in config.toml.
+
+Every change moves a version counter in the same transaction (``grants_version``); a reader
+checks it (one tiny statement) at most every ``RECHECK_INTERVAL_S`` on the hot path and reloads
+the grants only when it moved, so an ``allow always`` answered in any process, on any gateway of
+a shared store, holds everywhere within that interval, and this process's own changes at once.
+"""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
 from pincer.core.effects import EffectKind, Mode
-from pincer.core.errors import StoreError
 from pincer.policy.grants import Grant
+from pincer.store.sql import Database, Sql
 
 __all__ = ["GrantStore", "RECHECK_INTERVAL_S"]
 
 RECHECK_INTERVAL_S = 0.25
 
+_UPSERT = Sql(
+    "INSERT INTO grants (id, created_at, body) VALUES (:id, :created_at, :body) "
+    "ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, body = excluded.body"
+)
+_DELETE = Sql("DELETE FROM grants WHERE id = :id")
+_BUMP = Sql("UPDATE grants_version SET version = version + 1 WHERE one = 1")
+_VERSION = Sql("SELECT version FROM grants_version WHERE one = 1")
+_ALL = Sql("SELECT body FROM grants ORDER BY created_at, id")
+
 
 class GrantStore:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Database) -> None:
+        self._db = db
         self._cache: tuple[Grant, ...] | None = None
-        self._data_version = -1
+        self._version = -1
         self._checked_at = 0.0
+        self._changes = 0  # this process's own changes: a read begun before one is not kept
 
-    def add(self, grant: Grant) -> None:
-        try:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO grants (id, created_at, body) VALUES (?, ?, ?)",
-                (grant.id, time.time(), json.dumps(grant.to_dict())),
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"the grant could not be saved: {exc}") from exc
+    async def add(self, grant: Grant) -> None:
+        async with self._db.transaction() as tx:
+            tx.add(_UPSERT, {"id": grant.id, "created_at": time.time(), "body": json.dumps(grant.to_dict())})
+            tx.add(_BUMP)
+        self._changed()
+
+    def _changed(self) -> None:
         self._cache = None
+        self._changes += 1
 
-    def remove(self, grant_id: str) -> bool:
-        cursor = self._conn.execute("DELETE FROM grants WHERE id = ?", (grant_id,))
-        self._cache = None
-        return cursor.rowcount == 1
+    async def remove(self, grant_id: str) -> bool:
+        async with self._db.transaction() as tx:
+            removed = await tx.execute(_DELETE, {"id": grant_id})
+            tx.add(_BUMP)
+        self._changed()
+        return removed == 1
 
-    def all(self) -> tuple[Grant, ...]:
-        """Every stored grant. This process's own changes show at once; another process's within
-        ``RECHECK_INTERVAL_S`` (the check itself costs a statement, on every call's hot path)."""
+    async def all(self) -> tuple[Grant, ...]:
+        """Every stored grant; the same tuple object while nothing changed (callers cache on it)."""
         now = time.monotonic()
-        if self._cache is not None and now - self._checked_at < RECHECK_INTERVAL_S:
-            return self._cache
-        self._checked_at = now
-        # PRAGMA data_version changes when another connection commits: cheap cache invalidation.
-        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-        if self._cache is None or version != self._data_version:
-            rows = self._conn.execute("SELECT body FROM grants ORDER BY created_at").fetchall()
-            self._cache = tuple(_from_dict(json.loads(body)) for (body,) in rows)
-            self._data_version = version
-        return self._cache
+        cache = self._cache
+        if cache is not None and now - self._checked_at < RECHECK_INTERVAL_S:
+            return cache
+        self._checked_at = now  # the callers meanwhile keep the cache; one of them reads
+        changes = self._changes
+        row = await self._db.fetch_one(_VERSION)
+        version = int(row[0]) if row else 0
+        if cache is not None and version == self._version:
+            return cache
+        rows = await self._db.fetch_all(_ALL)
+        grants = tuple(_from_dict(json.loads(body)) for (body,) in rows)
+        if changes == self._changes:
+            self._cache, self._version = grants, version
+        return grants
 
 
 def _from_dict(data: dict[str, Any]) -> Grant:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import cache
 
 __all__ = ["Owners", "owner_token", "split_owner", "local_owners", "this_host", "process_token", "is_process_alive"]
 
-RemoteRule = Callable[[str], "bool | None"]  # token -> alive, dead, or None: unknown
+RemoteRule = Callable[[str], Awaitable["bool | None"]]  # token -> alive, dead, or None: unknown
 
 
 def process_token(pid: int | None = None) -> str:
@@ -99,7 +99,7 @@ class Owners:
         host, _ = split_owner(token)
         return host is None or host == self.host
 
-    def is_alive(self, token: str | None) -> bool:
+    async def is_alive(self, token: str | None) -> bool:
         """Whether the process ``token`` names still runs (True when nobody can tell: no token,
         or another machine's owner that the remote rule does not know)."""
         if not token:
@@ -109,7 +109,7 @@ class Owners:
             return is_process_alive(process)
         if self._remote is None:
             return True
-        found = self._remote(token)
+        found = await self._remote(token)
         return True if found is None else found
 
 

@@ -13,25 +13,52 @@ The process running a run is recorded (``owner``); a run whose process is gone i
 
 from __future__ import annotations
 
+import builtins
 import json
-import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 from pincer.core.errors import RunNotFound, StoreError
 from pincer.core.values import canonical_json
 from pincer.store.owners import Owners, local_owners
+from pincer.store.sql import Database, Sql
 
 __all__ = ["RunRow", "RunMessage", "RunStore", "RUN_STATUSES", "FINAL_STATUSES"]
 
 RUN_STATUSES = ("running", "done", "failed", "budget_exceeded", "cancelled")
 FINAL_STATUSES = frozenset(RUN_STATUSES) - {"running"}
-_ROW = (
-    "id, created_at, updated_at, ended_at, skill, params, message, trigger, session, provider, model, status, "
-    "stop, error, usage, cost_usd, owner, cancel_requested"
+_COLUMNS = (
+    "id", "created_at", "updated_at", "ended_at", "skill", "params", "message", "trigger", "session", "provider",
+    "model", "status", "stop", "error", "usage", "cost_usd", "owner", "cancel_requested",
+)  # fmt: skip
+_ROW = ", ".join(_COLUMNS)
+_CREATE = Sql(f"INSERT INTO runs ({_ROW}) VALUES ({', '.join(':' + c for c in _COLUMNS)})")
+_MESSAGE = Sql(
+    "INSERT INTO run_messages (run_id, seq, ts, role, body, audit_id) VALUES (:run_id, :seq, :ts, :role, :body, :audit_id)"
 )
+_CANCEL = Sql("UPDATE runs SET cancel_requested = 1, updated_at = :now WHERE id = :id")
+_CANCEL_REQUESTED = Sql("SELECT cancel_requested FROM runs WHERE id = :id")
+_GET = Sql(f"SELECT {_ROW} FROM runs WHERE id = :id")
+_MESSAGES = Sql(
+    "SELECT seq, ts, role, body, audit_id FROM run_messages WHERE run_id = :run_id AND seq > :after ORDER BY seq"
+)
+_LIST = Sql(f"SELECT {_ROW} FROM runs ORDER BY created_at DESC LIMIT :limit")
+_LIST_SESSION = Sql(f"SELECT {_ROW} FROM runs WHERE session = :session ORDER BY created_at DESC LIMIT :limit")
+_ORPHANED = Sql(
+    "UPDATE runs SET status = 'failed', error = :error, ended_at = :ended_at, updated_at = :now "
+    "WHERE id = :id AND status = 'running'"
+)
+_UPDATABLE = ("usage", "cost_usd", "status", "ended_at", "stop", "error")
+
+
+@cache
+def _update(columns: tuple[str, ...]) -> Sql:
+    """The UPDATE of ``columns`` (besides updated_at): one statement per combination."""
+    sets = ", ".join(f"{c} = :{c}" for c in ("updated_at", *columns))
+    return Sql(f"UPDATE runs SET {sets} WHERE id = :id")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,34 +124,25 @@ class RunRow:
 
 
 class RunStore:
-    def __init__(self, conn: sqlite3.Connection, *, owners: Owners | None = None) -> None:
+    def __init__(self, db: Database, *, owners: Owners | None = None) -> None:
         """``owners``: the token a run started here is owned by, and whether another run's
         owner still runs (store/owners.py); the local one by default."""
-        self._conn = conn
+        self._db = db
         self.owners = owners or local_owners()
         self._owner = self.owners.token  # read once: /proc is read for the start time
 
-    def append_messages(self, run_id: str, messages: list[tuple[int, str, Mapping[str, Any], int | None]]) -> None:
+    async def append_messages(
+        self, run_id: str, messages: builtins.list[tuple[int, str, Mapping[str, Any], int | None]]
+    ) -> None:
         """Append (seq, role, body, audit_id) messages in one transaction (one commit per turn)."""
         if not messages:
             return
         now = time.time()
-        rows = [(run_id, seq, now, role, canonical_json(dict(body)), audit_id) for seq, role, body, audit_id in messages]
-        try:
-            with self._conn:  # one BEGIN ... COMMIT
-                self._conn.executemany(
-                    "INSERT INTO run_messages (run_id, seq, ts, role, body, audit_id) VALUES (?, ?, ?, ?, ?, ?)", rows
-                )
-        except sqlite3.Error as exc:
-            raise StoreError(f"the runs table could not be written: {exc}", hint="check that pincer.db is writable") from exc
+        rows = [{"run_id": run_id, "seq": seq, "ts": now, "role": role, "body": canonical_json(dict(body)),
+                 "audit_id": audit_id} for seq, role, body, audit_id in messages]  # fmt: skip
+        await self._db.execute_many(_MESSAGE, rows)
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
-        try:
-            return self._conn.execute(sql, params).rowcount
-        except sqlite3.Error as exc:
-            raise StoreError(f"the runs table could not be written: {exc}", hint="check that pincer.db is writable") from exc
-
-    def create(
+    async def create(
         self,
         *,
         run_id: str,
@@ -138,15 +156,14 @@ class RunStore:
         now: float | None = None,
     ) -> None:
         now = time.time() if now is None else now
-        self._write(
-            f"INSERT INTO runs ({_ROW}) VALUES ({', '.join('?' * 18)})",
-            (
-                run_id, now, now, None, skill, canonical_json(dict(params)), message, trigger, session, provider, model,
-                "running", None, None, "{}", None, self._owner, 0,
-            ),
-        )  # fmt: skip
+        await self._db.execute(_CREATE, {
+            "id": run_id, "created_at": now, "updated_at": now, "ended_at": None, "skill": skill,
+            "params": canonical_json(dict(params)), "message": message, "trigger": trigger, "session": session,
+            "provider": provider, "model": model, "status": "running", "stop": None, "error": None, "usage": "{}",
+            "cost_usd": None, "owner": self._owner, "cancel_requested": 0,
+        })  # fmt: skip
 
-    def update(
+    async def update(
         self,
         run_id: str,
         *,
@@ -157,82 +174,67 @@ class RunStore:
         error: Mapping[str, Any] | None = None,
     ) -> None:
         now = time.time()
-        sets: list[str] = ["updated_at = ?"]
-        params: list[Any] = [now]
+        values: dict[str, Any] = {}
         if usage is not None:
-            sets.append("usage = ?")
-            params.append(canonical_json(dict(usage)))
+            values["usage"] = canonical_json(dict(usage))
         if cost_usd is not None:
-            sets.append("cost_usd = ?")
-            params.append(cost_usd)
+            values["cost_usd"] = cost_usd
         if status is not None:
             if status not in RUN_STATUSES:
                 raise StoreError(f"unknown run status {status!r}")
-            sets.append("status = ?")
-            params.append(status)
+            values["status"] = status
             if status in FINAL_STATUSES:
-                sets.append("ended_at = ?")
-                params.append(now)
+                values["ended_at"] = now
         if stop is not None:
-            sets.append("stop = ?")
-            params.append(stop)
+            values["stop"] = stop
         if error is not None:
-            sets.append("error = ?")
-            params.append(canonical_json(dict(error)))
-        params.append(run_id)
-        self._write(f"UPDATE runs SET {', '.join(sets)} WHERE id = ?", tuple(params))
+            values["error"] = canonical_json(dict(error))
+        columns = tuple(c for c in _UPDATABLE if c in values)
+        await self._db.execute(_update(columns), {**values, "updated_at": now, "id": run_id})
 
-    def append_message(self, run_id: str, seq: int, role: str, body: Mapping[str, Any], audit_id: int | None = None) -> None:
-        self._write(
-            "INSERT INTO run_messages (run_id, seq, ts, role, body, audit_id) VALUES (?, ?, ?, ?, ?, ?)",
-            (run_id, seq, time.time(), role, canonical_json(dict(body)), audit_id),
-        )
+    async def append_message(
+        self, run_id: str, seq: int, role: str, body: Mapping[str, Any], audit_id: int | None = None
+    ) -> None:
+        await self.append_messages(run_id, [(seq, role, body, audit_id)])
 
-    def request_cancel(self, run_id: str) -> RunRow:
+    async def request_cancel(self, run_id: str) -> RunRow:
         """Ask the run to stop (the loop polls this). Returns the row; RunNotFound if none."""
-        row = self.get(run_id)
+        row = await self.get(run_id)
         if not row.is_final:
-            self._write("UPDATE runs SET cancel_requested = 1, updated_at = ? WHERE id = ?", (time.time(), run_id))
-        return self.get(run_id)
+            await self._db.execute(_CANCEL, {"now": time.time(), "id": run_id})
+        return await self.get(run_id)
 
-    def is_cancel_requested(self, run_id: str) -> bool:
-        row = self._conn.execute("SELECT cancel_requested FROM runs WHERE id = ?", (run_id,)).fetchone()
+    async def is_cancel_requested(self, run_id: str) -> bool:
+        row = await self._db.fetch_one(_CANCEL_REQUESTED, {"id": run_id})
         return bool(row and row[0])
 
     # -- reading -------------------------------------------------------------------------------
 
-    def get(self, run_id: str) -> RunRow:
-        row = self._conn.execute(f"SELECT {_ROW} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    async def get(self, run_id: str) -> RunRow:
+        row = await self._db.fetch_one(_GET, {"id": run_id})
         if row is None:
             raise RunNotFound(f"no run with id {run_id!r}", hint="`pincer runs list` shows the runs there are")
-        return self._settle(_to_row(row), row[16])
+        return await self._settle(_to_row(row), row[16])
 
-    def messages(self, run_id: str, *, after_seq: int = -1) -> list[RunMessage]:
-        rows = self._conn.execute(
-            "SELECT seq, ts, role, body, audit_id FROM run_messages WHERE run_id = ? AND seq > ? ORDER BY seq",
-            (run_id, after_seq),
-        ).fetchall()
+    async def messages(self, run_id: str, *, after_seq: int = -1) -> builtins.list[RunMessage]:
+        rows = await self._db.fetch_all(_MESSAGES, {"run_id": run_id, "after": after_seq})
         return [RunMessage(seq=r[0], ts=r[1], role=r[2], body=json.loads(r[3]), audit_id=r[4]) for r in rows]
 
-    def list(self, *, session: str | None = None, limit: int = 50) -> list[RunRow]:
+    async def list(self, *, session: str | None = None, limit: int = 50) -> builtins.list[RunRow]:
         """Newest first."""
-        sql = f"SELECT {_ROW} FROM runs"
-        params: list[Any] = []
-        if session is not None:
-            sql += " WHERE session = ?"
-            params.append(session)
-        sql += " ORDER BY created_at DESC LIMIT ?"
-        params.append(int(limit))
-        return [self._settle(_to_row(row), row[16]) for row in self._conn.execute(sql, params).fetchall()]
+        if session is None:
+            rows = await self._db.fetch_all(_LIST, {"limit": int(limit)})
+        else:
+            rows = await self._db.fetch_all(_LIST_SESSION, {"session": session, "limit": int(limit)})
+        return [await self._settle(_to_row(row), row[16]) for row in rows]
 
-    def _settle(self, row: RunRow, owner: str | None) -> RunRow:
+    async def _settle(self, row: RunRow, owner: str | None) -> RunRow:
         """A running run whose process is gone did not finish: say so, once, in the table too."""
-        if row.status != "running" or self.owners.is_alive(owner):
+        if row.status != "running" or await self.owners.is_alive(owner):
             return row
         error = {"code": "run_orphaned", "message": "the process running this run exited before it finished"}
-        self._write(
-            "UPDATE runs SET status = 'failed', error = ?, ended_at = ?, updated_at = ? WHERE id = ? AND status = 'running'",
-            (canonical_json(error), row.updated_at, time.time(), row.id),
+        await self._db.execute(
+            _ORPHANED, {"error": canonical_json(error), "ended_at": row.updated_at, "now": time.time(), "id": row.id}
         )
         return replace(row, status="failed", error=error, ended_at=row.updated_at)
 

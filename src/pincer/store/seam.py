@@ -1,30 +1,33 @@
-"""The store seam: what the call chain needs of each kind of state, as small Protocols.
+"""The store seam: what the callers need of each kind of state, as small Protocols.
 
-Two implementations stand behind each: SQLite under $PINCER_HOME (store/audit.py, approvals.py,
-grants.py, idempotency.py, runs.py; the default, one machine) and PostgreSQL (store/pg/, several
-gateways on one database, chosen by ``[store] url``). Callers hold these types, never a backend.
-The approval and run stores are one implementation over either connection (store/pg/portable.py),
-so their Protocols are the classes themselves. The registry's files under PINCER_HOME have their
-own seam, ``SharedHomeBackend`` in store/home_share.py: the local one shares nothing (one
-machine reads the files themselves), the PostgreSQL one (store/pg/home_files.py) shares them
-with the homes of other machines.
+Every store is written once over the database seam (store/sql/: SQLite under $PINCER_HOME, the
+default, one machine; PostgreSQL, several gateways on one database, chosen by ``[store] url``),
+so each Protocol has one implementation; callers hold the Protocol, which says how little they
+use. The approval, run and trigger stores are used whole by their callers, so their Protocols
+are the classes themselves. The registry's files under PINCER_HOME have their own seam,
+``SharedHomeBackend`` in store/home_share.py: the local one shares nothing (one machine reads
+the files themselves), the store's one (store/home_files.py) shares them with the homes of other
+machines.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pincer.policy.grants import Grant
 from pincer.store.approvals import ApprovalStore
-from pincer.store.audit import AuditEntry, AuditLog, AuditRecord, ChainHead
+from pincer.store.audit import AuditEntry, AuditLog, AuditRecord, ChainHead, UnitAfter, UnitBefore
 from pincer.store.checkpoint import AuditCheckpoint
 from pincer.store.grants import GrantStore
 from pincer.store.home_share import LocalHome, SharedHomeBackend
 from pincer.store.idempotency import IdempotencyStore
 from pincer.store.runs import RunStore
+from pincer.store.triggers import TriggerStore
 
-__all__ = ["AuditStore", "GrantBackend", "IdempotencyBackend", "ApprovalStore", "RunStore", "SharedHomeBackend"]
-
+__all__ = [
+    "AuditStore", "GrantBackend", "IdempotencyBackend", "ApprovalStore", "RunStore", "TriggerStore", "SharedHomeBackend",
+]  # fmt: skip
 
 
 class AuditStore(Protocol):
@@ -38,9 +41,12 @@ class AuditStore(Protocol):
 
     async def append(self, entry: AuditEntry, *, gather: bool | None = True) -> int: ...
 
-    def append_sync(self, entry: AuditEntry) -> int: ...
+    async def append_with(
+        self, entries: Sequence[AuditEntry], *, before: UnitBefore | None = None, after: UnitAfter | None = None,
+        gather: bool | None = True,
+    ) -> list[int]: ...  # fmt: skip
 
-    def records(
+    async def records(
         self,
         *,
         tool: str | None = None,
@@ -50,27 +56,27 @@ class AuditStore(Protocol):
         run_id: str | None = None,
     ) -> list[AuditRecord]: ...
 
-    def timestamps(self, tool: str, since: float) -> list[float]: ...
+    async def timestamps(self, tool: str, since: float) -> list[float]: ...
 
-    def grant_uses(self, grant_id: str) -> int: ...
+    async def grant_uses(self, grant_id: str) -> int: ...
 
-    def verify(self) -> int: ...
+    async def verify(self) -> int: ...
 
-    def verify_chain(self, *, check_head: bool = True) -> ChainHead: ...
+    async def verify_chain(self, *, check_head: bool = True) -> ChainHead: ...
 
-    def checkpoint(self) -> AuditCheckpoint: ...
+    async def checkpoint(self) -> AuditCheckpoint: ...
 
-    def verify_checkpoint(self, checkpoint: AuditCheckpoint) -> ChainHead: ...
+    async def verify_checkpoint(self, checkpoint: AuditCheckpoint) -> ChainHead: ...
 
 
 class GrantBackend(Protocol):
     """Grants stored by ``allow always`` answers; another process's show within a fraction of a second."""
 
-    def add(self, grant: Grant) -> None: ...
+    async def add(self, grant: Grant) -> None: ...
 
-    def remove(self, grant_id: str) -> bool: ...
+    async def remove(self, grant_id: str) -> bool: ...
 
-    def all(self) -> tuple[Grant, ...]: ...
+    async def all(self) -> tuple[Grant, ...]: ...
 
 
 class IdempotencyBackend(Protocol):
@@ -79,17 +85,17 @@ class IdempotencyBackend(Protocol):
     ttl_s: float
     max_entries: int
 
-    def lookup(self, session: str, tool: str, key: str, digest: str) -> dict[str, Any] | None: ...
+    async def lookup(self, session: str, tool: str, key: str, digest: str) -> dict[str, Any] | None: ...
 
     async def claim(self, session: str, tool: str, key: str) -> bool: ...
 
-    def release(self, session: str, tool: str, key: str) -> None: ...
+    async def release(self, session: str, tool: str, key: str) -> None: ...
 
-    def store(self, session: str, tool: str, key: str, digest: str, result: dict[str, Any]) -> None: ...
+    async def store(self, session: str, tool: str, key: str, digest: str, result: dict[str, Any]) -> None: ...
 
 
 def _conforms(
     audit: AuditLog, grants: GrantStore, idempotency: IdempotencyStore, home: LocalHome
 ) -> tuple[AuditStore, GrantBackend, IdempotencyBackend, SharedHomeBackend]:
-    """Never called: mypy checks here that the SQLite stores keep the seam's contract."""
+    """Never called: mypy checks here that the stores keep the seam's contract."""
     return audit, grants, idempotency, home

@@ -6,18 +6,15 @@ copy of the database signs nobody in), holding the sha256 of the gateway token t
 two clocks. The dashboard's rules for them (lifetime, idle time, how many are kept) live in
 :mod:`pincer.gateway.ui.auth`; this is where they are kept.
 
-Plain SQL both databases read alike, so the one class serves SQLite (pincer.db) and PostgreSQL
-(through :class:`pincer.store.pg.portable.PortableConnection`), as the approval and run stores do.
+Written once against the database seam (store/sql/), for SQLite and PostgreSQL alike.
 """
 
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import dataclass
-from typing import Any
 
-from pincer.core.errors import StoreError
+from pincer.store.sql import Database, Sql
 
 __all__ = ["SignIn", "SignInStore", "sign_in_key"]
 
@@ -35,44 +32,42 @@ class SignIn:
     last_used: float
 
 
+_ADD = Sql(
+    "INSERT INTO ui_sign_ins (key, token_digest, csrf, created_at, last_used) "
+    "VALUES (:key, :token_digest, :csrf, :created_at, :last_used)"
+)
+_GET = Sql("SELECT token_digest, csrf, created_at, last_used FROM ui_sign_ins WHERE key = :key")
+_TOUCH = Sql("UPDATE ui_sign_ins SET last_used = :now WHERE key = :key AND last_used < :now")
+_REMOVE = Sql("DELETE FROM ui_sign_ins WHERE key = :key")
+_ENDED = Sql("DELETE FROM ui_sign_ins WHERE created_at < :created_before OR last_used < :used_before")
+_BEYOND = Sql(
+    "DELETE FROM ui_sign_ins WHERE key NOT IN (SELECT key FROM ui_sign_ins ORDER BY last_used DESC LIMIT :keep)"
+)
+
+
 class SignInStore:
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn  # sqlite3.Connection, or the PostgreSQL PortableConnection
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
-    def add(self, key: str, sign_in: SignIn) -> None:
-        self._execute(
-            "INSERT INTO ui_sign_ins (key, token_digest, csrf, created_at, last_used) VALUES (?, ?, ?, ?, ?)",
-            (key, sign_in.token_digest, sign_in.csrf, sign_in.created, sign_in.last_used),
-        )
+    async def add(self, key: str, sign_in: SignIn) -> None:
+        await self._db.execute(_ADD, {"key": key, "token_digest": sign_in.token_digest, "csrf": sign_in.csrf,
+                                      "created_at": sign_in.created, "last_used": sign_in.last_used})  # fmt: skip
 
-    def get(self, key: str) -> SignIn | None:
-        row = self._execute(
-            "SELECT token_digest, csrf, created_at, last_used FROM ui_sign_ins WHERE key = ?", (key,)
-        ).fetchone()
+    async def get(self, key: str) -> SignIn | None:
+        row = await self._db.fetch_one(_GET, {"key": key})
         if row is None:
             return None
         digest, csrf, created, last_used = row
         return SignIn(token_digest=digest, csrf=csrf, created=float(created), last_used=float(last_used))
 
-    def touch(self, key: str, now: float) -> None:
-        self._execute("UPDATE ui_sign_ins SET last_used = ? WHERE key = ? AND last_used < ?", (now, key, now))
+    async def touch(self, key: str, now: float) -> None:
+        await self._db.execute(_TOUCH, {"now": now, "key": key})
 
-    def remove(self, key: str) -> None:
-        self._execute("DELETE FROM ui_sign_ins WHERE key = ?", (key,))
+    async def remove(self, key: str) -> None:
+        await self._db.execute(_REMOVE, {"key": key})
 
-    def prune(self, *, created_before: float, used_before: float, keep: int) -> None:
+    async def prune(self, *, created_before: float, used_before: float, keep: int) -> None:
         """Forget the sign-ins that have ended, and all but the ``keep`` most recently used."""
-        self._execute("DELETE FROM ui_sign_ins WHERE created_at < ? OR last_used < ?", (created_before, used_before))
-        self._execute(
-            "DELETE FROM ui_sign_ins WHERE key NOT IN (SELECT key FROM ui_sign_ins ORDER BY last_used DESC LIMIT ?)",
-            (keep,),
-        )
-
-    def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
-        try:
-            return self._conn.execute(sql, params)
-        except sqlite3.Error as exc:
-            raise StoreError(
-                f"the dashboard's sign-ins could not be read or written: {exc}",
-                hint="check that PINCER_HOME is writable; `pincer doctor` checks the database",
-            ) from exc
+        async with self._db.transaction() as tx:
+            tx.add(_ENDED, {"created_before": created_before, "used_before": used_before})
+            tx.add(_BEYOND, {"keep": keep})

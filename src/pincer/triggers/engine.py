@@ -15,14 +15,14 @@ A caller that got a run id (a webhook's 202) has a persisted firing behind it: i
 before the run starts, the next ``pincer serve`` starts it (the starter is idempotent on the run
 id, so a firing that was being handed over when pincer died is handed again, never run twice).
 
-Only one process runs the scheduler and the queue worker: the holder of the lease in the store
-(``pincer serve``; a second one on the same home waits and takes over if the first dies).
+Only one process runs the scheduler and the queue worker: the holder of the store's scheduler
+lead (store/triggers.py; ``pincer serve``; another on the same store waits and takes over when
+the first dies).
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,9 +64,6 @@ logger = logging.getLogger(__name__)
 class EngineHost(Protocol):
     """What :meth:`TriggerEngine.for_pincer` reads of the service (``pincer.service.Pincer``
     is one; the service sits above the triggers, so they name only what they read)."""
-
-    @property
-    def database(self) -> sqlite3.Connection: ...
 
     @property
     def trigger_store(self) -> TriggerStore: ...
@@ -323,13 +320,13 @@ class TriggerEngine:
             self._open_estimate += added
             self._wake.set()
 
-    def is_queue_full(self) -> bool:
+    async def is_queue_full(self) -> bool:
         """Whether ``[triggers] max_queued`` runs are on their way (counted exactly only when
         the running estimate says so: a COUNT per delivery would cost more than the delivery)."""
         limit = self.config.triggers.max_queued
         if self._open_estimate < limit:
             return False
-        self._open_estimate = self.store.open_count()
+        self._open_estimate = await self.store.open_count()
         return self._open_estimate >= limit
 
     def check_request(self, skill: str | None, params: Mapping[str, Any], *, own_trigger: bool = False) -> Mapping[str, Any]:
@@ -369,13 +366,13 @@ class TriggerEngine:
         """Hand one firing to the starter in this process and wait for its run to end (``pincer
         cron run`` with no ``pincer serve`` running, ``pincer chat``): one fired ``here``, or a
         queued one. None when it is neither."""
-        row = self.store.firing(firing_id)
+        row = await self.store.firing(firing_id)
         if row is None or not (row.status == "starting" and row.owner == self.owner):
-            row = self.store.claim(firing_id, self.owner)
+            row = await self.store.claim(firing_id, self.owner)
         if row is None:
             return None
         await self._hand_over(row)
-        done = self.store.firing(firing_id)
+        done = await self.store.firing(firing_id)
         status = done.status if done is not None else "lost"
         error = done.error if done is not None else None
         if status == "error":
@@ -391,16 +388,16 @@ class TriggerEngine:
     async def _work_loop(self) -> None:
         while True:
             if self._holds_lease:
-                self._start_claimed()
+                await self._start_claimed()
             with anyio.move_on_after(SCHEDULER_POLL_S):
                 await self._wake.wait()
             self._wake = anyio.Event()
 
-    def _start_claimed(self) -> None:
+    async def _start_claimed(self) -> None:
         free = self.config.triggers.max_running - len(self._inflight)
         if free <= 0 or self._tg is None:
             return
-        for row in self.store.claim_queued(self.owner, free):
+        for row in await self.store.claim_queued(self.owner, free):
             self._inflight.add(row.id)
             self._tg.start_soon(self._run_firing, row)
 
@@ -415,7 +412,7 @@ class TriggerEngine:
 
     async def _hand_over(self, row: FiringRow) -> None:
         if row.request is None:
-            self.store.finish(row.id, "error", "the queued request was lost", now=self.clock.now())
+            await self.store.finish(row.id, "error", "the queued request was lost", now=self.clock.now())
             return
         request = RunRequest.from_dict(row.request)
         try:
@@ -424,7 +421,7 @@ class TriggerEngine:
         except (PincerError, TimeoutError) as exc:
             message = exc.message if isinstance(exc, PincerError) else f"the run did not start within {START_TIMEOUT_S:g} s"
             permanent = isinstance(exc, UsageError)
-            self.store.finish(row.id, "error", _short(message), now=self.clock.now())
+            await self.store.finish(row.id, "error", _short(message), now=self.clock.now())
             logger.warning("run %s (%s) did not start: %s", request.run_id, request.trigger, message)
             if row.job:
                 await self.scheduler.outcome(
@@ -459,7 +456,7 @@ class TriggerEngine:
                 # Synchronous from here: nobody joins a batch that is being written.
                 updates, self._statuses, self._status_batch = self._statuses, [], None
                 try:
-                    self.store.set_statuses(updates)
+                    await self.store.set_statuses(updates)
                 except Exception as exc:  # noqa: BLE001 - every caller of the batch gets the failure
                     batch.error = exc
                 finally:
@@ -485,7 +482,7 @@ class TriggerEngine:
                 self._running = False
                 if self._holds_lease:
                     try:
-                        self.store.release_lease(self.owner)
+                        await self.store.release_lease(self.owner)
                     except PincerError:
                         pass
                 self._holds_lease = False
@@ -499,7 +496,7 @@ class TriggerEngine:
     async def tick(self) -> None:
         """One look at the lease, the jobs and the queue (also called by tests)."""
         async with self._tick_lock:
-            held = self.store.acquire_lease(self.owner, now=time.time(), stale_s=LEASE_STALE_S, is_alive=self.store.owners.is_alive)
+            held = await self.store.acquire_lease(self.owner)
             if held and not self._holds_lease:
                 self._holds_lease = True
                 await self._recover()
@@ -507,14 +504,14 @@ class TriggerEngine:
             if not held:
                 return
             now = self.clock.now()
-            self._open_estimate = self.store.open_count()
+            self._open_estimate = await self.store.open_count()
             if time.monotonic() - self._last_orphans > _ORPHANS_EVERY_S:
                 await self._close_orphans()
             await self.scheduler.tick(now)
             if time.time() - self._last_prune > _PRUNE_EVERY_S:
                 self._last_prune = time.time()
                 keep_s = self.config.triggers.delivery_retention_days * 86_400
-                self.store.prune_deliveries(time.time() - keep_s)
+                await self.store.prune_deliveries(time.time() - keep_s)
             self._wake.set()
 
     async def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
@@ -526,25 +523,25 @@ class TriggerEngine:
                 self._wake.set()
                 await anyio.sleep(0.005)
                 queued = [
-                    f for f in self.store.open_firings()
+                    f for f in await self.store.open_firings()
                     if f.status == "queued" or (f.status == "starting" and f.id in self._inflight)
                 ]  # fmt: skip
-                if not queued and not any(self._is_ending(i) for i in self._inflight):
+                if not queued and not any([await self._is_ending(i) for i in list(self._inflight)]):
                     return
 
-    def _is_ending(self, firing_id: str) -> bool:
-        row = self.store.firing(firing_id)
+    async def _is_ending(self, firing_id: str) -> bool:
+        row = await self.store.firing(firing_id)
         if row is None or row.status != "started":
             return True
         is_running = getattr(self.starter, "is_running", None)
-        return not callable(is_running) or not is_running(row.run_id)
+        return not callable(is_running) or not await is_running(row.run_id)
 
     async def _recover(self) -> None:
         """After taking the lease: audit what was queued but not audited, put back what a dead
         process was handing over, and close what it had started."""
-        for row in self.store.unaudited():
+        for row in await self.store.unaudited():
             tool = f"{row.kind}:{row.name}"
-            found = self.store.audited_firing(tool, row.id)
+            found = await self.store.audited_firing(tool, row.id)
             if found is None:
                 request = RunRequest.from_dict(row.request) if row.request else None
                 entry = AuditEntry(
@@ -555,7 +552,7 @@ class TriggerEngine:
                     idempotency_key=row.id,
                 )  # fmt: skip
                 found = await self.audit.append(entry)
-            self.store.set_audit(row.id, found)
+            await self.store.set_audit(row.id, found)
         await self._close_orphans()
 
     async def _close_orphans(self) -> None:
@@ -563,13 +560,13 @@ class TriggerEngine:
         the takeover, and every ``_ORPHANS_EVERY_S`` after: an owner on another machine is
         known to be dead only once its heartbeat is stale, which may be after the takeover."""
         self._last_orphans = time.monotonic()
-        for row in self.store.open_firings():
-            if row.owner in (None, self.owner) or self.store.owners.is_alive(row.owner):
+        for row in await self.store.open_firings():
+            if row.owner in (None, self.owner) or await self.store.owners.is_alive(row.owner):
                 continue
             if row.status == "starting":
-                self.store.requeue(row.id)
+                await self.store.requeue(row.id)
             elif row.status == "started":
-                self.store.finish(row.id, "interrupted", "pincer stopped while the run was going on", now=self.clock.now())
+                await self.store.finish(row.id, "interrupted", "pincer stopped while the run was going on", now=self.clock.now())
                 if row.job:
                     await self.scheduler.outcome(
                         row.job, row.attempt,

@@ -96,7 +96,7 @@ class Scheduler:
 
     # -- keeping config and skill jobs in line ---------------------------------------------------
 
-    def sync(self, now: float) -> None:
+    async def sync(self, now: float) -> None:
         """Bring the ``config`` and ``skill:*`` jobs in line with what declares them."""
         engine = self.engine
         config = engine.config
@@ -113,7 +113,7 @@ class Scheduler:
                 logger.warning("skill %s: its schedule trigger is not used: %s", skill, problem)
         desired += skill_jobs
         store = engine.store
-        existing = {row.name: row for row in store.jobs()}
+        existing = {row.name: row for row in await store.jobs()}
         stale = {name for name, row in existing.items() if is_managed(row.source)}
         for spec in desired:
             row = existing.get(spec.name)
@@ -126,7 +126,7 @@ class Scheduler:
             try:
                 if row is None:
                     spec = with_anchor(spec, now)
-                    store.add_job(
+                    await store.add_job(
                         name=spec.name, source=spec.source, spec=spec.to_dict(), spec_hash=spec.spec_hash(),
                         next_run=first_run(spec, now), now=now,
                     )  # fmt: skip
@@ -139,11 +139,11 @@ class Scheduler:
                 changes: dict[str, Any] = {"spec": spec.to_dict(), "spec_hash": spec.spec_hash(), "source": spec.source}
                 if not keep:
                     changes["next_run"] = first_run(spec, now)
-                store.update_job(spec.name, **changes)
+                await store.update_job(spec.name, **changes)
             except PincerError as exc:  # another process synced the same job a moment ago
                 logger.info("syncing job %s: %s", spec.name, exc)
         for name in stale:
-            store.remove_job(name)
+            await store.remove_job(name)
         self._synced = key
 
     # -- firing due jobs -------------------------------------------------------------------------
@@ -151,16 +151,16 @@ class Scheduler:
     async def tick(self, now: float) -> None:
         engine = self.engine
         settings = engine.config.triggers
-        self.sync(now)
+        await self.sync(now)
         next_due: float | None = None
-        for row in engine.store.jobs():
+        for row in await engine.store.jobs():
             try:
                 spec = JobSpec.from_dict(row.spec)
             except (PincerError, KeyError, TypeError, ValueError) as exc:
-                engine.store.update_job(row.name, last_status="error", last_error=f"unreadable job: {exc}", next_run=None)
+                await engine.store.update_job(row.name, last_status="error", last_error=f"unreadable job: {exc}", next_run=None)
                 continue
             if row.run_requested is not None:
-                engine.store.update_job(row.name, run_requested=None)
+                await engine.store.update_job(row.name, run_requested=None)
                 await self.fire(spec, now=now, fired_by="pincer cron run", attempt=0)
             if row.paused or not spec.enabled:
                 continue
@@ -169,11 +169,11 @@ class Scheduler:
             elif (
                 row.retry_at is not None
                 and row.retry_at <= now
-                and engine.store.open_count(job=row.name) < (spec.max_concurrent or settings.max_concurrent)
+                and await engine.store.open_count(job=row.name) < (spec.max_concurrent or settings.max_concurrent)
             ):
-                engine.store.update_job(row.name, retry_at=None)
+                await engine.store.update_job(row.name, retry_at=None)
                 await self.fire(spec, now=now, fired_by="scheduler (retry)", attempt=row.attempt)
-        for row in engine.store.jobs():
+        for row in await engine.store.jobs():
             if row.paused:
                 continue
             for when in (row.next_run, row.retry_at):
@@ -188,24 +188,24 @@ class Scheduler:
         upcoming = first_run(spec, now)
         due = float(row.next_run or now)
         if late > grace_s:
-            store.move_next_run(
+            await store.move_next_run(
                 row.name, due=due, to=upcoming, last_status="missed",
                 last_error=f"the run due at {_iso(row.next_run)} was {late:.0f} s late, past the misfire grace of {grace_s:g} s",
             )  # fmt: skip
             return
         # Moved on before the firing: whatever happens next, this instant never fires again; and
         # only by the one process whose move it was (another that also thought it led fires none).
-        if not store.move_next_run(row.name, due=due, to=upcoming):
+        if not await store.move_next_run(row.name, due=due, to=upcoming):
             logger.info("job %s: the run due at %s was fired by another process", row.name, _iso(due))
             return
         limit = spec.max_concurrent or settings.max_concurrent
-        if store.open_count(job=row.name) >= limit:
-            store.update_job(
+        if await store.open_count(job=row.name) >= limit:
+            await store.update_job(
                 row.name, last_status="skipped",
                 last_error=f"the run due at {_iso(row.next_run)} was skipped: {limit} still going (max_concurrent {limit})",
             )  # fmt: skip
             return
-        store.update_job(row.name, retry_at=None, attempt=0)
+        await store.update_job(row.name, retry_at=None, attempt=0)
         await self.fire(spec, now=now, fired_by="scheduler", attempt=0, due=due)
 
     async def fire(
@@ -219,7 +219,7 @@ class Scheduler:
             here=here, payload={"due": due, "due_at": _iso(due)} if due is not None else None,
         )  # fmt: skip
         error = (firing.error or {}).get("message") if firing.error else None
-        self.engine.store.update_job(
+        await self.engine.store.update_job(
             spec.name, last_run=now, last_run_id=firing.run_id, last_status=firing.status, last_error=error
         )
         return firing
@@ -229,7 +229,7 @@ class Scheduler:
     async def outcome(self, job: str, attempt: int, outcome: RunOutcome, *, permanent: bool = False) -> None:
         """Record how a job's run ended; a failure is retried with backoff unless ``permanent``."""
         engine = self.engine
-        row = engine.store.job(job)
+        row = await engine.store.job(job)
         if row is None:
             return  # removed meanwhile
         settings = engine.config.triggers
@@ -240,19 +240,19 @@ class Scheduler:
             retries = None
         retries = settings.retries if retries is None else retries
         if outcome.status is RunStatus.DONE:
-            engine.store.update_job(job, last_status="done", last_error=None, attempt=0)
+            await engine.store.update_job(job, last_status="done", last_error=None, attempt=0)
         elif outcome.is_failure and not permanent and attempt < retries:
             delay = min(settings.retry_backoff_s * (2**attempt), settings.retry_backoff_max_s)
-            engine.store.update_job(
+            await engine.store.update_job(
                 job, last_status="failed", attempt=attempt + 1, retry_at=now + delay,
                 last_error=f"{outcome.error or outcome.status.value}; retry {attempt + 1} of {retries} in {delay:g} s",
             )  # fmt: skip
         else:
-            engine.store.update_job(job, last_status=outcome.status.value, last_error=outcome.error, attempt=0)
+            await engine.store.update_job(job, last_status=outcome.status.value, last_error=outcome.error, attempt=0)
 
     # -- by hand ---------------------------------------------------------------------------------
 
-    def add(self, spec: JobSpec, *, now: float, next_run: float | None = None, replace: bool = False) -> JobRow:
+    async def add(self, spec: JobSpec, *, now: float, next_run: float | None = None, replace: bool = False) -> JobRow:
         """Add a job made by hand (``pincer cron add``, ``pincer cron import``)."""
         spec = with_anchor(spec, now)
         upcoming = next_run if next_run is not None else first_run(spec, now)
@@ -261,11 +261,11 @@ class Scheduler:
                 f"job {spec.name!r} would never run: {spec.schedule.describe()} is in the past",
                 hint="give a time that is still to come",
             )
-        self.engine.store.add_job(
+        await self.engine.store.add_job(
             name=spec.name, source=spec.source, spec=spec.to_dict(), spec_hash=spec.spec_hash(), next_run=upcoming,
             paused=not spec.enabled, now=now, replace=replace,
         )  # fmt: skip
-        return self.engine.store.require_job(spec.name)
+        return await self.engine.store.require_job(spec.name)
 
 
 def _iso(t: float | None) -> str:

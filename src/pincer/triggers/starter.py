@@ -117,7 +117,7 @@ class AgentStarter:
         from pincer.llm.prompt import DEFAULT_MESSAGE
 
         run_id = request.run_id
-        if run_id in self._started or self._in_store(run_id):
+        if run_id in self._started or await self._in_store(run_id):
             return run_id
         attached = self._attached.pop(run_id, _Attached())
         loop_request = llm_request(request)
@@ -143,12 +143,12 @@ class AgentStarter:
         assert started.outcome is not None
         return started.outcome
 
-    def is_running(self, run_id: str) -> bool:
+    async def is_running(self, run_id: str) -> bool:
         started = self._started.get(run_id)
         if started is not None:
             return started.outcome is None
         try:
-            return not self.pincer.runs.get(run_id).is_final
+            return not (await self.pincer.runs.get(run_id)).is_final
         except RunNotFound:
             return False
 
@@ -173,16 +173,16 @@ class AgentStarter:
     async def _follow(self, run_id: str) -> RunOutcome:
         while True:
             try:
-                row = self.pincer.runs.get(run_id)  # a run whose process died is settled as failed
+                row = await self.pincer.runs.get(run_id)  # a run whose process died is settled as failed
             except RunNotFound:
                 return RunOutcome(run_id=run_id, status=RunStatus.LOST, error="no run with this id was recorded")
             if row.is_final:
                 return _outcome(run_id, row.status, row.error, row.stop)
             await anyio.sleep(STORE_POLL_S)
 
-    def _in_store(self, run_id: str) -> bool:
+    async def _in_store(self, run_id: str) -> bool:
         try:
-            self.pincer.runs.get(run_id)
+            await self.pincer.runs.get(run_id)
         except RunNotFound:
             return False
         return True

@@ -114,7 +114,7 @@ async def accept_delivery(
     delivery = delivery_id or ""
     now = engine.clock.now()
     if not generated_id:
-        seen = store.delivery(hook.name, delivery)
+        seen = await store.delivery(hook.name, delivery)
         if seen is not None:
             return _replayed(seen)
     base: dict[str, Any] = {"hook": hook.name, "delivery": delivery, "event": event}
@@ -122,12 +122,12 @@ async def accept_delivery(
         return DeliveryAnswer(status=200, body={**base, "ok": True, "pong": True})
     if hook.events and not any(event_matches(pattern, event) for pattern in hook.events):
         body = {**base, "accepted": True, "ignored": True, "reason": f"event {event!r} is not in the hook's events"}
-        return _stored(store.record_delivery(_row(hook, delivery, now, event, 202, body)))
+        return _stored(await store.record_delivery(_row(hook, delivery, now, event, 202, body)))
     targets = hook_targets(hook, event, engine.skills)
     if not targets:
         body = {**base, "accepted": True, "ignored": True, "reason": f"no eligible skill's webhook trigger matches {event!r}"}
-        return _stored(store.record_delivery(_row(hook, delivery, now, event, 202, body)))
-    if engine.is_queue_full():
+        return _stored(await store.record_delivery(_row(hook, delivery, now, event, 202, body)))
+    if await engine.is_queue_full():
         return DeliveryAnswer(
             status=503,
             body={"error": {"code": "queue_full", "message": "too many runs are waiting to start",

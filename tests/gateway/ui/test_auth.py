@@ -3,6 +3,7 @@ clock the test moves: they expire, and end when their token leaves config.toml."
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -11,13 +12,22 @@ from pincer.config import parse_config
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import TokenBook, token_digest
 from pincer.gateway.ui.auth import TOUCH_EVERY_S, UI_SESSION_IDLE_S, UI_SESSION_TTL_S, UiAuth
-from pincer.store.db import open_database
 from pincer.store.sign_ins import SignInStore
+from pincer.store.sql import open_sqlite
 from pincer.triggers.failures import FailureWindow
 
 PRIMARY = "pcr_primary_token_for_auth_tests_0123456789"
 AGENT = "pcr_agent_token_for_auth_tests_0123456789ab"
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "dashboard.md"
+
+
+@pytest.fixture
+async def sign_ins(tmp_path: Path) -> AsyncIterator[SignInStore]:
+    db = await open_sqlite(tmp_path)
+    try:
+        yield SignInStore(db)
+    finally:
+        await db.aclose()
 
 
 class _Clock:
@@ -28,52 +38,54 @@ class _Clock:
         return self.now
 
 
-def _auth(tmp_path: Path, config_text: str, clock: _Clock) -> tuple[UiAuth, list]:
+def _auth(store: SignInStore, tmp_path: Path, config_text: str, clock: _Clock) -> tuple[UiAuth, list]:
     holder = [parse_config(config_text, home=tmp_path)]
     tokens = TokenBook(config=lambda: holder[0], primary_token=PRIMARY)
-    store = SignInStore(open_database(tmp_path))
     auth = UiAuth(tokens=tokens, store=store, refusals=UnauthenticatedRefusals(),
                   failures=FailureWindow(limit=lambda: 3), max_failures=lambda: 3, clock=clock)  # fmt: skip
     return auth, holder
 
 
-def test_a_sign_in_ends_after_its_idle_time_and_its_whole_time(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_sign_in_ends_after_its_idle_time_and_its_whole_time(tmp_path: Path, sign_ins: SignInStore) -> None:
     clock = _Clock()
-    auth, _ = _auth(tmp_path, "", clock)
-    made = auth.sign_in(PRIMARY)
+    auth, _ = _auth(sign_ins, tmp_path, "", clock)
+    made = await auth.sign_in(PRIMARY)
     assert made is not None
     cookie, identity = made
     assert identity.is_main and identity.name == "main"
     clock.now += UI_SESSION_IDLE_S - 1
-    assert auth.identity(cookie) is not None  # used: the idle time starts again
+    assert await auth.identity(cookie) is not None  # used: the idle time starts again
     clock.now += UI_SESSION_IDLE_S - 1
-    assert auth.identity(cookie) is not None
+    assert await auth.identity(cookie) is not None
     clock.now += UI_SESSION_IDLE_S
-    assert auth.identity(cookie) is None  # idle too long
-    cookie, _ = auth.sign_in(PRIMARY) or ("", None)
+    assert await auth.identity(cookie) is None  # idle too long
+    cookie, _ = await auth.sign_in(PRIMARY) or ("", None)
     started = clock.now
     while clock.now - started < UI_SESSION_TTL_S - UI_SESSION_IDLE_S:
         clock.now += UI_SESSION_IDLE_S / 2
-        assert auth.identity(cookie) is not None
+        assert await auth.identity(cookie) is not None
     clock.now = started + UI_SESSION_TTL_S
-    assert auth.identity(cookie) is None  # kept busy, but a working day is the most
+    assert await auth.identity(cookie) is None  # kept busy, but a working day is the most
 
 
-def test_a_sign_in_ends_when_its_token_is_removed_from_the_config(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_sign_in_ends_when_its_token_is_removed_from_the_config(tmp_path: Path, sign_ins: SignInStore) -> None:
     clock = _Clock()
     with_agent = f'[[gateway.tokens]]\nsha256 = "{token_digest(AGENT)}"\nsession = "agent"\n'
-    auth, holder = _auth(tmp_path, with_agent, clock)
-    cookie, identity = auth.sign_in(AGENT) or ("", None)
+    auth, holder = _auth(sign_ins, tmp_path, with_agent, clock)
+    cookie, identity = await auth.sign_in(AGENT) or ("", None)
     assert identity is not None and not identity.is_main and identity.name == "agent"
-    assert auth.identity(cookie) is not None
+    assert await auth.identity(cookie) is not None
     holder[0] = parse_config("", home=tmp_path)
-    assert auth.identity(cookie) is None
+    assert await auth.identity(cookie) is None
 
 
-def test_wrong_tokens_and_unknown_cookies_get_nothing(tmp_path: Path) -> None:
-    auth, _ = _auth(tmp_path, "", _Clock())
-    assert auth.sign_in("pcr_not_a_token_0123456789") is None
-    assert auth.identity("made-up-cookie") is None and auth.identity(None) is None
+@pytest.mark.anyio
+async def test_wrong_tokens_and_unknown_cookies_get_nothing(tmp_path: Path, sign_ins: SignInStore) -> None:
+    auth, _ = _auth(sign_ins, tmp_path, "", _Clock())
+    assert await auth.sign_in("pcr_not_a_token_0123456789") is None
+    assert await auth.identity("made-up-cookie") is None and await auth.identity(None) is None
     for _ in range(3):
         auth.failed("203.0.113.9", "/ui/login")
     assert auth.retry_after("203.0.113.9") is not None and auth.retry_after("203.0.113.10") is None
@@ -113,15 +125,16 @@ async def test_the_cookie_is_secure_when_the_dashboard_is_served_over_https(pinc
     assert {"secure", "httponly", "samesite=strict"} <= parts
 
 
-def test_looking_without_touching_does_not_keep_a_sign_in_alive(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_looking_without_touching_does_not_keep_a_sign_in_alive(tmp_path: Path, sign_ins: SignInStore) -> None:
     """An open approvals page checks its sign-in on every tick of its event stream; before
     ``touch=False`` that check kept an unattended tab signed in until the whole time ran out."""
     clock = _Clock()
-    auth, _ = _auth(tmp_path, "", clock)
-    cookie, _ = auth.sign_in(PRIMARY) or ("", None)
+    auth, _ = _auth(sign_ins, tmp_path, "", clock)
+    cookie, _ = await auth.sign_in(PRIMARY) or ("", None)
     for _ in range(3):
         clock.now += UI_SESSION_IDLE_S / 2
-        looked = auth.identity(cookie, touch=False)
+        looked = await auth.identity(cookie, touch=False)
         if looked is None:
             break
     assert looked is None

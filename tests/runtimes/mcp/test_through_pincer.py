@@ -74,7 +74,7 @@ async def test_default_policy_asks_and_a_denial_never_reaches_the_server(tmp_pat
 
         async def deny(approval) -> None:
             asked.append(approval.tool)
-            p.dispatcher.answer(approval.id, "deny", by="test")
+            await p.dispatcher.answer(approval.id, "deny", by="test")
 
         with anyio.fail_after(WAIT_S):
             result = await p.call(CallRequest(tool="f_delete_all", args={}), on_approval=deny)
@@ -128,7 +128,7 @@ async def test_a_changed_definition_is_refused_before_anyone_is_asked(tmp_path: 
         with anyio.fail_after(WAIT_S):
             result = await p.call(CallRequest(tool="f_echo", args={"text": "x"}), on_approval=record)
         assert result.error["code"] == "denied" and "pincer mcp trust f echo" in result.error["hint"]
-        assert asked == [] and p.approvals.list(status=None) == []
+        assert asked == [] and await p.approvals.list(status=None) == []
 
 
 async def test_a_server_list_edited_by_another_process_keeps_unchanged_servers_running(tmp_path: Path) -> None:

@@ -48,9 +48,9 @@ async def call(pincer: Pincer, args: dict, session: str = "main"):
 async def test_an_alias_reaches_its_tool_through_the_chain(pincer: Pincer):
     out = await call(pincer, {"alias": "say", "alias_params": {"message": "via alias"}})
     assert out["invoke"] == {"message": "via alias"}
-    (nested,) = pincer.audit.records(tool="echo")
+    (nested,) = await pincer.audit.records(tool="echo")
     assert (nested.caller, nested.session, nested.outcome) == ("secret_echo", "main", "ok")
-    (outer,) = pincer.audit.records(tool="secret_echo")
+    (outer,) = await pincer.audit.records(tool="secret_echo")
     assert outer.caller == "test" and outer.id > nested.id  # the child is recorded first
 
 
@@ -58,7 +58,7 @@ async def test_policy_applies_to_nested_calls(pincer: Pincer):
     out = await call(pincer, {"alias": "busy", "alias_params": {"n": 3}})
     assert "invoke" not in out
     assert out["invoke_error"].startswith("busy: denied:")
-    (denied,) = pincer.audit.records(tool="spin")
+    (denied,) = await pincer.audit.records(tool="spin")
     assert denied.outcome == "denied" and denied.caller == "secret_echo"
 
 
@@ -115,5 +115,5 @@ async def test_a_nested_call_carries_the_runs_taint_and_run(pincer_home: Path, w
         assert result.ok, result.error
         assert result.output["invoke_error"].startswith("send: denied:"), result.output
         assert posted == []
-        (nested,) = service.audit.records(tool="post")
+        (nested,) = await service.audit.records(tool="post")
         assert nested.outcome == "denied" and nested.run_id == "run-1" and "taint" in nested.reason

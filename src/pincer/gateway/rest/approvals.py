@@ -37,9 +37,9 @@ def _shown(pincer: Pincer, approval: ApprovalRequest) -> dict[str, Any]:
     return shown
 
 
-def _find_approval(pincer: Pincer, approval_id: str) -> ApprovalRequest:
+async def _find_approval(pincer: Pincer, approval_id: str) -> ApprovalRequest:
     try:
-        return pincer.approvals.get(approval_id)
+        return await pincer.approvals.get(approval_id)
     except UsageError as exc:
         raise Refused(pincer_error_response(exc, 404)) from None
 
@@ -49,7 +49,7 @@ async def list_approvals(
     pincer: PincerDep, session: SessionDep, status: Annotated[str, Query(pattern="^(pending|all)$")] = "pending"
 ) -> dict[str, Any]:
     requests = approvals_seen(
-        session, pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
+        session, await pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
     )
     return {"approvals": [_shown(pincer, r) for r in requests]}
 
@@ -58,7 +58,7 @@ async def list_approvals(
 async def get_approval(
     pincer: PincerDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)]
 ) -> dict[str, Any]:
-    approval = _find_approval(pincer, approval_id)
+    approval = await _find_approval(pincer, approval_id)
     if not sees_approval(session, approval):
         raise refuse(404, "not_found", f"no approval request with id {approval_id!r}")
     return _shown(pincer, approval)
@@ -72,8 +72,8 @@ async def answer_approval(
         raise refuse(
             403, "session_forbidden", f"session {session.name!r} may not answer approvals", ANSWER_FORBIDDEN_HINT
         )
-    _find_approval(pincer, approval_id)
-    answered = pincer.dispatcher.answer(
+    await _find_approval(pincer, approval_id)
+    answered = await pincer.dispatcher.answer(
         approval_id, body.decision, by=f"rest:{session.name}", as_session=session.name, scope=body.scope
     )
     shown: dict[str, Any] = pincer.shown(answered.to_dict())

@@ -29,7 +29,7 @@ async def audit(
 ) -> dict[str, Any]:
     if not may_read_audit_of(session, session_name):
         raise refuse(403, "session_forbidden", f"session {session.name!r} may read only its own records")
-    records = pincer.audit.records(tool=tool, session=audit_session_filter(session, session_name), limit=limit)
+    records = await pincer.audit.records(tool=tool, session=audit_session_filter(session, session_name), limit=limit)
     # A value stored as a secret after its call was recorded is masked here, at display.
     return {"records": pincer.shown([r.to_dict() for r in records])}
 
@@ -37,7 +37,7 @@ async def audit(
 @router.get("/audit/verify", summary="Verify the audit chain")
 async def verify(pincer: PincerDep, session: SessionDep) -> JSONResponse:
     try:
-        head = pincer.audit.verify_chain()
+        head = await pincer.audit.verify_chain()
     except PincerError as exc:
         return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
     return JSONResponse({"ok": True, **head.to_dict()})
@@ -49,7 +49,7 @@ async def checkpoint(pincer: PincerDep, session: SessionDep) -> JSONResponse:
         raise refuse(403, "session_forbidden", f"session {session.name!r} may not take audit checkpoints",
                      "use a main session's token, or `pincer audit checkpoint`")  # fmt: skip
     try:
-        made = pincer.audit.checkpoint()
+        made = await pincer.audit.checkpoint()
     except PincerError as exc:
         return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
     return JSONResponse(made.to_dict())

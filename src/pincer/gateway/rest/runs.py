@@ -38,8 +38,8 @@ class RunBody(BaseModel):
     budgets: dict[str, float] | None = None
 
 
-def _run_row(pincer: Pincer, session: GatewaySession, run_id: str) -> RunRow:
-    row = pincer.runs.get(run_id)
+async def _run_row(pincer: Pincer, session: GatewaySession, run_id: str) -> RunRow:
+    row = await pincer.runs.get(run_id)
     if not sees_run(session, row):
         raise refuse(404, "run_not_found", f"no run with id {run_id!r}")
     return row
@@ -73,14 +73,14 @@ async def start_run(pincer: PincerDep, session: SessionDep, runs: RunsDep, body:
 
 @router.get("/runs", summary="Runs, newest first")
 async def list_runs(pincer: PincerDep, session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
-    rows = pincer.runs.list(session=runs_session_filter(session), limit=limit)
+    rows = await pincer.runs.list(session=runs_session_filter(session), limit=limit)
     return {"runs": pincer.shown([r.to_dict() for r in rows])}
 
 
 @router.get("/runs/{run_id}", summary="One run: status, usage, cost, transcript, tool calls with audit ids")
 async def get_run(pincer: PincerDep, session: SessionDep, run_id: Annotated[str, Path(max_length=64)]) -> dict[str, Any]:
-    row = _run_row(pincer, session, run_id)
-    messages = [m.to_dict() for m in pincer.runs.messages(run_id)]
+    row = await _run_row(pincer, session, run_id)
+    messages = [m.to_dict() for m in await pincer.runs.messages(run_id)]
     # A value stored as a secret after the run recorded it is masked here, at display.
     shown: dict[str, Any] = pincer.shown({**row.to_dict(), "messages": messages})
     return shown
@@ -97,7 +97,7 @@ async def run_events(
     run_id: Annotated[str, Path(max_length=64)],
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=64)] = None,
 ) -> Response:
-    _run_row(pincer, session, run_id)
+    await _run_row(pincer, session, run_id)
     manager = _carried_out(runs)
     after = RunCursor.parse(last_event_id) if last_event_id else None
 
@@ -113,8 +113,8 @@ async def run_events(
 async def cancel_run(
     pincer: PincerDep, session: SessionDep, runs: RunsDep, run_id: Annotated[str, Path(max_length=64)]
 ) -> JSONResponse:
-    row = _run_row(pincer, session, run_id)
+    row = await _run_row(pincer, session, run_id)
     if row.is_final:
         return JSONResponse(pincer.shown(row.to_dict()), status_code=200)
-    cancelled = runs.cancel(run_id) if runs is not None else pincer.runs.request_cancel(run_id)
+    cancelled = await runs.cancel(run_id) if runs is not None else await pincer.runs.request_cancel(run_id)
     return JSONResponse(pincer.shown(cancelled.to_dict()), status_code=202)

@@ -70,8 +70,8 @@ def approval_view(pages: Any, approval: ApprovalRequest, now: float) -> dict[str
     }
 
 
-def _visible(pincer: Pincer, session: GatewaySession) -> tuple[list[ApprovalRequest], list[ApprovalRequest]]:
-    seen = approvals_seen(session, pincer.approvals.list(status=None))
+async def _visible(pincer: Pincer, session: GatewaySession) -> tuple[list[ApprovalRequest], list[ApprovalRequest]]:
+    seen = approvals_seen(session, await pincer.approvals.list(status=None))
     waiting = [a for a in seen if a.status is ApprovalStatus.PENDING]
     answered = sorted((a for a in seen if a.status is not ApprovalStatus.PENDING),
                       key=lambda a: a.answered_at or a.expires_at, reverse=True)  # fmt: skip
@@ -99,10 +99,10 @@ def _matches(approval: ApprovalRequest, filters: dict[str, str], now: float) -> 
     return True
 
 
-def _context(request: Request, session: GatewaySession, **extra: Any) -> dict[str, Any]:
+async def _context(request: Request, session: GatewaySession, **extra: Any) -> dict[str, Any]:
     pincer, pages = pincer_of(request), pages_of(request)
     filters = _filters(request, session)
-    waiting, answered = _visible(pincer, session)
+    waiting, answered = await _visible(pincer, session)
     now = time.time()
     waiting = [a for a in waiting if _matches(a, {**filters, "status": ""}, now)]
     answered = [a for a in answered if _matches(a, filters, now)]
@@ -127,44 +127,44 @@ def _context(request: Request, session: GatewaySession, **extra: Any) -> dict[st
 
 
 async def page(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     notice = None
     done = request.query_params.get("answered")
     if done:
         try:
-            answered = pincer_of(request).approvals.get(done)
+            answered = await pincer_of(request).approvals.get(done)
         except PincerError:
             answered = None
         if answered is not None and sees_approval(identity.session, answered):
             notice = f"approval {answered.id} ({answered.tool}): {answered.status.value}"
-    return pages_of(request).render(request, "approvals.html", _context(request, identity.session, notice=notice))
+    return pages_of(request).render(request, "approvals.html", await _context(request, identity.session, notice=notice))
 
 
 async def rows(request: Request) -> Response:
-    identity = require_identity(request)
-    return pages_of(request).render(request, "approval_rows.html", _context(request, identity.session))
+    identity = await require_identity(request)
+    return pages_of(request).render(request, "approval_rows.html", await _context(request, identity.session))
 
 
-def _fingerprint(pincer: Pincer, session: GatewaySession) -> tuple[tuple[str, str], ...]:
+async def _fingerprint(pincer: Pincer, session: GatewaySession) -> tuple[tuple[str, str], ...]:
     now = time.time()
-    waiting, answered = _visible(pincer, session)
+    waiting, answered = await _visible(pincer, session)
     answered = answered[:RECENT_ANSWERED]
     return tuple((a.id, "expired" if a.expires_at <= now and a.status is ApprovalStatus.PENDING else a.status.value)
                  for a in (*waiting, *answered))  # fmt: skip
 
 
 async def events(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     pincer = pincer_of(request)
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
-        seen = _fingerprint(pincer, identity.session)
+        seen = await _fingerprint(pincer, identity.session)
         number = 0
         while True:
             await anyio.sleep(APPROVALS_POLL_S)
-            if current_identity(request, touch=False) is None:
+            if await current_identity(request, touch=False) is None:
                 return  # signed out or expired: the stream ends with the sign-in
-            now = _fingerprint(pincer, identity.session)
+            now = await _fingerprint(pincer, identity.session)
             if now != seen:
                 seen = now
                 number += 1
@@ -174,23 +174,23 @@ async def events(request: Request) -> Response:
 
 
 async def answer(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     form = await read_form(request)
     require_csrf(identity, form)
     pincer = pincer_of(request)
     approval_id = request.path_params["approval_id"]
     if not can_answer_approvals(identity.session):
-        context = _context(request, identity.session,
+        context = await _context(request, identity.session,
                            error=f"session {identity.name!r} may not answer approvals: {ANSWER_FORBIDDEN_HINT}")  # fmt: skip
         return pages_of(request).render(request, "approvals.html", context, status=403)
     try:
-        approval = pincer.approvals.get(approval_id)
+        approval = await pincer.approvals.get(approval_id)
     except PincerError:
         approval = None
     decision = form.get("decision", "")
     if approval is None or decision not in {a.value for a in Answer}:
         what = f"no approval request with id {approval_id!r}" if approval is None else f"unknown decision {decision!r}"
-        return pages_of(request).render(request, "approvals.html", _context(request, identity.session, error=what),
+        return pages_of(request).render(request, "approvals.html", await _context(request, identity.session, error=what),
                                         status=404 if approval is None else 400)  # fmt: skip
     scope_value = form.get("scope") or None
     scope = (
@@ -199,12 +199,12 @@ async def answer(request: Request) -> Response:
         else None
     )
     try:
-        pincer.dispatcher.answer(
+        await pincer.dispatcher.answer(
             approval_id, Answer(decision), by=f"ui:{identity.name}", as_session=identity.name, scope=scope
         )
     except PincerError as exc:
         message = f"approval {approval_id} ({approval.tool}): {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
-        return pages_of(request).render(request, "approvals.html", _context(request, identity.session, error=message),
+        return pages_of(request).render(request, "approvals.html", await _context(request, identity.session, error=message),
                                         status=409)  # fmt: skip
     back = form.get("next", "")
     target = back if _NEXT.match(back) else f"{UI_PREFIX}/approvals"

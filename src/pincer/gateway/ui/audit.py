@@ -64,7 +64,7 @@ def _filters(request: Request) -> dict[str, str]:
     return {name: filter_value(request, name) for name in ("tool", "session", "decision", "since", "until")}
 
 
-def visible_records(
+async def visible_records(
     pincer: Any, session: GatewaySession, filters: dict[str, str], *, wanted: int = AUDIT_PER_PAGE
 ) -> tuple[list[AuditRecord], str | None]:
     """The records the filters ask for, as the reader may see them (newest first), or an error:
@@ -75,7 +75,7 @@ def visible_records(
     since, until = _parse_time(filters["since"]), _parse_time(filters["until"])
     decision = filters["decision"]
     narrowed = bool(decision or since or until)
-    records = pincer.audit.records(
+    records = await pincer.audit.records(
         tool=filters["tool"] or None, session=audit_session_filter(session, asked),
         limit=MAX_AUDIT_LIMIT if narrowed else min(MAX_AUDIT_LIMIT, wanted),
     )  # fmt: skip
@@ -86,10 +86,10 @@ def visible_records(
     return list(reversed(kept)), None
 
 
-def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[str, Any], int]:
+async def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[str, Any], int]:
     filters = _filters(request)
     wanted = page_request(request, per=AUDIT_PER_PAGE)
-    records, error = visible_records(pincer_of(request), identity.session, filters, wanted=wanted.wanted)
+    records, error = await visible_records(pincer_of(request), identity.session, filters, wanted=wanted.wanted)
     shown = paged(records, wanted, f"{UI_PREFIX}/audit", filters, default_per=AUDIT_PER_PAGE, noun="records")
     waits = {r.id: wait for r in shown.rows if (wait := approval_wait_ms(r))}
     context = {"records": shown, "waits": waits, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": None,
@@ -98,17 +98,17 @@ def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[str, A
 
 
 async def page(request: Request) -> Response:
-    identity = require_identity(request)
-    context, status = _listing(request, identity)
+    identity = await require_identity(request)
+    context, status = await _listing(request, identity)
     template = "audit_rows.html" if request.headers.get("hx-request") else "audit.html"
     return pages_of(request).render(request, template, context, status=status)
 
 
 async def detail(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     pincer = pincer_of(request)
     record_id = int(request.path_params["record_id"])
-    found = pincer.audit.records(
+    found = await pincer.audit.records(
         after_id=record_id - 1, session=audit_session_filter(identity.session, None), limit=None
     )
     record = next((r for r in found if r.id == record_id), None)
@@ -128,19 +128,19 @@ async def detail(request: Request) -> Response:
 
 
 async def verify(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     require_csrf(identity, await read_form(request))
     pincer = pincer_of(request)
     result: dict[str, Any]
     try:
-        head = pincer.audit.verify_chain()
+        head = await pincer.audit.verify_chain()
     except AuditChainBroken as exc:
         result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": exc.record_id}
     except PincerError as exc:
         result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": None}
     else:
         result = {"ok": True, "records": head.records, "head": head.to_dict()}
-    context, _ = _listing(request, identity, verify=result)
+    context, _ = await _listing(request, identity, verify=result)
     return pages_of(request).render(request, "audit.html", context, status=200 if result["ok"] else 409)
 
 

@@ -14,8 +14,8 @@ webhooks use, ``[triggers] max_failures_per_minute``): past it, sign-in answers 
 
 The API other pages use (the canvas pages too), stable::
 
-    identity = require_identity(request)     # UiIdentity; raises SignInRequired -> 303 /ui/login
-    identity = current_identity(request)     # UiIdentity | None, never raises
+    identity = await require_identity(request)     # UiIdentity; raises SignInRequired -> 303 /ui/login
+    identity = await current_identity(request)     # UiIdentity | None, never raises
     form = await read_form(request)          # dict[str, str], bounded; FormRefused -> 4xx page
     pairs = await read_form_pairs(request)   # the same, every (name, value) in order (checkboxes)
     require_csrf(identity, form)             # raises CsrfRefused -> 403, nothing changed
@@ -55,12 +55,13 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "UI_PREFIX", "UI_AUTH_SCOPE_KEY", "SESSION_COOKIE", "LOGIN_COOKIE", "UI_SESSION_TTL_S", "UI_SESSION_IDLE_S",
     "UI_MAX_FORM_BYTES", "UiIdentity", "UiAuth", "SignInRequired", "CsrfRefused", "FormRefused",
-    "current_identity", "require_identity", "read_form", "read_form_pairs", "require_csrf", "exception_handlers", "with_ui_auth",
+    "current_identity", "resolved_identity", "require_identity", "read_form", "read_form_pairs", "require_csrf", "exception_handlers", "with_ui_auth",
     "redirect_bare_prefix",
 ]  # fmt: skip
 
 UI_PREFIX = "/ui"
 UI_AUTH_SCOPE_KEY = "pincer.ui_auth"
+_IDENTITY_SCOPE_KEY = "pincer.ui_identity"  # this request's sign-in, once read from the store
 SESSION_COOKIE = "pincer_ui"
 LOGIN_COOKIE = "pincer_ui_login"
 UI_SESSION_TTL_S = 8 * 3600.0  # a sign-in lasts a working day at most
@@ -137,33 +138,33 @@ class UiAuth:
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def identity(self, cookie: str | None, *, touch: bool = True) -> UiIdentity | None:
+    async def identity(self, cookie: str | None, *, touch: bool = True) -> UiIdentity | None:
         """The sign-in of ``cookie``, if it holds. ``touch`` False looks without counting as use
         (an open page's event stream checks its sign-in without keeping it alive)."""
         if not cookie or len(cookie) > MAX_COOKIE_CHARS:
             return None
         key = sign_in_key(cookie)
-        entry = self.store.get(key)
+        entry = await self.store.get(key)
         if entry is None:
             return None
         now = self._clock()
         if now - entry.created >= UI_SESSION_TTL_S or now - entry.last_used >= UI_SESSION_IDLE_S:
-            self.store.remove(key)
+            await self.store.remove(key)
             return None
         session = self.tokens.session_for_digest(entry.token_digest)
         if session is None:  # the token was removed from config.toml
-            self.store.remove(key)
+            await self.store.remove(key)
             return None
         last_used = entry.last_used
         # A use is written at most every TOUCH_EVERY_S: a page's requests do not each cost a write,
         # and the idle time is still kept to within that much.
         if touch and now - last_used >= TOUCH_EVERY_S:
-            self.store.touch(key, now)
+            await self.store.touch(key, now)
             last_used = now
         expires = min(entry.created + UI_SESSION_TTL_S, last_used + UI_SESSION_IDLE_S)
         return UiIdentity(session=session, csrf_token=entry.csrf, expires_at=expires)
 
-    def sign_in(self, token: str) -> tuple[str, UiIdentity] | None:
+    async def sign_in(self, token: str) -> tuple[str, UiIdentity] | None:
         """A new sign-in for ``token`` (its cookie value and identity), or None for a wrong one."""
         session = self.tokens.session_for(token)
         if session is None:
@@ -171,14 +172,14 @@ class UiAuth:
         now = self._clock()
         cookie = secrets.token_urlsafe(32)
         entry = SignIn(token_digest=token_digest(token), csrf=secrets.token_urlsafe(32), created=now, last_used=now)
-        self.store.prune(created_before=now - UI_SESSION_TTL_S, used_before=now - UI_SESSION_IDLE_S,
-                         keep=MAX_UI_SESSIONS - 1)  # fmt: skip
-        self.store.add(sign_in_key(cookie), entry)
+        await self.store.prune(created_before=now - UI_SESSION_TTL_S, used_before=now - UI_SESSION_IDLE_S,
+                               keep=MAX_UI_SESSIONS - 1)  # fmt: skip
+        await self.store.add(sign_in_key(cookie), entry)
         return cookie, UiIdentity(session=session, csrf_token=entry.csrf, expires_at=now + UI_SESSION_IDLE_S)
 
-    def sign_out(self, cookie: str | None) -> None:
+    async def sign_out(self, cookie: str | None) -> None:
         if cookie and len(cookie) <= MAX_COOKIE_CHARS:
-            self.store.remove(sign_in_key(cookie))
+            await self.store.remove(sign_in_key(cookie))
 
     # -- failures ----------------------------------------------------------------------------
 
@@ -211,17 +212,28 @@ def _auth_of(request: Request) -> UiAuth:
     return auth
 
 
-def current_identity(request: Request, *, touch: bool = True) -> UiIdentity | None:
-    """The signed-in identity of this request, or None (``touch``: see :meth:`UiAuth.identity`)."""
+async def current_identity(request: Request, *, touch: bool = True) -> UiIdentity | None:
+    """The signed-in identity of this request, or None (``touch``: see :meth:`UiAuth.identity`).
+    Read from the store once per request; the page rendered for it reads it again for free
+    (:func:`resolved_identity`)."""
+    if _IDENTITY_SCOPE_KEY in request.scope:
+        found: UiIdentity | None = request.scope[_IDENTITY_SCOPE_KEY]
+        return found
     auth = request.scope.get(UI_AUTH_SCOPE_KEY)
-    if not isinstance(auth, UiAuth):
-        return None
-    return auth.identity(request.cookies.get(SESSION_COOKIE), touch=touch)
+    identity = await auth.identity(request.cookies.get(SESSION_COOKIE), touch=touch) if isinstance(auth, UiAuth) else None
+    request.scope[_IDENTITY_SCOPE_KEY] = identity
+    return identity
 
 
-def require_identity(request: Request) -> UiIdentity:
+def resolved_identity(request: Request) -> UiIdentity | None:
+    """The identity :func:`current_identity` read for this request (None before it did)."""
+    found: UiIdentity | None = request.scope.get(_IDENTITY_SCOPE_KEY)
+    return found
+
+
+async def require_identity(request: Request) -> UiIdentity:
     """The signed-in identity; :class:`SignInRequired` (a 303 to the login page) when there is none."""
-    identity = current_identity(request)
+    identity = await current_identity(request)
     if identity is None:
         path = request.url.path
         raise SignInRequired(path if _NEXT_PATH.match(path) else UI_PREFIX + "/")
@@ -300,7 +312,7 @@ def _next_of(value: str | None) -> str:
 
 
 async def login_form(request: Request) -> Response:
-    if current_identity(request) is not None:
+    if await current_identity(request) is not None:
         return RedirectResponse(_next_of(request.query_params.get("next")), status_code=303)
     return _login_page(request, error=None, status=200, next_path=_next_of(request.query_params.get("next")))
 
@@ -326,7 +338,7 @@ async def login(request: Request) -> Response:
             error="this sign-in form is stale or came from elsewhere; sign in again from this page",
         )  # fmt: skip
     token = form.get("token", "").strip()
-    made = auth.sign_in(token) if token else None
+    made = await auth.sign_in(token) if token else None
     if made is None:
         auth.failed(address, request.url.path)
         return _login_page(
@@ -342,9 +354,9 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     require_csrf(identity, await read_form(request))
-    _auth_of(request).sign_out(request.cookies.get(SESSION_COOKIE))
+    await _auth_of(request).sign_out(request.cookies.get(SESSION_COOKIE))
     response = RedirectResponse(UI_PREFIX + "/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=UI_PREFIX, httponly=True, samesite="strict")
     return response

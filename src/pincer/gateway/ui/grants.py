@@ -32,38 +32,38 @@ HOUR_CHOICES = ((1, "1 hour"), (8, "8 hours"), (24, "1 day"), (168, "7 days"), (
 _TOOL_PATTERN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-*")
 
 
-def _visible_grants(pincer: Pincer, identity: UiIdentity) -> list[tuple[Grant, bool]]:
+async def _visible_grants(pincer: Pincer, identity: UiIdentity) -> list[tuple[Grant, bool]]:
     """(grant, stored) pairs the reader may see: all for a main session, else those covering it."""
     kind = identity.session.kind.value
-    pairs = [(g, False) for g in pincer.config.grants] + [(g, True) for g in pincer.grants.all()]
+    pairs = [(g, False) for g in pincer.config.grants] + [(g, True) for g in await pincer.grants.all()]
     return [(g, stored) for g, stored in pairs if identity.is_main or grant_applies_to(g, identity.name, kind)]
 
 
-def _context(request: Request, identity: UiIdentity, **extra: Any) -> dict[str, Any]:
+async def _context(request: Request, identity: UiIdentity, **extra: Any) -> dict[str, Any]:
     pincer, pages = pincer_of(request), pages_of(request)
     rows = [{"grant": g, "stored": stored, "effects": sorted((k.value, v.value) for k, v in g.effects.items()),
              "raw": honest_json(pages.redact(g.to_dict()), indent=2)}
-            for g, stored in _visible_grants(pincer, identity)]  # fmt: skip
+            for g, stored in await _visible_grants(pincer, identity)]  # fmt: skip
     return {"grants": rows, "can_edit": can_answer_approvals(identity.session), "effects": [e.value for e in EffectKind],
             "modes": [m.value for m in Mode], "error": None, "notice": None, "form": {}, "chosen": [],
             "hour_choices": HOUR_CHOICES, **extra}  # fmt: skip
 
 
 async def page(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     notice = request.query_params.get("done")
     shown = {"added": "grant added", "revoked": "grant revoked"}.get(notice or "")
-    return pages_of(request).render(request, "grants.html", _context(request, identity, notice=shown))
+    return pages_of(request).render(request, "grants.html", await _context(request, identity, notice=shown))
 
 
-def _refused(request: Request, identity: UiIdentity, status: int, message: str, **kept: Any) -> Response:
+async def _refused(request: Request, identity: UiIdentity, status: int, message: str, **kept: Any) -> Response:
     """The page again with ``message``; ``kept`` (form, chosen) fills the form in as it was sent."""
-    return pages_of(request).render(request, "grants.html", _context(request, identity, error=message, **kept),
-                                    status=status)  # fmt: skip
+    context = await _context(request, identity, error=message, **kept)
+    return pages_of(request).render(request, "grants.html", context, status=status)
 
 
-def _audit(pincer: Pincer, identity: UiIdentity, grant: Grant, outcome: str) -> None:
-    pincer.audit.append_sync(
+async def _audit(pincer: Pincer, identity: UiIdentity, grant: Grant, outcome: str) -> None:
+    await pincer.audit.append(
         act_entry(ActKind.GRANT, actor=identity.actor, subject=grant.tool, outcome=outcome,
                   reason=f"grant {grant.id} {outcome}", args=grant.to_dict())
     )  # fmt: skip
@@ -104,36 +104,36 @@ def _grant_from(form: dict[str, str], effects: list[str], who: str) -> Grant | s
 
 
 async def add(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     pairs = await read_form_pairs(request)
     form: dict[str, str] = {}
     for key, value in pairs:
         form.setdefault(key, value)
     require_csrf(identity, form)
     if not can_answer_approvals(identity.session):
-        return _refused(request, identity, 403, f"session {identity.name!r} may not edit grants; use a main session's token")
+        return await _refused(request, identity, 403, f"session {identity.name!r} may not edit grants; use a main session's token")
     effects = [value for key, value in pairs if key == "effects"]
     made = _grant_from(form, effects, f"ui:{identity.name}")
     if isinstance(made, str):
-        return _refused(request, identity, 400, made, form=form, chosen=effects)
+        return await _refused(request, identity, 400, made, form=form, chosen=effects)
     pincer = pincer_of(request)
-    pincer.grants.add(made)
-    _audit(pincer, identity, made, "added")
+    await pincer.grants.add(made)
+    await _audit(pincer, identity, made, "added")
     return RedirectResponse(f"{UI_PREFIX}/grants?done=added", status_code=303)
 
 
 async def revoke(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     require_csrf(identity, await read_form(request))
     if not can_answer_approvals(identity.session):
-        return _refused(request, identity, 403, f"session {identity.name!r} may not edit grants; use a main session's token")
+        return await _refused(request, identity, 403, f"session {identity.name!r} may not edit grants; use a main session's token")
     pincer = pincer_of(request)
     grant_id = request.path_params["grant_id"]
-    grant = next((g for g in pincer.grants.all() if g.id == grant_id), None)
+    grant = next((g for g in await pincer.grants.all() if g.id == grant_id), None)
     if grant is None:
-        return _refused(request, identity, 404, f"no stored grant {grant_id!r} (grants in config.toml are edited there)")
-    pincer.grants.remove(grant_id)
-    _audit(pincer, identity, grant, "revoked")
+        return await _refused(request, identity, 404, f"no stored grant {grant_id!r} (grants in config.toml are edited there)")
+    await pincer.grants.remove(grant_id)
+    await _audit(pincer, identity, grant, "revoked")
     return RedirectResponse(f"{UI_PREFIX}/grants?done=revoked", status_code=303)
 
 

@@ -58,11 +58,11 @@ async def _page(request: Request, identity: UiIdentity, *, verify: dict[str, Any
 
 
 async def page(request: Request) -> Response:
-    return await _page(request, require_identity(request))
+    return await _page(request, await require_identity(request))
 
 
 async def verify(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     require_csrf(identity, await read_form(request))
     if not identity.is_main:
         return await _page(request, identity)

@@ -55,7 +55,7 @@ def _page(request: Request, identity: UiIdentity, *, status: int = 200, **extra:
 
 
 async def page(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     if not identity.is_main:
         return _page(request, identity, status=403, error="MCP servers are shown to main sessions only")
     trusted = request.query_params.get("trusted")
@@ -63,7 +63,7 @@ async def page(request: Request) -> Response:
 
 
 async def trust(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     form = await read_form(request)
     require_csrf(identity, form)
     if not can_answer_approvals(identity.session):
@@ -78,7 +78,7 @@ async def trust(request: Request) -> Response:
     if candidate is None:
         return _page(request, identity, status=409, error=f"{server}/{tool} has no changed definition to trust now")
     runtime.trust(server, [candidate.definition])
-    pincer.audit.append_sync(
+    await pincer.audit.append(
         trusted_definition(identity.actor, server=server, tool=tool, change=candidate.change,
                            definition_hash=candidate.definition.hash)
     )  # fmt: skip

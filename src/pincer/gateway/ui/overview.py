@@ -119,12 +119,12 @@ def _audit_link(**params: str) -> str:
 
 
 async def page(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     pincer = pincer_of(request)
     now = time.time()
     session = audit_session_filter(identity.session, None)
     records = [
-        r for r in pincer.audit.records(session=session, limit=MAX_AUDIT_LIMIT) if r.ts >= now - OVERVIEW_WINDOW_S
+        r for r in await pincer.audit.records(session=session, limit=MAX_AUDIT_LIMIT) if r.ts >= now - OVERVIEW_WINDOW_S
     ]
     calls = [r for r in records if r.kind == "call"]
     by_tool = Counter(r.tool for r in calls)
@@ -144,11 +144,11 @@ async def page(request: Request) -> Response:
                         for kind, r in refusals)  # fmt: skip
     waiting = [
         a
-        for a in approvals_seen(identity.session, pincer.approvals.list_pending())
+        for a in approvals_seen(identity.session, await pincer.approvals.list_pending())
         if a.status is ApprovalStatus.PENDING and a.expires_at > now
     ]
-    runs = pincer.runs.list(session=runs_session_filter(identity.session), limit=1000)
-    by_status: dict[str, dict[str, float]] = defaultdict(lambda: {"runs": 0, "tokens": 0, "cost": 0.0})
+    runs = await pincer.runs.list(session=runs_session_filter(identity.session), limit=1000)
+    by_status: dict[str, dict[str, float]] = defaultdict(lambda: {"runs": 0.0, "tokens": 0.0, "cost": 0.0})
     for run in runs:
         totals = by_status[run.status]
         totals["runs"] += 1

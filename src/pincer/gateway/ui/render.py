@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pincer.core.display import honest_block, honest_json, honest_text
-from pincer.gateway.ui.auth import current_identity
+from pincer.gateway.ui.auth import resolved_identity
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
@@ -173,7 +173,7 @@ class Pages:
 
     def render(self, request: Request, template: str, context: Mapping[str, Any], *, status: int = 200,
                headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
-        identity = current_identity(request)
+        identity = resolved_identity(request)
         page = self.env.get_template(template).render(
             {
                 "identity": identity,

@@ -40,10 +40,10 @@ RUNS_PER_PAGE = 50
 MAX_RUNS_LISTED = 5_000  # newest runs a filtered list looks through
 
 
-def _row(request: Request, run_id: str) -> RunRow | None:
-    identity = require_identity(request)
+async def _row(request: Request, run_id: str) -> RunRow | None:
+    identity = await require_identity(request)
     try:
-        row = pincer_of(request).runs.get(run_id)
+        row = await pincer_of(request).runs.get(run_id)
     except PincerError:
         return None
     return row if sees_run(identity.session, row) else None
@@ -59,12 +59,12 @@ def _filters(request: Request, identity: UiIdentity) -> dict[str, str]:
 
 
 async def page(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     filters = _filters(request, identity)
     wanted = page_request(request, per=RUNS_PER_PAGE)
     narrowed = bool(filters["status"] or filters["skill"])
     session = filters["session"] or runs_session_filter(identity.session)
-    rows = pincer_of(request).runs.list(session=session, limit=MAX_RUNS_LISTED if narrowed else wanted.wanted)
+    rows = await pincer_of(request).runs.list(session=session, limit=MAX_RUNS_LISTED if narrowed else wanted.wanted)
     kept = [r for r in rows if (not filters["status"] or r.status == filters["status"])
             and (not filters["skill"] or (r.skill or "") == filters["skill"])]  # fmt: skip
     shown = paged(kept, wanted, f"{UI_PREFIX}/runs", filters, default_per=RUNS_PER_PAGE, noun="runs")
@@ -72,19 +72,19 @@ async def page(request: Request) -> Response:
     return pages_of(request).render(request, "runs.html", context)
 
 
-def _waiting(request: Request, identity: UiIdentity, row: RunRow) -> list[dict[str, Any]]:
+async def _waiting(request: Request, identity: UiIdentity, row: RunRow) -> list[dict[str, Any]]:
     if row.is_final:
         return []
     pincer, pages, now = pincer_of(request), pages_of(request), time.time()
-    return [approval_view(pages, a, now) for a in approvals_seen(identity.session, pincer.approvals.list_pending())
+    return [approval_view(pages, a, now) for a in approvals_seen(identity.session, await pincer.approvals.list_pending())
             if a.run_id == row.id and a.status is ApprovalStatus.PENDING and a.expires_at > now]  # fmt: skip
 
 
-def _transcript(request: Request, identity: UiIdentity, row: RunRow) -> dict[str, Any]:
+async def _transcript(request: Request, identity: UiIdentity, row: RunRow) -> dict[str, Any]:
     pincer, pages = pincer_of(request), pages_of(request)
-    records = pincer.audit.records(run_id=row.id, session=audit_session_filter(identity.session, None))
-    waiting = _waiting(request, identity, row)
-    turns, unplaced = conversation(pincer.runs.messages(row.id), records, waiting, pages.redact)
+    records = await pincer.audit.records(run_id=row.id, session=audit_session_filter(identity.session, None))
+    waiting = await _waiting(request, identity, row)
+    turns, unplaced = conversation(await pincer.runs.messages(row.id), records, waiting, pages.redact)
     usage = dict(row.usage)
     return {
         "run": row, "turns": turns, "waiting": waiting, "unplaced": unplaced, "usage": usage,
@@ -92,16 +92,16 @@ def _transcript(request: Request, identity: UiIdentity, row: RunRow) -> dict[str
         "error": pages.redact(dict(row.error)) if row.error else None,
         "raw_usage": honest_json(pages.redact(usage), indent=2),
         "can_answer": can_answer_approvals(identity.session), "answer_hint": ANSWER_FORBIDDEN_HINT,
-        "scopes": [s.value for s in AnswerScope], "notice": _answered_notice(request, identity),
+        "scopes": [s.value for s in AnswerScope], "notice": await _answered_notice(request, identity),
     }  # fmt: skip
 
 
-def _answered_notice(request: Request, identity: UiIdentity) -> str | None:
+async def _answered_notice(request: Request, identity: UiIdentity) -> str | None:
     done = request.query_params.get("answered")
     if not done:
         return None
     try:
-        answered = pincer_of(request).approvals.get(done)
+        answered = await pincer_of(request).approvals.get(done)
     except PincerError:
         return None
     if not sees_approval(identity.session, answered):
@@ -114,16 +114,16 @@ def _not_found(request: Request) -> Response:
 
 
 async def detail(request: Request) -> Response:
-    identity = require_identity(request)
-    row = _row(request, request.path_params["run_id"])
+    identity = await require_identity(request)
+    row = await _row(request, request.path_params["run_id"])
     if row is None:
         return _not_found(request)
     template = "run_transcript.html" if request.headers.get("hx-request") else "run.html"
-    return pages_of(request).render(request, template, _transcript(request, identity, row))
+    return pages_of(request).render(request, template, await _transcript(request, identity, row))
 
 
 async def events(request: Request) -> Response:
-    row = _row(request, request.path_params["run_id"])
+    row = await _row(request, request.path_params["run_id"])
     runs = request.app.state.runs
     if row is None or runs is None:
         return Response("no such run here", status_code=404, media_type="text/plain")
@@ -137,17 +137,17 @@ async def events(request: Request) -> Response:
 
 
 async def cancel(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     require_csrf(identity, await read_form(request))
-    row = _row(request, request.path_params["run_id"])
+    row = await _row(request, request.path_params["run_id"])
     if row is None:
         return _not_found(request)
     if not row.is_final:
         runs = request.app.state.runs
         if runs is not None:
-            runs.cancel(row.id)
+            await runs.cancel(row.id)
         else:
-            pincer_of(request).runs.request_cancel(row.id)
+            await pincer_of(request).runs.request_cancel(row.id)
     return RedirectResponse(f"{UI_PREFIX}/runs/{row.id}", status_code=303)
 
 

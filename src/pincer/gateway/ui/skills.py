@@ -34,7 +34,7 @@ def _row(library: Any, skill: Any, offered: set[str]) -> dict[str, Any]:
 
 
 async def page(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     pincer = pincer_of(request)
     library = pincer.skills
     context: dict[str, Any] = {"withheld": False, "enabled": library is not None, "skills": [], "shadowed": [],

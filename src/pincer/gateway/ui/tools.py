@@ -70,25 +70,25 @@ def parameters(schema: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (not r["required"], r["name"]))
 
 
-def _grants_for(pincer: Pincer, tool: str, session: str, kind: str) -> list[dict[str, object]]:
-    grants = (*pincer.config.grants, *pincer.grants.all())
+async def _grants_for(pincer: Pincer, tool: str, session: str, kind: str) -> list[dict[str, object]]:
+    grants = (*pincer.config.grants, *await pincer.grants.all())
     return [g.to_dict() for g in grants if grant_matches(g, tool) and grant_applies_to(g, session, kind)]
 
 
 async def page(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     pincer = pincer_of(request)
     specs = visible_tools(pincer.config.session(identity.name), pincer.registry.list())
     kind = identity.session.kind.value
     tools = [
-        {"spec": s, "grants": len(_grants_for(pincer, s.name, identity.name, kind)), "summary": _summary(s.description)}
+        {"spec": s, "grants": len(await _grants_for(pincer, s.name, identity.name, kind)), "summary": _summary(s.description)}
         for s in sorted(specs, key=lambda s: s.name)
     ]
     return pages_of(request).render(request, "tools.html", {"tools": tools})
 
 
 async def detail(request: Request) -> Response:
-    identity = require_identity(request)
+    identity = await require_identity(request)
     pincer = pincer_of(request)
     name = request.path_params["name"]
     try:
@@ -98,7 +98,7 @@ async def detail(request: Request) -> Response:
             request, "tool.html", {"spec": None, "name": name, "error": exc.message}, status=404
         )
     pages = pages_of(request)
-    grants = _grants_for(pincer, spec.name, identity.name, identity.session.kind.value)
+    grants = await _grants_for(pincer, spec.name, identity.name, identity.session.kind.value)
     schema = pages.redact(spec.input_schema)
     context = {
         "spec": spec, "name": name, "error": None, "schema": honest_json(schema, indent=2),

@@ -1,0 +1,299 @@
+"""Every table of the store, once, for both databases (SQLAlchemy Core ``Table``s on one ``MetaData``).
+
+A new database is made from these tables (store/sql/migrate.py), an existing one is brought to
+them by the migrations (store/sql/migrations/); a test compares a migrated database with these
+tables on both databases, column by column, so the two ways never drift apart.
+
+Only portable types: integers, floats, text and bytes, so both databases hand back the same
+Python values. That matters most for the audit log, whose chain hashes what it reads back: a
+flag is an integer on both (never a boolean), a time a double, JSON is text. ``REAL`` is SQLite's
+REAL and PostgreSQL's double precision; ``ID`` (record and version counters) SQLite's INTEGER
+(the audit id stays the rowid) and PostgreSQL's bigint.
+
+Rows a database must start with (the audit head at the genesis hash, the counters at 0) are in
+:data:`SEED_ROWS`. ``pincer_schema`` is read only by pincers from before the migrations moved to
+Alembic: it holds a version past the ones they know, so they refuse this database instead of
+writing into a schema they do not know (PostgreSQL; on SQLite ``PRAGMA user_version`` does that).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from pincer.store.chain import GENESIS_HASH
+from pincer.store.sql import legacy
+
+__all__ = ["metadata", "SEED_ROWS", "LEGACY_GUARD_VERSION", "tables_for"]
+
+# What an older pincer reads as "a newer pincer's schema": one past the last version of its old
+# ladder (store/sql/legacy.py), SQLite's user_version and PostgreSQL's pincer_schema.
+LEGACY_GUARD_VERSION = {"sqlite": legacy.SQLITE_LAST + 1, "postgresql": legacy.POSTGRES_LAST + 1}
+
+REAL: sa.types.TypeEngine[float] = sa.Double().with_variant(sa.REAL(), "sqlite")
+ID: sa.types.TypeEngine[int] = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+metadata = sa.MetaData()
+
+
+def _one_row(name: str, *columns: sa.Column[Any]) -> sa.Table:
+    """A table of exactly one row (``one = 1``): a head, a counter, a marker, a lease."""
+    return sa.Table(
+        name, metadata, sa.Column("one", sa.Integer, sa.CheckConstraint("one = 1"), primary_key=True), *columns
+    )
+
+
+audit = sa.Table(
+    "audit", metadata,
+    sa.Column("id", ID, primary_key=True, autoincrement=False),
+    sa.Column("ts", REAL, nullable=False),
+    sa.Column("session", sa.Text, nullable=False),
+    sa.Column("caller", sa.Text, nullable=False),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("decision", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("grant_id", sa.Text),
+    sa.Column("outcome", sa.Text, nullable=False),
+    sa.Column("error_code", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("args", sa.Text, nullable=False),
+    sa.Column("effects", sa.Text, nullable=False),
+    sa.Column("duration_ms", REAL, nullable=False),
+    sa.Column("usage", sa.Text, nullable=False),
+    sa.Column("idempotency_key", sa.Text),
+    sa.Column("cached", sa.Integer, nullable=False),
+    sa.Column("approval_id", sa.Text),
+    sa.Column("prev_hash", sa.Text, nullable=False),
+    sa.Column("hash", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text),
+    # Few indexes: each is one more page written per commit, on the hot path. Counting a grant's
+    # uses reads only the records that name a grant.
+    sa.Index("audit_tool_ts", "tool", "ts"),
+    sa.Index("audit_grant", "grant_id", sqlite_where=sa.text("grant_id IS NOT NULL"),
+             postgresql_where=sa.text("grant_id IS NOT NULL")),
+)  # fmt: skip
+
+audit_head = _one_row(
+    "audit_head",
+    sa.Column("last_id", ID, nullable=False),
+    sa.Column("last_hash", sa.Text, nullable=False),
+    sa.Column("mac", sa.Text),
+)
+
+audit_chain = _one_row(
+    "audit_chain",
+    sa.Column("keyed_from", ID),
+    sa.Column("key_id", sa.Text),
+    sa.Column("plain_head", sa.Text),
+    sa.Column("mac", sa.Text),
+    sa.Column("head_keyed", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("chain_id", sa.Text),
+)
+
+approvals = sa.Table(
+    "approvals", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("created_at", REAL, nullable=False),
+    sa.Column("expires_at", REAL, nullable=False),
+    sa.Column("session", sa.Text, nullable=False),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("args", sa.Text, nullable=False),
+    sa.Column("effects", sa.Text, nullable=False),
+    sa.Column("hosts", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("answered_at", REAL),
+    sa.Column("answered_by", sa.Text),
+    sa.Column("session_kind", sa.Text, nullable=False, server_default=sa.text("'main'")),
+    sa.Column("scope", sa.Text),
+    sa.Column("detail", sa.Text, nullable=False, server_default=sa.text("'{}'")),
+    sa.Column("waiter", sa.Text),
+    sa.Column("binding", sa.Text),
+    sa.Column("consumed_at", REAL),
+    sa.Column("run_id", sa.Text),
+    sa.Column("tainted_by", sa.Text),
+    sa.Column("caller", sa.Text),
+    # Whether the record of the call that asked was written because it never ran (store/approvals.py).
+    sa.Column("gone_recorded", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Index("approvals_status", "status"),
+    sa.Index("approvals_binding", "binding"),
+)  # fmt: skip
+
+grants = sa.Table(
+    "grants", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("created_at", REAL, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+)  # fmt: skip
+
+# Moves with every change of ``grants``, in the same transaction: a gateway reads it to know
+# whether another one changed the grants.
+grants_version = _one_row("grants_version", sa.Column("version", ID, nullable=False))
+
+idempotency = sa.Table(
+    "idempotency", metadata,
+    sa.Column("session", sa.Text, primary_key=True),
+    sa.Column("tool", sa.Text, primary_key=True),
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("args_hash", sa.Text, nullable=False),
+    sa.Column("result", sa.Text),  # NULL while the call that claimed the key runs
+    sa.Column("expires_at", REAL, nullable=False),
+    sa.Column("claimed_by", sa.Text),
+    sa.Column("claim_until", REAL),
+    sa.Index("idempotency_expiry", "expires_at"),
+)  # fmt: skip
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("created_at", REAL, nullable=False),
+    sa.Column("updated_at", REAL, nullable=False),
+    sa.Column("ended_at", REAL),
+    sa.Column("skill", sa.Text),
+    sa.Column("params", sa.Text, nullable=False),
+    sa.Column("message", sa.Text),
+    sa.Column("trigger", sa.Text, nullable=False),
+    sa.Column("session", sa.Text, nullable=False),
+    sa.Column("provider", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("stop", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("usage", sa.Text, nullable=False),
+    sa.Column("cost_usd", REAL),
+    sa.Column("owner", sa.Text),
+    sa.Column("cancel_requested", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Index("runs_created", "created_at"),
+)  # fmt: skip
+
+run_messages = sa.Table(
+    "run_messages", metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("ts", REAL, nullable=False),
+    sa.Column("role", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("audit_id", ID),
+)  # fmt: skip
+
+trigger_jobs = sa.Table(
+    "trigger_jobs", metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("spec", sa.Text, nullable=False),
+    sa.Column("spec_hash", sa.Text, nullable=False),
+    sa.Column("paused", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("next_run", REAL),
+    sa.Column("retry_at", REAL),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("last_run", REAL),
+    sa.Column("last_status", sa.Text),
+    sa.Column("last_error", sa.Text),
+    sa.Column("last_run_id", sa.Text),
+    sa.Column("run_requested", REAL),
+    sa.Column("created_at", REAL, nullable=False),
+    sa.Column("updated_at", REAL, nullable=False),
+)  # fmt: skip
+
+_OPEN_FIRINGS = sa.text("status IN ('queued', 'starting', 'started')")
+trigger_firings = sa.Table(
+    "trigger_firings", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("ts", REAL, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("fired_by", sa.Text, nullable=False),
+    sa.Column("skill", sa.Text),
+    sa.Column("session", sa.Text, nullable=False),
+    sa.Column("params", sa.Text, nullable=False),
+    sa.Column("payload", sa.Text),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("request", sa.Text),
+    sa.Column("owner", sa.Text),
+    sa.Column("audit_id", ID),
+    sa.Column("job", sa.Text),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("ended_at", REAL),
+    # Only the firings still on their way (queued, being started, running) are looked up by state.
+    sa.Index("trigger_firings_open", "status", "ts", sqlite_where=_OPEN_FIRINGS, postgresql_where=_OPEN_FIRINGS),
+    sa.Index("trigger_firings_by_name", "kind", "name", "ts"),
+)  # fmt: skip
+
+trigger_deliveries = sa.Table(
+    "trigger_deliveries", metadata,
+    sa.Column("hook", sa.Text, primary_key=True),
+    sa.Column("delivery_id", sa.Text, primary_key=True),
+    sa.Column("received_at", REAL, nullable=False),
+    sa.Column("event", sa.Text),
+    sa.Column("status", sa.Integer, nullable=False),
+    sa.Column("response", sa.Text, nullable=False),
+    sa.Index("trigger_deliveries_received", "received_at"),
+)  # fmt: skip
+
+trigger_lease = _one_row(
+    "trigger_lease",
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("heartbeat", REAL, nullable=False),
+)
+
+ui_sign_ins = sa.Table(
+    "ui_sign_ins", metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("token_digest", sa.Text, nullable=False),
+    sa.Column("csrf", sa.Text, nullable=False),
+    sa.Column("created_at", REAL, nullable=False),
+    sa.Column("last_used", REAL, nullable=False),
+    sa.Index("ui_sign_ins_used", "last_used"),
+)  # fmt: skip
+
+# A row per process on a shared store, with a heartbeat (store/instances.py).
+pincer_instances = sa.Table(
+    "pincer_instances", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("tag", sa.Text, nullable=False),
+    sa.Column("host", sa.Text, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", REAL, nullable=False),
+    sa.Column("heartbeat_at", REAL, nullable=False),
+    sa.Column("stopped_at", REAL),
+    sa.Index("pincer_instances_tag", "tag"),
+)  # fmt: skip
+
+# The registry's files shared by the homes of several machines (store/home_files.py).
+home_files = sa.Table(
+    "home_files", metadata,
+    sa.Column("path", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, sa.CheckConstraint("kind IN ('file', 'link', 'gone')"), nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+    sa.Column("sha256", sa.Text, nullable=False),
+    sa.Column("mode", sa.Integer, nullable=False),
+    sa.Column("version", ID, nullable=False),
+    sa.Column("written_by", sa.Text, nullable=False),
+    sa.Column("written_at", REAL, nullable=False),
+    sa.Index("home_files_by_version", "version"),
+)  # fmt: skip
+
+home_files_version = _one_row("home_files_version", sa.Column("version", ID, nullable=False))
+
+pincer_schema = sa.Table(
+    "pincer_schema", metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("applied_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.text("now()")),
+    info={"dialects": ("postgresql",)},
+)  # fmt: skip
+
+SEED_ROWS: tuple[tuple[sa.Table, dict[str, object]], ...] = (
+    (audit_head, {"one": 1, "last_id": 0, "last_hash": GENESIS_HASH}),
+    (audit_chain, {"one": 1}),  # pending: the audit log keys it under its key when it first opens
+    (grants_version, {"one": 1, "version": 0}),
+    (home_files_version, {"one": 1, "version": 0}),
+)
+
+
+def tables_for(dialect: str) -> list[sa.Table]:
+    """The tables a database of ``dialect`` holds."""
+    return [t for t in metadata.sorted_tables if dialect in t.info.get("dialects", ("sqlite", "postgresql"))]
