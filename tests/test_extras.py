@@ -113,7 +113,8 @@ sys.meta_path.insert(0, Blocker())
 import pincer
 failed = {}
 for info in pkgutil.walk_packages(pincer.__path__, "pincer."):
-    if info.name.endswith("__main__"):
+    # __main__ runs the CLI; Alembic's env.py is a script Alembic runs inside its own context
+    if info.name.endswith("__main__") or info.name == "pincer.store.sql.migrations.env":
         continue
     try:
         importlib.import_module(info.name)

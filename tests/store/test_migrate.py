@@ -23,7 +23,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from pincer.core.errors import StoreError
+from pincer.core.errors import SchemaBehind, StoreError
 from pincer.store.sql import HEAD, legacy, open_postgres, open_sqlite
 from pincer.store.sql.migrate import MIGRATIONS_DIR, REVISIONS, prepare_sqlite, upgrade_postgres
 from pincer.store.sql.schema import LEGACY_GUARD_VERSION, metadata
@@ -224,12 +224,13 @@ def test_a_database_a_newer_pincer_wrote_is_refused_untouched(tmp_path: Path, pg
 
 @pytest.mark.anyio
 async def test_a_gateway_refuses_a_postgres_database_not_at_head_and_names_the_command(pg_url: str) -> None:
-    with pytest.raises(StoreError, match="no pincer schema yet") as info:
+    # SchemaBehind: a CLI act's record then waits for `pincer db upgrade` (store/pending_acts.py)
+    with pytest.raises(SchemaBehind, match="no pincer schema yet") as info:
         await open_postgres(pg_url)
     assert "pincer db upgrade" in (info.value.hint or "")
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(main_postgres_sql().encode())
-    with pytest.raises(StoreError, match="older pincer") as info:
+    with pytest.raises(SchemaBehind, match="older pincer") as info:
         await open_postgres(pg_url)
     upgrade_postgres(pg_url)
     db = await open_postgres(pg_url)
