@@ -27,10 +27,15 @@ KEY_HEX = "11" * 32
 
 
 
-def tools(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+async def tools(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own, waited for off the event loop: the gateway's loop runs on
+    meanwhile, as a real gateway's does (a stalled loop would hold a write transaction it has begun
+    open, and SQLite's write lock with it, for as long as it stalls)."""
     env = {**os.environ, "PINCER_HOME": str(home), "PINCER_SECRET_KEY": KEY_HEX}
-    return subprocess.run([str(PINCER_BIN), "tools", *args], capture_output=True, text=True, env=env,
-                          timeout=CLI_TIMEOUT_S, check=False)  # fmt: skip
+    argv = [str(PINCER_BIN), "tools", *args]
+    return await anyio.to_thread.run_sync(
+        lambda: subprocess.run(argv, capture_output=True, text=True, env=env, timeout=CLI_TIMEOUT_S, check=False)
+    )
 
 
 async def wait_for(predicate) -> None:
@@ -50,10 +55,10 @@ async def test_tools_installed_by_another_process_are_served_live(wasm_component
             await tg.start(pincer.watch_installed_tools, 0.1)
             assert "wecho" not in pincer.registry and "shout" not in pincer.registry
 
-            done = tools(home, "install", str(wasm_components["echo"]), "--name", "wecho", "--json")
+            done = await tools(home, "install", str(wasm_components["echo"]), "--name", "wecho", "--json")
             assert done.returncode == 0, done.stderr
             assert json.loads(done.stdout)["name"] == "wecho"
-            done = tools(home, "install", str(manifest), "--json")
+            done = await tools(home, "install", str(manifest), "--json")
             assert done.returncode == 0, done.stderr
 
             await wait_for(lambda: "shout" in pincer.registry)
@@ -65,8 +70,8 @@ async def test_tools_installed_by_another_process_are_served_live(wasm_component
             shouted = await pincer.call(CallRequest(tool="shout", args={"text": "live"}))
             assert shouted.ok and shouted.output["stdout"].strip() == "live"
 
-            assert tools(home, "remove", "wecho").returncode == 0
-            assert tools(home, "remove", "shout").returncode == 0
+            assert (await tools(home, "remove", "wecho")).returncode == 0
+            assert (await tools(home, "remove", "shout")).returncode == 0
             await wait_for(lambda: "shout" not in pincer.registry)
             await wait_for(lambda: "wecho" not in pincer.registry)
             tg.cancel_scope.cancel()
