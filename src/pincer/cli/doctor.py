@@ -285,40 +285,58 @@ def _sqlite(home: Path, config: Any) -> list[Check]:
     return checks
 
 
+_LIVE_INSTANCES = (
+    "SELECT host, pid FROM pincer_instances WHERE stopped_at IS NULL AND heartbeat_at >= "
+    "EXTRACT(EPOCH FROM clock_timestamp())::double precision - :stale ORDER BY started_at"
+)
+
+
 def _postgres(home: Path, config: Any) -> list[Check]:
     """The PostgreSQL store: it answers, at this pincer's schema; its audit chain; the pincer
     processes (gateways, commands) that beat on it now."""
-    from pincer.core.extras import require
-    from pincer.store.pg import SCHEMA_VERSION, redact_url
-    from pincer.store.pg.connect import store_unreachable
-    from pincer.store.pg.instances import INSTANCE_STALE_S
-    from pincer.store.pg.schema import schema_version
+    import anyio
 
-    psycopg = require("postgres", "psycopg")
+    from pincer.core.errors import StoreError
+    from pincer.store.instances import INSTANCE_STALE_S
+    from pincer.store.sql import HEAD, open_postgres
+    from pincer.store.sql.migrate import SchemaState, read_state
+    from pincer.store.sql.postgres import redact_url
+    from pincer.store.sql.statement import Sql
+
     url = config.store.url
     shown = redact_url(url)
     password = _store_password(home, config)
-    extra: dict[str, Any] = {"password": password} if password is not None else {}
+
+    async def probe() -> tuple[SchemaState, list[tuple[Any, ...]]]:
+        with anyio.fail_after(STORE_PROBE_TIMEOUT_S * 2):
+            db = await open_postgres(url, password=password, size=1, check_schema=False)
+            try:
+                state = await read_state(db)
+                live = await db.fetch_all(Sql(_LIVE_INSTANCES), {"stale": INSTANCE_STALE_S}) if state.at_head else []
+                return state, [tuple(row) for row in live]
+            finally:
+                await db.aclose()
+
     try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=STORE_PROBE_TIMEOUT_S, **extra) as conn:
-            version = schema_version(conn)
-            live = conn.execute(
-                "SELECT host, pid FROM pincer_instances WHERE stopped_at IS NULL AND heartbeat_at >= "
-                "EXTRACT(EPOCH FROM clock_timestamp())::double precision - %s ORDER BY started_at",
-                (INSTANCE_STALE_S,),
-            ).fetchall() if version > 0 else []  # fmt: skip
-    except psycopg.Error as exc:
-        error = store_unreachable(url, exc)
-        return [Check(name="database", status="fail", detail=error.message, hint=error.hint)]
-    if version != SCHEMA_VERSION:
-        older = version < SCHEMA_VERSION
+        state, live = anyio.run(probe)
+    except StoreError as exc:
+        return [Check(name="database", status="fail", detail=exc.message, hint=exc.hint)]
+    except TimeoutError:
+        return [Check(name="database", status="fail", detail=f"{shown} did not answer within {STORE_PROBE_TIMEOUT_S * 2} s",
+                      hint="check [store] url in config.toml and that the server runs")]  # fmt: skip
+    if not state.at_head:
+        try:
+            state.refuse_newer(f"the PostgreSQL store {shown}")
+        except StoreError:
+            return [Check(name="database", status="fail", detail=f"{shown} has {state.describe()}: a newer pincer upgraded it",
+                          hint="upgrade this pincer to the version the other gateways run")]  # fmt: skip
+        never = state.revision is None and not state.legacy
         return [Check(
             name="database", status="fail",
-            detail=f"{shown} is at schema {version}, this pincer's is {SCHEMA_VERSION}"
-            + (" (never upgraded)" if version == 0 else "" if older else ": a newer pincer upgraded it"),
-            hint="`pincer db upgrade`" if older else "upgrade this pincer to the version the other gateways run",
+            detail=f"{shown} has {state.describe()}, this pincer's is {HEAD}" + (" (never upgraded)" if never else ""),
+            hint="`pincer db upgrade`",
         )]  # fmt: skip
-    checks = [Check(name="database", status="ok", detail=f"PostgreSQL {shown} answers, at schema {version}")]
+    checks = [Check(name="database", status="ok", detail=f"PostgreSQL {shown} answers, at schema {state.revision}")]
     checks.append(_audit_chain(home, config))
     running = [f"{host}/pid {pid}" for host, pid in live]
     checks.append(Check(
@@ -343,7 +361,7 @@ def _store_password(home: Path, config: Any) -> str | None:
 def _redis(url: str) -> Check:
     """``[cache] url``: a PING, and how long it took."""
     from pincer.core.extras import require
-    from pincer.store.pg import redact_url
+    from pincer.store.sql.postgres import redact_url
 
     redis = require("redis", "redis")
     shown = redact_url(url)
