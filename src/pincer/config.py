@@ -149,6 +149,22 @@ class IdempotencySettings(_Model):
     required: bool = False
 
 
+class TasksSettings(_Model):
+    """``[tasks]``: MCP Tasks (``io.modelcontextprotocol/tasks``, docs/tasks.md): calls answered
+    with a task handle that the client polls, stored in the store so they outlive the connection."""
+
+    enabled: bool = True
+    # A call still running this long is handed back as a task (a client that declared the
+    # extension); a call that must wait for a person is handed back at once.
+    after_s: float = Field(default=5.0, ge=0, le=3_600)
+    ttl_s: float = Field(default=3_600.0, gt=0, le=30 * 86_400)
+    poll_interval_ms: int = Field(default=1_000, ge=50, le=600_000)
+    # Tasks not yet finished per session; past it a call that would become a task is refused.
+    max_live_per_session: int = Field(default=100, ge=1, le=100_000)
+    # Tools that run only as tasks: a client without the extension gets -32021.
+    only: tuple[str, ...] = Field(default=(), max_length=1_000)
+
+
 class NetworkSettings(_Model):
     allow_private: bool = False
 
@@ -527,6 +543,7 @@ class ConfigFile(_Model):
     cache: CacheSettings = CacheSettings()
     output: OutputSettings = OutputSettings()
     idempotency: IdempotencySettings = IdempotencySettings()
+    tasks: TasksSettings = TasksSettings()
     network: NetworkSettings = NetworkSettings()
     openapi: OpenApiSettings = OpenApiSettings()
     tools: ToolSettings = ToolSettings()
@@ -561,6 +578,7 @@ class Config:
     cache: CacheSettings = field(default_factory=CacheSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
     idempotency: IdempotencySettings = field(default_factory=IdempotencySettings)
+    tasks: TasksSettings = field(default_factory=TasksSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
     openapi: OpenApiSettings = field(default_factory=OpenApiSettings)
     tools: ToolSettings = field(default_factory=ToolSettings)
@@ -780,6 +798,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         cache=data.cache,
         output=data.output,
         idempotency=data.idempotency,
+        tasks=data.tasks,
         network=data.network,
         openapi=data.openapi,
         tools=data.tools,

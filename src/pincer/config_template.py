@@ -97,6 +97,12 @@ KEYS: dict[str, KeyHelp] = {
         help="refuse a side-effecting call that comes without an idempotency key (REST 428; MCP clients send "
         "none unless they set _meta pincer/idempotencyKey)"
     ),
+    "tasks.enabled": KeyHelp(help="answer MCP clients that declare io.modelcontextprotocol/tasks with a task when a call waits (docs/tasks.md)"),
+    "tasks.after_s": KeyHelp(help="a call still running after this long is handed back as a task; one waiting for a person at once"),
+    "tasks.ttl_s": KeyHelp(help="how long a task and its result are kept after it was created (its ttlMs)"),
+    "tasks.poll_interval_ms": KeyHelp(help="the pollIntervalMs a task suggests to its client"),
+    "tasks.max_live_per_session": KeyHelp(help="unfinished tasks one session may hold; past it a call that would become a task is refused"),
+    "tasks.only": KeyHelp(help="tools that run only as tasks: a client without the extension gets -32021", example='["build"]'),
     "network.allow_private": KeyHelp(help="let the http tool reach loopback, private and link-local addresses"),
     "openapi.max_document_bytes": KeyHelp(
         help="the largest OpenAPI document (and each file it refers to) `pincer openapi add` reads; "
@@ -351,6 +357,7 @@ SECTIONS: dict[str, str] = {
     "cache": "Redis shared by several gateways: exact rate limits across them (docs/scale-out.md).",
     "output": "Limits on what a tool returns.",
     "idempotency": "Replays of calls made with an idempotency key.",
+    "tasks": "MCP Tasks: calls that outlive their connection (docs/tasks.md).",
     "network": "The http tool's reach.",
     "openapi": "OpenAPI services (`pincer openapi add`; docs/openapi.md).",
     "tools": "Every tool call.",

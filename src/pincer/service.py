@@ -33,6 +33,7 @@ from pincer.store.instances import Instances
 from pincer.store.runs import RunStore
 from pincer.store.sign_ins import SignInStore
 from pincer.store.sql import Database, open_postgres, open_sqlite
+from pincer.store.tasks import TaskStore
 from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class Pincer:
         )
         self.runs = RunStore(db, owners=owners)
         self.sign_ins = SignInStore(db)
+        self.tasks = TaskStore(db)
         self.trigger_store = TriggerStore(db, owners=owners, instances=instances)
         self.secrets = SecretStore.open(config.home, key=secret_key)
         # The registry's files under home, shared with other machines' homes on [store] url.

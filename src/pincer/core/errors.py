@@ -99,6 +99,7 @@ __all__ = [
     "DefinitionRefused",
     "PolicyError",
     "Denied",
+    "TooManyTasks",
     "ApprovalDenied",
     "ApprovalTimeout",
     "BudgetExceeded",
@@ -405,6 +406,22 @@ class BudgetExceeded(PolicyError):
 
     def __init__(self, message: str, *, retry_after_s: float, hint: str | None = None) -> None:
         super().__init__(message, hint=hint or f"retry in {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+    def to_dict(self) -> dict[str, object]:
+        data = super().to_dict()
+        data["retry_after_s"] = round(self.retry_after_s, 3)
+        return data
+
+
+class TooManyTasks(PolicyError):
+    """A session holds ``[tasks] max_live_per_session`` unfinished MCP tasks already."""
+
+    code = "too_many_tasks"
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after_s: float, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint or f"retry in {max(1, round(retry_after_s))} s")
         self.retry_after_s = retry_after_s
 
     def to_dict(self) -> dict[str, object]:

@@ -61,6 +61,14 @@ from pincer.gateway.channel import McpChannel
 from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.sdk_compat import session_connection
+from pincer.gateway.tasks import (
+    TASKS_EXTENSION,
+    TaskIdParams,
+    TaskReceiver,
+    UpdateTaskParams,
+    declares_tasks,
+    missing_extension,
+)
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.wire import INSTRUCTIONS, SERVER_NAME, tool_to_wire
 from pincer.policy.visibility import as_seen, visible_tools
@@ -175,6 +183,14 @@ class McpGateway:
         self._rounds = ApprovalRounds(pincer, lambda: self._task_group)
         # Where this gateway answers (set by `serve`); named in the approval progress messages.
         self.public_url: str | None = None
+        # MCP Tasks (gateway/tasks.py): announced in server/discover, served on 2026-07-28.
+        self.tasks = TaskReceiver(
+            pincer, to_wire=self._wire_result, task_group=lambda: self._task_group, base_url=lambda: self.public_url
+        )
+        self.server.extensions[TASKS_EXTENSION] = {}
+        self.server.add_request_handler("tasks/get", TaskIdParams, self._tasks_get)
+        self.server.add_request_handler("tasks/update", UpdateTaskParams, self._tasks_update)
+        self.server.add_request_handler("tasks/cancel", TaskIdParams, self._tasks_cancel)
         self._unsubscribe = pincer.registry.subscribe(self._on_registry_event)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -184,6 +200,8 @@ class McpGateway:
         """Hold the task group that fans out change notifications."""
         async with anyio.create_task_group() as tg:
             self._task_group = tg
+            if getattr(self.pincer, "tasks", None) is not None:
+                tg.start_soon(self.tasks.follow)  # waiting tasks move on when answered, on any gateway
             try:
                 yield self
             finally:
@@ -301,6 +319,11 @@ class McpGateway:
             client=channel,
         )
         approval_id = self._rounds.continuation(channel)
+        if channel.is_modern and approval_id is None and self.tasks.enabled():
+            if declares_tasks(channel.meta):
+                return await self.tasks.call(session, request)
+            if self.tasks.only_as_task(name):
+                raise missing_extension(f"{name} runs only as a task: declare the {TASKS_EXTENSION} extension")
         if approval_id is not None:
             result = await self._rounds.resume(approval_id, channel, session)
         elif self._rounds.can_start(channel, session):
@@ -318,15 +341,38 @@ class McpGateway:
                 str((result.error or {}).get("message", "missing client capability")),
                 data={"requiredCapabilities": {channel.missing_capability: {}}},
             )
-        seen = as_seen(self.pincer.config.session(session.name), name, result)
+        wire = self._wire_result(session.name, name, result)
+        if not channel.is_modern:
+            del wire["resultType"]
+        return wire
+
+    def _wire_result(self, session: str, name: str, result: ToolResult) -> dict[str, Any]:
+        """The 2026-07-28 wire ``CallToolResult`` of a call's result (a task's result too)."""
+        seen = as_seen(self.pincer.config.session(session), name, result)
         # A tool the session may not see is answered as a missing one, its definition unsaid.
         wire = result_to_wire(seen, self._spec_or_none(name) if seen is result else None)
         if seen is result:
             for hook in self.result_hooks:
-                hook(session.name, name, wire)
-        if channel.is_modern:
-            wire["resultType"] = "complete"
+                hook(session, name, wire)
+        wire["resultType"] = "complete"
         return wire
+
+    # -- tasks/* (gateway/tasks.py) ------------------------------------------------------------
+
+    def _task_session(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
+        raw = ctx.params if isinstance(ctx.params, Mapping) else {}
+        if not declares_tasks(raw.get("_meta")):
+            raise missing_extension(f"{ctx.method} needs the {TASKS_EXTENSION} extension in the request's capabilities")
+        return self.session_of(ctx)
+
+    async def _tasks_get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        return await self.tasks.get(self._task_session(ctx), params.task_id)
+
+    async def _tasks_update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
+        return await self.tasks.update(self._task_session(ctx), params.task_id, params.input_responses)
+
+    async def _tasks_cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        return await self.tasks.cancel(self._task_session(ctx), params.task_id)
 
     async def run_operation(
         self, request: CallRequest, channel: McpChannel, session: GatewaySession, operation: Operation

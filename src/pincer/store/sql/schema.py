@@ -145,6 +145,33 @@ idempotency = sa.Table(
     sa.Index("idempotency_expiry", "expires_at"),
 )  # fmt: skip
 
+# MCP Tasks (store/tasks.py): a call handed back as a handle its session polls. The row is written
+# before the handle leaves, so any gateway of the store answers for it.
+tasks = sa.Table(
+    "tasks", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("session", sa.Text, nullable=False),
+    sa.Column("caller", sa.Text, nullable=False),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("args", sa.Text, nullable=False),
+    sa.Column("idempotency_key", sa.Text),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("status_message", sa.Text),
+    sa.Column("approval_id", sa.Text),
+    sa.Column("result", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("owner", sa.Text),  # the process running the call (store/owners.py), while it runs
+    sa.Column("cancel_requested", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("created_at", REAL, nullable=False),
+    sa.Column("updated_at", REAL, nullable=False),
+    sa.Column("expires_at", REAL, nullable=False),
+    sa.Column("ttl_ms", ID, nullable=False),
+    sa.Column("poll_ms", sa.Integer, nullable=False),
+    sa.Index("tasks_session", "session", "status"),
+    sa.Index("tasks_status", "status"),
+    sa.Index("tasks_expiry", "expires_at"),
+)  # fmt: skip
+
 runs = sa.Table(
     "runs", metadata,
     sa.Column("id", sa.Text, primary_key=True),

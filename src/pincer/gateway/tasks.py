@@ -1,0 +1,464 @@
+"""pincer as an MCP Tasks receiver (``io.modelcontextprotocol/tasks``, 2026-07-28; docs/tasks.md).
+
+A ``tools/call`` whose request declares the extension in its per-request capabilities runs as
+any other. It is handed back as a task (``resultType: "task"``) when it must wait for a person
+(an approval) — at once — or when it is still running after ``[tasks] after_s``. The task row is
+written to the store before the handle leaves (store/tasks.py), so ``tasks/get`` on any gateway of
+the store answers for it, and the call no longer depends on the connection that made it.
+
+Waiting for an approval does not hold a process: the approval is *detached* (approver.py), bound
+to the call (session, tool, arguments, idempotency key), and the task waits in ``input_required``.
+Whoever answers it — the task's own main session through ``tasks/update``, or a person through
+the CLI, REST or the dashboard — changes the approval; every gateway follows the approvals'
+notifications, and the one whose UPDATE takes the task runs the same call again, which finds the
+detached answer and uses it once. So a task waiting for an answer survives a restart of the
+gateway, and is resumed by whichever gateway is up. A call that was *running* when its process
+died is failed with a message saying so, never run twice.
+
+Only the session that created a task can see, answer or cancel it; an unknown id and another
+session's id get the same error. A non-main session's task shows no question (an agent must not
+approve its own calls): its status message says how a person answers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from pydantic import BaseModel, ConfigDict, Field
+
+from pincer.core.errors import ApprovalPending, PincerError, TooManyTasks, UsageError
+from pincer.core.values import CallRequest, ToolResult
+from pincer.elicitation import APPROVAL_DECISION_SCHEMA, answer_from_reply
+from pincer.gateway.approvals import waiting_message
+from pincer.gateway.tokens import GatewaySession
+from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus
+from pincer.store.tasks import Task, TaskStatus
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "TASKS_EXTENSION", "TaskReceiver", "declares_tasks", "missing_extension", "TaskIdParams", "UpdateTaskParams",
+    "MAX_INPUT_RESPONSES_BYTES",
+]  # fmt: skip
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+# The most a tasks/update's inputResponses may weigh: an approval's answer is a few dozen bytes.
+MAX_INPUT_RESPONSES_BYTES = 16 * 1024
+MAX_TASK_ID_CHARS = 128
+# How often the waiting and running tasks are looked at without a notification (another process
+# on a SQLite home, a gateway that died without a word).
+SWEEP_INTERVAL_S = 1.0
+_NOT_FOUND = "Failed to retrieve task: Task not found"
+_INTERRUPTED = (
+    "the gateway running this call stopped before it finished; it was not run again "
+    "(a tool's effects may be partly done: check before calling it again)"
+)
+
+
+def declares_tasks(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a request's ``_meta`` declares the extension in its per-request capabilities."""
+    if not isinstance(meta, Mapping):
+        return False
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
+
+
+def missing_extension(message: str) -> MCPError:
+    return MCPError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message,
+        data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+class TaskIdParams(BaseModel):
+    """``tasks/get`` and ``tasks/cancel`` params: exactly a task id (and ``_meta``)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+    task_id: str = Field(alias="taskId", min_length=1, max_length=MAX_TASK_ID_CHARS)
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class UpdateTaskParams(TaskIdParams):
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+@dataclass(kw_only=True)
+class _Start:
+    """What the first moments of a call decide: it ended, it asked, or it runs on."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: ToolResult | None = None
+    asked: ApprovalRequest | None = None
+    task: Task | None = None  # set once the call is a task: the runner then writes its end there
+    decided: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+class TaskReceiver:
+    """The task side of one MCP gateway: makes tasks, answers ``tasks/*``, resumes and fails
+    them. ``to_wire`` turns a call's result into the wire ``CallToolResult`` exactly as a plain
+    ``tools/call`` answers it (visibility, result hooks)."""
+
+    def __init__(
+        self,
+        pincer: Any,
+        *,
+        to_wire: Callable[[str, str, ToolResult], dict[str, Any]],
+        task_group: Callable[[], anyio.abc.TaskGroup | None],
+        base_url: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self._pincer = pincer
+        self._to_wire = to_wire
+        self._task_group = task_group
+        self._base_url = base_url
+        self._running: dict[str, anyio.CancelScope] = {}  # task id -> the call running it here
+
+    @property
+    def _store(self) -> Any:
+        return self._pincer.tasks
+
+    @property
+    def _owner(self) -> str:
+        token: str = self._pincer.approvals.owners.token
+        return token
+
+    @property
+    def _settings(self) -> Any:
+        return self._pincer.config.tasks
+
+    def enabled(self) -> bool:
+        return bool(self._settings.enabled) and self._task_group() is not None
+
+    def only_as_task(self, tool: str) -> bool:
+        return tool in self._settings.only
+
+    # -- tools/call ----------------------------------------------------------------------------
+
+    async def call(self, session: GatewaySession, request: CallRequest) -> dict[str, Any]:
+        """The call, answered with its result when it ends in time, else with a task handle."""
+        settings = self._settings
+        if await self._store.live_count(session.name) >= settings.max_live_per_session:
+            oldest = await self._store.oldest_live(session.name)
+            retry = max(1.0, (oldest or time.time()) + settings.ttl_s - time.time()) if oldest else 1.0
+            refused = await self._pincer.dispatcher.reject(
+                request,
+                TooManyTasks(
+                    f"session {session.name} holds {settings.max_live_per_session} unfinished tasks already",
+                    retry_after_s=min(retry, settings.poll_interval_ms / 1000 * 10),
+                    hint="wait for one to finish or cancel one with tasks/cancel; [tasks] max_live_per_session "
+                    "sets the bound",
+                ),
+            )
+            return self._to_wire(session.name, request.tool, refused)
+        start = _Start()
+        task_group = self._task_group()
+        assert task_group is not None  # enabled() said so
+        task_group.start_soon(self._run_first, session, request, start)
+        after = 0.0 if self.only_as_task(request.tool) else settings.after_s
+        with anyio.move_on_after(after):
+            await start.done.wait()
+        try:
+            if start.result is not None and start.asked is None:
+                return self._to_wire(session.name, request.tool, start.result)
+            if start.asked is not None:
+                # The call left on purpose: the approval waits, detached, bound to the call.
+                await start.done.wait()
+                start.task = await self._create(session, request, start.asked)
+            else:
+                start.task = await self._create(session, request, None)
+                self._running[start.task.id] = start.scope
+        finally:
+            start.decided.set()
+        return self._handle(start.task)
+
+    async def _run_first(self, session: GatewaySession, request: CallRequest, start: _Start) -> None:
+        async def on_approval(approval: ApprovalRequest) -> None:
+            start.asked = approval
+            raise ApprovalPending("", approval_id=approval.id)  # the approver detaches it
+
+        with start.scope:
+            try:
+                start.result = await self._pincer.call(request, on_approval=on_approval)
+            finally:
+                start.done.set()
+        await start.decided.wait()
+        task = start.task
+        if task is None or start.asked is not None:
+            return  # answered directly, or the task waits for its approval
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._finish(task, start.result, owner=self._owner)
+        finally:
+            self._running.pop(task.id, None)
+
+    async def _create(self, session: GatewaySession, request: CallRequest, asked: ApprovalRequest | None) -> Task:
+        settings = self._settings
+        return await self._store.create(
+            session=session.name,
+            caller=request.caller,
+            tool=request.tool,
+            args=request.args,
+            idempotency_key=request.idempotency_key,
+            status=TaskStatus.INPUT_REQUIRED if asked is not None else TaskStatus.WORKING,
+            status_message=self._waiting_text(asked) if asked is not None else f"{request.tool} is running",
+            approval_id=asked.id if asked is not None else None,
+            owner=None if asked is not None else self._owner,
+            ttl_ms=int(settings.ttl_s * 1000),
+            poll_ms=settings.poll_interval_ms,
+        )
+
+    async def _finish(self, task: Task, result: ToolResult | None, *, owner: str) -> None:
+        if result is None:  # cancelled: the chain recorded the call
+            await self._store.finish(task.id, TaskStatus.CANCELLED, message="cancelled", owner=owner)
+            return
+        if result.error is not None and result.error.get("code") == "approval_pending":
+            approval_id = str(result.error.get("approval_id", ""))
+            approval = await self._pincer.approvals.get(approval_id)
+            await self._store.wait_for(
+                task.id, approval_id=approval_id, owner=owner, message=self._waiting_text(approval)
+            )
+            return
+        wire = self._to_wire(task.session, task.tool, result)
+        await self._store.finish(task.id, TaskStatus.COMPLETED, result=wire, message="completed", owner=owner)
+
+    def _waiting_text(self, approval: ApprovalRequest) -> str:
+        return waiting_message(approval, self._base_url())
+
+    # -- tasks/get, tasks/update, tasks/cancel ------------------------------------------------------
+
+    async def get(self, session: GatewaySession, task_id: str) -> dict[str, Any]:
+        task = await self._own(session, task_id)
+        return {**self._detailed(task, session), "resultType": "complete"}
+
+    async def update(self, session: GatewaySession, task_id: str, responses: Mapping[str, Any]) -> dict[str, Any]:
+        task = await self._own(session, task_id)
+        if len(json.dumps(responses, separators=(",", ":"))) > MAX_INPUT_RESPONSES_BYTES:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"inputResponses is larger than {MAX_INPUT_RESPONSES_BYTES} bytes: an approval's answer is "
+                '{"action": "accept", "content": {"decision": "allow_once"}}',
+            )
+        if task.status is not TaskStatus.INPUT_REQUIRED or task.approval_id is None:
+            return {"resultType": "complete"}  # nothing outstanding: the spec says ignore it
+        key = _key(task.approval_id)
+        if key not in responses:
+            return {"resultType": "complete"}
+        if not session.is_main:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"session {session.name} is not a main session: an agent does not approve its own calls; a person "
+                f"answers with `pincer approvals approve {task.approval_id}`",
+            )
+        answer = answer_from_reply(responses[key])
+        if answer is None:
+            return {"resultType": "complete"}  # dismissed: the approval stays open for other ways
+        try:
+            await self._pincer.dispatcher.answer(
+                task.approval_id, answer, by=f"mcp-task:{session.name}", as_session=session.name
+            )
+        except PincerError as exc:
+            raise MCPError(INVALID_PARAMS, exc.message) from None
+        await self.sweep()  # move it on now rather than at the next notification
+        return {"resultType": "complete"}
+
+    async def cancel(self, session: GatewaySession, task_id: str) -> dict[str, Any]:
+        task = await self._own(session, task_id)
+        await self.cancel_task(task)
+        return {"resultType": "complete"}
+
+    async def cancel_task(self, task: Task) -> None:
+        """Cancel a task however it stands: a waiting one here and now (its approval expired, one
+        audit record), a running one where it runs (this process, or the owner, told through the
+        store's notifications)."""
+        if task.terminal:
+            return
+        await self._store.request_cancel(task.id)
+        if task.status is TaskStatus.INPUT_REQUIRED and task.approval_id is not None:
+            await self._cancel_waiting(task)
+            return
+        scope = self._running.get(task.id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _cancel_waiting(self, task: Task) -> None:
+        assert task.approval_id is not None
+        if not await self._store.finish(
+            task.id, TaskStatus.CANCELLED, message="cancelled by its client", approval_id=task.approval_id
+        ):
+            return  # taken meanwhile to run: the runner sees cancel_requested
+        from pincer.core.acts import CANCELLED
+        from pincer.core.errors import ApprovalGone
+        from pincer.store.audit import AuditEntry
+
+        approval = await self._pincer.approvals.get(task.approval_id)
+        entry = AuditEntry(
+            session=task.session, caller=task.caller, tool=task.tool, decision="ask",
+            reason=f"the task waiting on approval {approval.id} was cancelled by its client",
+            outcome=CANCELLED, error_code=ApprovalGone.code, error=f"task {task.id} was cancelled",
+            args=approval.args, effects=approval.effects, approval_id=approval.id,
+            idempotency_key=task.idempotency_key,
+        )  # fmt: skip
+        await self._pincer.approvals.record_gone(approval.id, entry)
+
+    async def _own(self, session: GatewaySession, task_id: str) -> Task:
+        task = await self._store.get(task_id)
+        # Another session's task is answered as a missing one: ids are not confirmed to others.
+        if task is None or task.session != session.name:
+            raise MCPError(INVALID_PARAMS, _NOT_FOUND)
+        if task.expires_at < time.time():
+            raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task has expired")
+        return task
+
+    def _detailed(self, task: Task, session: GatewaySession | None) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "taskId": task.id,
+            "status": task.status.value,
+            "createdAt": _iso(task.created_at),
+            "lastUpdatedAt": _iso(task.updated_at),
+            "ttlMs": task.ttl_ms,
+            "pollIntervalMs": task.poll_ms,
+        }
+        if task.status_message:
+            data["statusMessage"] = task.status_message
+        if task.status is TaskStatus.INPUT_REQUIRED:
+            requests: dict[str, Any] = {}
+            # Only a main session's client is asked: an agent must not approve its own calls.
+            if task.approval_id is not None and session is not None and session.is_main:
+                requests[_key(task.approval_id)] = {
+                    "method": "elicitation/create",
+                    "params": {
+                        "mode": "form",
+                        "message": task.status_message or f"approve the call of {task.tool}",
+                        "requestedSchema": APPROVAL_DECISION_SCHEMA,
+                    },
+                }
+            data["inputRequests"] = requests
+        elif task.status is TaskStatus.COMPLETED:
+            data["result"] = dict(task.result or {})
+        elif task.status is TaskStatus.FAILED:
+            data["error"] = dict(task.error or {"code": INTERNAL_ERROR, "message": "the call failed"})
+        return data
+
+    def _handle(self, task: Task) -> dict[str, Any]:
+        handle = self._detailed(task, None)
+        handle.pop("inputRequests", None)
+        return {**handle, "resultType": "task"}
+
+    # -- following the store -------------------------------------------------------------------
+
+    async def follow(self) -> None:
+        """Move tasks on as their approvals are answered, and fail the ones whose process died:
+        on each approval or task notification, and every ``SWEEP_INTERVAL_S``."""
+        wake = anyio.Event()
+
+        async def listen(open_notes: Callable[[], Any]) -> None:
+            nonlocal wake
+            async with open_notes() as notes:
+                async for _ in notes:
+                    wake.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listen, lambda: self._pincer.db.listen(APPROVAL_CHANNEL))
+            tg.start_soon(listen, self._store.listen)
+            while True:
+                try:
+                    await self.sweep()
+                except Exception:  # a store hiccup: the next sweep tries again
+                    logger.exception("looking at the waiting tasks failed")
+                with anyio.move_on_after(SWEEP_INTERVAL_S):
+                    await wake.wait()
+                wake = anyio.Event()
+
+    async def sweep(self) -> None:
+        for task in await self._store.waiting():
+            await self._look_at_waiting(task)
+        for task in await self._store.running():
+            if task.owner == self._owner:
+                scope = self._running.get(task.id)
+                if task.cancel_requested and scope is not None:
+                    scope.cancel()
+            elif not await self._pincer.approvals.owners.is_alive(task.owner):
+                error = {"code": INTERNAL_ERROR, "message": _INTERRUPTED}
+                await self._store.finish(
+                    task.id, TaskStatus.FAILED, error=error, message=_INTERRUPTED, owner=task.owner
+                )
+        await self._store.prune()
+
+    async def _look_at_waiting(self, task: Task) -> None:
+        if task.approval_id is None:
+            return
+        try:
+            approval = await self._pincer.approvals.get(task.approval_id)
+        except UsageError:
+            approval = None
+        if approval is not None and approval.status is ApprovalStatus.PENDING:
+            if approval.expires_at >= time.time():
+                return
+            await self._pincer.approvals.expire_overdue()
+            approval = await self._pincer.approvals.get(task.approval_id)
+        if approval is None or approval.status is ApprovalStatus.EXPIRED:
+            gone = f"approval {task.approval_id} expired before it was answered: the call did not run"
+            result = ToolResult(ok=False, error={"code": "approval_timeout", "message": gone,
+                                                 "hint": "call the tool again; raise [approvals] timeout_s to wait longer"})  # fmt: skip
+            await self._store.finish(
+                task.id, TaskStatus.COMPLETED, result=self._to_wire(task.session, task.tool, result),
+                message=gone, approval_id=task.approval_id,
+            )  # fmt: skip
+            return
+        if approval.status is ApprovalStatus.PENDING:
+            return
+        task_group = self._task_group()
+        if task_group is None:
+            return
+        if await self._store.claim(
+            task.id, approval_id=task.approval_id, owner=self._owner, message=f"{task.tool} is running"
+        ):
+            scope = self._running[task.id] = anyio.CancelScope()
+            task_group.start_soon(self._rerun, task, scope)
+
+    async def _rerun(self, task: Task, scope: anyio.CancelScope) -> None:
+        """The same call again: the approver finds the detached answer and uses it once."""
+        request = CallRequest(
+            tool=task.tool,
+            args=task.args,
+            session=task.session,
+            idempotency_key=task.idempotency_key,
+            caller=task.caller,
+        )
+
+        async def on_approval(approval: ApprovalRequest) -> None:
+            raise ApprovalPending("", approval_id=approval.id)  # asked again: wait detached again
+
+        result: ToolResult | None = None
+        try:
+            with scope:
+                result = await self._pincer.call(request, on_approval=on_approval)
+            with anyio.CancelScope(shield=True):
+                await self._finish(task, result, owner=self._owner)
+        finally:
+            self._running.pop(task.id, None)
+
+    async def resume_all(self) -> None:
+        """At start: what waited moves on when answered (``follow``); what ran in a process that is
+        gone is failed."""
+        await self.sweep()
+
+
+def _key(approval_id: str) -> str:
+    return f"approval:{approval_id}"
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
