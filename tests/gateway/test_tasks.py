@@ -14,8 +14,11 @@ import anyio
 import httpx
 import pytest
 
+from pincer.core.effects import RuntimeKind
+from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.gateway.tokens import token_digest
 from pincer.store.approvals import ApprovalStatus
+from tests.gateway.conformance.fixtures.runtime import FixtureRuntime, FixtureTool
 from tests.gateway.conftest import LiveGateway, live_gateway
 
 pytestmark = pytest.mark.anyio
@@ -316,3 +319,33 @@ async def test_cancelling_a_waiting_task_expires_its_approval_with_one_record(ga
     # A second cancel is an acknowledgement that changes nothing.
     assert (await client.cancel(created["taskId"]))["result"]["resultType"] == "complete"
     assert len([r for r in await gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]) == 2
+
+
+async def test_cancelling_a_running_task_cancels_the_tool_with_one_record(pincer_home: Path) -> None:
+    started, seen = anyio.Event(), []
+
+    async def handler(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")
+            raise
+        return ToolOutput(value="never")
+
+    spec = ToolSpec(
+        name="slow", description="Runs until cancelled", input_schema={"type": "object"},
+        effects=frozenset(), runtime=RuntimeKind.NATIVE, side_effecting=False, source="tests",
+    )  # fmt: skip
+    async with live_gateway(pincer_home, config="[tasks]\nafter_s = 0.05\n") as live:
+        await live.pincer.add_runtime(FixtureRuntime([FixtureTool(spec=spec, handler=handler)]))
+        client = Requester(live)
+        created = (await client.call("slow", {}))["result"]
+        assert created["resultType"] == "task" and created["status"] == "working"
+        with anyio.fail_after(WAIT_S):
+            await started.wait()
+        assert (await client.cancel(created["taskId"]))["result"]["resultType"] == "complete"
+        done = await client.until(created["taskId"], "cancelled", "completed", "failed")
+        records = [r for r in await live.pincer.audit.records(tool="slow") if r.kind == "call"]
+    assert done["status"] == "cancelled" and seen == ["cancelled"]
+    assert [r.outcome for r in records] == ["cancelled"]

@@ -1,0 +1,69 @@
+"""MCP Tasks outlive their gateway: real ``pincer serve`` processes on one PostgreSQL. A task
+made on one gateway waits for a person; that gateway is killed (SIGKILL); the person answers from
+the CLI; the other gateway resumes the call and answers ``tasks/get`` with its result."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pincer.gateway.tokens import load_or_create_token
+from tests.backends import postgres_server
+from tests.gateway.scale_out_support import SERVER_STOP_TIMEOUT_S, cli, gateways, rows, wait_for
+
+VERSION = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+def _rpc(url: str, token: str, method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+    }
+    headers = {
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": VERSION,
+        "Mcp-Method": method, "Mcp-Name": name,
+    }  # fmt: skip
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    response = httpx.post(f"{url}/mcp", headers=headers, content=json.dumps(body), trust_env=False, timeout=60)
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_a_waiting_task_survives_its_gateway_and_is_finished_by_another(tmp_path: Path) -> None:
+    url = postgres_server().new_database()
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[store]\nurl = "{url}"\n\n[triggers]\nenabled = false\n')
+    done = cli(home, "db", "upgrade", "--json")
+    assert done.returncode == 0, done.stderr
+    token = load_or_create_token(home)
+    with gateways([home, home]) as (first, second):
+        created = _rpc(first.url, token, "tools/call",
+                       {"name": "write_file", "arguments": {"path": "task.txt", "content": "durable"}}, "write_file")  # fmt: skip
+        task = created["result"]
+        assert task["resultType"] == "task" and task["status"] == "input_required", created
+        first.process.send_signal(signal.SIGKILL)
+        assert first.process.wait(timeout=SERVER_STOP_TIMEOUT_S) == -signal.SIGKILL
+        # The other gateway answers for it, from the store.
+        polled = _rpc(second.url, token, "tasks/get", {"taskId": task["taskId"]}, task["taskId"])["result"]
+        assert polled["status"] == "input_required" and polled["inputRequests"]
+        ((approval_id,),) = rows(url, "SELECT approval_id FROM tasks WHERE id = %s", (task["taskId"],))
+        answered = cli(home, "approvals", "approve", approval_id)
+        assert answered.returncode == 0, answered.stderr
+
+        def finished() -> dict[str, Any] | None:
+            now = _rpc(second.url, token, "tasks/get", {"taskId": task["taskId"]}, task["taskId"])["result"]
+            return now if now["status"] not in ("working", "input_required") else None
+
+        result = wait_for("the task to finish on the second gateway", finished, alive=[second])
+    assert result["status"] == "completed", result
+    assert not result["result"].get("isError"), result
+    outcomes = rows(url, "SELECT outcome FROM audit WHERE tool = 'write_file' AND kind = 'call' ORDER BY id")
+    assert [o for (o,) in outcomes] == ["pending", "ok"]
+    assert (home / "workspace" / "task.txt").read_text() == "durable"
