@@ -18,6 +18,8 @@ from pincer.core.effects import RuntimeKind
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.gateway.tokens import token_digest
 from pincer.store.approvals import ApprovalStatus
+from pincer.store.sql.migrate import upgrade_postgres
+from tests.backends import postgres_server
 from tests.gateway.conformance.fixtures.runtime import FixtureRuntime, FixtureTool
 from tests.gateway.conftest import LiveGateway, live_gateway
 
@@ -99,6 +101,16 @@ class Requester:
         raise AssertionError(f"task {task_id} did not reach {statuses} within {WAIT_S} s; saw {seen[-5:]}")
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest) -> str:
+    """The config text that puts the store in SQLite (under the home) or a fresh PostgreSQL."""
+    if request.param == "sqlite":
+        return ""
+    url = postgres_server().new_database()
+    upgrade_postgres(url)
+    return f'[store]\nurl = "{url}"\n'
+
+
 def _agent_config() -> tuple[str, str]:
     token = secrets.token_urlsafe(24)
     config = f'[[gateway.tokens]]\nsha256 = "{token_digest(token)}"\nsession = "agent"\n'
@@ -118,7 +130,14 @@ def _text(result: Mapping[str, Any]) -> str:
 # -- the receiver ----------------------------------------------------------------------------
 
 
-async def test_a_call_that_needs_an_approval_is_a_task_answered_through_tasks_update(gateway: LiveGateway) -> None:
+async def test_a_call_that_needs_an_approval_is_a_task_answered_through_tasks_update(
+    pincer_home: Path, store: str
+) -> None:
+    async with live_gateway(pincer_home, config=store) as gateway:
+        await _answered_through_tasks_update(gateway)
+
+
+async def _answered_through_tasks_update(gateway: LiveGateway) -> None:
     client = Requester(gateway)
     created = (await client.call("write_note", {"text": "hi"}))["result"]
     assert created["resultType"] == "task" and created["status"] == "input_required"
@@ -210,9 +229,9 @@ async def test_the_server_announces_the_extension(gateway: LiveGateway) -> None:
 # -- attacks ---------------------------------------------------------------------------------
 
 
-async def test_another_sessions_task_is_answered_as_an_unknown_one(pincer_home: Path) -> None:
+async def test_another_sessions_task_is_answered_as_an_unknown_one(pincer_home: Path, store: str) -> None:
     agent_token, config = _agent_config()
-    async with live_gateway(pincer_home, config=config) as live:
+    async with live_gateway(pincer_home, config=store + config) as live:
         owner = Requester(live)
         created = (await owner.call("write_note", {"text": "mine"}))["result"]
         thief = Requester(live, agent_token)
@@ -229,9 +248,11 @@ async def test_another_sessions_task_is_answered_as_an_unknown_one(pincer_home: 
     assert still["status"] == "input_required"
 
 
-async def test_a_non_main_sessions_task_waits_for_a_person_and_refuses_its_own_answer(pincer_home: Path) -> None:
+async def test_a_non_main_sessions_task_waits_for_a_person_and_refuses_its_own_answer(
+    pincer_home: Path, store: str
+) -> None:
     agent_token, config = _agent_config()
-    async with live_gateway(pincer_home, config=config) as live:
+    async with live_gateway(pincer_home, config=store + config) as live:
         agent = Requester(live, agent_token)
         created = (await agent.call("write_note", {"text": "agent"}))["result"]
         waiting = (await agent.get(created["taskId"]))["result"]
@@ -306,7 +327,12 @@ async def test_an_expired_task_is_gone(pincer_home: Path) -> None:
     assert answer["error"]["code"] == -32602 and "expired" in answer["error"]["message"]
 
 
-async def test_cancelling_a_waiting_task_expires_its_approval_with_one_record(gateway: LiveGateway) -> None:
+async def test_cancelling_a_waiting_task_expires_its_approval_with_one_record(pincer_home: Path, store: str) -> None:
+    async with live_gateway(pincer_home, config=store) as gateway:
+        await _cancel_waiting(gateway)
+
+
+async def _cancel_waiting(gateway: LiveGateway) -> None:
     client = Requester(gateway)
     created = (await client.call("write_note", {"text": "never"}))["result"]
     approval_id = await _approval_of(gateway, created)
@@ -321,7 +347,7 @@ async def test_cancelling_a_waiting_task_expires_its_approval_with_one_record(ga
     assert len([r for r in await gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]) == 2
 
 
-async def test_cancelling_a_running_task_cancels_the_tool_with_one_record(pincer_home: Path) -> None:
+async def test_cancelling_a_running_task_cancels_the_tool_with_one_record(pincer_home: Path, store: str) -> None:
     started, seen = anyio.Event(), []
 
     async def handler(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
@@ -337,7 +363,7 @@ async def test_cancelling_a_running_task_cancels_the_tool_with_one_record(pincer
         name="slow", description="Runs until cancelled", input_schema={"type": "object"},
         effects=frozenset(), runtime=RuntimeKind.NATIVE, side_effecting=False, source="tests",
     )  # fmt: skip
-    async with live_gateway(pincer_home, config="[tasks]\nafter_s = 0.05\n") as live:
+    async with live_gateway(pincer_home, config=store + "[tasks]\nafter_s = 0.05\n") as live:
         await live.pincer.add_runtime(FixtureRuntime([FixtureTool(spec=spec, handler=handler)]))
         client = Requester(live)
         created = (await client.call("slow", {}))["result"]

@@ -67,3 +67,35 @@ def test_a_waiting_task_survives_its_gateway_and_is_finished_by_another(tmp_path
     outcomes = rows(url, "SELECT outcome FROM audit WHERE tool = 'write_file' AND kind = 'call' ORDER BY id")
     assert [o for (o,) in outcomes] == ["pending", "ok"]
     assert (home / "workspace" / "task.txt").read_text() == "durable"
+
+
+def test_a_task_running_when_its_gateway_dies_is_failed_never_run_again(tmp_path: Path) -> None:
+    url = postgres_server().new_database()
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        f'[store]\nurl = "{url}"\n\n[triggers]\nenabled = false\n\n[tasks]\nafter_s = 0.2\n'
+    )
+    assert cli(home, "db", "upgrade", "--json").returncode == 0
+    manifest = tmp_path / "sleeper.toml"
+    manifest.write_text(
+        'name = "sleeper"\ndescription = "Sleeps a while"\ncommand = ["/bin/sleep", "15"]\n\n'
+        '[input_schema]\ntype = "object"\n'
+    )
+    installed = cli(home, "tools", "install", str(manifest))
+    assert installed.returncode == 0, installed.stderr
+    token = load_or_create_token(home)
+    with gateways([home, home]) as (first, second):
+        task = _rpc(first.url, token, "tools/call", {"name": "sleeper", "arguments": {}}, "sleeper")["result"]
+        assert task["resultType"] == "task" and task["status"] == "working", task
+        first.process.send_signal(signal.SIGKILL)
+        assert first.process.wait(timeout=SERVER_STOP_TIMEOUT_S) == -signal.SIGKILL
+
+        def ended() -> dict[str, Any] | None:
+            now = _rpc(second.url, token, "tasks/get", {"taskId": task["taskId"]}, task["taskId"])["result"]
+            return now if now["status"] != "working" else None
+
+        result = wait_for("the other gateway to fail the interrupted task", ended, alive=[second])
+    assert result["status"] == "failed", result
+    assert result["error"]["code"] == -32603 and "not run again" in result["error"]["message"]
+    assert "not run again" in result["statusMessage"]
