@@ -375,3 +375,48 @@ async def test_cancelling_a_running_task_cancels_the_tool_with_one_record(pincer
         records = [r for r in await live.pincer.audit.records(tool="slow") if r.kind == "call"]
     assert done["status"] == "cancelled" and seen == ["cancelled"]
     assert [r.outcome for r in records] == ["cancelled"]
+
+
+# -- REST ------------------------------------------------------------------------------------
+
+
+async def _rest_until(http: httpx.AsyncClient, task_id: str, *statuses: str) -> dict[str, Any]:
+    seen: list[str] = []
+    with anyio.move_on_after(WAIT_S):
+        while True:
+            task: dict[str, Any] = (await http.get(f"/api/v1/tasks/{task_id}")).json()
+            seen.append(task["status"])
+            if task["status"] in statuses:
+                return task
+            await anyio.sleep(POLL_S)
+    raise AssertionError(f"task {task_id} did not reach {statuses} within {WAIT_S} s; saw {seen[-5:]}")
+
+
+async def test_rest_respond_async_makes_a_task_that_rest_reads_answers_and_cancels(
+    pincer_home: Path, store: str
+) -> None:
+    agent_token, config = _agent_config()
+    async with live_gateway(pincer_home, config=store + config) as live, live.http(headers=live.headers) as http:
+        prefer = {"Prefer": "respond-async"}
+        made = await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "rest"}}, headers=prefer)
+        assert made.status_code == 202, made.text
+        task = made.json()
+        assert made.headers["Location"] == f"/api/v1/tasks/{task['id']}" and task["status"] == "input_required"
+        # Another session's token sees no such task, and cannot cancel it.
+        other = {"Authorization": f"Bearer {agent_token}"}
+        assert (await http.get(made.headers["Location"], headers=other)).status_code == 404
+        assert (await http.delete(made.headers["Location"], headers=other)).status_code == 404
+        answered = await http.post(f"/api/v1/approvals/{task['approval_id']}", json={"decision": "allow_once"})
+        assert answered.status_code == 200, answered.text
+        done = await _rest_until(http, task["id"], "completed", "failed")
+        assert json.loads(_text(done["result"])) == {"written": "rest"}
+        # A fast call with the same preference is answered at once, as without it.
+        quick = await http.post("/api/v1/tools/say/call", json={"args": {"text": "now"}}, headers=prefer)
+        assert quick.status_code == 200 and quick.json()["output"] == "now"
+        second = (
+            await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "drop"}}, headers=prefer)
+        ).json()
+        cancelled = await http.delete(f"/api/v1/tasks/{second['id']}")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        mine = (await http.get("/api/v1/tasks")).json()["tasks"]
+    assert {t["id"]: t["status"] for t in mine} == {task["id"]: "completed", second["id"]: "cancelled"}

@@ -54,6 +54,21 @@ def test_a_waiting_task_survives_its_gateway_and_is_finished_by_another(tmp_path
         polled = _rpc(second.url, token, "tasks/get", {"taskId": task["taskId"]}, task["taskId"])["result"]
         assert polled["status"] == "input_required" and polled["inputRequests"]
         ((approval_id,),) = rows(url, "SELECT approval_id FROM tasks WHERE id = %s", (task["taskId"],))
+        # A person sees it from the CLI, and cancels another one there.
+        other = _rpc(second.url, token, "tools/call",
+                     {"name": "write_file", "arguments": {"path": "never.txt", "content": "x"}}, "write_file")["result"]  # fmt: skip
+        listed = cli(home, "tasks", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert {t["id"]: t["status"] for t in json.loads(listed.stdout)} == {
+            task["taskId"]: "input_required",
+            other["taskId"]: "input_required",
+        }
+        cancelled = cli(home, "tasks", "cancel", other["taskId"], "--json")
+        assert cancelled.returncode == 0 and json.loads(cancelled.stdout)["status"] == "cancelled", cancelled.stderr
+        shown = cli(home, "tasks", "show", task["taskId"], "--json")
+        assert json.loads(shown.stdout)["approval_id"] == approval_id
+        unknown = cli(home, "tasks", "show", "no-such-task")
+        assert unknown.returncode != 0 and "pincer tasks list" in unknown.stderr
         answered = cli(home, "approvals", "approve", approval_id)
         assert answered.returncode == 0, answered.stderr
 
@@ -64,8 +79,12 @@ def test_a_waiting_task_survives_its_gateway_and_is_finished_by_another(tmp_path
         result = wait_for("the task to finish on the second gateway", finished, alive=[second])
     assert result["status"] == "completed", result
     assert not result["result"].get("isError"), result
-    outcomes = rows(url, "SELECT outcome FROM audit WHERE tool = 'write_file' AND kind = 'call' ORDER BY id")
-    assert [o for (o,) in outcomes] == ["pending", "ok"]
+    outcomes = rows(url, "SELECT outcome, args FROM audit WHERE tool = 'write_file' AND kind = 'call' ORDER BY id")
+    by_path: dict[str, list[str]] = {}
+    for outcome, args in outcomes:
+        by_path.setdefault(json.loads(args)["path"], []).append(outcome)
+    assert by_path == {"task.txt": ["pending", "ok"], "never.txt": ["pending", "cancelled"]}
+    assert not (home / "workspace" / "never.txt").exists()
     assert (home / "workspace" / "task.txt").read_text() == "durable"
 
 

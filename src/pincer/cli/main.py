@@ -41,6 +41,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "secrets": LazyCommand(module="pincer.cli.secrets", attribute="app", help="Manage the encrypted secret store."),
     "auth": LazyCommand(module="pincer.cli.auth", attribute="app", help="Set up, show and revoke the tokens of the built-in tools."),
     "approvals": LazyCommand(module="pincer.cli.approvals", attribute="app", help="List and answer approval requests."),
+    "tasks": LazyCommand(module="pincer.cli.tasks", attribute="app", help="List, show and cancel tasks (calls that outlive their connection)."),
     "audit": LazyCommand(module="pincer.cli.audit", attribute="app", help="Read and verify the audit log."),
     "policy": LazyCommand(module="pincer.cli.policy", attribute="app", help="Show the policy in force."),
     "config": LazyCommand(module="pincer.cli.setup", attribute="config_app", help="Check, locate and show the settings files."),

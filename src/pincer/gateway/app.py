@@ -84,7 +84,7 @@ def create_gateway(
     def build_rest() -> ASGIApp:
         from pincer.gateway.rest import create_rest_app
 
-        return create_rest_app(pincer, metrics=refusal_metrics, runs=runs)
+        return create_rest_app(pincer, metrics=refusal_metrics, runs=runs, tasks=mcp.tasks)
 
     hooks = HooksEndpoint(pincer, refusals=unauthenticated)
     # Sign-in failures count where wrong bearer tokens are counted, and toward the same

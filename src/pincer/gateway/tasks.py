@@ -35,18 +35,20 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from pydantic import BaseModel, ConfigDict, Field
 
-from pincer.core.errors import ApprovalPending, PincerError, TooManyTasks, UsageError
+from pincer.core.acts import CANCELLED
+from pincer.core.errors import ApprovalGone, ApprovalPending, PincerError, TooManyTasks, UsageError
 from pincer.core.values import CallRequest, ToolResult
 from pincer.elicitation import APPROVAL_DECISION_SCHEMA, answer_from_reply
 from pincer.gateway.approvals import waiting_message
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus
+from pincer.store.audit import AuditEntry
 from pincer.store.tasks import Task, TaskStatus
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "TASKS_EXTENSION", "TaskReceiver", "declares_tasks", "missing_extension", "TaskIdParams", "UpdateTaskParams",
+    "TASKS_EXTENSION", "TaskReceiver", "cancel_task", "declares_tasks", "missing_extension", "TaskIdParams", "UpdateTaskParams",
     "MAX_INPUT_RESPONSES_BYTES",
 ]  # fmt: skip
 
@@ -147,43 +149,50 @@ class TaskReceiver:
     # -- tools/call ----------------------------------------------------------------------------
 
     async def call(self, session: GatewaySession, request: CallRequest) -> dict[str, Any]:
-        """The call, answered with its result when it ends in time, else with a task handle."""
+        """``tools/call``: the wire result when the call ends in time, else the task handle."""
+        started = await self.start(request)
+        if isinstance(started, Task):
+            return self._handle(started)
+        return self._to_wire(session.name, request.tool, started)
+
+    async def start(self, request: CallRequest) -> Task | ToolResult:
+        """Run the call for ``request.session``: its result when it ends within ``[tasks]
+        after_s`` without asking anybody, else the task it became (stored before this returns)."""
         settings = self._settings
-        if await self._store.live_count(session.name) >= settings.max_live_per_session:
-            oldest = await self._store.oldest_live(session.name)
-            retry = max(1.0, (oldest or time.time()) + settings.ttl_s - time.time()) if oldest else 1.0
-            refused = await self._pincer.dispatcher.reject(
+        if await self._store.live_count(request.session) >= settings.max_live_per_session:
+            oldest = await self._store.oldest_live(request.session)
+            retry = oldest + settings.ttl_s - time.time() if oldest is not None else 1.0
+            return await self._pincer.dispatcher.reject(
                 request,
                 TooManyTasks(
-                    f"session {session.name} holds {settings.max_live_per_session} unfinished tasks already",
-                    retry_after_s=min(retry, settings.poll_interval_ms / 1000 * 10),
-                    hint="wait for one to finish or cancel one with tasks/cancel; [tasks] max_live_per_session "
-                    "sets the bound",
+                    f"session {request.session} holds {settings.max_live_per_session} unfinished tasks already",
+                    retry_after_s=max(1.0, min(retry, settings.poll_interval_ms / 1000 * 10)),
+                    hint="wait for one to finish or cancel one (tasks/cancel, `pincer tasks cancel ID`); "
+                    "[tasks] max_live_per_session sets the bound",
                 ),
             )
-            return self._to_wire(session.name, request.tool, refused)
         start = _Start()
         task_group = self._task_group()
         assert task_group is not None  # enabled() said so
-        task_group.start_soon(self._run_first, session, request, start)
+        task_group.start_soon(self._run_first, request, start)
         after = 0.0 if self.only_as_task(request.tool) else settings.after_s
         with anyio.move_on_after(after):
             await start.done.wait()
         try:
             if start.result is not None and start.asked is None:
-                return self._to_wire(session.name, request.tool, start.result)
+                return start.result
             if start.asked is not None:
                 # The call left on purpose: the approval waits, detached, bound to the call.
                 await start.done.wait()
-                start.task = await self._create(session, request, start.asked)
+                start.task = await self._create(request, start.asked)
             else:
-                start.task = await self._create(session, request, None)
+                start.task = await self._create(request, None)
                 self._running[start.task.id] = start.scope
         finally:
             start.decided.set()
-        return self._handle(start.task)
+        return start.task
 
-    async def _run_first(self, session: GatewaySession, request: CallRequest, start: _Start) -> None:
+    async def _run_first(self, request: CallRequest, start: _Start) -> None:
         async def on_approval(approval: ApprovalRequest) -> None:
             start.asked = approval
             raise ApprovalPending("", approval_id=approval.id)  # the approver detaches it
@@ -203,10 +212,10 @@ class TaskReceiver:
         finally:
             self._running.pop(task.id, None)
 
-    async def _create(self, session: GatewaySession, request: CallRequest, asked: ApprovalRequest | None) -> Task:
+    async def _create(self, request: CallRequest, asked: ApprovalRequest | None) -> Task:
         settings = self._settings
         return await self._store.create(
-            session=session.name,
+            session=request.session,
             caller=request.caller,
             tool=request.tool,
             args=request.args,
@@ -279,38 +288,11 @@ class TaskReceiver:
         return {"resultType": "complete"}
 
     async def cancel_task(self, task: Task) -> None:
-        """Cancel a task however it stands: a waiting one here and now (its approval expired, one
-        audit record), a running one where it runs (this process, or the owner, told through the
-        store's notifications)."""
-        if task.terminal:
-            return
-        await self._store.request_cancel(task.id)
-        if task.status is TaskStatus.INPUT_REQUIRED and task.approval_id is not None:
-            await self._cancel_waiting(task)
-            return
+        """Cancel a task however it stands (:func:`cancel_task`); one running here stops now."""
+        await cancel_task(self._pincer, task)
         scope = self._running.get(task.id)
         if scope is not None:
             scope.cancel()
-
-    async def _cancel_waiting(self, task: Task) -> None:
-        assert task.approval_id is not None
-        if not await self._store.finish(
-            task.id, TaskStatus.CANCELLED, message="cancelled by its client", approval_id=task.approval_id
-        ):
-            return  # taken meanwhile to run: the runner sees cancel_requested
-        from pincer.core.acts import CANCELLED
-        from pincer.core.errors import ApprovalGone
-        from pincer.store.audit import AuditEntry
-
-        approval = await self._pincer.approvals.get(task.approval_id)
-        entry = AuditEntry(
-            session=task.session, caller=task.caller, tool=task.tool, decision="ask",
-            reason=f"the task waiting on approval {approval.id} was cancelled by its client",
-            outcome=CANCELLED, error_code=ApprovalGone.code, error=f"task {task.id} was cancelled",
-            args=approval.args, effects=approval.effects, approval_id=approval.id,
-            idempotency_key=task.idempotency_key,
-        )  # fmt: skip
-        await self._pincer.approvals.record_gone(approval.id, entry)
 
     async def _own(self, session: GatewaySession, task_id: str) -> Task:
         task = await self._store.get(task_id)
@@ -454,6 +436,28 @@ class TaskReceiver:
         """At start: what waited moves on when answered (``follow``); what ran in a process that is
         gone is failed."""
         await self.sweep()
+
+
+async def cancel_task(pincer: Any, task: Task) -> None:
+    """Cancel a task however it stands: a waiting one here and now (its approval expired, one
+    audit record saying ``cancelled``); a running one is marked, and the process running it
+    cancels the call when it sees the mark (the store's notification, or its next sweep)."""
+    if task.terminal:
+        return
+    await pincer.tasks.request_cancel(task.id)
+    if task.status is not TaskStatus.INPUT_REQUIRED or task.approval_id is None:
+        return
+    if not await pincer.tasks.finish(task.id, TaskStatus.CANCELLED, message="cancelled", approval_id=task.approval_id):
+        return  # taken meanwhile to run: the runner sees the mark
+    approval = await pincer.approvals.get(task.approval_id)
+    entry = AuditEntry(
+        session=task.session, caller=task.caller, tool=task.tool, decision="ask",
+        reason=f"the task waiting on approval {approval.id} was cancelled",
+        outcome=CANCELLED, error_code=ApprovalGone.code, error=f"task {task.id} was cancelled",
+        args=approval.args, effects=approval.effects, approval_id=approval.id,
+        idempotency_key=task.idempotency_key,
+    )  # fmt: skip
+    await pincer.approvals.record_gone(approval.id, entry)
 
 
 def _key(approval_id: str) -> str:

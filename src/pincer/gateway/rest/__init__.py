@@ -43,8 +43,10 @@ from pincer.gateway.rest.common import (
 from pincer.gateway.rest.metrics import router as metrics_router
 from pincer.gateway.rest.runs import RunBody
 from pincer.gateway.rest.runs import router as runs_router
+from pincer.gateway.rest.tasks import router as tasks_router
 from pincer.gateway.rest.tools import CallBody
 from pincer.gateway.rest.tools import router as tools_router
+from pincer.gateway.tasks import TaskReceiver
 from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunManager
 from pincer.service import Pincer
@@ -54,7 +56,10 @@ __all__ = ["create_rest_app", "status_for", "session_of", "json_body_route", "Ca
 _NO_TELEMETRY: TelemetryConfig = {
     "tracing": False, "metrics": False, "logs": False, "operation_spans": False, "auto_configure": False,
 }  # fmt: skip
-_ROUTERS = (tools_router, approvals_router, audit_router, runs_router, builds_router, metrics_router, commands_router)
+_ROUTERS = (
+    tools_router, approvals_router, audit_router, runs_router, builds_router, metrics_router, commands_router,
+    tasks_router,
+)  # fmt: skip
 
 
 def create_rest_app(
@@ -63,11 +68,13 @@ def create_rest_app(
     metrics: Callable[[], dict[str, Any]] | None = None,
     runs: RunManager | None = None,
     routers: Sequence[APIRouter] = (),
+    tasks: TaskReceiver | None = None,
 ) -> FastAPI:
     """The FastAPI app, to be mounted at ``/api/v1``. ``metrics`` gives the gateway's counters
     (refusals made before authentication) for ``GET /metrics``; ``runs`` (a
     ``pincer.llm.runner.RunManager`` whose task group the gateway holds) carries out runs;
-    ``routers`` add more routes."""
+    ``routers`` add more routes; ``tasks``: the MCP gateway's task receiver, which makes
+    ``Prefer: respond-async`` calls into tasks (gateway/tasks.py)."""
     app = FastAPI(
         title="pincer",
         version=__version__,
@@ -82,6 +89,7 @@ def create_rest_app(
     )
     app.state.pincer = pincer
     app.state.runs = runs
+    app.state.tasks = tasks
     app.state.metrics = metrics
     app.router.route_class = json_body_route()
     _add_error_handlers(app, pincer)

@@ -19,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pincer.core.errors import UsageError
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.rest.common import NAME_PATTERN, PincerDep, SessionDep, json_body_route, refuse, status_for
+from pincer.gateway.rest.tasks import receiver_of, task_resource
 from pincer.policy.visibility import as_seen, visible_tool, visible_tools
 from pincer.service import Pincer
+from pincer.store.tasks import Task
 
 __all__ = ["CallBody", "router"]
 
@@ -56,6 +58,7 @@ async def get_tool(pincer: PincerDep, session: SessionDep, name: Annotated[str, 
         404: {"description": "no such tool"},
         408: {"description": "nobody answered the approval in time"},
         422: {"description": "arguments do not fit the tool's schema"},
+        202: {"description": "with Prefer: respond-async, the call became a task: GET /tasks/{id} (Location)"},
         429: {"description": "rate limited; see Retry-After"},
         502: {"description": "the tool failed"},
     },
@@ -67,6 +70,7 @@ async def call_tool(
     name: Annotated[str, Path(pattern=NAME_PATTERN)],
     body: CallBody,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
+    prefer: Annotated[str | None, Header(alias="Prefer", max_length=200)] = None,
 ) -> JSONResponse:
     target = body.session or session.name
     if target != session.name and not session.is_main:
@@ -79,9 +83,29 @@ async def call_tool(
             hint="send the key once, in either place",
         )
     call = CallRequest(tool=name, args=body.args, session=target, idempotency_key=key, caller="rest")
+    receiver = receiver_of(request)
+    if receiver is not None and receiver.enabled() and _respond_async(prefer):
+        # The call belongs to the task, not to this request: a hang-up no longer cancels it.
+        started = await receiver.start(call)
+        if isinstance(started, Task):
+            location = f"/api/v1/tasks/{started.id}"
+            return JSONResponse(task_resource(pincer, started), status_code=202,
+                                headers={"Location": location, "Preference-Applied": "respond-async"})  # fmt: skip
+        return _answer(pincer, target, name, started)
     result = await _call_while_connected(request, pincer, call)
     if result is None:  # nobody reads this answer; the cancellation is in the audit log
         return JSONResponse({"ok": False, "error": {"code": "cancelled", "message": "the client disconnected"}}, status_code=499)
+    return _answer(pincer, target, name, result)
+
+
+def _respond_async(prefer: str | None) -> bool:
+    """Whether a ``Prefer`` header (RFC 7240) asks for ``respond-async``."""
+    if not prefer:
+        return False
+    return any(part.split(";")[0].strip().lower() == "respond-async" for part in prefer.split(","))
+
+
+def _answer(pincer: Pincer, target: str, name: str, result: ToolResult) -> JSONResponse:
     # As GET /tools/{name}: a tool the session may not see is answered as a missing one.
     result = as_seen(pincer.config.session(target), name, result)
     data = result.to_dict()
