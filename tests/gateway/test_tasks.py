@@ -421,3 +421,31 @@ async def test_rest_respond_async_makes_a_task_that_rest_reads_answers_and_cance
         assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
         mine = (await http.get("/api/v1/tasks")).json()["tasks"]
     assert {t["id"]: t["status"] for t in mine} == {task["id"]: "completed", second["id"]: "cancelled"}
+
+
+async def test_an_approval_nobody_answers_completes_the_task_with_the_timeout_and_one_record(
+    pincer_home: Path, store: str
+) -> None:
+    async with live_gateway(pincer_home, config=store + "[approvals]\ntimeout_s = 1\n") as live:
+        client = Requester(live)
+        created = (await client.call("write_note", {"text": "nobody"}))["result"]
+        done = await client.until(created["taskId"], "completed", "failed", "cancelled")
+        records = [r for r in await live.pincer.audit.records(tool="write_note") if r.kind == "call"]
+    assert done["status"] == "completed" and done["result"]["isError"] is True
+    assert done["result"]["_meta"]["pincer/error"]["code"] == "approval_timeout"
+    assert [(r.outcome, r.error_code) for r in records] == [
+        ("pending", "approval_pending"),
+        ("cancelled", "approval_timeout"),
+    ]
+    assert done["result"]["_meta"]["pincer/auditId"] == records[-1].id
+
+
+async def test_rest_refuses_a_flood_of_tasks_with_429_and_retry_after(pincer_home: Path) -> None:
+    config = "[tasks]\nmax_live_per_session = 1\n"
+    async with live_gateway(pincer_home, config=config) as live, live.http(headers=live.headers) as http:
+        prefer = {"Prefer": "respond-async"}
+        first = await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "1"}}, headers=prefer)
+        second = await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "2"}}, headers=prefer)
+    assert first.status_code == 202
+    assert second.status_code == 429 and int(second.headers["Retry-After"]) >= 1
+    assert second.json()["error"]["code"] == "too_many_tasks"

@@ -386,13 +386,7 @@ class TaskReceiver:
             await self._pincer.approvals.expire_overdue()
             approval = await self._pincer.approvals.get(task.approval_id)
         if approval is None or approval.status is ApprovalStatus.EXPIRED:
-            gone = f"approval {task.approval_id} expired before it was answered: the call did not run"
-            result = ToolResult(ok=False, error={"code": "approval_timeout", "message": gone,
-                                                 "hint": "call the tool again; raise [approvals] timeout_s to wait longer"})  # fmt: skip
-            await self._store.finish(
-                task.id, TaskStatus.COMPLETED, result=self._to_wire(task.session, task.tool, result),
-                message=gone, approval_id=task.approval_id,
-            )  # fmt: skip
+            await self._expired(task, approval)
             return
         if approval.status is ApprovalStatus.PENDING:
             return
@@ -404,6 +398,28 @@ class TaskReceiver:
         ):
             scope = self._running[task.id] = anyio.CancelScope()
             task_group.start_soon(self._rerun, task, scope)
+
+    async def _expired(self, task: Task, approval: ApprovalRequest | None) -> None:
+        """Nobody answered in time: the task completes with the call's approval_timeout result,
+        and the call, which never ran, gets its one record (written once, whichever gateway)."""
+        assert task.approval_id is not None
+        gone = f"approval {task.approval_id} expired before it was answered: the call did not run"
+        error = {"code": "approval_timeout", "message": gone,
+                 "hint": "call the tool again; raise [approvals] timeout_s to wait longer"}  # fmt: skip
+        result = ToolResult(ok=False, error=error)
+        if approval is not None:
+            entry = AuditEntry(
+                session=task.session, caller=task.caller, tool=task.tool, decision="ask",
+                reason=f"nobody answered approval {approval.id} in time", outcome=CANCELLED,
+                error_code="approval_timeout", error=gone, args=approval.args, effects=approval.effects,
+                approval_id=approval.id, idempotency_key=task.idempotency_key,
+            )  # fmt: skip
+            audit_id = await self._pincer.approvals.record_gone(approval.id, entry)
+            result = ToolResult(ok=False, error=error, audit_id=audit_id)
+        await self._store.finish(
+            task.id, TaskStatus.COMPLETED, result=self._to_wire(task.session, task.tool, result),
+            message=gone, approval_id=task.approval_id,
+        )  # fmt: skip
 
     async def _rerun(self, task: Task, scope: anyio.CancelScope) -> None:
         """The same call again: the approver finds the detached answer and uses it once."""
