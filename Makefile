@@ -245,6 +245,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/builtins.py
 	$(BIN)/python bench/browser.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/tasks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info
