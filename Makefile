@@ -33,6 +33,12 @@ MCP_SERVERS_DIR      := .cache/npm-mcp-servers
 MCP_SERVER_PACKAGES  := @playwright/mcp@0.0.86 @modelcontextprotocol/server-basic-vanillajs@2.0.3
 MCP_SERVERS_STAMP    := $(MCP_SERVERS_DIR)/.installed-$(shell echo '$(MCP_SERVER_PACKAGES)' | sha256sum | cut -c1-12)
 
+# The official MCP Tasks requester (tests/gateway/test_tasks_requester.py drives pincer serve with
+# it), in a prefix of its own like MCP_SERVERS_DIR.
+TASKS_CLIENT_DIR     := .cache/npm-ext-tasks
+TASKS_CLIENT_PACKAGES:= @modelcontextprotocol/ext-tasks@0.2.2 @modelcontextprotocol/client@2.4.0
+TASKS_CLIENT_STAMP   := $(TASKS_CLIENT_DIR)/.installed-$(shell echo '$(TASKS_CLIENT_PACKAGES)' | sha256sum | cut -c1-12)
+
 # The MCP conformance suite's 2026-07-28 scenarios (a pre-release the gateway's tests need) and the
 # Node 22 it runs on, in a prefix of their own beside the packages above.
 CONFORMANCE_DIR   := .cache/conformance
@@ -191,7 +197,12 @@ run: $(RUN_STAMP) system-deps a2ui-renderer
 	@echo "starting the gateway; for its bearer token run '$(BIN)/pincer token' (a guided tour: '$(BIN)/pincer demo')"
 	$(BIN)/pincer serve
 
-mcp-deps: $(NPM_STAMP) $(MCP_SERVERS_STAMP)
+mcp-deps: $(NPM_STAMP) $(MCP_SERVERS_STAMP) $(TASKS_CLIENT_STAMP)
+
+$(TASKS_CLIENT_STAMP):
+	mkdir -p $(TASKS_CLIENT_DIR)
+	npm install --prefix $(TASKS_CLIENT_DIR) --no-audit --no-fund --loglevel=error $(TASKS_CLIENT_PACKAGES)
+	touch $@
 
 $(MCP_SERVERS_STAMP):
 	mkdir -p $(MCP_SERVERS_DIR)
