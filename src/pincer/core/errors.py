@@ -41,6 +41,7 @@ translated at the seam (``raise PincerError(...) from exc``)::
     │   ├── ApprovalAnswered       409  the approval was answered already
     │   ├── ApprovalPending        428  asked, not answered yet; call again after the answer
     │   ├── BudgetExceeded         429  a rate limit or invocation budget is spent
+    │   ├── TooManyTasks           429  a session holds [tasks] max_live_per_session unfinished MCP tasks
     │   ├── SignatureInvalid       401  a webhook delivery whose token, signature or timestamp does not hold
     │   ├── OAuthCallbackRefused   403  an OAuth redirect whose state does not match the one sent (forged) or
     │   │                               that carries the provider's error instead of a code
