@@ -88,7 +88,8 @@ def test_a_waiting_task_survives_its_gateway_and_is_finished_by_another(tmp_path
     assert (home / "workspace" / "task.txt").read_text() == "durable"
 
 
-def test_a_task_running_when_its_gateway_dies_is_failed_never_run_again(tmp_path: Path) -> None:
+def _sleeper_home(tmp_path: Path) -> tuple[Path, str]:
+    """A home on a fresh PostgreSQL with a script tool that sleeps; calls become tasks after 0.2 s."""
     url = postgres_server().new_database()
     home = tmp_path / "home"
     home.mkdir()
@@ -103,6 +104,11 @@ def test_a_task_running_when_its_gateway_dies_is_failed_never_run_again(tmp_path
     )
     installed = cli(home, "tools", "install", str(manifest))
     assert installed.returncode == 0, installed.stderr
+    return home, url
+
+
+def test_a_task_running_when_its_gateway_dies_is_failed_never_run_again(tmp_path: Path) -> None:
+    home, _ = _sleeper_home(tmp_path)
     token = load_or_create_token(home)
     with gateways([home, home]) as (first, second):
         task = _rpc(first.url, token, "tools/call", {"name": "sleeper", "arguments": {}}, "sleeper")["result"]
@@ -118,3 +124,22 @@ def test_a_task_running_when_its_gateway_dies_is_failed_never_run_again(tmp_path
     assert result["status"] == "failed", result
     assert result["error"]["code"] == -32603 and "not run again" in result["error"]["message"]
     assert "not run again" in result["statusMessage"]
+
+
+def test_cancelling_on_one_gateway_stops_the_call_another_runs(tmp_path: Path) -> None:
+    home, url = _sleeper_home(tmp_path)
+    token = load_or_create_token(home)
+    with gateways([home, home]) as (first, second):
+        task = _rpc(first.url, token, "tools/call", {"name": "sleeper", "arguments": {}}, "sleeper")["result"]
+        assert task["resultType"] == "task" and task["status"] == "working", task
+        acked = _rpc(second.url, token, "tasks/cancel", {"taskId": task["taskId"]}, task["taskId"])
+        assert acked["result"]["resultType"] == "complete", acked
+
+        def ended() -> dict[str, Any] | None:
+            now = _rpc(second.url, token, "tasks/get", {"taskId": task["taskId"]}, task["taskId"])["result"]
+            return now if now["status"] != "working" else None
+
+        result = wait_for("the first gateway to cancel the call", ended, alive=[first, second])
+    assert result["status"] == "cancelled", result
+    outcomes = rows(url, "SELECT outcome FROM audit WHERE tool = 'sleeper' AND kind = 'call'")
+    assert [o for (o,) in outcomes] == ["cancelled"]
