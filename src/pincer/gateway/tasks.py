@@ -443,11 +443,6 @@ class TaskReceiver:
         finally:
             self._running.pop(task.id, None)
 
-    async def resume_all(self) -> None:
-        """At start: what waited moves on when answered (``follow``); what ran in a process that is
-        gone is failed."""
-        await self.sweep()
-
 
 async def cancel_task(pincer: Any, task: Task) -> None:
     """Cancel a task however it stands: a waiting one here and now (its approval expired, one
