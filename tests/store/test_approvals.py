@@ -73,3 +73,27 @@ async def test_bad_answers(backend: Backend) -> None:
     await store.answer(request.id, "deny")
     with pytest.raises(ApprovalAnswered, match=r"already answered \(deny\)"):
         await store.answer(request.id, "allow_once")
+
+
+@pytest.mark.anyio
+async def test_a_page_of_answered_requests_is_read_newest_first_and_filtered_in_the_database(backend: Backend) -> None:
+    """What the approvals page reads: only the rows it shows, the newest answered first, with the
+    tool pattern's ``*``/``?`` as wildcards and LIKE's own ``%``/``_`` taken literally."""
+    store = await backend.approvals()
+    made = []
+    for tool in ("http_get", "http", "httpXget", "files"):
+        request = await store.create(session="main" if tool != "files" else "agent", tool=tool, args={},
+                                     effects=(), hosts=(), reason="asks", timeout_s=60)  # fmt: skip
+        await store.answer(request.id, Answer.DENY if tool == "http" else Answer.ALLOW_ONCE, by="test")
+        made.append(request.id)
+        await anyio.sleep(0.002)  # answered_at orders them
+    still = await make(store)
+    newest = await store.answered(limit=2)
+    assert [r.id for r in newest] == [made[3], made[2]] and still.id not in {r.id for r in newest}
+    assert [r.tool for r in await store.answered(limit=10, tool_glob="http_get")] == ["http_get"]  # "_" literal
+    assert {r.tool for r in await store.answered(limit=10, tool_glob="http*")} == {"http_get", "http", "httpXget"}
+    assert [r.tool for r in await store.answered(limit=10, tool_glob="http?get")] == ["httpXget", "http_get"]
+    assert [r.tool for r in await store.answered(limit=10, status="deny")] == ["http"]
+    assert [r.tool for r in await store.answered(limit=10, session="agent")] == ["files"]
+    assert await store.answered(limit=10, tool_glob="%") == []
+    assert [i for i, _ in await store.pending_ids()] == [still.id]

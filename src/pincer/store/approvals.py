@@ -28,9 +28,11 @@ import builtins
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cache
 from typing import Any
 
 import anyio
@@ -144,6 +146,7 @@ _CREATE = Sql(
     ":tool, :args, :effects, :hosts, :reason, 'pending', :session_kind, :detail, :waiter, :run_id, :tainted_by, :caller)"
 )
 _GET = Sql(f"SELECT {_COLUMNS} FROM approvals WHERE id = :id")
+_PENDING_IDS = Sql("SELECT id, session FROM approvals WHERE status = 'pending' ORDER BY created_at, id")
 _ALL = Sql(f"SELECT {_COLUMNS} FROM approvals ORDER BY created_at")
 _BY_STATUS = Sql(f"SELECT {_COLUMNS} FROM approvals WHERE status = :status ORDER BY created_at")
 _ANSWER = Sql(
@@ -151,7 +154,9 @@ _ANSWER = Sql(
     "WHERE id = :id AND status = 'pending'"
 )
 _EXPIRE = Sql("UPDATE approvals SET status = 'expired' WHERE id = :id AND status = 'pending'")
-_EXPIRE_OVERDUE = Sql("UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at < :now RETURNING id")
+_EXPIRE_OVERDUE = Sql(
+    "UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at < :now RETURNING id"
+)
 _WAITING = Sql(f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL")
 _DETACH = Sql("UPDATE approvals SET waiter = NULL, binding = :binding WHERE id = :id")
 _DETACHED = Sql(
@@ -245,6 +250,32 @@ class ApprovalStore:
 
     async def list_pending(self) -> builtins.list[ApprovalRequest]:
         return await self.list(status=ApprovalStatus.PENDING)
+
+    async def answered(
+        self, *, limit: int, session: str | None = None, status: str | None = None, tool_glob: str | None = None
+    ) -> builtins.list[ApprovalRequest]:
+        """The newest ``limit`` answered or expired requests (newest first), filtered in the
+        database: only those rows cross to Python, however long the table (a page's read).
+        ``tool_glob``: ``*`` and ``?`` as in a shell pattern, everything else literal."""
+        sql = _answered_query(session is not None, status is not None, bool(tool_glob))
+        params = {"limit": limit, "session": session, "status": status, "tool": _like_of(tool_glob or "")}
+        return [_to_request(row) for row in await self._db.fetch_all(sql, params)]
+
+    async def pending_ids(self) -> builtins.list[tuple[str, str]]:
+        """(id, session) of every pending request: what a page compares to see a change (an
+        index read of the open requests only)."""
+        return [(str(i), str(s)) for i, s in await self._db.fetch_all(_PENDING_IDS)]
+
+    @property
+    def changes_cross_processes(self) -> bool:
+        """Whether :meth:`changes` hears other processes' changes too (PostgreSQL's NOTIFY does;
+        SQLite's signal stays in this process)."""
+        return self._db.dialect == "postgresql"
+
+    def changes(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """The ids of requests as they change (made, answered, expired), or RESYNC: the store's
+        notifications on :data:`APPROVAL_CHANNEL`, in place once entered."""
+        return self._db.listen(APPROVAL_CHANNEL)
 
     async def answer(
         self, approval_id: str, answer: Answer | str, *, by: str = "cli", scope: AnswerScope | str | None = None
@@ -368,7 +399,9 @@ class ApprovalStore:
 
     async def _claimed(self, entry: AuditEntry, claim: Sql, params: dict[str, Any]) -> builtins.list[int] | None:
         if self._audit is None:
-            raise StoreError("the approval store records calls with an audit log it was not given (a programming error)")
+            raise StoreError(
+                "the approval store records calls with an audit log it was not given (a programming error)"
+            )
         return await self._audit.append_claimed([entry], claim, params)
 
     async def _changed(self, sql: Sql, params: dict[str, Any], approval_id: str) -> int:
@@ -409,3 +442,28 @@ def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
         caller=caller,
         gone_recorded=bool(gone_recorded),
     )
+
+
+@cache
+def _answered_query(session: bool, status: bool, tool: bool) -> Sql:
+    """The SELECT of :meth:`ApprovalStore.answered` for the filters it has (one statement each)."""
+    clauses = ["status != 'pending'"]
+    clauses += ["session = :session"] if session else []
+    clauses += ["status = :status"] if status else []
+    clauses += ["tool LIKE :tool ESCAPE '\\'"] if tool else []
+    return Sql(
+        f"SELECT {_COLUMNS} FROM approvals WHERE {' AND '.join(clauses)} "
+        "ORDER BY COALESCE(answered_at, expires_at) DESC, id LIMIT :limit"
+    )
+
+
+def _like_of(glob: str) -> str:
+    """A shell pattern's ``*`` and ``?`` as LIKE's ``%`` and ``_``; LIKE's own wildcards literal.
+    (LIKE is case-insensitive for ASCII on SQLite; a tool filter is a name, so that is kept.)"""
+    out = []
+    for char in glob:
+        if char in "%_\\":
+            out.append("\\" + char)
+        else:
+            out.append({"*": "%", "?": "_"}.get(char, char))
+    return "".join(out)

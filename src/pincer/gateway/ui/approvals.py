@@ -2,10 +2,15 @@
 
 The list is the one REST serves (``gateway/access.py`` decides who sees which request); new
 requests reach an open page over server-sent events (``/ui/approvals/events``): the stream
-says "changed" when the visible set changes and the page (``static/dashboard.js``) fetches
-the rows again. Without JavaScript the page is a plain list of plain forms. Requests are
-written by other processes too (``pincer tools call`` asks through the same database), so the
-stream reads the store every ``APPROVALS_POLL_S``.
+says "changed" when a request the page may show changes and the page (``static/dashboard.js``)
+fetches the rows again. Without JavaScript the page is a plain list of plain forms.
+
+The stream follows the store's notifications (store/approvals.py's ``changes``: LISTEN/NOTIFY on
+PostgreSQL, across every process; an in-process signal on SQLite) and never re-reads the table
+on a timer. SQLite's signal does not cross processes, and ``pincer tools call`` asks from its
+own, so on SQLite after ``APPROVALS_QUIET_S`` without a notification the stream compares the ids of the
+open requests (an index read of those alone). A page reads the open requests and the one page
+of answered ones it shows, never the whole table.
 """
 
 from __future__ import annotations
@@ -33,10 +38,14 @@ from pincer.gateway.ui.paging import filter_value, page_request, paged
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.service import Pincer
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
+from pincer.store.sql import RESYNC
 
-__all__ = ["APPROVALS_POLL_S", "RECENT_ANSWERED", "routes", "approval_view"]
+__all__ = ["APPROVALS_QUIET_S", "RECENT_ANSWERED", "routes", "approval_view"]
 
-APPROVALS_POLL_S = 0.2  # how often an open page's stream reads the store (as the CLI's waiters do)
+# Without a notification for this long, a page checks its sign-in and, on SQLite (whose
+# notifications stay inside one process, while `pincer tools call` asks from another), the ids of
+# the open requests.
+APPROVALS_QUIET_S = 1.0
 RECENT_ANSWERED = 20  # answered and expired requests a page shows under the waiting ones
 MAX_WAITING_SHOWN = 200
 ANSWERED_STATUSES = ("allow_once", "allow_always", "deny", "expired")
@@ -70,12 +79,8 @@ def approval_view(pages: Any, approval: ApprovalRequest, now: float) -> dict[str
     }
 
 
-async def _visible(pincer: Pincer, session: GatewaySession) -> tuple[list[ApprovalRequest], list[ApprovalRequest]]:
-    seen = approvals_seen(session, await pincer.approvals.list(status=None))
-    waiting = [a for a in seen if a.status is ApprovalStatus.PENDING]
-    answered = sorted((a for a in seen if a.status is not ApprovalStatus.PENDING),
-                      key=lambda a: a.answered_at or a.expires_at, reverse=True)  # fmt: skip
-    return waiting, answered
+async def _waiting(pincer: Pincer, session: GatewaySession) -> list[ApprovalRequest]:
+    return approvals_seen(session, await pincer.approvals.list_pending())
 
 
 def _filters(request: Request, session: GatewaySession) -> dict[str, str]:
@@ -87,28 +92,29 @@ def _filters(request: Request, session: GatewaySession) -> dict[str, str]:
     }
 
 
-def _matches(approval: ApprovalRequest, filters: dict[str, str], now: float) -> bool:
+def _wanted(approval: ApprovalRequest, filters: dict[str, str]) -> bool:
+    """Whether a waiting request passes the page's tool and session filters."""
     if filters["tool"] and not fnmatch.fnmatchcase(approval.tool, filters["tool"]):
         return False
-    if filters["session"] and approval.session != filters["session"]:
-        return False
-    if filters["status"]:
-        expired = approval.status is ApprovalStatus.EXPIRED or approval.expires_at <= now
-        status = "expired" if expired and approval.status in (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED) else approval.status.value
-        return status == filters["status"]
-    return True
+    return not filters["session"] or approval.session == filters["session"]
 
 
 async def _context(request: Request, session: GatewaySession, **extra: Any) -> dict[str, Any]:
     pincer, pages = pincer_of(request), pages_of(request)
     filters = _filters(request, session)
-    waiting, answered = await _visible(pincer, session)
     now = time.time()
-    waiting = [a for a in waiting if _matches(a, {**filters, "status": ""}, now)]
-    answered = [a for a in answered if _matches(a, filters, now)]
-    shown = paged(answered, page_request(request, per=RECENT_ANSWERED), f"{UI_PREFIX}/approvals", filters,
+    waiting = [a for a in await _waiting(pincer, session) if _wanted(a, filters)]
+    # Only the answered rows this page shows (and one more) are read, however long the table is.
+    wanted = page_request(request, per=RECENT_ANSWERED)
+    answered = await pincer.approvals.answered(
+        limit=wanted.wanted, session=filters["session"] or (None if session.is_main else session.name),
+        status=filters["status"] or None, tool_glob=filters["tool"] or None,
+    )  # fmt: skip
+    shown = paged(answered, wanted, f"{UI_PREFIX}/approvals", filters,
                   default_per=RECENT_ANSWERED, noun="answered requests")  # fmt: skip
-    query = urlencode({k: v for k, v in request.query_params.items() if k in ("status", "tool", "session", "page", "per")})
+    query = urlencode(
+        {k: v for k, v in request.query_params.items() if k in ("status", "tool", "session", "page", "per")}
+    )
     return {
         "waiting": [approval_view(pages, a, now) for a in waiting[:MAX_WAITING_SHOWN]],
         "waiting_more": max(0, len(waiting) - MAX_WAITING_SHOWN),
@@ -145,32 +151,56 @@ async def rows(request: Request) -> Response:
     return pages_of(request).render(request, "approval_rows.html", await _context(request, identity.session))
 
 
-async def _fingerprint(pincer: Pincer, session: GatewaySession) -> tuple[tuple[str, str], ...]:
-    now = time.time()
-    waiting, answered = await _visible(pincer, session)
-    answered = answered[:RECENT_ANSWERED]
-    return tuple((a.id, "expired" if a.expires_at <= now and a.status is ApprovalStatus.PENDING else a.status.value)
-                 for a in (*waiting, *answered))  # fmt: skip
-
-
 async def events(request: Request) -> Response:
     identity = await require_identity(request)
     pincer = pincer_of(request)
+    session = identity.session
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
-        seen = await _fingerprint(pincer, identity.session)
         number = 0
-        while True:
-            await anyio.sleep(APPROVALS_POLL_S)
-            if await current_identity(request, touch=False) is None:
-                return  # signed out or expired: the stream ends with the sign-in
-            now = await _fingerprint(pincer, identity.session)
-            if now != seen:
-                seen = now
+        cross = pincer.approvals.changes_cross_processes
+        async with pincer.approvals.changes() as changes:  # in place before the first read
+            seen = await _open_ids(pincer, session)
+            while True:
+                changed = await _next_change(changes)
+                if await current_identity(request, touch=False) is None:
+                    return  # signed out or expired: the stream ends with the sign-in
+                if changed is None and cross:
+                    continue  # every process's changes are notified: nothing to read
+                now = await _open_ids(pincer, session)
+                moved, seen = now != seen, now
+                if changed is None or changed == RESYNC:
+                    # A quiet spell (SQLite: another process may have written) or missed
+                    # notifications: the open requests tell whether anything changed.
+                    if not moved:
+                        continue
+                elif not await _sees(pincer, session, changed):
+                    continue
                 number += 1
-                yield ServerSentEvent(data=str(len(now)), event="approvals", id=str(number))
+                yield ServerSentEvent(data="changed", event="approvals", id=str(number))
 
     return event_stream(stream())
+
+
+async def _open_ids(pincer: Pincer, session: GatewaySession) -> list[str]:
+    return [i for i, owner in await pincer.approvals.pending_ids() if session.is_main or owner == session.name]
+
+
+async def _next_change(changes: AsyncIterator[str]) -> str | None:
+    """The next changed request's id (or RESYNC); None after ``APPROVALS_QUIET_S`` without one."""
+    with anyio.move_on_after(APPROVALS_QUIET_S):
+        async for changed in changes:
+            return changed
+    return None
+
+
+async def _sees(pincer: Pincer, session: GatewaySession, approval_id: str) -> bool:
+    if session.is_main:
+        return True
+    try:
+        return sees_approval(session, await pincer.approvals.get(approval_id))
+    except PincerError:
+        return False  # gone (pruned) meanwhile: nothing this page shows changed
 
 
 async def answer(request: Request) -> Response:
