@@ -168,3 +168,23 @@ async def test_openapi_document_describes_the_api(gateway: LiveGateway) -> None:
     body = document["paths"]["/tools/{name}/call"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["$ref"].endswith("/CallBody")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+
+
+async def test_audit_verify_walks_on_from_the_last_one_off_the_loop_and_full_walks_everything(gateway: LiveGateway) -> None:
+    """``GET /audit/verify`` walks from the last intact verify; ``?full=1`` every record. The
+    chain values are computed on worker threads, never on the gateway's loop (this test's thread)."""
+    from tests.store.test_audit_verify_off_loop import LoopThreadHashes
+
+    async with gateway.http(headers=gateway.headers) as http:
+        for text in ("a", "b", "c"):
+            await http.post("/api/v1/tools/say/call", json={"args": {"text": text}})
+        with LoopThreadHashes() as probe:
+            first = await http.get("/api/v1/audit/verify")
+        await gateway.pincer.db.execute(Sql("UPDATE audit SET tool = 'tampered' WHERE id = 1"))
+        since = await http.get("/api/v1/audit/verify")
+        full = await http.get("/api/v1/audit/verify", params={"full": "1"})
+        progress = await http.get("/api/v1/audit/verify/progress")
+    assert probe.on_loop == 0 and first.json()["ok"] is True and first.json()["records"] == 3
+    assert since.json()["ok"] is True and since.json()["full"] is False  # record 1 was vouched for by the mark
+    assert full.status_code == 409 and "audit record 1 was altered" in full.json()["error"]["message"]
+    assert progress.json() == {"running": False}

@@ -46,6 +46,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from pincer.core.errors import AuditChainBroken, StoreConflict, StoreError
 from pincer.core.values import canonical_json
@@ -57,7 +58,17 @@ from pincer.store.sql.dialects import locking
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AuditEntry", "AuditRecord", "AuditLog", "ChainHead", "GENESIS_HASH"]
+__all__ = [
+    "AuditEntry",
+    "AuditRecord",
+    "AuditLog",
+    "ChainHead",
+    "ChainWalk",
+    "VerifyProgress",
+    "GENESIS_HASH",
+    "VERIFIED_MARK",
+    "ARCHIVED_MARK",
+]
 
 _FIELDS = (
     "ts", "session", "caller", "tool", "kind", "decision", "reason", "grant_id", "outcome",
@@ -152,6 +163,81 @@ class ChainHead:
         }
 
 
+@dataclass(kw_only=True, slots=True)
+class VerifyProgress:
+    """A running verify: records checked so far of ``total`` (the head when it began); ``start``:
+    the records its marks vouched for, which it did not walk."""
+
+    full: bool
+    total: int = 0
+    start: int = 0
+    checked: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"full": self.full, "total": self.total, "start": self.start, "checked": self.checked}
+
+
+class ChainWalk:
+    """The state of one walk along the chain, advanced a batch of rows at a time (on a worker
+    thread: nothing else touches it meanwhile). Raises AuditChainBroken at the first fault."""
+
+    __slots__ = ("_key", "keyed_from", "plain_head", "prev", "count")
+
+    def __init__(self, *, key: ChainKey, keyed_from: int, plain_head: str) -> None:
+        self._key = key
+        self.keyed_from = keyed_from
+        self.plain_head = plain_head
+        self.prev = GENESIS_HASH
+        self.count = 0
+
+    def resume(self, last_id: int, last_hash: str) -> None:
+        """Go on after record ``last_id``, whose chain value is ``last_hash`` (a signed mark)."""
+        self.count, self.prev = last_id, last_hash
+
+    def check(self, batch: Sequence[Sequence[Any]]) -> None:
+        keyed_from, prev, expected_id = self.keyed_from, self.prev, self.count + 1
+        for row in batch:
+            record_id = row[0]
+            values = _hashed(tuple(row[1 : 1 + len(_FIELDS)]), row[-1])
+            stored_prev, stored_hash = row[-3], row[-2]
+            if record_id != expected_id:
+                raise AuditChainBroken(
+                    f"audit record {expected_id} is missing (next present is {record_id})",
+                    record_id=expected_id,
+                    hint="a record was deleted; the log cannot be trusted from this point",
+                )
+            if record_id == keyed_from and prev != self.plain_head:
+                raise _plain_records_altered(keyed_from)
+            if stored_prev != prev:
+                raise AuditChainBroken(
+                    f"audit record {record_id} does not follow record {record_id - 1} (previous hash differs)",
+                    record_id=record_id,
+                    hint="records were deleted, reordered or rewritten before this one",
+                )
+            if record_id < keyed_from:
+                expected = plain_chain_hash(record_id, values, prev)
+            else:
+                expected = self._key.record_hash(record_id, values, prev)
+            if not self._key.matches(stored_hash, expected):
+                raise AuditChainBroken(
+                    f"audit record {record_id} was altered (its hash does not match its content)",
+                    record_id=record_id,
+                )
+            prev, expected_id = stored_hash, expected_id + 1
+            self.prev, self.count = prev, record_id
+
+    def finish(self) -> None:
+        """After the last batch: the log is no shorter than when it was keyed."""
+        if self.count < self.keyed_from - 1:
+            raise AuditChainBroken(
+                f"the audit log ends at record {self.count}, but {self.keyed_from - 1} records were there when it was keyed",
+                record_id=self.count + 1,
+                hint="records were removed from the end of the log",
+            )
+        if self.count == self.keyed_from - 1 and self.prev != self.plain_head:
+            raise _plain_records_altered(self.keyed_from)
+
+
 def _json(value: Any) -> str:
     # Empty values are most of what a record holds (no effects, no usage extras): skip the encoder.
     if not value and isinstance(value, dict | list):
@@ -167,7 +253,9 @@ _INSERT = Sql(
     f"INSERT INTO audit ({_COLUMNS}) VALUES ({', '.join(':' + c for c in ('id', *_FIELDS, 'prev_hash', 'hash', 'run_id'))})"
 )
 _MARKER = Sql("SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1")
-_MARKER_LOCKED = locking("SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1")
+_MARKER_LOCKED = locking(
+    "SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1"
+)
 _KEY_LOG = Sql(
     "UPDATE audit_chain SET keyed_from = :keyed_from, key_id = :key_id, plain_head = :plain_head, mac = :mac, "
     "head_keyed = 1, chain_id = :chain_id WHERE one = 1"
@@ -182,7 +270,15 @@ _MOVE_KNOWN_HEAD = Sql(
     "UPDATE audit_head SET last_id = :last_id, last_hash = :last_hash, mac = :mac "
     "WHERE one = 1 AND last_id = :was_id AND last_hash = :was_hash AND mac = :was_mac"
 )
-_ALL_ROWS = Sql(f"SELECT {_COLUMNS} FROM audit ORDER BY id")
+_ROWS_AFTER = Sql(f"SELECT {_COLUMNS} FROM audit WHERE id > :after_id ORDER BY id")
+_MARKS = Sql("SELECT name, last_id, last_hash, mac FROM audit_marks")
+_SAVE_MARK = Sql(
+    "INSERT INTO audit_marks (name, last_id, last_hash, made_at, mac) VALUES (:name, :last_id, :last_hash, :made_at, :mac) "
+    "ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id, last_hash = excluded.last_hash, "
+    "made_at = excluded.made_at, mac = excluded.mac WHERE audit_marks.last_id <= excluded.last_id"
+)
+VERIFIED_MARK = "verified"  # where the last intact verify ended
+ARCHIVED_MARK = "archived"  # where the records archived out of the database end
 _HASH_OF = Sql("SELECT hash FROM audit WHERE id = :id")
 
 
@@ -257,6 +353,7 @@ class AuditLog:
         self._crowded, self._alone = True, 0
         # The head as this log last wrote or checked it, while its MAC held: (id, hash, mac).
         self._head_row: tuple[int, str, str] | None = None
+        self._verifying: VerifyProgress | None = None
 
     @classmethod
     async def open(cls, db: Database, *, key: bytes, anchor: AnchorFile | None = None) -> AuditLog:
@@ -492,7 +589,9 @@ class AuditLog:
             if known is None:
                 head = await tx.fetch_one(_HEAD_LOCKED)
                 if head is None:
-                    raise StoreError("the audit head row is missing", hint="run `pincer audit verify` to see what was removed")
+                    raise StoreError(
+                        "the audit head row is missing", hint="run `pincer audit verify` to see what was removed"
+                    )
                 was_id, was_hash, was_mac = int(head[0]), str(head[1]), head[2]
                 trusted = self._trusted(head)
                 if not trusted:
@@ -504,7 +603,9 @@ class AuditLog:
             if rows:
                 moved = {"last_id": head_id, "last_hash": head_hash, "mac": mac}
                 if known is not None:
-                    tx.add(_MOVE_KNOWN_HEAD, {**moved, "was_id": was_id, "was_hash": was_hash, "was_mac": was_mac}, rows=1)
+                    tx.add(
+                        _MOVE_KNOWN_HEAD, {**moved, "was_id": was_id, "was_hash": was_hash, "was_mac": was_mac}, rows=1
+                    )
                 else:
                     tx.add(_MOVE_HEAD, moved)
                 tx.add_many(_INSERT, rows)
@@ -557,15 +658,35 @@ class AuditLog:
         """Walk the chain; returns the number of records, raises AuditChainBroken at the first bad one."""
         return (await self.verify_chain()).records
 
-    async def verify_chain(self, *, check_head: bool = True) -> ChainHead:
-        """Walk the whole chain in one read snapshot (what any process appends meanwhile is not
-        seen; the head read is the one of the same instant); raise AuditChainBroken at the first
-        fault. ``check_head`` False leaves out the head (for a checkpoint, which says more about a
-        cut)."""
-        async with self._db.snapshot() as snap:
-            return await self._walk(snap, check_head=check_head)
+    @property
+    def verifying(self) -> VerifyProgress | None:
+        """How far the verify running now has come (None: none runs)."""
+        return self._verifying
 
-    async def _walk(self, snap: Transaction, *, check_head: bool) -> ChainHead:
+    async def verify_chain(self, *, check_head: bool = True, incremental: bool = False) -> ChainHead:
+        """Walk the chain in one read snapshot (what any process appends meanwhile is not seen;
+        the head read is the one of the same instant); raise AuditChainBroken at the first
+        fault. ``check_head`` False leaves out the head (for a checkpoint, which says more about a
+        cut). ``incremental``: walk on from where the last verify ended (its signed ``verified``
+        mark) instead of from the first record; a full walk also checks every record before it.
+
+        The records are read a batch at a time and each batch is checked on a worker thread, so
+        the event loop runs on between batches; :attr:`verifying` says how far the walk is.
+        A walk that ends intact moves the ``verified`` mark to where it ended."""
+        progress = VerifyProgress(full=not incremental)
+        self._verifying = progress
+        try:
+            async with self._db.snapshot() as snap:
+                head = await self._walk(snap, check_head=check_head, incremental=incremental, progress=progress)
+        finally:
+            if self._verifying is progress:
+                self._verifying = None
+        await self._save_mark(VERIFIED_MARK, head.records, head.last_hash)
+        return head
+
+    async def _walk(
+        self, snap: Transaction, *, check_head: bool, incremental: bool, progress: VerifyProgress
+    ) -> ChainHead:
         try:
             marker = marker_of(await snap.fetch_one(_MARKER))
         except StoreError:
@@ -585,54 +706,73 @@ class AuditLog:
                 record_id=marker.keyed_from,
                 hint="verify with the audit key the log was written with (PINCER_AUDIT_KEY or audit.key)",
             )
-        keyed_from, plain_head = marker.keyed_from, marker.plain_head
+        keyed_from = marker.keyed_from
         if not marker.mac_holds(self._key) or (not self._plain_prefix and keyed_from != 1):
             raise AuditChainBroken(
                 f"the audit chain marker was altered (it says the keyed chain begins at record {keyed_from})",
                 record_id=1,
                 hint="the log cannot be trusted; verify against a checkpoint and restore pincer.db from a backup",
             )
-        prev, expected_id, count = GENESIS_HASH, 1, 0
-        async for batch in snap.batches(_ALL_ROWS, size=VERIFY_BATCH_ROWS):
-            for row in batch:
-                record_id = row[0]
-                values = _hashed(tuple(row[1 : 1 + len(_FIELDS)]), row[-1])
-                stored_prev, stored_hash = row[-3], row[-2]
-                if record_id != expected_id:
-                    raise AuditChainBroken(
-                        f"audit record {expected_id} is missing (next present is {record_id})",
-                        record_id=expected_id,
-                        hint="a record was deleted; the log cannot be trusted from this point",
-                    )
-                if record_id == keyed_from and prev != plain_head:
-                    raise _plain_records_altered(keyed_from)
-                if stored_prev != prev:
-                    raise AuditChainBroken(
-                        f"audit record {record_id} does not follow record {record_id - 1} (previous hash differs)",
-                        record_id=record_id,
-                        hint="records were deleted, reordered or rewritten before this one",
-                    )
-                if record_id < keyed_from:
-                    expected = plain_chain_hash(record_id, values, prev)
-                else:
-                    expected = self._key.record_hash(record_id, values, prev)
-                if not self._key.matches(stored_hash, expected):
-                    raise AuditChainBroken(
-                        f"audit record {record_id} was altered (its hash does not match its content)",
-                        record_id=record_id,
-                    )
-                prev, expected_id, count = stored_hash, expected_id + 1, count + 1
-        if count < keyed_from - 1:
-            raise AuditChainBroken(
-                f"the audit log ends at record {count}, but {keyed_from - 1} records were there when it was keyed",
-                record_id=count + 1,
-                hint="records were removed from the end of the log",
-            )
-        if count == keyed_from - 1 and prev != plain_head:
-            raise _plain_records_altered(keyed_from)
+        head_row = await snap.fetch_one(_HEAD)
+        progress.total = int(head_row[0]) if head_row else 0
+        walk = ChainWalk(key=self._key, keyed_from=keyed_from, plain_head=marker.plain_head)
+        marks = await self._marks(snap)
+        start = marks.get(ARCHIVED_MARK)
+        verified = marks.get(VERIFIED_MARK)
+        if incremental and verified is not None and (start is None or verified[0] > start[0]):
+            start = verified
+        if start is not None and start[0] > 0:
+            await self._resume(snap, walk, *start)
+        progress.checked = progress.start = walk.count
+        async for batch in snap.batches(_ROWS_AFTER, {"after_id": walk.count}, size=VERIFY_BATCH_ROWS):
+            # The HMACs of a batch are computed off the loop: a walk of 100,000 records would
+            # otherwise hold every other request for its whole length.
+            await anyio.to_thread.run_sync(walk.check, batch)
+            progress.checked = walk.count
+        walk.finish()
         if check_head:
-            self._check_head(marker, await snap.fetch_one(_HEAD), count, prev)
-        return ChainHead(records=count, last_hash=prev, keyed_from=keyed_from, key_id=self._key.key_id)
+            self._check_head(marker, head_row, walk.count, walk.prev)
+        return ChainHead(records=walk.count, last_hash=walk.prev, keyed_from=keyed_from, key_id=self._key.key_id)
+
+    async def _marks(self, snap: Transaction) -> dict[str, tuple[int, str]]:
+        """The marks whose MAC holds; an altered one is a broken chain (it cannot be ignored: an
+        ``archived`` mark is all that vouches for the records no longer in the database)."""
+        found: dict[str, tuple[int, str]] = {}
+        for name, last_id, last_hash, mac in await snap.fetch_all(_MARKS):
+            if name not in (VERIFIED_MARK, ARCHIVED_MARK):
+                continue
+            if not self._key.matches(
+                mac, self._key.mark_mac(name=name, last_id=int(last_id), last_hash=str(last_hash))
+            ):
+                raise AuditChainBroken(
+                    f"the audit log's {name!r} mark was altered (it says record {last_id}): its MAC does not match",
+                    record_id=max(int(last_id), 1),
+                    hint="someone with write access to the database moved it; verify against the archive "
+                    "(`pincer audit verify --archive DIR --full`) and restore pincer.db from a backup",
+                )
+            found[str(name)] = (int(last_id), str(last_hash))
+        return found
+
+    async def _resume(self, snap: Transaction, walk: ChainWalk, last_id: int, last_hash: str) -> None:
+        """Start ``walk`` after record ``last_id`` of a mark, once that record is still the one
+        the mark names (when it is still in the database)."""
+        row = await snap.fetch_one(_HASH_OF, {"id": last_id})
+        if row is not None and not self._key.matches(row[0], last_hash):
+            raise AuditChainBroken(
+                f"audit record {last_id} is not the one the log's mark names: it was rewritten",
+                record_id=last_id,
+                hint="restore pincer.db from a backup; `pincer audit verify --full` names the first bad record",
+            )
+        walk.resume(last_id, last_hash)
+
+    async def _save_mark(self, name: str, last_id: int, last_hash: str) -> None:
+        """Move mark ``name`` forward to ``last_id`` (never back)."""
+        mac = self._key.mark_mac(name=name, last_id=last_id, last_hash=last_hash)
+        try:
+            await self._db.execute(_SAVE_MARK, {"name": name, "last_id": last_id, "last_hash": last_hash,
+                                                "made_at": time.time(), "mac": mac})  # fmt: skip
+        except StoreError as exc:  # a read-only database: the next verify walks more, no harm
+            logger.debug("the audit log's %s mark was not saved: %s", name, exc)
 
     def _check_head(self, marker: ChainMarker, head: Sequence[Any] | None, count: int, prev: str) -> None:
         if head is None and marker.head_keyed:
@@ -775,9 +915,7 @@ def _to_record(row: Sequence[Any]) -> AuditRecord:
 # A call that used its grant (and its rate limit): it ran, or it was let through and then
 # cancelled by its caller (it may have run in part). One that never got past its approval (timed
 # out, or its caller died waiting: outcome cancelled with those codes) used nothing.
-_USED_SQL = (
-    "(outcome IN ('ok', 'error') OR (outcome = 'cancelled' AND error_code NOT IN ('approval_timeout', 'approval_gone')))"
-)
+_USED_SQL = "(outcome IN ('ok', 'error') OR (outcome = 'cancelled' AND error_code NOT IN ('approval_timeout', 'approval_gone')))"
 # Executed calls of a tool since a time (what rate limits count).
 _TIMESTAMPS = Sql(
     f"SELECT ts FROM audit WHERE tool = :tool AND ts >= :since AND kind = 'call' AND {_USED_SQL} "
@@ -791,6 +929,8 @@ GRANT_USES = Sql(
 @cache
 def _records_query(tool: bool, session: bool, run_id: bool, limit: bool) -> Sql:
     """The SELECT of ``records()`` for the filters it has, newest first (one statement each)."""
-    clauses = ["id > :after_id"] + [f"{c} = :{c}" for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on]
+    clauses = ["id > :after_id"] + [
+        f"{c} = :{c}" for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on
+    ]
     text = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
     return Sql(text + " LIMIT :limit" if limit else text)

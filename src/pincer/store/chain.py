@@ -34,6 +34,7 @@ _CHECKPOINT_LABEL = b"pincer audit checkpoint v1\n"
 _HEAD_LABEL = b"pincer audit head v1\n"
 _KEY_ID_LABEL = b"pincer audit key id\n"
 _ANCHOR_LABEL = b"pincer audit anchor v1\n"
+_MARK_LABEL = b"pincer audit mark v1\n"
 
 
 def _payload(record_id: int, values: tuple[Any, ...], prev_hash: str) -> bytes:
@@ -100,6 +101,12 @@ class ChainKey:
         outer = self._outer.copy()
         outer.update(inner.digest())
         return outer.hexdigest()
+
+    def mark_mac(self, *, name: str, last_id: int, last_hash: str) -> str:
+        """The MAC of a mark in ``audit_marks`` (where a verify ended, where the archived records
+        end): its name, record and that record's chain value."""
+        fields = {"mark": name, "last_id": last_id, "last_hash": last_hash, "key_id": self.key_id}
+        return hmac.digest(self._key, _MARK_LABEL + _CANONICAL(fields).encode(), "sha256").hex()
 
     def checkpoint_mac(self, fields: dict[str, Any]) -> str:
         return hmac.digest(self._key, _CHECKPOINT_LABEL + _CANONICAL(fields).encode(), "sha256").hex()

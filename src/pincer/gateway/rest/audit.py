@@ -34,13 +34,21 @@ async def audit(
     return {"records": pincer.shown([r.to_dict() for r in records])}
 
 
-@router.get("/audit/verify", summary="Verify the audit chain")
-async def verify(pincer: PincerDep, session: SessionDep) -> JSONResponse:
+@router.get("/audit/verify", summary="Verify the audit chain (from where the last verify ended; full=1: all of it)")
+async def verify(
+    pincer: PincerDep, session: SessionDep, full: Annotated[bool, Query(description="walk every record")] = False
+) -> JSONResponse:
     try:
-        head = await pincer.audit.verify_chain()
+        head = await pincer.audit.verify_chain(incremental=not full)
     except PincerError as exc:
         return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=409)
-    return JSONResponse({"ok": True, **head.to_dict()})
+    return JSONResponse({"ok": True, "full": full, **head.to_dict()})
+
+
+@router.get("/audit/verify/progress", summary="How far the verify running in this gateway has come")
+async def verify_progress(pincer: PincerDep, session: SessionDep) -> dict[str, Any]:
+    running = pincer.audit.verifying
+    return {"running": running is not None, **(running.to_dict() if running is not None else {})}
 
 
 @router.get("/audit/checkpoint", summary="A signed head of the audit log, to keep elsewhere (main sessions only)")

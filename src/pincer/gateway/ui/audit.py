@@ -129,17 +129,19 @@ async def detail(request: Request) -> Response:
 
 async def verify(request: Request) -> Response:
     identity = await require_identity(request)
-    require_csrf(identity, await read_form(request))
+    form = await read_form(request)
+    require_csrf(identity, form)
     pincer = pincer_of(request)
+    full = form.get("full") == "1"
     result: dict[str, Any]
     try:
-        head = await pincer.audit.verify_chain()
+        head = await pincer.audit.verify_chain(incremental=not full)
     except AuditChainBroken as exc:
         result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": exc.record_id}
     except PincerError as exc:
         result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": None}
     else:
-        result = {"ok": True, "records": head.records, "head": head.to_dict()}
+        result = {"ok": True, "records": head.records, "head": head.to_dict(), "full": full}
     context, _ = await _listing(request, identity, verify=result)
     return pages_of(request).render(request, "audit.html", context, status=200 if result["ok"] else 409)
 

@@ -92,6 +92,19 @@ audit_chain = _one_row(
     sa.Column("chain_id", sa.Text),
 )
 
+# Signed statements about the chain (store/audit.py): ``verified`` is where the last verify
+# ended (a later one walks on from there), ``archived`` where the records that left the database
+# for archive segments end (the chain in the database continues from it). Each carries an HMAC
+# under the audit key, so nobody without the key can move one.
+audit_marks = sa.Table(
+    "audit_marks", metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("last_id", ID, nullable=False),
+    sa.Column("last_hash", sa.Text, nullable=False),
+    sa.Column("made_at", REAL, nullable=False),
+    sa.Column("mac", sa.Text, nullable=False),
+)  # fmt: skip
+
 approvals = sa.Table(
     "approvals", metadata,
     sa.Column("id", sa.Text, primary_key=True),
