@@ -534,6 +534,16 @@ class TelemetrySettings(_Model):
     metrics_port: int | None = Field(default=None, ge=1, le=65_535)
 
 
+class RetentionSettings(_Model):
+    """``[retention]``: how long finished things stay in the store before a gateway prunes them
+    (hourly; ``pincer db prune`` at once). 0 keeps them forever. The audit log is not pruned
+    here: its records leave the database only through ``pincer audit archive`` (docs/audit.md)."""
+
+    approvals_days: float = Field(default=30.0, ge=0, le=36_500)
+    runs_days: float = Field(default=90.0, ge=0, le=36_500)
+    webhook_payloads_days: float = Field(default=30.0, ge=0, le=36_500)
+
+
 class ConfigFile(_Model):
     """config.toml as written: one model per section (``docs/config.md`` is generated from it)."""
 
@@ -562,6 +572,7 @@ class ConfigFile(_Model):
     hub: HubSettings = HubSettings()
     triggers: TriggersSettings = TriggersSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    retention: RetentionSettings = RetentionSettings()
     builtins: dict[str, BuiltinSettings] = Field(default_factory=dict, max_length=64)
 
 
@@ -597,6 +608,7 @@ class Config:
     hub: HubSettings = field(default_factory=HubSettings)
     triggers: TriggersSettings = field(default_factory=TriggersSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
     hooks: tuple[HookSettings, ...] = ()
     jobs: tuple[JobSettings, ...] = ()
     builtins: Mapping[str, BuiltinSettings] = field(default_factory=dict)
@@ -707,9 +719,20 @@ def parse_config(text: str, *, home: Path, source: str = CONFIG_FILENAME) -> Con
 # [builtins.NAME] sections: the bundled tools, and an API several of them call (base_url only).
 # The Google Workspace tools (gmail ... google_slides): one login, [builtins.google], serves all six.
 BUILTIN_TOOLS = (
-    "github", "web_fetch", "web_search", "llm_context",
-    "gmail", "google_calendar", "google_docs", "google_drive", "google_sheets", "google_slides",
-    "slack", "telegram", "portfolio", "composio",
+    "github",
+    "web_fetch",
+    "web_search",
+    "llm_context",
+    "gmail",
+    "google_calendar",
+    "google_docs",
+    "google_drive",
+    "google_sheets",
+    "google_slides",
+    "slack",
+    "telegram",
+    "portfolio",
+    "composio",
     "browser",
 )
 # [builtins.slack] is a tool now (the chat tools); its OAuth endpoints live in the same section.
@@ -818,6 +841,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         hub=data.hub,
         triggers=data.triggers,
         telemetry=data.telemetry,
+        retention=data.retention,
         hooks=data.hooks,
         jobs=data.jobs,
         builtins=_with_browser_profile(data.builtins, home),

@@ -235,6 +235,12 @@ KEYS: dict[str, KeyHelp] = {
     "agent.prices.*.input_per_mtok": KeyHelp(help="USD per million input tokens", example="2.5"),
     "agent.prices.*.output_per_mtok": KeyHelp(help="USD per million output tokens", example="10"),
     "agent.prices.*.cached_input_per_mtok": KeyHelp(help="USD per million cached input tokens (unset: the input price)", example="1.25"),
+    "retention.approvals_days": KeyHelp(help="answered and expired approval requests are deleted this many days after their answer (0: kept)"),
+    "retention.runs_days": KeyHelp(help="finished agent runs and their transcripts are deleted this many days after they ended (0: kept)"),
+    "retention.webhook_payloads_days": KeyHelp(
+        help="the payload a webhook delivered is cleared from its firing this many days after it arrived, once the "
+        "firing ended (0: kept)"
+    ),
     "telemetry.traces": KeyHelp(
         help="export OpenTelemetry traces over OTLP/HTTP: a span per tool call, agent run, model request, webhook "
         "delivery and upstream request (needs pip install 'pincer[telemetry]'; OTEL_* variables set headers, "
@@ -377,6 +383,7 @@ SECTIONS: dict[str, str] = {
     "hub": "The hub: where tools and skills are installed from, and what one artifact may weigh (docs/hub.md).",
     "hub.sources": "Catalog sources, searched together: a registry folder (path) or a hub server (url).",
     "triggers": "Triggers: commands, schedules and webhooks that start skill runs (docs/triggers.md).",
+    "retention": "How long finished approvals, runs and webhook payloads stay in the store (the audit log leaves it only through `pincer audit archive`).",
     "telemetry": "Traces and metrics for operators: OpenTelemetry spans over OTLP/HTTP, Prometheus /metrics (docs/operations.md).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",
     "jobs": "Scheduled jobs kept in config.toml (pincer cron add keeps them in the store).",

@@ -1,12 +1,13 @@
 """Wiring: one ``Pincer`` per PINCER_HOME — config, database, secret store, registry, dispatcher.
 
-    async with Pincer.open(home) as pincer:
-        result = await pincer.call(CallRequest(tool="echo", args={"text": "hi"}))
+async with Pincer.open(home) as pincer:
+    result = await pincer.call(CallRequest(tool="echo", args={"text": "hi"}))
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -286,7 +287,11 @@ class Pincer:
         if "openapi" in wanted:
             await self.reload_openapi_services()
         skills = self.skills
-        if "skill" in wanted and skills is not None and await anyio.to_thread.run_sync(lambda: skills.reload(notify=False)):
+        if (
+            "skill" in wanted
+            and skills is not None
+            and await anyio.to_thread.run_sync(lambda: skills.reload(notify=False))
+        ):
             skills.notify_changed()
 
     async def _add_skills(self) -> None:
@@ -305,9 +310,13 @@ class Pincer:
         )
         tools = await anyio.to_thread.run_sync(
             lambda: SkillToolRuntime(
-                self.skills, home=self.home, script_settings=self.script_settings(), separator=config.skills.tool_separator
+                self.skills,
+                home=self.home,
+                script_settings=self.script_settings(),
+                separator=config.skills.tool_separator,
             )
         )
+
         async def grants() -> tuple[Any, ...]:
             return config.grants + await self.grants.all()
 
@@ -385,7 +394,29 @@ class Pincer:
                 await tg.start(self.triggers.run)
             if self.home_sync.is_shared:
                 tg.start_soon(self._follow_shared_home)
+            tg.start_soon(self._follow_retention)
             await watch_state(self, interval, task_status=task_status)
+
+    async def prune_store(self) -> Any:
+        """Delete what ``[retention]`` says is old enough (store/retention.py): the counts."""
+        from pincer.store.retention import prune
+
+        kept = self.config.retention
+        return await prune(self.db, now=time.time(), approvals_days=kept.approvals_days, runs_days=kept.runs_days,
+                           webhook_payloads_days=kept.webhook_payloads_days)  # fmt: skip
+
+    async def _follow_retention(self) -> None:
+        from pincer.store.retention import PRUNE_EVERY_S
+
+        while True:
+            try:
+                pruned = await self.prune_store()
+            except PincerError as exc:
+                logger.warning("pruning the store after [retention] failed (the next hour tries again): %s", exc)
+            else:
+                if any(pruned.to_dict().values()):
+                    logger.info("pruned after [retention]: %s", pruned.to_dict())
+            await anyio.sleep(PRUNE_EVERY_S)
 
     async def sync_home(self, *, always: bool = False) -> None:
         """Sync the registry's files with the other machines' homes ([store] url; see
@@ -617,8 +648,9 @@ class Pincer:
         if any(scheme.is_oauth for service in kept for scheme in service.schemes):
             from pincer.builtins.openapi_oauth import OpenApiTokens
 
-            tokens = OpenApiTokens(store=self.secrets, home=self.home,
-                                   allow_private_network=self.config.allow_private_network)
+            tokens = OpenApiTokens(
+                store=self.secrets, home=self.home, allow_private_network=self.config.allow_private_network
+            )
         return OpenApiRuntime(kept, tokens=tokens, max_request_bytes=self.config.openapi.max_request_bytes)
 
     async def add_runtime(self, runtime: Runtime) -> None:

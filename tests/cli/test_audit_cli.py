@@ -95,3 +95,43 @@ def test_the_audit_key_from_the_environment(tmp_path: Path) -> None:
     assert other.returncode == 1 and "audit key" in error["message"] and "PINCER_AUDIT_KEY" in error["hint"]
     bad = pincer(tmp_path, "audit", "verify", env={"PINCER_AUDIT_KEY": "not a key"})
     assert bad.returncode == 1 and "PINCER_AUDIT_KEY" in bad.stderr and "not a key" not in bad.stderr
+
+
+def test_archive_then_verify_across_the_archive_through_the_cli(tmp_path: Path) -> None:
+    """``pincer audit archive DIR`` moves the records into segments; ``verify`` walks from the
+    archived mark, ``verify --archive DIR`` across both; a deleted segment is named; ``--full``
+    walks every record still in the database; a bad ``--before`` names what it accepts."""
+    _calls(tmp_path, 3)
+    archive = tmp_path / "audit-archive"
+    done = as_json(pincer(tmp_path, "audit", "archive", str(archive), "--json"))
+    assert done["ok"] is True and (done["first_id"], done["last_id"]) == (1, 3) and len(done["segments"]) == 1
+    _calls(tmp_path, 2)
+    with sqlite3.connect(tmp_path / "pincer.db") as conn:
+        assert conn.execute("SELECT MIN(id), COUNT(*) FROM audit").fetchone() == (4, 2)
+    assert as_json(pincer(tmp_path, "audit", "verify", "--json"))["records"] == 5
+    assert as_json(pincer(tmp_path, "audit", "verify", "--full", "--json"))["full"] is True
+    across = as_json(pincer(tmp_path, "audit", "verify", "--archive", str(archive), "--json"))
+    assert across["ok"] is True and across["records"] == 5
+    for segment in archive.iterdir():
+        segment.unlink()
+    broken = pincer(tmp_path, "audit", "verify", "--archive", str(archive))
+    assert broken.returncode == 1 and "archive ends at record 0" in broken.stderr
+    bad = pincer(tmp_path, "audit", "archive", str(archive), "--before", "last tuesday")
+    assert bad.returncode != 0 and "90d" in bad.stderr
+
+
+def test_db_prune_deletes_old_answered_approvals_and_keeps_the_audit_log(tmp_path: Path) -> None:
+    _calls(tmp_path, 2)
+    with sqlite3.connect(tmp_path / "pincer.db") as conn:
+        for n, (status, answered) in enumerate((("deny", 1_000.0), ("allow_once", 9e9), ("pending", None))):
+            conn.execute(
+                "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, "
+                "status, answered_at, session_kind, detail) VALUES (?, 1, 9e9, 'main', 't', '{}', '[]', '[]', 'r', "
+                "?, ?, 'main', '{}')",
+                (f"a{n}", status, answered),
+            )
+    pruned = as_json(pincer(tmp_path, "db", "prune", "--json"))
+    assert pruned["pruned"]["approvals"] == 1
+    with sqlite3.connect(tmp_path / "pincer.db") as conn:
+        assert sorted(r[0] for r in conn.execute("SELECT id FROM approvals")) == ["a1", "a2"]
+        assert conn.execute("SELECT COUNT(*) FROM audit").fetchone() == (2,)

@@ -74,6 +74,13 @@ def verify(
     full: bool = typer.Option(
         False, "--full", help="Walk every record, not only those after the last intact verify (its signed mark)."
     ),
+    archive: Path | None = typer.Option(
+        None,
+        "--archive",
+        help="Walk the records `pincer audit archive` moved into this directory first, then "
+        "the database's (implies --full).",
+        file_okay=False,
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Check the chain. Exit 0 when intact (and, with --checkpoint, holding it), 1 naming the first bad record."""
@@ -98,12 +105,13 @@ def verify(
             try:
                 audit = pincer.audit
                 if expected is None:
-                    head = await audit.verify_chain(incremental=not full)
+                    head = await audit.verify_chain(incremental=not full, archive=archive)
                 else:
                     head = await audit.verify_checkpoint(expected)
             except AuditChainBroken as exc:
                 return _broken(exc)
-        report: dict[str, Any] = {"ok": True, "full": full or expected is not None, **head.to_dict()}
+        walked_all = full or expected is not None or archive is not None
+        report: dict[str, Any] = {"ok": True, "full": walked_all, **head.to_dict()}
         if expected is not None:
             report["checkpoint"] = expected.to_dict()
         return report
@@ -139,6 +147,67 @@ def verify(
             stderr.print(f"[dim]hint: {escape(report['error']['hint'])}[/]")
     if not report["ok"]:
         raise typer.Exit(EXIT_FAILURE)
+
+
+@app.command("archive")
+def archive(
+    directory: Path = typer.Argument(
+        ..., help="Where the segment files go (made if missing); keep copies elsewhere.", file_okay=False
+    ),
+    before: str | None = typer.Option(
+        None,
+        "--before",
+        help="Only records older than this: a date or time (2026-11-01, 2026-11-01T12:00:00Z) or an age (90d, 12h).",
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """Move the oldest records out of the database into signed segment files (verified first;
+    removed only once the segments are written and read back). `pincer audit verify --archive DIR`
+    verifies across them."""
+
+    async def body() -> dict[str, Any]:
+        cutoff = parse_before(before) if before is not None else None
+        async with open_pincer(builtins=False, quiet=as_json) as pincer:
+            try:
+                done = await pincer.audit.archive(directory, before=cutoff)
+            except AuditChainBroken as exc:
+                return _broken(exc)
+            except OSError as exc:
+                raise UsageError(f"cannot write the archive to {directory}: {exc.strerror or exc}",
+                                 hint="choose a writable directory; nothing left the database") from None  # fmt: skip
+        return {"ok": True, "directory": str(directory), **done.to_dict()}
+
+    report = run(body, as_json=as_json)
+    if as_json:
+        emit_json(report)
+    elif report["ok"] and report["records"]:
+        stderr.print(f"archived records {report['first_id']} to {report['last_id']} into {len(report['segments'])} "
+                     f"segment(s) in {directory}; they left the database")  # fmt: skip
+    elif report["ok"]:
+        stderr.print("nothing to archive: no record older than --before that is still in the database")
+    else:
+        stderr.print(f"[bold red]not archived: the chain is broken at record {report['record_id']}:[/] "
+                     f"{report['error']['message']}")  # fmt: skip
+    if not report["ok"]:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+_AGE = {"d": 86_400, "h": 3_600, "m": 60}
+
+
+def parse_before(text: str, *, now: float | None = None) -> float:
+    """``--before``: an ISO 8601 date or time (UTC unless it says) or an age such as ``90d``/``12h``/``30m``."""
+    value = text.strip()
+    if value[:-1].isdigit() and value[-1:] in _AGE:
+        return (now if now is not None else dt.datetime.now(dt.UTC).timestamp()) - int(value[:-1]) * _AGE[value[-1]]
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"--before {text!r} is neither a date/time nor an age",
+            hint="pass a date such as 2026-11-01 (or 2026-11-01T12:00:00Z) or an age such as 90d or 12h",
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
 @app.command("checkpoint")

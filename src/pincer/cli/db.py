@@ -110,3 +110,24 @@ def status(as_json: bool = JsonOption) -> None:
     else:
         hint = " (run `pincer db upgrade`)" if report["needs_upgrade"] else ""
         stderr.print(f"store: {report['url']} at schema {report['schema'] or 'none'} of {report['expected']}{hint}")
+
+
+@app.command("prune")
+def prune(as_json: bool = JsonOption) -> None:
+    """Delete now what [retention] says is old enough (a gateway does it hourly): answered and
+    expired approvals, finished runs and their transcripts, delivered webhook payloads."""
+
+    async def body() -> dict[str, Any]:
+        from pincer.cli.common import open_pincer
+
+        async with open_pincer(builtins=False, quiet=as_json) as pincer:
+            pruned = await pincer.prune_store()
+        return {"ok": True, "pruned": pruned.to_dict()}
+
+    report = run(body, as_json=as_json)
+    if as_json:
+        emit_json(report)
+    else:
+        done = report["pruned"]
+        stderr.print(f"pruned {done['approvals']} approvals, {done['runs']} runs ({done['run_messages']} transcript "
+                     f"messages), {done['webhook_payloads']} webhook payloads")  # fmt: skip

@@ -36,12 +36,14 @@ existed); a PostgreSQL log is keyed from its first record, and its marker must s
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -54,6 +56,7 @@ from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
 from pincer.store.chain import GENESIS_HASH, ChainKey, plain_chain_hash
 from pincer.store.checkpoint import AuditCheckpoint, sign_checkpoint
 from pincer.store.sql import Database, Sql, Transaction
+from pincer.store.sql.database import Queries
 from pincer.store.sql.dialects import locking
 
 logger = logging.getLogger(__name__)
@@ -161,6 +164,24 @@ class ChainHead:
             "plain_records": self.plain_records,
             "key_id": self.key_id,
         }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArchiveReport:
+    """What ``archive()`` moved out of the database: records ``first_id`` to ``last_id`` (none when
+    ``last_id`` < ``first_id``), into these segment files."""
+
+    first_id: int
+    last_id: int
+    segments: tuple[str, ...]
+
+    @property
+    def records(self) -> int:
+        return max(0, self.last_id - self.first_id + 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first_id": self.first_id, "last_id": self.last_id, "records": self.records,
+                "segments": list(self.segments)}  # fmt: skip
 
 
 @dataclass(kw_only=True, slots=True)
@@ -276,6 +297,18 @@ _SAVE_MARK = Sql(
     "INSERT INTO audit_marks (name, last_id, last_hash, made_at, mac) VALUES (:name, :last_id, :last_hash, :made_at, :mac) "
     "ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id, last_hash = excluded.last_hash, "
     "made_at = excluded.made_at, mac = excluded.mac WHERE audit_marks.last_id <= excluded.last_id"
+)
+_ROWS_BETWEEN = Sql(f"SELECT {_COLUMNS} FROM audit WHERE id > :after_id AND id <= :upto ORDER BY id")
+_LAST_BEFORE = Sql("SELECT MAX(id) FROM audit WHERE id > :after_id AND ts < :before")
+_MOVE_ARCHIVED = Sql(
+    "UPDATE audit_marks SET last_id = :last_id, last_hash = :last_hash, made_at = :made_at, mac = :mac "
+    "WHERE name = 'archived' AND last_id = :was_id AND last_hash = :was_hash"
+)
+# Only records the archived mark covers ever leave the database: the bound is read from the mark
+# itself, in the statement, so no caller can delete past it.
+_DELETE_ARCHIVED = Sql(
+    "DELETE FROM audit WHERE id > :after_id AND id <= :upto "
+    "AND id <= (SELECT last_id FROM audit_marks WHERE name = 'archived')"
 )
 VERIFIED_MARK = "verified"  # where the last intact verify ended
 ARCHIVED_MARK = "archived"  # where the records archived out of the database end
@@ -663,7 +696,9 @@ class AuditLog:
         """How far the verify running now has come (None: none runs)."""
         return self._verifying
 
-    async def verify_chain(self, *, check_head: bool = True, incremental: bool = False) -> ChainHead:
+    async def verify_chain(
+        self, *, check_head: bool = True, incremental: bool = False, archive: Path | None = None
+    ) -> ChainHead:
         """Walk the chain in one read snapshot (what any process appends meanwhile is not seen;
         the head read is the one of the same instant); raise AuditChainBroken at the first
         fault. ``check_head`` False leaves out the head (for a checkpoint, which says more about a
@@ -672,12 +707,20 @@ class AuditLog:
 
         The records are read a batch at a time and each batch is checked on a worker thread, so
         the event loop runs on between batches; :attr:`verifying` says how far the walk is.
-        A walk that ends intact moves the ``verified`` mark to where it ended."""
+        A walk that ends intact moves the ``verified`` mark to where it ended.
+
+        ``archive``: the directory of the segments ``archive()`` wrote; the records that left the
+        database are walked there first, up to the database's ``archived`` mark, and the walk goes
+        on in the database from it (always from there: an archive means a full walk). Without
+        one, the walk begins at that mark, which vouches for the records before it."""
+        incremental = incremental and archive is None
         progress = VerifyProgress(full=not incremental)
         self._verifying = progress
         try:
             async with self._db.snapshot() as snap:
-                head = await self._walk(snap, check_head=check_head, incremental=incremental, progress=progress)
+                head = await self._walk(
+                    snap, check_head=check_head, incremental=incremental, progress=progress, archive=archive
+                )
         finally:
             if self._verifying is progress:
                 self._verifying = None
@@ -685,8 +728,9 @@ class AuditLog:
         return head
 
     async def _walk(
-        self, snap: Transaction, *, check_head: bool, incremental: bool, progress: VerifyProgress
-    ) -> ChainHead:
+        self, snap: Transaction, *, check_head: bool, incremental: bool, progress: VerifyProgress,
+        archive: Path | None = None,
+    ) -> ChainHead:  # fmt: skip
         try:
             marker = marker_of(await snap.fetch_one(_MARKER))
         except StoreError:
@@ -719,6 +763,8 @@ class AuditLog:
         marks = await self._marks(snap)
         start = marks.get(ARCHIVED_MARK)
         verified = marks.get(VERIFIED_MARK)
+        if archive is not None:
+            await self._walk_archive(archive, walk, start or (0, GENESIS_HASH), progress)
         if incremental and verified is not None and (start is None or verified[0] > start[0]):
             start = verified
         if start is not None and start[0] > 0:
@@ -734,7 +780,7 @@ class AuditLog:
             self._check_head(marker, head_row, walk.count, walk.prev)
         return ChainHead(records=walk.count, last_hash=walk.prev, keyed_from=keyed_from, key_id=self._key.key_id)
 
-    async def _marks(self, snap: Transaction) -> dict[str, tuple[int, str]]:
+    async def _marks(self, snap: Queries) -> dict[str, tuple[int, str]]:
         """The marks whose MAC holds; an altered one is a broken chain (it cannot be ignored: an
         ``archived`` mark is all that vouches for the records no longer in the database)."""
         found: dict[str, tuple[int, str]] = {}
@@ -764,6 +810,94 @@ class AuditLog:
                 hint="restore pincer.db from a backup; `pincer audit verify --full` names the first bad record",
             )
         walk.resume(last_id, last_hash)
+
+    async def _walk_archive(
+        self, directory: Path, walk: ChainWalk, archived: tuple[int, str], progress: VerifyProgress
+    ) -> None:
+        """Walk the archive's records up to the ``archived`` mark; the segments past it hold
+        records that are still in the database too (an archive cut short before its rows left)."""
+        from pincer.store.audit_archive import read_archive
+
+        archived_id, archived_hash = archived
+        segments = await anyio.to_thread.run_sync(read_archive, directory, self._key)
+        ends = segments[-1].last_id if segments else 0
+        if ends < archived_id:
+            raise AuditChainBroken(
+                f"the audit archive ends at record {ends}, but the database's records begin after record "
+                f"{archived_id}: the segments of records {ends + 1} to {archived_id} are missing",
+                record_id=ends + 1,
+                hint="restore the missing segment files into the archive directory from their copy",
+            )
+        for segment in segments:
+            if segment.first_id > archived_id:
+                break
+            rows = await anyio.to_thread.run_sync(segment.rows_between, 0, archived_id)
+            for start in range(0, len(rows), VERIFY_BATCH_ROWS):
+                await anyio.to_thread.run_sync(walk.check, rows[start : start + VERIFY_BATCH_ROWS])
+                progress.checked = walk.count
+        if walk.count != archived_id or (archived_id and walk.prev != archived_hash):
+            raise AuditChainBroken(
+                f"the audit archive's record {archived_id} is not the one the database's archived mark names",
+                record_id=max(archived_id, 1),
+                hint="the archive is of another log, or was rewritten; restore it from its copy",
+            )
+
+    async def archive(self, directory: Path, *, before: float | None = None) -> ArchiveReport:
+        """Move the oldest records (all, or those before the time ``before``) out of the database
+        into signed segments in ``directory`` (store/audit_archive.py). In this order: the chain
+        is verified (a broken one is refused, nothing written); the segments are written durably
+        and read back and walked; then one transaction moves the ``archived`` mark (guarded: from
+        the mark read) and deletes exactly the records up to it. A failure anywhere before that
+        transaction leaves every record in the database."""
+        from pincer.store.audit_archive import SEGMENT_RECORDS, read_archive, write_segment
+
+        head = await self.verify_chain()
+        marks = await self._marks(self._db)
+        was_id, was_hash = marks.get(ARCHIVED_MARK, (0, GENESIS_HASH))
+        upto = head.records
+        if before is not None:
+            row = await self._db.fetch_one(_LAST_BEFORE, {"after_id": was_id, "before": before})
+            upto = int(row[0]) if row and row[0] is not None else was_id
+        if upto <= was_id:
+            return ArchiveReport(first_id=was_id + 1, last_id=was_id, segments=())
+        await anyio.to_thread.run_sync(functools.partial(directory.mkdir, parents=True, exist_ok=True))
+        written: list[str] = []
+        prev, pending = was_hash, []
+        async with self._db.snapshot() as snap:
+            async for batch in snap.batches(_ROWS_BETWEEN, {"after_id": was_id, "upto": upto}, size=VERIFY_BATCH_ROWS):
+                pending.extend(batch)
+                while len(pending) >= SEGMENT_RECORDS or (pending and pending[-1][0] == upto):
+                    rows, pending = pending[:SEGMENT_RECORDS], pending[SEGMENT_RECORDS:]
+                    path = await anyio.to_thread.run_sync(
+                        functools.partial(write_segment, directory, self._key, rows, prev_hash=prev, now=time.time())
+                    )
+                    written.append(path.name)
+                    prev = str(rows[-1][-2])
+        # What is on disk, walked again from the mark it continues: only then do the rows leave.
+        marker = marker_of(await self._db.fetch_one(_MARKER))
+        walk = ChainWalk(key=self._key, keyed_from=marker.keyed_from if marker else 1,
+                         plain_head=marker.plain_head if marker else GENESIS_HASH)  # fmt: skip
+        walk.resume(was_id, was_hash)
+        for segment in await anyio.to_thread.run_sync(read_archive, directory, self._key):
+            if segment.last_id > was_id and segment.first_id <= upto:
+                on_disk = await anyio.to_thread.run_sync(segment.rows_between, was_id, upto)
+                await anyio.to_thread.run_sync(walk.check, on_disk)
+        if walk.count != upto or walk.prev != prev:
+            raise AuditChainBroken(
+                f"the archive written to {directory} does not end at record {upto}",
+                record_id=walk.count + 1,
+                hint="check the directory is writable and not shared with another log; nothing left the database",
+            )
+        mac = self._key.mark_mac(name=ARCHIVED_MARK, last_id=upto, last_hash=prev)
+        async with self._db.transaction(serial="pincer_audit_archive") as tx:
+            if ARCHIVED_MARK in marks:
+                tx.add(_MOVE_ARCHIVED, {"last_id": upto, "last_hash": prev, "made_at": time.time(), "mac": mac,
+                                        "was_id": was_id, "was_hash": was_hash}, rows=1)  # fmt: skip
+            else:
+                tx.add(_SAVE_MARK, {"name": ARCHIVED_MARK, "last_id": upto, "last_hash": prev, "made_at": time.time(),
+                                    "mac": mac}, rows=1)  # fmt: skip
+            tx.add(_DELETE_ARCHIVED, {"after_id": was_id, "upto": upto})
+        return ArchiveReport(first_id=was_id + 1, last_id=upto, segments=tuple(written))
 
     async def _save_mark(self, name: str, last_id: int, last_hash: str) -> None:
         """Move mark ``name`` forward to ``last_id`` (never back)."""

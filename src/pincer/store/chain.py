@@ -35,6 +35,7 @@ _HEAD_LABEL = b"pincer audit head v1\n"
 _KEY_ID_LABEL = b"pincer audit key id\n"
 _ANCHOR_LABEL = b"pincer audit anchor v1\n"
 _MARK_LABEL = b"pincer audit mark v1\n"
+_SEGMENT_LABEL = b"pincer audit segment v1\n"
 
 
 def _payload(record_id: int, values: tuple[Any, ...], prev_hash: str) -> bytes:
@@ -107,6 +108,10 @@ class ChainKey:
         end): its name, record and that record's chain value."""
         fields = {"mark": name, "last_id": last_id, "last_hash": last_hash, "key_id": self.key_id}
         return hmac.digest(self._key, _MARK_LABEL + _CANONICAL(fields).encode(), "sha256").hex()
+
+    def segment_mac(self, fields: dict[str, Any]) -> str:
+        """The signature of an archive segment's header (store/audit_archive.py)."""
+        return hmac.digest(self._key, _SEGMENT_LABEL + _CANONICAL(fields).encode(), "sha256").hex()
 
     def checkpoint_mac(self, fields: dict[str, Any]) -> str:
         return hmac.digest(self._key, _CHECKPOINT_LABEL + _CANONICAL(fields).encode(), "sha256").hex()

@@ -1,0 +1,60 @@
+"""Retention: what is finished leaves the store after its configured age (``[retention]``).
+
+Answered and expired approval requests, finished agent runs with their transcripts, and the
+payloads webhooks delivered (the firing itself stays, as history) are deleted in one
+transaction; anything still open (a pending request, a running run, a firing on its way) is
+never touched. Any gateway may prune (the statements are idempotent; several at once delete
+each row once); ``pincer db prune`` does it at once.
+
+The audit log is not pruned here: its records leave the database only through ``pincer audit
+archive`` (store/audit_archive.py), which writes them into signed segments first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pincer.store.sql import Database, Sql
+
+__all__ = ["Pruned", "prune", "PRUNE_EVERY_S"]
+
+PRUNE_EVERY_S = 3_600.0
+_DAY_S = 86_400.0
+
+_APPROVALS = Sql("DELETE FROM approvals WHERE status != 'pending' AND COALESCE(answered_at, expires_at) < :before")
+_ENDED_RUNS = "SELECT id FROM runs WHERE status != 'running' AND COALESCE(ended_at, updated_at) < :before"
+_RUN_MESSAGES = Sql(f"DELETE FROM run_messages WHERE run_id IN ({_ENDED_RUNS})")
+_RUNS = Sql("DELETE FROM runs WHERE status != 'running' AND COALESCE(ended_at, updated_at) < :before")
+_PAYLOADS = Sql(
+    "UPDATE trigger_firings SET payload = NULL WHERE payload IS NOT NULL AND kind = 'hook' "
+    "AND status NOT IN ('queued', 'starting', 'started') AND ts < :before"
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pruned:
+    approvals: int = 0
+    runs: int = 0
+    run_messages: int = 0
+    webhook_payloads: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"approvals": self.approvals, "runs": self.runs, "run_messages": self.run_messages,
+                "webhook_payloads": self.webhook_payloads}  # fmt: skip
+
+
+async def prune(
+    db: Database, *, now: float, approvals_days: float, runs_days: float, webhook_payloads_days: float
+) -> Pruned:
+    """Delete what finished more than its days ago (0 days: keep that kind forever)."""
+    counts = {"approvals": 0, "runs": 0, "run_messages": 0, "webhook_payloads": 0}
+    async with db.transaction() as tx:
+        if approvals_days:
+            counts["approvals"] = await tx.execute(_APPROVALS, {"before": now - approvals_days * _DAY_S})
+        if runs_days:
+            before = {"before": now - runs_days * _DAY_S}
+            counts["run_messages"] = await tx.execute(_RUN_MESSAGES, before)
+            counts["runs"] = await tx.execute(_RUNS, before)
+        if webhook_payloads_days:
+            counts["webhook_payloads"] = await tx.execute(_PAYLOADS, {"before": now - webhook_payloads_days * _DAY_S})
+    return Pruned(**counts)
