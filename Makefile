@@ -234,7 +234,7 @@ test: setup mcp-deps conformance-deps builtins-deps ui-deps lint
 
 # Every benchmark in bench/ (bench/README.md lists them; tests/test_docs_site.py checks this recipe
 # names each one). Not run: the helpers _procs.py and _stats.py and bench/profile_shares.py, which
-# reads a py-spy profile rather than measuring anything. scale.py starts PostgreSQL and Redis, and
+# reads a py-spy profile rather than measuring anything. scale.py and stall.py start PostgreSQL (scale.py Redis too), and
 # browser.py Chromium, the way the tests do (the Debian packages system-deps installs).
 bench: setup mcp-deps
 	$(BIN)/python bench/dispatch.py
@@ -247,6 +247,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/dashboard.py
+	$(BIN)/python bench/stall.py
 	$(BIN)/python bench/wasm.py
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/skills.py
