@@ -7,6 +7,7 @@ records neither runs on the event loop nor holds its GIL.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -97,12 +98,28 @@ def plain_records_altered(keyed_from: int) -> AuditChainBroken:
     )
 
 
+_NICER = 10  # a verify is background work: on a busy machine the gateway's own calls go first
+_niced = False
+
+
+def _yield_the_cpu() -> None:
+    """Lower this worker process's CPU priority once (only pincer's verify uses worker processes)."""
+    global _niced
+    if not _niced:
+        _niced = True
+        try:
+            os.nice(_NICER)
+        except OSError:  # not permitted here: the walk runs at the gateway's priority
+            pass
+
+
 def check_batch(
     key: bytes, keyed_from: int, plain_head: str, last_id: int, last_hash: str, rows: Sequence[Sequence[Any]]
 ) -> tuple[str, int, str | None]:
     """Walk ``rows`` on from record ``last_id`` (in a worker process): ``("ok", count, prev)``, or
     ``("broken", record_id, message + NUL + hint)``; an exception's own arguments do not survive
     pickling, so the parent makes the AuditChainBroken again."""
+    _yield_the_cpu()
     walk = ChainWalk(key=ChainKey(key), keyed_from=keyed_from, plain_head=plain_head)
     walk.resume(last_id, last_hash)
     try:
