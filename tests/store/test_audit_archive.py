@@ -172,3 +172,16 @@ async def test_archive_before_a_time_moves_only_the_older_records(backend: Backe
     assert (done.first_id, done.last_id) == (1, 20) and _count(backend) == (7, 21)
     assert (await audit.archive(tmp_path / "a", before=1_500.0)).records == 0
     assert (await audit.verify_chain(archive=tmp_path / "a")).records == 27
+
+
+@pytest.mark.anyio
+async def test_a_checkpoint_of_archived_records_verifies_with_the_archive(backend: Backend, tmp_path: Path) -> None:
+    from pincer.core.errors import UsageError
+
+    audit = await backend.audit()
+    await _fill(audit, 12)
+    checkpoint = await audit.checkpoint()
+    await audit.archive(tmp_path / "a")
+    with pytest.raises(UsageError, match="was archived out of the database"):
+        await audit.verify_checkpoint(checkpoint)
+    assert (await audit.verify_checkpoint(checkpoint, archive=tmp_path / "a")).records == 12

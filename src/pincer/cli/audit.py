@@ -107,7 +107,7 @@ def verify(
                 if expected is None:
                     head = await audit.verify_chain(incremental=not full, archive=archive)
                 else:
-                    head = await audit.verify_checkpoint(expected)
+                    head = await audit.verify_checkpoint(expected, archive=archive)
             except AuditChainBroken as exc:
                 return _broken(exc)
         walked_all = full or expected is not None or archive is not None

@@ -52,7 +52,7 @@ import anyio.to_process
 import anyio.to_thread
 from anyio import BrokenWorkerProcess
 
-from pincer.core.errors import AuditChainBroken, StoreConflict, StoreError
+from pincer.core.errors import AuditChainBroken, StoreConflict, StoreError, UsageError
 from pincer.core.values import canonical_json
 from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
 from pincer.store.chain import GENESIS_HASH, ChainKey
@@ -855,6 +855,25 @@ class AuditLog:
             tx.add(_DELETE_ARCHIVED, {"after_id": was_id, "upto": upto})
         return ArchiveReport(first_id=was_id + 1, last_id=upto, segments=tuple(written))
 
+    async def _archived_hash(self, record_id: int, archive: Path | None) -> tuple[str] | None:
+        """The chain value of an archived record, from the archive (which verify_chain walked);
+        None when the record was never archived (then it is simply gone)."""
+        from pincer.store.audit_archive import read_archive
+
+        archived = (await self._marks(self._db)).get(ARCHIVED_MARK)
+        if archived is None or record_id > archived[0]:
+            return None
+        if archive is None:
+            raise UsageError(
+                f"audit record {record_id}, the checkpoint's last, was archived out of the database",
+                hint="verify the checkpoint with the archive: pincer audit verify --checkpoint FILE --archive DIR",
+            )
+        for segment in await anyio.to_thread.run_sync(read_archive, archive, self._key):
+            if segment.first_id <= record_id <= segment.last_id:
+                rows = await anyio.to_thread.run_sync(segment.rows_between, record_id - 1, record_id)
+                return (str(rows[0][-2]),) if rows else None
+        return None
+
     async def _save_mark(self, name: str, last_id: int, last_hash: str) -> None:
         """Move mark ``name`` forward to ``last_id`` (never back)."""
         mac = self._key.mark_mac(name=name, last_id=last_id, last_hash=last_hash)
@@ -899,13 +918,14 @@ class AuditLog:
             self._key, records=head.records, last_hash=head.last_hash, keyed_from=head.keyed_from, now=time.time()
         )
 
-    async def verify_checkpoint(self, checkpoint: AuditCheckpoint) -> ChainHead:
+    async def verify_checkpoint(self, checkpoint: AuditCheckpoint, *, archive: Path | None = None) -> ChainHead:
         """Prove that no record up to ``checkpoint`` changed and none of them is gone.
 
         Raises CheckpointInvalid for a checkpoint this key did not sign, AuditChainBroken when the
-        log is broken, shorter than the checkpoint, or differs from it at its last record."""
+        log is broken, shorter than the checkpoint, or differs from it at its last record. A
+        checkpoint whose last record was archived needs the ``archive`` to be checked."""
         checkpoint.check_signature(self._key)
-        head = await self.verify_chain(check_head=False)
+        head = await self.verify_chain(check_head=False, archive=archive)
         made = f"the checkpoint of {checkpoint.created_at}"
         if head.records < checkpoint.records:
             raise AuditChainBroken(
@@ -923,13 +943,15 @@ class AuditLog:
             )
         if checkpoint.records:
             row = await self._db.fetch_one(_HASH_OF, {"id": checkpoint.last_id})
+            if row is None:
+                row = await self._archived_hash(checkpoint.last_id, archive)
             if row is None or not self._key.matches(row[0], checkpoint.last_hash):
                 raise AuditChainBroken(
                     f"audit record {checkpoint.last_id} is not the one {made} saw: the log up to it was rewritten",
                     record_id=checkpoint.last_id,
                     hint="restore pincer.db from a backup",
                 )
-        return await self.verify_chain()  # the head too, now that the checkpoint's own findings are out
+        return await self.verify_chain(archive=archive)  # the head too, now that the checkpoint's findings are out
 
 
 async def _admitted(batch: list[_Pending | _Unit], tx: Transaction) -> tuple[list[_Pending], list[_Unit]]:
