@@ -19,23 +19,12 @@ import pytest
 
 from pincer.core.errors import AuditChainBroken
 from pincer.store import AuditLog
-from pincer.store.audit import VERIFY_BATCH_ROWS, AuditEntry, VerifyProgress
+from pincer.store.audit import VERIFY_BATCH_ROWS, VerifyProgress
 from pincer.store.chain import ChainKey
 from tests.store.conftest import Backend
+from tests.store.test_audit_archive import _fill
 
 RECORDS = 2 * VERIFY_BATCH_ROWS + 500  # three batches
-
-
-def _entry(i: int) -> AuditEntry:
-    return AuditEntry(
-        session="main", caller="test", tool="echo", decision="allow", reason="r", outcome="ok", args={"i": i}
-    )
-
-
-async def _fill(audit: AuditLog, count: int, first: int = 0) -> None:
-    async with anyio.create_task_group() as tg:  # concurrent appends share transactions (group commit)
-        for i in range(first, first + count):
-            tg.start_soon(audit.append, _entry(i))
 
 
 class LoopThreadHashes:
