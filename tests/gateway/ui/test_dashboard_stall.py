@@ -35,7 +35,11 @@ def _postgres_home(tmp_path: Path) -> tuple[Path, str]:
     url = postgres_server().new_database()
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text(f'[store]\nurl = "{url}"\n\n[triggers]\nenabled = false\n')
+    # No pruning: the gateway's hourly prune (which runs at start too) reads the approvals table
+    # once; what is measured here is the page alone.
+    (home / "config.toml").write_text(
+        f'[store]\nurl = "{url}"\n\n[triggers]\nenabled = false\n\n[retention]\napprovals_days = 0\n'
+    )
     done = subprocess.run([PINCER, "db", "upgrade", "--json"], capture_output=True, text=True, env=cli_env(home),
                           timeout=CLI_TIMEOUT_S)  # fmt: skip
     assert done.returncode == 0, done.stderr
