@@ -145,3 +145,25 @@ def _rest_call_that_asks(url: str, token: str) -> None:
             http.post("/api/v1/tools/write_file/call", json={"args": {"path": "y.txt", "content": "y"}})
         except httpx.HTTPError:
             pass  # the call waits for an answer nobody gives; the gateway stops under it
+
+
+def test_verify_chain_walks_on_from_the_last_verify_and_verify_every_record_walks_all(dashboard_home: Path) -> None:
+    """The dashboard's two verify buttons: the first walks only what came after the last intact
+    verify (its signed mark), the second every record, so only it sees an edit before the mark."""
+    from tests.gateway.ui.conftest import csrf_of, tamper_audit
+
+    for text in ("a", "b"):
+        done = subprocess.run([PINCER, "tools", "call", "echo", "--args", json.dumps({"text": text})],
+                              capture_output=True, text=True, env=cli_env(dashboard_home), timeout=CLI_TIMEOUT_S)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    with pincer_serve(dashboard_home) as server, httpx.Client(base_url=server.info["url"], trust_env=False,
+                                                              timeout=WAIT_S) as http:  # fmt: skip
+        assert sign_in(http, server.token).status_code == 303
+        csrf = csrf_of(http.get("/ui/audit").text)
+        first = http.post("/ui/audit/verify", data={"csrf_token": csrf})
+        assert first.status_code == 200 and "Chain intact" in first.text
+        tamper_audit(dashboard_home, 1)
+        since = http.post("/ui/audit/verify", data={"csrf_token": csrf})
+        assert since.status_code == 200 and "from the last verified one" in since.text
+        every = http.post("/ui/audit/verify", data={"csrf_token": csrf, "full": "1"})
+        assert every.status_code == 409 and "Chain broken" in every.text and "audit record 1 was altered" in every.text
