@@ -5,7 +5,7 @@ A verify walks on from the ``verified`` mark; records archived into segments (``
 archive``) leave the database only with an ``archived`` mark saying where the chain in it
 continues from.
 
-Revision ID: 0003
+Revision ID: 0035
 Revises: 0002
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
+revision = "0035"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
