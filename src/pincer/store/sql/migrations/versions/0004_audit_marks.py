@@ -5,8 +5,8 @@ A verify walks on from the ``verified`` mark; records archived into segments (``
 archive``) leave the database only with an ``archived`` mark saying where the chain in it
 continues from.
 
-Revision ID: 0035
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0035"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
