@@ -99,8 +99,8 @@ def test_the_audit_key_from_the_environment(tmp_path: Path) -> None:
 
 def test_archive_then_verify_across_the_archive_through_the_cli(tmp_path: Path) -> None:
     """``pincer audit archive DIR`` moves the records into segments; ``verify`` walks from the
-    archived mark, ``verify --archive DIR`` across both; a deleted segment is named; ``--full``
-    walks every record still in the database; a bad ``--before`` names what it accepts."""
+    archived mark, ``verify --archive DIR`` across both; a deleted segment is named; ``verify``
+    walks every record still in the database unless told ``--since-mark``; a bad ``--before`` names what it accepts."""
     _calls(tmp_path, 3)
     archive = tmp_path / "audit-archive"
     done = as_json(pincer(tmp_path, "audit", "archive", str(archive), "--json"))
@@ -108,8 +108,9 @@ def test_archive_then_verify_across_the_archive_through_the_cli(tmp_path: Path) 
     _calls(tmp_path, 2)
     with sqlite3.connect(tmp_path / "pincer.db") as conn:
         assert conn.execute("SELECT MIN(id), COUNT(*) FROM audit").fetchone() == (4, 2)
-    assert as_json(pincer(tmp_path, "audit", "verify", "--json"))["records"] == 5
-    assert as_json(pincer(tmp_path, "audit", "verify", "--full", "--json"))["full"] is True
+    assert as_json(pincer(tmp_path, "audit", "verify", "--since-mark", "--json"))["records"] == 5
+    full = as_json(pincer(tmp_path, "audit", "verify", "--json"))
+    assert full["full"] is True and full["records"] == 5
     across = as_json(pincer(tmp_path, "audit", "verify", "--archive", str(archive), "--json"))
     assert across["ok"] is True and across["records"] == 5
     for segment in archive.iterdir():
@@ -135,3 +136,20 @@ def test_db_prune_deletes_old_answered_approvals_and_keeps_the_audit_log(tmp_pat
     with sqlite3.connect(tmp_path / "pincer.db") as conn:
         assert sorted(r[0] for r in conn.execute("SELECT id FROM approvals")) == ["a1", "a2"]
         assert conn.execute("SELECT COUNT(*) FROM audit").fetchone() == (2,)
+
+
+def test_an_edit_before_the_verified_mark_is_named_by_a_plain_verify(tmp_path: Path) -> None:
+    """A verify that ends intact leaves a signed mark, and a walk from that mark cannot see a
+    record edited before it. ``pincer audit verify`` is what a person runs when they suspect the
+    log, so it walks every record unless told ``--since-mark`` (which, as documented, does not
+    see such an edit)."""
+    _calls(tmp_path, 3)
+    first = as_json(pincer(tmp_path, "audit", "verify", "--json"))
+    assert first["ok"] is True and first["records"] == 3
+    with sqlite3.connect(tmp_path / "pincer.db") as conn:  # a database writer without the key
+        conn.execute("UPDATE audit SET tool = 'exec' WHERE id = 1")
+    plain = pincer(tmp_path, "audit", "verify", "--json")
+    assert plain.returncode == 1, plain.stdout
+    assert as_json(plain)["ok"] is False and as_json(plain)["record_id"] == 1
+    since = pincer(tmp_path, "audit", "verify", "--since-mark", "--json")
+    assert since.returncode == 0 and as_json(since)["full"] is False

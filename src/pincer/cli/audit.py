@@ -71,14 +71,20 @@ def verify(
         help="Also prove that no record up to this checkpoint (from `pincer audit checkpoint`) changed or is gone.",
         dir_okay=False,
     ),
-    full: bool = typer.Option(
-        False, "--full", help="Walk every record, not only those after the last intact verify (its signed mark)."
+    # Full by default: this is what a person runs when they suspect the log, off the gateway's
+    # loop, and a walk from the last mark cannot see an edit made before it. The dashboard and
+    # REST walk from the mark (a gateway must not stall) and offer the full walk beside it.
+    since_mark: bool = typer.Option(
+        False,
+        "--since-mark",
+        help="Walk only the records after the last intact verify (its signed mark): faster, but an edit "
+        "made before that mark is not seen.",
     ),
     archive: Path | None = typer.Option(
         None,
         "--archive",
         help="Walk the records `pincer audit archive` moved into this directory first, then "
-        "the database's (implies --full).",
+        "the database's (every record).",
         file_okay=False,
     ),
     as_json: bool = JsonOption,
@@ -105,12 +111,12 @@ def verify(
             try:
                 audit = pincer.audit
                 if expected is None:
-                    head = await audit.verify_chain(incremental=not full, archive=archive)
+                    head = await audit.verify_chain(incremental=since_mark and archive is None, archive=archive)
                 else:
                     head = await audit.verify_checkpoint(expected, archive=archive)
             except AuditChainBroken as exc:
                 return _broken(exc)
-        walked_all = full or expected is not None or archive is not None
+        walked_all = not since_mark or expected is not None or archive is not None
         report: dict[str, Any] = {"ok": True, "full": walked_all, **head.to_dict()}
         if expected is not None:
             report["checkpoint"] = expected.to_dict()
@@ -120,7 +126,7 @@ def verify(
     if as_json:
         emit_json(report)
     elif report["ok"]:
-        walked = "" if report["full"] else " (walked from the last intact verify; --full walks every record)"
+        walked = "" if report["full"] else " (walked from the last intact verify; without --since-mark every record is walked)"
         stderr.print(f"audit chain intact: {report['records']} records{walked}")
         if report.get("plain_records"):
             stderr.print(

@@ -750,7 +750,7 @@ class AuditLog:
                     f"the audit log's {name!r} mark was altered (it says record {last_id}): its MAC does not match",
                     record_id=max(int(last_id), 1),
                     hint="someone with write access to the database moved it; verify against the archive "
-                    "(`pincer audit verify --archive DIR --full`) and restore pincer.db from a backup",
+                    "(`pincer audit verify --archive DIR`) and restore pincer.db from a backup",
                 )
             found[str(name)] = (int(last_id), str(last_hash))
         return found
@@ -763,7 +763,7 @@ class AuditLog:
             raise AuditChainBroken(
                 f"audit record {last_id} is not the one the log's mark names: it was rewritten",
                 record_id=last_id,
-                hint="restore pincer.db from a backup; `pincer audit verify --full` names the first bad record",
+                hint="restore pincer.db from a backup; `pincer audit verify` names the first bad record",
             )
         walk.resume(last_id, last_hash)
 
