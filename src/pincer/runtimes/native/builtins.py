@@ -282,9 +282,9 @@ def _secret_functions(access: Any) -> tuple[Callable[[str], str | None], Callabl
 
 def _response_value(response: egress.HttpResponse, url: str) -> dict[str, Any]:
     headers: dict[str, str] = {}
-    for name, value in response.headers:
+    for name, field in response.headers:
         key = name.lower()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        headers[key] = f"{headers[key]}, {field}" if key in headers else field
     text, encoding = _decode_body(response.body, headers.get("content-type", ""), response.truncated)
     value: dict[str, Any] = {
         "status": response.status,

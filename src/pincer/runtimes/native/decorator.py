@@ -99,7 +99,8 @@ class NativeTool:
                 )
             return {}
         try:
-            return self.validator.validate_python(args if type(args) is dict else dict(args))
+            # The validator is built from a TypedDict (see _compile): what it returns is a dict.
+            validated: dict[str, Any] = self.validator.validate_python(args if type(args) is dict else dict(args))
         except pydantic.ValidationError as exc:
             raise ArgumentsInvalid(
                 f"tool {self.spec.name!r}: {_describe_validation_error(exc)}",
@@ -110,6 +111,7 @@ class NativeTool:
                 f"tool {self.spec.name!r}: arguments must be a JSON object: {exc}",
                 hint="pass an object whose keys are the parameter names",
             ) from None
+        return validated
 
     async def run(self, args: Mapping[str, Any], host: HostContext) -> Any:
         """Validate, call, and return the function's result converted to JSON-able values."""
@@ -319,8 +321,11 @@ def _compile(
 ) -> tuple[pydantic_core.SchemaValidator | None, dict[str, Any]]:
     if not fields:
         return None, {"type": "object", "properties": {}, "additionalProperties": False}
-    arguments = TypedDict(f"{tool_name.replace('.', '_').replace('-', '_')}_arguments", fields)  # type: ignore[operator]
-    arguments.__pydantic_config__ = pydantic.ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+    name = f"{tool_name.replace('.', '_').replace('-', '_')}_arguments"
+    # The one dynamic class here: mypy checks the functional TypedDict only for a literal name and
+    # fixed fields; these come from the decorated function, and pydantic reads them at runtime.
+    made: type[Any] = TypedDict(name, fields)  # type: ignore[misc]
+    arguments = pydantic.with_config(pydantic.ConfigDict(extra="forbid"))(made)
     try:
         adapter = pydantic.TypeAdapter(arguments)
         schema = adapter.json_schema()

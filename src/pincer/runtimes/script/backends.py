@@ -17,12 +17,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pincer.core.errors import RuntimeUnavailable
 from pincer.runtimes.script import seccomp
 from pincer.runtimes.script.manifest import NetworkMode
 from pincer.runtimes.script.process import DiskWatch, Launch, RunRequest
+
+if TYPE_CHECKING:  # the launcher is passed as source text, never imported
+    from pincer.runtimes.script.landlock_launch import Config as LandlockConfig
 
 __all__ = [
     "Backend",
@@ -353,7 +356,7 @@ class LandlockBackend:
             tmpfs.append((str(tmp), request.limits.tmp_size_bytes, self.uid, self.gid))
         elif request.workdir_max_bytes is not None:
             watch = DiskWatch(path=request.workdir, max_bytes=request.workdir_max_bytes)
-        config = {
+        config: LandlockConfig = {
             "uid": self.uid if drop else None,
             "gid": self.gid if drop else None,
             "nofile": LANDLOCK_NOFILE,

@@ -14,6 +14,8 @@ succeeds or the launcher exits 126 with ``pincer-landlock: ...`` on stderr: the 
 exec'd half-restricted.
 """
 
+from __future__ import annotations
+
 import ctypes
 import json
 import os
@@ -32,6 +34,9 @@ PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
 SIGKILL = 9
+# Not ``typing.TYPE_CHECKING``: importing typing would cost every sandboxed run a few milliseconds
+# for names only the type checker reads (mypy treats any name TYPE_CHECKING as true).
+TYPE_CHECKING = False
 
 # Filesystem access rights, by the ABI that introduced them.
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -46,6 +51,26 @@ FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the onl
 RO = EXECUTE | READ_FILE | READ_DIR
 DEV = READ_FILE | WRITE_FILE | TRUNCATE
 RW_DENIED = MAKE_CHAR | MAKE_BLOCK
+
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class Config(TypedDict):
+        """CONFIG as ``backends.LandlockBackend`` writes it (JSON: tuples arrive as lists)."""
+
+        uid: int | None
+        gid: int | None
+        nofile: int
+        cwd: str
+        env: dict[str, str]
+        ro: list[str]
+        dev: list[str]
+        rw: list[str]
+        deny_net: bool
+        bpf: str
+        tmpfs: list[tuple[str, int, int, int]]
+        parent: int
 
 
 class RulesetAttr(ctypes.Structure):
@@ -70,14 +95,14 @@ libc.syscall.restype = ctypes.c_long
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
 
-def check(result, step):
+def check(result: int, step: str) -> int:
     if result < 0:
         err = ctypes.get_errno()
         raise Failed(f"{step}: {os.strerror(err)} (errno {err})")
     return result
 
 
-def private_tmpfs(cfg):
+def private_tmpfs(cfg: Config) -> None:
     mounts = cfg.get("tmpfs") or []
     if not mounts:
         return
@@ -91,17 +116,20 @@ def private_tmpfs(cfg):
         check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mounting a tmpfs on {path}")
 
 
-def drop_privileges(cfg):
-    if os.geteuid() != 0 or cfg["uid"] is None:
+def drop_privileges(cfg: Config) -> None:
+    uid, gid = cfg["uid"], cfg["gid"]
+    if os.geteuid() != 0 or uid is None:
         return
+    if gid is None:
+        raise Failed("CONFIG names a uid to drop to but no gid")  # never run as root with root's group
     os.setgroups([])
-    os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
-    os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
     if os.geteuid() == 0 or os.getegid() == 0:
         raise Failed("dropping root did not take")
 
 
-def landlock(cfg):
+def landlock(cfg: Config) -> None:
     abi = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
     if abi < 1:
         raise Failed(f"Landlock is not available in this kernel ({os.strerror(ctypes.get_errno())})")
@@ -134,15 +162,15 @@ def landlock(cfg):
     os.close(ruleset)
 
 
-def seccomp(cfg):
+def seccomp(cfg: Config) -> None:
     program = bytes.fromhex(cfg["bpf"])
     buffer = ctypes.create_string_buffer(program, len(program))
     prog = SockFprog(len=len(program) // 8, filter=ctypes.cast(buffer, ctypes.c_void_p))
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp filter")
 
 
-def main():
-    cfg = json.loads(sys.argv[1])
+def main() -> None:
+    cfg: Config = json.loads(sys.argv[1])
     argv = sys.argv[2:]
     try:
         _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -242,7 +242,11 @@ class ProcessRun:
         if self.cgroup is not None:
             self.cgroup.kill()
         if proc is not None and proc.returncode is None:
-            for send in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
+
+            def kill_group() -> None:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+            for send in (kill_group, proc.kill):
                 try:
                     send()
                 except (ProcessLookupError, PermissionError):

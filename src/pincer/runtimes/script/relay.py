@@ -7,6 +7,8 @@ behind SOCKET, which decides what may be reached. It exits with CMD's status. Th
 enforces nothing: the sandbox has no other way out, so it needs no trust.
 """
 
+from __future__ import annotations
+
 import os
 import socket
 import sys
@@ -51,7 +53,7 @@ def _wait(pid: int) -> None:
     os._exit(128 - code if code < 0 else code)
 
 
-def main(argv: list) -> None:
+def main(argv: list[str]) -> None:
     if len(argv) < 4 or argv[2] != "--":
         sys.stderr.write("usage: relay.py SOCKET PORT -- COMMAND...\n")
         os._exit(2)
