@@ -104,6 +104,17 @@ def _is_fast() -> bool:
     return _fast["enabled"]
 
 
+def _address(array: ctypes._Pointer[ffi.wasmtime_component_val_t]) -> int:
+    """Where a non-empty list's element array starts (wasmtime allocates one for every size > 0)."""
+    addr = ctypes.cast(array, ctypes.c_void_p).value
+    if addr is None:
+        raise RuntimeUnavailable(
+            "wasmtime gave a non-empty list<u8> no element array",
+            hint="pin wasmtime to the version pincer was tested with (50.x)",
+        )
+    return addr
+
+
 def lift_bytes(c: ffi.wasmtime_component_val_t) -> bytes:
     """Read a ``list<u8>`` value in bulk and release its element array."""
     lst = c.of.list
@@ -111,7 +122,7 @@ def lift_bytes(c: ffi.wasmtime_component_val_t) -> bytes:
     try:
         if size == 0:
             return b""
-        addr = ctypes.cast(lst.data, ctypes.c_void_p).value
+        addr = _address(lst.data)
         raw = (ctypes.c_ubyte * (size * VAL_SIZE)).from_address(addr)
         return memoryview(raw).cast("B")[_PAYLOAD_OFFSET::VAL_SIZE].tobytes()
     finally:
@@ -124,7 +135,7 @@ def lower_bytes(data: bytes | bytearray | memoryview, ptr: Any) -> None:
     raw = ffi.wasmtime_component_vallist_t()
     ffi.wasmtime_component_vallist_new_uninit(raw, size)
     if size:
-        addr = ctypes.cast(raw.data, ctypes.c_void_p).value
+        addr = _address(raw.data)
         # Only the kind byte and the u8 payload are ever read for a U8 value; the other 30 bytes
         # of each element may stay as allocated (zeroing them would cost a third of the time).
         view = memoryview((ctypes.c_ubyte * (size * VAL_SIZE)).from_address(addr)).cast("B")
@@ -204,8 +215,15 @@ def _lower(store: Any, ty: ValType, val: Any, ptr: Any) -> None:
     ty.convert_to_c(store, val, ptr)
 
 
-@ffi.wasmtime_component_func_callback_t
-def _callback(data, context, ty_raw, args, nargs, results, nresults):
+def _callback(
+    data: int | None,
+    context: ctypes._Pointer[ffi.wasmtime_context_t],
+    ty_raw: ctypes._Pointer[ffi.wasmtime_component_func_type_t],
+    args: ctypes._Pointer[ffi.wasmtime_component_val_t],
+    nargs: int,
+    results: ctypes._Pointer[ffi.wasmtime_component_val_t],
+    nresults: int,
+) -> int | None:  # 0, or the address of the wasmtime_error_t that becomes the trap
     store = wasmtime.StoreContext(context)
     name = "?"
     try:
@@ -228,10 +246,14 @@ def _callback(data, context, ty_raw, args, nargs, results, nresults):
         store._invalidate()
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _finalize(data):
+def _finalize(data: int | None) -> None:
     with _FUNCS_LOCK:
         _FUNCS.pop(data or 0, None)
+
+
+# The C function pointers wasmtime calls; module globals, so they live as long as any linker.
+_C_CALLBACK = ffi.wasmtime_component_func_callback_t(_callback)
+_C_FINALIZE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_finalize)
 
 
 def add_host_func(instance: Any, name: str, fn: Callable[..., Any]) -> None:
@@ -242,7 +264,7 @@ def add_host_func(instance: Any, name: str, fn: Callable[..., Any]) -> None:
         _FUNCS[key] = (name, fn)
     encoded = name.encode("utf-8")
     err = ffi.wasmtime_component_linker_instance_add_func(
-        instance.ptr(), ctypes.create_string_buffer(encoded), len(encoded), _callback, key, _finalize
+        instance.ptr(), ctypes.create_string_buffer(encoded), len(encoded), _C_CALLBACK, key, _C_FINALIZE
     )
     if err:
         with _FUNCS_LOCK:

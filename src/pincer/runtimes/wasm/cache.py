@@ -75,17 +75,18 @@ class CompileCache:
 
     def load(self, wasm: bytes, *, source: str = "<component>") -> tuple[Component, str]:
         """The compiled component for ``wasm`` and its sha256; compiles and stores on a miss."""
-        if self._engine is None:
+        engine = self._engine
+        if engine is None:
             raise RuntimeUnavailable("this compile cache was opened without an engine", hint="pass the engine")
         digest = wasm_digest(wasm)
         path = self.entry_path(digest)
-        cached = self._read(path)
+        cached = self._read(path, engine)
         if cached is not None:
             self.stats.hits += 1
             return cached, digest
         self.stats.misses += 1
         try:
-            component = Component(self._engine, wasm)
+            component = Component(engine, wasm)
         except wasmtime.WasmtimeError as exc:
             raise RuntimeUnavailable(
                 f"{source} is not a valid WebAssembly component: {_first_line(exc)}",
@@ -102,7 +103,7 @@ class CompileCache:
             p.unlink(missing_ok=True)
         return existed
 
-    def _read(self, path: Path) -> Component | None:
+    def _read(self, path: Path, engine: wasmtime.Engine) -> Component | None:
         meta_path = path.with_suffix(".json")
         if not path.exists():
             return None
@@ -111,7 +112,7 @@ class CompileCache:
             size_ok = path.stat().st_size == meta["size"]
             if not size_ok or _file_digest(path) != meta["sha256"]:
                 raise ValueError("size or digest mismatch")
-            return Component.deserialize_file(self._engine, str(path))
+            return Component.deserialize_file(engine, str(path))
         except (OSError, ValueError, KeyError, TypeError, wasmtime.WasmtimeError) as exc:
             logger.warning("compile cache entry %s is unusable (%s): rebuilding", path.name, type(exc).__name__)
             self.stats.rebuilt += 1

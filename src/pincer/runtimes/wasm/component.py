@@ -21,15 +21,16 @@ from pincer.core.errors import RuntimeUnavailable, ToolError, ToolTimeout
 from pincer.core.extras import require
 from pincer.runtimes.wasm.host import Execution, activate
 from pincer.runtimes.wasm.limits import MIB, WasmLimits
+from pincer.runtimes.wasm.records import ToolRequest
 from pincer.runtimes.wasm.wit import TOOL_INTERFACE, check_component_interfaces
 
 if TYPE_CHECKING:
     import wasmtime
-    from wasmtime.component import Component, Linker, Record
+    from wasmtime.component import Component, Linker
 else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
     wasmtime = require("wasm", "wasmtime")
     _component = require("wasm", "wasmtime.component")
-    Component, Linker, Record = _component.Component, _component.Linker, _component.Record
+    Component, Linker = _component.Component, _component.Linker
 
 __all__ = ["ToolComponent", "RawResponse", "classify_trap"]
 
@@ -101,9 +102,7 @@ class ToolComponent:
             store = self._new_store(limits, timeout_s)
             try:
                 instance = self._linker.instantiate(store, self.component)
-                request = Record()
-                request.params = params_json
-                request.context = context_json
+                request = ToolRequest(params=params_json, context=context_json)
                 response = self._call(store, instance, "execute", request)
                 fuel_used = limits.fuel - store.get_fuel()
             except wasmtime.WasmtimeError as exc:

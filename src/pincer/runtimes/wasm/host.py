@@ -73,7 +73,7 @@ class Execution:
     host: HostContext | None = None
     deadline: float = 0.0  # time.monotonic() value after which host calls refuse to start
     timeout_s: float = 0.0  # the deadline as configured for this call (for messages)
-    http: Callable[[Execution, str, str, str, bytes | None, int | None], Any] | None = None
+    http: Callable[[Execution, str, str, str, bytes | None, int | None], Variant] | None = None
     invoke: Callable[[Execution, str, str], str] | None = None
     redact: Callable[[str], str] = lambda text: text
     secret_lookup: Callable[[str], bool] | None = None

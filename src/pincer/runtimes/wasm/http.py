@@ -44,14 +44,15 @@ from pincer.core.extras import require
 from pincer.policy.budget import RateLimit, RateLimiter
 from pincer.runtimes.wasm.host import Execution, decode_headers
 from pincer.runtimes.wasm.limits import WasmLimits
+from pincer.runtimes.wasm.records import HttpResponseRecord
 from pincer.safety.egress import EgressClient, EgressPolicy, EgressRule, HttpRequest, send
 from pincer.secrets.injection import inject_credentials
 
 if TYPE_CHECKING:
-    from wasmtime.component import Record, Variant
+    from wasmtime.component import Variant
 else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
     _component = require("wasm", "wasmtime.component")
-    Record, Variant = _component.Record, _component.Variant
+    Variant = _component.Variant
 
 __all__ = ["HttpGateway", "DEFAULT_TIMEOUT_MS"]
 
@@ -109,7 +110,7 @@ class HttpGateway:
 
     def _request(
         self, ex: Execution, method: str, url: str, headers_json: str, body: bytes | None, timeout_ms: int | None
-    ) -> Record:
+    ) -> HttpResponseRecord:
         caps = ex.capabilities
         http = caps.http if caps is not None else None
         if http is None or ex.host is None:
@@ -203,11 +204,7 @@ class HttpGateway:
             text, encoding = _as_text(body_out)
             if scanner.contains_secret(text):
                 body_out = scanner.redact_text(text).encode(encoding, "replace")
-        out = Record()
-        out.status = response.status
-        setattr(out, "headers-json", headers_text)
-        out.body = body_out
-        return out
+        return HttpResponseRecord(status=response.status, headers_json=headers_text, body=body_out)
 
 
 def _as_text(body: bytes) -> tuple[str, str]:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -43,6 +43,15 @@ from pincer.runtimes.wasm.limits import MIB, ToolLimits, WasmLimits
 from pincer.runtimes.wasm.runner_tool import BUILT_SUFFIX, RunnerSource, read_runner_source, runner_context
 from pincer.runtimes.wasm.wit import HOST_WIT_VERSION
 
+if TYPE_CHECKING:
+    from pincer.core.capabilities import Capabilities
+    from pincer.core.values import ToolResult
+    from pincer.runtimes.wasm.http import HttpGateway
+    from pincer.safety.scanner import LeakScanner
+
+# An installed tool's files as seen on disk (see ``file_stamp``): compared for equality only.
+FileStamp = tuple[object, ...]
+
 __all__ = ["WasmRuntime", "WasmHost", "LoadedTool", "Redactor"]
 
 logger = logging.getLogger(__name__)
@@ -58,15 +67,15 @@ class LoadedTool:
     name: str
     component: ToolComponent
     spec: ToolSpec
-    capabilities: Any  # pincer.core.capabilities.Capabilities | None
+    capabilities: Capabilities | None
     limits: ToolLimits | None
     digest: str
     path: Path | None = None
-    stamp: Any = None  # what was on disk when it was loaded (see ``file_stamp``)
+    stamp: FileStamp | None = None  # what was on disk when it was loaded
     runner: RunnerSource | None = None  # a runner tool: the source the shared runner runs
 
 
-def file_stamp(home: Path, name: str) -> Any:
+def file_stamp(home: Path, name: str) -> FileStamp | None:
     """Identity of an installed tool's files: the wasm (through a hub link to its target) and the
     files beside it (capabilities; a runner tool's source and manifest). A changed stamp means
     another version is installed."""
@@ -74,7 +83,7 @@ def file_stamp(home: Path, name: str) -> Any:
     try:
         real = path.resolve()
         info = real.stat()
-        beside = []
+        beside: list[tuple[int, int, int] | None] = []
         for sibling in (f"{name}.capabilities.json", f"{name}.py", f"{name}{BUILT_SUFFIX}"):
             other = real.with_name(sibling)
             found = other.stat() if other.is_file() else None
@@ -196,7 +205,7 @@ class WasmHost:
         return dataclasses.replace(loaded, stamp=stamp)
 
 
-def _side_effecting(caps: Any) -> bool:
+def _side_effecting(caps: Capabilities | None) -> bool:
     """Conservative: a tool that may write over HTTP or call other tools may change the world."""
     if caps is None:
         return False
@@ -224,7 +233,7 @@ class WasmRuntime:
         engine_config: WasmLimits | None = None,
         *,
         cache_dir: Path | None = None,
-        scanner: Callable[[], Any] | None = None,
+        scanner: Callable[[], LeakScanner] | None = None,
         on_change: ChangeListener | None = None,
         admit: Callable[[str], str | None] | None = None,
     ) -> None:
@@ -243,8 +252,8 @@ class WasmRuntime:
         self._started = False
         self._scanner_factory = scanner
         self.load_errors: dict[str, str] = {}
-        self._failed_stamps: dict[str, Any] = {}
-        self._http: Any = None  # HttpGateway, made on first use (it pulls in the HTTP stack)
+        self._failed_stamps: dict[str, FileStamp | None] = {}
+        self._http: HttpGateway | None = None  # made on first use (it pulls in the HTTP stack)
         self._rate = RateLimiter()
         self._rate_lock = threading.Lock()
 
@@ -474,7 +483,7 @@ class WasmRuntime:
         )
         invoke = host.invoke
 
-        async def call() -> Any:
+        async def call() -> ToolResult:
             with anyio.fail_after(remaining):
                 return await invoke(request)
 
@@ -491,7 +500,7 @@ class WasmRuntime:
 
     # ------------------------------------------------------------------------------ helpers
 
-    def _http_gateway(self) -> Any:
+    def _http_gateway(self) -> HttpGateway:
         if self._http is None:
             from pincer.runtimes.wasm.http import HttpGateway
 
@@ -527,12 +536,12 @@ class Redactor:
     this call (read at each use, since injection happens mid-call) and credential shapes.
     Public: the builder's test bench runs a candidate tool with the same scrubbing."""
 
-    def __init__(self, factory: Callable[[], Any] | None, host: HostContext) -> None:
+    def __init__(self, factory: Callable[[], LeakScanner] | None, host: HostContext) -> None:
         self._factory = factory
         self._host = host
-        self._base: Any = None
+        self._base: LeakScanner | None = None
 
-    def scanner(self) -> Any:
+    def scanner(self) -> LeakScanner:
         if self._base is None:
             if self._factory is not None:
                 self._base = self._factory()
@@ -548,4 +557,4 @@ class Redactor:
         return redacted
 
     def contains_secret(self, text: str) -> bool:
-        return bool(self.scanner().contains_secret(text))
+        return self.scanner().contains_secret(text)

@@ -79,10 +79,12 @@ class HttpResponse:
         return json.loads(self.body)
 
 
-def tool(*, description: str, schema: dict[str, Any]) -> Callable[[Callable[[dict], Any]], Callable[[dict], Any]]:
+def tool(
+    *, description: str, schema: dict[str, Any]
+) -> Callable[[Callable[[dict[str, Any]], Any]], Callable[[dict[str, Any]], Any]]:
     """Register the module's tool function with its description and JSON Schema."""
 
-    def register(fn: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    def register(fn: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         if _TOOL:
             raise RuntimeError("pincer_guest: only one @tool function per component")
         _TOOL.update(fn=fn, description=description, schema=json.dumps(schema))
@@ -107,10 +109,12 @@ class Tool:
             return _tool_types.Response(output=None, error=f"{type(exc).__name__}: {exc}")
 
     def schema(self) -> str:
-        return _TOOL.get("schema", '{"type": "object"}')
+        schema: str = _TOOL.get("schema", '{"type": "object"}')  # @tool stores it JSON-encoded
+        return schema
 
     def description(self) -> str:
-        return _TOOL.get("description", "")
+        description: str = _TOOL.get("description", "")
+        return description
 
 
 def log(level: str, message: str) -> None:
@@ -118,18 +122,23 @@ def log(level: str, message: str) -> None:
     _host.log(_LEVELS.get(level, _host.LogLevel.INFO), message)
 
 
+# The bindings (wit_world) are generated at build time, so the type checker does not see them:
+# each result is declared as the type its WIT signature gives (u64, option<string>, bool).
 def now_millis() -> int:
-    return _host.now_millis()
+    millis: int = _host.now_millis()
+    return millis
 
 
 def workspace_read(path: str) -> str | None:
     """A file under an allowed workspace prefix, or None (missing, refused or not granted)."""
-    return _host.workspace_read(path)
+    content: str | None = _host.workspace_read(path)
+    return content
 
 
 def secret_exists(name: str) -> bool:
     """True only for a secret this tool may use and that exists; its value is never visible."""
-    return _host.secret_exists(name)
+    exists: bool = _host.secret_exists(name)
+    return exists
 
 
 def http_request(
