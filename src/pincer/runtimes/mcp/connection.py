@@ -44,7 +44,7 @@ from pincer.core.errors import PincerError, RuntimeUnavailable, SecretError, Too
 from pincer.runtimes.mcp import sdk_compat
 from pincer.runtimes.mcp.config import ServerConfig
 from pincer.runtimes.mcp.environment import SecretLookup, child_environment, resolve_secret_refs
-from pincer.runtimes.mcp.lean import LeanCalls
+from pincer.runtimes.mcp.lean import LeanCalls, ProgressFn
 from pincer.runtimes.mcp.lean_streams import LeanStreams
 from pincer.runtimes.mcp.pins import ToolDefinition
 from pincer.runtimes.mcp.stdio import StdioLaunch, StdioTransport
@@ -76,7 +76,6 @@ HTTP_READ_TIMEOUT_S = 300.0
 ToolsListener = Callable[["ServerConnection", list[ToolDefinition]], None]
 # Told that the server's ``resources`` or ``prompts`` list changed (its own notification).
 ListsListener = Callable[["ServerConnection", str], None]
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 T = TypeVar("T")
 
 
@@ -84,7 +83,7 @@ def backoff_delay(failures: int) -> float:
     """Seconds to wait before the next start after ``failures`` consecutive failures."""
     if failures <= 1:
         return 0.0
-    return min(BACKOFF_INITIAL_S * 2 ** (failures - 2), BACKOFF_MAX_S)
+    return min(BACKOFF_INITIAL_S * 2.0 ** (failures - 2), BACKOFF_MAX_S)
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -29,7 +29,7 @@ import collections
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from mcp.shared.exceptions import MCPError
@@ -47,10 +47,17 @@ MAX_IN_FLIGHT = 4096
 PROGRESS_BACKLOG = 16
 CANCEL_WRITE_TIMEOUT_S = 2.0  # the courtesy cancel must not hang a caller on a stuck pipe
 
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+class ProgressFn(Protocol):
+    """Receives a call's progress notifications (the call shape of the SDK's ``ProgressFnT``, so
+    one callback serves both the lean path and ``Client.call_tool``)."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+
 # Sends one JSON-RPC message (a dict) with the HTTP headers it needs (None on stdio).
 Send = Callable[[dict[str, Any], Mapping[str, str] | None], Awaitable[None]]
-_CLOSED = object()
 
 
 def _as_id(value: Any) -> int | None:
@@ -66,7 +73,7 @@ class _Call:
     __slots__ = ("outcome", "progress", "wake", "on_progress")
 
     def __init__(self, on_progress: ProgressFn | None) -> None:
-        self.outcome: Any = None  # the result dict, an MCPError, or _CLOSED
+        self.outcome: dict[str, Any] | MCPError | None = None
         self.progress: collections.deque[tuple[float, float | None, str | None]] = collections.deque(
             maxlen=PROGRESS_BACKLOG
         )
@@ -116,7 +123,7 @@ class LeanCalls:
             result = message["result"]
             if type(result) is not dict:
                 return False
-            outcome: Any = result
+            outcome: dict[str, Any] | MCPError = result
         else:
             error = message["error"]
             if type(error) is not dict or type(error.get("code")) is not int or type(error.get("message")) is not str:
@@ -155,7 +162,7 @@ class LeanCalls:
             self.closed = reason
         for call in self._pending.values():
             if call.outcome is None:
-                call.outcome = _CLOSED
+                call.outcome = MCPError(code=CONNECTION_CLOSED, message="Connection closed")
             call.wake.set()
 
     # -- the caller's side ---------------------------------------------------------------------
@@ -221,8 +228,6 @@ class LeanCalls:
             outcome = call.outcome
             if outcome is None:
                 continue
-            if outcome is _CLOSED:
-                raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
             if isinstance(outcome, MCPError):
                 raise outcome
             return outcome

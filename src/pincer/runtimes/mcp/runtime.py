@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
@@ -32,6 +32,7 @@ from pincer.runtimes.mcp.assignment import Assignment, Refused, assign_tools, ho
 from pincer.runtimes.mcp.config import ServerConfig, ServerStore, tool_name
 from pincer.runtimes.mcp.connection import ServerConnection, ServerStatus
 from pincer.runtimes.mcp.environment import SecretLookup
+from pincer.runtimes.mcp.lean import ProgressFn
 from pincer.runtimes.mcp.operations import (
     OPERATION_KEY,
     RESOURCES_READ,
@@ -58,13 +59,22 @@ TIMEOUT_MARGIN_S = 0.5
 START_TIMEOUT_S = 60.0  # all servers started by start(), together
 
 
-def secret_lookup(secrets: Any) -> SecretLookup | None:
+@runtime_checkable
+class SecretFinder(Protocol):
+    """A store that looks a secret up by name (``SecretStore`` is one)."""
+
+    def find(self, name: str) -> str | None: ...
+
+
+SecretSource = SecretFinder | Mapping[str, str] | SecretLookup
+
+
+def secret_lookup(secrets: SecretSource | None) -> SecretLookup | None:
     """Accept a SecretStore (``find``), a mapping, or a function name -> value."""
     if secrets is None:
         return None
-    find = getattr(secrets, "find", None)
-    if callable(find):
-        return find
+    if isinstance(secrets, SecretFinder) and callable(secrets.find):
+        return secrets.find
     if isinstance(secrets, Mapping):
         return secrets.get
     if callable(secrets):
@@ -73,6 +83,10 @@ def secret_lookup(secrets: Any) -> SecretLookup | None:
 
 
 ScannerFactory = Callable[[], LeakScanner]
+
+
+def _always(scanner: LeakScanner) -> ScannerFactory:
+    return lambda: scanner
 ListsListener = Callable[[str], None]
 
 
@@ -87,7 +101,7 @@ class McpRuntime:
         servers: Sequence[ServerConfig],
         *,
         pins: PinStore,
-        secrets: Any = None,
+        secrets: SecretSource | None = None,
         scanner: ScannerFactory | None = None,
         starts: Callable[[str], bool] | None = None,
         lean_calls: bool = False,
@@ -98,10 +112,7 @@ class McpRuntime:
         self._starts = starts
         self._lean_calls = lean_calls
         self._lookup = secret_lookup(secrets)
-        if scanner is None:
-            shapes_only = LeakScanner(())
-            scanner = lambda: shapes_only  # noqa: E731
-        self._scanner = scanner
+        self._scanner = scanner if scanner is not None else _always(LeakScanner(()))  # credential shapes only
         self.servers: dict[str, ServerConfig] = {s.name: s for s in servers if s.enabled}
         self.connections: dict[str, ServerConnection] = {
             name: self._connection(config) for name, config in self.servers.items()
@@ -122,7 +133,9 @@ class McpRuntime:
         )
 
     @classmethod
-    def from_home(cls, home: Path, *, secrets: Any = None, scanner: ScannerFactory | None = None) -> McpRuntime:
+    def from_home(
+        cls, home: Path, *, secrets: SecretSource | None = None, scanner: ScannerFactory | None = None
+    ) -> McpRuntime:
         return cls(ServerStore(home).load(), pins=PinStore(home), secrets=secrets, scanner=scanner)
 
     # -- the Runtime protocol -------------------------------------------------------------------
@@ -204,12 +217,14 @@ class McpRuntime:
         if OPERATION_KEY in spec.annotations:
             return await self._invoke_operation(spec, args, host)
         conn, upstream, timeout_s = await self._ready(spec, host)
-        progress = None
+        progress: ProgressFn | None = None
         if host.client is not None:
             channel = host.client
 
-            async def progress(value: float, total: float | None, message: str | None) -> None:
-                await channel.progress(value, total, message)
+            async def report(progress: float, total: float | None, message: str | None) -> None:
+                await channel.progress(progress, total, message)
+
+            progress = report
 
         result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
         return to_tool_output(result, server=conn.name)

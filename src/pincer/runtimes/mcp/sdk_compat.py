@@ -32,6 +32,8 @@ from mcp.client.extension import UnexpectedClaimedResult
 from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
 from mcp_types import methods as wire_methods
 
+from pincer.runtimes.mcp.lean import ProgressFn
+
 __all__ = ["call_request", "finish_call", "negotiated_version"]
 
 
@@ -58,7 +60,7 @@ async def finish_call(
     raw: dict[str, Any],
     *,
     timeout_s: float,
-    progress: Any,  # a ProgressFnT; pincer's callables match its call shape, not its Protocol name
+    progress: ProgressFn | None,
 ) -> types.CallToolResult:
     session = client.session
     client_session._clamp_inbound_ttl(raw)

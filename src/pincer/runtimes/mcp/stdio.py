@@ -22,9 +22,10 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import anyio
@@ -35,6 +36,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from pincer.runtimes.mcp.lean import LeanCalls, encode_line
+
+# What the transport yields: the streams an MCP ClientSession reads from and writes to.
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +97,7 @@ class StdioTransport:
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._process: anyio.abc.Process | None = None
         self._lifeline_w: int | None = None
-        self._context: Any = None
+        self._context: AbstractAsyncContextManager[Streams, bool | None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -108,21 +112,20 @@ class StdioTransport:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(
-        self,
-    ) -> tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]:
+    async def __aenter__(self) -> Streams:
         self._context = self._open()
         return await self._context.__aenter__()
 
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        return await self._context.__aexit__(*exc_info)
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        context, self._context = self._context, None
+        if context is None:
+            raise RuntimeError("StdioTransport exited without being entered")
+        return await context.__aexit__(exc_type, exc, tb)
 
     @asynccontextmanager
-    async def _open(
-        self,
-    ) -> AsyncIterator[
-        tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
-    ]:
+    async def _open(self) -> AsyncIterator[Streams]:
         lifeline_r, lifeline_w = os.pipe()
         try:
             self._process = await anyio.open_process(

@@ -49,7 +49,8 @@ def _prctl(option: int, value: int) -> bool:
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+        status: int = ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)  # a C int
+        return status == 0
     except (OSError, AttributeError):
         return False
 
