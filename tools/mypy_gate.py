@@ -6,7 +6,8 @@ A new error fails the gate; an error that is gone is reported so the baseline ca
 (``python tools/mypy_gate.py --update`` rewrites it, and refuses to let it grow).
 
 Then runs ``mypy --strict`` over the typed seams (issue 22 item 1: the lower layers, the chain and
-the packages the agent runs on), which have no baseline: any strict error there fails the gate.
+the packages the agent runs on; issue 40 item 2: the runtimes, canvas, hub, built-ins and builder),
+which have no baseline: any strict error there fails the gate.
 ``--follow-imports=silent`` checks the modules they import for types but reports only theirs.
 """
 
@@ -31,6 +32,11 @@ STRICT = (
     "src/pincer/llm",
     "src/pincer/skills",
     "src/pincer/triggers",
+    "src/pincer/runtimes",
+    "src/pincer/canvas",
+    "src/pincer/hub",
+    "src/pincer/builtins",
+    "src/pincer/builder",
 )
 _LINE_REF = re.compile(r"\bline \d+")
 _LINE = re.compile(r"^(?P<path>[^:]+):\d+(?::\d+)?: error: (?P<message>.*?)\s+\[(?P<code>[a-z0-9-]+)\]$")
