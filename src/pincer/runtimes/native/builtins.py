@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pincer.core.effects import EffectKind
 from pincer.core.errors import EgressDenied, SecretError, ToolError, UsageError
-from pincer.core.values import CallEffects, HostContext
+from pincer.core.values import CallEffects, HostContext, HostSecrets
 from pincer.runtimes.native import jsonpath, workspace
 from pincer.runtimes.native.decorator import NativeTool, tool
 from pincer.runtimes.native.runtime import NativeRuntime
@@ -28,6 +28,7 @@ from pincer.runtimes.native.skill_roots import SkillRootGuard
 
 if TYPE_CHECKING:  # imported where a request is made: listing the tools needs no HTTP stack
     from pincer.safety import egress
+    from pincer.safety.urls import CheckedUrl
 
 __all__ = ["BUILTIN_TOOLS", "builtin_runtime", "MAX_JSON_DOCUMENT_BYTES", "MAX_WRITE_BYTES", "MAX_LIST_ENTRIES"]
 
@@ -190,7 +191,7 @@ async def http_request(
     return _response_value(response, target.url)
 
 
-def _checked_target(url: str, method: str, host: HostContext) -> tuple[egress.EgressPolicy, str, Any]:
+def _checked_target(url: str, method: str, host: HostContext) -> tuple[egress.EgressPolicy, str, CheckedUrl]:
     if not host.network_hosts:
         raise EgressDenied(
             f"http: no host is allowed for tool {host.tool!r} in this call (rule: default deny)",
@@ -269,7 +270,7 @@ def _inject(method: str, url: str, headers: dict[str, str], host: HostContext) -
     return injected.url, dict(injected.headers)
 
 
-def _secret_functions(access: Any) -> tuple[Callable[[str], str | None], Callable[[str], None]]:
+def _secret_functions(access: HostSecrets) -> tuple[Callable[[str], str | None], Callable[[str], None]]:
     find = getattr(access, "find", None)
     record = getattr(access, "record", None)
     if not callable(find) or not callable(record):

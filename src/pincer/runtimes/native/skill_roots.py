@@ -19,7 +19,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pincer.core.effects import EffectKind
 from pincer.core.errors import PincerError
@@ -31,6 +31,16 @@ __all__ = ["SkillRootGuard"]
 _key = folder_key
 
 
+class LabelledRoot(Protocol):
+    """A skill root as the skills library lists it (``pincer.skills.roots.Root``)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SkillRootGuard:
     """``roots``: (label, path) of every skill root; ``home``: where the record of writes is kept."""
@@ -39,7 +49,7 @@ class SkillRootGuard:
     home: Path | None = None
 
     @classmethod
-    def from_roots(cls, roots: Sequence[Any], home: Path | None) -> SkillRootGuard:
+    def from_roots(cls, roots: Sequence[LabelledRoot], home: Path | None) -> SkillRootGuard:
         return cls(roots=tuple((r.label, Path(r.path)) for r in roots), home=home)
 
     def root_of(self, target: str) -> tuple[str, Path, str | None] | None:

@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pincer.core.capabilities import (
     Capabilities,
@@ -28,7 +28,7 @@ from pincer.core.capabilities import (
 )
 from pincer.core.effects import EffectKind, RuntimeKind
 from pincer.core.errors import SecretError, ToolError, ToolNotFound, UsageError
-from pincer.core.values import HostContext, ToolOutput, ToolSpec
+from pincer.core.values import HostContext, HostSecrets, ToolOutput, ToolSpec
 from pincer.runtimes.openapi.bodies import FileReader, encode_body
 from pincer.runtimes.openapi.config import ServiceConfig, ServiceStore, host_pattern_of, parse_auth, path_prefix_of
 from pincer.runtimes.openapi.operations import Operation, Parameter
@@ -41,6 +41,9 @@ from pincer.runtimes.openapi.serialize import (
     query_pairs,
     scalar_text,
 )
+
+if TYPE_CHECKING:  # imported where a request is made: listing the tools needs no HTTP stack
+    from pincer.safety import egress
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +224,7 @@ class OpenApiRuntime:
         self._max_request_bytes = max_request_bytes
         self._specs: dict[str, ToolSpec] = {}
         self._owners: dict[str, tuple[ServiceConfig, Operation]] = {}
-        self._clients: dict[tuple[bool, bool], Any] = {}
+        self._clients: dict[tuple[bool, bool], egress.EgressClient] = {}
         for service in self.services.values():
             for operation, name in zip(service.operations, service.tool_names(), strict=True):
                 self._specs[name] = self._spec(service, operation, name)
@@ -367,7 +370,7 @@ class OpenApiRuntime:
                           hint=_first_hint(service, security))
 
     @staticmethod
-    def _access(host: HostContext) -> Any:
+    def _access(host: HostContext) -> HostSecrets:
         access = host.secrets
         if access is None or not callable(getattr(access, "find", None)) or not callable(getattr(access, "record", None)):
             raise SecretError(
@@ -377,7 +380,7 @@ class OpenApiRuntime:
         return access
 
     async def _choose(
-        self, service: ServiceConfig, operation: Operation, security: Sequence[Requirement], access: Any,
+        self, service: ServiceConfig, operation: Operation, security: Sequence[Requirement], access: HostSecrets,
         host: HostContext,
     ) -> list[tuple[SecurityScheme, str]]:
         """The first alternative whose credentials are all there; [] for an anonymous one."""
@@ -403,7 +406,7 @@ class OpenApiRuntime:
                           hint=_first_hint(service, security))
 
     async def _value(
-        self, service: ServiceConfig, scheme: SecurityScheme, scopes: Sequence[str], access: Any, host: HostContext
+        self, service: ServiceConfig, scheme: SecurityScheme, scopes: Sequence[str], access: HostSecrets, host: HostContext
     ) -> str | None:
         if scheme.is_oauth and self._tokens is not None:
             token = await self._tokens.access_token(service, scheme, scopes, host)
@@ -430,7 +433,7 @@ class OpenApiRuntime:
     # -- answers -------------------------------------------------------------------------------
 
     @staticmethod
-    def _output(operation: Operation, response: Any) -> ToolOutput:
+    def _output(operation: Operation, response: egress.HttpResponse) -> ToolOutput:
         content_type = (response.header("content-type") or "").lower()
         text = response.body.decode("utf-8", errors="replace")
         value: Any = text

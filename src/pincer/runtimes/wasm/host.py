@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pincer.core.extras import require
 from pincer.runtimes.wasm.abi import add_host_func
@@ -59,6 +59,14 @@ _LOG_LEVELS = ("trace", "debug", "info", "warn", "error")
 _local = threading.local()
 
 
+class Scrubber(Protocol):
+    """What crosses the boundary is checked and redacted with (the runtime's ``Redactor``)."""
+
+    def contains_secret(self, text: str) -> bool: ...
+
+    def redact_text(self, text: str) -> str: ...
+
+
 @dataclass(kw_only=True, slots=True, eq=False)
 class Execution:
     """Mutable state of one execute: limits, what the grant allows, what the guest did.
@@ -77,7 +85,7 @@ class Execution:
     invoke: Callable[[Execution, str, str], str] | None = None
     redact: Callable[[str], str] = lambda text: text
     secret_lookup: Callable[[str], bool] | None = None
-    scanner: Any = None  # the runtime's redactor: contains_secret(text), redact_text(text)
+    scanner: Scrubber | None = None
     logs: list[tuple[str, str]] = field(default_factory=list)
     logs_dropped: int = 0
     http_requests: int = 0

@@ -34,7 +34,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.from_thread
@@ -45,11 +45,13 @@ from pincer.policy.budget import RateLimit, RateLimiter
 from pincer.runtimes.wasm.host import Execution, decode_headers
 from pincer.runtimes.wasm.limits import WasmLimits
 from pincer.runtimes.wasm.records import HttpResponseRecord
-from pincer.safety.egress import EgressClient, EgressPolicy, EgressRule, HttpRequest, send
+from pincer.safety.egress import EgressClient, EgressPolicy, EgressRule, HttpRequest, HttpResponse, send
 from pincer.secrets.injection import inject_credentials
 
 if TYPE_CHECKING:
     from wasmtime.component import Variant
+
+    from pincer.core.capabilities import RateLimit as CapabilityRateLimit
 else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
     _component = require("wasm", "wasmtime.component")
     Variant = _component.Variant
@@ -82,7 +84,7 @@ class HttpGateway:
         for client in clients:
             await client.aclose()
 
-    def reserve(self, key: str, rate: Any) -> None:
+    def reserve(self, key: str, rate: CapabilityRateLimit) -> None:
         """Count one use against a capabilities ``RateLimit``; BudgetExceeded when spent."""
         limit = RateLimit(calls_per_minute=rate.requests_per_minute, calls_per_hour=rate.requests_per_hour)
         with self._rate_lock:
@@ -180,7 +182,7 @@ class HttpGateway:
             )
             client_key = (True, True)
 
-        async def exchange() -> Any:
+        async def exchange() -> HttpResponse:
             client = self._clients.get(client_key)
             if client is None:
                 client = self._clients[client_key] = EgressClient()

@@ -31,6 +31,9 @@ from pincer.store.jsonfile import write_bytes_atomic
 if TYPE_CHECKING:
     import tarfile
 
+    from pincer.core.capabilities import Capabilities
+    from pincer.runtimes.wasm.limits import ToolLimits
+
 __all__ = [
     "SourceFiles",
     "InstallResult",
@@ -183,8 +186,8 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
         return fh.read()
 
 
-def parse_capabilities(files: SourceFiles) -> tuple[Any, Any]:
-    """``(Capabilities | None, ToolLimits | None)`` from the source's capabilities text."""
+def parse_capabilities(files: SourceFiles) -> tuple[Capabilities | None, ToolLimits | None]:
+    """The capabilities and limits the source's capabilities text declares (None: no text)."""
     from pincer.core.capabilities import Capabilities
     from pincer.runtimes.wasm.limits import parse_tool_limits
 
