@@ -293,7 +293,7 @@ class McpRuntime:
             except Exception:  # one broken listener must not keep the change from the others
                 logger.exception("MCP %s listener failed", kind)
 
-    async def _ready(self, spec: ToolSpec, host: HostContext) -> tuple[Any, str, float]:
+    async def _ready(self, spec: ToolSpec, host: HostContext) -> tuple[ServerConnection, str, float]:
         """The running connection, the server's name for the tool and the call's timeout; raises
         ToolNotFound or Denied (a blocked definition)."""
         owner = self._owners.get(spec.name)

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -300,14 +301,14 @@ class BackendSelector:
     remembered for the life of the process; a fallback (one chosen because a stronger backend failed)
     only for ``fallback_recheck_s``, after which the stronger ones are tried again."""
 
-    _cache: ClassVar[dict[tuple[Any, ...], _Choice]] = {}
+    _cache: ClassVar[dict[tuple[Hashable, ...], _Choice]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, settings: ScriptSettings, *, fallback_recheck_s: float = FALLBACK_RECHECK_S) -> None:
         self.settings = settings
         self.fallback_recheck_s = fallback_recheck_s
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> tuple[Hashable, ...]:
         s = self.settings
         return (s.backend, s.bwrap_path, s.container_engine, s.container_image, s.container_args, s.sandbox_uid,
                 s.sandbox_gid, s.scratch())  # fmt: skip

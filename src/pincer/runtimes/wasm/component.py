@@ -26,7 +26,7 @@ from pincer.runtimes.wasm.wit import TOOL_INTERFACE, check_component_interfaces
 
 if TYPE_CHECKING:
     import wasmtime
-    from wasmtime.component import Component, Linker
+    from wasmtime.component import Component, ExportIndex, Instance, Linker
 else:  # ExtraMissing naming the extra, never an ImportError, when it is not installed
     wasmtime = require("wasm", "wasmtime")
     _component = require("wasm", "wasmtime.component")
@@ -64,7 +64,7 @@ class ToolComponent:
         # the interface's exported name may carry an older patch version than ours
         iface_name = next(n for n in ctype.exports(engine) if n.startswith("near:agent/tool@"))
         iface = component.get_export_index(iface_name)
-        self._exports: dict[str, Any] = {}
+        self._exports: dict[str, ExportIndex] = {}
         for func in ("execute", "schema", "description"):
             idx = component.get_export_index(func, iface) if iface is not None else None
             if idx is None:
@@ -130,7 +130,7 @@ class ToolComponent:
             store.set_wasi(wasmtime.WasiConfig())  # empty: no args, env, preopens; stdio closed
         return store
 
-    def _call(self, store: wasmtime.Store, instance: Any, name: str, *args: Any) -> Any:
+    def _call(self, store: wasmtime.Store, instance: Instance, name: str, *args: object) -> Any:
         func = instance.get_func(store, self._exports[name])
         if func is None:
             raise RuntimeUnavailable(f"component {self.name!r}: export {name} is not a function")
