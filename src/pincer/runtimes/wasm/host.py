@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pincer.core.extras import require
 from pincer.runtimes.wasm.abi import add_host_func
@@ -123,7 +123,7 @@ class activate:
 # ----------------------------------------------------------------------------- host functions
 
 
-def _log(level: Any, message: str) -> None:
+def _log(level: object, message: str) -> None:  # the guest's enum as wasmtime lifts it: checked below
     try:
         ex = current_execution()
         if ex is None:
