@@ -8,6 +8,7 @@ by column, index by index, and the older one keeps every row it had.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -280,3 +281,55 @@ async def test_an_open_of_a_database_at_head_imports_neither_alembic_nor_sqlalch
     done = subprocess.run([sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def _log_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    return [(record.name, record.getMessage()) for record in caplog.records]
+
+
+def test_an_embedder_logging_at_info_hears_pincer_once_per_upgrade_and_alembic_not_at_all(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Alembic announces its context at INFO on every run ("Context impl SQLiteImpl", "Will assume
+    non-transactional DDL"); a program embedding pincer that logs at INFO hears one line of
+    pincer's when a store is made or upgraded, and nothing on an open that changes nothing."""
+    caplog.set_level(logging.INFO)
+    new = tmp_path / "new" / "pincer.db"
+    prepare_sqlite(new)
+    assert _log_lines(caplog) == [("pincer.store.sql.migrate", f"{new}: made at schema {HEAD}")]
+    caplog.clear()
+    prepare_sqlite(new)
+    assert _log_lines(caplog) == []
+
+    older = main_sqlite(tmp_path / "older")
+    prepare_sqlite(older)
+    assert _log_lines(caplog) == [
+        (
+            "pincer.store.sql.migrate",
+            f"{older}: upgraded from the schema of an older pincer (version {legacy.SQLITE_LAST}) to schema {HEAD}",
+        )
+    ]
+    # Only for the migration: Alembic's logger is as the embedder left it (unset) afterwards.
+    assert logging.getLogger("alembic").level == logging.NOTSET
+
+
+def test_a_level_the_embedder_gave_alembic_is_kept(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="alembic")  # the embedder asked to hear Alembic
+    prepare_sqlite(main_sqlite(tmp_path))
+    alembic_lines = [message for name, message in _log_lines(caplog) if name.startswith("alembic")]
+    assert "Context impl SQLiteImpl." in alembic_lines, _log_lines(caplog)
+    assert logging.getLogger("alembic").level == logging.INFO
+
+
+def test_the_postgres_upgrade_says_so_once_and_alembic_keeps_quiet(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    upgrade_postgres(pg_url)
+    lines = _log_lines(caplog)
+    assert [name for name, _ in lines] == ["pincer.store.sql.migrate"], lines
+    assert lines[0][1].endswith(f": made at schema {HEAD}") and "password" not in lines[0][1]
+    caplog.clear()
+    upgrade_postgres(pg_url)
+    assert _log_lines(caplog) == []

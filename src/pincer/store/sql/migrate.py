@@ -22,9 +22,13 @@ refuses a database that is not at :data:`HEAD` with a hint naming the command (:
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,8 @@ HEAD = REVISIONS[-1]
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _UPGRADE_LOCK = 0x70696E63  # the advisory lock `pincer db upgrade` holds ("pinc", as before Alembic)
 _BUSY_TIMEOUT_S = 5.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -159,7 +165,7 @@ def _prepare_locked(path: Path) -> SchemaState:
     engine = _sqlite_engine(path)
     try:
         with engine.connect() as conn:
-            _migrate(conn, state)
+            _migrate(conn, state, str(path))
     except Exception as exc:
         if isinstance(exc, StoreError):
             raise
@@ -222,7 +228,7 @@ def upgrade_postgres(url: str, *, password: str | None = None) -> tuple[SchemaSt
                 conn.commit()
                 before.refuse_newer(where)
                 if not before.at_head:
-                    _migrate(conn, before)
+                    _migrate(conn, before, where)
             finally:
                 conn.rollback()
                 conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_UPGRADE_LOCK})")
@@ -298,19 +304,57 @@ async def check(db: Database) -> SchemaState:
 # -- both --------------------------------------------------------------------------------------
 
 
-def _migrate(conn: Any, state: SchemaState) -> None:
-    """Make an empty database, or run the revisions an older one lacks (``conn``: SQLAlchemy's)."""
+def _migrate(conn: Any, state: SchemaState, where: str) -> None:
+    """Make an empty database, or run the revisions an older one lacks (``conn``: SQLAlchemy's);
+    one line of pincer's own says so once it is done."""
     from alembic import command
     from alembic.config import Config
 
+    with _alembic_quiet():
+        if state.empty:
+            _create(conn)
+        else:
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS_DIR))
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+            conn.commit()
     if state.empty:
-        _create(conn)
+        logger.info("%s: made at schema %s", where, HEAD)
+    else:
+        logger.info("%s: upgraded from %s to schema %s", where, state.describe(), HEAD)
+
+
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+
+
+@contextmanager
+def _alembic_quiet() -> Iterator[None]:
+    """Alembic's logger held at WARNING for the block: it announces its context at INFO ("Context
+    impl SQLiteImpl", "Will assume non-transactional DDL") on every run, which an embedder logging
+    at INFO would see on every first open; pincer says what it did in one line of its own. A level
+    the embedder gave Alembic's logger is left alone, and so is every other logger; blocks in
+    several threads at once restore it once the last ends."""
+    global _quiet_depth
+    alembic_logger = logging.getLogger("alembic")
+    with _quiet_lock:
+        if _quiet_depth == 0 and alembic_logger.level != logging.NOTSET:
+            chosen = True  # the embedder's own choice
+        else:
+            chosen = False
+            _quiet_depth += 1
+            alembic_logger.setLevel(logging.WARNING)
+    if chosen:
+        yield
         return
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    config.attributes["connection"] = conn
-    command.upgrade(config, "head")
-    conn.commit()
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                alembic_logger.setLevel(logging.NOTSET)
 
 
 def _create(conn: Any) -> None:
