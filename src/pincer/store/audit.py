@@ -553,7 +553,10 @@ class AuditLog:
 
     async def _commit_onto(self, batch: list[_Pending | _Unit], known: tuple[int, str, str] | None) -> None:
         async with self._db.transaction() as tx:
-            records, units = await _admitted(batch, tx)
+            if any(type(item) is _Unit for item in batch):
+                records, units = await _admitted(batch, tx)
+            else:  # plain records, the hot path: nothing to admit
+                records, units = batch, []  # type: ignore[assignment]
             if known is None:
                 head = await tx.fetch_one(_HEAD_LOCKED)
                 if head is None:

@@ -100,7 +100,7 @@ class SqliteDatabase:
         self._readers: Worker[sqlite3.Connection] = Worker(
             "pincer-sqlite-reader", lambda: _connect(path, synchronous, read_only=True), _close, threads=readers
         )
-        self._write_lock = anyio.Lock()
+        self._write_lock = anyio.Lock(fast_acquire=True)
         self._channels = channels_of_file(os.path.realpath(path))
 
     @property
@@ -138,22 +138,10 @@ class SqliteDatabase:
 
     # -- transactions ---------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def transaction(self, *, serial: str | None = None) -> AsyncIterator[SqliteTransaction]:
+    def transaction(self, *, serial: str | None = None) -> _Writing:
         # ``serial`` needs nothing here: BEGIN IMMEDIATE already makes every write transaction on
         # the file, from any process, wait for the one before.
-        async with self._write_lock:
-            tx = SqliteTransaction(self, self._writer, begin="BEGIN IMMEDIATE")
-            try:
-                yield tx
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await tx.rollback()
-                raise
-            with anyio.CancelScope(shield=True):
-                await tx.commit()
-        for channel, payload in tx.notices:
-            self._channels.deliver(channel, payload)
+        return _Writing(self)
 
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[SqliteTransaction]:
@@ -221,6 +209,39 @@ class SqliteDatabase:
                 raise store_error(path, exc) from exc
 
         return guarded
+
+
+class _Writing:
+    """A write transaction's block (:meth:`SqliteDatabase.transaction`): the writer held for its
+    length, the commit (or the rollback) shielded so a cancelled caller never leaves it half-way,
+    notices delivered once committed. A class rather than ``asynccontextmanager``: the audit's
+    group commit enters one per batch, and a generator and its frame cost more than it."""
+
+    __slots__ = ("_db", "_tx")
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+        self._tx: SqliteTransaction | None = None
+
+    async def __aenter__(self) -> SqliteTransaction:
+        await self._db._write_lock.acquire()
+        self._tx = SqliteTransaction(self._db, self._db._writer, begin="BEGIN IMMEDIATE")
+        return self._tx
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        tx = self._tx
+        assert tx is not None
+        try:
+            with anyio.CancelScope(shield=True):
+                if kind is None:
+                    await tx.commit()
+                else:
+                    await tx.rollback()
+        finally:
+            self._db._write_lock.release()
+        if kind is None:
+            for channel, payload in tx.notices:
+                self._db._channels.deliver(channel, payload)
 
 
 class FileLead:
