@@ -38,6 +38,7 @@ from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import ApprovalDenied, ApprovalPending, ApprovalTimeout, Denied, PincerError
 from pincer.core.values import Decision, HostContext, RuntimeAsk, ToolSpec
 from pincer.policy.grants import Grant
+from pincer.policy.roles import Roles
 from pincer.policy.session import SessionKind
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus, ApprovalStore
 from pincer.store.audit import AuditEntry, AuditLog
@@ -57,6 +58,7 @@ class Asked:
 
     decision: Decision
     approval: str
+    answered_by: str | None = None  # who answered it (None: a standing answer, the fallback)
 
 
 class Approver:
@@ -114,7 +116,8 @@ class Approver:
                     f"approval {earlier.id} was already used by another call",
                     hint="call again without the earlier approval: a new one is asked",
                 )
-            return Asked(decision=await self._apply(earlier, spec, call_effects, hosts, grant_decision, runtime_ask), approval=earlier.id)
+            return Asked(decision=await self._apply(earlier, spec, call_effects, hosts, grant_decision, runtime_ask),
+                         approval=earlier.id, answered_by=earlier.answered_by)  # fmt: skip
         reasons = []
         if grant_decision.mode is Mode.ASK:
             reasons.append(grant_decision.reason)
@@ -181,7 +184,8 @@ class Approver:
             with anyio.CancelScope(shield=True):  # nothing can skip it
                 await self.approvals.expire(approval.id)
             raise
-        return Asked(decision=await self._apply(answered, spec, call_effects, hosts, grant_decision, runtime_ask), approval=approval.id)
+        return Asked(decision=await self._apply(answered, spec, call_effects, hosts, grant_decision, runtime_ask),
+                     approval=approval.id, answered_by=answered.answered_by)  # fmt: skip
 
     async def _apply(
         self,
@@ -237,10 +241,21 @@ class Approver:
         by: str,
         as_session: str | None = None,
         scope: AnswerScope | str | None = None,
+        roles: Roles | None = None,
+        person: str | None = None,
     ) -> ApprovalRequest:
         """Answer an approval, as a person (``as_session`` None: the CLI, the dashboard) or as a
-        gateway session, which must be a main session. The answer is audited."""
-        if as_session is not None and self._session_kind(as_session) is not SessionKind.MAIN:
+        gateway session, which must be a main session. ``roles``: a person's (policy/roles.py),
+        who answers by them whatever the session: they must hold this approval. Audited."""
+        if roles is not None:
+            asked = await self.approvals.get(approval_id)
+            if not roles.may_answer(tool=asked.tool, effects=asked.effects, session=asked.session):
+                raise Denied(
+                    f"{by} may not answer approval {approval_id} of {asked.tool} (session {asked.session}): "
+                    f"no role of theirs ({', '.join(roles.written()) or 'none'}) holds it",
+                    hint="ask an admin for an approver role that holds it (`pincer people add NAME --role approver:tool=GLOB`)",
+                )
+        elif as_session is not None and self._session_kind(as_session) is not SessionKind.MAIN:
             raise Denied(
                 f"session {as_session!r} is not a main session and may not answer approvals "
                 "(an agent must not approve its own calls)",
@@ -260,6 +275,7 @@ class Approver:
                 args=answered.args,
                 effects=answered.effects,
                 approval_id=answered.id,
+                person=person,
             )
         )
         return answered

@@ -63,6 +63,7 @@ from pincer.core.values import (
 )
 from pincer.policy.budget import HOUR_S, RateLimit, RateLimiter
 from pincer.policy.grants import Grant, evaluate_grants, grant_matches
+from pincer.policy.roles import Roles
 from pincer.policy.session import SessionKind, evaluate_session
 from pincer.policy.taint import apply_taint
 from pincer.registry import Registry
@@ -209,6 +210,7 @@ class _Trace:
     audit_s: float = 0.0
     failed_store: str | None = None
     approval_wait_ms: float = 0.0  # how long the call waited for a person's answer (part of its duration)
+    approved_by: str | None = None  # who answered the approval that let it through
 
 
 class Dispatcher:
@@ -438,6 +440,12 @@ class Dispatcher:
         # The call's own effects (an http GET reads, a POST writes) decide from here on: grants,
         # taint, the approval and the audit record all see the same set.
         effects = trace.effects = spec.effects_for(request.args)
+        if not request.may_change_policy and effects & _POLICY_EFFECTS:
+            raise Denied(
+                f"{request.person or request.session} may not call {spec.name}: it changes what pincer may do "
+                f"({', '.join(sorted(e.value for e in effects & _POLICY_EFFECTS))})",
+                hint="ask an admin for the operator role (`pincer people add NAME --role operator`)",
+            )
         grants = await self._all_grants()
         await self._count_uses(grants, spec.name)
         decision = self._grant_decision(spec, grants, request.session, effects)
@@ -496,6 +504,7 @@ class Dispatcher:
             finally:
                 trace.approval_wait_ms = (time.perf_counter() - asking) * 1000
             decision, approval = asked.decision, asked.approval
+            trace.approved_by = asked.answered_by
             trace.decision = decision
 
         limit = self._limits.get(spec.name)
@@ -679,10 +688,14 @@ class Dispatcher:
         by: str,
         as_session: str | None = None,
         scope: AnswerScope | str | None = None,
+        roles: Roles | None = None,
+        person: str | None = None,
     ) -> ApprovalRequest:
         """Answer an approval (audited). ``as_session``: the gateway session answering, which
-        must be a main session; None for a person at the CLI."""
-        return await self.approver.answer(approval_id, answer, by=by, as_session=as_session, scope=scope)
+        must be a main session; None for a person at the CLI. ``roles``: the answering
+        ``person``'s, which must hold the approval (approver.py)."""
+        return await self.approver.answer(approval_id, answer, by=by, as_session=as_session, scope=scope, roles=roles,
+                                          person=person)  # fmt: skip
 
     def is_main_session(self, session: str) -> bool:
         return self.config.session(session).kind is SessionKind.MAIN
@@ -757,7 +770,8 @@ class Dispatcher:
             # for the caller's run and with what that run had read (its taint): a tool a tainted
             # run calls cannot do through another tool what the run's own call would ask for.
             nested = replace(
-                child, session=parent.session, depth=parent.depth + 1, caller=f"{parent.tool}", run_id=parent.run_id, taint=parent.taint
+                child, session=parent.session, depth=parent.depth + 1, caller=f"{parent.tool}", run_id=parent.run_id, taint=parent.taint,
+                person=parent.person, may_change_policy=parent.may_change_policy,
             )
             return await self.call(nested)
 
@@ -797,7 +811,13 @@ class Dispatcher:
             cached=result.cached,
             approval_id=trace.approval_id,
             run_id=request.run_id,
+            person=request.person,
+            approved_by=trace.approved_by,
         )
+
+
+# What a person who is no operator may not call: a tool that changes what pincer may do.
+_POLICY_EFFECTS = frozenset({EffectKind.MODIFY_EXTENSION, EffectKind.MODIFY_APPROVAL})
 
 
 def _outcome_of(code: Any, *, ok: bool) -> str:

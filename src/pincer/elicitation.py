@@ -83,12 +83,16 @@ def answer_from_reply(reply: Any) -> Answer | None:
     return None
 
 
-async def answer_elicited(dispatcher: Any, approval_id: str, answer: Answer, *, session: str) -> bool:
-    """Answer ``approval_id`` as ``session``'s client did; False (logged) when it was answered
-    meanwhile or expired, so that the caller falls back to saying how else to answer."""
+async def answer_elicited(
+    dispatcher: Any, approval_id: str, answer: Answer, *, session: str, person: str | None = None, roles: Any = None
+) -> bool:
+    """Answer ``approval_id`` as ``session``'s client did (a person's client: as that person, by
+    their ``roles``); False (logged) when it was answered meanwhile, expired, or the person's
+    roles do not hold it, so that the caller falls back to saying how else to answer."""
+    by = f"{ELICITATION_SOURCE}:{person if person is not None else session}"
     try:
-        await dispatcher.answer(approval_id, answer, by=f"{ELICITATION_SOURCE}:{session}", as_session=session)
+        await dispatcher.answer(approval_id, answer, by=by, as_session=session, roles=roles, person=person)
     except PincerError as exc:  # answered meanwhile, or expired
-        logger.info("elicitation answer for %s not applied: %s", approval_id, exc.message)
+        logger.info("elicitation answer for %s not applied: %s", approval_id, exc.message)  # never a token: names only
         return False
     return True

@@ -19,7 +19,7 @@ __all__ = ["CLI_ACTOR", "audit_rows", "rows_after", "last_id", "only_act", "note
 CLI_ACTOR = f"cli:{pwd.getpwuid(os.geteuid()).pw_name}"
 
 _COLUMNS = ("id", "session", "caller", "tool", "kind", "decision", "reason", "outcome", "error_code", "args",
-            "effects", "approval_id")  # fmt: skip
+            "effects", "approval_id", "person", "approved_by")  # fmt: skip
 
 
 def audit_rows(home: Path) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ PATHS = ("cli", "rest", "dashboard", "mcp", "gateway")
 
 # (act, path) -> the tests that run it: "file::function".
 CLI_ACTS = "tests/acts/test_cli_acts.py::test_each_cli_act_writes_one_record_naming_the_cli_user"
+PEOPLE_ACTS = "tests/people/test_people_cli.py::test_each_people_act_writes_one_record_naming_the_cli_user_and_never_the_token"
 COVERED: dict[tuple[str, str], tuple[str, ...]] = {
     ("grant-add", "dashboard"): ("tests/gateway/ui/test_dashboard_http.py::test_grants_are_added_and_revoked_from_the_page_and_every_edit_is_audited",),
     ("grant-revoke", "dashboard"): ("tests/gateway/ui/test_dashboard_http.py::test_grants_are_added_and_revoked_from_the_page_and_every_edit_is_audited",),
@@ -48,6 +49,9 @@ COVERED: dict[tuple[str, str], tuple[str, ...]] = {
     ("signer-trust", "cli"): (CLI_ACTS,),
     ("signer-forget", "cli"): (CLI_ACTS,),
     ("token-new", "cli"): (CLI_ACTS,),
+    ("person-add", "cli"): (PEOPLE_ACTS,),
+    ("person-remove", "cli"): (PEOPLE_ACTS,),
+    ("person-token", "cli"): (PEOPLE_ACTS,),
     ("config-reload", "gateway"): ("tests/acts/test_gateway_acts.py::test_a_config_reload_that_changes_policy_is_one_record_by_the_gateway",),
     ("call-cancelled", "cli"): ("tests/acts/test_attacks.py::test_a_cli_call_killed_while_it_waits_for_an_approval_is_recorded_once_as_cancelled",
                                 "tests/acts/test_attacks.py::test_a_call_whose_approval_times_out_is_recorded_as_cancelled_naming_it"),

@@ -43,6 +43,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "approvals": LazyCommand(module="pincer.cli.approvals", attribute="app", help="List and answer approval requests."),
     "tasks": LazyCommand(module="pincer.cli.tasks", attribute="app", help="List, show and cancel tasks (calls that outlive their connection)."),
     "audit": LazyCommand(module="pincer.cli.audit", attribute="app", help="Read and verify the audit log."),
+    "people": LazyCommand(module="pincer.cli.people", attribute="app", help="Manage people, their roles and their personal access tokens."),
     "policy": LazyCommand(module="pincer.cli.policy", attribute="app", help="Show the policy in force."),
     "config": LazyCommand(module="pincer.cli.setup", attribute="config_app", help="Check, locate and show the settings files."),
     "sandbox": LazyCommand(module="pincer.cli.sandbox", attribute="app", help="Inspect the sandbox that script tools run in."),

@@ -40,15 +40,24 @@ class Actor:
 
     channel: str
     principal: str
+    # Set when the principal is a person (a personal access token's, or a sign-in's): the session
+    # the person acts in. The record is filed under that session and names the person.
+    session_name: str | None = None
 
     def __str__(self) -> str:
         return f"{self.channel}:{self.principal}"
 
     @property
+    def person(self) -> str | None:
+        return self.principal if self.session_name is not None else None
+
+    @property
     def session(self) -> str:
         """The session a record of this actor's act is filed under: a session-bound channel's
-        principal, else the channel itself (``cli``, ``config``)."""
-        return self.channel if self.channel in _SESSIONLESS else self.principal
+        session (its principal unless a person acts in it), else the channel itself (``cli``, ``config``)."""
+        if self.channel in _SESSIONLESS:
+            return self.channel
+        return self.session_name if self.session_name is not None else self.principal
 
 
 _SESSIONLESS = frozenset({"cli", "config"})
@@ -66,6 +75,7 @@ class ActKind(StrEnum):
     SIGNER = "signer"  # a hub signing key trusted or forgotten
     TOKEN = "token"  # a gateway token made
     CONFIG = "config"  # a reloaded config.toml that changed policy
+    PERSON = "person"  # a person added or removed, a personal access token made or revoked
 
 
 _EFFECTS = {
@@ -78,6 +88,7 @@ _EFFECTS = {
     ActKind.SIGNER: EffectKind.MODIFY_EXTENSION,
     ActKind.TOKEN: EffectKind.MODIFY_APPROVAL,
     ActKind.CONFIG: EffectKind.MODIFY_APPROVAL,
+    ActKind.PERSON: EffectKind.MODIFY_APPROVAL,
 }
 
 

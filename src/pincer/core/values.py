@@ -249,6 +249,11 @@ class CallRequest:
     run_id: str | None = None  # the agent run the call belongs to, recorded in the audit log
     taint: Taint | None = None  # set by the agent loop once its run has read untrusted output
     call_id: str | None = None  # the model's id of the tool call (agent runs): traces name it
+    # The person behind the call (a personal access token's): recorded in the audit log. A call
+    # whose caller may not change policy (a person who is no operator) is refused a tool that
+    # would (installs, builds, grants: modify_extension, modify_approval).
+    person: str | None = None
+    may_change_policy: bool = True
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -3,6 +3,12 @@ dashboard apply (``rest/approvals.py``, ``rest/audit.py``, ``rest/runs.py``, ``u
 
 A main session sees everything; a non-main session sees only its own approval requests, runs
 and audit records, and may not answer approvals (an agent must not approve its own calls).
+
+A person's token (store/people.py) carries the person's roles (policy/roles.py), and then the
+roles decide what it may change, whatever its session: answering an approval takes an approver
+whose scope holds that approval (or an admin), editing grants, trusting definitions and building
+tools takes an operator, managing people an admin. A configured token stays as it was: its
+session's kind decides.
 """
 
 from __future__ import annotations
@@ -10,15 +16,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pincer.gateway.tokens import GatewaySession
+from pincer.policy.roles import PersonAct
 from pincer.store.approvals import ApprovalRequest
 from pincer.store.runs import RunRow
 
 __all__ = [
     "sees_approval", "approvals_seen", "can_answer_approvals", "ANSWER_FORBIDDEN_HINT", "may_read_audit_of", "audit_session_filter",
-    "runs_session_filter", "sees_run",
+    "runs_session_filter", "sees_run", "may_answer", "may_operate", "OPERATE_FORBIDDEN_HINT",
 ]  # fmt: skip
 
 ANSWER_FORBIDDEN_HINT = "answer with a main session's token, or with `pincer approvals`"
+OPERATE_FORBIDDEN_HINT = "ask an admin for the operator role (`pincer people add NAME --role operator`)"
 
 
 def sees_approval(session: GatewaySession, approval: ApprovalRequest) -> bool:
@@ -30,6 +38,23 @@ def approvals_seen(session: GatewaySession, requests: Iterable[ApprovalRequest])
 
 
 def can_answer_approvals(session: GatewaySession) -> bool:
+    """Whether the session may answer approvals at all (a person: some of them, by role)."""
+    if session.roles is not None:
+        return session.roles.answers_any()
+    return session.is_main
+
+
+def may_answer(session: GatewaySession, approval: ApprovalRequest) -> bool:
+    """Whether the session may answer this approval: a person's roles must hold it."""
+    if session.roles is not None:
+        return session.roles.may_answer(tool=approval.tool, effects=approval.effects, session=approval.session)
+    return session.is_main
+
+
+def may_operate(session: GatewaySession) -> bool:
+    """Grants, trust of definitions, builds and installs: a main session, or a person who is an operator."""
+    if session.roles is not None:
+        return session.roles.may(PersonAct.OPERATE)
     return session.is_main
 
 

@@ -62,7 +62,7 @@ def create_gateway(
     extensions: tuple[McpExtension, ...] = (),
 ) -> Gateway:
     """Build the gateway over an open Pincer. ``token`` is the primary bearer token."""
-    tokens = TokenBook(config=lambda: pincer.config, primary_token=token)
+    tokens = TokenBook(config=lambda: pincer.config, primary_token=token, people=pincer.people)
     if pincer.config.telemetry.metrics:
         pincer.enable_metrics()
     if settings.canvas:

@@ -30,6 +30,7 @@ from pincer.elicitation import (
     answer_from_reply,
     approval_message,
 )
+from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.approvals import Answer, ApprovalRequest
@@ -79,7 +80,7 @@ def waiting_message(approval: ApprovalRequest, base_url: str | None) -> str:
 
 
 async def answer_approval(dispatcher: Any, approval_id: str, answer: Answer, session: GatewaySession) -> None:
-    await answer_elicited(dispatcher, approval_id, answer, session=session.name)
+    await answer_elicited(dispatcher, approval_id, answer, session=session.name, person=session.person, roles=session.roles)
 
 
 @dataclass(kw_only=True)
@@ -110,9 +111,10 @@ class ApprovalRounds:
         return None
 
     def can_start(self, channel: McpChannel, session: GatewaySession) -> bool:
-        # Only a main session's client may be asked: an agent must not approve its own calls.
+        # Only a main session's client (or an approving person's) may be asked: an agent must not
+        # approve its own calls.
         return (
-            session.is_main
+            can_answer_approvals(session)
             and channel.is_modern
             and channel.has_capability("elicitation")
             and self._task_group() is not None

@@ -194,7 +194,7 @@ class Guard:
                     "send 'Authorization: Bearer <token>' once",
                 )  # fmt: skip
                 return
-            session = self._authenticate(headers.get("authorization"))
+            session = await self._authenticate(headers.get("authorization"))
             if session is None:
                 missing = headers.get("authorization") is None
                 self._count_unauthenticated(scope, "unauthorized")
@@ -255,13 +255,13 @@ class Guard:
             name = f"[{name}]"
         return name in self._host_names or name in self._host_any_port
 
-    def _authenticate(self, authorization: str | None) -> GatewaySession | None:
+    async def _authenticate(self, authorization: str | None) -> GatewaySession | None:
         if not authorization:
             return None
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        return self.tokens.session_for(token.strip())
+        return await self.tokens.resolve(token.strip())
 
     async def _read_body(self, receive: Receive) -> bytes:
         body = bytearray()
@@ -290,7 +290,7 @@ class Guard:
         hint: str,
     ) -> None:
         """Refuse a request at the Host/Origin check: audited only if it carries a valid token."""
-        session = self._authenticate(headers.get("authorization"))
+        session = await self._authenticate(headers.get("authorization"))
         if session is None:
             self._count_unauthenticated(scope, code)
             await _respond(scope, send, status, code, message, hint)

@@ -49,6 +49,7 @@ from starlette.types import Receive, Scope, Send
 from pincer import __version__
 from pincer.core.errors import ApprovalPending, ArgumentsInvalid, PincerError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
+from pincer.gateway.access import may_answer, may_operate
 from pincer.gateway.approvals import (
     APPROVAL_DECISION_SCHEMA,
     ApprovalRounds,
@@ -317,6 +318,8 @@ class McpGateway:
             idempotency_key=idempotency_key,
             caller="mcp",
             client=channel,
+            person=session.person,
+            may_change_policy=may_operate(session),
         )
         approval_id = self._rounds.continuation(channel)
         if channel.is_modern and approval_id is None and self.tasks.enabled():
@@ -393,8 +396,9 @@ class McpGateway:
         call_scope = anyio.CancelScope()
 
         async def put_to_client(approval: ApprovalRequest) -> None:
-            # Only a main session's client is asked: an agent must not approve its own calls.
-            can_ask = session.is_main and channel.can_ask
+            # Only a main session's client is asked (a person's: when their roles hold this
+            # approval): an agent must not approve its own calls.
+            can_ask = may_answer(session, approval) and channel.can_ask
             if not can_ask and self.pincer.config.approval_when_no_elicitation == "return":
                 raise ApprovalPending("", approval_id=approval.id)  # the approver detaches it
             if self._task_group is None:

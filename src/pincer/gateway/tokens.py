@@ -4,6 +4,12 @@ The token generated at first start lives in ``$PINCER_HOME/gateway.token`` (mode
 runs calls under ``[gateway] session`` (``main`` by default). More tokens are configured by
 their sha256 under ``[[gateway.tokens]]``, each with its own session; ``pincer token new``
 makes one. A presented token is compared in constant time and never logged or recorded.
+
+A person's personal access token (``pincer people token NAME``, store/people.py) is known by the
+store, not by config.toml: :meth:`TokenBook.resolve` asks the store for a token that is none of
+the configured ones. Its calls run under the token's session (``[gateway] session`` unless it
+names one), and the session carries the person and their roles (policy/roles.py): what every
+path asks before an approval is answered or policy changed.
 """
 
 from __future__ import annotations
@@ -13,10 +19,11 @@ import hmac
 import logging
 import os
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pincer.core.acts import Actor
 from pincer.core.errors import ConfigError
@@ -24,6 +31,8 @@ from pincer.policy.session import SessionKind
 
 if TYPE_CHECKING:  # the config's pydantic schema is not needed to read or make a token
     from pincer.config import Config
+    from pincer.policy.roles import Roles
+    from pincer.store.people import PeopleStore
 
 logger = logging.getLogger(__name__)
 
@@ -36,18 +45,27 @@ _MAX_TOKEN_FILE_BYTES = 4_096
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GatewaySession:
-    """Who is calling: the session a token maps to and that session's kind."""
+    """Who is calling: the session a token maps to and that session's kind; for a person's
+    token, the person and their roles too (None: a configured token, as before people)."""
 
     name: str
     kind: SessionKind
+    person: str | None = None
+    roles: Roles | None = None
+    token_id: str | None = None  # the personal access token's id (never its value)
 
     @property
     def is_main(self) -> bool:
         return self.kind is SessionKind.MAIN
 
+    @property
+    def principal(self) -> str:
+        """Who acts: the person, else the session."""
+        return self.person if self.person is not None else self.name
+
     def actor(self, channel: str) -> Actor:
         """Who this session's acts on ``channel`` (rest, ui) are recorded as (core/acts.py)."""
-        return Actor(channel=channel, principal=self.name)
+        return Actor(channel=channel, principal=self.principal, session_name=self.name if self.person else None)
 
 
 def new_token() -> str:
@@ -99,8 +117,13 @@ class TokenBook:
     reloaded config.toml (a token added to ``[[gateway.tokens]]`` works at once, a removed one
     stops working, a session's kind is the one configured now)."""
 
-    def __init__(self, *, config: Config | Callable[[], Config], primary_token: str) -> None:
+    def __init__(
+        self, *, config: Config | Callable[[], Config], primary_token: str, people: PeopleStore | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._current: Callable[[], Config] = config if callable(config) else (lambda: config)
+        self._people = people
+        self._clock = clock
         self._primary = primary_token.encode("utf-8")
         self._primary_digest = hashlib.sha256(self._primary).hexdigest()
         self._seen: Config | None = None
@@ -136,6 +159,28 @@ class TokenBook:
             if hmac.compare_digest(candidate, digest):
                 found = session
         return self.session_named(found) if found is not None else None
+
+    async def resolve(self, presented: str) -> GatewaySession | None:
+        """:meth:`session_for`, then a person's token in the store."""
+        found = self.session_for(presented)
+        if found is not None or self._people is None:
+            return found
+        return self._of_person(await self._people.holder(presented, now=self._clock()))
+
+    async def resolve_digest(self, digest: str) -> GatewaySession | None:
+        """:meth:`session_for_digest`, then a person's token in the store."""
+        found = self.session_for_digest(digest)
+        if found is not None or self._people is None:
+            return found
+        return self._of_person(await self._people.holder_of_digest(digest, now=self._clock()))
+
+    def _of_person(self, held: tuple[Any, Any] | None) -> GatewaySession | None:
+        if held is None:
+            return None
+        person, token = held
+        name = token.session or self._config().gateway.session
+        return GatewaySession(name=name, kind=self._config().session(name).kind, person=person.name,
+                              roles=person.roles, token_id=token.id)  # fmt: skip
 
     def session_named(self, name: str) -> GatewaySession:
         return GatewaySession(name=name, kind=self._config().session(name).kind)

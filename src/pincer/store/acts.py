@@ -37,6 +37,7 @@ def act_entry(
         args=dict(args or {}),
         effects=(act_effect(kind).value,),
         approval_id=approval_id,
+        person=actor.person,
     )
 
 

@@ -56,8 +56,8 @@ from pincer.core.errors import AuditChainBroken, StoreConflict, StoreError, Usag
 from pincer.core.values import canonical_json
 from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
 from pincer.store.chain import GENESIS_HASH, ChainKey
+from pincer.store.chain_walk import HASH_AT, ChainWalk, check_batch
 from pincer.store.chain_walk import RECORD_FIELDS as _FIELDS
-from pincer.store.chain_walk import ChainWalk, check_batch
 from pincer.store.chain_walk import hashed as _hashed
 from pincer.store.checkpoint import AuditCheckpoint, sign_checkpoint
 from pincer.store.sql import Database, Sql, Transaction
@@ -102,6 +102,10 @@ class AuditEntry:
     approval_id: str | None = None
     ts: float = 0.0
     run_id: str | None = None
+    # Who: the person behind the call or act (a personal access token's), and the person (or
+    # session) who answered its approval. None: no person known (a configured token, the CLI).
+    person: str | None = None
+    approved_by: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,6 +132,8 @@ class AuditRecord:
     prev_hash: str
     hash: str
     run_id: str | None = None
+    person: str | None = None
+    approved_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -207,10 +213,9 @@ def _json(value: Any) -> str:
 # A lone committer still yields once every this many appends, to notice callers queueing up.
 _PROBE_EVERY = 32
 VERIFY_BATCH_ROWS = 1_000  # the records a chain walk reads at a time
-_COLUMNS = ", ".join(("id", *_FIELDS, "prev_hash", "hash", "run_id"))
-_INSERT = Sql(
-    f"INSERT INTO audit ({_COLUMNS}) VALUES ({', '.join(':' + c for c in ('id', *_FIELDS, 'prev_hash', 'hash', 'run_id'))})"
-)
+_TRAILING = ("prev_hash", "hash", "run_id", "person", "approved_by")
+_COLUMNS = ", ".join(("id", *_FIELDS, *_TRAILING))
+_INSERT = Sql(f"INSERT INTO audit ({_COLUMNS}) VALUES ({', '.join(':' + c for c in ('id', *_FIELDS, *_TRAILING))})")
 _MARKER = Sql("SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1")
 _MARKER_LOCKED = locking(
     "SELECT keyed_from, key_id, plain_head, mac, head_keyed, chain_id FROM audit_chain WHERE one = 1"
@@ -254,11 +259,13 @@ _HASH_OF = Sql("SELECT hash FROM audit WHERE id = :id")
 
 
 class _Pending:
-    __slots__ = ("values", "run_id", "event", "record_id", "error", "done")
+    __slots__ = ("values", "run_id", "person", "approved_by", "event", "record_id", "error", "done")
 
-    def __init__(self, values: tuple[Any, ...], run_id: str | None = None) -> None:
+    def __init__(self, values: tuple[Any, ...], entry: AuditEntry) -> None:
         self.values = values
-        self.run_id = run_id
+        self.run_id = entry.run_id
+        self.person = entry.person
+        self.approved_by = entry.approved_by
         # Only a caller that waits on another's commit needs an event (made when it waits).
         self.event: anyio.Event | None = None
         self.record_id = 0
@@ -451,7 +458,7 @@ class AuditLog:
         its transaction; a caller that knows it is alone passes False and commits at once. None
         decides from what the last yields found: while they gathered others, keep yielding; once
         one found nobody, commit at once and yield again only every ``_PROBE_EVERY`` appends."""
-        pending = _Pending(_row_values(entry, time.time()), entry.run_id)
+        pending = _Pending(_row_values(entry, time.time()), entry)
         await self._submit(pending, gather)
         if pending.error is not None:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
@@ -467,7 +474,7 @@ class AuditLog:
         appends like :meth:`append`: one commit for a webhook delivery, its firings and their
         records, shared with whatever else arrived in the same turn."""
         now = time.time()
-        unit = _Unit([_Pending(_row_values(e, now), e.run_id) for e in entries], before, after)
+        unit = _Unit([_Pending(_row_values(e, now), e) for e in entries], before, after)
         await self._submit(unit, gather)
         if unit.error is not None:
             raise StoreError(f"the audit record could not be written: {unit.error}") from unit.error
@@ -591,9 +598,11 @@ class AuditLog:
         rows: list[dict[str, Any]] = []
         for pending in records:
             head_id += 1
-            digest = self._key.record_hash(head_id, _hashed(pending.values, pending.run_id), head_hash)
+            hashed = _hashed(pending.values, pending.run_id, pending.person, pending.approved_by)
+            digest = self._key.record_hash(head_id, hashed, head_hash)
             row = dict(zip(_FIELDS, pending.values, strict=True))
-            row.update(id=head_id, run_id=pending.run_id, prev_hash=head_hash, hash=digest)
+            row.update(id=head_id, run_id=pending.run_id, person=pending.person, approved_by=pending.approved_by,
+                       prev_hash=head_hash, hash=digest)  # fmt: skip
             rows.append(row)
             pending.record_id = head_id
             head_hash = digest
@@ -609,10 +618,13 @@ class AuditLog:
         limit: int | None = None,
         after_id: int = 0,
         run_id: str | None = None,
+        person: str | None = None,
     ) -> list[AuditRecord]:
-        """Records newest last; ``limit`` keeps the newest ``limit``."""
-        sql = _records_query(bool(tool), bool(session), bool(run_id), bool(limit))
-        params = {"after_id": after_id, "tool": tool, "session": session, "run_id": run_id, "limit": int(limit or 0)}
+        """Records newest last; ``limit`` keeps the newest ``limit``. ``person``: only the records
+        naming that person, behind the call or behind its approval."""
+        sql = _records_query(bool(tool), bool(session), bool(run_id), bool(limit), bool(person))
+        params = {"after_id": after_id, "tool": tool, "session": session, "run_id": run_id, "limit": int(limit or 0),
+                  "person": person}  # fmt: skip
         rows = await self._db.fetch_all(sql, params)
         return [_to_record(row) for row in reversed(rows)]
 
@@ -831,7 +843,7 @@ class AuditLog:
                         functools.partial(write_segment, directory, self._key, rows, prev_hash=prev, now=time.time())
                     )
                     written.append(path.name)
-                    prev = str(rows[-1][-2])
+                    prev = str(rows[-1][HASH_AT])
         # What is on disk, walked again from the mark it continues: only then do the rows leave.
         marker = marker_of(await self._db.fetch_one(_MARKER))
         walk = ChainWalk(key=self._key, keyed_from=marker.keyed_from if marker else 1,
@@ -874,7 +886,7 @@ class AuditLog:
         for segment in await anyio.to_thread.run_sync(read_archive, archive, self._key):
             if segment.first_id <= record_id <= segment.last_id:
                 rows = await anyio.to_thread.run_sync(segment.rows_between, record_id - 1, record_id)
-                return (str(rows[0][-2]),) if rows else None
+                return (str(rows[0][HASH_AT]),) if rows else None
         return None
 
     async def _save_mark(self, name: str, last_id: int, last_hash: str) -> None:
@@ -1008,13 +1020,15 @@ def _to_record(row: Sequence[Any]) -> AuditRecord:
     (
         record_id, ts, session, caller, tool, kind, decision, reason, grant_id, outcome, error_code,
         error, args, effects, duration_ms, usage, idempotency_key, cached, approval_id, prev_hash, digest, run_id,
+        person, approved_by,
     ) = row  # fmt: skip
     return AuditRecord(
         id=record_id, ts=ts, session=session, caller=caller, tool=tool, kind=kind, decision=decision,
         reason=reason, grant_id=grant_id, outcome=outcome, error_code=error_code, error=error,
         args=json.loads(args), effects=json.loads(effects), duration_ms=duration_ms,
         usage=json.loads(usage), idempotency_key=idempotency_key, cached=bool(cached),
-        approval_id=approval_id, prev_hash=prev_hash, hash=digest, run_id=run_id,
+        approval_id=approval_id, prev_hash=prev_hash, hash=digest, run_id=run_id, person=person,
+        approved_by=approved_by,
     )  # fmt: skip
 
 
@@ -1033,10 +1047,13 @@ GRANT_USES = Sql(
 
 
 @cache
-def _records_query(tool: bool, session: bool, run_id: bool, limit: bool) -> Sql:
-    """The SELECT of ``records()`` for the filters it has, newest first (one statement each)."""
+def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person: bool = False) -> Sql:
+    """The SELECT of ``records()`` for the filters it has, newest first (one statement each).
+    ``person``: the records naming the person, behind the call or behind its approval."""
     clauses = ["id > :after_id"] + [
         f"{c} = :{c}" for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on
     ]
+    if person:
+        clauses.append("(person = :person OR approved_by = :person)")
     text = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
     return Sql(text + " LIMIT :limit" if limit else text)

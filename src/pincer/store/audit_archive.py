@@ -33,6 +33,7 @@ from typing import Any
 
 from pincer.core.errors import AuditChainBroken
 from pincer.store.chain import GENESIS_HASH, ChainKey
+from pincer.store.chain_walk import HASH_AT
 
 __all__ = ["SEGMENT_FORMAT", "SEGMENT_RECORDS", "Segment", "read_archive", "write_segment"]
 
@@ -81,7 +82,7 @@ def write_segment(directory: Path, key: ChainKey, rows: Sequence[Sequence[Any]],
     first_id, last_id = int(rows[0][0]), int(rows[-1][0])
     fields = {
         "format": SEGMENT_FORMAT, "first_id": first_id, "last_id": last_id, "prev_hash": prev_hash,
-        "last_hash": str(rows[-1][-2]), "records": len(rows), "key_id": key.key_id,
+        "last_hash": str(rows[-1][HASH_AT]), "records": len(rows), "key_id": key.key_id,
         "body_sha256": hashlib.sha256(body).hexdigest(),
         "created_at": dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
     }  # fmt: skip

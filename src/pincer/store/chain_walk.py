@@ -14,18 +14,27 @@ from typing import Any
 from pincer.core.errors import AuditChainBroken
 from pincer.store.chain import GENESIS_HASH, ChainKey, plain_chain_hash
 
-__all__ = ["ChainWalk", "RECORD_FIELDS", "check_batch", "hashed", "plain_records_altered"]
+__all__ = ["ChainWalk", "HASH_AT", "RECORD_FIELDS", "check_batch", "hashed", "plain_records_altered"]
 
 RECORD_FIELDS = (
     "ts", "session", "caller", "tool", "kind", "decision", "reason", "grant_id", "outcome",
     "error_code", "error", "args", "effects", "duration_ms", "usage", "idempotency_key",
     "cached", "approval_id",
 )  # fmt: skip
+# Where a record's row (id, the fields, prev_hash, hash, run_id, person, approved_by; an archive
+# segment written before person and approved_by ends at run_id) holds its chain value.
+HASH_AT = 1 + len(RECORD_FIELDS) + 1
 
 
-def hashed(values: tuple[Any, ...], run_id: str | None) -> tuple[Any, ...]:
-    """What a record's chain value covers: its fields, and its run id when it has one."""
-    return values if run_id is None else (*values, run_id)
+def hashed(
+    values: tuple[Any, ...], run_id: str | None, person: str | None = None, approved_by: str | None = None
+) -> tuple[Any, ...]:
+    """What a record's chain value covers: its fields, its run id when it has one, and who (the
+    person, the approver) when a record names them. A record that names no one is covered as
+    before these columns came, so the records written then still verify."""
+    if person is None and approved_by is None:
+        return values if run_id is None else (*values, run_id)
+    return (*values, run_id, {"person": person, "approved_by": approved_by})
 
 
 class ChainWalk:
@@ -49,8 +58,11 @@ class ChainWalk:
         keyed_from, prev, expected_id = self.keyed_from, self.prev, self.count + 1
         for row in batch:
             record_id = row[0]
-            values = hashed(tuple(row[1 : 1 + len(RECORD_FIELDS)]), row[-1])
-            stored_prev, stored_hash = row[-3], row[-2]
+            # After the fields: prev_hash, hash, run_id, then person and approved_by (store/audit.py's
+            # columns; an archive segment written before them ends at run_id).
+            stored_prev, stored_hash, run_id, *who = row[1 + len(RECORD_FIELDS) :]
+            person, approved_by = (who + [None, None])[:2]
+            values = hashed(tuple(row[1 : 1 + len(RECORD_FIELDS)]), run_id, person, approved_by)
             if record_id != expected_id:
                 raise AuditChainBroken(
                     f"audit record {expected_id} is missing (next present is {record_id})",

@@ -31,6 +31,10 @@ class ApprovalBody(BaseModel):
     scope: AnswerScope | None = None
 
 
+def _who(session: SessionDep) -> str:
+    return f"person {session.person!r}" if session.person is not None else f"session {session.name!r}"
+
+
 def _shown(pincer: Pincer, approval: ApprovalRequest) -> dict[str, Any]:
     # A value stored as a secret after the request was made is masked here, at display.
     shown: dict[str, Any] = pincer.shown({**approval.to_dict(), "message": approval_message(approval)})
@@ -70,11 +74,14 @@ async def answer_approval(
 ) -> dict[str, Any]:
     if not can_answer_approvals(session):
         raise refuse(
-            403, "session_forbidden", f"session {session.name!r} may not answer approvals", ANSWER_FORBIDDEN_HINT
+            403, "session_forbidden", f"{_who(session)} may not answer approvals", ANSWER_FORBIDDEN_HINT
         )
-    await _find_approval(pincer, approval_id)
+    approval = await _find_approval(pincer, approval_id)
+    if not sees_approval(session, approval):
+        raise refuse(404, "not_found", f"no approval request with id {approval_id!r}")
     answered = await pincer.dispatcher.answer(
-        approval_id, body.decision, by=f"rest:{session.name}", as_session=session.name, scope=body.scope
+        approval_id, body.decision, by=f"rest:{session.principal}", as_session=session.name, scope=body.scope,
+        roles=session.roles, person=session.person,
     )
     shown: dict[str, Any] = pincer.shown(answered.to_dict())
     return shown

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import ServerSentEvent
 
 from pincer.core.errors import PincerError
+from pincer.gateway.access import may_operate
 from pincer.gateway.rest.common import PincerDep, SessionDep, json_body_route, refuse
 from pincer.gateway.rest.events import event_stream, server_event
 
@@ -43,9 +44,9 @@ async def start_build(pincer: PincerDep, session: SessionDep, body: BuildBody) -
     from pincer.builder.build import BuildRequest
     from pincer.builder.service import run_build
 
-    if not session.is_main:
-        raise refuse(403, "session_forbidden", f"session {session.name!r} may not build tools",
-                     "use a main session's token, or an agent's build_tool (it asks a person)")  # fmt: skip
+    if not may_operate(session):
+        raise refuse(403, "session_forbidden", f"{session.actor('rest')} may not build tools",
+                     "use a main session's token, an operator's, or an agent's build_tool (it asks a person)")  # fmt: skip
     build = BuildRequest(description=body.description, name=body.name or body.edit, hosts=tuple(body.hosts),
                          secrets=tuple(body.secrets), max_iterations=body.max_iterations, standalone=body.standalone,
                          edit=body.edit, replace=body.replace, session=session.name)  # fmt: skip

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pincer.core.errors import UsageError
 from pincer.core.values import CallRequest, ToolResult
+from pincer.gateway.access import may_operate
 from pincer.gateway.rest.common import NAME_PATTERN, PincerDep, SessionDep, json_body_route, refuse, status_for
 from pincer.gateway.rest.tasks import receiver_of, task_resource
 from pincer.policy.visibility import as_seen, visible_tool, visible_tools
@@ -82,7 +83,8 @@ async def call_tool(
             "the Idempotency-Key header and the body's idempotency_key differ",
             hint="send the key once, in either place",
         )
-    call = CallRequest(tool=name, args=body.args, session=target, idempotency_key=key, caller="rest")
+    call = CallRequest(tool=name, args=body.args, session=target, idempotency_key=key, caller="rest",
+                       person=session.person, may_change_policy=may_operate(session))  # fmt: skip
     receiver = receiver_of(request)
     if receiver is not None and receiver.enabled() and _respond_async(prefer):
         # The call belongs to the task, not to this request: a hang-up no longer cancels it.

@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from pincer.core.display import honest_json, honest_text
 from pincer.core.errors import PincerError
-from pincer.gateway.access import ANSWER_FORBIDDEN_HINT, approvals_seen, can_answer_approvals, sees_approval
+from pincer.gateway.access import ANSWER_FORBIDDEN_HINT, approvals_seen, can_answer_approvals, may_answer, sees_approval
 from pincer.gateway.rest.events import event_stream
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, current_identity, read_form, require_csrf, require_identity
@@ -211,7 +211,7 @@ async def answer(request: Request) -> Response:
     approval_id = request.path_params["approval_id"]
     if not can_answer_approvals(identity.session):
         context = await _context(request, identity.session,
-                           error=f"session {identity.name!r} may not answer approvals: {ANSWER_FORBIDDEN_HINT}")  # fmt: skip
+                           error=f"{identity.session.actor('ui')} may not answer approvals: {ANSWER_FORBIDDEN_HINT}")  # fmt: skip
         return pages_of(request).render(request, "approvals.html", context, status=403)
     try:
         approval = await pincer.approvals.get(approval_id)
@@ -222,6 +222,10 @@ async def answer(request: Request) -> Response:
         what = f"no approval request with id {approval_id!r}" if approval is None else f"unknown decision {decision!r}"
         return pages_of(request).render(request, "approvals.html", await _context(request, identity.session, error=what),
                                         status=404 if approval is None else 400)  # fmt: skip
+    if not may_answer(identity.session, approval):
+        error = f"{identity.session.actor('ui')} may not answer approval {approval_id} ({approval.tool}): no role of theirs holds it"
+        return pages_of(request).render(request, "approvals.html", await _context(request, identity.session, error=error),
+                                        status=403)  # fmt: skip
     scope_value = form.get("scope") or None
     scope = (
         AnswerScope(scope_value)
@@ -230,7 +234,8 @@ async def answer(request: Request) -> Response:
     )
     try:
         await pincer.dispatcher.answer(
-            approval_id, Answer(decision), by=f"ui:{identity.name}", as_session=identity.name, scope=scope
+            approval_id, Answer(decision), by=str(identity.actor), as_session=identity.name, scope=scope,
+            roles=identity.session.roles, person=identity.session.person,
         )
     except PincerError as exc:
         message = f"approval {approval_id} ({approval.tool}): {exc.message}" + (f" ({exc.hint})" if exc.hint else "")

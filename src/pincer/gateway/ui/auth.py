@@ -92,7 +92,7 @@ class UiIdentity:
 
     @property
     def actor(self) -> Actor:
-        """Who this sign-in's acts are recorded as: ``ui:<session>``."""
+        """Who this sign-in's acts are recorded as: ``ui:<session>`` (``ui:<person>`` for a person's)."""
         return self.session.actor("ui")
 
 
@@ -151,7 +151,7 @@ class UiAuth:
         if now - entry.created >= UI_SESSION_TTL_S or now - entry.last_used >= UI_SESSION_IDLE_S:
             await self.store.remove(key)
             return None
-        session = self.tokens.session_for_digest(entry.token_digest)
+        session = await self.tokens.resolve_digest(entry.token_digest)
         if session is None:  # the token was removed from config.toml
             await self.store.remove(key)
             return None
@@ -166,7 +166,7 @@ class UiAuth:
 
     async def sign_in(self, token: str) -> tuple[str, UiIdentity] | None:
         """A new sign-in for ``token`` (its cookie value and identity), or None for a wrong one."""
-        session = self.tokens.session_for(token)
+        session = await self.tokens.resolve(token)
         if session is None:
             return None
         now = self._clock()

@@ -16,7 +16,7 @@ from pincer.core.acts import ActKind
 from pincer.core.display import honest_json
 from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import UsageError
-from pincer.gateway.access import can_answer_approvals
+from pincer.gateway.access import OPERATE_FORBIDDEN_HINT, may_operate
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, read_form_pairs, require_csrf, require_identity
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.policy.grants import Grant, grant_applies_to
@@ -44,7 +44,7 @@ async def _context(request: Request, identity: UiIdentity, **extra: Any) -> dict
     rows = [{"grant": g, "stored": stored, "effects": sorted((k.value, v.value) for k, v in g.effects.items()),
              "raw": honest_json(pages.redact(g.to_dict()), indent=2)}
             for g, stored in await _visible_grants(pincer, identity)]  # fmt: skip
-    return {"grants": rows, "can_edit": can_answer_approvals(identity.session), "effects": [e.value for e in EffectKind],
+    return {"grants": rows, "can_edit": may_operate(identity.session), "effects": [e.value for e in EffectKind],
             "modes": [m.value for m in Mode], "error": None, "notice": None, "form": {}, "chosen": [],
             "hour_choices": HOUR_CHOICES, **extra}  # fmt: skip
 
@@ -103,6 +103,9 @@ def _grant_from(form: dict[str, str], effects: list[str], who: str) -> Grant | s
                  expires_at=expires_at, source=f"dashboard ({who})")  # fmt: skip
 
 
+_EDIT_FORBIDDEN = "{who} may not edit grants; use a main session's token, or " + OPERATE_FORBIDDEN_HINT
+
+
 async def add(request: Request) -> Response:
     identity = await require_identity(request)
     pairs = await read_form_pairs(request)
@@ -110,10 +113,10 @@ async def add(request: Request) -> Response:
     for key, value in pairs:
         form.setdefault(key, value)
     require_csrf(identity, form)
-    if not can_answer_approvals(identity.session):
-        return await _refused(request, identity, 403, f"session {identity.name!r} may not edit grants; use a main session's token")
+    if not may_operate(identity.session):
+        return await _refused(request, identity, 403, _EDIT_FORBIDDEN.format(who=identity.actor))
     effects = [value for key, value in pairs if key == "effects"]
-    made = _grant_from(form, effects, f"ui:{identity.name}")
+    made = _grant_from(form, effects, str(identity.actor))
     if isinstance(made, str):
         return await _refused(request, identity, 400, made, form=form, chosen=effects)
     pincer = pincer_of(request)
@@ -125,8 +128,8 @@ async def add(request: Request) -> Response:
 async def revoke(request: Request) -> Response:
     identity = await require_identity(request)
     require_csrf(identity, await read_form(request))
-    if not can_answer_approvals(identity.session):
-        return await _refused(request, identity, 403, f"session {identity.name!r} may not edit grants; use a main session's token")
+    if not may_operate(identity.session):
+        return await _refused(request, identity, 403, _EDIT_FORBIDDEN.format(who=identity.actor))
     pincer = pincer_of(request)
     grant_id = request.path_params["grant_id"]
     grant = next((g for g in await pincer.grants.all() if g.id == grant_id), None)

@@ -12,7 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from pincer.core.display import honest_json
-from pincer.gateway.access import can_answer_approvals
+from pincer.gateway.access import OPERATE_FORBIDDEN_HINT, may_operate
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.runtimes.mcp.pins import describe_change
@@ -49,7 +49,7 @@ def _servers(request: Request) -> list[dict[str, Any]]:
 
 
 def _page(request: Request, identity: UiIdentity, *, status: int = 200, **extra: Any) -> Response:
-    context = {"servers": _servers(request), "can_trust": can_answer_approvals(identity.session), "error": None,
+    context = {"servers": _servers(request), "can_trust": may_operate(identity.session), "error": None,
                "notice": None, **extra}  # fmt: skip
     return pages_of(request).render(request, "mcp.html", context, status=status)
 
@@ -66,8 +66,8 @@ async def trust(request: Request) -> Response:
     identity = await require_identity(request)
     form = await read_form(request)
     require_csrf(identity, form)
-    if not can_answer_approvals(identity.session):
-        return _page(request, identity, status=403, error=f"session {identity.name!r} may not trust tool definitions")
+    if not may_operate(identity.session):
+        return _page(request, identity, status=403, error=f"{identity.actor} may not trust tool definitions: {OPERATE_FORBIDDEN_HINT}")
     pincer = pincer_of(request)
     runtime = pincer.mcp
     server = request.path_params["server"]

@@ -68,6 +68,8 @@ audit = sa.Table(
     sa.Column("prev_hash", sa.Text, nullable=False),
     sa.Column("hash", sa.Text, nullable=False),
     sa.Column("run_id", sa.Text),
+    sa.Column("person", sa.Text),  # the person behind the call or act (store/audit.py)
+    sa.Column("approved_by", sa.Text),  # who answered its approval
     # Few indexes: each is one more page written per commit, on the hot path. Counting a grant's
     # uses reads only the records that name a grant.
     sa.Index("audit_tool_ts", "tool", "ts"),
@@ -288,6 +290,31 @@ ui_sign_ins = sa.Table(
     sa.Column("created_at", REAL, nullable=False),
     sa.Column("last_used", REAL, nullable=False),
     sa.Index("ui_sign_ins_used", "last_used"),
+)  # fmt: skip
+
+# People and their personal access tokens (store/people.py): who answers, changes policy, calls.
+people = sa.Table(
+    "people", metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("email", sa.Text),
+    sa.Column("roles", sa.Text, nullable=False),  # JSON: the roles as written (policy/roles.py)
+    sa.Column("status", sa.Text, nullable=False, server_default=sa.text("'active'")),
+    sa.Column("created_at", REAL, nullable=False),
+    sa.Column("created_by", sa.Text, nullable=False),
+)  # fmt: skip
+
+# Only the token's sha256 is kept: a copy of the database signs nobody in.
+person_tokens = sa.Table(
+    "person_tokens", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("person", sa.Text, nullable=False),
+    sa.Column("digest", sa.Text, nullable=False, unique=True),
+    sa.Column("session", sa.Text),  # the gateway session its calls run under; NULL: [gateway] session
+    sa.Column("created_at", REAL, nullable=False),
+    sa.Column("expires_at", REAL),
+    sa.Column("last_used", REAL),
+    sa.Column("revoked_at", REAL),
+    sa.Index("person_tokens_person", "person"),
 )  # fmt: skip
 
 # A row per process on a shared store, with a heartbeat (store/instances.py).

@@ -1,0 +1,189 @@
+"""``pincer people``: the people of this store, their roles and their personal access tokens.
+
+The local CLI is the owner: whoever runs it on the gateway's machine (with the home's keys) may
+add, change and remove people and make or revoke their tokens. Each of these is an act, one
+audit record naming the CLI user (docs/acts.md). A token is printed once and kept nowhere but as
+its sha256; a record names a token by its id, never its value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+import time
+from typing import Any
+
+import typer
+from rich import box
+from rich.table import Table
+
+from pincer.cli.common import JsonOption, emit_json, open_pincer, run, stderr
+from pincer.core.acts import ActKind
+from pincer.core.errors import UsageError
+
+app = typer.Typer(help="Manage people, their roles and their personal access tokens.", no_args_is_help=True)
+
+_DURATION = re.compile(r"^(\d{1,6})([smhdw])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_expiry(text: str | None, *, now: float) -> float | None:
+    """``--expires``: a duration (``90m``, ``12h``, ``30d``, ``8w``) or a date (``2027-01-31``)."""
+    if text is None or text == "never":
+        return None
+    found = _DURATION.match(text.strip())
+    if found:
+        seconds = int(found.group(1)) * _SECONDS[found.group(2)]
+        if seconds <= 0:
+            raise UsageError(f"--expires {text!r} is no time at all", hint="pass --expires as a duration, e.g. 30d")
+        return now + seconds
+    try:
+        day = dt.date.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"--expires {text[:40]!r} is neither a duration nor a date",
+                         hint="pass --expires as a duration, e.g. 30d, or a date such as 2027-01-31") from None  # fmt: skip
+    return dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC).timestamp()
+
+
+async def _record(pincer: Any, *, subject: str, outcome: str, reason: str, args: dict[str, Any]) -> None:
+    from pincer.cli.acts import cli_actor
+    from pincer.store.acts import act_entry
+
+    entry = act_entry(ActKind.PERSON, actor=cli_actor(), subject=subject, outcome=outcome, reason=reason, args=args)
+    await pincer.audit.append(entry, gather=False)
+
+
+@app.command("add")
+def add(
+    name: str = typer.Argument(..., help="The person's name (a-z, 0-9, '.', '_', '-')."),
+    role: list[str] = typer.Option([], "--role", help="A role: viewer, approver[:tool=GLOB,effect=E,session=GLOB], operator, admin. Repeatable."),
+    admin: bool = typer.Option(False, "--admin", help="Make the person an admin (the same as --role admin)."),
+    email: str | None = typer.Option(None, "--email", help="The person's email (single sign-on matches it)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Add a person with their roles."""
+    from pincer.cli.acts import cli_actor
+    from pincer.policy.roles import parse_roles
+
+    async def body() -> dict[str, Any]:
+        roles = parse_roles([*role, *(["admin"] if admin else [])])
+        async with open_pincer(builtins=False, quiet=True) as pincer:
+            person = await pincer.people.add(name, roles=roles, email=email, by=str(cli_actor()), now=time.time())
+            await _record(pincer, subject=name, outcome="added", reason=f"person {name!r} added with roles {', '.join(roles.written())}",
+                          args={"roles": roles.written()})  # fmt: skip
+            return person.to_dict()
+
+    person = run(body, as_json=as_json)
+    if as_json:
+        emit_json(person)
+    else:
+        stderr.print(f"added {name} ({', '.join(person['roles'])})")
+
+
+@app.command("list")
+def list_people(as_json: bool = JsonOption) -> None:
+    """List people and their roles."""
+
+    async def body() -> list[dict[str, Any]]:
+        async with open_pincer(builtins=False, quiet=True) as pincer:
+            return [p.to_dict() for p in await pincer.people.all()]
+
+    people = run(body, as_json=as_json)
+    if as_json:
+        emit_json(people)
+        return
+    table = Table(title=f"{len(people)} people", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("name", "roles", "email", "status"):
+        table.add_column(column)
+    for p in people:
+        table.add_row(p["name"], ", ".join(p["roles"]), p["email"] or "", p["status"])
+    stderr.print(table)
+
+
+@app.command("remove")
+def remove(name: str = typer.Argument(..., help="The person to remove."), as_json: bool = JsonOption) -> None:
+    """Remove a person; their tokens stop working at once."""
+
+    async def body() -> int:
+        async with open_pincer(builtins=False, quiet=True) as pincer:
+            tokens = await pincer.people.remove(name)
+            await _record(pincer, subject=name, outcome="removed", reason=f"person {name!r} removed with {tokens} token(s)",
+                          args={"tokens": tokens})  # fmt: skip
+            return tokens
+
+    tokens = run(body, as_json=as_json)
+    if as_json:
+        emit_json({"removed": name, "tokens": tokens})
+    else:
+        stderr.print(f"removed {name} and {tokens} token(s)")
+
+
+@app.command("token")
+def token(
+    name: str = typer.Argument(..., help="The person the token is for."),
+    expires: str | None = typer.Option(None, "--expires", help="A duration (30d, 12h, 8w) or a date (2027-01-31); never by default."),
+    session: str | None = typer.Option(None, "--session", help="The gateway session its calls run under ([gateway] session by default)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Make a personal access token for NAME and print it once (REST and MCP take it as a bearer token)."""
+
+    async def body() -> Any:
+        now = time.time()
+        expires_at = parse_expiry(expires, now=now)
+        async with open_pincer(builtins=False, quiet=True) as pincer:
+            made = await pincer.people.new_token(name, now=now, expires_at=expires_at, session=session)
+            await _record(pincer, subject=name, outcome="token-created", reason=f"a token {made.token.id} for {name!r} made",
+                          args={"token_id": made.token.id, "expires_at": expires_at, "session": session})  # fmt: skip
+            return made
+
+    made = run(body, as_json=as_json)
+    if as_json:
+        emit_json({**made.token.to_dict(), "token": made.value})
+    else:
+        sys.stdout.write(made.value + "\n")
+        stderr.print(f"token {made.token.id} for {name}: shown once, kept only as its sha256")
+
+
+@app.command("tokens")
+def tokens(name: str | None = typer.Argument(None, help="Only this person's."), as_json: bool = JsonOption) -> None:
+    """List personal access tokens with their last use (never their values)."""
+
+    async def body() -> list[dict[str, Any]]:
+        async with open_pincer(builtins=False, quiet=True) as pincer:
+            return [t.to_dict() for t in await pincer.people.tokens(name)]
+
+    listed = run(body, as_json=as_json)
+    if as_json:
+        emit_json(listed)
+        return
+    table = Table(title=f"{len(listed)} tokens", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("id", "person", "session", "expires", "last used", "revoked"):
+        table.add_column(column)
+
+    def when(value: float | None) -> str:
+        return "" if value is None else dt.datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M")
+
+    for t in listed:
+        table.add_row(t["id"], t["person"], t["session"] or "", when(t["expires_at"]), when(t["last_used"]), when(t["revoked_at"]))
+    stderr.print(table)
+
+
+@app.command("revoke")
+def revoke(token_id: str = typer.Argument(..., help="The token's id (`pincer people tokens` lists them)."), as_json: bool = JsonOption) -> None:
+    """Revoke a personal access token: it stops working at once, on every gateway of the store."""
+
+    async def body() -> str:
+        async with open_pincer(builtins=False, quiet=True) as pincer:
+            held = next((t for t in await pincer.people.tokens() if t.id == token_id), None)
+            await pincer.people.revoke(token_id, now=time.time())
+            person = held.person if held is not None else "?"
+            await _record(pincer, subject=person, outcome="token-revoked", reason=f"token {token_id} of {person!r} revoked",
+                          args={"token_id": token_id})  # fmt: skip
+            return person
+
+    person = run(body, as_json=as_json)
+    if as_json:
+        emit_json({"revoked": token_id, "person": person})
+    else:
+        stderr.print(f"revoked token {token_id} of {person}")
