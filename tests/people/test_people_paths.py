@@ -189,3 +189,21 @@ async def test_over_mcp_a_viewer_cannot_install_and_an_operators_install_names_t
     assert (call["person"], call["approved_by"], call["approval_id"]) == ("olga", "rest:wes", approval["id"])
     (answer,) = [r for r in rows if r["kind"] == "approval"]
     assert (answer["caller"], answer["person"]) == ("rest:wes", "wes")
+
+
+def test_the_audit_filters_by_person_over_rest_and_on_the_dashboard(
+    pincer_home: Path, team: dict[str, str], waiting: tuple[subprocess.Popen[str], dict[str, Any]]
+) -> None:
+    caller, pending = waiting
+    with pincer_serve(pincer_home) as server:
+        with httpx.Client(base_url=server.info["api_url"], trust_env=False, timeout=WAIT_S) as http:
+            assert http.post(f"/approvals/{pending['id']}", json={"decision": "allow_once"}, headers=_bearer(team["wes"])).status_code == 200
+            caller.communicate(timeout=CALL_TIMEOUT_S)
+            records = http.get("/audit", params={"person": "wes"}, headers=_bearer(team["vera"])).json()["records"]
+            assert sorted((r["kind"], r["tool"]) for r in records) == [("approval", "write_file"), ("call", "write_file")]
+            assert http.get("/audit", params={"person": "gina"}, headers=_bearer(team["vera"])).json()["records"] == []
+        with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as ui:
+            assert sign_in(ui, team["vera"]).status_code == 303
+            page = ui.get("/ui/audit", params={"person": "wes"}).text
+            assert page.count('data-label="Record"') == 2 and "approved by rest:wes" in page
+            assert ui.get("/ui/audit", params={"person": "olga"}).text.count('data-label="Record"') == 0

@@ -26,10 +26,12 @@ async def audit(
     tool: Annotated[str | None, Query(max_length=256)] = None,
     session_name: Annotated[str | None, Query(alias="session", max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_LIMIT)] = 100,
+    person: Annotated[str | None, Query(max_length=64, description="Only the records naming this person, behind the call or its approval.")] = None,
 ) -> dict[str, Any]:
     if not may_read_audit_of(session, session_name):
         raise refuse(403, "session_forbidden", f"session {session.name!r} may read only its own records")
-    records = await pincer.audit.records(tool=tool, session=audit_session_filter(session, session_name), limit=limit)
+    records = await pincer.audit.records(tool=tool, session=audit_session_filter(session, session_name), limit=limit,
+                                         person=person)  # fmt: skip
     # A value stored as a secret after its call was recorded is masked here, at display.
     return {"records": pincer.shown([r.to_dict() for r in records])}
 

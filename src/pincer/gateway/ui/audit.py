@@ -1,5 +1,6 @@
 """``/ui/audit``: the audit records (a non-main session reads only its own, by the rule REST
-applies), filtered by tool, session, decision and time; one record whole; "Verify chain"."""
+applies), filtered by tool, session, person (behind the call or its approval), decision and time;
+one record whole; "Verify chain"."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _parse_time(value: str) -> float | None:
 
 
 def _filters(request: Request) -> dict[str, str]:
-    return {name: filter_value(request, name) for name in ("tool", "session", "decision", "since", "until")}
+    return {name: filter_value(request, name) for name in ("tool", "session", "person", "decision", "since", "until")}
 
 
 async def visible_records(
@@ -76,7 +77,7 @@ async def visible_records(
     decision = filters["decision"]
     narrowed = bool(decision or since or until)
     records = await pincer.audit.records(
-        tool=filters["tool"] or None, session=audit_session_filter(session, asked),
+        tool=filters["tool"] or None, session=audit_session_filter(session, asked), person=filters.get("person") or None,
         limit=MAX_AUDIT_LIMIT if narrowed else min(MAX_AUDIT_LIMIT, wanted),
     )  # fmt: skip
     kept = [
