@@ -10,12 +10,21 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from pincer.core.capabilities import Capabilities
@@ -544,6 +553,57 @@ class RetentionSettings(_Model):
     webhook_payloads_days: float = Field(default=30.0, ge=0, le=36_500)
 
 
+class OidcProvider(_Model):
+    """``[auth.oidc.NAME]``: an OpenID Connect provider the dashboard signs people in with
+    (authorization code with PKCE; the id_token's signature, issuer, audience, expiry and nonce
+    checked). ``issuer`` serves ``/.well-known/openid-configuration``."""
+
+    issuer: str = Field(pattern=r"^https?://", max_length=2_000)
+    client_id: str = Field(min_length=1, max_length=512)
+    # The name of a secret in pincer's store holding the client secret (`pincer secrets set NAME`);
+    # unset: a public client (PKCE only).
+    client_secret_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+    label: str | None = Field(default=None, max_length=80)
+    scopes: tuple[str, ...] = ("openid", "email", "profile")
+    groups_claim: str = Field(default="groups", min_length=1, max_length=128)
+    # Who signs in with which roles: a person in a group of the id_token, at a domain of a
+    # verified email, or with that email gets the roles named; every match adds its roles.
+    group_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=1_000)
+    domain_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=1_000)
+    email_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _real_roles(self) -> OidcProvider:
+        from pincer.policy.roles import parse_roles
+
+        for rules in (self.group_roles, self.domain_roles, self.email_roles):
+            for key, roles in rules.items():
+                if not roles:
+                    raise ValueError(f"{key!r} is given no role")
+                try:
+                    parse_roles(roles)  # a role that is none: refused when config.toml is read
+                except PincerError as exc:
+                    raise ValueError(exc.message) from None
+        return self
+
+    def roles_for(self, *, email: str, groups: Iterable[str]) -> list[str]:
+        """The roles (as written) the rules give a person with this verified email and groups."""
+        domain = email.rpartition("@")[2]
+        found: list[str] = []
+        matched = [r for g in groups for r in self.group_roles.get(g, ())]
+        matched += [r for d, roles in self.domain_roles.items() if d.lower() == domain for r in roles]
+        matched += [r for e, roles in self.email_roles.items() if e.lower() == email for r in roles]
+        found.extend(r for r in matched if r not in found)
+        return found
+
+
+class AuthSettings(_Model):
+    """``[auth]``: how people sign in to the dashboard (docs/teams.md)."""
+
+    token_sign_in: bool = True
+    oidc: dict[str, OidcProvider] = Field(default_factory=dict, max_length=32)
+
+
 class ConfigFile(_Model):
     """config.toml as written: one model per section (``docs/config.md`` is generated from it)."""
 
@@ -573,6 +633,7 @@ class ConfigFile(_Model):
     triggers: TriggersSettings = TriggersSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     retention: RetentionSettings = RetentionSettings()
+    auth: AuthSettings = AuthSettings()
     builtins: dict[str, BuiltinSettings] = Field(default_factory=dict, max_length=64)
 
 
@@ -609,6 +670,7 @@ class Config:
     triggers: TriggersSettings = field(default_factory=TriggersSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
     hooks: tuple[HookSettings, ...] = ()
     jobs: tuple[JobSettings, ...] = ()
     builtins: Mapping[str, BuiltinSettings] = field(default_factory=dict)
@@ -842,6 +904,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         triggers=data.triggers,
         telemetry=data.telemetry,
         retention=data.retention,
+        auth=data.auth,
         hooks=data.hooks,
         jobs=data.jobs,
         builtins=_with_browser_profile(data.builtins, home),

@@ -255,6 +255,16 @@ KEYS: dict[str, KeyHelp] = {
         help="put tool arguments and results on the spans, leak-scanned and cut short; off: spans never hold them"
     ),
     "telemetry.content_max_chars": KeyHelp(help="with record_content: the most of each argument or result a span keeps"),
+    "auth.token_sign_in": KeyHelp(help="the dashboard takes a token (the gateway's, or a person's) to sign in; false: only single sign-on"),
+    "auth.oidc.*.issuer": KeyHelp(help="the OpenID Connect issuer; its /.well-known/openid-configuration is read", example='"https://accounts.google.com"', table="auth.oidc.google"),
+    "auth.oidc.*.client_id": KeyHelp(help="the client id registered with the provider", example='"pincer-dashboard"', table="auth.oidc.google"),
+    "auth.oidc.*.client_secret_name": KeyHelp(help="the secret holding the client secret (`pincer secrets set NAME`); unset: a public client", example='"google_client_secret"', table="auth.oidc.google"),
+    "auth.oidc.*.label": KeyHelp(help="the sign-in button's text (unset: the provider's name)", example='"Google"', table="auth.oidc.google"),
+    "auth.oidc.*.scopes": KeyHelp(help="the scopes asked for", table="auth.oidc.google"),
+    "auth.oidc.*.groups_claim": KeyHelp(help="the id_token claim listing the person's groups", table="auth.oidc.google"),
+    "auth.oidc.*.group_roles": KeyHelp(help="roles by group of the id_token (viewer, approver[:tool=GLOB,...], operator, admin)", example='{ pincer-approvers = ["approver:tool=github_*"] }', table="auth.oidc.google"),
+    "auth.oidc.*.domain_roles": KeyHelp(help="roles by the domain of a verified email", example='{ "example.com" = ["viewer"] }', table="auth.oidc.google"),
+    "auth.oidc.*.email_roles": KeyHelp(help="roles by verified email", example='{ "alice@example.com" = ["admin"] }', table="auth.oidc.google"),
     "telemetry.metrics": KeyHelp(help="serve Prometheus metrics at /metrics (a main session's token)"),
     "telemetry.metrics_port": KeyHelp(
         help="also serve /metrics on this 127.0.0.1 port, without a token; unset: only the gateway's /metrics",

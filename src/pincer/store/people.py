@@ -97,6 +97,7 @@ _ADD = Sql(
 _GET = Sql(f"SELECT {_PERSON_COLUMNS} FROM people WHERE name = :name")
 _LIST = Sql(f"SELECT {_PERSON_COLUMNS} FROM people ORDER BY name")
 _SET_ROLES = Sql("UPDATE people SET roles = :roles WHERE name = :name")
+_BY_EMAIL = Sql(f"SELECT {_PERSON_COLUMNS} FROM people WHERE lower(email) = :email ORDER BY name LIMIT 1")
 _REMOVE = Sql("DELETE FROM people WHERE name = :name")
 _REMOVE_TOKENS = Sql("DELETE FROM person_tokens WHERE person = :name")
 
@@ -154,6 +155,16 @@ class PeopleStore:
 
     async def all(self) -> list[Person]:
         return [_person(r) for r in await self._db.fetch_all(_LIST)]
+
+    async def by_email(self, email: str) -> Person | None:
+        row = await self._db.fetch_one(_BY_EMAIL, {"email": email.lower()})
+        return None if row is None else _person(row)
+
+    async def set_roles(self, name: str, roles: Roles) -> None:
+        if not roles.roles:
+            raise UsageError(f"{name!r} needs a role", hint="pass --role viewer (or approver, operator, admin)")
+        if not await self._db.execute(_SET_ROLES, {"name": name, "roles": json.dumps(roles.written())}):
+            raise UsageError(f"no person named {name!r}", hint="`pincer people list` names them")
 
     async def remove(self, name: str) -> int:
         """Forget the person and every token of theirs; how many tokens went with them."""

@@ -10,7 +10,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from pincer.gateway.ui import approvals, audit, grants, installed, mcp, overview, skills, tools
+from pincer.gateway.ui import approvals, audit, grants, installed, mcp, oidc, overview, skills, tools
 from pincer.gateway.ui import runs as run_pages
 from pincer.gateway.ui.auth import UiAuth, exception_handlers, login, login_form, logout, with_ui_auth
 from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
@@ -35,6 +35,7 @@ def create_ui_app(
             Route("/login", login_form, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             Route("/logout", logout, methods=["POST"]),
+            *oidc.routes(),
             *approvals.routes(),
             *audit.routes(),
             *run_pages.routes(),

@@ -205,7 +205,7 @@ def with_ui_auth(app: ASGIApp, auth: UiAuth) -> ASGIApp:
     return wrapped
 
 
-def _auth_of(request: Request) -> UiAuth:
+def auth_of(request: Request) -> UiAuth:
     auth = request.scope.get(UI_AUTH_SCOPE_KEY)
     if not isinstance(auth, UiAuth):
         raise RuntimeError("the dashboard's sign-in is not installed here (wrap the app with with_ui_auth)")
@@ -296,9 +296,11 @@ def _client_address(request: Request) -> str:
 def _login_page(request: Request, *, error: str | None, status: int, next_path: str) -> Response:
     pages = request.app.state.pages  # render.Pages (which imports this module)
     login_csrf = secrets.token_urlsafe(32)
-    response: Response = pages.render(
-        request, "login.html", {"error": error, "login_csrf": login_csrf, "next": next_path}, status=status
-    )
+    auth = request.app.state.pincer.config.auth
+    providers = [(name, p.label or name) for name, p in auth.oidc.items()]
+    context = {"error": error, "login_csrf": login_csrf, "next": next_path, "providers": providers,
+               "token_sign_in": auth.token_sign_in}  # fmt: skip
+    response: Response = pages.render(request, "login.html", context, status=status)
     response.set_cookie(
         LOGIN_COOKIE, login_csrf, max_age=int(LOGIN_FORM_TTL_S), path=UI_PREFIX + "/login", httponly=True,
         samesite="strict", secure=_is_https(request),
@@ -306,21 +308,21 @@ def _login_page(request: Request, *, error: str | None, status: int, next_path: 
     return response
 
 
-def _next_of(value: str | None) -> str:
+def next_of(value: str | None) -> str:
     fits = value and _NEXT_PATH.match(value) and "//" not in value and ".." not in value
     return value if fits and value else UI_PREFIX + "/"
 
 
 async def login_form(request: Request) -> Response:
     if await current_identity(request) is not None:
-        return RedirectResponse(_next_of(request.query_params.get("next")), status_code=303)
-    return _login_page(request, error=None, status=200, next_path=_next_of(request.query_params.get("next")))
+        return RedirectResponse(next_of(request.query_params.get("next")), status_code=303)
+    return _login_page(request, error=None, status=200, next_path=next_of(request.query_params.get("next")))
 
 
 async def login(request: Request) -> Response:
-    auth = _auth_of(request)
+    auth = auth_of(request)
     form = await read_form(request)
-    next_path = _next_of(form.get("next"))
+    next_path = next_of(form.get("next"))
     address = _client_address(request)
     wait = auth.retry_after(address)
     if wait is not None:
@@ -337,6 +339,11 @@ async def login(request: Request) -> Response:
             request, status=403, next_path=next_path,
             error="this sign-in form is stale or came from elsewhere; sign in again from this page",
         )  # fmt: skip
+    if not request.app.state.pincer.config.auth.token_sign_in:
+        return _login_page(
+            request, status=403, next_path=next_path,
+            error="signing in with a token is turned off here ([auth] token_sign_in = false); use single sign-on",
+        )  # fmt: skip
     token = form.get("token", "").strip()
     made = await auth.sign_in(token) if token else None
     if made is None:
@@ -346,7 +353,7 @@ async def login(request: Request) -> Response:
             error="wrong token; `pincer token` prints the gateway's token" if token else "enter a token",
         )  # fmt: skip
     cookie, identity = made
-    logger.info("dashboard sign-in for session %r from %s", identity.name, address)
+    logger.info("dashboard sign-in for %s from %s", identity.actor, address)
     response = RedirectResponse(next_path, status_code=303)
     set_session_cookie(response, request, cookie)
     response.delete_cookie(LOGIN_COOKIE, path=UI_PREFIX + "/login", httponly=True, samesite="strict")
@@ -356,7 +363,7 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     identity = await require_identity(request)
     require_csrf(identity, await read_form(request))
-    await _auth_of(request).sign_out(request.cookies.get(SESSION_COOKIE))
+    await auth_of(request).sign_out(request.cookies.get(SESSION_COOKIE))
     response = RedirectResponse(UI_PREFIX + "/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=UI_PREFIX, httponly=True, samesite="strict")
     return response

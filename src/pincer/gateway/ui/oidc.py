@@ -1,0 +1,322 @@
+"""Single sign-on for the dashboard: OpenID Connect, authorization code with PKCE.
+
+``GET /ui/login/oidc/NAME`` sends the browser to ``[auth.oidc.NAME]``'s provider (found through
+its discovery document) with a fresh ``state``, ``nonce`` and PKCE verifier (S256); the provider
+sends it back to ``GET /ui/oidc/NAME/callback``, where the state is taken (once: a replayed
+callback finds nothing), the code exchanged at the token endpoint with the verifier, and the
+``id_token`` checked with joserfc: its signature against the provider's JWKS (fetched again once
+for a key id it does not know), its issuer, its audience (and ``azp`` when it names several), its
+expiry and issue time, and its nonce. A token that fails any check signs nobody in.
+
+Who it is: the person whose record has the token's verified email (their roles are the ones the
+CLI gave them), else a person this provider's rules give roles to (``group_roles``,
+``domain_roles``, ``email_roles`` of ``[auth.oidc.NAME]``), kept as a person made by single sign-on, whose roles the rules
+set anew at each sign-in. No role: no sign-in. The sign-in then holds a personal access token of
+the person's that lives as long as the sign-in may (store/people.py), so removing the person or
+revoking the token ends it on every gateway of the store.
+
+The pending logins live in this gateway's memory (ten minutes, bounded): a login started on one
+gateway finishes on that one.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from html import escape
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from pincer.core.errors import PincerError, UsageError
+from pincer.core.extras import require
+from pincer.gateway.ui.auth import UI_PREFIX, UI_SESSION_TTL_S, set_session_cookie
+from pincer.gateway.ui.render import pincer_of
+from pincer.policy.roles import parse_roles
+
+if TYPE_CHECKING:
+    from pincer.config import OidcProvider
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["OidcLogins", "routes", "IdTokenRefused"]
+
+PENDING_TTL_S = 600.0
+MAX_PENDING = 1_000
+LEEWAY_S = 60  # clock skew allowed on exp, iat and nbf
+HTTP_TIMEOUT_S = 15.0
+ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+
+class IdTokenRefused(Exception):
+    """An id_token (or the exchange that should have brought one) that signs nobody in."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Pending:
+    provider: str
+    nonce: str
+    verifier: str
+    next_path: str
+    created: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SignedInAs:
+    person: str
+    email: str
+
+
+class OidcLogins:
+    """The pending logins of this gateway and what it knows of each provider (discovery, keys)."""
+
+    def __init__(self, *, clock: Any = time.time) -> None:
+        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        self._discovery: dict[str, dict[str, Any]] = {}
+        self._keys: dict[str, Any] = {}
+        self._clock = clock
+
+    def begin(self, provider: str, next_path: str) -> tuple[str, _Pending]:
+        now = self._clock()
+        while self._pending and (len(self._pending) >= MAX_PENDING or next(iter(self._pending.values())).created < now - PENDING_TTL_S):
+            self._pending.popitem(last=False)
+        state = secrets.token_urlsafe(32)
+        pending = _Pending(provider=provider, nonce=secrets.token_urlsafe(32), verifier=secrets.token_urlsafe(48),
+                           next_path=next_path, created=now)  # fmt: skip
+        self._pending[state] = pending
+        return state, pending
+
+    def take(self, state: str, provider: str) -> _Pending | None:
+        """The login ``state`` began, once; None for one never begun here, expired, or taken."""
+        pending = self._pending.pop(state, None)
+        if pending is None or pending.provider != provider or pending.created < self._clock() - PENDING_TTL_S:
+            return None
+        return pending
+
+    async def discovery(self, config: OidcProvider, http: httpx.AsyncClient) -> dict[str, Any]:
+        found = self._discovery.get(config.issuer)
+        if found is None:
+            url = config.issuer.rstrip("/") + "/.well-known/openid-configuration"
+            found = _json_object(await http.get(url), "the discovery document")
+            if found.get("issuer") != config.issuer:
+                raise IdTokenRefused(f"the discovery document names issuer {str(found.get('issuer'))[:200]!r}, not {config.issuer!r}")
+            for key in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
+                if not isinstance(found.get(key), str):
+                    raise IdTokenRefused(f"the discovery document has no {key}")
+            self._discovery[config.issuer] = found
+        return found
+
+    async def _key_set(self, config: OidcProvider, http: httpx.AsyncClient, *, fresh: bool) -> Any:
+        key_set = require("oauth", "joserfc.jwk").KeySet
+        keys = None if fresh else self._keys.get(config.issuer)
+        if keys is None:
+            document = await self.discovery(config, http)
+            keys = key_set.import_key_set(_json_object(await http.get(document["jwks_uri"]), "the JWKS"))
+            self._keys[config.issuer] = keys
+        return keys
+
+    async def verify(self, id_token: str, config: OidcProvider, nonce: str, http: httpx.AsyncClient) -> dict[str, Any]:
+        """The claims of an id_token that passes every check; IdTokenRefused naming the first that fails."""
+        jwt = require("oauth", "joserfc.jwt")
+        JoseError = require("oauth", "joserfc.errors").JoseError
+
+        try:
+            try:
+                token = jwt.decode(id_token, await self._key_set(config, http, fresh=False), algorithms=list(ALGORITHMS))
+            except JoseError:
+                # A key rotated in since the keys were fetched: fetch them once more, then refuse.
+                token = jwt.decode(id_token, await self._key_set(config, http, fresh=True), algorithms=list(ALGORITHMS))
+        except (JoseError, ValueError) as exc:
+            raise IdTokenRefused(f"the id_token's signature does not hold ({type(exc).__name__})") from None
+        claims = dict(token.claims)
+        registry = jwt.JWTClaimsRegistry(
+            now=int(self._clock()), leeway=LEEWAY_S,
+            iss={"essential": True, "value": config.issuer}, aud={"essential": True, "value": config.client_id},
+            exp={"essential": True}, iat={"essential": True}, sub={"essential": True},
+            nonce={"essential": True, "value": nonce},
+        )  # fmt: skip
+        try:
+            registry.validate(claims)
+        except JoseError as exc:
+            raise IdTokenRefused(f"the id_token was refused: {exc.error} {getattr(exc, 'claim', '') or ''}".strip()) from None
+        audience = claims.get("aud")
+        if isinstance(audience, list) and len(audience) > 1 and claims.get("azp") != config.client_id:
+            raise IdTokenRefused("the id_token names several audiences and another authorized party")
+        return claims
+
+
+def _json_object(response: httpx.Response, what: str) -> dict[str, Any]:
+    if response.status_code != 200:
+        raise IdTokenRefused(f"{what} answered HTTP {response.status_code}")
+    try:
+        value = response.json()
+    except ValueError:
+        raise IdTokenRefused(f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise IdTokenRefused(f"{what} is not a JSON object")
+    return value
+
+
+def _logins(request: Request) -> OidcLogins:
+    app = request.app
+    logins = getattr(app.state, "oidc", None)
+    if logins is None:
+        logins = app.state.oidc = OidcLogins()
+    return logins
+
+
+def _provider(request: Request) -> tuple[str, OidcProvider] | None:
+    name = request.path_params["provider"]
+    config = pincer_of(request).config.auth.oidc.get(name)
+    return (name, config) if config is not None else None
+
+
+def _callback_url(request: Request, name: str) -> str:
+    # Built from the request's own URL: the dashboard is mounted (lazily) where url_for cannot see.
+    return str(request.url.replace(path=f"{UI_PREFIX}/oidc/{quote(name, safe='')}/callback", query="", fragment=""))
+
+
+def _refused(status: int, message: str) -> HTMLResponse:
+    body = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sign-in refused</title>'
+        f'<link rel="stylesheet" href="{UI_PREFIX}/static/dashboard.css"></head><body><main>'
+        f'<h1>Sign-in refused</h1><p class="error" role="alert">{escape(message)}</p>'
+        f'<p><a href="{UI_PREFIX}/login">Back to sign-in</a></p></main></body></html>'
+    )
+    return HTMLResponse(body, status_code=status)
+
+
+async def start(request: Request) -> Response:
+    from pincer.gateway.ui.auth import next_of
+
+
+    found = _provider(request)
+    if found is None:
+        return _refused(404, f"no single sign-on provider {request.path_params['provider']!r} in [auth.oidc]")
+    name, config = found
+    try:
+        create_s256_code_challenge = require("oauth", "authlib.oauth2.rfc7636").create_s256_code_challenge
+        require("oauth", "joserfc")
+    except PincerError as exc:
+        return _refused(503, f"{exc.message} ({exc.hint})")
+    logins = _logins(request)
+    try:
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
+            document = await logins.discovery(config, http)
+    except (IdTokenRefused, httpx.HTTPError) as exc:
+        logger.warning("single sign-on %s: the provider's discovery failed: %s", name, exc)
+        return _refused(502, f"the provider {name!r} could not be reached or answered wrongly")
+    state, pending = logins.begin(name, next_of(request.query_params.get("next")))
+    query = urlencode({
+        "response_type": "code", "client_id": config.client_id, "redirect_uri": _callback_url(request, name),
+        "scope": " ".join(config.scopes), "state": state, "nonce": pending.nonce,
+        "code_challenge": create_s256_code_challenge(pending.verifier), "code_challenge_method": "S256",
+    })  # fmt: skip
+    endpoint = document["authorization_endpoint"]
+    return RedirectResponse(f"{endpoint}{'&' if '?' in endpoint else '?'}{query}", status_code=303)
+
+
+async def callback(request: Request) -> Response:
+    from pincer.gateway.ui.auth import auth_of
+
+    found = _provider(request)
+    if found is None:
+        return _refused(404, f"no single sign-on provider {request.path_params['provider']!r} in [auth.oidc]")
+    name, config = found
+    params = request.query_params
+    if params.get("error"):
+        return _refused(401, f"the provider said no: {params.get('error', '')[:100]}")
+    pending = _logins(request).take(params.get("state", ""), name)
+    if pending is None:
+        return _refused(400, "this sign-in was not begun here, took too long, or was finished already; sign in again")
+    pincer = pincer_of(request)
+    try:
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
+            claims = await _exchange(request, http, name, config, pending, params.get("code", ""))
+        who = await _person_of(pincer, name, config, claims)
+    except IdTokenRefused as exc:
+        logger.warning("single sign-on %s refused: %s", name, exc)
+        return _refused(401, str(exc))
+    except httpx.HTTPError as exc:
+        logger.warning("single sign-on %s: the provider could not be reached: %s", name, type(exc).__name__)
+        return _refused(502, f"the provider {name!r} could not be reached")
+    except PincerError as exc:
+        return _refused(403, exc.message)
+    now = time.time()
+    made = await pincer.people.new_token(who.person, now=now, expires_at=now + UI_SESSION_TTL_S)
+    signed = await auth_of(request).sign_in(made.value)
+    if signed is None:  # the person was removed between the two steps
+        return _refused(403, f"{who.person} may not sign in")
+    cookie, _identity = signed
+    logger.info("dashboard sign-in of %s through %s", who.person, name)
+    # A page, not a redirect: the next request is then a same-site navigation, which carries the
+    # sign-in's SameSite=Strict cookie (a redirect chain begun at the provider would not).
+    target = escape(pending.next_path, quote=True)
+    response = HTMLResponse(
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={target}">'
+        f'<title>Signed in</title></head><body><p>Signed in as {escape(who.person)}. <a href="{target}">Continue</a></p></body></html>'
+    )
+    set_session_cookie(response, request, cookie)
+    return response
+
+
+async def _exchange(
+    request: Request, http: httpx.AsyncClient, name: str, config: OidcProvider, pending: _Pending, code: str
+) -> dict[str, Any]:
+    if not code:
+        raise IdTokenRefused("the provider sent no code")
+    logins = _logins(request)
+    document = await logins.discovery(config, http)
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": _callback_url(request, name),
+            "client_id": config.client_id, "code_verifier": pending.verifier}  # fmt: skip
+    if config.client_secret_name is not None:
+        form["client_secret"] = pincer_of(request).secrets.get(config.client_secret_name)
+    answer = _json_object(await http.post(document["token_endpoint"], data=form), "the token endpoint")
+    id_token = answer.get("id_token")
+    if not isinstance(id_token, str):
+        raise IdTokenRefused("the token endpoint sent no id_token")
+    return await logins.verify(id_token, config, pending.nonce, http)
+
+
+async def _person_of(pincer: Any, name: str, config: OidcProvider, claims: dict[str, Any]) -> SignedInAs:
+    email = claims.get("email")
+    if not isinstance(email, str) or "@" not in email or claims.get("email_verified") is False:
+        raise IdTokenRefused("the id_token names no verified email")
+    email = email.lower()
+    groups = claims.get(config.groups_claim) or []
+    groups = [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
+    written = config.roles_for(email=email, groups=groups)
+    made_by = f"oidc:{name}"
+    known = await pincer.people.by_email(email)
+    if known is not None and known.created_by != made_by:
+        return SignedInAs(person=known.name, email=email)  # the CLI's person: the CLI's roles
+    if not written:
+        raise UsageError(f"{email} has no role here", hint="an admin gives one with `pincer people add NAME --role viewer --email EMAIL`")
+    roles = parse_roles(written)
+    if known is not None:
+        await pincer.people.set_roles(known.name, roles)
+        return SignedInAs(person=known.name, email=email)
+    person = _name_for(email)
+    if await pincer.people.get(person) is not None:
+        raise UsageError(f"the name {person!r} is another person's", hint="an admin adds this person with `pincer people add NAME --email EMAIL`")
+    await pincer.people.add(person, roles=roles, email=email, by=made_by, now=time.time())
+    return SignedInAs(person=person, email=email)
+
+
+def _name_for(email: str) -> str:
+    local = "".join(c if c.isalnum() or c in "._-" else "-" for c in email.partition("@")[0].lower())
+    return (local.lstrip("._-") or "person")[:64]
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/login/oidc/{provider:str}", start, methods=["GET"]),
+        Route("/oidc/{provider:str}/callback", callback, methods=["GET"]),
+    ]
