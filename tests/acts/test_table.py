@@ -51,6 +51,7 @@ COVERED: dict[tuple[str, str], tuple[str, ...]] = {
     ("token-new", "cli"): (CLI_ACTS,),
     ("person-add", "cli"): (PEOPLE_ACTS,),
     ("person-remove", "cli"): (PEOPLE_ACTS,),
+    ("person-roles", "cli"): (PEOPLE_ACTS,),
     ("person-token", "cli"): (PEOPLE_ACTS,),
     ("config-reload", "gateway"): ("tests/acts/test_gateway_acts.py::test_a_config_reload_that_changes_policy_is_one_record_by_the_gateway",),
     ("call-cancelled", "cli"): ("tests/acts/test_attacks.py::test_a_cli_call_killed_while_it_waits_for_an_approval_is_recorded_once_as_cancelled",

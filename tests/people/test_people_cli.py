@@ -31,13 +31,17 @@ def test_each_people_act_writes_one_record_naming_the_cli_user_and_never_the_tok
     listed = pincer_cli(pincer_home, "people", "tokens", "--json")
     assert token["token"] not in listed.stdout and json.loads(listed.stdout)[0]["id"] == token["id"]
     before = last_id(pincer_home)
+    changed = pincer_cli(pincer_home, "people", "roles", "alice", "--role", "operator", "--json")
+    assert changed.returncode == 0 and json.loads(changed.stdout)["roles"] == ["operator"], changed.stderr
+    assert pincer_cli(pincer_home, "people", "roles", "alice").returncode != 0  # no role: refused, unchanged
     assert pincer_cli(pincer_home, "people", "revoke", token["id"]).returncode == 0
     assert pincer_cli(pincer_home, "people", "remove", "alice").returncode == 0
-    assert [(r["outcome"], r["tool"]) for r in rows_after(pincer_home, before)] == [("token-revoked", "alice"), ("removed", "alice")]
+    assert [(r["outcome"], r["tool"]) for r in rows_after(pincer_home, before)] == [
+        ("roles-set", "alice"), ("token-revoked", "alice"), ("removed", "alice")]  # fmt: skip
     people = json.loads(pincer_cli(pincer_home, "people", "list", "--json").stdout)
     assert [(p["name"], p["roles"]) for p in people] == [("root", ["admin"])]
     assert [r["outcome"] for r in audit_rows(pincer_home) if r["kind"] == "person"] == [
-        "added", "added", "token-created", "token-revoked", "removed"]  # fmt: skip
+        "added", "added", "token-created", "roles-set", "token-revoked", "removed"]  # fmt: skip
     assert pincer_cli(pincer_home, "audit", "verify").returncode == 0
 
 

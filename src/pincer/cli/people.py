@@ -81,6 +81,31 @@ def add(
         stderr.print(f"added {name} ({', '.join(person['roles'])})")
 
 
+@app.command("roles")
+def set_roles(
+    name: str = typer.Argument(..., help="The person whose roles change."),
+    role: list[str] = typer.Option([], "--role", help="A role (repeatable): the person's roles become exactly these."),
+    admin: bool = typer.Option(False, "--admin", help="The same as --role admin."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Set a person's roles (they replace the ones the person had)."""
+    from pincer.policy.roles import parse_roles
+
+    async def body() -> list[str]:
+        roles = parse_roles([*role, *(["admin"] if admin else [])])
+        async with open_pincer(builtins=False, quiet=True) as pincer:
+            await pincer.people.set_roles(name, roles)
+            await _record(pincer, subject=name, outcome="roles-set", reason=f"roles of {name!r} set to {', '.join(roles.written())}",
+                          args={"roles": roles.written()})  # fmt: skip
+            return roles.written()
+
+    written = run(body, as_json=as_json)
+    if as_json:
+        emit_json({"name": name, "roles": written})
+    else:
+        stderr.print(f"{name}: {', '.join(written)}")
+
+
 @app.command("list")
 def list_people(as_json: bool = JsonOption) -> None:
     """List people and their roles."""
