@@ -10,10 +10,14 @@ import os
 import pwd
 import sqlite3
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLI_ACTOR", "audit_rows", "rows_after", "last_id", "only_act", "notes_server"]
+import anyio
+import httpx
+
+__all__ = ["CLI_ACTOR", "audit_rows", "rows_after", "last_id", "only_act", "notes_server", "answered_over_rest"]
 
 # Who the CLI is: the name of the user the process runs as (by uid, never by $USER).
 CLI_ACTOR = f"cli:{pwd.getpwuid(os.geteuid()).pw_name}"
@@ -60,3 +64,26 @@ def notes_server(tmp: Path, description: str = "Lists the notes") -> tuple[list[
     script.write_text(SERVER)
     _offer(offered, description)
     return ["--command", sys.executable, "--arg", "-u", "--arg", str(script), "--arg", str(offered)], offered
+
+
+async def answered_over_rest(
+    call: Callable[[], Awaitable[Any]], rest: httpx.AsyncClient, *, approvals: str = "/approvals",
+    decision: str = "allow_once", wait_s: float = 90.0,
+) -> tuple[Any, dict[str, Any]]:
+    """Run ``call`` (a tool call that asks), wait (at most ``wait_s``) for its approval to be
+    listed at ``approvals`` over ``rest``, answer it with ``decision``; the call's result and the
+    approval as it was listed."""
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await call())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(wait_s):
+            while not (pending := (await rest.get(approvals)).json()["approvals"]):
+                await anyio.sleep(0.05)
+        (approval,) = pending
+        answered = await rest.post(f"{approvals}/{approval['id']}", json={"decision": decision})
+        assert answered.status_code == 200, answered.text
+    return results[0], approval

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import httpx2
 import pytest
@@ -21,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from pincer.hub.trust import TrustStore
-from tests.acts.support import audit_rows, last_id, only_act, rows_after
+from tests.acts.support import answered_over_rest, audit_rows, last_id, only_act, rows_after
 from tests.cli.pending import wait_for_pending
 from tests.gateway.conftest import pincer_serve
 from tests.gateway.ui.conftest import WAIT_S, csrf_of, pincer_cli, sign_in, wait_until, waiting_call
@@ -120,23 +119,10 @@ async def test_an_mcp_client_installing_through_skills_install_is_one_record_nam
     is recorded once, as the MCP session's act, with the approval that let it."""
     with pincer_serve(catalog) as server:
         headers = {"Authorization": f"Bearer {server.token}"}
-        results: list[Any] = []
         async with httpx2.AsyncClient(headers=headers, trust_env=False) as transport, \
                 Client(streamable_http_client(server.info["mcp_url"], http_client=transport), mode="legacy") as client, \
                 httpx.AsyncClient(base_url=server.info["api_url"], headers=headers, trust_env=False, timeout=WAIT_S) as rest:  # fmt: skip
-
-            async def install() -> None:
-                results.append(await client.call_tool("skills_install", {"key": "meeting-notes"}))
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(install)
-                with anyio.fail_after(WAIT_S):
-                    while not (pending := (await rest.get("/approvals")).json()["approvals"]):
-                        await anyio.sleep(0.1)
-                (approval,) = pending
-                answered = await rest.post(f"/approvals/{approval['id']}", json={"decision": "allow_once"})
-                assert answered.status_code == 200, answered.text
-    (result,) = results
+            result, approval = await answered_over_rest(lambda: client.call_tool("skills_install", {"key": "meeting-notes"}), rest)
     assert not result.is_error, result
     hub = [r for r in audit_rows(catalog) if r["kind"] == "hub"]
     assert [(r["tool"], r["outcome"], r["caller"], r["approval_id"]) for r in hub] == [

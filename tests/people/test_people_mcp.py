@@ -12,6 +12,7 @@ import mcp_types as types
 import pytest
 
 from pincer.policy.roles import parse_roles
+from tests.acts.support import answered_over_rest
 from tests.gateway.conftest import LiveGateway, gateway  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.anyio
@@ -33,21 +34,11 @@ async def test_a_viewers_client_is_never_asked_and_an_approvers_answer_is_theirs
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"decision": "allow_once"})
 
-    results: list[Any] = []
     async with gateway.mcp(mode=mode, token=vera, elicitation_callback=allow) as client, \
             gateway.http(headers={"Authorization": f"Bearer {wes}"}) as rest:  # fmt: skip
-
-        async def call() -> None:
-            results.append(await client.call_tool("write_note", {"text": "from vera"}))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(call)
-            with anyio.fail_after(CALL_TIMEOUT_S):
-                while not (pending := (await rest.get("/api/v1/approvals")).json()["approvals"]):
-                    await anyio.sleep(0.05)
-            (approval,) = pending
-            assert (await rest.post(f"/api/v1/approvals/{approval['id']}", json={"decision": "allow_once"})).status_code == 200
-    assert asked == [] and not results[0].is_error
+        result, approval = await answered_over_rest(lambda: client.call_tool("write_note", {"text": "from vera"}), rest,
+                                                    approvals="/api/v1/approvals", wait_s=CALL_TIMEOUT_S)  # fmt: skip
+    assert asked == [] and not result.is_error
     assert (await gateway.pincer.approvals.get(approval["id"])).answered_by == "rest:wes"
     (call,) = [r for r in await gateway.pincer.audit.records(tool="write_note") if r.kind == "call"]
     assert (call.person, call.approved_by) == ("vera", "rest:wes")

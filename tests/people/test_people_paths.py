@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.acts.support import audit_rows, last_id, rows_after
+from tests.acts.support import answered_over_rest, audit_rows, last_id, rows_after
 from tests.acts.test_gateway_acts import catalog  # noqa: F401 - a fixture
 from tests.cli.pending import wait_for_pending
 from tests.gateway.conftest import pincer_serve
@@ -164,23 +163,10 @@ async def test_over_mcp_a_viewer_cannot_install_and_an_operators_install_names_t
             refused = await client.call_tool("skills_install", {"key": "meeting-notes"})
         assert refused.is_error and "vera may not call skills_install" in str(refused.content)
         assert [r for r in rows_after(catalog, before) if r["kind"] != "call"] == []
-        results: list[Any] = []
         async with httpx2.AsyncClient(headers=_bearer(olga), trust_env=False) as transport, \
                 Client(streamable_http_client(server.info["mcp_url"], http_client=transport), mode="legacy") as client, \
                 httpx.AsyncClient(base_url=server.info["api_url"], headers=_bearer(wes), trust_env=False, timeout=WAIT_S) as rest:  # fmt: skip
-
-            async def install() -> None:
-                results.append(await client.call_tool("skills_install", {"key": "meeting-notes"}))
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(install)
-                with anyio.fail_after(WAIT_S):
-                    while not (pending := (await rest.get("/approvals")).json()["approvals"]):
-                        await anyio.sleep(0.1)
-                (approval,) = pending
-                answered = await rest.post(f"/approvals/{approval['id']}", json={"decision": "allow_once"})
-                assert answered.status_code == 200, answered.text
-    (result,) = results
+            result, approval = await answered_over_rest(lambda: client.call_tool("skills_install", {"key": "meeting-notes"}), rest)
     assert not result.is_error, result
     rows = rows_after(catalog, before)
     (denied,) = [r for r in rows if r["kind"] == "call" and r["outcome"] == "denied"]
