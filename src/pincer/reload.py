@@ -114,11 +114,12 @@ def live_config_changes(old: Config, new: Config) -> list[str]:
 # The parts of config.toml that decide what pincer may do: who may call (sessions, tokens,
 # allowed hosts), what a call may do (grants, limits, credentials, network, sandbox, the taint
 # rule, tool limits), how it is asked (approvals), what starts runs (hooks, jobs) and which tools
-# exist (built-ins, hub sources, a model for run_skill and build_tool). A change to any of them
+# exist (built-ins, hub sources, a model for run_skill and build_tool), and who signs in with
+# which roles (auth: single sign-on's providers and rules). A change to any of them
 # is an act (core/acts.py): the gateway that applies it records it.
 POLICY_SECTIONS = (
     "grants", "sessions", "limits", "credentials", "network", "sandbox", "agent", "tools", "approvals",
-    "idempotency", "gateway", "hooks", "jobs", "builtins", "hub", "llm",
+    "idempotency", "gateway", "hooks", "jobs", "builtins", "hub", "llm", "auth",
 )  # fmt: skip
 
 
