@@ -31,6 +31,7 @@ from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore
 from pincer.store.anchor import ANCHOR_FILE, SHARED_ANCHOR_FILE, AnchorFile
 from pincer.store.home_share import HomeSync, LocalHome, SharedHomeBackend, share, unshare
 from pincer.store.instances import Instances
+from pincer.store.oidc_logins import OidcLoginStore
 from pincer.store.people import PeopleStore
 from pincer.store.runs import RunStore
 from pincer.store.sign_ins import SignInStore
@@ -77,6 +78,7 @@ class Pincer:
         self.sign_ins = SignInStore(db)
         self.tasks = TaskStore(db)
         self.people = PeopleStore(db)
+        self.oidc_logins = OidcLoginStore(db)
         self.trigger_store = TriggerStore(db, owners=owners, instances=instances)
         self.secrets = SecretStore.open(config.home, key=secret_key)
         # The registry's files under home, shared with other machines' homes on [store] url.

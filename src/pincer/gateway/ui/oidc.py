@@ -15,8 +15,8 @@ set anew at each sign-in. No role: no sign-in. The sign-in then holds a personal
 the person's that lives as long as the sign-in may (store/people.py), so removing the person or
 revoking the token ends it on every gateway of the store.
 
-The pending logins live in this gateway's memory (ten minutes, bounded): a login started on one
-gateway finishes on that one.
+The logins begun and not yet finished are kept in the store for ten minutes (store/oidc_logins.py,
+by the sha256 of their state): a login begun on one gateway finishes on any gateway of the store.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ from pincer.core.extras import require
 from pincer.gateway.ui.auth import UI_PREFIX, UI_SESSION_TTL_S, set_session_cookie
 from pincer.gateway.ui.render import pincer_of
 from pincer.policy.roles import parse_roles
+from pincer.store.oidc_logins import OidcLoginStore, PendingLogin
 
 if TYPE_CHECKING:
     from pincer.config import OidcProvider
@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["OidcLogins", "routes", "IdTokenRefused"]
 
 PENDING_TTL_S = 600.0
-MAX_PENDING = 1_000
 LEEWAY_S = 60  # clock skew allowed on exp, iat and nbf
 HTTP_TIMEOUT_S = 15.0
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -60,42 +59,31 @@ class IdTokenRefused(Exception):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _Pending:
-    provider: str
-    nonce: str
-    verifier: str
-    next_path: str
-    created: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class SignedInAs:
     person: str
     email: str
 
 
 class OidcLogins:
-    """The pending logins of this gateway and what it knows of each provider (discovery, keys)."""
+    """What this gateway knows of each provider (discovery, keys); the logins begun and not yet
+    finished are in the store (store/oidc_logins.py), so any gateway of it finishes one."""
 
     def __init__(self, *, clock: Any = time.time) -> None:
-        self._pending: OrderedDict[str, _Pending] = OrderedDict()
         self._discovery: dict[str, dict[str, Any]] = {}
         self._keys: dict[str, Any] = {}
         self._clock = clock
 
-    def begin(self, provider: str, next_path: str) -> tuple[str, _Pending]:
+    async def begin(self, store: OidcLoginStore, provider: str, next_path: str) -> tuple[str, PendingLogin]:
         now = self._clock()
-        while self._pending and (len(self._pending) >= MAX_PENDING or next(iter(self._pending.values())).created < now - PENDING_TTL_S):
-            self._pending.popitem(last=False)
         state = secrets.token_urlsafe(32)
-        pending = _Pending(provider=provider, nonce=secrets.token_urlsafe(32), verifier=secrets.token_urlsafe(48),
-                           next_path=next_path, created=now)  # fmt: skip
-        self._pending[state] = pending
+        pending = PendingLogin(provider=provider, nonce=secrets.token_urlsafe(32), verifier=secrets.token_urlsafe(48),
+                               next_path=next_path, created=now)  # fmt: skip
+        await store.add(state, pending, forget_before=now - PENDING_TTL_S)
         return state, pending
 
-    def take(self, state: str, provider: str) -> _Pending | None:
-        """The login ``state`` began, once; None for one never begun here, expired, or taken."""
-        pending = self._pending.pop(state, None)
+    async def take(self, store: OidcLoginStore, state: str, provider: str) -> PendingLogin | None:
+        """The login ``state`` began, once; None for one never begun, expired, taken, or another provider's."""
+        pending = await store.take(state) if state else None
         if pending is None or pending.provider != provider or pending.created < self._clock() - PENDING_TTL_S:
             return None
         return pending
@@ -213,7 +201,7 @@ async def start(request: Request) -> Response:
     except (IdTokenRefused, httpx.HTTPError) as exc:
         logger.warning("single sign-on %s: the provider's discovery failed: %s", name, exc)
         return _refused(502, f"the provider {name!r} could not be reached or answered wrongly")
-    state, pending = logins.begin(name, next_of(request.query_params.get("next")))
+    state, pending = await logins.begin(pincer_of(request).oidc_logins, name, next_of(request.query_params.get("next")))
     query = urlencode({
         "response_type": "code", "client_id": config.client_id, "redirect_uri": _callback_url(request, name),
         "scope": " ".join(config.scopes), "state": state, "nonce": pending.nonce,
@@ -233,7 +221,7 @@ async def callback(request: Request) -> Response:
     params = request.query_params
     if params.get("error"):
         return _refused(401, f"the provider said no: {params.get('error', '')[:100]}")
-    pending = _logins(request).take(params.get("state", ""), name)
+    pending = await _logins(request).take(pincer_of(request).oidc_logins, params.get("state", ""), name)
     if pending is None:
         return _refused(400, "this sign-in was not begun here, took too long, or was finished already; sign in again")
     pincer = pincer_of(request)
@@ -268,7 +256,7 @@ async def callback(request: Request) -> Response:
 
 
 async def _exchange(
-    request: Request, http: httpx.AsyncClient, name: str, config: OidcProvider, pending: _Pending, code: str
+    request: Request, http: httpx.AsyncClient, name: str, config: OidcProvider, pending: PendingLogin, code: str
 ) -> dict[str, Any]:
     if not code:
         raise IdTokenRefused("the provider sent no code")

@@ -317,6 +317,17 @@ person_tokens = sa.Table(
     sa.Index("person_tokens_person", "person"),
 )  # fmt: skip
 
+# Single sign-on logins begun and not finished (store/oidc_logins.py): keyed by the state's sha256.
+oidc_logins = sa.Table(
+    "oidc_logins", metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("provider", sa.Text, nullable=False),
+    sa.Column("nonce", sa.Text, nullable=False),
+    sa.Column("verifier", sa.Text, nullable=False),
+    sa.Column("next_path", sa.Text, nullable=False),
+    sa.Column("created_at", REAL, nullable=False),
+)  # fmt: skip
+
 # A row per process on a shared store, with a heartbeat (store/instances.py).
 pincer_instances = sa.Table(
     "pincer_instances", metadata,

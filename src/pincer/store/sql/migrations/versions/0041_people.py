@@ -2,7 +2,8 @@
 
 Two new tables, the same on both databases: ``people`` (a name, an email, the roles as written,
 a status) and ``person_tokens`` (a token's sha256, never the token; its session, expiry, last use
-and revocation). The audit log gains ``person`` and ``approved_by``, empty in the records already
+and revocation), and ``oidc_logins`` (single sign-on logins begun, by the sha256 of their
+state). The audit log gains ``person`` and ``approved_by``, empty in the records already
 written (their chain values never covered them, so they still verify).
 
 Revision ID: 0041
@@ -45,6 +46,15 @@ def upgrade() -> None:
         sa.Column("revoked_at", _REAL),
     )
     op.create_index("person_tokens_person", "person_tokens", ["person"])
+    op.create_table(
+        "oidc_logins",
+        sa.Column("key", sa.Text, primary_key=True),
+        sa.Column("provider", sa.Text, nullable=False),
+        sa.Column("nonce", sa.Text, nullable=False),
+        sa.Column("verifier", sa.Text, nullable=False),
+        sa.Column("next_path", sa.Text, nullable=False),
+        sa.Column("created_at", _REAL, nullable=False),
+    )
     op.add_column("audit", sa.Column("person", sa.Text))
     op.add_column("audit", sa.Column("approved_by", sa.Text))
 
