@@ -5,28 +5,15 @@ leaves the browser signed out."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from playwright.sync_api import Browser, BrowserContext, expect
+from playwright.sync_api import BrowserContext, expect
 
 from tests.gateway.conftest import pincer_serve
-from tests.gateway.ui.conftest import WAIT_S, browser  # noqa: F401 - a fixture
+from tests.gateway.ui.conftest import browser  # noqa: F401 - a fixture
+from tests.gateway.ui.test_dashboard_browser import context  # noqa: F401 - a fixture
 from tests.people.oidc_provider import Provider
 from tests.people.test_oidc_sign_in import _configure, provider  # noqa: F401 - a fixture
-
-WAIT_MS = WAIT_S * 1000
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:  # noqa: F811
-    made = browser.new_context()
-    made.set_default_timeout(WAIT_MS)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def test_a_person_signs_in_through_the_provider_in_chromium(pincer_home: Path, provider: Provider, context: BrowserContext) -> None:  # noqa: F811

@@ -11,7 +11,6 @@ import json
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.acts.support import answered_over_rest, audit_rows, last_id, rows_after
-from tests.acts.test_gateway_acts import catalog  # noqa: F401 - a fixture
-from tests.cli.pending import wait_for_pending
+from tests.acts.test_gateway_acts import catalog, waiting  # noqa: F401 - fixtures
 from tests.gateway.conftest import pincer_serve
-from tests.gateway.ui.conftest import WAIT_S, csrf_of, pincer_cli, sign_in, waiting_call
+from tests.gateway.ui.conftest import WAIT_S, csrf_of, pincer_cli, sign_in
 from tests.hub.conftest import hub_server, publisher  # noqa: F401 - fixtures
 
 WRITE_ARGS = json.dumps({"path": "a.txt", "content": "hello"})
@@ -51,24 +49,12 @@ def team(pincer_home: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def waiting(pincer_home: Path, team: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
-    caller = waiting_call(pincer_home, "write_file", WRITE_ARGS)
-    try:
-        (pending,) = wait_for_pending(pincer_home, caller, lambda h: pincer_cli(h, "approvals", "list", "--json"))
-        yield caller, pending
-    finally:
-        if caller.poll() is None:
-            caller.kill()
-        caller.communicate(timeout=CALL_TIMEOUT_S)
-
-
 def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
 def test_over_rest_only_an_approver_whose_scope_holds_the_approval_answers_it_and_the_record_names_them(
-    pincer_home: Path, team: dict[str, str], waiting: tuple[subprocess.Popen[str], dict[str, Any]]
+    pincer_home: Path, team: dict[str, str], waiting: tuple[subprocess.Popen[str], dict[str, Any]]  # noqa: F811 - the fixture
 ) -> None:
     caller, pending = waiting
     url = f"/approvals/{pending['id']}"
@@ -121,7 +107,7 @@ def test_a_revoked_an_expired_and_a_removed_persons_token_are_refused_at_the_doo
 
 
 def test_on_the_dashboard_a_person_signs_in_with_their_token_and_their_roles_decide(
-    pincer_home: Path, team: dict[str, str], waiting: tuple[subprocess.Popen[str], dict[str, Any]]
+    pincer_home: Path, team: dict[str, str], waiting: tuple[subprocess.Popen[str], dict[str, Any]]  # noqa: F811 - the fixture
 ) -> None:
     caller, pending = waiting
     grant = {"tool": "echo", "mode": "allow", "effects": "network"}
@@ -178,7 +164,7 @@ async def test_over_mcp_a_viewer_cannot_install_and_an_operators_install_names_t
 
 
 def test_the_audit_filters_by_person_over_rest_and_on_the_dashboard(
-    pincer_home: Path, team: dict[str, str], waiting: tuple[subprocess.Popen[str], dict[str, Any]]
+    pincer_home: Path, team: dict[str, str], waiting: tuple[subprocess.Popen[str], dict[str, Any]]  # noqa: F811 - the fixture
 ) -> None:
     caller, pending = waiting
     with pincer_serve(pincer_home) as server:
