@@ -49,3 +49,27 @@ async def test_a_viewers_client_is_never_asked_and_an_approvers_answer_is_theirs
     assert len(asked) == 1 and not mine.is_error
     answers = [r for r in await gateway.pincer.audit.records() if r.kind == "approval"]
     assert [(r.caller, r.person) for r in answers] == [("rest:wes", "wes"), ("mcp-elicitation:wes", "wes")]
+
+
+async def test_a_viewers_mcp_task_is_not_answered_by_the_viewer_and_an_approvers_answer_is_theirs(gateway: LiveGateway) -> None:  # noqa: F811
+    """MCP Tasks: tasks/update answers the task's approval; a person's roles must hold it."""
+    from tests.gateway.test_tasks import Requester, _approval_of
+
+    vera = await _token(gateway, "vera", "viewer")
+    client = Requester(gateway, vera)
+    created = (await client.call("write_note", {"text": "vera's task"}))["result"]
+    assert created["status"] == "input_required"
+    waiting = (await client.get(created["taskId"]))["result"]
+    assert waiting["inputRequests"] == {}  # a viewer's client is not asked
+    approval_id = await _approval_of(gateway, created)
+    key = f"approval:{approval_id}"
+    refused = await client.update(created["taskId"], {key: {"action": "accept", "content": {"decision": "allow_once"}}})
+    assert "error" in refused and "may not answer approval" in refused["error"]["message"], refused
+    assert (await gateway.pincer.approvals.get(approval_id)).status.value == "pending"
+    await gateway.pincer.people.add("wes", roles=parse_roles(["approver:tool=write_*"]), email=None, by="cli:test", now=time.time())
+    # The task is vera's (her session's); an approver answers it over REST, as wes.
+    wes = (await gateway.pincer.people.new_token("wes", now=time.time())).value
+    async with gateway.http(headers={"Authorization": f"Bearer {wes}"}) as rest:
+        assert (await rest.post(f"/api/v1/approvals/{approval_id}", json={"decision": "allow_once"})).status_code == 200
+    done = await client.until(created["taskId"], "completed", "failed")
+    assert done["status"] == "completed"

@@ -39,6 +39,7 @@ from pincer.core.acts import CANCELLED
 from pincer.core.errors import ApprovalGone, ApprovalPending, PincerError, TooManyTasks, UsageError
 from pincer.core.values import CallRequest, ToolResult
 from pincer.elicitation import APPROVAL_DECISION_SCHEMA, answer_from_reply
+from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.approvals import waiting_message
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus
@@ -267,10 +268,12 @@ class TaskReceiver:
         answer = answer_from_reply(responses[key])
         if answer is None:
             return {"resultType": "complete"}  # dismissed: the approval stays open for other ways
-        # A non-main session's answer is refused by the chain, the one place every answer passes.
+        # A non-main session's answer, or a person's whose roles do not hold the approval, is
+        # refused by the chain, the one place every answer passes.
         try:
             await self._pincer.dispatcher.answer(
-                task.approval_id, answer, by=f"mcp-task:{session.name}", as_session=session.name
+                task.approval_id, answer, by=f"mcp-task:{session.principal}", as_session=session.name,
+                roles=session.roles, person=session.person,
             )
         except PincerError as exc:
             raise MCPError(INVALID_PARAMS, exc.message) from None
@@ -311,8 +314,9 @@ class TaskReceiver:
             data["statusMessage"] = task.status_message
         if task.status is TaskStatus.INPUT_REQUIRED:
             requests: dict[str, Any] = {}
-            # Only a main session's client is asked: an agent must not approve its own calls.
-            if task.approval_id is not None and session is not None and session.is_main:
+            # Only a main session's client (or an approving person's) is asked: an agent must not
+            # approve its own calls.
+            if task.approval_id is not None and session is not None and can_answer_approvals(session):
                 requests[_key(task.approval_id)] = {
                     "method": "elicitation/create",
                     "params": {
