@@ -571,6 +571,11 @@ class OidcProvider(_Model):
     group_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=1_000)
     domain_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=1_000)
     email_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=10_000)
+    # An email counts only when the id_token says `email_verified: true`: a provider that lets a
+    # user set any address would otherwise sign them in as the person who owns it. Set true only
+    # for a provider that sends no such claim and issues every address itself (a workforce
+    # directory whose email claim users cannot edit).
+    assume_email_verified: bool = False
 
     @model_validator(mode="after")
     def _real_roles(self) -> OidcProvider:

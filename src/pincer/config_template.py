@@ -265,6 +265,10 @@ KEYS: dict[str, KeyHelp] = {
     "auth.oidc.*.group_roles": KeyHelp(help="roles by group of the id_token (viewer, approver[:tool=GLOB,...], operator, admin)", example='{ pincer-approvers = ["approver:tool=github_*"] }', table="auth.oidc.google"),
     "auth.oidc.*.domain_roles": KeyHelp(help="roles by the domain of a verified email", example='{ "example.com" = ["viewer"] }', table="auth.oidc.google"),
     "auth.oidc.*.email_roles": KeyHelp(help="roles by verified email", example='{ "alice@example.com" = ["admin"] }', table="auth.oidc.google"),
+    "auth.oidc.*.assume_email_verified": KeyHelp(
+        help="trust the email claim without email_verified = true (only a directory whose emails users cannot edit)",
+        example="false", table="auth.oidc.google",
+    ),
     "telemetry.metrics": KeyHelp(help="serve Prometheus metrics at /metrics (a main session's token)"),
     "telemetry.metrics_port": KeyHelp(
         help="also serve /metrics on this 127.0.0.1 port, without a token; unset: only the gateway's /metrics",

@@ -21,7 +21,7 @@ def test_a_person_signs_in_through_the_provider_in_chromium(pincer_home: Path, p
     with pincer_serve(pincer_home) as server:
         url = server.info["url"]
         page = context.new_page()
-        provider.next_user = {"email": "ann@example.test", "groups": ["approvers"]}
+        provider.next_user = {"email": "ann@example.test", "email_verified": True, "groups": ["approvers"]}
         page.goto(url + "/ui/approvals")
         expect(page).to_have_url(url + "/ui/login?next=/ui/approvals")
         expect(page.get_by_label("Token")).to_have_count(0)

@@ -58,17 +58,22 @@ def test_group_and_domain_rules_give_roles_and_a_cli_person_keeps_theirs(pincer_
             assert _signed_in(ann)
         request = provider.token_requests[-1]
         assert request["code_verifier"] and request["client_secret"] == CLIENT_SECRET
+        # An email the provider does not say it verified is nobody's: not even the CLI's person
+        # with that address (a provider that lets anyone set any email would hand over accounts).
+        with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as mallory:
+            unsaid = _sso(server, mallory, provider, {"email": "boss@corp.test", "groups": []})
+            assert unsaid.status_code == 401 and not _signed_in(mallory)
         with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as boss:
-            assert _sso(server, boss, provider, {"email": "boss@corp.test", "groups": []}).status_code == 200
+            assert _sso(server, boss, provider, {"email": "boss@corp.test", "email_verified": True}).status_code == 200
             assert _signed_in(boss)
         with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as eve:
-            refused = _sso(server, eve, provider, {"email": "eve@elsewhere.test", "groups": ["others"]})
+            refused = _sso(server, eve, provider, {"email": "eve@elsewhere.test", "email_verified": True, "groups": ["others"]})
             assert refused.status_code == 403 and "has no role here" in refused.text
             unverified = _sso(server, eve, provider, {"email": "eve@example.test", "email_verified": False})
             assert unverified.status_code == 401 and not _signed_in(eve)
         # The rules are the truth for a person single sign-on made: out of the group, a viewer.
         with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as ann:
-            assert _sso(server, ann, provider, {"email": "ann@example.test", "groups": []}).status_code == 200
+            assert _sso(server, ann, provider, {"email": "ann@example.test", "email_verified": True, "groups": []}).status_code == 200
     people = {p["name"]: p for p in json.loads(pincer_cli(pincer_home, "people", "list", "--json").stdout)}
     assert people["ann"]["roles"] == ["viewer"] and people["ann"]["created_by"] == "oidc:test"
     assert people["boss"]["roles"] == ["operator"] and "eve" not in people
@@ -77,7 +82,7 @@ def test_group_and_domain_rules_give_roles_and_a_cli_person_keeps_theirs(pincer_
 @pytest.mark.parametrize("tamper", ["forged", "expired", "wrong_audience", "wrong_issuer", "replayed_nonce", "no_nonce"])
 def test_a_bad_id_token_signs_nobody_in(pincer_home: Path, provider: Provider, tamper: str) -> None:
     _configure(pincer_home, provider)
-    user = {"email": "ann@example.test", "groups": ["approvers"]}
+    user = {"email": "ann@example.test", "email_verified": True, "groups": ["approvers"]}
     with pincer_serve(pincer_home) as server, httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as client:
         if tamper == "replayed_nonce":  # a login before, whose nonce the forged token carries
             with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as earlier:
@@ -94,7 +99,7 @@ def test_a_replayed_callback_is_refused_and_token_sign_in_can_be_turned_off(pinc
         assert 'name="token"' not in page.text and "Sign in with Test IdP" in page.text
         refused = client.post("/ui/login", data={"token": server.token, "csrf_token": client.cookies.get("pincer_ui_login", "")})
         assert refused.status_code == 403 and "turned off" in refused.text and not _signed_in(client)
-        provider.next_user = {"email": "ann@example.test", "groups": ["approvers"]}
+        provider.next_user = {"email": "ann@example.test", "email_verified": True, "groups": ["approvers"]}
         to_provider = client.get("/ui/login/oidc/test", follow_redirects=False)
         back = httpx.get(to_provider.headers["location"], trust_env=False, timeout=WAIT_S)
         callback = back.headers["location"]

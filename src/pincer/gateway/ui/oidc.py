@@ -275,8 +275,15 @@ async def _exchange(
 
 async def _person_of(pincer: Any, name: str, config: OidcProvider, claims: dict[str, Any]) -> SignedInAs:
     email = claims.get("email")
-    if not isinstance(email, str) or "@" not in email or claims.get("email_verified") is False:
-        raise IdTokenRefused("the id_token names no verified email")
+    verified = claims.get("email_verified")
+    if config.assume_email_verified and "email_verified" not in claims:
+        verified = True
+    if not isinstance(email, str) or "@" not in email or verified is not True:
+        # Fail closed: an email nobody vouched for could be anyone's (a CLI person's included).
+        raise IdTokenRefused(
+            "the id_token names no verified email (email_verified is not true); for a provider that never "
+            "sends email_verified, set [auth.oidc.NAME] assume_email_verified = true"
+        )
     email = email.lower()
     groups = claims.get(config.groups_claim) or []
     groups = [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
