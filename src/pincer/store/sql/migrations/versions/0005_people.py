@@ -6,7 +6,7 @@ and revocation), and ``oidc_logins`` (single sign-on logins begun, by the sha256
 state). The audit log gains ``person`` and ``approved_by``, empty in the records already
 written (their chain values never covered them, so they still verify).
 
-Revision ID: 0041
+Revision ID: 0005
 Revises: 0004
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0041"
+revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
