@@ -14,6 +14,7 @@ from mcp_types import methods as wire_methods
 
 from pincer.runtimes.mcp import ServerConnection
 from pincer.runtimes.mcp.sdk_compat import call_request, negotiated_version
+from pincer.runtimes.mcp.upstream_tasks import CreatedTask
 from tests.runtimes.mcp.conftest import WAIT_S, faulty_config, time_server_config
 
 pytestmark = pytest.mark.anyio
@@ -61,6 +62,8 @@ async def test_a_live_session_still_has_what_the_lean_path_reads(config, version
         client = session.client
         assert negotiated_version(client) == version
         assert hasattr(client.session, "_call_tool_adapter")
+        # finish_call resolves an upstream task through the claim the Client folded in.
+        assert set(client._folded_extensions.by_model) == {CreatedTask}
         params, headers = call_request(client, "echo", {"text": "x"})
         assert params["name"] == "echo" and params["arguments"] == {"text": "x"}
         assert headers["mcp-protocol-version"] == version, headers

@@ -48,6 +48,7 @@ from pincer.runtimes.mcp.lean import LeanCalls, ProgressFn
 from pincer.runtimes.mcp.lean_streams import LeanStreams
 from pincer.runtimes.mcp.pins import ToolDefinition
 from pincer.runtimes.mcp.stdio import StdioLaunch, StdioTransport
+from pincer.runtimes.mcp.upstream_tasks import UpstreamTasks
 from pincer.telemetry.tracing import TRACING
 
 logger = logging.getLogger(__name__)
@@ -281,6 +282,7 @@ class _Session:
             client_info=types.Implementation(name="pincer", version=pincer.__version__),
             message_handler=self._on_message,
             cache=None,
+            extensions=[UpstreamTasks(config.name)],
         )
         await stack.enter_async_context(client)
         return client

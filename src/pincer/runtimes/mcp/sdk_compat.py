@@ -13,7 +13,9 @@ send and read it, so it reuses the SDK's own steps rather than copies of them:
   ``mcp_types.methods.validate_server_result``, ``_later_revision_fields``, the session's
   ``_call_tool_adapter``), its structured content checked against the tool's output schema
   (the public ``validate_tool_result``), and an ``InputRequiredResult`` handed to the client's
-  own driver (``Client._drive_input_required``), whose later rounds go the SDK's way.
+  own driver (``Client._drive_input_required``), whose later rounds go the SDK's way; a claimed
+  shape (an upstream task) resolved by its extension's claim (``Client._folded_extensions``),
+  as ``Client.call_tool`` does.
 
 ``tests/runtimes/mcp/test_sdk_client_compat.py`` checks that each still exists with the shape
 used here, so an SDK upgrade that moves one fails that test by name instead of failing calls.
@@ -28,7 +30,7 @@ from typing import Any
 import mcp_types as types
 from mcp import Client
 from mcp.client import session as client_session
-from mcp.client.extension import UnexpectedClaimedResult
+from mcp.client.extension import ClaimContext, UnexpectedClaimedResult
 from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
 from mcp_types import methods as wire_methods
 
@@ -89,5 +91,13 @@ async def finish_call(
         if isinstance(final, types.CallToolResult):
             return final
         result = final
-    # pincer's client claims no extension result shapes: the SDK refuses these the same way.
-    raise UnexpectedClaimedResult(result)
+    # A claimed shape (an upstream task): resolved by its extension as Client.call_tool does.
+    claim = client._folded_extensions.by_model.get(type(result))
+    if claim is None:
+        raise UnexpectedClaimedResult(result)
+    resolved: types.CallToolResult = await claim.resolve(
+        result, ClaimContext(session=session, tool_name=tool, read_timeout_seconds=timeout_s)
+    )
+    if not resolved.is_error:
+        await session.validate_tool_result(tool, resolved)
+    return resolved

@@ -1,0 +1,174 @@
+"""pincer as a task requester (issue 37 item 2): an upstream server (tasks_server.py, the SDK's
+low-level Server on stdio, 2026-07-28) answers every ``tools/call`` with a task; pincer's MCP
+runtime follows it to its result on both paths of ``tools/call`` (the SDK's and the lean one)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pincer.core.errors import ToolError, ToolTimeout
+from pincer.runtimes.mcp import ServerConfig, ServerConnection
+from pincer.runtimes.mcp.upstream_tasks import MAX_POLL_S, MIN_POLL_S, poll_delay_s
+from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, WAIT_S
+
+pytestmark = pytest.mark.anyio
+
+TASKS_SERVER = Path(__file__).with_name("tasks_server.py")
+BOTH_PATHS = pytest.mark.parametrize("lean", [False, True], ids=["sdk", "lean"])
+
+
+def tasks_config(log: Path) -> ServerConfig:
+    return ServerConfig(
+        name="tasks", transport="stdio", command=sys.executable, args=("-u", str(TASKS_SERVER), "--log", str(log)),
+        connect_timeout_s=20.0, protocol="2026-07-28",
+    )  # fmt: skip
+
+
+def seen(log: Path, method: str) -> list[dict]:
+    if not log.exists():
+        return []
+    return [entry for line in log.read_text().splitlines() if (entry := json.loads(line))["method"] == method]
+
+
+async def text_of(
+    conn: ServerConnection, tool: str, args: dict | None = None, timeout_s: float = CALL_TIMEOUT_S
+) -> str:
+    result = await conn.call_tool(tool, args or {}, timeout_s=timeout_s)
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+@BOTH_PATHS
+async def test_a_task_is_polled_to_its_result(lean: bool, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        assert await text_of(conn, "quick") == "quick done"
+        assert len(seen(log, "tasks/get")) == 2
+        assert seen(log, "tasks/cancel") == []
+    finally:
+        await conn.aclose()
+
+
+@BOTH_PATHS
+async def test_an_input_request_goes_the_way_of_upstream_elicitation_and_the_task_is_cancelled(
+    lean: bool, tmp_path: Path
+) -> None:
+    # pincer declares no elicitation to upstream servers (a person answers through the chain,
+    # not through the server): the task's question is refused as a direct elicitation is.
+    log = tmp_path / "tasks.log"
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        with pytest.raises(ToolError, match="asked for input pincer cannot give"):
+            await text_of(conn, "ask")
+        assert seen(log, "tasks/update") == []
+        assert len(seen(log, "tasks/cancel")) == 1
+    finally:
+        await conn.aclose()
+
+
+@BOTH_PATHS
+async def test_a_task_that_never_finishes_is_bounded_by_the_deadline_and_cancelled_upstream(
+    lean: bool, tmp_path: Path
+) -> None:
+    log = tmp_path / "tasks.log"
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        await text_of(conn, "quick")  # started: the deadline below is the call's alone
+        with anyio.fail_after(1.0 + WAIT_S), pytest.raises(ToolTimeout, match="did not answer within 1 s"):
+            await text_of(conn, "forever", timeout_s=1.0)
+        cancels = seen(log, "tasks/cancel")
+        assert len(cancels) == 1
+        assert cancels[0]["taskId"] in {entry["taskId"] for entry in seen(log, "tasks/get")}
+    finally:
+        await conn.aclose()
+
+
+@BOTH_PATHS
+async def test_cancelling_the_pincer_call_cancels_the_upstream_task(lean: bool, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        await text_of(conn, "quick")
+        async with anyio.create_task_group() as group:
+            group.start_soon(text_of, conn, "forever")
+            with anyio.fail_after(WAIT_S):
+                while not [e for e in seen(log, "tasks/get") if e["taskId"] not in _quick_ids(log)]:
+                    await anyio.sleep(0.02)
+            group.cancel_scope.cancel()
+        with anyio.fail_after(WAIT_S):
+            while not seen(log, "tasks/cancel"):
+                await anyio.sleep(0.02)
+        assert len(seen(log, "tasks/cancel")) == 1
+    finally:
+        await conn.aclose()
+
+
+def _quick_ids(log: Path) -> set[str]:
+    entries = seen(log, "tasks/get")
+    return {entries[0]["taskId"]} if entries else set()
+
+
+@BOTH_PATHS
+async def test_an_answer_naming_another_task_is_refused_and_the_task_cancelled(lean: bool, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        with pytest.raises(ToolError, match="answer names another task"):
+            await text_of(conn, "wrong_id")
+        assert len(seen(log, "tasks/cancel")) == 1
+    finally:
+        await conn.aclose()
+
+
+@BOTH_PATHS
+async def test_a_malformed_create_task_result_fails_closed(lean: bool, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        with pytest.raises(ToolError, match="not a valid MCP result"):
+            await text_of(conn, "malformed")
+        assert seen(log, "tasks/get") == []
+    finally:
+        await conn.aclose()
+
+
+@BOTH_PATHS
+async def test_a_big_task_result_comes_back_as_a_direct_result_would(lean: bool, tmp_path: Path) -> None:
+    # The output limit is the chain's (dispatch truncates/refuses as for any call): the runtime
+    # hands the task's result over unchanged; the gateway test covers the limit.
+    log = tmp_path / "tasks.log"
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        assert await text_of(conn, "big", {"bytes": 300_000}) == "x" * 300_000
+    finally:
+        await conn.aclose()
+
+
+@BOTH_PATHS
+async def test_a_zero_poll_interval_is_clamped(lean: bool, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        assert await text_of(conn, "poll0") == "poll0 done"
+        times = [entry["at"] for entry in seen(log, "tasks/get")]
+        assert len(times) == 3
+        assert all(later - earlier >= MIN_POLL_S * 0.9 for earlier, later in itertools.pairwise(times))
+    finally:
+        await conn.aclose()
+
+
+def test_poll_delays_are_clamped() -> None:
+    assert poll_delay_s(0) == MIN_POLL_S
+    assert poll_delay_s(-5) == MIN_POLL_S
+    assert poll_delay_s(None) == MIN_POLL_S
+    assert poll_delay_s(True) == MIN_POLL_S
+    assert poll_delay_s(float("nan")) == MIN_POLL_S
+    assert poll_delay_s(10**12) == MAX_POLL_S
+    assert poll_delay_s(float("inf")) == MAX_POLL_S
+    assert poll_delay_s(250) == 0.25
