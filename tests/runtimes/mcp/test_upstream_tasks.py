@@ -12,9 +12,12 @@ from pathlib import Path
 import anyio
 import pytest
 
+from pincer.config import parse_config
 from pincer.core.errors import ToolError, ToolTimeout
-from pincer.runtimes.mcp import ServerConfig, ServerConnection
+from pincer.core.values import CallRequest
+from pincer.runtimes.mcp import ServerConfig, ServerConnection, ServerStore
 from pincer.runtimes.mcp.upstream_tasks import MAX_POLL_S, MIN_POLL_S, poll_delay_s
+from pincer.service import Pincer
 from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, WAIT_S
 
 pytestmark = pytest.mark.anyio
@@ -172,3 +175,23 @@ def test_poll_delays_are_clamped() -> None:
     assert poll_delay_s(10**12) == MAX_POLL_S
     assert poll_delay_s(float("inf")) == MAX_POLL_S
     assert poll_delay_s(250) == 0.25
+
+
+@BOTH_PATHS
+async def test_through_the_chain_a_task_result_is_audited_and_bounded_by_the_output_limit(
+    lean: bool, tmp_path: Path
+) -> None:
+    ServerStore(tmp_path).add(tasks_config(tmp_path / "tasks.log").with_changes(name="t"))
+    config = parse_config(
+        '[[grants]]\ntool = "t_*"\ndefault = "allow"\n[output]\nmax_bytes = 4096\n'
+        f"[tools]\ntimeout_s = 10\nmcp_lean_calls = {str(lean).lower()}\n",
+        home=tmp_path,
+    )
+    async with Pincer.open(tmp_path, config=config, secret_key=bytes(range(32)), builtins=False) as p:
+        with anyio.fail_after(WAIT_S * 3):
+            done = await p.call(CallRequest(tool="t_quick", args={}, caller="test"))
+            big = await p.call(CallRequest(tool="t_big", args={"bytes": 300_000}, caller="test"))
+        assert done.ok and done.output == "quick done" and done.audit_id is not None
+        # As any call's: the chain cuts the output to [output] max_bytes and says so.
+        assert big.ok and big.usage.truncated and big.audit_id is not None
+        assert len(json.dumps(big.to_dict())) < 3 * 4096, len(json.dumps(big.to_dict()))
