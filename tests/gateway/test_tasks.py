@@ -449,3 +449,36 @@ async def test_rest_refuses_a_flood_of_tasks_with_429_and_retry_after(pincer_hom
     assert first.status_code == 202
     assert second.status_code == 429 and int(second.headers["Retry-After"]) >= 1
     assert second.json()["error"]["code"] == "too_many_tasks"
+
+
+async def test_polling_faster_than_poll_interval_is_answered_from_one_read_per_window(pincer_home: Path) -> None:
+    agent_token, config = _agent_config()
+    async with live_gateway(pincer_home, config=config) as live:
+        owner = Requester(live)
+        created = (await owner.call("write_note", {"text": "polled"}))["result"]
+        store = live.pincer.tasks
+        reads: list[str] = []
+        read = store.get
+
+        async def counted(task_id: str) -> Any:
+            reads.append(task_id)
+            return await read(task_id)
+
+        store.get = counted  # counts the reads the store serves; each still goes to the real store
+        try:
+            started = anyio.current_time()
+            answers = [(await owner.get(created["taskId"]))["result"] for _ in range(20)]
+            elapsed = anyio.current_time() - started
+            polled_reads = len(reads)
+            # Within a window the row read last answers, but never to another session.
+            foreign = await Requester(live, agent_token).get(created["taskId"])
+            acked = await owner.update(
+                created["taskId"], {"x": {"action": "accept", "content": {"decision": "allow_once"}}}
+            )
+        finally:
+            del store.get
+    assert all(answer["status"] == "input_required" and answer["inputRequests"] for answer in answers)
+    window_s = min(created["pollIntervalMs"] / 1000, 1.0)
+    assert 1 <= polled_reads <= 1 + int(elapsed / window_s), (polled_reads, elapsed)
+    assert foreign["error"]["code"] == -32602 and "not found" in foreign["error"]["message"]
+    assert "error" not in acked

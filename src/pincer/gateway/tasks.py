@@ -22,6 +22,7 @@ approve its own calls): its status message says how a person answers.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import time
@@ -62,6 +63,11 @@ MAX_TASK_ID_CHARS = 128
 # on a SQLite home, a gateway that died without a word).
 SWEEP_INTERVAL_S = 1.0
 _NOT_FOUND = "Failed to retrieve task: Task not found"
+# A client polling tasks/get faster than pollIntervalMs is answered from the row this gateway
+# read last, for at most min(pollIntervalMs, COALESCE_MAX_S): the store sees at most one read
+# per task per window whatever the client does, and no answer is staler than that.
+COALESCE_MAX_S = 1.0
+MAX_COALESCED = 4096  # rows kept for that; the oldest go first
 _INTERRUPTED = (
     "the gateway running this call stopped before it finished; it was not run again "
     "(a tool's effects may be partly done: check before calling it again)"
@@ -127,6 +133,7 @@ class TaskReceiver:
         self._task_group = task_group
         self._base_url = base_url
         self._running: dict[str, anyio.CancelScope] = {}  # task id -> the call running it here
+        self._recent: collections.OrderedDict[str, tuple[float, Task]] = collections.OrderedDict()
 
     @property
     def _store(self) -> Any:
@@ -230,6 +237,12 @@ class TaskReceiver:
         )
 
     async def _finish(self, task: Task, result: ToolResult | None, *, owner: str) -> None:
+        try:
+            await self._write_end(task, result, owner=owner)
+        finally:
+            self._recent.pop(task.id, None)  # written here: the next poll reads it
+
+    async def _write_end(self, task: Task, result: ToolResult | None, *, owner: str) -> None:
         if result is None:  # cancelled: the chain recorded the call
             await self._store.finish(task.id, TaskStatus.CANCELLED, message="cancelled", owner=owner)
             return
@@ -249,10 +262,31 @@ class TaskReceiver:
     # -- tasks/get, tasks/update, tasks/cancel ------------------------------------------------------
 
     async def get(self, session: GatewaySession, task_id: str) -> dict[str, Any]:
-        task = await self._own(session, task_id)
+        task = self._coalesced(task_id)
+        if task is None:
+            task = await self._own(session, task_id)
+            self._recent[task_id] = (time.monotonic(), task)
+            while len(self._recent) > MAX_COALESCED:
+                self._recent.popitem(last=False)
+        elif task.session != session.name:
+            raise MCPError(INVALID_PARAMS, _NOT_FOUND)
+        elif task.expires_at < time.time():
+            raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task has expired")
         return {**self._detailed(task, session), "resultType": "complete"}
 
+    def _coalesced(self, task_id: str) -> Task | None:
+        """The row read for ``task_id`` within its polling window, if any (see COALESCE_MAX_S)."""
+        recent = self._recent.get(task_id)
+        if recent is None:
+            return None
+        read_at, task = recent
+        if time.monotonic() - read_at >= min(task.poll_ms / 1000, COALESCE_MAX_S):
+            del self._recent[task_id]
+            return None
+        return task
+
     async def update(self, session: GatewaySession, task_id: str, responses: Mapping[str, Any]) -> dict[str, Any]:
+        self._recent.pop(task_id, None)  # the client's own act shows in its next poll
         task = await self._own(session, task_id)
         if len(json.dumps(responses, separators=(",", ":"))) > MAX_INPUT_RESPONSES_BYTES:
             raise MCPError(
@@ -287,6 +321,7 @@ class TaskReceiver:
 
     async def cancel_task(self, task: Task) -> None:
         """Cancel a task however it stands (:func:`cancel_task`); one running here stops now."""
+        self._recent.pop(task.id, None)
         await cancel_task(self._pincer, task)
         scope = self._running.get(task.id)
         if scope is not None:
