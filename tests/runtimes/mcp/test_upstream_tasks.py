@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -33,6 +35,15 @@ def tasks_config(log: Path) -> ServerConfig:
     )  # fmt: skip
 
 
+@asynccontextmanager
+async def connected(log: Path, *, lean: bool) -> AsyncIterator[ServerConnection]:
+    conn = ServerConnection(tasks_config(log), lean=lean)
+    try:
+        yield conn
+    finally:
+        await conn.aclose()
+
+
 def seen(log: Path, method: str) -> list[dict]:
     if not log.exists():
         return []
@@ -49,13 +60,10 @@ async def text_of(
 @BOTH_PATHS
 async def test_a_task_is_polled_to_its_result(lean: bool, tmp_path: Path) -> None:
     log = tmp_path / "tasks.log"
-    conn = ServerConnection(tasks_config(log), lean=lean)
-    try:
+    async with connected(log, lean=lean) as conn:
         assert await text_of(conn, "quick") == "quick done"
         assert len(seen(log, "tasks/get")) == 2
         assert seen(log, "tasks/cancel") == []
-    finally:
-        await conn.aclose()
 
 
 @BOTH_PATHS
@@ -65,14 +73,11 @@ async def test_an_input_request_goes_the_way_of_upstream_elicitation_and_the_tas
     # pincer declares no elicitation to upstream servers (a person answers through the chain,
     # not through the server): the task's question is refused as a direct elicitation is.
     log = tmp_path / "tasks.log"
-    conn = ServerConnection(tasks_config(log), lean=lean)
-    try:
+    async with connected(log, lean=lean) as conn:
         with pytest.raises(ToolError, match="asked for input pincer cannot give"):
             await text_of(conn, "ask")
         assert seen(log, "tasks/update") == []
         assert len(seen(log, "tasks/cancel")) == 1
-    finally:
-        await conn.aclose()
 
 
 @BOTH_PATHS
@@ -80,23 +85,19 @@ async def test_a_task_that_never_finishes_is_bounded_by_the_deadline_and_cancell
     lean: bool, tmp_path: Path
 ) -> None:
     log = tmp_path / "tasks.log"
-    conn = ServerConnection(tasks_config(log), lean=lean)
-    try:
+    async with connected(log, lean=lean) as conn:
         await text_of(conn, "quick")  # started: the deadline below is the call's alone
         with anyio.fail_after(1.0 + WAIT_S), pytest.raises(ToolTimeout, match="did not answer within 1 s"):
             await text_of(conn, "forever", timeout_s=1.0)
         cancels = seen(log, "tasks/cancel")
         assert len(cancels) == 1
         assert cancels[0]["taskId"] in {entry["taskId"] for entry in seen(log, "tasks/get")}
-    finally:
-        await conn.aclose()
 
 
 @BOTH_PATHS
 async def test_cancelling_the_pincer_call_cancels_the_upstream_task(lean: bool, tmp_path: Path) -> None:
     log = tmp_path / "tasks.log"
-    conn = ServerConnection(tasks_config(log), lean=lean)
-    try:
+    async with connected(log, lean=lean) as conn:
         await text_of(conn, "quick")
         async with anyio.create_task_group() as group:
             group.start_soon(text_of, conn, "forever")
@@ -108,8 +109,6 @@ async def test_cancelling_the_pincer_call_cancels_the_upstream_task(lean: bool, 
             while not seen(log, "tasks/cancel"):
                 await anyio.sleep(0.02)
         assert len(seen(log, "tasks/cancel")) == 1
-    finally:
-        await conn.aclose()
 
 
 def _quick_ids(log: Path) -> set[str]:
@@ -120,25 +119,19 @@ def _quick_ids(log: Path) -> set[str]:
 @BOTH_PATHS
 async def test_an_answer_naming_another_task_is_refused_and_the_task_cancelled(lean: bool, tmp_path: Path) -> None:
     log = tmp_path / "tasks.log"
-    conn = ServerConnection(tasks_config(log), lean=lean)
-    try:
+    async with connected(log, lean=lean) as conn:
         with pytest.raises(ToolError, match="answer names another task"):
             await text_of(conn, "wrong_id")
         assert len(seen(log, "tasks/cancel")) == 1
-    finally:
-        await conn.aclose()
 
 
 @BOTH_PATHS
 async def test_a_malformed_create_task_result_fails_closed(lean: bool, tmp_path: Path) -> None:
     log = tmp_path / "tasks.log"
-    conn = ServerConnection(tasks_config(log), lean=lean)
-    try:
+    async with connected(log, lean=lean) as conn:
         with pytest.raises(ToolError, match="not a valid MCP result"):
             await text_of(conn, "malformed")
         assert seen(log, "tasks/get") == []
-    finally:
-        await conn.aclose()
 
 
 @BOTH_PATHS
@@ -146,24 +139,18 @@ async def test_a_big_task_result_comes_back_as_a_direct_result_would(lean: bool,
     # The output limit is the chain's (dispatch truncates/refuses as for any call): the runtime
     # hands the task's result over unchanged; the gateway test covers the limit.
     log = tmp_path / "tasks.log"
-    conn = ServerConnection(tasks_config(log), lean=lean)
-    try:
+    async with connected(log, lean=lean) as conn:
         assert await text_of(conn, "big", {"bytes": 300_000}) == "x" * 300_000
-    finally:
-        await conn.aclose()
 
 
 @BOTH_PATHS
 async def test_a_zero_poll_interval_is_clamped(lean: bool, tmp_path: Path) -> None:
     log = tmp_path / "tasks.log"
-    conn = ServerConnection(tasks_config(log), lean=lean)
-    try:
+    async with connected(log, lean=lean) as conn:
         assert await text_of(conn, "poll0") == "poll0 done"
         times = [entry["at"] for entry in seen(log, "tasks/get")]
         assert len(times) == 3
         assert all(later - earlier >= MIN_POLL_S * 0.9 for earlier, later in itertools.pairwise(times))
-    finally:
-        await conn.aclose()
 
 
 def test_poll_delays_are_clamped() -> None:
