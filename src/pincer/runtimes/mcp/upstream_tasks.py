@@ -158,7 +158,7 @@ async def _follow(created: CreatedTask, ctx: ClaimContext, what: str) -> types.C
         if state.task_id != task_id:
             raise ToolError(
                 f"{what}: the server's tasks/get answer names another task; the call is refused",
-                hint="the server is broken or hostile; check it with `pincer mcp status`",
+                hint="the server is broken or hostile; check it with `pincer mcp test`",
             )
         status = state.status
         delay = poll_delay_s(state.poll_interval_ms)
