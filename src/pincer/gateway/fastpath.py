@@ -27,6 +27,7 @@ from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     MCP_PARAM_HEADER_PREFIX,
     X_MCP_HEADER_KEY,
+    InboundLadderRejection,
     classify_inbound_request,
     find_duplicated_routing_header,
     validate_mcp_param_headers,
@@ -95,7 +96,7 @@ class ModernCallFastPath:
         if find_duplicated_routing_header(raw_headers) is not None:
             return False
         verdict = classify_inbound_request(decoded, headers=headers)
-        if not hasattr(verdict, "protocol_version"):
+        if isinstance(verdict, InboundLadderRejection):
             return False  # a rejection: the SDK answers it, in its words
         if not isinstance(verdict.client_capabilities, Mapping) or not isinstance(verdict.client_info, Mapping | None):
             return False

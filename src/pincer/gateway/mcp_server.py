@@ -21,13 +21,13 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 import anyio.abc
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -41,7 +41,7 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, CallToolRequestParams, PaginatedRequestParams
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
@@ -73,7 +73,7 @@ from pincer.gateway.tasks import (
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.wire import INSTRUCTIONS, SERVER_NAME, tool_to_wire
 from pincer.policy.visibility import as_seen, visible_tools
-from pincer.registry import RegistryEvent
+from pincer.registry import Registry, RegistryEvent
 from pincer.store.approvals import ApprovalRequest
 from pincer.telemetry import spans
 from pincer.telemetry.tracing import TRACING
@@ -106,7 +106,7 @@ _CHANGE_EVENTS: dict[str, tuple[Any, str]] = {
 class Pincerish(Protocol):
     """What the gateway needs of ``pincer.service.Pincer``."""
 
-    registry: Any
+    registry: Registry
     dispatcher: Any
     config: Any
 
@@ -168,12 +168,16 @@ class McpGateway:
             title=SERVER_NAME,
             instructions=INSTRUCTIONS,
             # Lists change with the registry and are filtered per session: fresh and private.
-            cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
+            cache_hints={
+                cast("CacheableMethod", method): CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS
+            },
             get_tool_input_schema=self._input_schema,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
         )
+        # Registered as on_list_tools/on_call_tool would be (same params models), through the typed
+        # seam that admits the plain JSON results these handlers answer with (HandlerResult).
+        self.server.add_request_handler("tools/list", PaginatedRequestParams, self._list_tools)
+        self.server.add_request_handler("tools/call", CallToolRequestParams, self._call_tool)
         # OpenTelemetry spans per message cost more than a native call; pincer's audit log is
         # the record. Then: note connections (for list_changed), check tools/call params (so
         # a malformed call is audited), seal requestState (2026-07-28 multi-round calls).
@@ -238,7 +242,7 @@ class McpGateway:
     def idempotency_key(params: Mapping[str, Any]) -> str | None:
         return _idempotency_key(params)
 
-    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> dict[str, Any]:
         return complete(ctx, {"tools": self._visible(self.session_of(ctx).name)[1]})
 
     def _visible(self, session: str) -> tuple[Any, list[dict[str, Any]], dict[str, dict[str, Any]]]:
@@ -268,7 +272,7 @@ class McpGateway:
 
     # -- tools/call --------------------------------------------------------------------------
 
-    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> dict[str, Any]:
         # The raw wire values: answers stay plain JSON, and requestState is the plaintext the
         # RequestStateBoundary middleware verified and unsealed.
         raw = ctx.params if isinstance(ctx.params, Mapping) else {}

@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["ServeInfo", "serve", "check_bind_host", "SHUTDOWN_GRACE_S"]
 
 # uvicorn waits this long for open connections (SSE streams stay open) before closing them.
-SHUTDOWN_GRACE_S = 3.0
+# Whole seconds: uvicorn's Config takes an int; a fraction would be rounded up, never cut short.
+SHUTDOWN_GRACE_S = 3
 STARTUP_POLL_S = 0.01
 METRICS_HOST = "127.0.0.1"
 
@@ -167,15 +168,14 @@ async def _serve(
         if metrics_server is not None:
             tg.start_soon(_run_metrics, *metrics_server)
         watcher = anyio.CancelScope()
-        watch = getattr(pincer, "watch_state", None)
+        watch = pincer.watch_state
 
         async def watch_tools(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             # What other processes change: installed tools, MCP servers, config.toml (reload.py).
             with watcher:
                 await watch(task_status=task_status)
 
-        if watch is not None:
-            await tg.start(watch_tools)
+        await tg.start(watch_tools)
         try:
             while not server.started:
                 if finished.is_set():
