@@ -40,6 +40,7 @@ from pincer.store.tasks import TaskStore
 from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
+    from pincer.skills.deps import DepsResult
     from pincer.telemetry.metrics import Metrics, ServerState
 
 logger = logging.getLogger(__name__)
@@ -347,7 +348,7 @@ class Pincer:
             exec_policy=load_exec_policy(self.home),
         )
 
-    async def install_skill_deps(self, name: str) -> Any:
+    async def install_skill_deps(self, name: str) -> DepsResult:
         """Install one skill's dependencies (``pincer skills deps NAME``) and reload the library."""
         from pincer.skills.deps import install_deps
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from pincer.cli.common import EXIT_FAILURE, EXIT_OK, JsonOption, emit_json, fail, pincer_home, stderr
 from pincer.core.errors import PincerError, UsageError
+
+if TYPE_CHECKING:
+    from pincer.hub.installer import Hub
 
 __all__ = [
     "search",
@@ -92,7 +95,7 @@ def _audit_sink(home: Path) -> Any:
     return record
 
 
-def open_hub(*, as_json: bool, progress: InstallProgress | None = None, secrets: Any = None) -> Any:
+def open_hub(*, as_json: bool, progress: InstallProgress | None = None, secrets: Any = None) -> Hub:
     from pincer.config import load_config
     from pincer.hub.archive import ArchiveLimits
     from pincer.hub.catalog import Catalog

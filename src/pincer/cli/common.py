@@ -14,13 +14,16 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import anyio
 import typer
 
 from pincer.cli.console import stderr, stderr_console
 from pincer.core.errors import ClientCapabilityMissing, ConfigError, PincerError, UsageError, VersionExists, error_class
+
+if TYPE_CHECKING:
+    from pincer.service import Pincer
 
 __all__ = [
     "EXIT_OK",
@@ -68,7 +71,7 @@ def audit_key(home: Path) -> bytes:
 @asynccontextmanager
 async def open_pincer(
     *, builtins: bool = True, quiet: bool = False, config: Any = None, for_tool: str | None = None
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[Pincer]:
     """The ``Pincer`` of PINCER_HOME (with ``config`` when the command loaded it already). A start
     that takes more than a second (MCP servers launched with npx fetch their package first) says
     what it waits for on stderr, unless ``quiet`` (commands pass ``quiet=as_json``). ``for_tool``:

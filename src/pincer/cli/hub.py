@@ -10,7 +10,7 @@ file in clear.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -18,6 +18,9 @@ from pincer.cli.acts import record_act
 from pincer.cli.common import EXIT_OK, JsonOption, emit_json, fail, pincer_home, run, secret_key, stderr
 from pincer.core.acts import ActKind
 from pincer.core.errors import PincerError, UsageError
+
+if TYPE_CHECKING:
+    from pincer.hub.remote import RemoteSource
 
 app = typer.Typer(help="Run a hub server, publish to one, and manage trusted signing keys.", no_args_is_help=True)
 token_app = typer.Typer(help="Publisher tokens of a hub server.", no_args_is_help=True)
@@ -237,9 +240,10 @@ def yank(
         stderr.print(f"yanked {result['key']}@{result['version']}; tags now: {result['dist_tags']}")
 
 
-def _remote(source: str) -> Any:
+def _remote(source: str) -> RemoteSource:
     from pincer.config import load_config
     from pincer.hub.catalog import make_source
+    from pincer.hub.remote import RemoteSource
 
     config = load_config(pincer_home())
     settings = next((s for s in config.hub.sources if s.name == source and s.url), None)
@@ -247,9 +251,11 @@ def _remote(source: str) -> Any:
         raise UsageError(f"no hub server source named {source!r}", hint="add [[hub.sources]] with name and url to config.toml")
     store = _secrets()
     try:
-        return make_source(settings, secrets=store)
+        remote = make_source(settings, secrets=store)
     finally:
         store.close()
+    assert isinstance(remote, RemoteSource)  # make_source makes one for every source with a url
+    return remote
 
 
 def _sync(fn: Any) -> Any:

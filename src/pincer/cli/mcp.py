@@ -13,7 +13,7 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import typer
@@ -23,6 +23,9 @@ from pincer.cli.acts import record_act
 from pincer.cli.common import EXIT_FAILURE, JsonOption, emit_json, fail, pincer_home, print_error, run, stderr
 from pincer.core.acts import ActKind
 from pincer.core.errors import PincerError, UsageError
+
+if TYPE_CHECKING:
+    from pincer.secrets.store import SecretStore
 
 app = typer.Typer(help="Connect external MCP servers as governed tools.", no_args_is_help=True)
 
@@ -34,9 +37,9 @@ class _Secrets:
 
     def __init__(self, home: Path) -> None:
         self.home = home
-        self._store: Any = None
+        self._store: SecretStore | None = None
 
-    def store(self) -> Any:
+    def store(self) -> SecretStore:
         if self._store is None:
             from pincer.cli.common import secret_key
             from pincer.secrets.store import SecretStore

@@ -26,7 +26,7 @@ def _open_store() -> Any:
 
 def _read_value(name: str) -> str:
     if sys.stdin.isatty():
-        value = typer.prompt(f"value for {name}", hide_input=True, confirmation_prompt=True)
+        value: str = typer.prompt(f"value for {name}", hide_input=True, confirmation_prompt=True)
     else:
         value = sys.stdin.read(MAX_SECRET_BYTES + 1)
         if len(value.encode()) > MAX_SECRET_BYTES:

@@ -26,6 +26,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 
 from pincer.core.errors import ClientCapabilityMissing, InputRequired
 
@@ -190,7 +191,7 @@ class McpChannel:
         params: dict[str, Any],
         key: str,
         request_type: type[Any],
-        result_type: type[Any],
+        result_type: type[BaseModel],
     ) -> dict[str, Any]:
         if self.is_modern:
             answer = self._answers.get(key)

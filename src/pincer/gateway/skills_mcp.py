@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -229,12 +229,13 @@ class SkillsMcpExtension:
         frontmatter = dict(skill.frontmatter.items())
         frontmatter["name"] = skill.name
         frontmatter["description"] = skill.description
-        for key, check in (
+        checks: tuple[tuple[str, Callable[[object], bool]], ...] = (
             ("license", lambda v: isinstance(v, str)),
             ("compatibility", lambda v: isinstance(v, str) and 1 <= len(v) <= MAX_COMPATIBILITY_CHARS),
             ("metadata", lambda v: isinstance(v, dict)),
             ("allowed-tools", lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(i, str) for i in v))),
-        ):
+        )
+        for key, check in checks:
             if key in frontmatter and not check(frontmatter[key]):
                 del frontmatter[key]
         listing = list_files(skill)

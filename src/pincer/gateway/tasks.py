@@ -45,7 +45,7 @@ from pincer.gateway.approvals import waiting_message
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus
 from pincer.store.audit import AuditEntry
-from pincer.store.tasks import Task, TaskStatus
+from pincer.store.tasks import Task, TaskStatus, TaskStore
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +136,9 @@ class TaskReceiver:
         self._recent: collections.OrderedDict[str, tuple[float, Task]] = collections.OrderedDict()
 
     @property
-    def _store(self) -> Any:
-        return self._pincer.tasks
+    def _store(self) -> TaskStore:
+        store: TaskStore = self._pincer.tasks
+        return store
 
     @property
     def _owner(self) -> str:
@@ -170,7 +171,7 @@ class TaskReceiver:
         if await self._store.live_count(request.session) >= settings.max_live_per_session:
             oldest = await self._store.oldest_live(request.session)
             retry = oldest + settings.ttl_s - time.time() if oldest is not None else 1.0
-            return await self._pincer.dispatcher.reject(
+            rejected: ToolResult = await self._pincer.dispatcher.reject(
                 request,
                 TooManyTasks(
                     f"session {request.session} holds {settings.max_live_per_session} unfinished tasks already",
@@ -179,6 +180,7 @@ class TaskReceiver:
                     "[tasks] max_live_per_session sets the bound",
                 ),
             )
+            return rejected
         start = _Start()
         task_group = self._task_group()
         assert task_group is not None  # enabled() said so
