@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -279,7 +280,7 @@ class SecretStore:
         rows = self._query("SELECT value FROM meta WHERE key = 'generation'")
         return int(rows[0][0]) if rows else 0
 
-    def _query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple]:
+    def _query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 return self._conn.execute(sql, params).fetchall()

@@ -76,7 +76,7 @@ class Metrics:
 
         # A "_created" series beside every counter and histogram doubles what Prometheus stores
         # for a start time it knows from process_start_time_seconds.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
 
         import pincer
 
