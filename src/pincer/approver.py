@@ -261,9 +261,9 @@ class Approver:
                 "(an agent must not approve its own calls)",
                 hint="answer with `pincer approvals approve ID`, or with a main session's token",
             )
-        answered = await self.approvals.answer(approval_id, answer, by=by, scope=scope)
-        await self.audit.append(
-            AuditEntry(
+
+        def record(answered: ApprovalRequest) -> AuditEntry:
+            return AuditEntry(
                 session=answered.session,
                 caller=by,
                 tool=answered.tool,
@@ -277,8 +277,8 @@ class Approver:
                 approval_id=answered.id,
                 person=person,
             )
-        )
-        return answered
+
+        return await self.approvals.answer(approval_id, answer, by=by, scope=scope, record=record)
 
 
 async def approved_detail(approvals: ApprovalStore, host: HostContext | None) -> Mapping[str, Any]:

@@ -161,7 +161,7 @@ def test_audit_verify_and_tampering(tmp_path: Path) -> None:
     verified = pincer(tmp_path, "audit", "verify", "--json")
     assert verified.returncode == 0
     assert as_json(verified) | {"last_hash": "-", "key_id": "-"} == {
-        "ok": True, "records": 3, "keyed_from": 1, "plain_records": 0, "last_hash": "-", "key_id": "-",
+        "ok": True, "full": True, "records": 3, "keyed_from": 1, "plain_records": 0, "last_hash": "-", "key_id": "-",
     }  # fmt: skip
     assert (tmp_path / "audit.key").stat().st_mode & 0o777 == 0o600
     filtered = as_json(pincer(tmp_path, "audit", "list", "--tool", "echo", "--session", "main", "--json"))

@@ -25,10 +25,11 @@ processes (gateways on one store) noticing at once write one record.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -278,10 +279,16 @@ class ApprovalStore:
         return self._db.listen(APPROVAL_CHANNEL)
 
     async def answer(
-        self, approval_id: str, answer: Answer | str, *, by: str = "cli", scope: AnswerScope | str | None = None
+        self, approval_id: str, answer: Answer | str, *, by: str = "cli", scope: AnswerScope | str | None = None,
+        record: Callable[[ApprovalRequest], AuditEntry] | None = None,
     ) -> ApprovalRequest:
         """Answer a pending request once. A second answer, an expired request, or one whose
-        caller is gone is an error (ApprovalGone): nobody would act on it."""
+        caller is gone is an error (ApprovalGone): nobody would act on it.
+
+        ``record``: the audit record of the answer, made from the answered request, written in
+        the answer's own transaction. The waiting call is told only after both are committed, so
+        the log has the answer before the call it let through (it once raced: the call's record
+        came first when the waiter woke before the answer's append committed)."""
         try:
             answer = Answer(answer)
         except ValueError:
@@ -311,10 +318,20 @@ class ApprovalStore:
                 f"approval {approval_id} was already answered ({current.status.value})",
                 hint="only pending requests can be answered; `pincer approvals list` shows them",
             )
-        async with self._db.transaction() as tx:
-            changed = await tx.execute(_ANSWER, {"status": answer.value, "answered_at": time.time(), "answered_by": by,
-                                                 "scope": scope.value if scope else None, "id": approval_id})  # fmt: skip
-            tx.notify(APPROVAL_CHANNEL, approval_id)
+        now = time.time()
+        params = {"status": answer.value, "answered_at": now, "answered_by": by,
+                  "scope": scope.value if scope else None, "id": approval_id}  # fmt: skip
+        if record is not None:
+            answered = dataclasses.replace(
+                current, status=ApprovalStatus(answer.value), answered_at=now, answered_by=by, scope=scope
+            )
+            changed = 0 if await self._claimed(record(answered), _ANSWER, params) is None else 1
+            if changed:
+                await self._db.notify(APPROVAL_CHANNEL, approval_id)
+        else:
+            async with self._db.transaction() as tx:
+                changed = await tx.execute(_ANSWER, params)
+                tx.notify(APPROVAL_CHANNEL, approval_id)
         if changed != 1:
             raise ApprovalAnswered(
                 f"approval {approval_id} was answered by someone else first",
