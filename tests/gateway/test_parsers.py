@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,6 +35,10 @@ def _guard(**kwargs: Any) -> Guard:
 
 
 GUARD = _guard(allowed_hosts=["pincer.internal", "exact.example:9000"], allowed_origins=["https://console.example"])
+
+
+def _authenticate(authorization: str) -> Any:
+    return anyio.run(GUARD._authenticate, authorization)
 
 
 @pytest.mark.parametrize(
@@ -75,7 +80,7 @@ def test_host_and_origin_checks_never_raise_and_refuse_foreign_names(value: str)
 @EXAMPLES
 @given(st.text(max_size=200))
 def test_only_known_tokens_map_to_sessions(presented: str) -> None:
-    session = GUARD._authenticate(f"Bearer {presented}")
+    session = _authenticate(f"Bearer {presented}")
     if presented.strip() == TOKEN:
         assert session is not None and session.name == "main"
     elif presented.strip() == "pcr_second":
@@ -85,9 +90,9 @@ def test_only_known_tokens_map_to_sessions(presented: str) -> None:
 
 
 def test_known_tokens_in_any_scheme_case() -> None:
-    assert GUARD._authenticate(f"bearer {TOKEN}") is not None
-    assert GUARD._authenticate("Bearer pcr_second").name == "ci"  # type: ignore[union-attr]
-    assert GUARD._authenticate(f"Token {TOKEN}") is None
+    assert _authenticate(f"bearer {TOKEN}") is not None
+    assert _authenticate("Bearer pcr_second").name == "ci"  # type: ignore[union-attr]
+    assert _authenticate(f"Token {TOKEN}") is None
 
 
 @EXAMPLES

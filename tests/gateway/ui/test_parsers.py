@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pincer.gateway.ui.audit import _parse_time
-from pincer.gateway.ui.auth import _next_of
+from pincer.gateway.ui.auth import next_of
 
 
 @given(st.text(max_size=200))
@@ -28,7 +28,7 @@ def test_a_time_filter_reads_datetime_local_as_utc_and_unix_seconds() -> None:
 
 @given(st.one_of(st.none(), st.text(max_size=200), st.text(alphabet="/.:ui%@\\ab", max_size=40).map(lambda t: "/ui" + t)))
 def test_next_is_always_a_dashboard_path(value: str | None) -> None:
-    target = _next_of(value)
+    target = next_of(value)
     assert target.startswith("/ui") and "//" not in target and ".." not in target and "\\" not in target
     assert target == "/ui/" or target == value
 
