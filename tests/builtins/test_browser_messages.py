@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pincer.builtins.browser.egress_proxy import ProxyPolicy
 from pincer.builtins.browser.host import BrowserHost
 from pincer.builtins.browser.tool import _blocked
+from pincer.safety.egress_proxy import ProxyPolicy
 from tests.builtins.browser_pages import serve_site
 
 PINCER_BIN = Path(sys.executable).with_name("pincer")
@@ -76,7 +76,7 @@ async def test_chromiums_own_requests_through_the_proxy_are_not_reported_as_bloc
     try:
         with serve_site() as site, serve_site() as other:
             page_url = site.page("/page.html", f'<img src="{other.origin}/pixel.png"><p>page</p>')
-            policy = ProxyPolicy(hosts=(f"127.0.0.1:{site.port}",), allow_private=True)
+            policy = ProxyPolicy(grant_hosts=(f"127.0.0.1:{site.port}",), allow_private=True)
             browser = await host.session("main", policy, None)
             page = await browser.context.new_page()
             browser.add_page(page)

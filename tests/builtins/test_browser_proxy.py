@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pincer.builtins.browser.egress_proxy import CLOSED_POLICY, EgressProxy, ProxyPolicy, _split_hostport
+from pincer.safety.egress_proxy import CLOSED_POLICY, EgressProxy, ProxyPolicy, _split_hostport, running_proxy
 
 pytestmark = pytest.mark.anyio
 IO_TIMEOUT_S = 10.0
@@ -63,8 +63,7 @@ async def test_a_second_request_on_a_kept_alive_connection_never_reaches_the_fir
     blindly; an upstream answering keep-alive got the browser's next request, meant for another
     host (its cookies too), unchecked. Now the proxy answers ``Connection: close`` itself and
     forwards nothing after the first request's body."""
-    proxy = await EgressProxy.start(ProxyPolicy(hosts=(f"127.0.0.1:{upstream.port}",), allow_private=True))
-    try:
+    async with running_proxy(ProxyPolicy(grant_hosts=(f"127.0.0.1:{upstream.port}",), allow_private=True)) as proxy:
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
         first = f"GET http://127.0.0.1:{upstream.port}/a HTTP/1.1\r\nHost: 127.0.0.1:{upstream.port}\r\n\r\n"
         writer.write(first.encode())
@@ -75,34 +74,26 @@ async def test_a_second_request_on_a_kept_alive_connection_never_reaches_the_fir
         await writer.drain()
         await asyncio.wait_for(reader.read(), IO_TIMEOUT_S)  # the proxy closes the connection
         writer.close()
-    finally:
-        await proxy.aclose()
     assert b"GET /a HTTP/1.1" in upstream.received
     assert b"other.example" not in upstream.received and b"victim" not in upstream.received
 
 
 async def test_a_chunked_body_is_forwarded_whole_and_nothing_after_it(upstream: Upstream) -> None:
-    proxy = await EgressProxy.start(ProxyPolicy(hosts=None, allow_private=True))
     body = b"4\r\nname\r\n3\r\n=Ad\r\n0\r\n\r\n"
-    try:
+    async with running_proxy(ProxyPolicy(grant_hosts=None, allow_private=True)) as proxy:
         head = f"POST http://127.0.0.1:{upstream.port}/up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
         answer = await exchange(proxy, head.encode() + body + b"GET http://other.example/ HTTP/1.1\r\n\r\n")
-    finally:
-        await proxy.aclose()
     assert answer.startswith(b"HTTP/1.1 200") and upstream.received.endswith(body)
 
 
 async def test_a_post_body_is_forwarded_by_its_length(upstream: Upstream) -> None:
-    proxy = await EgressProxy.start(ProxyPolicy(hosts=None, allow_private=True))
-    try:
+    async with running_proxy(ProxyPolicy(grant_hosts=None, allow_private=True)) as proxy:
         body = b"name=Ada&plan=pro"
         answer = await exchange(
             proxy,
             f"POST http://127.0.0.1:{upstream.port}/form HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
             + body,
         )
-    finally:
-        await proxy.aclose()
     assert answer.startswith(b"HTTP/1.1 200") and upstream.received.endswith(body)
 
 
@@ -117,11 +108,8 @@ async def test_a_post_body_is_forwarded_by_its_length(upstream: Upstream) -> Non
     ],
 )
 async def test_the_address_rule_at_the_proxy(request_text: str, status: bytes, reason: bytes) -> None:
-    proxy = await EgressProxy.start(ProxyPolicy(hosts=None))
-    try:
+    async with running_proxy(ProxyPolicy(grant_hosts=None)) as proxy:
         answer = await exchange(proxy, request_text.encode())
-    finally:
-        await proxy.aclose()
     assert answer.split(b" ")[1] == status and reason in answer
 
 
@@ -129,8 +117,7 @@ async def test_the_address_rule_at_the_proxy(request_text: str, status: bytes, r
 @given(st.binary(max_size=400) | st.text(max_size=200).map(lambda t: t.encode("utf-8", "replace") + b"\r\n\r\n"))
 def test_arbitrary_request_heads_get_a_refusal_and_never_a_connection(data: bytes) -> None:
     async def run() -> bytes:
-        proxy = await EgressProxy.start(CLOSED_POLICY)
-        try:
+        async with running_proxy(CLOSED_POLICY) as proxy:
             reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
             writer.write(data)
             if writer.can_write_eof():
@@ -138,8 +125,6 @@ def test_arbitrary_request_heads_get_a_refusal_and_never_a_connection(data: byte
             answer = await asyncio.wait_for(reader.read(), IO_TIMEOUT_S)
             writer.close()
             return answer
-        finally:
-            await proxy.aclose()
 
     answer = asyncio.run(run())
     assert answer == b"" or answer.split(b" ")[1] in (b"400", b"403")

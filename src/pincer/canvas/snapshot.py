@@ -38,46 +38,48 @@ RENDER_SETTLE_S = 0.3  # after load: let the canvas's scripts draw before the pi
 async def snapshot_png(url: str, *, width: int, height: int) -> bytes:
     """The PNG of ``url`` (the gateway's canvas frame) in a ``width`` x ``height`` viewport;
     ToolError when it cannot be had."""
-    from pincer.builtins.browser.egress_proxy import EgressProxy, ProxyPolicy, origins_of
     from pincer.builtins.browser.launcher import launch_browser
     from pincer.builtins.browser.playwright_compat import playwright_error
+    from pincer.safety.egress_proxy import EgressProxy, ProxyPolicy, origins_of, proxy_task_group
 
     PlaywrightError = playwright_error()
 
     parts = urlsplit(url)
     host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
     origin = f"{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
-    policy = ProxyPolicy(hosts=(origin,), trusted_origins=origins_of([url]))
+    policy = ProxyPolicy(grant_hosts=(origin,), trusted_origins=origins_of([url]))
     root = Path(await anyio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="pincer-canvas-")))
     try:
-        proxy = await EgressProxy.start(policy)
-        launched: LaunchedBrowser | None = None
-        try:
-            with anyio.fail_after(SNAPSHOT_TIMEOUT_S):
-                launched = await launch_browser(root)
-                context = await launched.browser.new_context(
-                    proxy={"server": proxy.url, "bypass": "<-loopback>"},
-                    viewport={"width": width, "height": height},
-                    service_workers="block",
-                )
-                page = await context.new_page()
-                await page.goto(url, wait_until="load")
-                await anyio.sleep(RENDER_SETTLE_S)
-                png: bytes = await page.screenshot(type="png", full_page=False)
-                return png
-        finally:
-            with anyio.CancelScope(shield=True):
-                if launched is not None:
-                    await launched.aclose()
-                await proxy.aclose()
-    except TimeoutError:
-        raise ToolError(
-            f"canvas snapshot took longer than {SNAPSHOT_TIMEOUT_S:g}s", hint="try again; a canvas script may hang the page"
-        ) from None
-    except PlaywrightError as exc:
-        raise ToolError(
-            f"canvas snapshot failed: {str(exc).splitlines()[0][:300]}", hint="check that /usr/bin/chromium starts"
-        ) from None
+        async with proxy_task_group() as proxies:
+            proxy = await EgressProxy.start(proxies, policy)
+            launched: LaunchedBrowser | None = None
+            try:
+                with anyio.fail_after(SNAPSHOT_TIMEOUT_S):
+                    launched = await launch_browser(root, proxies=proxies)
+                    context = await launched.browser.new_context(
+                        proxy={"server": proxy.url, "bypass": "<-loopback>"},
+                        viewport={"width": width, "height": height},
+                        service_workers="block",
+                    )
+                    page = await context.new_page()
+                    await page.goto(url, wait_until="load")
+                    await anyio.sleep(RENDER_SETTLE_S)
+                    png: bytes = await page.screenshot(type="png", full_page=False)
+                    return png
+            except TimeoutError:
+                raise ToolError(
+                    f"canvas snapshot took longer than {SNAPSHOT_TIMEOUT_S:g}s",
+                    hint="try again; a canvas script may hang the page",
+                ) from None
+            except PlaywrightError as exc:
+                raise ToolError(
+                    f"canvas snapshot failed: {str(exc).splitlines()[0][:300]}",
+                    hint="check that /usr/bin/chromium starts",
+                ) from None
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if launched is not None:
+                        await launched.aclose()
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(root, ignore_errors=True))

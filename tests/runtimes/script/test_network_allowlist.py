@@ -10,7 +10,7 @@ import pytest
 
 from pincer.core.values import HostContext
 from pincer.runtimes.script import ScriptRuntime
-from pincer.runtimes.script.proxy import DEFAULT_PORTS, parse_allowlist
+from pincer.safety.egress_proxy import DEFAULT_PORTS, parse_allowlist
 from pincer.safety.hosts import normalise_request_host
 
 from .helpers import manifest

@@ -2,9 +2,13 @@
 
 :class:`BrowserHost` starts the browser on first use (:func:`launch_browser`), keeps one
 :class:`SessionBrowser` per pincer session (its own Playwright context, so no cookie or storage is
-shared, and its own :class:`EgressProxy`, so each session's requests are checked against that
-session's grants), closes the whole browser after ``idle_timeout_s`` without a call and with
+shared, and its own :class:`~pincer.safety.egress_proxy.EgressProxy`, so each session's requests
+are checked against that session's grants), closes the whole browser after ``idle_timeout_s`` without a call and with
 pincer (:meth:`aclose`), and starts a new one on the next call when the old one crashed.
+
+The proxies run in one task group the host holds open from the first launch until :meth:`aclose`
+(:class:`ProxyGroup`): a session's proxy starts in one call and closes in another, so no call's
+task could own it.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pincer.builtins.browser.egress_proxy import CLOSED_POLICY, EgressProxy, ProxyPolicy, Refusal, origins_of
+import anyio
+from anyio.abc import TaskGroup
+
 from pincer.builtins.browser.launcher import LaunchedBrowser, launch_browser
 from pincer.core.errors import EgressDenied, ToolError
+from pincer.safety.egress_proxy import CLOSED_POLICY, EgressEvent, EgressProxy, ProxyPolicy, origins_of
 
-__all__ = ["BrowserHost", "BrowserLimits", "SessionBrowser", "Tab"]
+__all__ = ["BrowserHost", "BrowserLimits", "ProxyGroup", "SessionBrowser", "Tab"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +84,7 @@ class SessionBrowser:
         except (ValueError, EgressDenied):
             pass  # not an http(s) URL with a host (data:, blob:): never goes through the proxy
 
-    def page_refusals(self, mark: int) -> list[Refusal]:
+    def page_refusals(self, mark: int) -> list[EgressEvent]:
         """The proxy's refusals since ``mark`` of requests this context's pages made."""
         return [r for r in self.proxy.refusals_since(mark) if r.origin is None or r.origin in self._requested]
 
@@ -169,6 +176,39 @@ class SessionBrowser:
         await self.proxy.aclose()
 
 
+class ProxyGroup:
+    """A task group held open by a task of its own until :meth:`aclose`, for proxies whose
+    lifetimes no one task spans (the browser's: started in one call, closed in another)."""
+
+    def __init__(self) -> None:
+        self._group: TaskGroup | None = None
+        self._holder: asyncio.Task[None] | None = None
+
+    async def get(self) -> TaskGroup:
+        if self._group is None:
+            opened = anyio.Event()
+
+            async def hold() -> None:
+                async with anyio.create_task_group() as group:
+                    self._group = group
+                    opened.set()
+                    await anyio.sleep_forever()
+
+            self._holder = asyncio.get_running_loop().create_task(hold())
+            await opened.wait()
+        assert self._group is not None
+        return self._group
+
+    async def aclose(self) -> None:
+        """Ends every proxy still in the group (each closes its connections) and the holding task."""
+        group, holder, self._group, self._holder = self._group, self._holder, None, None
+        if group is not None:
+            group.cancel_scope.cancel()
+        if holder is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await holder
+
+
 def _url(page: Any) -> str:
     try:
         return str(page.url)
@@ -187,6 +227,7 @@ class BrowserHost:
         self._lock = asyncio.Lock()
         self._last_used = time.monotonic()
         self._idle_task: asyncio.Task[None] | None = None
+        self._proxies = ProxyGroup()
         self.restarts = 0
         self._busy = 0
 
@@ -220,11 +261,11 @@ class BrowserHost:
                 await self._drop_browser()
                 self.restarts += 1
             if self._launched is None:
-                self._launched = await launch_browser(self.profile_root)
+                self._launched = await launch_browser(self.profile_root, proxies=await self._proxies.get())
                 self._ensure_idle_watch()
             found = self._sessions.get(name)
             if found is None:
-                proxy = await EgressProxy.start(CLOSED_POLICY)
+                proxy = await EgressProxy.start(await self._proxies.get(), CLOSED_POLICY)
                 try:
                     context = await self._launched.browser.new_context(
                         proxy={"server": proxy.url, "bypass": "<-loopback>"},
@@ -301,3 +342,4 @@ class BrowserHost:
                 await task
         async with self._lock:
             await self._drop_browser()
+            await self._proxies.aclose()

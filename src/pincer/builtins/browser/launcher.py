@@ -4,13 +4,14 @@ Public API (also for the canvas): ``launched = await launch_browser(profile_root
 :class:`LaunchedBrowser` (``.browser`` a Playwright ``Browser``, ``.sandbox`` whether Chromium's
 own sandbox is on and ``.sandbox_note`` why not, ``.proxy`` the launch-wide proxy that refuses
 everything, ``await .aclose()``). Contexts then get a proxy each
-(``browser.new_context(proxy={"server": egress_proxy.url})``).
+(``browser.new_context(proxy={"server": egress_proxy.url})``). The proxies run in the task group
+the caller passes (``proxies``), which must outlive the browser.
 
 - The executable is ``/usr/bin/chromium`` (the Debian package ``make setup`` installs); Playwright
   never downloads a browser here.
 - Quiet on a closed network: no background networking, component updates, first-run or sync.
 - Every request goes to a proxy: the launch-wide ``--proxy-server`` is an
-  :class:`~pincer.builtins.browser.egress_proxy.EgressProxy` with a policy that passes nothing,
+  :class:`~pincer.safety.egress_proxy.EgressProxy` with a policy that passes nothing,
   ``<-loopback>`` removes Chromium's implicit loopback bypass, QUIC and non-proxied WebRTC UDP
   are off (neither would go through an HTTP proxy).
 - The sandbox: Chromium refuses its sandbox when run as root, so as root it runs with
@@ -30,10 +31,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pincer.builtins.browser.egress_proxy import CLOSED_POLICY, EgressProxy
 from pincer.core.errors import ToolError
+from pincer.safety.egress_proxy import CLOSED_POLICY, EgressProxy
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 __all__ = [
     "CHROMIUM",
@@ -105,7 +109,7 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-async def launch_browser(profile_root: Path, *, headless: bool = True) -> LaunchedBrowser:
+async def launch_browser(profile_root: Path, *, proxies: TaskGroup, headless: bool = True) -> LaunchedBrowser:
     """Start Playwright's driver and Chromium with a fresh profile under ``profile_root`` (a
     directory per launch, removed on close: the driver's temporary directory, where it makes
     Chromium's ``--user-data-dir``)."""
@@ -115,7 +119,7 @@ async def launch_browser(profile_root: Path, *, headless: bool = True) -> Launch
 
     PlaywrightError = playwright_error()
     profile = await anyio.to_thread.run_sync(_fresh_profile, profile_root)
-    proxy = await EgressProxy.start(CLOSED_POLICY)
+    proxy = await EgressProxy.start(proxies, CLOSED_POLICY)
     playwright = await start_playwright(profile)
     attempts, note = sandbox_plan()
     failure: Exception | None = None

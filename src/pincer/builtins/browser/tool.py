@@ -4,7 +4,7 @@ Effects per action (``docs/browser.md``): reading actions have ``network``; the 
 (``act``, ``upload``, ``dialog``) add ``external_write`` (a click can submit a form or buy
 something); ``evaluate`` adds ``execute_code`` (and ``external_write``: script can click too), so
 it asks unless a grant allows running code. The call's grant hosts, ``[network] allow_private``
-and ``[builtins.browser] base_url`` make the proxy policy of the call (:mod:`.egress_proxy`).
+and ``[builtins.browser] base_url`` make the proxy policy of the call (:mod:`pincer.safety.egress_proxy`).
 Outputs are untrusted (the agent loop's taint rule), bounded here and leak-scanned by the chain.
 """
 
@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pincer.builtins.actions import Action, ActionSet
-from pincer.builtins.browser.egress_proxy import ProxyPolicy, origins_of
 from pincer.builtins.browser.host import BrowserHost, SessionBrowser, Tab
 from pincer.builtins.tool import make_tool
 from pincer.core.capabilities import Capabilities
@@ -26,6 +25,7 @@ from pincer.core.effects import EffectKind
 from pincer.core.errors import EgressDenied, PincerError, StaleRef, ToolError, UsageError
 from pincer.core.values import HostContext, ToolOutput
 from pincer.runtimes.native.decorator import NativeTool
+from pincer.safety.egress_proxy import EgressEvent, ProxyPolicy, origins_of
 
 __all__ = ["browser_tool", "BrowserCall", "ACTION_TIMEOUT_S", "NAVIGATION_TIMEOUT_S"]
 
@@ -50,7 +50,7 @@ class BrowserCall:
         self.browsers = host_browser
         self.host = host
         self.policy = ProxyPolicy(
-            hosts=host.network_hosts, allow_private=host.allow_private_network, trusted_origins=trusted
+            grant_hosts=host.network_hosts, allow_private=host.allow_private_network, trusted_origins=trusted
         )
 
     async def session(self) -> SessionBrowser:
@@ -117,10 +117,14 @@ def _check_scheme(url: str) -> Any:
     return parts
 
 
-def _blocked(browser: SessionBrowser, mark: int) -> list[dict[str, str]]:
+def _refused(browser: SessionBrowser, mark: int) -> list[EgressEvent]:
     """The requests refused since ``mark`` (also written to the session's console)."""
     browser.note_refusals()
-    return [r.to_dict() for r in browser.page_refusals(mark)]
+    return browser.page_refusals(mark)
+
+
+def _blocked(browser: SessionBrowser, mark: int) -> list[dict[str, object]]:
+    return [e.to_dict() for e in _refused(browser, mark)]
 
 
 def _page_state(tab: Tab) -> dict[str, Any]:
@@ -151,42 +155,41 @@ async def _goto(call: BrowserCall, browser: SessionBrowser, tab: Tab, url: str) 
         response = await tab.page.goto(url, timeout=NAVIGATION_TIMEOUT_S * 1000, wait_until="load")
         status = response.status if response is not None else None
     except PlaywrightError as exc:
-        blocked = _blocked(browser, mark)
-        if blocked:
+        refused = _refused(browser, mark)
+        if refused:
             raise EgressDenied(
-                f"browser: {url[:200]} refused: {blocked[0]['reason']}",
-                hint=_blocked_hint(call, blocked[0]),
+                f"browser: {url[:200]} refused: {refused[0].reason}",
+                hint=_blocked_hint(call, refused[0]),
             ) from None
         raise ToolError(f"browser: navigating to {url[:200]} failed: {_first_line(exc)}") from None
-    blocked = _blocked(browser, mark)
-    document = _document_refusal(blocked, tab.page.url)
+    refused = _refused(browser, mark)
+    document = _document_refusal(refused, tab.page.url)
     if status == 403 and document is not None:
         # The page itself (after any redirects) was refused: an error, not a blank page.
         raise EgressDenied(
-            f"browser: {document['request']} refused: {document['reason']}",
+            f"browser: {document.target} refused: {document.reason}",
             hint=_blocked_hint(call, document),
         )
     out = {**_page_state(tab), "title": await _title(tab), "status": status}
-    if blocked:
-        out["blocked"] = blocked
+    if refused:
+        out["blocked"] = [e.to_dict() for e in refused]
     return out
 
 
-def _blocked_hint(call: BrowserCall, blocked: dict[str, str]) -> str:
-    """The hint for a refusal the proxy reported (``{"request": "host:port" or "GET url", "reason"}``)."""
-    target = blocked["request"]
-    parts = urlsplit(target.split(" ", 1)[1] if " " in target else f"//{target}")
-    host, port = parts.hostname or "", parts.port or (80 if " " in target else 443)
-    grant_refused = "not in the hosts of the grant" in blocked["reason"]
-    return refusal_hint(host, port, grant_refused=grant_refused, allow_private=call.policy.allow_private)
+def _blocked_hint(call: BrowserCall, refused: EgressEvent) -> str:
+    """The hint for a refusal the proxy reported."""
+    grant_refused = "not in the hosts of the grant" in refused.reason
+    return refusal_hint(
+        refused.host.lower(), refused.port, grant_refused=grant_refused, allow_private=call.policy.allow_private
+    )
 
 
-def _document_refusal(blocked: list[dict[str, str]], final_url: str) -> dict[str, str] | None:
+def _document_refusal(refused: list[EgressEvent], final_url: str) -> EgressEvent | None:
     """The refusal of the page's own request, if the page shown is the proxy's refusal."""
     parts = urlsplit(final_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     wanted = f"GET {final_url}" if parts.scheme == "http" else f"{parts.hostname}:{port}"
-    return next((b for b in blocked if b["request"] == wanted or b["request"] == wanted.rstrip("/")), None)
+    return next((e for e in refused if e.target in (wanted, wanted.rstrip("/"))), None)
 
 
 def _first_line(exc: object) -> str:

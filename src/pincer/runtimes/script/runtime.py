@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from pincer.runtimes.script.backends import Backend
     from pincer.runtimes.script.detect import BackendSelector
     from pincer.runtimes.script.process import Launch, ProcessRun, RunRequest, RunResult
-    from pincer.runtimes.script.proxy import AllowlistProxy, ProxyEvent
+    from pincer.safety.egress_proxy import EgressEvent
 
 __all__ = ["ScriptRuntime", "EXEC_TOOL", "sandbox_resolver"]
 
@@ -292,13 +292,13 @@ class ScriptRuntime:
 
     async def _run(
         self, backend: Backend, request: RunRequest, host: HostContext, tool: str
-    ) -> tuple[RunResult, list[ProxyEvent], RunRequest]:
+    ) -> tuple[RunResult, list[EgressEvent], RunRequest]:
         """Run ``request`` in a fresh workdir (or the workspace); returns the request as it ran."""
         from pincer.runtimes.script.backends import HostBackend
         from pincer.runtimes.script.cgroups import RunCgroup, detect_cgroups
         from pincer.runtimes.script.process import ProcessRun
-        from pincer.runtimes.script.proxy import AllowlistProxy
         from pincer.runtimes.script.workdir import new_workdir, remove_workdir
+        from pincer.safety.egress_proxy import DEFAULT_PORTS, EgressProxy, ProxyPolicy
 
         settings = self.settings
         uid, gid = settings.sandbox_uid, settings.sandbox_gid
@@ -319,16 +319,18 @@ class ScriptRuntime:
         )
         assert workdir is not None
         proxy_dir: Path | None = None
-        proxy: AllowlistProxy | None = None
+        proxy: EgressProxy | None = None
         if request.network is NetworkMode.ALLOWLIST and sandboxed:
             proxy_dir = Path(tempfile.mkdtemp(prefix="proxy-", dir=settings.scratch()))
             os.chmod(proxy_dir, 0o711)
-            proxy = AllowlistProxy(
-                socket_path=proxy_dir / "proxy.sock",
-                hosts=tuple(request_hosts(self._manifests.get(tool))),
+            # The grant's hosts, when it names some, narrow the tool's declared list (a host must be in both).
+            policy = ProxyPolicy(
+                tool_hosts=tuple(request_hosts(self._manifests.get(tool))),
                 grant_hosts=None if host.network_hosts is None else tuple(host.network_hosts),
+                default_ports=DEFAULT_PORTS,  # a tunnel to another port of an allowed host is another grant
                 allow_private=host.allow_private_network,
             )
+            proxy = EgressProxy(policy, socket_path=proxy_dir / "proxy.sock")
         request = replace(
             request,
             workdir=Path(workdir),
@@ -390,7 +392,7 @@ class ScriptRuntime:
         return result, (list(proxy.events) if proxy is not None else []), request
 
     def _output(
-        self, tool: str, request: RunRequest, result: RunResult, events: Sequence[ProxyEvent]
+        self, tool: str, request: RunRequest, result: RunResult, events: Sequence[EgressEvent]
     ) -> ToolOutput:
         if result.killed_by == "timeout":
             raise ToolTimeout(
@@ -420,7 +422,7 @@ class ScriptRuntime:
         return ToolOutput(value=value, usage=usage)
 
 
-def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequence[ProxyEvent]) -> str:
+def failure_text(tool: str, request: RunRequest, result: RunResult, events: Sequence[EgressEvent]) -> str:
     """What went wrong, then the command's own stderr and stdout (each as captured, truncation marked)."""
     limits = request.limits
     if result.killed_by == "memory":
