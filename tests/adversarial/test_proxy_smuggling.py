@@ -18,39 +18,19 @@ import anyio
 import pytest
 
 from pincer.safety.egress_proxy import DEFAULT_PORTS, EgressProxy, ProxyPolicy
+from tests.safety.test_egress_proxy import Upstream, serve_upstream
 
 pytestmark = pytest.mark.anyio
 IO_TIMEOUT_S = 10.0
 
 
-class KeepAlive:
-    def __init__(self) -> None:
-        self.received = b""
-
-    async def handle(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            try:
-                while True:
-                    data = await stream.receive()
-                    self.received += data
-                    if b"\r\n\r\n" in data:
-                        await stream.send(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok")
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                pass
-
-
 @pytest.fixture
-async def upstream() -> AsyncIterator[tuple[KeepAlive, int]]:
-    served = KeepAlive()
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, served.handle)
-        yield served, port
-        tg.cancel_scope.cancel()
+async def upstream() -> AsyncIterator[tuple[Upstream, int]]:
+    async with serve_upstream() as served:
+        yield served, served.port
 
 
-async def test_the_sandbox_proxy_forwards_one_request_per_connection(upstream: tuple[KeepAlive, int]) -> None:
+async def test_the_sandbox_proxy_forwards_one_request_per_connection(upstream: tuple[Upstream, int]) -> None:
     served, port = upstream
     folder = Path(tempfile.mkdtemp(prefix="pincer-smuggle-"))
     proxy = EgressProxy(

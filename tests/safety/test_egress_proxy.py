@@ -65,8 +65,8 @@ class Upstream:
                 pass
 
 
-@pytest.fixture
-async def upstream() -> AsyncIterator[Upstream]:
+@asynccontextmanager
+async def serve_upstream() -> AsyncIterator[Upstream]:
     served = Upstream()
     server = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
     served.port = server.extra(anyio.abc.SocketAttribute.local_port)
@@ -74,6 +74,12 @@ async def upstream() -> AsyncIterator[Upstream]:
         tg.start_soon(server.serve, served.handle)
         yield served
         tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[Upstream]:
+    async with serve_upstream() as served:
+        yield served
 
 
 class Served:

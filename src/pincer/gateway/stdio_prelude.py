@@ -38,6 +38,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from pincer.core.tasks import block_task_group
 from pincer.gateway.wire import INSTRUCTIONS, server_info
 
 logger = logging.getLogger(__name__)
@@ -115,18 +116,11 @@ async def claim_stdio() -> AsyncIterator[StdioWire]:
     """Claim stdin/stdout and read stdin in the background until the block ends."""
     wire = StdioWire()
     try:
-        async with anyio.create_task_group() as tg:
+        # The block's own error (a PincerError the CLI turns into its message and exit code)
+        # comes out as itself, not in a group of one.
+        async with block_task_group() as tg:
             tg.start_soon(wire.read_lines)
-            try:
-                yield wire
-            finally:
-                tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # The block's own error (a PincerError the CLI turns into its message and exit code),
-        # not a group of one around it.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
+            yield wire
     finally:
         wire.release()
 

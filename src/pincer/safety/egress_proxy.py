@@ -46,7 +46,7 @@ import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -56,6 +56,7 @@ from anyio.abc import ByteReceiveStream, ByteStream, Listener, SocketStream, Tas
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from pincer.core.errors import EgressDenied, ToolError, UsageError
+from pincer.core.tasks import block_task_group
 from pincer.safety.hosts import HostPattern, normalise_request_host
 from pincer.safety.http_framing import BodyFramer, FramingError
 from pincer.safety.resolution import checked_addresses
@@ -369,21 +370,11 @@ class EgressProxy:
         )  # fmt: skip
 
 
-@asynccontextmanager
-async def proxy_task_group() -> AsyncIterator[TaskGroup]:
-    """A task group for proxies that end with the block. What the block raises comes out as
-    itself, not in the exception group a task group wraps it in: a proxy's own task never fails
-    (each connection's errors end in that connection), so the group holds only the block's."""
-    try:
-        async with anyio.create_task_group() as group:
-            try:
-                yield group
-            finally:
-                group.cancel_scope.cancel()
-    except BaseExceptionGroup as exc:
-        if len(exc.exceptions) == 1:
-            raise exc.exceptions[0] from None
-        raise
+def proxy_task_group() -> AbstractAsyncContextManager[TaskGroup]:
+    """A task group for proxies that end with the block; what the block raises comes out as
+    itself (:func:`pincer.core.tasks.block_task_group`: a proxy's own task never fails, each
+    connection's errors end in that connection)."""
+    return block_task_group()
 
 
 @asynccontextmanager
