@@ -3,8 +3,8 @@
 anyio wraps whatever a task group's body raises in an exception group, so an error of the block
 itself (a PincerError a caller turns into a message and an exit code, a TimeoutError it
 translates) would come out as a group of one. :func:`block_task_group` cancels its tasks when the
-block ends and lets the block's own error out as itself; its tasks must not fail (each handles
-its own errors), or the group that comes out holds theirs too.
+block ends and lets one error out as itself, whoever raised it; two or more come out as their
+group. Its tasks should handle their own errors, so that the one error is the block's.
 """
 
 from __future__ import annotations

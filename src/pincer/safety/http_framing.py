@@ -1,9 +1,9 @@
-"""Where one HTTP/1.1 request body ends, for the proxies that forward exactly one request per
-connection (the browser's egress proxy, the script sandbox's allowlist proxy).
+"""Where one HTTP/1.1 request body ends, for the egress proxy (:mod:`pincer.safety.egress_proxy`,
+the script sandbox's and the browser's), which forwards exactly one request per connection.
 
 A proxy that pipes a client's bytes to the upstream it checked for the *first* request would hand
 every later request on a kept-alive connection — meant for any host, with its cookies — to that
-upstream unchecked. So each proxy forwards the first request's head and exactly its body, as
+upstream unchecked. So the proxy forwards the first request's head and exactly its body, as
 :class:`BodyFramer` delimits it (``Content-Length`` or ``chunked``, RFC 9112 section 6), and drops
 anything after it. Pure: bytes in, bytes out, no I/O.
 """
