@@ -602,6 +602,14 @@ class OidcProvider(_Model):
         return found
 
 
+class SecretsSettings(_Model):
+    """``[secrets]``: which secrets each person holds their own value of (docs/teams.md). A call
+    made on a person's behalf is given that person's value, never another's; a call on no
+    person's behalf is refused it. Every other secret is shared: one value for every call."""
+
+    per_person: tuple[Annotated[str, Field(pattern=_SECRET_NAME)], ...] = Field(default=(), max_length=1_000)
+
+
 class AuthSettings(_Model):
     """``[auth]``: how people sign in to the dashboard (docs/teams.md)."""
 
@@ -639,6 +647,7 @@ class ConfigFile(_Model):
     telemetry: TelemetrySettings = TelemetrySettings()
     retention: RetentionSettings = RetentionSettings()
     auth: AuthSettings = AuthSettings()
+    secrets: SecretsSettings = SecretsSettings()
     builtins: dict[str, BuiltinSettings] = Field(default_factory=dict, max_length=64)
 
 
@@ -676,6 +685,7 @@ class Config:
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
+    secrets: SecretsSettings = field(default_factory=SecretsSettings)
     hooks: tuple[HookSettings, ...] = ()
     jobs: tuple[JobSettings, ...] = ()
     builtins: Mapping[str, BuiltinSettings] = field(default_factory=dict)
@@ -910,6 +920,7 @@ def _to_config(data: ConfigFile, *, home: Path, source: str) -> Config:
         telemetry=data.telemetry,
         retention=data.retention,
         auth=data.auth,
+        secrets=data.secrets,
         hooks=data.hooks,
         jobs=data.jobs,
         builtins=_with_browser_profile(data.builtins, home),

@@ -269,6 +269,10 @@ KEYS: dict[str, KeyHelp] = {
         help="trust the email claim without email_verified = true (only a directory whose emails users cannot edit)",
         example="false", table="google",
     ),
+    "secrets.per_person": KeyHelp(
+        help="secrets each person holds their own value of (`pincer secrets set NAME --person WHO`); a call gets its person's, a call of no person is refused; the rest are shared",
+        example='["github_token"]',
+    ),
     "telemetry.metrics": KeyHelp(help="serve Prometheus metrics at /metrics (a main session's token)"),
     "telemetry.metrics_port": KeyHelp(
         help="also serve /metrics on this 127.0.0.1 port, without a token; unset: only the gateway's /metrics",
@@ -397,6 +401,7 @@ SECTIONS: dict[str, str] = {
     "hub": "The hub: where tools and skills are installed from, and what one artifact may weigh (docs/hub.md).",
     "hub.sources": "Catalog sources, searched together: a registry folder (path) or a hub server (url).",
     "triggers": "Triggers: commands, schedules and webhooks that start skill runs (docs/triggers.md).",
+    "secrets": "Secrets each person holds their own value of (docs/teams.md); the others are shared.",
     "retention": "How long finished approvals, runs and webhook payloads stay in the store (the audit log leaves it only through `pincer audit archive`).",
     "telemetry": "Traces and metrics for operators: OpenTelemetry spans over OTLP/HTTP, Prometheus /metrics (docs/operations.md).",
     "hooks": "Webhooks: one [[hooks]] table per POST /hooks/NAME, authenticated by its own secret.",

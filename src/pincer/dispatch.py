@@ -182,6 +182,11 @@ def _refuse_unset_credential(tool: str, args: Mapping[str, Any], host: HostConte
     missing = unset_credential(credentials, targets, has=host.secrets.has)
     if missing is None:
         return
+    from pincer.secrets.access import per_person_refusal
+
+    refusal = per_person_refusal(host.secrets, missing, tool=tool)  # the person's own, never the host's login
+    if refusal is not None:
+        raise refusal
     auth = getattr(host.capabilities, "auth", None)
     # One login may serve several tools (``provider``: the six Google tools share ``google``).
     login = getattr(auth, "provider", None) or tool
@@ -224,7 +229,7 @@ class Dispatcher:
         grants: GrantStore,
         idempotency: IdempotencyStore,
         scanner: Callable[[], Scanner],
-        secret_access: Callable[[ToolSpec], SecretAccess] | None = None,
+        secret_access: Callable[[ToolSpec, str | None], SecretAccess] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.registry = registry
@@ -626,7 +631,7 @@ class Dispatcher:
     def _host_context(
         self, request: CallRequest, spec: ToolSpec, decision: Decision, approval: str | None, scanner: Scanner
     ) -> HostContext:
-        secrets = self._secret_access(spec) if self._secret_access else None
+        secrets = self._secret_access(spec, request.person) if self._secret_access else None
         client = request.client
         if client is not None:
             # What a tool reports while it runs reaches the client as text: scanned like its

@@ -756,11 +756,12 @@ class Pincer:
         scanned, _ = self.scanner().scan(value)
         return scanned
 
-    def _secret_access(self, spec: ToolSpec) -> Any:
+    def _secret_access(self, spec: ToolSpec, person: str | None) -> Any:
+        """One call's view of the secret store: the tool's allowed names, and the per-person ones
+        read for the call's ``person`` (docs/teams.md)."""
         caps = spec.capabilities or self.config.credential_capabilities
-        if caps is None:
-            return SecretAccess(self.secrets, lambda _name: False)
-        return SecretAccess(self.secrets, caps.is_secret_allowed)
+        allowed = caps.is_secret_allowed if caps is not None else (lambda _name: False)
+        return SecretAccess(self.secrets, allowed, person=person, per_person=self.config.secrets.per_person)
 
     async def aclose(self) -> None:
         unshare(self.home_sync)

@@ -114,12 +114,12 @@ def make_test_runtime() -> FixtureRuntime:
 
 @asynccontextmanager
 async def live_gateway(
-    home: Path, *, config: str = "", extra_runtime: bool = True, fixtures: bool = False
+    home: Path, *, config: str = "", extra_runtime: bool = True, fixtures: bool = False, builtins: bool = False
 ) -> AsyncIterator[LiveGateway]:
     """A gateway over a fresh Pincer in ``home``, serving on 127.0.0.1:0 until the block ends."""
     parsed = parse_config(config, home=home)
-    # The built-ins belong to another part; these tests bring their own tools.
-    async with Pincer.open(home, config=parsed, secret_key=SECRET_KEY, builtins=False) as pincer:
+    # The built-ins belong to another part; these tests bring their own tools (unless they ask).
+    async with Pincer.open(home, config=parsed, secret_key=SECRET_KEY, builtins=builtins) as pincer:
         if extra_runtime:
             await pincer.add_runtime(make_test_runtime())
         extensions: tuple[Any, ...] = ()

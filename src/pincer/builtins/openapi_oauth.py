@@ -31,6 +31,7 @@ from pincer.builtins.oauth import (
 from pincer.core.values import HostContext
 from pincer.runtimes.openapi.config import ServiceConfig
 from pincer.runtimes.openapi.security import SecurityScheme
+from pincer.secrets.access import per_person_refusal
 
 __all__ = ["provider_for_scheme", "OpenApiTokens"]
 
@@ -86,7 +87,8 @@ class OpenApiTokens:
         stored = access.find(scheme.secret)
         if stored:
             return stored
-        if scheme.flow("clientCredentials") is None:
+        # A per-person secret is its person's own token: no token of the service's client stands in.
+        if scheme.flow("clientCredentials") is None or per_person_refusal(access, scheme.secret, tool=host.tool):
             return None
         client_id, client_secret = access.find(scheme.client_id_secret), access.find(scheme.client_secret_secret)
         if not client_id or not client_secret:

@@ -128,20 +128,24 @@ def list_people(as_json: bool = JsonOption) -> None:
 
 @app.command("remove")
 def remove(name: str = typer.Argument(..., help="The person to remove."), as_json: bool = JsonOption) -> None:
-    """Remove a person; their tokens stop working at once."""
+    """Remove a person; their tokens stop working at once and their own credentials are deleted."""
 
-    async def body() -> int:
+    async def body() -> tuple[int, int]:
         async with open_pincer(builtins=False, quiet=True) as pincer:
             tokens = await pincer.people.remove(name)
-            await _record(pincer, subject=name, outcome="removed", reason=f"person {name!r} removed with {tokens} token(s)",
-                          args={"tokens": tokens})  # fmt: skip
-            return tokens
+            # Their values of per-person secrets go with them: a person added later under the
+            # same name must not be handed the credentials of the one removed.
+            credentials = pincer.secrets.delete_for(name)
+            await _record(pincer, subject=name, outcome="removed",
+                          reason=f"person {name!r} removed with {tokens} token(s) and {credentials} credential(s)",
+                          args={"tokens": tokens, "credentials": credentials})  # fmt: skip
+            return tokens, credentials
 
-    tokens = run(body, as_json=as_json)
+    tokens, credentials = run(body, as_json=as_json)
     if as_json:
-        emit_json({"removed": name, "tokens": tokens})
+        emit_json({"removed": name, "tokens": tokens, "credentials": credentials})
     else:
-        stderr.print(f"removed {name} and {tokens} token(s)")
+        stderr.print(f"removed {name}, {tokens} token(s) and {credentials} credential(s)")
 
 
 @app.command("token")

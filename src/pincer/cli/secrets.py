@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from pincer.cli.acts import record_act
-from pincer.cli.common import JsonOption, emit_json, pincer_home, run, secret_key, stderr
+from pincer.cli.common import JsonOption, emit_json, open_pincer, pincer_home, run, secret_key, stderr
 from pincer.core.acts import ActKind
 from pincer.core.errors import UsageError
 
@@ -37,12 +37,22 @@ def _read_value(name: str) -> str:
     return value
 
 
+_PERSON_HELP = "A person's own value of a per-person secret ([secrets] per_person; docs/teams.md)."
+
+
 @app.command("set")
-def set_secret(name: str, as_json: bool = JsonOption) -> None:
-    """Store a secret; the value is read from stdin or a hidden prompt."""
+def set_secret(
+    name: str,
+    person: str | None = typer.Option(None, "--person", help=_PERSON_HELP),
+    as_json: bool = JsonOption,
+) -> None:
+    """Store a secret (or, with --person, that person's own value); read from stdin or a hidden prompt."""
 
     async def body() -> None:
         value = _read_value(name)
+        if person is not None:
+            await _set_for(person, name, value)
+            return
         store = _open_store()
         try:
             had = any(info.name == name for info in store.names())
@@ -55,24 +65,48 @@ def set_secret(name: str, as_json: bool = JsonOption) -> None:
 
     run(body, as_json=as_json)
     if as_json:
-        emit_json({"ok": True, "name": name})
+        emit_json({"ok": True, "name": name, **({"person": person} if person else {})})
     else:
-        stderr.print(f"stored secret {name}")
+        stderr.print(f"stored secret {name}" + (f" for {person}" if person else ""))
+
+
+async def _set_for(person: str, name: str, value: str) -> None:
+    """A person's own value: only of a secret config.toml declares per person, only for a person
+    of the store (a value kept for no one would be injected for whoever is given that name later)."""
+    from pincer.secrets.store import validate_name
+
+    validate_name(name)
+    async with open_pincer(builtins=False, quiet=True) as pincer:
+        if name not in pincer.config.secrets.per_person:
+            raise UsageError(f"secret {name!r} is not per person: every call shares its one value",
+                             hint=f'add "{name}" to [secrets] per_person in config.toml, or leave out --person')  # fmt: skip
+        if await pincer.people.get(person) is None:
+            raise UsageError(f"no person named {person!r}", hint=f"add them first: `pincer people add {person} --role viewer`")
+        had = any(i.name == name for i in pincer.secrets.person_names(person))
+        pincer.secrets.set_for(person, name, value)
+    record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="replaced" if had else "set",
+               reason=f"{person}'s value of secret {name} {'replaced' if had else 'set'}", args={"person": person})  # fmt: skip
 
 
 @app.command("list")
 def list_secrets(as_json: bool = JsonOption) -> None:
-    """List secret names and dates (never values)."""
+    """List secret names and dates (never values): shared ones, and each person's own values of
+    the per-person ones."""
 
     async def body() -> list[dict[str, Any]]:
+        from pincer.config import load_config
+
+        home = pincer_home()
+        per_person = set(load_config(home).secrets.per_person)
         store = _open_store()
         try:
-            return [
-                {"name": info.name, "created_at": info.created_at, "updated_at": info.updated_at}
-                for info in store.names()
-            ]
+            # A shared value of a per-person name is never injected: listed as unused, so it can be removed.
+            rows = [(i.name, "unused (per person)" if i.name in per_person else "shared", None, i.updated_at)
+                    for i in store.names()]  # fmt: skip
+            rows += [(i.name, "per-person", i.person, i.updated_at) for i in store.person_names()]
         finally:
             store.close()
+        return [{"name": n, "kind": k, "person": p, "updated_at": u} for n, k, p, u in sorted(rows, key=lambda r: (r[0], r[2] or ""))]
 
     infos = run(body, as_json=as_json)
     if as_json:
@@ -81,29 +115,39 @@ def list_secrets(as_json: bool = JsonOption) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(infos)} secrets", title_justify="left")
-    table.add_column("name")
-    table.add_column("updated")
+    for column in ("name", "kind", "person", "updated"):
+        table.add_column(column)
     import datetime as dt
 
     for info in infos:
-        table.add_row(info["name"], dt.datetime.fromtimestamp(info["updated_at"]).isoformat(timespec="seconds"))
+        updated = dt.datetime.fromtimestamp(info["updated_at"]).isoformat(timespec="seconds")
+        table.add_row(info["name"], info["kind"], info["person"] or "", updated)
     stderr.print(table)
 
 
 @app.command("rm")
-def remove_secret(name: str, as_json: bool = JsonOption) -> None:
-    """Delete a secret."""
+def remove_secret(
+    name: str,
+    person: str | None = typer.Option(None, "--person", help=_PERSON_HELP),
+    as_json: bool = JsonOption,
+) -> None:
+    """Delete a secret (with --person: that person's own value of it)."""
 
     async def body() -> None:
         store = _open_store()
         try:
-            store.delete(name)
+            if person is None:
+                store.delete(name)
+            else:
+                store.delete_for(person, name)
         finally:
             store.close()
-        record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="removed", reason=f"secret {name} removed")
+        whose = f"{person}'s value of secret" if person else "secret"
+        record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="removed", reason=f"{whose} {name} removed",
+                   args={"person": person} if person else None)  # fmt: skip
 
     run(body, as_json=as_json)
     if as_json:
-        emit_json({"ok": True, "name": name})
+        emit_json({"ok": True, "name": name, **({"person": person} if person else {})})
     else:
-        stderr.print(f"removed secret {name}")
+        stderr.print(f"removed secret {name}" + (f" of {person}" if person else ""))

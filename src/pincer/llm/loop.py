@@ -635,6 +635,7 @@ class AgentRun:
             taint=taint,
             depth=self.request.depth,
             call_id=call.id,
+            person=self.request.person,
         )
         dispatcher = self.pincer.dispatcher
         if call.arguments is None:

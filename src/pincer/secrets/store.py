@@ -9,6 +9,11 @@ dates and the change counter are plaintext; values never leave this module excep
     store = SecretStore.open(home, key=load_or_create_key(home, os.environ.get("PINCER_SECRET_KEY")))
     store.set("GITHUB_TOKEN", token)
     store.get("GITHUB_TOKEN")
+
+A secret declared per person (``[secrets] per_person`` in config.toml, docs/teams.md) keeps one
+value per person in ``person_secrets``, sealed the same way with the person's name and the
+secret's name as associated data: a row copied onto another person (or a shared name) fails to
+open. ``values`` holds them too, so the leak scanner redacts every person's token.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "SecretStore",
     "SecretInfo",
+    "PersonSecretInfo",
     "SecretAccess",
     "load_or_create_key",
     "parse_key",
@@ -72,6 +78,15 @@ CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value
 );
+CREATE TABLE IF NOT EXISTS person_secrets (
+    person TEXT NOT NULL,
+    name TEXT NOT NULL,
+    nonce BLOB NOT NULL,
+    ciphertext BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (person, name)
+);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', 1), ('generation', 0);
 """
 _WRONG_KEY_HINT = "set PINCER_SECRET_KEY (or home/secret.key) to the key this store was created with"
@@ -81,6 +96,16 @@ _WRONG_KEY_HINT = "set PINCER_SECRET_KEY (or home/secret.key) to the key this st
 class SecretInfo:
     """What may be shown of a secret: its name and when it was set (unix seconds)."""
 
+    name: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PersonSecretInfo:
+    """What may be shown of one person's value of a per-person secret."""
+
+    person: str
     name: str
     created_at: float
     updated_at: float
@@ -97,8 +122,20 @@ def validate_name(name: object) -> str:
     return name
 
 
-def _aad(name: str) -> bytes:
+def _aad(name: str, person: str | None = None) -> bytes:
+    # A person's value: the NUL bytes cannot occur in a name, so no shared name's data is one of these.
+    if person is not None:
+        return _AAD_PREFIX + b"person\x00" + person.encode("ascii") + b"\x00" + name.encode("ascii")
     return _AAD_PREFIX + name.encode("ascii")
+
+
+def _check_person(person: object) -> str:
+    # The people store's names (store/people.py); checked here too so that no odd text reaches the AAD.
+    from pincer.store.people import check_person_name
+
+    if not isinstance(person, str):
+        raise UsageError("a person's name must be text", hint="see the names with `pincer people list`")
+    return check_person_name(person)
 
 
 class SecretStore:
@@ -212,24 +249,37 @@ class SecretStore:
         return self._open(name, *rows[0]) if rows else None
 
     def values(self) -> list[str]:
-        """Every value, for the leak scanner."""
+        """Every value, every person's included, for the leak scanner."""
         self._require_key()
         rows = self._query("SELECT name, nonce, ciphertext FROM secrets ORDER BY name")
-        return [self._open(name, nonce, ciphertext) for name, nonce, ciphertext in rows]
+        shared = [self._open(name, nonce, ciphertext) for name, nonce, ciphertext in rows]
+        mine = self._query("SELECT person, name, nonce, ciphertext FROM person_secrets ORDER BY person, name")
+        return shared + [self._open(name, nonce, ciphertext, person=person) for person, name, nonce, ciphertext in mine]
+
+    def person_names(self, person: str | None = None) -> list[PersonSecretInfo]:
+        """Each person's values of per-person secrets (names and dates), sorted; one person's when given."""
+        where, params = ("WHERE person = ?", (_check_person(person),)) if person is not None else ("", ())
+        rows = self._query(
+            f"SELECT person, name, created_at, updated_at FROM person_secrets {where} ORDER BY person, name", params
+        )
+        return [PersonSecretInfo(person=p, name=n, created_at=c, updated_at=u) for p, n, c, u in rows]
+
+    def find_for(self, person: str, name: str) -> str | None:
+        """``person``'s value of the per-person secret ``name``, or None when they have none."""
+        validate_name(name)
+        _check_person(person)
+        self._require_key()
+        rows = self._query(
+            "SELECT nonce, ciphertext FROM person_secrets WHERE person = ? AND name = ?", (person, name)
+        )
+        return self._open(name, *rows[0], person=person) if rows else None
 
     # -- writing -------------------------------------------------------------------------
 
     def set(self, name: str, value: str) -> None:
         """Store ``value`` under ``name``, replacing any earlier one. All or nothing."""
         validate_name(name)
-        if not isinstance(value, str) or not value:
-            raise UsageError(f"the value of secret {name!r} must be a non-empty string")
-        try:
-            data = value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError(f"the value of secret {name!r} is not valid Unicode text") from None
-        if len(data) > MAX_SECRET_BYTES:
-            raise UsageError(f"the value of secret {name!r} is longer than {MAX_SECRET_BYTES} bytes")
+        data = self._checked_value(name, value)
         self._require_key()
         nonce = os.urandom(NONCE_BYTES)
         ciphertext = self._aead.encrypt(nonce, data, _aad(name))
@@ -241,6 +291,34 @@ class SecretStore:
             (name, nonce, ciphertext, now, now),
         )
 
+    def set_for(self, person: str, name: str, value: str) -> None:
+        """Store ``person``'s own value of the per-person secret ``name``. All or nothing."""
+        validate_name(name)
+        _check_person(person)
+        data = self._checked_value(name, value)
+        self._require_key()
+        nonce = os.urandom(NONCE_BYTES)
+        ciphertext = self._aead.encrypt(nonce, data, _aad(name, person))
+        now = time.time()
+        self._write(
+            "INSERT INTO person_secrets (person, name, nonce, ciphertext, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (person, name) DO UPDATE SET nonce = excluded.nonce, "
+            "ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
+            (person, name, nonce, ciphertext, now, now),
+        )
+
+    def delete_for(self, person: str, name: str | None = None) -> int:
+        """Remove ``person``'s value of ``name``, or every value of theirs when ``name`` is None;
+        returns how many went. A named value that is not there is a SecretError naming it."""
+        _check_person(person)
+        if name is None:
+            return self._write("DELETE FROM person_secrets WHERE person = ?", (person,))
+        validate_name(name)
+        if not self._write("DELETE FROM person_secrets WHERE person = ? AND name = ?", (person, name)):
+            raise SecretError(f"{person} has no value of secret {name!r}",
+                              hint="see the names with: pincer secrets list")  # fmt: skip
+        return 1
+
     def delete(self, name: str) -> None:
         """Remove ``name``; SecretError naming it when there is none."""
         validate_name(name)
@@ -249,14 +327,28 @@ class SecretStore:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _open(self, name: str, nonce: bytes, ciphertext: bytes) -> str:
+    @staticmethod
+    def _checked_value(name: str, value: object) -> bytes:
+        if not isinstance(value, str) or not value:
+            raise UsageError(f"the value of secret {name!r} must be a non-empty string")
         try:
-            return self._aead.decrypt(nonce, ciphertext, _aad(name)).decode("utf-8")
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"the value of secret {name!r} is not valid Unicode text") from None
+        if len(data) > MAX_SECRET_BYTES:
+            raise UsageError(f"the value of secret {name!r} is longer than {MAX_SECRET_BYTES} bytes")
+        return data
+
+    def _open(self, name: str, nonce: bytes, ciphertext: bytes, *, person: str | None = None) -> str:
+        try:
+            return self._aead.decrypt(nonce, ciphertext, _aad(name, person)).decode("utf-8")
         except (InvalidTag, ValueError, UnicodeDecodeError):
+            whose = f"{person}'s value of secret {name!r}" if person else f"secret {name!r}"
+            again = f"pincer secrets set {name}" + (f" --person {person}" if person else "")
             raise SecretError(
-                f"secret {name!r} does not decrypt: the key is wrong for it, or its row was altered "
+                f"{whose} does not decrypt: the key is wrong for it, or its row was altered "
                 "or copied from another name",
-                hint=f"set it again with: pincer secrets set {name}",
+                hint=f"set it again with: {again}",
             ) from None
 
     def _require_key(self) -> None:

@@ -61,7 +61,7 @@ async def start_run(pincer: PincerDep, session: SessionDep, runs: RunsDep, body:
     run_id = await carried_out.start(
         RunRequest(
             skill=body.skill, params=body.params, message=body.message, session=session.name, trigger="rest",
-            profile=body.profile, budgets=body.budgets,
+            profile=body.profile, budgets=body.budgets, person=session.person,
         )
     )  # fmt: skip
     base = f"/api/v1/runs/{run_id}"

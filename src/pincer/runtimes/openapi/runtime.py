@@ -366,6 +366,13 @@ class OpenApiRuntime:
                 for scheme in schemes
             ):  # fmt: skip
                 return
+        from pincer.secrets.access import per_person_refusal
+
+        for alternative in security:  # a person's own credential: the error names the person and the command
+            for scheme in filter(None, map(service.scheme, alternative)):
+                refusal = None if scheme.unsupported else per_person_refusal(host.secrets, scheme.secret, tool=host.tool)
+                if refusal is not None:
+                    raise refusal
         raise SecretError(f"{operation.method} {operation.path} needs credentials: {_needs(service, security)}",
                           hint=_first_hint(service, security))
 

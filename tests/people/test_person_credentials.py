@@ -1,0 +1,211 @@
+"""Each person's own credentials (issue 41, item 3): a secret named in ``[secrets] per_person`` is
+read for the person a call acts for, host-side, on every path; a call of no person is refused it
+before anyone is asked; a removed person's values are gone. Against local HTTP stand-ins that
+record the Authorization header each request carried.
+
+Attack first: with one stored token (the only kind there was), every person's call carried it:
+person B's call got person A's token."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from pincer.core.values import CallRequest
+from pincer.policy.roles import parse_roles
+from tests.gateway.conftest import LiveGateway, live_gateway
+from tests.localservers import LocalServer, serve
+
+pytestmark = pytest.mark.anyio
+CALL_TIMEOUT_S = 60.0
+GINA_TOKEN = "gina-own-token-7f3a9c2e41d8b6a5"
+BO_TOKEN = "bo-own-token-0c6e2b8d97f4a13e"
+SHARED_TOKEN = "shared-token-5d1f8a3c7e9b2046"
+ALL_TOKENS = (GINA_TOKEN, BO_TOKEN, SHARED_TOKEN)
+
+
+def _config(server: LocalServer, *, mode: str = "allow") -> str:
+    return f"""
+[network]
+allow_private = true
+
+[secrets]
+per_person = ["api_key"]
+
+[[grants]]
+tool = "http"
+effects = {{ network = "{mode}", use_secret = "{mode}" }}
+hosts = ["127.0.0.1:{server.port}"]
+
+[[credentials]]
+secret = "api_key"
+location = "bearer"
+host_patterns = ["127.0.0.1"]
+"""
+
+
+@pytest.fixture
+def stand_in() -> Iterator[LocalServer]:
+    with serve() as server:
+        yield server
+
+
+async def _person(live: LiveGateway, name: str, value: str | None) -> str:
+    """A person (an approver of everything, so no role stands in the way) with their own value of
+    ``api_key`` when ``value`` is given; returns their personal access token."""
+    await live.pincer.people.add(name, roles=parse_roles(["approver"]), email=None, by="cli:test", now=time.time())
+    if value is not None:
+        live.pincer.secrets.set_for(name, "api_key", value)
+    return (await live.pincer.people.new_token(name, now=time.time())).value
+
+
+@pytest.fixture
+async def team(pincer_home: Path, stand_in: LocalServer) -> AsyncIterator[tuple[LiveGateway, dict[str, str]]]:
+    async with live_gateway(pincer_home, config=_config(stand_in), builtins=True) as live:
+        live.pincer.secrets.set("api_key", SHARED_TOKEN)  # a shared value, never to stand in for a person's
+        tokens = {"gina": await _person(live, "gina", GINA_TOKEN), "bo": await _person(live, "bo", BO_TOKEN)}
+        yield live, tokens
+
+
+async def _rest_call(live: LiveGateway, token: str, url: str) -> tuple[int, dict[str, Any]]:
+    async with live.http(headers={"Authorization": f"Bearer {token}"}) as http:
+        answer = await http.post("/api/v1/tools/http/call", json={"args": {"url": url}})
+    return answer.status_code, answer.json()
+
+
+def _carried(server: LocalServer) -> list[str]:
+    return [r.headers.get("Authorization", "") for r in server.requests]
+
+
+async def _nowhere(live: LiveGateway) -> None:
+    """Neither the audit log nor any approval holds a token, in any record."""
+    records = json.dumps([r.to_dict() for r in await live.pincer.audit.records()], default=str)
+    approvals = json.dumps([a.to_dict() for a in await live.pincer.approvals.list(status=None)], default=str)
+    for value in ALL_TOKENS:
+        assert value not in records and value not in approvals
+
+
+async def test_over_rest_each_persons_call_carries_their_own_token_never_another_persons(
+    team: tuple[LiveGateway, dict[str, str]], stand_in: LocalServer
+) -> None:
+    live, tokens = team
+    status, bo = await _rest_call(live, tokens["bo"], stand_in.url("/echo"))
+    assert status == 200, bo
+    assert _carried(stand_in) == [f"Bearer {BO_TOKEN}"]  # before: "Bearer shared-..." (one token for all)
+    status, gina = await _rest_call(live, tokens["gina"], stand_in.url("/echo"))
+    assert status == 200, gina
+    assert _carried(stand_in) == [f"Bearer {BO_TOKEN}", f"Bearer {GINA_TOKEN}"]
+    # The stand-in echoed the header back: the output shows neither person's token.
+    for answer in (bo, gina):
+        assert not any(value in json.dumps(answer) for value in ALL_TOKENS), answer
+    assert "[REDACTED" in json.dumps(bo)
+    (first, second) = [r for r in await live.pincer.audit.records(tool="http") if r.kind == "call"]
+    assert (first.person, second.person) == ("bo", "gina")
+    await _nowhere(live)
+
+
+async def test_over_mcp_a_persons_call_carries_their_own_token(
+    team: tuple[LiveGateway, dict[str, str]], stand_in: LocalServer
+) -> None:
+    live, tokens = team
+    async with live.mcp(token=tokens["gina"]) as client:
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            result = await client.call_tool("http", {"url": stand_in.url("/echo")})
+    assert not result.is_error, result
+    assert _carried(stand_in) == [f"Bearer {GINA_TOKEN}"]
+    assert not any(value in result.model_dump_json() for value in ALL_TOKENS)
+    await _nowhere(live)
+
+
+async def test_a_call_of_no_person_is_refused_a_per_person_credential_before_anyone_is_asked(
+    pincer_home: Path, stand_in: LocalServer
+) -> None:
+    """The gateway's own token acts for no person: no fallback to the shared value, no approval
+    asked (the grant asks), nothing sent; the error names what to do."""
+    async with live_gateway(pincer_home, config=_config(stand_in, mode="ask"), builtins=True) as live:
+        live.pincer.secrets.set("api_key", SHARED_TOKEN)
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            status, answer = await _rest_call(live, live.token, stand_in.url("/echo"))
+        assert status >= 400 and not answer["ok"], answer
+        error = answer["error"]
+        assert "per person" in error["message"] and "acts for no person" in error["message"], error
+        assert "pincer people token" in error["hint"], error
+        assert stand_in.requests == [] and await live.pincer.approvals.list() == []
+        await _nowhere(live)
+
+
+async def test_a_person_without_their_own_value_is_refused_with_the_command_that_connects_it(
+    pincer_home: Path, stand_in: LocalServer
+) -> None:
+    async with live_gateway(pincer_home, config=_config(stand_in, mode="ask"), builtins=True) as live:
+        live.pincer.secrets.set("api_key", SHARED_TOKEN)
+        live.pincer.secrets.set_for("gina", "api_key", GINA_TOKEN)
+        wes = await _person(live, "wes", None)
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            status, answer = await _rest_call(live, wes, stand_in.url("/echo"))
+        assert status >= 400 and not answer["ok"], answer
+        assert "wes has no value of the per-person secret 'api_key'" in answer["error"]["message"], answer
+        assert "pincer secrets set api_key --person wes" in answer["error"]["hint"], answer
+        assert stand_in.requests == [] and await live.pincer.approvals.list() == []
+        await _nowhere(live)
+
+
+async def test_an_agent_run_acts_for_the_person_who_started_it_and_a_trigger_run_for_no_one(
+    pincer_home: Path, stand_in: LocalServer
+) -> None:
+    """A run started with gina's token calls http with gina's token; the same run started by a
+    trigger (no person) is refused the credential and sends nothing."""
+    from pincer.demo.model_server import ScriptedCall, Turn, serve_models
+    from pincer.llm.run import RunRequest
+    from tests.gateway.test_runs import RUN_TIMEOUT_S, _events
+
+    call = ScriptedCall(name="http", arguments={"url": stand_in.url("/echo")})
+    script = [Turn(text="Calling. ", calls=(call,)), Turn(text="Done."),
+              Turn(text="Calling. ", calls=(call,)), Turn(text="Done.")]  # fmt: skip
+    with serve_models(script) as models:
+        config = _config(stand_in) + f"""
+[llm]
+model = "scripted-model"
+base_url = "{models.openai_url}"
+
+[agent]
+taint = "off"
+"""
+        async with live_gateway(pincer_home, config=config, builtins=True) as live:
+            gina = await _person(live, "gina", GINA_TOKEN)
+            async with live.http(headers={"Authorization": f"Bearer {gina}"}) as http:
+                started = await http.post("/api/v1/runs", json={"message": "call it"})
+                assert started.status_code == 202, started.text
+                with anyio.fail_after(RUN_TIMEOUT_S):
+                    assert (await _events(live, started.json()["run_id"]))[-1]["status"] == "done"
+            assert _carried(stand_in) == [f"Bearer {GINA_TOKEN}"]
+            with anyio.fail_after(RUN_TIMEOUT_S):
+                run = await live.pincer.agent.run(RunRequest(message="call it", trigger="schedule"))
+            assert _carried(stand_in) == [f"Bearer {GINA_TOKEN}"], "a run of no person sent a request"
+            refused = [r for r in await live.pincer.audit.records(tool="http") if r.kind == "call" and r.run_id == run.id]
+            assert refused and refused[0].outcome != "ok" and "acts for no person" in (refused[0].error or ""), refused
+            await _nowhere(live)
+
+
+async def test_the_github_built_in_injects_the_calling_persons_own_token(tmp_path: Path) -> None:
+    from tests.builtins import fakegithub
+    from tests.builtins.conftest import github_config, pincer_on
+
+    with fakegithub.serve() as fake:
+        config = github_config(fake, extra='\n[secrets]\nper_person = ["github_token"]\n')
+        async with pincer_on(tmp_path, config, secrets={"github_token": SHARED_TOKEN}) as pincer:
+            pincer.secrets.set_for("gina", "github_token", GINA_TOKEN)
+            pincer.secrets.set_for("bo", "github_token", BO_TOKEN)
+            args = {"action": "get_repo", "owner": "octocat", "repo": "hello-world"}
+            for person in ("bo", "gina"):
+                await pincer.call(CallRequest(tool="github", args=args, person=person))
+            nobody = await pincer.call(CallRequest(tool="github", args=args))
+    assert [r.headers.get("Authorization") for r in fake.requests] == [f"Bearer {BO_TOKEN}", f"Bearer {GINA_TOKEN}"]
+    assert not nobody.ok and "acts for no person" in nobody.error["message"]
+    assert not any(value in json.dumps(nobody.to_dict()) for value in ALL_TOKENS)
