@@ -19,7 +19,7 @@ import anyio.abc
 
 from pincer.approver import ApprovalHook
 from pincer.config import CONFIG_FILENAME, Config, load_config
-from pincer.core.errors import ExtraMissing, PincerError, UsageError
+from pincer.core.errors import ExtraMissing, PincerError, SecretError, UsageError
 from pincer.core.values import CallRequest, ToolResult, ToolSpec
 from pincer.dispatch import Dispatcher, Operation
 from pincer.registry import Registry
@@ -635,9 +635,19 @@ class Pincer:
 
         servers = self._admitted_servers(ServerStore(self.home).load())
         return McpRuntime(
-            servers, pins=PinStore(self.home), secrets=self.secrets, scanner=self.scanner, starts=self._mcp_starts,
+            servers, pins=PinStore(self.home), secrets=self._mcp_secret, scanner=self.scanner, starts=self._mcp_starts,
             lean_calls=self.config.tools.mcp_lean_calls,
         )  # fmt: skip
+
+    def _mcp_secret(self, name: str) -> str | None:
+        """An MCP server's ``${secret:NAME}``: read once when the server starts, for every caller
+        alike, so a per-person secret is refused (never its shared value, nor anyone's)."""
+        if name in self.config.secrets.per_person:
+            raise SecretError(
+                f"secret {name!r} is per person, and an MCP server is started once for every caller",
+                hint=f'take "{name}" out of [secrets] per_person in config.toml to share one value with the server',
+            )
+        return self.secrets.find(name)
 
     def _openapi_runtime(self) -> Any:
         from pincer.runtimes.openapi import OpenApiRuntime, ServiceStore

@@ -209,3 +209,76 @@ async def test_the_github_built_in_injects_the_calling_persons_own_token(tmp_pat
     assert [r.headers.get("Authorization") for r in fake.requests] == [f"Bearer {BO_TOKEN}", f"Bearer {GINA_TOKEN}"]
     assert not nobody.ok and "acts for no person" in nobody.error["message"]
     assert not any(value in json.dumps(nobody.to_dict()) for value in ALL_TOKENS)
+
+
+def test_a_persons_value_is_sealed_to_them_and_the_leak_scanner_knows_it(tmp_path: Path) -> None:
+    """A row of gina's copied onto bo (or onto the shared name) does not open; every value is
+    among the scanner's; deleting a person deletes every value of theirs."""
+    import sqlite3
+
+    from pincer.core.errors import SecretError
+    from pincer.secrets.store import SECRETS_DB_NAME, SecretStore
+
+    with SecretStore.open(tmp_path, key=b"s" * 32) as store:
+        store.set_for("gina", "api_key", GINA_TOKEN)
+        store.set_for("gina", "other_key", BO_TOKEN)
+        assert store.find_for("gina", "api_key") == GINA_TOKEN and store.find_for("bo", "api_key") is None
+        assert store.find("api_key") is None  # a person's value is no shared one
+        assert set(store.values()) == {GINA_TOKEN, BO_TOKEN}
+    assert GINA_TOKEN.encode() not in (tmp_path / SECRETS_DB_NAME).read_bytes()
+    with sqlite3.connect(tmp_path / SECRETS_DB_NAME) as db:
+        db.execute("INSERT INTO person_secrets SELECT 'bo', name, nonce, ciphertext, created_at, updated_at "
+                   "FROM person_secrets WHERE person = 'gina' AND name = 'api_key'")  # fmt: skip
+        db.execute("INSERT INTO secrets SELECT name, nonce, ciphertext, created_at, updated_at "
+                   "FROM person_secrets WHERE person = 'gina' AND name = 'api_key'")  # fmt: skip
+    with SecretStore.open(tmp_path, key=b"s" * 32) as store:
+        for read in (lambda: store.find_for("bo", "api_key"), lambda: store.find("api_key")):
+            with pytest.raises(SecretError) as caught:
+                read()
+            assert GINA_TOKEN not in str(caught.value) + (caught.value.hint or "")
+        assert store.delete_for("gina") == 2 and store.person_names("gina") == []
+
+
+def test_the_cli_sets_a_persons_own_value_lists_it_as_theirs_and_forgets_it_with_the_person(pincer_home: Path) -> None:
+    from pincer.secrets.store import SecretStore
+    from tests.gateway.ui.conftest import pincer_cli
+
+    (pincer_home / "config.toml").write_text('[secrets]\nper_person = ["api_key"]\n')
+    assert pincer_cli(pincer_home, "people", "add", "gina", "--role", "viewer").returncode == 0
+    shared = pincer_cli(pincer_home, "secrets", "set", "other_key", "--person", "gina", stdin=BO_TOKEN)
+    assert shared.returncode != 0 and "not per person" in shared.stderr and "[secrets] per_person" in shared.stderr
+    nobody = pincer_cli(pincer_home, "secrets", "set", "api_key", "--person", "zed", stdin=BO_TOKEN)
+    assert nobody.returncode != 0 and "no person named 'zed'" in nobody.stderr and "pincer people add zed" in nobody.stderr
+    done = pincer_cli(pincer_home, "secrets", "set", "api_key", "--person", "gina", "--json", stdin=GINA_TOKEN)
+    assert done.returncode == 0, done.stderr
+    assert pincer_cli(pincer_home, "secrets", "set", "github_token", stdin=SHARED_TOKEN).returncode == 0
+    listed = pincer_cli(pincer_home, "secrets", "list", "--json")
+    rows = [(r["name"], r["kind"], r["person"]) for r in json.loads(listed.stdout)]
+    assert rows == [("api_key", "per-person", "gina"), ("github_token", "shared", None)]
+    removed = pincer_cli(pincer_home, "people", "remove", "gina", "--json")
+    assert removed.returncode == 0 and json.loads(removed.stdout)["credentials"] == 1, removed.stderr
+    outputs = "".join(p.stdout + p.stderr for p in (shared, nobody, done, listed, removed))
+    assert not any(value in outputs for value in ALL_TOKENS)
+    with SecretStore.open(pincer_home) as store:
+        assert store.person_names() == [] and store.find("github_token") == SHARED_TOKEN
+
+
+async def test_an_mcp_server_is_never_started_with_a_per_person_secret(tmp_path: Path) -> None:
+    """An MCP server reads its ``${secret:NAME}`` once, for every caller: a per-person name is
+    refused (before: the server got the shared value, for every person's call)."""
+    from pincer.config import parse_config
+    from pincer.runtimes.mcp import ServerStore
+    from pincer.secrets.store import SecretStore
+    from pincer.service import Pincer
+    from tests.runtimes.mcp.conftest import faulty_config
+
+    ServerStore(tmp_path).add(faulty_config("f", "--secret-env", "UPSTREAM_TOKEN", env={"UPSTREAM_TOKEN": "${secret:upstream}"}))
+    with SecretStore.open(tmp_path, key=b"m" * 32) as store:
+        store.set("upstream", SHARED_TOKEN)
+    config = parse_config('[secrets]\nper_person = ["upstream"]\n[[grants]]\ntool = "f_*"\ndefault = "allow"\n', home=tmp_path)
+    async with Pincer.open(tmp_path, config=config, secret_key=b"m" * 32, builtins=False) as pincer:
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            result = await pincer.call(CallRequest(tool="f_env", args={}, person="gina"))
+        (status,) = pincer.mcp.statuses()
+    assert not result.ok and SHARED_TOKEN not in json.dumps(result.to_dict())
+    assert status.state != "running" and "is per person" in (status.last_error or ""), status
