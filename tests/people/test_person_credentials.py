@@ -282,3 +282,30 @@ async def test_an_mcp_server_is_never_started_with_a_per_person_secret(tmp_path:
         (status,) = pincer.mcp.statuses()
     assert not result.ok and SHARED_TOKEN not in json.dumps(result.to_dict())
     assert status.state != "running" and "is per person" in (status.last_error or ""), status
+
+
+def test_auth_setup_connects_a_persons_own_github_token_checked_as_anyones(tmp_path: Path) -> None:
+    """``pincer auth setup github --person gina`` checks gina's token against GitHub's API (the
+    local stand-in) and keeps it as hers; ``auth status`` says the token is per person and whose."""
+    from pincer.secrets.store import SecretStore
+    from tests.builtins import fakegithub
+    from tests.gateway.ui.conftest import pincer_cli
+
+    home = tmp_path / "home"
+    with fakegithub.serve() as fake:
+        home.mkdir()
+        (home / "config.toml").write_text(f'[builtins.github]\nenabled = true\nbase_url = "{fake.base_url}"\n'
+                                          '\n[secrets]\nper_person = ["github_token"]\n')  # fmt: skip
+        assert pincer_cli(home, "people", "add", "gina", "--role", "viewer").returncode == 0
+        done = pincer_cli(home, "auth", "setup", "github", "--person", "gina", "--json", stdin=GINA_TOKEN)
+        assert done.returncode == 0, done.stderr
+        assert [r.headers["Authorization"] for r in fake.requests] == [f"Bearer {GINA_TOKEN}"]
+        oauth = pincer_cli(home, "auth", "setup", "google", "--person", "gina", "--no-browser")
+        status = {r["tool"]: r for r in json.loads(pincer_cli(home, "auth", "status", "--json").stdout)}
+    assert json.loads(done.stdout)["person"] == "gina"
+    assert oauth.returncode != 0 and "pincer secrets set NAME --person gina" in oauth.stderr, oauth.stderr
+    assert (status["github"]["kind"], status["github"]["people"], status["github"]["stored"]) == ("per-person", ["gina"], True)
+    assert status["web_search"]["kind"] == "shared"
+    assert GINA_TOKEN not in done.stdout + done.stderr + oauth.stdout + oauth.stderr
+    with SecretStore.open(home) as store:
+        assert store.find_for("gina", "github_token") == GINA_TOKEN and store.find("github_token") is None

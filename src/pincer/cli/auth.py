@@ -19,7 +19,7 @@ from typing import Any
 import typer
 
 from pincer.cli.acts import record_act
-from pincer.cli.common import JsonOption, emit_json, pincer_home, run, secret_key, stderr
+from pincer.cli.common import JsonOption, emit_json, fail, pincer_home, run, secret_key, stderr
 from pincer.core.acts import ActKind
 from pincer.core.errors import UsageError
 
@@ -93,11 +93,18 @@ def setup(
         False, "--no-browser", help="OAuth logins: print the URL and read the redirect URL pasted back (headless)."
     ),
     timeout_s: float = typer.Option(LOGIN_TIMEOUT_S, "--timeout", min=1.0, help="OAuth logins: seconds to wait."),
+    person: str | None = typer.Option(
+        None, "--person", help="Store the token as this person's own ([secrets] per_person; docs/teams.md)."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Store a built-in's token after checking it against its validation endpoint; for google
     (and slack --oauth), run the OAuth login (browser, or --no-browser to paste the redirect URL)."""
     if name in OAUTH_ONLY or (oauth and name in OAUTH_LOGINS):
+        if person is not None:
+            fail(UsageError(f"--person: the {name} OAuth login keeps one shared login; a person's own is not an OAuth login yet",
+                            hint=f"paste {person}'s token: `pincer secrets set NAME --person {person}` (docs/teams.md)"),
+                 as_json=as_json)  # fmt: skip
         _oauth_setup(name, no_browser=no_browser, timeout_s=timeout_s, as_json=as_json)
         return
 
@@ -110,6 +117,12 @@ def setup(
         checked = None
         if not no_check:
             checked = await validate_token(item, value, allow_private_network=config.allow_private_network)
+        if person is not None:  # checked like anyone's token, kept as the person's own
+            from pincer.cli.secrets import set_for_person
+
+            await set_for_person(person, item.secret_name, value, what=f" ({item.name}'s token)")
+            return {"ok": True, "tool": item.name, "secret": item.secret_name, "source": source, "checked": checked,
+                    "person": person}  # fmt: skip
         store = _open_store()
         try:
             store.set(item.secret_name, value)
@@ -125,7 +138,8 @@ def setup(
         return
     checked = (f", checked against {result['checked']}" if result["checked"]
                else " (not checked: --no-check)" if no_check else " (no validation endpoint)")  # fmt: skip
-    stderr.print(f"stored {result['secret']} for {result['tool']} from {result['source']}{checked}")
+    whose = f" as {person}'s own" if person else ""
+    stderr.print(f"stored {result['secret']} for {result['tool']}{whose} from {result['source']}{checked}")
 
 
 @app.command("status")
@@ -135,14 +149,24 @@ def status(as_json: bool = JsonOption) -> None:
     async def body() -> list[dict[str, Any]]:
         from pincer.builtins.auth import status as auth_status
 
-        _config, settings = _settings()
+        config, settings = _settings()
         store = _open_store()
         try:
             logins = _oauth_status(settings, store)
             by_login = {row["tool"] for row in logins}
-            return [row for row in auth_status(settings, store, os.environ) if row["tool"] not in by_login] + logins
+            rows = [row for row in auth_status(settings, store, os.environ) if row["tool"] not in by_login] + logins
+            owners: dict[str, list[str]] = {}
+            for info in store.person_names():
+                owners.setdefault(info.name, []).append(info.person)
         finally:
             store.close()
+        for row in rows:  # a per-person token: who connected theirs (its shared value is never used)
+            per_person = row["secret"] in config.secrets.per_person
+            row["kind"] = "per-person" if per_person else "shared"
+            if per_person:
+                row["people"] = owners.get(row["secret"], [])
+                row["stored"] = bool(row["people"])
+        return rows
 
     rows = run(body, as_json=as_json)
     if as_json:
@@ -150,6 +174,8 @@ def status(as_json: bool = JsonOption) -> None:
         return
     for row in rows:
         state = "stored" if row["stored"] else "not set up"
+        if row["kind"] == "per-person":
+            state = f"per person: {', '.join(row['people']) or 'no one has connected theirs'}"
         env = f"; {row['env_var']} is set" if row["env_var_set"] else ""
         expiry = ""
         if row.get("login") == "oauth" and row["stored"]:

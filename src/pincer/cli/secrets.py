@@ -51,7 +51,7 @@ def set_secret(
     async def body() -> None:
         value = _read_value(name)
         if person is not None:
-            await _set_for(person, name, value)
+            await set_for_person(person, name, value)
             return
         store = _open_store()
         try:
@@ -70,7 +70,7 @@ def set_secret(
         stderr.print(f"stored secret {name}" + (f" for {person}" if person else ""))
 
 
-async def _set_for(person: str, name: str, value: str) -> None:
+async def set_for_person(person: str, name: str, value: str, *, what: str = "") -> None:
     """A person's own value: only of a secret config.toml declares per person, only for a person
     of the store (a value kept for no one would be injected for whoever is given that name later)."""
     from pincer.secrets.store import validate_name
@@ -85,7 +85,7 @@ async def _set_for(person: str, name: str, value: str) -> None:
         had = any(i.name == name for i in pincer.secrets.person_names(person))
         pincer.secrets.set_for(person, name, value)
     record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="replaced" if had else "set",
-               reason=f"{person}'s value of secret {name} {'replaced' if had else 'set'}", args={"person": person})  # fmt: skip
+               reason=f"{person}'s value of secret {name} {'replaced' if had else 'set'}{what}", args={"person": person})  # fmt: skip
 
 
 @app.command("list")
