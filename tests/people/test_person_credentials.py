@@ -309,3 +309,32 @@ def test_auth_setup_connects_a_persons_own_github_token_checked_as_anyones(tmp_p
     assert GINA_TOKEN not in done.stdout + done.stderr + oauth.stdout + oauth.stderr
     with SecretStore.open(home) as store:
         assert store.find_for("gina", "github_token") == GINA_TOKEN and store.find("github_token") is None
+
+
+async def test_an_openapi_service_sends_the_calling_persons_own_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local FastAPI app that accepts one key (gina's): gina's call passes, bo's is refused by
+    the app (his own key went), a call of no one is refused before anything is sent."""
+    from pincer.config import parse_config
+    from pincer.service import Pincer
+    from tests.runtimes.openapi.app import API_KEY, app
+    from tests.runtimes.openapi.chain import serve_app
+    from tests.runtimes.openapi.test_runtime import KEY, add_service
+
+    home = tmp_path / "home"
+    with serve_app(app) as api_url:
+        await add_service(home, api_url, monkeypatch, "--auth-secret", "inv_key", "--auth", "header:X-Api-Key")
+        config = parse_config('[secrets]\nper_person = ["inv_key"]\n[network]\nallow_private = true\n'
+                              '[[grants]]\ntool = "inv_*"\ndefault = "allow"\n', home=home)  # fmt: skip
+        async with Pincer.open(home, config=config, secret_key=KEY, builtins=False) as pincer:
+            pincer.secrets.set("inv_key", API_KEY)  # shared: must not stand in for anyone
+            pincer.secrets.set_for("gina", "inv_key", API_KEY)
+            pincer.secrets.set_for("bo", "inv_key", BO_TOKEN)
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                gina = await pincer.call(CallRequest(tool="inv_whoami", args={}, person="gina"))
+                bo = await pincer.call(CallRequest(tool="inv_whoami", args={}, person="bo"))
+                nobody = await pincer.call(CallRequest(tool="inv_whoami", args={}))
+            records = json.dumps([r.to_dict() for r in await pincer.audit.records()], default=str)
+    assert gina.ok and API_KEY not in json.dumps(gina.output) and gina.usage.redactions >= 1
+    assert not bo.ok and "401" in bo.error["message"] and BO_TOKEN not in json.dumps(bo.to_dict()), bo.error
+    assert not nobody.ok and "acts for no person" in nobody.error["message"], nobody.error
+    assert API_KEY not in records and BO_TOKEN not in records
