@@ -338,3 +338,37 @@ async def test_an_openapi_service_sends_the_calling_persons_own_key(tmp_path: Pa
     assert not bo.ok and "401" in bo.error["message"] and BO_TOKEN not in json.dumps(bo.to_dict()), bo.error
     assert not nobody.ok and "acts for no person" in nobody.error["message"], nobody.error
     assert API_KEY not in records and BO_TOKEN not in records
+
+
+async def test_an_openapi_security_scheme_per_person_never_falls_back_to_a_shared_or_service_token(tmp_path: Path) -> None:
+    """A document's apiKey scheme sends the calling person's own key; an OAuth client-credentials
+    scheme declared per person is never filled with a token of the service's own client (before
+    the fix, a person with no token of theirs got one issued for the shared client)."""
+    from tests.runtimes.openapi import ccserver
+    from tests.runtimes.openapi.chain import add_document, open_pincer, set_secrets
+    from tests.runtimes.openapi.test_security import DOCUMENT, oauth_document, sent
+
+    home = tmp_path / "home"
+    with serve() as echo, ccserver.serve() as tokens:
+        add_document(home, "sec", DOCUMENT, echo.url("/echo"))
+        schemes = {"cc": {"type": "oauth2", "flows": {"clientCredentials": {"tokenUrl": f"{tokens.base_url}/token",
+                                                                           "scopes": {"read": "r"}}}}}  # fmt: skip
+        add_document(home, "oa", oauth_document(schemes, [{"cc": ["read"]}]), echo.url("/echo"))
+        set_secrets(home, {"sec_api_key": SHARED_TOKEN, "oa_cc_client_id": ccserver.CLIENT_ID,
+                           "oa_cc_client_secret": ccserver.CLIENT_SECRET})  # fmt: skip
+        async with open_pincer(home, extra='[secrets]\nper_person = ["sec_api_key", "oa_cc"]\n') as pincer:
+            pincer.secrets.set_for("gina", "sec_api_key", GINA_TOKEN)
+
+            async def call(tool: str, person: str | None) -> Any:
+                with anyio.fail_after(CALL_TIMEOUT_S):
+                    return await pincer.call(CallRequest(tool=tool, args={}, person=person))
+
+            gina = await call("sec_default", "gina")
+            assert gina.ok and sent(echo)[1] == {"x-api-key": GINA_TOKEN}, gina.error
+            nobody = await call("sec_default", None)
+            bo = await call("sec_default", "bo")
+            assert not nobody.ok and "acts for no person" in nobody.error["message"], nobody.error
+            assert not bo.ok and "pincer secrets set sec_api_key --person bo" in bo.error["hint"], bo.error
+            oauth = await call("oa_me", "gina")
+            assert not oauth.ok and oauth.error["code"] == "secret_error", oauth.error
+        assert len(echo.requests) == 1 and tokens.issued == []
