@@ -24,6 +24,7 @@ from _stats import sequential
 from pincer.config import parse_config
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.mcp_server import McpGateway
+from pincer.gateway.services import mcp_services
 from pincer.gateway.tasks import CLIENT_CAPABILITIES_META_KEY, TASKS_EXTENSION
 from pincer.gateway.tokens import GatewaySession
 from pincer.policy.session import SessionKind
@@ -63,7 +64,7 @@ async def run(calls: int, gets: int) -> None:
         async with Pincer.open(home, config=config, secret_key=b"b" * 32, builtins=False) as pincer:
             await pincer.add_runtime(NativeRuntime([noop, noop_task], name="bench"))
             session = GatewaySession(name="main", kind=SessionKind.MAIN)
-            gateway = McpGateway(pincer, default_session=session)
+            gateway = McpGateway(mcp_services(pincer), default_session=session)
             async with gateway.running():
                 plain, declaring = _channel(tasks=False), _channel(tasks=True)
 

@@ -40,6 +40,8 @@ from pincer.store.tasks import TaskStore
 from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
+    from pincer.runtimes.mcp.config import ServerConfig
+    from pincer.runtimes.mcp.runtime import McpRuntime
     from pincer.skills.deps import DepsResult
     from pincer.telemetry.metrics import Metrics, ServerState
 
@@ -90,7 +92,7 @@ class Pincer:
         self._watches_wasm = False
         self._wasm_missing_said = False  # the warning that wasmtime is missing, once
         self._scripts: Runtime | None = None
-        self._mcp: Runtime | None = None
+        self._mcp: McpRuntime | None = None
         self._mcp_starts: Callable[[str], bool] | None = None  # Pincer.open's mcp_starts
         self._openapi: Runtime | None = None
         self.skills: Any = None  # pincer.skills.SkillLibrary when skills are enabled
@@ -559,7 +561,7 @@ class Pincer:
         from pincer.runtimes.mcp.config import ServerStore
 
         if self._mcp is not None:
-            await self._mcp.reconcile(self._admitted_servers(ServerStore(self.home).load()))  # type: ignore[attr-defined]
+            await self._mcp.reconcile(self._admitted_servers(ServerStore(self.home).load()))
             return
         new = self._mcp_runtime()
         if new.servers:
@@ -620,7 +622,7 @@ class Pincer:
                 await self.add_runtime(openapi)
                 self._openapi = openapi
 
-    def _admitted_servers(self, servers: list[Any]) -> list[Any]:
+    def _admitted_servers(self, servers: list[ServerConfig]) -> list[ServerConfig]:
         kept = []
         for server in servers:
             refusal = self.integrity.refusal("mcp_server", server.name)
@@ -630,7 +632,7 @@ class Pincer:
             kept.append(server)
         return kept
 
-    def _mcp_runtime(self) -> Any:
+    def _mcp_runtime(self) -> McpRuntime:
         from pincer.runtimes.mcp import McpRuntime, PinStore, ServerStore
 
         servers = self._admitted_servers(ServerStore(self.home).load())
@@ -710,7 +712,7 @@ class Pincer:
         return self._agent
 
     @property
-    def mcp(self) -> Any:
+    def mcp(self) -> McpRuntime | None:
         """The MCP runtime (``pincer.runtimes.mcp.McpRuntime``), None when no server is configured."""
         return self._mcp
 
@@ -728,7 +730,7 @@ class Pincer:
         from pincer.telemetry.metrics import ServerState
 
         mcp = self._mcp
-        statuses = mcp.statuses() if mcp is not None else ()  # type: ignore[attr-defined]
+        statuses = mcp.statuses() if mcp is not None else ()
         return [ServerState(name=s.name, up=s.state == "running", restarts=s.restarts) for s in statuses]
 
     async def readiness(self) -> dict[str, str]:

@@ -89,7 +89,7 @@ def cancel_task_command(task_id: str, as_json: bool = JsonOption) -> None:
         from pincer.gateway.tasks import cancel_task
 
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
-            await cancel_task(pincer, await _task(pincer, task_id))
+            await cancel_task(await _task(pincer, task_id), tasks=pincer.tasks, approvals=pincer.approvals)
             one: dict[str, Any] = pincer.shown((await _task(pincer, task_id)).to_dict())
             return one
 

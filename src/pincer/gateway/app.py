@@ -28,6 +28,7 @@ from pincer.gateway.lazy import LazyApp
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
+from pincer.gateway.services import mcp_services
 from pincer.gateway.tokens import TokenBook
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
 from pincer.gateway.ui.favicon import FAVICON_PATH, favicon_route
@@ -71,7 +72,7 @@ def create_gateway(
         renderer_script()  # a checkout without the built renderer: refused now, with the hint
     # The upstream MCP servers' resources and prompts first: the extensions keep them for what is not theirs.
     extensions = (UpstreamMcpExtension(), *extensions)
-    mcp = McpGateway(pincer, default_session=tokens.session_named(settings.session), extensions=extensions)
+    mcp = McpGateway(mcp_services(pincer), default_session=tokens.session_named(settings.session), extensions=extensions)
     mcp_app, manager = mcp.asgi_app(max_body_bytes=settings.max_body_bytes)
     unauthenticated = UnauthenticatedRefusals()
     from pincer.llm.runner import RunManager

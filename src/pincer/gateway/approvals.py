@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -40,19 +40,6 @@ if TYPE_CHECKING:
     from pincer.dispatch import Dispatcher
 
 logger = logging.getLogger(__name__)
-
-class _Caller(Protocol):
-    """What the approval rounds use of the service: its chain, and the approval timeout
-    (``pincer.service.Pincer``, or the MCP gateway's view of it)."""
-
-    @property
-    def dispatcher(self) -> Dispatcher: ...
-
-    @property
-    def config(self) -> Config: ...
-
-    async def call(self, request: CallRequest, *, on_approval: Any = None) -> ToolResult: ...
-
 
 __all__ = [
     "APPROVAL_DECISION_SCHEMA",
@@ -97,8 +84,17 @@ def _gone(message: str, hint: str) -> ToolResult:
 class ApprovalRounds:
     """Calls parked on an approval between 2026-07-28 rounds, by approval id."""
 
-    def __init__(self, pincer: _Caller, task_group: Callable[[], anyio.abc.TaskGroup | None]) -> None:
-        self._pincer = pincer
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        config: Callable[[], Config],
+        task_group: Callable[[], anyio.abc.TaskGroup | None],
+    ) -> None:
+        """``dispatcher``: the call chain a parked call runs in and its answer goes through;
+        ``config``: config.toml as it is now (its approval timeout bounds a round)."""
+        self._dispatcher = dispatcher
+        self._config = config
         self._task_group = task_group
         self._parked: dict[str, _Parked] = {}
 
@@ -136,7 +132,7 @@ class ApprovalRounds:
 
         async def run() -> None:
             try:
-                parked.result = await self._pincer.call(request, on_approval=on_approval)
+                parked.result = await self._dispatcher.call(request, on_approval=on_approval)
             finally:
                 parked.done.set()
                 wake.set()
@@ -172,8 +168,8 @@ class ApprovalRounds:
             return _gone(f"approval {approval_id} belongs to another session", "answer it with the session that asked")
         answer = answer_from_reply(channel.answer(_key(approval_id)))
         if answer is not None:
-            await answer_approval(self._pincer.dispatcher, approval_id, answer, session)
-        with anyio.move_on_after(self._pincer.config.approval_timeout_s + COLLECT_MARGIN_S):
+            await answer_approval(self._dispatcher, approval_id, answer, session)
+        with anyio.move_on_after(self._config().approval_timeout_s + COLLECT_MARGIN_S):
             await parked.done.wait()
         if parked.result is None:
             return _gone(f"the call waiting on approval {approval_id} did not finish", "call the tool again")

@@ -38,7 +38,7 @@ class CommandPromptsExtension:
 
     def _commands(self, gateway: McpGateway, ctx: Any, taken: set[str]) -> dict[str, Any]:
         # the one rule for skills (skills_mcp.py): a session that may not see the skill tool sees none
-        if not skills_visible(gateway.pincer.config.session(gateway.session_of(ctx).name)):
+        if not skills_visible(gateway.services.config().session(gateway.session_of(ctx).name)):
             return {}
         table = command_table(self.library.user_invocable())
         return {name.lstrip("/"): skill for name, skill in table.items() if name.lstrip("/") not in taken}

@@ -21,6 +21,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
@@ -66,6 +67,7 @@ from pincer.gateway.tasks import (
     TASKS_EXTENSION,
     TaskIdParams,
     TaskReceiver,
+    TaskServices,
     UpdateTaskParams,
     declares_tasks,
     missing_extension,
@@ -79,11 +81,13 @@ from pincer.telemetry import spans
 from pincer.telemetry.tracing import TRACING
 
 if TYPE_CHECKING:
-    from pincer.dispatch import Operation
+    from pincer.config import Config
+    from pincer.dispatch import Dispatcher, Operation
+    from pincer.runtimes.mcp.runtime import McpRuntime
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["McpGateway", "McpExtension", "IDEMPOTENCY_META_KEY", "NOTIFY_TIMEOUT_S", "APPROVAL_DECISION_SCHEMA"]
+__all__ = ["McpGateway", "McpServices", "McpExtension", "IDEMPOTENCY_META_KEY", "NOTIFY_TIMEOUT_S", "APPROVAL_DECISION_SCHEMA"]
 
 IDEMPOTENCY_META_KEY = "pincer/idempotencyKey"
 AUDIT_META_KEY = "pincer/auditId"
@@ -103,14 +107,18 @@ _CHANGE_EVENTS: dict[str, tuple[Any, str]] = {
 }
 
 
-class Pincerish(Protocol):
-    """What the gateway needs of ``pincer.service.Pincer``."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class McpServices:
+    """What one MCP gateway uses of the service (``gateway/services.py`` makes it of a Pincer):
+    the tools, the call chain, config.toml as it is now (a reload replaces it), its tasks, and the
+    MCP runtime whose upstream servers' resources and prompts it serves (a reload may replace it;
+    None while no server is configured)."""
 
     registry: Registry
-    dispatcher: Any
-    config: Any
-
-    async def call(self, request: CallRequest, *, on_approval: Any = None, operation: Any = None) -> ToolResult: ...
+    dispatcher: Dispatcher
+    config: Callable[[], Config]
+    tasks: TaskServices
+    upstream: Callable[[], McpRuntime | None]
 
 
 class McpExtension(Protocol):
@@ -143,12 +151,12 @@ class McpGateway:
 
     def __init__(
         self,
-        pincer: Pincerish,
+        services: McpServices,
         *,
         default_session: GatewaySession,
         extensions: tuple[McpExtension, ...] = (),
     ) -> None:
-        self.pincer = pincer
+        self.services = services
         self.default_session = default_session
         self.bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.bus)
@@ -185,18 +193,18 @@ class McpGateway:
         self.server.middleware = [self._track_connection, self._audit_malformed_call, self._state_boundary]
         for extension in extensions:
             extension.install(self.server, self)
-        self._rounds = ApprovalRounds(pincer, lambda: self._task_group)
+        self._rounds = ApprovalRounds(services.dispatcher, config=services.config, task_group=lambda: self._task_group)
         # Where this gateway answers (set by `serve`); named in the approval progress messages.
         self.public_url: str | None = None
         # MCP Tasks (gateway/tasks.py): announced in server/discover, served on 2026-07-28.
         self.tasks = TaskReceiver(
-            pincer, to_wire=self._wire_result, task_group=lambda: self._task_group, base_url=lambda: self.public_url
+            services.tasks, to_wire=self._wire_result, task_group=lambda: self._task_group, base_url=lambda: self.public_url
         )
         self.server.extensions[TASKS_EXTENSION] = {}
         self.server.add_request_handler("tasks/get", TaskIdParams, self._tasks_get)
         self.server.add_request_handler("tasks/update", UpdateTaskParams, self._tasks_update)
         self.server.add_request_handler("tasks/cancel", TaskIdParams, self._tasks_cancel)
-        self._unsubscribe = pincer.registry.subscribe(self._on_registry_event)
+        self._unsubscribe = services.registry.subscribe(self._on_registry_event)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -205,8 +213,7 @@ class McpGateway:
         """Hold the task group that fans out change notifications."""
         async with anyio.create_task_group() as tg:
             self._task_group = tg
-            if getattr(self.pincer, "tasks", None) is not None:
-                tg.start_soon(self.tasks.follow)  # waiting tasks move on when answered, on any gateway
+            tg.start_soon(self.tasks.follow)  # waiting tasks move on when answered, on any gateway
             try:
                 yield self
             finally:
@@ -232,7 +239,7 @@ class McpGateway:
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         try:
-            return self.pincer.registry.get(name).input_schema
+            return self.services.registry.get(name).input_schema
         except PincerError:
             return None
 
@@ -246,12 +253,12 @@ class McpGateway:
         return complete(ctx, {"tools": self._visible(self.session_of(ctx).name)[1]})
 
     def _visible(self, session: str) -> tuple[Any, list[dict[str, Any]], dict[str, dict[str, Any]]]:
-        config = self.pincer.config
+        config = self.services.config()
         cached = self._tool_cache.get(session)
         # A reloaded config.toml may change what the session sees: filter again under it.
         if cached is None or cached[0] is not config:
             policy = config.session(session)
-            tools = [tool_to_wire(spec, session=session) for spec in visible_tools(policy, self.pincer.registry.list())]
+            tools = [tool_to_wire(spec, session=session) for spec in visible_tools(policy, self.services.registry.list())]
             if len(self._tool_cache) > _MAX_CACHED_SESSIONS:
                 self._tool_cache.clear()
             cached = self._tool_cache[session] = (config, tools, {})
@@ -355,7 +362,7 @@ class McpGateway:
 
     def _wire_result(self, session: str, name: str, result: ToolResult) -> dict[str, Any]:
         """The 2026-07-28 wire ``CallToolResult`` of a call's result (a task's result too)."""
-        seen = as_seen(self.pincer.config.session(session), name, result)
+        seen = as_seen(self.services.config().session(session), name, result)
         # A tool the session may not see is answered as a missing one, its definition unsaid.
         wire = result_to_wire(seen, self._spec_or_none(name) if seen is result else None)
         if seen is result:
@@ -403,7 +410,7 @@ class McpGateway:
             # Only a main session's client is asked (a person's: when their roles hold this
             # approval): an agent must not approve its own calls.
             can_ask = may_answer(session, approval) and channel.can_ask
-            if not can_ask and self.pincer.config.approval_when_no_elicitation == "return":
+            if not can_ask and self.services.config().approval_when_no_elicitation == "return":
                 raise ApprovalPending("", approval_id=approval.id)  # the approver detaches it
             if self._task_group is None:
                 return
@@ -421,7 +428,7 @@ class McpGateway:
 
         try:
             with call_scope:
-                return await self.pincer.call(request, on_approval=put_to_client, operation=operation)
+                return await self.services.dispatcher.call(request, on_approval=put_to_client, operation=operation)
             # The client hung up while the call waited: the chain recorded the cancellation and
             # expired the approval; this answer goes nowhere. A hang-up is normal: one quiet line.
             logger.debug("tools/call %s of session %s: the client hung up; the call was cancelled", request.tool, session.name)
@@ -456,11 +463,11 @@ class McpGateway:
                 logger.info("approval %s could not be put to the client: %s", approval.id, exc)
         answer = answer_from_reply(reply)
         if answer is not None:
-            await answer_approval(self.pincer.dispatcher, approval.id, answer, session)
+            await answer_approval(self.services.dispatcher, approval.id, answer, session)
 
     def _spec_or_none(self, name: str) -> ToolSpec | None:
         try:
-            return self.pincer.registry.get(name)
+            return self.services.registry.get(name)
         except PincerError:
             return None
 
@@ -522,7 +529,7 @@ class McpGateway:
         request = CallRequest(
             tool=name if isinstance(name, str) and name else "(unknown)", args={}, session=session.name, caller="mcp"
         )
-        rejected = await self.pincer.dispatcher.reject(request, problem)
+        rejected = await self.services.dispatcher.reject(request, problem)
         data = dict(rejected.error or {})
         data["auditId"] = rejected.audit_id
         raise MCPError(INVALID_PARAMS, problem.message, data=data)

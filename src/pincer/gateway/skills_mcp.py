@@ -110,7 +110,7 @@ class SkillsMcpExtension:
         """The one visibility rule: a session sees skills (as prompts, resources or extension
         entries) exactly when its session policy lets it see the ``skill`` tool."""
         session = gateway.session_of(ctx)
-        return skills_visible(gateway.pincer.config.session(session.name))
+        return skills_visible(gateway.services.config().session(session.name))
 
     def _prompted(self, gateway: McpGateway, ctx: Any) -> list[Skill]:
         """Skills a person may pick as a prompt: user-invocable ones, for sessions that see skills."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.stdio import stdio_server
 
 from pincer.gateway.mcp_server import McpExtension, McpGateway
+from pincer.gateway.services import mcp_services
 from pincer.gateway.stdio_prelude import Handover, SdkStdin, SdkStdout, StdioWire
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.tracing import tracing_on
@@ -40,7 +41,7 @@ async def serve_stdio(
     prelude claimed the wire and answered the handshake; the server continues from there."""
     default = GatewaySession(name=session, kind=pincer.config.session(session).kind)
     # The upstream MCP servers' resources and prompts first: the extensions keep them for what is not theirs.
-    gateway = McpGateway(pincer, default_session=default, extensions=(UpstreamMcpExtension(), *extensions))
+    gateway = McpGateway(mcp_services(pincer), default_session=default, extensions=(UpstreamMcpExtension(), *extensions))
     streams: dict[str, Any] = {}
     if handover is not None:
         state, wire = handover

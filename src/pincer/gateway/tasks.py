@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -43,14 +43,19 @@ from pincer.elicitation import APPROVAL_DECISION_SCHEMA, answer_from_reply
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.approvals import waiting_message
 from pincer.gateway.tokens import GatewaySession
-from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus
+from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus, ApprovalStore
 from pincer.store.audit import AuditEntry
 from pincer.store.tasks import Task, TaskStatus, TaskStore
+
+if TYPE_CHECKING:
+    from pincer.config import TasksSettings
+    from pincer.dispatch import Dispatcher
+    from pincer.store.sql import Database
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "TASKS_EXTENSION", "TaskReceiver", "cancel_task", "declares_tasks", "missing_extension", "TaskIdParams", "UpdateTaskParams",
+    "TASKS_EXTENSION", "TaskReceiver", "TaskServices", "cancel_task", "declares_tasks", "missing_extension", "TaskIdParams", "UpdateTaskParams",
     "MAX_INPUT_RESPONSES_BYTES",
 ]  # fmt: skip
 
@@ -115,6 +120,19 @@ class _Start:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskServices:
+    """What tasks use of the service: their store, the approvals a waiting task is bound to, the
+    call chain that runs and answers them, the database's approval notifications, and ``[tasks]``
+    as config.toml says now (a reload replaces it)."""
+
+    tasks: TaskStore
+    approvals: ApprovalStore
+    dispatcher: Dispatcher
+    db: Database
+    settings: Callable[[], TasksSettings]
+
+
 class TaskReceiver:
     """The task side of one MCP gateway: makes tasks, answers ``tasks/*``, resumes and fails
     them. ``to_wire`` turns a call's result into the wire ``CallToolResult`` exactly as a plain
@@ -122,13 +140,13 @@ class TaskReceiver:
 
     def __init__(
         self,
-        pincer: Any,
+        services: TaskServices,
         *,
         to_wire: Callable[[str, str, ToolResult], dict[str, Any]],
         task_group: Callable[[], anyio.abc.TaskGroup | None],
         base_url: Callable[[], str | None] = lambda: None,
     ) -> None:
-        self._pincer = pincer
+        self._services = services
         self._to_wire = to_wire
         self._task_group = task_group
         self._base_url = base_url
@@ -137,17 +155,15 @@ class TaskReceiver:
 
     @property
     def _store(self) -> TaskStore:
-        store: TaskStore = self._pincer.tasks
-        return store
+        return self._services.tasks
 
     @property
     def _owner(self) -> str:
-        token: str = self._pincer.approvals.owners.token
-        return token
+        return self._services.approvals.owners.token
 
     @property
-    def _settings(self) -> Any:
-        return self._pincer.config.tasks
+    def _settings(self) -> TasksSettings:
+        return self._services.settings()
 
     def enabled(self) -> bool:
         return bool(self._settings.enabled) and self._task_group() is not None
@@ -171,7 +187,7 @@ class TaskReceiver:
         if await self._store.live_count(request.session) >= settings.max_live_per_session:
             oldest = await self._store.oldest_live(request.session)
             retry = oldest + settings.ttl_s - time.time() if oldest is not None else 1.0
-            rejected: ToolResult = await self._pincer.dispatcher.reject(
+            rejected: ToolResult = await self._services.dispatcher.reject(
                 request,
                 TooManyTasks(
                     f"session {request.session} holds {settings.max_live_per_session} unfinished tasks already",
@@ -209,7 +225,7 @@ class TaskReceiver:
 
         with start.scope:
             try:
-                start.result = await self._pincer.call(request, on_approval=on_approval)
+                start.result = await self._services.dispatcher.call(request, on_approval=on_approval)
             finally:
                 start.done.set()
         await start.decided.wait()
@@ -250,7 +266,7 @@ class TaskReceiver:
             return
         if result.error is not None and result.error.get("code") == "approval_pending":
             approval_id = str(result.error.get("approval_id", ""))
-            approval = await self._pincer.approvals.get(approval_id)
+            approval = await self._services.approvals.get(approval_id)
             await self._store.wait_for(
                 task.id, approval_id=approval_id, owner=owner, message=self._waiting_text(approval)
             )
@@ -307,7 +323,7 @@ class TaskReceiver:
         # A non-main session's answer, or a person's whose roles do not hold the approval, is
         # refused by the chain, the one place every answer passes.
         try:
-            await self._pincer.dispatcher.answer(
+            await self._services.dispatcher.answer(
                 task.approval_id, answer, by=f"mcp-task:{session.principal}", as_session=session.name,
                 roles=session.roles, person=session.person,
             )
@@ -324,7 +340,7 @@ class TaskReceiver:
     async def cancel_task(self, task: Task) -> None:
         """Cancel a task however it stands (:func:`cancel_task`); one running here stops now."""
         self._recent.pop(task.id, None)
-        await cancel_task(self._pincer, task)
+        await cancel_task(task, tasks=self._services.tasks, approvals=self._services.approvals)
         scope = self._running.get(task.id)
         if scope is not None:
             scope.cancel()
@@ -388,7 +404,7 @@ class TaskReceiver:
                     wake.set()
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(listen, lambda: self._pincer.db.listen(APPROVAL_CHANNEL))
+            tg.start_soon(listen, lambda: self._services.db.listen(APPROVAL_CHANNEL))
             tg.start_soon(listen, self._store.listen)
             while True:
                 try:
@@ -407,7 +423,7 @@ class TaskReceiver:
                 scope = self._running.get(task.id)
                 if task.cancel_requested and scope is not None:
                     scope.cancel()
-            elif not await self._pincer.approvals.owners.is_alive(task.owner):
+            elif not await self._services.approvals.owners.is_alive(task.owner):
                 error = {"code": INTERNAL_ERROR, "message": _INTERRUPTED}
                 await self._store.finish(
                     task.id, TaskStatus.FAILED, error=error, message=_INTERRUPTED, owner=task.owner
@@ -418,14 +434,14 @@ class TaskReceiver:
         if task.approval_id is None:
             return
         try:
-            approval = await self._pincer.approvals.get(task.approval_id)
+            approval = await self._services.approvals.get(task.approval_id)
         except UsageError:
             approval = None
         if approval is not None and approval.status is ApprovalStatus.PENDING:
             if approval.expires_at >= time.time():
                 return
-            await self._pincer.approvals.expire_overdue()
-            approval = await self._pincer.approvals.get(task.approval_id)
+            await self._services.approvals.expire_overdue()
+            approval = await self._services.approvals.get(task.approval_id)
         if approval is None or approval.status is ApprovalStatus.EXPIRED:
             await self._expired(task, approval)
             return
@@ -455,7 +471,7 @@ class TaskReceiver:
                 error_code="approval_timeout", error=gone, args=approval.args, effects=approval.effects,
                 approval_id=approval.id, idempotency_key=task.idempotency_key,
             )  # fmt: skip
-            audit_id = await self._pincer.approvals.record_gone(approval.id, entry)
+            audit_id = await self._services.approvals.record_gone(approval.id, entry)
             result = ToolResult(ok=False, error=error, audit_id=audit_id)
         await self._store.finish(
             task.id, TaskStatus.COMPLETED, result=self._to_wire(task.session, task.tool, result),
@@ -478,25 +494,25 @@ class TaskReceiver:
         result: ToolResult | None = None
         try:
             with scope:
-                result = await self._pincer.call(request, on_approval=on_approval)
+                result = await self._services.dispatcher.call(request, on_approval=on_approval)
             with anyio.CancelScope(shield=True):
                 await self._finish(task, result, owner=self._owner)
         finally:
             self._running.pop(task.id, None)
 
 
-async def cancel_task(pincer: Any, task: Task) -> None:
+async def cancel_task(task: Task, *, tasks: TaskStore, approvals: ApprovalStore) -> None:
     """Cancel a task however it stands: a waiting one here and now (its approval expired, one
     audit record saying ``cancelled``); a running one is marked, and the process running it
     cancels the call when it sees the mark (the store's notification, or its next sweep)."""
     if task.terminal:
         return
-    await pincer.tasks.request_cancel(task.id)
+    await tasks.request_cancel(task.id)
     if task.status is not TaskStatus.INPUT_REQUIRED or task.approval_id is None:
         return
-    if not await pincer.tasks.finish(task.id, TaskStatus.CANCELLED, message="cancelled", approval_id=task.approval_id):
+    if not await tasks.finish(task.id, TaskStatus.CANCELLED, message="cancelled", approval_id=task.approval_id):
         return  # taken meanwhile to run: the runner sees the mark
-    approval = await pincer.approvals.get(task.approval_id)
+    approval = await approvals.get(task.approval_id)
     entry = AuditEntry(
         session=task.session, caller=task.caller, tool=task.tool, decision="ask",
         reason=f"the task waiting on approval {approval.id} was cancelled",
@@ -504,7 +520,7 @@ async def cancel_task(pincer: Any, task: Task) -> None:
         args=approval.args, effects=approval.effects, approval_id=approval.id,
         idempotency_key=task.idempotency_key,
     )  # fmt: skip
-    await pincer.approvals.record_gone(approval.id, entry)
+    await approvals.record_gone(approval.id, entry)
 
 
 def _key(approval_id: str) -> str:

@@ -29,8 +29,8 @@ after it keep its handlers for the URIs and prompt names that are not theirs (sk
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -45,6 +45,9 @@ from pincer.gateway.mcp_server import McpGateway, complete
 from pincer.gateway.tokens import GatewaySession
 from pincer.policy.visibility import can_see
 from pincer.runtimes.mcp.operations import operation_name
+
+if TYPE_CHECKING:
+    from pincer.runtimes.mcp.runtime import McpRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -61,13 +64,13 @@ _LISTS = {
 
 
 class UpstreamMcpExtension:
-    """The five request handlers (an ``McpExtension``), over ``gateway.pincer.mcp`` as it is at
+    """The five request handlers (an ``McpExtension``), over ``gateway.services.upstream()`` as it is at
     each request (a reloaded server list may replace it)."""
 
     def __init__(self) -> None:
         self._gateway: McpGateway | None = None
-        self._runtime_seen: Any = None
-        self._unsubscribe: Any = None
+        self._runtime_seen: McpRuntime | None = None
+        self._unsubscribe: Callable[[], None] | None = None
 
     @property
     def gateway(self) -> McpGateway:
@@ -85,37 +88,37 @@ class UpstreamMcpExtension:
 
     # -- the runtime and its changes -----------------------------------------------------------
 
-    def _runtime(self) -> Any:
-        runtime = getattr(self.gateway.pincer, "mcp", None)
+    def _runtime(self) -> McpRuntime | None:
+        runtime = self.gateway.services.upstream()
         if runtime is not self._runtime_seen:
             self._follow()
         return runtime
 
     def _follow(self) -> None:
         """Subscribe to the current runtime's list changes (a reload may have replaced it)."""
-        runtime = getattr(self.gateway.pincer, "mcp", None)
+        runtime = self.gateway.services.upstream()
         if runtime is self._runtime_seen:
             return
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
         self._runtime_seen = runtime
-        if runtime is not None and hasattr(runtime, "subscribe_lists"):
+        if runtime is not None:
             self._unsubscribe = runtime.subscribe_lists(self.gateway.schedule_notification)
 
     # -- listings --------------------------------------------------------------------------------
 
-    def _servers(self, ctx: ServerRequestContext[Any, Any], method: str) -> tuple[Any, list[str]]:
-        """The runtime and the servers whose ``method`` operation the caller's session may see."""
-        runtime = self._runtime()
-        if runtime is None:
-            return None, []
-        policy = self.gateway.pincer.config.session(self.gateway.session_of(ctx).name)
-        return runtime, [name for name, config in runtime.servers.items() if can_see(policy, operation_name(config, method))]
+    def _servers(self, runtime: McpRuntime, ctx: ServerRequestContext[Any, Any], method: str) -> list[str]:
+        """The servers whose ``method`` operation the caller's session may see."""
+        policy = self.gateway.services.config().session(self.gateway.session_of(ctx).name)
+        return [name for name, config in runtime.servers.items() if can_see(policy, operation_name(config, method))]
 
     async def _listed(self, ctx: ServerRequestContext[Any, Any], kind: str) -> list[dict[str, Any]]:
         method, _ = _LISTS[kind]
-        runtime, servers = self._servers(ctx, method)
+        runtime = self._runtime()
+        if runtime is None:
+            return []
+        servers = self._servers(runtime, ctx, method)
         found: dict[str, list[dict[str, Any]]] = {}
 
         async def one(server: str) -> None:
@@ -166,7 +169,7 @@ class UpstreamMcpExtension:
         name = str(params.name)
         runtime = self._runtime()
         target = await self._prompt_target(ctx, runtime, name) if runtime is not None else None
-        if target is None:
+        if runtime is None or target is None:
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}", data={"name": name})
         server, upstream = target
         args = {"name": upstream, "arguments": dict(params.arguments or {})}
@@ -182,10 +185,10 @@ class UpstreamMcpExtension:
             answer["description"] = output["description"]
         return complete(ctx, answer)
 
-    async def _prompt_target(self, ctx: ServerRequestContext[Any, Any], runtime: Any, name: str) -> tuple[str, str] | None:
+    async def _prompt_target(self, ctx: ServerRequestContext[Any, Any], runtime: McpRuntime, name: str) -> tuple[str, str] | None:
         """(server, its own prompt name) for a listed name. A server the session may not see is
         never started for it: the name is matched by its prefix, and the chain refuses it."""
-        policy = self.gateway.pincer.config.session(self.gateway.session_of(ctx).name)
+        policy = self.gateway.services.config().session(self.gateway.session_of(ctx).name)
         for server in sorted(runtime.servers, key=len, reverse=True):  # the longest prefix first
             prefix = f"{runtime.servers[server].prefix}_"
             if not name.startswith(prefix):
@@ -198,7 +201,7 @@ class UpstreamMcpExtension:
         return None
 
     async def _through_chain(
-        self, ctx: ServerRequestContext[Any, Any], runtime: Any, server: str, method: str, args: dict[str, Any]
+        self, ctx: ServerRequestContext[Any, Any], runtime: McpRuntime, server: str, method: str, args: dict[str, Any]
     ) -> ToolResult | None:
         """The operation's result, None when the session may not see it (refused and recorded by
         the chain). Raises MCPError for any other failure, with its audit id."""
@@ -211,7 +214,7 @@ class UpstreamMcpExtension:
         result = await self.gateway.run_operation(request, channel, session, Operation(spec=spec, runtime=runtime))
         if result.ok:
             return result
-        policy = self.gateway.pincer.config.session(session.name)
+        policy = self.gateway.services.config().session(session.name)
         if not can_see(policy, spec.name):
             return None
         error = dict(result.error or {})

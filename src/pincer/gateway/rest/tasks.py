@@ -64,5 +64,5 @@ async def delete_task(
     if receiver is not None:
         await receiver.cancel_task(task)
     else:
-        await cancel_task(pincer, task)
+        await cancel_task(task, tasks=pincer.tasks, approvals=pincer.approvals)
     return task_resource(pincer, await _own(pincer, session, task_id))
