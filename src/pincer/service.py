@@ -107,8 +107,8 @@ class Pincer:
         self._started_config = config  # what restart_needed compares with
         self.restart_needed: tuple[str, ...] = ()  # settings changed since start that wait for a restart
         # What else follows a reloaded config.toml (the gateway's canvas): called after apply_config.
-        self.config_followers: list[Callable[[Config], Awaitable[None]]] = []
-        self.bound: tuple[str, int] | None = None  # where pincer serve listens (--host/--port win over config)
+        self._config_followers: list[Callable[[Config], Awaitable[None]]] = []
+        self._bound: tuple[str, int] | None = None  # where pincer serve listens (--host/--port win over config)
         # The RunStarter firings are handed to (commands, schedules, webhooks); None: the default
         # of pincer.triggers.starter. Set it before ``triggers`` is first used.
         self.run_starter: Any = None
@@ -483,12 +483,13 @@ class Pincer:
             logger.warning("config.toml: %s changed; it takes effect when `pincer serve` restarts", setting)
         # against the start, so a setting put back needs no restart any more (`pincer doctor` asks)
         waiting = live_config_changes(self._started_config, config)
-        if self.bound is not None:  # a config that now names where it listens (e.g. after --port) waits for nothing
-            waiting = [w for w in waiting if not (w == "[gateway] port" and config.gateway.port == self.bound[1])
-                       and not (w == "[gateway] host" and config.gateway.host == self.bound[0])]  # fmt: skip
+        if self._bound is not None:  # a config that now names where it listens (e.g. after --port) waits for nothing
+            host, port = self._bound
+            waiting = [w for w in waiting if not (w == "[gateway] port" and config.gateway.port == port)
+                       and not (w == "[gateway] host" and config.gateway.host == host)]  # fmt: skip
         self.restart_needed = tuple(waiting)
         await self._follow_config_tools(old, config)
-        for follow in list(self.config_followers):
+        for follow in list(self._config_followers):
             await follow(config)
         config.workspace.mkdir(parents=True, exist_ok=True)
         sandbox = (
@@ -497,6 +498,17 @@ class Pincer:
         )  # fmt: skip
         if any(getattr(old, key) != getattr(config, key) for key in sandbox):
             await self.reload_script_tools()
+
+    def follow_config(self, follow: Callable[[Config], Awaitable[None]]) -> Callable[[], None]:
+        """Call ``follow`` with each config.toml applied from now on (after the service took it);
+        the function returned stops that."""
+        self._config_followers.append(follow)
+        return lambda: self._config_followers.remove(follow)
+
+    def serving_at(self, host: str, port: int) -> None:
+        """``pincer serve`` listens here (``--host``/``--port`` win over config.toml): a reloaded
+        config that names this address waits for no restart."""
+        self._bound = (host, port)
 
     async def _record_policy_change(self, old: Config, new: Config) -> None:
         """A reloaded config.toml that changes policy is an act: one record, by this gateway

@@ -28,7 +28,7 @@ from pincer.gateway.lazy import LazyApp
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
-from pincer.gateway.services import mcp_services
+from pincer.gateway.services import mcp_services, probe_services
 from pincer.gateway.tokens import TokenBook
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
 from pincer.gateway.ui.favicon import FAVICON_PATH, favicon_route
@@ -112,16 +112,16 @@ def create_gateway(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with mcp.running(), manager.run(), runs.running():
             await canvas.follow(settings.canvas)
-            pincer.config_followers.append(follow_canvas)  # [gateway] canvas edited: on or off at once
+            unfollow = pincer.follow_config(follow_canvas)  # [gateway] canvas edited: on or off at once
             try:
                 yield
             finally:
-                pincer.config_followers.remove(follow_canvas)
+                unfollow()
                 await canvas.follow(False)
 
     inner = Starlette(
         routes=[
-            *probe_routes(pincer),
+            *probe_routes(probe_services(pincer)),
             favicon_route(),
             Route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"]),
             Mount("/api/v1", app=rest),

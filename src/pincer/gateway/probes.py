@@ -15,6 +15,8 @@ or a name in ``[gateway] allowed_hosts``; docs/operations.md).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -26,48 +28,59 @@ from pincer import __version__
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 
 if TYPE_CHECKING:
-    from pincer.service import Pincer
+    from pincer.telemetry.metrics import Metrics
 
-__all__ = ["probe_routes", "metrics_app"]
+__all__ = ["ProbeServices", "probe_routes", "metrics_app"]
 
 
-def probe_routes(pincer: Pincer) -> list[Route]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeServices:
+    """What the probes read of the service: the settings that wait for a restart, the stores'
+    readiness, and the metrics (None while ``[telemetry] metrics`` is off)."""
+
+    restart_needed: Callable[[], tuple[str, ...]]
+    readiness: Callable[[], Awaitable[dict[str, str]]]
+    metrics: Metrics | None
+
+
+def probe_routes(services: ProbeServices) -> list[Route]:
     async def healthz(request: Request) -> JSONResponse:
         # restart_needed: names of settings (never values) that wait for a restart; `pincer doctor` reads it
-        return JSONResponse({"status": "ok", "version": __version__, "restart_needed": list(getattr(pincer, "restart_needed", ()))})
+        return JSONResponse({"status": "ok", "version": __version__, "restart_needed": list(services.restart_needed())})
 
     async def readyz(request: Request) -> JSONResponse:
-        checks = await pincer.readiness()
+        checks = await services.readiness()
         ready = all(state == "ok" for state in checks.values())
         return JSONResponse({"status": "ready" if ready else "not_ready", "checks": checks}, status_code=200 if ready else 503)
 
-    async def metrics(request: Request) -> Response:
-        session = request.scope.get(SESSION_SCOPE_KEY)
-        if session is None or not session.is_main:
-            name = getattr(session, "name", "")
-            return JSONResponse(
-                {"error": {"code": "session_forbidden", "message": f"session {name!r} may not read the gateway's metrics",
-                           "hint": "scrape with a main session's token, or set [telemetry] metrics_port"}},
-                status_code=403,
-            )  # fmt: skip
-        return _exposition(pincer, request)
-
     routes = [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"])]
-    if pincer.metrics is not None:
+    if services.metrics is not None:
+        kept = services.metrics
+
+        async def metrics(request: Request) -> Response:
+            session = request.scope.get(SESSION_SCOPE_KEY)
+            if session is None or not session.is_main:
+                name = getattr(session, "name", "")
+                return JSONResponse(
+                    {"error": {"code": "session_forbidden", "message": f"session {name!r} may not read the gateway's metrics",
+                               "hint": "scrape with a main session's token, or set [telemetry] metrics_port"}},
+                    status_code=403,
+                )  # fmt: skip
+            return _exposition(kept, request)
+
         routes.append(Route("/metrics", metrics, methods=["GET"]))
     return routes
 
 
-def metrics_app(pincer: Pincer) -> Starlette:
+def metrics_app(metrics: Metrics) -> Starlette:
     """``/metrics`` alone, for ``[telemetry] metrics_port`` (behind a guard that checks Host)."""
 
-    async def metrics(request: Request) -> Response:
-        return _exposition(pincer, request)
+    async def exposition(request: Request) -> Response:
+        return _exposition(metrics, request)
 
-    return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
+    return Starlette(routes=[Route("/metrics", exposition, methods=["GET"])])
 
 
-def _exposition(pincer: Pincer, request: Request) -> Response:
-    assert pincer.metrics is not None
-    body, content_type = pincer.metrics.exposition(request.headers.get("accept"))
+def _exposition(metrics: Metrics, request: Request) -> Response:
+    body, content_type = metrics.exposition(request.headers.get("accept"))
     return Response(body, media_type=content_type)

@@ -117,7 +117,7 @@ async def _serve(
         sock.close()
         raise
     bound_port = sock.getsockname()[1]
-    pincer.bound = (host, bound_port)
+    pincer.serving_at(host, bound_port)
     config = uvicorn.Config(
         gateway.app,
         log_level="warning",
@@ -200,7 +200,7 @@ def _metrics_server(pincer: Pincer, gateway: Gateway) -> tuple[uvicorn.Server, s
     from pincer.gateway.probes import metrics_app
 
     app = Guard(
-        metrics_app(pincer), tokens=gateway.tokens, max_body_bytes=1_024, bound_host=METRICS_HOST,
+        metrics_app(pincer.metrics), tokens=gateway.tokens, max_body_bytes=1_024, bound_host=METRICS_HOST,
         allowed_hosts=(), allowed_origins=(), public_paths=("/metrics",),
     )  # fmt: skip
     sock = _bind(METRICS_HOST, port, "pick another [telemetry] metrics_port, or leave it unset")

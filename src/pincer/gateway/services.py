@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pincer.gateway.mcp_server import McpServices
+from pincer.gateway.probes import ProbeServices
 from pincer.gateway.tasks import TaskServices
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
 
-__all__ = ["mcp_services", "task_services"]
+__all__ = ["mcp_services", "probe_services", "task_services"]
 
 
 def task_services(pincer: Pincer) -> TaskServices:
@@ -27,3 +28,9 @@ def mcp_services(pincer: Pincer) -> McpServices:
         registry=pincer.registry, dispatcher=pincer.dispatcher, config=lambda: pincer.config,
         tasks=task_services(pincer), upstream=lambda: pincer.mcp,
     )  # fmt: skip
+
+
+def probe_services(pincer: Pincer) -> ProbeServices:
+    return ProbeServices(
+        restart_needed=lambda: pincer.restart_needed, readiness=pincer.readiness, metrics=pincer.metrics
+    )
