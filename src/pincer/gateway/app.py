@@ -28,7 +28,7 @@ from pincer.gateway.lazy import LazyApp
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
-from pincer.gateway.services import mcp_services, probe_services
+from pincer.gateway.services import dashboard_services, mcp_services, probe_services
 from pincer.gateway.tokens import TokenBook
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
 from pincer.gateway.ui.favicon import FAVICON_PATH, favicon_route
@@ -98,7 +98,7 @@ def create_gateway(
     def build_ui() -> ASGIApp:
         from pincer.gateway.ui.app import create_ui_app
 
-        return create_ui_app(pincer, auth=ui_auth, runs=runs, canvas=lambda: canvas.board is not None)
+        return create_ui_app(dashboard_services(pincer), auth=ui_auth, runs=runs, canvas=lambda: canvas.board is not None)
 
     # Built at their first request (lazy.py): a gateway serving only MCP never imports them.
     rest, ui = LazyApp(build_rest), LazyApp(build_ui)

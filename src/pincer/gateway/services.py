@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 from pincer.gateway.mcp_server import McpServices
 from pincer.gateway.probes import ProbeServices
 from pincer.gateway.tasks import TaskServices
+from pincer.gateway.ui.services import DashboardServices
 
 if TYPE_CHECKING:
     from pincer.service import Pincer
 
-__all__ = ["mcp_services", "probe_services", "task_services"]
+__all__ = ["dashboard_services", "mcp_services", "probe_services", "task_services"]
 
 
 def task_services(pincer: Pincer) -> TaskServices:
@@ -34,3 +35,12 @@ def probe_services(pincer: Pincer) -> ProbeServices:
     return ProbeServices(
         restart_needed=lambda: pincer.restart_needed, readiness=pincer.readiness, metrics=pincer.metrics
     )
+
+
+def dashboard_services(pincer: Pincer) -> DashboardServices:
+    return DashboardServices(
+        config=lambda: pincer.config, home=pincer.home, approvals=pincer.approvals, audit=pincer.audit,
+        grants=pincer.grants, runs=pincer.runs, people=pincer.people, oidc_logins=pincer.oidc_logins,
+        secrets=pincer.secrets, registry=pincer.registry, dispatcher=pincer.dispatcher, skills=pincer.skills,
+        upstream=lambda: pincer.mcp, restart_needed=lambda: pincer.restart_needed, shown=pincer.shown,
+    )  # fmt: skip

@@ -16,13 +16,13 @@ from pincer.gateway.ui.auth import UiAuth, exception_handlers, login, login_form
 from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
 
 if TYPE_CHECKING:
-    from pincer.service import Pincer
+    from pincer.gateway.ui.services import DashboardServices
 
 __all__ = ["create_ui_app"]
 
 
 def create_ui_app(
-    pincer: Pincer, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = (),
+    services: DashboardServices, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = (),
     canvas: bool | Callable[[], bool] = False,
 ) -> ASGIApp:
     """The dashboard, to be mounted at ``/ui``. ``runs`` is the gateway's RunManager (live
@@ -49,8 +49,8 @@ def create_ui_app(
         ],
         exception_handlers=exception_handlers(),
     )
-    app.state.pincer = pincer
-    app.state.pages = Pages(pincer)
+    app.state.services = services
+    app.state.pages = Pages(services.shown)
     app.state.runs = runs
     app.state.canvas = canvas
     return security_headers(with_ui_auth(app, auth))

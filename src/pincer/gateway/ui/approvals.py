@@ -35,8 +35,8 @@ from pincer.gateway.rest.events import event_stream
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, current_identity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.paging import filter_value, page_request, paged
-from pincer.gateway.ui.render import pages_of, pincer_of
-from pincer.service import Pincer
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
 from pincer.store.sql import RESYNC
 
@@ -79,8 +79,8 @@ def approval_view(pages: Any, approval: ApprovalRequest, now: float) -> dict[str
     }
 
 
-async def _waiting(pincer: Pincer, session: GatewaySession) -> list[ApprovalRequest]:
-    return approvals_seen(session, await pincer.approvals.list_pending())
+async def _waiting(services: DashboardServices, session: GatewaySession) -> list[ApprovalRequest]:
+    return approvals_seen(session, await services.approvals.list_pending())
 
 
 def _filters(request: Request, session: GatewaySession) -> dict[str, str]:
@@ -100,13 +100,13 @@ def _wanted(approval: ApprovalRequest, filters: dict[str, str]) -> bool:
 
 
 async def _context(request: Request, session: GatewaySession, **extra: Any) -> dict[str, Any]:
-    pincer, pages = pincer_of(request), pages_of(request)
+    services, pages = services_of(request), pages_of(request)
     filters = _filters(request, session)
     now = time.time()
-    waiting = [a for a in await _waiting(pincer, session) if _wanted(a, filters)]
+    waiting = [a for a in await _waiting(services, session) if _wanted(a, filters)]
     # Only the answered rows this page shows (and one more) are read, however long the table is.
     wanted = page_request(request, per=RECENT_ANSWERED)
-    answered = await pincer.approvals.answered(
+    answered = await services.approvals.answered(
         limit=wanted.wanted, session=filters["session"] or (None if session.is_main else session.name),
         status=filters["status"] or None, tool_glob=filters["tool"] or None,
     )  # fmt: skip
@@ -138,7 +138,7 @@ async def page(request: Request) -> Response:
     done = request.query_params.get("answered")
     if done:
         try:
-            answered = await pincer_of(request).approvals.get(done)
+            answered = await services_of(request).approvals.get(done)
         except PincerError:
             answered = None
         if answered is not None and sees_approval(identity.session, answered):
@@ -153,28 +153,28 @@ async def rows(request: Request) -> Response:
 
 async def events(request: Request) -> Response:
     identity = await require_identity(request)
-    pincer = pincer_of(request)
+    services = services_of(request)
     session = identity.session
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         number = 0
-        cross = pincer.approvals.changes_cross_processes
-        async with pincer.approvals.changes() as changes:  # in place before the first read
-            seen = await _open_ids(pincer, session)
+        cross = services.approvals.changes_cross_processes
+        async with services.approvals.changes() as changes:  # in place before the first read
+            seen = await _open_ids(services, session)
             while True:
                 changed = await _next_change(changes)
                 if await current_identity(request, touch=False) is None:
                     return  # signed out or expired: the stream ends with the sign-in
                 if changed is None and cross:
                     continue  # every process's changes are notified: nothing to read
-                now = await _open_ids(pincer, session)
+                now = await _open_ids(services, session)
                 moved, seen = now != seen, now
                 if changed is None or changed == RESYNC:
                     # A quiet spell (SQLite: another process may have written) or missed
                     # notifications: the open requests tell whether anything changed.
                     if not moved:
                         continue
-                elif not await _sees(pincer, session, changed):
+                elif not await _sees(services, session, changed):
                     continue
                 number += 1
                 yield ServerSentEvent(data="changed", event="approvals", id=str(number))
@@ -182,8 +182,8 @@ async def events(request: Request) -> Response:
     return event_stream(stream())
 
 
-async def _open_ids(pincer: Pincer, session: GatewaySession) -> list[str]:
-    return [i for i, owner in await pincer.approvals.pending_ids() if session.is_main or owner == session.name]
+async def _open_ids(services: DashboardServices, session: GatewaySession) -> list[str]:
+    return [i for i, owner in await services.approvals.pending_ids() if session.is_main or owner == session.name]
 
 
 async def _next_change(changes: AsyncIterator[str]) -> str | None:
@@ -194,11 +194,11 @@ async def _next_change(changes: AsyncIterator[str]) -> str | None:
     return None
 
 
-async def _sees(pincer: Pincer, session: GatewaySession, approval_id: str) -> bool:
+async def _sees(services: DashboardServices, session: GatewaySession, approval_id: str) -> bool:
     if session.is_main:
         return True
     try:
-        return sees_approval(session, await pincer.approvals.get(approval_id))
+        return sees_approval(session, await services.approvals.get(approval_id))
     except PincerError:
         return False  # gone (pruned) meanwhile: nothing this page shows changed
 
@@ -207,14 +207,14 @@ async def answer(request: Request) -> Response:
     identity = await require_identity(request)
     form = await read_form(request)
     require_csrf(identity, form)
-    pincer = pincer_of(request)
+    services = services_of(request)
     approval_id = request.path_params["approval_id"]
     if not can_answer_approvals(identity.session):
         context = await _context(request, identity.session,
                            error=f"{identity.session.actor('ui')} may not answer approvals: {ANSWER_FORBIDDEN_HINT}")  # fmt: skip
         return pages_of(request).render(request, "approvals.html", context, status=403)
     try:
-        approval = await pincer.approvals.get(approval_id)
+        approval = await services.approvals.get(approval_id)
     except PincerError:
         approval = None
     decision = form.get("decision", "")
@@ -233,7 +233,7 @@ async def answer(request: Request) -> Response:
         else None
     )
     try:
-        await pincer.dispatcher.answer(
+        await services.dispatcher.answer(
             approval_id, Answer(decision), by=str(identity.actor), as_session=identity.name, scope=scope,
             roles=identity.session.roles, person=identity.session.person,
         )

@@ -20,7 +20,8 @@ from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, read_form, require_csrf, require_identity
 from pincer.gateway.ui.conversation import approval_wait_ms
 from pincer.gateway.ui.paging import filter_value, page_request, paged
-from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.store.audit import AuditRecord
 
 __all__ = ["AUDIT_PER_PAGE", "DECISION_MEANINGS", "routes", "visible_records"]
@@ -66,7 +67,7 @@ def _filters(request: Request) -> dict[str, str]:
 
 
 async def visible_records(
-    pincer: Any, session: GatewaySession, filters: dict[str, str], *, wanted: int = AUDIT_PER_PAGE
+    services: DashboardServices, session: GatewaySession, filters: dict[str, str], *, wanted: int = AUDIT_PER_PAGE
 ) -> tuple[list[AuditRecord], str | None]:
     """The records the filters ask for, as the reader may see them (newest first), or an error:
     at least ``wanted`` of them when there are that many, at most ``MAX_AUDIT_LIMIT``."""
@@ -76,7 +77,7 @@ async def visible_records(
     since, until = _parse_time(filters["since"]), _parse_time(filters["until"])
     decision = filters["decision"]
     narrowed = bool(decision or since or until)
-    records = await pincer.audit.records(
+    records = await services.audit.records(
         tool=filters["tool"] or None, session=audit_session_filter(session, asked), person=filters.get("person") or None,
         limit=MAX_AUDIT_LIMIT if narrowed else min(MAX_AUDIT_LIMIT, wanted),
     )  # fmt: skip
@@ -90,7 +91,7 @@ async def visible_records(
 async def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[str, Any], int]:
     filters = _filters(request)
     wanted = page_request(request, per=AUDIT_PER_PAGE)
-    records, error = await visible_records(pincer_of(request), identity.session, filters, wanted=wanted.wanted)
+    records, error = await visible_records(services_of(request), identity.session, filters, wanted=wanted.wanted)
     shown = paged(records, wanted, f"{UI_PREFIX}/audit", filters, default_per=AUDIT_PER_PAGE, noun="records")
     waits = {r.id: wait for r in shown.rows if (wait := approval_wait_ms(r))}
     context = {"records": shown, "waits": waits, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": None,
@@ -107,9 +108,9 @@ async def page(request: Request) -> Response:
 
 async def detail(request: Request) -> Response:
     identity = await require_identity(request)
-    pincer = pincer_of(request)
+    services = services_of(request)
     record_id = int(request.path_params["record_id"])
-    found = await pincer.audit.records(
+    found = await services.audit.records(
         after_id=record_id - 1, session=audit_session_filter(identity.session, None), limit=None
     )
     record = next((r for r in found if r.id == record_id), None)
@@ -132,11 +133,11 @@ async def verify(request: Request) -> Response:
     identity = await require_identity(request)
     form = await read_form(request)
     require_csrf(identity, form)
-    pincer = pincer_of(request)
+    services = services_of(request)
     full = form.get("full") == "1"
     result: dict[str, Any]
     try:
-        head = await pincer.audit.verify_chain(incremental=not full)
+        head = await services.audit.verify_chain(incremental=not full)
     except AuditChainBroken as exc:
         result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": exc.record_id}
     except PincerError as exc:

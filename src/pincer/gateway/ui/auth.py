@@ -47,6 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pincer.core.acts import Actor
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import GatewaySession, TokenBook, token_digest
+from pincer.gateway.ui.services import services_of
 from pincer.store.sign_ins import SignIn, SignInStore, sign_in_key
 from pincer.triggers.failures import FailureWindow
 
@@ -296,7 +297,7 @@ def _client_address(request: Request) -> str:
 def _login_page(request: Request, *, error: str | None, status: int, next_path: str) -> Response:
     pages = request.app.state.pages  # render.Pages (which imports this module)
     login_csrf = secrets.token_urlsafe(32)
-    auth = request.app.state.pincer.config.auth
+    auth = services_of(request).config().auth
     providers = [(name, p.label or name) for name, p in auth.oidc.items()]
     context = {"error": error, "login_csrf": login_csrf, "next": next_path, "providers": providers,
                "token_sign_in": auth.token_sign_in}  # fmt: skip
@@ -339,7 +340,7 @@ async def login(request: Request) -> Response:
             request, status=403, next_path=next_path,
             error="this sign-in form is stale or came from elsewhere; sign in again from this page",
         )  # fmt: skip
-    if not request.app.state.pincer.config.auth.token_sign_in:
+    if not services_of(request).config().auth.token_sign_in:
         return _login_page(
             request, status=403, next_path=next_path,
             error="signing in with a token is turned off here ([auth] token_sign_in = false); use single sign-on",

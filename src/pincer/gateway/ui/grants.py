@@ -18,10 +18,10 @@ from pincer.core.effects import EffectKind, Mode
 from pincer.core.errors import UsageError
 from pincer.gateway.access import OPERATE_FORBIDDEN_HINT, may_operate
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, read_form_pairs, require_csrf, require_identity
-from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.policy.grants import Grant, grant_applies_to
 from pincer.safety.hosts import HostPattern
-from pincer.service import Pincer
 from pincer.store.acts import act_entry
 
 __all__ = ["MAX_GRANT_HOURS", "routes"]
@@ -32,18 +32,18 @@ HOUR_CHOICES = ((1, "1 hour"), (8, "8 hours"), (24, "1 day"), (168, "7 days"), (
 _TOOL_PATTERN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-*")
 
 
-async def _visible_grants(pincer: Pincer, identity: UiIdentity) -> list[tuple[Grant, bool]]:
+async def _visible_grants(services: DashboardServices, identity: UiIdentity) -> list[tuple[Grant, bool]]:
     """(grant, stored) pairs the reader may see: all for a main session, else those covering it."""
     kind = identity.session.kind.value
-    pairs = [(g, False) for g in pincer.config.grants] + [(g, True) for g in await pincer.grants.all()]
+    pairs = [(g, False) for g in services.config().grants] + [(g, True) for g in await services.grants.all()]
     return [(g, stored) for g, stored in pairs if identity.is_main or grant_applies_to(g, identity.name, kind)]
 
 
 async def _context(request: Request, identity: UiIdentity, **extra: Any) -> dict[str, Any]:
-    pincer, pages = pincer_of(request), pages_of(request)
+    services, pages = services_of(request), pages_of(request)
     rows = [{"grant": g, "stored": stored, "effects": sorted((k.value, v.value) for k, v in g.effects.items()),
              "raw": honest_json(pages.redact(g.to_dict()), indent=2)}
-            for g, stored in await _visible_grants(pincer, identity)]  # fmt: skip
+            for g, stored in await _visible_grants(services, identity)]  # fmt: skip
     return {"grants": rows, "can_edit": may_operate(identity.session), "effects": [e.value for e in EffectKind],
             "modes": [m.value for m in Mode], "error": None, "notice": None, "form": {}, "chosen": [],
             "hour_choices": HOUR_CHOICES, **extra}  # fmt: skip
@@ -62,8 +62,8 @@ async def _refused(request: Request, identity: UiIdentity, status: int, message:
     return pages_of(request).render(request, "grants.html", context, status=status)
 
 
-async def _audit(pincer: Pincer, identity: UiIdentity, grant: Grant, outcome: str) -> None:
-    await pincer.audit.append(
+async def _audit(services: DashboardServices, identity: UiIdentity, grant: Grant, outcome: str) -> None:
+    await services.audit.append(
         act_entry(ActKind.GRANT, actor=identity.actor, subject=grant.tool, outcome=outcome,
                   reason=f"grant {grant.id} {outcome}", args=grant.to_dict())
     )  # fmt: skip
@@ -119,9 +119,9 @@ async def add(request: Request) -> Response:
     made = _grant_from(form, effects, str(identity.actor))
     if isinstance(made, str):
         return await _refused(request, identity, 400, made, form=form, chosen=effects)
-    pincer = pincer_of(request)
-    await pincer.grants.add(made)
-    await _audit(pincer, identity, made, "added")
+    services = services_of(request)
+    await services.grants.add(made)
+    await _audit(services, identity, made, "added")
     return RedirectResponse(f"{UI_PREFIX}/grants?done=added", status_code=303)
 
 
@@ -130,13 +130,13 @@ async def revoke(request: Request) -> Response:
     require_csrf(identity, await read_form(request))
     if not may_operate(identity.session):
         return await _refused(request, identity, 403, _EDIT_FORBIDDEN.format(who=identity.actor))
-    pincer = pincer_of(request)
+    services = services_of(request)
     grant_id = request.path_params["grant_id"]
-    grant = next((g for g in await pincer.grants.all() if g.id == grant_id), None)
+    grant = next((g for g in await services.grants.all() if g.id == grant_id), None)
     if grant is None:
         return await _refused(request, identity, 404, f"no stored grant {grant_id!r} (grants in config.toml are edited there)")
-    await pincer.grants.remove(grant_id)
-    await _audit(pincer, identity, grant, "revoked")
+    await services.grants.remove(grant_id)
+    await _audit(services, identity, grant, "revoked")
     return RedirectResponse(f"{UI_PREFIX}/grants?done=revoked", status_code=303)
 
 

@@ -14,28 +14,28 @@ from starlette.routing import Route
 
 from pincer.core.errors import PincerError
 from pincer.gateway.ui.auth import UiIdentity, read_form, require_csrf, require_identity
-from pincer.gateway.ui.render import pages_of, pincer_of
-from pincer.service import Pincer
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import DashboardServices, services_of
 
 __all__ = ["routes"]
 
 
-def _hub(pincer: Pincer) -> Any:
+def _hub(services: DashboardServices) -> Any:
     from pincer.hub.catalog import Catalog
     from pincer.hub.installer import Hub
 
-    return Hub(pincer.home, catalog=Catalog.from_config(pincer.config))
+    return Hub(services.home, catalog=Catalog.from_config(services.config()))
 
 
-def _rows(pincer: Pincer) -> list[dict[str, Any]]:
+def _rows(services: DashboardServices) -> list[dict[str, Any]]:
     from pincer.hub.integrity import version_dir_of
     from pincer.hub.layout import read_meta
 
-    hub = _hub(pincer)
+    hub = _hub(services)
     rows = []
     for row in hub.installed():
         entry = next((e for e in hub.lock().entries if str(e.key) == row["key"]), None)
-        stored = version_dir_of(pincer.home, entry) if entry is not None else None
+        stored = version_dir_of(services.home, entry) if entry is not None else None
         meta = read_meta(stored) if stored is not None else {}
         findings = meta.get("findings") if isinstance(meta, dict) else None
         rows.append({**row, "findings": findings if isinstance(findings, list) else []})
@@ -43,12 +43,12 @@ def _rows(pincer: Pincer) -> list[dict[str, Any]]:
 
 
 async def _page(request: Request, identity: UiIdentity, *, verify: dict[str, Any] | None = None) -> Response:
-    pincer = pincer_of(request)
+    services = services_of(request)
     if not identity.is_main:
         context: dict[str, Any] = {"rows": [], "error": "installed artifacts are shown to main sessions only", "verify": None}
         return pages_of(request).render(request, "installed.html", context, status=403)
     try:
-        rows = await anyio.to_thread.run_sync(_rows, pincer)  # reads and hashes files
+        rows = await anyio.to_thread.run_sync(_rows, services)  # reads and hashes files
         error = None
     except PincerError as exc:
         rows, error = [], exc.message
@@ -66,9 +66,9 @@ async def verify(request: Request) -> Response:
     require_csrf(identity, await read_form(request))
     if not identity.is_main:
         return await _page(request, identity)
-    pincer = pincer_of(request)
+    services = services_of(request)
     try:
-        entries, problems = await anyio.to_thread.run_sync(lambda: _hub(pincer).verify())
+        entries, problems = await anyio.to_thread.run_sync(lambda: _hub(services).verify())
         result = {"ok": not problems, "checked": len(entries), "mismatches": [m.reason for m in problems]}
     except PincerError as exc:
         result = {"ok": False, "checked": 0, "mismatches": [exc.message]}

@@ -14,7 +14,8 @@ from starlette.routing import Route
 from pincer.core.display import honest_json
 from pincer.gateway.access import OPERATE_FORBIDDEN_HINT, may_operate
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
-from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import services_of
 from pincer.runtimes.mcp.pins import describe_change
 from pincer.store.acts import trusted_definition
 
@@ -22,8 +23,8 @@ __all__ = ["routes"]
 
 
 def _servers(request: Request) -> list[dict[str, Any]]:
-    pincer, pages = pincer_of(request), pages_of(request)
-    runtime = pincer.mcp
+    services, pages = services_of(request), pages_of(request)
+    runtime = services.upstream()
     if runtime is None:
         return []
     statuses = {s.name: s for s in runtime.statuses()}
@@ -68,8 +69,8 @@ async def trust(request: Request) -> Response:
     require_csrf(identity, form)
     if not may_operate(identity.session):
         return _page(request, identity, status=403, error=f"{identity.actor} may not trust tool definitions: {OPERATE_FORBIDDEN_HINT}")
-    pincer = pincer_of(request)
-    runtime = pincer.mcp
+    services = services_of(request)
+    runtime = services.upstream()
     server = request.path_params["server"]
     tool = form.get("tool", "")
     if runtime is None or server not in runtime.servers:
@@ -78,7 +79,7 @@ async def trust(request: Request) -> Response:
     if candidate is None:
         return _page(request, identity, status=409, error=f"{server}/{tool} has no changed definition to trust now")
     runtime.trust(server, [candidate.definition])
-    await pincer.audit.append(
+    await services.audit.append(
         trusted_definition(identity.actor, server=server, tool=tool, change=candidate.change,
                            definition_hash=candidate.definition.hash)
     )  # fmt: skip

@@ -37,7 +37,7 @@ from starlette.routing import Route
 from pincer.core.errors import PincerError, UsageError
 from pincer.core.extras import require
 from pincer.gateway.ui.auth import UI_PREFIX, UI_SESSION_TTL_S, set_session_cookie
-from pincer.gateway.ui.render import pincer_of
+from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.policy.roles import parse_roles
 from pincer.store.oidc_logins import OidcLoginStore, PendingLogin
 
@@ -162,7 +162,7 @@ def _logins(request: Request) -> OidcLogins:
 
 def _provider(request: Request) -> tuple[str, OidcProvider] | None:
     name = request.path_params["provider"]
-    config = pincer_of(request).config.auth.oidc.get(name)
+    config = services_of(request).config().auth.oidc.get(name)
     return (name, config) if config is not None else None
 
 
@@ -201,7 +201,7 @@ async def start(request: Request) -> Response:
     except (IdTokenRefused, httpx.HTTPError) as exc:
         logger.warning("single sign-on %s: the provider's discovery failed: %s", name, exc)
         return _refused(502, f"the provider {name!r} could not be reached or answered wrongly")
-    state, pending = await logins.begin(pincer_of(request).oidc_logins, name, next_of(request.query_params.get("next")))
+    state, pending = await logins.begin(services_of(request).oidc_logins, name, next_of(request.query_params.get("next")))
     query = urlencode({
         "response_type": "code", "client_id": config.client_id, "redirect_uri": _callback_url(request, name),
         "scope": " ".join(config.scopes), "state": state, "nonce": pending.nonce,
@@ -221,14 +221,14 @@ async def callback(request: Request) -> Response:
     params = request.query_params
     if params.get("error"):
         return _refused(401, f"the provider said no: {params.get('error', '')[:100]}")
-    pending = await _logins(request).take(pincer_of(request).oidc_logins, params.get("state", ""), name)
+    pending = await _logins(request).take(services_of(request).oidc_logins, params.get("state", ""), name)
     if pending is None:
         return _refused(400, "this sign-in was not begun here, took too long, or was finished already; sign in again")
-    pincer = pincer_of(request)
+    services = services_of(request)
     try:
         async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
             claims = await _exchange(request, http, name, config, pending, params.get("code", ""))
-        who = await _person_of(pincer, name, config, claims)
+        who = await _person_of(services, name, config, claims)
     except IdTokenRefused as exc:
         logger.warning("single sign-on %s refused: %s", name, exc)
         return _refused(401, str(exc))
@@ -238,7 +238,7 @@ async def callback(request: Request) -> Response:
     except PincerError as exc:
         return _refused(403, exc.message)
     now = time.time()
-    made = await pincer.people.new_token(who.person, now=now, expires_at=now + UI_SESSION_TTL_S)
+    made = await services.people.new_token(who.person, now=now, expires_at=now + UI_SESSION_TTL_S)
     signed = await auth_of(request).sign_in(made.value)
     if signed is None:  # the person was removed between the two steps
         return _refused(403, f"{who.person} may not sign in")
@@ -265,7 +265,7 @@ async def _exchange(
     form = {"grant_type": "authorization_code", "code": code, "redirect_uri": _callback_url(request, name),
             "client_id": config.client_id, "code_verifier": pending.verifier}  # fmt: skip
     if config.client_secret_name is not None:
-        form["client_secret"] = pincer_of(request).secrets.get(config.client_secret_name)
+        form["client_secret"] = services_of(request).secrets.get(config.client_secret_name)
     answer = _json_object(await http.post(document["token_endpoint"], data=form), "the token endpoint")
     id_token = answer.get("id_token")
     if not isinstance(id_token, str):
@@ -273,7 +273,7 @@ async def _exchange(
     return await logins.verify(id_token, config, pending.nonce, http)
 
 
-async def _person_of(pincer: Any, name: str, config: OidcProvider, claims: dict[str, Any]) -> SignedInAs:
+async def _person_of(services: DashboardServices, name: str, config: OidcProvider, claims: dict[str, Any]) -> SignedInAs:
     email = claims.get("email")
     verified = claims.get("email_verified")
     if config.assume_email_verified and "email_verified" not in claims:
@@ -289,19 +289,19 @@ async def _person_of(pincer: Any, name: str, config: OidcProvider, claims: dict[
     groups = [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
     written = config.roles_for(email=email, groups=groups)
     made_by = f"oidc:{name}"
-    known = await pincer.people.by_email(email)
+    known = await services.people.by_email(email)
     if known is not None and known.created_by != made_by:
         return SignedInAs(person=known.name, email=email)  # the CLI's person: the CLI's roles
     if not written:
         raise UsageError(f"{email} has no role here", hint="an admin gives one with `pincer people add NAME --role viewer --email EMAIL`")
     roles = parse_roles(written)
     if known is not None:
-        await pincer.people.set_roles(known.name, roles)
+        await services.people.set_roles(known.name, roles)
         return SignedInAs(person=known.name, email=email)
     person = _name_for(email)
-    if await pincer.people.get(person) is not None:
+    if await services.people.get(person) is not None:
         raise UsageError(f"the name {person!r} is another person's", hint="an admin adds this person with `pincer people add NAME --email EMAIL`")
-    await pincer.people.add(person, roles=roles, email=email, by=made_by, now=time.time())
+    await services.people.add(person, roles=roles, email=email, by=made_by, now=time.time())
     return SignedInAs(person=person, email=email)
 
 

@@ -24,7 +24,8 @@ from pincer.gateway.rest.audit import MAX_AUDIT_LIMIT
 from pincer.gateway.ui.audit import DECISION_MEANINGS
 from pincer.gateway.ui.auth import UI_PREFIX, require_identity
 from pincer.gateway.ui.conversation import approval_wait_ms
-from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import services_of
 from pincer.store.approvals import ApprovalStatus
 from pincer.store.audit import AuditRecord
 
@@ -120,11 +121,11 @@ def _audit_link(**params: str) -> str:
 
 async def page(request: Request) -> Response:
     identity = await require_identity(request)
-    pincer = pincer_of(request)
+    services = services_of(request)
     now = time.time()
     session = audit_session_filter(identity.session, None)
     records = [
-        r for r in await pincer.audit.records(session=session, limit=MAX_AUDIT_LIMIT) if r.ts >= now - OVERVIEW_WINDOW_S
+        r for r in await services.audit.records(session=session, limit=MAX_AUDIT_LIMIT) if r.ts >= now - OVERVIEW_WINDOW_S
     ]
     calls = [r for r in records if r.kind == "call"]
     by_tool = Counter(r.tool for r in calls)
@@ -144,10 +145,10 @@ async def page(request: Request) -> Response:
                         for kind, r in refusals)  # fmt: skip
     waiting = [
         a
-        for a in approvals_seen(identity.session, await pincer.approvals.list_pending())
+        for a in approvals_seen(identity.session, await services.approvals.list_pending())
         if a.status is ApprovalStatus.PENDING and a.expires_at > now
     ]
-    runs = await pincer.runs.list(session=runs_session_filter(identity.session), limit=1000)
+    runs = await services.runs.list(session=runs_session_filter(identity.session), limit=1000)
     by_status: dict[str, dict[str, float]] = defaultdict(lambda: {"runs": 0.0, "tokens": 0.0, "cost": 0.0})
     for run in runs:
         totals = by_status[run.status]
@@ -173,6 +174,6 @@ async def page(request: Request) -> Response:
         "runs_by_status": bars([(s, float(t["runs"]), None) for s, t in sorted(by_status.items())],
                                links=[f"{UI_PREFIX}/runs?status={s}" for s, _ in sorted(by_status.items())]),
         # settings config.toml changed that wait for a restart (reload.py); names, never values
-        "restart_needed": list(getattr(pincer, "restart_needed", ())),
+        "restart_needed": list(services.restart_needed()),
     }  # fmt: skip
     return pages_of(request).render(request, "overview.html", context)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
@@ -25,11 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pincer.core.display import honest_block, honest_json, honest_text
 from pincer.gateway.ui.auth import resolved_identity
 
-if TYPE_CHECKING:
-    from pincer.service import Pincer
-
 __all__ = [
-    "CSP", "SECURITY_HEADERS", "Pages", "security_headers", "pincer_of", "pages_of", "when", "duration", "count", "age",
+    "CSP", "SECURITY_HEADERS", "Pages", "security_headers", "pages_of", "when", "duration", "count", "age",
     "iso_utc", "shown_value",
 ]  # fmt: skip
 
@@ -139,10 +136,10 @@ def shown_value(value: Any) -> Any:
 
 
 class Pages:
-    """The template environment over one service (its leak scanner redacts every printed value)."""
+    """The template environment; ``shown`` (the service's leak scanner) redacts every printed value."""
 
-    def __init__(self, pincer: Pincer) -> None:
-        self._pincer = pincer
+    def __init__(self, shown: Callable[[Any], Any]) -> None:
+        self._shown = shown
         self.env = Environment(
             loader=FileSystemLoader(TEMPLATES_DIR),
             autoescape=select_autoescape(enabled_extensions=("html", "svg"), default_for_string=True, default=True),
@@ -161,7 +158,7 @@ class Pages:
 
     def redact(self, value: Any) -> Any:
         """``value`` with every known secret value masked (``Pincer.shown``, as every view)."""
-        return self._pincer.shown(value)
+        return self._shown(value)
 
     def _redacted(self, value: Any) -> Any:
         if isinstance(value, Markup):
@@ -185,11 +182,6 @@ class Pages:
             }
         )
         return HTMLResponse(page, status_code=status, headers=dict(headers or {}))
-
-
-def pincer_of(request: Request) -> Pincer:
-    pincer: Pincer = request.app.state.pincer
-    return pincer
 
 
 def pages_of(request: Request) -> Pages:

@@ -30,7 +30,8 @@ from pincer.gateway.ui.approvals import approval_view
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.conversation import conversation
 from pincer.gateway.ui.paging import filter_value, page_request, paged
-from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import services_of
 from pincer.store.approvals import AnswerScope, ApprovalStatus
 from pincer.store.runs import RUN_STATUSES, RunRow
 
@@ -43,7 +44,7 @@ MAX_RUNS_LISTED = 5_000  # newest runs a filtered list looks through
 async def _row(request: Request, run_id: str) -> RunRow | None:
     identity = await require_identity(request)
     try:
-        row = await pincer_of(request).runs.get(run_id)
+        row = await services_of(request).runs.get(run_id)
     except PincerError:
         return None
     return row if sees_run(identity.session, row) else None
@@ -64,7 +65,7 @@ async def page(request: Request) -> Response:
     wanted = page_request(request, per=RUNS_PER_PAGE)
     narrowed = bool(filters["status"] or filters["skill"])
     session = filters["session"] or runs_session_filter(identity.session)
-    rows = await pincer_of(request).runs.list(session=session, limit=MAX_RUNS_LISTED if narrowed else wanted.wanted)
+    rows = await services_of(request).runs.list(session=session, limit=MAX_RUNS_LISTED if narrowed else wanted.wanted)
     kept = [r for r in rows if (not filters["status"] or r.status == filters["status"])
             and (not filters["skill"] or (r.skill or "") == filters["skill"])]  # fmt: skip
     shown = paged(kept, wanted, f"{UI_PREFIX}/runs", filters, default_per=RUNS_PER_PAGE, noun="runs")
@@ -75,16 +76,16 @@ async def page(request: Request) -> Response:
 async def _waiting(request: Request, identity: UiIdentity, row: RunRow) -> list[dict[str, Any]]:
     if row.is_final:
         return []
-    pincer, pages, now = pincer_of(request), pages_of(request), time.time()
-    return [approval_view(pages, a, now) for a in approvals_seen(identity.session, await pincer.approvals.list_pending())
+    services, pages, now = services_of(request), pages_of(request), time.time()
+    return [approval_view(pages, a, now) for a in approvals_seen(identity.session, await services.approvals.list_pending())
             if a.run_id == row.id and a.status is ApprovalStatus.PENDING and a.expires_at > now]  # fmt: skip
 
 
 async def _transcript(request: Request, identity: UiIdentity, row: RunRow) -> dict[str, Any]:
-    pincer, pages = pincer_of(request), pages_of(request)
-    records = await pincer.audit.records(run_id=row.id, session=audit_session_filter(identity.session, None))
+    services, pages = services_of(request), pages_of(request)
+    records = await services.audit.records(run_id=row.id, session=audit_session_filter(identity.session, None))
     waiting = await _waiting(request, identity, row)
-    turns, unplaced = conversation(await pincer.runs.messages(row.id), records, waiting, pages.redact)
+    turns, unplaced = conversation(await services.runs.messages(row.id), records, waiting, pages.redact)
     usage = dict(row.usage)
     return {
         "run": row, "turns": turns, "waiting": waiting, "unplaced": unplaced, "usage": usage,
@@ -101,7 +102,7 @@ async def _answered_notice(request: Request, identity: UiIdentity) -> str | None
     if not done:
         return None
     try:
-        answered = await pincer_of(request).approvals.get(done)
+        answered = await services_of(request).approvals.get(done)
     except PincerError:
         return None
     if not sees_approval(identity.session, answered):
@@ -147,7 +148,7 @@ async def cancel(request: Request) -> Response:
         if runs is not None:
             await runs.cancel(row.id)
         else:
-            await pincer_of(request).runs.request_cancel(row.id)
+            await services_of(request).runs.request_cancel(row.id)
     return RedirectResponse(f"{UI_PREFIX}/runs/{row.id}", status_code=303)
 
 

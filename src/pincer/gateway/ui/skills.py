@@ -13,7 +13,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pincer.gateway.ui.auth import require_identity
-from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import services_of
 from pincer.policy.visibility import skills_visible
 from pincer.skills.tool_use import tool_problems
 
@@ -35,14 +36,14 @@ def _row(library: Any, skill: Any, offered: set[str]) -> dict[str, Any]:
 
 async def page(request: Request) -> Response:
     identity = await require_identity(request)
-    pincer = pincer_of(request)
-    library = pincer.skills
+    services = services_of(request)
+    library = services.skills
     context: dict[str, Any] = {"withheld": False, "enabled": library is not None, "skills": [], "shadowed": [],
                                "errors": [], "notices": []}  # fmt: skip
-    if not skills_visible(pincer.config.session(identity.name)):
+    if not skills_visible(services.config().session(identity.name)):
         context["withheld"] = True
     elif library is not None:
-        offered = {spec.name for spec in pincer.registry.list()}
+        offered = {spec.name for spec in services.registry.list()}
         context["skills"] = [_row(library, s, offered) for s in library.skills]
         context["shadowed"] = [
             {"name": item.skill.name, "root": item.skill.root, "path": str(item.skill.path), "by": item.by.name,

@@ -15,10 +15,10 @@ from starlette.routing import Route
 from pincer.core.display import honest_json
 from pincer.core.errors import PincerError
 from pincer.gateway.ui.auth import require_identity
-from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.policy.grants import grant_applies_to, grant_matches
 from pincer.policy.visibility import visible_tool, visible_tools
-from pincer.service import Pincer
 
 __all__ = ["routes"]
 
@@ -70,18 +70,18 @@ def parameters(schema: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (not r["required"], r["name"]))
 
 
-async def _grants_for(pincer: Pincer, tool: str, session: str, kind: str) -> list[dict[str, object]]:
-    grants = (*pincer.config.grants, *await pincer.grants.all())
+async def _grants_for(services: DashboardServices, tool: str, session: str, kind: str) -> list[dict[str, object]]:
+    grants = (*services.config().grants, *await services.grants.all())
     return [g.to_dict() for g in grants if grant_matches(g, tool) and grant_applies_to(g, session, kind)]
 
 
 async def page(request: Request) -> Response:
     identity = await require_identity(request)
-    pincer = pincer_of(request)
-    specs = visible_tools(pincer.config.session(identity.name), pincer.registry.list())
+    services = services_of(request)
+    specs = visible_tools(services.config().session(identity.name), services.registry.list())
     kind = identity.session.kind.value
     tools = [
-        {"spec": s, "grants": len(await _grants_for(pincer, s.name, identity.name, kind)), "summary": _summary(s.description)}
+        {"spec": s, "grants": len(await _grants_for(services, s.name, identity.name, kind)), "summary": _summary(s.description)}
         for s in sorted(specs, key=lambda s: s.name)
     ]
     return pages_of(request).render(request, "tools.html", {"tools": tools})
@@ -89,16 +89,16 @@ async def page(request: Request) -> Response:
 
 async def detail(request: Request) -> Response:
     identity = await require_identity(request)
-    pincer = pincer_of(request)
+    services = services_of(request)
     name = request.path_params["name"]
     try:
-        spec = visible_tool(pincer.config.session(identity.name), pincer.registry.get, name)
+        spec = visible_tool(services.config().session(identity.name), services.registry.get, name)
     except PincerError as exc:
         return pages_of(request).render(
             request, "tool.html", {"spec": None, "name": name, "error": exc.message}, status=404
         )
     pages = pages_of(request)
-    grants = await _grants_for(pincer, spec.name, identity.name, identity.session.kind.value)
+    grants = await _grants_for(services, spec.name, identity.name, identity.session.kind.value)
     schema = pages.redact(spec.input_schema)
     context = {
         "spec": spec, "name": name, "error": None, "schema": honest_json(schema, indent=2),
