@@ -28,7 +28,7 @@ from pincer.gateway.lazy import LazyApp
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
-from pincer.gateway.services import dashboard_services, mcp_services, probe_services
+from pincer.gateway.services import dashboard_services, mcp_services, probe_services, rest_services
 from pincer.gateway.tokens import TokenBook
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
 from pincer.gateway.ui.favicon import FAVICON_PATH, favicon_route
@@ -85,7 +85,7 @@ def create_gateway(
     def build_rest() -> ASGIApp:
         from pincer.gateway.rest import create_rest_app
 
-        return create_rest_app(pincer, metrics=refusal_metrics, runs=runs, tasks=mcp.tasks)
+        return create_rest_app(rest_services(pincer), metrics=refusal_metrics, runs=runs, tasks=mcp.tasks)
 
     hooks = HooksEndpoint(pincer, refusals=unauthenticated)
     # Sign-in failures count where wrong bearer tokens are counted, and toward the same

@@ -11,9 +11,10 @@ from pincer.gateway.tasks import TaskServices
 from pincer.gateway.ui.services import DashboardServices
 
 if TYPE_CHECKING:
+    from pincer.gateway.rest.common import RestServices
     from pincer.service import Pincer
 
-__all__ = ["dashboard_services", "mcp_services", "probe_services", "task_services"]
+__all__ = ["dashboard_services", "mcp_services", "probe_services", "rest_services", "task_services"]
 
 
 def task_services(pincer: Pincer) -> TaskServices:
@@ -43,4 +44,14 @@ def dashboard_services(pincer: Pincer) -> DashboardServices:
         grants=pincer.grants, runs=pincer.runs, people=pincer.people, oidc_logins=pincer.oidc_logins,
         secrets=pincer.secrets, registry=pincer.registry, dispatcher=pincer.dispatcher, skills=pincer.skills,
         upstream=lambda: pincer.mcp, restart_needed=lambda: pincer.restart_needed, shown=pincer.shown,
+    )  # fmt: skip
+
+
+def rest_services(pincer: Pincer) -> RestServices:
+    from pincer.gateway.rest.common import RestServices  # FastAPI: imported at the first REST request
+
+    return RestServices(
+        config=lambda: pincer.config, registry=pincer.registry, dispatcher=pincer.dispatcher,
+        approvals=pincer.approvals, audit=pincer.audit, runs=pincer.runs, tasks=pincer.tasks,
+        triggers=lambda: pincer.triggers, builder=pincer, shown=pincer.shown,
     )  # fmt: skip

@@ -14,7 +14,7 @@ status that says what kind of failure it was; a rate limit is 429 with ``Retry-A
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -34,6 +34,7 @@ from pincer.gateway.rest.builds import router as builds_router
 from pincer.gateway.rest.commands import router as commands_router
 from pincer.gateway.rest.common import (
     Refused,
+    RestServices,
     error_response,
     json_body_route,
     pincer_error_response,
@@ -49,7 +50,9 @@ from pincer.gateway.rest.tools import router as tools_router
 from pincer.gateway.tasks import TaskReceiver
 from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunManager
-from pincer.service import Pincer
+
+if TYPE_CHECKING:
+    from pincer.dispatch import Dispatcher
 
 __all__ = ["create_rest_app", "status_for", "session_of", "json_body_route", "CallBody", "ApprovalBody", "RunBody", "MAX_AUDIT_LIMIT"]
 
@@ -63,7 +66,7 @@ _ROUTERS = (
 
 
 def create_rest_app(
-    pincer: Pincer,
+    services: RestServices,
     *,
     metrics: Callable[[], dict[str, Any]] | None = None,
     runs: RunManager | None = None,
@@ -87,18 +90,18 @@ def create_rest_app(
         # span (gateway/tracing.py) is the one, the same for REST, MCP and webhooks.
         telemetry=_NO_TELEMETRY,
     )
-    app.state.pincer = pincer
+    app.state.services = services
     app.state.runs = runs
     app.state.tasks = tasks
     app.state.metrics = metrics
     app.router.route_class = json_body_route()
-    _add_error_handlers(app, pincer)
+    _add_error_handlers(app, services.dispatcher)
     for router in (*_ROUTERS, *routers):
         app.include_router(router)
     return app
 
 
-def _add_error_handlers(app: FastAPI, pincer: Pincer) -> None:
+def _add_error_handlers(app: FastAPI, dispatcher: Dispatcher) -> None:
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> JSONResponse:
         return exc.response
@@ -112,7 +115,7 @@ def _add_error_handlers(app: FastAPI, pincer: Pincer) -> None:
                 tool=str(tool), args={}, session=session.name if isinstance(session, GatewaySession) else "(unknown)",
                 caller="rest",
             )
-            await pincer.dispatcher.reject(call, error)
+            await dispatcher.reject(call, error)
 
     @app.exception_handler(UnsupportedMediaType)
     async def not_json(request: Request, exc: UnsupportedMediaType) -> JSONResponse:

@@ -12,8 +12,15 @@ from pydantic import BaseModel, ConfigDict
 from pincer.core.errors import UsageError
 from pincer.gateway.access import ANSWER_FORBIDDEN_HINT, approvals_seen, can_answer_approvals, sees_approval
 from pincer.gateway.approvals import approval_message
-from pincer.gateway.rest.common import PincerDep, Refused, SessionDep, json_body_route, pincer_error_response, refuse
-from pincer.service import Pincer
+from pincer.gateway.rest.common import (
+    Refused,
+    RestServices,
+    ServicesDep,
+    SessionDep,
+    json_body_route,
+    pincer_error_response,
+    refuse,
+)
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
 
 __all__ = ["ApprovalBody", "router"]
@@ -35,53 +42,53 @@ def _who(session: SessionDep) -> str:
     return f"person {session.person!r}" if session.person is not None else f"session {session.name!r}"
 
 
-def _shown(pincer: Pincer, approval: ApprovalRequest) -> dict[str, Any]:
+def _shown(services: RestServices, approval: ApprovalRequest) -> dict[str, Any]:
     # A value stored as a secret after the request was made is masked here, at display.
-    shown: dict[str, Any] = pincer.shown({**approval.to_dict(), "message": approval_message(approval)})
+    shown: dict[str, Any] = services.shown({**approval.to_dict(), "message": approval_message(approval)})
     return shown
 
 
-async def _find_approval(pincer: Pincer, approval_id: str) -> ApprovalRequest:
+async def _find_approval(services: RestServices, approval_id: str) -> ApprovalRequest:
     try:
-        return await pincer.approvals.get(approval_id)
+        return await services.approvals.get(approval_id)
     except UsageError as exc:
         raise Refused(pincer_error_response(exc, 404)) from None
 
 
 @router.get("/approvals", summary="List approval requests (pending unless status=all)")
 async def list_approvals(
-    pincer: PincerDep, session: SessionDep, status: Annotated[str, Query(pattern="^(pending|all)$")] = "pending"
+    services: ServicesDep, session: SessionDep, status: Annotated[str, Query(pattern="^(pending|all)$")] = "pending"
 ) -> dict[str, Any]:
     requests = approvals_seen(
-        session, await pincer.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
+        session, await services.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
     )
-    return {"approvals": [_shown(pincer, r) for r in requests]}
+    return {"approvals": [_shown(services, r) for r in requests]}
 
 
 @router.get("/approvals/{approval_id}", summary="One approval request")
 async def get_approval(
-    pincer: PincerDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)]
+    services: ServicesDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)]
 ) -> dict[str, Any]:
-    approval = await _find_approval(pincer, approval_id)
+    approval = await _find_approval(services, approval_id)
     if not sees_approval(session, approval):
         raise refuse(404, "not_found", f"no approval request with id {approval_id!r}")
-    return _shown(pincer, approval)
+    return _shown(services, approval)
 
 
 @router.post("/approvals/{approval_id}", summary="Answer an approval request (main sessions only)")
 async def answer_approval(
-    pincer: PincerDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)], body: ApprovalBody
+    services: ServicesDep, session: SessionDep, approval_id: Annotated[str, Path(max_length=100)], body: ApprovalBody
 ) -> dict[str, Any]:
     if not can_answer_approvals(session):
         raise refuse(
             403, "session_forbidden", f"{_who(session)} may not answer approvals", ANSWER_FORBIDDEN_HINT
         )
-    approval = await _find_approval(pincer, approval_id)
+    approval = await _find_approval(services, approval_id)
     if not sees_approval(session, approval):
         raise refuse(404, "not_found", f"no approval request with id {approval_id!r}")
-    answered = await pincer.dispatcher.answer(
+    answered = await services.dispatcher.answer(
         approval_id, body.decision, by=f"rest:{session.principal}", as_session=session.name, scope=body.scope,
         roles=session.roles, person=session.person,
     )
-    shown: dict[str, Any] = pincer.shown(answered.to_dict())
+    shown: dict[str, Any] = services.shown(answered.to_dict())
     return shown

@@ -14,7 +14,7 @@ from sse_starlette import ServerSentEvent
 
 from pincer.core.errors import PincerError
 from pincer.gateway.access import may_operate
-from pincer.gateway.rest.common import PincerDep, SessionDep, json_body_route, refuse
+from pincer.gateway.rest.common import ServicesDep, SessionDep, json_body_route, refuse
 from pincer.gateway.rest.events import event_stream, server_event
 
 __all__ = ["BUILD_EVENTS_BUFFER", "BuildBody", "router"]
@@ -40,7 +40,7 @@ class BuildBody(BaseModel):
 
 
 @router.post("/builds", summary="Build a tool; its stages stream as server-sent events (stage, done or error)")
-async def start_build(pincer: PincerDep, session: SessionDep, body: BuildBody) -> Response:
+async def start_build(services: ServicesDep, session: SessionDep, body: BuildBody) -> Response:
     from pincer.builder.build import BuildRequest
     from pincer.builder.service import run_build
 
@@ -60,7 +60,7 @@ async def start_build(pincer: PincerDep, session: SessionDep, body: BuildBody) -
         async def drive() -> None:
             async with send:
                 try:
-                    report = await run_build(pincer, build, actor=session.actor("rest"), profile=body.profile,
+                    report = await run_build(services.builder, build, actor=session.actor("rest"), profile=body.profile,
                                              progress=progress)  # fmt: skip
                     await send.send(("done", report.to_json()))
                 except PincerError as exc:

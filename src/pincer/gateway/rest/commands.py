@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from pincer.core.errors import Denied
-from pincer.gateway.rest.common import PincerDep, SessionDep, json_body_route
+from pincer.gateway.rest.common import ServicesDep, SessionDep, json_body_route
 from pincer.policy.visibility import require_skills_visible, skills_visible
 from pincer.triggers.commands import MAX_COMMAND_CHARS
 
@@ -33,9 +33,9 @@ class CommandBody(BaseModel):
 
 
 @router.get("/commands", summary="The /commands this session can run, with their skills")
-async def list_commands(pincer: PincerDep, session: SessionDep) -> dict[str, Any]:
+async def list_commands(services: ServicesDep, session: SessionDep) -> dict[str, Any]:
     # the one rule for skills: a session that may not see the skill tool is shown none
-    table = pincer.triggers.commands() if skills_visible(pincer.config.session(session.name)) else {}
+    table = services.triggers().commands() if skills_visible(services.config().session(session.name)) else {}
     return {
         "commands": [
             {"command": name, "skill": skill.name, "description": skill.description,
@@ -50,14 +50,14 @@ async def list_commands(pincer: PincerDep, session: SessionDep) -> dict[str, Any
     summary="Run a /command: its skill starts in the background",
     responses={404: {"description": "no such command"}, 422: {"description": "the arguments do not fit"}},
 )
-async def run_command(pincer: PincerDep, session: SessionDep, body: CommandBody) -> JSONResponse:
-    require_skills_visible(pincer.config.session(session.name), session.name)  # every command starts a skill
+async def run_command(services: ServicesDep, session: SessionDep, body: CommandBody) -> JSONResponse:
+    require_skills_visible(services.config().session(session.name), session.name)  # every command starts a skill
     target = body.session or session.name
     if target != session.name and not session.is_main:
         raise Denied(
             f"session {session.name!r} may not run commands as session {target!r}",
             hint="leave out 'session', or use a token of a main session",
         )
-    firing = await pincer.triggers.fire_command(body.text, session=target, fired_by=f"rest:{session.name}")
+    firing = await services.triggers().fire_command(body.text, session=target, fired_by=f"rest:{session.name}")
     status = 202 if firing.status == "queued" else 422
     return JSONResponse(firing.to_dict(), status_code=status)

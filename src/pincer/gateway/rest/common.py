@@ -1,16 +1,17 @@
 """What every resource's router shares: the service and the session as FastAPI dependencies, the
 error body, and the route class that reads any JSON body as JSON.
 
-The app keeps the service in ``app.state`` (``create_rest_app`` puts it there), so a router is a
-module-level ``APIRouter`` and its routes name what they use: ``pincer: PincerDep``,
-``session: SessionDep``, ``runs: RunsDep``.
+The app keeps the services it uses in ``app.state`` (``create_rest_app`` puts them there), so a
+router is a module-level ``APIRouter`` and its routes name what they use: ``services:
+ServicesDep``, ``session: SessionDep``, ``runs: RunsDep``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Coroutine, Mapping, MutableMapping
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request, Response
 from fastapi.responses import JSONResponse
@@ -20,18 +21,29 @@ from pincer.core.errors import PincerError, UnsupportedMediaType, http_status
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunManager
-from pincer.service import Pincer
+
+if TYPE_CHECKING:
+    from pincer.builder.service import BuilderHost
+    from pincer.config import Config
+    from pincer.dispatch import Dispatcher
+    from pincer.registry import Registry
+    from pincer.store.approvals import ApprovalStore
+    from pincer.store.audit import AuditLog
+    from pincer.store.runs import RunStore
+    from pincer.store.tasks import TaskStore
+    from pincer.triggers.engine import TriggerEngine
 
 __all__ = [
     "NAME_PATTERN",
-    "PincerDep",
+    "RestServices",
+    "ServicesDep",
     "Refused",
     "RunsDep",
     "SessionDep",
     "error_response",
     "json_body_route",
     "pincer_error_response",
-    "pincer_of",
+    "services_of",
     "refuse",
     "runs_of",
     "session_of",
@@ -66,10 +78,29 @@ def refuse(status: int, code: str, message: str, hint: str | None = None) -> Ref
     return Refused(error_response(status, code, message, hint))
 
 
-def pincer_of(request: Request) -> Pincer:
-    """The service the app was made over."""
-    pincer: Pincer = request.app.state.pincer
-    return pincer
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RestServices:
+    """What the REST API uses of the service (``gateway/services.py`` makes it of a Pincer).
+    ``config`` is config.toml as it is now (a reload replaces it); ``triggers`` is made on first
+    use; ``shown`` masks every known secret value in what a route answers (``Pincer.shown``);
+    ``builder``: what a build uses (``POST /builds``)."""
+
+    config: Callable[[], Config]
+    registry: Registry
+    dispatcher: Dispatcher  # calls, answers and refusals: the one chain
+    approvals: ApprovalStore
+    audit: AuditLog
+    runs: RunStore
+    tasks: TaskStore
+    triggers: Callable[[], TriggerEngine]
+    builder: BuilderHost
+    shown: Callable[[Any], Any]
+
+
+def services_of(request: Request) -> RestServices:
+    """The services the app was made over."""
+    services: RestServices = request.app.state.services
+    return services
 
 
 def runs_of(request: Request) -> RunManager | None:
@@ -86,7 +117,7 @@ def session_of(request: Request) -> GatewaySession:
     return session
 
 
-PincerDep = Annotated[Pincer, Depends(pincer_of)]
+ServicesDep = Annotated[RestServices, Depends(services_of)]
 RunsDep = Annotated[RunManager | None, Depends(runs_of)]
 SessionDep = Annotated[GatewaySession, Depends(session_of)]
 

@@ -12,12 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import ServerSentEvent
 
 from pincer.gateway.access import runs_session_filter, sees_run
-from pincer.gateway.rest.common import PincerDep, RunsDep, SessionDep, json_body_route, refuse
+from pincer.gateway.rest.common import RestServices, RunsDep, ServicesDep, SessionDep, json_body_route, refuse
 from pincer.gateway.rest.events import event_stream, server_event
 from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunCursor, RunManager
 from pincer.policy.visibility import require_skills_visible
-from pincer.service import Pincer
 from pincer.store.runs import RunRow
 
 __all__ = ["RunBody", "router"]
@@ -38,8 +37,8 @@ class RunBody(BaseModel):
     budgets: dict[str, float] | None = None
 
 
-async def _run_row(pincer: Pincer, session: GatewaySession, run_id: str) -> RunRow:
-    row = await pincer.runs.get(run_id)
+async def _run_row(services: RestServices, session: GatewaySession, run_id: str) -> RunRow:
+    row = await services.runs.get(run_id)
     if not sees_run(session, row):
         raise refuse(404, "run_not_found", f"no run with id {run_id!r}")
     return row
@@ -52,12 +51,12 @@ def _carried_out(runs: RunManager | None) -> RunManager:
 
 
 @router.post("/runs", status_code=202, summary="Start a skill run with the agent loop")
-async def start_run(pincer: PincerDep, session: SessionDep, runs: RunsDep, body: RunBody) -> JSONResponse:
+async def start_run(services: ServicesDep, session: SessionDep, runs: RunsDep, body: RunBody) -> JSONResponse:
     from pincer.llm.run import RunRequest
 
     carried_out = _carried_out(runs)
     if body.skill is not None:  # the one rule for skills (policy/visibility.py)
-        require_skills_visible(pincer.config.session(session.name), session.name)
+        require_skills_visible(services.config().session(session.name), session.name)
     run_id = await carried_out.start(
         RunRequest(
             skill=body.skill, params=body.params, message=body.message, session=session.name, trigger="rest",
@@ -72,17 +71,17 @@ async def start_run(pincer: PincerDep, session: SessionDep, runs: RunsDep, body:
 
 
 @router.get("/runs", summary="Runs, newest first")
-async def list_runs(pincer: PincerDep, session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
-    rows = await pincer.runs.list(session=runs_session_filter(session), limit=limit)
-    return {"runs": pincer.shown([r.to_dict() for r in rows])}
+async def list_runs(services: ServicesDep, session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+    rows = await services.runs.list(session=runs_session_filter(session), limit=limit)
+    return {"runs": services.shown([r.to_dict() for r in rows])}
 
 
 @router.get("/runs/{run_id}", summary="One run: status, usage, cost, transcript, tool calls with audit ids")
-async def get_run(pincer: PincerDep, session: SessionDep, run_id: Annotated[str, Path(max_length=64)]) -> dict[str, Any]:
-    row = await _run_row(pincer, session, run_id)
-    messages = [m.to_dict() for m in await pincer.runs.messages(run_id)]
+async def get_run(services: ServicesDep, session: SessionDep, run_id: Annotated[str, Path(max_length=64)]) -> dict[str, Any]:
+    row = await _run_row(services, session, run_id)
+    messages = [m.to_dict() for m in await services.runs.messages(run_id)]
     # A value stored as a secret after the run recorded it is masked here, at display.
-    shown: dict[str, Any] = pincer.shown({**row.to_dict(), "messages": messages})
+    shown: dict[str, Any] = services.shown({**row.to_dict(), "messages": messages})
     return shown
 
 
@@ -91,30 +90,30 @@ async def get_run(pincer: PincerDep, session: SessionDep, run_id: Annotated[str,
     summary="The run's events as server-sent events, until it ends (Last-Event-ID resumes after that event)",
 )
 async def run_events(
-    pincer: PincerDep,
+    services: ServicesDep,
     session: SessionDep,
     runs: RunsDep,
     run_id: Annotated[str, Path(max_length=64)],
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=64)] = None,
 ) -> Response:
-    await _run_row(pincer, session, run_id)
+    await _run_row(services, session, run_id)
     manager = _carried_out(runs)
     after = RunCursor.parse(last_event_id) if last_event_id else None
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         # Ends when the run does; a client that hangs up cancels this follower, not the run.
         async for cursor, event in manager.events(run_id, after):
-            yield server_event(event.kind, pincer.shown(event.to_dict()), cursor.to_id())
+            yield server_event(event.kind, services.shown(event.to_dict()), cursor.to_id())
 
     return event_stream(stream())
 
 
 @router.post("/runs/{run_id}/cancel", status_code=202, summary="Cancel a run")
 async def cancel_run(
-    pincer: PincerDep, session: SessionDep, runs: RunsDep, run_id: Annotated[str, Path(max_length=64)]
+    services: ServicesDep, session: SessionDep, runs: RunsDep, run_id: Annotated[str, Path(max_length=64)]
 ) -> JSONResponse:
-    row = await _run_row(pincer, session, run_id)
+    row = await _run_row(services, session, run_id)
     if row.is_final:
-        return JSONResponse(pincer.shown(row.to_dict()), status_code=200)
-    cancelled = await runs.cancel(run_id) if runs is not None else await pincer.runs.request_cancel(run_id)
-    return JSONResponse(pincer.shown(cancelled.to_dict()), status_code=202)
+        return JSONResponse(services.shown(row.to_dict()), status_code=200)
+    cancelled = await runs.cancel(run_id) if runs is not None else await services.runs.request_cancel(run_id)
+    return JSONResponse(services.shown(cancelled.to_dict()), status_code=202)

@@ -10,10 +10,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
-from pincer.gateway.rest.common import PincerDep, SessionDep, json_body_route, refuse
+from pincer.gateway.rest.common import RestServices, ServicesDep, SessionDep, json_body_route, refuse
 from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver, cancel_task
 from pincer.gateway.tokens import GatewaySession
-from pincer.service import Pincer
 from pincer.store.tasks import Task
 
 __all__ = ["router", "task_resource", "receiver_of"]
@@ -27,42 +26,42 @@ def receiver_of(request: Request) -> TaskReceiver | None:
     return receiver
 
 
-def task_resource(pincer: Pincer, task: Task) -> dict[str, Any]:
-    shown: dict[str, Any] = pincer.shown(task.to_dict())
+def task_resource(services: RestServices, task: Task) -> dict[str, Any]:
+    shown: dict[str, Any] = services.shown(task.to_dict())
     return shown
 
 
-async def _own(pincer: Pincer, session: GatewaySession, task_id: str) -> Task:
-    task = await pincer.tasks.get(task_id)
+async def _own(services: RestServices, session: GatewaySession, task_id: str) -> Task:
+    task = await services.tasks.get(task_id)
     if task is None or task.session != session.name:
         raise refuse(404, "not_found", f"no task with id {task_id!r}", "`pincer tasks list` shows the tasks")
     return task
 
 
 @router.get("/tasks", summary="The tasks of this session, newest first")
-async def list_tasks(pincer: PincerDep, session: SessionDep) -> dict[str, Any]:
-    tasks = await pincer.tasks.list(session=session.name, limit=_LIST_LIMIT)
-    return {"tasks": [task_resource(pincer, t) for t in tasks]}
+async def list_tasks(services: ServicesDep, session: SessionDep) -> dict[str, Any]:
+    tasks = await services.tasks.list(session=session.name, limit=_LIST_LIMIT)
+    return {"tasks": [task_resource(services, t) for t in tasks]}
 
 
 @router.get("/tasks/{task_id}", summary="One task: its state, and its result once it has one")
 async def get_task(
-    pincer: PincerDep, session: SessionDep, task_id: Annotated[str, Path(max_length=MAX_TASK_ID_CHARS)]
+    services: ServicesDep, session: SessionDep, task_id: Annotated[str, Path(max_length=MAX_TASK_ID_CHARS)]
 ) -> dict[str, Any]:
-    return task_resource(pincer, await _own(pincer, session, task_id))
+    return task_resource(services, await _own(services, session, task_id))
 
 
 @router.delete("/tasks/{task_id}", summary="Cancel a task (its approval expires; a running call is cancelled)")
 async def delete_task(
     request: Request,
-    pincer: PincerDep,
+    services: ServicesDep,
     session: SessionDep,
     task_id: Annotated[str, Path(max_length=MAX_TASK_ID_CHARS)],
 ) -> dict[str, Any]:
-    task = await _own(pincer, session, task_id)
+    task = await _own(services, session, task_id)
     receiver = receiver_of(request)
     if receiver is not None:
         await receiver.cancel_task(task)
     else:
-        await cancel_task(task, tasks=pincer.tasks, approvals=pincer.approvals)
-    return task_resource(pincer, await _own(pincer, session, task_id))
+        await cancel_task(task, tasks=services.tasks, approvals=services.approvals)
+    return task_resource(services, await _own(services, session, task_id))

@@ -19,10 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from pincer.core.errors import UsageError
 from pincer.core.values import CallRequest, ToolResult
 from pincer.gateway.access import may_operate
-from pincer.gateway.rest.common import NAME_PATTERN, PincerDep, SessionDep, json_body_route, refuse, status_for
+from pincer.gateway.rest.common import (
+    NAME_PATTERN,
+    RestServices,
+    ServicesDep,
+    SessionDep,
+    json_body_route,
+    refuse,
+    status_for,
+)
 from pincer.gateway.rest.tasks import receiver_of, task_resource
 from pincer.policy.visibility import as_seen, visible_tool, visible_tools
-from pincer.service import Pincer
 from pincer.store.tasks import Task
 
 __all__ = ["CallBody", "router"]
@@ -41,14 +48,14 @@ class CallBody(BaseModel):
 
 
 @router.get("/tools", summary="List the tools this session may call")
-async def list_tools(pincer: PincerDep, session: SessionDep) -> dict[str, Any]:
-    policy = pincer.config.session(session.name)
-    return {"session": session.name, "tools": [s.to_dict() for s in visible_tools(policy, pincer.registry.list())]}
+async def list_tools(services: ServicesDep, session: SessionDep) -> dict[str, Any]:
+    policy = services.config().session(session.name)
+    return {"session": session.name, "tools": [s.to_dict() for s in visible_tools(policy, services.registry.list())]}
 
 
 @router.get("/tools/{name}", summary="Describe one tool")
-async def get_tool(pincer: PincerDep, session: SessionDep, name: Annotated[str, Path(pattern=NAME_PATTERN)]) -> dict[str, Any]:
-    return visible_tool(pincer.config.session(session.name), pincer.registry.get, name).to_dict()
+async def get_tool(services: ServicesDep, session: SessionDep, name: Annotated[str, Path(pattern=NAME_PATTERN)]) -> dict[str, Any]:
+    return visible_tool(services.config().session(session.name), services.registry.get, name).to_dict()
 
 
 @router.post(
@@ -66,7 +73,7 @@ async def get_tool(pincer: PincerDep, session: SessionDep, name: Annotated[str, 
 )
 async def call_tool(
     request: Request,
-    pincer: PincerDep,
+    services: ServicesDep,
     session: SessionDep,
     name: Annotated[str, Path(pattern=NAME_PATTERN)],
     body: CallBody,
@@ -91,13 +98,13 @@ async def call_tool(
         started = await receiver.start(call)
         if isinstance(started, Task):
             location = f"/api/v1/tasks/{started.id}"
-            return JSONResponse(task_resource(pincer, started), status_code=202,
+            return JSONResponse(task_resource(services, started), status_code=202,
                                 headers={"Location": location, "Preference-Applied": "respond-async"})  # fmt: skip
-        return _answer(pincer, target, name, started)
-    result = await _call_while_connected(request, pincer, call)
+        return _answer(services, target, name, started)
+    result = await _call_while_connected(request, services, call)
     if result is None:  # nobody reads this answer; the cancellation is in the audit log
         return JSONResponse({"ok": False, "error": {"code": "cancelled", "message": "the client disconnected"}}, status_code=499)
-    return _answer(pincer, target, name, result)
+    return _answer(services, target, name, result)
 
 
 def _respond_async(prefer: str | None) -> bool:
@@ -107,9 +114,9 @@ def _respond_async(prefer: str | None) -> bool:
     return any(part.split(";")[0].strip().lower() == "respond-async" for part in prefer.split(","))
 
 
-def _answer(pincer: Pincer, target: str, name: str, result: ToolResult) -> JSONResponse:
+def _answer(services: RestServices, target: str, name: str, result: ToolResult) -> JSONResponse:
     # As GET /tools/{name}: a tool the session may not see is answered as a missing one.
-    result = as_seen(pincer.config.session(target), name, result)
+    result = as_seen(services.config().session(target), name, result)
     data = result.to_dict()
     if result.ok:
         return JSONResponse(data)
@@ -121,7 +128,7 @@ def _answer(pincer: Pincer, target: str, name: str, result: ToolResult) -> JSONR
     return JSONResponse(data, status_code=status, headers=headers)
 
 
-async def _call_while_connected(request: Request, pincer: Pincer, call: CallRequest) -> ToolResult | None:
+async def _call_while_connected(request: Request, services: RestServices, call: CallRequest) -> ToolResult | None:
     """The call's result, or None when the client hung up first and the call was cancelled."""
     result: ToolResult | None = None
     async with anyio.create_task_group() as tg:
@@ -133,6 +140,6 @@ async def _call_while_connected(request: Request, pincer: Pincer, call: CallRequ
             tg.cancel_scope.cancel()
 
         tg.start_soon(cancel_when_gone)
-        result = await pincer.call(call)
+        result = await services.dispatcher.call(call)
         tg.cancel_scope.cancel()
     return result
