@@ -28,7 +28,13 @@ from pincer.gateway.lazy import LazyApp
 from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
-from pincer.gateway.services import dashboard_services, mcp_services, probe_services, rest_services
+from pincer.gateway.services import (
+    dashboard_services,
+    hook_services,
+    mcp_services,
+    probe_services,
+    rest_services,
+)
 from pincer.gateway.tokens import TokenBook
 from pincer.gateway.ui.auth import UI_PREFIX, UiAuth, redirect_bare_prefix
 from pincer.gateway.ui.favicon import FAVICON_PATH, favicon_route
@@ -87,7 +93,7 @@ def create_gateway(
 
         return create_rest_app(rest_services(pincer), metrics=refusal_metrics, runs=runs, tasks=mcp.tasks)
 
-    hooks = HooksEndpoint(pincer, refusals=unauthenticated)
+    hooks = HooksEndpoint(hook_services(pincer), refusals=unauthenticated)
     # Sign-in failures count where wrong bearer tokens are counted, and toward the same
     # per-address failure window as webhook deliveries.
     ui_auth = UiAuth(

@@ -38,7 +38,8 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
@@ -67,11 +68,14 @@ from pincer.triggers.signatures import AUTH_HEADERS, verify
 from pincer.triggers.webhooks import DeliveryAnswer, accept_delivery
 
 if TYPE_CHECKING:
-    from pincer.service import Pincer
+    from pincer.config import Config
+    from pincer.secrets.store import SecretStore
+    from pincer.telemetry.metrics import Metrics
+    from pincer.triggers.engine import TriggerEngine
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HooksEndpoint", "HOOKS_PREFIX", "CREDENTIAL_QUERY_NAMES"]
+__all__ = ["HookServices", "HooksEndpoint", "HOOKS_PREFIX", "CREDENTIAL_QUERY_NAMES"]
 
 HOOKS_PREFIX = "/hooks/"
 CREDENTIAL_QUERY_NAMES = frozenset({
@@ -96,17 +100,30 @@ class _TooLarge(Exception):
     pass
 
 
-class HooksEndpoint:
-    """The ASGI app behind ``/hooks/``; ``pincer`` gives the config, secrets and trigger engine."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HookServices:
+    """What webhooks use of the service (``gateway/services.py`` makes it of a Pincer): config.toml
+    now (its ``[[hooks]]``), the secrets that sign deliveries, the trigger engine that takes them
+    (made on first use), ``shown`` for replayed answers, and the metrics (None while off)."""
 
-    def __init__(self, pincer: Pincer, *, refusals: UnauthenticatedRefusals) -> None:
-        self.pincer = pincer
+    config: Callable[[], Config]
+    secrets: SecretStore
+    triggers: Callable[[], TriggerEngine]
+    shown: Callable[[Any], Any]
+    metrics: Metrics | None
+
+
+class HooksEndpoint:
+    """The ASGI app behind ``/hooks/``."""
+
+    def __init__(self, services: HookServices, *, refusals: UnauthenticatedRefusals) -> None:
+        self.services = services
         self.refusals = refusals
-        self.failures = FailureWindow(limit=lambda: pincer.config.triggers.max_failures_per_minute)
+        self.failures = FailureWindow(limit=lambda: services.config().triggers.max_failures_per_minute)
         self._secrets: dict[str, tuple[int, str]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        metrics = self.pincer.metrics
+        metrics = self.services.metrics
         if TRACING.on or metrics is not None:
             status, body, headers = await self._observed(scope, receive, metrics)
         else:
@@ -118,7 +135,7 @@ class HooksEndpoint:
         """The delivery under its span and counted; a name no ``[[hooks]]`` table has is named
         neither on the span nor in the metrics (anyone can send those)."""
         name = str(scope.get("path", ""))[len(HOOKS_PREFIX) :].rstrip("/")
-        hook = name if name and "/" not in name and self.pincer.config.hook(name) is not None else None
+        hook = name if name and "/" not in name and self.services.config().hook(name) is not None else None
         if TRACING.on:
             with spans.webhook_span(hook) as span:
                 answer = await self._answer(scope, receive)
@@ -158,7 +175,7 @@ class HooksEndpoint:
         if wait is not None:
             self._refused(scope, address, "too_many_failures", failure=False)
             seconds = max(1, math.ceil(wait))
-            limit = self.pincer.config.triggers.max_failures_per_minute
+            limit = self.services.config().triggers.max_failures_per_minute
             return _error(
                 TooManyFailures(
                     f"{limit} failed deliveries from {address} within a minute", retry_after_s=seconds,
@@ -166,7 +183,7 @@ class HooksEndpoint:
                 ),
                 [("retry-after", str(seconds))],
             )  # fmt: skip
-        config = self.pincer.config
+        config = self.services.config()
         hook = config.hook(name) if name and "/" not in name else None
         if hook is None or not config.triggers.enabled:
             self._refused(scope, address, "hook_not_found", failure=True)
@@ -233,14 +250,14 @@ class HooksEndpoint:
         event = delivery_event(hook.auth, headers, payload)
         generated = not delivery_id
         answer: DeliveryAnswer = await accept_delivery(
-            self.pincer.triggers, hook, delivery_id=delivery_id or f"gen-{secrets.token_hex(8)}", generated_id=generated,
+            self.services.triggers(), hook, delivery_id=delivery_id or f"gen-{secrets.token_hex(8)}", generated_id=generated,
             event=event, payload=payload, address=address,
         )  # fmt: skip
         # A replayed answer is stored history: a value stored as a secret since is masked here.
-        return _json(answer.status, answer.shown(self.pincer.shown), answer.headers.items())
+        return _json(answer.status, answer.shown(self.services.shown), answer.headers.items())
 
     def _secret(self, name: str) -> str | None:
-        store = self.pincer.secrets
+        store = self.services.secrets
         version = store.version()
         cached = self._secrets.get(name)
         if cached is not None and cached[0] == version:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pincer.gateway.hooks import HookServices
 from pincer.gateway.mcp_server import McpServices
 from pincer.gateway.probes import ProbeServices
 from pincer.gateway.tasks import TaskServices
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from pincer.gateway.rest.common import RestServices
     from pincer.service import Pincer
 
-__all__ = ["dashboard_services", "mcp_services", "probe_services", "rest_services", "task_services"]
+__all__ = ["dashboard_services", "hook_services", "mcp_services", "probe_services", "rest_services", "task_services"]
 
 
 def task_services(pincer: Pincer) -> TaskServices:
@@ -55,3 +56,11 @@ def rest_services(pincer: Pincer) -> RestServices:
         approvals=pincer.approvals, audit=pincer.audit, runs=pincer.runs, tasks=pincer.tasks,
         triggers=lambda: pincer.triggers, builder=pincer, shown=pincer.shown,
     )  # fmt: skip
+
+
+def hook_services(pincer: Pincer) -> HookServices:
+    return HookServices(
+        config=lambda: pincer.config, secrets=pincer.secrets, triggers=lambda: pincer.triggers, shown=pincer.shown,
+        metrics=pincer.metrics,
+    )  # fmt: skip
+
