@@ -29,6 +29,7 @@ from pincer.gateway.mcp_server import McpExtension, McpGateway
 from pincer.gateway.probes import probe_routes
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.services import (
+    canvas_services,
     dashboard_services,
     hook_services,
     mcp_services,
@@ -108,7 +109,7 @@ def create_gateway(
 
     # Built at their first request (lazy.py): a gateway serving only MCP never imports them.
     rest, ui = LazyApp(build_rest), LazyApp(build_ui)
-    canvas = LiveCanvas(pincer, runs=runs, auth=ui_auth)
+    canvas = LiveCanvas(canvas_services(pincer), runs=runs, auth=ui_auth)
     canvas.attach(mcp)
 
     async def follow_canvas(config: Any) -> None:

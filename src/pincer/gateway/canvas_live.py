@@ -11,34 +11,54 @@ answer as if the canvas had never been on. The canvas modules are imported only 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp
 
 from pincer.core.errors import PincerError
 
 if TYPE_CHECKING:
+    from pincer.canvas.board import CanvasBoard
+    from pincer.config import Config
+    from pincer.gateway.canvas_mcp import CanvasMcpExtension
     from pincer.gateway.mcp_server import McpGateway
-    from pincer.service import Pincer
+    from pincer.gateway.ui.auth import UiAuth
+    from pincer.llm.runner import RunManager
+    from pincer.runtimes.base import Runtime
+    from pincer.safety.scanner import LeakScanner
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LiveCanvas"]
+__all__ = ["CanvasServices", "LiveCanvas"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CanvasServices:
+    """What the canvas uses of the service (``gateway/services.py`` makes it of a Pincer):
+    config.toml now (its main sessions and A2UI catalogs), the leak scanner pushed content
+    passes, and where its tools come and go."""
+
+    config: Callable[[], Config]
+    scanner: Callable[[], LeakScanner]
+    add_runtime: Callable[[Runtime], Awaitable[None]]
+    remove_runtime: Callable[[Runtime], Awaitable[None]]
 
 
 class LiveCanvas:
     """The canvas's parts while it is on; ``follow`` turns it on or off."""
 
-    def __init__(self, pincer: Pincer, *, runs: Any, auth: Any) -> None:
-        self._pincer = pincer
+    def __init__(self, services: CanvasServices, *, runs: RunManager, auth: UiAuth) -> None:
+        self._services = services
         self._runs = runs
         self._auth = auth
         self._mcp: McpGateway | None = None
         self._base_url: str | None = None
-        self.board: Any = None  # pincer.canvas.board.CanvasBoard while on
+        self.board: CanvasBoard | None = None  # while on
         self.pages: ASGIApp | None = None  # the /ui/canvas routes while on
-        self._runtime: Any = None
-        self._extension: Any = None
+        self._runtime: Runtime | None = None
+        self._extension: CanvasMcpExtension | None = None
 
     def attach(self, mcp: McpGateway) -> None:
         self._mcp = mcp
@@ -74,14 +94,14 @@ class LiveCanvas:
 
         assert self._mcp is not None, "attach the MCP gateway first"
         renderer_script()  # a checkout without the built renderer: refused, with the hint
-        board = open_board(self._pincer)
+        board = open_board(config=self._services.config, scanner=self._services.scanner)
         board.sink = deliver_to_runs(self._runs)
         board.base_url = self._base_url
         extension = CanvasMcpExtension(board)
         extension.install(self._mcp.server, self._mcp)
         runtime = canvas_runtime(board)
         try:
-            await self._pincer.add_runtime(runtime)
+            await self._services.add_runtime(runtime)
         except BaseException:
             extension.uninstall(self._mcp.server, self._mcp)
             raise
@@ -92,7 +112,8 @@ class LiveCanvas:
     async def _stop(self) -> None:
         assert self._mcp is not None
         runtime, extension = self._runtime, self._extension
-        self.board = self.pages = self._runtime = self._extension = None
+        assert runtime is not None and extension is not None  # on: _start set them
+        self.board, self.pages, self._runtime, self._extension = None, None, None, None
         extension.uninstall(self._mcp.server, self._mcp)
-        await self._pincer.remove_runtime(runtime)
+        await self._services.remove_runtime(runtime)
         logger.info("the canvas is off: its tools and pages are withdrawn")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import anyio
@@ -30,6 +31,10 @@ from pincer.gateway.mcp_server import McpGateway, complete
 from pincer.llm.run import OutsideData, RunEvent
 from pincer.llm.runner import RunManager
 
+if TYPE_CHECKING:
+    from pincer.config import Config
+    from pincer.safety.scanner import LeakScanner
+
 __all__ = ["CanvasMcpExtension", "open_board", "deliver_to_runs", "MCP_APP_MIME_TYPE", "CANVAS_URI_PREFIX"]
 
 logger = logging.getLogger(__name__)
@@ -39,8 +44,8 @@ VIEW_TOOLS = frozenset({"canvas", "a2ui_push", "a2ui_reset"})  # the tools whose
 CANVAS_URI_PREFIX = "ui://pincer/canvas/"
 
 
-def open_board(pincer: Any) -> CanvasBoard:
-    """A board whose pushed content passes the Pincer's leak scanner, whose main sessions are
+def open_board(*, config: Callable[[], Config], scanner: Callable[[], LeakScanner]) -> CanvasBoard:
+    """A board whose pushed content passes the service's leak scanner, whose main sessions are
     config's (``[sessions.NAME] kind``, read at each draw so a reload counts), and whose A2UI
     catalogs are the built-in ones and ``[gateway] a2ui_catalogs`` (loaded when first needed,
     again after a reload changes the list)."""
@@ -48,22 +53,22 @@ def open_board(pincer: Any) -> CanvasBoard:
     from pincer.policy.session import SessionKind
 
     def is_main(session: str) -> bool:
-        return bool(pincer.config.session(session).kind is SessionKind.MAIN)
+        return bool(config().session(session).kind is SessionKind.MAIN)
 
     loaded: dict[tuple[Any, ...], CatalogSet] = {}
     lock = anyio.Lock()
 
     async def catalogs() -> CatalogSet:
-        config = pincer.config
-        key = (config.home, config.gateway.a2ui_catalogs, config.allow_private_network)
+        now = config()
+        key = (now.home, now.gateway.a2ui_catalogs, now.allow_private_network)
         async with lock:
             if key not in loaded:
-                found = await load_catalogs(config.gateway.a2ui_catalogs, home=config.home, allow_private=config.allow_private_network)
+                found = await load_catalogs(now.gateway.a2ui_catalogs, home=now.home, allow_private=now.allow_private_network)
                 loaded.clear()
                 loaded[key] = found
             return loaded[key]
 
-    return CanvasBoard(scan=lambda value: pincer.scanner().scan(value), is_main=is_main, catalogs=catalogs)
+    return CanvasBoard(scan=lambda value: scanner().scan(value), is_main=is_main, catalogs=catalogs)
 
 
 def deliver_to_runs(runs: RunManager) -> EventSink:

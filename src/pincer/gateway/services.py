@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pincer.gateway.canvas_live import CanvasServices
 from pincer.gateway.hooks import HookServices
 from pincer.gateway.mcp_server import McpServices
 from pincer.gateway.probes import ProbeServices
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from pincer.gateway.rest.common import RestServices
     from pincer.service import Pincer
 
-__all__ = ["dashboard_services", "hook_services", "mcp_services", "probe_services", "rest_services", "task_services"]
+__all__ = ["canvas_services", "dashboard_services", "hook_services", "mcp_services", "probe_services", "rest_services", "task_services"]
 
 
 def task_services(pincer: Pincer) -> TaskServices:
@@ -64,3 +65,9 @@ def hook_services(pincer: Pincer) -> HookServices:
         metrics=pincer.metrics,
     )  # fmt: skip
 
+
+def canvas_services(pincer: Pincer) -> CanvasServices:
+    return CanvasServices(
+        config=lambda: pincer.config, scanner=pincer.scanner, add_runtime=pincer.add_runtime,
+        remove_runtime=pincer.remove_runtime,
+    )  # fmt: skip
