@@ -40,10 +40,22 @@ from pincer.store.tasks import TaskStore
 from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
+    from pincer.llm.loop import AgentLoop
+    from pincer.policy.grants import Grant
     from pincer.runtimes.mcp.config import ServerConfig
     from pincer.runtimes.mcp.runtime import McpRuntime
+    from pincer.runtimes.native.skill_roots import SkillRootGuard
+    from pincer.runtimes.openapi.runtime import OpenApiRuntime
+    from pincer.runtimes.script.settings import ScriptSettings
+    from pincer.runtimes.wasm.runtime import WasmRuntime
     from pincer.skills.deps import DepsResult
+    from pincer.skills.library import SkillLibrary
+    from pincer.skills.model import Skill
+    from pincer.store.cache import SharedRateLimiter
+    from pincer.store.retention import Pruned
     from pincer.telemetry.metrics import Metrics, ServerState
+    from pincer.triggers.engine import TriggerEngine
+    from pincer.triggers.requests import RunStarter
 
 logger = logging.getLogger(__name__)
 
@@ -88,14 +100,14 @@ class Pincer:
         self.home_sync = HomeSync(config.home, stores.home_files or LocalHome())
         self._sync_failing = False
         self.registry = Registry()
-        self.wasm: Any = None
+        self.wasm: WasmRuntime | None = None
         self._watches_wasm = False
         self._wasm_missing_said = False  # the warning that wasmtime is missing, once
         self._scripts: Runtime | None = None
         self._mcp: McpRuntime | None = None
         self._mcp_starts: Callable[[str], bool] | None = None  # Pincer.open's mcp_starts
         self._openapi: Runtime | None = None
-        self.skills: Any = None  # pincer.skills.SkillLibrary when skills are enabled
+        self.skills: SkillLibrary | None = None  # while [skills] is enabled
         # What the hub installed is loaded only while it matches pincer.lock (hub/integrity.py).
         from pincer.hub.integrity import IntegrityGuard
 
@@ -111,12 +123,12 @@ class Pincer:
         self._bound: tuple[str, int] | None = None  # where pincer serve listens (--host/--port win over config)
         # The RunStarter firings are handed to (commands, schedules, webhooks); None: the default
         # of pincer.triggers.starter. Set it before ``triggers`` is first used.
-        self.run_starter: Any = None
-        self._triggers: Any = None
-        self._unsubscribe: dict[int, Any] = {}
+        self.run_starter: RunStarter | None = None
+        self._triggers: TriggerEngine | None = None
+        self._unsubscribe: dict[int, Callable[[], None]] = {}
         self._scanner: LeakScanner | None = None
         self._scanner_version: object = None
-        self._agent: Any = None
+        self._agent: AgentLoop | None = None
         self.metrics: Metrics | None = None  # set by enable_metrics (the gateway)
         self.dispatcher = Dispatcher(
             registry=self.registry,
@@ -128,7 +140,7 @@ class Pincer:
             scanner=self.scanner,
             secret_access=self._secret_access,
         )
-        self._shared_limiter: Any = None
+        self._shared_limiter: SharedRateLimiter | None = None
         if config.cache.url is not None:
             from pincer.store.cache import SharedRateLimiter
 
@@ -309,25 +321,25 @@ class Pincer:
         config = self.config
         guard = self.integrity
 
-        def admit(skill: Any) -> str | None:
+        def admit(skill: Skill) -> str | None:
             return guard.refusal("skill", skill.base_dir.name)
 
-        self.skills = await anyio.to_thread.run_sync(
+        library = self.skills = await anyio.to_thread.run_sync(
             lambda: SkillLibrary.from_config(config, environ=self.environ, admit=admit)
         )
         tools = await anyio.to_thread.run_sync(
             lambda: SkillToolRuntime(
-                self.skills,
+                library,
                 home=self.home,
                 script_settings=self.script_settings(),
                 separator=config.skills.tool_separator,
             )
         )
 
-        async def grants() -> tuple[Any, ...]:
+        async def grants() -> tuple[Grant, ...]:
             return config.grants + await self.grants.all()
 
-        for runtime in (SkillTool(self.skills, specs=self.registry.list, grants=grants), tools):
+        for runtime in (SkillTool(library, specs=self.registry.list, grants=grants), tools):
             try:
                 await self.add_runtime(runtime)
             except UsageError as exc:
@@ -335,7 +347,7 @@ class Pincer:
                 # "skill"): that one keeps its name, and pincer starts without these.
                 logger.warning("skill tools not registered: %s", exc)
 
-    def script_settings(self) -> Any:
+    def script_settings(self) -> ScriptSettings:
         """The sandbox settings of config.toml, as the script runtime and skill tools use them."""
         from pincer.runtimes.script.installed import load_exec_policy
         from pincer.runtimes.script.settings import ScriptSettings
@@ -354,7 +366,10 @@ class Pincer:
         """Install one skill's dependencies (``pincer skills deps NAME``) and reload the library."""
         from pincer.skills.deps import install_deps
 
-        skill = self.skills.get(name)
+        library = self.skills
+        if library is None:
+            raise UsageError("skills are disabled", hint="set [skills] enabled = true in config.toml")
+        skill = library.get(name)
         settings = self.config.skills
         result = await install_deps(
             skill,
@@ -364,14 +379,14 @@ class Pincer:
             pip_index=settings.pip_index,
             allow_private_network=self.config.allow_private_network,
         )
-        if await anyio.to_thread.run_sync(lambda: self.skills.reload(notify=False)):
-            self.skills.notify_changed()
+        if await anyio.to_thread.run_sync(lambda: library.reload(notify=False)):
+            library.notify_changed()
         return result
 
-    async def _install_missing_skill_deps(self) -> None:
+    async def _install_missing_skill_deps(self, library: SkillLibrary) -> None:
         from pincer.skills.deps import dependency_files, deps_problem
 
-        for skill in list(self.skills.skills):
+        for skill in list(library.skills):
             if dependency_files(skill) and deps_problem(self.home, skill) is not None:
                 try:
                     await self.install_skill_deps(skill.name)
@@ -396,7 +411,7 @@ class Pincer:
             if self.skills is not None:
                 await tg.start(self.skills.watch)
                 if self.config.skills.auto_install_deps:
-                    tg.start_soon(self._install_missing_skill_deps)
+                    tg.start_soon(self._install_missing_skill_deps, self.skills)
             if self.config.triggers.enabled:
                 await tg.start(self.triggers.run)
             if self.home_sync.is_shared:
@@ -404,7 +419,7 @@ class Pincer:
             tg.start_soon(self._follow_retention)
             await watch_state(self, interval, task_status=task_status)
 
-    async def prune_store(self) -> Any:
+    async def prune_store(self) -> Pruned:
         """Delete what ``[retention]`` says is old enough (store/retention.py): the counts."""
         from pincer.store.retention import prune
 
@@ -461,7 +476,7 @@ class Pincer:
     watch_installed_tools = watch_state
 
     @property
-    def triggers(self) -> Any:
+    def triggers(self) -> TriggerEngine:
         """The trigger engine (``pincer.triggers.TriggerEngine``), made on first use."""
         if self._triggers is None:
             from pincer.triggers.engine import TriggerEngine
@@ -663,7 +678,7 @@ class Pincer:
             )
         return self.secrets.find(name)
 
-    def _openapi_runtime(self) -> Any:
+    def _openapi_runtime(self) -> OpenApiRuntime:
         from pincer.runtimes.openapi import OpenApiRuntime, ServiceStore
 
         kept = []
@@ -714,7 +729,7 @@ class Pincer:
         return await self.dispatcher.call(request, on_approval=on_approval, operation=operation)
 
     @property
-    def agent(self) -> Any:
+    def agent(self) -> AgentLoop:
         """The agent loop (``pincer.llm.AgentLoop``), made on first use: the model SDKs load only
         when a run needs a provider."""
         if self._agent is None:
@@ -780,7 +795,7 @@ class Pincer:
         scanned, _ = self.scanner().scan(value)
         return scanned
 
-    def _secret_access(self, spec: ToolSpec, person: str | None) -> Any:
+    def _secret_access(self, spec: ToolSpec, person: str | None) -> SecretAccess:
         """One call's view of the secret store: the tool's allowed names, and the per-person ones
         read for the call's ``person`` (docs/teams.md)."""
         caps = spec.capabilities or self.config.credential_capabilities
@@ -902,7 +917,7 @@ def _has_model(config: Config) -> bool:
     return bool(config.llm.default.model or any(p.model for p in config.llm.profiles.values()))
 
 
-def _skill_root_guard(config: Any, environ: Mapping[str, str]) -> Any:
+def _skill_root_guard(config: Config, environ: Mapping[str, str]) -> SkillRootGuard:
     """Every root skills are read from, so ``write_file`` into one asks (the same roots the
     library walks: ``SkillLibrary.from_config`` with the same environ)."""
     from pincer.runtimes.native.skill_roots import SkillRootGuard

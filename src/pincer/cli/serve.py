@@ -14,6 +14,7 @@ from pincer.config import GatewaySettings
 from pincer.core.errors import ConfigError, PincerError, UsageError
 
 if TYPE_CHECKING:
+    from pincer.gateway.mcp_server import McpExtension
     from pincer.service import Pincer
 
 __all__ = ["serve", "token_app", "event_loop_options"]
@@ -22,11 +23,11 @@ EXIT_INTERRUPTED = 130
 _GATEWAY = GatewaySettings()  # the defaults shown in --help
 
 
-async def gateway_extensions(pincer: Pincer) -> tuple[Any, ...]:
+async def gateway_extensions(pincer: Pincer) -> tuple[McpExtension, ...]:
     """The MCP extensions to install: the skills' prompts, resources and skills extension (they keep
     the handlers of any extension installed before them, as the tests' conformance fixtures are)."""
-    extensions: list[Any] = []
-    if getattr(pincer, "skills", None) is not None:
+    extensions: list[McpExtension] = []
+    if pincer.skills is not None:
         from pincer.gateway.commands_mcp import CommandPromptsExtension
         from pincer.gateway.skills_mcp import SkillsMcpExtension
 

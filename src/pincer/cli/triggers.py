@@ -153,8 +153,8 @@ async def trigger_rows(pincer: Pincer) -> list[dict[str, Any]]:
     table = command_table(library.user_invocable()) if library is not None else {}
     rows: list[dict[str, Any]] = []
     schedule_index: dict[str, int] = {}
-    for skill in library.skills if library is not None else ():
-        eligibility = library.eligibility_of(skill.name)
+    eligible = [(skill, library.eligibility_of(skill.name)) for skill in library.skills] if library is not None else []
+    for skill, eligibility in eligible:
         inactive = None if eligibility.is_eligible else "inactive: not eligible (" + "; ".join(eligibility.reasons) + ")"
         for trigger in skill.triggers:
             row: dict[str, Any] = {"owner": f"skill {skill.name}", "skill": skill.name, "kind": trigger.kind, "value": trigger.value}
