@@ -84,7 +84,7 @@ def create_gateway(
     unauthenticated = UnauthenticatedRefusals()
     from pincer.llm.runner import RunManager
 
-    runs = RunManager(pincer)
+    runs = RunManager(agent=lambda: pincer.agent, runs=pincer.runs)
 
     def refusal_metrics() -> dict[str, Any]:
         return {"refused_unauthenticated": unauthenticated.snapshot()}

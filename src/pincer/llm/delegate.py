@@ -22,7 +22,7 @@ from pincer.llm.run import RunRequest
 from pincer.runtimes.native import NativeRuntime, tool
 
 if TYPE_CHECKING:
-    from pincer.llm.runner import RunnerHost
+    from pincer.llm.runner import DelegateHost
 
 __all__ = ["run_skill_runtime", "RUN_SKILL_MARGIN_S"]
 
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 RUN_SKILL_MARGIN_S = 2.0  # room left inside the tool timeout to record how the run ended
 
 
-def run_skill_runtime(pincer: RunnerHost) -> NativeRuntime:
+def run_skill_runtime(pincer: DelegateHost) -> NativeRuntime:
     @tool(name="run_skill", effects=[EffectKind.DISPATCH_CAPABILITY], side_effecting=True)
     async def run_skill(
         skill: str,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,9 +30,9 @@ from pincer.llm.host import AgentHost
 from pincer.llm.loop import AgentLoop, AgentRun, carry_out
 from pincer.llm.prompt import DEFAULT_MESSAGE
 from pincer.llm.run import OutsideData, RunEvent, RunRequest
-from pincer.store.runs import RunRow
+from pincer.store.runs import RunRow, RunStore
 
-__all__ = ["RunManager", "RunCursor", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
+__all__ = ["RunManager", "RunnerHost", "DelegateHost", "RunCursor", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
 
 MAX_KEPT_EVENTS = 10_000
 KEEP_FINISHED_S = 600.0
@@ -86,17 +86,28 @@ class _Live:
         changed.set()
 
 
-class RunnerHost(AgentHost, Protocol):
-    """An :class:`~pincer.llm.host.AgentHost` with its agent loop: what the gateway's run
-    manager and ``run_skill`` start runs with (``pincer.service.Pincer`` is one)."""
+class RunnerHost(Protocol):
+    """What starts runs and follows them: the agent loop (made on first use) and the run store
+    (``pincer.service.Pincer`` is one; the trigger engine's ``AgentStarter`` holds it)."""
 
     @property
     def agent(self) -> AgentLoop: ...
 
+    @property
+    def runs(self) -> RunStore: ...
+
+
+class DelegateHost(RunnerHost, AgentHost, Protocol):
+    """What ``run_skill`` (llm/delegate.py) uses: a runner, the chain that answers the
+    approvals it asks, and the config whose ``[agent] deadline_s`` bounds a delegated run."""
+
 
 class RunManager:
-    def __init__(self, pincer: RunnerHost) -> None:
-        self.pincer = pincer
+    def __init__(self, *, agent: Callable[[], AgentLoop], runs: RunStore) -> None:
+        """``agent``: the service's agent loop, asked for at each start (it is made on first
+        use); ``runs``: the store the runs are kept in."""
+        self._agent = agent
+        self._runs = runs
         self._live: dict[str, _Live] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -120,7 +131,7 @@ class RunManager:
             raise UsageError("runs can be started only while the gateway serves", hint="start it with `pincer serve`")
         self._forget_old()
         live = _Live()
-        agent_run = await self.pincer.agent.open_run(request, on_event=live.add)
+        agent_run = await self._agent().open_run(request, on_event=live.add)
         live.run = agent_run
         self._live[agent_run.id] = live
         self._tg.start_soon(self._drive, agent_run, request, live)
@@ -150,7 +161,7 @@ class RunManager:
         live = self._live.get(run_id)
         if live is not None and live.run is not None and live.ended_at is None:
             live.run.cancel()
-        return await self.pincer.runs.request_cancel(run_id)
+        return await self._runs.request_cancel(run_id)
 
     def _forget_old(self) -> None:
         now = time.monotonic()
@@ -180,7 +191,7 @@ class RunManager:
             await waiter.wait()
 
     async def _from_store(self, run_id: str, *, after_seq: int) -> AsyncIterator[tuple[RunCursor, RunEvent]]:
-        store = self.pincer.runs
+        store = self._runs
         row = await store.get(run_id)  # RunNotFound for an unknown id
         seq = after_seq
         while True:
@@ -198,7 +209,7 @@ class RunManager:
         if run_id in self._live:
             return True
         try:
-            await self.pincer.runs.get(run_id)
+            await self._runs.get(run_id)
         except RunNotFound:
             return False
         return True
