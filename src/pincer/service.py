@@ -72,6 +72,7 @@ class Pincer:
         secret_key: bytes | None,
         stores: OpenedStores,
         environ: Mapping[str, str] | None = None,
+        run_starter: RunStarter | None = None,
     ) -> None:
         """``stores``: what :func:`open_stores` opened (the database of the stores, SQLite under
         ``home`` or the PostgreSQL one ``[store] url`` names, with its audit log)."""
@@ -121,9 +122,9 @@ class Pincer:
         # What else follows a reloaded config.toml (the gateway's canvas): called after apply_config.
         self._config_followers: list[Callable[[Config], Awaitable[None]]] = []
         self._bound: tuple[str, int] | None = None  # where pincer serve listens (--host/--port win over config)
-        # The RunStarter firings are handed to (commands, schedules, webhooks); None: the default
-        # of pincer.triggers.starter. Set it before ``triggers`` is first used.
-        self.run_starter: RunStarter | None = None
+        # The RunStarter firings are handed to (commands, schedules, webhooks); None: the agent
+        # loop (pincer.triggers.starter's default).
+        self._run_starter = run_starter
         self._triggers: TriggerEngine | None = None
         self._unsubscribe: dict[int, Callable[[], None]] = {}
         self._scanner: LeakScanner | None = None
@@ -162,6 +163,7 @@ class Pincer:
         skills: bool = True,
         environ: Mapping[str, str] | None = None,
         mcp_starts: Callable[[str], bool] | None = None,
+        run_starter: RunStarter | None = None,
     ) -> AsyncIterator[Pincer]:
         """Open the state under ``home``; built-in tools are registered unless ``builtins=False``,
         the MCP servers and OpenAPI services configured under ``home`` unless ``external=False``.
@@ -172,11 +174,12 @@ class Pincer:
         component is installed. ``mcp_starts``: which MCP servers may start with it, by name (a
         one-shot ``pincer tools call`` starts only the ones that may own its tool, so a broken
         server says nothing to calls of other tools); default: the eager ones and those whose
-        tools are not pinned yet."""
+        tools are not pinned yet. ``run_starter``: what carries firings out (commands, schedules,
+        webhooks); default: the agent loop."""
         config = config or load_config(home)
         config.workspace.mkdir(parents=True, exist_ok=True)
         async with open_stores(config, secret_key=secret_key, audit_key=audit_key) as stores:
-            pincer = cls(config=config, secret_key=secret_key, stores=stores, environ=environ)
+            pincer = cls(config=config, secret_key=secret_key, stores=stores, environ=environ, run_starter=run_starter)
             try:
                 pincer._mcp_starts = mcp_starts
                 await pincer._open(builtins=builtins, external=external, scripts=scripts, wasm=wasm, skills=skills)
@@ -482,7 +485,7 @@ class Pincer:
             from pincer.triggers.engine import TriggerEngine
             from pincer.triggers.starter import default_starter
 
-            starter = self.run_starter if self.run_starter is not None else default_starter(self)
+            starter = self._run_starter if self._run_starter is not None else default_starter(self)
             self._triggers = TriggerEngine.for_pincer(self, starter=starter)
         return self._triggers
 

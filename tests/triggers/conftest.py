@@ -18,6 +18,7 @@ from pincer.gateway.serve import ServeInfo, serve
 from pincer.service import Pincer
 from pincer.triggers.clock import ManualClock
 from pincer.triggers.engine import TriggerEngine
+from pincer.triggers.requests import RunStarter
 from tests.triggers.recording import RecordingStarter
 
 SECRET_KEY = b"t" * 32
@@ -38,11 +39,13 @@ def write_skill(root: Path, name: str, frontmatter: str, body: str = "Do the thi
 
 
 @asynccontextmanager
-async def open_pincer(home: Path, config: str = "", *, builtins: bool = False) -> AsyncIterator[Pincer]:
+async def open_pincer(
+    home: Path, config: str = "", *, builtins: bool = False, run_starter: RunStarter | None = None
+) -> AsyncIterator[Pincer]:
     parsed = parse_config(config, home=home)
     async with Pincer.open(
         home, config=parsed, secret_key=SECRET_KEY, audit_key=AUDIT_KEY, builtins=builtins, external=False,
-        scripts=False, wasm=False,
+        scripts=False, wasm=False, run_starter=run_starter,
     ) as pincer:  # fmt: skip
         yield pincer
 
@@ -89,11 +92,10 @@ async def live_gateway(
     runs of the loop, with the built-in tools, against the model ``config``'s [llm] names)."""
     from pincer.cli.serve import gateway_extensions
 
-    async with open_pincer(home, config, builtins=agent_loop) as pincer:
+    recording = None if agent_loop else starter or RecordingStarter()
+    async with open_pincer(home, config, builtins=agent_loop, run_starter=recording) as pincer:
         for name, value in (secrets or {}).items():
             pincer.secrets.set(name, value)
-        if not agent_loop:
-            pincer.run_starter = starter or RecordingStarter()
         ready: list[ServeInfo] = []
         started = anyio.Event()
 
