@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pincer.config import GatewaySettings
+from pincer.config import Config, GatewaySettings
 from pincer.core.errors import Denied
 from pincer.core.values import CallRequest
 from pincer.gateway.canvas_live import LiveCanvas
@@ -43,6 +43,7 @@ from pincer.gateway.upstream_mcp import UpstreamMcpExtension
 from pincer.telemetry.tracing import TRACING
 
 if TYPE_CHECKING:
+    from pincer.llm.runner import RunManager
     from pincer.service import Pincer
 
 logger = logging.getLogger(__name__)
@@ -56,8 +57,8 @@ class Gateway:
 
     app: ASGIApp
     mcp: McpGateway
-    runs: Any = None  # pincer.llm.runner.RunManager
-    canvas: Any = None  # gateway/canvas_live.LiveCanvas: the canvas while [gateway] canvas = true
+    runs: RunManager | None = None
+    canvas: LiveCanvas | None = None  # the canvas, on while [gateway] canvas = true
     tokens: TokenBook | None = None
 
 
@@ -112,7 +113,7 @@ def create_gateway(
     canvas = LiveCanvas(canvas_services(pincer), runs=runs, auth=ui_auth)
     canvas.attach(mcp)
 
-    async def follow_canvas(config: Any) -> None:
+    async def follow_canvas(config: Config) -> None:
         await canvas.follow(config.gateway.canvas)
 
     @asynccontextmanager

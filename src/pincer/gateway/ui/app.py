@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount, Route
@@ -17,12 +17,13 @@ from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
 
 if TYPE_CHECKING:
     from pincer.gateway.ui.services import DashboardServices
+    from pincer.llm.runner import RunManager
 
 __all__ = ["create_ui_app"]
 
 
 def create_ui_app(
-    services: DashboardServices, *, auth: UiAuth, runs: Any = None, routes: Sequence[BaseRoute] = (),
+    services: DashboardServices, *, auth: UiAuth, runs: RunManager | None = None, routes: Sequence[BaseRoute] = (),
     canvas: bool | Callable[[], bool] = False,
 ) -> ASGIApp:
     """The dashboard, to be mounted at ``/ui``. ``runs`` is the gateway's RunManager (live
