@@ -280,3 +280,52 @@ def test_builder_and_hub_use_only_the_runtimes_public_surface() -> None:
                 elif name is None or name not in public[parts[2]]:
                     bad.add(f"{where} imports {name!r} from {module}, not in its __all__")
     assert not bad, sorted(bad)
+
+
+# Where the gateway is assembled of an open Pincer (docs/architecture.md, "Who receives what"); every
+# other part of it receives the few services it uses.
+_GATEWAY_ASSEMBLY = {"gateway/app.py", "gateway/serve.py", "gateway/stdio.py", "gateway/services.py"}
+_PROBES = {"getattr", "hasattr", "setattr", "delattr"}
+
+
+def test_only_the_gateways_assembly_names_the_service(src: Path = SRC) -> None:
+    """Issue 40 item 2. Failed before with 15 modules: canvas_live.py, hooks.py, probes.py, six of
+    rest/ and six of ui/ (gateway/tasks.py held the Pincer as ``Any``, mcp_server.py as ``Pincerish``)."""
+    bad = []
+    for path in sorted((src / "gateway").rglob("*.py")):
+        name = path.relative_to(src).as_posix()
+        if name not in _GATEWAY_ASSEMBLY and "pincer.service" in _imports_of(path):
+            bad.append(name)
+    assert not bad, bad
+
+
+def test_nothing_probes_or_writes_into_the_service(src: Path = SRC) -> None:
+    """Issue 40 item 2: no getattr/hasattr/setattr on an object named ``pincer`` and no
+    assignment to one of its attributes, outside service.py. Failed before with
+    ``getattr(self.pincer, "tasks", None)`` (mcp_server.py), ``getattr(self.gateway.pincer, "mcp",
+    None)`` twice (upstream_mcp.py), ``getattr(pincer, "restart_needed", ())`` (probes.py,
+    ui/overview.py), ``getattr(pincer, "skills", None)`` (cli/serve.py) and ``pincer.bound = ...``
+    (gateway/serve.py)."""
+
+    def names_the_service(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "pincer") or (
+            isinstance(node, ast.Attribute) and node.attr in ("pincer", "_pincer")
+        )
+
+    bad = []
+    for path in sorted(src.rglob("*.py")):
+        if path.relative_to(src).as_posix() == "service.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(src)}:{getattr(node, 'lineno', 0)}"
+            if (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _PROBES
+                and node.args and names_the_service(node.args[0])
+            ):  # fmt: skip
+                bad.append(f"{where} {node.func.id}(pincer, ...)")
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and names_the_service(target.value):
+                        bad.append(f"{where} writes pincer.{target.attr}")
+    assert not bad, bad
