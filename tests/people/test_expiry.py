@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pincer.cli.people import parse_expiry
 from pincer.core.errors import UsageError
+from pincer.store.people import parse_expiry
 
 NOW = 1_800_000_000.0
 

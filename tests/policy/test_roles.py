@@ -73,3 +73,41 @@ def test_any_text_is_a_role_or_a_usage_error(text: str) -> None:
         assert exc.hint
     else:
         assert parse_role(str(role)) == role
+
+
+_GLOBS = st.sampled_from(["github_*", "github_x", "git*", "g?t", "exec", "*", "a?", "a*", "ops-*", "ops-1", "main"])
+_EFFECT_NAMES = st.sampled_from(["network", "read_filesystem", "execute_code", "write_filesystem"])
+
+
+@st.composite
+def _roles(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["viewer", "approver", "operator", "admin"]))
+    if kind != "approver":
+        return kind
+    parts = [f"tool={g}" for g in draw(st.lists(_GLOBS, max_size=2))]
+    parts += [f"effect={e}" for e in draw(st.lists(_EFFECT_NAMES, max_size=2))]
+    parts += [f"session={g}" for g in draw(st.lists(_GLOBS, max_size=2))]
+    return kind + (":" + ",".join(parts) if parts else "")
+
+
+@given(held=_roles(), asked=_roles(), tool=_GLOBS, session=_GLOBS, effects=st.lists(_EFFECT_NAMES, max_size=3))
+def test_a_role_covers_another_only_when_it_answers_and_may_all_the_other_does(
+    held: str, asked: str, tool: str, session: str, effects: list[str]
+) -> None:
+    """A token may carry only roles its person covers: covering must never widen what it may do."""
+    outer, inner = parse_role(held), parse_role(asked)
+    if outer.covers(inner):
+        if inner.answers(tool=tool, effects=effects, session=session):
+            assert outer.answers(tool=tool, effects=effects, session=session), (held, asked, tool, effects, session)
+        assert parse_roles([asked]).may(PersonAct.OPERATE) <= parse_roles([held]).may(PersonAct.OPERATE)
+        assert parse_roles([asked]).may(PersonAct.MANAGE_PEOPLE) <= parse_roles([held]).may(PersonAct.MANAGE_PEOPLE)
+
+
+def test_a_token_keeps_only_the_roles_its_person_still_covers() -> None:
+    held = parse_roles(["approver:tool=github_*", "viewer"])
+    assert held.covers(parse_role("approver:tool=github_issue")) and held.covers(parse_role("viewer"))
+    assert not held.covers(parse_role("approver")) and not held.covers(parse_role("approver:tool=*"))
+    assert not held.covers(parse_role("operator")) and not held.covers(parse_role("admin"))
+    scoped = parse_roles(["approver:tool=github_issue", "operator"])
+    assert scoped.within(held).written() == ["approver:tool=github_issue"]
+    assert scoped.within(parse_roles(["admin"])).written() == scoped.written()

@@ -9,7 +9,6 @@ its sha256; a record names a token by its id, never its value.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import sys
 import time
 from typing import Any
@@ -19,40 +18,9 @@ from rich import box
 from rich.table import Table
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, run, stderr
-from pincer.core.acts import ActKind
-from pincer.core.errors import UsageError
+from pincer.store.people import parse_expiry
 
 app = typer.Typer(help="Manage people, their roles and their personal access tokens.", no_args_is_help=True)
-
-_DURATION = re.compile(r"^(\d{1,6})([smhdw])$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-
-
-def parse_expiry(text: str | None, *, now: float) -> float | None:
-    """``--expires``: a duration (``90m``, ``12h``, ``30d``, ``8w``) or a date (``2027-01-31``)."""
-    if text is None or text == "never":
-        return None
-    found = _DURATION.match(text.strip())
-    if found:
-        seconds = int(found.group(1)) * _SECONDS[found.group(2)]
-        if seconds <= 0:
-            raise UsageError(f"--expires {text!r} is no time at all", hint="pass --expires as a duration, e.g. 30d")
-        return now + seconds
-    try:
-        day = dt.date.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(f"--expires {text[:40]!r} is neither a duration nor a date",
-                         hint="pass --expires as a duration, e.g. 30d, or a date such as 2027-01-31") from None  # fmt: skip
-    return dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC).timestamp()
-
-
-async def _record(pincer: Any, *, subject: str, outcome: str, reason: str, args: dict[str, Any]) -> None:
-    from pincer.cli.acts import cli_actor
-    from pincer.store.acts import act_entry
-
-    entry = act_entry(ActKind.PERSON, actor=cli_actor(), subject=subject, outcome=outcome, reason=reason, args=args)
-    await pincer.audit.append(entry, gather=False)
-
 
 @app.command("add")
 def add(
@@ -65,13 +33,13 @@ def add(
     """Add a person with their roles."""
     from pincer.cli.acts import cli_actor
     from pincer.policy.roles import parse_roles
+    from pincer.store.people_acts import add_person
 
     async def body() -> dict[str, Any]:
         roles = parse_roles([*role, *(["admin"] if admin else [])])
         async with open_pincer(builtins=False, quiet=True) as pincer:
-            person = await pincer.people.add(name, roles=roles, email=email, by=str(cli_actor()), now=time.time())
-            await _record(pincer, subject=name, outcome="added", reason=f"person {name!r} added with roles {', '.join(roles.written())}",
-                          args={"roles": roles.written()})  # fmt: skip
+            person = await add_person(pincer.people, pincer.audit, actor=cli_actor(), name=name, roles=roles, email=email,
+                                      now=time.time())  # fmt: skip
             return person.to_dict()
 
     person = run(body, as_json=as_json)
@@ -88,15 +56,15 @@ def set_roles(
     admin: bool = typer.Option(False, "--admin", help="The same as --role admin."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Set a person's roles (they replace the ones the person had)."""
+    """Set a person's roles (they replace the ones the person had; the last admin stays one)."""
+    from pincer.cli.acts import cli_actor
     from pincer.policy.roles import parse_roles
+    from pincer.store.people_acts import set_person_roles
 
     async def body() -> list[str]:
         roles = parse_roles([*role, *(["admin"] if admin else [])])
         async with open_pincer(builtins=False, quiet=True) as pincer:
-            await pincer.people.set_roles(name, roles)
-            await _record(pincer, subject=name, outcome="roles-set", reason=f"roles of {name!r} set to {', '.join(roles.written())}",
-                          args={"roles": roles.written()})  # fmt: skip
+            await set_person_roles(pincer.people, pincer.audit, actor=cli_actor(), name=name, roles=roles)
             return roles.written()
 
     written = run(body, as_json=as_json)
@@ -128,18 +96,15 @@ def list_people(as_json: bool = JsonOption) -> None:
 
 @app.command("remove")
 def remove(name: str = typer.Argument(..., help="The person to remove."), as_json: bool = JsonOption) -> None:
-    """Remove a person; their tokens stop working at once and their own credentials are deleted."""
+    """Remove a person; their tokens stop working at once and their own credentials are deleted
+    (the last admin stays)."""
+    from pincer.cli.acts import cli_actor
+    from pincer.store.people_acts import remove_person
 
     async def body() -> tuple[int, int]:
         async with open_pincer(builtins=False, quiet=True) as pincer:
-            tokens = await pincer.people.remove(name)
-            # Their values of per-person secrets go with them: a person added later under the
-            # same name must not be handed the credentials of the one removed.
-            credentials = pincer.secrets.delete_for(name)
-            await _record(pincer, subject=name, outcome="removed",
-                          reason=f"person {name!r} removed with {tokens} token(s) and {credentials} credential(s)",
-                          args={"tokens": tokens, "credentials": credentials})  # fmt: skip
-            return tokens, credentials
+            return await remove_person(pincer.people, pincer.audit, actor=cli_actor(), name=name,
+                                       forget_credentials=pincer.secrets.delete_for)  # fmt: skip
 
     tokens, credentials = run(body, as_json=as_json)
     if as_json:
@@ -153,18 +118,21 @@ def token(
     name: str = typer.Argument(..., help="The person the token is for."),
     expires: str | None = typer.Option(None, "--expires", help="A duration (30d, 12h, 8w) or a date (2027-01-31); never by default."),
     session: str | None = typer.Option(None, "--session", help="The gateway session its calls run under ([gateway] session by default)."),
+    role: list[str] = typer.Option([], "--role", help="Scope the token to this role of the person's (repeatable); the person's roles by default."),
     as_json: bool = JsonOption,
 ) -> None:
     """Make a personal access token for NAME and print it once (REST and MCP take it as a bearer token)."""
+    from pincer.cli.acts import cli_actor
+    from pincer.policy.roles import parse_roles
+    from pincer.store.people_acts import make_token
 
     async def body() -> Any:
         now = time.time()
         expires_at = parse_expiry(expires, now=now)
+        roles = parse_roles(role) if role else None
         async with open_pincer(builtins=False, quiet=True) as pincer:
-            made = await pincer.people.new_token(name, now=now, expires_at=expires_at, session=session)
-            await _record(pincer, subject=name, outcome="token-created", reason=f"a token {made.token.id} for {name!r} made",
-                          args={"token_id": made.token.id, "expires_at": expires_at, "session": session})  # fmt: skip
-            return made
+            return await make_token(pincer.people, pincer.audit, actor=cli_actor(), person=name, now=now,
+                                    expires_at=expires_at, session=session, roles=roles)  # fmt: skip
 
     made = run(body, as_json=as_json)
     if as_json:
@@ -201,15 +169,13 @@ def tokens(name: str | None = typer.Argument(None, help="Only this person's."), 
 @app.command("revoke")
 def revoke(token_id: str = typer.Argument(..., help="The token's id (`pincer people tokens` lists them)."), as_json: bool = JsonOption) -> None:
     """Revoke a personal access token: it stops working at once, on every gateway of the store."""
+    from pincer.cli.acts import cli_actor
+    from pincer.store.people_acts import revoke_token
 
     async def body() -> str:
         async with open_pincer(builtins=False, quiet=True) as pincer:
-            held = next((t for t in await pincer.people.tokens() if t.id == token_id), None)
-            await pincer.people.revoke(token_id, now=time.time())
-            person = held.person if held is not None else "?"
-            await _record(pincer, subject=person, outcome="token-revoked", reason=f"token {token_id} of {person!r} revoked",
-                          args={"token_id": token_id})  # fmt: skip
-            return person
+            held = await revoke_token(pincer.people, pincer.audit, actor=cli_actor(), token_id=token_id, now=time.time())
+            return held.person
 
     person = run(body, as_json=as_json)
     if as_json:

@@ -22,11 +22,13 @@ from pincer.store.runs import RunRow
 
 __all__ = [
     "sees_approval", "approvals_seen", "can_answer_approvals", "ANSWER_FORBIDDEN_HINT", "may_read_audit_of", "audit_session_filter",
-    "runs_session_filter", "sees_run", "may_answer", "may_operate", "OPERATE_FORBIDDEN_HINT",
+    "runs_session_filter", "sees_run", "may_answer", "may_operate", "OPERATE_FORBIDDEN_HINT", "may_manage_people",
+    "MANAGE_PEOPLE_FORBIDDEN_HINT",
 ]  # fmt: skip
 
 ANSWER_FORBIDDEN_HINT = "answer with a main session's token, or with `pincer approvals`"
 OPERATE_FORBIDDEN_HINT = "ask an admin for the operator role (`pincer people add NAME --role operator`)"
+MANAGE_PEOPLE_FORBIDDEN_HINT = "ask an admin, or use `pincer people` on the gateway's machine"
 
 
 def sees_approval(session: GatewaySession, approval: ApprovalRequest) -> bool:
@@ -55,6 +57,13 @@ def may_operate(session: GatewaySession) -> bool:
     """Grants, trust of definitions, builds and installs: a main session, or a person who is an operator."""
     if session.roles is not None:
         return session.roles.may(PersonAct.OPERATE)
+    return session.is_main
+
+
+def may_manage_people(session: GatewaySession) -> bool:
+    """People and their roles: a main session (the gateway's owner token), or a person who is an admin."""
+    if session.roles is not None:
+        return session.roles.may(PersonAct.MANAGE_PEOPLE)
     return session.is_main
 
 

@@ -179,8 +179,10 @@ class TokenBook:
             return None
         person, token = held
         name = token.session or self._config().gateway.session
+        # A scoped token holds its roles only while its person does (a role taken away leaves it).
+        roles = person.roles if token.roles is None else token.roles.within(person.roles)
         return GatewaySession(name=name, kind=self._config().session(name).kind, person=person.name,
-                              roles=person.roles, token_id=token.id)  # fmt: skip
+                              roles=roles, token_id=token.id)  # fmt: skip
 
     def session_named(self, name: str) -> GatewaySession:
         return GatewaySession(name=name, kind=self._config().session(name).kind)

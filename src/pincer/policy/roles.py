@@ -84,6 +84,31 @@ class Role:
         # of network calls does not answer a call that also runs code.
         return not self.effects or set(effects) <= set(self.effects)
 
+    def covers(self, other: Role) -> bool:
+        """Whether holding this role holds ``other`` too (a token may carry only roles its person
+        covers): admin covers all, every role reads (covers viewer), a role covers itself, and an
+        approver covers a narrower approver (each scope key narrowed or kept)."""
+        if self.kind is RoleKind.ADMIN or self == other or other.kind is RoleKind.VIEWER:
+            return True
+        if self.kind is not RoleKind.APPROVER or other.kind is not RoleKind.APPROVER:
+            return False
+        return (
+            _narrower_globs(other.tools, self.tools)
+            and _narrower_globs(other.sessions, self.sessions)
+            and (not self.effects or (bool(other.effects) and set(other.effects) <= set(self.effects)))
+        )
+
+
+def _narrower_globs(inner: tuple[str, ...], outer: tuple[str, ...]) -> bool:
+    """Whether every name ``inner`` matches, ``outer`` matches too. Conservative: an inner glob
+    must be one of the outer ones, or a plain name an outer glob matches (glob inclusion in
+    general is not decided here; ``a*`` is not taken as narrower than ``a?``)."""
+    if not outer:
+        return True
+    if not inner:
+        return False
+    return all(glob in outer or (not set(glob) & set("*?[") and any(fnmatchcase(glob, o) for o in outer)) for glob in inner)
+
 
 def parse_role(text: str) -> Role:
     """A role from its written form; a UsageError naming what is wrong."""
@@ -131,6 +156,14 @@ class Roles:
     def answers_any(self) -> bool:
         """Whether any role answers approvals at all (the dashboard shows the buttons)."""
         return any(r.kind in (RoleKind.APPROVER, RoleKind.ADMIN) for r in self.roles)
+
+    def covers(self, role: Role) -> bool:
+        return any(r.covers(role) for r in self.roles)
+
+    def within(self, held: Roles) -> Roles:
+        """These roles, less those ``held`` does not cover: what a token scoped to these roles may
+        do for a person who holds ``held`` now (a role taken from the person leaves their tokens)."""
+        return Roles(tuple(r for r in self.roles if held.covers(r)))
 
     def may_answer(self, *, tool: str, effects: Iterable[str], session: str) -> bool:
         wanted = tuple(effects)

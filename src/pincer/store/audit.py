@@ -624,8 +624,7 @@ class AuditLog:
         naming that person, behind the call or behind its approval."""
         sql = _records_query(bool(tool), bool(session), bool(run_id), bool(limit), bool(person))
         params = {"after_id": after_id, "tool": tool, "session": session, "run_id": run_id, "limit": int(limit or 0),
-                  "person": person, "by_rest": f"rest:{person}", "by_ui": f"ui:{person}",
-                  "by_elicitation": f"mcp-elicitation:{person}"}  # fmt: skip
+                  "person": person}  # fmt: skip
         rows = await self._db.fetch_all(sql, params)
         return [_to_record(row) for row in reversed(rows)]
 
@@ -1055,7 +1054,13 @@ def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person:
         f"{c} = :{c}" for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on
     ]
     if person:
-        # An approval's answerer is recorded as channel:principal (rest:alice, ui:alice, ...).
-        clauses.append("(person = :person OR approved_by IN (:by_rest, :by_ui, :by_elicitation))")
+        # Exact, on the person column: the records made by the person, and those of the calls an
+        # approval the person answered let through (its answer record names the person). Never
+        # approved_by's channel:principal text: a session named like a person answers as
+        # "rest:alice" too, and is not alice.
+        clauses.append(
+            "(person = :person OR approval_id IN (SELECT approval_id FROM audit "
+            "WHERE kind = 'approval' AND person = :person AND approval_id IS NOT NULL))"
+        )
     text = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
     return Sql(text + " LIMIT :limit" if limit else text)

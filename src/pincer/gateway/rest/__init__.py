@@ -42,6 +42,7 @@ from pincer.gateway.rest.common import (
     status_for,
 )
 from pincer.gateway.rest.metrics import router as metrics_router
+from pincer.gateway.rest.people import router as people_router
 from pincer.gateway.rest.runs import RunBody
 from pincer.gateway.rest.runs import router as runs_router
 from pincer.gateway.rest.tasks import router as tasks_router
@@ -61,7 +62,7 @@ _NO_TELEMETRY: TelemetryConfig = {
 }  # fmt: skip
 _ROUTERS = (
     tools_router, approvals_router, audit_router, runs_router, builds_router, metrics_router, commands_router,
-    tasks_router,
+    tasks_router, people_router,
 )  # fmt: skip
 
 

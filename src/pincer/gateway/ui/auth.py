@@ -45,6 +45,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pincer.core.acts import Actor
+from pincer.gateway.access import may_manage_people
 from pincer.gateway.refusals import UnauthenticatedRefusals
 from pincer.gateway.tokens import GatewaySession, TokenBook, token_digest
 from pincer.gateway.ui.services import services_of
@@ -90,6 +91,11 @@ class UiIdentity:
     @property
     def name(self) -> str:
         return self.session.name
+
+    @property
+    def manages_people(self) -> bool:
+        """Whether the people page is theirs (the menu shows it; every route asks again)."""
+        return may_manage_people(self.session)
 
     @property
     def actor(self) -> Actor:

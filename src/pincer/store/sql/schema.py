@@ -207,6 +207,7 @@ runs = sa.Table(
     sa.Column("cost_usd", REAL),
     sa.Column("owner", sa.Text),
     sa.Column("cancel_requested", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("person", sa.Text),  # the person who started it (their token); NULL: no person
     sa.Index("runs_created", "created_at"),
 )  # fmt: skip
 
@@ -314,6 +315,7 @@ person_tokens = sa.Table(
     sa.Column("expires_at", REAL),
     sa.Column("last_used", REAL),
     sa.Column("revoked_at", REAL),
+    sa.Column("roles", sa.Text),  # the roles it is scoped to (JSON, as written); NULL: its person's
     sa.Index("person_tokens_person", "person"),
 )  # fmt: skip
 
