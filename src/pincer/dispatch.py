@@ -655,6 +655,8 @@ class Dispatcher:
             taint=request.taint,
             approval=approval,
             caller=request.caller,
+            person=request.person,
+            may_change_policy=request.may_change_policy,
         )
 
     def _finish(self, output: ToolOutput, scanner: Scanner, duration_ms: float, max_bytes: int) -> ToolResult:

@@ -375,6 +375,10 @@ class HostContext:
     # "ask_fallback" when a runtime's own policy allowed it after nobody answered.
     approval: str | None = None
     caller: str = "api"  # the call's CallRequest.caller: who a tool's own act is recorded as (core/acts.py)
+    # The call's CallRequest.person and may_change_policy: a run this call starts (run_skill) acts
+    # for the same person, with no more than they may.
+    person: str | None = None
+    may_change_policy: bool = True
 
     @property
     def actor(self) -> Actor:

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pincer.config import Config
 from pincer.gateway.tokens import GatewaySession
+from pincer.llm.run import RunRequest
 from pincer.policy.roles import PersonAct
+from pincer.policy.visibility import require_skills_visible
 from pincer.store.approvals import ApprovalRequest
 from pincer.store.runs import RunRow
 
 __all__ = [
     "sees_approval", "approvals_seen", "can_answer_approvals", "ANSWER_FORBIDDEN_HINT", "may_read_audit_of", "audit_session_filter",
-    "runs_session_filter", "sees_run", "may_answer", "may_operate", "OPERATE_FORBIDDEN_HINT", "may_manage_people",
+    "runs_session_filter", "sees_run", "may_answer", "may_operate", "OPERATE_FORBIDDEN_HINT", "may_manage_people", "rerun_request",
     "MANAGE_PEOPLE_FORBIDDEN_HINT",
 ]  # fmt: skip
 
@@ -85,3 +88,13 @@ def runs_session_filter(session: GatewaySession) -> str | None:
 
 def sees_run(session: GatewaySession, row: RunRow) -> bool:
     return session.is_main or row.session == session.name
+
+
+def rerun_request(config: Config, session: GatewaySession, row: RunRow, *, trigger: str) -> RunRequest:
+    """A run's skill, parameters and message again (REST, the dashboard's Run again), under the
+    session and for the person who asks now: the rerun is theirs, never the first run's person's,
+    and may change policy only as they may."""
+    if row.skill is not None:  # the one rule for skills (policy/visibility.py), as a new run
+        require_skills_visible(config.session(session.name), session.name)
+    return RunRequest(skill=row.skill, params=dict(row.params), message=row.message, session=session.name, trigger=trigger,
+                      person=session.person, may_change_policy=may_operate(session))  # fmt: skip

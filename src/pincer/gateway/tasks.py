@@ -43,6 +43,7 @@ from pincer.elicitation import APPROVAL_DECISION_SCHEMA, answer_from_reply
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.approvals import waiting_message
 from pincer.gateway.tokens import GatewaySession
+from pincer.policy.roles import PersonAct
 from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus, ApprovalStore
 from pincer.store.audit import AuditEntry
 from pincer.store.tasks import Task, TaskStatus, TaskStore
@@ -252,6 +253,7 @@ class TaskReceiver:
             owner=None if asked is not None else self._owner,
             ttl_ms=int(settings.ttl_s * 1000),
             poll_ms=settings.poll_interval_ms,
+            person=request.person,
         )
 
     async def _finish(self, task: Task, result: ToolResult | None, *, owner: str) -> None:
@@ -469,7 +471,7 @@ class TaskReceiver:
                 session=task.session, caller=task.caller, tool=task.tool, decision="ask",
                 reason=f"nobody answered approval {approval.id} in time", outcome=CANCELLED,
                 error_code="approval_timeout", error=gone, args=approval.args, effects=approval.effects,
-                approval_id=approval.id, idempotency_key=task.idempotency_key,
+                approval_id=approval.id, idempotency_key=task.idempotency_key, person=task.person,
             )  # fmt: skip
             audit_id = await self._services.approvals.record_gone(approval.id, entry)
             result = ToolResult(ok=False, error=error, audit_id=audit_id)
@@ -477,6 +479,14 @@ class TaskReceiver:
             task.id, TaskStatus.COMPLETED, result=self._to_wire(task.session, task.tool, result),
             message=gone, approval_id=task.approval_id,
         )  # fmt: skip
+
+    async def _may_change_policy(self, person: str | None) -> bool:
+        """As the call was first decided: a person's roles as they are now (a person removed
+        meanwhile, or no longer an operator, changes no policy); no person: as before people."""
+        if person is None:
+            return True
+        held = await self._pincer.people.get(person)
+        return held is not None and held.roles.may(PersonAct.OPERATE)
 
     async def _rerun(self, task: Task, scope: anyio.CancelScope) -> None:
         """The same call again: the approver finds the detached answer and uses it once."""
@@ -486,6 +496,8 @@ class TaskReceiver:
             session=task.session,
             idempotency_key=task.idempotency_key,
             caller=task.caller,
+            person=task.person,
+            may_change_policy=await self._may_change_policy(task.person),
         )
 
         async def on_approval(approval: ApprovalRequest) -> None:
@@ -518,7 +530,7 @@ async def cancel_task(task: Task, *, tasks: TaskStore, approvals: ApprovalStore)
         reason=f"the task waiting on approval {approval.id} was cancelled",
         outcome=CANCELLED, error_code=ApprovalGone.code, error=f"task {task.id} was cancelled",
         args=approval.args, effects=approval.effects, approval_id=approval.id,
-        idempotency_key=task.idempotency_key,
+        idempotency_key=task.idempotency_key, person=task.person,
     )  # fmt: skip
     await approvals.record_gone(approval.id, entry)
 

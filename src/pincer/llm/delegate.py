@@ -79,6 +79,7 @@ def run_skill_runtime(pincer: DelegateHost) -> NativeRuntime:
             RunRequest(
                 skill=skill, params=params or {}, message=message, session=host.session, trigger="run_skill",
                 budgets={"deadline_s": min(deadline, pincer.config.agent.deadline_s)}, depth=host.depth + 1,
+                person=host.person, may_change_policy=host.may_change_policy,
             ),
             on_approval=tell,
         )  # fmt: skip

@@ -389,6 +389,7 @@ class AgentRun:
             session=self.session,
             provider=self.settings.provider,
             model=self.settings.model or "",
+            person=self.request.person,
         )
         await self.pincer.audit.append(
             AuditEntry(
@@ -402,6 +403,7 @@ class AgentRun:
                 outcome="started",
                 args=shown,
                 run_id=self.id,
+                person=self.request.person,
             )
         )
         self._append(Message(role="system", content=system))
@@ -636,6 +638,7 @@ class AgentRun:
             depth=self.request.depth,
             call_id=call.id,
             person=self.request.person,
+            may_change_policy=self.request.may_change_policy,
         )
         dispatcher = self.pincer.dispatcher
         if call.arguments is None:
@@ -816,6 +819,7 @@ class AgentRun:
                     usage=self._usage_dict() | {"cost_usd": self.cost_usd},
                     run_id=self.id,
                     duration_ms=(time.time() - self.started_at) * 1000,
+                    person=self.request.person,
                 )
             )
             self._emit("ended", status=outcome.status, stop=outcome.stop, error=error, usage=self._usage_dict(), cost_usd=self.cost_usd)

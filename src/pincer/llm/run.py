@@ -41,6 +41,10 @@ class RunRequest:
     # so a per-person credential is theirs (docs/teams.md). None: the run acts for no one.
     person: str | None = None
     outside: tuple[OutsideData, ...] = ()
+    # The person on whose behalf it runs (their token started it): named on the run, its audit
+    # records and every call it makes; a person who is no operator makes no call that changes policy.
+    person: str | None = None
+    may_change_policy: bool = True
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1059,8 +1059,8 @@ def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person:
         # approved_by's channel:principal text: a session named like a person answers as
         # "rest:alice" too, and is not alice.
         clauses.append(
-            "(person = :person OR approval_id IN (SELECT approval_id FROM audit "
-            "WHERE kind = 'approval' AND person = :person AND approval_id IS NOT NULL))"
+            "(person = :person OR (approved_by IS NOT NULL AND approval_id IN (SELECT approval_id FROM audit "
+            "WHERE kind = 'approval' AND person = :person AND approval_id IS NOT NULL)))"
         )
     text = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
     return Sql(text + " LIMIT :limit" if limit else text)

@@ -32,7 +32,7 @@ RUN_STATUSES = ("running", "done", "failed", "budget_exceeded", "cancelled")
 FINAL_STATUSES = frozenset(RUN_STATUSES) - {"running"}
 _COLUMNS = (
     "id", "created_at", "updated_at", "ended_at", "skill", "params", "message", "trigger", "session", "provider",
-    "model", "status", "stop", "error", "usage", "cost_usd", "owner", "cancel_requested",
+    "model", "status", "stop", "error", "usage", "cost_usd", "owner", "cancel_requested", "person",
 )  # fmt: skip
 _ROW = ", ".join(_COLUMNS)
 _CREATE = Sql(f"INSERT INTO runs ({_ROW}) VALUES ({', '.join(':' + c for c in _COLUMNS)})")
@@ -95,6 +95,7 @@ class RunRow:
     usage: Mapping[str, Any] = field(default_factory=dict)
     cost_usd: float | None = None
     cancel_requested: bool = False
+    person: str | None = None  # the person on whose behalf it runs (their token started it)
 
     @property
     def is_final(self) -> bool:
@@ -120,6 +121,7 @@ class RunRow:
             "ended_at": self.ended_at,
             "duration_s": round((self.ended_at or self.updated_at) - self.created_at, 3),
             "cancel_requested": self.cancel_requested,
+            "person": self.person,
         }
 
 
@@ -154,13 +156,14 @@ class RunStore:
         provider: str,
         model: str,
         now: float | None = None,
+        person: str | None = None,
     ) -> None:
         now = time.time() if now is None else now
         await self._db.execute(_CREATE, {
             "id": run_id, "created_at": now, "updated_at": now, "ended_at": None, "skill": skill,
             "params": canonical_json(dict(params)), "message": message, "trigger": trigger, "session": session,
             "provider": provider, "model": model, "status": "running", "stop": None, "error": None, "usage": "{}",
-            "cost_usd": None, "owner": self._owner, "cancel_requested": 0,
+            "cost_usd": None, "owner": self._owner, "cancel_requested": 0, "person": person,
         })  # fmt: skip
 
     async def update(
@@ -242,11 +245,12 @@ class RunStore:
 def _to_row(row: tuple[Any, ...]) -> RunRow:
     (
         run_id, created_at, updated_at, ended_at, skill, params, message, trigger, session, provider, model, status,
-        stop, error, usage, cost_usd, _owner, cancel_requested,
+        stop, error, usage, cost_usd, _owner, cancel_requested, person,
     ) = row  # fmt: skip
     return RunRow(
         id=run_id, created_at=created_at, updated_at=updated_at, ended_at=ended_at, skill=skill,
         params=json.loads(params), message=message, trigger=trigger, session=session, provider=provider,
         model=model, status=status, stop=stop, error=json.loads(error) if error else None,
         usage=json.loads(usage or "{}"), cost_usd=cost_usd, cancel_requested=bool(cancel_requested),
+        person=person,
     )  # fmt: skip

@@ -67,6 +67,7 @@ class Task:
     expires_at: float
     ttl_ms: int
     poll_ms: int
+    person: str | None = None  # the person whose call it is (their token made it): its rerun is theirs
 
     @property
     def terminal(self) -> bool:
@@ -87,16 +88,17 @@ class Task:
             "expires_at": self.expires_at,
             "result": self.result,
             "error": self.error,
+            "person": self.person,
         }
 
 
 _COLUMNS = (
     "id, session, caller, tool, args, idempotency_key, status, status_message, approval_id, result, error, owner, "
-    "cancel_requested, created_at, updated_at, expires_at, ttl_ms, poll_ms"
+    "cancel_requested, created_at, updated_at, expires_at, ttl_ms, poll_ms, person"
 )
 _CREATE = Sql(
     f"INSERT INTO tasks ({_COLUMNS}) VALUES (:id, :session, :caller, :tool, :args, :idempotency_key, :status, "
-    ":status_message, :approval_id, NULL, NULL, :owner, 0, :now, :now, :expires_at, :ttl_ms, :poll_ms)"
+    ":status_message, :approval_id, NULL, NULL, :owner, 0, :now, :now, :expires_at, :ttl_ms, :poll_ms, :person)"
 )
 _GET = Sql(f"SELECT {_COLUMNS} FROM tasks WHERE id = :id")
 _LIVE_OF = Sql("SELECT COUNT(*) FROM tasks WHERE session = :session AND status IN ('working', 'input_required')")
@@ -152,6 +154,7 @@ class TaskStore:
         owner: str | None,
         ttl_ms: int,
         poll_ms: int,
+        person: str | None = None,
     ) -> Task:
         task_id = new_task_id()
         now = time.time()
@@ -160,7 +163,7 @@ class TaskStore:
                 "id": task_id, "session": session, "caller": caller, "tool": tool, "args": json.dumps(dict(args)),
                 "idempotency_key": idempotency_key, "status": status.value, "status_message": status_message,
                 "approval_id": approval_id, "owner": owner, "now": now, "expires_at": now + ttl_ms / 1000,
-                "ttl_ms": ttl_ms, "poll_ms": poll_ms,
+                "ttl_ms": ttl_ms, "poll_ms": poll_ms, "person": person,
             })  # fmt: skip
             tx.notify(TASK_CHANNEL, task_id)
         task = await self.get(task_id)
@@ -253,7 +256,7 @@ class TaskStore:
 def _to_task(row: tuple[Any, ...]) -> Task:
     (
         tid, session, caller, tool, args, key, status, message, approval_id, result, error, owner, cancel,
-        created, updated, expires, ttl_ms, poll_ms,
+        created, updated, expires, ttl_ms, poll_ms, person,
     ) = row  # fmt: skip
     return Task(
         id=tid,
@@ -274,4 +277,5 @@ def _to_task(row: tuple[Any, ...]) -> Task:
         expires_at=float(expires),
         ttl_ms=int(ttl_ms),
         poll_ms=int(poll_ms),
+        person=person,
     )

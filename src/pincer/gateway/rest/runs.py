@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import ServerSentEvent
 
-from pincer.gateway.access import runs_session_filter, sees_run
+from pincer.gateway.access import may_operate, rerun_request, runs_session_filter, sees_run
 from pincer.gateway.rest.common import RestServices, RunsDep, ServicesDep, SessionDep, json_body_route, refuse
 from pincer.gateway.rest.events import event_stream, server_event
 from pincer.gateway.tokens import GatewaySession
@@ -60,14 +60,24 @@ async def start_run(services: ServicesDep, session: SessionDep, runs: RunsDep, b
     run_id = await carried_out.start(
         RunRequest(
             skill=body.skill, params=body.params, message=body.message, session=session.name, trigger="rest",
-            profile=body.profile, budgets=body.budgets, person=session.person,
+            profile=body.profile, budgets=body.budgets, person=session.person, may_change_policy=may_operate(session),
         )
     )  # fmt: skip
+    return _started(run_id)
+
+
+def _started(run_id: str) -> JSONResponse:
     base = f"/api/v1/runs/{run_id}"
     return JSONResponse(
         {"run_id": run_id, "status": "running", "url": base, "events_url": f"{base}/events", "cancel_url": f"{base}/cancel"},
         status_code=202,
     )
+
+
+@router.post("/runs/{run_id}/rerun", status_code=202, summary="Run a run's skill, parameters and message again, for whoever asks")
+async def rerun(services: ServicesDep, session: SessionDep, runs: RunsDep, run_id: Annotated[str, Path(max_length=64)]) -> JSONResponse:
+    row = await _run_row(services, session, run_id)
+    return _started(await _carried_out(runs).start(rerun_request(services.config(), session, row, trigger="rest")))
 
 
 @router.get("/runs", summary="Runs, newest first")

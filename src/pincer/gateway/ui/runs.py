@@ -21,6 +21,7 @@ from pincer.gateway.access import (
     approvals_seen,
     audit_session_filter,
     can_answer_approvals,
+    rerun_request,
     runs_session_filter,
     sees_approval,
     sees_run,
@@ -94,6 +95,7 @@ async def _transcript(request: Request, identity: UiIdentity, row: RunRow) -> di
         "raw_usage": honest_json(pages.redact(usage), indent=2),
         "can_answer": can_answer_approvals(identity.session), "answer_hint": ANSWER_FORBIDDEN_HINT,
         "scopes": [s.value for s in AnswerScope], "notice": await _answered_notice(request, identity),
+        "can_rerun": request.app.state.runs is not None,
     }  # fmt: skip
 
 
@@ -152,10 +154,24 @@ async def cancel(request: Request) -> Response:
     return RedirectResponse(f"{UI_PREFIX}/runs/{row.id}", status_code=303)
 
 
+async def rerun(request: Request) -> Response:
+    """Run again: a new run of the same skill, parameters and message, for whoever asks (its
+    person and session are theirs, not the first run's)."""
+    identity = await require_identity(request)
+    require_csrf(identity, await read_form(request))
+    row = await _row(request, request.path_params["run_id"])
+    runs = request.app.state.runs
+    if row is None or runs is None:
+        return _not_found(request)
+    run_id = await runs.start(rerun_request(services_of(request).config(), identity.session, row, trigger="dashboard"))
+    return RedirectResponse(f"{UI_PREFIX}/runs/{run_id}", status_code=303)
+
+
 def routes() -> list[Route]:
     return [
         Route("/runs", page, methods=["GET"]),
         Route("/runs/{run_id:str}", detail, methods=["GET"]),
         Route("/runs/{run_id:str}/events", events, methods=["GET"]),
         Route("/runs/{run_id:str}/cancel", cancel, methods=["POST"]),
+        Route("/runs/{run_id:str}/rerun", rerun, methods=["POST"]),
     ]

@@ -182,6 +182,7 @@ tasks = sa.Table(
     sa.Column("expires_at", REAL, nullable=False),
     sa.Column("ttl_ms", ID, nullable=False),
     sa.Column("poll_ms", sa.Integer, nullable=False),
+    sa.Column("person", sa.Text),  # the person whose call it is (their token); NULL: no person
     sa.Index("tasks_session", "session", "status"),
     sa.Index("tasks_status", "status"),
     sa.Index("tasks_expiry", "expires_at"),

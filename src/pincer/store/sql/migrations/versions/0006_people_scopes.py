@@ -1,8 +1,9 @@
-"""A personal access token's roles, and the person a run acts for (issue 41: teams).
+"""A personal access token's roles, and the person a run or a task acts for (issue 41: teams).
 
 ``person_tokens.roles``: the roles a token was scoped to (JSON, as written), NULL for one that
-carries its person's roles (every token made before). ``runs.person``: the person who started
-the run (REST, the dashboard or MCP with their token), NULL for a run no person started.
+carries its person's roles (every token made before). ``runs.person`` and ``tasks.person``: the
+person who started the run or made the call a task carries on (REST, the dashboard or MCP with
+their token), NULL for those no person started.
 
 Revision ID: 0006
 Revises: 0005
@@ -27,8 +28,9 @@ def upgrade() -> None:
     # A database put back to an older revision by hand keeps the columns it has.
     if not _has_column("person_tokens", "roles"):
         op.add_column("person_tokens", sa.Column("roles", sa.Text))
-    if not _has_column("runs", "person"):
-        op.add_column("runs", sa.Column("person", sa.Text))
+    for table in ("runs", "tasks"):
+        if not _has_column(table, "person"):
+            op.add_column(table, sa.Column("person", sa.Text))
 
 
 def downgrade() -> None:
