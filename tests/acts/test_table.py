@@ -20,6 +20,8 @@ PATHS = ("cli", "rest", "dashboard", "mcp", "gateway")
 # (act, path) -> the tests that run it: "file::function".
 CLI_ACTS = "tests/acts/test_cli_acts.py::test_each_cli_act_writes_one_record_naming_the_cli_user"
 PEOPLE_ACTS = "tests/people/test_people_cli.py::test_each_people_act_writes_one_record_naming_the_cli_user_and_never_the_token"
+PEOPLE_MANAGED = "tests/people/test_people_manage.py::test_an_admin_adds_sets_and_removes_people_as_the_cli_does_and_the_last_admin_stays"
+OWN_TOKENS = "tests/people/test_dashboard_tokens.py::test_a_person_makes_lists_and_revokes_only_their_own_tokens_and_sees_the_value_once"
 COVERED: dict[tuple[str, str], tuple[str, ...]] = {
     ("grant-add", "dashboard"): ("tests/gateway/ui/test_dashboard_http.py::test_grants_are_added_and_revoked_from_the_page_and_every_edit_is_audited",),
     ("grant-revoke", "dashboard"): ("tests/gateway/ui/test_dashboard_http.py::test_grants_are_added_and_revoked_from_the_page_and_every_edit_is_audited",),
@@ -53,6 +55,13 @@ COVERED: dict[tuple[str, str], tuple[str, ...]] = {
     ("person-remove", "cli"): (PEOPLE_ACTS,),
     ("person-roles", "cli"): (PEOPLE_ACTS,),
     ("person-token", "cli"): (PEOPLE_ACTS,),
+    ("person-add", "rest"): (PEOPLE_MANAGED,),
+    ("person-add", "dashboard"): (PEOPLE_MANAGED,),
+    ("person-roles", "rest"): (PEOPLE_MANAGED,),
+    ("person-roles", "dashboard"): (PEOPLE_MANAGED,),
+    ("person-remove", "rest"): ("tests/people/test_people_manage.py::test_an_admin_removes_a_person_over_rest_and_their_token_stops",),
+    ("person-remove", "dashboard"): (PEOPLE_MANAGED,),
+    ("person-token", "dashboard"): (OWN_TOKENS,),
     ("config-reload", "gateway"): ("tests/acts/test_gateway_acts.py::test_a_config_reload_that_changes_policy_is_one_record_by_the_gateway",),
     ("call-cancelled", "cli"): ("tests/acts/test_attacks.py::test_a_cli_call_killed_while_it_waits_for_an_approval_is_recorded_once_as_cancelled",
                                 "tests/acts/test_attacks.py::test_a_call_whose_approval_times_out_is_recorded_as_cancelled_naming_it"),

@@ -12,10 +12,11 @@ import re
 from pathlib import Path
 
 import httpx
+from playwright.sync_api import Browser
 
 from tests.acts.support import audit_rows, last_id, rows_after
 from tests.gateway.conftest import pincer_serve
-from tests.gateway.ui.conftest import AGENT_TOKEN, WAIT_S, csrf_of, dashboard_config, pincer_cli, sign_in
+from tests.gateway.ui.conftest import AGENT_TOKEN, WAIT_S, browser, csrf_of, dashboard_config, pincer_cli, sign_in  # noqa: F401 - browser: a fixture
 from tests.people.test_people_paths import add_person
 
 _VALUE = re.compile(r'value="(pcp_[A-Za-z0-9_\-]+)"')
@@ -127,3 +128,41 @@ def test_a_session_signed_in_with_a_configured_token_has_no_personal_tokens(pinc
         assert agent.post(f"/ui/tokens/{vera_id}/revoke", data={"csrf_token": csrf_of(page.text)}).status_code == 403
     assert rows_after(pincer_home, before) == []
     assert [t["revoked_at"] for t in json.loads(pincer_cli(pincer_home, "people", "tokens", "--json").stdout)] == [None]
+
+
+def test_the_token_and_people_pages_work_in_chromium_without_javascript_and_break_no_csp(pincer_home: Path, browser: Browser) -> None:  # noqa: F811
+    ann_cli = add_person(pincer_home, "ann", "admin")
+    with pincer_serve(pincer_home) as server:
+        url = server.info["url"]
+        errors: list[str] = []  # console errors (a CSP violation, a script error), both passes
+        for javascript in (False, True):
+            context = browser.new_context(java_script_enabled=javascript)
+            context.set_default_timeout(WAIT_S * 1000)
+            try:
+                page = context.new_page()
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(url + "/ui/login")
+                page.get_by_label("Token").fill(ann_cli)
+                page.get_by_role("button", name="Sign in").click()
+                page.wait_for_url(url + "/ui/")
+                page.get_by_role("link", name="Tokens").click()
+                page.get_by_label("admin").check()
+                page.get_by_label("Expires").fill("30d")
+                page.get_by_role("button", name="Make token").click()
+                value = page.get_by_label("the new token, shown once").input_value()
+                assert value.startswith("pcp_")
+                page.goto(url + "/ui/tokens")  # later: listed, its value nowhere
+                assert value not in page.content() and page.get_by_role("button", name="Revoke").count() == 2 + javascript
+                page.get_by_role("link", name="People").click()
+                adding = page.get_by_role("form", name="Add a person")
+                adding.get_by_label("Name").fill(f"pat{int(javascript)}")
+                adding.get_by_label("Roles").fill("viewer")
+                page.get_by_role("button", name="Add person").click()
+                page.wait_for_url(url + "/ui/people?done=added")
+                assert page.get_by_role("button", name=f"Remove pat{int(javascript)}").count() == 1
+            finally:
+                context.close()
+        assert not errors, errors
+    people = json.loads(pincer_cli(pincer_home, "people", "list", "--json").stdout)
+    assert sorted(p["name"] for p in people) == ["ann", "pat0", "pat1"]

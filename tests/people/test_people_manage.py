@@ -102,3 +102,19 @@ def test_an_admin_adds_sets_and_removes_people_as_the_cli_does_and_the_last_admi
     assert pincer_cli(pincer_home, "people", "roles", "quinn", "--admin").returncode == 0
     assert pincer_cli(pincer_home, "people", "remove", "ann").returncode == 0
     assert pincer_cli(pincer_home, "audit", "verify").returncode == 0
+
+
+def test_an_admin_removes_a_person_over_rest_and_their_token_stops(pincer_home: Path) -> None:
+    ann = add_person(pincer_home, "ann", "admin")
+    pat = add_person(pincer_home, "pat", "viewer")
+    before = last_id(pincer_home)
+    with pincer_serve(pincer_home) as server, httpx.Client(base_url=server.info["api_url"], trust_env=False, timeout=WAIT_S) as api:
+        assert api.get("/approvals", headers=_bearer(pat)).status_code == 200
+        removed = api.delete("/people/pat", headers=_bearer(ann))
+        assert removed.status_code == 200 and removed.json() == {"removed": "pat", "tokens": 1}, removed.text
+        assert api.get("/approvals", headers=_bearer(pat)).status_code == 401
+        missing = api.delete("/people/pat", headers=_bearer(ann))
+        assert missing.status_code in (400, 404) and "no person named 'pat'" in missing.text
+    (act,) = rows_after(pincer_home, before)
+    assert (act["kind"], act["outcome"], act["tool"], act["caller"], act["person"]) == ("person", "removed", "pat", "rest:ann", "ann")
+    assert _people(pincer_home) == {"ann": ["admin"]}

@@ -155,14 +155,15 @@ def tokens(name: str | None = typer.Argument(None, help="Only this person's."), 
         emit_json(listed)
         return
     table = Table(title=f"{len(listed)} tokens", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("id", "person", "session", "expires", "last used", "revoked"):
+    for column in ("id", "person", "session", "roles", "expires", "last used", "revoked"):
         table.add_column(column)
 
     def when(value: float | None) -> str:
         return "" if value is None else dt.datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M")
 
     for t in listed:
-        table.add_row(t["id"], t["person"], t["session"] or "", when(t["expires_at"]), when(t["last_used"]), when(t["revoked_at"]))
+        roles = "(theirs)" if t["roles"] is None else ", ".join(t["roles"])
+        table.add_row(t["id"], t["person"], t["session"] or "", roles, when(t["expires_at"]), when(t["last_used"]), when(t["revoked_at"]))
     stderr.print(table)
 
 

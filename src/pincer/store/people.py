@@ -238,7 +238,7 @@ class PeopleStore:
             beyond = [str(r) for r in roles.roles if not holder.roles.covers(r)]
             if not roles.roles or beyond:
                 raise UsageError(f"{person!r} does not hold the role(s) {', '.join(beyond) or '(none given)'}",
-                                 hint=f"scope a token to roles among {', '.join(holder.roles.written())}")  # fmt: skip
+                                 hint=f"scope a token to roles among {', '.join(holder.roles.written())} (`pincer people list` shows them)")  # fmt: skip
         value = PERSON_TOKEN_PREFIX + secrets.token_urlsafe(_TOKEN_BYTES)
         token = PersonToken(id="pt_" + secrets.token_hex(6), person=person, session=session, created_at=now,
                             expires_at=expires_at, last_used=None, revoked_at=None, roles=roles)  # fmt: skip

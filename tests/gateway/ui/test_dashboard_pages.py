@@ -75,7 +75,7 @@ def _main_pages(seeded: Seeded) -> list[tuple[str, str]]:
         ("runs", "/ui/runs"), ("run-done", f"/ui/runs/{seeded.done_run}"), ("run-waiting", f"/ui/runs/{seeded.waiting_run}"),
         ("audit", "/ui/audit"), ("audit-record", "/ui/audit/1"), ("tools", "/ui/tools"), ("tool-browser", "/ui/tools/browser"),
         ("tool-http", "/ui/tools/http"), ("grants", "/ui/grants"), ("skills", "/ui/skills"), ("mcp", "/ui/mcp"),
-        ("installed", "/ui/installed"), ("canvas", "/ui/canvas/main"),
+        ("installed", "/ui/installed"), ("canvas", "/ui/canvas/main"), ("people", "/ui/people"), ("tokens", "/ui/tokens"),
     ]  # fmt: skip
 
 
