@@ -166,3 +166,23 @@ def test_the_token_and_people_pages_work_in_chromium_without_javascript_and_brea
         assert not errors, errors
     people = json.loads(pincer_cli(pincer_home, "people", "list", "--json").stdout)
     assert sorted(p["name"] for p in people) == ["ann", "pat0", "pat1"]
+
+
+def test_a_sign_in_with_a_scoped_token_makes_no_token_wider_than_itself(pincer_home: Path) -> None:
+    add_person(pincer_home, "ann", "admin")
+    scoped = json.loads(pincer_cli(pincer_home, "people", "token", "ann", "--role", "viewer", "--json").stdout)
+    assert scoped["roles"] == ["viewer"]
+    earlier = set(_token_ids(pincer_home, "ann"))
+    with pincer_serve(pincer_home) as server, httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as ui:
+        assert sign_in(ui, scoped["token"]).status_code == 303
+        assert ui.get("/ui/people").status_code == 403  # a viewer's token of an admin is a viewer's
+        page = ui.get("/ui/tokens").text
+        before = last_id(pincer_home)
+        for roles in (["admin"], ["operator"]):
+            refused = ui.post("/ui/tokens", data={"csrf_token": csrf_of(page), "roles": roles})
+            assert refused.status_code == 400 and "does not hold" in refused.text and not _VALUE.search(refused.text)
+        assert rows_after(pincer_home, before) == []
+        made = ui.post("/ui/tokens", data={"csrf_token": csrf_of(page)})  # no role chosen: the sign-in's own
+        assert made.status_code == 200 and _VALUE.search(made.text), made.text
+    listed = json.loads(pincer_cli(pincer_home, "people", "tokens", "ann", "--json").stdout)
+    assert [t["roles"] for t in listed if t["id"] not in earlier] == [["viewer"]]

@@ -22,8 +22,8 @@ from pincer.core.errors import UsageError
 from pincer.gateway.access import MANAGE_PEOPLE_FORBIDDEN_HINT, may_manage_people
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, read_form_pairs, require_csrf, require_identity
 from pincer.gateway.ui.render import pages_of, pincer_of
-from pincer.policy.roles import parse_roles
-from pincer.store.people import NewToken, parse_expiry
+from pincer.policy.roles import Roles, parse_roles
+from pincer.store.people import NewToken, PeopleStore, parse_expiry
 from pincer.store.people_acts import add_person, make_token, remove_person, revoke_token, set_person_roles
 
 __all__ = ["routes"]
@@ -69,13 +69,28 @@ async def make(request: Request) -> Response:
     now = time.time()
     try:
         expires_at = parse_expiry(form.get("expires", "").strip() or None, now=now)
-        chosen = [value for key, value in pairs if key == "roles"]
-        roles = parse_roles(chosen) if chosen else None
+        roles = await _token_roles(pincer.people, identity, [value for key, value in pairs if key == "roles"])
         made = await make_token(pincer.people, pincer.audit, actor=identity.actor, person=person, now=now,
                                 expires_at=expires_at, session=session, roles=roles)  # fmt: skip
     except UsageError as exc:
         return await _tokens_page(request, identity, status=400, error=f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
     return await _tokens_page(request, identity, made=made)
+
+
+async def _token_roles(people: PeopleStore, identity: UiIdentity, chosen: list[str]) -> Roles | None:
+    """The roles a token made here carries: those chosen, each held by this sign-in; none chosen,
+    the sign-in's own. A sign-in with a scoped token holds no more than its scope, so it cannot
+    make a token wider than itself (the person's other roles stay out of its reach)."""
+    signed_in = identity.session.roles or Roles()
+    if chosen:
+        roles = parse_roles(chosen)
+        beyond = [str(r) for r in roles.roles if not signed_in.covers(r)]
+        if beyond:
+            raise UsageError(f"this sign-in does not hold the role(s) {', '.join(beyond)}",
+                             hint="sign in with a token of yours that holds them, or `pincer people token NAME --role ROLE`")  # fmt: skip
+        return roles
+    held = await people.get(identity.session.person or "")
+    return None if held is not None and held.roles == signed_in else signed_in
 
 
 async def revoke(request: Request) -> Response:
