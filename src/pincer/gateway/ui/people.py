@@ -12,6 +12,7 @@ it (never cached: every dashboard page is ``no-store``), never in a log or a rec
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -23,6 +24,7 @@ from pincer.gateway.access import MANAGE_PEOPLE_FORBIDDEN_HINT, may_manage_peopl
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, read_form_pairs, require_csrf, require_identity
 from pincer.gateway.ui.render import pages_of, pincer_of
 from pincer.policy.roles import Roles, parse_roles
+from pincer.service import Pincer
 from pincer.store.people import NewToken, PeopleStore, parse_expiry
 from pincer.store.people_acts import add_person, make_token, remove_person, revoke_token, set_person_roles
 
@@ -131,51 +133,52 @@ async def people_page(request: Request) -> Response:
     return await _people_page(request, await require_identity(request))
 
 
-async def _admin_form(request: Request) -> tuple[UiIdentity, dict[str, str], bool]:
+# One admin act of a form: (the service, who asks, the form, the path's name) -> the act done.
+_AdminAct = Callable[[Pincer, UiIdentity, dict[str, str], str], Awaitable[object]]
+
+
+async def _admin_act(request: Request, act: _AdminAct, done: str) -> Response:
+    """The form's CSRF token, then the admin's role, then the act: 403 for anyone else, 400 with
+    what was wrong for bad input (nothing changed), else back to the list."""
     identity = await require_identity(request)
     form = await read_form(request)
     require_csrf(identity, form)
-    return identity, form, may_manage_people(identity.session)
+    if not may_manage_people(identity.session):
+        return await _people_page(request, identity)
+    try:
+        await act(pincer_of(request), identity, form, request.path_params.get("name", ""))
+    except UsageError as exc:
+        return await _people_page(request, identity, status=400, error=exc.message, form=form)
+    return RedirectResponse(f"{UI_PREFIX}/people?done={done}", status_code=303)
+
+
+async def _add(pincer: Pincer, identity: UiIdentity, form: dict[str, str], _: str) -> object:
+    return await add_person(pincer.people, pincer.audit, actor=identity.actor, name=form.get("name", "").strip(),
+                            roles=parse_roles(_roles_of(form.get("roles", ""))), email=form.get("email", "").strip() or None,
+                            now=time.time())  # fmt: skip
+
+
+async def _set_roles(pincer: Pincer, identity: UiIdentity, form: dict[str, str], name: str) -> object:
+    roles = parse_roles(_roles_of(form.get("roles", "")))
+    await set_person_roles(pincer.people, pincer.audit, actor=identity.actor, name=name, roles=roles)
+    return roles
+
+
+async def _remove(pincer: Pincer, identity: UiIdentity, form: dict[str, str], name: str) -> object:
+    return await remove_person(pincer.people, pincer.audit, actor=identity.actor, name=name,
+                               forget_credentials=pincer.secrets.delete_for)  # fmt: skip
 
 
 async def add(request: Request) -> Response:
-    identity, form, allowed = await _admin_form(request)
-    if not allowed:
-        return await _people_page(request, identity)
-    pincer = pincer_of(request)
-    try:
-        await add_person(pincer.people, pincer.audit, actor=identity.actor, name=form.get("name", "").strip(),
-                         roles=parse_roles(_roles_of(form.get("roles", ""))), email=form.get("email", "").strip() or None,
-                         now=time.time())  # fmt: skip
-    except UsageError as exc:
-        return await _people_page(request, identity, status=400, error=exc.message, form=form)
-    return RedirectResponse(f"{UI_PREFIX}/people?done=added", status_code=303)
+    return await _admin_act(request, _add, "added")
 
 
 async def set_roles(request: Request) -> Response:
-    identity, form, allowed = await _admin_form(request)
-    if not allowed:
-        return await _people_page(request, identity)
-    pincer = pincer_of(request)
-    try:
-        await set_person_roles(pincer.people, pincer.audit, actor=identity.actor, name=request.path_params["name"],
-                               roles=parse_roles(_roles_of(form.get("roles", ""))))  # fmt: skip
-    except UsageError as exc:
-        return await _people_page(request, identity, status=400, error=exc.message)
-    return RedirectResponse(f"{UI_PREFIX}/people?done=roles", status_code=303)
+    return await _admin_act(request, _set_roles, "roles")
 
 
 async def remove(request: Request) -> Response:
-    identity, _, allowed = await _admin_form(request)
-    if not allowed:
-        return await _people_page(request, identity)
-    pincer = pincer_of(request)
-    try:
-        await remove_person(pincer.people, pincer.audit, actor=identity.actor, name=request.path_params["name"],
-                            forget_credentials=pincer.secrets.delete_for)  # fmt: skip
-    except UsageError as exc:
-        return await _people_page(request, identity, status=400, error=exc.message)
-    return RedirectResponse(f"{UI_PREFIX}/people?done=removed", status_code=303)
+    return await _admin_act(request, _remove, "removed")
 
 
 def routes() -> list[Route]:
