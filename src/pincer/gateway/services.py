@@ -22,7 +22,7 @@ __all__ = ["canvas_services", "dashboard_services", "hook_services", "mcp_servic
 def task_services(pincer: Pincer) -> TaskServices:
     return TaskServices(
         tasks=pincer.tasks, approvals=pincer.approvals, dispatcher=pincer.dispatcher, db=pincer.db,
-        settings=lambda: pincer.config.tasks,
+        settings=lambda: pincer.config.tasks, people=pincer.people,
     )  # fmt: skip
 
 
@@ -55,7 +55,8 @@ def rest_services(pincer: Pincer) -> RestServices:
     return RestServices(
         config=lambda: pincer.config, registry=pincer.registry, dispatcher=pincer.dispatcher,
         approvals=pincer.approvals, audit=pincer.audit, runs=pincer.runs, tasks=pincer.tasks,
-        triggers=lambda: pincer.triggers, builder=pincer, shown=pincer.shown,
+        triggers=lambda: pincer.triggers, builder=pincer, shown=pincer.shown, people=pincer.people,
+        secrets=pincer.secrets,
     )  # fmt: skip
 
 

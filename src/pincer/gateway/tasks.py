@@ -51,6 +51,7 @@ from pincer.store.tasks import Task, TaskStatus, TaskStore
 if TYPE_CHECKING:
     from pincer.config import TasksSettings
     from pincer.dispatch import Dispatcher
+    from pincer.store.people import PeopleStore
     from pincer.store.sql import Database
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class TaskServices:
     dispatcher: Dispatcher
     db: Database
     settings: Callable[[], TasksSettings]
+    people: PeopleStore  # a rerun's person's roles as they are then
 
 
 class TaskReceiver:
@@ -485,7 +487,7 @@ class TaskReceiver:
         meanwhile, or no longer an operator, changes no policy); no person: as before people."""
         if person is None:
             return True
-        held = await self._pincer.people.get(person)
+        held = await self._services.people.get(person)
         return held is not None and held.roles.may(PersonAct.OPERATE)
 
     async def _rerun(self, task: Task, scope: anyio.CancelScope) -> None:

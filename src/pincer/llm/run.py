@@ -37,12 +37,10 @@ class RunRequest:
     depth: int = 0  # a run started from inside a tool call (run_skill) is one level deeper
     run_id: str | None = None  # chosen by a trigger that promised it to its caller; None: a new one
     arguments: str | None = None  # a /command's argument text, for the skill's $ARGUMENTS
-    # The person who started the run (a personal access token's): its tool calls act for them,
-    # so a per-person credential is theirs (docs/teams.md). None: the run acts for no one.
-    person: str | None = None
     outside: tuple[OutsideData, ...] = ()
     # The person on whose behalf it runs (their token started it): named on the run, its audit
-    # records and every call it makes; a person who is no operator makes no call that changes policy.
+    # records and every call it makes, and a per-person credential is theirs (docs/teams.md); a
+    # person who is no operator makes no call that changes policy. None: the run acts for no one.
     person: str | None = None
     may_change_policy: bool = True
 

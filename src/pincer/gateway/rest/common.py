@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from pincer.config import Config
     from pincer.dispatch import Dispatcher
     from pincer.registry import Registry
+    from pincer.secrets.store import SecretStore
     from pincer.store.approvals import ApprovalStore
     from pincer.store.audit import AuditLog
+    from pincer.store.people import PeopleStore
     from pincer.store.runs import RunStore
     from pincer.store.tasks import TaskStore
     from pincer.triggers.engine import TriggerEngine
@@ -95,6 +97,8 @@ class RestServices:
     triggers: Callable[[], TriggerEngine]
     builder: BuilderHost
     shown: Callable[[Any], Any]
+    people: PeopleStore  # admins manage people (/people)
+    secrets: SecretStore  # a person removed takes their own credentials along
 
 
 def services_of(request: Request) -> RestServices:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from pincer.gateway.access import MANAGE_PEOPLE_FORBIDDEN_HINT, may_manage_people
-from pincer.gateway.rest.common import PincerDep, SessionDep, json_body_route, refuse
+from pincer.gateway.rest.common import ServicesDep, SessionDep, json_body_route, refuse
 from pincer.gateway.tokens import GatewaySession
 from pincer.policy.roles import parse_roles
 from pincer.store.people_acts import add_person, remove_person, set_person_roles
@@ -47,30 +47,30 @@ def _admin(session: GatewaySession) -> None:
 
 
 @router.get("/people", summary="People and their roles (admins only)")
-async def list_people(pincer: PincerDep, session: SessionDep) -> dict[str, Any]:
+async def list_people(services: ServicesDep, session: SessionDep) -> dict[str, Any]:
     _admin(session)
-    return {"people": [p.to_dict() for p in await pincer.people.all()]}
+    return {"people": [p.to_dict() for p in await services.people.all()]}
 
 
 @router.post("/people", status_code=201, summary="Add a person with their roles (admins only)")
-async def add(pincer: PincerDep, session: SessionDep, body: PersonBody) -> dict[str, Any]:
+async def add(services: ServicesDep, session: SessionDep, body: PersonBody) -> dict[str, Any]:
     _admin(session)
-    person = await add_person(pincer.people, pincer.audit, actor=session.actor("rest"), name=body.name,
+    person = await add_person(services.people, services.audit, actor=session.actor("rest"), name=body.name,
                               roles=parse_roles(body.roles), email=body.email, now=time.time())  # fmt: skip
     return person.to_dict()
 
 
 @router.put("/people/{name}/roles", summary="Set a person's roles (admins only; the last admin stays one)")
-async def set_roles(pincer: PincerDep, session: SessionDep, name: Annotated[str, _NAME], body: RolesBody) -> dict[str, Any]:
+async def set_roles(services: ServicesDep, session: SessionDep, name: Annotated[str, _NAME], body: RolesBody) -> dict[str, Any]:
     _admin(session)
     roles = parse_roles(body.roles)
-    await set_person_roles(pincer.people, pincer.audit, actor=session.actor("rest"), name=name, roles=roles)
+    await set_person_roles(services.people, services.audit, actor=session.actor("rest"), name=name, roles=roles)
     return {"name": name, "roles": roles.written()}
 
 
-@router.delete("/people/{name}", summary="Remove a person and their tokens (admins only; not the last admin)")
-async def remove(pincer: PincerDep, session: SessionDep, name: Annotated[str, _NAME]) -> dict[str, Any]:
+@router.delete("/people/{name}", summary="Remove a person, their tokens and their own credentials (admins only; not the last admin)")
+async def remove(services: ServicesDep, session: SessionDep, name: Annotated[str, _NAME]) -> dict[str, Any]:
     _admin(session)
-    tokens, credentials = await remove_person(pincer.people, pincer.audit, actor=session.actor("rest"), name=name,
-                                              forget_credentials=pincer.secrets.delete_for)  # fmt: skip
+    tokens, credentials = await remove_person(services.people, services.audit, actor=session.actor("rest"), name=name,
+                                              forget_credentials=services.secrets.delete_for)  # fmt: skip
     return {"removed": name, "tokens": tokens, "credentials": credentials}

@@ -22,9 +22,9 @@ from starlette.routing import Route
 from pincer.core.errors import UsageError
 from pincer.gateway.access import MANAGE_PEOPLE_FORBIDDEN_HINT, may_manage_people
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, read_form_pairs, require_csrf, require_identity
-from pincer.gateway.ui.render import pages_of, pincer_of
+from pincer.gateway.ui.render import pages_of
+from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.policy.roles import Roles, parse_roles
-from pincer.service import Pincer
 from pincer.store.people import NewToken, PeopleStore, parse_expiry
 from pincer.store.people_acts import add_person, make_token, remove_person, revoke_token, set_person_roles
 
@@ -40,10 +40,10 @@ _DONE = {"revoked": "token revoked", "added": "person added", "roles": "roles se
 async def _tokens_page(request: Request, identity: UiIdentity, *, status: int = 200, error: str | None = None,
                        made: NewToken | None = None, notice: str | None = None) -> Response:  # fmt: skip
     person = identity.session.person
-    pincer = pincer_of(request)
-    held = await pincer.people.get(person) if person is not None else None
+    services = services_of(request)
+    held = await services.people.get(person) if person is not None else None
     context: dict[str, Any] = {
-        "person": person, "tokens": await pincer.people.tokens(person) if person is not None else [],
+        "person": person, "tokens": await services.people.tokens(person) if person is not None else [],
         "own_roles": held.roles.written() if held is not None else [], "made": made, "error": error or (None if person else _NO_PERSON),
         "notice": notice, "session_free": identity.is_main, "now": time.time(),
     }  # fmt: skip
@@ -67,12 +67,12 @@ async def make(request: Request) -> Response:
     if session != identity.name and not identity.is_main:
         return await _tokens_page(request, identity, status=403,
                                   error=f"a token made here runs under your session {identity.name!r} (signed in with a main session, choose another)")  # fmt: skip
-    pincer = pincer_of(request)
+    services = services_of(request)
     now = time.time()
     try:
         expires_at = parse_expiry(form.get("expires", "").strip() or None, now=now)
-        roles = await _token_roles(pincer.people, identity, [value for key, value in pairs if key == "roles"])
-        made = await make_token(pincer.people, pincer.audit, actor=identity.actor, person=person, now=now,
+        roles = await _token_roles(services.people, identity, [value for key, value in pairs if key == "roles"])
+        made = await make_token(services.people, services.audit, actor=identity.actor, person=person, now=now,
                                 expires_at=expires_at, session=session, roles=roles)  # fmt: skip
     except UsageError as exc:
         return await _tokens_page(request, identity, status=400, error=f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
@@ -101,9 +101,9 @@ async def revoke(request: Request) -> Response:
     person = identity.session.person
     if person is None:
         return await _tokens_page(request, identity, status=403)
-    pincer = pincer_of(request)
+    services = services_of(request)
     try:
-        await revoke_token(pincer.people, pincer.audit, actor=identity.actor, token_id=request.path_params["token_id"],
+        await revoke_token(services.people, services.audit, actor=identity.actor, token_id=request.path_params["token_id"],
                            now=time.time(), of=person)  # fmt: skip
     except UsageError as exc:
         return await _tokens_page(request, identity, status=404, error=exc.message)
@@ -121,7 +121,7 @@ def _roles_of(text: str) -> list[str]:
 async def _people_page(request: Request, identity: UiIdentity, *, status: int = 200, error: str | None = None,
                        form: dict[str, str] | None = None) -> Response:  # fmt: skip
     allowed = may_manage_people(identity.session)
-    people = await pincer_of(request).people.all() if allowed else []
+    people = await services_of(request).people.all() if allowed else []
     if not allowed:
         status, error = 403, f"{identity.actor} may not manage people; {MANAGE_PEOPLE_FORBIDDEN_HINT}"
     context = {"people": people, "allowed": allowed, "error": error, "form": form or {},
@@ -134,7 +134,7 @@ async def people_page(request: Request) -> Response:
 
 
 # One admin act of a form: (the service, who asks, the form, the path's name) -> the act done.
-_AdminAct = Callable[[Pincer, UiIdentity, dict[str, str], str], Awaitable[object]]
+_AdminAct = Callable[[DashboardServices, UiIdentity, dict[str, str], str], Awaitable[object]]
 
 
 async def _admin_act(request: Request, act: _AdminAct, done: str) -> Response:
@@ -146,27 +146,27 @@ async def _admin_act(request: Request, act: _AdminAct, done: str) -> Response:
     if not may_manage_people(identity.session):
         return await _people_page(request, identity)
     try:
-        await act(pincer_of(request), identity, form, request.path_params.get("name", ""))
+        await act(services_of(request), identity, form, request.path_params.get("name", ""))
     except UsageError as exc:
         return await _people_page(request, identity, status=400, error=exc.message, form=form)
     return RedirectResponse(f"{UI_PREFIX}/people?done={done}", status_code=303)
 
 
-async def _add(pincer: Pincer, identity: UiIdentity, form: dict[str, str], _: str) -> object:
-    return await add_person(pincer.people, pincer.audit, actor=identity.actor, name=form.get("name", "").strip(),
+async def _add(services: DashboardServices, identity: UiIdentity, form: dict[str, str], _: str) -> object:
+    return await add_person(services.people, services.audit, actor=identity.actor, name=form.get("name", "").strip(),
                             roles=parse_roles(_roles_of(form.get("roles", ""))), email=form.get("email", "").strip() or None,
                             now=time.time())  # fmt: skip
 
 
-async def _set_roles(pincer: Pincer, identity: UiIdentity, form: dict[str, str], name: str) -> object:
+async def _set_roles(services: DashboardServices, identity: UiIdentity, form: dict[str, str], name: str) -> object:
     roles = parse_roles(_roles_of(form.get("roles", "")))
-    await set_person_roles(pincer.people, pincer.audit, actor=identity.actor, name=name, roles=roles)
+    await set_person_roles(services.people, services.audit, actor=identity.actor, name=name, roles=roles)
     return roles
 
 
-async def _remove(pincer: Pincer, identity: UiIdentity, form: dict[str, str], name: str) -> object:
-    return await remove_person(pincer.people, pincer.audit, actor=identity.actor, name=name,
-                               forget_credentials=pincer.secrets.delete_for)  # fmt: skip
+async def _remove(services: DashboardServices, identity: UiIdentity, form: dict[str, str], name: str) -> object:
+    return await remove_person(services.people, services.audit, actor=identity.actor, name=name,
+                               forget_credentials=services.secrets.delete_for)  # fmt: skip
 
 
 async def add(request: Request) -> Response:
