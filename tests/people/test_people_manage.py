@@ -107,11 +107,16 @@ def test_an_admin_adds_sets_and_removes_people_as_the_cli_does_and_the_last_admi
 def test_an_admin_removes_a_person_over_rest_and_their_token_stops(pincer_home: Path) -> None:
     ann = add_person(pincer_home, "ann", "admin")
     pat = add_person(pincer_home, "pat", "viewer")
+    # pat's own credential goes with pat on this path too (a person re-added under the name
+    # must not be handed it): the CLI's rule, kept over REST.
+    config = pincer_home / "config.toml"
+    config.write_text((config.read_text() if config.exists() else "") + "\n[secrets]\nper_person = [\"api_key\"]\n")
+    assert pincer_cli(pincer_home, "secrets", "set", "api_key", "--person", "pat", stdin="pats-own-key\n").returncode == 0
     before = last_id(pincer_home)
     with pincer_serve(pincer_home) as server, httpx.Client(base_url=server.info["api_url"], trust_env=False, timeout=WAIT_S) as api:
         assert api.get("/approvals", headers=_bearer(pat)).status_code == 200
         removed = api.delete("/people/pat", headers=_bearer(ann))
-        assert removed.status_code == 200 and removed.json() == {"removed": "pat", "tokens": 1}, removed.text
+        assert removed.status_code == 200 and removed.json() == {"removed": "pat", "tokens": 1, "credentials": 1}, removed.text
         assert api.get("/approvals", headers=_bearer(pat)).status_code == 401
         missing = api.delete("/people/pat", headers=_bearer(ann))
         assert missing.status_code in (400, 404) and "no person named 'pat'" in missing.text
