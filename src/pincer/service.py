@@ -83,6 +83,7 @@ class Pincer:
         self.environ: Mapping[str, str] = environ if environ is not None else {}
         self.home = config.home
         db, instances = stores.db, stores.instances
+        self.instances = instances  # this process's row on a shared store (None on SQLite)
         owners = instances.owners if instances is not None else None
         self.audit: AuditLog = stores.audit
         self.approvals = ApprovalStore(db, owners=owners, audit=self.audit)
@@ -855,7 +856,7 @@ async def open_stores(
                 return
             from pincer.store.home_files import shared_home_files
 
-            instances = Instances(db, host=settings.host_id)
+            instances = Instances(db, host=settings.host_id, home=str(config.home.resolve()))
             await instances.register()
             try:
                 audit = await AuditLog.open(db, key=key, anchor=AnchorFile(config.home / SHARED_ANCHOR_FILE))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.backends import postgres_server, redis_server
+from tests.cli.pending import wait_for_pending
 from tests.gateway.conftest import pincer_serve
 
 PINCER = [sys.executable, "-m", "pincer.cli"]
@@ -83,8 +84,7 @@ def test_a_postgresql_home_is_checked_on_postgresql_and_redis_never_on_its_sqlit
     with pincer_serve(home) as server:
         _code, checks = _doctor(home)
         (instances,) = _named(checks, "instances")
-        assert f"pid {server.process.pid}" in instances["detail"], instances
-        assert instances["detail"].startswith("1 pincer process(es) live")
+        assert instances["detail"].startswith(f"this home's gateway: {socket.gethostname()}/pid {server.process.pid} at "), instances
 
 
 def test_a_store_at_another_schema_and_unreachable_servers_fail_with_their_fix(tmp_path: Path) -> None:
@@ -130,3 +130,49 @@ def test_the_gateway_reported_is_this_homes(tmp_path: Path) -> None:
         (gateway,) = _named(_doctor(ours)[1], "gateway")
         assert gateway["status"] == "fail" and "another home's" in gateway["detail"], gateway
 
+
+
+def test_doctor_tells_this_homes_gateway_from_other_gateways_and_from_commands_on_one_store(tmp_path: Path) -> None:
+    """Before: every process beating on the store was one list, "3 pincer process(es) live on the
+    store (gateways and running commands)": this home's gateway, another home's and a waiting
+    `pincer tools call` looked alike."""
+    store = postgres_server().new_database()
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    _pg_home(ours, store=store)
+    _pg_home(theirs, store=store)
+    for home in (ours, theirs):
+        with (home / "config.toml").open("a") as fh:
+            fh.write("\n[approvals]\ntimeout_s = 300\n")
+    assert _pincer(ours, "db", "upgrade").returncode == 0
+    assert _pincer(ours, "audit", "verify").returncode == 0  # makes the audit key the homes share
+    (theirs / "audit.key").write_bytes((ours / "audit.key").read_bytes())
+    (theirs / "audit.key").chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")} | {"PINCER_HOME": str(ours)}
+    with pincer_serve(ours) as mine, pincer_serve(theirs) as other:
+        # A command that opens the store and stays: a call waiting for its approval.
+        waiting = subprocess.Popen(
+            [*PINCER, "tools", "call", "write_file", "--args", '{"path": "a.txt", "content": "x"}', "--json"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            (pending,) = wait_for_pending(ours, waiting, lambda h: _pincer(h, "approvals", "list", "--json"))
+            host = socket.gethostname()
+            for home, this, that in ((ours, mine, other), (theirs, other, mine)):
+                _code, checks = _doctor(home)
+                (instances,) = _named(checks, "instances")
+                detail = instances["detail"]
+                assert detail.count("; ") == 2, detail
+                this_gateway, other_gateways, commands = detail.split("; ")
+                assert this_gateway == f"this home's gateway: {host}/pid {this.process.pid} at {this.info['url']}", detail
+                assert other_gateways == (f"1 other gateway(s) on the store: {host}/pid {that.process.pid} at "
+                                          f"{that.info['url']} (home {that.home.resolve()})"), detail  # fmt: skip
+                assert commands == f"1 pincer command(s) running, not gateways: {host}/pid {waiting.pid}", detail
+            assert _pincer(ours, "approvals", "deny", pending["id"]).returncode == 0
+            waiting.communicate(timeout=CLI_TIMEOUT_S)  # denied: it ends, and marks its row stopped
+        finally:
+            waiting.kill()
+            waiting.communicate(timeout=CLI_TIMEOUT_S)
+    # Stopped, they are gone at once (their rows are marked stopped).
+    _code, checks = _doctor(ours)
+    (instances,) = _named(checks, "instances")
+    assert instances["detail"].startswith("no pincer process is live"), instances

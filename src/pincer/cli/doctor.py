@@ -285,35 +285,27 @@ def _sqlite(home: Path, config: Any) -> list[Check]:
     return checks
 
 
-_LIVE_INSTANCES = (
-    "SELECT host, pid FROM pincer_instances WHERE stopped_at IS NULL AND heartbeat_at >= "
-    "EXTRACT(EPOCH FROM clock_timestamp())::double precision - :stale ORDER BY started_at"
-)
-
-
 def _postgres(home: Path, config: Any) -> list[Check]:
     """The PostgreSQL store: it answers, at this pincer's schema; its audit chain; the pincer
     processes (gateways, commands) that beat on it now."""
     import anyio
 
     from pincer.core.errors import StoreError
-    from pincer.store.instances import INSTANCE_STALE_S
+    from pincer.store.instances import Instances, LiveInstance
     from pincer.store.sql import HEAD, open_postgres
     from pincer.store.sql.migrate import SchemaState, read_state
     from pincer.store.sql.postgres import redact_url
-    from pincer.store.sql.statement import Sql
 
     url = config.store.url
     shown = redact_url(url)
     password = _store_password(home, config)
 
-    async def probe() -> tuple[SchemaState, list[tuple[Any, ...]]]:
+    async def probe() -> tuple[SchemaState, list[LiveInstance]]:
         with anyio.fail_after(STORE_PROBE_TIMEOUT_S * 2):
             db = await open_postgres(url, password=password, size=1, check_schema=False)
             try:
                 state = await read_state(db)
-                live = await db.fetch_all(Sql(_LIVE_INSTANCES), {"stale": INSTANCE_STALE_S}) if state.at_head else []
-                return state, [tuple(row) for row in live]
+                return state, (await Instances.live(db) if state.at_head else [])
             finally:
                 await db.aclose()
 
@@ -338,14 +330,41 @@ def _postgres(home: Path, config: Any) -> list[Check]:
         )]  # fmt: skip
     checks = [Check(name="database", status="ok", detail=f"PostgreSQL {shown} answers, at schema {state.revision}")]
     checks.append(_audit_chain(home, config))
-    running = [f"{host}/pid {pid}" for host, pid in live]
-    checks.append(Check(
-        name="instances", status="ok",
-        detail=f"{len(running)} pincer process(es) live on the store (gateways and running commands): {', '.join(running[:10])}"
-        + (f" and {len(running) - 10} more" if len(running) > 10 else "")
-        if running else "no pincer process is live on the store now (no gateway of any home runs on it)",
-    ))  # fmt: skip
+    checks.append(_instances(home, config, live))
     return checks
+
+
+def _instances(home: Path, config: Any, live: list[Any]) -> Check:
+    """The pincer processes that beat on the shared store now, told apart: this home's gateway
+    (its host and PINCER_HOME), the other homes' gateways, and commands (``pincer tools call``
+    and the like, which open the store too but serve nobody)."""
+    from pincer.store.owners import this_host
+
+    here, path = config.store.host_id or this_host(), str(home.resolve())
+    ours = [i for i in live if i.kind == "gateway" and (i.host, i.home) == (here, path)]
+    others = [i for i in live if i.kind == "gateway" and i not in ours]
+    commands = [i for i in live if i.kind == "command"]
+    older = [i for i in live if i.kind not in ("gateway", "command")]
+    if not live:
+        return Check(name="instances", status="ok", detail="no pincer process is live on the store now (no gateway of any home runs on it)")
+    parts = [
+        f"this home's gateway: {_listed_instances(ours, at=True)}" if ours else "no gateway of this home runs on the store",
+        f"{len(others)} other gateway(s) on the store: {_listed_instances(others, at=True, home=True)}" if others
+        else "no other gateway runs on the store",
+    ]
+    if commands:
+        parts.append(f"{len(commands)} pincer command(s) running, not gateways: {_listed_instances(commands)}")
+    if older:
+        parts.append(f"{len(older)} process(es) of an older pincer, gateway or command: {_listed_instances(older)}")
+    return Check(name="instances", status="ok", detail="; ".join(parts))
+
+
+def _listed_instances(found: list[Any], *, at: bool = False, home: bool = False, most: int = 10) -> str:
+    shown = [
+        f"{i}" + (f" at {i.url}" if at and i.url else "") + (f" (home {i.home})" if home and i.home else "")
+        for i in found[:most]
+    ]  # fmt: skip
+    return ", ".join(shown) + (f" and {len(found) - most} more" if len(found) > most else "")
 
 
 def _store_password(home: Path, config: Any) -> str | None:

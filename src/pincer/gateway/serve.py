@@ -146,6 +146,13 @@ async def _serve(
         token_file=str(pincer.home / "gateway.token"),
     )
 
+    if pincer.instances is not None:  # on a shared store: this row is a gateway's, not a command's
+        try:
+            await pincer.instances.serving(base)
+        except BaseException:
+            sock.close()
+            raise
+
     async def announce() -> None:
         if on_ready is not None:
             outcome = on_ready(info)

@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import time
+from dataclasses import dataclass
 
 import anyio
 
@@ -29,10 +30,11 @@ from pincer.core.errors import StoreError
 from pincer.store.owners import Owners
 from pincer.store.sql import Database
 from pincer.store.sql.dialects import with_clock
+from pincer.store.sql.statement import Sql
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Instances", "INSTANCE_HEARTBEAT_S", "INSTANCE_STALE_S", "INSTANCE_KEEP_S", "instance_tag"]
+__all__ = ["Instances", "LiveInstance", "INSTANCE_HEARTBEAT_S", "INSTANCE_STALE_S", "INSTANCE_KEEP_S", "instance_tag"]
 
 INSTANCE_HEARTBEAT_S = 2.0  # how often a process moves its row's heartbeat
 INSTANCE_STALE_S = 10.0  # a row not moved for this long: its process is taken to be dead
@@ -42,10 +44,11 @@ _SEEN_MAX = 10_000
 
 _FORGET = with_clock("DELETE FROM pincer_instances WHERE COALESCE(stopped_at, heartbeat_at) < {now} - :keep")
 _REGISTER = with_clock(
-    "INSERT INTO pincer_instances (id, tag, host, pid, started_at, heartbeat_at) "
-    "VALUES (:id, :tag, :host, :pid, {now}, {now}) ON CONFLICT (id) DO UPDATE "
-    "SET heartbeat_at = excluded.heartbeat_at, stopped_at = NULL"
+    "INSERT INTO pincer_instances (id, tag, host, pid, started_at, heartbeat_at, kind, home) "
+    "VALUES (:id, :tag, :host, :pid, {now}, {now}, 'command', :home) ON CONFLICT (id) DO UPDATE "
+    "SET heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, home = excluded.home"
 )
+_SERVING = Sql("UPDATE pincer_instances SET kind = 'gateway', url = :url WHERE id = :id")
 _BEAT = with_clock("UPDATE pincer_instances SET heartbeat_at = {now} WHERE id = :id")
 _STOP = with_clock("UPDATE pincer_instances SET stopped_at = {now} WHERE id = :id")
 _ALIVE = with_clock(
@@ -53,6 +56,26 @@ _ALIVE = with_clock(
     "FROM pincer_instances WHERE id = :id"
 )
 _STALE = with_clock("SELECT tag FROM pincer_instances WHERE stopped_at IS NOT NULL OR heartbeat_at < {now} - :stale")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LiveInstance:
+    """A process that beats on the store now, as ``pincer doctor`` reports it."""
+
+    host: str
+    pid: int
+    kind: str | None  # 'gateway', 'command', or None: a pincer from before kinds were kept
+    home: str | None
+    url: str | None
+
+    def __str__(self) -> str:
+        return f"{self.host}/pid {self.pid}"
+
+
+_LIVE = with_clock(
+    "SELECT host, pid, kind, home, url FROM pincer_instances "
+    "WHERE stopped_at IS NULL AND heartbeat_at >= {now} - :stale ORDER BY started_at"
+)
 
 
 def instance_tag(token: str) -> str:
@@ -64,8 +87,10 @@ def instance_tag(token: str) -> str:
 class Instances:
     """This process's instance row and the rule for others' (``owners``)."""
 
-    def __init__(self, db: Database, *, host: str | None = None) -> None:
+    def __init__(self, db: Database, *, host: str | None = None, home: str | None = None) -> None:
+        """``home``: this process's PINCER_HOME (resolved), so its gateway is told from others'."""
         self._db = db
+        self._home = home
         self.owners = Owners(host, remote=self._remote_alive)
         self.tag = instance_tag(self.owners.token)
         self._seen: dict[str, tuple[float, bool | None]] = {}  # token -> (read at, alive)
@@ -74,7 +99,13 @@ class Instances:
         """Register this process's row (and forget rows long dead)."""
         async with self._db.transaction() as tx:
             tx.add(_FORGET, {"keep": INSTANCE_KEEP_S})
-            tx.add(_REGISTER, {"id": self.owners.token, "tag": self.tag, "host": self.owners.host, "pid": os.getpid()})
+            tx.add(_REGISTER, {
+                "id": self.owners.token, "tag": self.tag, "host": self.owners.host, "pid": os.getpid(), "home": self._home,
+            })  # fmt: skip
+
+    async def serving(self, url: str) -> None:
+        """This process is a gateway, listening at ``url`` (a command never says so)."""
+        await self._db.execute(_SERVING, {"id": self.owners.token, "url": url})
 
     async def heartbeat(self) -> None:
         """Move the row's heartbeat every ``INSTANCE_HEARTBEAT_S``, until cancelled."""
@@ -104,6 +135,12 @@ class Instances:
             self._seen.clear()
         self._seen[token] = (now, alive)
         return alive
+
+    @staticmethod
+    async def live(db: Database) -> list[LiveInstance]:
+        """The processes that beat on ``db`` now, oldest first."""
+        rows = await db.fetch_all(_LIVE, {"stale": INSTANCE_STALE_S})
+        return [LiveInstance(host=str(r[0]), pid=int(r[1]), kind=r[2], home=r[3], url=r[4]) for r in rows]
 
     async def stale_tags(self, tags: list[str]) -> set[str]:
         """Which of these instance tags name a row that is stopped or no longer beats."""

@@ -341,6 +341,12 @@ pincer_instances = sa.Table(
     sa.Column("started_at", REAL, nullable=False),
     sa.Column("heartbeat_at", REAL, nullable=False),
     sa.Column("stopped_at", REAL),
+    # What the process is, so `pincer doctor` tells gateways from commands and this home's from
+    # others' (revision 0006): 'gateway' or 'command' (NULL: a pincer from before), the home's
+    # path on its host, and where a gateway listens.
+    sa.Column("kind", sa.Text),
+    sa.Column("home", sa.Text),
+    sa.Column("url", sa.Text),
     sa.Index("pincer_instances_tag", "tag"),
 )  # fmt: skip
 

@@ -1,0 +1,32 @@
+"""What each process on a shared store is (issue 35: `pincer doctor` tells the truth).
+
+``pincer_instances`` gains ``kind`` ('gateway' for a ``pincer serve``, 'command' for any other
+pincer process that opened the store), ``home`` (the PINCER_HOME path on its host) and ``url``
+(where a gateway listens). Rows already there keep NULLs: a pincer from before, of unknown kind.
+
+Revision ID: 0006
+Revises: 0005
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0006"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+_COLUMNS = ("kind", "home", "url")
+
+
+def upgrade() -> None:
+    present = {column["name"] for column in sa.inspect(op.get_bind()).get_columns("pincer_instances")}
+    for name in _COLUMNS:
+        if name not in present:  # put back to an older revision by hand and opened again
+            op.add_column("pincer_instances", sa.Column(name, sa.Text))
+
+
+def downgrade() -> None:
+    raise NotImplementedError("pincer migrates forward only; restore a backup to go back")
