@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -47,16 +48,21 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def _follow(url: str, token: str, steps: list[tuple[str, set[str], bool, object]]) -> None:
+async def _follow(url: str, token: str, steps: list[tuple[str, set[str], bool, object]], *, canvas: bool = False) -> None:
     """Connected with the MCP SDK client, run each step (what, tools, present, action): do the
-    action, then wait until ``tools`` are all offered (or all gone), told by list_changed."""
-    heard = 0
+    action, then wait until ``tools`` are all offered (or all gone), told by list_changed; with
+    ``canvas``, also until the canvas's resource is listed (or gone), told by resources'
+    list_changed."""
+    heard = heard_resources = 0
     changed = anyio.Event()
 
     async def on_message(message: object) -> None:
-        nonlocal heard, changed
+        nonlocal heard, heard_resources, changed
         if isinstance(message, types.ToolListChangedNotification):
             heard += 1
+            changed.set()
+        if isinstance(message, types.ResourceListChangedNotification):
+            heard_resources += 1
             changed.set()
 
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, trust_env=False) as http:
@@ -66,19 +72,31 @@ async def _follow(url: str, token: str, steps: list[tuple[str, set[str], bool, o
                 names = {tool.name for tool in (await client.list_tools()).tools}
                 return True if tools <= names else False if not tools & names else None
 
+            async def listed() -> bool:
+                uris = [str(r.uri) for r in (await client.list_resources()).resources]
+                return any(uri.startswith("ui://pincer/canvas/") for uri in uris)
+
+            async def applied(tools: set[str], present: bool, before: int, before_resources: int) -> bool:
+                if await state(tools) is not present or heard == before:
+                    return False
+                return not canvas or (await listed() is present and heard_resources > before_resources)
+
             for what, tools, present, action in steps:
                 assert await state(tools) is (not present), what
-                before = heard
+                before, before_resources = heard, heard_resources
                 await anyio.to_thread.run_sync(action)  # type: ignore[arg-type]
                 # The list and the notification travel on different streams (the POST's answer, the
                 # standalone GET stream), so either may arrive first: wait for both.
                 # waits for: the watcher to apply `what`, and its list_changed
                 with anyio.move_on_after(PICKUP_TIMEOUT_S):
-                    while await state(tools) is not present or heard == before:
+                    while not await applied(tools, present, before, before_resources):
                         await changed.wait()
                         changed = anyio.Event()
                 assert await state(tools) is present, f"{what}: not applied within {PICKUP_TIMEOUT_S} s"
                 assert heard > before, f"{what}: no notifications/tools/list_changed"  # told, not polled
+                if canvas:
+                    assert await listed() is present, f"{what}: resources/list does not follow"
+                    assert heard_resources > before_resources, f"{what}: no notifications/resources/list_changed"
 
 
 def test_builtins_and_the_canvas_follow_config_and_clients_hear_list_changed(tmp_path: Path) -> None:
@@ -100,17 +118,18 @@ def test_builtins_and_the_canvas_follow_config_and_clients_hear_list_changed(tmp
         ("[builtins.github] enabled = false", github, False, lambda: edit("enabled = true", "enabled = false")),
         ("[builtins.github] enabled = true", github, True, lambda: edit("enabled = false", "enabled = true")),
         ("pincer remove tools/github", github, False, lambda: _cli(home, "remove", "tools/github")),
-        ("[gateway] canvas = true", canvas, True, lambda: edit("[gateway]\n", "[gateway]\ncanvas = true\n")),
     ]
+    canvas_on = [("[gateway] canvas = true", canvas, True, lambda: edit("[gateway]\n", "[gateway]\ncanvas = true\n"))]
     with pincer_serve(home, "--port", str(port)) as server:
         anyio.run(_follow, server.info["mcp_url"], server.token, steps)
+        anyio.run(partial(_follow, server.info["mcp_url"], server.token, canvas_on, canvas=True))
         with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=60) as http:
             assert sign_in(http, server.token).status_code in (200, 303)
             page = http.get("/ui/canvas/main")
             assert page.status_code == 200 and "canvas" in page.text.lower()
             assert 'href="/ui/canvas/main"' in http.get("/ui/").text  # in the dashboard's menu
             off = [("[gateway] canvas = false", canvas, False, lambda: edit("canvas = true", "canvas = false"))]
-            anyio.run(_follow, server.info["mcp_url"], server.token, off)
+            anyio.run(partial(_follow, server.info["mcp_url"], server.token, off, canvas=True))
             assert http.get("/ui/canvas/main").status_code == 404
             assert 'href="/ui/canvas/main"' not in http.get("/ui/").text
             assert 'id="restart-needed"' not in http.get("/ui/").text

@@ -3,9 +3,10 @@
 Turned on (at start, or by an edit of config.toml under a running gateway): a board is opened,
 its MCP resource (``ui://pincer/canvas/{session}``, gateway/canvas_mcp.py) is installed on the
 gateway's MCP server, its tools (``canvas``, ``a2ui_push``, ``a2ui_reset``) are registered (MCP
-clients hear ``notifications/tools/list_changed``) and its pages answer under ``/ui/canvas``.
-Turned off: the tools leave, the resource handlers are put back as they were and the pages
-answer as if the canvas had never been on. The canvas modules are imported only when it is on.
+clients hear ``notifications/tools/list_changed``, and ``notifications/resources/list_changed``
+for the resource) and its pages answer under ``/ui/canvas``. Turned off: the tools leave, the
+resource handlers are put back as they were (clients hear both notifications again) and the
+pages answer as if the canvas had never been on. The canvas modules are imported only when it is on.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class LiveCanvas:
             raise
         self.board, self._extension, self._runtime = board, extension, runtime
         self.pages = canvas_app(board, auth=self._auth)
+        self._mcp.schedule_notification("resources")  # the canvas's resource is listed from now on
         logger.info("the canvas is on: its tools, its MCP resource and its pages at /ui/canvas/SESSION")
 
     async def _stop(self) -> None:
@@ -115,5 +117,6 @@ class LiveCanvas:
         assert runtime is not None and extension is not None  # on: _start set them
         self.board, self.pages, self._runtime, self._extension = None, None, None, None
         extension.uninstall(self._mcp.server, self._mcp)
+        self._mcp.schedule_notification("resources")  # its resource is no longer listed
         await self._services.remove_runtime(runtime)
         logger.info("the canvas is off: its tools and pages are withdrawn")
