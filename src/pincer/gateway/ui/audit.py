@@ -1,13 +1,23 @@
 """``/ui/audit``: the audit records (a non-main session reads only its own, by the rule REST
 applies), filtered by tool, session, person (behind the call or its approval), decision and time;
-one record whole; "Verify chain"."""
+one record whole; "Verify chain".
+
+"Verify chain" waits for the walk (a plain form without JavaScript; with it, htmx posts it and
+puts the result into ``#verify-progress``, so the page stays); meanwhile ``#verify-progress`` follows ``/ui/audit/verify/events`` and fetches its fragment
+(``/ui/audit/verify/progress``, server-rendered): the records walked of the total while a verify
+runs in this gateway (started here, elsewhere on the dashboard or over REST), then the last
+result of the dashboard's verify."""
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -16,17 +26,22 @@ from pincer.core.display import honest_json
 from pincer.core.errors import AuditChainBroken, PincerError
 from pincer.gateway.access import audit_session_filter, may_read_audit_of
 from pincer.gateway.rest.audit import MAX_AUDIT_LIMIT
+from pincer.gateway.rest.events import event_stream
 from pincer.gateway.tokens import GatewaySession
-from pincer.gateway.ui.auth import UI_PREFIX, read_form, require_csrf, require_identity
+from pincer.gateway.ui.auth import UI_PREFIX, current_identity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.conversation import approval_wait_ms
 from pincer.gateway.ui.paging import filter_value, page_request, paged
 from pincer.gateway.ui.render import pages_of
 from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.store.audit import AuditRecord
 
-__all__ = ["AUDIT_PER_PAGE", "DECISION_MEANINGS", "routes", "visible_records"]
+__all__ = ["AUDIT_PER_PAGE", "DECISION_MEANINGS", "VERIFY_PROGRESS_TICK_S", "routes", "visible_records"]
 
 AUDIT_PER_PAGE = 50  # records a page shows
+# How often the progress stream looks at the running walk (an attribute in memory, no query): the
+# walk moves it once a batch, far too often for an event each.
+VERIFY_PROGRESS_TICK_S = 0.5
+_SIGNED_IN_CHECK_S = 15.0  # how often the progress stream checks that its reader is still signed in
 _DECISIONS = ("allow", "ask", "deny", "none", "allow_once", "allow_always")
 
 
@@ -94,7 +109,8 @@ async def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[
     records, error = await visible_records(services_of(request), identity.session, filters, wanted=wanted.wanted)
     shown = paged(records, wanted, f"{UI_PREFIX}/audit", filters, default_per=AUDIT_PER_PAGE, noun="records")
     waits = {r.id: wait for r in shown.rows if (wait := approval_wait_ms(r))}
-    context = {"records": shown, "waits": waits, "filters": filters, "decisions": _DECISIONS, "error": error, "verify": None,
+    context = {"records": shown, "waits": waits, "filters": filters, "decisions": _DECISIONS, "error": error,
+               "verify": _last_verify(request), "verifying": _verifying(request),
                "window_full": len(records) >= MAX_AUDIT_LIMIT, "max_records": MAX_AUDIT_LIMIT, **extra}  # fmt: skip
     return context, 403 if error else 200
 
@@ -144,13 +160,61 @@ async def verify(request: Request) -> Response:
         result = {"ok": False, "message": exc.message, "hint": exc.hint, "record_id": None}
     else:
         result = {"ok": True, "records": head.records, "head": head.to_dict(), "full": full}
-    context, _ = await _listing(request, identity, verify=result)
+    request.app.state.last_verify = result  # what the progress fragment shows once the walk is over
+    if request.headers.get("hx-request"):  # the page's own button: the result into #verify-progress
+        # 200 either way: htmx swaps only a 2xx answer in, and the fragment says broken or intact
+        return pages_of(request).render(request, "audit_verify.html", {"verify": result, "verifying": None})
+    context, _ = await _listing(request, identity, verify=result, verifying=None)
     return pages_of(request).render(request, "audit.html", context, status=200 if result["ok"] else 409)
+
+
+def _last_verify(request: Request) -> dict[str, Any] | None:
+    last: dict[str, Any] | None = getattr(request.app.state, "last_verify", None)
+    return last
+
+
+def _verifying(request: Request) -> dict[str, int | bool] | None:
+    """The verify running in this gateway now: the records walked of those it walks."""
+    running = pincer_of(request).audit.verifying
+    if running is None:
+        return None
+    return {"full": running.full, "walked": max(0, running.checked - running.start), "of": max(0, running.total - running.start)}
+
+
+async def verify_progress(request: Request) -> Response:
+    await require_identity(request)
+    context = {"verify": _last_verify(request), "verifying": _verifying(request)}
+    return pages_of(request).render(request, "audit_verify.html", context)
+
+
+async def verify_events(request: Request) -> Response:
+    """An event each time the running verify moves, starts or ends; the page fetches the fragment."""
+    await require_identity(request)
+    pincer = pincer_of(request)
+
+    async def stream() -> AsyncIterator[ServerSentEvent]:
+        number, seen, checked_at = 0, None, time.monotonic()
+        while True:
+            running = pincer.audit.verifying
+            now = None if running is None else (running.full, running.start, running.checked, running.total)
+            if now != seen:
+                number += 1
+                yield ServerSentEvent(data="changed", event="verify", id=str(number))
+                seen = now
+            await anyio.sleep(VERIFY_PROGRESS_TICK_S)
+            if time.monotonic() - checked_at >= _SIGNED_IN_CHECK_S:
+                if await current_identity(request, touch=False) is None:
+                    return  # signed out or expired: the stream ends with the sign-in
+                checked_at = time.monotonic()
+
+    return event_stream(stream())
 
 
 def routes() -> list[Route]:
     return [
         Route("/audit", page, methods=["GET"]),
         Route("/audit/verify", verify, methods=["POST"]),
+        Route("/audit/verify/progress", verify_progress, methods=["GET"]),
+        Route("/audit/verify/events", verify_events, methods=["GET"]),
         Route("/audit/{record_id:int}", detail, methods=["GET"]),
     ]
