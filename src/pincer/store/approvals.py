@@ -249,6 +249,21 @@ class ApprovalStore:
             rows = await self._db.fetch_all(_BY_STATUS, {"status": status.value})
         return [_to_request(row) for row in rows]
 
+    async def page(
+        self, *, status: ApprovalStatus | None, limit: int, after: tuple[float, str] | None = None,
+        session: str | None = None, tool_glob: str | None = None,
+    ) -> builtins.list[ApprovalRequest]:  # fmt: skip
+        """At most ``limit`` requests, oldest first, after ``after`` (a ``(created_at, id)`` a page
+        before ended on), of ``session`` and tools matching ``tool_glob`` when given: filtered and
+        cut in the database (an index range on ``(created_at, id)``), so a page reads its rows,
+        not the table."""
+        await self.expire_overdue()
+        sql = _page_query(status is not None, session is not None, after is not None, bool(tool_glob))
+        params = {"status": status.value if status is not None else None, "session": session, "limit": limit,
+                  "after_at": after[0] if after else None, "after_id": after[1] if after else None,
+                  "tool": _like_of(tool_glob or "")}  # fmt: skip
+        return [_to_request(row) for row in await self._db.fetch_all(sql, params)]
+
     async def list_pending(self) -> builtins.list[ApprovalRequest]:
         return await self.list(status=ApprovalStatus.PENDING)
 
@@ -462,6 +477,16 @@ def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
 
 
 @cache
+def _page_query(status: bool, session: bool, after: bool, tool: bool) -> Sql:
+    """The SELECT of :meth:`ApprovalStore.page` for the filters it has (one statement each)."""
+    clauses = ["status = :status"] if status else []
+    clauses += ["session = :session"] if session else []
+    clauses += ["tool LIKE :tool ESCAPE '\\'"] if tool else []
+    clauses += ["(created_at > :after_at OR (created_at = :after_at AND id > :after_id))"] if after else []
+    where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+    return Sql(f"SELECT {_COLUMNS} FROM approvals {where}ORDER BY created_at, id LIMIT :limit")
+
+
 def _answered_query(session: bool, status: bool, tool: bool) -> Sql:
     """The SELECT of :meth:`ApprovalStore.answered` for the filters it has (one statement each)."""
     clauses = ["status != 'pending'"]

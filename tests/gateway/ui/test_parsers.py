@@ -95,3 +95,23 @@ def test_the_grant_forms_hosts_become_host_patterns_or_say_what_is_wrong(hosts: 
         for host in made.hosts or ():
             HostPattern.parse(host)
         assert made.hosts is None or len(made.hosts) >= 1
+
+
+@given(page=st.one_of(st.none(), st.text(max_size=12), st.integers().map(str)),
+       per=st.one_of(st.none(), st.text(max_size=12), st.integers().map(str)))  # fmt: skip
+def test_a_strict_page_request_is_in_bounds_or_refused_naming_the_parameter(page: str | None, per: str | None) -> None:
+    from urllib.parse import urlencode
+
+    from starlette.requests import Request
+
+    from pincer.gateway.ui.auth import QueryRefused
+    from pincer.gateway.ui.paging import MAX_PER_PAGE, strict_page_request
+
+    query = urlencode({k: v for k, v in (("page", page), ("per", per)) if v is not None})
+    try:
+        wanted = strict_page_request(Request({"type": "http", "query_string": query.encode(), "headers": []}), per=20,
+                                     most_rows=10_000)  # fmt: skip
+    except QueryRefused as exc:
+        assert exc.message.startswith(("page: ", "per: "))
+    else:
+        assert 1 <= wanted.per <= MAX_PER_PAGE and wanted.number * wanted.per <= 10_000

@@ -21,6 +21,14 @@ from pincer.gateway.rest.common import (
     pincer_error_response,
     refuse,
 )
+from pincer.gateway.rest.paging import (
+    DEFAULT_PAGE_LIMIT,
+    MAX_PAGE_LIMIT,
+    Cursor,
+    encode_cursor,
+    parse_cursor,
+    parse_limit,
+)
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
 
 __all__ = ["ApprovalBody", "router"]
@@ -55,14 +63,35 @@ async def _find_approval(services: RestServices, approval_id: str) -> ApprovalRe
         raise Refused(pincer_error_response(exc, 404)) from None
 
 
-@router.get("/approvals", summary="List approval requests (pending unless status=all)")
+@router.get(
+    "/approvals",
+    summary="List approval requests (pending unless status=all), oldest first, a page at a time",
+    description=f"At most `limit` requests (default {DEFAULT_PAGE_LIMIT}, at most {MAX_PAGE_LIMIT}); "
+    "`next_cursor`, when more follow, is the `cursor` of the next page. A bad `limit` or `cursor` is a 400.",
+)
 async def list_approvals(
-    services: ServicesDep, session: SessionDep, status: Annotated[str, Query(pattern="^(pending|all)$")] = "pending"
+    services: ServicesDep,
+    session: SessionDep,
+    status: Annotated[str, Query(pattern="^(pending|all)$")] = "pending",
+    limit: Annotated[str | None, Query(description=f"1 to {MAX_PAGE_LIMIT}")] = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the page before")] = None,
 ) -> dict[str, Any]:
-    requests = approvals_seen(
-        session, await services.approvals.list(status=None if status == "all" else ApprovalStatus.PENDING)
-    )
-    return {"approvals": [_shown(services, r) for r in requests]}
+    try:
+        wanted, after = parse_limit(limit), parse_cursor(cursor)
+    except UsageError as exc:
+        raise refuse(400, "invalid_request", exc.message, exc.hint) from None
+    # One more than the page: whether another follows. A non-main session's own, in the store.
+    requests = await services.approvals.page(
+        status=None if status == "all" else ApprovalStatus.PENDING, limit=wanted + 1,
+        after=(after.created_at, after.id) if after is not None else None,
+        session=None if session.is_main else session.name,
+    )  # fmt: skip
+    shown = approvals_seen(session, requests[:wanted])
+    last = requests[wanted - 1] if len(requests) > wanted else None
+    return {
+        "approvals": [_shown(services, r) for r in shown],
+        "next_cursor": encode_cursor(Cursor(created_at=last.created_at, id=last.id)) if last is not None else None,
+    }
 
 
 @router.get("/approvals/{approval_id}", summary="One approval request")

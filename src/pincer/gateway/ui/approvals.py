@@ -34,7 +34,7 @@ from pincer.gateway.access import ANSWER_FORBIDDEN_HINT, approvals_seen, can_ans
 from pincer.gateway.rest.events import event_stream
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, current_identity, read_form, require_csrf, require_identity
-from pincer.gateway.ui.paging import filter_value, page_request, paged
+from pincer.gateway.ui.paging import filter_value, paged, strict_page_request
 from pincer.gateway.ui.render import pages_of
 from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
@@ -48,6 +48,7 @@ __all__ = ["APPROVALS_QUIET_S", "RECENT_ANSWERED", "routes", "approval_view"]
 APPROVALS_QUIET_S = 1.0
 RECENT_ANSWERED = 20  # answered and expired requests a page shows under the waiting ones
 MAX_WAITING_SHOWN = 200
+MAX_ANSWERED_PAGED = 10_000  # the newest answered requests ?page= reaches (each page reads those before it)
 ANSWERED_STATUSES = ("allow_once", "allow_always", "deny", "expired")
 _NEXT = re.compile(r"^/ui/runs/[A-Za-z0-9_-]{1,64}$")  # where an answer from a run's page goes back to
 
@@ -79,8 +80,14 @@ def approval_view(pages: Any, approval: ApprovalRequest, now: float) -> dict[str
     }
 
 
-async def _waiting(services: DashboardServices, session: GatewaySession) -> list[ApprovalRequest]:
-    return approvals_seen(session, await services.approvals.list_pending())
+async def _waiting(services: DashboardServices, session: GatewaySession, filters: dict[str, str]) -> list[ApprovalRequest]:
+    """The waiting requests the page shows (and one more: whether others wait), oldest first,
+    filtered and cut in the store however many wait."""
+    found = await services.approvals.page(
+        status=ApprovalStatus.PENDING, limit=MAX_WAITING_SHOWN + 1, tool_glob=filters["tool"] or None,
+        session=filters["session"] or (None if session.is_main else session.name),
+    )  # fmt: skip
+    return approvals_seen(session, found)
 
 
 def _filters(request: Request, session: GatewaySession) -> dict[str, str]:
@@ -103,9 +110,9 @@ async def _context(request: Request, session: GatewaySession, **extra: Any) -> d
     services, pages = services_of(request), pages_of(request)
     filters = _filters(request, session)
     now = time.time()
-    waiting = [a for a in await _waiting(services, session) if _wanted(a, filters)]
-    # Only the answered rows this page shows (and one more) are read, however long the table is.
-    wanted = page_request(request, per=RECENT_ANSWERED)
+    waiting = [a for a in await _waiting(services, session, filters) if _wanted(a, filters)]
+    # Only the answered rows up to this page (and one more) are read, however long the table is.
+    wanted = strict_page_request(request, per=RECENT_ANSWERED, most_rows=MAX_ANSWERED_PAGED)
     answered = await services.approvals.answered(
         limit=wanted.wanted, session=filters["session"] or (None if session.is_main else session.name),
         status=filters["status"] or None, tool_glob=filters["tool"] or None,
@@ -117,7 +124,7 @@ async def _context(request: Request, session: GatewaySession, **extra: Any) -> d
     )
     return {
         "waiting": [approval_view(pages, a, now) for a in waiting[:MAX_WAITING_SHOWN]],
-        "waiting_more": max(0, len(waiting) - MAX_WAITING_SHOWN),
+        "waiting_more": len(waiting) > MAX_WAITING_SHOWN,
         "answered": [approval_view(pages, a, now) for a in shown.rows],
         "answered_page": shown,
         "filters": filters,

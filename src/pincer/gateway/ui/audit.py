@@ -175,7 +175,7 @@ def _last_verify(request: Request) -> dict[str, Any] | None:
 
 def _verifying(request: Request) -> dict[str, int | bool] | None:
     """The verify running in this gateway now: the records walked of those it walks."""
-    running = pincer_of(request).audit.verifying
+    running = services_of(request).audit.verifying
     if running is None:
         return None
     return {"full": running.full, "walked": max(0, running.checked - running.start), "of": max(0, running.total - running.start)}
@@ -190,12 +190,12 @@ async def verify_progress(request: Request) -> Response:
 async def verify_events(request: Request) -> Response:
     """An event each time the running verify moves, starts or ends; the page fetches the fragment."""
     await require_identity(request)
-    pincer = pincer_of(request)
+    audit = services_of(request).audit
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         number, seen, checked_at = 0, None, time.monotonic()
         while True:
-            running = pincer.audit.verifying
+            running = audit.verifying
             now = None if running is None else (running.full, running.start, running.checked, running.total)
             if now != seen:
                 number += 1

@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "UI_PREFIX", "UI_AUTH_SCOPE_KEY", "SESSION_COOKIE", "LOGIN_COOKIE", "UI_SESSION_TTL_S", "UI_SESSION_IDLE_S",
-    "UI_MAX_FORM_BYTES", "UiIdentity", "UiAuth", "SignInRequired", "CsrfRefused", "FormRefused",
+    "UI_MAX_FORM_BYTES", "UiIdentity", "UiAuth", "SignInRequired", "CsrfRefused", "FormRefused", "QueryRefused",
     "current_identity", "resolved_identity", "require_identity", "read_form", "read_form_pairs", "require_csrf", "exception_handlers", "with_ui_auth",
     "redirect_bare_prefix",
 ]  # fmt: skip
@@ -119,6 +119,14 @@ class FormRefused(Exception):
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
+        self.message = message
+
+
+class QueryRefused(Exception):
+    """A page's query parameter the dashboard will not act on (out of range, not a number); the
+    message names the parameter."""
+
+    def __init__(self, message: str) -> None:
         self.message = message
 
 
@@ -410,9 +418,15 @@ async def _form_refused(request: Request, exc: Exception) -> Response:
     return _plain_page(exc.status, "Form refused", exc.message)
 
 
+async def _query_refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, QueryRefused)
+    return _plain_page(400, "Address refused", exc.message)
+
+
 def exception_handlers() -> dict[Any, Callable[..., Any]]:
     """The handlers that turn this module's exceptions into answers, for a Starlette app."""
-    return {SignInRequired: _sign_in_required, CsrfRefused: _csrf_refused, FormRefused: _form_refused}
+    return {SignInRequired: _sign_in_required, CsrfRefused: _csrf_refused, FormRefused: _form_refused,
+            QueryRefused: _query_refused}  # fmt: skip
 
 
 async def _to_overview(request: Request) -> Response:

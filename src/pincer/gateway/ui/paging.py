@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from starlette.requests import Request
 
-__all__ = ["MAX_PER_PAGE", "Paged", "filter_value", "page_request", "paged"]
+__all__ = ["MAX_PER_PAGE", "Paged", "filter_value", "page_request", "paged", "strict_page_request"]
 
 MAX_PER_PAGE = 200
 MAX_PAGE = 10_000
@@ -53,6 +53,26 @@ def filter_value(request: Request, name: str) -> str:
 def page_request(request: Request, *, per: int) -> PageRequest:
     q = request.query_params
     return PageRequest(number=_int(q.get("page"), 1, 1, MAX_PAGE), per=_int(q.get("per"), per, 1, MAX_PER_PAGE))
+
+
+def strict_page_request(request: Request, *, per: int, most_rows: int) -> PageRequest:
+    """``?page=`` and ``?per=`` of a list read from a table that may be long: whole numbers in
+    range, and no page past the first ``most_rows`` rows (a page reads every row before it);
+    otherwise ``QueryRefused``, naming the parameter (its value is never echoed)."""
+    from pincer.gateway.ui.auth import QueryRefused
+
+    def number(name: str, default: int, high: int) -> int:
+        raw = request.query_params.get(name, "").strip()
+        if not raw:
+            return default
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= len(str(high))) or not 1 <= int(raw) <= high:
+            raise QueryRefused(f"{name}: must be a whole number from 1 to {high:,}")
+        return int(raw)
+
+    wanted = PageRequest(number=number("page", 1, MAX_PAGE), per=number("per", per, MAX_PER_PAGE))
+    if wanted.number * wanted.per > most_rows:
+        raise QueryRefused(f"page: only the newest {most_rows:,} rows are paged through here; narrow the list with its filters")
+    return wanted
 
 
 def paged(rows: Sequence[Any], page: PageRequest, path: str, filters: Mapping[str, str], *, default_per: int,

@@ -134,6 +134,7 @@ approvals = sa.Table(
     sa.Column("gone_recorded", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Index("approvals_status", "status"),
     sa.Index("approvals_binding", "binding"),
+    sa.Index("approvals_created", "created_at", "id"),  # the pages of GET /approvals (revision 0006)
 )  # fmt: skip
 
 grants = sa.Table(

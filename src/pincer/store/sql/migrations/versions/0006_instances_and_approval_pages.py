@@ -2,7 +2,8 @@
 
 ``pincer_instances`` gains ``kind`` ('gateway' for a ``pincer serve``, 'command' for any other
 pincer process that opened the store), ``home`` (the PINCER_HOME path on its host) and ``url``
-(where a gateway listens). Rows already there keep NULLs: a pincer from before, of unknown kind.
+(where a gateway listens). Rows already there keep NULLs: a pincer from before, of unknown kind. ``approvals`` gains an
+index on ``(created_at, id)``: ``GET /api/v1/approvals`` reads a page by it, not the table.
 
 Revision ID: 0006
 Revises: 0005
@@ -26,6 +27,8 @@ def upgrade() -> None:
     for name in _COLUMNS:
         if name not in present:  # put back to an older revision by hand and opened again
             op.add_column("pincer_instances", sa.Column(name, sa.Text))
+    if "approvals_created" not in {index["name"] for index in sa.inspect(op.get_bind()).get_indexes("approvals")}:
+        op.create_index("approvals_created", "approvals", ["created_at", "id"])
 
 
 def downgrade() -> None:
