@@ -134,7 +134,7 @@ approvals = sa.Table(
     sa.Column("gone_recorded", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Index("approvals_status", "status"),
     sa.Index("approvals_binding", "binding"),
-    sa.Index("approvals_created", "created_at", "id"),  # the pages of GET /approvals (revision 0006)
+    sa.Index("approvals_created", "created_at", "id"),  # the pages of GET /approvals (revision 0007)
 )  # fmt: skip
 
 grants = sa.Table(
@@ -343,7 +343,7 @@ pincer_instances = sa.Table(
     sa.Column("heartbeat_at", REAL, nullable=False),
     sa.Column("stopped_at", REAL),
     # What the process is, so `pincer doctor` tells gateways from commands and this home's from
-    # others' (revision 0006): 'gateway' or 'command' (NULL: a pincer from before), the home's
+    # others' (revision 0007): 'gateway' or 'command' (NULL: a pincer from before), the home's
     # path on its host, and where a gateway listens.
     sa.Column("kind", sa.Text),
     sa.Column("home", sa.Text),

@@ -5,8 +5,8 @@ pincer process that opened the store), ``home`` (the PINCER_HOME path on its hos
 (where a gateway listens). Rows already there keep NULLs: a pincer from before, of unknown kind. ``approvals`` gains an
 index on ``(created_at, id)``: ``GET /api/v1/approvals`` reads a page by it, not the table.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
