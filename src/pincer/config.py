@@ -189,7 +189,7 @@ class ToolSettings(_Model):
     max_depth: int = Field(default=4, ge=0, le=32)
     # tools/call to stdio and streamable HTTP MCP servers past the SDK's client session
     # (runtimes/mcp/lean.py); off until the whole suite has run with it on.
-    mcp_lean_calls: bool = False
+    mcp_lean_calls: bool = True
 
 
 class _Grant(_Model):

@@ -115,7 +115,8 @@ KEYS: dict[str, KeyHelp] = {
     "tools.max_depth": KeyHelp(help="how deep tools may call tools (a WASM tool's tool-invoke)"),
     "tools.mcp_lean_calls": KeyHelp(
         help="`tools/call` to a running stdio or streamable HTTP MCP server goes past the MCP SDK's "
-        "client session (less CPU per call; the same results, checked by `tests/runtimes/mcp/test_lean_equivalence.py`)"
+        "client session (less CPU per call; the same results, checked by `tests/runtimes/mcp/test_lean_equivalence.py`); "
+        "false sends every call through the SDK's session"
     ),
     "workspace.path": KeyHelp(
         help="the directory read_file, write_file and list_dir work in (default: $PINCER_HOME/workspace)",

@@ -279,12 +279,14 @@ async def test_claim_leaves_other_ids_and_methods_to_the_sdk() -> None:
     assert PROGRESS_BACKLOG >= 1
 
 
-def test_turning_the_lean_path_on_under_a_running_gateway_is_named_for_a_restart(tmp_path: Path) -> None:
+def test_turning_the_lean_path_off_under_a_running_gateway_is_named_for_a_restart(tmp_path: Path) -> None:
     from pincer.config import parse_config
     from pincer.reload import live_config_changes
 
-    off = parse_config("", home=tmp_path)
-    on = parse_config("[tools]\nmcp_lean_calls = true\n", home=tmp_path)
-    assert off.tools.mcp_lean_calls is False, "the lean path must stay off by default"
+    on = parse_config("", home=tmp_path)
+    off = parse_config("[tools]\nmcp_lean_calls = false\n", home=tmp_path)
+    # On by default since the whole suite passed with it on (issue 39 item 1); off is the SDK path.
+    assert on.tools.mcp_lean_calls is True, "the lean path is the default"
+    assert live_config_changes(on, off) == ["[tools] mcp_lean_calls"]
     assert live_config_changes(off, on) == ["[tools] mcp_lean_calls"]
     assert live_config_changes(on, on) == []
