@@ -36,7 +36,6 @@ from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
-    ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
     ToolsListChanged,
@@ -63,6 +62,7 @@ from pincer.gateway.channel import McpChannel
 from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.sdk_compat import session_connection
+from pincer.gateway.task_notices import ListenStreams
 from pincer.gateway.tasks import (
     TASKS_EXTENSION,
     TaskIdParams,
@@ -159,7 +159,8 @@ class McpGateway:
         self.services = services
         self.default_session = default_session
         self.bus = InMemorySubscriptionBus()
-        self._listen = ListenHandler(self.bus)
+        # subscriptions/listen: the core change events, and the Tasks extension's taskIds.
+        self._listen = ListenStreams(self.bus, session_of=self.session_of, tasks=lambda: self.tasks)
         self._connections: dict[int, Connection] = {}
         # Handshake-era sessions that completed initialization: id -> (connection, session name).
         self._handshakes: dict[str, tuple[Connection, str]] = {}
@@ -214,6 +215,7 @@ class McpGateway:
         async with anyio.create_task_group() as tg:
             self._task_group = tg
             tg.start_soon(self.tasks.follow)  # waiting tasks move on when answered, on any gateway
+            tg.start_soon(self._listen.follow_tasks)  # and notifications/tasks tell their streams
             try:
                 yield self
             finally:

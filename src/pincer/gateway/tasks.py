@@ -26,7 +26,7 @@ import collections
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -157,7 +157,7 @@ class TaskReceiver:
         self._recent: collections.OrderedDict[str, tuple[float, Task]] = collections.OrderedDict()
 
     @property
-    def _store(self) -> TaskStore:
+    def store(self) -> TaskStore:
         return self._services.tasks
 
     @property
@@ -187,8 +187,8 @@ class TaskReceiver:
         """Run the call for ``request.session``: its result when it ends within ``[tasks]
         after_s`` without asking anybody, else the task it became (stored before this returns)."""
         settings = self._settings
-        if await self._store.live_count(request.session) >= settings.max_live_per_session:
-            oldest = await self._store.oldest_live(request.session)
+        if await self.store.live_count(request.session) >= settings.max_live_per_session:
+            oldest = await self.store.oldest_live(request.session)
             retry = oldest + settings.ttl_s - time.time() if oldest is not None else 1.0
             rejected: ToolResult = await self._services.dispatcher.reject(
                 request,
@@ -243,7 +243,7 @@ class TaskReceiver:
 
     async def _create(self, request: CallRequest, asked: ApprovalRequest | None) -> Task:
         settings = self._settings
-        return await self._store.create(
+        return await self.store.create(
             session=request.session,
             caller=request.caller,
             tool=request.tool,
@@ -266,17 +266,17 @@ class TaskReceiver:
 
     async def _write_end(self, task: Task, result: ToolResult | None, *, owner: str) -> None:
         if result is None:  # cancelled: the chain recorded the call
-            await self._store.finish(task.id, TaskStatus.CANCELLED, message="cancelled", owner=owner)
+            await self.store.finish(task.id, TaskStatus.CANCELLED, message="cancelled", owner=owner)
             return
         if result.error is not None and result.error.get("code") == "approval_pending":
             approval_id = str(result.error.get("approval_id", ""))
             approval = await self._services.approvals.get(approval_id)
-            await self._store.wait_for(
+            await self.store.wait_for(
                 task.id, approval_id=approval_id, owner=owner, message=self._waiting_text(approval)
             )
             return
         wire = self._to_wire(task.session, task.tool, result)
-        await self._store.finish(task.id, TaskStatus.COMPLETED, result=wire, message="completed", owner=owner)
+        await self.store.finish(task.id, TaskStatus.COMPLETED, result=wire, message="completed", owner=owner)
 
     def _waiting_text(self, approval: ApprovalRequest) -> str:
         return waiting_message(approval, self._base_url())
@@ -294,7 +294,7 @@ class TaskReceiver:
             raise MCPError(INVALID_PARAMS, _NOT_FOUND)
         elif task.expires_at < time.time():
             raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task has expired")
-        return {**self._detailed(task, session), "resultType": "complete"}
+        return {**self.detailed(task, session), "resultType": "complete"}
 
     def _coalesced(self, task_id: str) -> Task | None:
         """The row read for ``task_id`` within its polling window, if any (see COALESCE_MAX_S)."""
@@ -350,7 +350,7 @@ class TaskReceiver:
             scope.cancel()
 
     async def _own(self, session: GatewaySession, task_id: str) -> Task:
-        task = await self._store.get(task_id)
+        task = await self.store.get(task_id)
         # Another session's task is answered as a missing one: ids are not confirmed to others.
         if task is None or task.session != session.name:
             raise MCPError(INVALID_PARAMS, _NOT_FOUND)
@@ -358,7 +358,8 @@ class TaskReceiver:
             raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task has expired")
         return task
 
-    def _detailed(self, task: Task, session: GatewaySession | None) -> dict[str, Any]:
+    def detailed(self, task: Task, session: GatewaySession | None) -> dict[str, Any]:
+        """The task as ``tasks/get`` shows it to ``session`` (and ``notifications/tasks`` too)."""
         data: dict[str, Any] = {
             "taskId": task.id,
             "status": task.status.value,
@@ -389,8 +390,15 @@ class TaskReceiver:
             data["error"] = dict(task.error or {"code": INTERNAL_ERROR, "message": "the call failed"})
         return data
 
+    async def watchable(self, session: GatewaySession, task_ids: Sequence[str]) -> list[Task]:
+        """Of ``task_ids``, the live tasks ``session`` may follow: its own, not expired. The
+        others (unknown, expired, another session's) are left out alike."""
+        now = time.time()
+        tasks = [await self.store.get(task_id) for task_id in task_ids]
+        return [task for task in tasks if task is not None and task.session == session.name and task.expires_at >= now]
+
     def _handle(self, task: Task) -> dict[str, Any]:
-        handle = self._detailed(task, None)
+        handle = self.detailed(task, None)
         handle.pop("inputRequests", None)
         return {**handle, "resultType": "task"}
 
@@ -409,7 +417,7 @@ class TaskReceiver:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(listen, lambda: self._services.db.listen(APPROVAL_CHANNEL))
-            tg.start_soon(listen, self._store.listen)
+            tg.start_soon(listen, self.store.listen)
             while True:
                 try:
                     await self.sweep()
@@ -420,19 +428,19 @@ class TaskReceiver:
                 wake = anyio.Event()
 
     async def sweep(self) -> None:
-        for task in await self._store.waiting():
+        for task in await self.store.waiting():
             await self._look_at_waiting(task)
-        for task in await self._store.running():
+        for task in await self.store.running():
             if task.owner == self._owner:
                 scope = self._running.get(task.id)
                 if task.cancel_requested and scope is not None:
                     scope.cancel()
             elif not await self._services.approvals.owners.is_alive(task.owner):
                 error = {"code": INTERNAL_ERROR, "message": _INTERRUPTED}
-                await self._store.finish(
+                await self.store.finish(
                     task.id, TaskStatus.FAILED, error=error, message=_INTERRUPTED, owner=task.owner
                 )
-        await self._store.prune()
+        await self.store.prune()
 
     async def _look_at_waiting(self, task: Task) -> None:
         if task.approval_id is None:
@@ -454,7 +462,7 @@ class TaskReceiver:
         task_group = self._task_group()
         if task_group is None:
             return
-        if await self._store.claim(
+        if await self.store.claim(
             task.id, approval_id=task.approval_id, owner=self._owner, message=f"{task.tool} is running"
         ):
             scope = self._running[task.id] = anyio.CancelScope()
@@ -477,7 +485,7 @@ class TaskReceiver:
             )  # fmt: skip
             audit_id = await self._services.approvals.record_gone(approval.id, entry)
             result = ToolResult(ok=False, error=error, audit_id=audit_id)
-        await self._store.finish(
+        await self.store.finish(
             task.id, TaskStatus.COMPLETED, result=self._to_wire(task.session, task.tool, result),
             message=gone, approval_id=task.approval_id,
         )  # fmt: skip
