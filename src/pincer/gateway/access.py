@@ -25,8 +25,8 @@ from pincer.store.runs import RunRow
 
 __all__ = [
     "sees_approval", "approvals_seen", "can_answer_approvals", "ANSWER_FORBIDDEN_HINT", "may_read_audit_of", "audit_session_filter",
-    "runs_session_filter", "sees_run", "may_answer", "may_operate", "OPERATE_FORBIDDEN_HINT", "may_manage_people", "rerun_request",
-    "MANAGE_PEOPLE_FORBIDDEN_HINT",
+    "runs_session_filter", "tasks_session_filter", "sees_run", "may_answer", "may_operate", "OPERATE_FORBIDDEN_HINT", "may_manage_people",
+    "rerun_request", "MANAGE_PEOPLE_FORBIDDEN_HINT",
 ]  # fmt: skip
 
 ANSWER_FORBIDDEN_HINT = "answer with a main session's token, or with `pincer approvals`"
@@ -84,6 +84,11 @@ def audit_session_filter(session: GatewaySession, asked: str | None) -> str | No
 def runs_session_filter(session: GatewaySession) -> str | None:
     """The session whose runs a reader lists (None: every session's)."""
     return None if session.is_main else session.name
+
+
+def tasks_session_filter(session: GatewaySession) -> str | None:
+    """The session whose tasks a reader lists (None: every session's): the rule of runs."""
+    return runs_session_filter(session)
 
 
 def sees_run(session: GatewaySession, row: RunRow) -> bool:

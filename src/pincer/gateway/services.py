@@ -43,7 +43,7 @@ def probe_services(pincer: Pincer) -> ProbeServices:
 def dashboard_services(pincer: Pincer) -> DashboardServices:
     return DashboardServices(
         config=lambda: pincer.config, home=pincer.home, approvals=pincer.approvals, audit=pincer.audit,
-        grants=pincer.grants, runs=pincer.runs, people=pincer.people, oidc_logins=pincer.oidc_logins,
+        grants=pincer.grants, runs=pincer.runs, tasks=pincer.tasks, people=pincer.people, oidc_logins=pincer.oidc_logins,
         secrets=pincer.secrets, registry=pincer.registry, dispatcher=pincer.dispatcher, skills=pincer.skills,
         upstream=lambda: pincer.mcp, restart_needed=lambda: pincer.restart_needed, shown=pincer.shown,
     )  # fmt: skip

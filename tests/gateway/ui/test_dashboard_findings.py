@@ -76,7 +76,7 @@ def visible_text(page: str) -> str:
 def _pages(seeded: Seeded, http: httpx.Client) -> dict[str, str]:
     paths = ["/ui/", "/ui/approvals", "/ui/audit", "/ui/runs", f"/ui/runs/{seeded.done_run}",
              f"/ui/runs/{seeded.waiting_run}", "/ui/tools", "/ui/tools/browser", "/ui/tools/http", "/ui/grants",
-             "/ui/skills", "/ui/mcp", "/ui/installed"]  # fmt: skip
+             "/ui/skills", "/ui/mcp", "/ui/installed", "/ui/tasks"]  # fmt: skip
     records = json.loads(pincer_cli(seeded.server.home, "audit", "list", "--json").stdout)
     paths += [f"/ui/audit/{r['id']}" for r in records]
     pages = {}

@@ -37,7 +37,7 @@ def _pending(home: Path) -> list[dict]:
 
 def test_every_page_wants_a_sign_in_and_a_token_gets_a_strict_cookie(dashboard_home: Path) -> None:
     with pincer_serve(dashboard_home) as server, _client(server.info["url"]) as http:
-        for path in ("/ui", "/ui/", "/ui/approvals", "/ui/audit", "/ui/runs", "/ui/tools", "/ui/approvals/events"):
+        for path in ("/ui", "/ui/", "/ui/approvals", "/ui/audit", "/ui/runs", "/ui/tasks", "/ui/tools", "/ui/approvals/events"):
             answer = http.get(path)
             assert answer.status_code == 303, path
             assert answer.headers["location"].startswith("/ui/login") or answer.headers["location"] == "/ui/", path
@@ -53,7 +53,7 @@ def test_every_page_wants_a_sign_in_and_a_token_gets_a_strict_cookie(dashboard_h
         assert "httponly" in parts and "samesite=strict" in parts and "path=/ui" in parts
         assert "secure" not in parts  # plain http here; https sets it
         assert server.token not in cookie
-        for path in ("/ui/", "/ui/approvals", "/ui/audit", "/ui/runs", "/ui/tools"):
+        for path in ("/ui/", "/ui/approvals", "/ui/audit", "/ui/runs", "/ui/tasks", "/ui/tools"):
             page = http.get(path)
             assert page.status_code == 200 and "Sign out" in page.text, path
             assert page.headers["cache-control"] == "no-store" and page.headers["x-frame-options"] == "DENY"

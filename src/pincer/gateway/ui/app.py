@@ -10,7 +10,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from pincer.gateway.ui import approvals, audit, grants, installed, mcp, oidc, overview, people, skills, tools
+from pincer.gateway.ui import approvals, audit, grants, installed, mcp, oidc, overview, people, skills, tasks, tools
 from pincer.gateway.ui import runs as run_pages
 from pincer.gateway.ui.auth import UiAuth, exception_handlers, login, login_form, logout, with_ui_auth
 from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
@@ -40,6 +40,7 @@ def create_ui_app(
             *approvals.routes(),
             *audit.routes(),
             *run_pages.routes(),
+            *tasks.routes(),
             *tools.routes(),
             *grants.routes(),
             *skills.routes(),

@@ -50,7 +50,8 @@ RECENT_ANSWERED = 20  # answered and expired requests a page shows under the wai
 MAX_WAITING_SHOWN = 200
 MAX_ANSWERED_PAGED = 10_000  # the newest answered requests ?page= reaches (each page reads those before it)
 ANSWERED_STATUSES = ("allow_once", "allow_always", "deny", "expired")
-_NEXT = re.compile(r"^/ui/runs/[A-Za-z0-9_-]{1,64}$")  # where an answer from a run's page goes back to
+# Where an answer from a run's page, or the tasks page, goes back to.
+_NEXT = re.compile(r"^/ui/(runs/[A-Za-z0-9_-]{1,64}|tasks)$")
 
 
 def approval_view(pages: Any, approval: ApprovalRequest, now: float) -> dict[str, Any]:

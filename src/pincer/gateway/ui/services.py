@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pincer.store.oidc_logins import OidcLoginStore
     from pincer.store.people import PeopleStore
     from pincer.store.runs import RunStore
+    from pincer.store.tasks import TaskStore
 
 __all__ = ["DashboardServices", "services_of"]
 
@@ -39,6 +40,7 @@ class DashboardServices:
     audit: AuditLog
     grants: GrantStore
     runs: RunStore
+    tasks: TaskStore
     people: PeopleStore
     oidc_logins: OidcLoginStore
     secrets: SecretStore
