@@ -10,10 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import pytest
 
 from pincer.demo.model_server import ScriptedCall, Turn, serve_models
-from tests.gateway.conftest import pincer_serve
+from pincer.llm.delegate import run_skill_runtime
+from tests.gateway.conftest import live_gateway, pincer_serve
+from tests.gateway.test_tasks import Requester
 from tests.gateway.ui.conftest import WAIT_S, pincer_cli, wait_until
 
 WRITE_ARGS = {"path": "after-the-caller.txt", "content": "written once the person answered"}
@@ -66,3 +70,36 @@ def test_a_run_waiting_for_an_approval_outlives_its_caller_and_finishes_when_ans
         records = json.loads(pincer_cli(pincer_home, "audit", "list", "--json").stdout)
         calls = [r for r in records if r.get("run_id") == run_id and r["tool"] == "write_file" and r["kind"] == "call"]
         assert [r["outcome"] for r in calls] == ["ok"], calls
+
+
+@pytest.mark.anyio
+async def test_a_run_skill_call_made_a_task_waits_for_its_runs_approval_after_the_client_left(tmp_path: Path) -> None:
+    # MCP: a client that takes tasks delegates to a skill; the call becomes a task (here at
+    # once, [tasks] after_s = 0) and runs in the gateway, not in the client's request. Its run
+    # asks for an approval; the client is gone (each request below is a fresh connection); a
+    # person answers; the run resumes, and the task completes with the run's answer.
+    home = tmp_path / "home"
+    folder = home / "skills" / "noter"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: noter\ndescription: Take a note.\ntools: [write_note]\n---\nWrite the note.\n")
+    script = [Turn(calls=(ScriptedCall(name="write_note", arguments={"text": "remember"}),)), Turn(text="Noted.")]
+    config = '[tasks]\nafter_s = 0\n\n[[grants]]\ntool = "run_skill"\ndefault = "allow"\n'
+    with serve_models(script) as models:
+        llm = f'[llm]\nmodel = "scripted-model"\nbase_url = "{models.openai_url}"\n\n'
+        async with live_gateway(home, config=llm + config) as gateway:
+            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer))
+            client = Requester(gateway)
+            created = (await client.call("run_skill", {"skill": "noter"}))["result"]
+            assert created["resultType"] == "task" and created["status"] == "working", created
+            with anyio.fail_after(WAIT_S):
+                while not (pending := await gateway.pincer.approvals.list_pending()):
+                    await anyio.sleep(0.05)
+            (approval,) = pending
+            assert approval.tool == "write_note" and approval.run_id is not None
+            assert (await client.get(created["taskId"]))["result"]["status"] == "working"
+            await gateway.pincer.dispatcher.answer(approval.id, "allow_once", by="cli")
+            done = await client.until(created["taskId"], "completed", "failed")
+            answer = json.loads(done["result"]["content"][0]["text"])
+            assert answer["status"] == "done" and answer["text"] == "Noted." and answer["run_id"] == approval.run_id
+            calls = [r for r in await gateway.pincer.audit.records(run_id=approval.run_id) if r.kind == "call"]
+            assert [(r.tool, r.outcome) for r in calls] == [("write_note", "ok")]
