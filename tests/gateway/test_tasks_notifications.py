@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -47,11 +49,13 @@ class Stream:
     def __init__(self, ack: dict[str, Any], frames: anyio.abc.ObjectReceiveStream[dict[str, Any]]) -> None:
         self.ack = ack
         self._frames = frames
+        self.received: list[dict[str, Any]] = []  # the whole frames, as they came
 
     async def next_task(self) -> dict[str, Any]:
         """The next ``notifications/tasks`` params (any other frame fails the test)."""
         with anyio.fail_after(WAIT_S):
             frame = await self._frames.receive()
+        self.received.append(frame)
         assert frame["method"] == "notifications/tasks", frame
         params: dict[str, Any] = frame["params"]
         return params
@@ -151,6 +155,44 @@ async def test_a_change_made_on_another_gateway_reaches_the_stream(pincer_home: 
     cancelled = seen[-1]
     _check_shape(cancelled)
     assert cancelled["taskId"] == created["taskId"] and cancelled["status"] == "cancelled"
+
+
+REPO = Path(__file__).resolve().parents[2]
+EXT_TASKS = REPO / ".cache" / "npm-ext-tasks" / "node_modules"
+NODE = REPO / ".cache" / "npm" / "node_modules" / ".bin" / "node"
+NODE_TIMEOUT_S = 60.0
+
+
+@pytest.mark.skipif(
+    not (EXT_TASKS / "@modelcontextprotocol" / "ext-tasks").is_dir() or not NODE.exists(),
+    reason="`make mcp-deps` installs @modelcontextprotocol/ext-tasks and Node 22",
+)
+async def test_the_official_tasks_package_parses_every_frame(pincer_home: Path, tmp_path: Path) -> None:
+    async with live_gateway(pincer_home) as live:
+        client = Requester(live)
+        denied = (await client.call("write_note", {"text": "denied"}))["result"]
+        allowed = (await client.call("write_note", {"text": "allowed"}))["result"]
+        async with listening(live, {"taskIds": [denied["taskId"], allowed["taskId"]]}) as stream:
+            await stream.next_task()
+            await stream.next_task()
+            await live.pincer.dispatcher.answer(await _approval_of(live, denied), "deny", by="cli")
+            await stream.until(denied["taskId"], "completed")
+            await live.pincer.dispatcher.answer(await _approval_of(live, allowed), "allow_once", by="cli")
+            await stream.until(allowed["taskId"], "completed")
+    # ESM resolves packages from the script's place: the script beside a node_modules holding them.
+    place = tmp_path / "checker"
+    place.mkdir()
+    (place / "node_modules").symlink_to(EXT_TASKS)
+    shutil.copy(Path(__file__).with_name("tasks_requester") / "notifications.mjs", place / "notifications.mjs")
+    checked = subprocess.run(
+        [str(NODE), str(place / "notifications.mjs")], input=json.dumps({"ack": stream.ack, "frames": stream.received}),
+        capture_output=True, text=True, timeout=NODE_TIMEOUT_S,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    verdict = json.loads(checked.stdout)
+    assert verdict["accepted"] == [denied["taskId"], allowed["taskId"]]
+    assert all(frame["ok"] for frame in verdict["frames"]), verdict["frames"]
+    assert {frame["status"] for frame in verdict["frames"]} >= {"input_required", "completed"}
 
 
 # -- attacks ---------------------------------------------------------------------------------
