@@ -27,6 +27,8 @@ from pincer.core.effects import EffectKind, RuntimeKind
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.gateway.serve import ServeInfo, serve
 from pincer.service import Pincer
+from pincer.store.sql.migrate import upgrade_postgres
+from tests.backends import postgres_server
 from tests.gateway.conformance.fixtures.runtime import FixtureRuntime, FixtureTool, channel_of, fixture
 from tests.processes import interrupt, reap
 
@@ -150,6 +152,16 @@ async def live_gateway(
             finally:
                 with anyio.move_on_after(SERVER_STOP_TIMEOUT_S):
                     tg.cancel_scope.cancel()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest) -> str:
+    """The config text that puts the store in SQLite (under the home) or a fresh PostgreSQL."""
+    if request.param == "sqlite":
+        return ""
+    url = postgres_server().new_database()
+    upgrade_postgres(url)
+    return f'[store]\nurl = "{url}"\n'
 
 
 @pytest.fixture

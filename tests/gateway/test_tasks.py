@@ -18,8 +18,6 @@ from pincer.core.effects import RuntimeKind
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.gateway.tokens import token_digest
 from pincer.store.approvals import ApprovalStatus
-from pincer.store.sql.migrate import upgrade_postgres
-from tests.backends import postgres_server
 from tests.gateway.conformance.fixtures.runtime import FixtureRuntime, FixtureTool
 from tests.gateway.conftest import LiveGateway, live_gateway
 
@@ -99,16 +97,6 @@ class Requester:
                     return result
                 await anyio.sleep(POLL_S)
         raise AssertionError(f"task {task_id} did not reach {statuses} within {WAIT_S} s; saw {seen[-5:]}")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest) -> str:
-    """The config text that puts the store in SQLite (under the home) or a fresh PostgreSQL."""
-    if request.param == "sqlite":
-        return ""
-    url = postgres_server().new_database()
-    upgrade_postgres(url)
-    return f'[store]\nurl = "{url}"\n'
 
 
 def _agent_config() -> tuple[str, str]:

@@ -34,15 +34,6 @@ BASE_KEYS = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs"}
 STATUS_KEYS = {"input_required": "inputRequests", "completed": "result", "failed": "error"}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest) -> str:
-    if request.param == "sqlite":
-        return ""
-    url = postgres_server().new_database()
-    upgrade_postgres(url)
-    return f'[store]\nurl = "{url}"\n'
-
-
 class Stream:
     """One open ``subscriptions/listen`` stream: its acknowledgement, then its frames."""
 
