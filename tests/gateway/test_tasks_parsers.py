@@ -1,5 +1,5 @@
 """The parsers of MCP Tasks requests, over arbitrary JSON: the per-request capability check, the
-``tasks/*`` params and REST's ``Prefer`` header never fail any other way than saying no."""
+``tasks/*`` params, a listen stream's ``taskIds`` and REST's ``Prefer`` header never fail any other way than saying no."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from typing import Any
 import pydantic
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, SubscriptionFilter
 
 from pincer.gateway.rest.tools import _respond_async
+from pincer.gateway.task_notices import MAX_TASK_IDS, requested_task_ids
 from pincer.gateway.tasks import (
     CLIENT_CAPABILITIES_META_KEY,
     MAX_TASK_ID_CHARS,
@@ -80,3 +83,24 @@ def test_prefer_examples() -> None:
     assert _respond_async("respond-async")
     assert _respond_async("return=minimal, Respond-Async; wait=10")
     assert not _respond_async("respond-asyncx") and not _respond_async(None) and not _respond_async("")
+
+
+def _listen_filter(task_ids: Any) -> SubscriptionFilter:
+    return SubscriptionFilter.model_validate({"toolsListChanged": True, "taskIds": task_ids})
+
+
+@given(JSON | st.lists(st.text(max_size=140), max_size=300))
+def test_a_listen_streams_task_ids_are_a_bounded_list_of_ids_or_invalid_params(task_ids: Any) -> None:
+    valid = (
+        isinstance(task_ids, list)
+        and len(task_ids) <= MAX_TASK_IDS
+        and all(isinstance(t, str) and 0 < len(t) <= MAX_TASK_ID_CHARS for t in task_ids)
+    )
+    try:
+        accepted = requested_task_ids(_listen_filter(task_ids))
+    except MCPError as exc:
+        assert not valid and task_ids is not None
+        assert exc.error.code == INVALID_PARAMS and "taskIds" in exc.error.message
+        return
+    assert valid or task_ids is None
+    assert accepted == list(dict.fromkeys(task_ids or []))  # each once, in the order asked

@@ -51,7 +51,7 @@ from pincer.store.tasks import Task
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ListenStreams", "TASK_IDS_KEY", "TASK_NOTIFICATION", "MAX_TASK_IDS"]
+__all__ = ["ListenStreams", "TASK_IDS_KEY", "TASK_NOTIFICATION", "MAX_TASK_IDS", "requested_task_ids"]
 
 TASK_IDS_KEY = "taskIds"
 TASK_NOTIFICATION = "notifications/tasks"
@@ -166,7 +166,7 @@ class ListenStreams:
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise MCPError(INVALID_REQUEST, "subscriptions/listen requires a request id")
-        requested = _requested_task_ids(params.notifications)
+        requested = requested_task_ids(params.notifications)
         if len(self._streams) >= self._max_subscriptions:
             raise MCPError(INTERNAL_ERROR, "Subscription limit reached")
         receiver = self._tasks()
@@ -229,7 +229,7 @@ class ListenStreams:
             stream.close()
 
 
-def _requested_task_ids(requested: SubscriptionFilter) -> list[str]:
+def requested_task_ids(requested: SubscriptionFilter) -> list[str]:
     raw = (requested.model_extra or {}).get(TASK_IDS_KEY)
     if raw is None:
         return []
