@@ -657,6 +657,8 @@ class Dispatcher:
             caller=request.caller,
             person=request.person,
             may_change_policy=request.may_change_policy,
+            speaks_for_person=client is not None
+            and (request.person is not None or self.is_main_session(request.session)),
         )
 
     def _finish(self, output: ToolOutput, scanner: Scanner, duration_ms: float, max_bytes: int) -> ToolResult:

@@ -379,6 +379,9 @@ class HostContext:
     # for the same person, with no more than they may.
     person: str | None = None
     may_change_policy: bool = True
+    # The caller is a person or a main session: its client may be asked questions on the call's
+    # behalf (an upstream MCP task's inputRequests); an agent's session may not answer them.
+    speaks_for_person: bool = False
 
     @property
     def actor(self) -> Actor:

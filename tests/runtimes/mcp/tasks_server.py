@@ -5,7 +5,9 @@ Tools: ``quick`` (working, completed after two polls), ``ask`` (input_required w
 elicitation, completed with the answer it got through ``tasks/update``), ``forever`` (never
 finishes), ``wrong_id`` (tasks/get answers another taskId), ``big`` (completes with ``bytes``
 characters of text), ``poll0`` / ``poll_huge`` (pollIntervalMs 0 / 10**12, completed after
-three polls), ``malformed`` (a CreateTaskResult whose taskId is a number).
+three polls), ``malformed`` (a CreateTaskResult whose taskId is a number); hostile askers:
+``ask_flood`` (1,000 questions at once), ``ask_big`` (a 100,000-character question),
+``ask_again`` (a new question after every answer, never done).
 ``--log FILE`` appends one JSON line per tasks/* request (method, taskId, time).
 """
 
@@ -24,7 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 LOG = sys.argv[sys.argv.index("--log") + 1] if "--log" in sys.argv else None
 TASKS: dict[str, dict[str, Any]] = {}
 EMPTY = {"type": "object", "properties": {}}
-NAMES = ("quick", "ask", "forever", "wrong_id", "big", "poll0", "poll_huge", "malformed")
+NAMES = (
+    "quick", "ask", "forever", "wrong_id", "big", "poll0", "poll_huge", "malformed", "ask_flood", "ask_big", "ask_again",
+)  # fmt: skip
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 POLL_MS = {"poll0": 0, "poll_huge": 10**12}
 
 
@@ -51,21 +56,27 @@ def wire(task_id: str, task: dict[str, Any]) -> dict[str, Any]:
         "pollIntervalMs": POLL_MS.get(task["tool"], 10),
     }
     if task["status"] == "input_required":
-        data["inputRequests"] = {
-            "name": {
-                "method": "elicitation/create",
-                "params": {
-                    "mode": "form",
-                    "message": "Your name?",
-                    "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
-                },
-            }
-        }
+        data["inputRequests"] = questions(task)
     if task["status"] == "completed":
         data["result"] = task["result"]
     if task["status"] == "cancelled":
         data["statusMessage"] = "cancelled by the requester"
     return data
+
+
+def question(message: str) -> dict[str, Any]:
+    return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": NAME_SCHEMA}}
+
+
+def questions(task: dict[str, Any]) -> dict[str, Any]:
+    tool = task["tool"]
+    if tool == "ask_flood":
+        return {f"q{n}": question(f"Question {n}?") for n in range(1000)}
+    if tool == "ask_big":
+        return {"name": question("Your name? " + "x" * 100_000)}
+    if tool == "ask_again":
+        return {f"name{task['answers']}": question(f"Your name, again ({task['answers']})?")}
+    return {"name": question("Your name?")}
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -78,7 +89,7 @@ async def call_tool(ctx: Any, params: Any) -> dict[str, Any]:
         return {"resultType": "task", "taskId": 5, "status": "working"}
     task_id = uuid.uuid4().hex
     args = params.arguments or {}
-    TASKS[task_id] = {"tool": name, "status": "working", "polls": 0, "args": args, "result": None}
+    TASKS[task_id] = {"tool": name, "status": "working", "polls": 0, "args": args, "result": None, "answers": 0}
     return {**wire(task_id, TASKS[task_id]), "resultType": "task"}
 
 
@@ -88,7 +99,7 @@ async def tasks_get(ctx: Any, params: TaskId) -> dict[str, Any]:
     task["polls"] += 1
     tool = task["tool"]
     if task["status"] == "working":
-        if tool == "ask":
+        if tool.startswith("ask"):
             task["status"] = "input_required"
         elif (tool in ("quick", "big") and task["polls"] >= 2) or (tool in POLL_MS and task["polls"] >= 3):
             text = "x" * int(task["args"].get("bytes", 10)) if tool == "big" else f"{tool} done"
@@ -102,6 +113,10 @@ async def tasks_get(ctx: Any, params: TaskId) -> dict[str, Any]:
 async def tasks_update(ctx: Any, params: Update) -> dict[str, Any]:
     log("tasks/update", params.taskId)
     task = TASKS[params.taskId]
+    task["answers"] += 1
+    if task["tool"] == "ask_again":
+        task["status"] = "input_required"
+        return {"resultType": "complete"}
     answer = params.inputResponses.get("name")
     task["status"], task["result"] = "completed", {"content": [{"type": "text", "text": f"got {json.dumps(answer)}"}]}
     return {"resultType": "complete"}

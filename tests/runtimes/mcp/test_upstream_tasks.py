@@ -1,25 +1,36 @@
 """pincer as a task requester (issue 37 item 2): an upstream server (tasks_server.py, the SDK's
 low-level Server on stdio, 2026-07-28) answers every ``tools/call`` with a task; pincer's MCP
-runtime follows it to its result on both paths of ``tools/call`` (the SDK's and the lean one)."""
+runtime follows it to its result on both paths of ``tools/call`` (the SDK's and the lean one).
+A task's questions go to the calling person through a real gateway (the official SDK client)."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import secrets
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 
 from pincer.config import parse_config
 from pincer.core.errors import ToolError, ToolTimeout
 from pincer.core.values import CallRequest
+from pincer.gateway.tokens import token_digest
 from pincer.runtimes.mcp import ServerConfig, ServerConnection, ServerStore
-from pincer.runtimes.mcp.upstream_tasks import MAX_POLL_S, MIN_POLL_S, poll_delay_s
+from pincer.runtimes.mcp.upstream_tasks import (
+    MAX_POLL_S,
+    MAX_QUESTIONS,
+    MAX_QUESTIONS_AT_ONCE,
+    MIN_POLL_S,
+    poll_delay_s,
+)
 from pincer.service import Pincer
+from tests.gateway.conftest import LiveGateway, live_gateway
 from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, WAIT_S
 
 pytestmark = pytest.mark.anyio
@@ -67,14 +78,13 @@ async def test_a_task_is_polled_to_its_result(lean: bool, tmp_path: Path) -> Non
 
 
 @BOTH_PATHS
-async def test_an_input_request_goes_the_way_of_upstream_elicitation_and_the_task_is_cancelled(
+async def test_an_input_request_outside_a_persons_call_is_refused_and_the_task_is_cancelled(
     lean: bool, tmp_path: Path
 ) -> None:
-    # pincer declares no elicitation to upstream servers (a person answers through the chain,
-    # not through the server): the task's question is refused as a direct elicitation is.
+    # A call with nobody to ask (here: no pincer call at all, the connection used directly).
     log = tmp_path / "tasks.log"
     async with connected(log, lean=lean) as conn:
-        with pytest.raises(ToolError, match="asked for input pincer cannot give"):
+        with pytest.raises(ToolError, match="no person can be asked"):
             await text_of(conn, "ask")
         assert seen(log, "tasks/update") == []
         assert len(seen(log, "tasks/cancel")) == 1
@@ -182,3 +192,111 @@ async def test_through_the_chain_a_task_result_is_audited_and_bounded_by_the_out
         # As any call's: the chain cuts the output to [output] max_bytes and says so.
         assert big.ok and big.usage.truncated and big.audit_id is not None
         assert len(json.dumps(big.to_dict())) < 3 * 4096, len(json.dumps(big.to_dict()))
+
+
+# -- questions to a person, through a real gateway -----------------------------------------------
+
+AGENT_TOKEN = secrets.token_urlsafe(24)
+GATEWAY_CONFIG = (
+    '[[grants]]\ntool = "t_*"\ndefault = "allow"\n[tools]\ntimeout_s = 20\n'
+    f'[[gateway.tokens]]\nsha256 = "{token_digest(AGENT_TOKEN)}"\nsession = "agent"\n'
+    '[sessions.agent]\nallow = ["t_*"]\n'
+)
+
+
+@asynccontextmanager
+async def gateway_over_tasks(home: Path, log: Path) -> AsyncIterator[LiveGateway]:
+    ServerStore(home).add(tasks_config(log).with_changes(name="t"))
+    async with live_gateway(home, config=GATEWAY_CONFIG, extra_runtime=False) as live:
+        yield live
+
+
+class Person:
+    """The calling client's elicitation handler: answers each question with a name."""
+
+    def __init__(self, name: str = "Ada") -> None:
+        self.name = name
+        self.asked: list[str] = []
+
+    async def __call__(self, context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": self.name})
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+async def test_a_tasks_question_goes_to_the_main_sessions_person_and_the_task_completes(
+    pincer_home: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "tasks.log"
+    person = Person()
+    async with gateway_over_tasks(pincer_home, log) as live:
+        async with live.mcp(mode="legacy", elicitation_callback=person) as client:
+            with anyio.fail_after(WAIT_S * 3):
+                result = await client.call_tool("t_ask", {})
+        records = [r for r in await live.pincer.audit.records() if r.tool == "t_ask"]
+    assert not result.is_error, _text(result)
+    assert json.loads(_text(result).removeprefix("got ")) == {"action": "accept", "content": {"name": "Ada"}}
+    # The question says who asks, and what it asked.
+    assert len(person.asked) == 1 and "t/ask" in person.asked[0] and "Your name?" in person.asked[0]
+    assert len(seen(log, "tasks/update")) == 1 and seen(log, "tasks/cancel") == []
+    assert [r.outcome for r in records] == ["ok"]
+
+
+async def test_a_secret_in_the_persons_answer_is_not_sent_upstream(pincer_home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    person = Person("ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8")  # a GitHub token's shape
+    async with gateway_over_tasks(pincer_home, log) as live:
+        async with live.mcp(mode="legacy", elicitation_callback=person) as client:
+            with anyio.fail_after(WAIT_S * 3):
+                result = await client.call_tool("t_ask", {})
+    assert result.is_error and "looks like a secret" in _text(result)
+    assert person.name not in _text(result)
+    assert seen(log, "tasks/update") == [] and len(seen(log, "tasks/cancel")) == 1
+
+
+@pytest.mark.parametrize(
+    ("token", "mode", "elicits", "why"),
+    [
+        ("agent", "legacy", True, "not a main session"),
+        ("main", "legacy", False, "cannot be asked"),
+        ("main", "auto", True, "cannot be asked"),
+    ],
+    ids=["non-main-session", "client-without-elicitation", "2026-07-28-client"],
+)
+async def test_a_tasks_question_nobody_may_answer_fails_the_call_and_cancels_the_task(
+    pincer_home: Path, tmp_path: Path, token: str, mode: str, elicits: bool, why: str
+) -> None:
+    log = tmp_path / "tasks.log"
+    person = Person()
+    async with gateway_over_tasks(pincer_home, log) as live:
+        kwargs = {"elicitation_callback": person} if elicits else {}
+        chosen = AGENT_TOKEN if token == "agent" else None
+        async with live.mcp(mode=mode, token=chosen, **kwargs) as client:
+            with anyio.fail_after(WAIT_S * 3):
+                result = await client.call_tool("t_ask", {})
+    assert result.is_error and why in _text(result), _text(result)
+    assert person.asked == []
+    assert seen(log, "tasks/update") == [] and len(seen(log, "tasks/cancel")) == 1
+
+
+async def test_a_hostile_upstream_asking_too_much_is_bounded_and_cancelled(pincer_home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    person = Person()
+    async with gateway_over_tasks(pincer_home, log) as live:
+        async with live.mcp(mode="legacy", elicitation_callback=person) as client:
+            with anyio.fail_after(WAIT_S * 6):
+                flood = await client.call_tool("t_ask_flood", {})
+                big = await client.call_tool("t_ask_big", {})
+                asked_before_again = len(person.asked)
+                again = await client.call_tool("t_ask_again", {})
+    # 1,000 questions at once and a 100,000-character question never reach the person.
+    assert flood.is_error and f"at most {MAX_QUESTIONS_AT_ONCE}" in _text(flood), _text(flood)
+    assert big.is_error and "question is too long" in _text(big), _text(big)
+    assert asked_before_again == 0
+    # A server that asks forever: the person answers at most MAX_QUESTIONS, then the call ends.
+    assert again.is_error and f"more than {MAX_QUESTIONS} questions" in _text(again), _text(again)
+    assert len(person.asked) == MAX_QUESTIONS
+    assert len(seen(log, "tasks/cancel")) == 3

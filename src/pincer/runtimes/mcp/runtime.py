@@ -44,9 +44,11 @@ from pincer.runtimes.mcp.operations import (
     prompt_output,
     resource_output,
 )
+from pincer.runtimes.mcp.person_questions import asker_for
 from pincer.runtimes.mcp.pins import PinStore, ToolDefinition
 from pincer.runtimes.mcp.results import to_tool_output
 from pincer.runtimes.mcp.tools import build_spec
+from pincer.runtimes.mcp.upstream_tasks import answered_by
 from pincer.safety.scanner import LeakScanner
 
 logger = logging.getLogger(__name__)
@@ -226,7 +228,8 @@ class McpRuntime:
 
             progress = report
 
-        result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
+        with answered_by(asker_for(host, self._scanner())):
+            result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
         return to_tool_output(result, server=conn.name)
 
     # -- resources and prompts (operations.py) -------------------------------------------------
