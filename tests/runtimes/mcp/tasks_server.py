@@ -7,7 +7,8 @@ finishes), ``wrong_id`` (tasks/get answers another taskId), ``big`` (completes w
 characters of text), ``poll0`` / ``poll_huge`` (pollIntervalMs 0 / 10**12, completed after
 three polls), ``malformed`` (a CreateTaskResult whose taskId is a number); hostile askers:
 ``ask_flood`` (1,000 questions at once), ``ask_big`` (a 100,000-character question),
-``ask_again`` (a new question after every answer, never done).
+``ask_again`` (a new question after every answer, never done), ``ask_leak`` (a question
+holding a token's shape, ``LEAKED``).
 ``--log FILE`` appends one JSON line per tasks/* request (method, taskId, time).
 """
 
@@ -27,8 +28,9 @@ LOG = sys.argv[sys.argv.index("--log") + 1] if "--log" in sys.argv else None
 TASKS: dict[str, dict[str, Any]] = {}
 EMPTY = {"type": "object", "properties": {}}
 NAMES = (
-    "quick", "ask", "forever", "wrong_id", "big", "poll0", "poll_huge", "malformed", "ask_flood", "ask_big", "ask_again",
+    "quick", "ask", "forever", "wrong_id", "big", "poll0", "poll_huge", "malformed", "ask_flood", "ask_big", "ask_again", "ask_leak",
 )  # fmt: skip
+LEAKED = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"  # a GitHub token's shape
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 POLL_MS = {"poll0": 0, "poll_huge": 10**12}
 
@@ -74,6 +76,8 @@ def questions(task: dict[str, Any]) -> dict[str, Any]:
         return {f"q{n}": question(f"Question {n}?") for n in range(1000)}
     if tool == "ask_big":
         return {"name": question("Your name? " + "x" * 100_000)}
+    if tool == "ask_leak":
+        return {"name": question(f"Your name? (the server's token is {LEAKED})")}
     if tool == "ask_again":
         return {f"name{task['answers']}": question(f"Your name, again ({task['answers']})?")}
     return {"name": question("Your name?")}

@@ -197,6 +197,7 @@ async def test_through_the_chain_a_task_result_is_audited_and_bounded_by_the_out
 # -- questions to a person, through a real gateway -----------------------------------------------
 
 AGENT_TOKEN = secrets.token_urlsafe(24)
+LEAKED = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"  # tasks_server.py's ask_leak puts it in its question
 GATEWAY_CONFIG = (
     '[[grants]]\ntool = "t_*"\ndefault = "allow"\n[tools]\ntimeout_s = 20\n'
     f'[[gateway.tokens]]\nsha256 = "{token_digest(AGENT_TOKEN)}"\nsession = "agent"\n'
@@ -255,6 +256,18 @@ async def test_a_secret_in_the_persons_answer_is_not_sent_upstream(pincer_home: 
     assert result.is_error and "looks like a secret" in _text(result)
     assert person.name not in _text(result)
     assert seen(log, "tasks/update") == [] and len(seen(log, "tasks/cancel")) == 1
+
+
+async def test_a_secret_in_the_servers_question_never_reaches_the_person(pincer_home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    person = Person()
+    async with gateway_over_tasks(pincer_home, log) as live:
+        async with live.mcp(mode="legacy", elicitation_callback=person) as client:
+            with anyio.fail_after(WAIT_S * 3):
+                result = await client.call_tool("t_ask_leak", {})
+    assert not result.is_error, _text(result)
+    assert len(person.asked) == 1 and "the server's token is" in person.asked[0]
+    assert LEAKED not in person.asked[0] and LEAKED[:12] not in person.asked[0]
 
 
 @pytest.mark.parametrize(

@@ -23,12 +23,14 @@ __all__ = ["asker_for"]
 
 def asker_for(host: HostContext, scanner: LeakScanner) -> PersonAsker:
     """The asker for the call ``host`` describes; ``scanner``: the leak scanner of the chain."""
+    client: Any = host.client  # the gateway's MCP channel, when an MCP client made the call
+    if client is None:
+        return PersonAsker(why_not="no person can be asked on this call (no MCP client made it)")
     if not host.speaks_for_person:
         return PersonAsker(
             why_not=f"session {host.session!r} is not a main session, and an agent does not answer for a person",
         )
-    client: Any = host.client  # the gateway's MCP channel, when an MCP client made the call
-    if client is None or not getattr(client, "can_ask", False):
+    if not getattr(client, "can_ask", False):
         return PersonAsker(
             why_not="the calling client cannot be asked mid-call (an MCP 2025-11-25 client with elicitation can)",
         )
