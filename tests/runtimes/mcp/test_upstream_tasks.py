@@ -188,10 +188,13 @@ async def test_through_the_chain_a_task_result_is_audited_and_bounded_by_the_out
         with anyio.fail_after(WAIT_S * 3):
             done = await p.call(CallRequest(tool="t_quick", args={}, caller="test"))
             big = await p.call(CallRequest(tool="t_big", args={"bytes": 300_000}, caller="test"))
+            asked = await p.call(CallRequest(tool="t_ask", args={}, caller="test"))
         assert done.ok and done.output == "quick done" and done.audit_id is not None
         # As any call's: the chain cuts the output to [output] max_bytes and says so.
         assert big.ok and big.usage.truncated and big.audit_id is not None
         assert len(json.dumps(big.to_dict())) < 3 * 4096, len(json.dumps(big.to_dict()))
+        # A call no MCP client made (here: the service itself; REST, a run, a trigger) has nobody to ask.
+        assert not asked.ok and "no MCP client made it" in asked.error["message"], asked.error
 
 
 # -- questions to a person, through a real gateway -----------------------------------------------
