@@ -5,12 +5,15 @@
 - ``/jwks``: the public key set;
 - ``/authorize``: signs in ``next_user`` at once (no form) and redirects back with a code, after
   checking the request (response_type code, the client id, an S256 code challenge);
-- ``/token``: trades a code once for an id_token, checking the redirect URI, the client and the
+- ``/token``: trades a code once for an access token and an id_token (which carries the
+  access token's ``at_hash``, OIDC Core 3.1.3.6), checking the redirect URI, the client and the
   PKCE verifier against the challenge.
 
 ``tamper`` makes the next id_token wrong in one way: ``forged`` (signed by another key under the
 same key id), ``expired``, ``wrong_audience``, ``wrong_issuer``, ``replayed_nonce`` (the nonce of
-the login before), ``no_nonce``.
+the login before), ``no_nonce``, ``forged_at_hash`` (the at_hash of another access token: an
+id_token spliced onto a token response it was not issued with), ``no_access_token`` (an id_token
+with an at_hash, in an answer with no access token to check it against).
 """
 
 from __future__ import annotations
@@ -36,6 +39,13 @@ CLIENT_ID = "pincer-dashboard"
 CLIENT_SECRET = "oidc-client-secret-0123456789abcdef"
 
 
+def at_hash(access_token: str) -> str:
+    """OIDC Core 3.1.3.6 for RS256, written out here (not pincer's code) so the test checks pincer
+    against the spec: the left half of the SHA-256 of the token's ASCII, base64url unpadded."""
+    digest = hashlib.sha256(access_token.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest[: len(digest) // 2]).rstrip(b"=").decode()
+
+
 @dataclass
 class Provider:
     url: str = ""
@@ -46,10 +56,11 @@ class Provider:
     nonces: list[str] = field(default_factory=list)
     token_requests: list[dict[str, str]] = field(default_factory=list)
 
-    def id_token(self, login: dict[str, Any]) -> str:
+    def id_token(self, login: dict[str, Any], access_token: str) -> str:
         now = int(time.time())
         claims: dict[str, Any] = {"iss": self.url, "sub": login["user"]["email"], "aud": CLIENT_ID, "iat": now,
-                                  "exp": now + 300, "nonce": login["nonce"], **login["user"]}  # fmt: skip
+                                  "exp": now + 300, "nonce": login["nonce"], "at_hash": at_hash(access_token),
+                                  **login["user"]}  # fmt: skip
         key = self.key
         tamper, self.tamper = self.tamper, None
         if tamper == "forged":
@@ -64,6 +75,8 @@ class Provider:
             claims["nonce"] = self.nonces[-2]
         elif tamper == "no_nonce":
             del claims["nonce"]
+        elif tamper == "forged_at_hash":
+            claims["at_hash"] = at_hash("at-" + secrets.token_urlsafe(8))
         return jwt.encode({"alg": "RS256", "kid": "k1"}, claims, key)
 
 
@@ -119,7 +132,11 @@ class _Handler(BaseHTTPRequestHandler):
                 or form.get("client_id") != CLIENT_ID or form.get("client_secret") != CLIENT_SECRET:  # fmt: skip
             self._send(400, {"error": "invalid_grant"})
             return
-        self._send(200, {"access_token": "at-" + secrets.token_urlsafe(8), "token_type": "Bearer", "id_token": p.id_token(login)})
+        access_token = "at-" + secrets.token_urlsafe(8)
+        answer = {"access_token": access_token, "token_type": "Bearer"}
+        if p.tamper == "no_access_token":
+            del answer["access_token"]
+        self._send(200, answer | {"id_token": p.id_token(login, access_token)})
 
     def log_message(self, *args: Any) -> None:
         return

@@ -1,8 +1,8 @@
 """Single sign-on to the dashboard against a local OpenID Connect provider (tests/people/
 oidc_provider.py: discovery, JWKS, signed id_tokens, PKCE checked), through a real ``pincer
 serve``: group and domain rules give the expected roles, a person the CLI made keeps the CLI's
-roles, and a forged, expired, wrong-audience, wrong-issuer, nonce-less or replayed-nonce id_token
-signs nobody in, nor does a replayed callback; the shared-token sign-in can be turned off."""
+roles, and a forged, expired, wrong-audience, wrong-issuer, nonce-less or replayed-nonce id_token,
+or one whose at_hash is not the access token's, signs nobody in, nor does a replayed callback; the shared-token sign-in can be turned off."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_group_and_domain_rules_give_roles_and_a_cli_person_keeps_theirs(pincer_
     assert people["boss"]["roles"] == ["operator"] and "eve" not in people
 
 
-@pytest.mark.parametrize("tamper", ["forged", "expired", "wrong_audience", "wrong_issuer", "replayed_nonce", "no_nonce"])
+@pytest.mark.parametrize("tamper", ["forged", "expired", "wrong_audience", "wrong_issuer", "replayed_nonce", "no_nonce", "forged_at_hash", "no_access_token"])
 def test_a_bad_id_token_signs_nobody_in(pincer_home: Path, provider: Provider, tamper: str) -> None:
     _configure(pincer_home, provider)
     user = {"email": "ann@example.test", "email_verified": True, "groups": ["approvers"]}
@@ -89,6 +89,8 @@ def test_a_bad_id_token_signs_nobody_in(pincer_home: Path, provider: Provider, t
                 assert _sso(server, earlier, provider, user).status_code == 200
         refused = _sso(server, client, provider, user, tamper=tamper)
         assert refused.status_code == 401, (tamper, refused.text)
+        if tamper == "forged_at_hash":
+            assert "at_hash does not match the access token" in refused.text, refused.text
         assert SESSION_COOKIE_NAME not in client.cookies and not _signed_in(client)
 
 

@@ -6,7 +6,10 @@ sends it back to ``GET /ui/oidc/NAME/callback``, where the state is taken (once:
 callback finds nothing), the code exchanged at the token endpoint with the verifier, and the
 ``id_token`` checked with joserfc: its signature against the provider's JWKS (fetched again once
 for a key id it does not know), its issuer, its audience (and ``azp`` when it names several), its
-expiry and issue time, and its nonce. A token that fails any check signs nobody in.
+expiry and issue time, its nonce, and its ``at_hash`` when it has one (OIDC Core 3.1.3.6: the
+access token of the same token response, hashed with the id_token's algorithm's hash, left half,
+base64url; a mismatch is an id_token spliced onto an answer it was not issued with). A token that
+fails any check signs nobody in.
 
 Who it is: the person whose record has the token's verified email (their roles are the ones the
 CLI gave them), else a person this provider's rules give roles to (``group_roles``,
@@ -21,6 +24,9 @@ by the sha256 of their state): a login begun on one gateway finishes on any gate
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import logging
 import secrets
 import time
@@ -52,6 +58,9 @@ PENDING_TTL_S = 600.0
 LEEWAY_S = 60  # clock skew allowed on exp, iat and nbf
 HTTP_TIMEOUT_S = 15.0
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+# The hash of each alg of ALGORITHMS, for at_hash (OIDC Core 3.1.3.6; EdDSA is Ed25519's SHA-512).
+_AT_HASH_DIGESTS = {alg: "sha" + alg[2:] for alg in ALGORITHMS if alg != "EdDSA"} | {"EdDSA": "sha512"}
 
 
 class IdTokenRefused(Exception):
@@ -110,7 +119,9 @@ class OidcLogins:
             self._keys[config.issuer] = keys
         return keys
 
-    async def verify(self, id_token: str, config: OidcProvider, nonce: str, http: httpx.AsyncClient) -> dict[str, Any]:
+    async def verify(
+        self, id_token: str, config: OidcProvider, nonce: str, http: httpx.AsyncClient, *, access_token: str | None
+    ) -> dict[str, Any]:
         """The claims of an id_token that passes every check; IdTokenRefused naming the first that fails."""
         jwt = require("oauth", "joserfc.jwt")
         JoseError = require("oauth", "joserfc.errors").JoseError
@@ -137,7 +148,26 @@ class OidcLogins:
         audience = claims.get("aud")
         if isinstance(audience, list) and len(audience) > 1 and claims.get("azp") != config.client_id:
             raise IdTokenRefused("the id_token names several audiences and another authorized party")
+        _check_at_hash(claims, str(token.header.get("alg", "")), access_token)
         return claims
+
+
+def _check_at_hash(claims: dict[str, Any], alg: str, access_token: str | None) -> None:
+    """Fail closed when the id_token's at_hash is not the access token's (OIDC Core 3.1.3.6); an
+    id_token without at_hash is not checked (the code flow makes it optional)."""
+    if "at_hash" not in claims:
+        return
+    said = claims["at_hash"]
+    if not isinstance(said, str) or not access_token:
+        raise IdTokenRefused("the id_token's at_hash cannot be checked: the token endpoint sent no access_token with it")
+    hash_name = _AT_HASH_DIGESTS.get(alg)
+    # ASCII per the spec: a token that is not ASCII matches no at_hash; nor does an unknown alg.
+    expected = b""
+    if hash_name is not None and access_token.isascii():
+        digest = hashlib.new(hash_name, access_token.encode("ascii")).digest()
+        expected = base64.urlsafe_b64encode(digest[: len(digest) // 2]).rstrip(b"=")
+    if not expected or not hmac.compare_digest(expected, said.encode("ascii", "replace")):
+        raise IdTokenRefused("the id_token's at_hash does not match the access token it came with; sign in again")
 
 
 def _json_object(response: httpx.Response, what: str) -> dict[str, Any]:
@@ -270,7 +300,9 @@ async def _exchange(
     id_token = answer.get("id_token")
     if not isinstance(id_token, str):
         raise IdTokenRefused("the token endpoint sent no id_token")
-    return await logins.verify(id_token, config, pending.nonce, http)
+    access_token = answer.get("access_token")
+    return await logins.verify(id_token, config, pending.nonce, http,
+                               access_token=access_token if isinstance(access_token, str) else None)  # fmt: skip
 
 
 async def _person_of(services: DashboardServices, name: str, config: OidcProvider, claims: dict[str, Any]) -> SignedInAs:
