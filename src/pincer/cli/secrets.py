@@ -71,21 +71,13 @@ def set_secret(
 
 
 async def set_for_person(person: str, name: str, value: str, *, what: str = "") -> None:
-    """A person's own value: only of a secret config.toml declares per person, only for a person
-    of the store (a value kept for no one would be injected for whoever is given that name later)."""
-    from pincer.secrets.store import validate_name
+    """A person's own value, through the one act every path uses (store/people_acts.py)."""
+    from pincer.cli.acts import cli_actor
+    from pincer.store.people_acts import set_own_credential
 
-    validate_name(name)
     async with open_pincer(builtins=False, quiet=True) as pincer:
-        if name not in pincer.config.secrets.per_person:
-            raise UsageError(f"secret {name!r} is not per person: every call shares its one value",
-                             hint=f'add "{name}" to [secrets] per_person in config.toml, or leave out --person')  # fmt: skip
-        if await pincer.people.get(person) is None:
-            raise UsageError(f"no person named {person!r}", hint=f"add them first: `pincer people add {person} --role viewer`")
-        had = any(i.name == name for i in pincer.secrets.person_names(person))
-        pincer.secrets.set_for(person, name, value)
-    record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="replaced" if had else "set",
-               reason=f"{person}'s value of secret {name} {'replaced' if had else 'set'}{what}", args={"person": person})  # fmt: skip
+        await set_own_credential(pincer.people, pincer.audit, pincer.secrets, actor=cli_actor(), person=person, name=name,
+                                 value=value, per_person=pincer.config.secrets.per_person, what=what)  # fmt: skip
 
 
 @app.command("list")
@@ -134,17 +126,19 @@ def remove_secret(
     """Delete a secret (with --person: that person's own value of it)."""
 
     async def body() -> None:
+        if person is not None:  # the one act every path uses (store/people_acts.py)
+            from pincer.cli.acts import cli_actor
+            from pincer.store.people_acts import remove_own_credential
+
+            async with open_pincer(builtins=False, quiet=True) as pincer:
+                await remove_own_credential(pincer.audit, pincer.secrets, actor=cli_actor(), person=person, name=name)
+            return
         store = _open_store()
         try:
-            if person is None:
-                store.delete(name)
-            else:
-                store.delete_for(person, name)
+            store.delete(name)
         finally:
             store.close()
-        whose = f"{person}'s value of secret" if person else "secret"
-        record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="removed", reason=f"{whose} {name} removed",
-                   args={"person": person} if person else None)  # fmt: skip
+        record_act(pincer_home(), ActKind.SECRET, subject=name, outcome="removed", reason=f"secret {name} removed")
 
     run(body, as_json=as_json)
     if as_json:

@@ -1,6 +1,9 @@
 """The acts on people and their tokens, one function each, whatever path asks: the CLI
 (``pincer people``), REST (``/api/v1/people``) and the dashboard (``/ui/people``, ``/ui/tokens``)
-call these, so each change is made and recorded one way (docs/acts.md: kind ``person``).
+call these, so each change is made and recorded one way (docs/acts.md: kind ``person``). A
+person's own value of a per-person secret is set and removed here too, by ``pincer secrets set
+NAME --person WHO`` (and ``pincer auth setup``, ``pincer secrets rm``) and by ``/ui/credentials``
+(kind ``secret``: the record names the secret and the person, never the value).
 
 Who may ask is each path's question (the CLI is the owner; REST and the dashboard ask the
 roles, gateway/access.py); what may never happen is the store's (store/people.py: no token with a
@@ -10,7 +13,8 @@ its id, never its value.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
 
 from pincer.core.acts import ActKind, Actor
 from pincer.core.errors import UsageError
@@ -19,7 +23,11 @@ from pincer.store.acts import act_entry
 from pincer.store.audit import AuditLog
 from pincer.store.people import NewToken, PeopleStore, Person, PersonToken
 
-__all__ = ["add_person", "set_person_roles", "remove_person", "make_token", "revoke_token"]
+if TYPE_CHECKING:
+    from pincer.secrets.store import SecretStore
+
+__all__ = ["add_person", "set_person_roles", "remove_person", "make_token", "revoke_token", "set_own_credential",
+           "remove_own_credential", "require_per_person"]  # fmt: skip
 
 
 async def _record(audit: AuditLog, actor: Actor, *, subject: str, outcome: str, reason: str, args: dict[str, object]) -> None:
@@ -79,3 +87,41 @@ async def revoke_token(
     await _record(audit, actor, subject=held.person, outcome="token-revoked", args={"token_id": token_id},
                   reason=f"token {token_id} of {held.person!r} revoked")  # fmt: skip
     return held
+
+
+def require_per_person(name: str, per_person: Collection[str]) -> None:
+    """UsageError unless ``name`` is a secret config.toml declares per person: a person's value of
+    any other name would never be read (or, worse, be taken for the shared one)."""
+    from pincer.secrets.store import validate_name
+
+    validate_name(name)
+    if name not in per_person:
+        raise UsageError(f"secret {name!r} is not per person (not in [secrets] per_person): every call shares its one value",
+                         hint=f'add "{name}" to [secrets] per_person in config.toml for each person to hold their own')  # fmt: skip
+
+
+async def set_own_credential(
+    people: PeopleStore, audit: AuditLog, secrets: SecretStore, *, actor: Actor, person: str, name: str, value: str,
+    per_person: Collection[str], what: str = "",
+) -> str:  # fmt: skip
+    """``person``'s own value of the per-person secret ``name``: only for a person of the store (a
+    value kept for no one would be injected for whoever is given that name later); "set" or
+    "replaced". The record names the secret and the person, never the value."""
+    require_per_person(name, per_person)
+    if await people.get(person) is None:
+        raise UsageError(f"no person named {person!r}", hint=f"add them first: `pincer people add {person} --role viewer`")
+    had = any(i.name == name for i in secrets.person_names(person))
+    secrets.set_for(person, name, value)
+    outcome = "replaced" if had else "set"
+    entry = act_entry(ActKind.SECRET, actor=actor, subject=name, outcome=outcome, args={"person": person},
+                      reason=f"{person}'s value of secret {name} {outcome}{what}")  # fmt: skip
+    await audit.append(entry, gather=False)
+    return outcome
+
+
+async def remove_own_credential(audit: AuditLog, secrets: SecretStore, *, actor: Actor, person: str, name: str) -> None:
+    """Remove ``person``'s own value of ``name`` (SecretError when they have none)."""
+    secrets.delete_for(person, name)
+    entry = act_entry(ActKind.SECRET, actor=actor, subject=name, outcome="removed", args={"person": person},
+                      reason=f"{person}'s value of secret {name} removed")  # fmt: skip
+    await audit.append(entry, gather=False)

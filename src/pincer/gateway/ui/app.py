@@ -10,7 +10,20 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from pincer.gateway.ui import approvals, audit, grants, installed, mcp, oidc, overview, people, skills, tasks, tools
+from pincer.gateway.ui import (
+    approvals,
+    audit,
+    credentials,
+    grants,
+    installed,
+    mcp,
+    oidc,
+    overview,
+    people,
+    skills,
+    tasks,
+    tools,
+)
 from pincer.gateway.ui import runs as run_pages
 from pincer.gateway.ui.auth import UiAuth, exception_handlers, login, login_form, logout, with_ui_auth
 from pincer.gateway.ui.render import STATIC_DIR, Pages, security_headers
@@ -47,6 +60,7 @@ def create_ui_app(
             *mcp.routes(),
             *installed.routes(),
             *people.routes(),
+            *credentials.routes(),
             Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
             *routes,
         ],
