@@ -22,6 +22,7 @@ CLI_ACTS = "tests/acts/test_cli_acts.py::test_each_cli_act_writes_one_record_nam
 PEOPLE_ACTS = "tests/people/test_people_cli.py::test_each_people_act_writes_one_record_naming_the_cli_user_and_never_the_token"
 PEOPLE_MANAGED = "tests/people/test_people_manage.py::test_an_admin_adds_sets_and_removes_people_as_the_cli_does_and_the_last_admin_stays"
 OWN_TOKENS = "tests/people/test_dashboard_tokens.py::test_a_person_makes_lists_and_revokes_only_their_own_tokens_and_sees_the_value_once"
+OWN_CREDENTIALS = "tests/people/test_dashboard_credentials.py::test_a_person_sets_and_removes_only_their_own_value_and_it_is_never_shown"
 COVERED: dict[tuple[str, str], tuple[str, ...]] = {
     ("grant-add", "dashboard"): ("tests/gateway/ui/test_dashboard_http.py::test_grants_are_added_and_revoked_from_the_page_and_every_edit_is_audited",),
     ("grant-revoke", "dashboard"): ("tests/gateway/ui/test_dashboard_http.py::test_grants_are_added_and_revoked_from_the_page_and_every_edit_is_audited",),
@@ -48,6 +49,8 @@ COVERED: dict[tuple[str, str], tuple[str, ...]] = {
     ("approval-answer", "mcp"): ("tests/gateway/test_mcp_http.py::test_an_ask_goes_to_the_client_as_an_elicitation",),
     ("secret-set", "cli"): (CLI_ACTS,),
     ("secret-remove", "cli"): (CLI_ACTS,),
+    ("secret-set", "dashboard"): (OWN_CREDENTIALS,),
+    ("secret-remove", "dashboard"): (OWN_CREDENTIALS,),
     ("signer-trust", "cli"): (CLI_ACTS,),
     ("signer-forget", "cli"): (CLI_ACTS,),
     ("token-new", "cli"): (CLI_ACTS,),
