@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -162,3 +163,77 @@ def test_without_any_extra_every_core_module_imports_and_the_others_say_which_ex
     assert importers == {"pincer.runtimes.wasm.runtime"}, importers  # imports the component host at its top
     for module, (_, hint) in failed.items():
         assert hint is not None and hint.startswith("pip install 'pincer[") and hint.endswith("]'"), (module, hint)
+
+
+def test_each_extra_is_in_the_installed_metadata_and_its_packages_import_through_require() -> None:
+    """One check per extra in the development venv, which has pincer[all]: the installed pincer's
+    metadata offers the extra (what `pip install 'pincer[NAME]'` resolves), and require() imports
+    every package of it (the other half, without the extra, is the probe above and
+    tests/test_packaging.py)."""
+    from pincer.core.extras import available, require
+
+    offered = set(metadata.metadata("pincer").get_all("Provides-Extra") or ())
+    for name, extra in EXTRAS.items():
+        assert name in offered, f"the installed pincer offers no extra {name!r} (reinstall: make setup)"
+        assert available(name), f"pincer[{name}] is not installed in the development venv"
+        for module in extra.modules:
+            assert require(name, module).__name__ == module
+
+
+# Every kind of key that turns on an optional part, and the extra it needs.
+_TURNED_ON = (
+    '[store]\nurl = "postgresql://pincer@127.0.0.1:1/pincer"\n[cache]\nurl = "redis://127.0.0.1:1/0"\n'
+    '[telemetry]\ntraces = true\n[llm]\nmodel = "gpt-4o-mini"\n[llm.profiles.fast]\nmodel = "gpt-4o-mini"\n'
+    "[builtins.browser]\nenabled = true\n[builtins.web_fetch]\nenabled = true\n[builtins.gmail]\nenabled = true\n"
+    '[auth.oidc.corp]\nissuer = "https://id.example.com"\nclient_id = "pincer"\n'
+)
+
+
+def test_every_configured_part_names_its_extra_and_key(tmp_path: Path) -> None:
+    """Failed before: single sign-on ([auth.oidc.NAME], joserfc and authlib of pincer[oauth]) was
+    not among them, so `pincer config check` and `pincer doctor` passed a config whose dashboard
+    sign-in could only answer 503."""
+    from pincer.config import parse_config
+    from pincer.config_check import configured_extras
+
+    found = configured_extras(parse_config(_TURNED_ON, home=tmp_path))
+    assert sorted(found) == sorted([
+        ("postgres", "store.url"), ("redis", "cache.url"), ("telemetry", "telemetry.traces"),
+        ("agent", "llm.model"), ("agent", "llm.profiles.fast.model"), ("browser", "builtins.browser.enabled"),
+        ("web", "builtins.web_fetch.enabled"), ("oauth", "builtins.gmail.enabled"), ("oauth", "auth.oidc.corp"),
+    ])  # fmt: skip
+    assert configured_extras(parse_config("", home=tmp_path)) == []
+
+
+# None in sys.modules: `import` fails with ModuleNotFoundError and importlib.util.find_spec finds
+# nothing, as for a package that is not installed.
+_CLI_WITHOUT = r"""
+import sys
+sys.modules.update(dict.fromkeys(sys.argv[1].split(",")))
+from pincer.cli.main import main
+sys.argv = ["pincer", *sys.argv[2:]]
+main()
+"""
+
+
+def test_config_check_and_doctor_name_the_oauth_extra_for_single_sign_on(tmp_path: Path) -> None:
+    """The CLI itself, with pincer[oauth]'s packages unimportable (tests/test_packaging.py does the
+    same for every extra in a venv that never had them)."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text('[auth.oidc.corp]\nissuer = "https://id.example.com"\nclient_id = "pincer"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINCER_")} | {"PINCER_HOME": str(home)}
+    blocked = ",".join(EXTRAS["oauth"].modules)
+
+    def pincer(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-c", _CLI_WITHOUT, blocked, *args]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+
+    check = pincer("config", "check")
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert f"auth.oidc.corp: needs {EXTRAS['oauth'].feature}, which is not installed" in check.stderr, check.stderr
+    assert "hint: pip install 'pincer[oauth]'" in check.stderr, check.stderr
+    doctor = pincer("doctor", "--json")
+    extras = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "extras")
+    assert (extras["status"], extras["hint"]) == ("fail", "pip install 'pincer[oauth]'"), extras
+    assert "auth.oidc.corp needs" in extras["detail"], extras

@@ -10,13 +10,16 @@ The walker reads every ``hint=`` string (and f-string) in ``src/pincer`` and che
 - a bare name that is a config key's leaf (``container_image``) must come with its section;
 - a bare name shaped like a setting (``allow_*``, ``max_*``, ``*_timeout_s``...) must be a key;
 - every `` `pincer ...` `` command against the real CLI: each word a subcommand while the
-  command is a group, and each ``--flag`` an option of the command it reaches.
+  command is a group, and each ``--flag`` an option of the command it reaches;
+- every ``pip install 'pincer[NAME,...]'`` against pyproject.toml's extras, quoted (a shell such
+  as zsh reads an unquoted ``[...]`` as a pattern).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +32,11 @@ from typer.core import TyperGroup
 
 from pincer.cli.main import app
 from pincer.config import ConfigFile
+from pincer.core.extras import install_hint
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "pincer"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "pincer"
+EXTRAS_OF_PYPROJECT = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
 # Names in hints that look like settings but are something else, each with what it is.
 NOT_CONFIG = {
     "allowed_names": "a capabilities-file key (secrets.allowed_names)",
@@ -96,6 +102,10 @@ def _text_of(node: ast.AST) -> str:
         return _text_of(node.left) + _text_of(node.right)
     if isinstance(node, ast.IfExp):
         return _text_of(node.body) + " " + _text_of(node.orelse)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "install_hint":
+        # install_hint("web"): the text a person reads; a name filled in at run time is X
+        (name,) = node.args
+        return install_hint(name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else "X")
     return ""
 
 
@@ -169,9 +179,20 @@ def _cli_problems(text: str) -> list[str]:
     return problems
 
 
+def _extra_problems(text: str) -> list[str]:
+    """Each extra a ``pip install`` hint names is one of pyproject.toml's, in quotes."""
+    problems = []
+    for quote, names in re.findall(r"pip install (\S*?)pincer\[([^\]]*)\]", text):
+        if quote != "'":
+            problems.append(f"pincer[{names}] is not in single quotes (a shell reads [...] as a pattern)")
+        unknown = [n for n in (n.strip() for n in names.split(",")) if n != "X" and n not in EXTRAS_OF_PYPROJECT]
+        problems += [f"pincer[{n}] is not an extra of pyproject.toml" for n in unknown]
+    return problems
+
+
 @pytest.mark.parametrize(("where", "text"), HINTS, ids=[where for where, _ in HINTS])
 def test_every_hint_names_real_keys_and_commands(where: str, text: str) -> None:
-    problems = _config_problems(text) + _cli_problems(text)
+    problems = _config_problems(text) + _cli_problems(text) + _extra_problems(text)
     assert not problems, f"{where}: {text!r}: {problems}"
 
 
@@ -182,6 +203,17 @@ def test_the_walker_catches_the_hints_that_lied() -> None:
     assert _config_problems("raise tools.timeout_s in config.toml") == []
     assert _cli_problems("run `pincer approvals nope ID`") == ["`pincer approvals nope ID`: approvals has no subcommand 'nope'"]
     assert _cli_problems("run `pincer approvals approve ID --always`") == []
+    assert _extra_problems("pip install 'pincer[browser,nope]'") == ["pincer[nope] is not an extra of pyproject.toml"]
+    assert _extra_problems("pip install pincer[web]") == ["pincer[web] is not in single quotes (a shell reads [...] as a pattern)"]
+    assert _extra_problems("pip install 'pincer[wasm-build]' (componentize-py 0.25)") == []
+    assert _extra_problems(install_hint("postgres")) == []
+
+
+def test_the_walker_reads_the_extra_hints() -> None:
+    """The pip install hints are read (runtimes/wasm/build.py's names pincer[wasm-build]), and an
+    install_hint(...) hint as the text a person gets."""
+    assert any("pip install 'pincer[wasm-build]'" in text for _, text in HINTS)
+    assert any(text == "pip install 'pincer[X]'" for _, text in HINTS)  # doctor's, names filled in at run time
 
 
 # -- markup: what is printed through rich reads as it was written --------------------------------

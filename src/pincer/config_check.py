@@ -141,6 +141,8 @@ def configured_extras(config: Config) -> list[tuple[str, str]]:
         for name, item in config.builtins.items()
         if item.enabled and name in BUILTIN_EXTRAS
     ]
+    # single sign-on checks the id_token with joserfc and makes the PKCE challenge with authlib
+    wanted += [("oauth", f"auth.oidc.{name}") for name in config.auth.oidc]
     return wanted
 
 
