@@ -15,7 +15,7 @@ import sys
 import tomllib
 import venv
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -40,9 +40,12 @@ CLI_TIMEOUT_S = 120.0
 # httpcore2, urllib3 for multipart bodies alone), 100 MB after; then the store's one schema and
 # migration history (issue 40): SQLAlchemy 23.6 MB with its greenlet 2.6 (SQLAlchemy requires it on
 # x86_64 and arm64; only its async engine uses it, which pincer does not), Alembic 2.8 and its Mako
-# 0.8, 130 MB. The budget is under the core plus the smallest extra (pincer[redis], 7.5 MB), so no
-# optional part can come back into the core.
-CORE_BUDGET_MB = 133
+# 0.8, 130 MB. 2026-12-07: 131 MB (pip 23.2, CPython 3.11, x86_64, the newest wheels of the index).
+# Under 60 MB cannot be reached with the MCP SDK: mcp and fastapi alone, installed into an empty
+# venv, are 47 MB, with typer 62 MB, and pincer's own files are 13 MB (docs/install.md). The budget
+# leaves 5 MB for newer wheels of the same dependencies and stays under the core plus the smallest
+# extra (pincer[redis], 7.5 MB), so no optional part can come back into the core unnoticed.
+CORE_BUDGET_MB = 136
 # One HTTP stack in the core: httpx2 and its httpcore2 (the MCP SDK's client). Failed before:
 # httpcore 1 and urllib3 were core dependencies, each for one use (egress, multipart bodies).
 SECOND_HTTP_STACKS = ("httpcore", "urllib3", "httpx", "requests", "aiohttp")
@@ -126,13 +129,17 @@ def _pincer(env_dir: Path, home: Path, *args: str, stdin: str | None = None) -> 
     return _run([str(env_dir / "bin" / "pincer"), *args], env=env, stdin=stdin)
 
 
-def test_the_core_install_is_small_and_has_no_optional_part(core_venv: Path) -> None:
+def test_the_core_install_is_small_and_has_no_optional_part(core_venv: Path, record_property: Callable[[str, object], None]) -> None:
     """Failed before: a bare `pip install .` was 473 MB of site-packages (Playwright 167 MB, the
     LLM SDKs 68 MB, trafilatura's babel and lxml 49 MB, wasmtime 31 MB, uvloop 14 MB...)."""
     site = _site_packages(core_venv)
     ours = [p for p in site.iterdir() if not p.name.startswith(PACKAGING_SELF)]
     size = _du_mb(*ours)
-    assert size < CORE_BUDGET_MB, f"{size} MB of site-packages (budget {CORE_BUDGET_MB} MB)"
+    largest = sorted(((_du_mb(p), p.name) for p in ours if p.is_dir() and not p.name.endswith(".dist-info")), reverse=True)[:8]
+    figure = f"{size} MB of site-packages (budget {CORE_BUDGET_MB} MB); largest: " + ", ".join(f"{n} {mb}" for mb, n in largest)
+    print(figure)  # shown with -rP or -s; the junit report keeps it as a property
+    record_property("core_site_packages_mb", size)
+    assert size < CORE_BUDGET_MB, figure
     optional = set().union(*(_extra_distributions(name) for name in EXTRAS))
     installed = _installed(core_venv)
     leaked = sorted(optional & installed)
@@ -172,10 +179,12 @@ _CONFIGURED = {
 
 
 def test_config_check_and_doctor_name_the_extra_of_each_configured_part(core_venv: Path, user_home: Path) -> None:
-    (user_home / "config.toml").write_text("".join(text for text, _ in _CONFIGURED.values()))
+    # and single sign-on, the second part of pincer[oauth] (missing from the check before)
+    oidc = '[auth.oidc.corp]\nissuer = "https://id.example.com"\nclient_id = "pincer"\n'
+    (user_home / "config.toml").write_text("".join(text for text, _ in _CONFIGURED.values()) + oidc)
     check = _pincer(core_venv, user_home, "config", "check")
     assert check.returncode == 1, check.stderr
-    for extra, (_, key) in _CONFIGURED.items():
+    for extra, key in [*((extra, key) for extra, (_, key) in _CONFIGURED.items()), ("oauth", "auth.oidc.corp")]:
         assert f"{key}: needs {EXTRAS[extra].feature}, which is not installed" in check.stderr, check.stderr
         assert f"hint: pip install 'pincer[{extra}]'" in check.stderr
     doctor = _pincer(core_venv, user_home, "doctor", "--json")
