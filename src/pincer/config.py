@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -553,21 +554,32 @@ class RetentionSettings(_Model):
     webhook_payloads_days: float = Field(default=30.0, ge=0, le=36_500)
 
 
-class OidcProvider(_Model):
-    """``[auth.oidc.NAME]``: an OpenID Connect provider the dashboard signs people in with
-    (authorization code with PKCE; the id_token's signature, issuer, audience, expiry and nonce
-    checked). ``issuer`` serves ``/.well-known/openid-configuration``."""
+_GITHUB_GROUP = re.compile(r"org:[A-Za-z0-9-]{1,39}|team:[A-Za-z0-9-]{1,39}/[A-Za-z0-9_.-]{1,100}")
 
-    issuer: str = Field(pattern=r"^https?://", max_length=2_000)
+
+class OidcProvider(_Model):
+    """``[auth.oidc.NAME]``: a single sign-on provider the dashboard signs people in with, by
+    ``kind``: ``oidc`` (OpenID Connect: authorization code with PKCE; the id_token's signature,
+    issuer, audience, expiry and nonce checked; ``issuer`` serves
+    ``/.well-known/openid-configuration``) or ``github`` (GitHub's OAuth: authorization code with
+    PKCE, then the verified primary email and the orgs and teams from its REST API)."""
+
+    kind: Literal["oidc", "github"] = "oidc"
+    issuer: str | None = Field(default=None, pattern=r"^https?://", max_length=2_000)
     client_id: str = Field(min_length=1, max_length=512)
     # The name of a secret in pincer's store holding the client secret (`pincer secrets set NAME`);
-    # unset: a public client (PKCE only).
+    # unset: a public client (PKCE only). GitHub always wants one.
     client_secret_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+    # kind = "github" only: where GitHub is (GitHub Enterprise Server, or a local stand-in).
+    web_url: str | None = Field(default=None, pattern=r"^https?://", max_length=2_000)
+    api_url: str | None = Field(default=None, pattern=r"^https?://", max_length=2_000)
     label: str | None = Field(default=None, max_length=80)
-    scopes: tuple[str, ...] = ("openid", "email", "profile")
+    # Unset: openid email profile (oidc); read:user user:email read:org (github).
+    scopes: tuple[str, ...] | None = None
     groups_claim: str = Field(default="groups", min_length=1, max_length=128)
-    # Who signs in with which roles: a person in a group of the id_token, at a domain of a
-    # verified email, or with that email gets the roles named; every match adds its roles.
+    # Who signs in with which roles: a person in a group of the id_token (for github: an
+    # `org:ORG` or `team:ORG/TEAM-SLUG` they belong to), at a domain of a verified email, or
+    # with that email gets the roles named; every match adds its roles.
     group_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=1_000)
     domain_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=1_000)
     email_roles: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=10_000)
@@ -576,6 +588,28 @@ class OidcProvider(_Model):
     # for a provider that sends no such claim and issues every address itself (a workforce
     # directory whose email claim users cannot edit).
     assume_email_verified: bool = False
+
+    @model_validator(mode="after")
+    def _kind_keys(self) -> OidcProvider:
+        if self.kind == "oidc":
+            if self.issuer is None:
+                raise ValueError("a kind = \"oidc\" provider needs issuer (its /.well-known/openid-configuration is read)")
+            if self.web_url is not None or self.api_url is not None:
+                raise ValueError("web_url and api_url are for kind = \"github\"; an OpenID Connect provider has issuer")
+            return self
+        if self.issuer is not None or self.assume_email_verified:
+            raise ValueError("kind = \"github\" takes no issuer nor assume_email_verified (GitHub says which emails it verified)")
+        if self.client_secret_name is None:
+            raise ValueError("kind = \"github\" needs client_secret_name (a GitHub OAuth app always has a client secret)")
+        for key in self.group_roles:
+            if not _GITHUB_GROUP.fullmatch(key):
+                raise ValueError(f"group_roles key {key!r} is neither org:ORG nor team:ORG/TEAM-SLUG")
+        return self
+
+    def scope_list(self) -> tuple[str, ...]:
+        if self.scopes is not None:
+            return self.scopes
+        return ("read:user", "user:email", "read:org") if self.kind == "github" else ("openid", "email", "profile")
 
     @model_validator(mode="after")
     def _real_roles(self) -> OidcProvider:

@@ -290,14 +290,14 @@ def require_csrf(identity: UiIdentity, form: Mapping[str, str]) -> None:
         raise CsrfRefused()
 
 
-def _is_https(request: Request) -> bool:
+def is_https(request: Request) -> bool:
     return request.url.scheme == "https"
 
 
 def set_session_cookie(response: Response, request: Request, cookie: str) -> None:
     response.set_cookie(
         SESSION_COOKIE, cookie, max_age=int(UI_SESSION_TTL_S), path=UI_PREFIX, httponly=True,
-        samesite="strict", secure=_is_https(request),
+        samesite="strict", secure=is_https(request),
     )  # fmt: skip
 
 
@@ -318,7 +318,7 @@ def _login_page(request: Request, *, error: str | None, status: int, next_path: 
     response: Response = pages.render(request, "login.html", context, status=status)
     response.set_cookie(
         LOGIN_COOKIE, login_csrf, max_age=int(LOGIN_FORM_TTL_S), path=UI_PREFIX + "/login", httponly=True,
-        samesite="strict", secure=_is_https(request),
+        samesite="strict", secure=is_https(request),
     )  # fmt: skip
     return response
 

@@ -1,4 +1,4 @@
-"""Single sign-on for the dashboard: OpenID Connect, authorization code with PKCE.
+"""Single sign-on for the dashboard: OpenID Connect, or GitHub's OAuth, authorization code with PKCE.
 
 ``GET /ui/login/oidc/NAME`` sends the browser to ``[auth.oidc.NAME]``'s provider (found through
 its discovery document) with a fresh ``state``, ``nonce`` and PKCE verifier (S256); the provider
@@ -10,6 +10,15 @@ expiry and issue time, its nonce, and its ``at_hash`` when it has one (OIDC Core
 access token of the same token response, hashed with the id_token's algorithm's hash, left half,
 base64url; a mismatch is an id_token spliced onto an answer it was not issued with). A token that
 fails any check signs nobody in.
+
+``kind = "github"`` goes through the same two routes, state, PKCE and person mapping; only the
+authorize URL and what the code is traded for differ (gateway/ui/github_sign_in.py: no id_token,
+the verified primary email and the org and team memberships from GitHub's REST API).
+
+The state is bound to the browser that began the login: ``start`` sets it in a cookie (HttpOnly,
+SameSite=Lax so the provider's redirect back carries it, path the callbacks'), and the callback
+refuses a state its browser does not hold, so a callback URL begun by someone else (login CSRF:
+signing a victim in as the attacker) signs nobody in.
 
 Who it is: the person whose record has the token's verified email (their roles are the ones the
 CLI gave them), else a person this provider's rules give roles to (``group_roles``,
@@ -42,7 +51,8 @@ from starlette.routing import Route
 
 from pincer.core.errors import PincerError, UsageError
 from pincer.core.extras import require
-from pincer.gateway.ui.auth import UI_PREFIX, UI_SESSION_TTL_S, set_session_cookie
+from pincer.gateway.ui import github_sign_in
+from pincer.gateway.ui.auth import UI_PREFIX, UI_SESSION_TTL_S, is_https, set_session_cookie
 from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.policy.roles import parse_roles
 from pincer.store.oidc_logins import OidcLoginStore, PendingLogin
@@ -57,6 +67,7 @@ __all__ = ["OidcLogins", "routes", "IdTokenRefused"]
 PENDING_TTL_S = 600.0
 LEEWAY_S = 60  # clock skew allowed on exp, iat and nbf
 HTTP_TIMEOUT_S = 15.0
+STATE_COOKIE = "pincer_sso_state"
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 # The hash of each alg of ALGORITHMS, for at_hash (OIDC Core 3.1.3.6; EdDSA is Ed25519's SHA-512).
@@ -98,25 +109,26 @@ class OidcLogins:
         return pending
 
     async def discovery(self, config: OidcProvider, http: httpx.AsyncClient) -> dict[str, Any]:
-        found = self._discovery.get(config.issuer)
+        issuer = config.issuer or ""  # set for every kind = "oidc" (config.py)
+        found = self._discovery.get(issuer)
         if found is None:
-            url = config.issuer.rstrip("/") + "/.well-known/openid-configuration"
+            url = issuer.rstrip("/") + "/.well-known/openid-configuration"
             found = _json_object(await http.get(url), "the discovery document")
-            if found.get("issuer") != config.issuer:
-                raise IdTokenRefused(f"the discovery document names issuer {str(found.get('issuer'))[:200]!r}, not {config.issuer!r}")
+            if found.get("issuer") != issuer:
+                raise IdTokenRefused(f"the discovery document names issuer {str(found.get('issuer'))[:200]!r}, not {issuer!r}")
             for key in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
                 if not isinstance(found.get(key), str):
                     raise IdTokenRefused(f"the discovery document has no {key}")
-            self._discovery[config.issuer] = found
+            self._discovery[issuer] = found
         return found
 
     async def _key_set(self, config: OidcProvider, http: httpx.AsyncClient, *, fresh: bool) -> Any:
         key_set = require("oauth", "joserfc.jwk").KeySet
-        keys = None if fresh else self._keys.get(config.issuer)
+        keys = None if fresh else self._keys.get(config.issuer or "")
         if keys is None:
             document = await self.discovery(config, http)
             keys = key_set.import_key_set(_json_object(await http.get(document["jwks_uri"]), "the JWKS"))
-            self._keys[config.issuer] = keys
+            self._keys[config.issuer or ""] = keys
         return keys
 
     async def verify(
@@ -221,24 +233,37 @@ async def start(request: Request) -> Response:
     name, config = found
     try:
         create_s256_code_challenge = require("oauth", "authlib.oauth2.rfc7636").create_s256_code_challenge
-        require("oauth", "joserfc")
+        if config.kind == "oidc":
+            require("oauth", "joserfc")
     except PincerError as exc:
         return _refused(503, f"{exc.message} ({exc.hint})")
     logins = _logins(request)
-    try:
-        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
-            document = await logins.discovery(config, http)
-    except (IdTokenRefused, httpx.HTTPError) as exc:
-        logger.warning("single sign-on %s: the provider's discovery failed: %s", name, exc)
-        return _refused(502, f"the provider {name!r} could not be reached or answered wrongly")
+    document: dict[str, Any] = {}
+    if config.kind == "oidc":
+        try:
+            async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
+                document = await logins.discovery(config, http)
+        except (IdTokenRefused, httpx.HTTPError) as exc:
+            logger.warning("single sign-on %s: the provider's discovery failed: %s", name, exc)
+            return _refused(502, f"the provider {name!r} could not be reached or answered wrongly")
     state, pending = await logins.begin(services_of(request).oidc_logins, name, next_of(request.query_params.get("next")))
-    query = urlencode({
-        "response_type": "code", "client_id": config.client_id, "redirect_uri": _callback_url(request, name),
-        "scope": " ".join(config.scopes), "state": state, "nonce": pending.nonce,
-        "code_challenge": create_s256_code_challenge(pending.verifier), "code_challenge_method": "S256",
-    })  # fmt: skip
-    endpoint = document["authorization_endpoint"]
-    return RedirectResponse(f"{endpoint}{'&' if '?' in endpoint else '?'}{query}", status_code=303)
+    challenge = create_s256_code_challenge(pending.verifier)
+    if config.kind == "github":
+        target = github_sign_in.authorize_url(config, redirect_uri=_callback_url(request, name), state=state, challenge=challenge)
+    else:
+        query = urlencode({
+            "response_type": "code", "client_id": config.client_id, "redirect_uri": _callback_url(request, name),
+            "scope": " ".join(config.scope_list()), "state": state, "nonce": pending.nonce,
+            "code_challenge": challenge, "code_challenge_method": "S256",
+        })  # fmt: skip
+        endpoint = document["authorization_endpoint"]
+        target = f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        STATE_COOKIE, state, max_age=int(PENDING_TTL_S), path=f"{UI_PREFIX}/oidc/", httponly=True, samesite="lax",
+        secure=is_https(request),
+    )  # fmt: skip
+    return response
 
 
 async def callback(request: Request) -> Response:
@@ -251,22 +276,29 @@ async def callback(request: Request) -> Response:
     params = request.query_params
     if params.get("error"):
         return _refused(401, f"the provider said no: {params.get('error', '')[:100]}")
-    pending = await _logins(request).take(services_of(request).oidc_logins, params.get("state", ""), name)
+    state = params.get("state", "")
+    if not state or not hmac.compare_digest(request.cookies.get(STATE_COOKIE, "").encode(), state.encode()):
+        # Not taken: the browser that began it may still finish it.
+        return _refused(400, "this sign-in was begun in another browser (or this one lost its cookie); sign in again here")
+    pending = await _logins(request).take(services_of(request).oidc_logins, state, name)
     if pending is None:
         return _refused(400, "this sign-in was not begun here, took too long, or was finished already; sign in again")
     services = services_of(request)
     try:
         async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
-            claims = await _exchange(request, http, name, config, pending, params.get("code", ""))
-        who = await _person_of(services, name, config, claims)
-    except IdTokenRefused as exc:
+            if config.kind == "github":
+                email, groups = await _github_identity(request, http, name, config, pending, params.get("code", ""))
+            else:
+                email, groups = _oidc_identity(config, await _exchange(request, http, name, config, pending, params.get("code", "")))
+        who = await _person_of(services, name, config, email, groups)
+    except (IdTokenRefused, github_sign_in.GitHubRefused) as exc:
         logger.warning("single sign-on %s refused: %s", name, exc)
         return _refused(401, str(exc))
     except httpx.HTTPError as exc:
         logger.warning("single sign-on %s: the provider could not be reached: %s", name, type(exc).__name__)
         return _refused(502, f"the provider {name!r} could not be reached")
     except PincerError as exc:
-        return _refused(403, exc.message)
+        return _refused(403, f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
     now = time.time()
     made = await services.people.new_token(who.person, now=now, expires_at=now + UI_SESSION_TTL_S)
     signed = await auth_of(request).sign_in(made.value)
@@ -282,6 +314,7 @@ async def callback(request: Request) -> Response:
         f'<title>Signed in</title></head><body><p>Signed in as {escape(who.person)}. <a href="{target}">Continue</a></p></body></html>'
     )
     set_session_cookie(response, request, cookie)
+    response.delete_cookie(STATE_COOKIE, path=f"{UI_PREFIX}/oidc/")
     return response
 
 
@@ -305,7 +338,20 @@ async def _exchange(
                                access_token=access_token if isinstance(access_token, str) else None)  # fmt: skip
 
 
-async def _person_of(services: DashboardServices, name: str, config: OidcProvider, claims: dict[str, Any]) -> SignedInAs:
+async def _github_identity(
+    request: Request, http: httpx.AsyncClient, name: str, config: OidcProvider, pending: PendingLogin, code: str
+) -> tuple[str, list[str]]:
+    if not code:
+        raise IdTokenRefused("the provider sent no code")
+    secret = services_of(request).secrets.get(config.client_secret_name or "")  # required for github (config.py)
+    user = await github_sign_in.sign_in(http, config, code=code, redirect_uri=_callback_url(request, name),
+                                        verifier=pending.verifier, client_secret=secret)  # fmt: skip
+    logger.info("single sign-on %s: GitHub user %s", name, user.login)
+    return user.email, list(user.groups)
+
+
+def _oidc_identity(config: OidcProvider, claims: dict[str, Any]) -> tuple[str, list[str]]:
+    """The id_token's verified email and its groups."""
     email = claims.get("email")
     verified = claims.get("email_verified")
     if config.assume_email_verified and "email_verified" not in claims:
@@ -316,9 +362,12 @@ async def _person_of(services: DashboardServices, name: str, config: OidcProvide
             "the id_token names no verified email (email_verified is not true); for a provider that never "
             "sends email_verified, set [auth.oidc.NAME] assume_email_verified = true"
         )
-    email = email.lower()
     groups = claims.get(config.groups_claim) or []
-    groups = [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
+    return email.lower(), [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
+
+
+async def _person_of(services: DashboardServices, name: str, config: OidcProvider, email: str, groups: list[str]) -> SignedInAs:
+    """The person a verified email (and its groups, by the provider's rules) is, made or updated."""
     written = config.roles_for(email=email, groups=groups)
     made_by = f"oidc:{name}"
     known = await services.people.by_email(email)
