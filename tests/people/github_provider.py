@@ -12,7 +12,8 @@ GitHub's OAuth and REST API the sign-in uses.
   with the user's own login, emails, orgs and teams put in, paged by ``per_page``/``page`` with a
   ``Link`` header; every exchange is validated against the description (``errors``).
 
-``tamper`` spoils the next ``GET /user``: ``oversized`` (2 MB), ``not_json``, ``no_login``.
+``tamper`` spoils the next ``GET /user``: ``oversized`` (2 MB), ``not_json``, ``no_login``; or
+every listing's ``Link`` (``foreign_next``: the next page on another origin).
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, json.dumps(body).encode())
             return
         if path == "/user":
-            tamper, g.tamper = g.tamper, None
+            tamper = g.tamper if g.tamper in ("oversized", "not_json", "no_login") else None
+            g.tamper = None if tamper else g.tamper
             if tamper == "oversized":
                 self._send(200, json.dumps({"login": user.login, "bio": "x" * 2_000_000}).encode())
                 return
@@ -141,7 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
         per_page, page = int(query.get("per_page", "30")), int(query.get("page", "1"))
         headers = {}
         if page * per_page < len(items):
-            headers["Link"] = f'<{self.github.api_url}{path}?{urlencode({"per_page": per_page, "page": page + 1})}>; rel="next"'
+            origin = "http://elsewhere.test/api/v3" if self.github.tamper == "foreign_next" else self.github.api_url
+            headers["Link"] = f'<{origin}{path}?{urlencode({"per_page": per_page, "page": page + 1})}>; rel="next"'
         self._answer(path, query, items[(page - 1) * per_page : page * per_page], headers)
 
     def _answer(self, path: str, query: dict[str, str], value: Any, headers: dict[str, str] | None = None) -> None:

@@ -33,3 +33,26 @@ def test_a_rule_naming_no_real_role_is_refused_when_the_file_is_read(tmp_path: P
         parse_config(BASE + rules + "\n", home=tmp_path)
     with pytest.raises(ConfigError, match="issuer"):
         parse_config('[auth.oidc.corp]\nissuer = "ftp://x"\nclient_id = "pincer"\n', home=tmp_path)
+
+
+GITHUB = '[auth.oidc.gh]\nkind = "github"\nclient_id = "Iv1.x"\nclient_secret_name = "gh"\n'
+
+
+def test_a_github_provider_has_its_own_keys_and_rules(tmp_path: Path) -> None:
+    provider = parse_config(GITHUB + 'group_roles = { "org:acme" = ["viewer"], "team:acme/ops.team_1" = ["operator"] }\n', home=tmp_path).auth.oidc["gh"]
+    assert provider.kind == "github" and provider.scope_list() == ("read:user", "user:email", "read:org")
+    assert parse_config(BASE, home=tmp_path).auth.oidc["corp"].scope_list() == ("openid", "email", "profile")
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [(GITHUB + 'group_roles = { acme = ["viewer"] }\n', "neither org:ORG nor team:ORG/TEAM-SLUG"),
+     (GITHUB + 'issuer = "https://github.com"\n', "takes no issuer"),
+     ('[auth.oidc.gh]\nkind = "github"\nclient_id = "Iv1.x"\n', "needs client_secret_name"),
+     ('[auth.oidc.corp]\nclient_id = "pincer"\n', "needs issuer"),
+     (BASE + 'api_url = "https://ghe.example.test/api/v3"\n', "web_url and api_url are for kind"),
+     (GITHUB.replace('"github"', '"saml"'), "kind")],
+)  # fmt: skip
+def test_a_provider_with_the_wrong_keys_for_its_kind_is_refused(tmp_path: Path, text: str, said: str) -> None:
+    with pytest.raises(ConfigError, match=said):
+        parse_config(text, home=tmp_path)

@@ -109,3 +109,19 @@ def test_a_replayed_callback_is_refused_and_token_sign_in_can_be_turned_off(pinc
         with httpx.Client(trust_env=False, timeout=WAIT_S) as thief:
             replayed = thief.get(callback)
         assert replayed.status_code == 400 and SESSION_COOKIE_NAME not in thief.cookies
+
+
+def test_a_callback_opened_in_another_browser_signs_nobody_in(pincer_home: Path, provider: Provider) -> None:
+    """Login CSRF: the attacker begins a login, stops at the provider's redirect back, and sends
+    that URL to a victim; it must not sign the victim's browser in as the attacker. Failed before
+    the state was bound to its browser: the victim's GET signed them in (200)."""
+    _configure(pincer_home, provider)
+    with pincer_serve(pincer_home) as server, httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as attacker:
+        provider.next_user = {"email": "mallory@example.test", "email_verified": True}
+        to_provider = attacker.get("/ui/login/oidc/test", follow_redirects=False)
+        callback = httpx.get(to_provider.headers["location"], trust_env=False, timeout=WAIT_S).headers["location"]
+        with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as victim:
+            refused = victim.get(callback)
+            assert refused.status_code == 400 and "begun in another browser" in refused.text, refused.text
+            assert SESSION_COOKIE_NAME not in victim.cookies and not _signed_in(victim)
+        assert attacker.get(callback).status_code == 200 and _signed_in(attacker)  # its own browser: fine
