@@ -570,7 +570,7 @@ class OidcProvider(_Model):
     # The name of a secret in pincer's store holding the client secret (`pincer secrets set NAME`);
     # unset: a public client (PKCE only). GitHub always wants one.
     client_secret_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
-    # kind = "github" only: where GitHub is (GitHub Enterprise Server, or a local stand-in).
+    # kind = "github" only (kind oidc ignores them): where GitHub is (Enterprise Server, a local stand-in).
     web_url: str | None = Field(default=None, pattern=r"^https?://", max_length=2_000)
     api_url: str | None = Field(default=None, pattern=r"^https?://", max_length=2_000)
     label: str | None = Field(default=None, max_length=80)
@@ -594,8 +594,6 @@ class OidcProvider(_Model):
         if self.kind == "oidc":
             if self.issuer is None:
                 raise ValueError("a kind = \"oidc\" provider needs issuer (its /.well-known/openid-configuration is read)")
-            if self.web_url is not None or self.api_url is not None:
-                raise ValueError("web_url and api_url are for kind = \"github\"; an OpenID Connect provider has issuer")
             return self
         if self.issuer is not None or self.assume_email_verified:
             raise ValueError("kind = \"github\" takes no issuer nor assume_email_verified (GitHub says which emails it verified)")

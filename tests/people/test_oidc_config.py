@@ -50,7 +50,6 @@ def test_a_github_provider_has_its_own_keys_and_rules(tmp_path: Path) -> None:
      (GITHUB + 'issuer = "https://github.com"\n', "takes no issuer"),
      ('[auth.oidc.gh]\nkind = "github"\nclient_id = "Iv1.x"\n', "needs client_secret_name"),
      ('[auth.oidc.corp]\nclient_id = "pincer"\n', "needs issuer"),
-     (BASE + 'api_url = "https://ghe.example.test/api/v3"\n', "web_url and api_url are for kind"),
      (GITHUB.replace('"github"', '"saml"'), "kind")],
 )  # fmt: skip
 def test_a_provider_with_the_wrong_keys_for_its_kind_is_refused(tmp_path: Path, text: str, said: str) -> None:
