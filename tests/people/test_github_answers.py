@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,16 +15,10 @@ import pytest
 
 from pincer.config import OidcProvider, parse_config
 from pincer.gateway.ui.github_sign_in import GitHubRefused, GitHubUser, authorize_url, sign_in
-from tests.people.github_provider import CLIENT_ID, CLIENT_SECRET, GitHub, GitHubUserSpec, email, github_stand_in
+from tests.people.github_provider import CLIENT_ID, CLIENT_SECRET, GitHub, GitHubUserSpec, email
 
 REDIRECT = "http://127.0.0.1:1/ui/oidc/gh/callback"
 ANN = GitHubUserSpec(login="ann-gh", emails=[email("Ann@Acme.test", primary=True)], orgs=["acme"], teams=[("acme", "ops")])
-
-
-@pytest.fixture
-def github() -> Iterator[GitHub]:
-    with github_stand_in() as running:
-        yield running
 
 
 def _config(github: GitHub, tmp_path: Path) -> OidcProvider:

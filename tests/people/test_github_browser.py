@@ -13,10 +13,10 @@ from tests.gateway.conftest import pincer_serve
 from tests.gateway.ui.conftest import browser  # noqa: F401 - a fixture
 from tests.gateway.ui.test_dashboard_browser import context  # noqa: F401 - a fixture
 from tests.people.github_provider import GitHub, GitHubUserSpec, email
-from tests.people.test_github_sign_in import ANN, configure, github  # noqa: F401 - a fixture
+from tests.people.test_github_sign_in import ANN, configure
 
 
-def test_a_person_signs_in_with_github_in_chromium(pincer_home: Path, github: GitHub, context: BrowserContext) -> None:  # noqa: F811
+def test_a_person_signs_in_with_github_in_chromium(pincer_home: Path, github: GitHub, context: BrowserContext) -> None:  # noqa: F811 - the fixtures
     configure(pincer_home, github)
     with pincer_serve(pincer_home) as server:
         url = server.info["url"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import queue
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,6 @@ from tests.people.github_provider import CLIENT_ID, CLIENT_SECRET, GitHub, GitHu
 
 SESSION_COOKIE_NAME = "pincer_ui"
 ANN = GitHubUserSpec(login="ann-gh", emails=[email("ann@acme.test", primary=True)], orgs=["acme"], teams=[("acme", "ops")])
-
-
-@pytest.fixture
-def github() -> Iterator[GitHub]:
-    with github_stand_in() as running:
-        yield running
 
 
 def configure(home: Path, github: GitHub) -> None:
