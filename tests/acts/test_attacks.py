@@ -65,7 +65,7 @@ def test_a_cli_call_killed_while_it_waits_for_an_approval_is_recorded_once_as_ca
     # Whoever looks next (here: a listing) finds the caller gone; its record is written once.
     for _ in range(3):
         listed = pincer_cli(pincer_home, "approvals", "list", "--json")
-        assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+        assert listed.returncode == 0 and json.loads(listed.stdout)["approvals"] == [], listed.stderr
     calls = [r for r in audit_rows(pincer_home) if r["kind"] == "call" and r["tool"] == "write_file"]
     assert len(calls) == 1, calls
     (call,) = calls
@@ -79,7 +79,7 @@ def test_a_call_whose_approval_times_out_is_recorded_as_cancelled_naming_it(pinc
     (pincer_home / "config.toml").write_text("[approvals]\ntimeout_s = 0.5\n")
     done = pincer_cli(pincer_home, "tools", "call", "write_file", "--args", json.dumps({"path": "b", "content": "x"}), "--json")
     assert done.returncode == 1 and json.loads(done.stdout)["error"]["code"] == "approval_timeout"
-    (approval,) = json.loads(pincer_cli(pincer_home, "approvals", "list", "--all", "--json").stdout)
+    (approval,) = json.loads(pincer_cli(pincer_home, "approvals", "list", "--all", "--json").stdout)["approvals"]
     (call,) = [r for r in audit_rows(pincer_home) if r["kind"] == "call"]
     assert (call["outcome"], call["approval_id"], call["error_code"]) == ("cancelled", approval["id"], "approval_timeout")
 
@@ -97,7 +97,7 @@ def test_several_processes_finding_a_killed_caller_at_once_record_its_call_once(
                                 text=True, env=cli_env(pincer_home)) for _ in range(6)]  # fmt: skip
     for lister in listers:
         out, err = lister.communicate(timeout=120)
-        assert lister.returncode == 0 and json.loads(out) == [], err
+        assert lister.returncode == 0 and json.loads(out)["approvals"] == [], err
     calls = [r for r in audit_rows(pincer_home) if r["kind"] == "call"]
     assert [(r["outcome"], r["approval_id"], r["caller"]) for r in calls] == [("cancelled", pending["id"], "cli")]
     assert pincer_cli(pincer_home, "audit", "verify").returncode == 0

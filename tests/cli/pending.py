@@ -28,7 +28,7 @@ def wait_for_pending(
     while True:
         listed = list_approvals(home)
         assert listed.returncode == 0, f"approvals list exited {listed.returncode}:\n{listed.stdout}\n{listed.stderr}"
-        pending = json.loads(listed.stdout)
+        pending = json.loads(listed.stdout)["approvals"]
         if pending:
             return list(pending)
         if caller.poll() is not None:

@@ -124,7 +124,7 @@ def test_a_call_whose_token_is_missing_is_refused_before_anyone_is_asked(tmp_pat
     assert "hint: set it with `pincer auth setup github` (or `pincer secrets set github_token`), then call again" in said
     (record,) = json.loads(_pincer(home, "audit", "list", "--json").stdout)
     assert record["approval_id"] is None and record["error_code"] == "secret_error"
-    assert json.loads(_pincer(home, "approvals", "list", "--json").stdout) == []
+    assert json.loads(_pincer(home, "approvals", "list", "--json").stdout) == {"approvals": [], "next_cursor": None}
 
 
 def test_a_credential_rule_refuses_only_the_calls_that_need_it(tmp_path: Path) -> None:

@@ -104,7 +104,7 @@ def test_a_prompt_ends_when_its_approval_is_answered_from_another_shell(tmp_path
             t.start()
         try:
             _wait_for_text(err, "allow? [y]es once")
-            (approval,) = json.loads(pincer(home, "approvals", "list", "--json").stdout)
+            (approval,) = json.loads(pincer(home, "approvals", "list", "--json").stdout)["approvals"]
             approved = pincer(home, "approvals", "approve", approval["id"])
             assert approved.returncode == 0, approved.stderr
             proc.wait(timeout=CLI_TIMEOUT_S)  # stdin stays open and silent

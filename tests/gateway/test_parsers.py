@@ -201,7 +201,7 @@ def test_elicitation_replies_become_a_decision_or_nothing(reply: Any) -> None:
 @given(raw=st.one_of(st.none(), st.text(max_size=40), st.integers().map(str)))
 def test_a_page_limit_is_in_bounds_or_refused_naming_it(raw: str | None) -> None:
     from pincer.core.errors import UsageError
-    from pincer.gateway.rest.paging import MAX_PAGE_LIMIT, parse_limit
+    from pincer.store.paging import MAX_PAGE_LIMIT, parse_limit
 
     try:
         limit = parse_limit(raw)
@@ -214,9 +214,9 @@ def test_a_page_limit_is_in_bounds_or_refused_naming_it(raw: str | None) -> None
 @EXAMPLES
 @given(created_at=st.floats(allow_nan=False, allow_infinity=False), row_id=st.text(min_size=1, max_size=64))
 def test_a_cursor_reads_back_as_it_was_given(created_at: float, row_id: str) -> None:
-    from pincer.gateway.rest.paging import Cursor, encode_cursor, parse_cursor
+    from pincer.store.paging import Cursor, encode_cursor, parse_cursor
 
-    cursor = Cursor(created_at=created_at, id=row_id)
+    cursor = Cursor(at=created_at, id=row_id)
     assert parse_cursor(encode_cursor(cursor)) == cursor
 
 
@@ -226,11 +226,11 @@ def test_any_cursor_text_is_a_cursor_or_refused_naming_it(raw: str) -> None:
     import math
 
     from pincer.core.errors import UsageError
-    from pincer.gateway.rest.paging import parse_cursor
+    from pincer.store.paging import parse_cursor
 
     try:
         cursor = parse_cursor(raw)
     except UsageError as exc:
         assert exc.message.startswith("cursor: ") and exc.hint
     else:
-        assert cursor is not None and math.isfinite(cursor.created_at) and 0 < len(cursor.id) <= 128
+        assert cursor is not None and math.isfinite(cursor.at) and 0 < len(cursor.id) <= 128

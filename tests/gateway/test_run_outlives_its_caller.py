@@ -56,7 +56,7 @@ def test_a_run_waiting_for_an_approval_outlives_its_caller_and_finishes_when_ans
             with httpx.Client(base_url=server.info["url"], trust_env=False, timeout=WAIT_S) as later:
                 row = later.get(f"/api/v1/runs/{run_id}", headers=api).json()
                 assert row["status"] == "running", row
-                pending = json.loads(pincer_cli(pincer_home, "approvals", "list", "--json").stdout)
+                pending = json.loads(pincer_cli(pincer_home, "approvals", "list", "--json").stdout)["approvals"]
                 assert [(p["id"], p["run_id"]) for p in pending] == [(asked["id"], run_id)]
                 assert not (pincer_home / "workspace" / WRITE_ARGS["path"]).exists()
                 approved = pincer_cli(pincer_home, "approvals", "approve", asked["id"])

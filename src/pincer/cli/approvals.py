@@ -9,7 +9,8 @@ import typer
 
 from pincer.cli.common import JsonOption, emit_json, open_pincer, run, stderr
 from pincer.core.display import honest_json, honest_text
-from pincer.store.approvals import Answer, AnswerScope
+from pincer.store.approvals import Answer, AnswerScope, ApprovalStatus
+from pincer.store.paging import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, Cursor, encode_cursor, parse_cursor, parse_limit
 
 # Arguments shown per row of `approvals list`; `approvals show ID` shows them whole.
 LIST_ARGS_MAX_CHARS = 120
@@ -20,23 +21,37 @@ app = typer.Typer(help="List and answer approval requests.", no_args_is_help=Tru
 @app.command("list")
 def list_approvals(
     all_: bool = typer.Option(False, "--all", help="Include answered and expired requests."),
+    limit: str | None = typer.Option(
+        None, "--limit", help=f"At most this many requests (1 to {MAX_PAGE_LIMIT}; default {DEFAULT_PAGE_LIMIT})."
+    ),
+    cursor: str | None = typer.Option(None, "--cursor", help="The next page: the next_cursor the page before printed."),
     as_json: bool = JsonOption,
 ) -> None:
-    """List pending approval requests: tool, args (secrets redacted), effects, hosts."""
+    """List pending approval requests, oldest first, a page at a time: tool, args (secrets
+    redacted), effects, hosts. ``--json``: ``{"approvals": [...], "next_cursor": ...}``."""
 
-    async def body() -> list[dict[str, Any]]:
+    async def body() -> dict[str, Any]:
+        # Parsed inside the body: a bad value is a usage error naming the option, never echoing it.
+        wanted, after = parse_limit(limit, name="--limit"), parse_cursor(cursor, name="--cursor")
         async with open_pincer(builtins=False, quiet=as_json) as pincer:
-            requests = await pincer.approvals.list(status=None) if all_ else await pincer.approvals.list_pending()
+            # One more than the page: whether another follows. Read along (created_at, id), in the store.
+            requests = await pincer.approvals.page(
+                status=None if all_ else ApprovalStatus.PENDING, limit=wanted + 1,
+                after=(after.at, after.id) if after is not None else None,
+            )  # fmt: skip
+            last = requests[wanted - 1] if len(requests) > wanted else None
             # A value stored as a secret after a request was made is masked here, at display.
-            shown: list[dict[str, Any]] = pincer.shown([r.to_dict() for r in requests])
-            return shown
+            shown: list[dict[str, Any]] = pincer.shown([r.to_dict() for r in requests[:wanted]])
+            follow = encode_cursor(Cursor(at=last.created_at, id=last.id)) if last is not None else None
+            return {"approvals": shown, "next_cursor": follow}
 
-    requests = run(body, as_json=as_json)
+    page = run(body, as_json=as_json)
     if as_json:
-        emit_json(requests)
+        emit_json(page)
         return
     from rich.table import Table
 
+    requests = page["approvals"]
     table = Table(title=f"{len(requests)} approval requests", title_justify="left")
     for column in ("id", "status", "session", "tool", "args", "effects", "hosts", "expires"):
         table.add_column(column)
@@ -47,6 +62,9 @@ def list_approvals(
             ", ".join(r["hosts"]) or "-", dt.datetime.fromtimestamp(r["expires_at"]).isoformat(timespec="seconds"),
         )  # fmt: skip
     stderr.print(table, markup=False, highlight=False)
+    if page["next_cursor"] is not None:
+        more = (" --all" if all_ else "") + (f" --limit {limit.strip()}" if limit is not None else "")
+        stderr.print(f"more follow: pincer approvals list{more} --cursor {page['next_cursor']}", markup=False, highlight=False)
 
 
 @app.command("show")

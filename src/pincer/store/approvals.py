@@ -111,6 +111,7 @@ class ApprovalRequest:
     tainted_by: str | None = None  # for a tainted run: what tainted it (policy/taint.py), redacted
     caller: str | None = None  # the call's caller (cli, rest, mcp, agent, ...); None: asked before it was kept
     gone_recorded: bool = False  # the record of the call, which never ran, is written
+    closed_at: float | None = None  # when it stopped waiting (answered, expired, its caller gone)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -139,7 +140,7 @@ class ApprovalRequest:
 # version by hand, then migrated again) reads the same.
 _COLUMNS = (
     "id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, answered_at, answered_by, "
-    "session_kind, scope, detail, waiter, binding, consumed_at, run_id, tainted_by, caller, gone_recorded"
+    "session_kind, scope, detail, waiter, binding, consumed_at, run_id, tainted_by, caller, gone_recorded, closed_at"
 )
 _CREATE = Sql(
     "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
@@ -151,12 +152,15 @@ _PENDING_IDS = Sql("SELECT id, session FROM approvals WHERE status = 'pending' O
 _ALL = Sql(f"SELECT {_COLUMNS} FROM approvals ORDER BY created_at")
 _BY_STATUS = Sql(f"SELECT {_COLUMNS} FROM approvals WHERE status = :status ORDER BY created_at")
 _ANSWER = Sql(
-    "UPDATE approvals SET status = :status, answered_at = :answered_at, answered_by = :answered_by, scope = :scope "
-    "WHERE id = :id AND status = 'pending'"
+    "UPDATE approvals SET status = :status, answered_at = :answered_at, answered_by = :answered_by, scope = :scope, "
+    "closed_at = :answered_at WHERE id = :id AND status = 'pending'"
 )
-_EXPIRE = Sql("UPDATE approvals SET status = 'expired' WHERE id = :id AND status = 'pending'")
+# Every change that ends a request's wait sets ``closed_at`` with its status: the answered list
+# is read by it, newest first, through an index (revision 0008).
+_EXPIRE = Sql("UPDATE approvals SET status = 'expired', closed_at = :now WHERE id = :id AND status = 'pending'")
 _EXPIRE_OVERDUE = Sql(
-    "UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at < :now RETURNING id"
+    "UPDATE approvals SET status = 'expired', closed_at = expires_at WHERE status = 'pending' AND expires_at < :now "
+    "RETURNING id"
 )
 _WAITING = Sql(f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND waiter IS NOT NULL")
 _DETACH = Sql("UPDATE approvals SET waiter = NULL, binding = :binding WHERE id = :id")
@@ -168,11 +172,11 @@ _CONSUME = Sql("UPDATE approvals SET consumed_at = :now WHERE id = :id AND consu
 # Set by whoever records the call of an approval that never ran: the caller itself (which
 # also expires a request still pending), or the first process that finds the caller dead.
 _CLAIM_GONE = Sql(
-    "UPDATE approvals SET gone_recorded = 1, status = CASE WHEN status = 'pending' THEN 'expired' ELSE status END "
-    "WHERE id = :id AND gone_recorded = 0"
+    "UPDATE approvals SET gone_recorded = 1, status = CASE WHEN status = 'pending' THEN 'expired' ELSE status END, "
+    "closed_at = CASE WHEN status = 'pending' THEN :now ELSE closed_at END WHERE id = :id AND gone_recorded = 0"
 )
 _CLAIM_ORPHAN = Sql(
-    "UPDATE approvals SET gone_recorded = 1, status = 'expired' "
+    "UPDATE approvals SET gone_recorded = 1, status = 'expired', closed_at = :now "
     "WHERE id = :id AND status = 'pending' AND waiter = :waiter AND gone_recorded = 0"
 )
 
@@ -268,13 +272,17 @@ class ApprovalStore:
         return await self.list(status=ApprovalStatus.PENDING)
 
     async def answered(
-        self, *, limit: int, session: str | None = None, status: str | None = None, tool_glob: str | None = None
-    ) -> builtins.list[ApprovalRequest]:
-        """The newest ``limit`` answered or expired requests (newest first), filtered in the
-        database: only those rows cross to Python, however long the table (a page's read).
-        ``tool_glob``: ``*`` and ``?`` as in a shell pattern, everything else literal."""
-        sql = _answered_query(session is not None, status is not None, bool(tool_glob))
-        params = {"limit": limit, "session": session, "status": status, "tool": _like_of(tool_glob or "")}
+        self, *, limit: int, session: str | None = None, status: str | None = None, tool_glob: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> builtins.list[ApprovalRequest]:  # fmt: skip
+        """The newest ``limit`` answered or expired requests (newest first by ``closed_at``, then
+        id), before ``before`` (a ``(closed_at, id)`` a page before ended on), filtered in the
+        database and read along an index on ``([session,] closed_at, id)``: a page reads its rows,
+        never the table sorted. ``tool_glob``: ``*`` and ``?`` as in a shell pattern, everything
+        else literal."""
+        sql = _answered_query(session is not None, status is not None, bool(tool_glob), before is not None)
+        params = {"limit": limit, "session": session, "status": status, "tool": _like_of(tool_glob or ""),
+                  "before_at": before[0] if before else None, "before_id": before[1] if before else None}  # fmt: skip
         return [_to_request(row) for row in await self._db.fetch_all(sql, params)]
 
     async def pending_ids(self) -> builtins.list[tuple[str, str]]:
@@ -392,7 +400,7 @@ class ApprovalStore:
 
     async def expire(self, approval_id: str) -> None:
         """Mark a pending request expired: its call is gone (timed out, cancelled, process ended)."""
-        await self._changed(_EXPIRE, {"id": approval_id}, approval_id)
+        await self._changed(_EXPIRE, {"id": approval_id, "now": time.time()}, approval_id)
 
     async def expire_overdue(self) -> None:
         """Expire the pending requests whose waiting process is gone (recording their calls),
@@ -410,7 +418,7 @@ class ApprovalStore:
         or nobody answered in time), expiring the request if it still waits: the record's id,
         or None when the call's record was written already (by a process that took this caller
         for dead). Called by the caller itself."""
-        ids = await self._claimed(entry, _CLAIM_GONE, {"id": approval_id})
+        ids = await self._claimed(entry, _CLAIM_GONE, {"id": approval_id, "now": time.time()})
         await self._db.notify(APPROVAL_CHANNEL, approval_id)
         return ids[0] if ids else None
 
@@ -426,7 +434,8 @@ class ApprovalStore:
             error=f"the caller waiting on approval {request.id} is gone", args=request.args, effects=request.effects,
             approval_id=request.id, run_id=request.run_id,
         )  # fmt: skip
-        if await self._claimed(entry, _CLAIM_ORPHAN, {"id": request.id, "waiter": request.waiter}) is not None:
+        claim = {"id": request.id, "waiter": request.waiter, "now": time.time()}
+        if await self._claimed(entry, _CLAIM_ORPHAN, claim) is not None:
             await self._db.notify(APPROVAL_CHANNEL, request.id)
 
     async def _claimed(self, entry: AuditEntry, claim: Sql, params: dict[str, Any]) -> builtins.list[int] | None:
@@ -449,6 +458,7 @@ def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
     (
         rid, created, expires, session, tool, args, effects, hosts, reason, status, answered_at, answered_by,
         session_kind, scope, detail, waiter, binding, consumed_at, run_id, tainted_by, caller, gone_recorded,
+        closed_at,
     ) = row  # fmt: skip
     return ApprovalRequest(
         id=rid,
@@ -473,6 +483,7 @@ def _to_request(row: tuple[Any, ...]) -> ApprovalRequest:
         tainted_by=tainted_by,
         caller=caller,
         gone_recorded=bool(gone_recorded),
+        closed_at=closed_at,
     )
 
 
@@ -487,15 +498,18 @@ def _page_query(status: bool, session: bool, after: bool, tool: bool) -> Sql:
     return Sql(f"SELECT {_COLUMNS} FROM approvals {where}ORDER BY created_at, id LIMIT :limit")
 
 
-def _answered_query(session: bool, status: bool, tool: bool) -> Sql:
-    """The SELECT of :meth:`ApprovalStore.answered` for the filters it has (one statement each)."""
-    clauses = ["status != 'pending'"]
+@cache
+def _answered_query(session: bool, status: bool, tool: bool, before: bool = False) -> Sql:
+    """The SELECT of :meth:`ApprovalStore.answered` for the filters it has (one statement each).
+    A closed request has a ``closed_at`` (a pending one none); both sort keys descend, so one
+    index scanned backwards serves the order, and the row-value ``<`` is a range on it."""
+    clauses = ["closed_at IS NOT NULL"]
     clauses += ["session = :session"] if session else []
     clauses += ["status = :status"] if status else []
     clauses += ["tool LIKE :tool ESCAPE '\\'"] if tool else []
+    clauses += ["(closed_at, id) < (:before_at, :before_id)"] if before else []
     return Sql(
-        f"SELECT {_COLUMNS} FROM approvals WHERE {' AND '.join(clauses)} "
-        "ORDER BY COALESCE(answered_at, expires_at) DESC, id LIMIT :limit"
+        f"SELECT {_COLUMNS} FROM approvals WHERE {' AND '.join(clauses)} ORDER BY closed_at DESC, id DESC LIMIT :limit"
     )
 
 

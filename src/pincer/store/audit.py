@@ -1050,17 +1050,35 @@ GRANT_USES = Sql(
 def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person: bool = False) -> Sql:
     """The SELECT of ``records()`` for the filters it has, newest first (one statement each).
     ``person``: the records naming the person, behind the call or behind its approval."""
-    clauses = ["id > :after_id"] + [
-        f"{c} = :{c}" for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on
-    ]
-    if person:
-        # Exact, on the person column: the records made by the person, and those of the calls an
-        # approval the person answered let through (its answer record names the person). Never
-        # approved_by's channel:principal text: a session named like a person answers as
-        # "rest:alice" too, and is not alice.
-        clauses.append(
-            "(person = :person OR (approved_by IS NOT NULL AND approval_id IN (SELECT approval_id FROM audit "
-            "WHERE kind = 'approval' AND person = :person AND approval_id IS NOT NULL)))"
+    filters = [c for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on]
+    where = " AND ".join(["id > :after_id"] + [f"{c} = :{c}" for c in filters])
+    cut = " LIMIT :limit" if limit else ""
+    if not person:
+        return Sql(f"SELECT {_COLUMNS} FROM audit WHERE {where} ORDER BY id DESC{cut}")
+    # Exact, on the person column: the records made by the person, and those of the calls an
+    # approval the person answered let through (its answer record names the person). Never
+    # approved_by's channel:principal text: a session named like a person answers as
+    # "rest:alice" too, and is not alice. Two reads joined, not one OR (which neither database
+    # serves from an index without reading all the person's rows, or the table): the person's
+    # own along ``audit_person`` newest first, cut at ``limit`` with no sort; the calls their
+    # answers let through found by ``audit_approval`` from their answer records (a sort of those
+    # calls only). On SQLite the other filters of that second read are written ``+column``
+    # (SQLite's way to keep a term off an index): without statistics it would otherwise walk all
+    # of a tool's or a session's records rather than the person's answers.
+    mine = f"SELECT {_COLUMNS} FROM audit WHERE {where} AND person = :person ORDER BY id DESC{cut}"
+
+    def approved(plus: str) -> str:
+        kept = " AND ".join(["id > :after_id"] + [f"{plus}{c} = :{c}" for c in filters])
+        return (
+            f"SELECT {_COLUMNS} FROM audit WHERE {kept} AND approved_by IS NOT NULL "
+            "AND (person IS NULL OR person != :person) AND approval_id IN (SELECT approval_id FROM audit "
+            f"WHERE person = :person AND kind = 'approval' AND approval_id IS NOT NULL) ORDER BY id DESC{cut}"
         )
-    text = f"SELECT {_COLUMNS} FROM audit WHERE {' AND '.join(clauses)} ORDER BY id DESC"
-    return Sql(text + " LIMIT :limit" if limit else text)
+
+    def both(plus: str) -> str:
+        return (
+            f"SELECT {_COLUMNS} FROM ({mine}) AS mine UNION ALL SELECT {_COLUMNS} FROM ({approved(plus)}) AS approved "
+            f"ORDER BY id DESC{cut}"
+        )
+
+    return Sql(both("+"), postgresql=both(""))

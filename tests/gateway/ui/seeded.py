@@ -52,7 +52,7 @@ def _config(model_url: str, *, approval_timeout_s: float) -> str:
 
 
 def _pending(home: Path) -> list[dict]:
-    return json.loads(pincer_cli(home, "approvals", "list", "--json").stdout)
+    return list(json.loads(pincer_cli(home, "approvals", "list", "--json").stdout)["approvals"])
 
 
 def _calls(home: Path) -> None:

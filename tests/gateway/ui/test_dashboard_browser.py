@@ -57,7 +57,7 @@ def _sign_in(page: Page, url: str, token: str) -> None:
 
 
 def _pending(home: Path) -> list[dict]:
-    return json.loads(pincer_cli(home, "approvals", "list", "--json").stdout)
+    return list(json.loads(pincer_cli(home, "approvals", "list", "--json").stdout)["approvals"])
 
 
 def test_an_asking_call_appears_live_is_allowed_with_a_click_and_the_chain_verifies(

@@ -32,7 +32,7 @@ def _client(url: str) -> httpx.Client:
 
 
 def _pending(home: Path) -> list[dict]:
-    return json.loads(pincer_cli(home, "approvals", "list", "--json").stdout)
+    return list(json.loads(pincer_cli(home, "approvals", "list", "--json").stdout)["approvals"])
 
 
 def test_every_page_wants_a_sign_in_and_a_token_gets_a_strict_cookie(dashboard_home: Path) -> None:

@@ -120,7 +120,7 @@ def test_an_idle_approvals_page_reads_no_table_and_hears_another_process_on_post
             _next_approvals_event(lines)
         rows = http.get("/ui/approvals/rows").text
         pending = json.loads(subprocess.run([PINCER, "approvals", "list", "--json"], capture_output=True, text=True,
-                                            env=cli_env(home), timeout=CLI_TIMEOUT_S).stdout)  # fmt: skip
+                                            env=cli_env(home), timeout=CLI_TIMEOUT_S).stdout)["approvals"]  # fmt: skip
         assert pending and f'id="approval-{pending[0]["id"]}"' in rows
 
 

@@ -21,7 +21,8 @@ from pincer.gateway.rest.common import (
     pincer_error_response,
     refuse,
 )
-from pincer.gateway.rest.paging import (
+from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
+from pincer.store.paging import (
     DEFAULT_PAGE_LIMIT,
     MAX_PAGE_LIMIT,
     Cursor,
@@ -29,7 +30,6 @@ from pincer.gateway.rest.paging import (
     parse_cursor,
     parse_limit,
 )
-from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
 
 __all__ = ["ApprovalBody", "router"]
 
@@ -83,14 +83,14 @@ async def list_approvals(
     # One more than the page: whether another follows. A non-main session's own, in the store.
     requests = await services.approvals.page(
         status=None if status == "all" else ApprovalStatus.PENDING, limit=wanted + 1,
-        after=(after.created_at, after.id) if after is not None else None,
+        after=(after.at, after.id) if after is not None else None,
         session=None if session.is_main else session.name,
     )  # fmt: skip
     shown = approvals_seen(session, requests[:wanted])
     last = requests[wanted - 1] if len(requests) > wanted else None
     return {
         "approvals": [_shown(services, r) for r in shown],
-        "next_cursor": encode_cursor(Cursor(created_at=last.created_at, id=last.id)) if last is not None else None,
+        "next_cursor": encode_cursor(Cursor(at=last.created_at, id=last.id)) if last is not None else None,
     }
 
 

@@ -75,6 +75,12 @@ audit = sa.Table(
     sa.Index("audit_tool_ts", "tool", "ts"),
     sa.Index("audit_grant", "grant_id", sqlite_where=sa.text("grant_id IS NOT NULL"),
              postgresql_where=sa.text("grant_id IS NOT NULL")),
+    # A person's records, newest first: those naming them, and the calls their answers let through
+    # (revision 0008). Partial: most records name no person, and only asked calls an approval.
+    sa.Index("audit_person", "person", "id", sqlite_where=sa.text("person IS NOT NULL"),
+             postgresql_where=sa.text("person IS NOT NULL")),
+    sa.Index("audit_approval", "approval_id", sqlite_where=sa.text("approval_id IS NOT NULL"),
+             postgresql_where=sa.text("approval_id IS NOT NULL")),
 )  # fmt: skip
 
 audit_head = _one_row(
@@ -132,9 +138,14 @@ approvals = sa.Table(
     sa.Column("caller", sa.Text),
     # Whether the record of the call that asked was written because it never ran (store/approvals.py).
     sa.Column("gone_recorded", sa.Integer, nullable=False, server_default=sa.text("0")),
-    sa.Index("approvals_status", "status"),
+    # When it stopped waiting (answered, expired, its caller gone); NULL while pending (revision 0008).
+    sa.Column("closed_at", REAL),
     sa.Index("approvals_binding", "binding"),
     sa.Index("approvals_created", "created_at", "id"),  # the pages of GET /approvals (revision 0007)
+    # The answered list, newest first, all of it or one session's (revision 0008).
+    sa.Index("approvals_closed", "closed_at", "id"),
+    sa.Index("approvals_session_closed", "session", "closed_at", "id"),
+    sa.Index("approvals_status_closed", "status", "closed_at", "id"),  # and the pending ones, by its prefix
 )  # fmt: skip
 
 grants = sa.Table(

@@ -1,7 +1,9 @@
-"""Keyset pages of a REST list: ``limit`` rows (a bounded default) after the ``cursor`` the page
-before gave as ``next_cursor``. A cursor is the last row's ``(created_at, id)``, JSON in
-URL-safe base64: opaque to callers, and read back only as those two values (anything else is
-a 400 naming the parameter, never echoed: a query string may hold anything)."""
+"""Keyset pages of a list: ``limit`` rows (a bounded default) after the ``cursor`` the page
+before gave as ``next_cursor``. A cursor is the last row's ``(time, id)`` (the time the list is
+ordered by: created, or closed), JSON in URL-safe base64: opaque to callers, and read back only
+as those two values (anything else is an error naming the parameter, never echoing the value: a
+query string or a command line may hold anything). In the store, below both the REST API
+(``GET /api/v1/approvals``) and the CLI (``pincer approvals list``), which page alike."""
 
 from __future__ import annotations
 
@@ -23,35 +25,41 @@ _MAX_ID_CHARS = 128
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Cursor:
-    """Where a page ends: its last row's creation time and id (ties broken by id)."""
+    """Where a page ends: its last row's time (the one the list is ordered by) and id (ties
+    broken by id)."""
 
-    created_at: float
+    at: float
     id: str
 
 
-def parse_limit(raw: str | None) -> int:
-    """``?limit=``: a whole number from 1 to ``MAX_PAGE_LIMIT``; absent: the default."""
+def parse_limit(raw: str | None, *, name: str = "limit") -> int:
+    """``?limit=`` (``name``: the parameter as the caller spells it): a whole number from 1 to
+    ``MAX_PAGE_LIMIT``; absent: the default."""
     if raw is None:
         return DEFAULT_PAGE_LIMIT
     text = raw.strip()
     if not (text.isascii() and text.isdigit() and len(text) <= len(str(MAX_PAGE_LIMIT))) or not 1 <= int(text) <= MAX_PAGE_LIMIT:
         raise UsageError(
-            f"limit: must be a whole number from 1 to {MAX_PAGE_LIMIT}",
+            f"{name}: must be a whole number from 1 to {MAX_PAGE_LIMIT}",
             hint=f"leave it out for {DEFAULT_PAGE_LIMIT}, and follow next_cursor for the rest",
         )
     return int(text)
 
 
 def encode_cursor(cursor: Cursor) -> str:
-    raw = json.dumps([cursor.created_at, cursor.id], separators=(",", ":")).encode()
+    raw = json.dumps([cursor.at, cursor.id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def parse_cursor(raw: str | None) -> Cursor | None:
-    """``?cursor=``: a ``next_cursor`` this API gave, as it gave it; absent: the first page."""
+def parse_cursor(raw: str | None, *, name: str = "cursor") -> Cursor | None:
+    """``?cursor=`` (``name``: the parameter as the caller spells it): a ``next_cursor`` pincer
+    gave, as it gave it; absent: the first page."""
     if raw is None:
         return None
-    bad = UsageError("cursor: not a next_cursor this API gave", hint="pass next_cursor from the page before as it is, or leave cursor out for the first page")
+    bad = UsageError(
+        f"{name}: not a next_cursor pincer gave",
+        hint=f"pass next_cursor from the page before as it is, or leave {name} out for the first page",
+    )
     if not raw or len(raw) > _MAX_CURSOR_CHARS or not raw.isascii():
         raise bad
     try:
@@ -65,4 +73,4 @@ def parse_cursor(raw: str | None) -> Cursor | None:
         raise bad
     if not isinstance(row_id, str) or not 0 < len(row_id) <= _MAX_ID_CHARS:
         raise bad
-    return Cursor(created_at=float(created_at), id=row_id)
+    return Cursor(at=float(created_at), id=row_id)
