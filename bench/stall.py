@@ -72,8 +72,9 @@ async def _seed(home: Path, records: int) -> None:
     os.environ["PINCER_HOME"] = str(home)
     insert = Sql(
         "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
-        "answered_at, answered_by, session_kind, detail) VALUES (:id, :created_at, :expires_at, 'main', 'write_file', "
-        "'{\"path\": \"x.txt\"}', '[\"write\"]', '[]', 'asks by default', 'deny', :answered_at, 'bench', 'main', '{}')"
+        "answered_at, answered_by, session_kind, detail, closed_at) VALUES (:id, :created_at, :expires_at, 'main', "
+        "'write_file', '{\"path\": \"x.txt\"}', '[\"write\"]', '[]', 'asks by default', 'deny', :answered_at, 'bench', "
+        "'main', '{}', :answered_at)"
     )
     async with open_pincer(builtins=False, quiet=True) as pincer:
         now = time.time() - records
