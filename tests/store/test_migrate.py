@@ -344,3 +344,40 @@ def test_the_postgres_upgrade_says_so_once_and_alembic_keeps_quiet(
     caplog.clear()
     upgrade_postgres(pg_url)
     assert _log_lines(caplog) == []
+
+
+_PUT_BACK_TO_0007 = (  # its version says 0007; one of 0008's indexes lost, 0007's status index back
+    "UPDATE alembic_version SET version_num = '0007'",
+    "DROP INDEX approvals_closed",
+    "CREATE INDEX approvals_status ON approvals (status)",
+    "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
+    "answered_at, closed_at) VALUES ('kept', 1, 50, 'main', 't', '{}', '[]', '[]', 'r', 'deny', 40, 45)",
+    "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
+    "answered_at) VALUES ('old', 1, 50, 'main', 't', '{}', '[]', '[]', 'r', 'expired', NULL)",
+)
+
+
+def test_0008_over_a_database_put_back_to_0007_by_hand_skips_what_it_has_and_makes_what_it_lacks(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Revision 0008 again over a database that already has its column and some of its indexes:
+    it keeps those (and a closed_at already written), makes the lost index, drops 0007's status
+    index, and fills closed_at only where it is missing. Both databases end at schema.py."""
+    path = tmp_path / "pincer.db"
+    prepare_sqlite(path)
+    with sqlite3.connect(path) as conn:
+        for statement in _PUT_BACK_TO_0007:
+            conn.execute(statement)
+    assert prepare_sqlite(path).revision == "0007"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT id, closed_at FROM approvals ORDER BY id").fetchall() == [("kept", 45.0), ("old", 50.0)]
+    assert _differences(_sqlite_engine(path)) == []
+    upgrade_postgres(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in _PUT_BACK_TO_0007:
+            conn.execute(statement.encode())
+    state, after = upgrade_postgres(pg_url)
+    assert (state.revision, after.revision) == ("0007", HEAD)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT id, closed_at FROM approvals ORDER BY id").fetchall() == [("kept", 45.0), ("old", 50.0)]
+    assert _differences(_postgres_engine(pg_url)) == []
