@@ -41,8 +41,6 @@ _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "exception": "error"}
 _STATE_VERSION = 1
 
 
-
-
 class McpChannel:
     """Per-call channel to the MCP client; implements ``pincer.core.values.ClientChannel``."""
 
@@ -141,10 +139,18 @@ class McpChannel:
         )
 
     async def elicit(
-        self, message: str, requested_schema: Mapping[str, Any], *, key: str = "elicitation"
+        self,
+        message: str,
+        requested_schema: Mapping[str, Any],
+        *,
+        key: str = "elicitation",
+        meta: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Ask the user; returns the ElicitResult as a dict (``action``, ``content``)."""
-        params = {"mode": "form", "message": message, "requestedSchema": dict(requested_schema)}
+        """Ask the user; returns the ElicitResult as a dict (``action``, ``content``). ``meta``:
+        the request's ``_meta`` (a task's ``io.modelcontextprotocol/related-task``)."""
+        params: dict[str, Any] = {"mode": "form", "message": message, "requestedSchema": dict(requested_schema)}
+        if meta is not None:
+            params["_meta"] = dict(meta)
         return await self._ask(
             "elicitation", "elicitation/create", params, key, types.ElicitRequest, types.ElicitResult
         )

@@ -41,7 +41,13 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, CallToolRequestParams, PaginatedRequestParams
+from mcp_types import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CallToolRequestParams,
+    PaginatedRequestParams,
+)
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
@@ -61,6 +67,7 @@ from pincer.gateway.approvals import (
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
+from pincer.gateway.handshake_tasks import TASKS_CAPABILITY, HandshakeTasks, task_support
 from pincer.gateway.sdk_compat import session_connection
 from pincer.gateway.task_notices import ListenStreams
 from pincer.gateway.tasks import (
@@ -87,7 +94,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["McpGateway", "McpServices", "McpExtension", "IDEMPOTENCY_META_KEY", "NOTIFY_TIMEOUT_S", "APPROVAL_DECISION_SCHEMA"]
+__all__ = [
+    "McpGateway",
+    "McpServices",
+    "McpExtension",
+    "IDEMPOTENCY_META_KEY",
+    "NOTIFY_TIMEOUT_S",
+    "APPROVAL_DECISION_SCHEMA",
+]
 
 IDEMPOTENCY_META_KEY = "pincer/idempotencyKey"
 AUDIT_META_KEY = "pincer/auditId"
@@ -129,7 +143,10 @@ class McpExtension(Protocol):
 
 
 class _PincerServer(Server[Any]):
-    """The SDK server, announcing ``tools.listChanged`` to handshake-era clients."""
+    """The SDK server, announcing ``tools.listChanged`` to handshake-era clients, and ``tasks``
+    while the gateway takes task-augmented calls (``handshake_tasks.py``)."""
+
+    takes_tasks: Callable[[], bool] | None = None  # set by the gateway: whether tasks are on now
 
     def create_initialization_options(
         self,
@@ -137,12 +154,15 @@ class _PincerServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        return super().create_initialization_options(
+        options = super().create_initialization_options(
             notification_options
             or NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True),
             experimental_capabilities,
             extensions,
         )
+        if self.takes_tasks is not None and self.takes_tasks():
+            options.capabilities = options.capabilities.model_copy(update={"tasks": TASKS_CAPABILITY})
+        return options
 
 
 class McpGateway:
@@ -191,7 +211,13 @@ class McpGateway:
         # the record. Then: note connections (for list_changed), check tools/call params (so
         # a malformed call is audited), seal requestState (2026-07-28 multi-round calls).
         self._state_boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="pincer")
-        self.server.middleware = [self._track_connection, self._audit_malformed_call, self._state_boundary]
+        # Handshake-era tasks (2025-11-25) are answered past the SDK's surface, which has none.
+        self.server.middleware = [
+            self._track_connection,
+            self._audit_malformed_call,
+            HandshakeTasks(self),
+            self._state_boundary,
+        ]
         for extension in extensions:
             extension.install(self.server, self)
         self._rounds = ApprovalRounds(services.dispatcher, config=services.config, task_group=lambda: self._task_group)
@@ -199,9 +225,13 @@ class McpGateway:
         self.public_url: str | None = None
         # MCP Tasks (gateway/tasks.py): announced in server/discover, served on 2026-07-28.
         self.tasks = TaskReceiver(
-            services.tasks, to_wire=self._wire_result, task_group=lambda: self._task_group, base_url=lambda: self.public_url
+            services.tasks,
+            to_wire=self._wire_result,
+            task_group=lambda: self._task_group,
+            base_url=lambda: self.public_url,
         )
         self.server.extensions[TASKS_EXTENSION] = {}
+        self.server.takes_tasks = self.tasks.enabled
         self.server.add_request_handler("tasks/get", TaskIdParams, self._tasks_get)
         self.server.add_request_handler("tasks/update", UpdateTaskParams, self._tasks_update)
         self.server.add_request_handler("tasks/cancel", TaskIdParams, self._tasks_cancel)
@@ -260,7 +290,13 @@ class McpGateway:
         # A reloaded config.toml may change what the session sees: filter again under it.
         if cached is None or cached[0] is not config:
             policy = config.session(session)
-            tools = [tool_to_wire(spec, session=session) for spec in visible_tools(policy, self.services.registry.list())]
+            tools = [
+                tool_to_wire(spec, session=session) for spec in visible_tools(policy, self.services.registry.list())
+            ]
+            # 2025-11-25's execution.taskSupport (the 2026-07-28 sieve drops it: no such field).
+            for tool in tools:
+                only = tool["name"] in config.tasks.only
+                tool["execution"] = {"taskSupport": task_support(enabled=config.tasks.enabled, only=only)}
             if len(self._tool_cache) > _MAX_CACHED_SESSIONS:
                 self._tool_cache.clear()
             cached = self._tool_cache[session] = (config, tools, {})
@@ -324,22 +360,16 @@ class McpGateway:
         *,
         idempotency_key: str | None,
     ) -> dict[str, Any]:
-        request = CallRequest(
-            tool=name,
-            args=arguments,
-            session=session.name,
-            idempotency_key=idempotency_key,
-            caller="mcp",
-            client=channel,
-            person=session.person,
-            may_change_policy=may_operate(session),
-        )
+        request = self.call_request(session, name, arguments, channel, idempotency_key=idempotency_key)
         approval_id = self._rounds.continuation(channel)
         if channel.is_modern and approval_id is None and self.tasks.enabled():
             if declares_tasks(channel.meta):
                 return await self.tasks.call(session, request)
             if self.tasks.only_as_task(name):
                 raise missing_extension(f"{name} runs only as a task: declare the {TASKS_EXTENSION} extension")
+        elif not channel.is_modern and self.tasks.enabled() and self.tasks.only_as_task(name):
+            # 2025-11-25: a tool whose taskSupport is "required" called without params.task.
+            raise MCPError(METHOD_NOT_FOUND, f"{name} runs only as a task: call it with params.task, e.g. {{}}")
         if approval_id is not None:
             result = await self._rounds.resume(approval_id, channel, session)
         elif self._rounds.can_start(channel, session):
@@ -361,6 +391,27 @@ class McpGateway:
         if not channel.is_modern:
             del wire["resultType"]
         return wire
+
+    def call_request(
+        self,
+        session: GatewaySession,
+        name: str,
+        arguments: Mapping[str, Any],
+        channel: McpChannel,
+        *,
+        idempotency_key: str | None = None,
+    ) -> CallRequest:
+        """The chain's request for one ``tools/call`` of ``session``."""
+        return CallRequest(
+            tool=name,
+            args=arguments,
+            session=session.name,
+            idempotency_key=idempotency_key,
+            caller="mcp",
+            client=channel,
+            person=session.person,
+            may_change_policy=may_operate(session),
+        )
 
     def _wire_result(self, session: str, name: str, result: ToolResult) -> dict[str, Any]:
         """The 2026-07-28 wire ``CallToolResult`` of a call's result (a task's result too)."""
@@ -433,7 +484,9 @@ class McpGateway:
                 return await self.services.dispatcher.call(request, on_approval=put_to_client, operation=operation)
             # The client hung up while the call waited: the chain recorded the cancellation and
             # expired the approval; this answer goes nowhere. A hang-up is normal: one quiet line.
-            logger.debug("tools/call %s of session %s: the client hung up; the call was cancelled", request.tool, session.name)
+            logger.debug(
+                "tools/call %s of session %s: the client hung up; the call was cancelled", request.tool, session.name
+            )
             return ToolResult(ok=False, error={"code": "cancelled", "message": "the client disconnected"})
         finally:
             # The call is over; an elicitation still open (answered elsewhere) is withdrawn.

@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "TASKS_EXTENSION", "TaskReceiver", "TaskServices", "cancel_task", "declares_tasks", "missing_extension", "TaskIdParams", "UpdateTaskParams",
-    "MAX_INPUT_RESPONSES_BYTES",
+    "MAX_INPUT_RESPONSES_BYTES", "MAX_TASK_ID_CHARS", "iso_time",
 ]  # fmt: skip
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -183,9 +183,14 @@ class TaskReceiver:
             return self._handle(started)
         return self._to_wire(session.name, request.tool, started)
 
-    async def start(self, request: CallRequest) -> Task | ToolResult:
+    async def start(
+        self, request: CallRequest, *, always: bool = False, ttl_ms: int | None = None
+    ) -> Task | ToolResult:
         """Run the call for ``request.session``: its result when it ends within ``[tasks]
-        after_s`` without asking anybody, else the task it became (stored before this returns)."""
+        after_s`` without asking anybody, else the task it became (stored before this returns).
+        ``always``: a task whatever happens (a handshake-era task-augmented call, which must be
+        answered with one); ``ttl_ms``: the requester's ttl, at most ``[tasks] ttl_s``. A call
+        refused before it runs (too many tasks) is still the refusal's result."""
         settings = self._settings
         if await self.store.live_count(request.session) >= settings.max_live_per_session:
             oldest = await self.store.oldest_live(request.session)
@@ -204,18 +209,18 @@ class TaskReceiver:
         task_group = self._task_group()
         assert task_group is not None  # enabled() said so
         task_group.start_soon(self._run_first, request, start)
-        after = 0.0 if self.only_as_task(request.tool) else settings.after_s
+        after = 0.0 if always or self.only_as_task(request.tool) else settings.after_s
         with anyio.move_on_after(after):
             await start.done.wait()
         try:
-            if start.result is not None and start.asked is None:
+            if start.result is not None and start.asked is None and not always:
                 return start.result
             if start.asked is not None:
                 # The call left on purpose: the approval waits, detached, bound to the call.
                 await start.done.wait()
-                start.task = await self._create(request, start.asked)
+                start.task = await self._create(request, start.asked, ttl_ms)
             else:
-                start.task = await self._create(request, None)
+                start.task = await self._create(request, None, ttl_ms)
                 self._running[start.task.id] = start.scope
         finally:
             start.decided.set()
@@ -233,16 +238,19 @@ class TaskReceiver:
                 start.done.set()
         await start.decided.wait()
         task = start.task
-        if task is None or start.asked is not None:
-            return  # answered directly, or the task waits for its approval
+        if task is None or task.status is TaskStatus.INPUT_REQUIRED:
+            return  # answered directly, or the task was made waiting for its approval
+        # Made running (past after_s, or a handshake-era task at once): its end is written here,
+        # an approval asked meanwhile included (the task then waits for it).
         try:
             with anyio.CancelScope(shield=True):
                 await self._finish(task, start.result, owner=self._owner)
         finally:
             self._running.pop(task.id, None)
 
-    async def _create(self, request: CallRequest, asked: ApprovalRequest | None) -> Task:
+    async def _create(self, request: CallRequest, asked: ApprovalRequest | None, ttl_ms: int | None = None) -> Task:
         settings = self._settings
+        most = int(settings.ttl_s * 1000)
         return await self.store.create(
             session=request.session,
             caller=request.caller,
@@ -253,7 +261,7 @@ class TaskReceiver:
             status_message=self._waiting_text(asked) if asked is not None else f"{request.tool} is running",
             approval_id=asked.id if asked is not None else None,
             owner=None if asked is not None else self._owner,
-            ttl_ms=int(settings.ttl_s * 1000),
+            ttl_ms=most if ttl_ms is None else min(ttl_ms, most),
             poll_ms=settings.poll_interval_ms,
             person=request.person,
         )
@@ -284,6 +292,11 @@ class TaskReceiver:
     # -- tasks/get, tasks/update, tasks/cancel ------------------------------------------------------
 
     async def get(self, session: GatewaySession, task_id: str) -> dict[str, Any]:
+        return {**self.detailed(await self.read(session, task_id), session), "resultType": "complete"}
+
+    async def read(self, session: GatewaySession, task_id: str) -> Task:
+        """``session``'s own live task ``task_id`` as a poll sees it (see COALESCE_MAX_S); an
+        unknown id and another session's get the same error."""
         task = self._coalesced(task_id)
         if task is None:
             task = await self._own(session, task_id)
@@ -294,7 +307,7 @@ class TaskReceiver:
             raise MCPError(INVALID_PARAMS, _NOT_FOUND)
         elif task.expires_at < time.time():
             raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task has expired")
-        return {**self.detailed(task, session), "resultType": "complete"}
+        return task
 
     def _coalesced(self, task_id: str) -> Task | None:
         """The row read for ``task_id`` within its polling window, if any (see COALESCE_MAX_S)."""
@@ -328,8 +341,12 @@ class TaskReceiver:
         # refused by the chain, the one place every answer passes.
         try:
             await self._services.dispatcher.answer(
-                task.approval_id, answer, by=f"mcp-task:{session.principal}", as_session=session.name,
-                roles=session.roles, person=session.person,
+                task.approval_id,
+                answer,
+                by=f"mcp-task:{session.principal}",
+                as_session=session.name,
+                roles=session.roles,
+                person=session.person,
             )
         except PincerError as exc:
             raise MCPError(INVALID_PARAMS, exc.message) from None
@@ -349,6 +366,11 @@ class TaskReceiver:
         if scope is not None:
             scope.cancel()
 
+    async def own(self, session: GatewaySession, task_id: str) -> Task:
+        """``session``'s own live task ``task_id`` as the store has it now."""
+        self._recent.pop(task_id, None)
+        return await self._own(session, task_id)
+
     async def _own(self, session: GatewaySession, task_id: str) -> Task:
         task = await self.store.get(task_id)
         # Another session's task is answered as a missing one: ids are not confirmed to others.
@@ -363,8 +385,8 @@ class TaskReceiver:
         data: dict[str, Any] = {
             "taskId": task.id,
             "status": task.status.value,
-            "createdAt": _iso(task.created_at),
-            "lastUpdatedAt": _iso(task.updated_at),
+            "createdAt": iso_time(task.created_at),
+            "lastUpdatedAt": iso_time(task.updated_at),
             "ttlMs": task.ttl_ms,
             "pollIntervalMs": task.poll_ms,
         }
@@ -437,9 +459,7 @@ class TaskReceiver:
                     scope.cancel()
             elif not await self._services.approvals.owners.is_alive(task.owner):
                 error = {"code": INTERNAL_ERROR, "message": _INTERRUPTED}
-                await self.store.finish(
-                    task.id, TaskStatus.FAILED, error=error, message=_INTERRUPTED, owner=task.owner
-                )
+                await self.store.finish(task.id, TaskStatus.FAILED, error=error, message=_INTERRUPTED, owner=task.owner)
         await self.store.prune()
 
     async def _look_at_waiting(self, task: Task) -> None:
@@ -549,5 +569,6 @@ def _key(approval_id: str) -> str:
     return f"approval:{approval_id}"
 
 
-def _iso(ts: float) -> str:
+def iso_time(ts: float) -> str:
+    """An ISO 8601 UTC time with milliseconds, as task objects carry it."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"

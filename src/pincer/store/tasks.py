@@ -107,6 +107,12 @@ _OLDEST_LIVE_OF = Sql(
 )
 _LIST = Sql(f"SELECT {_COLUMNS} FROM tasks ORDER BY created_at DESC LIMIT :limit")
 _LIST_OF = Sql(f"SELECT {_COLUMNS} FROM tasks WHERE session = :session ORDER BY created_at DESC LIMIT :limit")
+# One page of a session's live tasks, newest first, after the (created_at, id) a cursor names.
+_PAGE_OF = Sql(
+    f"SELECT {_COLUMNS} FROM tasks WHERE session = :session AND expires_at >= :now "
+    "AND (:first = 1 OR created_at < :created_at OR (created_at = :created_at AND id < :id)) "
+    "ORDER BY created_at DESC, id DESC LIMIT :limit"
+)
 _WAITING = Sql(f"SELECT {_COLUMNS} FROM tasks WHERE status = 'input_required' ORDER BY created_at")
 _RUNNING = Sql(f"SELECT {_COLUMNS} FROM tasks WHERE status = 'working'")
 # Taking a waiting task to run it: only one gateway's UPDATE changes the row.
@@ -187,6 +193,18 @@ class TaskStore:
             rows = await self._db.fetch_all(_LIST, {"limit": limit})
         else:
             rows = await self._db.fetch_all(_LIST_OF, {"session": session, "limit": limit})
+        return [_to_task(row) for row in rows]
+
+    async def page(
+        self, session: str, *, after: tuple[float, str] | None = None, limit: int = 100
+    ) -> builtins.list[Task]:
+        """Up to ``limit`` of ``session``'s unexpired tasks, newest first, those older than
+        ``after`` (the ``created_at`` and id of the last task of the page before)."""
+        created_at, last_id = after if after is not None else (0.0, "")
+        rows = await self._db.fetch_all(_PAGE_OF, {
+            "session": session, "now": time.time(), "first": 1 if after is None else 0,
+            "created_at": created_at, "id": last_id, "limit": limit,
+        })  # fmt: skip
         return [_to_task(row) for row in rows]
 
     async def waiting(self) -> builtins.list[Task]:
