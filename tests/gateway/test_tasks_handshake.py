@@ -23,12 +23,14 @@ import httpx
 import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
-from mcp.shared.exceptions import MCPError
 from mcp_types.methods import validate_server_result
 
+from pincer.core.effects import RuntimeKind
+from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.gateway.tokens import token_digest
 from pincer.store.approvals import ApprovalStatus
 from pincer.store.tasks import TaskStatus
+from tests.gateway.conformance.fixtures.runtime import FixtureRuntime, FixtureTool
 from tests.gateway.conftest import LiveGateway, live_gateway
 
 pytestmark = pytest.mark.anyio
@@ -385,3 +387,81 @@ async def test_a_requested_ttl_is_capped_by_the_gateways(pincer_home: Path) -> N
         capped = (await client.call_as_task("say", {"text": "x"}, task={"ttl": 3_600_000}))["result"]["task"]
         default = (await client.call_as_task("say", {"text": "y"}, task={}))["result"]["task"]
     assert capped["ttl"] == 10_000 and default["ttl"] == 10_000
+
+
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
+async def test_a_task_made_on_one_gateway_is_read_answered_and_ended_on_another(tmp_path: Path, store: str) -> None:
+    # Two gateways on one PostgreSQL at once: the task is the store's, not the connection's.
+    asked: list[Any] = []
+
+    async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    async with live_gateway(tmp_path / "a", config=store) as one:
+        (tmp_path / "b").mkdir()  # gateways sharing a store share its audit key
+        (tmp_path / "b" / "audit.key").write_bytes((tmp_path / "a" / "audit.key").read_bytes())
+        (tmp_path / "b" / "audit.key").chmod(0o600)
+        async with live_gateway(tmp_path / "b", config=store) as two:
+            await _across(one, two, elicit, asked)
+
+
+async def _across(one: LiveGateway, two: LiveGateway, elicit: Any, asked: list[Any]) -> None:
+    """Made on ``one``; polled, listed, answered (during tasks/result) and ended on ``two``."""
+    async with raw(one) as client:
+        created = (await client.call_as_task("write_note", {"text": "across"}))["result"]["task"]
+    async with raw(two) as client:
+        waiting = await client.until(created["taskId"], "input_required")
+        listed = (await client.rpc("tasks/list", {}))["result"]
+    async with two.mcp(mode="legacy", elicitation_callback=elicit) as sdk:
+        result = await sdk.session.send_request(
+            types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=created["taskId"])),
+            types.CallToolResult,
+        )
+    records = await _calls(two, "write_note")
+    assert waiting["taskId"] == created["taskId"] and [t["taskId"] for t in listed["tasks"]] == [created["taskId"]]
+    assert len(asked) == 1 and json.loads(_text(result.model_dump(by_alias=True))) == {"written": "across"}
+    assert [r.outcome for r in records] == ["pending", "ok"]
+
+
+async def test_cancelling_a_running_task_cancels_the_tool_with_one_record(pincer_home: Path) -> None:
+    started, seen = anyio.Event(), []
+
+    async def handler(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")
+            raise
+        return ToolOutput(value="never")
+
+    spec = ToolSpec(
+        name="slow", description="Runs until cancelled", input_schema={"type": "object"},
+        effects=frozenset(), runtime=RuntimeKind.NATIVE, side_effecting=False, source="tests",
+    )  # fmt: skip
+    async with live_gateway(pincer_home) as live, raw(live) as client:
+        await live.pincer.add_runtime(FixtureRuntime([FixtureTool(spec=spec, handler=handler)]))
+        created = (await client.call_as_task("slow", {}))["result"]["task"]
+        with anyio.fail_after(WAIT_S):
+            await started.wait()
+        cancelled = (await client.rpc("tasks/cancel", {"taskId": created["taskId"]}))["result"]
+        records = await _calls(live, "slow")
+    # The spec: the task is `cancelled` before the response; the tool saw the cancellation.
+    assert cancelled["status"] == "cancelled" and seen == ["cancelled"]
+    assert [r.outcome for r in records] == ["cancelled"]
+
+
+async def test_a_task_result_is_leak_scanned_and_audited_once(pincer_home: Path, store: str) -> None:
+    async with live_gateway(pincer_home, config=store) as live, raw(live) as client:
+        secret = "sk-" + secrets.token_hex(20)
+        live.pincer.secrets.set("task_key", secret)
+        created = (await client.call_as_task("say", {"text": f"the key is {secret}"}))["result"]["task"]
+        result = (await client.rpc("tasks/result", {"taskId": created["taskId"]}))["result"]
+        again = (await client.rpc("tasks/result", {"taskId": created["taskId"]}))["result"]
+        polled = await client.get(created["taskId"])
+        records = await _calls(live, "say")
+    assert secret not in json.dumps(result) and "the key is" in _text(result)
+    assert secret not in json.dumps(polled) and again == result
+    (record,) = records
+    assert result["_meta"]["pincer/auditId"] == record.id
