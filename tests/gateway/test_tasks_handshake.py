@@ -465,3 +465,30 @@ async def test_a_task_result_is_leak_scanned_and_audited_once(pincer_home: Path,
     assert secret not in json.dumps(polled) and again == result
     (record,) = records
     assert result["_meta"]["pincer/auditId"] == record.id
+
+
+async def test_a_flood_of_task_creations_is_bounded_per_session(pincer_home: Path) -> None:
+    async with live_gateway(pincer_home, config="[tasks]\nmax_live_per_session = 1\n") as live, raw(live) as client:
+        first = (await client.call_as_task("write_note", {"text": "one"}))["result"]["task"]
+        await client.until(first["taskId"], "input_required")
+        refused = await client.call_as_task("write_note", {"text": "two"})
+        listed = (await client.rpc("tasks/list", {}))["result"]
+        records = await _calls(live, "write_note")
+    assert refused["error"]["code"] == -32600 and "unfinished tasks" in refused["error"]["message"]
+    assert refused["error"]["data"]["code"] == "too_many_tasks" and refused["error"]["data"]["retry_after_s"] >= 1
+    assert [task["taskId"] for task in listed["tasks"]] == [first["taskId"]]
+    assert refused["error"]["data"]["auditId"] == records[-1].id and records[-1].outcome != "ok"
+
+
+async def test_the_result_of_a_failed_task_is_its_error(gateway: LiveGateway) -> None:
+    async with raw(gateway) as client:
+        created = (await client.call_as_task("write_note", {"text": "x"}))["result"]["task"]
+        await client.until(created["taskId"], "input_required")
+        # What a gateway does to a task whose process died mid-call (tasks.py: _INTERRUPTED).
+        error = {"code": -32603, "message": "the gateway running this call stopped before it finished"}
+        assert await gateway.pincer.tasks.finish(created["taskId"], TaskStatus.FAILED, error=error, message="stopped")
+        failed = await client.until(created["taskId"], "failed")  # polls within a window see the row read last
+        result = await client.rpc("tasks/result", {"taskId": created["taskId"]})
+    assert failed["statusMessage"] == "stopped"
+    assert result["error"]["code"] == -32603 and result["error"]["message"] == error["message"]
+    assert result["error"]["data"][RELATED] == {"taskId": created["taskId"]}

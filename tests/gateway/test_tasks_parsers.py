@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, SubscriptionFilter
 
+from pincer.gateway.handshake_tasks import MAX_TTL_MS, list_cursor, next_cursor, task_id_of, task_ttl
 from pincer.gateway.rest.tools import _respond_async
 from pincer.gateway.task_notices import MAX_TASK_IDS, requested_task_ids
 from pincer.gateway.tasks import (
@@ -21,6 +22,7 @@ from pincer.gateway.tasks import (
     UpdateTaskParams,
     declares_tasks,
 )
+from pincer.store.tasks import Task, TaskStatus
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -104,3 +106,48 @@ def test_a_listen_streams_task_ids_are_a_bounded_list_of_ids_or_invalid_params(t
         return
     assert valid or task_ids is None
     assert accepted == list(dict.fromkeys(task_ids or []))  # each once, in the order asked
+
+
+# -- the handshake era (2025-11-25) ------------------------------------------------------------
+
+
+@given(JSON)
+def test_a_task_param_is_a_ttl_in_range_or_invalid_params(task: Any) -> None:
+    try:
+        ttl = task_ttl({"name": "say", "task": task})
+    except MCPError as exc:
+        assert exc.error.code == INVALID_PARAMS and "params.task" in exc.error.message
+        return
+    assert isinstance(task, dict) and set(task) <= {"ttl"}
+    assert ttl is None or (type(ttl) is int and 0 <= ttl <= MAX_TTL_MS and ttl == task["ttl"])
+
+
+@given(JSON)
+def test_a_task_id_param_is_a_bounded_string_or_invalid_params(task_id: Any) -> None:
+    try:
+        parsed = task_id_of({"taskId": task_id})
+    except MCPError as exc:
+        assert exc.error.code == INVALID_PARAMS and "params.taskId" in exc.error.message
+        return
+    assert parsed == task_id and 1 <= len(parsed) <= MAX_TASK_ID_CHARS
+
+
+@given(JSON | st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=", max_size=80))
+def test_a_list_cursor_is_one_the_gateway_gave_or_invalid_params(cursor: Any) -> None:
+    try:
+        after = list_cursor({"cursor": cursor})
+    except MCPError as exc:
+        assert exc.error.code == INVALID_PARAMS and "cursor" in exc.error.message
+        return
+    assert after is None if cursor is None else isinstance(after, tuple)
+
+
+@given(st.floats(min_value=0, max_value=4e9), st.text(min_size=1, max_size=MAX_TASK_ID_CHARS))
+def test_a_cursor_the_gateway_gives_reads_back_as_the_task_it_names(created_at: float, task_id: str) -> None:
+    task = Task(
+        id=task_id, session="main", caller="mcp", tool="say", args={}, idempotency_key=None,
+        status=TaskStatus.WORKING, status_message=None, approval_id=None, result=None, error=None, owner=None,
+        cancel_requested=False, created_at=created_at, updated_at=created_at, expires_at=created_at + 1,
+        ttl_ms=1000, poll_ms=1000,
+    )  # fmt: skip
+    assert list_cursor({"cursor": next_cursor(task)}) == (created_at, task_id)

@@ -50,7 +50,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HandshakeTasks", "RELATED_TASK_META_KEY", "TASKS_CAPABILITY", "MAX_TTL_MS", "LIST_PAGE", "task_support"]
+__all__ = [
+    "HandshakeTasks", "RELATED_TASK_META_KEY", "TASKS_CAPABILITY", "MAX_TTL_MS", "LIST_PAGE", "task_support",
+    "task_ttl", "task_id_of", "list_cursor", "next_cursor", "wire_task",
+]  # fmt: skip
 
 RELATED_TASK_META_KEY = "io.modelcontextprotocol/related-task"
 # What a 2025-11-25 server declares in `initialize` when it takes task-augmented tools/call.
@@ -110,7 +113,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:40] + "..."
 
 
-def _task_id(params: Mapping[str, Any]) -> str:
+def task_id_of(params: Mapping[str, Any]) -> str:
     task_id = params.get("taskId")
     if not isinstance(task_id, str) or not 1 <= len(task_id) <= MAX_TASK_ID_CHARS:
         raise MCPError(
@@ -119,7 +122,7 @@ def _task_id(params: Mapping[str, Any]) -> str:
     return task_id
 
 
-def _cursor(params: Mapping[str, Any]) -> tuple[float, str] | None:
+def list_cursor(params: Mapping[str, Any]) -> tuple[float, str] | None:
     cursor = params.get("cursor")
     if cursor is None:
         return None
@@ -135,7 +138,7 @@ def _cursor(params: Mapping[str, Any]) -> tuple[float, str] | None:
     return float(created_at), task_id
 
 
-def _next_cursor(task: Task) -> str:
+def next_cursor(task: Task) -> str:
     return base64.urlsafe_b64encode(json.dumps([task.created_at, task.id]).encode()).decode("ascii")
 
 
@@ -196,7 +199,7 @@ class HandshakeTasks:
         session = self._gateway.session_of(ctx)
         if ctx.method == "tasks/list":
             return await self._list(session, params)
-        task_id = _task_id(params)
+        task_id = task_id_of(params)
         if ctx.method == "tasks/get":
             return _checked(types.GetTaskResult, wire_task(await self._receiver.read(session, task_id)))
         if ctx.method == "tasks/cancel":
@@ -211,8 +214,13 @@ class HandshakeTasks:
         session = gateway.session_of(ctx)
         name = str(params["name"])  # a string: the malformed-call middleware ran before this one
         arguments = params.get("arguments") or {}
+        # The call outlives this request: nothing is sent to the client on its behalf after the
+        # CreateTaskResult (a tool's progress and logs go nowhere; a question of its own fails it).
+        channel = McpChannel(
+            protocol_version=ctx.protocol_version, client_capabilities=ctx.session.client_capabilities, meta=ctx.meta
+        )
         request = gateway.call_request(
-            session, name, arguments, McpChannel.from_context(ctx), idempotency_key=gateway.idempotency_key(params)
+            session, name, arguments, channel, idempotency_key=gateway.idempotency_key(params)
         )
         started = await self._receiver.start(request, always=True, ttl_ms=ttl)
         if not isinstance(started, Task):  # refused before it ran (too many tasks): audited
@@ -224,11 +232,11 @@ class HandshakeTasks:
     # -- tasks/list, tasks/cancel -----------------------------------------------------------------
 
     async def _list(self, session: GatewaySession, params: Mapping[str, Any]) -> dict[str, Any]:
-        after = _cursor(params)
+        after = list_cursor(params)
         tasks = await self._receiver.store.page(session.name, after=after, limit=LIST_PAGE + 1)
         result: dict[str, Any] = {"tasks": [wire_task(task) for task in tasks[:LIST_PAGE]]}
         if len(tasks) > LIST_PAGE:
-            result["nextCursor"] = _next_cursor(tasks[LIST_PAGE - 1])
+            result["nextCursor"] = next_cursor(tasks[LIST_PAGE - 1])
         return _checked(types.ListTasksResult, result)
 
     async def _cancel(self, session: GatewaySession, task_id: str) -> dict[str, Any]:
