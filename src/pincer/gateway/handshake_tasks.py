@@ -27,10 +27,9 @@ import binascii
 import json
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
-import anyio.abc
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -38,15 +37,13 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NO
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
+from pincer.core.values import CallRequest
 from pincer.elicitation import APPROVAL_DECISION_SCHEMA
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver, iso_time
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.tasks import Task, TaskStatus
-
-if TYPE_CHECKING:
-    from pincer.gateway.mcp_server import McpGateway
 
 logger = logging.getLogger(__name__)
 
@@ -171,10 +168,32 @@ def _checked(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+class TaskGateway(Protocol):
+    """What the middleware uses of its MCP gateway (``mcp_server.McpGateway``)."""
+
+    @property
+    def tasks(self) -> TaskReceiver: ...
+
+    def session_of(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession: ...
+
+    def call_request(
+        self,
+        session: GatewaySession,
+        name: str,
+        arguments: Mapping[str, Any],
+        channel: McpChannel,
+        *,
+        idempotency_key: str | None = None,
+    ) -> CallRequest: ...
+
+    @staticmethod
+    def idempotency_key(params: Mapping[str, Any]) -> str | None: ...
+
+
 class HandshakeTasks:
     """The middleware serving 2025-11-25 tasks on one MCP gateway."""
 
-    def __init__(self, gateway: McpGateway) -> None:
+    def __init__(self, gateway: TaskGateway) -> None:
         self._gateway = gateway
 
     @property

@@ -169,6 +169,8 @@ class McpGateway:
     """One MCP server over one Pincer. ``default_session`` serves transports without a token
     (stdio); HTTP requests carry the session the guard derived from their token."""
 
+    tasks: TaskReceiver  # MCP Tasks, both eras (gateway/tasks.py, gateway/handshake_tasks.py)
+
     def __init__(
         self,
         services: McpServices,
