@@ -41,7 +41,7 @@ from pincer.core.values import CallRequest
 from pincer.elicitation import APPROVAL_DECISION_SCHEMA
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.channel import McpChannel
-from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver, iso_time
+from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver, task_summary
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.tasks import Task, TaskStatus
 
@@ -147,17 +147,10 @@ def _status(task: Task) -> str:
 
 
 def wire_task(task: Task) -> dict[str, Any]:
-    """The task as a 2025-11-25 ``Task`` object."""
-    data: dict[str, Any] = {
-        "taskId": task.id,
-        "status": _status(task),
-        "createdAt": iso_time(task.created_at),
-        "lastUpdatedAt": iso_time(task.updated_at),
-        "ttl": task.ttl_ms,
-        "pollInterval": task.poll_ms,
-    }
-    if task.status_message:
-        data["statusMessage"] = task.status_message
+    """The task as a 2025-11-25 ``Task`` object: the extension's, under this era's names."""
+    data = task_summary(task)
+    data["ttl"], data["pollInterval"] = data.pop("ttlMs"), data.pop("pollIntervalMs")
+    data["status"] = _status(task)
     return data
 
 

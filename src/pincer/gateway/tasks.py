@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "TASKS_EXTENSION", "TaskReceiver", "TaskServices", "cancel_task", "declares_tasks", "missing_extension", "TaskIdParams", "UpdateTaskParams",
-    "MAX_INPUT_RESPONSES_BYTES", "MAX_TASK_ID_CHARS", "iso_time",
+    "MAX_INPUT_RESPONSES_BYTES", "MAX_TASK_ID_CHARS", "task_summary",
 ]  # fmt: skip
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -382,16 +382,7 @@ class TaskReceiver:
 
     def detailed(self, task: Task, session: GatewaySession | None) -> dict[str, Any]:
         """The task as ``tasks/get`` shows it to ``session`` (and ``notifications/tasks`` too)."""
-        data: dict[str, Any] = {
-            "taskId": task.id,
-            "status": task.status.value,
-            "createdAt": iso_time(task.created_at),
-            "lastUpdatedAt": iso_time(task.updated_at),
-            "ttlMs": task.ttl_ms,
-            "pollIntervalMs": task.poll_ms,
-        }
-        if task.status_message:
-            data["statusMessage"] = task.status_message
+        data = task_summary(task)
         if task.status is TaskStatus.INPUT_REQUIRED:
             requests: dict[str, Any] = {}
             # Only a main session's client (or an approving person's) is asked: an agent must not
@@ -569,6 +560,20 @@ def _key(approval_id: str) -> str:
     return f"approval:{approval_id}"
 
 
-def iso_time(ts: float) -> str:
-    """An ISO 8601 UTC time with milliseconds, as task objects carry it."""
+def task_summary(task: Task) -> dict[str, Any]:
+    """The task's state in the extension's names (2026-07-28); the handshake era renames them."""
+    data: dict[str, Any] = {
+        "taskId": task.id,
+        "status": task.status.value,
+        "createdAt": _iso(task.created_at),
+        "lastUpdatedAt": _iso(task.updated_at),
+        "ttlMs": task.ttl_ms,
+        "pollIntervalMs": task.poll_ms,
+    }
+    if task.status_message:
+        data["statusMessage"] = task.status_message
+    return data
+
+
+def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
