@@ -191,6 +191,10 @@ class ToolSettings(_Model):
     # tools/call to stdio and streamable HTTP MCP servers past the SDK's client session
     # (runtimes/mcp/lean.py); off until the whole suite has run with it on.
     mcp_lean_calls: bool = True
+    # An MCP server whose env or headers name a per-person secret runs once per person
+    # (runtimes/mcp/person_instances.py): at most this many of one server, each closed when idle.
+    mcp_max_person_instances: int = Field(default=8, ge=1, le=1_000)
+    mcp_person_idle_s: float = Field(default=600.0, gt=0, le=86_400)
 
 
 class _Grant(_Model):

@@ -118,6 +118,13 @@ KEYS: dict[str, KeyHelp] = {
         "client session (less CPU per call; the same results, checked by `tests/runtimes/mcp/test_lean_equivalence.py`); "
         "false sends every call through the SDK's session"
     ),
+    "tools.mcp_max_person_instances": KeyHelp(
+        help="an MCP server whose env or headers name a secret of [secrets] per_person runs once per person; "
+        "the most instances of one server (a new person closes the least recently used idle one first)"
+    ),
+    "tools.mcp_person_idle_s": KeyHelp(
+        help="a person's own instance of such an MCP server is closed after this many seconds without a call"
+    ),
     "workspace.path": KeyHelp(
         help="the directory read_file, write_file and list_dir work in (default: $PINCER_HOME/workspace)",
         example='"~/pincer-workspace"',

@@ -98,6 +98,9 @@ def live_config_changes(old: Config, new: Config) -> list[str]:
     # running servers (reload_mcp_servers), so the new path needs new connections
     if old.tools.mcp_lean_calls != new.tools.mcp_lean_calls:
         changed.append("[tools] mcp_lean_calls")
+    for key in ("mcp_max_person_instances", "mcp_person_idle_s"):  # fixed when the runtime is made
+        if getattr(old.tools, key) != getattr(new.tools, key):
+            changed.append(f"[tools] {key}")
     # the skill library's roots are fixed when it is made
     for key in ("enabled", "extra_dirs"):
         if getattr(old.skills, key) != getattr(new.skills, key):

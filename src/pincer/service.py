@@ -667,18 +667,22 @@ class Pincer:
         from pincer.runtimes.mcp import McpRuntime, PinStore, ServerStore
 
         servers = self._admitted_servers(ServerStore(self.home).load())
+        tools = self.config.tools
         return McpRuntime(
             servers, pins=PinStore(self.home), secrets=self._mcp_secret, scanner=self.scanner, starts=self._mcp_starts,
-            lean_calls=self.config.tools.mcp_lean_calls,
+            lean_calls=tools.mcp_lean_calls, per_person=self.config.secrets.per_person,
+            person_values=self.secrets.find_for, max_person_instances=tools.mcp_max_person_instances,
+            person_idle_s=tools.mcp_person_idle_s,
         )  # fmt: skip
 
     def _mcp_secret(self, name: str) -> str | None:
-        """An MCP server's ``${secret:NAME}``: read once when the server starts, for every caller
-        alike, so a per-person secret is refused (never its shared value, nor anyone's)."""
+        """An MCP server's shared ``${secret:NAME}``, read when the server starts. A per-person
+        name is resolved by the person's own instance (runtimes/mcp/person_instances.py) and
+        never reaches here; if it does, it is refused (never the shared value, nor anyone's)."""
         if name in self.config.secrets.per_person:
             raise SecretError(
-                f"secret {name!r} is per person, and an MCP server is started once for every caller",
-                hint=f'take "{name}" out of [secrets] per_person in config.toml to share one value with the server',
+                f"secret {name!r} is per person, and this MCP server connection acts for no person",
+                hint="call the server's tools with a person's token (`pincer people token NAME`)",
             )
         return self.secrets.find(name)
 

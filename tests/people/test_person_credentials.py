@@ -263,9 +263,10 @@ def test_the_cli_sets_a_persons_own_value_lists_it_as_theirs_and_forgets_it_with
         assert store.person_names() == [] and store.find("github_token") == SHARED_TOKEN
 
 
-async def test_an_mcp_server_is_never_started_with_a_per_person_secret(tmp_path: Path) -> None:
-    """An MCP server reads its ``${secret:NAME}`` once, for every caller: a per-person name is
-    refused (before: the server got the shared value, for every person's call)."""
+async def test_an_mcp_server_never_gets_the_shared_value_of_a_per_person_secret(tmp_path: Path) -> None:
+    """An MCP server's ``${secret:NAME}`` of a per-person name is resolved per person
+    (tests/people/test_person_mcp_instances.py): the shared value reaches no process, neither the
+    one that lists the tools (started without that variable) nor a person without their own."""
     from pincer.config import parse_config
     from pincer.runtimes.mcp import ServerStore
     from pincer.secrets.store import SecretStore
@@ -279,9 +280,12 @@ async def test_an_mcp_server_is_never_started_with_a_per_person_secret(tmp_path:
     async with Pincer.open(tmp_path, config=config, secret_key=b"m" * 32, builtins=False) as pincer:
         with anyio.fail_after(CALL_TIMEOUT_S):
             result = await pincer.call(CallRequest(tool="f_env", args={}, person="gina"))
-        (status,) = pincer.mcp.statuses()
+        assert pincer.mcp is not None
+        listing = pincer.mcp.connections["f"]
+        people = pincer.mcp.person_instances("f")
     assert not result.ok and SHARED_TOKEN not in json.dumps(result.to_dict())
-    assert status.state != "running" and "is per person" in (status.last_error or ""), status
+    assert "gina has no value of the per-person secret 'upstream'" in (result.error or {}).get("message", ""), result
+    assert "UPSTREAM_TOKEN" not in listing.config.env and people is not None and people.people == []
 
 
 def test_auth_setup_connects_a_persons_own_github_token_checked_as_anyones(tmp_path: Path) -> None:

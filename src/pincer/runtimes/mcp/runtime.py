@@ -17,15 +17,16 @@ process takes effect without a restart.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
 from pincer.core.effects import RuntimeKind
-from pincer.core.errors import Denied, ToolNotFound
+from pincer.core.errors import Denied, SecretError, ToolNotFound
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.runtimes.base import ChangeListener, ChangeListeners
 from pincer.runtimes.mcp.assignment import Assignment, Refused, assign_tools, holds_secret
@@ -43,6 +44,12 @@ from pincer.runtimes.mcp.operations import (
     operation_spec,
     prompt_output,
     resource_output,
+)
+from pincer.runtimes.mcp.person_instances import (
+    PersonInstances,
+    PersonValues,
+    person_secret_names,
+    without_person_secrets,
 )
 from pincer.runtimes.mcp.person_questions import asker_for
 from pincer.runtimes.mcp.pins import PinStore, ToolDefinition
@@ -107,12 +114,25 @@ class McpRuntime:
         scanner: ScannerFactory | None = None,
         starts: Callable[[str], bool] | None = None,
         lean_calls: bool = False,
+        per_person: Collection[str] = (),
+        person_values: PersonValues | None = None,
+        max_person_instances: int = 8,
+        person_idle_s: float = 600.0,
     ) -> None:
         """``starts``: which of the servers ``start`` may start (by name; default: all it would);
-        a one-shot command starts only the servers that may own the tool it calls."""
+        a one-shot command starts only the servers that may own the tool it calls.
+        ``per_person``: the secrets each person holds their own value of (``[secrets]
+        per_person``), read with ``person_values(person, name)``; a server whose env or headers
+        name one runs once per person (:mod:`.person_instances`), at most
+        ``max_person_instances`` of them, each closed after ``person_idle_s`` unused."""
         self.pins = pins
         self._starts = starts
         self._lean_calls = lean_calls
+        self._per_person = frozenset(per_person)
+        self._person_values = person_values
+        self._max_person_instances = max_person_instances
+        self._person_idle_s = person_idle_s
+        self._people: dict[str, PersonInstances] = {}  # server -> its per-person instances
         self._lookup = secret_lookup(secrets)
         self._scanner = scanner if scanner is not None else _always(LeakScanner(()))  # credential shapes only
         self.servers: dict[str, ServerConfig] = {s.name: s for s in servers if s.enabled}
@@ -130,9 +150,29 @@ class McpRuntime:
             self._rebuild(name)
 
     def _connection(self, config: ServerConfig) -> ServerConnection:
+        """The server's one connection; for a server that names a per-person secret, the one that
+        learns its tools and lists its resources, started without those env variables and headers
+        (nobody's value), while calls go to the calling person's own instance."""
+        names = person_secret_names(config, self._per_person)
+        if not names:
+            return self._make_connection(config, self._lookup)
+        self._people[config.name] = PersonInstances(
+            config, names, make=self._make_connection, shared=self._lookup, values=self._read_person_value,
+            limit=self._max_person_instances, idle_s=self._person_idle_s,
+        )  # fmt: skip
+        return self._make_connection(without_person_secrets(config, names), self._lookup)
+
+    def _make_connection(self, config: ServerConfig, lookup: SecretLookup | None) -> ServerConnection:
         return ServerConnection(
-            config, secrets=self._lookup, on_tools=self._on_tools, on_lists=self._on_lists, lean=self._lean_calls
+            config, secrets=lookup, on_tools=self._on_tools, on_lists=self._on_lists, lean=self._lean_calls
         )
+
+    def _read_person_value(self, person: str, name: str) -> str | None:
+        return self._person_values(person, name) if self._person_values is not None else None
+
+    def person_instances(self, server: str) -> PersonInstances | None:
+        """The per-person instances of ``server`` (None: it names no per-person secret)."""
+        return self._people.get(server)
 
     @classmethod
     def from_home(
@@ -165,8 +205,11 @@ class McpRuntime:
                 self._blocked.pop(registry_name, None)
             self._offered.pop(name, None)
             self._refused.pop(name, None)
+            people = self._people.pop(name, None)
             with anyio.CancelScope(shield=True):
                 await conn.aclose()
+                if people is not None:
+                    await people.aclose()
         for name in fresh:
             self.servers[name] = wanted[name]
             self.connections[name] = self._connection(wanted[name])
@@ -203,6 +246,8 @@ class McpRuntime:
             async with anyio.create_task_group() as tg:
                 for conn in self.connections.values():
                     tg.start_soon(conn.aclose)
+                for people in self._people.values():
+                    tg.start_soon(people.aclose)
 
     def tools(self) -> Sequence[ToolSpec]:
         return [spec for specs in self._specs.values() for spec in specs.values()]
@@ -228,9 +273,15 @@ class McpRuntime:
 
             progress = report
 
-        with answered_by(asker_for(host, self._scanner())):
+        with answered_by(asker_for(host, self._scanner())), self._in_call(conn.name, host):
             result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
         return to_tool_output(result, server=conn.name)
+
+    def _in_call(self, server: str, host: HostContext) -> contextlib.AbstractContextManager[None]:
+        people = self._people.get(server)
+        if people is None or host.person is None:
+            return contextlib.nullcontext()
+        return people.in_call(host.person)
 
     # -- resources and prompts (operations.py) -------------------------------------------------
 
@@ -265,8 +316,40 @@ class McpRuntime:
             raise ToolNotFound(f"no MCP server serves {spec.name}", hint="`pincer mcp list` shows the configured servers")
         return conn
 
+    async def _person_connection(self, server: str, host: HostContext) -> ServerConnection | None:
+        """The calling person's own instance of a server that names a per-person secret (None: the
+        server names none). A call of no person, or of a person without every value, is refused
+        here, in the chain's preflight, before anyone is asked, as a built-in's is."""
+        people = self._people.get(server)
+        if people is None:
+            return None
+        person = host.person
+        values = people.current_values(person) if person is not None else None
+        if person is None or values is None:
+            missing = next(name for name in people.names if person is None or not self._read_person_value(person, name))
+            raise self._per_person_refusal(missing, host)
+        secrets = host.secrets
+        for value in values.values():  # redacted from this call's output, as an injected credential is
+            if secrets is not None:
+                secrets.record(value)
+        return await people.ready(person, values)
+
+    @staticmethod
+    def _per_person_refusal(name: str, host: HostContext) -> SecretError:
+        from pincer.secrets.access import per_person_refusal
+
+        refusal = per_person_refusal(host.secrets, name, tool=host.tool)
+        if refusal is not None:
+            return refusal
+        who = "no person" if host.person is None else host.person
+        return SecretError(  # a bench's stand-in access: the same refusal, in fewer words
+            f"{host.tool}: secret {name!r} is per person and {who} has no value of it, so the call cannot run",
+            hint=f"set it with `pincer secrets set {name} --person NAME`, then call again",
+        )
+
     async def _invoke_operation(self, spec: ToolSpec, args: Mapping[str, Any], host: HostContext) -> ToolOutput:
         conn = self._operation_server(spec)
+        conn = await self._person_connection(conn.name, host) or conn
         limit = max(host.timeout_s - min(TIMEOUT_MARGIN_S, host.timeout_s * 0.1), 0.001)
         timeout_s = min(conn.config.timeout_s or limit, limit)
         method = str(spec.annotations[OPERATION_KEY])
@@ -303,7 +386,7 @@ class McpRuntime:
         if owner is None:
             raise ToolNotFound(f"no MCP tool named {spec.name!r}", hint="`pincer tools list` shows the tools there are")
         server, upstream = owner
-        conn = self.connections[server]
+        conn = await self._person_connection(server, host) or self.connections[server]
         config = self.servers[server]
         limit = max(host.timeout_s - min(TIMEOUT_MARGIN_S, host.timeout_s * 0.1), 0.001)
         timeout_s = min(config.timeout_s or limit, limit)
