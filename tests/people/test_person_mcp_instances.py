@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -24,9 +25,10 @@ import pytest
 
 from pincer.cli.acts import cli_actor
 from pincer.config import parse_config
+from pincer.core.errors import RuntimeUnavailable
 from pincer.core.values import CallRequest
 from pincer.policy.roles import parse_roles
-from pincer.runtimes.mcp import ServerConfig, ServerStore
+from pincer.runtimes.mcp import ServerConfig, ServerConnection, ServerStore
 from pincer.runtimes.mcp.person_instances import PersonInstances
 from pincer.service import Pincer
 from pincer.store.people_acts import remove_person
@@ -49,9 +51,9 @@ def _sha(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
-def _stdio_server() -> ServerConfig:
+def _stdio_server(*flags: str) -> ServerConfig:
     return ServerConfig(
-        name="k", transport="stdio", command=sys.executable, args=("-u", str(KEYED_SERVER)),
+        name="k", transport="stdio", command=sys.executable, args=("-u", str(KEYED_SERVER), *flags),
         env={"PERSON_KEY": "${secret:person_key}"}, connect_timeout_s=30.0,
     )  # fmt: skip
 
@@ -208,6 +210,41 @@ async def test_an_idle_instance_is_closed_after_the_idle_timeout(tmp_path: Path)
         await _until_gone(gina["pid"], "an idle instance outlived mcp_person_idle_s")
         assert _people(pincer).people == []
         assert (await _whoami(pincer, "gina"))["key_sha256"] == _sha(GINA_KEY)  # started again on the next call
+
+
+async def test_a_server_that_prints_a_persons_key_on_failing_shows_it_nowhere(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The caller's error carries the server's last stderr lines: the person's key in them is
+    redacted, and no log line holds it."""
+    caplog.set_level(logging.DEBUG)
+    async with _pincer(tmp_path, server=_stdio_server("--die-with-key")) as pincer:
+        error = await _refused(pincer, "gina")
+        assert "cannot log in with key [REDACTED" in error["message"], error  # her key, redacted
+        assert _people(pincer).people == ["gina"]  # tried again on her next call, never with another's key
+        await _nowhere(pincer, json.dumps(error), caplog.text)
+
+
+async def test_a_new_person_is_refused_when_every_instance_is_in_a_call(tmp_path: Path) -> None:
+    """The bound never closes an instance in a call: past it, with none idle, the new person is
+    told which key raises it (nothing is started for them)."""
+    keys = {("gina", "person_key"): GINA_KEY, ("bo", "person_key"): BO_KEY}
+    people = PersonInstances(
+        _stdio_server(), ("person_key",), make=lambda config, lookup: ServerConnection(config, secrets=lookup),
+        shared=None, values=lambda person, name: keys.get((person, name)), limit=1, idle_s=60.0,
+    )  # fmt: skip
+    try:
+        await people.ready("gina", {"person_key": GINA_KEY})
+        with people.in_call("gina"):
+            with pytest.raises(RuntimeUnavailable) as refused:
+                await people.ready("bo", {"person_key": BO_KEY})
+            assert "[tools] mcp_max_person_instances" in (refused.value.hint or "")
+            assert people.people == ["gina"]
+        await people.ready("bo", {"person_key": BO_KEY})  # gina's call ended: hers is the idle one closed
+        assert people.people == ["bo"] and people.current_values("wes") is None
+    finally:
+        await people.aclose()
+    assert people.people == []
 
 
 @contextmanager
