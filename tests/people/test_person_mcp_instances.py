@@ -122,7 +122,10 @@ async def _nowhere(pincer: Pincer, *texts: str) -> None:
         assert not any(value in text for text in texts)
 
 
-async def test_two_people_each_reach_a_process_that_holds_only_their_own_value(tmp_path: Path) -> None:
+async def test_two_people_each_reach_a_process_that_holds_only_their_own_value(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
     async with _pincer(tmp_path) as pincer:
         gina = await _whoami(pincer, "gina")
         bo = await _whoami(pincer, "bo")
@@ -132,7 +135,7 @@ async def test_two_people_each_reach_a_process_that_holds_only_their_own_value(t
         assert _people(pincer).people == ["bo", "gina"]
         # The key the server echoed is redacted from the output; the shared value reached no one.
         assert gina["key"] != GINA_KEY and "REDACTED" in str(gina["key"]), gina
-        await _nowhere(pincer, json.dumps([gina, bo, again]))
+        await _nowhere(pincer, json.dumps([gina, bo, again]), caplog.text)
 
 
 async def test_a_call_of_no_person_or_a_person_without_a_value_is_refused_before_anyone_is_asked(
