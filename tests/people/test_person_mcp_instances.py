@@ -280,3 +280,24 @@ async def test_over_streamable_http_each_person_has_their_own_session_sending_th
             error = await _refused(pincer, None)
             assert "acts for no person" in error["message"], error
             await _nowhere(pincer, json.dumps([gina, bo, gina_again, error]))
+
+
+def test_mcp_add_and_test_never_hand_the_server_a_per_person_secrets_shared_value(pincer_home: Path) -> None:
+    """``pincer mcp add``/``test`` start the server once to learn its tools: a per-person name's
+    shared value (kept, never injected) must not reach it. Before, the probe gave it the shared
+    value, which this careless server prints on stderr and dies of."""
+    from pincer.secrets.store import SecretStore
+    from tests.cli.test_mcp_cli import invoke
+
+    (pincer_home / "config.toml").write_text(_config_text())
+    with SecretStore.open(pincer_home) as store:
+        store.set("person_key", SHARED_KEY)
+    code, data, _ = invoke(
+        "mcp", "add", "k", "--command", sys.executable, "--arg", "-u", "--arg", str(KEYED_SERVER),
+        "--arg", "--die-with-key", "--env", "PERSON_KEY=${secret:person_key}", "--json",
+    )  # fmt: skip
+    assert code == 0 and isinstance(data, dict) and "warning" not in data, data
+    assert "whoami" in {tool["name"] for tool in data["tools"]}, data
+    code, report, _ = invoke("mcp", "test", "k", "--json")
+    assert code == 0 and isinstance(report, dict) and report["ok"], report
+    assert SHARED_KEY not in json.dumps([data, report])

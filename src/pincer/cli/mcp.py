@@ -321,10 +321,15 @@ async def _probe(home: Path, config: Any, secrets: _Secrets, *, record: bool, qu
     stop it. ``record``: pin the tools seen for the first time. A start that takes more than a
     second says so on stderr (an npx server fetches its package first), unless ``quiet``."""
     from pincer.cli.progress import slow_wait
+    from pincer.config import load_config
     from pincer.runtimes.mcp import PinStore, ServerConnection
     from pincer.runtimes.mcp.assignment import assign_tools, holds_secret
+    from pincer.runtimes.mcp.person_instances import person_secret_names, without_person_secrets
 
-    conn = ServerConnection(config, secrets=secrets.find)
+    # A per-person secret's shared value is never injected: the server is tried as the gateway
+    # lists its tools, without the variables and headers that name one (docs/teams.md).
+    own = person_secret_names(config, load_config(home).secrets.per_person)
+    conn = ServerConnection(without_person_secrets(config, own) if own else config, secrets=secrets.find)
     started = time.perf_counter()
     waiting = f"starting MCP server {config.name} (a server run with npx or uvx fetches its package first)"
     try:
