@@ -380,4 +380,157 @@ def test_0008_over_a_database_put_back_to_0007_by_hand_skips_what_it_has_and_mak
     assert (state.revision, after.revision) == ("0007", HEAD)
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT id, closed_at FROM approvals ORDER BY id").fetchall() == [("kept", 45.0), ("old", 50.0)]
+
+
+# -- a database at a revision of this history, not the head ------------------------------------
+
+
+def _upgrade_to(engine: sa.Engine, revision: str) -> None:
+    """Run this history's revisions up to ``revision`` only, as a pincer of that revision did."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.connect() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+        conn.commit()
+    engine.dispose()
+
+
+def _columns(engine: sa.Engine) -> dict[str, list[str]]:
+    """Each table's columns, alembic_version left out."""
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            names = [t for t in inspector.get_table_names() if t != "alembic_version"]
+            return {t: [c["name"] for c in inspector.get_columns(t)] for t in names}
+    finally:
+        engine.dispose()
+
+
+def _every_row(engine: sa.Engine, on: dict[str, list[str]] | None = None) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, on the columns it has (or on those of ``on``: a table's columns
+    before an upgrade added some)."""
+    columns = on or _columns(engine)
+    try:
+        with engine.connect() as conn:
+            rows = {t: conn.execute(sa.text(f"SELECT {', '.join(c)} FROM {t}")).all() for t, c in columns.items()}
+    finally:
+        engine.dispose()
+    return {table: sorted((tuple(row) for row in found), key=repr) for table, found in rows.items()}
+
+
+_AT_0005 = (
+    "INSERT INTO people (name, email, roles, status, created_at, created_by) "
+    "VALUES ('ann', 'ann@example.org', '[\"admin\"]', 'active', 1, 'setup')",
+    "INSERT INTO person_tokens (id, person, digest, created_at, expires_at) VALUES ('t1', 'ann', 'ab', 1, 9e12)",
+    "INSERT INTO pincer_instances (id, tag, host, pid, started_at, heartbeat_at) VALUES ('i1', 't', 'h', 7, 1, 2)",
+)
+
+
+def _revision_0005_sqlite(tmp_path: Path) -> Path:
+    """A SQLite database a pincer of revision 0005 wrote: the old ladder's rows, then 0001..0005."""
+    from pincer.store.sql.migrate import _sqlite_engine as migrate_engine
+
+    path = main_sqlite(tmp_path)
+    _upgrade_to(migrate_engine(path), "0005")
+    with sqlite3.connect(path) as conn:
+        for statement in _AT_0005:
+            conn.execute(statement)
+    return path
+
+
+def _columns_0006_0007_add(inspector: Any) -> set[str]:
+    wanted = {("person_tokens", "roles"), ("runs", "person"), ("tasks", "person"), ("pincer_instances", "kind"),
+              ("pincer_instances", "home"), ("pincer_instances", "url")}  # fmt: skip
+    return {f"{t}.{c}" for t, c in wanted if c in {col["name"] for col in inspector.get_columns(t)}}
+
+
+def test_a_sqlite_database_at_revision_0005_gains_what_0006_and_0007_add_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = _revision_0005_sqlite(tmp_path)
+    engine = _sqlite_engine(path)
+    with engine.connect() as conn:
+        assert _columns_0006_0007_add(sa.inspect(conn)) == set()  # what a pincer of 0005 left
+    old_columns = _columns(engine)
+    before = _every_row(engine)
+    assert before["people"] and before["audit"] and before["pincer_instances"]
+    state = prepare_sqlite(path)
+    assert state.revision == "0005"
+    with engine.connect() as conn:
+        assert len(_columns_0006_0007_add(sa.inspect(conn))) == 6
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).all() == [(HEAD,)]
+        # the rows from before: the new columns empty, the old ones as they were
+        assert conn.execute(sa.text("SELECT roles FROM person_tokens")).all() == [(None,)]
+        assert conn.execute(sa.text("SELECT kind, home, url FROM pincer_instances")).all() == [(None, None, None)]
+    assert _every_row(engine, on=old_columns) == before
+    assert _differences(engine) == []
+
+
+def test_a_postgres_database_at_revision_0005_gains_what_0006_and_0007_add_and_keeps_its_rows(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(main_postgres_sql().encode())
+    engine = _postgres_engine(pg_url)
+    _upgrade_to(engine, "0005")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in _AT_0005:
+            conn.execute(statement.encode())
+    with engine.connect() as conn:
+        assert _columns_0006_0007_add(sa.inspect(conn)) == set()
+    old_columns = _columns(engine)
+    before = _every_row(engine)
+    assert before["people"] and before["audit"] and before["pincer_instances"]
+    state, after_state = upgrade_postgres(pg_url)
+    assert (state.revision, after_state.revision) == ("0005", HEAD)
+    with engine.connect() as conn:
+        assert len(_columns_0006_0007_add(sa.inspect(conn))) == 6
+        indexes = {index["name"] for index in sa.inspect(conn).get_indexes("approvals")}
+        assert "approvals_created" in indexes
+    assert _every_row(engine, on=old_columns) == before
+    assert _differences(engine) == []
+
+
+# Put back by hand: a database at the head whose alembic_version was set to an older revision
+# (a backup's version row restored over a newer file, an operator's UPDATE). Each revision after
+# it finds its tables, columns and index already there and must leave them, and their rows, alone.
+_PUT_BACK_TO = ("0001", "0002", "0003", "0004", "0005", "0006")
+
+
+@pytest.mark.parametrize("revision", _PUT_BACK_TO)
+def test_a_sqlite_database_put_back_to_an_older_revision_by_hand_opens_at_head_unchanged(
+    tmp_path: Path, revision: str
+) -> None:
+    path = tmp_path / "pincer.db"
+    prepare_sqlite(path)
+    with sqlite3.connect(path) as conn:
+        for statement in _AT_0005:
+            conn.execute(statement)
+        conn.execute("UPDATE person_tokens SET roles = '[\"viewer\"]'")
+        conn.execute("UPDATE pincer_instances SET kind = 'gateway', home = '/h', url = 'http://127.0.0.1:1'")
+        conn.execute("UPDATE alembic_version SET version_num = ?", (revision,))
+    before = _every_row(_sqlite_engine(path))
+    state = prepare_sqlite(path)
+    assert state.revision == revision
+    assert _every_row(_sqlite_engine(path)) == before
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
+    assert _differences(_sqlite_engine(path)) == []
+
+
+@pytest.mark.parametrize("revision", _PUT_BACK_TO)
+def test_a_postgres_database_put_back_to_an_older_revision_by_hand_opens_at_head_unchanged(
+    pg_url: str, revision: str
+) -> None:
+    upgrade_postgres(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in _AT_0005:
+            conn.execute(statement.encode())
+        conn.execute("UPDATE person_tokens SET roles = '[\"viewer\"]'")
+        conn.execute("UPDATE pincer_instances SET kind = 'gateway', home = '/h', url = 'http://127.0.0.1:1'")
+        conn.execute("UPDATE alembic_version SET version_num = %s", (revision,))
+    before = _every_row(_postgres_engine(pg_url))
+    state, after_state = upgrade_postgres(pg_url)
+    assert (state.revision, after_state.revision) == (revision, HEAD)
+    assert _every_row(_postgres_engine(pg_url)) == before
     assert _differences(_postgres_engine(pg_url)) == []
