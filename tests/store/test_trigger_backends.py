@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 import pytest
 
-from pincer.core.errors import UsageError
-from pincer.store.audit import AuditLog
+from pincer.core.errors import JobNotFound, UsageError
+from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.owners import process_token
 from pincer.store.sql.sqlite import SqliteDatabase
 from pincer.store.triggers import DeliveryExists, DeliveryRow, FiringRow, TriggerStore
@@ -74,7 +74,9 @@ async def test_a_job_name_is_taken_once_unless_replaced(backend: Backend) -> Non
     await store.add_job(name="nightly", source="cli", spec={"cron": "0 3 * * *"}, spec_hash="h1", next_run=10.0)
     with pytest.raises(UsageError, match="exists already"):
         await (await backend.triggers()).add_job(name="nightly", source="cli", spec={}, spec_hash="h2", next_run=None)
-    await store.add_job(name="nightly", source="cli", spec={"cron": "0 4 * * *"}, spec_hash="h3", next_run=20.0, replace=True)
+    await store.add_job(
+        name="nightly", source="cli", spec={"cron": "0 4 * * *"}, spec_hash="h3", next_run=20.0, replace=True
+    )
     job = await (await backend.triggers()).require_job("nightly")
     assert (job.spec_hash, job.next_run, job.spec) == ("h3", 20.0, {"cron": "0 4 * * *"})
 
@@ -153,7 +155,9 @@ async def test_a_delivery_its_firings_and_their_audit_records_are_written_togeth
         records = {r.id: r.idempotency_key for r in await audit.records()}
         assert [records[i] for i in ids] == ["f1", "f2"]
         with pytest.raises(DeliveryExists):
-            await store.insert_audited([firing(3, audit_id=None)], [audit_entry(3)], audit=audit, delivery=delivery("d-1"))
+            await store.insert_audited(
+                [firing(3, audit_id=None)], [audit_entry(3)], audit=audit, delivery=delivery("d-1")
+            )
     assert len(await audit.records()) == 2  # the replay wrote no audit record and no firing
     assert [f.id for f in await store.firings()] == ["f1", "f2"]
     assert await audit.verify() == 2
@@ -212,14 +216,108 @@ async def test_deliveries_committing_together_each_keep_their_records(tmp_path: 
     store, audit = TriggerStore(db), await AuditLog.open(db, key=b"a" * 32)
 
     async def deliver(n: int) -> None:
-        await store.insert_audited([firing(n, audit_id=None)], [audit_entry(n)], audit=audit, delivery=delivery(f"d-{n}"))
+        await store.insert_audited(
+            [firing(n, audit_id=None)], [audit_entry(n)], audit=audit, delivery=delivery(f"d-{n}")
+        )
 
     with anyio.fail_after(CHILD_TIMEOUT_S):
         async with anyio.create_task_group() as tg:
             for n in range(8):
                 tg.start_soon(deliver, n)
         with pytest.raises(DeliveryExists):
-            await store.insert_audited([firing(99, audit_id=None)], [audit_entry(99)], audit=audit, delivery=delivery("d-1"))
+            await store.insert_audited(
+                [firing(99, audit_id=None)], [audit_entry(99)], audit=audit, delivery=delivery("d-1")
+            )
     keys = {r.id: r.idempotency_key for r in await audit.records()}
-    assert {f.id: keys[f.audit_id] for f in await store.firings() if f.audit_id is not None} == {f"f{n}": f"f{n}" for n in range(8)}
+    assert {f.id: keys[f.audit_id] for f in await store.firings() if f.audit_id is not None} == {
+        f"f{n}": f"f{n}" for n in range(8)
+    }
     assert await audit.verify() == 8
+
+
+# -- jobs, one firing's life, deliveries --------------------------------------------------------
+
+
+async def test_an_unknown_job_is_named_with_the_jobs_there_are(backend: Backend) -> None:
+    store = await backend.triggers()
+    with pytest.raises(JobNotFound, match=r"no job named 'nightly' \(jobs: none yet\)") as info:
+        await store.require_job("nightly")
+    assert "pincer cron list" in (info.value.hint or "")
+    await store.add_job(name="hourly", source="cli", spec={"cron": "0 * * * *"}, spec_hash="h", next_run=10.0)
+    with pytest.raises(JobNotFound, match=r"\(jobs: hourly\)"):
+        await store.require_job("nightly")
+    assert await store.remove_job("hourly") and not await store.remove_job("hourly")
+    assert await store.job("hourly") is None
+
+
+async def test_an_instant_of_a_job_is_moved_on_by_one_of_two_gateways_at_once(backend: Backend) -> None:
+    """Whoever moves an instant on fires it: two processes that both thought they led fire it once."""
+    stores = [await backend.triggers() for _ in range(2)]
+    await stores[0].add_job(name="nightly", source="cli", spec={"cron": "0 3 * * *"}, spec_hash="h", next_run=100.0)
+    moved: list[int] = []
+
+    async def move(index: int) -> None:
+        if await stores[index].move_next_run("nightly", due=100.0, to=200.0, last_run=100.0, last_status="fired"):
+            moved.append(index)
+
+    async with anyio.create_task_group() as tg:
+        for index in range(2):
+            tg.start_soon(move, index)
+    assert len(moved) == 1
+    job = await stores[1].require_job("nightly")
+    assert (job.next_run, job.last_run, job.last_status) == (200.0, 100.0, "fired")
+    with pytest.raises(ValueError, match=r"not job state: \[.created_at.\]"):  # only a job's state moves
+        await stores[0].move_next_run("nightly", due=200.0, to=300.0, created_at=0.0)
+    await stores[1].update_job("nightly", paused=1, spec={"cron": "0 4 * * *"}, last_error=None)
+    job = await stores[0].require_job("nightly")
+    assert job.paused is True and job.spec == {"cron": "0 4 * * *"} and job.next_run == 200.0
+
+
+async def test_one_firing_is_started_once_ended_once_and_requeued_when_its_gateway_gives_it_back(
+    backend: Backend,
+) -> None:
+    first, second = await backend.triggers(), await backend.triggers()
+    await first.insert_firings([firing(1, job="nightly"), firing(2, audit_id=None), firing(3, job="other")])
+    assert [f.id for f in await second.unaudited()] == ["f2"]
+    await second.set_audit("f2", 42)
+    assert await second.unaudited() == []
+    assert await first.open_count() == 3 and await first.open_count(job="nightly") == 1
+    taken = [await first.claim("f1", "gw-a"), await second.claim("f1", "gw-b")]
+    assert taken[1] is None and taken[0] is not None and taken[0].owner == "gw-a" and taken[0].status == "starting"
+    shown = taken[0].to_dict()
+    assert "owner" not in shown and "request" not in shown and shown["job"] == "nightly"
+    await first.set_statuses([("f1", "started", None, None)])
+    assert (await second.firing("f1")).status == "started"  # type: ignore[union-attr]
+    await first.set_statuses([("f1", "failed", "the run failed", 500.0)])
+    ended = await second.firing("f1")
+    assert ended is not None and (ended.status, ended.error, ended.ended_at) == ("failed", "the run failed", 500.0)
+    assert await first.claim("f3", "gw-a") is not None
+    await first.requeue("f3")  # its gateway gave it back (shutting down): any gateway may take it
+    assert (await second.claim("f3", "gw-b")).owner == "gw-b"  # type: ignore[union-attr]
+    await second.finish("f3", "ok", now=600.0)
+    assert [f.id for f in await first.open_firings()] == ["f2"]
+    assert await first.firing("nope") is None
+
+
+async def test_a_replayed_delivery_returns_the_first_ones_answer_and_old_ones_are_pruned(backend: Backend) -> None:
+    store, other = await backend.triggers(), await backend.triggers()
+    first = DeliveryRow(
+        hook="std", delivery_id="d-9", received_at=10.0, event="push", status=202, response={"run_id": "r1"}
+    )
+    assert await store.record_delivery(first) == first
+    replay = DeliveryRow(hook="std", delivery_id="d-9", received_at=20.0, event="push", status=202, response={"x": 1})
+    assert (await other.record_delivery(replay)).response == {"run_id": "r1"}
+    await other.record_delivery(DeliveryRow(hook="std", delivery_id="d-10", received_at=30.0, event=None, status=200,
+                                            response={}))  # fmt: skip
+    assert await store.prune_deliveries(25.0) == 1
+    assert await store.delivery("std", "d-9") is None and await store.delivery("std", "d-10") is not None
+
+
+async def test_a_firings_audit_record_is_found_so_recovery_never_writes_two(backend: Backend) -> None:
+    audit = await backend.audit()
+    store = await backend.triggers()
+    assert await store.audited_firing("cron:nightly", "f7") is None
+    record_id = await audit.append(AuditEntry(session="main", caller="trigger", tool="cron:nightly", decision="allow",
+                                              reason="fired", outcome="ok", kind="trigger", idempotency_key="f7"))  # fmt: skip
+    assert await store.audited_firing("cron:nightly", "f7") == record_id
+    assert await store.audited_firing("cron:other", "f7") is None
