@@ -26,9 +26,7 @@ async def _stores(backend: Backend) -> tuple[PeopleStore, PeopleStore]:
 
 async def test_a_person_made_on_one_gateway_is_known_on_another(backend: Backend) -> None:
     mine, other = await _stores(backend)
-    await mine.add(
-        "alice", roles=parse_roles(["approver:tool=github_*", "viewer"]), email="a@example.test", by="cli:op", now=10.0
-    )
+    await mine.add("alice", roles=parse_roles(["approver:tool=github_*", "viewer"]), email="a@example.test", by="cli:op", now=10.0)
     alice = await other.get("alice")
     assert alice is not None and alice.roles.written() == ["approver:tool=github_*", "viewer"]
     assert alice.email == "a@example.test" and alice.created_by == "cli:op"

@@ -74,9 +74,7 @@ async def test_a_job_name_is_taken_once_unless_replaced(backend: Backend) -> Non
     await store.add_job(name="nightly", source="cli", spec={"cron": "0 3 * * *"}, spec_hash="h1", next_run=10.0)
     with pytest.raises(UsageError, match="exists already"):
         await (await backend.triggers()).add_job(name="nightly", source="cli", spec={}, spec_hash="h2", next_run=None)
-    await store.add_job(
-        name="nightly", source="cli", spec={"cron": "0 4 * * *"}, spec_hash="h3", next_run=20.0, replace=True
-    )
+    await store.add_job(name="nightly", source="cli", spec={"cron": "0 4 * * *"}, spec_hash="h3", next_run=20.0, replace=True)
     job = await (await backend.triggers()).require_job("nightly")
     assert (job.spec_hash, job.next_run, job.spec) == ("h3", 20.0, {"cron": "0 4 * * *"})
 
@@ -155,9 +153,7 @@ async def test_a_delivery_its_firings_and_their_audit_records_are_written_togeth
         records = {r.id: r.idempotency_key for r in await audit.records()}
         assert [records[i] for i in ids] == ["f1", "f2"]
         with pytest.raises(DeliveryExists):
-            await store.insert_audited(
-                [firing(3, audit_id=None)], [audit_entry(3)], audit=audit, delivery=delivery("d-1")
-            )
+            await store.insert_audited([firing(3, audit_id=None)], [audit_entry(3)], audit=audit, delivery=delivery("d-1"))
     assert len(await audit.records()) == 2  # the replay wrote no audit record and no firing
     assert [f.id for f in await store.firings()] == ["f1", "f2"]
     assert await audit.verify() == 2
@@ -216,22 +212,16 @@ async def test_deliveries_committing_together_each_keep_their_records(tmp_path: 
     store, audit = TriggerStore(db), await AuditLog.open(db, key=b"a" * 32)
 
     async def deliver(n: int) -> None:
-        await store.insert_audited(
-            [firing(n, audit_id=None)], [audit_entry(n)], audit=audit, delivery=delivery(f"d-{n}")
-        )
+        await store.insert_audited([firing(n, audit_id=None)], [audit_entry(n)], audit=audit, delivery=delivery(f"d-{n}"))
 
     with anyio.fail_after(CHILD_TIMEOUT_S):
         async with anyio.create_task_group() as tg:
             for n in range(8):
                 tg.start_soon(deliver, n)
         with pytest.raises(DeliveryExists):
-            await store.insert_audited(
-                [firing(99, audit_id=None)], [audit_entry(99)], audit=audit, delivery=delivery("d-1")
-            )
+            await store.insert_audited([firing(99, audit_id=None)], [audit_entry(99)], audit=audit, delivery=delivery("d-1"))
     keys = {r.id: r.idempotency_key for r in await audit.records()}
-    assert {f.id: keys[f.audit_id] for f in await store.firings() if f.audit_id is not None} == {
-        f"f{n}": f"f{n}" for n in range(8)
-    }
+    assert {f.id: keys[f.audit_id] for f in await store.firings() if f.audit_id is not None} == {f"f{n}": f"f{n}" for n in range(8)}
     assert await audit.verify() == 8
 
 
