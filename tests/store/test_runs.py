@@ -56,8 +56,10 @@ async def test_a_run_moves_through_its_states_and_an_unknown_status_or_run_is_re
     assert (await other.request_cancel("r1")).cancel_requested and await store.is_cancel_requested("r1")
     await store.update("r1", status="done")
     assert (await other.get("r1")).ended_at is not None
-    cancelled = await other.request_cancel("r1")  # a finished run has nothing to stop
-    assert cancelled.is_final and not await other.is_cancel_requested("r1")
+    await _run(store, "r4")
+    await store.update("r4", status="failed")
+    cancelled = await other.request_cancel("r4")  # a finished run has nothing to stop
+    assert cancelled.status == "failed" and not await other.is_cancel_requested("r4")
     with pytest.raises(RunNotFound, match="no run with id 'r9'") as info:
         await other.request_cancel("r9")
     assert "pincer runs list" in (info.value.hint or "")
