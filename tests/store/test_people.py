@@ -3,17 +3,14 @@ is kept by its sha256 only, works until revoked or expired, and stops with its p
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 
 import anyio
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pincer.core.errors import UsageError
 from pincer.policy.roles import parse_roles
-from pincer.store.people import PeopleStore, check_person_name, parse_expiry
+from pincer.store.people import PeopleStore
 from pincer.store.sql import Sql
 from tests.store.conftest import Backend
 
@@ -70,85 +67,7 @@ async def test_an_expired_token_and_a_removed_persons_token_are_no_ones(backend:
         await mine.new_token("bob", now=300.0)
 
 
-# -- --expires, a person's name -------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [("90s", 90), ("90m", 5_400), ("12h", 43_200), ("30d", 2_592_000), ("8w", 4_838_400), (" 2h ", 7_200)],
-)
-def test_expires_as_a_duration_counts_from_now(text: str, seconds: int) -> None:
-    assert parse_expiry(text, now=1_000.0) == 1_000.0 + seconds
-
-
-def test_expires_as_a_date_is_its_midnight_utc_and_never_is_no_expiry() -> None:
-    assert parse_expiry("2027-01-31", now=0.0) == dt.datetime(2027, 1, 31, tzinfo=dt.UTC).timestamp()
-    assert parse_expiry("never", now=5.0) is None and parse_expiry(None, now=5.0) is None
-
-
-def test_expires_of_no_time_or_of_neither_kind_is_refused_with_the_option_named() -> None:
-    with pytest.raises(UsageError, match="no time at all") as zero:
-        parse_expiry("0d", now=1.0)
-    assert "--expires" in (zero.value.hint or "")
-    with pytest.raises(UsageError, match="neither a duration nor a date") as neither:
-        parse_expiry("tomorrow-ish" + "x" * 200, now=1.0)
-    assert "2027-01-31" in (neither.value.hint or "") and "x" * 60 not in neither.value.message
-
-
-@given(st.text(max_size=30))
-@settings(max_examples=200, deadline=None)
-def test_expires_of_any_text_is_a_time_none_or_a_usage_error(text: str) -> None:
-    try:
-        found = parse_expiry(text, now=1_000.0)
-    except UsageError as exc:
-        assert "--expires" in exc.message
-    else:
-        # a time before now only from a date written so
-        assert found is None or found > 1_000.0 or dt.date.fromisoformat(text.strip())
-
-
-@pytest.mark.parametrize("name", ["", "Ann", "-ann", "ann smith", "a" * 65, "ann/../x"])
-def test_a_name_that_is_no_persons_is_refused_with_the_rule(name: str) -> None:
-    with pytest.raises(UsageError, match="not a person's name") as info:
-        check_person_name(name)
-    assert "1-64 of a-z" in (info.value.hint or "")
-
-
-# -- roles, removal, the last admin ----------------------------------------------------------------
-
-
-async def test_roles_of_nobody_and_an_empty_role_list_are_refused(backend: Backend) -> None:
-    people, _ = await _stores(backend)
-    with pytest.raises(UsageError, match="no person named 'carol'") as info:
-        await people.set_roles("carol", parse_roles(["viewer"]))
-    assert "pincer people list" in (info.value.hint or "")
-    with pytest.raises(UsageError, match="no person named 'carol'"):
-        await people.remove("carol")
-    await people.add("carol", roles=parse_roles(["viewer"]), email=None, by="cli:op", now=1.0)
-    with pytest.raises(UsageError, match="needs a role"):
-        await people.set_roles("carol", parse_roles([]))
-    await people.set_roles("carol", parse_roles(["operator"]))
-    carol = await people.get("carol")
-    assert carol is not None and carol.roles.written() == ["operator"]
-    assert carol.to_dict() == {"name": "carol", "email": None, "roles": ["operator"], "status": "active",
-                               "created_at": 1.0, "created_by": "cli:op"}  # fmt: skip
-
-
-async def test_the_last_admin_keeps_the_role_and_stays(backend: Backend) -> None:
-    people, other = await _stores(backend)
-    await people.add("ann", roles=parse_roles(["admin"]), email=None, by="setup", now=1.0)
-    with pytest.raises(UsageError, match="'ann' is the last admin and stays one") as demoted:
-        await other.set_roles("ann", parse_roles(["viewer"]))
-    assert "pincer people add NAME --admin" in (demoted.value.hint or "")
-    with pytest.raises(UsageError, match="'ann' is the last admin and cannot be removed"):
-        await other.remove("ann")
-    ann = await people.get("ann")
-    assert ann is not None and ann.roles.written() == ["admin"]
-    # with a second admin, either may step down
-    await people.add("bo", roles=parse_roles(["admin"]), email=None, by="ann", now=2.0)
-    await other.set_roles("ann", parse_roles(["viewer"]))
-    with pytest.raises(UsageError, match="'bo' is the last admin"):
-        await other.remove("bo")
+# The refusals themselves are in test_people_refusals.py; these are what they leave out.
 
 
 async def test_a_disabled_admin_is_no_admin_to_keep(backend: Backend) -> None:
@@ -180,26 +99,6 @@ async def test_two_admins_removing_each_other_at_once_leave_one(backend: Backend
         tg.start_soon(remove, second, "ann")
     assert len(refused) == 1 and "is the last admin" in refused[0]
     assert len(await first.all()) == 1  # neither both gone nor both kept
-
-
-# -- tokens ------------------------------------------------------------------------------------
-
-
-async def test_a_token_scoped_beyond_its_persons_roles_is_refused_naming_them(backend: Backend) -> None:
-    people, other = await _stores(backend)
-    await people.add("al", roles=parse_roles(["approver:tool=github_*"]), email=None, by="cli:op", now=1.0)
-    with pytest.raises(UsageError, match="does not hold the role.s. operator") as beyond:
-        await people.new_token("al", now=2.0, roles=parse_roles(["viewer", "operator"]))
-    assert "approver:tool=github_*" in (beyond.value.hint or "")
-    with pytest.raises(UsageError, match=r"\(none given\)"):
-        await people.new_token("al", now=2.0, roles=parse_roles([]))
-    assert await people.tokens("al") == []  # nothing written by a refusal
-    narrow = await people.new_token("al", now=2.0, roles=parse_roles(["approver:tool=github_issues"]))
-    listed = await other.token(narrow.token.id)
-    assert listed is not None and listed.to_dict()["roles"] == ["approver:tool=github_issues"]
-    assert listed.to_dict()["person"] == "al" and "value" not in listed.to_dict()
-    assert await other.token("pt_nothing") is None
-    assert [t.id for t in await other.tokens()] == [narrow.token.id]
 
 
 async def test_revoking_a_token_nobody_made_says_so(backend: Backend) -> None:
