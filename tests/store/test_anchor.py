@@ -3,8 +3,11 @@ anything else is AuditChainBroken naming the file, never another exception and n
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pincer.core.errors import AuditChainBroken
-from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
+from pincer.store.anchor import MAX_ANCHOR_BYTES, AnchorFile, ChainMarker, new_chain_id
 from pincer.store.chain import GENESIS_HASH, ChainKey
 
 KEY = ChainKey(b"a" * 32)
@@ -99,3 +102,60 @@ def test_whatever_the_file_holds_it_is_an_anchor_signed_under_this_key_or_refuse
         assert "any-anchor.json" in exc.message
     else:
         raise AssertionError(f"an unsigned file was read as an anchor: {found}")
+
+
+# -- the database's marker against the anchor: what each disagreement says -----------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda m: None, "the audit chain marker is missing from the database"),
+        (lambda m: dataclasses.replace(m, keyed_from=0), "says this log was never keyed"),
+        (lambda m: dataclasses.replace(m, keyed_from=5), "passed off as written before the key existed"),
+        (lambda m: dataclasses.replace(m, chain_id=new_chain_id()), "an audit log begun again"),
+        (lambda m: dataclasses.replace(m, plain_head="1" * 64), "no longer end where audit-anchor.json says"),
+    ],
+    ids=["no-marker", "pending", "keyed-later", "begun-again", "plain-head"],
+)
+def test_a_marker_that_disagrees_with_the_anchor_is_named_and_only_logged_on_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, change: Callable[[ChainMarker], ChainMarker | None], said: str
+) -> None:
+    anchor, marker = _anchored(tmp_path)
+    swapped = change(marker)
+    with pytest.raises(AuditChainBroken, match=said) as info:
+        anchor.check(KEY, swapped)
+    assert "restore" in (info.value.hint or "")
+    with caplog.at_level(logging.ERROR, logger="pincer.store.anchor"):
+        anchor.settle(KEY, swapped)  # an open goes on; `pincer audit verify` names it
+    assert said in caplog.text and "pincer audit verify" in caplog.text
+
+
+def test_an_anchor_that_is_a_directory_too_large_or_no_object_is_refused_and_an_open_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = AnchorFile(tmp_path / "dir-anchor.json")
+    folder.path.mkdir(mode=0o700)
+    with pytest.raises(AuditChainBroken, match="is not a regular file"):
+        folder.read(KEY)
+    with caplog.at_level(logging.ERROR, logger="pincer.store.anchor"):
+        folder.settle(KEY, _marker())
+    assert "is not a regular file" in caplog.text and folder.path.is_dir()
+    for name, data, said in (("big.json", b" " * (MAX_ANCHOR_BYTES + 1), f"larger than {MAX_ANCHOR_BYTES} bytes"),
+                             ("list.json", b"[1, 2]", "is not a JSON object")):  # fmt: skip
+        path = tmp_path / name
+        path.write_bytes(data)
+        path.chmod(0o600)
+        with pytest.raises(AuditChainBroken, match=said):
+            AnchorFile(path).read(KEY)
+    assert repr(folder) == f"AnchorFile({str(folder.path)!r})"
+
+
+def test_an_anchor_that_cannot_be_written_is_logged_and_tried_again_at_the_next_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # /proc takes no new files, even from root: a home on a file system that refuses the write
+    anchor = AnchorFile(Path("/proc/self/audit-anchor.json"))
+    with caplog.at_level(logging.ERROR, logger="pincer.store.anchor"):
+        anchor.settle(KEY, _marker())
+    assert "cannot write the audit log's anchor" in caplog.text and not anchor.exists()
