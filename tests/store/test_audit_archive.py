@@ -185,3 +185,38 @@ async def test_a_checkpoint_of_archived_records_verifies_with_the_archive(backen
     with pytest.raises(UsageError, match="was archived out of the database"):
         await audit.verify_checkpoint(checkpoint)
     assert (await audit.verify_checkpoint(checkpoint, archive=tmp_path / "a")).records == 12
+
+
+@pytest.mark.anyio
+async def test_an_archive_that_is_no_folder_is_named_with_what_to_pass(
+    archived: tuple[AuditLog, Path], tmp_path: Path
+) -> None:
+    audit, directory = archived
+    first = sorted(directory.iterdir())[0]
+    with pytest.raises(AuditChainBroken, match=f"the audit archive {first} is not a directory") as info:
+        await audit.verify_chain(archive=first)
+    assert "pincer audit archive DIR" in (info.value.hint or "")
+
+
+@pytest.mark.anyio
+async def test_a_segment_copied_in_twice_a_header_replaced_or_its_key_renamed_is_detected(
+    archived: tuple[AuditLog, Path],
+) -> None:
+    audit, directory = archived
+    first = sorted(directory.iterdir())[0]
+    original = first.read_bytes()
+    twice = directory / "audit-000000000001-000000000002.jsonl"  # a name of the archive's; the first's records
+    twice.write_bytes(original)
+    with pytest.raises(AuditChainBroken, match="is overlapping the one before"):
+        await audit.verify_chain(archive=directory)
+    twice.unlink()
+    header, rest = original.split(b"\n", 1)
+    first.write_bytes(b"not a header\n" + rest)
+    with pytest.raises(AuditChainBroken, match=f"segment {first.name} has no pincer-audit-segment/1 header"):
+        await audit.verify_chain(archive=directory)
+    fields = json.loads(header)
+    first.write_bytes(json.dumps({**fields, "key_id": "0" * len(fields["key_id"])}).encode() + b"\n" + rest)
+    with pytest.raises(AuditChainBroken, match=f"was signed with audit key {'0' * len(fields['key_id'])}, not "):
+        await audit.verify_chain(archive=directory)
+    first.write_bytes(original)
+    assert await audit.verify_chain(archive=directory)  # put back, it verifies again
