@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -534,3 +535,42 @@ def test_a_postgres_database_put_back_to_an_older_revision_by_hand_opens_at_head
     assert (state.revision, after_state.revision) == (revision, HEAD)
     assert _every_row(_postgres_engine(pg_url)) == before
     assert _differences(_postgres_engine(pg_url)) == []
+
+
+# -- a revision that fails, a server that is not there -----------------------------------------
+
+
+def test_a_sqlite_revision_that_fails_leaves_the_one_before_and_says_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "pincer.db"
+    prepare_sqlite(path)
+    with sqlite3.connect(path) as conn:  # put back to 0006 by hand, and a table 0007 changes dropped
+        conn.execute("UPDATE alembic_version SET version_num = '0006'")
+        conn.execute("DROP TABLE pincer_instances")
+    with pytest.raises(StoreError, match=f"cannot migrate the pincer database {path} to schema {HEAD}") as info:
+        prepare_sqlite(path)
+    assert "NoSuchTableError: pincer_instances" in info.value.message
+    assert "restore pincer.db from a backup" in (info.value.hint or "")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
+
+
+def test_a_postgres_revision_that_fails_leaves_the_one_before_and_says_what_to_do(pg_url: str) -> None:
+    upgrade_postgres(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0006'")
+        conn.execute("DROP TABLE pincer_instances")
+    with pytest.raises(StoreError, match="could not be upgraded: NoSuchTableError: pincer_instances") as info:
+        upgrade_postgres(pg_url)
+    assert "running `pincer db upgrade` again goes on where it stopped" in (info.value.hint or "")
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
+
+
+def test_upgrading_a_postgres_server_that_is_not_there_names_it_without_its_password() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(StoreError) as info:
+        upgrade_postgres(f"postgresql://pincer:s3cret-pw@127.0.0.1:{port}/pincer?connect_timeout=5")
+    shown = f"{info.value.message} {info.value.hint or ''}"
+    assert f"127.0.0.1:{port}" in shown and "s3cret-pw" not in shown

@@ -170,7 +170,7 @@ def _prepare_locked(path: Path) -> SchemaState:
         if isinstance(exc, StoreError):
             raise
         raise StoreError(
-            f"cannot migrate the pincer database {path} to schema {HEAD}: {exc}",
+            f"cannot migrate the pincer database {path} to schema {HEAD}: {_first_line(exc)}",
             hint="check that the file is a pincer database and the directory is writable; "
             "restore pincer.db from a backup if it was changed by hand",
         ) from exc
@@ -233,9 +233,11 @@ def upgrade_postgres(url: str, *, password: str | None = None) -> tuple[SchemaSt
                 conn.rollback()
                 conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_UPGRADE_LOCK})")
                 conn.commit()
-    except (psycopg.Error, sa.exc.DBAPIError) as exc:
+    except (psycopg.Error, sa.exc.SQLAlchemyError) as exc:
+        # SQLAlchemyError, not only DBAPIError: a revision's inspection of a table someone dropped
+        # raises NoSuchTableError, which `pincer db upgrade` showed as a traceback.
         raise StoreError(
-            f"{where} could not be upgraded: {redact_url(str(exc).strip().splitlines()[0] if str(exc).strip() else '')}",
+            f"{where} could not be upgraded: {redact_url(_first_line(exc))}",
             hint="check that the [store] url's user may create tables there; each revision is one transaction, "
             "so running `pincer db upgrade` again goes on where it stopped",
         ) from None
@@ -302,6 +304,13 @@ async def check(db: Database) -> SchemaState:
 
 
 # -- both --------------------------------------------------------------------------------------
+
+
+def _first_line(exc: BaseException) -> str:
+    """What a failed step said, on one line; with its kind when the text alone is only a name
+    (SQLAlchemy's NoSuchTableError says just the table's)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return text if " " in text else f"{type(exc).__name__}: {text}"
 
 
 def _migrate(conn: Any, state: SchemaState, where: str) -> None:
