@@ -43,6 +43,7 @@ from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver, task_summary
 from pincer.gateway.tokens import GatewaySession
+from pincer.gateway.wire import task_support
 from pincer.store.tasks import Task, TaskStatus
 
 logger = logging.getLogger(__name__)
@@ -71,14 +72,6 @@ CANCEL_WAIT_S = 5.0
 # The JSON-RPC error a cancelled request answers with (what the SDK's 2025-era transport sends).
 _REQUEST_CANCELLED = -32800
 _METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
-
-
-def task_support(*, enabled: bool, only: bool) -> str:
-    """A tool's ``execution.taskSupport``: every tool may run as a task while tasks are on; a
-    tool of ``[tasks] only`` must."""
-    if not enabled:
-        return "forbidden"
-    return "required" if only else "optional"
 
 
 def task_ttl(params: Mapping[str, Any]) -> int | None:

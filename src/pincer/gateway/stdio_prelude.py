@@ -51,15 +51,19 @@ HANDSHAKE_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-1
 LATEST_HANDSHAKE_VERSION = "2025-11-25"
 
 
-def handshake_capabilities() -> dict[str, Any]:
+def handshake_capabilities(*, tasks: bool) -> dict[str, Any]:
     """The ``capabilities`` of pincer's ``initialize`` answer in the handshake era: tools, and
     prompts and resources (the upstream MCP servers' ones are served whether or not any server or
-    skill is configured, ``upstream_mcp.py``)."""
-    return {
+    skill is configured, ``upstream_mcp.py``), and 2025-11-25's tasks while ``[tasks] enabled``
+    (``handshake_tasks.TASKS_CAPABILITY``, written here without the SDK, which is not loaded yet)."""
+    capabilities: dict[str, Any] = {
         "tools": {"listChanged": True},
         "prompts": {"listChanged": True},
         "resources": {"listChanged": True, "subscribe": False},
     }
+    if tasks:
+        capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    return capabilities
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -10,7 +10,7 @@ from typing import Any
 from pincer import __version__
 from pincer.core.values import ToolSpec
 
-__all__ = ["INSTRUCTIONS", "SERVER_NAME", "server_info", "tool_to_wire"]
+__all__ = ["INSTRUCTIONS", "SERVER_NAME", "server_info", "task_support", "tool_to_wire"]
 
 SERVER_NAME = "pincer"
 INSTRUCTIONS = (
@@ -62,3 +62,11 @@ def tool_to_wire(spec: ToolSpec, *, session: str | None = None) -> dict[str, Any
         tool["_meta"]["ui"] = {**dict(ui), "resourceUri": uri}
         tool["_meta"]["ui/resourceUri"] = uri  # the ext-apps key of hosts from before _meta.ui
     return tool
+
+
+def task_support(*, enabled: bool, only: bool) -> str:
+    """A tool's ``execution.taskSupport``: every tool may run as a task while tasks are on; a
+    tool of ``[tasks] only`` must."""
+    if not enabled:
+        return "forbidden"
+    return "required" if only else "optional"
