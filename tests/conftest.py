@@ -7,6 +7,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import compat_threading
+
+# A thread started while another installs coverage's tracer must not die of CPython 3.11's
+# process-global settrace guard (tests/compat_threading.py says why).
+compat_threading.install()
+
 # Property tests must not depend on the machine being idle: no per-example deadline and no
 # "generation too slow" check (both measure wall time, which a loaded 2-core CI machine
 # stretches tenfold). The number of examples is what each test asks for, as before.
