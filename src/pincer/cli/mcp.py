@@ -639,17 +639,14 @@ def stdio(
                 return opened[0]
 
             async def list_tools() -> list[dict[str, Any]]:
-                from pincer.gateway.wire import task_support, tool_to_wire
+                from pincer.gateway.wire import add_task_support, tool_to_wire
                 from pincer.policy.visibility import visible_tools
 
                 pincer = await ensure_open()
                 name = session or config.gateway.session
                 policy = config.session(name)
                 tools = [tool_to_wire(spec, session=name) for spec in visible_tools(policy, pincer.registry.list())]
-                for tool in tools:  # as the SDK server lists them (mcp_server.McpGateway._visible)
-                    only = tool["name"] in config.tasks.only
-                    tool["execution"] = {"taskSupport": task_support(enabled=config.tasks.enabled, only=only)}
-                return tools
+                return add_task_support(tools, enabled=config.tasks.enabled, only=config.tasks.only)
 
             capabilities = handshake_capabilities(tasks=config.tasks.enabled)
             handover = await run_prelude(wire, capabilities=capabilities, list_tools=list_tools)

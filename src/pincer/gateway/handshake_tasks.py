@@ -43,13 +43,12 @@ from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver, task_summary
 from pincer.gateway.tokens import GatewaySession
-from pincer.gateway.wire import task_support
 from pincer.store.tasks import Task, TaskStatus
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "HandshakeTasks", "RELATED_TASK_META_KEY", "TASKS_CAPABILITY", "MAX_TTL_MS", "LIST_PAGE", "task_support",
+    "HandshakeTasks", "RELATED_TASK_META_KEY", "TASKS_CAPABILITY", "MAX_TTL_MS", "LIST_PAGE",
     "task_ttl", "task_id_of", "list_cursor", "next_cursor", "wire_task",
 ]  # fmt: skip
 

@@ -67,7 +67,7 @@ from pincer.gateway.approvals import (
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
-from pincer.gateway.handshake_tasks import TASKS_CAPABILITY, HandshakeTasks, task_support
+from pincer.gateway.handshake_tasks import TASKS_CAPABILITY, HandshakeTasks
 from pincer.gateway.sdk_compat import session_connection
 from pincer.gateway.task_notices import ListenStreams
 from pincer.gateway.tasks import (
@@ -80,7 +80,7 @@ from pincer.gateway.tasks import (
     missing_extension,
 )
 from pincer.gateway.tokens import GatewaySession
-from pincer.gateway.wire import INSTRUCTIONS, SERVER_NAME, tool_to_wire
+from pincer.gateway.wire import INSTRUCTIONS, SERVER_NAME, add_task_support, tool_to_wire
 from pincer.policy.visibility import as_seen, visible_tools
 from pincer.registry import Registry, RegistryEvent
 from pincer.store.approvals import ApprovalRequest
@@ -292,13 +292,10 @@ class McpGateway:
         # A reloaded config.toml may change what the session sees: filter again under it.
         if cached is None or cached[0] is not config:
             policy = config.session(session)
-            tools = [
-                tool_to_wire(spec, session=session) for spec in visible_tools(policy, self.services.registry.list())
-            ]
-            # 2025-11-25's execution.taskSupport (the 2026-07-28 sieve drops it: no such field).
-            for tool in tools:
-                only = tool["name"] in config.tasks.only
-                tool["execution"] = {"taskSupport": task_support(enabled=config.tasks.enabled, only=only)}
+            tools = add_task_support(
+                [tool_to_wire(spec, session=session) for spec in visible_tools(policy, self.services.registry.list())],
+                enabled=config.tasks.enabled, only=config.tasks.only,
+            )  # fmt: skip
             if len(self._tool_cache) > _MAX_CACHED_SESSIONS:
                 self._tool_cache.clear()
             cached = self._tool_cache[session] = (config, tools, {})

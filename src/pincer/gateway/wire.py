@@ -4,13 +4,13 @@ stdio prelude (``stdio_prelude.py``, which answers before the SDK is imported) s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pincer import __version__
 from pincer.core.values import ToolSpec
 
-__all__ = ["INSTRUCTIONS", "SERVER_NAME", "server_info", "task_support", "tool_to_wire"]
+__all__ = ["INSTRUCTIONS", "SERVER_NAME", "server_info", "add_task_support", "tool_to_wire"]
 
 SERVER_NAME = "pincer"
 INSTRUCTIONS = (
@@ -64,9 +64,11 @@ def tool_to_wire(spec: ToolSpec, *, session: str | None = None) -> dict[str, Any
     return tool
 
 
-def task_support(*, enabled: bool, only: bool) -> str:
-    """A tool's ``execution.taskSupport``: every tool may run as a task while tasks are on; a
-    tool of ``[tasks] only`` must."""
-    if not enabled:
-        return "forbidden"
-    return "required" if only else "optional"
+def add_task_support(tools: list[dict[str, Any]], *, enabled: bool, only: Collection[str]) -> list[dict[str, Any]]:
+    """Each wire tool's 2025-11-25 ``execution.taskSupport`` (the 2026-07-28 sieve drops it: no
+    such field there): every tool may run as a task while tasks are on, a tool of ``[tasks] only``
+    must. The SDK server and ``pincer mcp stdio``'s prelude list tools through this alike."""
+    for tool in tools:
+        support = "forbidden" if not enabled else "required" if tool["name"] in only else "optional"
+        tool["execution"] = {"taskSupport": support}
+    return tools
