@@ -111,7 +111,8 @@ def test_a_listen_streams_task_ids_are_a_bounded_list_of_ids_or_invalid_params(t
 # -- the handshake era (2025-11-25) ------------------------------------------------------------
 
 
-# Task ids are the store's (url-safe base64, store/tasks.py new_task_id), up to the longest taken.
+# Task ids are the store's (hex since 2026-12-07, url-safe base64 before: store/tasks.py new_task_id),
+# up to the longest taken.
 URLSAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 

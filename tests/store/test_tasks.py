@@ -111,3 +111,13 @@ async def test_every_change_is_told_to_the_other_gateways_and_a_refused_one_is_n
         assert await first.finish(task_id, TaskStatus.COMPLETED, owner="gw-a", result={})
         with anyio.fail_after(WAIT_S):
             assert await anext(told) == task_id
+
+
+def test_a_task_id_never_reads_as_a_command_line_option() -> None:
+    """CI broke on `pincer tasks show -T13bW...`: url-safe base64 ids start with "-" one time in 64,
+    and the CLI took such an id for an option. Ids are hex now, as approvals' are."""
+    from pincer.store.tasks import new_task_id
+
+    ids = {new_task_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(len(task_id) == 48 and set(task_id) <= set("0123456789abcdef") for task_id in ids)

@@ -44,7 +44,9 @@ TERMINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCEL
 
 
 def new_task_id() -> str:
-    return secrets.token_urlsafe(_ID_BYTES)
+    # Hex, as approvals' ids: a url-safe base64 id starts with "-" one time in 64, and
+    # `pincer tasks show <id>` then took it for an option.
+    return secrets.token_hex(_ID_BYTES)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
