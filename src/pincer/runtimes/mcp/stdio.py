@@ -35,6 +35,7 @@ import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from pincer.core.process_compat import close_transport
 from pincer.runtimes.mcp.lean import LeanCalls, encode_line
 
 # What the transport yields: the streams an MCP ClientSession reads from and writes to.
@@ -199,11 +200,7 @@ class StdioTransport:
             if pipe is not None:
                 with suppress(Exception):
                     await pipe.aclose()
-        transport = getattr(getattr(process, "_process", None), "_transport", None)
-        close = getattr(transport, "close", None)
-        if callable(close):  # else asyncio warns at garbage collection about an open transport
-            with suppress(Exception):
-                close()
+        close_transport(process)  # else asyncio warns at garbage collection about an open transport
 
     def _close_lifeline(self) -> None:
         if self._lifeline_w is not None:
