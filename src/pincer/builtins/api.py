@@ -28,7 +28,7 @@ from pincer.core.errors import EgressDenied, PincerError, SecretError, ToolError
 from pincer.core.values import HostContext
 
 if TYPE_CHECKING:  # the HTTP stack loads when a request is made, not when tools are listed
-    from pincer.safety.egress import EgressPolicy, HttpResponse
+    from pincer.safety.egress import EgressClient, EgressPolicy, HttpResponse
     from pincer.safety.scanner import LeakScanner
 
 __all__ = ["ApiClient", "BaseUrl", "ConnectionPool", "rebase_capabilities", "segment"]
@@ -128,20 +128,20 @@ class ConnectionPool:
     (:class:`~pincer.safety.egress.EgressClient`); a call under other settings opens its own."""
 
     def __init__(self) -> None:
-        self._client: Any = None
+        self._client: EgressClient | None = None
         self._closers: list[Callable[[], Awaitable[None]]] = []
 
     def close_with(self, closer: Callable[[], Awaitable[None]]) -> None:
         """Close something else of the built-in with this pool (the browser's Chromium)."""
         self._closers.append(closer)
 
-    def client_for(self, policy: EgressPolicy) -> Any:
+    def client_for(self, policy: EgressPolicy) -> EgressClient | None:
         from pincer.safety import egress
 
         if self._client is None:
             self._client = egress.EgressClient()
         settings = (policy.allow_private_network, policy.allow_plain_http_loopback, policy.trusted_origins)
-        bound = getattr(self._client, "_network_settings", None)
+        bound = self._client.network_settings
         return self._client if bound is None or bound == settings else None
 
     async def aclose(self) -> None:

@@ -140,6 +140,12 @@ class EgressClient:
         )
         self._network_settings: tuple[bool, bool, frozenset[tuple[str, str, int]]] | None = None
 
+    @property
+    def network_settings(self) -> tuple[bool, bool, frozenset[tuple[str, str, int]]] | None:
+        """The policy's network settings this client serves (None before its first request): a
+        client pins connections by them, so it serves one set only."""
+        return self._network_settings
+
     async def __aenter__(self) -> EgressClient:
         return self
 
