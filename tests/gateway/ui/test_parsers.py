@@ -4,7 +4,11 @@ overview, never another site."""
 
 from __future__ import annotations
 
+import base64
+import json
 import math
+import re
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -97,21 +101,78 @@ def test_the_grant_forms_hosts_become_host_patterns_or_say_what_is_wrong(hosts: 
         assert made.hosts is None or len(made.hosts) >= 1
 
 
-@given(page=st.one_of(st.none(), st.text(max_size=12), st.integers().map(str)),
-       per=st.one_of(st.none(), st.text(max_size=12), st.integers().map(str)))  # fmt: skip
-def test_a_strict_page_request_is_in_bounds_or_refused_naming_the_parameter(page: str | None, per: str | None) -> None:
+def _keyset(before: str | None, per: str | None = None) -> Any:
     from urllib.parse import urlencode
 
     from starlette.requests import Request
 
-    from pincer.gateway.ui.auth import QueryRefused
-    from pincer.gateway.ui.paging import MAX_PER_PAGE, strict_page_request
+    from pincer.gateway.ui.paging import keyset_request
 
-    query = urlencode({k: v for k, v in (("page", page), ("per", per)) if v is not None})
+    query = urlencode({k: v for k, v in (("before", before), ("per", per)) if v is not None})
+    request = Request({"type": "http", "query_string": query.encode(), "headers": []})
+    return keyset_request(request, per=20, kinds=(float, str), path="/ui/approvals")
+
+
+_CURSORISH = st.one_of(
+    st.text(max_size=80), st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=", max_size=80),
+    st.binary(max_size=60).map(lambda b: base64.urlsafe_b64encode(b).decode().rstrip("=")),
+    st.lists(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)), max_size=4).map(
+        lambda parts: base64.urlsafe_b64encode(json.dumps(parts).encode()).decode()),
+)  # fmt: skip
+
+
+@given(before=st.one_of(st.none(), _CURSORISH), per=st.one_of(st.none(), st.text(max_size=6), st.integers().map(str)))
+def test_a_before_cursor_is_a_key_of_the_lists_shape_or_refused_naming_the_parameter(before: str | None,
+                                                                                      per: str | None) -> None:  # fmt: skip
+    """Any text as ``?before=`` (and ``?per=``): a finite time and a non-empty id, or QueryRefused
+    that names the parameter, says what to do, and never echoes the value."""
+    from pincer.gateway.ui.auth import QueryRefused
+    from pincer.gateway.ui.paging import MAX_PER_PAGE
+
     try:
-        wanted = strict_page_request(Request({"type": "http", "query_string": query.encode(), "headers": []}), per=20,
-                                     most_rows=10_000)  # fmt: skip
+        wanted = _keyset(before, per)
     except QueryRefused as exc:
-        assert exc.message.startswith(("page: ", "per: "))
+        assert exc.message.startswith(("before: ", "per: ")), exc.message
+        if exc.message.startswith("before: "):
+            assert "Older links from /ui/approvals" in exc.message
+            assert before is None or len(before.strip()) < 8 or before.strip() not in exc.message
     else:
-        assert 1 <= wanted.per <= MAX_PER_PAGE and wanted.number * wanted.per <= 10_000
+        assert 1 <= wanted.per <= MAX_PER_PAGE
+        if wanted.before is not None:
+            at, approval_id = wanted.before
+            assert isinstance(at, float) and math.isfinite(at) and isinstance(approval_id, str) and approval_id
+
+
+@given(at=st.floats(allow_nan=False, allow_infinity=False), approval_id=st.text(min_size=1, max_size=128))
+def test_a_cursor_gives_back_the_key_it_was_made_from(at: float, approval_id: str) -> None:
+    from pincer.gateway.ui.paging import cursor_of
+
+    cursor = cursor_of([at, approval_id])
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", cursor)
+    assert _keyset(cursor).before == (at, approval_id)
+
+
+@given(times=st.lists(st.integers(0, 5), max_size=60), per=st.integers(1, 9))
+def test_keyset_pages_cover_every_row_once_in_order_at_equal_keys(times: list[int], per: int) -> None:
+    """The pages a store read by key makes, followed by their Older links: every row once, newest
+    first, ties broken by id; the Newest link goes back to the top with the filters kept."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from pincer.gateway.ui.paging import KeysetRequest, keyset_paged
+
+    rows = sorted(((float(t), f"id{n:03d}") for n, t in enumerate(times)), reverse=True)
+    seen: list[tuple[float, str]] = []
+    wanted = KeysetRequest(before=None, per=per)
+    while True:
+        read = [r for r in rows if wanted.before is None or r < wanted.before][: wanted.wanted]
+        shown = keyset_paged(read, wanted, "/ui/x", {"tool": "echo"}, key=lambda r: r, default_per=20, noun="rows")
+        seen += shown.rows
+        assert (shown.newer is None) == (wanted.before is None)
+        if shown.newer:
+            assert parse_qs(urlsplit(shown.newer).query) == {"tool": ["echo"], "per": [str(per)]}
+        if not shown.older:
+            break
+        query = parse_qs(urlsplit(shown.older).query)
+        assert query["tool"] == ["echo"] and query["per"] == [str(per)]
+        wanted = _keyset(query["before"][0], str(per))
+    assert seen == rows

@@ -34,7 +34,7 @@ from pincer.gateway.access import ANSWER_FORBIDDEN_HINT, approvals_seen, can_ans
 from pincer.gateway.rest.events import event_stream
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, current_identity, read_form, require_csrf, require_identity
-from pincer.gateway.ui.paging import filter_value, paged, strict_page_request
+from pincer.gateway.ui.paging import filter_value, keyset_paged, keyset_request
 from pincer.gateway.ui.render import pages_of
 from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.store.approvals import Answer, AnswerScope, ApprovalRequest, ApprovalStatus
@@ -48,7 +48,7 @@ __all__ = ["APPROVALS_QUIET_S", "RECENT_ANSWERED", "routes", "approval_view"]
 APPROVALS_QUIET_S = 1.0
 RECENT_ANSWERED = 20  # answered and expired requests a page shows under the waiting ones
 MAX_WAITING_SHOWN = 200
-MAX_ANSWERED_PAGED = 10_000  # the newest answered requests ?page= reaches (each page reads those before it)
+ANSWERED_KEY = (float, str)  # the answered list's sort key, which its ?before= cursor holds: (closed_at, id)
 ANSWERED_STATUSES = ("allow_once", "allow_always", "deny", "expired")
 # Where an answer from a run's page, or the tasks page, goes back to.
 _NEXT = re.compile(r"^/ui/(runs/[A-Za-z0-9_-]{1,64}|tasks)$")
@@ -107,21 +107,28 @@ def _wanted(approval: ApprovalRequest, filters: dict[str, str]) -> bool:
     return not filters["session"] or approval.session == filters["session"]
 
 
+def _answered_key(approval: ApprovalRequest) -> tuple[float, str]:
+    return (approval.closed_at or 0.0, approval.id)  # answered() reads closed rows only: closed_at is set
+
+
 async def _context(request: Request, session: GatewaySession, **extra: Any) -> dict[str, Any]:
     services, pages = services_of(request), pages_of(request)
     filters = _filters(request, session)
     now = time.time()
     waiting = [a for a in await _waiting(services, session, filters) if _wanted(a, filters)]
-    # Only the answered rows up to this page (and one more) are read, however long the table is.
-    wanted = strict_page_request(request, per=RECENT_ANSWERED, most_rows=MAX_ANSWERED_PAGED)
+    # Paged by key: a page reads its own answered rows (and one more) along the (closed_at, id)
+    # index from just past the cursor, however deep in the table it is.
+    path = f"{UI_PREFIX}/approvals"
+    wanted = keyset_request(request, per=RECENT_ANSWERED, kinds=ANSWERED_KEY, path=path)
+    before = (float(wanted.before[0]), str(wanted.before[1])) if wanted.before else None
     answered = await services.approvals.answered(
         limit=wanted.wanted, session=filters["session"] or (None if session.is_main else session.name),
-        status=filters["status"] or None, tool_glob=filters["tool"] or None,
+        status=filters["status"] or None, tool_glob=filters["tool"] or None, before=before,
     )  # fmt: skip
-    shown = paged(answered, wanted, f"{UI_PREFIX}/approvals", filters,
-                  default_per=RECENT_ANSWERED, noun="answered requests")  # fmt: skip
+    shown = keyset_paged(answered, wanted, path, filters, key=_answered_key, default_per=RECENT_ANSWERED,
+                         noun="answered requests")  # fmt: skip
     query = urlencode(
-        {k: v for k, v in request.query_params.items() if k in ("status", "tool", "session", "page", "per")}
+        {k: v for k, v in request.query_params.items() if k in ("status", "tool", "session", "before", "per")}
     )
     return {
         "waiting": [approval_view(pages, a, now) for a in waiting[:MAX_WAITING_SHOWN]],

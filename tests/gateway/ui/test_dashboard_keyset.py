@@ -1,0 +1,142 @@
+"""The answered approvals page by key (issue 35 item 4: a gateway that never stalls).
+
+Before, ``/ui/approvals?page=N`` read every answered row of the pages before N (a page 400 deep
+read 8,000 rows) and refused any page past the newest 10,000 rows. Now the Older link carries a
+``?before=`` cursor (the last shown row's ``(closed_at, id)``) and a page reads its own rows along
+the ``(closed_at, id)`` index, however deep. A real gateway on 127.0.0.1:0 over HTTP, signed in
+with its token; what a page read is the row count of the store call the page made.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pincer.store.approvals import ApprovalRequest
+from pincer.store.sql import Sql
+from tests.gateway.conftest import LiveGateway, live_gateway
+from tests.gateway.ui.conftest import csrf_of
+
+pytestmark = pytest.mark.anyio
+
+ROWS = 450
+PER = 20  # the page's default (approvals.RECENT_ANSWERED)
+_INSERT = Sql(
+    "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
+    "answered_at, session_kind, detail, closed_at) VALUES (:id, :created, :expires, 'main', 'write_file', '{}', "
+    "'[]', '[]', 'r', :status, :answered, 'main', '{}', :closed)"
+)
+_OLDER = re.compile(r'<a class="button" href="([^"]+)" rel="next">Older</a>')
+_NEWEST = re.compile(r'<a class="button" href="([^"]+)" rel="prev">Newest</a>')
+
+
+async def _seed(live: LiveGateway) -> list[str]:
+    """``ROWS`` answered or expired requests, three at each closing time (ties are broken by id);
+    their ids, newest first as the page lists them. Created in the opposite order to closing,
+    so an order by creation would show up."""
+    now = time.time()
+    rows = []
+    for n in range(ROWS):
+        closed = now - 3_600 + n // 3
+        status = ("deny", "allow_once", "expired")[n % 3]
+        rows.append({"id": f"{n:04d}" + "ab" * 14, "created": now - 7_200 - n, "expires": closed,
+                     "status": status, "answered": None if status == "expired" else closed, "closed": closed})  # fmt: skip
+    await live.pincer.db.execute_many(_INSERT, rows)
+    return [r["id"] for r in sorted(rows, key=lambda r: (r["closed"], r["id"]), reverse=True)]
+
+
+@asynccontextmanager
+async def _signed_in(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
+    async with live.http() as http:
+        form = await http.get("/ui/login")
+        signed = await http.post("/ui/login", data={"token": live.token, "csrf_token": csrf_of(form.text)})
+        assert signed.status_code == 303, signed.text
+        yield http
+
+
+def _answered_ids(page: str) -> list[str]:
+    answered = page.split("Answered and expired", 1)[1]
+    return re.findall(r'data-approval-id="([0-9a-z]+)"', answered)
+
+
+def _spy(live: LiveGateway, monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], int]]:
+    """The answered-list reads the pages make: their arguments and how many rows each returned
+    (the real store method runs; this only writes down what it was asked and gave)."""
+    calls: list[tuple[dict[str, Any], int]] = []
+    real: Callable[..., Awaitable[list[ApprovalRequest]]] = live.pincer.approvals.answered
+
+    async def answered(**kwargs: Any) -> list[ApprovalRequest]:
+        rows = await real(**kwargs)
+        calls.append((kwargs, len(rows)))
+        return rows
+
+    monkeypatch.setattr(live.pincer.approvals, "answered", answered)
+    return calls
+
+
+async def test_older_links_visit_every_answered_request_once_and_a_deep_page_reads_only_its_own(
+    pincer_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with live_gateway(pincer_home) as live:
+        expected = await _seed(live)
+        calls = _spy(live, monkeypatch)
+        async with _signed_in(live) as http:
+            seen: list[str] = []
+            url: str | None = "/ui/approvals"
+            pages = 0
+            while url is not None:
+                answer = await http.get(url)
+                assert answer.status_code == 200, (url, answer.text[:500])
+                ids = _answered_ids(answer.text)
+                assert 0 < len(ids) <= PER, (url, ids)
+                seen += ids
+                pages += 1
+                newest = _NEWEST.search(answer.text)
+                assert (newest is None) == (pages == 1), url  # the first page is the newest
+                if newest:
+                    assert html.unescape(newest.group(1)) == "/ui/approvals"
+                older = _OLDER.search(answer.text)
+                url = html.unescape(older.group(1)) if older else None
+                if url:
+                    assert "before=" in url and "page=" not in url
+            assert seen == expected  # every row once, newest first, none skipped at equal times
+            assert pages == -(-ROWS // PER)
+            # Each page, the 23rd (440 rows deep) as much as the first, read its rows and one more.
+            assert len(calls) == pages
+            for kwargs, read in calls:
+                assert kwargs["limit"] == PER + 1 and read <= PER + 1, calls
+            assert calls[0][0]["before"] is None and all(k["before"] is not None for k, _ in calls[1:])
+            last_before = calls[-1][0]["before"]
+            assert last_before[1] == expected[(pages - 1) * PER - 1]  # the cursor is the row the page before ended on
+            assert calls[-1][1] == ROWS - (pages - 1) * PER
+
+
+async def test_a_forged_cursor_is_refused_naming_before_and_never_echoed(
+    pincer_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pincer.gateway.ui.paging import cursor_of
+
+    async with live_gateway(pincer_home) as live:
+        await _seed(live)
+        calls = _spy(live, monkeypatch)
+        async with _signed_in(live) as http:
+            for forged in ("not-a-cursor!", "AAAA", cursor_of(["1.5", "x"]), cursor_of([1.5]),
+                           cursor_of([1.5, "x", 3]), "eyJ" + "A" * 600, "W05hTiwieCJd"):  # fmt: skip
+                answer = await http.get("/ui/approvals", params={"before": forged})
+                assert answer.status_code == 400, (forged, answer.text[:300])
+                text = html.unescape(answer.text)
+                assert "before: not a position in this list" in text and "Older links from /ui/approvals" in text
+                assert forged not in text, forged
+            bad_per = await http.get("/ui/approvals", params={"per": "0"})
+            assert bad_per.status_code == 400 and "per: must be a whole number from 1 to 200" in bad_per.text
+            assert calls == []  # nothing was read for a refused address
+            good = await http.get("/ui/approvals", params={"before": cursor_of([time.time(), "zz"]), "per": "7"})
+            assert good.status_code == 200 and len(_answered_ids(good.text)) == 7
