@@ -1,12 +1,19 @@
 """``[retention]``: what finished long enough ago leaves the store; nothing open, nothing recent,
-and never an audit record (store/retention.py). Both databases."""
+and never an audit record (store/retention.py). Both databases.
+
+Before, closed approvals went by ``COALESCE(answered_at, expires_at)`` in one DELETE, in the same
+transaction as the runs: a purge of 100,000 requests held the write lock for all of them, and a
+row's age was not the ``closed_at`` the dashboard lists it by. Now they go by ``closed_at``,
+``APPROVALS_BATCH`` rows a transaction, read along the ``(closed_at, id)`` index."""
 
 from __future__ import annotations
 
 import pytest
 
-from pincer.store.retention import prune
+from pincer.store.retention import _APPROVALS, _APPROVALS_BATCH, APPROVALS_BATCH, prune, prune_approvals
+from pincer.store.sql import Sql
 from tests.store.conftest import Backend
+from tests.store.test_indexed_reads import _plan
 
 DAY = 86_400.0
 NOW = 100 * DAY
@@ -18,8 +25,9 @@ def _seed(backend: Backend) -> None:
                                                    ("recent", "allow_once", recent, recent), ("open", "pending", None, old)):  # fmt: skip
         backend.tamper(
             "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
-            "answered_at, session_kind, detail) VALUES (?, ?, ?, 'main', 't', '{}', '[]', '[]', 'r', ?, ?, 'main', '{}')",
-            (approval_id, old, expires, status, answered),
+            "answered_at, session_kind, detail, closed_at) VALUES (?, ?, ?, 'main', 't', '{}', '[]', '[]', 'r', ?, ?, "
+            "'main', '{}', ?)",
+            (approval_id, old, expires, status, answered, None if status == "pending" else (answered or expires)),
         )
     for run_id, status, ended in (("old-run", "done", NOW - 100 * DAY + 1), ("new-run", "done", recent),
                                   ("running", "running", None)):  # fmt: skip
@@ -49,8 +57,6 @@ async def test_prune_removes_only_what_finished_long_ago(backend: Backend) -> No
     _seed(backend)
     pruned = await prune(db, now=NOW, approvals_days=30, runs_days=90, webhook_payloads_days=30)
     assert pruned.to_dict() == {"approvals": 2, "runs": 1, "run_messages": 1, "webhook_payloads": 1}
-    from pincer.store.sql import Sql
-
     assert sorted(r[0] for r in await db.fetch_all(Sql("SELECT id FROM approvals"))) == ["open", "recent"]
     assert sorted(r[0] for r in await db.fetch_all(Sql("SELECT id FROM runs"))) == ["new-run", "running"]
     assert sorted(r[0] for r in await db.fetch_all(Sql("SELECT run_id FROM run_messages"))) == ["new-run", "running"]
@@ -58,3 +64,69 @@ async def test_prune_removes_only_what_finished_long_ago(backend: Backend) -> No
     assert payloads["old-done"] is None and payloads["old-open"] and payloads["new-done"]
     kept = await prune(db, now=NOW, approvals_days=0, runs_days=0, webhook_payloads_days=0)
     assert not any(kept.to_dict().values())
+
+
+_INSERT = Sql(
+    "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, status, "
+    "answered_at, session_kind, detail, closed_at) VALUES (:id, :created, :expires, 'main', 't', '{}', '[]', '[]', "
+    "'r', :status, :answered, 'main', '{}', :closed)"
+)
+MANY = 2 * APPROVALS_BATCH + 234  # three batches: two full, one not
+
+
+def _row(approval_id: str, *, created: float, closed: float | None, answered: float | None = None,
+         status: str = "deny") -> dict[str, object]:  # fmt: skip
+    return {"id": approval_id, "created": created, "expires": created + 60, "status": status,
+            "answered": answered if answered is not None else closed, "closed": closed}  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_approvals_go_by_when_they_closed_in_batches_whatever_their_creation(backend: Backend) -> None:
+    db = await backend.db()
+    cutoff, old, recent = NOW - 30 * DAY, NOW - 40 * DAY, NOW - 1 * DAY
+    rows = [
+        _row("made-now-closed-long-ago", created=recent, closed=old),  # goes: it closed long ago
+        _row("made-long-ago-closed-now", created=old, closed=recent),  # stays: it closed lately
+        _row("answered-long-ago-closed-now", created=old, closed=recent, answered=old),  # closed_at decides
+        _row("pending-since-long-ago", created=old - DAY, closed=None, status="pending"),  # never
+        _row("pending-just-made", created=recent, closed=None, status="pending"),
+        _row("closed-just-after-the-cutoff", created=old, closed=cutoff + 1),
+    ]
+    rows += [_row(f"old-{n:05d}", created=recent - n, closed=old + n // 7, status=("deny", "expired")[n % 2])
+             for n in range(MANY)]  # fmt: skip
+    await db.execute_many(_INSERT, rows)
+    if backend.kind == "postgres":
+        # Each deleted row writes down the transaction that deleted it (behind the store's back).
+        backend.tamper("CREATE TABLE deleted_by (id TEXT, xact BIGINT)")
+        backend.tamper(
+            "CREATE FUNCTION note_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "INSERT INTO deleted_by VALUES (OLD.id, txid_current()); RETURN OLD; END $$"
+        )
+        backend.tamper("CREATE TRIGGER note_delete AFTER DELETE ON approvals FOR EACH ROW EXECUTE FUNCTION note_delete()")
+    pruned = await prune(db, now=NOW, approvals_days=30, runs_days=0, webhook_payloads_days=0)
+    assert pruned.approvals == MANY + 1
+    left = sorted(r[0] for r in await db.fetch_all(Sql("SELECT id FROM approvals")))
+    assert left == sorted(["made-long-ago-closed-now", "answered-long-ago-closed-now", "pending-since-long-ago",
+                           "pending-just-made", "closed-just-after-the-cutoff"])  # fmt: skip
+    if backend.kind == "postgres":
+        sizes = [int(r[0]) for r in await db.fetch_all(Sql("SELECT count(*) FROM deleted_by GROUP BY xact ORDER BY 1 DESC"))]
+        assert sizes == [APPROVALS_BATCH, APPROVALS_BATCH, MANY + 1 - 2 * APPROVALS_BATCH], sizes
+    assert await prune_approvals(db, before=NOW) == 3  # the three closed lately; the pending ones never
+    assert sorted(r[0] for r in await db.fetch_all(Sql("SELECT id FROM approvals"))) == [
+        "pending-just-made", "pending-since-long-ago"]  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_a_batch_is_read_along_the_closed_at_index_not_the_table(backend: Backend) -> None:
+    """The plan of the batch's SELECT and of the DELETE around it: a range on ``approvals_closed``
+    (closed_at, id), never a scan of the table (on PostgreSQL sequential scans priced out, as in
+    test_indexed_reads.py: a plan that still scans has no index for the read)."""
+    db = await backend.db()
+    params = {"before": NOW, "limit": APPROVALS_BATCH}
+    for sql in (Sql(_APPROVALS_BATCH), _APPROVALS):
+        plan = await _plan(db, sql, params, sorts=False)
+        assert "SCAN approvals" not in plan and "Seq Scan" not in plan and "Sort" not in plan, plan
+        if db.dialect == "sqlite":
+            assert "USING INDEX approvals_closed (closed_at<?)" in plan, plan
+        else:
+            assert "approvals_closed on approvals" in plan and "Index Cond: (closed_at <" in plan, plan
