@@ -85,6 +85,23 @@ async def test_a_persons_records_read_along_the_person_index(backend: Backend) -
             assert "using audit_approval" in plan or "using audit_person on audit audit_2" in plan, plan
 
 
+@pytest.mark.parametrize("person", [False, True])
+async def test_an_audit_page_by_key_reads_along_the_id_not_the_log(backend: Backend, person: bool) -> None:
+    """``/ui/audit?before=``: the records older than the cursor, newest first, cut at the page,
+    are never a scan of the whole log, whatever filter comes with the cursor."""
+    db = await backend.db()
+    params = {"after_id": 0, "before_id": 5_000, "tool": "echo", "session": "main", "run_id": "r", "limit": 51,
+              "person": "ann"}  # fmt: skip
+    for tool, session in ((False, False), (True, False), (False, True), (True, True)):
+        plan = await _plan(db, _records_query(tool, session, False, True, person, True), params, sorts=person)
+        assert "SCAN audit\n" not in plan + "\n" and "Seq Scan on audit" not in plan, plan
+        if not (person or tool or session):
+            # Unfiltered: the id range, newest first, cut at the page with no sort. (A tool or a
+            # session filter reads that tool's or session's records by its (…, ts) index and
+            # sorts those: bounded by the filter, not by the page.)
+            assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
+
+
 async def test_closing_a_request_any_way_stamps_when_and_the_list_is_newest_closed_first(backend: Backend) -> None:
     """Answered, expired by time, expired by its caller, and cancelled by its caller: each gets
     ``closed_at`` in the same write as its status, so the list shows it (a request whose close

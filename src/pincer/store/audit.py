@@ -619,12 +619,14 @@ class AuditLog:
         after_id: int = 0,
         run_id: str | None = None,
         person: str | None = None,
+        before_id: int | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``. ``person``: only the records
-        naming that person, behind the call or behind its approval."""
-        sql = _records_query(bool(tool), bool(session), bool(run_id), bool(limit), bool(person))
+        naming that person, behind the call or behind its approval. ``before_id``: only records
+        older than that one (a page by key: a range on the id, however deep)."""
+        sql = _records_query(bool(tool), bool(session), bool(run_id), bool(limit), bool(person), before_id is not None)
         params = {"after_id": after_id, "tool": tool, "session": session, "run_id": run_id, "limit": int(limit or 0),
-                  "person": person}  # fmt: skip
+                  "person": person, "before_id": before_id}  # fmt: skip
         rows = await self._db.fetch_all(sql, params)
         return [_to_record(row) for row in reversed(rows)]
 
@@ -1047,11 +1049,14 @@ GRANT_USES = Sql(
 
 
 @cache
-def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person: bool = False) -> Sql:
+def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person: bool = False,
+                   before: bool = False) -> Sql:  # fmt: skip
     """The SELECT of ``records()`` for the filters it has, newest first (one statement each).
-    ``person``: the records naming the person, behind the call or behind its approval."""
+    ``person``: the records naming the person, behind the call or behind its approval;
+    ``before``: only ids under ``:before_id``."""
     filters = [c for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on]
-    where = " AND ".join(["id > :after_id"] + [f"{c} = :{c}" for c in filters])
+    ids = ["id > :after_id"] + (["id < :before_id"] if before else [])
+    where = " AND ".join(ids + [f"{c} = :{c}" for c in filters])
     cut = " LIMIT :limit" if limit else ""
     if not person:
         return Sql(f"SELECT {_COLUMNS} FROM audit WHERE {where} ORDER BY id DESC{cut}")
@@ -1068,7 +1073,7 @@ def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person:
     mine = f"SELECT {_COLUMNS} FROM audit WHERE {where} AND person = :person ORDER BY id DESC{cut}"
 
     def approved(plus: str) -> str:
-        kept = " AND ".join(["id > :after_id"] + [f"{plus}{c} = :{c}" for c in filters])
+        kept = " AND ".join(ids + [f"{plus}{c} = :{c}" for c in filters])
         return (
             f"SELECT {_COLUMNS} FROM audit WHERE {kept} AND approved_by IS NOT NULL "
             "AND (person IS NULL OR person != :person) AND approval_id IN (SELECT approval_id FROM audit "

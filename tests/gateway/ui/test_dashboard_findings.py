@@ -221,8 +221,12 @@ def test_audit_pages(seeded: Seeded, http: httpx.Client) -> None:
         older = re.search(r'<a class="button" href="([^"]+)" rel="next">Older</a>', page)
         url = older.group(1).replace("&amp;", "&") if older else None
     assert len(seen) >= total and seen == sorted(set(seen), key=int, reverse=True)
-    filtered = http.get("/ui/audit", params={"tool": "echo", "per": "2", "page": "2"}).text
-    assert "Newer</a>" in filtered and not re.search(r"<code>(?!echo)[a-z_]+</code></td>", filtered)
+    first = http.get("/ui/audit", params={"tool": "echo", "per": "2"}).text
+    older = re.search(r'<a class="button" href="([^"]+)" rel="next">Older</a>', first)
+    assert older and "before=" in older.group(1) and "tool=echo" in older.group(1)
+    filtered = http.get(older.group(1).replace("&amp;", "&")).text
+    assert '<a class="button" href="/ui/audit?tool=echo&amp;per=2" rel="prev">Newest</a>' in filtered
+    assert not re.search(r"<code>(?!echo)[a-z_]+</code></td>", filtered)
 
 
 def test_runs_and_approvals_filter_and_page(seeded: Seeded, http: httpx.Client) -> None:

@@ -140,3 +140,50 @@ async def test_a_forged_cursor_is_refused_naming_before_and_never_echoed(
             assert calls == []  # nothing was read for a refused address
             good = await http.get("/ui/approvals", params={"before": cursor_of([time.time(), "zz"]), "per": "7"})
             assert good.status_code == 200 and len(_answered_ids(good.text)) == 7
+
+
+AUDIT_RECORDS = 130
+AUDIT_PER = 25
+
+
+async def test_the_audit_pages_by_record_id_and_a_deep_page_reads_only_its_own(
+    pincer_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/ui/audit`` pages by key too: before, ``?page=N`` read the newest N*per records (and a
+    page past 10,000 records was out of reach)."""
+    from pincer.gateway.ui.paging import cursor_of
+    from pincer.store.audit import AuditEntry, AuditRecord
+
+    async with live_gateway(pincer_home) as live:
+        entries = [AuditEntry(session="main", caller="test", tool=f"tool_{n % 4}", decision="allow", reason="seeded",
+                              outcome="ok", ts=time.time()) for n in range(AUDIT_RECORDS)]  # fmt: skip
+        await live.pincer.audit.append_with(entries)
+        calls: list[tuple[dict[str, Any], int]] = []
+        real: Callable[..., Awaitable[list[AuditRecord]]] = live.pincer.audit.records
+
+        async def records(**kwargs: Any) -> list[AuditRecord]:
+            found = await real(**kwargs)
+            calls.append((kwargs, len(found)))
+            return found
+
+        async with _signed_in(live) as http:
+            expected = [r.id for r in reversed(await real())]
+            assert len(expected) >= AUDIT_RECORDS
+            monkeypatch.setattr(live.pincer.audit, "records", records)
+            seen: list[int] = []
+            url: str | None = f"/ui/audit?per={AUDIT_PER}"
+            while url is not None:
+                answer = await http.get(url)
+                assert answer.status_code == 200, (url, answer.text[:500])
+                seen += [int(i) for i in re.findall(r'<td data-label="Record"><a href="/ui/audit/(\d+)">', answer.text)]
+                older = _OLDER.search(answer.text)
+                url = html.unescape(older.group(1)) if older else None
+                assert url is None or ("before=" in url and "page=" not in url)
+            assert seen == expected
+            pages = -(-len(expected) // AUDIT_PER)
+            assert len(calls) == pages and all(k["limit"] == AUDIT_PER + 1 and n <= AUDIT_PER + 1 for k, n in calls)
+            assert [k["before_id"] for k, _ in calls] == [None] + [expected[p * AUDIT_PER - 1] for p in range(1, pages)]
+            for forged in ("abc", cursor_of([1.5, "x"]), cursor_of(["7"]), cursor_of([True])):
+                refused = await http.get("/ui/audit", params={"before": forged})
+                assert refused.status_code == 400 and "before: not a position in this list" in html.unescape(refused.text)
+                assert "Older links from /ui/audit" in html.unescape(refused.text)

@@ -14,6 +14,7 @@ import datetime as dt
 import math
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -30,7 +31,7 @@ from pincer.gateway.rest.events import event_stream
 from pincer.gateway.tokens import GatewaySession
 from pincer.gateway.ui.auth import UI_PREFIX, current_identity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.conversation import approval_wait_ms
-from pincer.gateway.ui.paging import filter_value, page_request, paged
+from pincer.gateway.ui.paging import filter_value, keyset_paged, keyset_request
 from pincer.gateway.ui.render import pages_of
 from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.store.audit import AuditRecord
@@ -38,6 +39,7 @@ from pincer.store.audit import AuditRecord
 __all__ = ["AUDIT_PER_PAGE", "DECISION_MEANINGS", "VERIFY_PROGRESS_TICK_S", "routes", "visible_records"]
 
 AUDIT_PER_PAGE = 50  # records a page shows
+AUDIT_KEY = (int,)  # the audit list's sort key, which its ?before= cursor holds: the record id
 # How often the progress stream looks at the running walk (an attribute in memory, no query): the
 # walk moves it once a batch, far too often for an event each.
 VERIFY_PROGRESS_TICK_S = 0.5
@@ -81,38 +83,56 @@ def _filters(request: Request) -> dict[str, str]:
     return {name: filter_value(request, name) for name in ("tool", "session", "person", "decision", "since", "until")}
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Visible:
+    records: list[AuditRecord]  # newest first
+    error: str | None = None
+    # The id of the oldest record read when the read filled its window of MAX_AUDIT_LIMIT (older
+    # records exist unread); None when it reached the first record.
+    read_to: int | None = None
+
+
 async def visible_records(
-    services: DashboardServices, session: GatewaySession, filters: dict[str, str], *, wanted: int = AUDIT_PER_PAGE
-) -> tuple[list[AuditRecord], str | None]:
-    """The records the filters ask for, as the reader may see them (newest first), or an error:
-    at least ``wanted`` of them when there are that many, at most ``MAX_AUDIT_LIMIT``."""
+    services: DashboardServices, session: GatewaySession, filters: dict[str, str], *, wanted: int = AUDIT_PER_PAGE,
+    before_id: int | None = None,
+) -> Visible:  # fmt: skip
+    """The records the filters ask for, older than ``before_id``, as the reader may see them
+    (newest first), or an error: at least ``wanted`` of them when there are that many among the
+    ``MAX_AUDIT_LIMIT`` records read before ``before_id``. Without a decision or time filter the
+    read is ``wanted`` records along the id, however deep the page."""
     asked = filters["session"] or None
     if not may_read_audit_of(session, asked):
-        return [], f"session {session.name!r} may read only its own records"
+        return Visible(records=[], error=f"session {session.name!r} may read only its own records")
     since, until = _parse_time(filters["since"]), _parse_time(filters["until"])
     decision = filters["decision"]
     narrowed = bool(decision or since or until)
+    limit = MAX_AUDIT_LIMIT if narrowed else min(MAX_AUDIT_LIMIT, wanted)
     records = await services.audit.records(
         tool=filters["tool"] or None, session=audit_session_filter(session, asked), person=filters.get("person") or None,
-        limit=MAX_AUDIT_LIMIT if narrowed else min(MAX_AUDIT_LIMIT, wanted),
+        limit=limit, before_id=before_id,
     )  # fmt: skip
     kept = [
         r for r in records
         if (not decision or r.decision == decision) and (since is None or r.ts >= since) and (until is None or r.ts <= until)
     ]  # fmt: skip
-    return list(reversed(kept)), None
+    full = narrowed and len(records) >= limit
+    return Visible(records=list(reversed(kept)), read_to=records[0].id if full else None)
 
 
 async def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[str, Any], int]:
     filters = _filters(request)
-    wanted = page_request(request, per=AUDIT_PER_PAGE)
-    records, error = await visible_records(services_of(request), identity.session, filters, wanted=wanted.wanted)
-    shown = paged(records, wanted, f"{UI_PREFIX}/audit", filters, default_per=AUDIT_PER_PAGE, noun="records")
+    path = f"{UI_PREFIX}/audit"
+    wanted = keyset_request(request, per=AUDIT_PER_PAGE, kinds=AUDIT_KEY, path=path)
+    before_id = int(wanted.before[0]) if wanted.before else None
+    found = await visible_records(services_of(request), identity.session, filters, wanted=wanted.wanted,
+                                  before_id=before_id)  # fmt: skip
+    shown = keyset_paged(found.records, wanted, path, filters, key=lambda r: (r.id,), default_per=AUDIT_PER_PAGE,
+                         noun="records", read_to=(found.read_to,) if found.read_to is not None else None)  # fmt: skip
     waits = {r.id: wait for r in shown.rows if (wait := approval_wait_ms(r))}
-    context = {"records": shown, "waits": waits, "filters": filters, "decisions": _DECISIONS, "error": error,
+    context = {"records": shown, "waits": waits, "filters": filters, "decisions": _DECISIONS, "error": found.error,
                "verify": _last_verify(request), "verifying": _verifying(request),
-               "window_full": len(records) >= MAX_AUDIT_LIMIT, "max_records": MAX_AUDIT_LIMIT, **extra}  # fmt: skip
-    return context, 403 if error else 200
+               "window_full": found.read_to is not None, "max_records": MAX_AUDIT_LIMIT, **extra}  # fmt: skip
+    return context, 403 if found.error else 200
 
 
 async def page(request: Request) -> Response:
