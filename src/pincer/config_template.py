@@ -243,7 +243,7 @@ KEYS: dict[str, KeyHelp] = {
     "agent.prices.*.input_per_mtok": KeyHelp(help="USD per million input tokens", example="2.5"),
     "agent.prices.*.output_per_mtok": KeyHelp(help="USD per million output tokens", example="10"),
     "agent.prices.*.cached_input_per_mtok": KeyHelp(help="USD per million cached input tokens (unset: the input price)", example="1.25"),
-    "retention.approvals_days": KeyHelp(help="answered and expired approval requests are deleted this many days after their answer (0: kept)"),
+    "retention.approvals_days": KeyHelp(help="answered and expired approval requests are deleted this many days after they closed (answered, expired, or their caller gone; 0: kept)"),
     "retention.runs_days": KeyHelp(help="finished agent runs and their transcripts are deleted this many days after they ended (0: kept)"),
     "retention.webhook_payloads_days": KeyHelp(
         help="the payload a webhook delivered is cleared from its firing this many days after it arrived, once the "
