@@ -12,7 +12,12 @@ handler: a middleware answers them (and a task-augmented ``tools/call``, whose
 ``CreateTaskResult`` the SDK's per-version sieve would refuse as a ``CallToolResult``) with
 results it shapes itself, checked here against the SDK's own models for them.
 
-An approval is the task's ``input_required`` state. ``tasks/result`` blocks until the task ends;
+Each change of a task's status is told to the connection that made it as
+``notifications/tasks/status`` (gateway/task_status.py), off the store's task notifications, so a
+change made on another gateway is told too.
+
+An approval is the task's ``input_required`` state. ``tasks/result`` blocks until the task ends
+(woken by the same notifications);
 while it waits, a main session's client (or a person's whose roles hold the approval) is asked
 the approval as an elicitation carrying ``io.modelcontextprotocol/related-task``, and the answer
 goes through :meth:`TaskReceiver.update`, the path a 2026-07-28 ``tasks/update`` takes (so an
@@ -41,6 +46,7 @@ from pincer.core.values import CallRequest
 from pincer.elicitation import APPROVAL_DECISION_SCHEMA
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.channel import McpChannel
+from pincer.gateway.task_status import TaskChanges
 from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver, task_summary
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.tasks import Task, TaskStatus
@@ -63,8 +69,9 @@ TASKS_CAPABILITY = types.ServerTasksCapability(
 MAX_TTL_MS = 365 * 24 * 3600 * 1000
 LIST_PAGE = 50  # tasks/list page size
 MAX_CURSOR_CHARS = 512
-# How often a blocked tasks/result looks at its task's row (another gateway may move it on).
-RESULT_POLL_S = 0.2
+# A blocked tasks/result (and tasks/cancel) wakes at its task's change notification; this
+# bounds the wait for one that was missed (gateways in two processes on one SQLite file).
+RESULT_FALLBACK_S = 2.0
 # How long tasks/cancel waits for the process running a call to stop it before marking the
 # task cancelled itself (the spec: cancelled before the response).
 CANCEL_WAIT_S = 5.0
@@ -180,6 +187,7 @@ class HandshakeTasks:
 
     def __init__(self, gateway: TaskGateway) -> None:
         self._gateway = gateway
+        self.changes = TaskChanges(lambda: gateway.tasks.store, wire_task)
 
     @property
     def _receiver(self) -> TaskReceiver:
@@ -231,6 +239,7 @@ class HandshakeTasks:
             error = dict(started.error or {})
             error["auditId"] = started.audit_id
             raise MCPError(INVALID_REQUEST, str(error.get("message", "the call was refused")), data=error)
+        self.changes.follow(started, ctx.session)
         return _checked(types.CreateTaskResult, {"task": wire_task(started)})
 
     # -- tasks/list, tasks/cancel -----------------------------------------------------------------
@@ -244,16 +253,17 @@ class HandshakeTasks:
         return _checked(types.ListTasksResult, result)
 
     async def _cancel(self, session: GatewaySession, task_id: str) -> dict[str, Any]:
-        task = await self._receiver.own(session, task_id)
-        if task.terminal:
-            raise MCPError(INVALID_PARAMS, f"Cannot cancel task: it is already {_status(task)} (a terminal status)")
-        await self._receiver.cancel_task(task)
-        # The process running the call stops it and writes `cancelled` (here at once; another
-        # gateway at its store notification); past CANCEL_WAIT_S the row is marked here.
-        with anyio.move_on_after(CANCEL_WAIT_S):
-            while not task.terminal:
-                await anyio.sleep(RESULT_POLL_S / 4)
-                task = await self._receiver.own(session, task_id)
+        with self.changes.watch(task_id) as wake:
+            task = await self._receiver.own(session, task_id)
+            if task.terminal:
+                raise MCPError(INVALID_PARAMS, f"Cannot cancel task: it is already {_status(task)} (a terminal status)")
+            await self._receiver.cancel_task(task)
+            # The process running the call stops it and writes `cancelled` (here at once; another
+            # gateway at its store notification); past CANCEL_WAIT_S the row is marked here.
+            with anyio.move_on_after(CANCEL_WAIT_S):
+                while not task.terminal:
+                    await wake.wait(RESULT_FALLBACK_S)
+                    task = await self._receiver.own(session, task_id)
         if not task.terminal:
             await self._receiver.store.finish(task.id, TaskStatus.CANCELLED, message="cancelled")
             task = await self._receiver.own(session, task_id)
@@ -268,22 +278,23 @@ class HandshakeTasks:
         answer them); then what the call itself would have answered."""
         channel = McpChannel.from_context(ctx)
         asked: set[str] = set()
-        task = await self._receiver.own(session, task_id)
-        async with anyio.create_task_group() as tg:
-            while not task.terminal:
-                approval = task.approval_id
-                if (
-                    task.status is TaskStatus.INPUT_REQUIRED
-                    and approval is not None
-                    and approval not in asked
-                    and can_answer_approvals(session)
-                    and channel.can_ask
-                ):
-                    asked.add(approval)
-                    tg.start_soon(self._ask, channel, session, task, approval)
-                await anyio.sleep(RESULT_POLL_S)
-                task = await self._receiver.own(session, task_id)
-            tg.cancel_scope.cancel()  # an elicitation still open is withdrawn: answered elsewhere
+        with self.changes.watch(task_id) as wake:
+            task = await self._receiver.own(session, task_id)
+            async with anyio.create_task_group() as tg:
+                while not task.terminal:
+                    approval = task.approval_id
+                    if (
+                        task.status is TaskStatus.INPUT_REQUIRED
+                        and approval is not None
+                        and approval not in asked
+                        and can_answer_approvals(session)
+                        and channel.can_ask
+                    ):
+                        asked.add(approval)
+                        tg.start_soon(self._ask, channel, session, task, approval)
+                    await wake.wait(RESULT_FALLBACK_S)
+                    task = await self._receiver.own(session, task_id)
+                tg.cancel_scope.cancel()  # an elicitation still open is withdrawn: answered elsewhere
         return self._payload(task)
 
     async def _ask(self, channel: McpChannel, session: GatewaySession, task: Task, approval_id: str) -> None:

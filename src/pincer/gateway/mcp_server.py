@@ -214,10 +214,11 @@ class McpGateway:
         # a malformed call is audited), seal requestState (2026-07-28 multi-round calls).
         self._state_boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="pincer")
         # Handshake-era tasks (2025-11-25) are answered past the SDK's surface, which has none.
+        self._handshake_tasks = HandshakeTasks(self)
         self.server.middleware = [
             self._track_connection,
             self._audit_malformed_call,
-            HandshakeTasks(self),
+            self._handshake_tasks,
             self._state_boundary,
         ]
         for extension in extensions:
@@ -248,6 +249,8 @@ class McpGateway:
             self._task_group = tg
             tg.start_soon(self.tasks.follow)  # waiting tasks move on when answered, on any gateway
             tg.start_soon(self._listen.follow_tasks)  # and notifications/tasks tell their streams
+            # 2025-11-25: notifications/tasks/status, and what tasks/result waits on
+            tg.start_soon(self._handshake_tasks.changes.run)
             try:
                 yield self
             finally:
