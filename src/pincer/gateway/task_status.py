@@ -52,6 +52,11 @@ class Wake:
     def set(self) -> None:
         self._event.set()
 
+    @property
+    def changed(self) -> bool:
+        """Whether a change came since the last wait (the next one then returns at once)."""
+        return self._event.is_set()
+
     async def wait(self, timeout_s: float) -> None:
         """Until the task changes, or ``timeout_s`` (then the caller reads its row anyway)."""
         with anyio.move_on_after(timeout_s):
@@ -81,6 +86,8 @@ class TaskChanges:
         # bounded by the tasks followed, however many notifications arrive.
         self._pending: dict[str, None] = {}
         self._wanted = anyio.Event()
+        # Set once run() listens: a change written before then is heard by nobody here.
+        self.listening = anyio.Event()
 
     @contextmanager
     def watch(self, task_id: str) -> Iterator[Wake]:
@@ -127,6 +134,7 @@ class TaskChanges:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._tell)
             async with self._store().listen() as notes:
+                self.listening.set()
                 async for note in notes:
                     self.noted(note)
 
