@@ -210,3 +210,20 @@ async def test_tasks_result_wakes_at_the_store_notification_of_the_approval(
                 with within("tasks/result to answer after the approval"):
                     await answered.wait()
     assert json.loads(_text(results[0].model_dump(by_alias=True))) == {"written": "later"}
+
+
+async def test_a_task_whose_connection_is_gone_keeps_the_others_told(pincer_home: Path) -> None:
+    async with live_gateway(pincer_home) as live:
+        async with status_client(live) as gone:
+            created = await gone.call_as_task("write_note", {"text": "orphan"})
+            await gone.told(created["taskId"], "input_required")
+        # The session is closed (the SDK deletes it); the person answers afterwards.
+        await live.pincer.dispatcher.answer(await _approval_of(live, created["taskId"]), "allow_once", by="cli")
+        with within(f"task {created['taskId']} to complete with nobody to tell"):
+            while (row := await live.pincer.tasks.get(created["taskId"])) is None or not row.terminal:
+                await anyio.sleep(0.05)
+        async with status_client(live) as still:
+            theirs = await still.call_as_task("say", {"text": "still told"})
+            told = await still.told(theirs["taskId"], "completed")
+    assert row.status.value == "completed"
+    assert {n.task_id for n in told} == {theirs["taskId"]}

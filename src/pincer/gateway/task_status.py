@@ -166,14 +166,14 @@ class TaskChanges:
         followed.sent = state
         if task.terminal:
             self._followed.pop(task_id, None)
-        params = types.TaskStatusNotificationParams.model_validate(self._shape(task), by_name=False)
-        # The SDK's typed send only dumps the model; its ServerNotification union leaves this
-        # 2025-11-25 notification out (types only), as it leaves out every tasks/* message.
-        notification = cast("types.ServerNotification", types.TaskStatusNotification(params=params))
         try:
+            params = types.TaskStatusNotificationParams.model_validate(self._shape(task), by_name=False)
+            # The SDK's typed send only dumps the model; its ServerNotification union leaves this
+            # 2025-11-25 notification out (types only), as it leaves out every tasks/* message.
+            notification = cast("types.ServerNotification", types.TaskStatusNotification(params=params))
             with anyio.move_on_after(SEND_TIMEOUT_S):
                 await followed.connection.send_notification(notification)
-        except Exception as exc:  # best-effort: the client can still poll tasks/get  # noqa: BLE001
+        except Exception as exc:  # best-effort (a closed connection): tasks/get still answers  # noqa: BLE001
             logger.info("task %s: its status notification was not sent: %s", task_id, exc)
 
     def _state(self, task: Task) -> tuple[str, str | None]:
