@@ -40,7 +40,9 @@ from pincer.store.tasks import TaskStore
 from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
+    from pincer.llm.host import AgentServices
     from pincer.llm.loop import AgentLoop
+    from pincer.llm.runner import DelegateServices, RunnerServices
     from pincer.policy.grants import Grant
     from pincer.runtimes.mcp.config import ServerConfig
     from pincer.runtimes.mcp.runtime import McpRuntime
@@ -269,7 +271,7 @@ class Pincer:
         ``build_tool``: an agent has pincer build a tool (builder/agent_tool.py)."""
         from pincer.llm.delegate import run_skill_runtime
 
-        runtime = run_skill_runtime(self)
+        runtime = run_skill_runtime(self.delegate_services())
         try:
             await self.add_runtime(runtime)
             self._agent_tools.append(runtime)
@@ -486,7 +488,7 @@ class Pincer:
             from pincer.triggers.engine import TriggerEngine
             from pincer.triggers.starter import default_starter
 
-            starter = self._run_starter if self._run_starter is not None else default_starter(self)
+            starter = self._run_starter if self._run_starter is not None else default_starter(self.runner_services())
             self._triggers = TriggerEngine.for_pincer(self, starter=starter)
         return self._triggers
 
@@ -743,8 +745,35 @@ class Pincer:
         if self._agent is None:
             from pincer.llm.loop import AgentLoop
 
-            self._agent = AgentLoop(self, environ=self.environ)
+            self._agent = AgentLoop(self.agent_services(), environ=self.environ)
         return self._agent
+
+    # -- the services each subsystem below is handed (the one place they are made) ------------
+    # Each is a frozen value of exactly what that subsystem uses. What the service replaces while
+    # it runs (config on reload, the skill library, metrics, the agent loop made on first use) is
+    # passed as a function read at each use, never copied.
+
+    def agent_services(self) -> AgentServices:
+        """What the agent loop and its runs use (llm/host.py)."""
+        from pincer.llm.host import AgentServices
+
+        return AgentServices(
+            config=lambda: self.config, audit=self.audit, grants=self.grants, runs=self.runs, registry=self.registry,
+            dispatcher=self.dispatcher, secrets=self.secrets, skills=lambda: self.skills, metrics=lambda: self.metrics,
+            scanner=self.scanner,
+        )  # fmt: skip
+
+    def runner_services(self) -> RunnerServices:
+        """What starts runs and follows them: the trigger engine's AgentStarter (llm/runner.py)."""
+        from pincer.llm.runner import RunnerServices
+
+        return RunnerServices(agent=lambda: self.agent, runs=self.runs)
+
+    def delegate_services(self) -> DelegateServices:
+        """What ``run_skill`` uses (llm/delegate.py)."""
+        from pincer.llm.runner import DelegateServices
+
+        return DelegateServices(agent=lambda: self.agent, dispatcher=self.dispatcher, config=lambda: self.config)
 
     @property
     def mcp(self) -> McpRuntime | None:

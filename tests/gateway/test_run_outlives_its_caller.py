@@ -87,7 +87,7 @@ async def test_a_run_skill_call_made_a_task_waits_for_its_runs_approval_after_th
     with serve_models(script) as models:
         llm = f'[llm]\nmodel = "scripted-model"\nbase_url = "{models.openai_url}"\n\n'
         async with live_gateway(home, config=llm + config) as gateway:
-            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer))
+            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer.delegate_services()))
             client = Requester(gateway)
             created = (await client.call("run_skill", {"skill": "noter"}))["result"]
             assert created["resultType"] == "task" and created["status"] == "working", created

@@ -155,7 +155,7 @@ async def test_run_skill_over_mcp_delegates_a_skill_to_the_loop(tmp_path: Path) 
     script = [Turn(calls=(ScriptedCall(name="say", arguments={"text": "hello"}),)), Turn(text="Greeted.")]
     with serve_models(script) as server:
         async with live_gateway(home, config=_config(server)) as gateway:
-            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer))
+            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer.delegate_services()))
             async with gateway.mcp(mode="legacy") as client:
                 tools = {t.name for t in (await client.list_tools()).tools}
                 assert "run_skill" in tools
@@ -188,7 +188,7 @@ async def test_run_skill_puts_the_runs_approvals_to_the_mcp_client(tmp_path: Pat
 
     with serve_models(script) as server:
         async with live_gateway(home, config=_config(server)) as gateway:
-            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer))
+            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer.delegate_services()))
             async with gateway.mcp(mode="legacy", elicitation_callback=elicit) as client:
                 with anyio.fail_after(RUN_TIMEOUT_S):
                     result = await client.call_tool("run_skill", {"skill": "noter"})

@@ -104,7 +104,7 @@ async def test_run_skill_over_mcp_with_a_persons_token_runs_for_that_person(tmp_
     (folder / "SKILL.md").write_text("---\nname: greet\ndescription: Greet someone.\ntools: [say]\n---\nGreet the user with say.\n")
     with serve_models(_say("hello")) as server:
         async with live_gateway(home, config=_config(server)) as gateway:
-            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer))
+            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer.delegate_services()))
             olga = await _person(gateway.pincer, "olga", "operator")
             async with gateway.mcp(mode="legacy", token=olga["Authorization"].removeprefix("Bearer ")) as client:
                 with anyio.fail_after(RUN_TIMEOUT_S):

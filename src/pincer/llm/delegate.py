@@ -22,7 +22,7 @@ from pincer.llm.run import RunRequest
 from pincer.runtimes.native import NativeRuntime, tool
 
 if TYPE_CHECKING:
-    from pincer.llm.runner import DelegateHost
+    from pincer.llm.runner import DelegateServices
 
 __all__ = ["run_skill_runtime", "RUN_SKILL_MARGIN_S"]
 
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 RUN_SKILL_MARGIN_S = 2.0  # room left inside the tool timeout to record how the run ended
 
 
-def run_skill_runtime(pincer: DelegateHost) -> NativeRuntime:
+def run_skill_runtime(services: DelegateServices) -> NativeRuntime:
     @tool(name="run_skill", effects=[EffectKind.DISPATCH_CAPABILITY], side_effecting=True)
     async def run_skill(
         skill: str,
@@ -51,7 +51,7 @@ def run_skill_runtime(pincer: DelegateHost) -> NativeRuntime:
         client: Any = host.client  # the gateway's MCP channel can also elicit
 
         async def tell(approval: Any) -> None:
-            if client is not None and getattr(client, "can_ask", False) and pincer.dispatcher.is_main_session(host.session):
+            if client is not None and getattr(client, "can_ask", False) and services.dispatcher.is_main_session(host.session):
                 # The client is the gateway's MCP channel: its approval question and answers.
                 from pincer.elicitation import (
                     APPROVAL_DECISION_SCHEMA,
@@ -66,7 +66,7 @@ def run_skill_runtime(pincer: DelegateHost) -> NativeRuntime:
                     logger.info("approval %s could not be put to the client: %s", approval.id, exc)
                     reply = None
                 answer = answer_from_reply(reply)
-                if answer is not None and await answer_elicited(pincer.dispatcher, approval.id, answer, session=host.session):
+                if answer is not None and await answer_elicited(services.dispatcher, approval.id, answer, session=host.session):
                     return
             if client is not None:
                 await client.progress(
@@ -75,10 +75,10 @@ def run_skill_runtime(pincer: DelegateHost) -> NativeRuntime:
                     f"`pincer approvals approve {approval.id}` or POST /api/v1/approvals/{approval.id}",
                 )  # fmt: skip
 
-        run = await pincer.agent.run(
+        run = await services.agent().run(
             RunRequest(
                 skill=skill, params=params or {}, message=message, session=host.session, trigger="run_skill",
-                budgets={"deadline_s": min(deadline, pincer.config.agent.deadline_s)}, depth=host.depth + 1,
+                budgets={"deadline_s": min(deadline, services.config().agent.deadline_s)}, depth=host.depth + 1,
                 person=host.person, may_change_policy=host.may_change_policy,
             ),
             on_approval=tell,

@@ -1,14 +1,17 @@
-"""What the agent loop uses of the service: a narrow, typed view of ``pincer.service.Pincer``.
+"""What the agent loop is given of the service: :class:`AgentServices`, made by
+``pincer.service.Pincer.agent_services()``.
 
-The service sits above llm (it composes every part), so llm cannot import it; these Protocols say
-what a loop and its runs read from it (``pincer.llm.runner.RunnerHost`` adds the loop), the way pydantic-ai types ``RunContext``.
-They are properties (read-only here): the service may replace a part (``config`` on reload).
+The service sits above llm (it composes every part), so llm names only what a loop and its runs
+use, the way pydantic-ai types ``RunContext``. What the service replaces while it runs is read at
+each use through a function: ``config`` (a reloaded config.toml), ``skills`` (the library, when
+[skills] is on) and ``metrics`` (kept once the gateway enables them).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pincer.config import Config
@@ -22,41 +25,22 @@ if TYPE_CHECKING:
     from pincer.store.runs import RunStore
     from pincer.telemetry.metrics import Metrics
 
-__all__ = ["AgentHost"]
+__all__ = ["AgentServices"]
 
 
-class AgentHost(Protocol):
-    """What :class:`pincer.llm.loop.AgentLoop` and its runs read from the service."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentServices:
+    """What :class:`pincer.llm.loop.AgentLoop` and its runs use: the run, grant and audit stores,
+    the registry and the dispatcher (every tool call goes through its chain), the secret store (a
+    model's API key) and the leak scanner, and config, skills and metrics as they are now."""
 
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def home(self) -> Path: ...
-
-    @property
-    def audit(self) -> AuditLog: ...
-
-    @property
-    def grants(self) -> GrantStore: ...
-
-    @property
-    def runs(self) -> RunStore: ...
-
-    @property
-    def registry(self) -> Registry: ...
-
-    @property
-    def dispatcher(self) -> Dispatcher: ...
-
-    @property
-    def secrets(self) -> SecretStore: ...
-
-    @property
-    def skills(self) -> SkillLibrary | None: ...
-
-    @property
-    def metrics(self) -> Metrics | None: ...
-
-    def scanner(self) -> LeakScanner: ...
-
+    config: Callable[[], Config]
+    audit: AuditLog
+    grants: GrantStore
+    runs: RunStore
+    registry: Registry
+    dispatcher: Dispatcher
+    secrets: SecretStore
+    skills: Callable[[], SkillLibrary | None]
+    metrics: Callable[[], Metrics | None]
+    scanner: Callable[[], LeakScanner]

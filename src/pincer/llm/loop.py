@@ -1,6 +1,6 @@
 """The agent loop: a model carries out a skill, and every tool call it makes goes through the chain.
 
-    loop = AgentLoop(pincer, environ=os.environ)
+    loop = AgentLoop(pincer.agent_services(), environ=os.environ)
     run = await loop.run(RunRequest(skill="code-review", params={"path": "src"}))
 
 One run, turn by turn:
@@ -48,7 +48,7 @@ from pincer.core.errors import ArgumentsInvalid, ConfigError, ProviderError, Ski
 from pincer.core.ids import random_id
 from pincer.core.values import CallRequest, Taint, ToolResult, ToolSpec
 from pincer.dispatch import redact_args
-from pincer.llm.host import AgentHost
+from pincer.llm.host import AgentServices
 from pincer.llm.messages import (
     CompletionOptions,
     Message,
@@ -132,19 +132,20 @@ async def carry_out(agent_run: AgentRun, message: str, *, stopped: str) -> Run:
 
 
 class AgentLoop:
-    """Makes runs over one Pincer. ``environ`` is where ``[llm] api_key_env`` is looked up."""
+    """Makes runs over the services it is given (the service's, ``Pincer.agent_services()``).
+    ``environ`` is where ``[llm] api_key_env`` is looked up."""
 
     def __init__(
         self,
-        pincer: AgentHost,
+        services: AgentServices,
         *,
         environ: Mapping[str, str] | None = None,
         provider_factory: ProviderFactory | None = None,
     ) -> None:
-        self.pincer = pincer
+        self.services = services
         self.environ = environ if environ is not None else {}
         self._provider_factory = provider_factory or open_provider
-        self.store: RunStore = pincer.runs
+        self.store: RunStore = services.runs
         # One client per model setting and key, kept across runs: making an SDK client (its HTTP
         # pool, its TLS context) costs milliseconds, and a kept connection skips the handshake.
         self._providers: dict[tuple[ModelSettings, str | None], Provider] = {}
@@ -192,12 +193,12 @@ class AgentLoop:
     ) -> AgentRun:
         """Check the request and start a run (its row and its first audit record exist once
         this returns). Bad input raises before anything is written."""
-        pincer = self.pincer
-        config = pincer.config
+        services = self.services
+        config = services.config()
         skill, skill_text = None, None
         params: dict[str, Any] = {}
         if request.skill is not None:
-            library = pincer.skills
+            library = services.skills()
             if library is None:
                 raise SkillNotFound(
                     f"no skill named {request.skill!r}: skills are turned off", hint="set [skills] enabled = true"
@@ -233,12 +234,13 @@ class AgentLoop:
                 f"input_per_mtok and output_per_mtok (US dollars per million tokens), or leave out {asked}",
             )
         session = request.session or config.agent.session
-        api_key = resolve_api_key(settings, pincer.secrets, self.environ)
+        api_key = resolve_api_key(settings, services.secrets, self.environ)
         provider = self.provider(settings, api_key)
-        scanner = pincer.scanner()
+        scanner = services.scanner()
         if api_key:
             scanner = scanner.with_values((api_key,))
-        catalog = pincer.skills.catalog().text if pincer.skills is not None else None
+        skills = services.skills()
+        catalog = skills.catalog().text if skills is not None else None
         run_id = request.run_id or random_id()
         if not _RUN_ID.fullmatch(run_id):
             raise UsageError(f"not a run id: {run_id[:80]!r}", hint="leave the run id out; pincer chooses one")
@@ -271,16 +273,17 @@ class AgentLoop:
 
     async def _offered(self, skill: Skill | None, session: str) -> list[ToolSpec]:
         """The tools a run may call: the skill's (trust applied) the session may call, plus ``skill``."""
-        pincer = self.pincer
+        services = self.services
+        config = services.config()
         visible = [
-            s for s in visible_tools(pincer.config.session(session), pincer.registry.list())
+            s for s in visible_tools(config.session(session), services.registry.list())
             if s.name != RUN_SKILL_TOOL and _model_may_call(s)
         ]  # fmt: skip
         if skill is None:
             return visible
         from pincer.skills.trust import tools_for_skill
 
-        grants = tuple(pincer.config.grants) + await pincer.grants.all()
+        grants = tuple(config.grants) + await services.grants.all()
         allowed = set(tools_for_skill(skill, visible, grants).allowed)
         return [s for s in visible if s.name in allowed or s.name == SKILL_TOOL]
 
@@ -306,7 +309,7 @@ class AgentRun:
         on_approval: ApprovalHook | None,
     ) -> None:
         self.loop = loop
-        self.pincer = loop.pincer
+        self.services = loop.services
         self.store = loop.store
         self.id = run_id
         self.request = request
@@ -319,7 +322,7 @@ class AgentRun:
         self.scanner = scanner
         self.on_event = on_event
         self.on_approval = on_approval
-        agent = self.pincer.config.agent
+        agent = self.services.config().agent
         self.taint_mode = agent.taint
         self.trusted_patterns = tuple(p.lower() for p in agent.trusted_output)
         self.max_parallel = agent.max_parallel_tool_calls
@@ -350,7 +353,7 @@ class AgentRun:
 
     def offer(self, specs: Sequence[ToolSpec], skill: Skill | None) -> None:
         self.offered: dict[str, ToolSpec] = {s.name: s for s in specs}
-        threshold = self.pincer.config.agent.max_tool_definitions
+        threshold = self.services.config().agent.max_tool_definitions
         self.is_lazy = len(specs) > threshold
         reserved = (FIND_TOOLS, LOAD_TOOLS) if self.is_lazy else ()
         self.names = ToolNames(self.offered, reserved=reserved)
@@ -391,7 +394,7 @@ class AgentRun:
             model=self.settings.model or "",
             person=self.request.person,
         )
-        await self.pincer.audit.append(
+        await self.services.audit.append(
             AuditEntry(
                 session=self.session,
                 caller="agent",
@@ -640,7 +643,7 @@ class AgentRun:
             person=self.request.person,
             may_change_policy=self.request.may_change_policy,
         )
-        dispatcher = self.pincer.dispatcher
+        dispatcher = self.services.dispatcher
         if call.arguments is None:
             shown = call.raw_arguments[:_MAX_SHOWN_RAW_ARGS]
             rejected = await dispatcher.reject(
@@ -734,7 +737,7 @@ class AgentRun:
 
     def _is_trusted(self, spec: ToolSpec, args: Mapping[str, Any]) -> bool:
         if spec.name == SKILL_TOOL:
-            library = self.pincer.skills
+            library = self.services.skills()
             name = args.get("name")
             if library is None or not isinstance(name, str) or name not in library:
                 return False
@@ -802,7 +805,7 @@ class AgentRun:
                 error=error,
             )  # fmt: skip
             cost = f", ${self.cost_usd:.6f}" if self.cost_usd is not None else ""
-            await self.pincer.audit.append(
+            await self.services.audit.append(
                 AuditEntry(
                     session=self.session,
                     caller="agent",
@@ -850,7 +853,7 @@ class AgentRun:
             code = str(outcome.error.get("code")) if outcome.error else None
             spans.end_run(self._span, status=outcome.status, cost_usd=self.cost_usd, error=code, **tokens)
             self._span = None
-        metrics = self.pincer.metrics
+        metrics = self.services.metrics()
         if metrics is not None:
             metrics.run_ended(status=outcome.status, cost_usd=self.cost_usd, **tokens)
 

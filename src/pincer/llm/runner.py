@@ -20,19 +20,22 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 
 from pincer.core.errors import RunNotFound, UsageError
-from pincer.llm.host import AgentHost
 from pincer.llm.loop import AgentLoop, AgentRun, carry_out
 from pincer.llm.prompt import DEFAULT_MESSAGE
 from pincer.llm.run import OutsideData, RunEvent, RunRequest
 from pincer.store.runs import RunRow, RunStore
 
-__all__ = ["RunManager", "RunnerHost", "DelegateHost", "RunCursor", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
+if TYPE_CHECKING:
+    from pincer.config import Config
+    from pincer.dispatch import Dispatcher
+
+__all__ = ["RunManager", "RunnerServices", "DelegateServices", "RunCursor", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
 
 MAX_KEPT_EVENTS = 10_000
 KEEP_FINISHED_S = 600.0
@@ -86,20 +89,25 @@ class _Live:
         changed.set()
 
 
-class RunnerHost(Protocol):
-    """What starts runs and follows them: the agent loop (made on first use) and the run store
-    (``pincer.service.Pincer`` is one; the trigger engine's ``AgentStarter`` holds it)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunnerServices:
+    """What starts runs and follows them (the trigger engine's ``AgentStarter``): the agent loop,
+    asked for at each start (the service makes it on first use), and the run store. Made by
+    ``pincer.service.Pincer.runner_services()``."""
 
-    @property
-    def agent(self) -> AgentLoop: ...
-
-    @property
-    def runs(self) -> RunStore: ...
+    agent: Callable[[], AgentLoop]
+    runs: RunStore
 
 
-class DelegateHost(RunnerHost, AgentHost, Protocol):
-    """What ``run_skill`` (llm/delegate.py) uses: a runner, the chain that answers the
-    approvals it asks, and the config whose ``[agent] deadline_s`` bounds a delegated run."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DelegateServices:
+    """What ``run_skill`` (llm/delegate.py) uses: the agent loop (asked for at each run), the
+    chain that answers the approvals it asks, and the config whose ``[agent] deadline_s`` bounds
+    a delegated run, as it is now. Made by ``pincer.service.Pincer.delegate_services()``."""
+
+    agent: Callable[[], AgentLoop]
+    dispatcher: Dispatcher
+    config: Callable[[], Config]
 
 
 class RunManager:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pincer.approver import ApprovalHook
     from pincer.llm.loop import AgentRun, EventHook
     from pincer.llm.run import RunRequest as LoopRequest
-    from pincer.llm.runner import RunnerHost
+    from pincer.llm.runner import RunnerServices
 
 __all__ = ["AgentStarter", "default_starter", "STORE_POLL_S", "llm_request"]
 
@@ -96,8 +96,8 @@ class AgentStarter:
     ``attach(run_id, on_event=..., on_approval=...)`` before the run starts shows its events and
     asks its approvals where the person is (``pincer chat``'s ``/NAME``)."""
 
-    def __init__(self, pincer: RunnerHost) -> None:
-        self.pincer = pincer
+    def __init__(self, services: RunnerServices) -> None:
+        self.services = services
         self._started: dict[str, _Started] = {}
         self._attached: dict[str, _Attached] = {}
 
@@ -125,7 +125,7 @@ class AgentStarter:
             loop_request = replace(loop_request, profile=attached.profile)
         # Bad input (an unknown skill, a params mismatch, no model configured) raises here,
         # before the store has a row; the engine records the firing as not started.
-        agent_run = await self.pincer.agent.open_run(
+        agent_run = await self.services.agent().open_run(
             loop_request, on_event=attached.on_event, on_approval=attached.on_approval
         )
         message = loop_request.message or (DEFAULT_MESSAGE if request.skill else "")
@@ -148,7 +148,7 @@ class AgentStarter:
         if started is not None:
             return started.outcome is None
         try:
-            return not (await self.pincer.runs.get(run_id)).is_final
+            return not (await self.services.runs.get(run_id)).is_final
         except RunNotFound:
             return False
 
@@ -173,7 +173,7 @@ class AgentStarter:
     async def _follow(self, run_id: str) -> RunOutcome:
         while True:
             try:
-                row = await self.pincer.runs.get(run_id)  # a run whose process died is settled as failed
+                row = await self.services.runs.get(run_id)  # a run whose process died is settled as failed
             except RunNotFound:
                 return RunOutcome(run_id=run_id, status=RunStatus.LOST, error="no run with this id was recorded")
             if row.is_final:
@@ -182,7 +182,7 @@ class AgentStarter:
 
     async def _in_store(self, run_id: str) -> bool:
         try:
-            await self.pincer.runs.get(run_id)
+            await self.services.runs.get(run_id)
         except RunNotFound:
             return False
         return True
@@ -199,5 +199,5 @@ def _outcome(run_id: str, status: str, error: Any, stop: str | None) -> RunOutco
     return RunOutcome(run_id=run_id, status=_STATUSES.get(status, RunStatus.LOST), error=message)
 
 
-def default_starter(pincer: RunnerHost) -> RunStarter:
-    return AgentStarter(pincer)
+def default_starter(services: RunnerServices) -> RunStarter:
+    return AgentStarter(services)
