@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from pincer.store.cache import SharedRateLimiter
     from pincer.store.retention import Pruned
     from pincer.telemetry.metrics import Metrics, ServerState
-    from pincer.triggers.engine import TriggerEngine
+    from pincer.triggers.engine import TriggerEngine, TriggerServices
     from pincer.triggers.requests import RunStarter
 
 logger = logging.getLogger(__name__)
@@ -489,7 +489,7 @@ class Pincer:
             from pincer.triggers.starter import default_starter
 
             starter = self._run_starter if self._run_starter is not None else default_starter(self.runner_services())
-            self._triggers = TriggerEngine.for_pincer(self, starter=starter)
+            self._triggers = TriggerEngine.for_services(self.trigger_services(), starter=starter)
         return self._triggers
 
     async def apply_config(self, config: Config) -> None:
@@ -774,6 +774,15 @@ class Pincer:
         from pincer.llm.runner import DelegateServices
 
         return DelegateServices(agent=lambda: self.agent, dispatcher=self.dispatcher, config=lambda: self.config)
+
+    def trigger_services(self) -> TriggerServices:
+        """What the trigger engine uses (triggers/engine.py)."""
+        from pincer.triggers.engine import TriggerServices
+
+        return TriggerServices(
+            store=self.trigger_store, audit=self.audit, config=lambda: self.config, skills=lambda: self.skills,
+            scanner=self.scanner,
+        )  # fmt: skip
 
     @property
     def mcp(self) -> McpRuntime | None:

@@ -54,7 +54,7 @@ async def open_pincer(
 async def running_engine(
     pincer: Pincer, starter: RecordingStarter, clock: ManualClock
 ) -> AsyncIterator[TriggerEngine]:
-    engine = TriggerEngine.for_pincer(pincer, starter=starter, clock=clock)
+    engine = TriggerEngine.for_services(pincer.trigger_services(), starter=starter, clock=clock)
     async with anyio.create_task_group() as tg:
         await tg.start(engine.run)
         try:

@@ -73,7 +73,7 @@ async def test_a_command_fired_here_is_started_here_not_by_the_server(pincer_hom
 
     async with live_gateway(pincer_home) as live:
         mine = RecordingStarter()
-        chat = TriggerEngine.for_pincer(live.pincer, starter=mine)
+        chat = TriggerEngine.for_services(live.pincer.trigger_services(), starter=mine)
         firing = await chat.fire_command("/summarize https://example.com", session="main", fired_by="pincer chat", here=True)
         await live.pincer.triggers.settle()
         assert live.starter.requests == [], "the server did not take it"

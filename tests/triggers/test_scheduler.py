@@ -219,8 +219,8 @@ async def test_only_the_lease_holder_fires(pincer_home: Path) -> None:
     clock = ManualClock(utc(2026, 5, 1, 8))
     first, second = RecordingStarter(), RecordingStarter()
     async with open_pincer(pincer_home) as one, open_pincer(pincer_home) as two:
-        engine_one = TriggerEngine.for_pincer(one, starter=first, clock=clock)
-        engine_two = TriggerEngine.for_pincer(two, starter=second, clock=clock)
+        engine_one = TriggerEngine.for_services(one.trigger_services(), starter=first, clock=clock)
+        engine_two = TriggerEngine.for_services(two.trigger_services(), starter=second, clock=clock)
         engine_two.owner = process_token(os.getppid())  # a live process that is not this one
         await engine_one.scheduler.add(JobSpec(name="x", schedule=parse_every("1m"), message="m"), now=clock.now())
         async with anyio.create_task_group() as tg:

@@ -50,8 +50,8 @@ async def test_each_instant_fires_once_across_two_gateways_while_the_leader_dies
     clock = ManualClock(utc(2026, 5, 1, 8))
     first, second = RecordingStarter(), RecordingStarter()
     async with open_pincer(homes[0], config) as one, open_pincer(homes[1], config) as two:
-        engine_one = TriggerEngine.for_pincer(one, starter=first, clock=clock)
-        engine_two = TriggerEngine.for_pincer(two, starter=second, clock=clock)
+        engine_one = TriggerEngine.for_services(one.trigger_services(), starter=first, clock=clock)
+        engine_two = TriggerEngine.for_services(two.trigger_services(), starter=second, clock=clock)
         await engine_one.scheduler.add(JobSpec(name="x", schedule=parse_every("1m"), message="m"), now=clock.now())
         async with anyio.create_task_group() as tg:
             # The leader runs in its own scope: after its connection is killed it stops too, as

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -61,27 +61,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class EngineHost(Protocol):
-    """What :meth:`TriggerEngine.for_pincer` reads of the service (``pincer.service.Pincer``
-    is one; the service sits above the triggers, so they name only what they read)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TriggerServices:
+    """What the engine uses of the service, made by ``pincer.service.Pincer.trigger_services()``
+    (the service sits above the triggers): the trigger store and the audit log, and config, the
+    skill library and the leak scanner as they are now (a reload replaces config)."""
 
-    @property
-    def trigger_store(self) -> TriggerStore: ...
+    store: TriggerStore
+    audit: AuditLog
+    config: Callable[[], Config]
+    skills: Callable[[], SkillLibrary | None]
+    scanner: Callable[[], LeakScanner]
 
-    @property
-    def audit(self) -> AuditLog: ...
-
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def skills(self) -> SkillLibrary | None: ...
-
-    def scanner(self) -> LeakScanner: ...
 
 __all__ = [
     "TriggerEngine",
-    "EngineHost",
+    "TriggerServices",
     "Firing",
     "SCHEDULER_POLL_S",
     "LEASE_STALE_S",
@@ -156,14 +151,14 @@ class TriggerEngine:
         self._status_batch: _StatusBatch | None = None
 
     @classmethod
-    def for_pincer(cls, pincer: EngineHost, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
+    def for_services(cls, services: TriggerServices, *, starter: RunStarter, clock: Clock | None = None) -> TriggerEngine:
         return cls(
-            store=pincer.trigger_store,
-            audit=pincer.audit,
+            store=services.store,
+            audit=services.audit,
             starter=starter,
-            config=lambda: pincer.config,
-            skills=lambda: pincer.skills,
-            scanner=pincer.scanner,
+            config=services.config,
+            skills=services.skills,
+            scanner=services.scanner,
             clock=clock,
         )
 
