@@ -40,6 +40,7 @@ from pincer.store.tasks import TaskStore
 from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
+    from pincer.builder.service import BuilderServices
     from pincer.llm.host import AgentServices
     from pincer.llm.loop import AgentLoop
     from pincer.llm.runner import DelegateServices, RunnerServices
@@ -279,7 +280,7 @@ class Pincer:
             logger.warning("run_skill not registered: %s", exc)
         from pincer.builder.agent_tool import builder_runtime
 
-        runtime = builder_runtime(self)
+        runtime = builder_runtime(self.builder_services())
         try:
             await self.add_runtime(runtime)  # build_tool: an agent has a tool built (it asks)
             self._agent_tools.append(runtime)
@@ -774,6 +775,16 @@ class Pincer:
         from pincer.llm.runner import DelegateServices
 
         return DelegateServices(agent=lambda: self.agent, dispatcher=self.dispatcher, config=lambda: self.config)
+
+    def builder_services(self) -> BuilderServices:
+        """What a build and ``build_tool`` use (builder/service.py)."""
+        from pincer.builder.service import BuilderServices
+
+        return BuilderServices(
+            config=lambda: self.config, home=self.home, environ=self.environ, secrets=self.secrets,
+            registry=self.registry, audit=self.audit, grants=self.grants, approvals=self.approvals,
+            reload_hub_artifacts=self.reload_hub_artifacts,
+        )  # fmt: skip
 
     def trigger_services(self) -> TriggerServices:
         """What the trigger engine uses (triggers/engine.py)."""

@@ -23,7 +23,7 @@ from pincer.core.values import HostContext, RuntimeAsk
 from pincer.runtimes.native import NativeRuntime, tool
 
 if TYPE_CHECKING:
-    from pincer.builder.service import BuilderHost
+    from pincer.builder.service import BuilderServices
 
 __all__ = ["builder_runtime", "RUNTIME_NAME", "MAX_PENDING_PLANS", "PENDING_GRACE_S"]
 
@@ -32,13 +32,13 @@ MAX_PENDING_PLANS = 32  # plans shown in approvals not answered yet, per Pincer
 PENDING_GRACE_S = 60.0  # a plan is kept this long past the approval timeout
 
 
-def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
+def builder_runtime(services: BuilderServices) -> NativeRuntime:
     # plan id -> (when it was made, the planned build): the conversation an approved call goes on
     # from. The plan itself is also in the approval's detail, which says which plan id it showed.
     pending: dict[str, tuple[float, Any]] = {}
 
     def forget_old() -> None:
-        keep_s = pincer.config.approval_timeout_s + PENDING_GRACE_S
+        keep_s = services.config().approval_timeout_s + PENDING_GRACE_S
         now = time.monotonic()
         for plan_id in [k for k, (made, _) in pending.items() if now - made > keep_s]:
             del pending[plan_id]
@@ -49,7 +49,7 @@ def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
         """The planned build the approval of this call showed (or None), and what it showed."""
         from pincer.approver import approved_detail
 
-        detail = await approved_detail(pincer.approvals, host)
+        detail = await approved_detail(services.approvals, host)
         plan_id = detail.get("plan_id")
         if not isinstance(plan_id, str):
             return None, None
@@ -88,7 +88,7 @@ def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
             shown_secrets = {str(s.get("name")) for s in shown.get("secrets") or () if isinstance(s, Mapping)}
             request = replace(request, hosts=tuple(h for h in request.hosts if h in set(shown.get("hosts") or ())),
                               secrets=tuple(s for s in request.secrets if s in shown_secrets))  # fmt: skip
-        report = await run_build(pincer, request, actor=host.actor, planned=planned, approval_id=host.approval)
+        report = await run_build(services, request, actor=host.actor, planned=planned, approval_id=host.approval)
         data = report.to_json()
         return {k: data[k] for k in ("key", "version", "signer", "description", "hosts", "secrets", "effects", "dropped",
                                      "tests_passed", "tests_total", "iterations", "tokens", "cost_usd", "seconds")}  # fmt: skip
@@ -97,16 +97,17 @@ def builder_runtime(pincer: BuilderHost) -> NativeRuntime:
         from pincer.builder.service import plan_build
         from pincer.policy.grants import evaluate_grants
 
-        grants = tuple(pincer.config.grants) + await pincer.grants.all()
+        config = services.config()
+        grants = tuple(config.grants) + await services.grants.all()
         decision = evaluate_grants(build_tool.spec, grants, now=time.time(), session=host.session,
-                                   session_kind=pincer.config.session(host.session).kind.value)  # fmt: skip
+                                   session_kind=config.session(host.session).kind.value)  # fmt: skip
         if decision.mode.value == "allow":
             return None
         request = _request(str(args.get("description", "")), args.get("name"), args.get("hosts"), args.get("secrets"),
                            int(args.get("max_iterations", 4)), host.session)  # fmt: skip
         # The plan is made before anyone is asked: a refused plan (financial, wildcard hosts)
         # raises here, and the person approves the plan itself, not a description of it.
-        planned = await plan_build(pincer, request)
+        planned = await plan_build(services, request)
         plan = planned.plan
         forget_old()
         plan_id = random_ids.token_hex(12)

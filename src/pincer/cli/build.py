@@ -52,7 +52,7 @@ def build(
 
     async def body() -> Any:
         async with open_pincer(quiet=as_json) as pincer:
-            return await run_build(pincer, request, actor=cli_actor(), profile=profile,
+            return await run_build(pincer.builder_services(), request, actor=cli_actor(), profile=profile,
                                    runner_cache=Path(cache) if cache else None, progress=_progress(as_json))  # fmt: skip
 
     report = run(body, as_json=as_json)

@@ -55,7 +55,7 @@ def rest_services(pincer: Pincer) -> RestServices:
     return RestServices(
         config=lambda: pincer.config, registry=pincer.registry, dispatcher=pincer.dispatcher,
         approvals=pincer.approvals, audit=pincer.audit, runs=pincer.runs, tasks=pincer.tasks,
-        triggers=lambda: pincer.triggers, builder=pincer, shown=pincer.shown, people=pincer.people,
+        triggers=lambda: pincer.triggers, builder=pincer.builder_services(), shown=pincer.shown, people=pincer.people,
         secrets=pincer.secrets,
     )  # fmt: skip
 

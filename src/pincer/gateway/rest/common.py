@@ -23,7 +23,7 @@ from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunManager
 
 if TYPE_CHECKING:
-    from pincer.builder.service import BuilderHost
+    from pincer.builder.service import BuilderServices
     from pincer.config import Config
     from pincer.dispatch import Dispatcher
     from pincer.registry import Registry
@@ -95,7 +95,7 @@ class RestServices:
     runs: RunStore
     tasks: TaskStore
     triggers: Callable[[], TriggerEngine]
-    builder: BuilderHost
+    builder: BuilderServices
     shown: Callable[[Any], Any]
     people: PeopleStore  # admins manage people (/people)
     secrets: SecretStore  # a person removed takes their own credentials along
