@@ -79,18 +79,12 @@ def findings_in(path: Path, rel: str) -> list[str]:
     return [text for _, text in sorted(found)]
 
 
-# Modules still handed the whole service, each narrowed in its own commit (this set only shrinks).
-NOT_YET: frozenset[str] = frozenset({
-    "hub/agent_tools.py",
-})  # fmt: skip
-
-
 def service_holders() -> list[str]:
     found: list[str] = []
     for package in BELOW:
         for path in sorted((SRC / package).rglob("*.py")):
             rel = path.relative_to(SRC).as_posix()
-            if rel in ALLOWED or rel in NOT_YET:
+            if rel in ALLOWED:
                 continue
             found.extend(findings_in(path, rel))
     return found
@@ -102,11 +96,6 @@ def test_no_subsystem_below_the_service_holds_the_pincer() -> None:
     for line in found:
         print(line)
     assert not found, "hand these the services value they use (service.py builds them):\n" + "\n".join(found)
-
-
-def test_each_module_not_yet_narrowed_still_holds_the_service() -> None:
-    for rel in NOT_YET:
-        assert findings_in(SRC / rel, rel), f"{rel} holds no Pincer any more: remove it from NOT_YET"
 
 
 def test_every_allowed_entry_point_still_exists_and_holds_the_pincer() -> None:

@@ -41,6 +41,7 @@ from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
     from pincer.builder.service import BuilderServices
+    from pincer.hub.agent_tools import HubServices
     from pincer.llm.host import AgentServices
     from pincer.llm.loop import AgentLoop
     from pincer.llm.runner import DelegateServices, RunnerServices
@@ -291,7 +292,7 @@ class Pincer:
         """``skills_search`` and ``skills_install``: an agent finds and installs what it needs."""
         from pincer.hub.agent_tools import hub_runtime
 
-        self._hub_tools = hub_runtime(self)
+        self._hub_tools = hub_runtime(self.hub_services())
         try:
             await self.add_runtime(self._hub_tools)
         except UsageError as exc:
@@ -783,6 +784,15 @@ class Pincer:
         return BuilderServices(
             config=lambda: self.config, home=self.home, environ=self.environ, secrets=self.secrets,
             registry=self.registry, audit=self.audit, grants=self.grants, approvals=self.approvals,
+            reload_hub_artifacts=self.reload_hub_artifacts,
+        )  # fmt: skip
+
+    def hub_services(self) -> HubServices:
+        """What the hub's agent tools use (hub/agent_tools.py)."""
+        from pincer.hub.agent_tools import HubServices
+
+        return HubServices(
+            config=lambda: self.config, home=self.home, audit=self.audit, grants=self.grants, approvals=self.approvals,
             reload_hub_artifacts=self.reload_hub_artifacts,
         )  # fmt: skip
 

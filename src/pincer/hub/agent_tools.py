@@ -15,9 +15,10 @@ Registered by the service when ``[[hub.sources]]`` are configured.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from pydantic import Field
@@ -36,43 +37,37 @@ if TYPE_CHECKING:
     from pincer.store.audit import AuditLog
     from pincer.store.grants import GrantStore
 
-__all__ = ["hub_runtime", "HubHost", "RUNTIME_NAME"]
+__all__ = ["hub_runtime", "HubServices", "RUNTIME_NAME"]
 
 RUNTIME_NAME = "hub"
 
 
-class HubHost(Protocol):
-    """What the hub's agent tools use of the service (``pincer.service.Pincer`` is one; the
-    service sits above the hub, so the hub names only what it reads)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HubServices:
+    """What the hub's agent tools use of the service, made by
+    ``pincer.service.Pincer.hub_services()`` (the service sits above the hub): config as it is now
+    (a reload replaces it), the home, the audit, grant and approval stores, and the reload of what
+    pincer.lock covers once a skill is installed."""
 
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def home(self) -> Path: ...
-
-    @property
-    def audit(self) -> AuditLog: ...
-
-    @property
-    def grants(self) -> GrantStore: ...
-
-    @property
-    def approvals(self) -> ApprovalStore: ...
-
-    async def reload_hub_artifacts(self, kinds: frozenset[str] | None = None) -> None: ...
+    config: Callable[[], Config]
+    home: Path
+    audit: AuditLog
+    grants: GrantStore
+    approvals: ApprovalStore
+    reload_hub_artifacts: Callable[[frozenset[str]], Awaitable[None]]
 
 
-def _hub(pincer: HubHost, records: list[tuple[str, str, str, str]] | None = None) -> Hub:
+def _hub(services: HubServices, records: list[tuple[str, str, str, str]] | None = None) -> Hub:
     from pincer.hub.archive import ArchiveLimits
     from pincer.hub.catalog import Catalog
     from pincer.hub.installer import Hub
 
-    settings = pincer.config.hub
+    config = services.config()
+    settings = config.hub
     limits = ArchiveLimits(max_archive_bytes=settings.max_archive_bytes, max_unpacked_bytes=settings.max_unpacked_bytes,
                            max_files=settings.max_files, max_file_bytes=settings.max_unpacked_bytes)  # fmt: skip
     sink = (lambda *record: records.append(record)) if records is not None else None
-    return Hub(pincer.home, catalog=Catalog.from_config(pincer.config), limits=limits, audit=sink,
+    return Hub(services.home, catalog=Catalog.from_config(config), limits=limits, audit=sink,
                download_timeout_s=settings.download_timeout_s)  # fmt: skip
 
 
@@ -87,8 +82,8 @@ def _skill_key(text: str) -> ArtifactKey:
     return ArtifactKey(kind=ArtifactKind.SKILL, name=check_name(text))
 
 
-def hub_runtime(pincer: HubHost) -> NativeRuntime:
-    """The two tools over ``pincer``'s config, trust store and lockfile."""
+def hub_runtime(services: HubServices) -> NativeRuntime:
+    """The two tools over the service's config, trust store and lockfile."""
 
     # No effect of its own: it reads the catalogs the user configured, wherever the agent asks.
     @tool(name="skills_search", effects=(), side_effecting=False)
@@ -107,10 +102,10 @@ def hub_runtime(pincer: HubHost) -> NativeRuntime:
         from pincer.hub.trust import TrustStore
 
         def search() -> dict[str, Any]:
-            hub = _hub(pincer)
+            hub = _hub(services)
             try:
                 found = hub.catalog.search(query, kind=ArtifactKind.SKILL, limit=limit)
-                results = [e.to_json() for e in with_signer_names(found, TrustStore(pincer.home))]
+                results = [e.to_json() for e in with_signer_names(found, TrustStore(services.home))]
                 return {"query": query, "results": results, "warnings": list(hub.catalog.warnings)}
             finally:
                 hub.catalog.close()
@@ -129,7 +124,7 @@ def hub_runtime(pincer: HubHost) -> NativeRuntime:
             key: The skill, as skills/NAME or NAME (from skills_search).
             version: A version or tag; the newest when left out.
         """
-        wanted = await _approved(pincer, host)
+        wanted = await _approved(services, host)
         skill = _skill_key(key)
         spec = f"{skill}@{wanted['version']}" if wanted else (f"{skill}@{version}" if version else str(skill))
         records: list[tuple[str, str, str, str]] = []
@@ -137,7 +132,7 @@ def hub_runtime(pincer: HubHost) -> NativeRuntime:
         def install() -> list[Any]:
             from pincer.hub.installer import InstallOptions
 
-            hub = _hub(pincer, records)
+            hub = _hub(services, records)
             try:
                 options = InstallOptions(
                     source=wanted.get("source") if wanted else None,
@@ -148,30 +143,30 @@ def hub_runtime(pincer: HubHost) -> NativeRuntime:
                 hub.catalog.close()
 
         results = await anyio.to_thread.run_sync(install)
-        await _audit(pincer, records, host)
-        await pincer.reload_hub_artifacts(frozenset({"skill"}))
+        await _audit(services, records, host)
+        await services.reload_hub_artifacts(frozenset({"skill"}))
         result = results[0]
         return {"installed": result.key, "version": result.version, "signer": result.signer, "action": result.action,
                 "source": result.source, "trust": "installed (its tools are limited to read-only unless a grant names it)"}  # fmt: skip
 
     async def preflight(args: Mapping[str, Any], host: HostContext) -> RuntimeAsk | None:
-        stored = await pincer.grants.all()  # read here: the rest blocks (a catalog lookup) in a thread
-        return await anyio.to_thread.run_sync(lambda: _install_preflight(pincer, skills_install, args, host, stored))
+        stored = await services.grants.all()  # read here: the rest blocks (a catalog lookup) in a thread
+        return await anyio.to_thread.run_sync(lambda: _install_preflight(services, skills_install, args, host, stored))
 
     tools: list[NativeTool] = [skills_search, skills_install.with_preflight(preflight)]
     return NativeRuntime(tools, name=RUNTIME_NAME)
 
 
-async def _approved(pincer: HubHost, host: HostContext | None) -> dict[str, Any]:
+async def _approved(services: HubServices, host: HostContext | None) -> dict[str, Any]:
     """What the approval of this call showed (version, source, fingerprint), to install exactly that."""
     from pincer.approver import approved_detail
 
-    detail = await approved_detail(pincer.approvals, host)
+    detail = await approved_detail(services.approvals, host)
     return dict(detail) if detail.get("fingerprint") else {}
 
 
 def _install_preflight(
-    pincer: HubHost, item: NativeTool, args: Mapping[str, Any], host: HostContext, stored: tuple[Grant, ...]
+    services: HubServices, item: NativeTool, args: Mapping[str, Any], host: HostContext, stored: tuple[Grant, ...]
 ) -> RuntimeAsk | None:
     """Refuse what an agent may not install; otherwise what the approval shows."""
     from pincer.hub.catalog import with_signer_names
@@ -180,7 +175,7 @@ def _install_preflight(
     from pincer.policy.grants import evaluate_grants
 
     key = _skill_key(str(args.get("key", "")))
-    hub = _hub(pincer)
+    hub = _hub(services)
     try:
         hub.catalog.check_unambiguous(key, None)
         source, resolved = hub.catalog.resolve(key, args.get("version"))
@@ -192,7 +187,7 @@ def _install_preflight(
     from pincer.hub.signing import key_id, verify_manifest
 
     verify_manifest(resolved.manifest, resolved.signature, resolved.public_key)
-    trusted = TrustStore(pincer.home).signer_of(resolved.public_key)
+    trusted = TrustStore(services.home).signer_of(resolved.public_key)
     if trusted is None:
         raise SignatureRefused(
             f"{resolved.label} is signed by key {key_id(resolved.public_key)}, which is not in the trust store",
@@ -210,14 +205,15 @@ def _install_preflight(
         )
     if resolved.yanked:
         raise ArtifactRefused(f"{resolved.label} was yanked", hint="install another version")
-    grants = tuple(pincer.config.grants) + stored
+    config = services.config()
+    grants = tuple(config.grants) + stored
     decision = evaluate_grants(
-        item.spec, grants, now=time.time(), session=host.session, session_kind=pincer.config.session(host.session).kind.value
+        item.spec, grants, now=time.time(), session=host.session, session_kind=config.session(host.session).kind.value
     )
     if decision.mode.value == "allow":
         return None
     signer = with_signer_names([CatalogEntry(kind=key.kind, name=key.name, version=resolved.version, source=source.name,
-                                             signer=resolved.public_key)], TrustStore(pincer.home), verified=True)[0].signer  # fmt: skip
+                                             signer=resolved.public_key)], TrustStore(services.home), verified=True)[0].signer  # fmt: skip
     return RuntimeAsk(
         reason=f"an agent wants to install {resolved.label} from {source.name} (signed by {signer})",
         effects=(EffectKind.MODIFY_EXTENSION.value,),
@@ -236,10 +232,10 @@ def _install_preflight(
     )
 
 
-async def _audit(pincer: HubHost, records: list[tuple[str, str, str, str]], host: HostContext | None) -> None:
+async def _audit(services: HubServices, records: list[tuple[str, str, str, str]], host: HostContext | None) -> None:
     from pincer.core.acts import Actor
     from pincer.store.acts import hub_act
 
     actor = host.actor if host is not None else Actor(channel="agent", principal="main")
     for action, key, version, reason in records:
-        await pincer.audit.append(hub_act(actor, action, key, version, reason, approval_id=host.approval if host else None))
+        await services.audit.append(hub_act(actor, action, key, version, reason, approval_id=host.approval if host else None))
