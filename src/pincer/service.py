@@ -40,11 +40,11 @@ from pincer.store.tasks import TaskStore
 from pincer.store.triggers import TriggerStore
 
 if TYPE_CHECKING:
-    from pincer.builder.service import BuilderServices
+    from pincer.builder.host import BuilderServices
     from pincer.hub.agent_tools import HubServices
     from pincer.llm.host import AgentServices
     from pincer.llm.loop import AgentLoop
-    from pincer.llm.runner import DelegateServices, RunnerServices
+    from pincer.llm.services import DelegateServices, RunnerServices
     from pincer.policy.grants import Grant
     from pincer.runtimes.mcp.config import ServerConfig
     from pincer.runtimes.mcp.runtime import McpRuntime
@@ -766,20 +766,20 @@ class Pincer:
         )  # fmt: skip
 
     def runner_services(self) -> RunnerServices:
-        """What starts runs and follows them: the trigger engine's AgentStarter (llm/runner.py)."""
-        from pincer.llm.runner import RunnerServices
+        """What starts runs and follows them: the trigger engine's AgentStarter (llm/services.py)."""
+        from pincer.llm.services import RunnerServices
 
         return RunnerServices(agent=lambda: self.agent, runs=self.runs)
 
     def delegate_services(self) -> DelegateServices:
-        """What ``run_skill`` uses (llm/delegate.py)."""
-        from pincer.llm.runner import DelegateServices
+        """What ``run_skill`` uses (llm/delegate.py; llm/services.py)."""
+        from pincer.llm.services import DelegateServices
 
         return DelegateServices(agent=lambda: self.agent, dispatcher=self.dispatcher, config=lambda: self.config)
 
     def builder_services(self) -> BuilderServices:
-        """What a build and ``build_tool`` use (builder/service.py)."""
-        from pincer.builder.service import BuilderServices
+        """What a build and ``build_tool`` use (builder/host.py)."""
+        from pincer.builder.host import BuilderServices
 
         return BuilderServices(
             config=lambda: self.config, home=self.home, environ=self.environ, secrets=self.secrets,

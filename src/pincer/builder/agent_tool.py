@@ -23,7 +23,7 @@ from pincer.core.values import HostContext, RuntimeAsk
 from pincer.runtimes.native import NativeRuntime, tool
 
 if TYPE_CHECKING:
-    from pincer.builder.service import BuilderServices
+    from pincer.builder.host import BuilderServices
 
 __all__ = ["builder_runtime", "RUNTIME_NAME", "MAX_PENDING_PLANS", "PENDING_GRACE_S"]
 

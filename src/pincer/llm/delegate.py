@@ -22,7 +22,7 @@ from pincer.llm.run import RunRequest
 from pincer.runtimes.native import NativeRuntime, tool
 
 if TYPE_CHECKING:
-    from pincer.llm.runner import DelegateServices
+    from pincer.llm.services import DelegateServices
 
 __all__ = ["run_skill_runtime", "RUN_SKILL_MARGIN_S"]
 

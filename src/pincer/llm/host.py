@@ -1,5 +1,5 @@
 """What the agent loop is given of the service: :class:`AgentServices`, made by
-``pincer.service.Pincer.agent_services()``.
+``pincer.service.Pincer.agent_services()`` (what starts runs is given ``llm/services.py``'s).
 
 The service sits above llm (it composes every part), so llm names only what a loop and its runs
 use, the way pydantic-ai types ``RunContext``. What the service replaces while it runs is read at

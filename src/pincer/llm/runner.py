@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -31,11 +30,7 @@ from pincer.llm.prompt import DEFAULT_MESSAGE
 from pincer.llm.run import OutsideData, RunEvent, RunRequest
 from pincer.store.runs import RunRow, RunStore
 
-if TYPE_CHECKING:
-    from pincer.config import Config
-    from pincer.dispatch import Dispatcher
-
-__all__ = ["RunManager", "RunnerServices", "DelegateServices", "RunCursor", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
+__all__ = ["RunManager", "RunCursor", "MAX_KEPT_EVENTS", "KEEP_FINISHED_S", "STORE_POLL_INTERVAL_S"]
 
 MAX_KEPT_EVENTS = 10_000
 KEEP_FINISHED_S = 600.0
@@ -87,27 +82,6 @@ class _Live:
         self.events.append((self.run.last_seq if self.run is not None else -1, event))
         changed, self.changed = self.changed, anyio.Event()
         changed.set()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunnerServices:
-    """What starts runs and follows them (the trigger engine's ``AgentStarter``): the agent loop,
-    asked for at each start (the service makes it on first use), and the run store. Made by
-    ``pincer.service.Pincer.runner_services()``."""
-
-    agent: Callable[[], AgentLoop]
-    runs: RunStore
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DelegateServices:
-    """What ``run_skill`` (llm/delegate.py) uses: the agent loop (asked for at each run), the
-    chain that answers the approvals it asks, and the config whose ``[agent] deadline_s`` bounds
-    a delegated run, as it is now. Made by ``pincer.service.Pincer.delegate_services()``."""
-
-    agent: Callable[[], AgentLoop]
-    dispatcher: Dispatcher
-    config: Callable[[], Config]
 
 
 class RunManager:

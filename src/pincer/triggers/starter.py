@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pincer.approver import ApprovalHook
     from pincer.llm.loop import AgentRun, EventHook
     from pincer.llm.run import RunRequest as LoopRequest
-    from pincer.llm.runner import RunnerServices
+    from pincer.llm.services import RunnerServices
 
 __all__ = ["AgentStarter", "default_starter", "STORE_POLL_S", "llm_request"]
 

@@ -23,7 +23,7 @@ from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunManager
 
 if TYPE_CHECKING:
-    from pincer.builder.service import BuilderServices
+    from pincer.builder.host import BuilderServices
     from pincer.config import Config
     from pincer.dispatch import Dispatcher
     from pincer.registry import Registry
