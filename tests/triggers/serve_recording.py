@@ -25,7 +25,7 @@ def main() -> None:
     recording = RecordingStarter(
         path=Path(os.environ["PINCER_TEST_RUNS_DB"]), start_delay_s=float(os.environ.get("PINCER_TEST_START_DELAY_S", "0"))
     )
-    starter_module.default_starter = lambda pincer: recording  # type: ignore[assignment]
+    starter_module.default_starter = lambda services: recording  # type: ignore[assignment]
     from pincer.cli.main import main as cli
 
     sys.argv = ["pincer", "serve", *sys.argv[1:]]
