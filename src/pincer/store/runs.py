@@ -45,8 +45,21 @@ _GET = Sql(f"SELECT {_ROW} FROM runs WHERE id = :id")
 _MESSAGES = Sql(
     "SELECT seq, ts, role, body, audit_id FROM run_messages WHERE run_id = :run_id AND seq > :after ORDER BY seq"
 )
-_LIST = Sql(f"SELECT {_ROW} FROM runs ORDER BY created_at DESC LIMIT :limit")
-_LIST_SESSION = Sql(f"SELECT {_ROW} FROM runs WHERE session = :session ORDER BY created_at DESC LIMIT :limit")
+
+
+@cache
+def _list_query(session: bool, before: bool) -> Sql:
+    """Newest first by ``created_at`` along ``runs_created``; ``id`` only orders runs created at the
+    same instant, so a page by key (``before``: the ``(created_at, id)`` a page ended on) neither
+    skips nor repeats one. The index holds ``created_at`` alone: the database sorts each group of
+    equal times as it reads (SQLite: "RIGHT PART OF ORDER BY"; PostgreSQL: an incremental sort),
+    never the table."""
+    clauses = (["session = :session"] if session else []) + (
+        ["created_at <= :before_at AND (created_at < :before_at OR id < :before_id)"] if before else [])  # fmt: skip
+    where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+    return Sql(f"SELECT {_ROW} FROM runs {where}ORDER BY created_at DESC, id DESC LIMIT :limit")
+
+
 _ORPHANED = Sql(
     "UPDATE runs SET status = 'failed', error = :error, ended_at = :ended_at, updated_at = :now "
     "WHERE id = :id AND status = 'running'"
@@ -223,12 +236,15 @@ class RunStore:
         rows = await self._db.fetch_all(_MESSAGES, {"run_id": run_id, "after": after_seq})
         return [RunMessage(seq=r[0], ts=r[1], role=r[2], body=json.loads(r[3]), audit_id=r[4]) for r in rows]
 
-    async def list(self, *, session: str | None = None, limit: int = 50) -> builtins.list[RunRow]:
-        """Newest first."""
-        if session is None:
-            rows = await self._db.fetch_all(_LIST, {"limit": int(limit)})
-        else:
-            rows = await self._db.fetch_all(_LIST_SESSION, {"session": session, "limit": int(limit)})
+    async def list(
+        self, *, session: str | None = None, limit: int = 50, before: tuple[float, str] | None = None
+    ) -> builtins.list[RunRow]:
+        """Newest first (by ``created_at``, then ``id``); with ``before`` (the ``(created_at, id)``
+        of the last run a page showed), only the runs after it in that order."""
+        params: dict[str, Any] = {"limit": int(limit)} | ({"session": session} if session is not None else {})
+        if before is not None:
+            params |= {"before_at": float(before[0]), "before_id": str(before[1])}
+        rows = await self._db.fetch_all(_list_query(session is not None, before is not None), params)
         return [await self._settle(_to_row(row), row[16]) for row in rows]
 
     async def _settle(self, row: RunRow, owner: str | None) -> RunRow:

@@ -37,41 +37,6 @@ def test_next_is_always_a_dashboard_path(value: str | None) -> None:
     assert target == "/ui/" or target == value
 
 
-@given(page=st.one_of(st.none(), st.text(max_size=12), st.integers().map(str)),
-       per=st.one_of(st.none(), st.text(max_size=12), st.integers().map(str)))  # fmt: skip
-def test_a_page_request_is_always_in_bounds(page: str | None, per: str | None) -> None:
-    from urllib.parse import urlencode
-
-    from starlette.requests import Request
-
-    from pincer.gateway.ui.paging import MAX_PAGE, MAX_PER_PAGE, page_request
-
-    query = urlencode({k: v for k, v in (("page", page), ("per", per)) if v is not None})
-    wanted = page_request(Request({"type": "http", "query_string": query.encode(), "headers": []}), per=50)
-    assert 1 <= wanted.number <= MAX_PAGE and 1 <= wanted.per <= MAX_PER_PAGE
-
-
-@given(total=st.integers(0, 60), per=st.integers(1, 9))
-def test_pages_cover_every_row_once_and_link_each_other(total: int, per: int) -> None:
-    from urllib.parse import parse_qs, urlsplit
-
-    from pincer.gateway.ui.paging import PageRequest, paged
-
-    rows = list(range(total))
-    seen: list[int] = []
-    number: int | None = 1
-    while number is not None:
-        shown = paged(rows, PageRequest(number=number, per=per), "/ui/x", {"tool": "echo"}, default_per=50, noun="rows")
-        seen += shown.rows
-        if shown.older:
-            query = parse_qs(urlsplit(shown.older).query)
-            assert query["tool"] == ["echo"] and query["per"] == [str(per)]
-            number = int(query["page"][0])
-        else:
-            number = None
-    assert seen == rows
-
-
 @given(st.text(max_size=300), st.booleans(), st.booleans())
 def test_a_tool_result_is_read_back_out_of_its_envelope(text: str, trusted: bool, error: bool) -> None:
     import json

@@ -1,12 +1,9 @@
 """Pages of a list, newest first, with links that keep the filters (plain links, so paging works
-without JavaScript). Two ways:
-
-- by number: ``?page=N`` (from 1) and ``?per=N``; page N reads the rows of every page before it
-  too, so this is for lists that stay short;
-- by key (keyset): ``?before=CURSOR`` and ``?per=N``, for lists read from a table that may be
-  long. The cursor is the sort key of the last row a page showed, made opaque (url-safe base64
-  of a JSON list); the next page is read along an index from just past it, so a page deep in the
-  list reads only its own rows however many lie before it."""
+without JavaScript), by key (keyset): ``?before=CURSOR`` and ``?per=N``. The cursor is the sort
+key of the last row a page showed, made opaque (url-safe base64 of a JSON list); the next page is
+read along an index from just past it, so a page deep in the list reads only its own rows however
+many lie before it. (Paging by number, ``?page=N``, read the rows of every page before N too; no
+list pages that way any more.)"""
 
 from __future__ import annotations
 
@@ -24,11 +21,9 @@ from starlette.requests import Request
 
 __all__ = [
     "MAX_PER_PAGE", "KeysetRequest", "Paged", "cursor_of", "filter_value", "keyset_paged", "keyset_request",
-    "page_request", "paged",
 ]  # fmt: skip
 
 MAX_PER_PAGE = 200
-MAX_PAGE = 10_000
 MAX_FILTER_CHARS = 256  # a filter longer than any tool, session or skill name matches nothing anyway
 MAX_CURSOR_CHARS = 512  # ours are well under (a time and a 32-character id); longer is not one of ours
 MAX_KEY_TEXT = 128  # a text part of a key: an id, never longer
@@ -37,69 +32,17 @@ KeyPart = float | int | str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PageRequest:
-    number: int
-    per: int
-
-    @property
-    def wanted(self) -> int:
-        """Rows to read to fill this page and know whether an older one exists."""
-        return self.number * self.per + 1
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class Paged:
     rows: list[Any]
-    number: int
     newer: str | None
     older: str | None
     shown: str
-    newer_label: str = "Newer"  # paged by key, the link goes back to the newest page: "Newest"
-
-
-def _int(value: str | None, default: int, low: int, high: int) -> int:
-    try:
-        number = int(value or "")
-    except ValueError:
-        return default
-    return min(high, max(low, number))
+    newer_label: str = "Newest"  # the link back goes to the newest page
 
 
 def filter_value(request: Request, name: str) -> str:
     """The list filter ``?name=`` as typed, cut to a bounded length, empty when absent."""
     return request.query_params.get(name, "")[:MAX_FILTER_CHARS].strip()
-
-
-def page_request(request: Request, *, per: int) -> PageRequest:
-    q = request.query_params
-    return PageRequest(number=_int(q.get("page"), 1, 1, MAX_PAGE), per=_int(q.get("per"), per, 1, MAX_PER_PAGE))
-
-
-def paged(rows: Sequence[Any], page: PageRequest, path: str, filters: Mapping[str, str], *, default_per: int,
-          noun: str) -> Paged:  # fmt: skip
-    """Page ``page`` of ``rows`` (newest first), with links to the newer and older pages."""
-    start = (page.number - 1) * page.per
-    shown = list(rows[start : start + page.per])
-    kept = {k: v for k, v in filters.items() if v}
-    if page.per != default_per:
-        kept["per"] = str(page.per)
-
-    def link(number: int) -> str:
-        query = urlencode({**kept, **({"page": str(number)} if number > 1 else {})})
-        return path + ("?" + query if query else "")
-
-    if shown:
-        what = f"{noun} {start + 1}–{start + len(shown)}" + ("" if len(rows) > start + len(shown) else f" of {len(rows)}")
-    else:
-        what = f"no {noun} here"
-    return Paged(
-        rows=shown, number=page.number, shown=what,
-        newer=link(page.number - 1) if page.number > 1 else None,
-        older=link(page.number + 1) if len(rows) > start + page.per else None,
-    )  # fmt: skip
-
-
-# -- by key ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -206,7 +149,7 @@ def keyset_paged(rows: Sequence[Any], wanted: KeysetRequest, path: str, filters:
     else:
         what = f"{len(shown)} older {noun}" + ("" if onward is not None else ", the oldest")
     return Paged(
-        rows=shown, number=0, shown=what, newer_label="Newest",
+        rows=shown, shown=what,
         newer=link({}) if wanted.before is not None else None,
         older=link({"before": cursor_of(onward)}) if onward is not None else None,
     )  # fmt: skip

@@ -30,7 +30,7 @@ from pincer.gateway.rest.events import event_stream
 from pincer.gateway.ui.approvals import approval_view
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.conversation import conversation
-from pincer.gateway.ui.paging import filter_value, page_request, paged
+from pincer.gateway.ui.paging import filter_value, keyset_paged, keyset_request
 from pincer.gateway.ui.render import pages_of
 from pincer.gateway.ui.services import services_of
 from pincer.store.approvals import AnswerScope, ApprovalStatus
@@ -39,7 +39,12 @@ from pincer.store.runs import RUN_STATUSES, RunRow
 __all__ = ["RUNS_PER_PAGE", "MAX_RUNS_LISTED", "routes"]
 
 RUNS_PER_PAGE = 50
-MAX_RUNS_LISTED = 5_000  # newest runs a filtered list looks through
+MAX_RUNS_LISTED = 5_000  # runs a page filtered by status or skill looks through past its cursor
+RUNS_KEY = (float, str)  # the list's sort key, which its ?before= cursor holds: (created_at, id)
+
+
+def _key(row: RunRow) -> tuple[float, str]:
+    return (row.created_at, row.id)
 
 
 async def _row(request: Request, run_id: str) -> RunRow | None:
@@ -63,13 +68,21 @@ def _filters(request: Request, identity: UiIdentity) -> dict[str, str]:
 async def page(request: Request) -> Response:
     identity = await require_identity(request)
     filters = _filters(request, identity)
-    wanted = page_request(request, per=RUNS_PER_PAGE)
+    path = f"{UI_PREFIX}/runs"
+    # Paged by key: a page reads its own runs (and one more) along runs_created from just past
+    # the cursor, however deep; a status or skill filter looks through a bounded window from there.
+    wanted = keyset_request(request, per=RUNS_PER_PAGE, kinds=RUNS_KEY, path=path)
+    before = (float(wanted.before[0]), str(wanted.before[1])) if wanted.before else None
     narrowed = bool(filters["status"] or filters["skill"])
     session = filters["session"] or runs_session_filter(identity.session)
-    rows = await services_of(request).runs.list(session=session, limit=MAX_RUNS_LISTED if narrowed else wanted.wanted)
+    limit = MAX_RUNS_LISTED if narrowed else wanted.wanted
+    rows = await services_of(request).runs.list(session=session, limit=limit, before=before)
     kept = [r for r in rows if (not filters["status"] or r.status == filters["status"])
             and (not filters["skill"] or (r.skill or "") == filters["skill"])]  # fmt: skip
-    shown = paged(kept, wanted, f"{UI_PREFIX}/runs", filters, default_per=RUNS_PER_PAGE, noun="runs")
+    # A filtered window that filled up did not reach the oldest run: Older searches on from it.
+    read_to = _key(rows[-1]) if narrowed and len(rows) >= limit else None
+    shown = keyset_paged(kept, wanted, path, filters, key=_key, default_per=RUNS_PER_PAGE, noun="runs",
+                         read_to=read_to)  # fmt: skip
     context = {"runs": shown, "filters": filters, "statuses": RUN_STATUSES}
     return pages_of(request).render(request, "runs.html", context)
 
