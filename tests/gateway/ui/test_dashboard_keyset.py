@@ -187,3 +187,88 @@ async def test_the_audit_pages_by_record_id_and_a_deep_page_reads_only_its_own(
                 refused = await http.get("/ui/audit", params={"before": forged})
                 assert refused.status_code == 400 and "before: not a position in this list" in html.unescape(refused.text)
                 assert "Older links from /ui/audit" in html.unescape(refused.text)
+
+
+RUNS = 130
+RUNS_PER = 25
+_RUN_ID = re.compile(r'<td data-label="Run" class="wide"><a href="/ui/runs/([0-9a-z]+)">')
+
+
+async def test_the_runs_list_pages_by_key_and_a_deep_page_reads_only_its_own(
+    pincer_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/ui/runs`` pages by key: before, ``?page=N`` read the newest N*per runs (page 6 of 25
+    read 151 rows to show 25). Now each Older link carries the last shown run's
+    ``(created_at, id)`` and a page reads its own runs and one more, however deep. Runs created
+    at one instant (ten at a time here, ids out of creation order) are neither skipped nor
+    repeated across a page's edge; a filtered page reads a bounded window and leads on past it."""
+    from pincer.gateway.ui.paging import cursor_of
+    from pincer.store.runs import RunRow
+
+    async with live_gateway(pincer_home) as live:
+        base = time.time() - 3_600
+        made = [(base + n // 10, f"{(n * 37) % RUNS:04d}" + "cd" * 14) for n in range(RUNS)]
+        for at, run_id in made:
+            await live.pincer.runs.create(run_id=run_id, skill="daily" if run_id < "0020" else None, params={},
+                                          message="m", trigger="test", session="main", provider="p", model="m",
+                                          now=at)  # fmt: skip
+            await live.pincer.runs.update(run_id, status="done")
+        expected = [run_id for _, run_id in sorted(made, reverse=True)]
+        calls: list[tuple[dict[str, Any], int]] = []
+        real: Callable[..., Awaitable[list[RunRow]]] = live.pincer.runs.list
+
+        async def listed(**kwargs: Any) -> list[RunRow]:
+            found = await real(**kwargs)
+            calls.append((kwargs, len(found)))
+            return found
+
+        monkeypatch.setattr(live.pincer.runs, "list", listed)
+        async with _signed_in(live) as http:
+            seen: list[str] = []
+            url: str | None = f"/ui/runs?per={RUNS_PER}"
+            pages = 0
+            while url is not None:
+                answer = await http.get(url)
+                assert answer.status_code == 200, (url, answer.text[:500])
+                seen += _RUN_ID.findall(answer.text)
+                pages += 1
+                newest = _NEWEST.search(answer.text)
+                assert (newest is None) == (pages == 1), url
+                if newest:
+                    assert html.unescape(newest.group(1)) == f"/ui/runs?per={RUNS_PER}"
+                older = _OLDER.search(answer.text)
+                url = html.unescape(older.group(1)) if older else None
+                assert url is None or ("before=" in url and "page=" not in url and f"per={RUNS_PER}" in url)
+            assert seen == expected  # every run once, newest first, none skipped at equal times
+            assert pages == -(-RUNS // RUNS_PER) == len(calls)
+            assert all(k["limit"] == RUNS_PER + 1 and n <= RUNS_PER + 1 for k, n in calls), calls
+            assert [k["before"] for k, _ in calls][1:] == [
+                (made_at, run_id) for made_at, run_id in sorted(made, reverse=True)[RUNS_PER - 1 : -1 : RUNS_PER]
+            ]
+            assert calls[0][0]["before"] is None and calls[-1][1] == RUNS - (pages - 1) * RUNS_PER
+
+            # Filtered by skill: the matches, every one once, newest first, though each page looks
+            # through a window of 30 runs only (a window that fills up leads on past its end).
+            monkeypatch.setattr("pincer.gateway.ui.runs.MAX_RUNS_LISTED", 30)
+            calls.clear()
+            url = "/ui/runs?skill=daily&per=7"
+            daily: list[str] = []
+            while url is not None:
+                answer = await http.get(url)
+                assert answer.status_code == 200, (url, answer.text[:500])
+                daily += _RUN_ID.findall(answer.text)
+                older = _OLDER.search(answer.text)
+                url = html.unescape(older.group(1)) if older else None
+                assert url is None or "skill=daily" in url
+            assert daily == [r for r in expected if r < "0020"]
+            assert all(k["limit"] == 30 and n <= 30 for k, n in calls), calls
+            # Some page led on from the end of its window, not from a run it showed.
+            assert any(k["before"] and k["before"][1] >= "0020" for k, _ in calls), calls
+
+            calls.clear()
+            for forged in ("abc", cursor_of([1.5]), cursor_of(["1.5", "x"]), cursor_of([1.5, 7]), cursor_of([True, "x"])):
+                refused = await http.get("/ui/runs", params={"before": forged})
+                text = html.unescape(refused.text)
+                assert refused.status_code == 400 and "before: not a position in this list" in text, forged
+                assert "Older links from /ui/runs" in text and forged not in text, forged
+            assert calls == []  # nothing was read for a refused address
