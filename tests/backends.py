@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["PostgresServer", "RedisServer", "postgres_server", "private_postgres", "redis_server"]
+__all__ = ["PostgresServer", "RedisServer", "postgres_server", "private_postgres", "redis_server", "session_server_pids"]
 
 SERVER_START_TIMEOUT_S = 120.0
 _INSTALL_HINT = "install Debian's postgresql and redis-server packages: `make system-deps` (as root)"
@@ -97,6 +97,11 @@ def _stop_children() -> None:
 
 
 atexit.register(_stop_children)
+
+
+def session_server_pids() -> set[int]:
+    """The processes of the servers kept for the whole session (tests/leaks.py leaves them be)."""
+    return {process.pid for process, _ in _children}
 
 
 def _as_postgres_user(argv: list[str]) -> list[str]:

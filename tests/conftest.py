@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests import compat_threading
+from tests.leaks import file_leaves_nothing_behind  # noqa: F401 -- an autouse fixture of every file
 
 # A thread started while another installs coverage's tracer must not die of CPython 3.11's
 # process-global settrace guard (tests/compat_threading.py says why).
