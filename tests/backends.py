@@ -33,7 +33,9 @@ from typing import Any
 
 import pytest
 
-__all__ = ["PostgresServer", "RedisServer", "postgres_server", "private_postgres", "redis_server", "session_server_pids"]
+__all__ = [
+    "PostgresServer", "RedisServer", "postgres_server", "private_postgres", "redis_server", "session_server_pids",
+]  # fmt: skip
 
 SERVER_START_TIMEOUT_S = 120.0
 _INSTALL_HINT = "install Debian's postgresql and redis-server packages: `make system-deps` (as root)"

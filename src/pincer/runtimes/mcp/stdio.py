@@ -154,11 +154,12 @@ class StdioTransport:
                 yield read_recv, write_send
             finally:
                 # Shielded and bounded: a cancelled caller must neither leak nor hang on the server.
-                with anyio.CancelScope(shield=True):
-                    await self._stop()
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._stop()
+                finally:
                     for stream in (read_send, read_recv, write_send, write_recv):
-                        with suppress(Exception):
-                            await stream.aclose()
+                        stream.close()  # not aclose(): a native cancel of _stop must not skip it
                 tg.cancel_scope.cancel()
 
     async def kill(self) -> None:
@@ -180,6 +181,21 @@ class StdioTransport:
         process = self._process
         if process is None:
             return
+        try:
+            await self._end(process)
+        except anyio.get_cancelled_exc_class():
+            # anyio's shield does not hold against a native task.cancel() on asyncio (its runner
+            # cancels every task when the loop closes; _retire cancels a session slow to stop):
+            # end everything at once, still bounded, then let the cancel go on. Cut short here,
+            # the lifeline stayed open, so the server ran on with its pipes left to the collector.
+            with suppress(anyio.get_cancelled_exc_class()):
+                await self._end_now(process)
+            raise
+        finally:
+            self._release(process)
+
+    async def _end(self, process: anyio.abc.Process) -> None:
+        """The lifecycle's shutdown: stdin closed, then the lifeline, then the group's SIGKILL."""
         if self.failure is not None and process.returncode is None:
             await self.kill()  # it broke the protocol: no grace period
         if process.stdin is not None:
@@ -189,17 +205,32 @@ class StdioTransport:
             # EOF on the lifeline: the supervisor SIGTERMs every descendant, waits, SIGKILLs them.
             self._close_lifeline()
             if not await self._wait_exit(TERM_GRACE_S):
-                logger.warning("MCP server %s: its supervisor did not exit; killing its process group",
-                               self.launch.server)
-                with suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                if not await self._wait_exit(REAP_TIMEOUT_S):
-                    logger.warning("MCP server %s (pid %d) survived SIGKILL", self.launch.server, process.pid)
+                logger.warning(
+                    "MCP server %s: its supervisor did not exit; killing its process group", self.launch.server
+                )
+                await self._kill_group(process)
         self._close_lifeline()
         for pipe in (process.stdout, process.stderr):
             if pipe is not None:
                 with suppress(Exception):
                     await pipe.aclose()
+
+    async def _end_now(self, process: anyio.abc.Process) -> None:
+        """No grace: ``k`` on the lifeline (the supervisor SIGKILLs every descendant), then the group's SIGKILL."""
+        await self.kill()
+        if not await self._wait_exit(TERM_GRACE_S):
+            await self._kill_group(process)
+
+    async def _kill_group(self, process: anyio.abc.Process) -> None:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if not await self._wait_exit(REAP_TIMEOUT_S):
+            logger.warning("MCP server %s (pid %d) survived SIGKILL", self.launch.server, process.pid)
+
+    def _release(self, process: anyio.abc.Process) -> None:
+        """What needs no await, so no cancel can skip it: the lifeline (its EOF ends the supervisor
+        and everything below it) and the subprocess transport with its pipes."""
+        self._close_lifeline()
         close_transport(process)  # else asyncio warns at garbage collection about an open transport
 
     def _close_lifeline(self) -> None:
