@@ -14,7 +14,8 @@ Flags: ``--silent-if FILE`` never answers initialize while FILE exists; ``--secr
 makes the ``env`` tool report NAME's value; ``--description-file FILE`` reads echo's description
 from FILE at start (a change that survives restarts); ``--die-saying-env NAME`` writes NAME's
 value to stderr and exits at once; ``--no-version`` sends an empty ``serverInfo.version``;
-``--cancel-log FILE`` appends the params of every ``notifications/cancelled`` to FILE.
+``--cancel-log FILE`` appends the params of every ``notifications/cancelled`` to FILE;
+``--linger FILE`` does not exit when its stdin closes, after creating FILE to say it saw the EOF.
 """
 
 import json
@@ -232,6 +233,9 @@ def main():
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         else:
             send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no method {method}"}})
+    if "--linger" in sys.argv:  # a server that does not exit when its stdin closes; it says it saw EOF
+        open(sys.argv[sys.argv.index("--linger") + 1], "w").close()
+        time.sleep(600)
 
 
 if __name__ == "__main__":

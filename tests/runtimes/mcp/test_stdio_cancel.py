@@ -19,9 +19,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from pincer.runtimes.mcp import ServerConnection
+from pincer.runtimes.mcp import connection as connection_module
 from pincer.runtimes.mcp.stdio import StdioLaunch, StdioTransport
 from tests.leaks import child_processes
-from tests.runtimes.mcp.conftest import WAIT_S, pid_alive
+from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, WAIT_S, faulty_config, pid_alive
 
 pytestmark = pytest.mark.anyio
 
@@ -72,5 +74,32 @@ async def test_a_native_cancel_during_shutdown_still_ends_the_server_and_closes_
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         del task
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+async def test_a_session_retired_while_its_server_is_slow_to_stop_leaves_nothing_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_retire`` waits CLOSE_TIMEOUT_S for a stopping session, then cancels its task natively;
+    on a loaded machine the transport's own bounded stop (2 s stdin grace, then the supervisor's)
+    can take longer. Before, that cancel left the server and its supervisor running."""
+    eof_seen = tmp_path / "stdin-closed"
+    conn = ServerConnection(faulty_config("faulty", "--linger", str(eof_seen)))
+    with anyio.fail_after(CALL_TIMEOUT_S):
+        await conn.start()
+    supervisor = conn.pid
+    assert supervisor is not None
+    (server,) = child_processes(supervisor)
+    # The cancel lands inside the transport's stop, which waits out the stdin grace for this server.
+    monkeypatch.setattr(connection_module, "CLOSE_TIMEOUT_S", 0.2)
+    with anyio.fail_after(GONE_TIMEOUT_S):
+        await conn.aclose()
+    assert eof_seen.exists()  # its stdin was closed: the stop had begun
+    await _until("the server outlived its retired session", lambda: not pid_alive(server), GONE_TIMEOUT_S)
+    await _until("the supervisor outlived its retired session",
+                 lambda: supervisor not in child_processes(), GONE_TIMEOUT_S)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
