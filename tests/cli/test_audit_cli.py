@@ -127,9 +127,9 @@ def test_db_prune_deletes_old_answered_approvals_and_keeps_the_audit_log(tmp_pat
         for n, (status, answered) in enumerate((("deny", 1_000.0), ("allow_once", 9e9), ("pending", None))):
             conn.execute(
                 "INSERT INTO approvals (id, created_at, expires_at, session, tool, args, effects, hosts, reason, "
-                "status, answered_at, session_kind, detail) VALUES (?, 1, 9e9, 'main', 't', '{}', '[]', '[]', 'r', "
-                "?, ?, 'main', '{}')",
-                (f"a{n}", status, answered),
+                "status, answered_at, closed_at, session_kind, detail) VALUES (?, 1, 9e9, 'main', 't', '{}', '[]', "
+                "'[]', 'r', ?, ?, ?, 'main', '{}')",
+                (f"a{n}", status, answered, answered),  # closed_at: set with the answer (revision 0008)
             )
     pruned = as_json(pincer(tmp_path, "db", "prune", "--json"))
     assert pruned["pruned"]["approvals"] == 1
