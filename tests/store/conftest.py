@@ -21,7 +21,7 @@ import pytest
 from pincer.store import ApprovalStore, AuditLog, GrantStore, IdempotencyStore
 from pincer.store.runs import RunStore
 from pincer.store.sign_ins import SignInStore
-from pincer.store.sql import Database, open_postgres, open_sqlite
+from pincer.store.sql import Database, Sql, open_postgres, open_sqlite
 from pincer.store.triggers import TriggerStore
 from tests.backends import postgres_server
 
@@ -147,3 +147,17 @@ async def opened() -> AsyncIterator[Opener]:
         yield made
     finally:
         await made.aclose()
+
+
+async def query_plan(db: Database, sql: Sql, params: dict[str, Any], *, sorts: bool = False) -> str:
+    """The database's plan for ``sql`` with ``params``, as text. On PostgreSQL sequential scans
+    (and, unless ``sorts``, sorts) are priced out: a plan that still has one has no index for it."""
+    if db.dialect == "sqlite":
+        rows = await db.fetch_all(Sql("EXPLAIN QUERY PLAN " + sql.text), params)
+        return "\n".join(str(row[-1]) for row in rows)
+    async with db.transaction() as tx:
+        await tx.execute(Sql("SET LOCAL enable_seqscan = off"))
+        if not sorts:
+            await tx.execute(Sql("SET LOCAL enable_sort = off"))
+        rows = await tx.fetch_all(Sql("EXPLAIN " + sql.for_dialect("postgresql")), params)
+    return "\n".join(str(row[0]) for row in rows)

@@ -22,23 +22,9 @@ from hypothesis import strategies as st
 from pincer.store.approvals import Answer, ApprovalRequest, ApprovalStatus, ApprovalStore, _answered_query
 from pincer.store.audit import AuditEntry, _records_query
 from pincer.store.sql import Database, Sql
-from tests.store.conftest import Backend
+from tests.store.conftest import Backend, query_plan
 
 pytestmark = pytest.mark.anyio
-
-
-async def _plan(db: Database, sql: Sql, params: dict[str, Any], *, sorts: bool = False) -> str:
-    """The database's plan for ``sql`` with ``params``, as text. On PostgreSQL sequential scans
-    (and, unless ``sorts``, sorts) are priced out: a plan that still has one has no index for it."""
-    if db.dialect == "sqlite":
-        rows = await db.fetch_all(Sql("EXPLAIN QUERY PLAN " + sql.text), params)
-        return "\n".join(str(row[-1]) for row in rows)
-    async with db.transaction() as tx:
-        await tx.execute(Sql("SET LOCAL enable_seqscan = off"))
-        if not sorts:
-            await tx.execute(Sql("SET LOCAL enable_sort = off"))
-        rows = await tx.fetch_all(Sql("EXPLAIN " + sql.for_dialect("postgresql")), params)
-    return "\n".join(str(row[0]) for row in rows)
 
 
 def _assert_no_table_sort(plan: str, table: str) -> None:
@@ -57,7 +43,7 @@ async def test_the_answered_list_reads_along_an_index_and_never_sorts_the_table(
     db = await backend.db()
     for status in (False, True):
         for tool in (False, True):
-            plan = await _plan(db, _answered_query(session, status, tool, before), _ANSWERED)
+            plan = await query_plan(db, _answered_query(session, status, tool, before), _ANSWERED)
             _assert_no_table_sort(plan, "approvals")
             # One of the (…, closed_at, id) indexes: the one whose equality prefix the filters give.
             wanted = {"approvals_closed"} | ({"approvals_session_closed"} if session else set()) | (
@@ -73,7 +59,7 @@ async def test_a_persons_records_read_along_the_person_index(backend: Backend) -
     params = {"after_id": 0, "tool": "echo", "session": "main", "run_id": "r", "limit": 100, "person": "ann"}
     for tool, session, run_id in ((False, False, False), (True, False, False), (False, True, False),
                                   (True, True, True)):  # fmt: skip
-        plan = await _plan(db, _records_query(tool, session, run_id, True, True), params, sorts=True)
+        plan = await query_plan(db, _records_query(tool, session, run_id, True, True), params, sorts=True)
         assert "SCAN audit\n" not in plan + "\n" and "Seq Scan on audit" not in plan, plan
         if db.dialect == "sqlite":
             assert "SEARCH audit USING INDEX audit_person (person=? AND id>?)" in plan, plan
@@ -93,7 +79,7 @@ async def test_an_audit_page_by_key_reads_along_the_id_not_the_log(backend: Back
     params = {"after_id": 0, "before_id": 5_000, "tool": "echo", "session": "main", "run_id": "r", "limit": 51,
               "person": "ann"}  # fmt: skip
     for tool, session in ((False, False), (True, False), (False, True), (True, True)):
-        plan = await _plan(db, _records_query(tool, session, False, True, person, True), params, sorts=person)
+        plan = await query_plan(db, _records_query(tool, session, False, True, person, True), params, sorts=person)
         assert "SCAN audit\n" not in plan + "\n" and "Seq Scan on audit" not in plan, plan
         if not (person or tool or session):
             # Unfiltered: the id range, newest first, cut at the page with no sort. (A tool or a

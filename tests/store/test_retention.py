@@ -12,8 +12,7 @@ import pytest
 
 from pincer.store.retention import _APPROVALS, _APPROVALS_BATCH, APPROVALS_BATCH, prune, prune_approvals
 from pincer.store.sql import Sql
-from tests.store.conftest import Backend
-from tests.store.test_indexed_reads import _plan
+from tests.store.conftest import Backend, query_plan
 
 DAY = 86_400.0
 NOW = 100 * DAY
@@ -124,7 +123,7 @@ async def test_a_batch_is_read_along_the_closed_at_index_not_the_table(backend: 
     db = await backend.db()
     params = {"before": NOW, "limit": APPROVALS_BATCH}
     for sql in (Sql(_APPROVALS_BATCH), _APPROVALS):
-        plan = await _plan(db, sql, params, sorts=False)
+        plan = await query_plan(db, sql, params, sorts=False)
         assert "SCAN approvals" not in plan and "Seq Scan" not in plan and "Sort" not in plan, plan
         if db.dialect == "sqlite":
             assert "USING INDEX approvals_closed (closed_at<?)" in plan, plan

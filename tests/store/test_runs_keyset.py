@@ -16,23 +16,10 @@ from typing import Any
 import pytest
 
 from pincer.store.runs import RunStore, _list_query
-from pincer.store.sql import Database, Sql
-from tests.store.conftest import Backend
+from pincer.store.sql import Database
+from tests.store.conftest import Backend, query_plan
 
 pytestmark = pytest.mark.anyio
-
-
-async def _plan(db: Database, sql: Sql, params: dict[str, Any]) -> str:
-    """The plan for ``sql``; on PostgreSQL sequential scans and full sorts priced out, so a plan
-    that still holds one has no index for the read."""
-    if db.dialect == "sqlite":
-        rows = await db.fetch_all(Sql("EXPLAIN QUERY PLAN " + sql.text), params)
-        return "\n".join(str(row[-1]) for row in rows)
-    async with db.transaction() as tx:
-        await tx.execute(Sql("SET LOCAL enable_seqscan = off"))
-        await tx.execute(Sql("SET LOCAL enable_sort = off"))
-        rows = await tx.fetch_all(Sql("EXPLAIN " + sql.for_dialect("postgresql")), params)
-    return "\n".join(str(row[0]) for row in rows)
 
 
 @pytest.mark.parametrize("session", [False, True])
@@ -43,7 +30,7 @@ async def test_the_runs_list_reads_along_runs_created_and_never_sorts_the_table(
     db = await backend.db()
     params: dict[str, Any] = {"limit": 51} | ({"session": "agent"} if session else {}) | (
         {"before_at": 5.0, "before_id": "x"} if before else {})  # fmt: skip
-    plan = await _plan(db, _list_query(session, before), params)
+    plan = await query_plan(db, _list_query(session, before), params)
     if db.dialect == "sqlite":
         assert "USING INDEX runs_created" in plan, plan
         assert "TEMP B-TREE FOR ORDER BY" not in plan, plan  # only the right part: one instant's runs

@@ -20,7 +20,6 @@ from typing import Any
 import httpx
 import pytest
 
-from pincer.store.approvals import ApprovalRequest
 from pincer.store.sql import Sql
 from tests.gateway.conftest import LiveGateway, live_gateway
 from tests.gateway.ui.conftest import csrf_of
@@ -67,19 +66,39 @@ def _answered_ids(page: str) -> list[str]:
     return re.findall(r'data-approval-id="([0-9a-z]+)"', answered)
 
 
-def _spy(live: LiveGateway, monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], int]]:
-    """The answered-list reads the pages make: their arguments and how many rows each returned
-    (the real store method runs; this only writes down what it was asked and gave)."""
+def _spy(target: object, method: str, monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], int]]:
+    """The reads the pages make through ``target.method``: their arguments and how many rows each
+    returned (the real store method runs; this only writes down what it was asked and gave)."""
     calls: list[tuple[dict[str, Any], int]] = []
-    real: Callable[..., Awaitable[list[ApprovalRequest]]] = live.pincer.approvals.answered
+    real: Callable[..., Awaitable[list[Any]]] = getattr(target, method)
 
-    async def answered(**kwargs: Any) -> list[ApprovalRequest]:
+    async def spied(**kwargs: Any) -> list[Any]:
         rows = await real(**kwargs)
         calls.append((kwargs, len(rows)))
         return rows
 
-    monkeypatch.setattr(live.pincer.approvals, "answered", answered)
+    monkeypatch.setattr(target, method, spied)
     return calls
+
+
+async def _walk(http: httpx.AsyncClient, url: str, *, kept: str = "") -> list[str]:
+    """The pages from ``url`` on, following each Older link to the end: every Older link a
+    ``before=`` cursor (never a page number) keeping ``kept``, every page after the first
+    linking back to ``url`` as Newest."""
+    pages: list[str] = []
+    next_url: str | None = url
+    while next_url is not None:
+        answer = await http.get(next_url)
+        assert answer.status_code == 200, (next_url, answer.text[:500])
+        pages.append(answer.text)
+        newest = _NEWEST.search(answer.text)
+        assert (newest is None) == (len(pages) == 1), next_url  # the first page is the newest
+        if newest:
+            assert html.unescape(newest.group(1)) == url
+        older = _OLDER.search(answer.text)
+        next_url = html.unescape(older.group(1)) if older else None
+        assert next_url is None or ("before=" in next_url and "page=" not in next_url and kept in next_url)
+    return pages
 
 
 async def test_older_links_visit_every_answered_request_once_and_a_deep_page_reads_only_its_own(
@@ -87,26 +106,15 @@ async def test_older_links_visit_every_answered_request_once_and_a_deep_page_rea
 ) -> None:
     async with live_gateway(pincer_home) as live:
         expected = await _seed(live)
-        calls = _spy(live, monkeypatch)
+        calls = _spy(live.pincer.approvals, "answered", monkeypatch)
         async with _signed_in(live) as http:
+            walked = await _walk(http, "/ui/approvals")
             seen: list[str] = []
-            url: str | None = "/ui/approvals"
-            pages = 0
-            while url is not None:
-                answer = await http.get(url)
-                assert answer.status_code == 200, (url, answer.text[:500])
-                ids = _answered_ids(answer.text)
-                assert 0 < len(ids) <= PER, (url, ids)
+            for page in walked:
+                ids = _answered_ids(page)
+                assert 0 < len(ids) <= PER, ids
                 seen += ids
-                pages += 1
-                newest = _NEWEST.search(answer.text)
-                assert (newest is None) == (pages == 1), url  # the first page is the newest
-                if newest:
-                    assert html.unescape(newest.group(1)) == "/ui/approvals"
-                older = _OLDER.search(answer.text)
-                url = html.unescape(older.group(1)) if older else None
-                if url:
-                    assert "before=" in url and "page=" not in url
+            pages = len(walked)
             assert seen == expected  # every row once, newest first, none skipped at equal times
             assert pages == -(-ROWS // PER)
             # Each page, the 23rd (440 rows deep) as much as the first, read its rows and one more.
@@ -126,7 +134,7 @@ async def test_a_forged_cursor_is_refused_naming_before_and_never_echoed(
 
     async with live_gateway(pincer_home) as live:
         await _seed(live)
-        calls = _spy(live, monkeypatch)
+        calls = _spy(live.pincer.approvals, "answered", monkeypatch)
         async with _signed_in(live) as http:
             for forged in ("not-a-cursor!", "AAAA", cursor_of(["1.5", "x"]), cursor_of([1.5]),
                            cursor_of([1.5, "x", 3]), "eyJ" + "A" * 600, "W05hTiwieCJd"):  # fmt: skip
@@ -152,33 +160,18 @@ async def test_the_audit_pages_by_record_id_and_a_deep_page_reads_only_its_own(
     """``/ui/audit`` pages by key too: before, ``?page=N`` read the newest N*per records (and a
     page past 10,000 records was out of reach)."""
     from pincer.gateway.ui.paging import cursor_of
-    from pincer.store.audit import AuditEntry, AuditRecord
+    from pincer.store.audit import AuditEntry
 
     async with live_gateway(pincer_home) as live:
         entries = [AuditEntry(session="main", caller="test", tool=f"tool_{n % 4}", decision="allow", reason="seeded",
                               outcome="ok", ts=time.time()) for n in range(AUDIT_RECORDS)]  # fmt: skip
         await live.pincer.audit.append_with(entries)
-        calls: list[tuple[dict[str, Any], int]] = []
-        real: Callable[..., Awaitable[list[AuditRecord]]] = live.pincer.audit.records
-
-        async def records(**kwargs: Any) -> list[AuditRecord]:
-            found = await real(**kwargs)
-            calls.append((kwargs, len(found)))
-            return found
-
         async with _signed_in(live) as http:
-            expected = [r.id for r in reversed(await real())]
+            expected = [r.id for r in reversed(await live.pincer.audit.records())]
             assert len(expected) >= AUDIT_RECORDS
-            monkeypatch.setattr(live.pincer.audit, "records", records)
-            seen: list[int] = []
-            url: str | None = f"/ui/audit?per={AUDIT_PER}"
-            while url is not None:
-                answer = await http.get(url)
-                assert answer.status_code == 200, (url, answer.text[:500])
-                seen += [int(i) for i in re.findall(r'<td data-label="Record"><a href="/ui/audit/(\d+)">', answer.text)]
-                older = _OLDER.search(answer.text)
-                url = html.unescape(older.group(1)) if older else None
-                assert url is None or ("before=" in url and "page=" not in url)
+            calls = _spy(live.pincer.audit, "records", monkeypatch)
+            seen = [int(i) for page in await _walk(http, f"/ui/audit?per={AUDIT_PER}")
+                    for i in re.findall(r'<td data-label="Record"><a href="/ui/audit/(\d+)">', page)]  # fmt: skip
             assert seen == expected
             pages = -(-len(expected) // AUDIT_PER)
             assert len(calls) == pages and all(k["limit"] == AUDIT_PER + 1 and n <= AUDIT_PER + 1 for k, n in calls)
@@ -203,7 +196,6 @@ async def test_the_runs_list_pages_by_key_and_a_deep_page_reads_only_its_own(
     at one instant (ten at a time here, ids out of creation order) are neither skipped nor
     repeated across a page's edge; a filtered page reads a bounded window and leads on past it."""
     from pincer.gateway.ui.paging import cursor_of
-    from pincer.store.runs import RunRow
 
     async with live_gateway(pincer_home) as live:
         base = time.time() - 3_600
@@ -215,31 +207,11 @@ async def test_the_runs_list_pages_by_key_and_a_deep_page_reads_only_its_own(
                                           now=at)  # fmt: skip
             await live.pincer.runs.update(run_id, status="done")
         expected = [run_id for _, run_id in sorted(made, reverse=True)]
-        calls: list[tuple[dict[str, Any], int]] = []
-        real: Callable[..., Awaitable[list[RunRow]]] = live.pincer.runs.list
-
-        async def listed(**kwargs: Any) -> list[RunRow]:
-            found = await real(**kwargs)
-            calls.append((kwargs, len(found)))
-            return found
-
-        monkeypatch.setattr(live.pincer.runs, "list", listed)
+        calls = _spy(live.pincer.runs, "list", monkeypatch)
         async with _signed_in(live) as http:
-            seen: list[str] = []
-            url: str | None = f"/ui/runs?per={RUNS_PER}"
-            pages = 0
-            while url is not None:
-                answer = await http.get(url)
-                assert answer.status_code == 200, (url, answer.text[:500])
-                seen += _RUN_ID.findall(answer.text)
-                pages += 1
-                newest = _NEWEST.search(answer.text)
-                assert (newest is None) == (pages == 1), url
-                if newest:
-                    assert html.unescape(newest.group(1)) == f"/ui/runs?per={RUNS_PER}"
-                older = _OLDER.search(answer.text)
-                url = html.unescape(older.group(1)) if older else None
-                assert url is None or ("before=" in url and "page=" not in url and f"per={RUNS_PER}" in url)
+            walked = await _walk(http, f"/ui/runs?per={RUNS_PER}", kept=f"per={RUNS_PER}")
+            seen = [run_id for page in walked for run_id in _RUN_ID.findall(page)]
+            pages = len(walked)
             assert seen == expected  # every run once, newest first, none skipped at equal times
             assert pages == -(-RUNS // RUNS_PER) == len(calls)
             assert all(k["limit"] == RUNS_PER + 1 and n <= RUNS_PER + 1 for k, n in calls), calls
@@ -252,15 +224,8 @@ async def test_the_runs_list_pages_by_key_and_a_deep_page_reads_only_its_own(
             # through a window of 30 runs only (a window that fills up leads on past its end).
             monkeypatch.setattr("pincer.gateway.ui.runs.MAX_RUNS_LISTED", 30)
             calls.clear()
-            url = "/ui/runs?skill=daily&per=7"
-            daily: list[str] = []
-            while url is not None:
-                answer = await http.get(url)
-                assert answer.status_code == 200, (url, answer.text[:500])
-                daily += _RUN_ID.findall(answer.text)
-                older = _OLDER.search(answer.text)
-                url = html.unescape(older.group(1)) if older else None
-                assert url is None or "skill=daily" in url
+            walked = await _walk(http, "/ui/runs?skill=daily&per=7", kept="skill=daily")
+            daily = [run_id for page in walked for run_id in _RUN_ID.findall(page)]
             assert daily == [r for r in expected if r in daily_ids] and len(daily) == 10
             assert all(k["limit"] == 30 and n <= 30 for k, n in calls), calls
             # Some page led on from the end of its window, not from a run it showed.

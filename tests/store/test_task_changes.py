@@ -7,9 +7,6 @@ Before: a blocked ``tasks/result`` slept 0.2 s between reads of its row whatever
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import anyio
 import pytest
 
@@ -21,16 +18,6 @@ from tests.gateway.test_tasks_status import within
 from tests.store.conftest import Backend
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    """The store tests' backends (tests/store/conftest.py), here for a gateway part."""
-    made = Backend(request.param, tmp_path)
-    try:
-        yield made
-    finally:
-        await made.aclose()
 
 
 async def _waiting(store: TaskStore, approval: str) -> str:
