@@ -7,8 +7,8 @@ rows, each its own short transaction read along the ``(closed_at, id)`` index: a
 longer than one batch, so calls that ask, and answers, go on between batches. Finished agent runs
 with their transcripts, and the payloads webhooks delivered (the firing itself stays, as
 history), are deleted in one transaction after. Anything still open (a pending request, a
-running run, a firing on its way) is never touched. Any gateway may prune (the statements are idempotent; several at once delete
-each row once); ``pincer db prune`` does it at once.
+running run, a firing on its way) is never touched. Any gateway may prune (the statements are
+idempotent; several at once delete each row once); ``pincer db prune`` does it at once.
 
 The audit log is not pruned here: its records leave the database only through ``pincer audit
 archive`` (store/audit_archive.py), which writes them into signed segments first.

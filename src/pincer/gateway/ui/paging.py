@@ -33,11 +33,13 @@ KeyPart = float | int | str
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Paged:
+    """A page of a list: ``newer`` links back to the newest page (every list pages by key, so
+    there is no page just before this one to link to), ``older`` on past the last shown row."""
+
     rows: list[Any]
     newer: str | None
     older: str | None
     shown: str
-    newer_label: str = "Newest"  # the link back goes to the newest page
 
 
 def filter_value(request: Request, name: str) -> str:
