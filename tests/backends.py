@@ -22,6 +22,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -100,10 +101,57 @@ def _stop_children() -> None:
 
 atexit.register(_stop_children)
 
+# atexit runs only when the test process ends by itself. One killed from outside (pytest-timeout's
+# thread method, xdist replacing a crashed worker, a CI job cancelled) used to leave its PostgreSQL
+# and Redis running for good, each in a session of its own. A reaper, started with the first
+# server, holds the read end of a pipe only this process writes to: when the process dies, however
+# it dies, the pipe ends and the reaper stops every server it was told of (its whole process
+# group, SIGKILL after a grace) and removes their directories.
+_REAPER_SCRIPT = """
+import os, shutil, signal, sys, time
+def running(pid):  # a zombie no longer counts: PID 1 in a container may never reap it
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+groups, roots = [], []
+for line in sys.stdin:
+    kind, _, value = line.rstrip("\\n").partition(" ")
+    (groups if kind == "group" else roots).append(value)
+for sig, grace in ((signal.SIGINT, 10.0), (signal.SIGKILL, 0.0)):
+    for group in groups:
+        try:
+            os.killpg(int(group), sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(running(g) for g in groups):
+        time.sleep(0.1)
+for root in roots:
+    shutil.rmtree(root, ignore_errors=True)
+"""
+_reaper: list[subprocess.Popen[bytes]] = []
+
+
+def _reap_on_death(*, group: int, root: Path) -> None:
+    """Tell the reaper (started on first use) of a server's process group and directory."""
+    if not _reaper:
+        reaper = subprocess.Popen(
+            [sys.executable, "-c", _REAPER_SCRIPT],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        _reaper.append(reaper)
+    stdin = _reaper[0].stdin
+    assert stdin is not None
+    stdin.write(f"group {group}\nroot {root}\n".encode())
+    stdin.flush()
+
 
 def session_server_pids() -> set[int]:
-    """The processes of the servers kept for the whole session (tests/leaks.py leaves them be)."""
-    return {process.pid for process, _ in _children}
+    """The processes of the servers kept for the whole session, and their reaper (tests/leaks.py
+    leaves them be)."""
+    return {process.pid for process, _ in _children} | {reaper.pid for reaper in _reaper}
 
 
 def _as_postgres_user(argv: list[str]) -> list[str]:
@@ -119,6 +167,7 @@ def postgres_server() -> PostgresServer:
     cluster = _PostgresCluster.create()
     process = cluster.start()
     _children.append((process, cluster.log))
+    _reap_on_death(group=process.pid, root=cluster.root)
     atexit.register(shutil.rmtree, cluster.root, True)
     _started["postgres"] = cluster.server
     return cluster.server
@@ -228,6 +277,7 @@ def redis_server() -> RedisServer:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     _children.append((process, None))
+    _reap_on_death(group=process.pid, root=root)
     atexit.register(shutil.rmtree, root, True)
     server = RedisServer(host="127.0.0.1", port=port, pid=process.pid)
     _wait_for(lambda: _redis_ready(server), what="Redis", process=process)
