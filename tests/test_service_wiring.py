@@ -24,7 +24,8 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "pincer"
-BELOW = ("llm", "hub", "builder", "triggers", "gateway")
+# packages, and single modules below the service (reload.py follows the home for it)
+BELOW = ("llm", "hub", "builder", "triggers", "gateway", "reload.py")
 
 # path (under src/pincer) -> why it may hold the Pincer
 ALLOWED: dict[str, str] = {
@@ -82,7 +83,8 @@ def findings_in(path: Path, rel: str) -> list[str]:
 def service_holders() -> list[str]:
     found: list[str] = []
     for package in BELOW:
-        for path in sorted((SRC / package).rglob("*.py")):
+        target = SRC / package
+        for path in [target] if target.is_file() else sorted(target.rglob("*.py")):
             rel = path.relative_to(SRC).as_posix()
             if rel in ALLOWED:
                 continue

@@ -27,9 +27,10 @@ Polling, not inotify: it works on every filesystem and costs a few ``stat`` call
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -39,30 +40,25 @@ from pincer.core.errors import PincerError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["watch_state", "STATE_WATCH_INTERVAL_S", "live_config_changes", "policy_changes", "POLICY_SECTIONS"]
+__all__ = ["ReloadServices", "watch_state", "STATE_WATCH_INTERVAL_S", "live_config_changes", "policy_changes", "POLICY_SECTIONS"]
 
 STATE_WATCH_INTERVAL_S = 1.0
 
 Stamp = tuple[tuple[str, int, int], ...]
 
 
-class Reloadable(Protocol):
-    """What :func:`watch_state` drives (``pincer.service.Pincer``, which imports this module)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReloadServices:
+    """What :func:`watch_state` drives when something under the home changes: made by
+    ``Pincer.reload_services()`` (service.py imports this module, never the other way)."""
 
-    @property
-    def home(self) -> Path: ...
-
-    async def apply_config(self, config: Config) -> None: ...
-
-    async def reload_wasm_tools(self) -> None: ...
-
-    async def reload_script_tools(self) -> None: ...
-
-    async def reload_mcp_servers(self) -> None: ...
-
-    async def reload_openapi_services(self) -> None: ...
-
-    async def reload_hub_artifacts(self, kinds: frozenset[str] | None = None) -> None: ...
+    home: Path
+    apply_config: Callable[[Config], Awaitable[None]]
+    reload_wasm_tools: Callable[[], Awaitable[None]]
+    reload_script_tools: Callable[[], Awaitable[None]]
+    reload_mcp_servers: Callable[[], Awaitable[None]]
+    reload_openapi_services: Callable[[], Awaitable[None]]
+    reload_hub_artifacts: Callable[[frozenset[str] | None], Awaitable[None]]
 
 
 def _stamp(path: Path) -> Stamp:
@@ -155,7 +151,7 @@ class _Watched:
 
 
 async def watch_state(
-    pincer: Reloadable,
+    services: ReloadServices,
     interval_s: float = STATE_WATCH_INTERVAL_S,
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -165,7 +161,7 @@ async def watch_state(
     from pincer.runtimes.openapi.config import SERVICES_FILE
     from pincer.runtimes.script.installed import script_dir
 
-    home: Path = pincer.home
+    home = services.home
 
     async def reload_config() -> None:
         try:
@@ -173,16 +169,16 @@ async def watch_state(
         except PincerError as exc:
             logger.error("%s was not applied, the running config stays: %s", home / CONFIG_FILENAME, exc)
             return
-        await pincer.apply_config(config)
+        await services.apply_config(config)
 
     watched = [
         _Watched("config.toml", (home / CONFIG_FILENAME,), reload_config),
-        _Watched("WASM tools", (home / "tools" / "wasm",), pincer.reload_wasm_tools),
-        _Watched("script tools", (script_dir(home), home / "exec-approvals.json"), pincer.reload_script_tools),
-        _Watched("MCP servers", (home / SERVERS_FILE,), pincer.reload_mcp_servers),
-        _Watched("OpenAPI services", (home / SERVICES_FILE,), pincer.reload_openapi_services),
+        _Watched("WASM tools", (home / "tools" / "wasm",), services.reload_wasm_tools),
+        _Watched("script tools", (script_dir(home), home / "exec-approvals.json"), services.reload_script_tools),
+        _Watched("MCP servers", (home / SERVERS_FILE,), services.reload_mcp_servers),
+        _Watched("OpenAPI services", (home / SERVICES_FILE,), services.reload_openapi_services),
     ]
-    reload_hub = pincer.reload_hub_artifacts
+    reload_hub = services.reload_hub_artifacts
     lock_path = home / "pincer.lock"
     kinds_before = [_locked_kinds(lock_path)]
 

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from pincer.llm.loop import AgentLoop
     from pincer.llm.services import DelegateServices, RunnerServices
     from pincer.policy.grants import Grant
+    from pincer.reload import ReloadServices
     from pincer.runtimes.mcp.config import ServerConfig
     from pincer.runtimes.mcp.runtime import McpRuntime
     from pincer.runtimes.native.skill_roots import SkillRootGuard
@@ -425,7 +426,7 @@ class Pincer:
             if self.home_sync.is_shared:
                 tg.start_soon(self._follow_shared_home)
             tg.start_soon(self._follow_retention)
-            await watch_state(self, interval, task_status=task_status)
+            await watch_state(self.reload_services(), interval, task_status=task_status)
 
     async def prune_store(self) -> Pruned:
         """Delete what ``[retention]`` says is old enough (store/retention.py): the counts."""
@@ -803,6 +804,16 @@ class Pincer:
         return TriggerServices(
             store=self.trigger_store, audit=self.audit, config=lambda: self.config, skills=lambda: self.skills,
             scanner=self.scanner,
+        )  # fmt: skip
+
+    def reload_services(self) -> ReloadServices:
+        """What following the home drives when something under it changes (reload.py)."""
+        from pincer.reload import ReloadServices
+
+        return ReloadServices(
+            home=self.home, apply_config=self.apply_config, reload_wasm_tools=self.reload_wasm_tools,
+            reload_script_tools=self.reload_script_tools, reload_mcp_servers=self.reload_mcp_servers,
+            reload_openapi_services=self.reload_openapi_services, reload_hub_artifacts=self.reload_hub_artifacts,
         )  # fmt: skip
 
     @property
