@@ -177,3 +177,13 @@ def test_a_filtered_window_leads_on_to_every_match_once(times: list[int], per: i
     else:
         raise AssertionError("the Older links never ended")
     assert seen == matches
+
+
+def test_a_cursor_holds_the_longest_key_of_the_widest_characters() -> None:
+    """Found by the property above: a 128-character id of characters outside the BMP made a cursor
+    over the parser's bound (JSON's \\u escapes: 12 characters each), so its own Older link was
+    refused."""
+    from pincer.gateway.ui.paging import MAX_KEY_TEXT, cursor_of
+
+    for at, approval_id in ((0.0, "\U0001ca29" * MAX_KEY_TEXT), (-1.7976931348623157e308, "𐀀" * MAX_KEY_TEXT)):
+        assert _keyset(cursor_of([at, approval_id])).before == (at, approval_id)

@@ -25,7 +25,9 @@ __all__ = [
 
 MAX_PER_PAGE = 200
 MAX_FILTER_CHARS = 256  # a filter longer than any tool, session or skill name matches nothing anyway
-MAX_CURSOR_CHARS = 512  # ours are well under (a time and a 32-character id); longer is not one of ours
+# Ours are well under (a time and a 32-character id); the bound still holds any key of MAX_KEY_TEXT
+# characters, four UTF-8 bytes each, in base64 (723 characters). Longer is not one of ours.
+MAX_CURSOR_CHARS = 1024
 MAX_KEY_TEXT = 128  # a text part of a key: an id, never longer
 _CURSOR = re.compile(r"[A-Za-z0-9_-]+")
 KeyPart = float | int | str
@@ -60,7 +62,7 @@ class KeysetRequest:
 
 def cursor_of(key: Sequence[KeyPart]) -> str:
     """The opaque ``?before=`` value for a row's sort key."""
-    text = json.dumps(list(key), separators=(",", ":"), allow_nan=False)
+    text = json.dumps(list(key), separators=(",", ":"), allow_nan=False, ensure_ascii=False)
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
