@@ -495,7 +495,7 @@ def test_a_postgres_database_at_revision_0005_gains_what_0006_and_0007_add_and_k
 # Put back by hand: a database at the head whose alembic_version was set to an older revision
 # (a backup's version row restored over a newer file, an operator's UPDATE). Each revision after
 # it finds its tables, columns and index already there and must leave them, and their rows, alone.
-_PUT_BACK_TO = ("0001", "0002", "0003", "0004", "0005", "0006")
+_PUT_BACK_TO = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 
 
 @pytest.mark.parametrize("revision", _PUT_BACK_TO)
@@ -535,6 +535,93 @@ def test_a_postgres_database_put_back_to_an_older_revision_by_hand_opens_at_head
     assert (state.revision, after_state.revision) == (revision, HEAD)
     assert _every_row(_postgres_engine(pg_url)) == before
     assert _differences(_postgres_engine(pg_url)) == []
+
+
+# -- revision 0009: the runs' and the payloads' indexes --------------------------------------
+
+_AT_0008 = (
+    "INSERT INTO runs (id, created_at, updated_at, ended_at, skill, params, trigger, session, provider, model, "
+    "status, usage) VALUES ('ended', 1, 5, 4, 'daily', '{}', 'cli', 'main', 'p', 'm', 'done', '{}')",
+    # finished, but written without ended_at (by hand, or a pincer before ended_at was always set)
+    "INSERT INTO runs (id, created_at, updated_at, ended_at, skill, params, trigger, session, provider, model, "
+    "status, usage) VALUES ('no-end', 2, 7, NULL, NULL, '{}', 'cli', 'agent', 'p', 'm', 'failed', '{}')",
+    "INSERT INTO runs (id, created_at, updated_at, ended_at, skill, params, trigger, session, provider, model, "
+    "status, usage) VALUES ('running', 3, 8, NULL, NULL, '{}', 'cli', 'main', 'p', 'm', 'running', '{}')",
+    "INSERT INTO run_messages (run_id, seq, ts, role, body) VALUES ('ended', 1, 1, 'user', 'hi')",
+    "INSERT INTO trigger_firings (id, ts, kind, name, fired_by, session, params, payload, run_id, status) "
+    "VALUES ('f1', 1, 'hook', 'h', 'hook:h', 'main', '{}', '{}', 'ended', 'done')",
+)
+_INDEXES_0009 = {
+    "runs": {"runs_created": ["created_at", "id"], "runs_session_created": ["session", "created_at", "id"],
+             "runs_status_created": ["status", "created_at", "id"], "runs_skill_created": ["skill", "created_at", "id"],
+             "runs_ended": ["ended_at", "id"]},
+    "trigger_firings": {"trigger_firings_payload": ["ts", "id"]},
+}  # fmt: skip
+
+
+def _indexes_0009(engine: sa.Engine) -> dict[str, dict[str, list[str]]]:
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            return {t: {str(i["name"]): list(i["column_names"]) for i in inspector.get_indexes(t) if i["name"] in wanted}
+                    for t, wanted in _INDEXES_0009.items()}  # fmt: skip
+    finally:
+        engine.dispose()
+
+
+def _check_0008_to_0009(engine: sa.Engine, upgrade: Any) -> None:
+    """``engine``'s database at revision 0008 with ``_AT_0008`` in it: 0009 gives it its indexes
+    (``runs_created`` one column longer), keeps every row, and fills ``ended_at`` of a finished run
+    that lacked it (what the runs' retention reads by) from ``updated_at``, and only there."""
+    old = _indexes_0009(engine)
+    assert old == {"runs": {"runs_created": ["created_at"]}, "trigger_firings": {}}, old
+    old_columns = _columns(engine)
+    before = _every_row(engine)
+    assert len(before["runs"]) >= 3 and before["trigger_firings"]
+    upgrade()
+    assert _indexes_0009(engine) == _INDEXES_0009
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).all() == [(HEAD,)]
+        ended = dict(conn.execute(sa.text("SELECT id, ended_at FROM runs WHERE id IN ('ended', 'no-end', 'running')")).all())
+    engine.dispose()
+    assert ended == {"ended": 4.0, "no-end": 7.0, "running": None}
+    after = _every_row(engine, on=old_columns)
+    assert {t: rows for t, rows in after.items() if t != "runs"} == {t: rows for t, rows in before.items() if t != "runs"}
+    patched = [tuple(7.0 if (row[0] == "no-end" and c == "ended_at") else v for c, v in zip(old_columns["runs"], row,
+               strict=True)) for row in before["runs"]]  # fmt: skip
+    assert after["runs"] == sorted(patched, key=repr)
+    assert _differences(engine) == []
+
+
+def test_a_sqlite_database_at_revision_0008_gains_0009s_indexes_and_keeps_its_rows(tmp_path: Path) -> None:
+    from pincer.store.sql.migrate import _sqlite_engine as migrate_engine
+
+    path = main_sqlite(tmp_path)
+    _upgrade_to(migrate_engine(path), "0008")
+    with sqlite3.connect(path) as conn:
+        for statement in _AT_0008:
+            conn.execute(statement)
+
+    def upgrade() -> None:
+        assert prepare_sqlite(path).revision == "0008"
+
+    _check_0008_to_0009(_sqlite_engine(path), upgrade)
+
+
+def test_a_postgres_database_at_revision_0008_gains_0009s_indexes_and_keeps_its_rows(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(main_postgres_sql().encode())
+    engine = _postgres_engine(pg_url)
+    _upgrade_to(engine, "0008")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in _AT_0008:
+            conn.execute(statement.encode())
+
+    def upgrade() -> None:
+        state, after_state = upgrade_postgres(pg_url)
+        assert (state.revision, after_state.revision) == ("0008", HEAD)
+
+    _check_0008_to_0009(engine, upgrade)
 
 
 # -- a revision that fails, a server that is not there -----------------------------------------

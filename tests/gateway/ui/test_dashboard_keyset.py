@@ -194,7 +194,8 @@ async def test_the_runs_list_pages_by_key_and_a_deep_page_reads_only_its_own(
     read 151 rows to show 25). Now each Older link carries the last shown run's
     ``(created_at, id)`` and a page reads its own runs and one more, however deep. Runs created
     at one instant (ten at a time here, ids out of creation order) are neither skipped nor
-    repeated across a page's edge; a filtered page reads a bounded window and leads on past it."""
+    repeated across a page's edge. A page filtered by status or skill asks the store for its page
+    and one more matching run (before: a window of 5,000 runs, filtered in Python)."""
     from pincer.gateway.ui.paging import cursor_of
 
     async with live_gateway(pincer_home) as live:
@@ -220,16 +221,19 @@ async def test_the_runs_list_pages_by_key_and_a_deep_page_reads_only_its_own(
             ]
             assert calls[0][0]["before"] is None and calls[-1][1] == RUNS - (pages - 1) * RUNS_PER
 
-            # Filtered by skill: the matches, every one once, newest first, though each page looks
-            # through a window of 30 runs only (a window that fills up leads on past its end).
-            monkeypatch.setattr("pincer.gateway.ui.runs.MAX_RUNS_LISTED", 30)
-            calls.clear()
-            walked = await _walk(http, "/ui/runs?skill=daily&per=7", kept="skill=daily")
-            daily = [run_id for page in walked for run_id in _RUN_ID.findall(page)]
-            assert daily == [r for r in expected if r in daily_ids] and len(daily) == 10
-            assert all(k["limit"] == 30 and n <= 30 for k, n in calls), calls
-            # Some page led on from the end of its window, not from a run it showed.
-            assert any(k["before"] and k["before"][1] not in daily_ids for k, _ in calls), calls
+            # Filtered by skill (and by status): the matches, every one once, newest first, each
+            # page's read asking the store for its page and one more run (the filter is in SQL).
+            for query, matching in (("skill=daily", daily_ids), ("status=done&skill=daily", daily_ids),
+                                    ("status=failed", set())):  # fmt: skip
+                calls.clear()
+                walked = await _walk(http, f"/ui/runs?{query}&per=3", kept=query.split("&")[-1])
+                shown = [run_id for page in walked for run_id in _RUN_ID.findall(page)]
+                assert shown == [r for r in expected if r in matching], query
+                assert len(calls) == max(1, -(-len(matching) // 3)), (query, calls)
+                assert all(k["limit"] == 4 and n <= 4 for k, n in calls), calls
+                for k, _ in calls:
+                    assert (k["skill"], k["status"]) == (("daily" if "skill" in query else None),
+                                                         query.split("status=")[1].split("&")[0] if "status" in query else None)  # fmt: skip
 
             calls.clear()
             for forged in ("abc", cursor_of([1.5]), cursor_of(["1.5", "x"]), cursor_of([1.5, 7]), cursor_of([True, "x"])):
@@ -238,3 +242,31 @@ async def test_the_runs_list_pages_by_key_and_a_deep_page_reads_only_its_own(
                 assert refused.status_code == 400 and "before: not a position in this list" in text, forged
                 assert "Older links from /ui/runs" in text and forged not in text, forged
             assert calls == []  # nothing was read for a refused address
+
+
+async def test_a_filtered_audit_page_reads_its_page_and_one_more(pincer_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/ui/audit?decision=&since=&until=``: the filters are in the store's read, so each page asks
+    for ``per`` and one more matching record, every match once, newest first (before: a window of
+    10,000 records before the cursor, filtered in Python, a page of the window's matches)."""
+    from pincer.store.audit import AuditEntry
+
+    async with live_gateway(pincer_home) as live:
+        base = 1_000_000.0
+        entries = [AuditEntry(session="main", caller="test", tool="echo", decision=("allow", "deny", "ask")[n % 3],
+                              reason="seeded", outcome="ok", ts=base + n // 4) for n in range(AUDIT_RECORDS)]  # fmt: skip
+        await live.pincer.audit.append_with(entries)
+        async with _signed_in(live) as http:
+            everything = list(reversed(await live.pincer.audit.records()))
+            calls = _spy(live.pincer.audit, "records", monkeypatch)
+            for query, keep in (("decision=deny", lambda r: r.decision == "deny"),
+                                (f"since={base + 10}&until={base + 20}", lambda r: base + 10 <= r.ts <= base + 20),
+                                (f"decision=ask&since={base + 25}", lambda r: r.decision == "ask" and r.ts >= base + 25)):  # fmt: skip
+                calls.clear()
+                walked = await _walk(http, f"/ui/audit?{query}&per=6", kept=query.split("&")[0])
+                seen = [int(i) for page in walked
+                        for i in re.findall(r'<td data-label="Record"><a href="/ui/audit/(\d+)">', page)]  # fmt: skip
+                wanted = [r.id for r in everything if keep(r)]
+                assert seen == wanted and wanted, query
+                assert len(calls) == -(-len(wanted) // 6), (query, calls)
+                assert all(k["limit"] == 7 and n <= 7 for k, n in calls), calls
+                assert "searches" not in "".join(walked)  # no window to search on past
