@@ -48,14 +48,16 @@ _MESSAGES = Sql(
 
 
 @cache
-def _list_query(session: bool, before: bool) -> Sql:
-    """Newest first by ``created_at`` along ``runs_created``; ``id`` only orders runs created at the
-    same instant, so a page by key (``before``: the ``(created_at, id)`` a page ended on) neither
-    skips nor repeats one. The index holds ``created_at`` alone: the database sorts each group of
-    equal times as it reads (SQLite: "RIGHT PART OF ORDER BY"; PostgreSQL: an incremental sort),
-    never the table."""
-    clauses = (["session = :session"] if session else []) + (
-        ["created_at <= :before_at AND (created_at < :before_at OR id < :before_id)"] if before else [])  # fmt: skip
+def _list_query(*, session: bool, status: bool = False, skill: bool = False, before: bool = False) -> Sql:
+    """Newest first by ``(created_at, id)``, the filters asked for in the WHERE, cut at ``:limit``:
+    a page by key (``before``: the ``(created_at, id)`` a page ended on) neither skips nor repeats
+    a run, and a filtered page reads only the runs it shows (and one more). Each filter has an
+    index ``(column, created_at, id)`` (revision 0009) and ``runs_created`` is ``(created_at,
+    id)``: whichever the database picks, it reads along it from the cursor with no sort; a second
+    filter is tested on the rows that index gives."""
+    clauses = [f"{c} = :{c}" for c, on in (("session", session), ("status", status), ("skill", skill)) if on]
+    if before:
+        clauses.append("created_at <= :before_at AND (created_at < :before_at OR id < :before_id)")
     where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
     return Sql(f"SELECT {_ROW} FROM runs {where}ORDER BY created_at DESC, id DESC LIMIT :limit")
 
@@ -237,14 +239,25 @@ class RunStore:
         return [RunMessage(seq=r[0], ts=r[1], role=r[2], body=json.loads(r[3]), audit_id=r[4]) for r in rows]
 
     async def list(
-        self, *, session: str | None = None, limit: int = 50, before: tuple[float, str] | None = None
+        self,
+        *,
+        session: str | None = None,
+        limit: int = 50,
+        before: tuple[float, str] | None = None,
+        status: str | None = None,
+        skill: str | None = None,
     ) -> builtins.list[RunRow]:
-        """Newest first (by ``created_at``, then ``id``); with ``before`` (the ``(created_at, id)``
-        of the last run a page showed), only the runs after it in that order."""
-        params: dict[str, Any] = {"limit": int(limit)} | ({"session": session} if session is not None else {})
+        """Newest first (by ``created_at``, then ``id``), at most ``limit``; with ``before`` (the
+        ``(created_at, id)`` of the last run a page showed), only the runs after it in that order;
+        ``status``, ``skill``: only the runs that had them when read (a running run found orphaned
+        on the way is returned as the failed run it is)."""
+        asked = {"session": session, "status": status, "skill": skill}
+        params: dict[str, Any] = {"limit": int(limit)} | {k: v for k, v in asked.items() if v is not None}
         if before is not None:
             params |= {"before_at": float(before[0]), "before_id": str(before[1])}
-        rows = await self._db.fetch_all(_list_query(session is not None, before is not None), params)
+        sql = _list_query(session=session is not None, status=status is not None, skill=skill is not None,
+                          before=before is not None)  # fmt: skip
+        rows = await self._db.fetch_all(sql, params)
         return [await self._settle(_to_row(row), row[16]) for row in rows]
 
     async def _settle(self, row: RunRow, owner: str | None) -> RunRow:

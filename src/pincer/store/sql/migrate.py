@@ -46,7 +46,7 @@ __all__ = [
 
 DB_FILENAME = "pincer.db"
 # The revisions this pincer knows, oldest first; a test holds them equal to Alembic's scripts.
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
 HEAD = REVISIONS[-1]
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _UPGRADE_LOCK = 0x70696E63  # the advisory lock `pincer db upgrade` holds ("pinc", as before Alembic)

@@ -221,7 +221,14 @@ runs = sa.Table(
     sa.Column("owner", sa.Text),
     sa.Column("cancel_requested", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("person", sa.Text),  # the person who started it (their token); NULL: no person
-    sa.Index("runs_created", "created_at"),
+    # The list, newest first, by (created_at, id), whole or filtered by one column: each filter's
+    # page is a range of its own index, read from the cursor with no sort (revision 0009).
+    sa.Index("runs_created", "created_at", "id"),
+    sa.Index("runs_session_created", "session", "created_at", "id"),
+    sa.Index("runs_status_created", "status", "created_at", "id"),
+    sa.Index("runs_skill_created", "skill", "created_at", "id"),
+    # Retention: the finished runs, oldest ended first, a batch at a time (a running run has none).
+    sa.Index("runs_ended", "ended_at", "id"),
 )  # fmt: skip
 
 run_messages = sa.Table(
@@ -254,6 +261,8 @@ trigger_jobs = sa.Table(
 )  # fmt: skip
 
 _OPEN_FIRINGS = sa.text("status IN ('queued', 'starting', 'started')")
+# The webhook payloads retention may clear: delivered (the firing no longer on its way), still held.
+_HELD_PAYLOADS = "payload IS NOT NULL AND kind = 'hook' AND status NOT IN ('queued', 'starting', 'started')"
 trigger_firings = sa.Table(
     "trigger_firings", metadata,
     sa.Column("id", sa.Text, primary_key=True),
@@ -277,6 +286,9 @@ trigger_firings = sa.Table(
     # Only the firings still on their way (queued, being started, running) are looked up by state.
     sa.Index("trigger_firings_open", "status", "ts", sqlite_where=_OPEN_FIRINGS, postgresql_where=_OPEN_FIRINGS),
     sa.Index("trigger_firings_by_name", "kind", "name", "ts"),
+    # Retention clears them oldest first, a batch at a time; a cleared one leaves the index.
+    sa.Index("trigger_firings_payload", "ts", "id", sqlite_where=sa.text(_HELD_PAYLOADS),
+             postgresql_where=sa.text(_HELD_PAYLOADS)),
 )  # fmt: skip
 
 trigger_deliveries = sa.Table(
