@@ -620,13 +620,19 @@ class AuditLog:
         run_id: str | None = None,
         person: str | None = None,
         before_id: int | None = None,
+        decision: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[AuditRecord]:
         """Records newest last; ``limit`` keeps the newest ``limit``. ``person``: only the records
         naming that person, behind the call or behind its approval. ``before_id``: only records
-        older than that one (a page by key: a range on the id, however deep)."""
-        sql = _records_query(bool(tool), bool(session), bool(run_id), bool(limit), bool(person), before_id is not None)
+        older than that one (a page by key: a range on the id, however deep). ``decision``,
+        ``since``, ``until`` (``ts`` within them, both ends kept): in the statement, so ``limit``
+        counts only the records that pass them."""
+        sql = _records_query(bool(tool), bool(session), bool(run_id), bool(limit), bool(person), before_id is not None,
+                             decision=bool(decision), since=since is not None, until=until is not None)  # fmt: skip
         params = {"after_id": after_id, "tool": tool, "session": session, "run_id": run_id, "limit": int(limit or 0),
-                  "person": person, "before_id": before_id}  # fmt: skip
+                  "person": person, "before_id": before_id, "decision": decision, "since": since, "until": until}  # fmt: skip
         rows = await self._db.fetch_all(sql, params)
         return [_to_record(row) for row in reversed(rows)]
 
@@ -1050,13 +1056,16 @@ GRANT_USES = Sql(
 
 @cache
 def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person: bool = False,
-                   before: bool = False) -> Sql:  # fmt: skip
+                   before: bool = False, *, decision: bool = False, since: bool = False, until: bool = False) -> Sql:  # fmt: skip
     """The SELECT of ``records()`` for the filters it has, newest first (one statement each).
     ``person``: the records naming the person, behind the call or behind its approval;
-    ``before``: only ids under ``:before_id``."""
-    filters = [c for c, on in (("tool", tool), ("session", session), ("run_id", run_id)) if on]
+    ``before``: only ids under ``:before_id``; ``decision``, ``since``, ``until``: tested on the
+    rows the id walk (or the ``(tool, ts)`` index) gives, no index of their own: each audit index
+    is one more page written per commit, and a page stops at its limit."""
+    filters = [c for c, on in (("tool", tool), ("session", session), ("run_id", run_id), ("decision", decision)) if on]
     ids = ["id > :after_id"] + (["id < :before_id"] if before else [])
-    where = " AND ".join(ids + [f"{c} = :{c}" for c in filters])
+    times = [f"{{plus}}ts {op} :{name}" for name, op, on in (("since", ">=", since), ("until", "<=", until)) if on]
+    where = " AND ".join(ids + [f"{c} = :{c}" for c in filters] + [t.format(plus="") for t in times])
     cut = " LIMIT :limit" if limit else ""
     if not person:
         return Sql(f"SELECT {_COLUMNS} FROM audit WHERE {where} ORDER BY id DESC{cut}")
@@ -1073,7 +1082,7 @@ def _records_query(tool: bool, session: bool, run_id: bool, limit: bool, person:
     mine = f"SELECT {_COLUMNS} FROM audit WHERE {where} AND person = :person ORDER BY id DESC{cut}"
 
     def approved(plus: str) -> str:
-        kept = " AND ".join(ids + [f"{plus}{c} = :{c}" for c in filters])
+        kept = " AND ".join(ids + [f"{plus}{c} = :{c}" for c in filters] + [t.format(plus=plus) for t in times])
         return (
             f"SELECT {_COLUMNS} FROM audit WHERE {kept} AND approved_by IS NOT NULL "
             "AND (person IS NULL OR person != :person) AND approval_id IN (SELECT approval_id FROM audit "

@@ -142,45 +142,8 @@ def test_keyset_pages_cover_every_row_once_in_order_at_equal_keys(times: list[in
         wanted = _keyset(query["before"][0], str(per))
     assert seen == rows
 
-
-@given(times=st.lists(st.integers(0, 3), max_size=40), per=st.integers(1, 6), window=st.integers(1, 12),
-       wanted_time=st.integers(0, 3))  # fmt: skip
-def test_a_filtered_window_leads_on_to_every_match_once(times: list[int], per: int, window: int,
-                                                        wanted_time: int) -> None:  # fmt: skip
-    """A list filtered after a bounded read (the audit's decision and time filters): each page reads
-    ``window`` rows before its cursor and keeps the matches; Older goes on from the oldest row read
-    when the window was full, so a page with few or no matches still leads to the older ones."""
-    from urllib.parse import parse_qs, urlsplit
-
-    from pincer.gateway.ui.paging import KeysetRequest, keyset_paged
-
-    rows = [(n, t) for n, t in reversed(list(enumerate(times)))]  # (id, time), newest first
-    matches = [r for r in rows if r[1] == wanted_time]
-    seen: list[tuple[int, int]] = []
-    wanted = KeysetRequest(before=None, per=per)
-    for _ in range(len(rows) + 2):
-        read = [r for r in rows if wanted.before is None or r[0] < wanted.before[0]][:window]
-        kept = [r for r in read if r[1] == wanted_time]
-        full = len(read) >= window
-        shown = keyset_paged(kept, wanted, "/ui/x", {}, key=lambda r: (r[0],), default_per=per, noun="rows",
-                             read_to=(read[-1][0],) if full else None)  # fmt: skip
-        seen += shown.rows
-        if not shown.older:
-            break
-        before = parse_qs(urlsplit(shown.older).query)["before"][0]
-        from starlette.requests import Request
-
-        from pincer.gateway.ui.paging import keyset_request
-
-        request = Request({"type": "http", "query_string": f"before={before}".encode(), "headers": []})
-        wanted = keyset_request(request, per=per, kinds=(int,), path="/ui/x")
-    else:
-        raise AssertionError("the Older links never ended")
-    assert seen == matches
-
-
 def test_a_cursor_holds_the_longest_key_of_the_widest_characters() -> None:
-    """Found by the property above: a 128-character id of characters outside the BMP made a cursor
+    """Found by test_a_cursor_gives_back_the_key_it_was_made_from: a 128-character id of characters outside the BMP made a cursor
     over the parser's bound (JSON's \\u escapes: 12 characters each), so its own Older link was
     refused."""
     from pincer.gateway.ui.paging import MAX_KEY_TEXT, cursor_of

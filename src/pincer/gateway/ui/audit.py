@@ -87,9 +87,6 @@ def _filters(request: Request) -> dict[str, str]:
 class Visible:
     records: list[AuditRecord]  # newest first
     error: str | None = None
-    # The id of the oldest record read when the read filled its window of MAX_AUDIT_LIMIT (older
-    # records exist unread); None when it reached the first record.
-    read_to: int | None = None
 
 
 async def visible_records(
@@ -97,26 +94,17 @@ async def visible_records(
     before_id: int | None = None,
 ) -> Visible:  # fmt: skip
     """The records the filters ask for, older than ``before_id``, as the reader may see them
-    (newest first), or an error: at least ``wanted`` of them when there are that many among the
-    ``MAX_AUDIT_LIMIT`` records read before ``before_id``. Without a decision or time filter the
-    read is ``wanted`` records along the id, however deep the page."""
+    (newest first, at most ``wanted``), or an error. Every filter is in the store's read, so the
+    read is ``wanted`` records along the id, however deep the page and however rare the matches."""
     asked = filters["session"] or None
     if not may_read_audit_of(session, asked):
         return Visible(records=[], error=f"session {session.name!r} may read only its own records")
-    since, until = _parse_time(filters["since"]), _parse_time(filters["until"])
-    decision = filters["decision"]
-    narrowed = bool(decision or since or until)
-    limit = MAX_AUDIT_LIMIT if narrowed else min(MAX_AUDIT_LIMIT, wanted)
     records = await services.audit.records(
         tool=filters["tool"] or None, session=audit_session_filter(session, asked), person=filters.get("person") or None,
-        limit=limit, before_id=before_id,
+        decision=filters["decision"] or None, since=_parse_time(filters["since"]), until=_parse_time(filters["until"]),
+        limit=min(MAX_AUDIT_LIMIT, wanted), before_id=before_id,
     )  # fmt: skip
-    kept = [
-        r for r in records
-        if (not decision or r.decision == decision) and (since is None or r.ts >= since) and (until is None or r.ts <= until)
-    ]  # fmt: skip
-    full = narrowed and len(records) >= limit
-    return Visible(records=list(reversed(kept)), read_to=records[0].id if full else None)
+    return Visible(records=list(reversed(records)))
 
 
 async def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[str, Any], int]:
@@ -127,11 +115,10 @@ async def _listing(request: Request, identity: Any, **extra: Any) -> tuple[dict[
     found = await visible_records(services_of(request), identity.session, filters, wanted=wanted.wanted,
                                   before_id=before_id)  # fmt: skip
     shown = keyset_paged(found.records, wanted, path, filters, key=lambda r: (r.id,), default_per=AUDIT_PER_PAGE,
-                         noun="records", read_to=(found.read_to,) if found.read_to is not None else None)  # fmt: skip
+                         noun="records")  # fmt: skip
     waits = {r.id: wait for r in shown.rows if (wait := approval_wait_ms(r))}
     context = {"records": shown, "waits": waits, "filters": filters, "decisions": _DECISIONS, "error": found.error,
-               "verify": _last_verify(request), "verifying": _verifying(request),
-               "window_full": found.read_to is not None, "max_records": MAX_AUDIT_LIMIT, **extra}  # fmt: skip
+               "verify": _last_verify(request), "verifying": _verifying(request), **extra}  # fmt: skip
     return context, 403 if found.error else 200
 
 

@@ -126,15 +126,11 @@ def keyset_request(request: Request, *, per: int, kinds: Sequence[type], path: s
 
 
 def keyset_paged(rows: Sequence[Any], wanted: KeysetRequest, path: str, filters: Mapping[str, str], *,
-                 key: Callable[[Any], Sequence[KeyPart]], default_per: int, noun: str,
-                 read_to: Sequence[KeyPart] | None = None) -> Paged:  # fmt: skip
+                 key: Callable[[Any], Sequence[KeyPart]], default_per: int, noun: str) -> Paged:  # fmt: skip
     """The page of ``rows`` (read with ``wanted.wanted`` as the limit, newest first from just
-    past ``wanted.before``): an Older link carrying the last shown row's key when more rows were
-    read than shown, and a link back to the newest page when this one is not it.
-
-    ``read_to``: when ``rows`` were filtered out of a bounded window of the table that did not
-    reach its end, the key of the oldest row read; with fewer rows than a page, Older searches
-    on from there (a page of no rows can say so and still lead on)."""
+    past ``wanted.before``, the list's filters in that read): an Older link carrying the last
+    shown row's key when more rows were read than shown, and a link back to the newest page when
+    this one is not it."""
     shown = list(rows[: wanted.per])
     kept = {k: v for k, v in filters.items() if v}
     if wanted.per != default_per:
@@ -144,10 +140,9 @@ def keyset_paged(rows: Sequence[Any], wanted: KeysetRequest, path: str, filters:
         query = urlencode({**kept, **extra})
         return path + ("?" + query if query else "")
 
-    more = len(rows) > wanted.per
-    onward = key(shown[-1]) if more else read_to
+    onward = key(shown[-1]) if len(rows) > wanted.per else None
     if not shown:
-        what = f"no {noun} here" + ("; Older searches on" if onward is not None else "")
+        what = f"no {noun} here"
     elif wanted.before is None:
         what = f"the newest {len(shown)} {noun}" if onward is not None else f"{len(shown)} {noun}, all there are"
     else:

@@ -36,10 +36,9 @@ from pincer.gateway.ui.services import services_of
 from pincer.store.approvals import AnswerScope, ApprovalStatus
 from pincer.store.runs import RUN_STATUSES, RunRow
 
-__all__ = ["RUNS_PER_PAGE", "MAX_RUNS_LISTED", "routes"]
+__all__ = ["RUNS_PER_PAGE", "routes"]
 
 RUNS_PER_PAGE = 50
-MAX_RUNS_LISTED = 5_000  # runs a page filtered by status or skill looks through past its cursor
 RUNS_KEY = (float, str)  # the list's sort key, which its ?before= cursor holds: (created_at, id)
 
 
@@ -69,20 +68,15 @@ async def page(request: Request) -> Response:
     identity = await require_identity(request)
     filters = _filters(request, identity)
     path = f"{UI_PREFIX}/runs"
-    # Paged by key: a page reads its own runs (and one more) along runs_created from just past
-    # the cursor, however deep; a status or skill filter looks through a bounded window from there.
+    # Paged by key: a page reads its own runs (and one more) from just past the cursor along an
+    # index, however deep; the status and skill filters are in that read, so it is one page too.
     wanted = keyset_request(request, per=RUNS_PER_PAGE, kinds=RUNS_KEY, path=path)
     before = (float(wanted.before[0]), str(wanted.before[1])) if wanted.before else None
-    narrowed = bool(filters["status"] or filters["skill"])
-    session = filters["session"] or runs_session_filter(identity.session)
-    limit = MAX_RUNS_LISTED if narrowed else wanted.wanted
-    rows = await services_of(request).runs.list(session=session, limit=limit, before=before)
-    kept = [r for r in rows if (not filters["status"] or r.status == filters["status"])
-            and (not filters["skill"] or (r.skill or "") == filters["skill"])]  # fmt: skip
-    # A filtered window that filled up did not reach the oldest run: Older searches on from it.
-    read_to = _key(rows[-1]) if narrowed and len(rows) >= limit else None
-    shown = keyset_paged(kept, wanted, path, filters, key=_key, default_per=RUNS_PER_PAGE, noun="runs",
-                         read_to=read_to)  # fmt: skip
+    rows = await services_of(request).runs.list(
+        session=filters["session"] or runs_session_filter(identity.session), status=filters["status"] or None,
+        skill=filters["skill"] or None, limit=wanted.wanted, before=before,
+    )  # fmt: skip
+    shown = keyset_paged(rows, wanted, path, filters, key=_key, default_per=RUNS_PER_PAGE, noun="runs")
     context = {"runs": shown, "filters": filters, "statuses": RUN_STATUSES}
     return pages_of(request).render(request, "runs.html", context)
 
