@@ -166,7 +166,7 @@ async def _batch_sizes(db: Any, table: str) -> list[int]:
 
 _RUN = Sql(
     "INSERT INTO runs (id, created_at, updated_at, ended_at, params, trigger, session, provider, model, status, usage) "
-    "VALUES (:id, :created, :ended, :ended, '{}', 'cli', 'main', 'p', 'm', :status, '{}')"
+    "VALUES (:id, :created, COALESCE(:ended, :created), :ended, '{}', 'cli', 'main', 'p', 'm', :status, '{}')"
 )
 _MESSAGE = Sql("INSERT INTO run_messages (run_id, seq, ts, role, body) VALUES (:run_id, :seq, 1, 'user', 'hi')")
 _FIRING = Sql(
@@ -242,7 +242,7 @@ async def test_the_runs_and_payload_batches_are_read_along_an_index_not_the_tabl
     db = await backend.db()
     params = {"before": NOW, "limit": RUNS_BATCH, "last_at": NOW, "last_id": "x"}
     for table, index, statements in (("runs", "runs_ended", (Sql(_RUNS_BATCH), _RUNS, _RUN_MESSAGES)),
-                                     ("trigger_firings", "trigger_firings_payload", (Sql(_PAYLOADS_BATCH), _PAYLOADS))):  # fmt: skip
+                                     ("trigger_firings", "trigger_firings_payload", (_PAYLOADS_BATCH, _PAYLOADS))):  # fmt: skip
         for sql in statements:
             plan = await query_plan(db, sql, params)
             assert f"SCAN {table}" not in plan and "Seq Scan" not in plan and "Sort" not in plan, plan
@@ -250,4 +250,4 @@ async def test_the_runs_and_payload_batches_are_read_along_an_index_not_the_tabl
             if db.dialect == "sqlite":
                 assert f"USING INDEX {index} (" in plan or f"USING COVERING INDEX {index} (" in plan, plan
             else:
-                assert f"{index} on {table}" in plan, plan
+                assert f"{index} on {table}" in plan or f"Bitmap Index Scan on {index}" in plan, plan

@@ -1,14 +1,23 @@
 """Retention: what is finished leaves the store after its configured age (``[retention]``).
 
-Answered and expired approval requests go by when they closed (``closed_at``: answered,
-expired, their caller gone), never by when they were made, in batches of ``APPROVALS_BATCH``
-rows, each its own short transaction read along the ``(closed_at, id)`` index: a purge of
-100,000 requests never holds the write lock (all of SQLite's, or PostgreSQL's row locks) for
-longer than one batch, so calls that ask, and answers, go on between batches. Finished agent runs
-with their transcripts, and the payloads webhooks delivered (the firing itself stays, as
-history), are deleted in one transaction after. Anything still open (a pending request, a
-running run, a firing on its way) is never touched. Any gateway may prune (the statements are
-idempotent; several at once delete each row once); ``pincer db prune`` does it at once.
+Three kinds, each deleted (or, for a payload, cleared) oldest first in batches, each batch its own
+short transaction read along an index, the loop yielding between batches: a purge of 100,000
+rows never holds the write lock (all of SQLite's, or PostgreSQL's row locks) for longer than one
+batch, so calls that ask, answers and runs go on between batches.
+
+- Answered and expired approval requests go by when they closed (``closed_at``: answered,
+  expired, their caller gone), never by when they were made: ``APPROVALS_BATCH`` rows a batch,
+  along ``approvals_closed (closed_at, id)``.
+- Finished agent runs go by when they ended, with their transcripts in the same transaction:
+  ``RUNS_BATCH`` runs a batch, along ``runs_ended (ended_at, id)`` (revision 0009 gave a finished
+  run without ``ended_at`` its ``updated_at``, the age it went by before).
+- The payloads webhooks delivered are cleared by the firing's time (the firing itself stays, as
+  history): ``PAYLOADS_BATCH`` a batch, along ``trigger_firings_payload``, which holds only the
+  delivered payloads still there, so a cleared one is never read again.
+
+Anything still open (a pending request, a running run, a firing on its way) is never touched. Any
+gateway may prune (the statements are idempotent; several at once delete each row once); ``pincer
+db prune`` does it at once.
 
 The audit log is not pruned here: its records leave the database only through ``pincer audit
 archive`` (store/audit_archive.py), which writes them into signed segments first.
@@ -22,7 +31,10 @@ import anyio.lowlevel
 
 from pincer.store.sql import Database, Sql
 
-__all__ = ["APPROVALS_BATCH", "Pruned", "prune", "prune_approvals", "PRUNE_EVERY_S"]
+__all__ = [
+    "APPROVALS_BATCH", "PAYLOADS_BATCH", "RUNS_BATCH", "Pruned", "prune", "prune_approvals", "prune_payloads", "prune_runs",
+    "PRUNE_EVERY_S",
+]  # fmt: skip
 
 PRUNE_EVERY_S = 3_600.0
 _DAY_S = 86_400.0
@@ -35,12 +47,38 @@ _APPROVALS_BATCH = (
     "SELECT id FROM approvals WHERE closed_at < :before AND status != 'pending' ORDER BY closed_at, id LIMIT :limit"
 )
 _APPROVALS = Sql(f"DELETE FROM approvals WHERE id IN ({_APPROVALS_BATCH})")
-_ENDED_RUNS = "SELECT id FROM runs WHERE status != 'running' AND COALESCE(ended_at, updated_at) < :before"
-_RUN_MESSAGES = Sql(f"DELETE FROM run_messages WHERE run_id IN ({_ENDED_RUNS})")
-_RUNS = Sql("DELETE FROM runs WHERE status != 'running' AND COALESCE(ended_at, updated_at) < :before")
+
+RUNS_BATCH = 500  # finished runs (with their transcripts) deleted in one transaction
+# The oldest finished runs, along runs_ended (ended_at, id): a running run has no ended_at, so it
+# is never in the range; the status test says so again in case a row was written by hand.
+_RUNS_BATCH = (
+    "SELECT ended_at, id FROM runs WHERE ended_at < :before AND status != 'running' ORDER BY ended_at, id LIMIT :limit"
+)
+# The batch read above, as a range up to its last row (``:last_at``, ``:last_id``): the transcripts
+# and the runs are deleted by the same range, so a run leaves with its transcript, and a gateway
+# pruning at once finds fewer or none (a run that ends now ends after ``:before``).
+_BATCH_RANGE = (
+    "ended_at < :before AND status != 'running' AND ended_at <= :last_at AND (ended_at < :last_at OR id <= :last_id)"
+)
+_RUN_MESSAGES = Sql(f"DELETE FROM run_messages WHERE run_id IN (SELECT id FROM runs WHERE {_BATCH_RANGE})")
+_RUNS = Sql(f"DELETE FROM runs WHERE {_BATCH_RANGE}")
+
+PAYLOADS_BATCH = 500  # delivered webhook payloads cleared in one transaction
+# The oldest delivered payloads still held, along trigger_firings_payload (ts, id), partial on
+# these very terms (schema.py; a database uses a partial index only when the query says them all).
+# SQLite is told the index: without statistics it prefers trigger_firings_by_name's ``kind = ?``
+# and sorts every hook firing for each batch (INDEXED BY also makes a missing index an error).
+_HELD = "payload IS NOT NULL AND kind = 'hook' AND status NOT IN ('queued', 'starting', 'started')"
+
+
+def _payloads_batch(hint: str) -> str:
+    return f"SELECT id FROM trigger_firings{hint} WHERE {_HELD} AND ts < :before ORDER BY ts, id LIMIT :limit"
+
+
+_PAYLOADS_BATCH = Sql(_payloads_batch(" INDEXED BY trigger_firings_payload"), postgresql=_payloads_batch(""))
 _PAYLOADS = Sql(
-    "UPDATE trigger_firings SET payload = NULL WHERE payload IS NOT NULL AND kind = 'hook' "
-    "AND status NOT IN ('queued', 'starting', 'started') AND ts < :before"
+    f"UPDATE trigger_firings SET payload = NULL WHERE id IN ({_PAYLOADS_BATCH.text})",
+    postgresql=f"UPDATE trigger_firings SET payload = NULL WHERE id IN ({_payloads_batch('')})",
 )
 
 
@@ -63,13 +101,10 @@ async def prune(
     counts = {"approvals": 0, "runs": 0, "run_messages": 0, "webhook_payloads": 0}
     if approvals_days:
         counts["approvals"] = await prune_approvals(db, before=now - approvals_days * _DAY_S)
-    async with db.transaction() as tx:
-        if runs_days:
-            before = {"before": now - runs_days * _DAY_S}
-            counts["run_messages"] = await tx.execute(_RUN_MESSAGES, before)
-            counts["runs"] = await tx.execute(_RUNS, before)
-        if webhook_payloads_days:
-            counts["webhook_payloads"] = await tx.execute(_PAYLOADS, {"before": now - webhook_payloads_days * _DAY_S})
+    if runs_days:
+        counts["runs"], counts["run_messages"] = await prune_runs(db, before=now - runs_days * _DAY_S)
+    if webhook_payloads_days:
+        counts["webhook_payloads"] = await prune_payloads(db, before=now - webhook_payloads_days * _DAY_S)
     return Pruned(**counts)
 
 
@@ -77,11 +112,37 @@ async def prune_approvals(db: Database, *, before: float, batch: int = APPROVALS
     """Delete the requests that closed before ``before``, ``batch`` at a time, each batch its own
     transaction; how many went. Another gateway pruning at once deletes each row once (a batch
     whose rows it took finds fewer, or none)."""
-    deleted = 0
+    return await _in_batches(db, _APPROVALS, {"before": before}, batch)
+
+
+async def prune_payloads(db: Database, *, before: float, batch: int = PAYLOADS_BATCH) -> int:
+    """Clear the delivered webhook payloads of firings before ``before``, ``batch`` at a time;
+    how many were cleared."""
+    return await _in_batches(db, _PAYLOADS, {"before": before}, batch)
+
+
+async def _in_batches(db: Database, statement: Sql, params: dict[str, float], batch: int) -> int:
+    done = 0
     while True:
         async with db.transaction() as tx:
-            gone = await tx.execute(_APPROVALS, {"before": before, "limit": batch})
-        deleted += gone
+            gone = await tx.execute(statement, {**params, "limit": batch})
+        done += gone
         if gone < batch:
-            return deleted
+            return done
         await anyio.lowlevel.checkpoint()  # what waits on the loop (a call, an answer) runs between batches
+
+
+async def prune_runs(db: Database, *, before: float, batch: int = RUNS_BATCH) -> tuple[int, int]:
+    """Delete the runs that ended before ``before`` and their transcripts, ``batch`` runs at a
+    time, each batch (a run with its messages) its own transaction; (runs, messages) deleted."""
+    runs = messages = 0
+    while True:
+        async with db.transaction() as tx:
+            found = await tx.fetch_all(Sql(_RUNS_BATCH), {"before": before, "limit": batch})
+            if found:
+                last = {"before": before, "last_at": found[-1][0], "last_id": found[-1][1]}
+                messages += await tx.execute(_RUN_MESSAGES, last)
+                runs += await tx.execute(_RUNS, last)
+        if len(found) < batch:
+            return runs, messages
+        await anyio.lowlevel.checkpoint()
