@@ -270,3 +270,24 @@ async def test_a_filtered_audit_page_reads_its_page_and_one_more(pincer_home: Pa
                 assert len(calls) == -(-len(wanted) // 6), (query, calls)
                 assert all(k["limit"] == 7 and n <= 7 for k, n in calls), calls
                 assert "searches" not in "".join(walked)  # no window to search on past
+
+
+async def test_the_overview_reads_only_the_days_records(pincer_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The overview's last 24 hours: the time bound is in the read (before, the newest 10,000
+    records were read, whatever their age, and the day's kept in Python)."""
+    from pincer.store.audit import AuditEntry
+
+    async with live_gateway(pincer_home) as live:
+        now = time.time()
+        old = [AuditEntry(session="main", caller="test", tool="echo", decision="allow", reason="seeded", outcome="ok",
+                          ts=now - 3 * 86_400 - n) for n in range(150)]  # fmt: skip
+        recent = [AuditEntry(session="main", caller="test", tool="echo", decision="deny", reason="seeded",
+                             outcome="denied", ts=now - 60) for _ in range(3)]  # fmt: skip
+        await live.pincer.audit.append_with(old + recent)
+        async with _signed_in(live) as http:
+            day = sum(1 for r in await live.pincer.audit.records() if r.ts >= now - 86_400)
+            calls = _spy(live.pincer.audit, "records", monkeypatch)
+            answer = await http.get("/ui/")
+            assert answer.status_code == 200, answer.text[:300]
+            assert len(calls) == 1 and calls[0][1] == day < 150, calls
+            assert calls[0][0]["since"] is not None
