@@ -12,8 +12,11 @@ commit, on the hot path, and the plans here need none (the filters ride the id w
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pincer.store.audit import AuditEntry, AuditLog, AuditRecord, _records_query
 from tests.store.conftest import Backend, query_plan
@@ -87,3 +90,43 @@ async def test_filtered_pages_give_each_matching_record_once_newest_first(backen
         wanted = [r.id for r in made if decision in (None, r.decision) and (since is None or r.ts >= since)
                   and (until is None or r.ts <= until) and session in (None, r.session) and tool in (None, r.tool)]  # fmt: skip
         assert got == wanted and got, (decision, since, until, session, tool, per)
+
+
+_RECORDS = st.lists(st.tuples(st.sampled_from(("allow", "deny", "ask")), st.sampled_from((1.0, 2.0, 3.0))), max_size=30)
+_FILTERS = st.tuples(st.sampled_from((None, "allow", "deny")), st.sampled_from((None, 1.0, 2.0)),
+                     st.sampled_from((None, 2.0, 3.0)))  # fmt: skip
+
+
+def test_filtered_audit_pages_give_each_match_once_at_equal_times(tmp_path: Path) -> None:
+    """Hypothesis: random records (three decisions, few distinct times, times not in id order)
+    walked a page at a time of a random size under random decision and time filters: every match
+    once, newest first, and each read asks for one page and one more record."""
+    import anyio
+
+    from pincer.store.sql import open_sqlite
+    from tests.store.conftest import KEY
+
+    homes = iter(range(10**6))
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(made=_RECORDS, per=st.integers(min_value=1, max_value=6), asked=st.lists(_FILTERS, min_size=1, max_size=3))
+    def walk(made: list[tuple[str, float]], per: int, asked: list[tuple[str | None, float | None, float | None]]) -> None:
+        async def main() -> None:
+            home = tmp_path / str(next(homes))
+            home.mkdir()
+            db = await open_sqlite(home)
+            try:
+                audit = await AuditLog.open(db, key=KEY)
+                await audit.append_with([AuditEntry(session="main", caller="t", tool="echo", decision=d, reason="r",
+                                                    outcome="ok", ts=ts) for d, ts in made])  # fmt: skip
+                every = list(reversed(await audit.records()))
+                for decision, since, until in asked:
+                    got = await _walk(audit, per, decision=decision, since=since, until=until)
+                    assert got == [r.id for r in every if decision in (None, r.decision)
+                                   and (since is None or r.ts >= since) and (until is None or r.ts <= until)]  # fmt: skip
+            finally:
+                await db.aclose()
+
+        anyio.run(main)
+
+    walk()
