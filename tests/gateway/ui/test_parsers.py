@@ -142,10 +142,11 @@ def test_keyset_pages_cover_every_row_once_in_order_at_equal_keys(times: list[in
         wanted = _keyset(query["before"][0], str(per))
     assert seen == rows
 
+
 def test_a_cursor_holds_the_longest_key_of_the_widest_characters() -> None:
-    """Found by test_a_cursor_gives_back_the_key_it_was_made_from: a 128-character id of characters outside the BMP made a cursor
-    over the parser's bound (JSON's \\u escapes: 12 characters each), so its own Older link was
-    refused."""
+    """Found by test_a_cursor_gives_back_the_key_it_was_made_from: a 128-character id of characters
+    outside the BMP made a cursor over the parser's bound (JSON's \\u escapes: 12 characters each),
+    so its own Older link was refused."""
     from pincer.gateway.ui.paging import MAX_KEY_TEXT, cursor_of
 
     for at, approval_id in ((0.0, "\U0001ca29" * MAX_KEY_TEXT), (-1.7976931348623157e308, "𐀀" * MAX_KEY_TEXT)):
