@@ -247,8 +247,10 @@ class Pincer:
         from pincer.builtins.catalog import bundled_runtime
         from pincer.builtins.oauth import TokenKeeper
 
+        # per_person read at each use: a reload of [secrets] applies without a new keeper.
         tokens = TokenKeeper(store=self.secrets, home=self.home, settings=config.builtins,
-                             allow_private_network=config.allow_private_network)  # fmt: skip
+                             allow_private_network=config.allow_private_network,
+                             per_person=lambda: self.config.secrets.per_person)  # fmt: skip
         return bundled_runtime(config.builtins, tokens=tokens)
 
     async def _follow_builtins(self, old: Config, new: Config) -> None:

@@ -10,7 +10,11 @@ request a built-in makes.
 What is stored: the access token in the secret the tools inject (``google_oauth_token``,
 ``slack_bot_token``), the refresh token in its own secret, the client id and secret in theirs;
 ``HOME/oauth/NAME.json`` keeps what is not secret (expiry, scopes, when), so ``pincer auth
-status`` can show the expiry without reading a value. A refresh that the provider answers with
+status`` can show the expiry without reading a value. A person's own login (``pincer auth setup
+NAME --person WHO``, the dashboard's Connect: the access token's secret is in ``[secrets]
+per_person``) keeps both tokens as that person's values (``person_secrets``) and its record at
+``HOME/oauth/people/WHO/NAME.json``; a refresh for a call on their behalf reads and writes theirs
+only, never another person's nor the shared login. A refresh that the provider answers with
 ``invalid_grant`` (Google revokes the refresh tokens of apps in "testing" status after 7 days)
 is :class:`ReauthRequired` naming ``pincer auth setup NAME``: never retried.
 """
@@ -20,10 +24,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -46,6 +50,9 @@ __all__ = [
     "revoke_login",
     "load_record",
     "forget_login",
+    "PersonValues",
+    "login_for_secret",
+    "login_scopes",
     "OAUTH_HTTP_TIMEOUT_S",
     "REFRESH_LEEWAY_S",
 ]
@@ -66,6 +73,42 @@ class SecretWriter(Protocol):
     def set(self, name: str, value: str) -> None: ...
 
     def delete(self, name: str) -> None: ...
+
+
+class PersonStore(SecretWriter, Protocol):
+    """The secret store with each person's own values (``SecretStore``)."""
+
+    def find_for(self, person: str, name: str) -> str | None: ...
+
+    def set_for(self, person: str, name: str, value: str) -> None: ...
+
+    def delete_for(self, person: str, name: str | None = None) -> int: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PersonValues:
+    """One person's own values, read and written as a :class:`SecretWriter`: a login kept as
+    theirs goes through the same code as the shared one and cannot reach another's values."""
+
+    store: PersonStore
+    person: str
+
+    def find(self, name: str) -> str | None:
+        return self.store.find_for(self.person, name)
+
+    def set(self, name: str, value: str) -> None:
+        self.store.set_for(self.person, name, value)
+
+    def delete(self, name: str) -> None:
+        if self.store.find_for(self.person, name) is not None:
+            self.store.delete_for(self.person, name)
+
+
+def _tokens_of(store: SecretWriter, person: str | None) -> SecretWriter:
+    """Where a login's tokens are: the shared values, or ``person``'s own."""
+    if person is None:
+        return store
+    return PersonValues(store=cast(PersonStore, store), person=person)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,6 +185,24 @@ SLACK_SCOPES = (
 )
 
 
+def login_scopes(name: str, settings: Mapping[str, Any]) -> tuple[str, ...]:
+    """The scopes the built-in ``name``'s login asks for: Google's, those its enabled tools need."""
+    if name == "google":
+        from pincer.builtins.google import login_scopes as google_scopes
+
+        return tuple(google_scopes(settings))
+    return SLACK_SCOPES
+
+
+def login_for_secret(secret: str, settings: Mapping[str, Any]) -> OAuthProvider | None:
+    """The built-in OAuth login whose access token is kept in ``secret`` (None: no login's)."""
+    for name in PROVIDERS:
+        provider = provider_for(name, settings)
+        if provider.access_secret == secret:
+            return provider
+    return None
+
+
 def provider_for(name: str, settings: Mapping[str, Any]) -> OAuthProvider:
     """The provider ``name`` with the endpoints ``[builtins.NAME]`` overrides."""
     base = PROVIDERS.get(name)
@@ -180,12 +241,18 @@ class TokenRecord:
                 "expires_at": self.expires_at, "has_refresh": self.has_refresh}
 
 
-def _record_path(home: Path, name: str) -> Path:
-    return Path(home) / _RECORD_DIR / f"{name}.json"
+def _record_path(home: Path, name: str, person: str | None = None) -> Path:
+    if person is None:
+        return Path(home) / _RECORD_DIR / f"{name}.json"
+    from pincer.store.people import check_person_name
+
+    # The name is checked (letters, digits, ._-) before it becomes a directory of the home.
+    return Path(home) / _RECORD_DIR / "people" / check_person_name(person) / f"{name}.json"
 
 
-def load_record(home: Path, name: str) -> TokenRecord | None:
-    path = _record_path(home, name)
+def load_record(home: Path, name: str, person: str | None = None) -> TokenRecord | None:
+    """What is known of the shared login ``name``, or of ``person``'s own."""
+    path = _record_path(home, name, person)
     try:
         data = json.loads(path.read_text("utf-8"))
         return TokenRecord(
@@ -202,22 +269,24 @@ def load_record(home: Path, name: str) -> TokenRecord | None:
         return TokenRecord(provider=name, scopes=(), obtained_at=0.0, expires_at=0.0, has_refresh=True)
 
 
-def _save_record(home: Path, record: TokenRecord) -> None:
+def _save_record(home: Path, record: TokenRecord, person: str | None = None) -> None:
     from pincer.store.jsonfile import write_bytes_atomic
 
-    path = _record_path(home, record.provider)
+    path = _record_path(home, record.provider, person)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, json.dumps(record.to_json(), indent=2).encode("utf-8"))
 
 
-def forget_login(store: SecretWriter, home: Path, provider: OAuthProvider) -> bool:
-    """Delete the stored tokens and the record (the client id and secret stay). True if any was."""
+def forget_login(store: SecretWriter, home: Path, provider: OAuthProvider, person: str | None = None) -> bool:
+    """Delete the stored tokens and the record (the client id and secret stay), the shared
+    login's or ``person``'s own. True if any was."""
     had = False
+    tokens = _tokens_of(store, person)
     for name in (provider.access_secret, provider.refresh_secret):
-        if store.find(name) is not None:
-            store.delete(name)
+        if tokens.find(name) is not None:
+            tokens.delete(name)
             had = True
-    path = _record_path(home, provider.name)
+    path = _record_path(home, provider.name, person)
     if path.exists():
         path.unlink()
         had = True
@@ -366,7 +435,7 @@ _REAUTH_ERRORS = frozenset({"invalid_grant", "invalid_refresh_token", "token_rev
 
 
 def _store_tokens(store: SecretWriter, home: Path, provider: OAuthProvider, data: Mapping[str, Any],
-                  *, scopes: Sequence[str], keep_refresh: bool) -> TokenRecord:
+                  *, scopes: Sequence[str], keep_refresh: bool, person: str | None = None) -> TokenRecord:
     access = data.get("access_token")
     if not isinstance(access, str) or not access:
         raise ToolError(f"{provider.display_name}'s token answer has no access_token",
@@ -388,7 +457,7 @@ def _store_tokens(store: SecretWriter, home: Path, provider: OAuthProvider, data
         expires_at=now + float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else None,
         has_refresh=store.find(provider.refresh_secret) is not None,
     )
-    _save_record(home, record)
+    _save_record(home, record, person)
     return record
 
 
@@ -402,8 +471,10 @@ async def exchange_code(
     store: SecretWriter,
     home: Path,
     allow_private_network: bool = False,
+    person: str | None = None,
 ) -> TokenRecord:
-    """Trade the code (with the PKCE verifier) for tokens and store them."""
+    """Trade the code (with the PKCE verifier) for tokens and store them: as the shared login, or
+    as ``person``'s own values (``store`` is then the store with people's values)."""
     prepare_token_request = require("oauth", "authlib.oauth2.rfc6749.parameters").prepare_token_request
 
     body = prepare_token_request(
@@ -422,7 +493,8 @@ async def exchange_code(
             f"{provider.display_name} refused the authorization code: {error}",
             hint=f"run `{provider.setup_command}` again (a code is good for one exchange, within minutes)",
         )
-    return _store_tokens(store, home, provider, data, scopes=start.scopes, keep_refresh=False)
+    return _store_tokens(_tokens_of(store, person), home, provider, data, scopes=start.scopes, keep_refresh=False,
+                         person=person)
 
 
 async def client_credentials_token(
@@ -463,17 +535,26 @@ def _client(store: SecretWriter, provider: OAuthProvider) -> tuple[str, str | No
     return client_id, store.find(provider.client_secret_secret)
 
 
+def _reconnect(provider: OAuthProvider, person: str | None) -> str:
+    return provider.setup_command + (f" --person {person}" if person is not None else "")
+
+
 async def refresh_tokens(
-    provider: OAuthProvider, *, store: SecretWriter, home: Path, allow_private_network: bool = False
+    provider: OAuthProvider, *, store: SecretWriter, home: Path, allow_private_network: bool = False,
+    person: str | None = None,
 ) -> TokenRecord:
-    """One refresh; ReauthRequired when there is no refresh token or the provider refuses it."""
+    """One refresh of the shared login, or of ``person``'s own (their refresh token, stored back
+    as theirs; the client id and secret are the app's, shared); ReauthRequired when there is no
+    refresh token or the provider refuses it."""
     prepare_token_request = require("oauth", "authlib.oauth2.rfc6749.parameters").prepare_token_request
 
-    refresh = store.find(provider.refresh_secret)
+    tokens = _tokens_of(store, person)
+    whose = f" ({person}'s own)" if person is not None else ""
+    refresh = tokens.find(provider.refresh_secret)
     if not refresh:
         raise ReauthRequired(
-            f"{provider.display_name}: the login has expired and holds no refresh token",
-            hint=f"reconnect with `{provider.setup_command}`",
+            f"{provider.display_name}: the login{whose} has expired and holds no refresh token",
+            hint=f"reconnect with `{_reconnect(provider, person)}`",
         )
     client_id, client_secret = _client(store, provider)
     body = prepare_token_request(
@@ -485,27 +566,30 @@ async def refresh_tokens(
     if error is not None:
         if error in _REAUTH_ERRORS or status in (400, 401):
             raise ReauthRequired(
-                f"{provider.display_name} refused the stored login ({error}): it was revoked or expired"
+                f"{provider.display_name} refused the stored login{whose} ({error}): it was revoked or expired"
                 + (" (Google revokes the refresh tokens of apps in testing status after 7 days)"
                    if provider.name == "google" else ""),
-                hint=f"reconnect with `{provider.setup_command}`",
+                hint=f"reconnect with `{_reconnect(provider, person)}`",
             )
         raise ToolError(
             f"{provider.display_name}: refreshing the login failed ({error})",
             hint="retry later; if it persists, check [builtins."
             f"{provider.name}] token_url in config.toml or run `{provider.setup_command}`",
         )
-    previous = load_record(home, provider.name)
+    previous = load_record(home, provider.name, person)
     scopes = previous.scopes if previous is not None else ()
-    return _store_tokens(store, home, provider, data, scopes=scopes, keep_refresh=True)
+    return _store_tokens(tokens, home, provider, data, scopes=scopes, keep_refresh=True, person=person)
 
 
 async def revoke_login(
-    provider: OAuthProvider, *, store: SecretWriter, home: Path, allow_private_network: bool = False
+    provider: OAuthProvider, *, store: SecretWriter, home: Path, allow_private_network: bool = False,
+    person: str | None = None,
 ) -> dict[str, Any]:
     """Revoke at the provider (the refresh token, which ends the whole grant, else the access
-    token), then forget locally whatever the provider answered; the result says both."""
-    token = store.find(provider.refresh_secret) or store.find(provider.access_secret)
+    token), then forget locally whatever the provider answered; the result says both. With
+    ``person``: their own login (the shared one and everyone else's stay)."""
+    tokens = _tokens_of(store, person)
+    token = tokens.find(provider.refresh_secret) or tokens.find(provider.access_secret)
     revoked: bool | None = None
     answer: str | None = None
     if token and provider.revocation_url:
@@ -513,7 +597,7 @@ async def revoke_login(
 
         if provider.slack_style:
             status, data = await _post_form(provider, "revocation_url", provider.revocation_url, "",
-                                            bearer=store.find(provider.access_secret) or token,
+                                            bearer=tokens.find(provider.access_secret) or token,
                                             allow_private_network=allow_private_network)
         else:
             # RFC 7009: a confidential client authenticates (client_secret_post); Google's
@@ -527,7 +611,7 @@ async def revoke_login(
         error = _provider_error(status, data, provider)
         revoked = error is None
         answer = error
-    forgot = forget_login(store, home, provider)
+    forgot = forget_login(store, home, provider, person)
     return {"revoked_at_server": revoked, "server_error": answer, "forgot_locally": forgot}
 
 
@@ -536,44 +620,65 @@ async def revoke_login(
 
 class TokenKeeper:
     """Keeps the logins fresh for the tools that inject them: refreshed before expiry
-    (:data:`REFRESH_LEEWAY_S`) and once after a 401; concurrent calls share one refresh."""
+    (:data:`REFRESH_LEEWAY_S`) and once after a 401; concurrent calls share one refresh.
+
+    A login whose access token's secret is per person (``per_person()``, read at each use so a
+    reload applies) is the calling person's own: ``person`` names whose record is read and whose
+    tokens are refreshed and stored back; for a call of no person there is nothing to refresh (the
+    chain refuses the call its credential). Each login of each person has a lock of its own: two
+    calls of gina's share one refresh, and bo's never waits on hers."""
 
     def __init__(self, *, store: SecretWriter, home: Path, settings: Mapping[str, Any],
-                 allow_private_network: bool = False) -> None:
+                 allow_private_network: bool = False,
+                 per_person: Callable[[], Collection[str]] = tuple) -> None:  # fmt: skip
         self._store = store
         self._home = Path(home)
         self._settings = settings
         self._allow_private = allow_private_network
-        self._locks: dict[str, anyio.Lock] = {}
+        self._per_person = per_person
+        self._locks: dict[tuple[str, str | None], anyio.Lock] = {}
 
-    def _lock(self, name: str) -> anyio.Lock:
-        return self._locks.setdefault(name, anyio.Lock())
+    def _whose(self, name: str, person: str | None) -> tuple[bool, str | None]:
+        """(whether there is a login to keep for this call, whose it is: None for the shared one)."""
+        if provider_for(name, self._settings).access_secret not in self._per_person():
+            return True, None
+        return person is not None, person
 
-    def stamp(self, name: str) -> float | None:
+    def _lock(self, name: str, person: str | None) -> anyio.Lock:
+        return self._locks.setdefault((name, person), anyio.Lock())
+
+    def stamp(self, name: str, person: str | None = None) -> float | None:
         """When the stored access token was obtained (compare before and after a 401)."""
-        record = load_record(self._home, name)
+        kept, whose = self._whose(name, person)
+        record = load_record(self._home, name, whose) if kept else None
         return record.obtained_at if record is not None else None
 
-    async def ensure_fresh(self, name: str) -> None:
+    async def ensure_fresh(self, name: str, person: str | None = None) -> None:
         """Refresh the login when its access token expires within the leeway."""
-        record = load_record(self._home, name)
+        kept, whose = self._whose(name, person)
+        if not kept:
+            return
+        record = load_record(self._home, name, whose)
         if record is None or not record.expires_within(REFRESH_LEEWAY_S):
             return
-        async with self._lock(name):
-            record = load_record(self._home, name)
+        async with self._lock(name, whose):
+            record = load_record(self._home, name, whose)
             if record is not None and record.expires_within(REFRESH_LEEWAY_S):
-                await self._refresh(name)
+                await self._refresh(name, whose)
 
-    async def after_unauthorized(self, name: str, stamp: float | None) -> None:
+    async def after_unauthorized(self, name: str, stamp: float | None, person: str | None = None) -> None:
         """The provider answered 401 to a token obtained at ``stamp``: refresh once, unless
         another call refreshed it meanwhile. ReauthRequired when the refresh is refused."""
-        async with self._lock(name):
-            if self.stamp(name) != stamp:
+        kept, whose = self._whose(name, person)
+        if not kept:
+            return
+        async with self._lock(name, whose):
+            if self.stamp(name, whose) != stamp:
                 return
-            await self._refresh(name)
+            await self._refresh(name, whose)
 
-    async def _refresh(self, name: str) -> None:
+    async def _refresh(self, name: str, person: str | None) -> None:
         provider = provider_for(name, self._settings)
-        logger.info("%s: refreshing the OAuth login", name)
+        logger.info("%s: refreshing the OAuth login%s", name, f" of {person}" if person is not None else "")
         await refresh_tokens(provider, store=self._store, home=self._home,
-                             allow_private_network=self._allow_private)
+                             allow_private_network=self._allow_private, person=person)

@@ -7,7 +7,8 @@ prompt: never from argv. It is checked against the ``validation_endpoint`` befor
 (Slack's OAuth v2; without it, Slack's bot token from the app's install page is pasted like any
 other): the browser is opened on the provider's consent page (or the URL printed, ``--no-browser``:
 the person pastes the redirect URL back), the scopes are shown first, and the tokens land in the
-secret store.
+secret store. With ``--person WHO`` (the login's token secret in ``[secrets] per_person``) the same
+login is WHO's own: both tokens are kept as WHO's values, refreshed as theirs (docs/teams.md).
 """
 
 from __future__ import annotations
@@ -101,11 +102,7 @@ def setup(
     """Store a built-in's token after checking it against its validation endpoint; for google
     (and slack --oauth), run the OAuth login (browser, or --no-browser to paste the redirect URL)."""
     if name in OAUTH_ONLY or (oauth and name in OAUTH_LOGINS):
-        if person is not None:
-            fail(UsageError(f"--person: the {name} OAuth login keeps one shared login; a person's own is not an OAuth login yet",
-                            hint=f"paste {person}'s token: `pincer secrets set NAME --person {person}` (docs/teams.md)"),
-                 as_json=as_json)  # fmt: skip
-        _oauth_setup(name, no_browser=no_browser, timeout_s=timeout_s, as_json=as_json)
+        _oauth_setup(name, no_browser=no_browser, timeout_s=timeout_s, as_json=as_json, person=person)
         return
 
     async def body() -> dict[str, Any]:
@@ -187,11 +184,20 @@ def status(as_json: bool = JsonOption) -> None:
 @app.command("revoke")
 def revoke(
     name: str = typer.Argument(..., help="The built-in whose token to forget."),
+    person: str | None = typer.Option(
+        None, "--person", help="Revoke and forget this person's own login only (docs/teams.md)."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Forget a built-in's token here; revoke it on the provider's site too (the output says where).
     For an OAuth login (google, slack set up with --oauth): revoked at the provider's revocation
-    endpoint, then forgotten here."""
+    endpoint, then forgotten here. With --person: that person's own login only."""
+    if person is not None:
+        if name not in OAUTH_LOGINS:
+            fail(UsageError(f"--person: {name} has no OAuth login; a person's pasted token is a secret of theirs",
+                            hint=f"forget it with `pincer secrets rm NAME --person {person}`"), as_json=as_json)  # fmt: skip
+        _oauth_revoke(name, as_json=as_json, person=person)
+        return
     if _is_oauth_login(name):
         _oauth_revoke(name, as_json=as_json)
         return
@@ -241,11 +247,12 @@ def _client_value(store: Any, secret: str, env: str, *, prompt: str | None, requ
 
 async def oauth_login(
     provider: Any, scopes: Any, *, no_browser: bool, timeout_s: float, allow_private_network: bool,
-    client_env: tuple[str, str] | None = None,
+    client_env: tuple[str, str] | None = None, person: str | None = None,
 ) -> Any:
     """One OAuth login (authorization code with PKCE on a loopback redirect, or the redirect URL
-    pasted with ``no_browser``), its tokens stored; returns the TokenRecord. The client id and
-    secret come from ``client_env`` (two env var names), the store, or a prompt, and are stored.
+    pasted with ``no_browser``), its tokens stored (as ``person``'s own values when given);
+    returns the TokenRecord. The client id and secret (the app's, shared) come from
+    ``client_env`` (two env var names), the store, or a prompt, and are stored.
     Shared by ``pincer auth setup`` and ``pincer openapi login``."""
     import anyio
 
@@ -281,37 +288,57 @@ async def oauth_login(
                              + ("" if opened else " (no browser could be opened: open the URL yourself)"))
                 code = await loop.wait(lambda url: code_from_redirect(start, url), timeout_s)
         return await exchange_code(provider, start, code, client_id=client_id, client_secret=client_secret,
-                                   store=store, home=pincer_home(), allow_private_network=allow_private_network)
+                                   store=store, home=pincer_home(), allow_private_network=allow_private_network,
+                                   person=person)  # fmt: skip
     finally:
         store.close()
 
 
-def _oauth_setup(name: str, *, no_browser: bool, timeout_s: float, as_json: bool) -> None:
+async def _require_person_login(provider: Any, person: str) -> None:
+    """A person's own login: its token's secret is per person, and the person is one of the store
+    (checked before anyone opens a browser; a value kept for no one would be injected for whoever
+    is given that name later)."""
+    from pincer.cli.common import open_pincer
+    from pincer.store.people_acts import require_per_person
+
+    async with open_pincer(builtins=False, quiet=True) as pincer:
+        require_per_person(provider.access_secret, pincer.config.secrets.per_person)
+        if await pincer.people.get(person) is None:
+            raise UsageError(f"no person named {person!r}", hint=f"add them first: `pincer people add {person} --role viewer`")
+
+
+def _oauth_setup(name: str, *, no_browser: bool, timeout_s: float, as_json: bool, person: str | None = None) -> None:
     async def body() -> dict[str, Any]:
-        from pincer.builtins.oauth import SLACK_SCOPES, provider_for
+        from pincer.builtins.oauth import login_scopes, provider_for
 
         config, settings = _settings()
         provider = provider_for(name, settings)
-        if name == "google":
-            from pincer.builtins.google import login_scopes
-
-            scopes = login_scopes(settings)
-        else:
-            scopes = SLACK_SCOPES
+        if person is not None:
+            await _require_person_login(provider, person)
+        scopes = login_scopes(name, settings)
         record = await oauth_login(provider, scopes, no_browser=no_browser, timeout_s=timeout_s,
                                    allow_private_network=config.allow_private_network,
-                                   client_env=(provider.client_id_env, provider.client_secret_env))
+                                   client_env=(provider.client_id_env, provider.client_secret_env), person=person)
+        whose = f" as {person}'s own" if person is not None else ""
+        args: dict[str, Any] = {"tool": name, "scopes": list(record.scopes)}
+        if person is not None:
+            args["person"] = person
         record_act(pincer_home(), ActKind.SECRET, subject=provider.access_secret, outcome="set",
-                   reason=f"{name} signed in with OAuth; its tokens stored", args={"tool": name, "scopes": list(record.scopes)})  # fmt: skip
-        return {"ok": True, "login": name, "secret": provider.access_secret, "scopes": list(record.scopes),
-                "expires_at": _iso(record.expires_at), "refreshable": record.has_refresh}
+                   reason=f"{name} signed in with OAuth{whose}; its tokens stored", args=args)  # fmt: skip
+        result = {"ok": True, "login": name, "secret": provider.access_secret, "scopes": list(record.scopes),
+                  "expires_at": _iso(record.expires_at), "refreshable": record.has_refresh}
+        if person is not None:
+            result["person"] = person
+        return result
 
     result = run(body, as_json=as_json)
     if as_json:
         emit_json(result)
         return
-    stderr.print(f"signed in to {name}: {result['secret']} stored (expires {result['expires_at'] or 'never'}"
+    whose = f" as {person}'s own" if person is not None else ""
+    stderr.print(f"signed in to {name}: {result['secret']} stored{whose} (expires {result['expires_at'] or 'never'}"
                  f"{', refreshable' if result['refreshable'] else ''})")
+
 
 
 def _iso(when: float | None) -> str | None:
@@ -353,24 +380,33 @@ def _oauth_status(settings: Any, store: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _oauth_revoke(name: str, *, as_json: bool) -> None:
+def _oauth_revoke(name: str, *, as_json: bool, person: str | None = None) -> None:
     async def body() -> dict[str, Any]:
         from pincer.builtins.oauth import provider_for, revoke_login
 
         config, settings = _settings()
         provider = provider_for(name, settings)
+        if person is not None:
+            from pincer.store.people import check_person_name
+
+            check_person_name(person)
         store = _open_store()
         try:
             outcome = await revoke_login(provider, store=store, home=pincer_home(),
-                                         allow_private_network=config.allow_private_network)
+                                         allow_private_network=config.allow_private_network, person=person)
         finally:
             store.close()
         if outcome["forgot_locally"]:
+            whose = f"{person}'s own" if person is not None else f"{name}'s"
             record_act(pincer_home(), ActKind.SECRET, subject=provider.access_secret, outcome="removed",
-                       reason=f"{name}'s OAuth login revoked and forgotten", args={"tool": name})  # fmt: skip
-        return {"ok": True, "tool": name, "secret": provider.access_secret, "removed": outcome["forgot_locally"],
-                "revoked_at_server": outcome["revoked_at_server"], "server_error": outcome["server_error"],
-                "revoke_at": provider.console_url}
+                       reason=f"{whose} OAuth login ({name}) revoked and forgotten",
+                       args={"tool": name} | ({"person": person} if person is not None else {}))  # fmt: skip
+        result = {"ok": True, "tool": name, "secret": provider.access_secret, "removed": outcome["forgot_locally"],
+                  "revoked_at_server": outcome["revoked_at_server"], "server_error": outcome["server_error"],
+                  "revoke_at": provider.console_url}
+        if person is not None:
+            result["person"] = person
+        return result
 
     result = run(body, as_json=as_json)
     if as_json:

@@ -52,12 +52,14 @@ class GoogleApi:
     ) -> Any:
         """The decoded JSON answer (``raw``: the body's bytes); errors translated."""
         stamp = None
+        # A per-person login is the calling person's own: theirs is refreshed, never another's.
+        person = self.client.host.person
         if self._tokens is not None:
-            await self._tokens.ensure_fresh(LOGIN)
-            stamp = self._tokens.stamp(LOGIN)
+            await self._tokens.ensure_fresh(LOGIN, person)
+            stamp = self._tokens.stamp(LOGIN, person)
         response = await self.client.request(method, path, query=query, json=json, content=content, headers=headers)
         if response.status == 401 and self._tokens is not None:
-            await self._tokens.after_unauthorized(LOGIN, stamp)  # ReauthRequired when refused
+            await self._tokens.after_unauthorized(LOGIN, stamp, person)  # ReauthRequired when refused
             response = await self.client.request(method, path, query=query, json=json, content=content,
                                                  headers=headers)
         if 200 <= response.status < 300:
