@@ -64,7 +64,8 @@ class Client(ClientMixin):
     def check_redirect_uri(self, redirect_uri: str) -> bool:
         # RFC 8252 7.3: any port on the loopback address.
         parts = urlsplit(redirect_uri)
-        return parts.scheme == "http" and parts.hostname == "127.0.0.1" and parts.path == "/callback"
+        # (and the dashboard's callback of a person's own login, /ui/credentials/oauth/NAME/callback)
+        return parts.scheme == "http" and parts.hostname == "127.0.0.1" and parts.path.endswith("/callback")
 
     def check_client_secret(self, client_secret: str) -> bool:
         return secrets.compare_digest(client_secret, self.client_secret)

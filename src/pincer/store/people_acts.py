@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pincer.secrets.store import SecretStore
 
 __all__ = ["add_person", "set_person_roles", "remove_person", "make_token", "revoke_token", "set_own_credential",
-           "remove_own_credential", "require_per_person"]  # fmt: skip
+           "remove_own_credential", "record_own_credential", "require_per_person"]  # fmt: skip
 
 
 async def _record(audit: AuditLog, actor: Actor, *, subject: str, outcome: str, reason: str, args: dict[str, object]) -> None:
@@ -113,10 +113,17 @@ async def set_own_credential(
     had = any(i.name == name for i in secrets.person_names(person))
     secrets.set_for(person, name, value)
     outcome = "replaced" if had else "set"
+    await record_own_credential(audit, actor=actor, person=person, name=name, outcome=outcome, what=what)
+    return outcome
+
+
+async def record_own_credential(audit: AuditLog, *, actor: Actor, person: str, name: str, outcome: str,
+                                what: str = "") -> None:  # fmt: skip
+    """The record of ``person``'s value of ``name`` set or replaced (by a paste, or by their own
+    OAuth login on the dashboard): the secret and the person, never the value."""
     entry = act_entry(ActKind.SECRET, actor=actor, subject=name, outcome=outcome, args={"person": person},
                       reason=f"{person}'s value of secret {name} {outcome}{what}")  # fmt: skip
     await audit.append(entry, gather=False)
-    return outcome
 
 
 async def remove_own_credential(audit: AuditLog, secrets: SecretStore, *, actor: Actor, person: str, name: str) -> None:

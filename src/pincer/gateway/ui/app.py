@@ -13,6 +13,7 @@ from starlette.types import ASGIApp
 from pincer.gateway.ui import (
     approvals,
     audit,
+    credential_connect,
     credentials,
     grants,
     installed,
@@ -60,6 +61,7 @@ def create_ui_app(
             *mcp.routes(),
             *installed.routes(),
             *people.routes(),
+            *credential_connect.routes(),
             *credentials.routes(),
             Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
             *routes,

@@ -1,6 +1,7 @@
 """``/ui/credentials``: a signed-in person's own values of the per-person secrets (``[secrets]
 per_person``, docs/teams.md): each name with whether they hold a value (never the value), a
-form to set theirs (a password input: pasted, never shown again) and one to remove it.
+form to set theirs (a password input: pasted, never shown again) and one to remove it; for a
+built-in's OAuth token, a Connect button that runs the provider's login (credential_connect.py).
 
 The person is the sign-in's, and no field or path names another: a person sets and removes
 their own values only. The acts are store/people_acts.py's, the ones ``pincer secrets set NAME
@@ -18,6 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from pincer.core.errors import SecretError, UsageError
+from pincer.gateway.ui.credential_connect import connectable
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.render import pages_of
 from pincer.gateway.ui.services import services_of
@@ -27,7 +29,8 @@ __all__ = ["routes"]
 
 _NO_PERSON = ("credentials are a person's own: this sign-in (the gateway's shared token) is nobody's; sign in with "
               "your personal access token (`pincer people token NAME`) or single sign-on")  # fmt: skip
-_DONE = {"set": "credential set", "replaced": "credential replaced", "removed": "credential removed"}
+_DONE = {"set": "credential set", "replaced": "credential replaced", "removed": "credential removed",
+         "connected": "your own login connected"}
 
 
 async def _page(request: Request, identity: UiIdentity, *, status: int = 200, error: str | None = None,
@@ -35,8 +38,9 @@ async def _page(request: Request, identity: UiIdentity, *, status: int = 200, er
     person = identity.session.person
     services = services_of(request)
     held = {i.name: i.updated_at for i in services.secrets.person_names(person)} if person is not None else {}
+    names = services.config().secrets.per_person
     context: dict[str, Any] = {
-        "person": person, "names": services.config().secrets.per_person, "held": held, "now": time.time(),
+        "person": person, "names": names, "held": held, "now": time.time(), "connectable": connectable(request, names),
         "error": error or (None if person else _NO_PERSON), "notice": notice,
     }  # fmt: skip
     return pages_of(request).render(request, "credentials.html", context, status=403 if person is None else status)
