@@ -103,7 +103,7 @@ def test_each_person_connects_their_own_login_bound_to_their_browser(pincer_home
             # A forged state in her own browser: refused.
             forged = gina.get(_path(callback).replace(state, "forged-state"))
             assert forged.status_code == 400
-            assert _held(pincer_home) == {} and [t for t in fake.token_requests] == []
+            assert _held(pincer_home) == {} and list(fake.token_requests) == []
 
             done = gina.get(_path(callback))
             assert done.status_code == 200 and "connected as gina" in done.text, done.text

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import secrets
 import time
 from html import escape
 from urllib.parse import quote

@@ -19,8 +19,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from pincer.core.errors import SecretError, UsageError
-from pincer.gateway.ui.credential_connect import connectable
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
+from pincer.gateway.ui.credential_connect import connectable
 from pincer.gateway.ui.render import pages_of
 from pincer.gateway.ui.services import services_of
 from pincer.store.people_acts import remove_own_credential, require_per_person, set_own_credential
