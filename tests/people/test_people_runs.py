@@ -15,9 +15,12 @@ from typing import Any
 import anyio
 import pytest
 
+from pincer.core.effects import EffectKind
+from pincer.core.values import CallRequest, HostContext
 from pincer.demo.model_server import ScriptedCall, Turn, serve_models
 from pincer.llm.delegate import run_skill_runtime
 from pincer.policy.roles import parse_roles
+from pincer.runtimes.native import NativeRuntime, tool
 from pincer.service import Pincer
 from tests.gateway.conftest import LiveGateway, live_gateway
 
@@ -135,3 +138,34 @@ async def test_a_task_a_persons_call_became_carries_on_as_theirs_when_another_an
         assert [r.id for r in await gateway.pincer.audit.records(person="wes") if r.kind == "call"] == [calls[1].id]
 
 
+
+
+
+async def test_a_run_skill_inside_a_persons_call_acts_for_that_person(tmp_path: Path) -> None:
+    """Issue 41, item 3: ``run_skill`` called inside a call (a tool of gina's call invoking it
+    through the chain, one level deeper) starts a run that is gina's, as is every call it makes."""
+    @tool(name="delegate", effects=[EffectKind.DISPATCH_CAPABILITY])
+    async def delegate(host: HostContext) -> dict[str, Any]:
+        """Delegate the greeting to a skill run, through the chain."""
+        assert host.invoke is not None
+        result = await host.invoke(CallRequest(tool="run_skill", args={"skill": "greet", "message": "greet me"}))
+        assert result.ok, result.error
+        return dict(result.output)  # type: ignore[arg-type]
+
+    home = tmp_path / "home"
+    folder = home / "workspace" / "skills" / "greet"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: greet\ndescription: Greet someone.\ntools: [say]\n---\nGreet the user with say.\n")
+    config = '[[grants]]\ntool = "delegate"\ndefault = "allow"\n'
+    with serve_models(_say("hello")) as server:
+        async with live_gateway(home, config=_config(server) + config) as gateway, gateway.http() as http:
+            await gateway.pincer.add_runtime(run_skill_runtime(gateway.pincer.delegate_services()))
+            await gateway.pincer.add_runtime(NativeRuntime([delegate], name="test-delegate"))
+            gina = await _person(gateway.pincer, "gina", "operator")
+            answer = await http.post("/api/v1/tools/delegate/call", headers=gina, json={"args": {}})
+            assert answer.status_code == 200, answer.text
+            (inner,) = await gateway.pincer.runs.list()
+            assert inner.person == "gina" and inner.trigger == "run_skill"
+            assert await _people_of_run(gateway, inner.id) == [("run", "gina"), ("call", "gina"), ("run", "gina")]
+            calls = [(r.tool, r.person) for r in await gateway.pincer.audit.records() if r.kind == "call"]
+            assert ("run_skill", "gina") in calls and ("delegate", "gina") in calls
