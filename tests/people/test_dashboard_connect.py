@@ -160,3 +160,57 @@ def test_each_person_connects_their_own_login_bound_to_their_browser(pincer_home
         assert not any(value in page for page in pages)
     home_holds_none_of(pincer_home, tokens)
     assert pincer_cli(pincer_home, "audit", "verify").returncode == 0
+
+
+def test_each_person_connects_their_own_github_and_each_call_carries_theirs(pincer_home: Path) -> None:
+    """GitHub's OAuth (the local GitHub of tests/people/github_provider.py: its authorize and
+    access_token endpoints, PKCE checked, errors as HTTP 200) for the github built-in, whose API is
+    tests/builtins/fakegithub.py's: gina's and bo's calls each carry their own token."""
+    from tests.builtins import fakegithub
+    from tests.people import github_provider
+    from tests.people.github_provider import GitHubUserSpec, email
+
+    with github_provider.github_stand_in() as oauth, fakegithub.serve() as api:
+        (pincer_home / "config.toml").write_text(
+            dashboard_config()
+            + f'\n[builtins.github]\nenabled = true\nbase_url = "{api.base_url}"\n'
+            f'authorization_url = "{oauth.url}/login/oauth/authorize"\ntoken_url = "{oauth.url}/login/oauth/access_token"\n'
+            '\n[secrets]\nper_person = ["github_token"]\n'
+            '\n[[grants]]\ntool = "github"\neffects = { network = "allow", use_secret = "allow" }\n'
+        )  # fmt: skip
+        people = {who: add_person(pincer_home, who, "viewer") for who in ("gina", "bo")}
+        client = pincer_cli(pincer_home, "secrets", "set", "github_oauth_client_id", stdin=github_provider.CLIENT_ID)
+        assert client.returncode == 0
+        secret = pincer_cli(pincer_home, "secrets", "set", "github_oauth_client_secret", stdin=github_provider.CLIENT_SECRET)
+        assert secret.returncode == 0
+        pages: list[str] = []
+        with pincer_serve(pincer_home) as server:
+            base = server.info["url"]
+            for who in ("gina", "bo"):
+                oauth.next_user = GitHubUserSpec(login=who, emails=[email(f"{who}@example.com", primary=True)])
+                with httpx.Client(base_url=base, trust_env=False, timeout=WAIT_S) as browser:
+                    assert sign_in(browser, people[who]).status_code == 303
+                    page = browser.get("/ui/credentials")
+                    assert "Connect your GitHub" in page.text, page.text
+                    answer = browser.post("/ui/credentials/github_token/connect", data={"csrf_token": csrf_of(page.text)})
+                    found = re.search(r'http-equiv="refresh" content="0;url=([^"]+)"', answer.text)
+                    assert answer.status_code == 200 and found is not None, answer.text
+                    done = browser.get(_path(_consent(unescape(found.group(1)))))
+                    assert done.status_code == 200 and f"connected as {who}" in done.text, done.text
+                    pages.append(done.text)
+                with httpx.Client(base_url=base, trust_env=False, timeout=WAIT_S,
+                                  headers={"Authorization": f"Bearer {people[who]}"}) as rest:  # fmt: skip
+                    call = rest.post("/api/v1/tools/github/call",
+                                     json={"args": {"action": "get_repo", "owner": "octocat", "repo": "hello-world"}})  # fmt: skip
+                assert call.status_code == 200, call.text
+                pages.append(call.text)
+            server_output = "".join(server.stderr_lines.queue)
+    held = _held(pincer_home)
+    gina, bo = held[("gina", "github_token")], held[("bo", "github_token")]
+    assert oauth.issued == [gina, bo] and gina != bo
+    assert [r.headers.get("Authorization") for r in api.requests] == [f"Bearer {gina}", f"Bearer {bo}"]
+    challenge_sent = [r for r in oauth.token_requests if r.get("code_verifier")]
+    assert len(challenge_sent) == 2  # PKCE: each exchange carried its verifier
+    for value in (gina, bo):
+        assert value not in server_output and not any(value in page for page in pages)
+    home_holds_none_of(pincer_home, [v for v in (gina, bo) if v])

@@ -1,5 +1,6 @@
 """OAuth 2.0 logins for the built-ins: authorization code with PKCE (RFC 6749, RFC 7636) on a
-loopback redirect (RFC 8252), refresh, and revocation (RFC 7009), for Google and Slack's OAuth v2.
+loopback redirect (RFC 8252), refresh, and revocation (RFC 7009), for Google, Slack's OAuth v2 and
+GitHub's OAuth (an OAuth app's or a GitHub App's user login).
 
 authlib builds and reads the protocol messages (the authorization URL with its S256 challenge,
 the redirect's ``state`` check, the token request bodies); every request to a provider goes
@@ -176,7 +177,28 @@ PROVIDERS: dict[str, OAuthProvider] = {
         scope_separator=",",
         slack_style=True,
     ),
+    # An OAuth app's (or a GitHub App's) user login, for the github tool's token: GitHub answers a
+    # refused code with HTTP 200 and {"error": ...}, and has no RFC 7009 revocation endpoint (an
+    # app's grant is revoked in the person's GitHub settings).
+    "github": OAuthProvider(
+        name="github",
+        display_name="GitHub",
+        authorization_url="https://github.com/login/oauth/authorize",
+        token_url="https://github.com/login/oauth/access_token",
+        revocation_url=None,
+        access_secret="github_token",
+        refresh_secret="github_oauth_refresh_token",
+        client_id_secret="github_oauth_client_id",
+        client_secret_secret="github_oauth_client_secret",
+        client_id_env="GITHUB_OAUTH_CLIENT_ID",
+        client_secret_env="GITHUB_OAUTH_CLIENT_SECRET",
+        console_url="https://github.com/settings/developers",
+        login_command="pincer auth setup github --oauth",
+    ),
 }
+
+# The scopes the github tool's actions need (an OAuth app's; a GitHub App's permissions are its own).
+GITHUB_SCOPES = ("repo",)
 
 # The bot scopes the slack tool's actions need (post, reply, channels, history, reactions, upload).
 SLACK_SCOPES = (
@@ -191,7 +213,7 @@ def login_scopes(name: str, settings: Mapping[str, Any]) -> tuple[str, ...]:
         from pincer.builtins.google import login_scopes as google_scopes
 
         return tuple(google_scopes(settings))
-    return SLACK_SCOPES
+    return GITHUB_SCOPES if name == "github" else SLACK_SCOPES
 
 
 def login_for_secret(secret: str, settings: Mapping[str, Any]) -> OAuthProvider | None:

@@ -3,9 +3,9 @@
 A token comes from the env var the tool's capabilities name (``--from-env``), stdin, or a hidden
 prompt: never from argv. It is checked against the ``validation_endpoint`` before it is stored.
 
-``google`` is an OAuth login instead (:mod:`pincer.builtins.oauth`), and so is ``slack --oauth``
+``google`` is an OAuth login instead (:mod:`pincer.builtins.oauth`), and so are ``slack --oauth``
 (Slack's OAuth v2; without it, Slack's bot token from the app's install page is pasted like any
-other): the browser is opened on the provider's consent page (or the URL printed, ``--no-browser``:
+other) and ``github --oauth`` (an OAuth app's login; without it, a personal access token): the browser is opened on the provider's consent page (or the URL printed, ``--no-browser``:
 the person pastes the redirect URL back), the scopes are shown first, and the tokens land in the
 secret store. With ``--person WHO`` (the login's token secret in ``[secrets] per_person``) the same
 login is WHO's own: both tokens are kept as WHO's values, refreshed as theirs (docs/teams.md).
@@ -28,9 +28,10 @@ app = typer.Typer(help="Set up, show and revoke the tokens of the built-in tools
 
 MAX_TOKEN_BYTES = 65_536
 LOGIN_TIMEOUT_S = 300.0  # the person consents in the browser (or pastes the redirect) within this
-OAUTH_LOGINS = ("google", "slack")
-# Always an OAuth login; slack is one only with --oauth (or once it was set up that way): most Slack
-# apps hand out a bot token on their install page, and Slack may refuse a loopback redirect URL.
+OAUTH_LOGINS = ("google", "slack", "github")
+# Always an OAuth login; slack and github are one only with --oauth (or once set up that way): most
+# Slack apps hand out a bot token on their install page (and Slack may refuse a loopback redirect
+# URL), and a GitHub token is most often a pasted personal access token.
 OAUTH_ONLY = ("google",)
 
 
@@ -87,7 +88,9 @@ def setup(
         ..., help="The built-in: github, web_search, llm_context (brave: web_search's key), slack, telegram, "
         "portfolio, composio; google (OAuth)."
     ),
-    oauth: bool = typer.Option(False, "--oauth", help="slack: log in with Slack's OAuth v2 instead of pasting a bot token."),
+    oauth: bool = typer.Option(
+        False, "--oauth", help="slack, github: log in with the provider's OAuth instead of pasting a token."
+    ),
     from_env: bool = typer.Option(False, "--from-env", help="Take the token from the env var its capabilities name."),
     no_check: bool = typer.Option(False, "--no-check", help="Store without the validation request."),
     no_browser: bool = typer.Option(
@@ -100,7 +103,8 @@ def setup(
     as_json: bool = JsonOption,
 ) -> None:
     """Store a built-in's token after checking it against its validation endpoint; for google
-    (and slack --oauth), run the OAuth login (browser, or --no-browser to paste the redirect URL)."""
+    (and slack or github with --oauth), run the OAuth login (browser, or --no-browser to paste the
+    redirect URL). With --person: the token, or the login, is that person's own."""
     if name in OAUTH_ONLY or (oauth and name in OAUTH_LOGINS):
         _oauth_setup(name, no_browser=no_browser, timeout_s=timeout_s, as_json=as_json, person=person)
         return

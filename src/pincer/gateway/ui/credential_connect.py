@@ -1,6 +1,6 @@
 """A person connects their own OAuth login on the dashboard: the **Connect** button of
 ``/ui/credentials`` for a per-person secret that is a built-in's OAuth token (``google_oauth_token``,
-``slack_bot_token``: builtins/oauth.py's providers).
+``slack_bot_token``, ``github_token``: builtins/oauth.py's providers) whose OAuth client is set up.
 
 ``POST /ui/credentials/NAME/connect`` (the sign-in's CSRF token; a person's sign-in) begins the
 provider's authorization code flow with PKCE (S256) and a fresh ``state``, and sends the browser
@@ -49,14 +49,16 @@ _COOKIE_PATH = f"{UI_PREFIX}/credentials/"
 
 
 def connectable(request: Request, names: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """The per-person secrets that are a built-in's OAuth token: name -> the provider's display name."""
+    """The per-person secrets that are a built-in's OAuth token whose OAuth client an operator set
+    up here (no dead button): name -> the provider's display name."""
     from pincer.builtins.oauth import login_for_secret
 
-    settings = services_of(request).config().builtins
+    services = services_of(request)
+    settings = services.config().builtins
     found = {}
     for name in names:
         provider = login_for_secret(name, settings)
-        if provider is not None:
+        if provider is not None and services.secrets.find(provider.client_id_secret):
             found[name] = provider.display_name
     return found
 
