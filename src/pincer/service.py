@@ -64,6 +64,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# A per-person token of a built-in's login is connected with its command (a person's own OAuth
+# login, or a checked paste), not `pincer secrets set`: what a call missing one is told.
+_CONNECT_COMMANDS = {"google_oauth_token": "pincer auth setup google", "slack_bot_token": "pincer auth setup slack",
+                     "github_token": "pincer auth setup github"}  # fmt: skip
+
 __all__ = ["Pincer", "OpenedStores", "open_stores", "home_audit_log", "RUNTIME_CLOSE_TIMEOUT_S"]
 
 RUNTIME_CLOSE_TIMEOUT_S = 10.0
@@ -880,7 +885,8 @@ class Pincer:
         read for the call's ``person`` (docs/teams.md)."""
         caps = spec.capabilities or self.config.credential_capabilities
         allowed = caps.is_secret_allowed if caps is not None else (lambda _name: False)
-        return SecretAccess(self.secrets, allowed, person=person, per_person=self.config.secrets.per_person)
+        return SecretAccess(self.secrets, allowed, person=person, per_person=self.config.secrets.per_person,
+                            connect=_CONNECT_COMMANDS)  # fmt: skip
 
     async def aclose(self) -> None:
         unshare(self.home_sync)

@@ -169,6 +169,14 @@ async def test_a_refused_refresh_asks_that_person_to_reconnect(team: Any, fake: 
     assert "bo's own" in result.error["message"]
 
 
+async def test_a_person_without_their_own_login_is_told_the_command_that_connects_it(team: Any, fake: FakeGoogle) -> None:
+    pincer = team
+    result = await pincer.call(CallRequest(tool="gmail", args=LIST, person="wes"))
+    assert not result.ok and "wes has no value of the per-person secret 'google_oauth_token'" in result.error["message"]
+    assert "`pincer auth setup google --person wes`" in result.error["hint"], result.error
+    assert fake.requests == [] and _refreshed_with(fake) == []  # refused before anything was sent
+
+
 # ------------------------------------------------------------------------------------- the CLI
 
 
@@ -233,3 +241,34 @@ def test_auth_setup_person_is_refused_for_a_login_that_is_not_per_person(tmp_pat
     done = _pincer(home, "auth", "setup", "google", "--person", "gina", "--no-browser")
     assert done.returncode != 0 and "not per person" in done.stderr and "[secrets] per_person" in done.stderr
     assert fake.consents == []
+
+
+def test_auth_setup_github_oauth_person_keeps_the_login_as_theirs(tmp_path: Path) -> None:
+    """``pincer auth setup github --oauth --person gina``: GitHub's OAuth (the local GitHub of
+    tests/people/github_provider.py, PKCE checked, errors as HTTP 200) kept as gina's github_token."""
+    from pincer.secrets.store import SecretStore
+    from tests.people import github_provider
+    from tests.people.github_provider import GitHubUserSpec, email
+
+    home = tmp_path / "home"
+    home.mkdir()
+    browser = tmp_path / "browser.py"
+    browser.write_text(BROWSER_SCRIPT)
+    with github_provider.github_stand_in() as oauth:
+        oauth.next_user = GitHubUserSpec(login="gina", emails=[email("gina@example.com", primary=True)])
+        (home / "config.toml").write_text(
+            f'[builtins.github]\nenabled = true\nauthorization_url = "{oauth.url}/login/oauth/authorize"\n'
+            f'token_url = "{oauth.url}/login/oauth/access_token"\n\n[secrets]\nper_person = ["github_token"]\n'
+        )  # fmt: skip
+        assert _pincer(home, "people", "add", "gina", "--role", "viewer").returncode == 0
+        env = _env(home, {"BROWSER": f"{sys.executable} {browser} %s", "GITHUB_OAUTH_CLIENT_ID": github_provider.CLIENT_ID,
+                          "GITHUB_OAUTH_CLIENT_SECRET": github_provider.CLIENT_SECRET})  # fmt: skip
+        done = _pincer(home, "auth", "setup", "github", "--oauth", "--person", "gina", "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["person"] == "gina" and json.loads(done.stdout)["secret"] == "github_token"
+        (token,) = oauth.issued
+        assert [r["code_verifier"] != "" for r in oauth.token_requests] == [True]
+    with SecretStore.open(home, key=bytes.fromhex(KEY)) as store:
+        assert store.find_for("gina", "github_token") == token and store.find("github_token") is None
+    assert token not in done.stdout + done.stderr
+    home_holds_none_of(home, [token])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from pincer.core.errors import SecretError
@@ -39,7 +39,7 @@ class SecretAccess:
     """Allowed-name lookups against a store, recording what was handed out. ``person`` is who
     the call acts for (None: no one); ``per_person`` the names each person holds their own of."""
 
-    __slots__ = ("_store", "_allowed", "_injected", "_lock", "_person", "_per_person")
+    __slots__ = ("_store", "_allowed", "_injected", "_lock", "_person", "_per_person", "_connect")
 
     def __init__(
         self,
@@ -48,6 +48,7 @@ class SecretAccess:
         *,
         person: str | None = None,
         per_person: Collection[str] = (),
+        connect: Mapping[str, str] | None = None,
     ) -> None:
         self._store = store
         self._allowed = allowed
@@ -55,6 +56,9 @@ class SecretAccess:
         self._lock = threading.Lock()
         self._person = person
         self._per_person = frozenset(per_person)
+        # name -> the command that connects a person's own value of it, when it is not a paste
+        # (a built-in's login: `pincer auth setup google`); `--person WHO` is added to it.
+        self._connect = dict(connect or {})
 
     @property
     def person(self) -> str | None:
@@ -76,9 +80,11 @@ class SecretAccess:
                 hint="call with a person's token (`pincer people token NAME`), or take the name out of "
                 "[secrets] per_person in config.toml to share one value",
             )
+        command = self._connect.get(name, f"pincer secrets set {name}")
         return SecretError(
             f"{tool}: {self._person} has no value of the per-person secret {name!r}, so the call cannot run",
-            hint=f"let {self._person} connect theirs: `pincer secrets set {name} --person {self._person}`, then call again",
+            hint=f"let {self._person} connect theirs: `{command} --person {self._person}` (or on the dashboard's "
+            "Credentials page), then call again",
         )
 
     def is_allowed(self, name: str) -> bool:
