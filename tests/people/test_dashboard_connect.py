@@ -145,14 +145,21 @@ def test_each_person_connects_their_own_login_bound_to_their_browser(pincer_home
                     answer = rest.post("/api/v1/tools/gmail/call", json={"args": {"action": "list_labels"}})
                 assert answer.status_code == 200, answer.text
                 pages.append(answer.text)
+            # bo removes his: his refresh token and his login's record go with it; gina's stay.
+            removed = bo.post("/ui/credentials/google_oauth_token/remove", data={"csrf_token": csrf_of(bo.get("/ui/credentials").text)})
+            assert removed.status_code == 303
+            assert [k for k in _held(pincer_home) if k[0] == "bo"] == []
+            assert not (pincer_home / "oauth" / "people" / "bo" / "google.json").exists()
+            assert (pincer_home / "oauth" / "people" / "gina" / "google.json").exists()
         server_output = "".join(server.stderr_lines.queue)
     assert [r.headers["Authorization"] for r in fake.requests] == [f"Bearer {gina_token}", f"Bearer {bo_token}"]
     acts = rows_after(pincer_home, before)
     secret_acts = [(r["tool"], r["outcome"], r["caller"], json.loads(r["args"])) for r in acts if r["kind"] == "secret"]
     assert secret_acts == [("google_oauth_token", "set", "ui:gina", {"person": "gina"}),
-                           ("google_oauth_token", "set", "ui:bo", {"person": "bo"})]  # fmt: skip
+                           ("google_oauth_token", "set", "ui:bo", {"person": "bo"}),
+                           ("google_oauth_token", "removed", "ui:bo", {"person": "bo"})]  # fmt: skip
     with SecretStore.open(pincer_home) as store:
-        tokens = [v for i in store.person_names() if (v := store.find_for(i.person, i.name))]
+        tokens = [v for i in store.person_names() if (v := store.find_for(i.person, i.name))] + [bo_token]
         assert store.find("google_oauth_token") is None
     every_record = json.dumps(audit_rows(pincer_home))
     for value in tokens:

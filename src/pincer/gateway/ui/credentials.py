@@ -22,7 +22,7 @@ from pincer.core.errors import SecretError, UsageError
 from pincer.gateway.ui.auth import UI_PREFIX, UiIdentity, read_form, require_csrf, require_identity
 from pincer.gateway.ui.credential_connect import connectable
 from pincer.gateway.ui.render import pages_of
-from pincer.gateway.ui.services import services_of
+from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.store.people_acts import remove_own_credential, require_per_person, set_own_credential
 
 __all__ = ["routes"]
@@ -67,6 +67,7 @@ async def _act(request: Request, *, remove: bool) -> Response:
         require_per_person(name, per_person)
         if remove:
             await remove_own_credential(services.audit, services.secrets, actor=identity.actor, person=person, name=name)
+            _forget_own_login(services, person, name)
             done = "removed"
         else:
             value = form.get("value", "").strip()
@@ -77,6 +78,16 @@ async def _act(request: Request, *, remove: bool) -> Response:
     except (UsageError, SecretError) as exc:
         return await _page(request, identity, status=400, error=f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
     return RedirectResponse(f"{UI_PREFIX}/credentials?done={done}", status_code=303)
+
+
+def _forget_own_login(services: DashboardServices, person: str, name: str) -> None:
+    """A removed token of a built-in's login takes the person's refresh token and record with it:
+    nothing of that login of theirs is left to refresh."""
+    from pincer.builtins.oauth import forget_login, login_for_secret
+
+    provider = login_for_secret(name, services.config().builtins)
+    if provider is not None:
+        forget_login(services.secrets, services.home, provider, person)
 
 
 async def set_value(request: Request) -> Response:
