@@ -2,10 +2,12 @@
 
 Both drivers hand notifications to listeners through a :class:`Channels`: the SQLite driver
 when a transaction that notified has committed (one ``Channels`` per database file in this
-process, so every database object of the same file hears it), the PostgreSQL driver when its
-LISTEN connection receives one. A listener keeps what it has not read yet; one that falls
-:data:`MAX_BACKLOG` behind is told :data:`~pincer.store.sql.database.RESYNC` instead of the
-backlog, and reads again what it follows.
+process, so every database object of the same file hears it) and RESYNC when another process
+committed (store/sql/sqlite.py), the PostgreSQL driver when its LISTEN connection receives one.
+A listener keeps what it has not read yet; one that falls :data:`MAX_BACKLOG` behind is told
+:data:`~pincer.store.sql.database.RESYNC` instead of the backlog, and reads again what it
+follows. RESYNCs in a row are one: a listener that has not read the first reads everything
+again anyway.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Listener:
         if len(self._backlog) >= MAX_BACKLOG:
             self._backlog.clear()
             payload = RESYNC
+        if payload == RESYNC and self._backlog and self._backlog[-1] == RESYNC:
+            return  # one unread RESYNC already says it
         self._backlog.append(payload)
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
@@ -67,6 +71,11 @@ class Channels:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._listeners: dict[str, set[Listener]] = {}
+        # This process's commits on the file (SQLite): begun and not yet booked, and booked.
+        # A database object that sees the file changed tells a change of another process from
+        # one of another object of this process by them (SqliteDatabase's watch).
+        self._committing = 0
+        self._committed = 0
 
     @contextmanager
     def listening(self, channel: str, on_first: Callable[[str], None] | None = None) -> Iterator[Listener]:
@@ -94,6 +103,22 @@ class Channels:
             listeners = list(self._listeners.get(channel, ()))
         for listener in listeners:
             listener.put(payload)
+
+    def committing(self) -> None:
+        """A commit of this process is about to be made (called before COMMIT, any thread)."""
+        with self._lock:
+            self._committing += 1
+
+    def committed(self) -> None:
+        """... and is made, or failed (called after it, in any case)."""
+        with self._lock:
+            self._committing -= 1
+            self._committed += 1
+
+    def local_commits(self) -> tuple[int, int]:
+        """(commits under way, commits booked) of this process on the file."""
+        with self._lock:
+            return self._committing, self._committed
 
     def resync(self) -> None:
         """Every listener may have missed something (a LISTEN connection was made again)."""

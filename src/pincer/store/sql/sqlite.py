@@ -11,8 +11,18 @@ read and then fail to write. Another process's transaction makes it wait up to
 
 Notifications are an in-process signal (store/sql/notices.py): every database object of the same
 file in this process hears them, once the transaction that sent them has committed. Another
-process's changes are not announced; a store that must see them (an approval answered by
-``pincer approvals approve`` in another process) reads again at an interval as well.
+process's commits (``pincer approvals approve``, ``pincer tasks cancel``, another gateway on the
+file) are announced as RESYNC: while anyone listens through a database object, its writer thread
+reads ``PRAGMA data_version`` on the writer's connection every :data:`WATCH_INTERVAL_S`, between
+its jobs. SQLite changes that number when another connection has committed to the file, and
+never for the connection's own commits, so the writer (through which every commit of this object
+goes) sees exactly the other connections' commits, at the cost of one pragma per interval and
+nothing on the write path. The number says only that something changed, so the listeners are
+told RESYNC and read again what they follow. Another database object of this process on the same
+file is another connection too: its commits are told in-process already, so a change seen while
+one of those is under way or was booked since the last look is taken for it
+(:meth:`~pincer.store.sql.notices.Channels.local_commits`); pincer opens one database object per
+process, the tests sometimes two.
 """
 
 from __future__ import annotations
@@ -21,8 +31,8 @@ import fcntl
 import hashlib
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,10 +45,14 @@ from pincer.store.sql.notices import Listener, channels_of_file
 from pincer.store.sql.statement import Dialect, Params, Sql
 from pincer.store.sql.workers import Worker
 
-__all__ = ["SqliteDatabase", "BUSY_TIMEOUT_MS", "READER_THREADS"]
+__all__ = ["SqliteDatabase", "BUSY_TIMEOUT_MS", "READER_THREADS", "WATCH_INTERVAL_S"]
 
 BUSY_TIMEOUT_MS = 5_000
 READER_THREADS = 2
+# How often a database object with listeners looks whether another process committed: the
+# longest another process's change waits before this one's listeners hear of it (plus a write
+# of this process the writer is busy with). One pragma on the writer's thread, ~20 us.
+WATCH_INTERVAL_S = 0.05
 _NO_PARAMS: Params = {}
 
 T = TypeVar("T")
@@ -102,6 +116,8 @@ class SqliteDatabase:
         )
         self._write_lock = anyio.Lock(fast_acquire=True)
         self._channels = channels_of_file(os.path.realpath(path))
+        self._trace = trace
+        self._watch = _Watch()  # the writer thread's alone
 
     @property
     def shown(self) -> str:
@@ -110,6 +126,7 @@ class SqliteDatabase:
     async def trace(self, callback: Callable[[str], None] | None) -> None:
         """From now on, call ``callback`` (in the writer's thread) with each statement the
         writer runs (None: stop); the ``trace`` of the constructor, for a database already open."""
+        self._trace = callback
         await self._writer.run(lambda conn: conn.set_trace_callback(callback))
 
     async def start(self) -> None:
@@ -129,8 +146,13 @@ class SqliteDatabase:
 
     async def execute(self, sql: Sql, params: Params | None = None) -> int:
         text, values = sql.text, params or _NO_PARAMS
+
+        def run(conn: sqlite3.Connection) -> int:
+            with self._committing():  # a statement outside a transaction commits itself
+                return int(conn.execute(text, values).rowcount)
+
         async with self._write_lock:
-            return await self._writer.run(self._guarded(lambda conn: conn.execute(text, values).rowcount))
+            return await self._writer.run(self._guarded(run))
 
     async def execute_many(self, sql: Sql, rows: Sequence[Params]) -> None:
         async with self.transaction() as tx:
@@ -169,7 +191,69 @@ class SqliteDatabase:
     @asynccontextmanager
     async def listen(self, channel: str) -> AsyncIterator[Listener]:
         with self._channels.listening(channel) as listener:
-            yield listener
+            # In place, then the watch's first look: another process's commit made before that
+            # look is one the caller's first read (after this returns) sees.
+            await self._follow_others(+1)
+            try:
+                yield listener
+            finally:
+                with suppress(StoreError):  # closed meanwhile: its thread stopped looking with it
+                    await self._follow_others(-1)
+
+    async def look_elsewhere(self) -> bool:
+        """Look now whether another process committed since the last look, telling every listener
+        RESYNC if so (what the writer does every :data:`WATCH_INTERVAL_S` while anyone listens
+        through this object; without a listener the first look only takes its bearings)."""
+        return await self._writer.run(self._guarded(self._look))
+
+    async def _follow_others(self, change: int) -> None:
+        watch = self._watch
+
+        def follow(conn: sqlite3.Connection) -> None:
+            first = watch.listeners == 0
+            watch.listeners += change
+            if first and watch.listeners > 0:
+                watch.version = None
+                self._look(conn)  # its bearings: nothing before it is told
+                self._writer.tick_every(WATCH_INTERVAL_S, self._look)
+            elif watch.listeners == 0:
+                self._writer.tick_every(WATCH_INTERVAL_S, None)
+
+        with anyio.CancelScope(shield=True):  # counted once, whatever happens to the caller
+            await self._writer.run(self._guarded(follow))
+
+    @contextmanager
+    def _committing(self) -> Iterator[None]:
+        """Around a commit of the writer (in its thread): booked, so the watch of another
+        database object of this process on the file does not take it for another process's."""
+        self._channels.committing()
+        try:
+            yield
+        finally:
+            self._watch.own_commits += 1
+            self._channels.committed()
+
+    def _look(self, conn: sqlite3.Connection) -> bool:
+        """In the writer's thread: whether another connection committed since the last look,
+        and not one of this process (see the module's docstring); if so every listener of the
+        file hears RESYNC."""
+        watch = self._watch
+        if self._trace is not None:  # the trace shows what the stores run, not this look
+            conn.set_trace_callback(None)
+        try:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+        finally:
+            if self._trace is not None:
+                conn.set_trace_callback(self._trace)
+        under_way, booked = self._channels.local_commits()
+        others = booked - watch.own_commits  # this writer's own are never under way here
+        elsewhere = (
+            watch.version is not None and version != watch.version and under_way == 0 and others == watch.others
+        )
+        watch.version, watch.others = version, others
+        if elsewhere:
+            self._channels.resync()
+        return elsewhere
 
     @asynccontextmanager
     async def lock(self, name: str) -> AsyncIterator[None]:
@@ -209,6 +293,18 @@ class SqliteDatabase:
                 raise store_error(path, exc) from exc
 
         return guarded
+
+
+class _Watch:
+    """What the writer's thread knows of the file's commits (see the module's docstring)."""
+
+    __slots__ = ("listeners", "version", "others", "own_commits")
+
+    def __init__(self) -> None:
+        self.listeners = 0  # listen blocks open through this database object
+        self.version: int | None = None  # PRAGMA data_version at the last look
+        self.others = 0  # commits of this process's other database objects, at the last look
+        self.own_commits = 0
 
 
 class _Writing:
@@ -340,7 +436,8 @@ class SqliteTransaction:
                 if begin is not None:
                     conn.execute(begin)
                 _run_queued(conn, queued)
-                conn.execute("COMMIT")
+                with self._db._committing() if self._worker is self._db._writer else nullcontext():
+                    conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

@@ -10,6 +10,10 @@ thread pool: correct, only slower.
 
 A cancelled caller stops waiting; its job still runs to the end (a statement cannot be taken
 back half-way), and its answer is dropped.
+
+A worker of one thread may also be given a *tick* (:meth:`Worker.tick_every`): a job of its own
+that its thread runs every so often between the others, and never while the queue is idle past
+it; the SQLite writer follows other processes' commits with one (store/sql/sqlite.py).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import concurrent.futures
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -79,6 +84,8 @@ class Worker(Generic[C]):
         self._count = threads
         self._lock = threading.Lock()
         self._stopped = False
+        # (interval in seconds, the job): read by the thread before each wait for a job
+        self._tick: tuple[float, Callable[[Any], object]] | None = None
 
     def _start(self) -> None:
         with self._lock:
@@ -107,6 +114,13 @@ class Worker(Generic[C]):
         self._jobs.put((job, _Reply(None, done)))
         return await anyio.to_thread.run_sync(done.result)
 
+    def tick_every(self, interval_s: float, tick: Callable[[C], object] | None) -> None:
+        """From the next job on, run ``tick(connection)`` on the worker's thread at least every
+        ``interval_s`` (None: no more). Called from the thread itself (a job), so it takes hold
+        at once; a tick that raises is logged and runs again at its next time."""
+        assert self._count == 1, "a tick belongs to a worker of one thread"
+        self._tick = None if tick is None else (interval_s, tick)
+
     def _serve(self) -> None:
         connection: Any = None
         failure: BaseException | None = None
@@ -114,9 +128,25 @@ class Worker(Generic[C]):
             connection = self._connect()
         except BaseException as exc:  # noqa: BLE001 - answered to every job, below
             failure = exc
+        due = 0.0
         try:
             while True:
-                item = self._jobs.get()
+                tick = self._tick if failure is None else None
+                if tick is None:
+                    item = self._jobs.get()
+                else:
+                    interval, run_tick = tick
+                    now = time.monotonic()
+                    if now >= due:
+                        due = now + interval
+                        try:
+                            run_tick(connection)
+                        except Exception:  # a tick is a look: the next one looks again
+                            logger.exception("%s: a periodic job failed", self._name)
+                    try:
+                        item = self._jobs.get(timeout=max(0.0, due - time.monotonic()))
+                    except queue.Empty:
+                        continue
                 if item is _STOP:
                     return
                 job, reply = item
