@@ -78,7 +78,7 @@ async def test_an_approval_answered_by_another_process_completes_the_task_and_te
         async def take() -> None:
             try:
                 results.append(await agent.result(task_id))
-            except Exception as exc:  # the client gave up waiting: said below  # noqa: BLE001
+            except Exception as exc:  # the client gave up waiting: said below
                 results.append(exc)
             answered.set()
 
@@ -138,7 +138,7 @@ async def test_a_plain_call_waiting_for_its_approval_hears_another_processes_ans
         async def call() -> None:
             try:
                 results.append(await client.call_tool("write_note", {"text": "plain"}))
-            except Exception as exc:  # the client gave up waiting: said below  # noqa: BLE001
+            except Exception as exc:  # the client gave up waiting: said below
                 results.append(exc)
 
         tg.start_soon(call)

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from pincer.gateway.handshake_tasks import wire_task
+from pincer.gateway.task_feed import TaskFeed
 from pincer.gateway.task_status import TaskChanges
 from pincer.store.sql import RESYNC
 from pincer.store.tasks import TaskStatus, TaskStore
@@ -31,9 +32,11 @@ async def _waiting(store: TaskStore, approval: str) -> str:
 
 async def test_a_change_written_elsewhere_wakes_that_tasks_waiters_only(backend: Backend) -> None:
     here, elsewhere = TaskStore(await backend.db()), TaskStore(await backend.db())
-    changes = TaskChanges(lambda: here, wire_task)
+    feed = TaskFeed(lambda: here)
+    changes = TaskChanges(feed, lambda: here, wire_task)
     one, two = await _waiting(elsewhere, "ap1"), await _waiting(elsewhere, "ap2")
     async with anyio.create_task_group() as tg:
+        tg.start_soon(feed.run)
         tg.start_soon(changes.run)
         with within("the gateway's listener on the store"):
             await changes.listening.wait()
@@ -49,7 +52,7 @@ async def test_a_change_written_elsewhere_wakes_that_tasks_waiters_only(backend:
 
 async def test_a_wait_nobody_wakes_ends_at_its_bound_and_an_ended_watch_is_forgotten(backend: Backend) -> None:
     store = TaskStore(await backend.db())
-    changes = TaskChanges(lambda: store, wire_task)
+    changes = TaskChanges(TaskFeed(lambda: store), lambda: store, wire_task)
     task_id = await _waiting(store, "ap1")
     with changes.watch(task_id) as wake:
         with within("a wait bounded at 0.01 s to end"):

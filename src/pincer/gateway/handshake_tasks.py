@@ -46,6 +46,7 @@ from pincer.core.values import CallRequest
 from pincer.elicitation import APPROVAL_DECISION_SCHEMA
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.channel import McpChannel
+from pincer.gateway.task_feed import TaskFeed
 from pincer.gateway.task_status import TaskChanges
 from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver, task_summary
 from pincer.gateway.tokens import GatewaySession
@@ -69,8 +70,9 @@ TASKS_CAPABILITY = types.ServerTasksCapability(
 MAX_TTL_MS = 365 * 24 * 3600 * 1000
 LIST_PAGE = 50  # tasks/list page size
 MAX_CURSOR_CHARS = 512
-# A blocked tasks/result (and tasks/cancel) wakes at its task's change notification; this
-# bounds the wait for one that was missed (gateways in two processes on one SQLite file).
+# A blocked tasks/result (and tasks/cancel) wakes at its task's change notification (another
+# process's change included: LISTEN/NOTIFY, SQLite's watch of other processes' commits); this
+# bounds the wait should one be missed all the same (a fallback, never the way it is told).
 RESULT_FALLBACK_S = 2.0
 # How long tasks/cancel waits for the process running a call to stop it before marking the
 # task cancelled itself (the spec: cancelled before the response).
@@ -166,6 +168,9 @@ class TaskGateway(Protocol):
     @property
     def tasks(self) -> TaskReceiver: ...
 
+    @property
+    def task_feed(self) -> TaskFeed: ...
+
     def session_of(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession: ...
 
     def call_request(
@@ -187,7 +192,7 @@ class HandshakeTasks:
 
     def __init__(self, gateway: TaskGateway) -> None:
         self._gateway = gateway
-        self.changes = TaskChanges(lambda: gateway.tasks.store, wire_task)
+        self.changes = TaskChanges(gateway.task_feed, lambda: gateway.tasks.store, wire_task)
 
     @property
     def _receiver(self) -> TaskReceiver:

@@ -69,6 +69,7 @@ from pincer.gateway.events import MemoryEventStore
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.handshake_tasks import TASKS_CAPABILITY, HandshakeTasks
 from pincer.gateway.sdk_compat import session_connection
+from pincer.gateway.task_feed import TaskFeed
 from pincer.gateway.task_notices import ListenStreams
 from pincer.gateway.tasks import (
     TASKS_EXTENSION,
@@ -181,8 +182,12 @@ class McpGateway:
         self.services = services
         self.default_session = default_session
         self.bus = InMemorySubscriptionBus()
+        # The store's task changes, listened to once and handed to each part that follows them.
+        self.task_feed = TaskFeed(lambda: self.tasks.store)
         # subscriptions/listen: the core change events, and the Tasks extension's taskIds.
-        self._listen = ListenStreams(self.bus, session_of=self.session_of, tasks=lambda: self.tasks)
+        self._listen = ListenStreams(
+            self.bus, session_of=self.session_of, tasks=lambda: self.tasks, feed=self.task_feed
+        )
         self._connections: dict[int, Connection] = {}
         # Handshake-era sessions that completed initialization: id -> (connection, session name).
         self._handshakes: dict[str, tuple[Connection, str]] = {}
@@ -247,7 +252,8 @@ class McpGateway:
         """Hold the task group that fans out change notifications."""
         async with anyio.create_task_group() as tg:
             self._task_group = tg
-            tg.start_soon(self.tasks.follow)  # waiting tasks move on when answered, on any gateway
+            tg.start_soon(self.task_feed.run)  # the one listener on the store's task changes
+            tg.start_soon(self.tasks.follow, self.task_feed)  # waiting tasks move on when answered, on any gateway
             tg.start_soon(self._listen.follow_tasks)  # and notifications/tasks tell their streams
             # 2025-11-25: notifications/tasks/status, and what tasks/result waits on
             tg.start_soon(self._handshake_tasks.changes.run)

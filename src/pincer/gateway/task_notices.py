@@ -10,8 +10,9 @@ task exactly as ``tasks/get`` shows it to the same session (``@modelcontextproto
 The SDK's ``ListenHandler`` serves only the core kinds and drops unknown filter keys, so this
 handler serves both: the core change events off the gateway's bus exactly as the SDK's does
 (the SDK's public ``event_matches``/``event_to_notification``), and task changes off the store's
-notifications (PostgreSQL LISTEN/NOTIFY, so a change made on another gateway reaches the stream;
-an in-process signal on SQLite).
+notifications, read from the gateway's one :class:`~pincer.gateway.task_feed.TaskFeed`
+(PostgreSQL LISTEN/NOTIFY, so a change made on another gateway reaches the stream; on SQLite
+another process's commit is told as RESYNC, and every followed task is read again).
 
 Only the listening session's own tasks are accepted: another session's id, an unknown id and an
 expired one are left out of the acknowledgement alike, and a change is delivered only to streams
@@ -44,6 +45,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel
 
+from pincer.gateway.task_feed import TaskFeed
 from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.sql.database import RESYNC
@@ -129,12 +131,14 @@ class ListenStreams:
         *,
         session_of: Callable[[ServerRequestContext[Any, Any]], GatewaySession],
         tasks: Callable[[], TaskReceiver | None],
+        feed: TaskFeed,
         max_subscriptions: int = 1024,
         max_buffered_events: int = 1024,
     ) -> None:
         self._bus = bus
         self._session_of = session_of
         self._tasks = tasks
+        self._feed = feed
         self._max_subscriptions = max_subscriptions
         self._max_buffered_events = max_buffered_events
         self._streams: set[anyio.streams.memory.MemoryObjectSendStream[ServerEvent | Task]] = set()
@@ -146,7 +150,7 @@ class ListenStreams:
         receiver = self._tasks()
         if receiver is None:
             return
-        async with receiver.store.listen() as notes:
+        with self._feed.subscribe() as notes:
             async for note in notes:
                 # Fallen behind, the listener is told RESYNC instead: read every followed task.
                 for task_id in self._watch.followed() if note == RESYNC else [note]:

@@ -3,11 +3,12 @@ connection whose ``tools/call`` made each task, and the waits of ``tasks/result`
 ``tasks/cancel`` (docs/tasks.md).
 
 Both ride the store's task notifications (:data:`~pincer.store.tasks.TASK_CHANNEL`: PostgreSQL
-LISTEN/NOTIFY, so a change made on another gateway is heard here; an in-process signal on
-SQLite), one listener per gateway fanned out by task id. A notification can be missed (a
-listener that fell behind or reconnected hears RESYNC, which wakes everyone; gateways in two
-processes on one SQLite file hear nothing of each other), so a waiter also looks at its row
-again after at most the bound it waits with.
+LISTEN/NOTIFY, so a change made on another gateway is heard here; on SQLite this process's own
+changes by id and another process's as RESYNC), read from the gateway's one
+:class:`~pincer.gateway.task_feed.TaskFeed` and fanned out here by task id. RESYNC (a listener
+that fell behind or reconnected, a commit of another SQLite process) wakes everyone; a waiter
+also looks at its row again after at most the bound it waits with, should a notification be
+missed all the same.
 
 A status notification goes only to the MCP connection that created the task: never another
 connection, whether of the same pincer session or not (the spec's requestor is the party that
@@ -30,6 +31,7 @@ import anyio
 import mcp_types as types
 from mcp.server.session import ServerSession
 
+from pincer.gateway.task_feed import TaskFeed
 from pincer.store.sql import RESYNC
 from pincer.store.tasks import Task, TaskStore
 
@@ -77,7 +79,10 @@ class _Followed:
 class TaskChanges:
     """One gateway's fan-out of the store's task notifications by task id."""
 
-    def __init__(self, store: Callable[[], TaskStore], shape: Callable[[Task], dict[str, Any]]) -> None:
+    def __init__(
+        self, feed: TaskFeed, store: Callable[[], TaskStore], shape: Callable[[Task], dict[str, Any]]
+    ) -> None:
+        self._feed = feed
         self._store = store
         self._shape = shape  # the task as tasks/get shows it (handshake_tasks.wire_task)
         self._waiters: dict[str, set[Wake]] = {}
@@ -86,7 +91,8 @@ class TaskChanges:
         # bounded by the tasks followed, however many notifications arrive.
         self._pending: dict[str, None] = {}
         self._wanted = anyio.Event()
-        # Set once run() listens: a change written before then is heard by nobody here.
+        # Set once run() follows the feed and the feed listens: a change written before then is
+        # heard by nobody here.
         self.listening = anyio.Event()
 
     @contextmanager
@@ -130,11 +136,12 @@ class TaskChanges:
                 self._wanted.set()
 
     async def run(self) -> None:
-        """Listen to the store and send the status notifications, until cancelled."""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._tell)
-            async with self._store().listen() as notes:
-                self.listening.set()
+        """Follow the gateway's task feed and send the status notifications, until cancelled."""
+        with self._feed.subscribe() as notes:
+            await self._feed.listening.wait()
+            self.listening.set()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._tell)
                 async for note in notes:
                     self.noted(note)
 

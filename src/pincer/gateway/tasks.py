@@ -26,7 +26,7 @@ import collections
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ from pincer.core.values import CallRequest, ToolResult
 from pincer.elicitation import APPROVAL_DECISION_SCHEMA, answer_from_reply
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.approvals import waiting_message
+from pincer.gateway.task_feed import TaskFeed
 from pincer.gateway.tokens import GatewaySession
 from pincer.policy.roles import PersonAct
 from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus, ApprovalStore
@@ -417,28 +418,35 @@ class TaskReceiver:
 
     # -- following the store -------------------------------------------------------------------
 
-    async def follow(self) -> None:
+    async def follow(self, feed: TaskFeed) -> None:
         """Move tasks on as their approvals are answered, and fail the ones whose process died:
-        on each approval or task notification, and every ``SWEEP_INTERVAL_S``."""
+        on each approval notification and each task change (``feed``: the gateway's), and every
+        ``SWEEP_INTERVAL_S`` (a gateway that died says nothing; a task's time runs out)."""
         wake = anyio.Event()
 
-        async def listen(open_notes: Callable[[], Any]) -> None:
-            nonlocal wake
-            async with open_notes() as notes:
-                async for _ in notes:
-                    wake.set()
+        async def woken(notes: AsyncIterator[str]) -> None:
+            async for _ in notes:
+                wake.set()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(listen, lambda: self._services.db.listen(APPROVAL_CHANNEL))
-            tg.start_soon(listen, self.store.listen)
-            while True:
-                try:
-                    await self.sweep()
-                except Exception:  # a store hiccup: the next sweep tries again
-                    logger.exception("looking at the waiting tasks failed")
-                with anyio.move_on_after(SWEEP_INTERVAL_S):
-                    await wake.wait()
-                wake = anyio.Event()
+        async def approvals(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            async with self._services.db.listen(APPROVAL_CHANNEL) as notes:
+                task_status.started()
+                await woken(notes)
+
+        # Both in place before the first sweep reads: a change made after that read wakes it.
+        with feed.subscribe() as changes:
+            async with anyio.create_task_group() as tg:
+                await tg.start(approvals)
+                await feed.listening.wait()
+                tg.start_soon(woken, changes)
+                while True:
+                    try:
+                        await self.sweep()
+                    except Exception:  # a store hiccup: the next sweep tries again
+                        logger.exception("looking at the waiting tasks failed")
+                    with anyio.move_on_after(SWEEP_INTERVAL_S):
+                        await wake.wait()
+                    wake = anyio.Event()
 
     async def sweep(self) -> None:
         for task in await self.store.waiting():
