@@ -3,11 +3,11 @@
 Approvals are data. The call that asked waits on ``wait``. Every change of a request (made,
 answered, expired, used, its caller gone) is announced on the store's notifications, channel
 :data:`APPROVAL_CHANNEL`, payload the request's id, once its transaction committed
-(store/sql/database.py: LISTEN/NOTIFY across every process on PostgreSQL; on SQLite an
-in-process signal). A waiter wakes on its id at once; it also reads its row every
-``APPROVAL_POLL_INTERVAL_S``, so an answer from another process on a SQLite home (the CLI) is
-seen that much later. A page that shows the approvals follows the same channel instead of
-reading the table again and again.
+(store/sql/database.py: LISTEN/NOTIFY across every process on PostgreSQL; on SQLite by id in
+this process and as RESYNC for another process's commit, such as ``pincer approvals approve``).
+A waiter wakes on its id, or RESYNC, at once; it also reads its row every
+``APPROVAL_POLL_INTERVAL_S``, a fallback should a notification be missed all the same. A page
+that shows the approvals follows the same channel instead of reading the table again and again.
 
 An approval belongs to the call that asked. The waiting process is recorded (pid and start
 time), so an approval whose caller is gone (the call timed out, was cancelled, or its process
@@ -54,7 +54,9 @@ __all__ = [
     "APPROVAL_CHANNEL",
 ]
 
-APPROVAL_POLL_INTERVAL_S = 0.2
+# A waiter's read of its row without a notification: a fallback only (every answer, from any
+# process, is notified), so it may be rare.
+APPROVAL_POLL_INTERVAL_S = 2.0
 APPROVAL_CHANNEL = "pincer_approvals"  # the store's notifications of a changed request (payload: its id)
 # 128 random bits: an id never collides (a 32-bit one did among ~77,000 requests, the birthday
 # bound) and cannot be guessed. The whole id is the lookup key everywhere; no prefix finds one.
@@ -290,15 +292,10 @@ class ApprovalStore:
         index read of the open requests only)."""
         return [(str(i), str(s)) for i, s in await self._db.fetch_all(_PENDING_IDS)]
 
-    @property
-    def changes_cross_processes(self) -> bool:
-        """Whether :meth:`changes` hears other processes' changes too (PostgreSQL's NOTIFY does;
-        SQLite's signal stays in this process)."""
-        return self._db.dialect == "postgresql"
-
     def changes(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """The ids of requests as they change (made, answered, expired), or RESYNC: the store's
-        notifications on :data:`APPROVAL_CHANNEL`, in place once entered."""
+        notifications on :data:`APPROVAL_CHANNEL`, in place once entered; every process's
+        changes on either database."""
         return self._db.listen(APPROVAL_CHANNEL)
 
     async def answer(

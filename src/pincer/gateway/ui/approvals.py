@@ -6,11 +6,11 @@ says "changed" when a request the page may show changes and the page (``static/d
 fetches the rows again. Without JavaScript the page is a plain list of plain forms.
 
 The stream follows the store's notifications (store/approvals.py's ``changes``: LISTEN/NOTIFY on
-PostgreSQL, across every process; an in-process signal on SQLite) and never re-reads the table
-on a timer. SQLite's signal does not cross processes, and ``pincer tools call`` asks from its
-own, so on SQLite after ``APPROVALS_QUIET_S`` without a notification the stream compares the ids of the
-open requests (an index read of those alone). A page reads the open requests and the one page
-of answered ones it shows, never the whole table.
+PostgreSQL; on SQLite by id in this process and RESYNC for another process's commit, so a
+request ``pincer tools call`` asks from its own process is heard too) and never re-reads the
+table on a timer. On RESYNC it compares the ids of the open requests (an index read of those
+alone). A page reads the open requests and the one page of answered ones it shows, never the
+whole table.
 """
 
 from __future__ import annotations
@@ -42,9 +42,7 @@ from pincer.store.sql import RESYNC
 
 __all__ = ["APPROVALS_QUIET_S", "RECENT_ANSWERED", "routes", "approval_view"]
 
-# Without a notification for this long, a page checks its sign-in and, on SQLite (whose
-# notifications stay inside one process, while `pincer tools call` asks from another), the ids of
-# the open requests.
+# Without a notification for this long, a stream checks that its page is still signed in.
 APPROVALS_QUIET_S = 1.0
 RECENT_ANSWERED = 20  # answered and expired requests a page shows under the waiting ones
 MAX_WAITING_SHOWN = 200
@@ -173,20 +171,19 @@ async def events(request: Request) -> Response:
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         number = 0
-        cross = services.approvals.changes_cross_processes
         async with services.approvals.changes() as changes:  # in place before the first read
             seen = await _open_ids(services, session)
             while True:
                 changed = await _next_change(changes)
                 if await current_identity(request, touch=False) is None:
                     return  # signed out or expired: the stream ends with the sign-in
-                if changed is None and cross:
+                if changed is None:
                     continue  # every process's changes are notified: nothing to read
                 now = await _open_ids(services, session)
                 moved, seen = now != seen, now
-                if changed is None or changed == RESYNC:
-                    # A quiet spell (SQLite: another process may have written) or missed
-                    # notifications: the open requests tell whether anything changed.
+                if changed == RESYNC:
+                    # Missed notifications, or another SQLite process committed something: the
+                    # open requests tell whether anything this page shows changed.
                     if not moved:
                         continue
                 elif not await _sees(services, session, changed):

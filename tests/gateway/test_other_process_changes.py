@@ -2,11 +2,13 @@
 answered by ``pincer approvals approve`` and a task cancelled by ``pincer tasks cancel``, each a
 process of its own, while the gateway (``serve`` on 127.0.0.1:0 in the test's process, over the
 home's pincer.db) holds a blocked ``tasks/result``, a ``notifications/tasks/status`` sender, a
-``subscriptions/listen`` stream and a plain ``tools/call`` waiting for its approval.
+``subscriptions/listen`` stream, a running task's call, a plain ``tools/call`` waiting for its
+approval and the dashboard's live approvals stream.
 
 Every fallback look that could find such a change by reading again is an hour off here
-(``RESULT_FALLBACK_S``, the task sweep's ``SWEEP_INTERVAL_S``, ``APPROVAL_POLL_INTERVAL_S``), so
-only the store's notification of the other process's commit can end these waits.
+(``RESULT_FALLBACK_S``, the task sweep's ``SWEEP_INTERVAL_S``, ``APPROVAL_POLL_INTERVAL_S``, the
+dashboard stream's ``APPROVALS_QUIET_S``), so only the store's notification of the other
+process's commit can end these waits.
 
 Before: the SQLite driver's notifications were an in-process signal, so each of these waits
 ended only at its fallback look (here: never, the test fails at its bound).
@@ -25,6 +27,7 @@ import mcp_types as types
 import pytest
 
 from pincer.gateway import handshake_tasks, tasks
+from pincer.gateway.ui import approvals as approvals_page
 from pincer.store import approvals
 from pincer.store.tasks import TaskStatus
 from tests.gateway.conformance.fixtures.runtime import FixtureRuntime
@@ -35,6 +38,7 @@ from tests.gateway.test_tasks_handshake import _agent_config, _approval_of, _tex
 from tests.gateway.test_tasks_notifications import listening
 from tests.gateway.test_tasks_status import status_client, within
 from tests.gateway.test_tasks_status_across import Slow
+from tests.gateway.ui.conftest import csrf_of, dashboard_config
 
 pytestmark = pytest.mark.anyio
 
@@ -48,6 +52,7 @@ def no_fallback_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(handshake_tasks, "RESULT_FALLBACK_S", AN_HOUR_S)
     monkeypatch.setattr(tasks, "SWEEP_INTERVAL_S", AN_HOUR_S)
     monkeypatch.setattr(approvals, "APPROVAL_POLL_INTERVAL_S", AN_HOUR_S)
+    monkeypatch.setattr(approvals_page, "APPROVALS_QUIET_S", AN_HOUR_S)
 
 
 async def _cli(home: Path, *argv: str) -> str:
@@ -164,6 +169,40 @@ async def test_a_waiting_task_moves_on_at_an_answer_from_another_process(
         await _cli(pincer_home, "approvals", "approve", await _approval_of_task(live, created))
         done = await _until(live, created["taskId"])
     assert done is TaskStatus.COMPLETED
+
+
+async def test_the_dashboards_live_approvals_hear_another_processes_answer(
+    pincer_home: Path, no_fallback_looks: None
+) -> None:
+    async with (
+        live_gateway(pincer_home, config=dashboard_config()) as live,
+        live.mcp() as client,
+        live.http() as http,
+        anyio.create_task_group() as tg,
+    ):
+        form = await http.get("/ui/login")
+        signed = await http.post("/ui/login", data={"token": live.token, "csrf_token": csrf_of(form.text)})
+        assert signed.status_code in (302, 303), signed.text
+        tg.start_soon(client.call_tool, "write_note", {"text": "first"})
+        with within("the first call's approval to be asked"):
+            while not (pending := await live.pincer.approvals.list_pending()):
+                await anyio.sleep(0.05)
+        async with http.stream("GET", "/ui/approvals/events") as stream:
+            assert stream.status_code == 200
+            lines = stream.aiter_lines()
+
+            async def event(what: str) -> None:
+                with within(what):
+                    async for line in lines:
+                        if line == "event: approvals":
+                            return
+
+            # A second request, made here, says the stream follows (its first reading is done).
+            tg.start_soon(client.call_tool, "write_note", {"text": "second"})
+            await event("the stream to tell of the second request, made in this process")
+            await _cli(pincer_home, "approvals", "approve", pending[0].id)
+            await event("the stream to tell of the first request answered by another process")
+        tg.cancel_scope.cancel()
 
 
 async def _until(live: LiveGateway, task_id: str) -> TaskStatus:
