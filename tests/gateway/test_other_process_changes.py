@@ -72,7 +72,10 @@ async def test_an_approval_answered_by_another_process_completes_the_task_and_te
     pincer_home: Path, no_fallback_looks: None
 ) -> None:
     agent_token, config = _agent_config()  # a session nobody asks: a person answers
-    async with live_gateway(pincer_home, config=config) as live, status_client(live, agent_token) as agent:
+    async with (
+        live_gateway(pincer_home, config=config) as live,
+        status_client(live, agent_token, timeout_s=CLI_TIMEOUT_S) as agent,
+    ):
         created = await agent.call_as_task("write_note", {"text": "from afar"})
         task_id = created["taskId"]
         await agent.told(task_id, "input_required")
@@ -137,26 +140,23 @@ async def test_a_running_task_cancelled_by_another_process_stops_its_tool(
 async def test_a_plain_call_waiting_for_its_approval_hears_another_processes_answer(
     gateway: LiveGateway, pincer_home: Path, no_fallback_looks: None
 ) -> None:
-    results: list[Any] = []
-    async with gateway.mcp() as client, anyio.create_task_group() as tg:
+    # Over REST (the same wait as an MCP tools/call), with a client that waits as long as the test.
+    answers: list[Any] = []
+    async with gateway.http(headers=gateway.headers, timeout=CLI_TIMEOUT_S) as http, anyio.create_task_group() as tg:
 
         async def call() -> None:
-            try:
-                results.append(await client.call_tool("write_note", {"text": "plain"}))
-            except Exception as exc:  # the client gave up waiting: said below
-                results.append(exc)
+            answers.append(await http.post("/api/v1/tools/write_note/call", json={"args": {"text": "plain"}}))
 
         tg.start_soon(call)
         with within("the call's approval to be asked"):
             while not (pending := await gateway.pincer.approvals.list_pending()):
                 await anyio.sleep(0.05)
         await _cli(pincer_home, "approvals", "approve", pending[0].id)
-        with within("the waiting tools/call to answer after another process approved it"):
-            while not results:
+        with within("the waiting call to answer after another process approved it"):
+            while not answers:
                 await anyio.sleep(0.05)
-    (result,) = results
-    assert not isinstance(result, Exception), f"tools/call failed waiting for the approval: {result!r}"
-    assert result.is_error is False, result
+    assert answers[0].status_code == 200, answers[0].text
+    assert answers[0].json()["ok"] is True
 
 
 async def test_a_waiting_task_moves_on_at_an_answer_from_another_process(
@@ -174,19 +174,13 @@ async def test_a_waiting_task_moves_on_at_an_answer_from_another_process(
 async def test_the_dashboards_live_approvals_hear_another_processes_answer(
     pincer_home: Path, no_fallback_looks: None
 ) -> None:
-    async with (
-        live_gateway(pincer_home, config=dashboard_config()) as live,
-        live.mcp() as client,
-        live.http() as http,
-        anyio.create_task_group() as tg,
-    ):
+    async with live_gateway(pincer_home, config=dashboard_config()) as live, live.http() as http:
         form = await http.get("/ui/login")
         signed = await http.post("/ui/login", data={"token": live.token, "csrf_token": csrf_of(form.text)})
         assert signed.status_code in (302, 303), signed.text
-        tg.start_soon(client.call_tool, "write_note", {"text": "first"})
-        with within("the first call's approval to be asked"):
-            while not (pending := await live.pincer.approvals.list_pending()):
-                await anyio.sleep(0.05)
+        # Requests that wait without holding a connection: tasks waiting for their approvals.
+        first = (await Requester(live).call("write_note", {"text": "first"}))["result"]
+        approval_id = await _approval_of_task(live, first)
         async with http.stream("GET", "/ui/approvals/events") as stream:
             assert stream.status_code == 200
             lines = stream.aiter_lines()
@@ -198,11 +192,10 @@ async def test_the_dashboards_live_approvals_hear_another_processes_answer(
                             return
 
             # A second request, made here, says the stream follows (its first reading is done).
-            tg.start_soon(client.call_tool, "write_note", {"text": "second"})
+            await Requester(live).call("write_note", {"text": "second"})
             await event("the stream to tell of the second request, made in this process")
-            await _cli(pincer_home, "approvals", "approve", pending[0].id)
+            await _cli(pincer_home, "approvals", "approve", approval_id)
             await event("the stream to tell of the first request answered by another process")
-        tg.cancel_scope.cancel()
 
 
 async def _until(live: LiveGateway, task_id: str) -> TaskStatus:

@@ -85,7 +85,11 @@ def within(what: str) -> Iterator[None]:
 
 
 @asynccontextmanager
-async def status_client(live: LiveGateway, token: str | None = None) -> AsyncIterator[StatusClient]:
+async def status_client(
+    live: LiveGateway, token: str | None = None, *, timeout_s: float | None = None
+) -> AsyncIterator[StatusClient]:
+    """``timeout_s``: how long the HTTP client waits for a byte (httpx's 5 s if None), for a
+    request that may block longer (a tasks/result waiting on another process)."""
     token = token or live.token
     session_id: list[str] = []
     get_stream = anyio.Event()
@@ -106,7 +110,10 @@ async def status_client(live: LiveGateway, token: str | None = None) -> AsyncIte
     async with (
         send,
         receive,
-        httpx2.AsyncClient(headers=headers, trust_env=False, event_hooks={"response": [on_response]}) as http,
+        httpx2.AsyncClient(
+            headers=headers, trust_env=False, event_hooks={"response": [on_response]},
+            **({} if timeout_s is None else {"timeout": timeout_s}),
+        ) as http,
         streamable_http_client(live.info.mcp_url, http_client=http) as (read, write),
         ClientSession(read, write, notification_bindings=[binding]) as sdk,
     ):

@@ -83,7 +83,7 @@ def show_task(task_id: str, as_json: bool = JsonOption) -> None:
 @app.command("cancel")
 def cancel_task_command(task_id: str, as_json: bool = JsonOption) -> None:
     """Cancel a task: one waiting for an approval ends now (the approval expires); a running call
-    is cancelled by the gateway running it within a second."""
+    is cancelled by the gateway running it as soon as it hears of the mark."""
 
     async def body() -> dict[str, Any]:
         from pincer.gateway.tasks import cancel_task
