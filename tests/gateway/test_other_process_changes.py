@@ -29,6 +29,7 @@ import pytest
 from pincer.gateway import handshake_tasks, tasks
 from pincer.gateway.ui import approvals as approvals_page
 from pincer.store import approvals
+from pincer.store.approvals import APPROVAL_CHANNEL
 from pincer.store.tasks import TaskStatus
 from tests.gateway.conformance.fixtures.runtime import FixtureRuntime
 from tests.gateway.conftest import SECRET_KEY, LiveGateway, live_gateway
@@ -191,9 +192,10 @@ async def test_the_dashboards_live_approvals_hear_another_processes_answer(
                         if line == "event: approvals":
                             return
 
-            # A second request, made here, says the stream follows (its first reading is done).
-            await Requester(live).call("write_note", {"text": "second"})
-            await event("the stream to tell of the second request, made in this process")
+            # One notice made here (a main session's page hears every one) says the stream
+            # follows: its first reading of the open requests is done.
+            await live.pincer.db.notify(APPROVAL_CHANNEL, approval_id)
+            await event("the stream to tell of a notice made in this process")
             await _cli(pincer_home, "approvals", "approve", approval_id)
             await event("the stream to tell of the first request answered by another process")
 
