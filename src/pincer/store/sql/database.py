@@ -34,8 +34,9 @@ across every process on the database; on SQLite an in-process signal (store/sql/
 shared by every database object of the same file in this process, and :data:`RESYNC` to every
 listener when another process committed (store/sql/sqlite.py watches ``PRAGMA data_version``).
 A listener that may have missed notifications (its connection was lost and made again, it fell
-behind) receives :data:`RESYNC` too and reads what it follows again. ``listen`` returns once the listener is in place, so a store that reads
-after entering it never misses a change made after that read.
+behind) receives :data:`RESYNC` too and reads what it follows again. ``listen`` returns once the
+listener is in place, so a store that reads after entering it never misses a change made after
+that read.
 """
 
 from __future__ import annotations

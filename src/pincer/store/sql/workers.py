@@ -12,8 +12,8 @@ A cancelled caller stops waiting; its job still runs to the end (a statement can
 back half-way), and its answer is dropped.
 
 A worker of one thread may also be given a *tick* (:meth:`Worker.tick_every`): a job of its own
-that its thread runs every so often between the others, and never while the queue is idle past
-it; the SQLite writer follows other processes' commits with one (store/sql/sqlite.py).
+that its thread runs every so often, between the queued jobs or while it waits for one; the
+SQLite writer follows other processes' commits with one (store/sql/sqlite.py).
 """
 
 from __future__ import annotations
