@@ -26,7 +26,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from pincer.gateway import handshake_tasks, tasks
+from pincer.gateway import handshake_tasks, task_status, tasks
 from pincer.gateway.ui import approvals as approvals_page
 from pincer.store import approvals
 from pincer.store.approvals import APPROVAL_CHANNEL
@@ -70,8 +70,16 @@ async def _cli(home: Path, *argv: str) -> str:
 
 
 async def test_an_approval_answered_by_another_process_completes_the_task_and_tells_its_client(
-    pincer_home: Path, no_fallback_looks: None
+    pincer_home: Path, no_fallback_looks: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    blocked = anyio.Event()
+    wait = task_status.Wake.wait
+
+    async def spied(self: task_status.Wake, timeout_s: float) -> None:
+        blocked.set()  # tasks/result looked at its task and found it unfinished
+        await wait(self, timeout_s)
+
+    monkeypatch.setattr(task_status.Wake, "wait", spied)
     agent_token, config = _agent_config()  # a session nobody asks: a person answers
     async with (
         live_gateway(pincer_home, config=config) as live,
@@ -93,6 +101,8 @@ async def test_an_approval_answered_by_another_process_completes_the_task_and_te
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(take)
+            with within("tasks/result to block on the unfinished task"):
+                await blocked.wait()
             await _cli(pincer_home, "approvals", "approve", approval_id)
             told = await agent.told(task_id, "completed")
             with within("tasks/result to answer after the approval made by another process"):
