@@ -9,8 +9,8 @@ import json
 import secrets
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +263,57 @@ async def test_malformed_task_ids_are_invalid_params_before_any_stream(gateway: 
     answer = json.loads(text)
     assert answer["error"]["code"] == -32602, answer
     assert "taskIds" in answer["error"]["message"]
+
+
+async def test_a_change_made_while_a_stream_opens_reaches_it(
+    pincer_home: Path, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The second stream is held after it read its task's row and before it follows the task;
+    # the task is cancelled then, and the first stream (already following) proves the gateway
+    # has handed that change on. The second stream must still end up told `cancelled`.
+    from pincer.gateway.tasks import TaskReceiver
+
+    held, go_on = anyio.Event(), anyio.Event()
+    reads = 0
+    watchable = TaskReceiver.watchable
+
+    async def spied(self: TaskReceiver, session: Any, task_ids: Any) -> Any:
+        nonlocal reads
+        rows = await watchable(self, session, task_ids)
+        reads += 1
+        if reads == 2:
+            held.set()
+            await go_on.wait()
+        return rows
+
+    monkeypatch.setattr(TaskReceiver, "watchable", spied)
+    seen: list[dict[str, Any]] = []
+    async with live_gateway(pincer_home, config=store) as live:
+        client = Requester(live)
+        task_id = (await client.call("write_note", {"text": "raced"}))["result"]["taskId"]
+        async with listening(live, {"taskIds": [task_id]}) as first, anyio.create_task_group() as tg:
+            assert (await first.next_task())["status"] == "input_required"
+
+            async def second_stream() -> None:
+                async with listening(live, {"taskIds": [task_id]}) as second:
+                    with within("the second stream to be told the task was cancelled"):
+                        seen.extend(await second.until(task_id, "cancelled"))
+
+            tg.start_soon(second_stream)
+            with within("the second stream to read its task"):
+                await held.wait()
+            assert (await client.cancel(task_id))["result"]["resultType"] == "complete"
+            with within("the first stream to be told of the cancel"):
+                await first.until(task_id, "cancelled")
+            go_on.set()
+    assert seen[-1]["status"] == "cancelled"
+
+
+@contextmanager
+def within(what: str) -> Iterator[None]:
+    """A bounded wait that says what it waited for when it runs out."""
+    try:
+        with anyio.fail_after(WAIT_S):
+            yield
+    except TimeoutError:
+        raise AssertionError(f"waited {WAIT_S} s for {what}") from None

@@ -45,7 +45,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel
 
-from pincer.gateway.task_feed import TaskFeed
+from pincer.gateway.task_feed import Feed, TaskFeed
 from pincer.gateway.tasks import MAX_TASK_ID_CHARS, TaskReceiver
 from pincer.gateway.tokens import GatewaySession
 from pincer.store.sql.database import RESYNC
@@ -143,6 +143,8 @@ class ListenStreams:
         self._max_buffered_events = max_buffered_events
         self._streams: set[anyio.streams.memory.MemoryObjectSendStream[ServerEvent | Task]] = set()
         self._watch = _TaskWatch()
+        # follow_tasks's own feed, once it runs: a new stream's tasks are read through it too.
+        self._notes: Feed | None = None
 
     async def follow_tasks(self) -> None:
         """Deliver task changes to the streams that follow them (the store's notifications
@@ -151,18 +153,25 @@ class ListenStreams:
         if receiver is None:
             return
         with self._feed.subscribe() as notes:
-            async for note in notes:
-                # Fallen behind, the listener is told RESYNC instead: read every followed task.
-                for task_id in self._watch.followed() if note == RESYNC else [note]:
-                    if not self._watch.watched(task_id):
-                        continue
-                    try:
-                        task = await receiver.store.get(task_id)
-                    except Exception:  # a store hiccup: the stream's client can still poll tasks/get
-                        logger.exception("reading task %s for its notification failed", task_id)
-                        continue
-                    if task is not None:
-                        self._watch.changed(task)
+            self._notes = notes
+            try:
+                await self._deliver(receiver, notes)
+            finally:
+                self._notes = None
+
+    async def _deliver(self, receiver: TaskReceiver, notes: Feed) -> None:
+        async for note in notes:
+            # Fallen behind, the listener is told RESYNC instead: read every followed task.
+            for task_id in self._watch.followed() if note == RESYNC else [note]:
+                if not self._watch.watched(task_id):
+                    continue
+                try:
+                    task = await receiver.store.get(task_id)
+                except Exception:  # a store hiccup: the stream's client can still poll tasks/get
+                    logger.exception("reading task %s for its notification failed", task_id)
+                    continue
+                if task is not None:
+                    self._watch.changed(task)
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
@@ -197,13 +206,20 @@ class ListenStreams:
 
         watcher = _Watcher(session=session.name, offer=offer)
         # Subscribed before the ack so nothing published while it is written is lost; each
-        # accepted task's current state is queued first, so a change made before the stream
-        # opened is not missed either (the same state is never sent twice).
+        # accepted task's current state comes first, so a change made before the stream opened
+        # is not missed either (the same state is never sent twice). That state is read once the
+        # stream follows the task, by the loop that reads its changes (follow_tasks): a change
+        # made while the rows above were read, which that loop may have passed over before this
+        # stream followed the task, is in it, and no older row can be sent after a newer one.
         unsubscribe = self._bus.subscribe(deliver)
         unwatch = self._watch.add(watcher, [task.id for task in accepted])
         self._streams.add(send)
+        notes = self._notes
         for task in accepted:
-            self._watch.changed(task)
+            if notes is not None:
+                notes.put(task.id)
+            else:  # the loop is not running (a gateway stopping): the rows read above
+                self._watch.changed(task)
         try:
             await ctx.session.send_notification(
                 SubscriptionsAcknowledgedNotification(
