@@ -46,6 +46,14 @@ from pincer.runtimes.mcp.config import ServerConfig
 from pincer.runtimes.mcp.environment import SecretLookup, child_environment, resolve_secret_refs
 from pincer.runtimes.mcp.lean import LeanCalls, ProgressFn
 from pincer.runtimes.mcp.lean_streams import LeanStreams
+from pincer.runtimes.mcp.person_questions import (
+    CallQuestions,
+    PersonAsker,
+    answer_request,
+    asking,
+    current_call,
+    detached_context,
+)
 from pincer.runtimes.mcp.pins import ToolDefinition
 from pincer.runtimes.mcp.stdio import StdioLaunch, StdioTransport
 from pincer.runtimes.mcp.upstream_tasks import UpstreamTasks
@@ -281,6 +289,9 @@ class _Session:
             mode=config.protocol,
             client_info=types.Implementation(name="pincer", version=pincer.__version__),
             message_handler=self._on_message,
+            # Declared on every connection: whether this call's caller may be asked is decided per
+            # call (person_questions.py); one who may not fails the call and the server gets an error.
+            elicitation_callback=self.conn._on_question,
             cache=None,
             extensions=[UpstreamTasks(config.name)],
         )
@@ -440,6 +451,7 @@ class ServerConnection:
         self._retry_at = 0.0
         self._last_error: str | None = None
         self._closed = False
+        self._calls: list[CallQuestions] = []  # the tools/call requests in flight, whose questions are asked
 
     @property
     def name(self) -> str:
@@ -545,7 +557,11 @@ class ServerConnection:
     async def _open(self, deadline: float) -> _Session:
         session = _Session(self)
         self._session = session
-        session.task = asyncio.get_running_loop().create_task(session.run(), name=f"mcp-server-{self.name}")
+        # The session outlives the call that started it: a question its server sends on its own
+        # must never find that call's questions in the context it inherited.
+        session.task = asyncio.get_running_loop().create_task(
+            session.run(), name=f"mcp-server-{self.name}", context=detached_context()
+        )
         budget = max(deadline - self._clock(), 0.001)
         with anyio.move_on_after(budget):
             await session.ready.wait()
@@ -669,10 +685,13 @@ class ServerConnection:
         *,
         timeout_s: float,
         progress: ProgressFn | None = None,
+        asker: PersonAsker | None = None,
     ) -> types.CallToolResult:
-        """One ``tools/call``; every failure is a PincerError saying what happened."""
+        """One ``tools/call``; every failure is a PincerError saying what happened. ``asker``:
+        who answers the server's questions during the call (person_questions.py; none: nobody)."""
+        questions = CallQuestions(asker or PersonAsker(), f"{self.name}/{tool}")
 
-        async def send(client: Client, remaining: float) -> types.CallToolResult:
+        async def call(client: Client, remaining: float) -> types.CallToolResult:
             lean = self._lean_calls(client)
             if lean is None:
                 return await client.call_tool(
@@ -681,6 +700,27 @@ class ServerConnection:
             params, headers = sdk_compat.call_request(client, tool, arguments)
             raw = await lean.request("tools/call", params, headers=headers, timeout_s=remaining, on_progress=progress)
             return await sdk_compat.finish_call(client, tool, arguments, raw, timeout_s=remaining, progress=progress)
+
+        async def send(client: Client, remaining: float) -> types.CallToolResult:
+            result: types.CallToolResult | None = None
+            self._calls.append(questions)
+            try:
+                with asking(questions), anyio.CancelScope() as scope:
+                    questions.scope = scope
+                    result = await call(client, remaining)
+            except Exception:
+                if questions.failure is None:
+                    raise
+            finally:
+                questions.scope = None
+                self._calls.remove(questions)
+                questions.end()
+            # A question refused in the connection's own task ended the call from there.
+            if questions.failure is not None:
+                raise questions.failure
+            if result is None:  # cancelled from outside: the caller's own cancellation is raised
+                raise ToolError(f"{self.name}/{tool}: the call ended without an answer")
+            return result
 
         return await self._request(
             f"{self.name}/{tool}", f"the call to {tool}", timeout_s, send, sdk_timeout=True,
@@ -740,6 +780,29 @@ class ServerConnection:
                 session.request_stop(f"its connection failed: {describe_exception(exc)}")
                 raise self._broken(session, during) from None
             raise
+
+    async def _on_question(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """An ``elicitation/create`` of the server (the SDK client's callback, on either path).
+        In a call's own task (a 2026-07-28 ``InputRequiredResult``, which the SDK's driver asks
+        there) it is that call's; sent on its own (a handshake server mid-call), it is put to
+        the call in flight on this connection, and refused when calls of different callers are
+        (nothing on the wire says which one it is for)."""
+        call = current_call()
+        if call is not None:
+            return await answer_request(call, params)
+        calls = list(self._calls)
+        callers = {c.asker.who for c in calls}
+        if len(calls) == 1 or (calls and len(callers) == 1 and None not in callers):
+            return await answer_request(calls[0], params)
+        why = (
+            "no tools/call is in flight on this connection"
+            if not calls
+            else f"{len(calls)} calls of different callers are in flight on this connection, "
+            "and nothing says whose question this is"
+        )
+        return await answer_request(None, params, unattributed=why)
 
     @property
     def lean_in_flight(self) -> int | None:

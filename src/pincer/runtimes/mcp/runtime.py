@@ -55,7 +55,6 @@ from pincer.runtimes.mcp.person_questions import asker_for
 from pincer.runtimes.mcp.pins import PinStore, ToolDefinition
 from pincer.runtimes.mcp.results import to_tool_output
 from pincer.runtimes.mcp.tools import build_spec
-from pincer.runtimes.mcp.upstream_tasks import answered_by
 from pincer.safety.scanner import LeakScanner
 
 logger = logging.getLogger(__name__)
@@ -273,8 +272,9 @@ class McpRuntime:
 
             progress = report
 
-        with answered_by(asker_for(host, self._scanner())), self._in_call(conn.name, host):
-            result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress)
+        asker = asker_for(host, self._scanner())
+        with self._in_call(conn.name, host):
+            result = await conn.call_tool(upstream, args, timeout_s=timeout_s, progress=progress, asker=asker)
         return to_tool_output(result, server=conn.name)
 
     def _in_call(self, server: str, host: HostContext) -> contextlib.AbstractContextManager[None]:

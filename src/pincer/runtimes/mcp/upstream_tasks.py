@@ -10,9 +10,10 @@ other call does:
   [``MIN_POLL_S``, ``MAX_POLL_S``] (0 must not become a busy loop, an absurd value must not
   outlast the call), all within the call's own deadline (the connection's ``fail_after``);
 - an ``input_required`` task's questions (``elicitation/create``, form mode) go to the person
-  behind the pincer call, through the :class:`PersonAsker` its runtime put in place for the call
-  (:func:`answered_by`): only a main session's or a person's client that can be asked mid-call
-  is; the answers go back with ``tasks/update``. A question nobody may answer, any other kind of
+  behind the pincer call by the one rule and check of :mod:`.person_questions` (the call's
+  :class:`CallQuestions`, as for a plain ``elicitation/create``): only a main session's or a
+  person's client that can be asked mid-call is; the answers go back with ``tasks/update``. A
+  question nobody may answer, any other kind of
   request (sampling, roots: the session's callback table refuses them, as it refuses a server's
   own) and a server asking too much (more than ``MAX_QUESTIONS_AT_ONCE`` at once or
   ``MAX_QUESTIONS`` in all, a question past ``MAX_QUESTION_CHARS``) fail the call, which
@@ -28,12 +29,8 @@ or an unknown status is a ToolError saying which, never a result.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import anyio
@@ -43,13 +40,21 @@ from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import Field, TypeAdapter, ValidationError
 
-from pincer.core.display import honest_text
 from pincer.core.errors import ToolError
+from pincer.runtimes.mcp.person_questions import (
+    HOSTILE_HINT,
+    MAX_QUESTION_CHARS,
+    MAX_QUESTIONS,
+    MAX_QUESTIONS_AT_ONCE,
+    CallQuestions,
+    PersonAsker,
+    current_call,
+)
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "TASKS_EXTENSION", "UpstreamTasks", "PersonAsker", "answered_by", "poll_delay_s",
+    "TASKS_EXTENSION", "UpstreamTasks", "poll_delay_s",
     "MIN_POLL_S", "MAX_POLL_S", "CANCEL_TIMEOUT_S", "MAX_QUESTIONS", "MAX_QUESTIONS_AT_ONCE", "MAX_QUESTION_CHARS",
 ]  # fmt: skip
 
@@ -58,11 +63,8 @@ MIN_POLL_S = 0.05  # a pollIntervalMs of 0 (or none) is not a licence to spin
 MAX_POLL_S = 5.0  # nor a huge one a reason to sleep past a result that is ready
 CANCEL_TIMEOUT_S = 2.0  # the courtesy tasks/cancel must not hold a cancelled call
 MAX_TASK_ID_CHARS = 256
-# A server asking forever is refused, as the SDK's own driver caps rounds: a round either asks
-# a question or fails the call, so this caps rounds too.
-MAX_QUESTIONS = 32  # questions put to a person over one call
-MAX_QUESTIONS_AT_ONCE = 8  # in one input_required round
-MAX_QUESTION_CHARS = 4_000  # a question's message; its requestedSchema as JSON gets 4x that
+# A server asking forever is refused (person_questions.MAX_QUESTIONS per call), as the SDK's own
+# driver caps rounds: a round either asks a question or fails the call, so that caps rounds too.
 
 _Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
@@ -122,32 +124,6 @@ class _UpdateTask(types.Request[_UpdateParams, Literal["tasks/update"]]):
     params: _UpdateParams
 
 
-# Puts one question (message, requestedSchema) to the person; their ElicitResult as a dict.
-Ask = Callable[[str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PersonAsker:
-    """Who answers an upstream task's questions during one pincer call: ``ask`` puts a question
-    to the calling person; without it, ``why_not`` says why nobody may be asked."""
-
-    ask: Ask | None = None
-    why_not: str = "no person can be asked on this call"
-
-
-_ASKER: ContextVar[PersonAsker | None] = ContextVar("pincer_upstream_task_asker", default=None)
-
-
-@contextmanager
-def answered_by(asker: PersonAsker) -> Iterator[None]:
-    """Within the block (one call's task), upstream tasks' questions go to ``asker``."""
-    token = _ASKER.set(asker)
-    try:
-        yield
-    finally:
-        _ASKER.reset(token)
-
-
 _INPUT_REQUESTS: TypeAdapter[dict[str, types.InputRequest]] = TypeAdapter(dict[str, types.InputRequest])
 
 
@@ -179,12 +155,11 @@ async def _follow(created: CreatedTask, ctx: ClaimContext, what: str) -> types.C
     session = ctx.session
     task_id = created.task_id
     delay = poll_delay_s(created.poll_interval_ms)
-    asked = 0  # questions put to the person so far (MAX_QUESTIONS)
     state: _TaskState | None = None
     status: str = created.status
     while True:
         if status == "input_required" and state is not None and state.input_requests:
-            asked = await _answer(ctx, task_id, state.input_requests, what, asked)
+            await _answer(ctx, task_id, state.input_requests, what)
         elif status not in ("working", "input_required"):
             return _terminal(state, status, what)
         await anyio.sleep(delay)
@@ -222,14 +197,13 @@ def _terminal(state: _TaskState | None, status: str, what: str) -> types.CallToo
     raise ToolError(f"{what} was cancelled upstream")
 
 
-async def _answer(ctx: ClaimContext, task_id: str, requests: dict[str, Any], what: str, asked: int) -> int:
+async def _answer(ctx: ClaimContext, task_id: str, requests: dict[str, Any], what: str) -> None:
     """Each question to the person (other requests through the session's callback table, which
-    refuses them), the answers back with ``tasks/update``; a refusal cancels the task. ``asked``:
-    the questions put to the person so far, returned with this round's added."""
+    refuses them), the answers back with ``tasks/update``; a refusal cancels the task."""
     if len(requests) > MAX_QUESTIONS_AT_ONCE:  # counted before anything is parsed or shown
         raise ToolError(
             f"{what} asked {len(requests)} questions at once; pincer puts at most {MAX_QUESTIONS_AT_ONCE} to a person",
-            hint="the server is broken or hostile; check it with `pincer mcp test`",
+            hint=HOSTILE_HINT,
         )
     try:
         parsed = _INPUT_REQUESTS.validate_python(requests, by_name=False)
@@ -239,13 +213,12 @@ async def _answer(ctx: ClaimContext, task_id: str, requests: dict[str, Any], wha
             hint="the server is broken or speaks another protocol version",
         ) from None
     session = ctx.session
+    # The call's questions (in the caller's task); none: nobody made this call, nobody is asked.
+    call = current_call() or CallQuestions(PersonAsker(), what)
     responses: dict[str, Any] = {}
     for key, request in parsed.items():
         if isinstance(request, types.ElicitRequest):
-            asked += 1
-            if asked > MAX_QUESTIONS:
-                raise ToolError(f"{what} asked more than {MAX_QUESTIONS} questions; the call is ended")
-            responses[key] = await _ask_person(request, what)
+            responses[key] = await call.answer(request.params, what=what)
             continue
         context = ClientRequestContext(session=session, request_id=key, meta=None)
         answer = await session.dispatch_input_request(context, request)
@@ -255,35 +228,6 @@ async def _answer(ctx: ClaimContext, task_id: str, requests: dict[str, Any], wha
     await session.send_request(
         _UpdateTask(params=_UpdateParams(taskId=task_id, inputResponses=responses)), types.Result
     )
-    return asked
-
-
-async def _ask_person(request: types.ElicitRequest, what: str) -> dict[str, Any]:
-    """One question to the calling person, bounded and shown honestly; their ElicitResult."""
-    asker = _ASKER.get() or PersonAsker()
-    params = request.params
-    if asker.ask is None:
-        raise ToolError(f"{what} asked a question only a person may answer: {asker.why_not}")
-    if not isinstance(params, types.ElicitRequestFormParams):
-        raise ToolError(
-            f"{what} asked the person to open a URL; pincer only passes on form questions",
-            hint="the server is broken or needs another client; check it with `pincer mcp test`",
-        )
-    schema = params.requested_schema
-    if len(params.message) > MAX_QUESTION_CHARS or len(json.dumps(schema)) > 4 * MAX_QUESTION_CHARS:
-        raise ToolError(
-            f"{what}: its question is too long for a person ({len(params.message)} characters; "
-            f"at most {MAX_QUESTION_CHARS}, its form at most {4 * MAX_QUESTION_CHARS} as JSON)",
-            hint="the server is broken or hostile; check it with `pincer mcp test`",
-        )
-    # Who asks comes first, in pincer's words: the question itself is the server's, untrusted.
-    message = f"{what} asks (an upstream MCP server's question, not pincer's): {honest_text(params.message)}"
-    reply = await asker.ask(message, schema)
-    try:
-        answer = types.ElicitResult.model_validate(reply, by_name=False)
-    except ValidationError as exc:
-        raise ToolError(f"{what}: the answer is not a valid ElicitResult: {exc.error_count()} problem(s)") from None
-    return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 async def _cancel_upstream(ctx: ClaimContext, task_id: str, what: str) -> None:
