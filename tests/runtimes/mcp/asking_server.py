@@ -5,7 +5,9 @@ upstream questions (test_upstream_questions.py).
 Tools: ``ask`` (one question, answers "got <the ElicitResult as JSON>"), ``ask_leak`` (a question
 holding a token's shape, ``LEAKED``), ``ask_flood`` (20 questions at once), ``ask_big`` (a
 100,000-character question), ``ask_big_schema`` (a form of over 16,000 characters of JSON),
-``ask_again`` (40 questions one after another), ``ask_url`` (a URL-mode question).
+``ask_again`` (40 questions one after another), ``ask_url`` (a URL-mode question),
+``ask_resolved`` (one question through the SDK's ``Resolve``/``Elicit``: a mid-call request on
+the handshake era, an ``InputRequiredResult`` round on 2026-07-28 with ``--protocol 2026``).
 ``--log FILE`` appends one JSON line per answer the server got (tool, outcome).
 """
 
@@ -13,12 +15,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Elicit, Resolve
 from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
 
 LOG = sys.argv[sys.argv.index("--log") + 1] if "--log" in sys.argv else None
 LEAKED = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"  # a GitHub token's shape
@@ -90,6 +93,20 @@ async def ask_url(ctx: Context) -> str:
         log("ask_url", {"error": exc.message})
         raise
     return "got " + result.action
+
+
+class Name(BaseModel):
+    name: str
+
+
+def name_question() -> Elicit[Name]:
+    return Elicit("Your name, please?", Name)
+
+
+@server.tool(name="ask_resolved")
+async def ask_resolved(name: Annotated[Name, Resolve(name_question)]) -> str:
+    log("ask_resolved", {"name": name.name})
+    return f"got {name.name}"
 
 
 if __name__ == "__main__":

@@ -35,10 +35,10 @@ LEAKED = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"  # asking_server.py's a
 SECRET_ANSWER = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # a GitHub token's shape
 
 
-def asking_config(log: Path) -> ServerConfig:
+def asking_config(log: Path, protocol: str = "legacy") -> ServerConfig:
     return ServerConfig(
         name="q", transport="stdio", command=sys.executable, args=("-u", str(ASKING_SERVER), "--log", str(log)),
-        connect_timeout_s=20.0, protocol="legacy",
+        connect_timeout_s=20.0, protocol=protocol,
     )  # fmt: skip
 
 
@@ -59,8 +59,10 @@ def config_text(*, lean: bool, session: str = "main") -> str:
 
 
 @asynccontextmanager
-async def gateway_over(home: Path, log: Path, *, lean: bool, session: str = "main") -> AsyncIterator[LiveGateway]:
-    ServerStore(home).add(asking_config(log))
+async def gateway_over(
+    home: Path, log: Path, *, lean: bool, session: str = "main", protocol: str = "legacy"
+) -> AsyncIterator[LiveGateway]:
+    ServerStore(home).add(asking_config(log, protocol))
     async with live_gateway(home, config=config_text(lean=lean, session=session), extra_runtime=False) as live:
         yield live
 
@@ -196,6 +198,31 @@ async def test_a_persons_token_is_asked_where_its_session_is_not_main(pincer_hom
     assert json.loads(_text(answered).removeprefix("got ")) == {"action": "accept", "content": {"name": "Wes"}}
     assert refused.is_error and "not a main session" in _text(refused), _text(refused)
     assert len(person.asked) == 1
+
+
+@BOTH_PATHS
+@pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"], ids=["handshake-server", "2026-07-28-server"])
+async def test_a_servers_resolver_question_goes_the_same_way_in_both_eras(
+    lean: bool, protocol: str, pincer_home: Path, tmp_path: Path
+) -> None:
+    # The SDK's Resolve/Elicit: a mid-call request to a handshake-era pincer, an
+    # InputRequiredResult round (which the SDK's driver answers in the call's own task) on 2026-07-28.
+    log = tmp_path / "asked.log"
+    person = Person("Grace")
+    async with gateway_over(pincer_home, log, lean=lean, protocol=protocol) as live:
+        async with live.mcp(mode="legacy", elicitation_callback=person) as client:
+            with anyio.fail_after(WAIT_S * 3):
+                answered = await client.call_tool("q_ask_resolved", {})
+        async with live.mcp(mode="legacy", token=AGENT_TOKEN, elicitation_callback=person) as client:
+            with anyio.fail_after(WAIT_S * 3):
+                refused = await client.call_tool("q_ask_resolved", {})
+        assert live.pincer.mcp is not None
+        (status,) = live.pincer.mcp.statuses()
+    assert status.protocol_version == ("2026-07-28" if protocol == "2026-07-28" else "2025-11-25"), status
+    assert not answered.is_error and _text(answered) == "got Grace", _text(answered)
+    assert "q/ask_resolved asks (an upstream MCP server's question" in person.asked[0], person.asked
+    assert refused.is_error and "not a main session" in _text(refused), _text(refused)
+    assert len(person.asked) == 1 and answers(log, "ask_resolved") == [{"name": "Grace"}]
 
 
 @BOTH_PATHS
