@@ -76,6 +76,9 @@ class McpChannel:
         self.request_state = user_state
         self.pending: dict[str, Any] | None = None
         self.missing_capability: str | None = None
+        # Set while the call runs as a task of a 2026-07-28 client (gateway/task_questions.py):
+        # an upstream server's question goes to the task's inputRequests instead of mid-call.
+        self.task_asker: Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
     @classmethod
     def from_context(

@@ -42,7 +42,9 @@ from pincer.core.values import CallRequest, ToolResult
 from pincer.elicitation import APPROVAL_DECISION_SCHEMA, answer_from_reply
 from pincer.gateway.access import can_answer_approvals
 from pincer.gateway.approvals import waiting_message
+from pincer.gateway.channel import McpChannel
 from pincer.gateway.task_feed import TaskFeed
+from pincer.gateway.task_questions import TaskQuestions
 from pincer.gateway.tokens import GatewaySession
 from pincer.policy.roles import PersonAct
 from pincer.store.approvals import APPROVAL_CHANNEL, ApprovalRequest, ApprovalStatus, ApprovalStore
@@ -121,6 +123,8 @@ class _Start:
     task: Task | None = None  # set once the call is a task: the runner then writes its end there
     decided: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    wake: anyio.Event = field(default_factory=anyio.Event)  # it ended, or its server asked a question
+    questions: TaskQuestions | None = None  # its upstream server's questions (2026-07-28 clients)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -155,6 +159,7 @@ class TaskReceiver:
         self._task_group = task_group
         self._base_url = base_url
         self._running: dict[str, anyio.CancelScope] = {}  # task id -> the call running it here
+        self._questions: dict[str, TaskQuestions] = {}  # task id -> its server's questions, here
         self._recent: collections.OrderedDict[str, tuple[float, Task]] = collections.OrderedDict()
 
     @property
@@ -207,12 +212,17 @@ class TaskReceiver:
             )
             return rejected
         start = _Start()
+        channel = request.client
+        if not always and isinstance(channel, McpChannel) and channel.is_modern:
+            # An upstream server's question makes the call a task at once, as an approval does.
+            start.questions = TaskQuestions(start.wake.set)
+            channel.task_asker = start.questions.ask
         task_group = self._task_group()
         assert task_group is not None  # enabled() said so
         task_group.start_soon(self._run_first, request, start)
         after = 0.0 if always or self.only_as_task(request.tool) else settings.after_s
         with anyio.move_on_after(after):
-            await start.done.wait()
+            await start.wake.wait()
         try:
             if start.result is not None and start.asked is None and not always:
                 return start.result
@@ -223,6 +233,8 @@ class TaskReceiver:
             else:
                 start.task = await self._create(request, None, ttl_ms)
                 self._running[start.task.id] = start.scope
+                if start.questions is not None:
+                    self._questions[start.task.id] = start.questions
         finally:
             start.decided.set()
         return start.task
@@ -237,6 +249,7 @@ class TaskReceiver:
                 start.result = await self._services.dispatcher.call(request, on_approval=on_approval)
             finally:
                 start.done.set()
+                start.wake.set()
         await start.decided.wait()
         task = start.task
         if task is None or task.status is TaskStatus.INPUT_REQUIRED:
@@ -248,6 +261,7 @@ class TaskReceiver:
                 await self._finish(task, start.result, owner=self._owner)
         finally:
             self._running.pop(task.id, None)
+            self._questions.pop(task.id, None)
 
     async def _create(self, request: CallRequest, asked: ApprovalRequest | None, ttl_ms: int | None = None) -> Task:
         settings = self._settings
@@ -330,6 +344,9 @@ class TaskReceiver:
                 f"inputResponses is larger than {MAX_INPUT_RESPONSES_BYTES} bytes: an approval's answer is "
                 '{"action": "accept", "content": {"decision": "allow_once"}}',
             )
+        questions = self._questions.get(task_id)
+        if questions is not None and questions.answer(responses):
+            return {"resultType": "complete"}  # the runtime checks the answers (person_questions.py)
         if task.status is not TaskStatus.INPUT_REQUIRED or task.approval_id is None:
             return {"resultType": "complete"}  # nothing outstanding: the spec says ignore it
         key = _key(task.approval_id)
@@ -398,6 +415,11 @@ class TaskReceiver:
                     },
                 }
             data["inputRequests"] = requests
+        elif task.status is TaskStatus.WORKING and (questions := self._questions.get(task.id)) and questions.pending:
+            # Its upstream server asks, in this process: the task waits for its client's answer.
+            data["status"] = TaskStatus.INPUT_REQUIRED.value
+            data["statusMessage"] = f"{task.tool}: its MCP server asks a question; answer it with tasks/update"
+            data["inputRequests"] = dict(questions.pending)
         elif task.status is TaskStatus.COMPLETED:
             data["result"] = dict(task.result or {})
         elif task.status is TaskStatus.FAILED:

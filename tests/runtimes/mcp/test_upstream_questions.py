@@ -24,6 +24,7 @@ from pincer.policy.roles import parse_roles
 from pincer.runtimes.mcp import ServerConfig, ServerConnection, ServerStore
 from pincer.runtimes.mcp.person_questions import MAX_QUESTIONS, MAX_QUESTIONS_AT_ONCE, MAX_SCHEMA_CHARS
 from tests.gateway.conftest import LiveGateway, live_gateway
+from tests.gateway.test_tasks import Requester
 from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, WAIT_S
 
 pytestmark = pytest.mark.anyio
@@ -234,3 +235,47 @@ async def test_a_question_on_a_call_no_client_made_is_refused(lean: bool, tmp_pa
             await conn.call_tool("ask", {}, timeout_s=CALL_TIMEOUT_S)
     finally:
         await conn.aclose()
+
+
+# -- a 2026-07-28 client that called pincer as a task ----------------------------------------------
+
+
+@BOTH_PATHS
+async def test_a_2026_client_calling_as_a_task_answers_the_servers_question_with_tasks_update(
+    lean: bool, pincer_home: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "asked.log"
+    async with gateway_over(pincer_home, log, lean=lean) as live:
+        client = Requester(live)
+        with anyio.fail_after(WAIT_S * 3):
+            created = (await client.call("q_ask", {}))["result"]
+            assert created["resultType"] == "task", created
+            waiting = await client.until(created["taskId"], "input_required")
+            ((key, question),) = waiting["inputRequests"].items()
+            await client.update(created["taskId"], {key: {"action": "accept", "content": {"name": "Ada"}}})
+            done = await client.until(created["taskId"], "completed", "failed")
+            # A secret in the answer is refused there too, and never sent.
+            leaked = (await client.call("q_ask", {}))["result"]
+            asked = await client.until(leaked["taskId"], "input_required")
+            (leak_key,) = asked["inputRequests"]
+            await client.update(leaked["taskId"], {leak_key: {"action": "accept", "content": {"name": SECRET_ANSWER}}})
+            refused = await client.until(leaked["taskId"], "completed", "failed")
+            # Not called as a task, a 2026-07-28 client cannot be asked (a new round would run the tool again).
+            plain = (await Requester(live, tasks=False).call("q_ask", {}))["result"]
+            # An agent's session is never asked, task or not.
+            agent = (await Requester(live, AGENT_TOKEN).call("q_ask", {}))["result"]
+            if agent.get("resultType") == "task":
+                agent = await Requester(live, AGENT_TOKEN).until(agent["taskId"], "completed", "failed")
+                agent = agent["result"]
+    assert question["method"] == "elicitation/create", question
+    assert "q/ask asks (an upstream MCP server's question, not pincer's)" in question["params"]["message"]
+    assert done["status"] == "completed", done
+    assert json.loads(_wire_text(done["result"]).removeprefix("got ")) == {"action": "accept", "content": {"name": "Ada"}}
+    assert refused["result"].get("isError") and "looks like a secret" in _wire_text(refused["result"]), refused
+    assert SECRET_ANSWER not in log.read_text()
+    assert plain.get("isError") and "cannot be asked mid-call" in _wire_text(plain), plain
+    assert agent.get("isError") and "not a main session" in _wire_text(agent), agent
+
+
+def _wire_text(result: dict) -> str:
+    return " ".join(block.get("text", "") for block in result.get("content", ()))

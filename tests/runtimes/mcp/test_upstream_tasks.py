@@ -31,6 +31,7 @@ from pincer.runtimes.mcp.upstream_tasks import (
 )
 from pincer.service import Pincer
 from tests.gateway.conftest import LiveGateway, live_gateway
+from tests.gateway.test_tasks import Requester
 from tests.runtimes.mcp.conftest import CALL_TIMEOUT_S, WAIT_S
 
 pytestmark = pytest.mark.anyio
@@ -316,3 +317,25 @@ async def test_a_hostile_upstream_asking_too_much_is_bounded_and_cancelled(pince
     assert again.is_error and f"more than {MAX_QUESTIONS} questions" in _text(again), _text(again)
     assert len(person.asked) == MAX_QUESTIONS
     assert len(seen(log, "tasks/cancel")) == 3
+
+
+async def test_a_tasks_question_reaches_a_2026_client_that_called_as_a_task_through_tasks_update(
+    pincer_home: Path, tmp_path: Path
+) -> None:
+    # Asking a 2026-07-28 client in a new round would run the tool again (a second upstream task);
+    # a client that called pincer as a task is asked through the pincer task's own inputRequests.
+    log = tmp_path / "tasks.log"
+    async with gateway_over_tasks(pincer_home, log) as live:
+        client = Requester(live)
+        with anyio.fail_after(WAIT_S * 3):
+            created = (await client.call("t_ask", {}))["result"]
+            assert created["resultType"] == "task", created
+            waiting = await client.until(created["taskId"], "input_required")
+            ((key, question),) = waiting["inputRequests"].items()
+            await client.update(created["taskId"], {key: {"action": "accept", "content": {"name": "Ada"}}})
+            done = await client.until(created["taskId"], "completed", "failed")
+    assert "t/ask: upstream task" in question["params"]["message"] and "Your name?" in question["params"]["message"]
+    assert done["status"] == "completed" and not done["result"].get("isError"), done
+    text = " ".join(block.get("text", "") for block in done["result"]["content"])
+    assert json.loads(text.removeprefix("got ")) == {"action": "accept", "content": {"name": "Ada"}}
+    assert len(seen(log, "tasks/update")) == 1 and seen(log, "tasks/cancel") == []

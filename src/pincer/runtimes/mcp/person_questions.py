@@ -9,7 +9,8 @@ puts every question of one call to them under the same bounds and checks.
 Who: the same rule as pincer's own elicitations. Only a person's or a main session's client is
 asked (an agent must not answer for the person it works for), and only a client that can be
 asked in the middle of the call (MCP 2025-11-25 with ``elicitation``; a 2026-07-28 call cannot
-be, as its next round would run the tool again). The question is named as the server's and
+be, as its next round would run the tool again, unless it is a task: the gateway then puts the
+question in the task's ``inputRequests``, ``gateway/task_questions.py``). The question is named as the server's and
 leak-scanned on its way to the client as any output is; the answer is validated as an
 ``ElicitResult`` and leak-scanned on its way to the untrusted server too, and an answer holding a
 secret is refused, never sent redacted. A question nobody may answer, or one past a bound, fails
@@ -75,9 +76,13 @@ def asker_for(host: HostContext, scanner: LeakScanner) -> PersonAsker:
             why_not=f"session {host.session!r} is not a main session, and an agent does not answer for a person",
             who=who,
         )
-    if not getattr(client, "can_ask", False):
+    mid_call = bool(getattr(client, "can_ask", False))
+    # A 2026-07-28 client that called pincer as a task is asked through the task instead.
+    through_task = None if mid_call else getattr(client, "task_asker", None)
+    if not mid_call and through_task is None:
         return PersonAsker(
-            why_not="the calling client cannot be asked mid-call (an MCP 2025-11-25 client with elicitation can)",
+            why_not="the calling client cannot be asked mid-call (an MCP 2025-11-25 client with elicitation can, "
+            "and a 2026-07-28 client that calls as a task)",
             who=who,
         )
     injected = tuple(host.secrets.injected) if host.secrets is not None else ()
@@ -85,7 +90,10 @@ def asker_for(host: HostContext, scanner: LeakScanner) -> PersonAsker:
 
     async def ask(message: str, schema: Mapping[str, Any]) -> Mapping[str, Any]:
         shown, _ = scan.scan(message)
-        reply = await client.elicit(str(shown), schema, key="upstream-question")
+        if through_task is not None:
+            reply = await through_task(str(shown), schema)
+        else:
+            reply = await client.elicit(str(shown), schema, key="upstream-question")
         _, found = scan.scan(reply)
         if found:
             raise ToolError(
