@@ -279,3 +279,20 @@ async def test_a_2026_client_calling_as_a_task_answers_the_servers_question_with
 
 def _wire_text(result: dict) -> str:
     return " ".join(block.get("text", "") for block in result.get("content", ()))
+
+
+async def test_cancelling_a_task_waiting_on_its_servers_question_withdraws_it(pincer_home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "asked.log"
+    async with gateway_over(pincer_home, log, lean=True) as live:
+        client = Requester(live)
+        with anyio.fail_after(WAIT_S * 3):
+            created = (await client.call("q_ask", {}))["result"]
+            (key,) = (await client.until(created["taskId"], "input_required"))["inputRequests"]
+            await client.cancel(created["taskId"])
+            gone = await client.until(created["taskId"], "cancelled", "completed", "failed")
+            late = await client.update(created["taskId"], {key: {"action": "accept", "content": {"name": "Ada"}}})
+        records = [r for r in await live.pincer.audit.records() if r.tool == "q_ask"]
+    assert gone["status"] == "cancelled", gone
+    assert "error" not in late, late  # answering a question that is gone changes nothing
+    assert not [a for a in answers(log, "ask") if "action" in a]
+    assert [r.outcome for r in records] == ["cancelled"], records
