@@ -1,13 +1,14 @@
-"""An upstream MCP server (the official SDK's ``MCPServer``, stdio, the handshake era) whose tools
-send a plain ``elicitation/create`` in the middle of a ``tools/call`` (no task), for the tests of
-upstream questions (test_upstream_questions.py).
+"""An upstream MCP server (the official SDK's ``MCPServer``, stdio, in the era its client picks)
+whose tools send a plain ``elicitation/create`` in the middle of a ``tools/call`` (no task), for
+the tests of upstream questions (test_upstream_questions.py).
 
 Tools: ``ask`` (one question, answers "got <the ElicitResult as JSON>"), ``ask_leak`` (a question
 holding a token's shape, ``LEAKED``), ``ask_flood`` (20 questions at once), ``ask_big`` (a
 100,000-character question), ``ask_big_schema`` (a form of over 16,000 characters of JSON),
 ``ask_again`` (40 questions one after another), ``ask_url`` (a URL-mode question),
-``ask_resolved`` (one question through the SDK's ``Resolve``/``Elicit``: a mid-call request on
-the handshake era, an ``InputRequiredResult`` round on 2026-07-28 with ``--protocol 2026``).
+``capabilities`` (the client's capabilities as the server got them), ``ask_resolved`` (one
+question through the SDK's ``Resolve``/``Elicit``: a mid-call request on the handshake era, an
+``InputRequiredResult`` round when the client speaks 2026-07-28).
 ``--log FILE`` appends one JSON line per answer the server got (tool, outcome).
 """
 
@@ -93,6 +94,12 @@ async def ask_url(ctx: Context) -> str:
         log("ask_url", {"error": exc.message})
         raise
     return "got " + result.action
+
+
+@server.tool(name="capabilities")
+async def capabilities(ctx: Context) -> str:
+    declared = ctx.request_context.session.client_capabilities
+    return json.dumps(declared.model_dump(by_alias=True, mode="json", exclude_none=True) if declared else None)
 
 
 class Name(BaseModel):

@@ -58,6 +58,9 @@ def test_client_scenario_passes(scenario: str, lean: bool, tmp_path: Path) -> No
 
 def test_unsupported_elicitation_scenario_is_the_known_failure(tmp_path: Path) -> None:
     process, checks = run_scenario("elicitation-sep1034-client-defaults", tmp_path)
-    # Exit 0 only because the baseline lists it; its checks fail because pincer declines.
+    # Exit 0 only because the baseline lists it; its checks fail because pincer asks no one: the
+    # call was made by no MCP client, so no person can answer (runtimes/mcp/person_questions.py).
     assert process.returncode == 0, process.stderr[-3000:]
-    assert any(c["status"] == "FAILURE" and "not supported" in (c.get("errorMessage") or "") for c in checks)
+    assert any(
+        c["status"] == "FAILURE" and "no person can be asked" in (c.get("errorMessage") or "") for c in checks
+    ), checks

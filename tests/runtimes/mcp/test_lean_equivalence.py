@@ -4,8 +4,8 @@ result (its JSON as the SDK models it, and the ToolOutput the gateway hands on),
 update and every error must be equal.
 
 Servers and eras: faulty_server.py (stdlib, 2025-11-25), modern_server.py (the SDK's MCPServer:
-structured content checked against an output schema, progress, elicitation refused since pincer
-declares none; in both eras), mcp-server-time (the Python SDK, in
+structured content checked against an output schema, progress, elicitation refused since no
+person can be asked on a call no MCP client made; in both eras), mcp-server-time (the Python SDK, in
 the 2026-07-28 era and in the handshake era), @modelcontextprotocol/server-everything (Node,
 2025-11-25), @playwright/mcp (Node, a headless Chromium, on a local page). Calls whose answer depends on the clock (get_current_time, the apps server's
 get-time) are left out: two processes cannot agree on them; Playwright's file names hold the time

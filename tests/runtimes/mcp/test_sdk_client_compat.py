@@ -28,6 +28,8 @@ pytestmark = pytest.mark.anyio
         (wire_methods, "validate_server_result", ["method", "version", "data", "surface"]),
         (Client, "_drive_input_required", ["self", "first", "retry"]),
         (ClientSession, "validate_tool_result", ["self", "name", "result"]),
+        (Client, "_build_session", ["self", "exit_stack"]),
+        (ClientSession, "_build_capabilities", ["self", "version"]),
     ],
 )
 def test_each_function_still_exists_with_its_parameters(owner: object, name: str, params: list[str]) -> None:

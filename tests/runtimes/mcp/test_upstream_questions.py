@@ -226,6 +226,20 @@ async def test_a_servers_resolver_question_goes_the_same_way_in_both_eras(
     assert len(person.asked) == 1 and answers(log, "ask_resolved") == [{"name": "Grace"}]
 
 
+@pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"], ids=["handshake-server", "2026-07-28-server"])
+async def test_pincer_declares_form_elicitation_upstream_and_not_url(protocol: str, tmp_path: Path) -> None:
+    # pincer passes on form questions only: a server must not be told it may ask for a URL.
+    conn = ServerConnection(asking_config(tmp_path / "asked.log", protocol), lean=True)
+    try:
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            result = await conn.call_tool("capabilities", {}, timeout_s=CALL_TIMEOUT_S)
+    finally:
+        await conn.aclose()
+    declared = json.loads("".join(block.text for block in result.content if block.type == "text"))
+    assert declared["elicitation"] == {"form": {}}, declared
+    assert "sampling" not in declared and "roots" not in declared, declared
+
+
 @BOTH_PATHS
 async def test_a_question_on_a_call_no_client_made_is_refused(lean: bool, tmp_path: Path) -> None:
     log = tmp_path / "asked.log"

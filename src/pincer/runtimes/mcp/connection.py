@@ -284,13 +284,14 @@ class _Session:
             transport = await self._http_transport(stack, headers)
             if self.conn.lean and config.transport == "http":
                 transport = self.lean_streams = LeanStreams(transport)
-        client = Client(
+        client = sdk_compat.FormQuestionsClient(
             transport,
             mode=config.protocol,
             client_info=types.Implementation(name="pincer", version=pincer.__version__),
             message_handler=self._on_message,
-            # Declared on every connection: whether this call's caller may be asked is decided per
-            # call (person_questions.py); one who may not fails the call and the server gets an error.
+            # Declared (form only) on every connection: whether this call's caller may be asked is
+            # decided per call (person_questions.py); one who may not fails the call, the server
+            # gets an error answer.
             elicitation_callback=self.conn._on_question,
             cache=None,
             extensions=[UpstreamTasks(config.name)],

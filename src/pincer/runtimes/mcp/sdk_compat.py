@@ -17,6 +17,11 @@ send and read it, so it reuses the SDK's own steps rather than copies of them:
   shape (an upstream task) resolved by its extension's claim (``Client._folded_extensions``),
   as ``Client.call_tool`` does.
 
+- ``FormQuestionsClient``: the SDK's ``Client`` declaring ``elicitation`` with ``form`` only (the
+  SDK declares ``url`` too whenever an elicitation callback is given; pincer passes on form
+  questions alone, so a server must not be told it may ask for a URL): it wraps the session's
+  ``_build_capabilities``, made by ``Client._build_session`` before the handshake reads it.
+
 ``tests/runtimes/mcp/test_sdk_client_compat.py`` checks that each still exists with the shape
 used here, so an SDK upgrade that moves one fails that test by name instead of failing calls.
 When it fails: find the new home of the internal, change it here, and nowhere else.
@@ -25,6 +30,7 @@ When it fails: find the new home of the internal, change it here, and nowhere el
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from typing import Any
 
 import mcp_types as types
@@ -36,7 +42,26 @@ from mcp_types import methods as wire_methods
 
 from pincer.runtimes.mcp.lean import ProgressFn
 
-__all__ = ["call_request", "finish_call", "negotiated_version"]
+__all__ = ["call_request", "finish_call", "negotiated_version", "FormQuestionsClient"]
+
+
+class FormQuestionsClient(Client):
+    """``Client`` whose capabilities declare form elicitation only (see the module's docstring)."""
+
+    async def _build_session(self, exit_stack: AsyncExitStack) -> client_session.ClientSession:
+        session = await super()._build_session(exit_stack)
+        build = session._build_capabilities
+
+        def form_only(version: str) -> types.ClientCapabilities:
+            capabilities = build(version)
+            if capabilities.elicitation is None:
+                return capabilities
+            return capabilities.model_copy(
+                update={"elicitation": types.ElicitationCapability(form=types.FormElicitationCapability())}
+            )
+
+        session._build_capabilities = form_only  # type: ignore[method-assign]
+        return session
 
 
 def negotiated_version(client: Client) -> str | None:
