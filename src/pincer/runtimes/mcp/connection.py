@@ -452,7 +452,8 @@ class ServerConnection:
         self._retry_at = 0.0
         self._last_error: str | None = None
         self._closed = False
-        self._calls: list[CallQuestions] = []  # the tools/call requests in flight, whose questions are asked
+        # The tools/call requests in flight (by id(), in the order they started): whose questions are asked.
+        self._calls: dict[int, CallQuestions] = {}
 
     @property
     def name(self) -> str:
@@ -704,7 +705,7 @@ class ServerConnection:
 
         async def send(client: Client, remaining: float) -> types.CallToolResult:
             result: types.CallToolResult | None = None
-            self._calls.append(questions)
+            self._calls[id(questions)] = questions
             try:
                 with asking(questions), anyio.CancelScope() as scope:
                     questions.scope = scope
@@ -714,7 +715,7 @@ class ServerConnection:
                     raise
             finally:
                 questions.scope = None
-                self._calls.remove(questions)
+                del self._calls[id(questions)]
                 questions.end()
             # A question refused in the connection's own task ended the call from there.
             if questions.failure is not None:
@@ -793,7 +794,7 @@ class ServerConnection:
         call = current_call()
         if call is not None:
             return await answer_request(call, params)
-        calls = list(self._calls)
+        calls = list(self._calls.values())
         callers = {c.asker.who for c in calls}
         if len(calls) == 1 or (calls and len(callers) == 1 and None not in callers):
             return await answer_request(calls[0], params)
