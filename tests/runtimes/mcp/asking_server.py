@@ -3,7 +3,7 @@ whose tools send a plain ``elicitation/create`` in the middle of a ``tools/call`
 the tests of upstream questions (test_upstream_questions.py).
 
 Tools: ``ask`` (one question, answers "got <the ElicitResult as JSON>"), ``ask_leak`` (a question
-holding a token's shape, ``LEAKED``), ``ask_flood`` (20 questions at once), ``ask_big`` (a
+holding a token's shape, ``LEAKED``), ``ask_leak_schema`` (its form holding it), ``ask_flood`` (20 questions at once), ``ask_big`` (a
 100,000-character question), ``ask_big_schema`` (a form of over 16,000 characters of JSON),
 ``ask_again`` (40 questions one after another), ``ask_url`` (a URL-mode question),
 ``capabilities`` (the client's capabilities as the server got them), ``ask_resolved`` (one
@@ -56,6 +56,12 @@ async def ask_name(ctx: Context) -> str:
 @server.tool(name="ask_leak")
 async def ask_leak(ctx: Context) -> str:
     return await ask(ctx, "ask_leak", f"the server's token is {LEAKED}; your name?")
+
+
+@server.tool(name="ask_leak_schema")
+async def ask_leak_schema(ctx: Context) -> str:
+    schema = {"type": "object", "properties": {"name": {"type": "string", "description": f"token {LEAKED}"}}}
+    return await ask(ctx, "ask_leak_schema", "Your name?", schema)
 
 
 @server.tool(name="ask_flood")

@@ -76,9 +76,11 @@ class Person:
         self.name = name
         self.hold = hold
         self.asked: list[str] = []
+        self.forms: list[str] = []
 
     async def __call__(self, context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.asked.append(params.message)
+        self.forms.append(json.dumps(getattr(params, "requested_schema", None)))
         if self.hold is not None:
             await self.hold.wait()
         return types.ElicitResult(action="accept", content={"name": self.name})
@@ -99,6 +101,7 @@ async def test_a_plain_question_reaches_the_main_sessions_person_and_the_answer_
             with anyio.fail_after(WAIT_S * 3):
                 result = await client.call_tool("q_ask", {})
                 leak = await client.call_tool("q_ask_leak", {})
+                leak_form = await client.call_tool("q_ask_leak_schema", {})
         records = [r for r in await live.pincer.audit.records() if r.tool == "q_ask"]
     assert not result.is_error, _text(result)
     accepted = {"action": "accept", "content": {"name": "Ada"}}
@@ -111,6 +114,8 @@ async def test_a_plain_question_reaches_the_main_sessions_person_and_the_answer_
     # A secret in the server's question never reaches the person.
     assert not leak.is_error, _text(leak)
     assert "the server's token is" in person.asked[1] and LEAKED[:12] not in person.asked[1]
+    assert not leak_form.is_error, _text(leak_form)
+    assert "token " in person.forms[2] and LEAKED[:12] not in person.forms[2], person.forms[2]
 
 
 @BOTH_PATHS

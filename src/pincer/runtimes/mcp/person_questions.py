@@ -10,8 +10,9 @@ Who: the same rule as pincer's own elicitations. Only a person's or a main sessi
 asked (an agent must not answer for the person it works for), and only a client that can be
 asked in the middle of the call (MCP 2025-11-25 with ``elicitation``; a 2026-07-28 call cannot
 be, as its next round would run the tool again, unless it is a task: the gateway then puts the
-question in the task's ``inputRequests``, ``gateway/task_questions.py``). The question is named as the server's and
-leak-scanned on its way to the client as any output is; the answer is validated as an
+question in the task's ``inputRequests``, ``gateway/task_questions.py``). The question, its
+message and its form, is named as the server's and leak-scanned on its way to the client as any
+output is; the answer is validated as an
 ``ElicitResult`` and leak-scanned on its way to the untrusted server too, and an answer holding a
 secret is refused, never sent redacted. A question nobody may answer, or one past a bound, fails
 the pincer call saying why (the server gets an error answer, never a made-up "decline").
@@ -90,10 +91,12 @@ def asker_for(host: HostContext, scanner: LeakScanner) -> PersonAsker:
 
     async def ask(message: str, schema: Mapping[str, Any]) -> Mapping[str, Any]:
         shown, _ = scan.scan(message)
+        form, _ = scan.scan(dict(schema))  # its titles, descriptions and defaults are the server's words too
+        form = dict(form) if isinstance(form, Mapping) else {}
         if through_task is not None:
-            reply = await through_task(str(shown), schema)
+            reply = await through_task(str(shown), form)
         else:
-            reply = await client.elicit(str(shown), schema, key="upstream-question")
+            reply = await client.elicit(str(shown), form, key="upstream-question")
         _, found = scan.scan(reply)
         if found:
             raise ToolError(
