@@ -47,6 +47,7 @@ from pincer.core.errors import (
     ToolError,
     ToolTimeout,
 )
+from pincer.core.offload import off_loop
 from pincer.core.schema import validate_args, with_defaults
 from pincer.core.values import (
     CallRequest,
@@ -203,7 +204,7 @@ class _Trace:
     effects: frozenset[EffectKind] | None = None  # the call's (ToolSpec.effects_for)
     decision: Decision | None = None
     approval_id: str | None = None
-    args: Any = field(default_factory=dict)
+    args: Any = None  # as recorded (redact_args); None until the chain has scanned them
     usage: Usage = field(default_factory=Usage)
     cached: bool = False
     # What operators see of it (telemetry/): the record and its id, the runtime's own time and
@@ -298,18 +299,24 @@ class Dispatcher:
         self._in_flight += 1
         try:
             try:
-                result = await self._run(request, trace, scanner, on_approval, operation)
-            except PincerError as exc:
-                result = self._failure(exc, scanner)
-            except Exception as exc:  # a bug in a runtime must not take the caller down unrecorded
-                logger.exception("unexpected failure calling %s", request.tool)
-                result = self._failure(ToolError(f"{request.tool} failed unexpectedly: {type(exc).__name__}"), scanner)
+                try:
+                    result = await self._run(request, trace, scanner, on_approval, operation)
+                except PincerError as exc:
+                    result = await self._failed(exc, scanner)
+                except Exception as exc:  # a bug in a runtime must not take the caller down unrecorded
+                    logger.exception("unexpected failure calling %s", request.tool)
+                    error = ToolError(f"{request.tool} failed unexpectedly: {type(exc).__name__}")
+                    result = self._failure(error, scanner)
+                await self._scan_args(request, trace, scanner)  # a call refused before its scan
             except anyio.get_cancelled_exc_class():
                 # The caller went away (a client disconnected, a task group ended, SIGTERM): the
                 # call is still recorded, shielded so the cancellation cannot skip the record.
                 cancelled = self._failure(ToolError(f"{request.tool} was cancelled by its caller"), scanner)
-                entry = trace.entry = self._audit_entry(request, trace, cancelled, cancelled.usage, scanner, outcome=CANCELLED)
                 with anyio.CancelScope(shield=True):
+                    await self._scan_args(request, trace, scanner)
+                    entry = trace.entry = self._audit_entry(
+                        request, trace, cancelled, cancelled.usage, scanner, outcome=CANCELLED
+                    )
                     trace.audit_id = await self._record(entry)
                 raise
         finally:
@@ -353,10 +360,11 @@ class Dispatcher:
     async def reject(self, request: CallRequest, error: PincerError) -> ToolResult:
         """Record a call an entry point refused before it could be built (malformed JSON args)."""
         scanner = self._scanner()
-        result = self._failure(error, scanner)
+        result = await self._failed(error, scanner)
         trace = _Trace()
         span = spans.start_call(request) if TRACING.on else None
         try:
+            await self._scan_args(request, trace, scanner)
             entry = trace.entry = self._audit_entry(request, trace, result, result.usage, scanner)
             audit_id = trace.audit_id = await self.audit.append(entry)
         finally:
@@ -428,7 +436,7 @@ class Dispatcher:
         args = with_defaults(spec, request.args)
         if args is not request.args:
             request = replace(request, args=args)
-        trace.args = redact_args(request.args, scanner) if isinstance(request.args, Mapping) else {}
+        await self._scan_args(request, trace, scanner)
         if request.idempotency_key is not None:
             check_key(request.idempotency_key)
         if request.depth > self.config.max_call_depth:
@@ -466,12 +474,13 @@ class Dispatcher:
         if request.idempotency_key is None and spec.side_effecting and self.config.idempotency_required:
             raise _key_required(spec.name, request.caller)
 
-        validate_args(spec, request.args)
+        await off_loop(validate_args, spec, request.args, over=request.args)
 
         key = request.idempotency_key
         if key is not None and spec.side_effecting:
             # A replay runs nothing: it needs no approval (and is this session's own result).
-            stored = await self.idempotency.lookup(request.session, spec.name, key, args_digest(request.args))
+            digest = await off_loop(args_digest, request.args, over=request.args)
+            stored = await self.idempotency.lookup(request.session, spec.name, key, digest)
             if stored is not None:
                 trace.cached = True
                 return _replayed(stored)
@@ -492,7 +501,7 @@ class Dispatcher:
             try:
                 with self._approval_observed(spec, trace):
                     asked = await self.approver.ask(
-                        binding=_call_binding(request),
+                        binding=await off_loop(_call_binding, request, over=request.args),
                         session=request.session,
                         spec=spec,
                         effects=effects,
@@ -564,7 +573,7 @@ class Dispatcher:
         approval: str | None,
         max_bytes: int,
     ) -> ToolResult:
-        digest = args_digest(request.args)
+        digest = await off_loop(args_digest, request.args, over=request.args)
         session = request.session
         while True:
             stored = await self.idempotency.lookup(session, spec.name, key, digest)
@@ -626,7 +635,8 @@ class Dispatcher:
             raise ToolError(f"{spec.name} returned nothing", hint="a runtime must return a ToolOutput")
         duration_ms = (time.perf_counter() - started) * 1000
         trace.tool_s = duration_ms / 1000
-        return self._finish(output, scanner.with_values(injected) if injected else scanner, duration_ms, max_bytes)
+        scanner = scanner.with_values(injected) if injected else scanner
+        return await off_loop(self._finish, output, scanner, duration_ms, max_bytes, over=(output.value, output.content))
 
     def _host_context(
         self, request: CallRequest, spec: ToolSpec, decision: Decision, approval: str | None, scanner: Scanner
@@ -790,6 +800,16 @@ class Dispatcher:
         error, _ = scanner.scan(exc.to_dict())
         return ToolResult(ok=False, error=error)
 
+    async def _failed(self, exc: PincerError, scanner: Scanner) -> ToolResult:
+        """``_failure`` off the event loop when the error is large (a tool's error text)."""
+        return await off_loop(self._failure, exc, scanner, over=exc.to_dict())
+
+    async def _scan_args(self, request: CallRequest, trace: _Trace, scanner: Scanner) -> None:
+        """The arguments as the audit record and an approval show them (once per call)."""
+        if trace.args is None:
+            args = request.args
+            trace.args = await off_loop(redact_args, args, scanner, over=args) if isinstance(args, Mapping) else {}
+
     def _audit_entry(
         self, request: CallRequest, trace: _Trace, result: ToolResult, usage: Usage, scanner: Scanner,
         *, outcome: str | None = None,
@@ -798,10 +818,9 @@ class Dispatcher:
         error = result.error or {}
         code = error.get("code")
         outcome = outcome or _outcome_of(code, ok=result.ok)
-        if trace.spec is None:
+        args = trace.args
+        if args is None:  # only when scanning them failed: recorded scanned all the same
             args = redact_args(request.args, scanner) if isinstance(request.args, Mapping) else {}
-        else:
-            args = trace.args
         return AuditEntry(
             session=request.session,
             caller=request.caller,
@@ -909,17 +928,17 @@ class _ScannedChannel:
         self._scanner = scanner
         self._secrets = secrets
 
-    def _scan(self, text: str) -> str:
+    async def _scan(self, text: str) -> str:
         injected = tuple(getattr(self._secrets, "injected", ()) or ())
         scanner = self._scanner.with_values(injected) if injected else self._scanner
-        scanned, _ = scanner.scan(text)
+        scanned, _ = await off_loop(scanner.scan, text, over=text)
         return scanned if isinstance(scanned, str) else str(scanned)
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        await self.inner.progress(progress, total, self._scan(message) if message else message)
+        await self.inner.progress(progress, total, await self._scan(message) if message else message)
 
     async def log(self, level: str, message: str) -> None:
-        await self.inner.log(level, self._scan(message))
+        await self.inner.log(level, await self._scan(message))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
