@@ -41,8 +41,9 @@ async def test_an_agent_runs_id_is_128_bits(tmp_path: Path) -> None:
     assert re.fullmatch(HEX_128, run.id), run.id
 
 
-def test_a_canvas_evals_id_is_128_bits() -> None:
+@pytest.mark.anyio
+async def test_a_canvas_evals_id_is_128_bits() -> None:
     board = CanvasBoard(scan=lambda value: (value, 0))
     author = Author(session="main", run_id=None, main=True)
-    ids = {board.add_eval("main", f"return {n};", author) for n in range(3)}
+    ids = {await board.add_eval("main", f"return {n};", author) for n in range(3)}
     assert len(ids) == 3 and all(re.fullmatch(HEX_128, i) for i in ids), ids

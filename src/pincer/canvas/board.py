@@ -34,6 +34,7 @@ from pincer.canvas.catalogs import CatalogSet, default_catalogs
 from pincer.canvas.drawing import A2uiRender, Author, Drawing, HtmlRender, Surface, Verdict
 from pincer.core.errors import A2uiInvalid, BudgetExceeded, CanvasChanged, Denied, PayloadTooLarge, UsageError
 from pincer.core.ids import random_id
+from pincer.core.offload import off_loop
 from pincer.core.values import Taint
 
 __all__ = [
@@ -258,8 +259,8 @@ class CanvasBoard:
             )
         return canvas
 
-    def _clean(self, value: Any, what: str) -> None:
-        _, found = self._scan(value)
+    async def _clean(self, value: Any, what: str) -> None:
+        _, found = await off_loop(self._scan, value, over=value)  # a page of HTML: up to MAX_CANVAS_BYTES
         if found:
             raise Denied(
                 f"the {what} holds {found} secret value(s) or credential pattern(s); a canvas never shows one",
@@ -285,9 +286,9 @@ class CanvasBoard:
         canvas.bump()
         return canvas
 
-    def push_html(self, session: str, html: str, author: Author) -> Canvas:
+    async def push_html(self, session: str, html: str, author: Author) -> Canvas:
         """Replace the HTML document (its scripts too): ``author`` alone drew the new one."""
-        self._clean(html, "pushed HTML")
+        await self._clean(html, "pushed HTML")
         canvas = self._draw(session)
         old = canvas.html
         self._fits(canvas, len(html.encode()) - (len(old.html.encode()) if old and old.html else 0))
@@ -304,9 +305,9 @@ class CanvasBoard:
         canvas.bump()
         return canvas
 
-    def add_eval(self, session: str, script: str, author: Author) -> str:
+    async def add_eval(self, session: str, script: str, author: Author) -> str:
         """Add a script to the HTML document: ``author`` drew on it too (and owns it now)."""
-        self._clean(script, "script")
+        await self._clean(script, "script")
         canvas = self._draw(session)
         self._fits(canvas, len(script))
         eval_id = random_id()
@@ -322,14 +323,14 @@ class CanvasBoard:
         names, with the surfaces already on ``session``'s canvas (A2uiInvalid otherwise)."""
         catalogs = await self._catalogs() if self._catalogs is not None else default_catalogs()
         prior = {sid: surface.messages for sid, surface in self.get(session).surfaces.items()}
-        return parse_messages(messages, catalogs=catalogs, prior=prior)
+        return await off_loop(_parsed, messages, catalogs, prior, over=messages)
 
-    def push_a2ui(self, session: str, messages: list[A2uiMessage], author: Author) -> Canvas:
+    async def push_a2ui(self, session: str, messages: list[A2uiMessage], author: Author) -> Canvas:
         """Apply a checked batch. A v0.9 update for a surface no ``createSurface`` made is
         refused (the spec requires one first); ``deleteSurface`` drops a surface. Each surface
         the batch touches records ``author`` (its owner now)."""
         bodies = [m.body for m in messages]
-        self._clean(bodies, "A2UI batch")
+        await self._clean(bodies, "A2UI batch")
         canvas = self._draw(session)
         self._fits(canvas, sum(len(json.dumps(b)) for b in bodies))
         surfaces = dict(canvas.surfaces)
@@ -493,3 +494,7 @@ def check_session_name(session: str) -> str:
             hint="a session name is 1-128 letters, digits, '_', '.', ':' or '-'",
         )
     return session
+
+
+def _parsed(messages: Any, catalogs: CatalogSet, prior: Mapping[str, Any]) -> list[A2uiMessage]:
+    return parse_messages(messages, catalogs=catalogs, prior=prior)

@@ -119,7 +119,7 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
         if action == "push":
             if html is None:
                 raise UsageError("canvas push needs html", hint='call canvas with {"action": "push", "html": "<p>...</p>"}')
-            return board.push_html(session, html, _author(board, host)).state()
+            return (await board.push_html(session, html, _author(board, host))).state()
         if action == "navigate":
             if not url:
                 raise UsageError("canvas navigate needs a url", hint='call canvas with {"action": "navigate", "url": "https://..."}')
@@ -127,7 +127,7 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
         if action == "eval":
             if not script:
                 raise UsageError("canvas eval needs a script", hint='call canvas with {"action": "eval", "script": "return document.title"}')
-            eval_id = board.add_eval(session, script, _author(board, host))
+            eval_id = await board.add_eval(session, script, _author(board, host))
             result = await board.wait_event(session, EVAL_RESULT_WAIT_S, match=lambda e: e.kind == "eval_result" and e.data.get("id") == eval_id)
             if result is None:
                 return {"id": eval_id, "ran": False, "note": f"no open canvas page reported a result within {EVAL_RESULT_WAIT_S:g}s; the script stays in the canvas and runs when a page shows it"}
@@ -153,7 +153,7 @@ def canvas_tools(board: CanvasBoard) -> list[NativeTool]:
             messages: The A2UI messages, in order.
         """
         parsed = await board.check_a2ui(host.session, messages)
-        canvas = board.push_a2ui(host.session, parsed, _author(board, host))
+        canvas = await board.push_a2ui(host.session, parsed, _author(board, host))
         return {**canvas.state(), "applied": [{"version": m.version, "action": m.action, "surfaceId": m.surface_id} for m in parsed]}
 
     @tool(name="a2ui_reset", side_effecting=False, trusted_output=True, annotations={"pincer/ui": _UI_META})

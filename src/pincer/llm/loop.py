@@ -46,6 +46,7 @@ from pincer.approver import ApprovalHook
 from pincer.config import ModelSettings, Price
 from pincer.core.errors import ArgumentsInvalid, ConfigError, ProviderError, SkillNotFound, UsageError
 from pincer.core.ids import random_id
+from pincer.core.offload import off_loop
 from pincer.core.values import CallRequest, Taint, ToolResult, ToolSpec
 from pincer.dispatch import redact_args
 from pincer.llm.host import AgentServices
@@ -382,12 +383,12 @@ class AgentRun:
 
     async def begin(self, system: str, params: Mapping[str, Any]) -> None:
         """Write the run's row and its start record; nothing failed before this point wrote any."""
-        shown = redact_args(dict(params), self.scanner)
+        shown = await off_loop(redact_args, dict(params), self.scanner, over=params)
         await self.store.create(
             run_id=self.id,
             skill=self.skill_name,
             params=shown,
-            message=self._scan(self.request.message) if self.request.message else None,
+            message=await self._scanned(self.request.message) if self.request.message else None,
             trigger=self.request.trigger,
             session=self.session,
             provider=self.settings.provider,
@@ -409,7 +410,7 @@ class AgentRun:
                 person=self.request.person,
             )
         )
-        self._append(Message(role="system", content=system))
+        await self._append(Message(role="system", content=system))
         await self._flush()
         self._emit(
             "started",
@@ -457,7 +458,7 @@ class AgentRun:
             blocks = [wrap_output(o.tool, f"({o.source})\n{o.content}", trusted=False) for o in self._outside]
             text = "\n\n".join([text, *blocks])
             self._outside = ()
-        self._append(Message(role="user", content=text))
+        await self._append(Message(role="user", content=text))
         await self._flush()
         self._cancelled = False
         outcome: Outcome | None = None
@@ -473,7 +474,7 @@ class AgentRun:
                     tg.cancel_scope.cancel()
         self._scope = None
         if outcome is None:  # the scope was cancelled: by a person, or by the deadline
-            self._answer_open_calls("the run was stopped before this call ran")
+            await self._answer_open_calls("the run was stopped before this call ran")
             if self._cancelled:
                 outcome = Outcome(status="cancelled", error={"code": "cancelled", "message": "the run was cancelled"})
             else:
@@ -491,7 +492,7 @@ class AgentRun:
         if not pending:
             return
         blocks = [wrap_output(note.tool, f"({note.source})\n{note.content}", trusted=trusted) for note, trusted in pending]
-        self._append(Message(role="user", content="\n\n".join(blocks)))
+        await self._append(Message(role="user", content="\n\n".join(blocks)))
         await self._flush()
         for note, trusted in pending:
             if not trusted:
@@ -515,12 +516,12 @@ class AgentRun:
             turns += 1
             spent = self._spent(turns, before_turn=False)
             if spent:
-                self._answer_open_calls(f"not run: the run's {spent} budget is spent")
+                await self._answer_open_calls(f"not run: the run's {spent} budget is spent")
                 return Outcome(status="budget_exceeded", stop=spent)
             if not calls:
                 return Outcome(status="done", stop=stop)
             if would_exceed_tool_calls(self.budgets, done=calls_done, requested=len(calls)):
-                self._answer_open_calls("not run: the run's tool_calls budget is spent")
+                await self._answer_open_calls("not run: the run's tool_calls budget is spent")
                 return Outcome(status="budget_exceeded", stop="tool_calls")
             calls_done += len(calls)
             await self._run_calls(calls)
@@ -579,7 +580,7 @@ class AgentRun:
         self.cost_usd = cost_of(self.usage, self.price)
         calls = _unique_ids(calls)
         self.text = "".join(text)
-        self._append(Message(role="assistant", content=self.text, tool_calls=tuple(calls)))
+        await self._append(Message(role="assistant", content=self.text, tool_calls=tuple(calls)))
         await self._flush()
         await self.store.update(self.id, usage=self._usage_dict(), cost_usd=self.cost_usd)
         self._emit("turn", turn=self.turns, stop=stop, usage=usage.to_dict(), cost_usd=self.cost_usd)
@@ -604,7 +605,7 @@ class AgentRun:
             if done is None:  # cannot happen: every task stores its result or raises
                 continue
             message, audit_id, tainted_by = done
-            self._append(message, audit_id=audit_id)
+            await self._append(message, audit_id=audit_id)
             if tainted_by is not None:
                 self.taint_with(tainted_by)
         await self._flush()
@@ -653,11 +654,13 @@ class AgentRun:
                     hint="send the arguments again as one JSON object",
                 ),
             )
-            return self._result_message(call, spec, rejected, trusted=True), rejected.audit_id, None
-        self._emit("tool_call", call_id=call.id, tool=real, args=redact_args(dict(call.arguments), self.scanner))
+            return self._result_message(call, spec, rejected, {}, trusted=True), rejected.audit_id, None
+        arguments = dict(call.arguments)
+        shown_args: Mapping[str, Any] = await off_loop(redact_args, arguments, self.scanner, over=arguments)
+        self._emit("tool_call", call_id=call.id, tool=real, args=shown_args)
         result = await dispatcher.call(request, on_approval=self._approval)
         trusted = self._is_trusted(spec, call.arguments)
-        message = self._result_message(call, spec, result, trusted=trusted)
+        message = self._result_message(call, spec, result, shown_args, trusted=trusted)
         produced = result.ok or (result.error or {}).get("code") == "tool_error"
         tainted_by = None
         if produced and not trusted:
@@ -670,12 +673,15 @@ class AgentRun:
         if self.on_approval is not None:
             await self.on_approval(approval)
 
-    def _result_message(self, call: ToolCall, spec: ToolSpec, result: ToolResult, *, trusted: bool) -> Message:
+    def _result_message(
+        self, call: ToolCall, spec: ToolSpec, result: ToolResult, shown: Mapping[str, Any], *, trusted: bool
+    ) -> Message:
+        """``shown``: the call's arguments as recorded (redacted)."""
         error = dict(result.error or {})
         code = error.get("code")
         self.records.append(
             ToolCallRecord(
-                call_id=call.id, tool=spec.name, args=redact_args(dict(call.arguments or {}), self.scanner),
+                call_id=call.id, tool=spec.name, args=dict(shown),
                 ok=result.ok, error_code=code, audit_id=result.audit_id, cached=result.cached, turn=self.turns,
             )
         )  # fmt: skip
@@ -753,7 +759,7 @@ class AgentRun:
         tag = call_id if call_id.isascii() and call_id.isprintable() and len(call_id) <= 96 else hashlib.sha256(call_id.encode()).hexdigest()[:32]
         return f"run:{self.id}:{self.turns}:{tag}"
 
-    def _answer_open_calls(self, why: str) -> None:
+    async def _answer_open_calls(self, why: str) -> None:
         """Give every tool call of the last turn without an answer one, so the transcript stays
         well-formed (a provider refuses a conversation with a call left unanswered)."""
         last = next((m for m in reversed(self.messages) if m.role == "assistant"), None)
@@ -762,7 +768,7 @@ class AgentRun:
         answered = {m.tool_call_id for m in self.messages if m.role == "tool"}
         for call in last.tool_calls:
             if call.id not in answered:
-                self._append(Message(role="tool", content=f"not run ({why})", tool_call_id=call.id, name=call.name, is_error=True))
+                await self._append(Message(role="tool", content=f"not run ({why})", tool_call_id=call.id, name=call.name, is_error=True))
 
     # -- recording --------------------------------------------------------------------------------
 
@@ -777,13 +783,21 @@ class AgentRun:
         scanned, _ = self.scanner.scan(value)
         return scanned
 
-    def _append(self, message: Message, audit_id: int | None = None) -> None:
+    async def _scanned(self, value: Any) -> Any:
+        """``_scan`` off the event loop when ``value`` is large (a tool's output in a message)."""
+        return await off_loop(self._scan, value, over=value)
+
+    async def _append(self, message: Message, audit_id: int | None = None) -> None:
         """Add a message to the conversation; it reaches the store (redacted) at the next flush."""
         self.messages.append(message)
-        body = self._scan(message.to_dict())
-        body.pop("role", None)
-        self._unwritten.append((self._seq, message.role, body, audit_id))
+        seq = self._seq
         self._seq += 1
+        # Shielded: a message of the conversation is never left out of its transcript (a stop
+        # waits for the scan of a large one to end).
+        with anyio.CancelScope(shield=True):
+            body = await self._scanned(message.to_dict())
+        body.pop("role", None)
+        self._unwritten.append((seq, message.role, body, audit_id))
 
     async def _flush(self) -> None:
         """Write the messages added since the last flush: one commit per step, not per message."""
@@ -831,7 +845,7 @@ class AgentRun:
             id=self.id,
             status=outcome.status,
             stop=outcome.stop,
-            text=self._scan(self.text),
+            text=await self._scanned(self.text),
             skill=self.skill_name,
             session=self.session,
             provider=self.settings.provider,

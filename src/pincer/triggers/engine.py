@@ -33,6 +33,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from pincer.core.errors import PincerError, UsageError
+from pincer.core.offload import off_loop
 from pincer.safety.limits import limit_output
 from pincer.store.audit import AuditEntry, AuditLog
 from pincer.store.triggers import DeliveryRow, FiringRow, TriggerStore
@@ -354,6 +355,11 @@ class TriggerEngine:
     def redact_payload(self, payload: Any) -> Any:
         """A payload with every stored secret value (and known secret pattern) in it masked."""
         return self._scanner().scan(payload)[0]
+
+    async def redacted_payload(self, payload: Any) -> Any:
+        """``redact_payload`` off the event loop when the payload is large (a webhook's body)."""
+        scanner = self._scanner()
+        return (await off_loop(scanner.scan, payload, over=payload))[0]
 
     # -- the queue worker ----------------------------------------------------------------------
 

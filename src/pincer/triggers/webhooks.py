@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pincer.core.errors import PincerError
+from pincer.core.offload import off_loop
 from pincer.skills.model import Trust
 from pincer.store.triggers import DeliveryExists, DeliveryRow
 from pincer.triggers.events import event_matches
@@ -135,8 +136,8 @@ async def accept_delivery(
             headers={"Retry-After": str(QUEUE_FULL_RETRY_S)},
         )  # fmt: skip
     # Redacted once for every run it starts: what the runs read and what is recorded and audited.
-    redacted = engine.redact_payload(payload)
-    untrusted = json.dumps(redacted, ensure_ascii=False, default=str)
+    redacted = await engine.redacted_payload(payload)
+    untrusted = await off_loop(_untrusted_text, redacted, over=redacted)
     prepared = [_prepare(engine, hook, target, delivery=delivery, event=event, payload=payload, redacted=redacted,
                          untrusted_text=untrusted, address=address) for target in targets]  # fmt: skip
     runs = [{"run_id": p.firing.run_id, "skill": p.firing.skill, "firing_id": p.firing.id} for p in prepared if p.request]
@@ -158,6 +159,10 @@ async def accept_delivery(
         return _replayed(exists.row)
     made = frozenset(i for run in runs for i in (run["run_id"], run["firing_id"]) if i is not None)
     return DeliveryAnswer(status=status, body=body, made_ids=made)
+
+
+def _untrusted_text(redacted: Any) -> str:
+    return json.dumps(redacted, ensure_ascii=False, default=str)
 
 
 def _prepare(

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from pincer.core.display import honest_text
 from pincer.core.errors import ToolError
+from pincer.core.offload import off_loop
 from pincer.core.values import HostContext
 from pincer.safety.scanner import LeakScanner
 
@@ -90,14 +91,15 @@ def asker_for(host: HostContext, scanner: LeakScanner) -> PersonAsker:
     scan = scanner.with_values(injected) if injected else scanner
 
     async def ask(message: str, schema: Mapping[str, Any]) -> Mapping[str, Any]:
-        shown, _ = scan.scan(message)
-        form, _ = scan.scan(dict(schema))  # its titles, descriptions and defaults are the server's words too
+        shown, _ = await off_loop(scan.scan, message, over=message)
+        # its titles, descriptions and defaults are the server's words too
+        form, _ = await off_loop(scan.scan, dict(schema), over=schema)
         form = dict(form) if isinstance(form, Mapping) else {}
         if through_task is not None:
             reply = await through_task(str(shown), form)
         else:
             reply = await client.elicit(str(shown), form, key="upstream-question")
-        _, found = scan.scan(reply)
+        _, found = await off_loop(scan.scan, reply, over=reply)
         if found:
             raise ToolError(
                 f"the answer to {host.tool}'s upstream question looks like a secret ({found} finding(s)); "

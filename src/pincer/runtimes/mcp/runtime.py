@@ -27,6 +27,7 @@ import anyio
 
 from pincer.core.effects import RuntimeKind
 from pincer.core.errors import Denied, SecretError, ToolNotFound
+from pincer.core.offload import off_loop
 from pincer.core.values import HostContext, ToolOutput, ToolSpec
 from pincer.runtimes.base import ChangeListener, ChangeListeners
 from pincer.runtimes.mcp.assignment import Assignment, Refused, assign_tools, holds_secret
@@ -300,7 +301,8 @@ class McpRuntime:
         }  # fmt: skip
         shape = shapes[kind]
         items = [shape(server, item) for item in await self.connections[server].listing(kind, timeout_s=timeout_s)]
-        scanned, _ = self._scanner().scan([item for item in items if item is not None])
+        listed = [item for item in items if item is not None]
+        scanned, _ = await off_loop(self._scanner().scan, listed, over=listed)  # a server may list thousands
         return list(scanned)
 
     async def find_prompt(self, server: str, name: str, *, timeout_s: float) -> str | None:
