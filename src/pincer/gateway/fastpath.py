@@ -37,6 +37,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
+from pincer.core.offload import off_loop
 from pincer.gateway.channel import McpChannel
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.sdk_compat import seal_result
@@ -89,7 +90,7 @@ class ModernCallFastPath:
         session = scope.get(SESSION_SCOPE_KEY)
         if not isinstance(session, GatewaySession):
             return False
-        call = self._eligible_call(body)
+        call = await off_loop(self._eligible_call, body, over=body)  # a large body is parsed off the loop
         if call is None:
             return False
         decoded, name, arguments, meta = call

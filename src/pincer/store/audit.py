@@ -53,9 +53,10 @@ import anyio.to_thread
 from anyio import BrokenWorkerProcess
 
 from pincer.core.errors import AuditChainBroken, StoreConflict, StoreError, UsageError
+from pincer.core.offload import off_loop
 from pincer.core.values import canonical_json
 from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
-from pincer.store.chain import GENESIS_HASH, ChainKey
+from pincer.store.chain import GENESIS_HASH, ChainKey, encoded_fields
 from pincer.store.chain_walk import HASH_AT, ChainWalk, check_batch
 from pincer.store.chain_walk import RECORD_FIELDS as _FIELDS
 from pincer.store.chain_walk import hashed as _hashed
@@ -259,18 +260,32 @@ _HASH_OF = Sql("SELECT hash FROM audit WHERE id = :id")
 
 
 class _Pending:
-    __slots__ = ("values", "run_id", "person", "approved_by", "event", "record_id", "error", "done")
+    __slots__ = ("values", "fields", "run_id", "person", "approved_by", "event", "record_id", "error", "done")
 
     def __init__(self, values: tuple[Any, ...], entry: AuditEntry) -> None:
         self.values = values
         self.run_id = entry.run_id
         self.person = entry.person
         self.approved_by = entry.approved_by
+        # Encoded here, not when chained: the chaining runs on the event loop in the transaction.
+        self.fields = encoded_fields(_hashed(values, entry.run_id, entry.person, entry.approved_by))
         # Only a caller that waits on another's commit needs an event (made when it waits).
         self.event: anyio.Event | None = None
         self.record_id = 0
         self.error: BaseException | None = None
         self.done = False
+
+
+async def _pending(entry: AuditEntry, now: float) -> _Pending:
+    """A record made ready to chain: encoded off the event loop when it is large (arguments of
+    megabytes). Shielded: an append once called is committed whoever is cancelled, as before."""
+    with anyio.CancelScope(shield=True):
+        pending = await off_loop(_make_pending, entry, now, over=(entry.args, entry.usage, entry.error))
+    return pending
+
+
+def _make_pending(entry: AuditEntry, now: float) -> _Pending:
+    return _Pending(_row_values(entry, now), entry)
 
 
 # Writes that go with a unit's records in its transaction: ``before`` may read (and refuse by
@@ -458,7 +473,7 @@ class AuditLog:
         its transaction; a caller that knows it is alone passes False and commits at once. None
         decides from what the last yields found: while they gathered others, keep yielding; once
         one found nobody, commit at once and yield again only every ``_PROBE_EVERY`` appends."""
-        pending = _Pending(_row_values(entry, time.time()), entry)
+        pending = await _pending(entry, time.time())
         await self._submit(pending, gather)
         if pending.error is not None:
             raise StoreError(f"the audit record could not be written: {pending.error}") from pending.error
@@ -474,7 +489,7 @@ class AuditLog:
         appends like :meth:`append`: one commit for a webhook delivery, its firings and their
         records, shared with whatever else arrived in the same turn."""
         now = time.time()
-        unit = _Unit([_Pending(_row_values(e, now), e) for e in entries], before, after)
+        unit = _Unit([await _pending(e, now) for e in entries], before, after)
         await self._submit(unit, gather)
         if unit.error is not None:
             raise StoreError(f"the audit record could not be written: {unit.error}") from unit.error
@@ -598,8 +613,7 @@ class AuditLog:
         rows: list[dict[str, Any]] = []
         for pending in records:
             head_id += 1
-            hashed = _hashed(pending.values, pending.run_id, pending.person, pending.approved_by)
-            digest = self._key.record_hash(head_id, hashed, head_hash)
+            digest = self._key.record_hash_of(head_id, pending.fields, head_hash)
             row = dict(zip(_FIELDS, pending.values, strict=True))
             row.update(id=head_id, run_id=pending.run_id, person=pending.person, approved_by=pending.approved_by,
                        prev_hash=head_hash, hash=digest)  # fmt: skip

@@ -42,6 +42,13 @@ def _payload(record_id: int, values: tuple[Any, ...], prev_hash: str) -> bytes:
     return _COMPACT([record_id, prev_hash, *values]).encode()
 
 
+def encoded_fields(values: tuple[Any, ...]) -> bytes:
+    """What follows a record's id and previous hash in its chain payload (``values`` not empty):
+    encoded once, before the record is chained (off the event loop for a large record), so
+    ``ChainKey.record_hash_of`` hashes the same bytes ``record_hash`` would."""
+    return _COMPACT(list(values)).encode()[1:]
+
+
 def plain_chain_hash(record_id: int, values: tuple[Any, ...], prev_hash: str) -> str:
     """The chain value of a record written before its log was keyed (anyone can compute it)."""
     return hashlib.sha256(_payload(record_id, values, prev_hash)).hexdigest()
@@ -72,6 +79,16 @@ class ChainKey:
         inner = self._inner.copy()
         inner.update(_RECORD_LABEL)
         inner.update(_payload(record_id, values, prev_hash))
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
+
+    def record_hash_of(self, record_id: int, fields: bytes, prev_hash: str) -> str:
+        """``record_hash`` of the values whose ``encoded_fields`` are ``fields``."""
+        inner = self._inner.copy()
+        inner.update(_RECORD_LABEL)
+        inner.update(f"[{record_id},{_COMPACT(prev_hash)},".encode())
+        inner.update(fields)
         outer = self._outer.copy()
         outer.update(inner.digest())
         return outer.hexdigest()

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
 from pincer.core.errors import PincerError, UnsupportedMediaType, http_status
+from pincer.core.offload import is_large, off_loop
 from pincer.gateway.guard import SESSION_SCOPE_KEY
 from pincer.gateway.tokens import GatewaySession
 from pincer.llm.runner import RunManager
@@ -148,7 +149,10 @@ def json_body_route() -> type[APIRoute]:
 async def _as_json_request(request: Request) -> Request:
     content_type = request.headers.get("content-type", "")
     media = content_type.split(";", 1)[0].strip().lower()
-    if request.method != "POST" or media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+    if request.method != "POST":
+        return request
+    if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        await _parse_large_body(request)
         return request
     body = await request.body()
     if not body.strip():
@@ -164,6 +168,19 @@ async def _as_json_request(request: Request) -> Request:
     headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
     scope = {**request.scope, "headers": [*headers, (b"content-type", b"application/json")]}
     return _BufferedRequest(scope, body, request.receive)
+
+
+async def _parse_large_body(request: Request) -> None:
+    """A large JSON body (a 5 MB argument) is parsed off the event loop, into the cache
+    starlette's ``Request.json()`` reads (FastAPI's own parse then finds it done). Not JSON:
+    left for FastAPI to refuse in its words."""
+    body = await request.body()
+    if not is_large(body):
+        return
+    try:
+        request._json = await off_loop(json.loads, body, over=body)
+    except (ValueError, RecursionError):
+        return
 
 
 class _BufferedRequest(Request):
