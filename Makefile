@@ -248,6 +248,7 @@ bench: setup mcp-deps
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/dashboard.py
 	$(BIN)/python bench/stall.py
+	$(BIN)/python bench/stall_large.py
 	$(BIN)/python bench/wasm.py
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/skills.py

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -133,3 +133,37 @@ async def test_an_echo_is_answered_while_large_arguments_are_scanned(pincer_home
     assert not result.ok and result.error["code"] == "invalid_arguments", result.error
     recorded = next(r for r in records if r.tool == "say" and r.caller == "test")
     assert SECRET not in str(recorded.args) and "[REDACTED:" in recorded.args["text"]
+
+
+class Witness(str):
+    """Text that notes which thread the leak scanner read it on."""
+
+    threads: ClassVar[list[int]]
+
+    def __str__(self) -> str:
+        type(self).threads.append(threading.get_ident())
+        return str.__str__(self)
+
+
+@pytest.mark.parametrize("size", [100, LARGE_CHARS - 200, LARGE_CHARS + 1, 4 * LARGE_CHARS])
+async def test_small_outputs_are_scanned_inline_and_large_ones_off_the_loop(pincer_home: Path, size: int) -> None:
+    class Seen(Witness):
+        threads: ClassVar[list[int]] = []
+
+    body = "x" * (size - len(SECRET) - 1) + " " + SECRET
+
+    @fixture("sized_output", "Returns an output of a given size with a secret in it")
+    async def sized_output(args: Mapping[str, Any], host: HostContext) -> ToolOutput:
+        return ToolOutput(value={"text": Seen(body)})
+
+    runtime = make_test_runtime()
+    runtime.add(sized_output)
+    async with live_gateway(pincer_home, extra_runtime=False) as live:
+        await live.pincer.add_runtime(runtime)
+        result = await live.pincer.dispatcher.call(CallRequest(tool="sized_output", args={}, caller="test"))
+    # The same redaction either way, and the same as the scanner's own answer.
+    expected, count = live.pincer.scanner().scan({"text": body})
+    assert result.ok and result.output == expected and result.usage.redactions == count == 1
+    assert Seen.threads, "the scanner never read the output"
+    on_loop = Seen.threads[0] == threading.get_ident()
+    assert on_loop is (size <= LARGE_CHARS - 200), f"an output of {size} characters was scanned {'on' if on_loop else 'off'} the loop"
