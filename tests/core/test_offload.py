@@ -180,3 +180,15 @@ def test_results_and_redactions_are_the_same_inline_or_in_a_thread(
     assert hopped is is_large(value)
     if secret and SECRET in str(value):
         assert SECRET not in str(through[0]) and through[1] >= 1
+
+
+async def test_a_shielded_job_answers_a_cancelled_caller_and_an_unshielded_one_does_not() -> None:
+    big = "x" * (LARGE_CHARS + 1)
+    answers: list[Any] = []
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        answers.append(await off_loop(len, big, over=big, shield=True))  # what must be recorded
+        answers.append(await off_loop(len, big, over=big))
+    assert scope.cancelled_caught
+    assert answers == [LARGE_CHARS + 1]
+    assert off_loop_limiter().borrowed_tokens == 0

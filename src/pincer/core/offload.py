@@ -83,11 +83,20 @@ def off_loop_limiter() -> anyio.CapacityLimiter:
         return limiter
 
 
-async def off_loop(func: Callable[..., T], *args: Any, over: Any) -> T:
+async def off_loop(func: Callable[..., T], *args: Any, over: Any, shield: bool = False) -> T:
     """``func(*args)``: inline when ``over`` is small (``is_large``), else in a worker thread
-    under the loop's limit. Exceptions pass through unchanged either way."""
+    under the loop's limit. Exceptions pass through unchanged either way. ``shield``: a caller
+    cancelled meanwhile still waits for the result (what must be recorded whatever happens)."""
     if not is_large(over):
         return func(*args)
+    if shield:
+        with anyio.CancelScope(shield=True):
+            result = await _in_thread(func, args)
+        return result  # noqa: RET504  (a return inside the scope: mypy sees a scope that may swallow)
+    return await _in_thread(func, args)
+
+
+async def _in_thread(func: Callable[..., T], args: tuple[Any, ...]) -> T:
     limiter = off_loop_limiter()
     job: _Job[T] = _Job(func, args, limiter)
     await limiter.acquire_on_behalf_of(job)

@@ -794,8 +794,8 @@ class AgentRun:
         self._seq += 1
         # Shielded: a message of the conversation is never left out of its transcript (a stop
         # waits for the scan of a large one to end).
-        with anyio.CancelScope(shield=True):
-            body = await self._scanned(message.to_dict())
+        value = message.to_dict()
+        body = await off_loop(self._scan, value, over=value, shield=True)
         body.pop("role", None)
         self._unwritten.append((seq, message.role, body, audit_id))
 

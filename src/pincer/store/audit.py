@@ -279,9 +279,7 @@ class _Pending:
 async def _pending(entry: AuditEntry, now: float) -> _Pending:
     """A record made ready to chain: encoded off the event loop when it is large (arguments of
     megabytes). Shielded: an append once called is committed whoever is cancelled, as before."""
-    with anyio.CancelScope(shield=True):
-        pending = await off_loop(_make_pending, entry, now, over=(entry.args, entry.usage, entry.error))
-    return pending  # noqa: RET504  (a return inside the scope: a scope may swallow, mypy sees no return)
+    return await off_loop(_make_pending, entry, now, over=(entry.args, entry.usage, entry.error), shield=True)
 
 
 def _make_pending(entry: AuditEntry, now: float) -> _Pending:
