@@ -47,7 +47,7 @@ from pincer.core.errors import (
     ToolError,
     ToolTimeout,
 )
-from pincer.core.offload import off_loop
+from pincer.core.offload import is_large, off_loop
 from pincer.core.schema import validate_args, with_defaults
 from pincer.core.values import (
     CallRequest,
@@ -205,6 +205,7 @@ class _Trace:
     decision: Decision | None = None
     approval_id: str | None = None
     args: Any = None  # as recorded (redact_args); None until the chain has scanned them
+    large_args: bool | None = None  # is_large(the call's arguments), measured once for every step
     usage: Usage = field(default_factory=Usage)
     cached: bool = False
     # What operators see of it (telemetry/): the record and its id, the runtime's own time and
@@ -474,12 +475,12 @@ class Dispatcher:
         if request.idempotency_key is None and spec.side_effecting and self.config.idempotency_required:
             raise _key_required(spec.name, request.caller)
 
-        await off_loop(validate_args, spec, request.args, over=request.args)
+        await off_loop(validate_args, spec, request.args, large=trace.large_args)
 
         key = request.idempotency_key
         if key is not None and spec.side_effecting:
             # A replay runs nothing: it needs no approval (and is this session's own result).
-            digest = await off_loop(args_digest, request.args, over=request.args)
+            digest = await off_loop(args_digest, request.args, large=trace.large_args)
             stored = await self.idempotency.lookup(request.session, spec.name, key, digest)
             if stored is not None:
                 trace.cached = True
@@ -501,7 +502,7 @@ class Dispatcher:
             try:
                 with self._approval_observed(spec, trace):
                     asked = await self.approver.ask(
-                        binding=await off_loop(_call_binding, request, over=request.args),
+                        binding=await off_loop(_call_binding, request, large=trace.large_args),
                         session=request.session,
                         spec=spec,
                         effects=effects,
@@ -573,7 +574,7 @@ class Dispatcher:
         approval: str | None,
         max_bytes: int,
     ) -> ToolResult:
-        digest = await off_loop(args_digest, request.args, over=request.args)
+        digest = await off_loop(args_digest, request.args, large=trace.large_args)
         session = request.session
         while True:
             stored = await self.idempotency.lookup(session, spec.name, key, digest)
@@ -802,13 +803,15 @@ class Dispatcher:
 
     async def _failed(self, exc: PincerError, scanner: Scanner) -> ToolResult:
         """``_failure`` off the event loop when the error is large (a tool's error text)."""
-        return await off_loop(self._failure, exc, scanner, over=exc.to_dict())
+        return await off_loop(self._failure, exc, scanner, over=exc.message)  # the hint is ours: short
 
     async def _scan_args(self, request: CallRequest, trace: _Trace, scanner: Scanner) -> None:
         """The arguments as the audit record and an approval show them (once per call)."""
         if trace.args is None:
             args = request.args
-            trace.args = await off_loop(redact_args, args, scanner, over=args) if isinstance(args, Mapping) else {}
+            if trace.large_args is None:
+                trace.large_args = is_large(args)
+            trace.args = await off_loop(redact_args, args, scanner, large=trace.large_args) if isinstance(args, Mapping) else {}
 
     def _audit_entry(
         self, request: CallRequest, trace: _Trace, result: ToolResult, usage: Usage, scanner: Scanner,

@@ -47,25 +47,40 @@ _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("pincer_off_loop_limiter")
 def is_large(value: Any, limit: int = LARGE_CHARS) -> bool:
     """Whether ``value`` (a JSON-like value: strings, bytes, mappings, lists, tuples) holds more
     than ``limit`` characters. Every string and key counts its length, every other item one, so
-    the walk stops after at most ``limit`` items whatever the value's size, depth or cycles."""
+    the walk stops after at most ``limit`` items whatever the value's size, depth or cycles.
+
+    Exact type checks first: this runs several times on every call, most of them small (a few
+    microseconds a call matter on the chain's hot path; the ABC check costs more)."""
+    kind = type(value)
+    if kind is str or kind is bytes:
+        return len(value) > limit
     budget = limit
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, str | bytes | bytearray):
+        kind = type(item)
+        if kind is str:
             budget -= len(item) or 1
-        elif isinstance(item, Mapping):
-            budget -= 1
-            for key, child in item.items():
-                stack.append(key)
-                stack.append(child)
-                if len(stack) > budget:  # a wide container: enough is known already
-                    return True
-        elif isinstance(item, list | tuple):
-            budget -= 1
-            stack.extend(item)
-            if len(stack) > budget:
+        elif kind is dict or (kind is not list and kind is not tuple and isinstance(item, Mapping)):
+            budget -= 1 + len(item)
+            if budget < 0:
                 return True
+            for key, child in item.items():
+                if type(key) is str:
+                    budget -= len(key)
+                stack.append(child)
+        elif kind is list or kind is tuple:
+            budget -= 1 + len(item)
+            if budget < 0:
+                return True
+            stack.extend(item)
+        elif isinstance(item, str | bytes | bytearray):
+            budget -= len(item) or 1
+        elif isinstance(item, list | tuple):
+            budget -= 1 + len(item)
+            if budget < 0:
+                return True
+            stack.extend(item)
         else:
             budget -= 1
         if budget < 0:
@@ -83,11 +98,15 @@ def off_loop_limiter() -> anyio.CapacityLimiter:
         return limiter
 
 
-async def off_loop(func: Callable[..., T], *args: Any, over: Any, shield: bool = False) -> T:
+async def off_loop(
+    func: Callable[..., T], *args: Any, over: Any = None, large: bool | None = None, shield: bool = False
+) -> T:
     """``func(*args)``: inline when ``over`` is small (``is_large``), else in a worker thread
-    under the loop's limit. Exceptions pass through unchanged either way. ``shield``: a caller
-    cancelled meanwhile still waits for the result (what must be recorded whatever happens)."""
-    if not is_large(over):
+    under the loop's limit. Exceptions pass through unchanged either way. ``large``: the verdict
+    when the caller measured ``over`` already (a call's arguments, read by several steps).
+    ``shield``: a caller cancelled meanwhile still waits for the result (what must be recorded
+    whatever happens)."""
+    if not (is_large(over) if large is None else large):
         return func(*args)
     if shield:
         with anyio.CancelScope(shield=True):

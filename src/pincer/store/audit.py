@@ -53,7 +53,7 @@ import anyio.to_thread
 from anyio import BrokenWorkerProcess
 
 from pincer.core.errors import AuditChainBroken, StoreConflict, StoreError, UsageError
-from pincer.core.offload import off_loop
+from pincer.core.offload import is_large, off_loop
 from pincer.core.values import canonical_json
 from pincer.store.anchor import AnchorFile, ChainMarker, new_chain_id
 from pincer.store.chain import GENESIS_HASH, ChainKey, encoded_fields
@@ -279,7 +279,8 @@ class _Pending:
 async def _pending(entry: AuditEntry, now: float) -> _Pending:
     """A record made ready to chain: encoded off the event loop when it is large (arguments of
     megabytes). Shielded: an append once called is committed whoever is cancelled, as before."""
-    return await off_loop(_make_pending, entry, now, over=(entry.args, entry.usage, entry.error), shield=True)
+    large = is_large(entry.args) or is_large(entry.error)  # the rest of a record is short
+    return await off_loop(_make_pending, entry, now, large=large, shield=True)
 
 
 def _make_pending(entry: AuditEntry, now: float) -> _Pending:
