@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 
 import httpcore2
@@ -20,6 +21,8 @@ from pincer.safety.egress import (
     check_url,
     send,
 )
+from pincer.safety.egress_transport import MAX_HEADERS
+from pincer.safety.resolution import checked_addresses
 from tests.localservers import make_ca, serve
 
 pytestmark = pytest.mark.anyio
@@ -463,3 +466,77 @@ def test_httpcore2_is_the_transport() -> None:
     # The pinned backend depends on httpcore2 (httpx2's own, so no second HTTP core in the core
     # install) opening connections in the requesting task, as its 2.x pools do.
     assert httpcore2.__version__.startswith("2.")
+
+
+# ------------------------------------------------------------------- more addresses, rules and URLs
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("fec0::1", "a site-local address"),
+        # Teredo: an internal client (10.0.0.1, stored inverted) or server behind a public one.
+        ("2001:0:808:808:0:0:f5ff:fffe", "a private address (embedded in an IPv6 address)"),
+        ("2001:0:a00:1:0:0:f7f7:f7f7", "a private address (embedded in an IPv6 address)"),
+        ("2002:a00:1::1", "a private address (embedded in an IPv6 address)"),
+    ],
+)
+def test_more_ipv6_forms_of_internal_addresses_are_refused(address: str, reason: str) -> None:
+    refusal = address_refusal(ipaddress.ip_address(address))
+    assert refusal is not None and refusal.reason == reason and not refusal.always
+
+
+def test_a_public_address_embedded_by_6to4_passes() -> None:
+    """6to4 embedding a public address is judged as the IPv6 address it is, which is global."""
+    assert address_refusal(ipaddress.ip_address("2002:808:808::1")) is None
+
+
+@pytest.mark.parametrize("prefix", ["v1/", "", "api"])
+def test_a_path_prefix_must_start_with_a_slash(prefix: str) -> None:
+    with pytest.raises(UsageError, match="must start with '/'") as info:
+        EgressRule(host="api.example.com", path_prefix=prefix)
+    assert info.value.hint == "use '/' to allow every path"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("https://example.com/?q=%zz", "the query has a '%' not followed by two hex digits"),
+        ("https://example.com/?q=100%", "the query has a '%' not followed by two hex digits"),
+        ("https://[::1]x/", "unexpected characters after the IPv6 address"),
+        ("https://[::1/", "has no closing ']'"),
+    ],
+)
+def test_malformed_urls_are_refused_saying_what_is_wrong(url: str, message: str) -> None:
+    with pytest.raises(EgressDenied, match=re.escape(message)):
+        check_url(url)
+
+
+async def test_a_name_that_cannot_be_resolved_is_a_tool_error_naming_it() -> None:
+    """A label over 63 characters fails in the IDNA codec before any DNS query is sent."""
+    host = "a" * 64 + ".example"
+    with pytest.raises(ToolError, match="could not resolve") as info:
+        await checked_addresses(host, 443, allow_private_network=False)
+    assert host in info.value.message and info.value.hint == "check the host name"
+
+
+async def test_a_tools_own_user_agent_and_accept_encoding_are_sent_as_given() -> None:
+    with serve() as server:
+        await send(
+            HttpRequest(
+                method="GET",
+                url=server.url("/echo"),
+                headers=(("User-Agent", "my-tool/2"), ("Accept-Encoding", "gzip")),
+            ),
+            policy=_local_policy(server.port),
+        )
+    (seen,) = server.requests
+    assert seen.headers["User-Agent"] == "my-tool/2" and seen.headers["Accept-Encoding"] == "gzip"
+
+
+async def test_too_many_request_headers_are_refused_before_anything_is_sent() -> None:
+    with serve() as server:
+        headers = tuple((f"X-H{i}", "v") for i in range(MAX_HEADERS + 1))
+        with pytest.raises(EgressDenied, match=f"{MAX_HEADERS + 1} request headers; the limit is {MAX_HEADERS}"):
+            await send(HttpRequest(method="GET", url=server.url("/echo"), headers=headers), policy=_local_policy(server.port))
+    assert server.requests == []

@@ -21,7 +21,7 @@ import anyio
 import pytest
 from anyio.abc import SocketStream
 
-from pincer.safety.egress_proxy import EgressProxy, ProxyPolicy, proxy_task_group
+from pincer.safety.egress_proxy import EgressProxy, ProxyPolicy, origins_of, proxy_task_group
 
 pytestmark = pytest.mark.anyio
 
@@ -411,3 +411,178 @@ def test_a_rebinding_name_is_connected_to_at_the_address_that_was_checked(socket
         assert result["answer"].startswith("HTTP/1.1 502"), (name, result)
         assert "connection failed" in result["answer"], (name, result)
         assert result["a_queries"] >= 1 and result["connections"] == 0, (name, result)
+
+
+# -- the host lists ------------------------------------------------------------------------------------
+
+
+async def test_a_host_outside_the_tools_allowlist_is_refused_before_any_lookup(
+    listener: str, socket_dir: Path, upstream: Upstream
+) -> None:
+    policy = ProxyPolicy(tool_hosts=("api.example.com",), allow_private=True)
+    async with serving(listener, socket_dir, policy) as served:
+        status, answer = await tunnel_status(served, f"127.0.0.1:{upstream.port}")
+        events = served.proxy.events
+    assert status == b"403" and b"not in the tool's network allowlist" in answer, answer
+    assert upstream.connections == 0
+    assert [(e.allowed, e.origin) for e in events] == [(False, ("127.0.0.1", upstream.port))]
+
+
+@pytest.mark.parametrize(
+    ("grant", "shown"), [(("a.example.com", "b.example.com:8443"), b"a.example.com, b.example.com:8443"), ((), b"none")]
+)
+async def test_a_host_outside_the_grant_is_refused_naming_the_hosts_it_allows(
+    listener: str, socket_dir: Path, upstream: Upstream, grant: tuple[str, ...], shown: bytes
+) -> None:
+    policy = ProxyPolicy(grant_hosts=grant, allow_private=True)
+    async with serving(listener, socket_dir, policy) as served:
+        plain = await ask(served, f"GET http://127.0.0.1:{upstream.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert plain.split(b" ")[1] == b"403", plain
+    assert b"not in the hosts of the grant for this tool (allowed: " + shown + b")" in plain
+    assert upstream.connections == 0
+
+
+async def test_a_pattern_that_does_not_parse_is_left_out_with_a_warning(
+    listener: str, socket_dir: Path, upstream: Upstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It matches nothing; the patterns beside it still work."""
+    policy = ProxyPolicy(grant_hosts=("*", f"127.0.0.1:{upstream.port}"), allow_private=True)
+    assert "ignoring grant host pattern" in caplog.text and "'*'" in caplog.text
+    async with serving(listener, socket_dir, policy) as served:
+        status, _ = await tunnel_status(served, f"127.0.0.1:{upstream.port}")
+    assert status == b"200" and upstream.connections == 1
+
+
+# -- malformed requests ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "status", "message"),
+    [
+        (b"GET https://example.com/ HTTP/1.1\r\n\r\n", b"400", b"only absolute http:// requests and CONNECT"),
+        (b"GET /relative HTTP/1.1\r\nHost: example.com\r\n\r\n", b"400", b"only absolute http:// requests"),
+        (b"CONNECT :443 HTTP/1.1\r\n\r\n", b"400", b"empty host"),
+        (b"GET http:///path HTTP/1.1\r\n\r\n", b"400", b"empty host"),
+        (b"CONNECT example.com:44x HTTP/1.1\r\n\r\n", b"400", b"bad port"),
+        (b"CONNECT example.com:\xd9\xa1 HTTP/1.1\r\n\r\n", b"400", b"bad port"),  # a non-ASCII digit
+        (b"CONNECT example.com:0 HTTP/1.1\r\n\r\n", b"400", b"port out of range"),
+        (b"GET http://example.com:65536/ HTTP/1.1\r\n\r\n", b"400", b"port out of range"),
+        (b"CONNECT [fe80::1%25eth0]:443 HTTP/1.1\r\n\r\n", b"403", b"IPv6 zone identifiers are refused"),
+        (b"CONNECT [fe80::zz]:443 HTTP/1.1\r\n\r\n", b"403", b"is not a valid IPv6 address"),
+    ],
+)
+async def test_a_malformed_request_is_answered_with_what_is_wrong(
+    listener: str, socket_dir: Path, head: bytes, status: bytes, message: bytes
+) -> None:
+    async with serving(listener, socket_dir, ProxyPolicy(allow_private=True)) as served:
+        answer = await ask(served, head)
+        events = served.proxy.events
+    assert answer.split(b" ")[1] == status and message in answer, answer
+    # A head that does not parse names no destination; one that does is a refused destination.
+    assert [e.allowed for e in events] == ([] if status == b"400" else [False])
+
+
+# -- the one response ------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def scripted_upstream(response: bytes, *, close: bool) -> AsyncIterator[Upstream]:
+    """A server that reads one request head, sends ``response``, then closes or keeps the
+    connection open (silent) until the test ends."""
+    served = Upstream()
+    server = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    served.port = server.extra(anyio.abc.SocketAttribute.local_port)
+    hold = anyio.Event()
+
+    async def handle(stream: SocketStream) -> None:
+        served.connections += 1
+        async with stream:
+            with anyio.fail_after(IO_TIMEOUT_S):
+                while b"\r\n\r\n" not in served.received:
+                    served.received += await stream.receive()
+            await stream.send(response)
+            if not close:
+                await hold.wait()
+
+    async with server, anyio.create_task_group() as tg:
+        tg.start_soon(server.serve, handle)
+        yield served
+        hold.set()
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("method", "response"),
+    [
+        # A HEAD's response says the length of a body it never sends.
+        ("HEAD", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n"),
+        ("GET", b"HTTP/1.1 204 No Content\r\nContent-Type: text/plain\r\n\r\n"),
+        ("GET", b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n"),
+    ],
+)
+async def test_a_response_without_a_body_ends_at_its_head(
+    listener: str, socket_dir: Path, method: str, response: bytes
+) -> None:
+    """The upstream keeps the connection open after the head: the proxy must not wait for a body
+    (read_to_end fails after IO_TIMEOUT_S if it does)."""
+    async with scripted_upstream(response, close=False) as upstream:
+        policy = ProxyPolicy(allow_private=True)
+        async with serving(listener, socket_dir, policy) as served:
+            request = f"{method} http://127.0.0.1:{upstream.port}/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            answer = await ask(served, request.encode())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(response.split(b"\r\n")[0]) and b"Connection: close" in head, answer
+    assert body == b""
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # Chunked wins over a Content-Length (RFC 9112 6.3): read to the upstream's close.
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        # An interim response: the final one follows on the same stream.
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        # No length at all: the body ends with the connection.
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nhello",
+    ],
+)
+async def test_a_body_of_no_stated_length_is_relayed_to_the_upstreams_close(
+    listener: str, socket_dir: Path, response: bytes
+) -> None:
+    async with scripted_upstream(response, close=True) as upstream:
+        policy = ProxyPolicy(allow_private=True)
+        async with serving(listener, socket_dir, policy) as served:
+            request = f"POST http://127.0.0.1:{upstream.port}/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
+            answer = await ask(served, request.encode())
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert b"Connection: close" in head
+    assert rest == response.partition(b"\r\n\r\n")[2], answer  # all of it, to the upstream's close
+
+
+# -- the proxy's own life ----------------------------------------------------------------------------------
+
+
+async def test_a_proxy_serves_once_and_has_a_url_only_on_a_loopback_port(socket_dir: Path) -> None:
+    idle = EgressProxy()
+    await idle.aclose()  # never started: nothing to stop
+    with pytest.raises(RuntimeError, match="only a listening loopback proxy has a URL"):
+        _ = idle.url
+    async with proxy_task_group() as group:
+        tcp = await EgressProxy.start(group)
+        assert tcp.url == f"http://127.0.0.1:{tcp.port}"
+        with pytest.raises(RuntimeError, match="already serving"):
+            await tcp.serve()
+        unix = await EgressProxy.start(group, socket_path=socket_dir / "p.sock")
+        with pytest.raises(RuntimeError, match="only a listening loopback proxy has a URL"):
+            _ = unix.url
+        await tcp.aclose()
+        await unix.aclose()
+
+
+def test_origins_of_base_urls() -> None:
+    found = origins_of(
+        ["https://Example.COM/app", "http://127.0.0.1:8080/", "http://[::1]/", "file:///tmp/x", "https://xn--bcher-kva.example"]
+    )
+    assert found == frozenset(
+        {("example.com", 443), ("127.0.0.1", 8080), ("::1", 80), ("xn--bcher-kva.example", 443)}
+    )

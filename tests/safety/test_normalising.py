@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from pincer.safety.normalising import (
+    DECODE_ROUNDS,
     MIN_NORMALISED_LENGTH,
     SAFE_CUT,
     letters,
@@ -94,7 +95,7 @@ def test_any_secret_under_up_to_two_disguises_is_redacted(
 # -- the normal form and its map ---------------------------------------------------------------
 
 _PIECE = st.text(alphabet=st.characters(codec="utf-8"), max_size=4) | st.sampled_from(
-    ["\\u0041", "\\\\x41", "\\xc3\\xa9", "\\U0001f600", "\\ud83d\\ude00", "\\101", "&#65;", "&#x41;", "&amp;",
+    ["\\u0041", "\\U00700071", "\\\\x41", "\\xc3\\xa9", "\\U0001f600", "\\ud83d\\ude00", "\\101", "&#65;", "&#x41;", "&amp;",
      "&Aopf;", "\uff21", "e\u0301", "\u1e9e", " ", "\u200b", "\\", "&", "\\n"]
 )  # fmt: skip
 _TEXT = st.lists(_PIECE, max_size=16).map("".join)
@@ -141,6 +142,17 @@ def test_escapes_decode_as_their_writers_mean() -> None:
     assert normalise("&#112;&#x71;&amp;&popf;&QOPF;&unknown;") == "pqpqunknown"
     assert normalise("\\U0070\\U0071") == "pq"  # an upper-cased \u escape
     assert normalise("\\u005c\\u0075\\u0030\\u0030\\u0037\\u0030") == "p"  # an escaped escape
+    # Eight hex digits past the last code point: an upper-cased four-digit escape and four digits.
+    assert normalise("\\U00700071") == "p0071"
+    assert normalise_mapped("x\\U00700071y", decode=True) == ("xp0071y", [0, 1, 7, 8, 9, 10, 11], [1, 7, 8, 9, 10, 11, 12])
+
+
+def test_nested_references_are_decoded_a_bounded_number_of_times() -> None:
+    """Three rounds (DECODE_ROUNDS): a reference hidden under two more is decoded; one hidden
+    deeper stays as its letters and digits, never an unbounded loop."""
+    assert DECODE_ROUNDS == 3
+    assert normalise("&amp;amp;#65;") == "a"
+    assert normalise("&amp;amp;amp;#65;") == "65"
 
 
 def test_a_find_deep_in_a_long_text_is_redacted_exactly_where_it_stands() -> None:

@@ -536,3 +536,54 @@ def test_bad_arguments() -> None:
         LeakScanner(["x"], min_length=0)
     with pytest.raises(UsageError):
         LeakScanner([b"bytes"])  # type: ignore[list-item]
+
+
+def test_an_empty_stored_value_is_ignored() -> None:
+    scanner = LeakScanner(["", "stored-value-42"])
+    assert scanner.scan_text("nothing here") == ("nothing here", 0)
+    assert scanner.scan_text("x stored-value-42 y") == ("x [REDACTED:secret] y", 1)
+
+
+def test_with_values_twice_with_the_same_value_adds_nothing_the_second_time() -> None:
+    base = LeakScanner(["stored-secret-1"])
+    once = base.with_values(["per-call-token-77"])
+    assert once.with_values(["per-call-token-77"]) is once
+    assert once.scan_text("per-call-token-77 and PER-CALL-TOKEN-77")[1] >= 1
+
+
+def test_a_secret_split_over_strings_with_an_empty_one_between_is_redacted_in_each_part() -> None:
+    scanner = LeakScanner(["split-secret-value"])
+    output, count = scanner.scan(["split-se", "", "cret-value", "clean"])
+    assert output[1:] == ["", output[2], "clean"] and count == 2
+    assert "split-se" not in output[0] and "cret-value" not in output[2]
+
+
+def test_the_careful_path_keeps_types_and_redacts_numbers_holding_a_secret() -> None:
+    """Past MAX_FAST_DEPTH each leaf is judged alone: None, booleans and clean numbers stay as
+    they are, tuples stay tuples, and a number whose digits are a secret becomes the marker."""
+    scanner = LeakScanner(["98765432109876"])
+    leaf = {"n": 98765432109876, "f": 1.5, "none": None, "yes": True, "t": ("a", 3)}
+    value: Any = leaf
+    for _ in range(MAX_FAST_DEPTH + 5):
+        value = [value]
+    output, count = scanner.scan(value)
+    assert count == 1
+    inner = output
+    for _ in range(MAX_FAST_DEPTH + 5):
+        (inner,) = inner
+    assert inner == {"n": "[REDACTED:secret]", "f": 1.5, "none": None, "yes": True, "t": ("a", 3)}
+    clean = {"n": 12, "t": (None, False)}
+    for _ in range(MAX_FAST_DEPTH + 5):
+        clean = {"k": clean}
+    assert scanner.scan(clean) == (clean, 0)
+
+
+@pytest.mark.parametrize("offset", range(5))
+def test_a_base32_secret_inside_a_longer_blob_is_redacted_at_every_alignment(offset: int) -> None:
+    secret = "base32-secret-xyz"
+    blob = base64.b32encode(b"\x01" * offset + secret.encode() + b"\x02\x03").decode()
+    output, count = LeakScanner([secret]).scan_text(f"id={blob} end")
+    assert count == 1 and output.startswith("id=[REDACTED:secret_base32]") and output.endswith(" end")
+    # Whatever is left of the blob decodes to nothing of the secret.
+    left = output.removeprefix("id=[REDACTED:secret_base32]").removesuffix(" end")
+    assert len(left.rstrip("=")) <= 3

@@ -13,11 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pincer.core.errors import EgressDenied, UsageError
 from pincer.safety.hosts import HostPattern
 from pincer.safety.urls import CheckedUrl, check_url
+
+if TYPE_CHECKING:
+    from pincer.core.capabilities import HttpCapability
 
 __all__ = [
     "EgressRule",
@@ -101,26 +104,22 @@ class EgressPolicy:
         return cls(rules=tuple(EgressRule(host=h) for h in hosts), **settings)
 
     @classmethod
-    def from_http_capability(cls, http: Any, **settings: Any) -> EgressPolicy:
+    def from_http_capability(cls, http: HttpCapability, **settings: Any) -> EgressPolicy:
         """From a capabilities ``http`` section (``allowlist`` of host / path_prefix / methods and
         its limits); ``settings`` override the limits and carry the operator-only switches."""
         rules = tuple(
             EgressRule(
                 host=entry.host,
-                path_prefix=getattr(entry, "path_prefix", None) or "/",
-                methods=frozenset(entry.methods) if getattr(entry, "methods", None) else None,
+                path_prefix=entry.path_prefix or "/",
+                methods=frozenset(entry.methods) if entry.methods else None,
             )
-            for entry in getattr(http, "allowlist", ())
+            for entry in http.allowlist
         )
-        limits: dict[str, Any] = {}
-        for attr, key in (
-            ("max_request_bytes", "max_request_bytes"),
-            ("max_response_bytes", "max_response_bytes"),
-            ("timeout_secs", "timeout_s"),
-        ):
-            value = getattr(http, attr, None)
-            if value is not None:
-                limits[key] = value
+        limits: dict[str, Any] = {
+            "max_request_bytes": http.max_request_bytes,
+            "max_response_bytes": http.max_response_bytes,
+            "timeout_s": http.timeout_secs,
+        }
         limits.update(settings)
         return cls(rules=rules, **limits)
 

@@ -526,8 +526,8 @@ async def _copy(src: ByteReceiveStream, dst: ByteStream, length: int) -> None:
 
 async def _discard(src: ByteReceiveStream) -> None:
     try:
-        while await src.receive(_CHUNK):
-            pass
+        while True:  # an anyio stream ends by raising EndOfStream, never by returning b""
+            await src.receive(_CHUNK)
     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass
 

@@ -44,7 +44,7 @@ async def checked_addresses(
             except ValueError:
                 continue
         addresses = tuple(seen)
-        if not addresses:
+        if not addresses:  # pragma: no cover -- getaddrinfo fails rather than answer nothing; fail closed if not
             raise ToolError(f"{host!r} resolved to no usable address", hint="check the host name")
     for address in addresses:
         refusal = address_refusal(address, allow_private_network=allow_private_network)

@@ -345,7 +345,7 @@ class _Locator:
         self._offsets = [0]
         for start, end in zip(self._cuts, self._cuts[1:], strict=False):
             self._offsets.append(self._offsets[-1] + len(normalise(text[start:end], decode=decode)))
-        if self._offsets[-1] != len(normal):  # cannot happen; if it did, one piece is safe
+        if self._offsets[-1] != len(normal):  # pragma: no cover -- cannot happen; if it did, one piece is safe
             logger.warning("normal text of the pieces differs from the whole's; mapping the whole text")
             self._cuts, self._offsets = [0, len(text)], [0, len(normal)]
         self._normal = normal
@@ -360,7 +360,8 @@ class _Locator:
             self._mapped[key] = normalise_mapped(self._text[base:limit], decode=self._decode)
         mapped, starts, ends = self._mapped[key]
         local = start - self._offsets[first]
-        if _searchable(mapped[local : local + end - start]) != self._normal[start:end]:
+        found = _searchable(mapped[local : local + end - start])
+        if found != self._normal[start:end]:  # pragma: no cover -- cannot happen; fails closed if it did
             # The two normal forms disagree (they never should): redact the whole pieces.
             logger.warning("a find in normal text could not be mapped exactly; its pieces were redacted whole")
             return base, limit
@@ -399,9 +400,9 @@ class _Rebuild:
         return redacted
 
     def apply(self, value: Any) -> Any:
+        # Never a str (scan takes text the short way, _child takes strings itself), None or a
+        # boolean (they add no text to search, so no find lies in them).
         kind = type(value)
-        if kind is str:
-            return self._leaf(value, value)
         if kind is dict or (kind is not list and kind is not tuple and isinstance(value, Mapping)):
             out = {}
             for key, child in value.items():
@@ -411,9 +412,7 @@ class _Rebuild:
         if kind is list or kind is tuple or isinstance(value, list | tuple):
             items = [self._child(child) for child in value]
             return items if isinstance(value, list) else tuple(items)
-        if value is not None and kind is not bool:
-            return self._leaf(_text(value), value)
-        return value
+        return self._leaf(_text(value), value)
 
     def _child(self, child: Any) -> Any:
         kind = type(child)
@@ -572,10 +571,8 @@ def _collect(value: Any, parts: list[str], depth: int = 0) -> None:
     Exact type checks first, recursion for containers: this is the hot path of ``scan`` and
     costs about as much as the search itself (isinstance against the Mapping ABC costs more).
     """
-    kind = type(value)
-    if kind is str:
-        parts.append(value)
-    elif kind is dict or (kind is not list and kind is not tuple and isinstance(value, Mapping)):
+    kind = type(value)  # never a str: scan takes text the short way, _collect_child takes strings itself
+    if kind is dict or (kind is not list and kind is not tuple and isinstance(value, Mapping)):
         if depth >= MAX_FAST_DEPTH:
             raise _TooDeep
         for key, child in value.items():
