@@ -1,0 +1,185 @@
+"""The dispatcher's less travelled paths, through real calls against real SQLite files: a runtime
+that returns nothing, the refusals of a required idempotency key as each caller is told, a person
+who is no operator calling a policy-changing tool, defaults filled in, failures that are not
+replayed, MCP content and error outputs, and secret-named keys masked at any depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pincer import dispatch
+from pincer.config import parse_config
+from pincer.core.effects import EffectKind as E
+from pincer.core.errors import EgressDenied
+from pincer.core.values import CallRequest, ToolOutput
+from pincer.service import Pincer
+from tests.funcruntime import FuncRuntime
+
+pytestmark = pytest.mark.anyio
+
+KEY = b"k" * 32
+
+
+class SilentRuntime(FuncRuntime):
+    """A runtime with a bug: its invoke returns None instead of a ToolOutput."""
+
+    async def invoke(self, spec, args, host):  # type: ignore[no-untyped-def]
+        self.calls[spec.name] += 1
+        return None
+
+
+async def _echo(args: dict[str, Any], host: Any) -> Any:
+    return args
+
+
+@pytest.fixture
+async def pincer(tmp_path: Path):  # type: ignore[no-untyped-def]
+    config = parse_config(
+        """
+[idempotency]
+required = true
+[[grants]]
+tool = "*"
+default = "allow"
+""",
+        home=tmp_path,
+    )
+    runtime = FuncRuntime()
+    runtime.add("echo", _echo, schema={"type": "object"})
+    runtime.add("writer", _echo, side_effecting=True)
+    runtime.add("installer", _echo, effects=[E.MODIFY_EXTENSION])
+    runtime.add(
+        "greeter",
+        _echo,
+        schema={
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "greeting": {"type": "string", "default": "hello"}},
+            "required": ["name", "greeting"],
+        },
+    )
+    silent = SilentRuntime()
+    silent.add("silent", _echo)
+    async with Pincer.open(tmp_path, config=config, secret_key=KEY, builtins=False) as p:
+        await p.add_runtime(runtime)
+        await p.add_runtime(silent)
+        p.test_runtime = runtime  # type: ignore[attr-defined]
+        yield p
+
+
+async def call(p: Pincer, tool: str, args: Any = None, **kw: Any):  # type: ignore[no-untyped-def]
+    return await p.call(CallRequest(tool=tool, args={} if args is None else args, **kw))
+
+
+async def test_a_runtime_that_returns_nothing_is_a_tool_error_saying_so(pincer: Pincer) -> None:
+    result = await call(pincer, "silent")
+    assert not result.ok and result.error["code"] == "tool_error"
+    assert result.error["message"] == "silent returned nothing"
+    assert result.error["hint"] == "a runtime must return a ToolOutput"
+    record = (await pincer.audit.records())[-1]
+    assert (record.tool, record.outcome, record.error_code) == ("silent", "error", "tool_error")
+
+
+@pytest.mark.parametrize(
+    ("caller", "where", "hint"),
+    [
+        ("rest", "an Idempotency-Key header", "Idempotency-Key header (or idempotency_key in the body)"),
+        ("mcp", '_meta["pincer/idempotencyKey"]', 'set in the tools/call params'),
+        ("cli", "--idempotency-key", "`pincer tools call NAME --idempotency-key KEY`"),
+        ("api", "an idempotency key", "set [idempotency] required = false"),
+    ],
+)
+async def test_a_side_effecting_call_without_a_key_is_told_where_its_caller_puts_one(
+    pincer: Pincer, caller: str, where: str, hint: str
+) -> None:
+    result = await call(pincer, "writer", {"text": "x"}, caller=caller)
+    assert result.error["code"] == "idempotency_key_required"
+    assert result.error["message"] == (
+        f"writer is side-effecting and [idempotency] required = true: the call needs {where}"
+    )
+    assert hint in result.error["hint"]
+    assert pincer.test_runtime.calls["writer"] == 0
+    keyed = await call(pincer, "writer", {"text": "x"}, caller=caller, idempotency_key="one")
+    assert keyed.ok and pincer.test_runtime.calls["writer"] == 1
+
+
+async def test_a_person_who_is_no_operator_may_not_call_a_policy_changing_tool(pincer: Pincer) -> None:
+    refused = await call(pincer, "installer", person="ada", may_change_policy=False)
+    assert refused.error["code"] == "denied"
+    assert refused.error["message"] == (
+        "ada may not call installer: it changes what pincer may do (modify_extension)"
+    )
+    assert "pincer people add NAME --role operator" in refused.error["hint"]
+    assert pincer.test_runtime.calls["installer"] == 0
+    allowed = await call(pincer, "installer", person="root", may_change_policy=True)
+    assert allowed.ok and pincer.test_runtime.calls["installer"] == 1
+
+
+async def test_a_required_arguments_default_is_filled_in_sent_and_audited(pincer: Pincer) -> None:
+    result = await call(pincer, "greeter", {"name": "Ada"})
+    assert result.ok and result.output == {"name": "Ada", "greeting": "hello"}
+    record = (await pincer.audit.records())[-1]
+    assert record.args == {"name": "Ada", "greeting": "hello"}
+
+
+async def test_a_failure_that_is_no_tool_error_is_not_replayed_for_its_key(pincer: Pincer) -> None:
+    """Only a result or a tool's own error is stored under the key: a refusal on the way (here the
+    tool's request refused by the egress rules) leaves the key free, so the retry runs again."""
+    attempts = 0
+
+    async def flaky(args: dict[str, Any], host: Any) -> Any:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise EgressDenied("GET https://x.example/ refused: not in the allowlist")
+        return {"attempt": attempts}
+
+    pincer.test_runtime.funcs["writer"] = flaky
+    first = await call(pincer, "writer", {"text": "x"}, idempotency_key="k-1")
+    assert first.error["code"] == "egress_denied"
+    second = await call(pincer, "writer", {"text": "x"}, idempotency_key="k-1")
+    assert second.ok and not second.cached and second.output == {"attempt": 2}
+    third = await call(pincer, "writer", {"text": "x"}, idempotency_key="k-1")
+    assert third.cached and third.output == {"attempt": 2} and attempts == 2
+
+
+async def test_an_error_output_with_content_blocks_keeps_them_and_reads_as_json(pincer: Pincer) -> None:
+    """An MCP tool's isError result: the value as JSON text (never a Python repr), the content
+    blocks scanned and returned beside it."""
+
+    async def failing(args: dict[str, Any], host: Any) -> Any:
+        return ToolOutput(
+            value={"reason": "quota", "left": 0},
+            content=({"type": "text", "text": "over quota"},),
+            is_error=True,
+        )
+
+    pincer.test_runtime.funcs["echo"] = failing
+    result = await call(pincer, "echo")
+    assert not result.ok and result.error == {"code": "tool_error", "message": '{"left":0,"reason":"quota"}'}
+    assert result.content == ({"type": "text", "text": "over quota"},)
+
+
+async def test_secret_named_keys_are_masked_at_any_depth_in_the_audit(pincer: Pincer) -> None:
+    args = {"items": [{"api_key": "abc", "name": "one"}, [{"Password": "pw"}]], "note": "plain"}
+    result = await call(pincer, "echo", args)
+    assert result.ok
+    record = (await pincer.audit.records())[-1]
+    masked = record.args
+    assert masked["note"] == "plain" and masked["items"][0]["name"] == "one"
+    assert masked["items"][0]["api_key"] != "abc" and masked["items"][1][0]["Password"] != "pw"
+    assert "abc" not in str(masked) and "'pw'" not in str(masked)
+
+
+def test_the_secret_key_verdicts_stay_bounded_and_right() -> None:
+    """Keys come from callers: past the bound the remembered verdicts start over, and a verdict is
+    the same whether remembered or not."""
+    dispatch._secret_key_verdicts.clear()
+    many = {f"field-{i}": i for i in range(dispatch._MAX_REMEMBERED_KEYS + 10)}
+    many["client_secret"] = "x"
+    masked = dispatch._mask_secret_keys(many)
+    assert len(dispatch._secret_key_verdicts) <= dispatch._MAX_REMEMBERED_KEYS
+    assert masked["client_secret"] == dispatch._REDACTED and masked["field-7"] == 7
+    assert dispatch._mask_secret_keys({"client_secret": "y", 3: "z"}) == {"client_secret": dispatch._REDACTED, 3: "z"}
