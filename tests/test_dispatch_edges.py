@@ -5,6 +5,7 @@ replayed, MCP content and error outputs, and secret-named keys masked at any dep
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from pincer import dispatch
 from pincer.config import parse_config
+from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind as E
 from pincer.core.errors import EgressDenied
 from pincer.core.values import CallRequest, ToolOutput
@@ -183,3 +185,75 @@ def test_the_secret_key_verdicts_stay_bounded_and_right() -> None:
     assert len(dispatch._secret_key_verdicts) <= dispatch._MAX_REMEMBERED_KEYS
     assert masked["client_secret"] == dispatch._REDACTED and masked["field-7"] == 7
     assert dispatch._mask_secret_keys({"client_secret": "y", 3: "z"}) == {"client_secret": dispatch._REDACTED, 3: "z"}
+
+
+API_CAPS = {
+    "http": {
+        "allowlist": [{"host": "api.example.com"}],
+        "credentials": {
+            "tok": {"secret_name": "api_token", "location": {"type": "bearer"}, "host_patterns": ["api.example.com"]}
+        },
+    }
+}
+
+
+async def test_a_tool_whose_credential_is_not_set_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """Step 5: the refusal names the secret and the command that sets it; once set, the call runs."""
+    config = parse_config('[[grants]]\ntool = "api_call"\ndefault = "allow"\n', home=tmp_path)
+    runtime = FuncRuntime()
+    runtime.add("api_call", _echo, effects=[E.NETWORK])
+    caps = {**API_CAPS, "secrets": {"allowed_names": ["api_token"]}}
+    runtime.specs["api_call"] = replace(runtime.specs["api_call"], capabilities=Capabilities.from_json(caps, source="t"))
+    async with Pincer.open(tmp_path, config=config, secret_key=KEY, builtins=False) as p:
+        await p.add_runtime(runtime)
+        refused = await call(p, "api_call", {"text": "x"})
+        assert refused.error["code"] == "secret_error"
+        assert refused.error["message"] == (
+            "api_call: its credential is not set up: secret 'api_token' is not set, so the call cannot run"
+        )
+        assert refused.error["hint"] == "set it with `pincer secrets set api_token`, then call again"
+        assert runtime.calls["api_call"] == 0
+        p.secrets.set("api_token", "t0k3n-value-for-the-test")
+        ran = await call(p, "api_call", {"text": "x"})
+        assert ran.ok and runtime.calls["api_call"] == 1
+
+
+async def test_a_credential_the_tool_may_not_read_is_refused_as_not_allowed_not_as_unset(tmp_path: Path) -> None:
+    """A manifest whose credential names a secret missing from its ``secrets.allowed_names``: the
+    call can never run, however often the secret is set. Failed before: the refusal said the
+    secret "is not set" and its hint said to set it, which changed nothing."""
+    config = parse_config('[[grants]]\ntool = "api_call"\ndefault = "allow"\n', home=tmp_path)
+    runtime = FuncRuntime()
+    runtime.add("api_call", _echo, effects=[E.NETWORK])
+    caps = Capabilities.from_json(API_CAPS, source="t")
+    runtime.specs["api_call"] = replace(runtime.specs["api_call"], capabilities=caps)
+    async with Pincer.open(tmp_path, config=config, secret_key=KEY, builtins=False) as p:
+        await p.add_runtime(runtime)
+        p.secrets.set("api_token", "t0k3n-value-for-the-test")
+        refused = await call(p, "api_call", {"text": "x"})
+    assert refused.error["code"] == "secret_error"
+    assert refused.error["message"] == (
+        "api_call: its credential's secret 'api_token' is not allowed for this tool, so the call cannot run"
+    )
+    assert "secrets.allowed_names" in refused.error["hint"]
+    assert runtime.calls["api_call"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "hosts"),
+    [
+        ({}, ("api.example.com",)),
+        ({"url": "https://API.example.com/x"}, ("api.example.com",)),
+        ({"url": "http://127.0.0.1:8080/"}, ("api.example.com", "127.0.0.1:8080")),
+        ({"url": "http://[::1]:9/"}, ("api.example.com", "[::1]:9")),
+        ({"url": "http://h.example:99999/"}, ("api.example.com",)),  # a port out of range: no host shown
+        ({"url": "/relative/only"}, ("api.example.com",)),
+        ({"url": 5}, ("api.example.com",)),
+    ],
+)
+def test_planned_hosts_are_the_allowlist_and_the_url_a_call_names(args: dict[str, Any], hosts: tuple[str, ...]) -> None:
+    runtime = FuncRuntime()
+    runtime.add("api_call", _echo)
+    tool = replace(runtime.specs["api_call"], capabilities=Capabilities.from_json(API_CAPS, source="test"))
+    assert dispatch.planned_hosts(tool, args) == hosts
+    assert dispatch.planned_hosts(runtime.specs["api_call"], {"url": "https://b.example/"}) == ("b.example",)

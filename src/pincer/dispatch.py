@@ -183,6 +183,12 @@ def _refuse_unset_credential(tool: str, args: Mapping[str, Any], host: HostConte
     missing = unset_credential(credentials, targets, has=host.secrets.has)
     if missing is None:
         return
+    if host.capabilities is not None and not host.capabilities.is_secret_allowed(missing):
+        # Setting it would change nothing: the tool may not read it (the manifest's own mistake).
+        raise SecretError(
+            f"{tool}: its credential's secret {missing!r} is not allowed for this tool, so the call cannot run",
+            hint="list it under secrets.allowed_names in the tool's capabilities (or in a credentials rule in config.toml)",
+        )
     from pincer.secrets.access import per_person_refusal
 
     refusal = per_person_refusal(host.secrets, missing, tool=tool)  # the person's own, never the host's login
