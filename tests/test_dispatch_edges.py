@@ -15,8 +15,8 @@ from pincer import dispatch
 from pincer.config import parse_config
 from pincer.core.capabilities import Capabilities
 from pincer.core.effects import EffectKind as E
-from pincer.core.errors import EgressDenied
-from pincer.core.values import CallRequest, ToolOutput
+from pincer.core.errors import EgressDenied, UsageError
+from pincer.core.values import CallRequest, RuntimeAsk, ToolOutput
 from pincer.service import Pincer
 from tests.funcruntime import FuncRuntime
 
@@ -29,8 +29,7 @@ class SilentRuntime(FuncRuntime):
     """A runtime with a bug: its invoke returns None instead of a ToolOutput."""
 
     async def invoke(self, spec, args, host):  # type: ignore[no-untyped-def]
-        self.calls[spec.name] += 1
-        return None
+        self.calls[spec.name] += 1  # and no ToolOutput: the result is None
 
 
 async def _echo(args: dict[str, Any], host: Any) -> Any:
@@ -257,3 +256,65 @@ def test_planned_hosts_are_the_allowlist_and_the_url_a_call_names(args: dict[str
     tool = replace(runtime.specs["api_call"], capabilities=Capabilities.from_json(API_CAPS, source="test"))
     assert dispatch.planned_hosts(tool, args) == hosts
     assert dispatch.planned_hosts(runtime.specs["api_call"], {"url": "https://b.example/"}) == ("b.example",)
+
+
+async def test_decisions_cached_per_session_stay_bounded_and_stay_right(
+    pincer: Pincer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session names come from callers: the per-session verdicts and grant decisions the
+    dispatcher remembers start over past the bound (here 2), and every call is still decided as
+    its session says (``main`` may call; a session nobody configured gets the sandbox default)."""
+    monkeypatch.setattr(dispatch, "_MAX_CACHED_DECISIONS", 2)
+    monkeypatch.setattr(dispatch, "_MAX_REMEMBERED_KEYS", 0)  # effect names: computed, never kept
+    monkeypatch.setattr(dispatch, "_effect_names_of", {})
+    args = {"echo": {"n": 1}, "greeter": {"name": "Ada"}, "installer": {}}
+    for _ in range(2):
+        for session in ("main", "caller-1", "caller-2"):
+            for tool, given in args.items():
+                result = await call(pincer, tool, given, session=session)
+                if session == "main":
+                    assert result.ok, result.error
+                else:
+                    assert result.error["code"] == "denied" and f"session {session!r}" in result.error["message"]
+                assert len(pincer.dispatcher._sessions) <= 2 and len(pincer.dispatcher._grant_cache) <= 2
+    records = await pincer.audit.records()
+    assert len(records) == 18 and [r.outcome for r in records].count("ok") == 6
+    assert [list(r.effects) for r in records if r.tool == "installer" and r.outcome == "ok"] == [["modify_extension"]] * 2
+
+
+class AskingRuntime(FuncRuntime):
+    """A runtime with approvals of its own (as the script runtime's exec approvals): its preflight
+    asks a person about every call, whatever the grants say."""
+
+    async def preflight(self, spec, args, host):  # type: ignore[no-untyped-def]
+        return RuntimeAsk(reason="runs a command nobody allowed yet", effects=("execute",))
+
+
+async def test_a_runtimes_own_ask_is_put_to_a_person_even_when_the_grants_allow(pincer: Pincer) -> None:
+    runtime = AskingRuntime()
+    runtime.add("exec_tool", _echo, schema={"type": "object"})
+    await pincer.add_runtime(runtime)
+    asked: list[Any] = []
+
+    async def answer(approval: Any, decision: str) -> None:
+        asked.append(approval)
+        await pincer.dispatcher.answer(approval.id, decision, by="test")
+
+    url = {"url": "https://files.example.com:8443/a"}
+    denied = await pincer.call(CallRequest(tool="exec_tool", args=url), on_approval=lambda a: answer(a, "deny"))
+    assert denied.error["code"] == "approval_denied" and runtime.calls["exec_tool"] == 0
+    allowed = await pincer.call(CallRequest(tool="exec_tool", args=url), on_approval=lambda a: answer(a, "allow_once"))
+    assert allowed.ok and runtime.calls["exec_tool"] == 1
+    assert len(asked) == 2 and asked[0].tool == "exec_tool"
+    assert "files.example.com:8443" in asked[0].hosts  # the hosts a person is shown: the call's own URL
+
+
+async def test_a_call_an_entry_point_refused_is_audited_with_its_error(pincer: Pincer) -> None:
+    """Dispatcher.reject: malformed arguments a gateway could not even parse still leave a record."""
+    error = UsageError("the arguments are not valid JSON", hint="send a JSON object")
+    result = await pincer.dispatcher.reject(CallRequest(tool="echo", args={}, caller="rest"), error)
+    assert not result.ok and result.audit_id is not None
+    assert result.error["code"] == "usage_error" and result.error["message"] == "the arguments are not valid JSON"
+    record = (await pincer.audit.records())[-1]
+    assert (record.id, record.tool, record.outcome, record.error_code) == (result.audit_id, "echo", "error", "usage_error")
+    assert pincer.test_runtime.calls["echo"] == 0

@@ -95,6 +95,8 @@ class Scanner(Protocol):
 
 
 _MAX_REMEMBERED_KEYS = 4_096
+# Per-dispatcher caches keyed by what callers name (sessions): cleared when they pass this.
+_MAX_CACHED_DECISIONS = 65_536
 _secret_key_verdicts: dict[Any, bool] = {}
 
 
@@ -590,20 +592,21 @@ class Dispatcher:
             if await self.idempotency.claim(session, spec.name, key):
                 break
         try:
+            # A result or the tool's own error (all _execute returns) is kept for the key;
+            # anything else raised (a timeout, a refusal on the way) leaves the key free.
             result = await self._execute(request, spec, runtime, decision, trace, scanner, approval, max_bytes)
-            if result.ok or (result.error and result.error.get("code") == "tool_error"):
-                await self.idempotency.store(
-                    session,
-                    spec.name,
-                    key,
-                    digest,
-                    {
-                        "ok": result.ok,
-                        "output": result.output,
-                        "error": dict(result.error) if result.error else None,
-                        "content": list(result.content) if result.content else None,
-                    },
-                )
+            await self.idempotency.store(
+                session,
+                spec.name,
+                key,
+                digest,
+                {
+                    "ok": result.ok,
+                    "output": result.output,
+                    "error": dict(result.error) if result.error else None,
+                    "content": list(result.content) if result.content else None,
+                },
+            )
             return result
         finally:
             with anyio.CancelScope(shield=True):  # a cancelled call's claim must still go
@@ -737,7 +740,7 @@ class Dispatcher:
         verdict = self._sessions.get(key)
         if verdict is None:
             verdict = evaluate_session(self.config.session(session), tool)
-            if len(self._sessions) > 65_536:  # session names come from callers: stay bounded
+            if len(self._sessions) >= _MAX_CACHED_DECISIONS:  # session names come from callers: stay bounded
                 self._sessions.clear()
             self._sessions[key] = verdict
         return verdict
@@ -767,7 +770,7 @@ class Dispatcher:
             for g in grants
         )
         if is_stable:
-            if len(self._grant_cache) > 65_536:
+            if len(self._grant_cache) >= _MAX_CACHED_DECISIONS:
                 self._grant_cache.clear()
             self._grant_cache[cache_key] = (grants, decision)
         return decision
