@@ -5,11 +5,13 @@ workers; here it runs in the test's own process, and through ``check_batch`` as 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pincer.core.errors import AuditChainBroken, StoreError
+from pincer.store.audit_archive import read_archive, write_segment
 from pincer.store.chain import GENESIS_HASH, KEY_BYTES, ChainKey, plain_chain_hash
 from pincer.store.chain_walk import RECORD_FIELDS, ChainWalk, check_batch, hashed
 
@@ -131,3 +133,25 @@ def test_another_key_fails_at_the_first_keyed_record() -> None:
 def test_a_chain_key_must_be_its_size_in_bytes(key: Any) -> None:
     with pytest.raises(StoreError, match=f"the audit key must be {KEY_BYTES} bytes"):
         ChainKey(key)
+
+
+# -- archive segments (store/audit_archive.py) ---------------------------------------------------------
+
+
+def test_archive_segments_must_continue_one_another(tmp_path: Path) -> None:
+    rows, _ = chain(6, keyed_from=1)
+    write_segment(tmp_path, CHAIN_KEY, rows[:3], prev_hash=GENESIS_HASH, now=0.0)
+    second = write_segment(tmp_path, CHAIN_KEY, rows[3:], prev_hash=rows[2][-4], now=0.0)
+    assert [(s.first_id, s.last_id) for s in read_archive(tmp_path, CHAIN_KEY)] == [(1, 3), (4, 6)]
+    second.unlink()
+    write_segment(tmp_path, CHAIN_KEY, rows[3:], prev_hash="f" * 64, now=0.0)  # signed, but not the chain's head
+    with pytest.raises(AuditChainBroken, match="segment audit-000000000004-000000000006.jsonl does not continue") as info:
+        read_archive(tmp_path, CHAIN_KEY)
+    assert info.value.record_id == 4 and "restore the archive directory" in (info.value.hint or "")
+
+
+def test_a_segment_whose_signed_header_names_no_records_is_refused(tmp_path: Path) -> None:
+    rows, _ = chain(3, keyed_from=1)
+    write_segment(tmp_path, CHAIN_KEY, [rows[2], rows[0]], prev_hash=GENESIS_HASH, now=0.0)  # ids 3 then 1
+    with pytest.raises(AuditChainBroken, match="header names no records"):
+        read_archive(tmp_path, CHAIN_KEY)
