@@ -90,10 +90,12 @@ async def _seed(home: Path, records: int) -> None:
                     ))  # fmt: skip
 
 
-def _echo_latencies(url: str, token: str, calls: int) -> list[float]:
-    with httpx.Client(base_url=url, trust_env=False, timeout=CALL_TIMEOUT_S,
+def echo_latencies(url: str, token: str, calls: int, *, warmup: int = WARMUP_CALLS,
+                   timeout_s: float = CALL_TIMEOUT_S) -> list[float]:  # fmt: skip
+    """``calls`` echo calls over REST one after another (after ``warmup`` more), each one's ms."""
+    with httpx.Client(base_url=url, trust_env=False, timeout=timeout_s,
                       headers={"Authorization": f"Bearer {token}"}) as http:  # fmt: skip
-        for i in range(WARMUP_CALLS):
+        for i in range(warmup):
             http.post("/api/v1/tools/echo/call", json={"args": {"text": f"warm {i}"}}).raise_for_status()
         took = []
         for i in range(calls):
@@ -143,7 +145,7 @@ def measure(backend: str, calls: int, records: int) -> float:
         )
         with pincer_serve(home, pincer=PINCER_BIN) as server:
             url, token = server.info["url"], server.token
-            idle = _echo_latencies(url, token, calls)
+            idle = echo_latencies(url, token, calls)
             stop = threading.Event()
             opened = threading.Barrier(PAGES + 1)
             verifies: list[int] = []
@@ -156,7 +158,7 @@ def measure(backend: str, calls: int, records: int) -> float:
             verifier = threading.Thread(target=_verify_on, args=(url, token, stop, verifies), daemon=True)
             verifier.start()
             time.sleep(0.5)  # the first verify is under way
-            loaded = _echo_latencies(url, token, calls)
+            loaded = echo_latencies(url, token, calls)
             stop.set()
             verifier.join(timeout=CALL_TIMEOUT_S)
         ratio = percentile(loaded, 99) / percentile(idle, 99)

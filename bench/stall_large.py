@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._procs import cpu_s  # noqa: E402
 from bench._stats import percentile  # noqa: E402
+from bench.stall import echo_latencies  # noqa: E402
 from tests.gateway.conftest import pincer_serve  # noqa: E402
 
 PINCER_BIN = Path(sys.executable).with_name("pincer")
@@ -49,18 +50,6 @@ def _large_text(mb: float) -> str:
 
 def _client(url: str, token: str) -> httpx.Client:
     return httpx.Client(base_url=url, trust_env=False, timeout=CALL_TIMEOUT_S, headers={"Authorization": f"Bearer {token}"})
-
-
-def _echo_latencies(url: str, token: str, calls: int) -> list[float]:
-    with _client(url, token) as http:
-        for i in range(WARMUP_CALLS):
-            http.post("/api/v1/tools/echo/call", json={"args": {"text": f"warm {i}"}}).raise_for_status()
-        took = []
-        for i in range(calls):
-            began = time.perf_counter()
-            http.post("/api/v1/tools/echo/call", json={"args": {"text": f"call {i}"}}).raise_for_status()
-            took.append((time.perf_counter() - began) * 1000)
-    return took
 
 
 def _large_calls(url: str, token: str, text: str, stop: threading.Event, started: threading.Event, done: list[float]) -> None:
@@ -98,7 +87,7 @@ def main() -> None:
         with pincer_serve(home, pincer=PINCER_BIN) as server:
             url, token, pid = server.info["url"], server.token, server.process.pid
             cpu, wall = cpu_s(pid), time.perf_counter()
-            idle = _echo_latencies(url, token, args.calls)
+            idle = echo_latencies(url, token, args.calls, warmup=WARMUP_CALLS, timeout_s=CALL_TIMEOUT_S)
             idle_cpu, idle_wall = cpu_s(pid) - cpu, time.perf_counter() - wall
             stop, started = threading.Event(), threading.Event()
             finished: list[float] = []
@@ -107,7 +96,7 @@ def main() -> None:
             started.wait(timeout=CALL_TIMEOUT_S)
             time.sleep(0.5)  # the first large body is on its way in
             cpu, wall = cpu_s(pid), time.perf_counter()
-            loaded = _echo_latencies(url, token, args.calls)
+            loaded = echo_latencies(url, token, args.calls, warmup=WARMUP_CALLS, timeout_s=CALL_TIMEOUT_S)
             loaded_cpu, loaded_wall = cpu_s(pid) - cpu, time.perf_counter() - wall
             stop.set()
             sender.join(timeout=CALL_TIMEOUT_S)

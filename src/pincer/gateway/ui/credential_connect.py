@@ -34,6 +34,7 @@ from starlette.routing import Route
 from pincer.core.acts import Actor
 from pincer.core.errors import PincerError, UsageError
 from pincer.gateway.ui.auth import UI_PREFIX, current_identity, is_https, read_form, require_csrf, require_identity
+from pincer.gateway.ui.refusal import refusal_page
 from pincer.gateway.ui.services import services_of
 from pincer.store.oidc_logins import PendingLogin
 from pincer.store.people_acts import record_own_credential, require_per_person
@@ -69,13 +70,7 @@ def _callback_url(request: Request, login: str) -> str:
 
 
 def _refused(status: int, message: str) -> HTMLResponse:
-    body = (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Not connected</title>'
-        f'<link rel="stylesheet" href="{UI_PREFIX}/static/dashboard.css"></head><body><main>'
-        f'<h1>Not connected</h1><p class="error" role="alert">{escape(message)}</p>'
-        f'<p><a href="{UI_PREFIX}/credentials">Back to your credentials</a></p></main></body></html>'
-    )
-    return HTMLResponse(body, status_code=status)
+    return refusal_page(status, message, title="Not connected", back="/credentials", back_text="Back to your credentials")
 
 
 async def connect(request: Request) -> Response:

@@ -53,6 +53,7 @@ from pincer.core.errors import PincerError, UsageError
 from pincer.core.extras import require
 from pincer.gateway.ui import github_sign_in
 from pincer.gateway.ui.auth import UI_PREFIX, UI_SESSION_TTL_S, is_https, set_session_cookie
+from pincer.gateway.ui.refusal import refusal_page
 from pincer.gateway.ui.services import DashboardServices, services_of
 from pincer.policy.roles import parse_roles
 from pincer.store.oidc_logins import OidcLoginStore, PendingLogin
@@ -214,13 +215,7 @@ def _callback_url(request: Request, name: str) -> str:
 
 
 def _refused(status: int, message: str) -> HTMLResponse:
-    body = (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sign-in refused</title>'
-        f'<link rel="stylesheet" href="{UI_PREFIX}/static/dashboard.css"></head><body><main>'
-        f'<h1>Sign-in refused</h1><p class="error" role="alert">{escape(message)}</p>'
-        f'<p><a href="{UI_PREFIX}/login">Back to sign-in</a></p></main></body></html>'
-    )
-    return HTMLResponse(body, status_code=status)
+    return refusal_page(status, message, title="Sign-in refused", back="/login", back_text="Back to sign-in")
 
 
 async def start(request: Request) -> Response:
