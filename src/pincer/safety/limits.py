@@ -24,11 +24,20 @@ __all__ = ["limit_output", "limit_result", "json_size", "DEFAULT_MAX_OUTPUT_BYTE
 MIN_OUTPUT_LIMIT_BYTES = 256  # room for the marker and a little of the output
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+# allow_nan=False: Python would write NaN and Infinity, which are not JSON (RFC 8259 section 6);
+# a client's parser refuses the whole answer (a REST call answered 500), so such an output is
+# the tool's error, said here, before it is counted or recorded as a success.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
+NOT_JSON_NUMBER = "NaN or Infinity is not a JSON number; return null or a string for it"
 
 
 def _encode(value: Any) -> str:
     return _ENCODER.encode(value)
+
+
+def _not_json(exc: Exception) -> ToolError:
+    reason = NOT_JSON_NUMBER if isinstance(exc, ValueError) and "Out of range float" in str(exc) else type(exc).__name__
+    return ToolError(f"the tool output is not JSON-serialisable: {reason}")
 
 
 def _size(text: str) -> int:
@@ -40,7 +49,7 @@ def json_size(value: Any) -> int:
     try:
         return _size(_encode(value))
     except (ValueError, TypeError, RecursionError) as exc:
-        raise ToolError(f"the tool output is not JSON-serialisable: {type(exc).__name__}") from None
+        raise _not_json(exc) from None
 
 
 def _marker(cut: int, size: int, max_bytes: int) -> str:
@@ -58,7 +67,7 @@ def limit_output(value: Any, max_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> tuple
     try:
         encoded = _encode(value)
     except (ValueError, TypeError, RecursionError) as exc:
-        raise ToolError(f"the tool output is not JSON-serialisable: {type(exc).__name__}") from None
+        raise _not_json(exc) from None
     size = _size(encoded)
     if size <= max_bytes:
         return value, False, size
