@@ -6,8 +6,10 @@ never printed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -190,3 +192,40 @@ def test_slack_setup_stores_the_bot_token_the_slack_tool_reads(tmp_path: Path, f
     assert status["slack"]["stored"] and status["slack"]["expires_at"] is None  # Slack's bot tokens do not expire
     revoked = json.loads(_pincer(home, "auth", "revoke", "slack", "--json").stdout)
     assert revoked["revoked_at_server"] is True and "slack_bot_token" not in _secrets(home)
+
+
+# A browser that stays open after the redirect (a console browser such as w3m, or a BROWSER
+# command that waits for its window): it writes its pid, then lingers until killed.
+LINGERING_BROWSER = """
+import os, sys, time, httpx
+open(sys.argv[2], "w").write(str(os.getpid()))
+devnull = os.open(os.devnull, os.O_WRONLY)  # not the command's pipes: the test reads them to their end
+os.dup2(devnull, 1)
+os.dup2(devnull, 2)
+answer = httpx.get(sys.argv[1], follow_redirects=False, timeout=30)
+httpx.get(answer.headers["location"], timeout=300)  # a person's browser waits, too
+time.sleep(600)
+"""
+# Far longer than the login takes, far shorter than the browser lingers.
+LINGERING_CLI_TIMEOUT_S = 60
+
+
+def test_the_redirect_is_answered_while_the_browser_command_still_runs(tmp_path: Path, fake: FakeGoogle) -> None:
+    """Before, the loopback listener began reading only once ``webbrowser.open`` returned, which
+    for a BROWSER command that waits (a console browser) is when the person quits it: the redirect
+    sat unanswered, the browser's request timed out (30 s in the other tests), or the login hung."""
+    home = _home(tmp_path, fake)
+    browser, pid_file = tmp_path / "browser.py", tmp_path / "browser.pid"
+    browser.write_text(LINGERING_BROWSER)
+    env = _env(home, {"BROWSER": f"{sys.executable} {browser} %s {pid_file}"})
+    try:
+        done = subprocess.run([*PINCER, "auth", "setup", "google", "--json"], capture_output=True, text=True, env=env,
+                              timeout=LINGERING_CLI_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`pincer auth setup google` did not finish within {LINGERING_CLI_TIMEOUT_S} s while its browser stayed open")
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert done.returncode == 0, done.stderr
+    assert _secrets(home)["google_oauth_token"] in fake.live_access_tokens()

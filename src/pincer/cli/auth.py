@@ -285,17 +285,24 @@ async def oauth_login(
                     pasted = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
                 code = code_from_redirect(start, pasted[:MAX_TOKEN_BYTES])
             else:
-                import webbrowser
-
-                opened = await anyio.to_thread.run_sync(webbrowser.open, start.url)
-                stderr.print(f"waiting for the redirect on {loop.redirect_uri}"
-                             + ("" if opened else " (no browser could be opened: open the URL yourself)"))
+                _open_browser(start.url)
+                stderr.print(f"waiting for the redirect on {loop.redirect_uri} (if no browser opens, open the URL yourself)")
                 code = await loop.wait(lambda url: code_from_redirect(start, url), timeout_s)
         return await exchange_code(provider, start, code, client_id=client_id, client_secret=client_secret,
                                    store=store, home=pincer_home(), allow_private_network=allow_private_network,
                                    person=person)  # fmt: skip
     finally:
         store.close()
+
+
+def _open_browser(url: str) -> None:
+    """Open ``url`` in the person's browser without waiting for it: ``webbrowser.open`` returns
+    only when a BROWSER command that waits (a console browser) ends, and the redirect it brings
+    must be answered meanwhile. A daemon thread, so a browser still open never holds the command."""
+    import threading
+    import webbrowser
+
+    threading.Thread(target=webbrowser.open, args=(url,), name="pincer-browser", daemon=True).start()
 
 
 async def _require_person_login(provider: Any, person: str) -> None:
