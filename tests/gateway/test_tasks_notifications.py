@@ -9,8 +9,8 @@ import json
 import secrets
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from pincer.store.sql.migrate import upgrade_postgres
 from tests.backends import postgres_server
 from tests.gateway.conftest import LiveGateway, live_gateway
 from tests.gateway.test_tasks import WAIT_S, Requester, _approval_of, _headers, _meta
+from tests.gateway.test_tasks_status import within
 
 pytestmark = pytest.mark.anyio
 
@@ -307,13 +308,3 @@ async def test_a_change_made_while_a_stream_opens_reaches_it(
                 await first.until(task_id, "cancelled")
             go_on.set()
     assert seen[-1]["status"] == "cancelled"
-
-
-@contextmanager
-def within(what: str) -> Iterator[None]:
-    """A bounded wait that says what it waited for when it runs out."""
-    try:
-        with anyio.fail_after(WAIT_S):
-            yield
-    except TimeoutError:
-        raise AssertionError(f"waited {WAIT_S} s for {what}") from None
