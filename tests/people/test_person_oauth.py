@@ -24,6 +24,7 @@ import pytest
 from pincer.core.values import CallRequest
 from tests.builtins import fakegoogle
 from tests.builtins.fakegoogle import CLIENT_ID, CLIENT_SECRET, FakeGoogle
+from tests.builtins.test_oauth_cli import BROWSER_SCRIPT
 
 pytestmark = pytest.mark.anyio
 KEY = "ab" * 32
@@ -33,12 +34,6 @@ CALL_TIMEOUT_S = 60.0
 GRANT = '\n[[grants]]\ntool = "gmail"\neffects = { network = "allow", use_secret = "allow", external_write = "allow" }\n'
 PER_PERSON = '\n[secrets]\nper_person = ["google_oauth_token"]\n'
 LIST = {"action": "list_labels"}
-# The "browser": consents (GET the authorization URL) and follows the redirect to the loopback.
-BROWSER_SCRIPT = """
-import sys, httpx
-answer = httpx.get(sys.argv[1], follow_redirects=False, timeout=30)
-httpx.get(answer.headers["location"], timeout=30)
-"""
 
 
 @pytest.fixture
